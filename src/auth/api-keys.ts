@@ -1,0 +1,134 @@
+import crypto from 'node:crypto';
+import type { Knex } from 'knex';
+import { newToken, sha256, tokenPrefix } from './tokens.js';
+
+export type CredentialKind = 'key' | 'session';
+
+export interface ApiKeyRow {
+  id: string;
+  user_id: string;
+  kind: CredentialKind;
+  label: string;
+  prefix: string;
+  scopes: string[] | null;
+  created_at: number;
+  last_used_at: number | null;
+  expires_at: number | null;
+  revoked_at: number | null;
+}
+
+/** What the owner may see of a key after creation: never the token. */
+export function publicKey(row: ApiKeyRow) {
+  const iso = (t: number | null) => (t ? new Date(t).toISOString() : null);
+  return {
+    id: row.id,
+    kind: row.kind,
+    label: row.label,
+    prefix: row.prefix,
+    scopes: row.scopes,
+    created_at: iso(row.created_at),
+    last_used_at: iso(row.last_used_at),
+    expires_at: iso(row.expires_at),
+  };
+}
+
+function toRow(r: any): ApiKeyRow {
+  return {
+    id: r.id,
+    user_id: r.user_id,
+    kind: r.kind,
+    label: r.label,
+    prefix: r.prefix,
+    scopes: r.scopes ? JSON.parse(r.scopes) : null,
+    created_at: Number(r.created_at),
+    last_used_at: r.last_used_at == null ? null : Number(r.last_used_at),
+    expires_at: r.expires_at == null ? null : Number(r.expires_at),
+    revoked_at: r.revoked_at == null ? null : Number(r.revoked_at),
+  };
+}
+
+const TOUCH_INTERVAL_MS = 60_000;
+
+/**
+ * Per-user API keys and web-session tokens share one table: 256 random bits shown once, kept
+ * as SHA-256 and found by that hash (one indexed lookup, no bcrypt on the request path).
+ */
+export class ApiKeyStore {
+  constructor(private readonly db: Knex) {}
+
+  async create(userId: string, kind: CredentialKind, opts: { label?: string; scopes?: string[] | null; expiresAt?: number | null }) {
+    const token = newToken(kind);
+    const row = {
+      id: crypto.randomUUID(),
+      user_id: userId,
+      kind,
+      label: opts.label ?? '',
+      prefix: tokenPrefix(token),
+      token_hash: sha256(token),
+      scopes: opts.scopes && opts.scopes.length ? JSON.stringify(opts.scopes) : null,
+      created_at: Date.now(),
+      last_used_at: null,
+      expires_at: opts.expiresAt ?? null,
+      revoked_at: null,
+    };
+    await this.db('api_keys').insert(row);
+    return { token, key: toRow(row) };
+  }
+
+  /** A live credential by its token: not revoked, not expired, owner not disabled. */
+  async lookup(token: string): Promise<ApiKeyRow | null> {
+    if (token.length < 16 || token.length > 256) return null;
+    return this.live({ 'api_keys.token_hash': sha256(token) });
+  }
+
+  /** A live credential by id (the cookie session points at its web-session token this way). */
+  async lookupById(id: string): Promise<ApiKeyRow | null> {
+    return this.live({ 'api_keys.id': id });
+  }
+
+  private async live(where: Record<string, string>): Promise<ApiKeyRow | null> {
+    const r = await this.db('api_keys')
+      .join('users', 'users.id', 'api_keys.user_id')
+      .where(where)
+      .first('api_keys.*', 'users.disabled as owner_disabled');
+    if (!r) return null;
+    const row = toRow(r);
+    const now = Date.now();
+    if (row.revoked_at || (row.expires_at && row.expires_at <= now) || r.owner_disabled) return null;
+    // last_used_at is written at most once a minute per key, not on every request
+    if (!row.last_used_at || now - row.last_used_at > TOUCH_INTERVAL_MS) {
+      this.db('api_keys')
+        .where({ id: row.id })
+        .update({ last_used_at: now })
+        .catch(() => undefined);
+    }
+    return row;
+  }
+
+  async listFor(userId: string): Promise<ApiKeyRow[]> {
+    const now = Date.now();
+    const rows = await this.db('api_keys')
+      .where({ user_id: userId })
+      .whereNull('revoked_at')
+      .where((q) => q.whereNull('expires_at').orWhere('expires_at', '>', now))
+      .orderBy('created_at', 'desc');
+    return rows.map(toRow);
+  }
+
+  async get(id: string): Promise<ApiKeyRow | null> {
+    const r = await this.db('api_keys').where({ id }).first();
+    return r ? toRow(r) : null;
+  }
+
+  /** Revokes one credential of a user; false when it is not theirs or already gone. */
+  async revoke(userId: string, id: string): Promise<boolean> {
+    const n = await this.db('api_keys').where({ id, user_id: userId }).whereNull('revoked_at').update({ revoked_at: Date.now() });
+    return n > 0;
+  }
+
+  async revokeAllOf(userId: string, kind?: CredentialKind): Promise<void> {
+    const q = this.db('api_keys').where({ user_id: userId }).whereNull('revoked_at');
+    if (kind) q.andWhere({ kind });
+    await q.update({ revoked_at: Date.now() });
+  }
+}

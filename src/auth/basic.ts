@@ -1,0 +1,71 @@
+import crypto from 'node:crypto';
+import type { EventBus } from '../bus/bus.js';
+import type { LocalProvider } from '../iam/providers/local.js';
+
+const CACHE_MS = 60_000;
+
+/**
+ * HTTP Basic against local IAM without paying bcrypt on every request: a successful
+ * verification is cached briefly under an HMAC of (username, password) with a process-random
+ * key, and dropped when that user's password changes (iam:password_changed).
+ */
+export class BasicVerifier {
+  private readonly hmacKey = crypto.randomBytes(32);
+  private readonly cache = new Map<string, { userId: string; expires: number }>();
+  private readonly byUser = new Map<string, Set<string>>();
+
+  constructor(private readonly local: LocalProvider, bus: EventBus) {
+    bus.on('iam:password_changed', ({ user_id }) => this.forget(user_id));
+    bus.on('iam:permissions_changed', ({ user_id }) => {
+      // a disabled or deleted user must not live on in the cache
+      if (user_id) this.forget(user_id);
+    });
+  }
+
+  private keyOf(username: string, password: string): string {
+    return crypto.createHmac('sha256', this.hmacKey).update(username).update('\0').update(password).digest('base64');
+  }
+
+  cached(username: string, password: string): string | null {
+    const k = this.keyOf(username, password);
+    const hit = this.cache.get(k);
+    if (!hit) return null;
+    if (hit.expires <= Date.now()) {
+      this.cache.delete(k);
+      return null;
+    }
+    return hit.userId;
+  }
+
+  async verify(username: string, password: string): Promise<string | null> {
+    const userId = await this.local.verify(username, password);
+    if (!userId) return null;
+    const k = this.keyOf(username, password);
+    this.cache.set(k, { userId, expires: Date.now() + CACHE_MS });
+    let set = this.byUser.get(userId);
+    if (!set) this.byUser.set(userId, (set = new Set()));
+    set.add(k);
+    if (this.cache.size > 10_000) this.sweep();
+    return userId;
+  }
+
+  forget(userId: string): void {
+    for (const k of this.byUser.get(userId) ?? []) this.cache.delete(k);
+    this.byUser.delete(userId);
+  }
+
+  private sweep() {
+    const now = Date.now();
+    for (const [k, v] of this.cache) if (v.expires <= now) this.cache.delete(k);
+  }
+}
+
+/** Parses `Authorization: Basic …`; anything malformed is null (never a throw). */
+export function parseBasic(header: string): { username: string; password: string } | null {
+  const m = /^Basic ([A-Za-z0-9+/=]{1,2048})$/i.exec(header.trim());
+  if (!m) return null;
+  const decoded = Buffer.from(m[1], 'base64').toString('utf8');
+  const i = decoded.indexOf(':');
+  if (i <= 0) return null;
+  return { username: decoded.slice(0, i), password: decoded.slice(i + 1) };
+}

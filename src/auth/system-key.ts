@@ -1,0 +1,51 @@
+import type { SecretsStore } from '../iam/secrets.js';
+import { safeEqual } from './tokens.js';
+
+export const SYSTEM_KEY_NS = 'core/settings';
+export const SYSTEM_KEY_NAME = 'system_api_key';
+const STORE_CACHE_MS = 3000;
+
+/**
+ * The master machine key: environment, else the secrets store, else disabled.
+ * An empty or blank value counts as not configured: no empty or implicit key is ever accepted.
+ * The stored value is cached for a few seconds (a change here is visible at once; another
+ * instance sees it within STORE_CACHE_MS).
+ */
+export class SystemKey {
+  private cached: { value: string | null; until: number } | null = null;
+
+  constructor(private readonly envValue: string | null, private readonly secrets: SecretsStore) {}
+
+  get lockedByEnv(): boolean {
+    return Boolean(this.envValue && this.envValue.trim());
+  }
+
+  private async current(): Promise<string | null> {
+    if (this.envValue && this.envValue.trim()) return this.envValue.trim();
+    const now = Date.now();
+    if (this.cached && this.cached.until > now) return this.cached.value;
+    const stored = (await this.secrets.get(SYSTEM_KEY_NS, SYSTEM_KEY_NAME))?.trim() || null;
+    this.cached = { value: stored, until: now + STORE_CACHE_MS };
+    return stored;
+  }
+
+  async configured(): Promise<boolean> {
+    return (await this.current()) !== null;
+  }
+
+  async matches(presented: string): Promise<boolean> {
+    const key = await this.current();
+    if (!key || !presented) return false;
+    return safeEqual(presented, key);
+  }
+
+  async set(value: string): Promise<void> {
+    await this.secrets.set(SYSTEM_KEY_NS, SYSTEM_KEY_NAME, value);
+    this.cached = null;
+  }
+
+  async clear(): Promise<void> {
+    await this.secrets.delete(SYSTEM_KEY_NS, SYSTEM_KEY_NAME);
+    this.cached = null;
+  }
+}

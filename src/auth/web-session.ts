@@ -1,0 +1,55 @@
+import type Koa from 'koa';
+import session from 'koa-session';
+import type { Knex } from 'knex';
+import { sha256 } from './tokens.js';
+
+export const SESSION_COOKIE = 'svc.sid';
+
+declare module 'koa' {
+  interface ExtendableContext {
+    session: (Record<string, any> & { regenerate?: () => Promise<void> }) | null;
+  }
+}
+
+/**
+ * The UI cookie session (koa-session) kept in the web_sessions table, so any instance can read
+ * it. The session holds only the id of the web-session token it was started with, so revoking
+ * that token (logout, the key list, an admin) ends the cookie session too.
+ * Rows are keyed by the SHA-256 of the cookie's session id.
+ */
+export function webSessionMiddleware(app: Koa, db: Knex, opts: { ttlMs: number; secure: boolean }): Koa.Middleware {
+  const store = {
+    async get(key: string) {
+      const row = await db('web_sessions').where({ id: sha256(key) }).first();
+      if (!row || Number(row.expires_at) <= Date.now()) return undefined;
+      try {
+        return JSON.parse(row.data);
+      } catch {
+        return undefined;
+      }
+    },
+    async set(key: string, sess: unknown, maxAge: number) {
+      const ttl = typeof maxAge === 'number' && maxAge > 0 ? maxAge : opts.ttlMs;
+      const row = { id: sha256(key), data: JSON.stringify(sess), expires_at: Date.now() + ttl };
+      await db('web_sessions').insert(row).onConflict('id').merge(['data', 'expires_at']);
+    },
+    async destroy(key: string) {
+      await db('web_sessions').where({ id: sha256(key) }).delete();
+    },
+  };
+  return session(
+    {
+      key: SESSION_COOKIE,
+      maxAge: opts.ttlMs,
+      httpOnly: true,
+      signed: true,
+      sameSite: 'lax',
+      secure: opts.secure,
+      store,
+      autoCommit: true,
+      rolling: false,
+      renew: false,
+    } as any,
+    app as any,
+  ) as unknown as Koa.Middleware;
+}

@@ -1,0 +1,145 @@
+import Koa, { type Context, type Next } from 'koa';
+import Router from '@koa/router';
+import crypto from 'node:crypto';
+import type { Logger } from '../log.js';
+import { HttpError, notFound, type ErrorCode } from './errors.js';
+import { readBody } from './body.js';
+
+declare module 'koa' {
+  interface DefaultState {
+    requestId: string;
+  }
+  interface ExtendableContext {
+    log: Logger;
+  }
+}
+
+export interface BootState {
+  iamReady: boolean;
+  bootComplete: boolean;
+  bootError: string | null;
+  stopping: boolean;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+const CODE_BY_STATUS: Record<number, ErrorCode> = {
+  400: 'validation_failed',
+  401: 'unauthorized',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  409: 'conflict',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  429: 'rate_limited',
+  503: 'unavailable',
+};
+
+/** Request id on every request and log line; one access log line per request. */
+function requestContext(log: Logger) {
+  return async (ctx: Context, next: Next) => {
+    const incoming = ctx.get('x-request-id');
+    const id = REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
+    ctx.state.requestId = id;
+    ctx.set('X-Request-Id', id);
+    ctx.log = log.child({ request_id: id });
+    const started = process.hrtime.bigint();
+    try {
+      await next();
+    } finally {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      // the path only: query strings may carry codes or tickets
+      ctx.log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
+    }
+  };
+}
+
+export function renderError(ctx: Context, status: number, code: string, message: string, details?: unknown) {
+  ctx.status = status;
+  ctx.body = { error: details === undefined ? { code, message } : { code, message, details } };
+}
+
+/** One error middleware renders DESIGN section 5's body for every failure. */
+function errorHandler() {
+  return async (ctx: Context, next: Next) => {
+    try {
+      await next();
+      if (ctx.body === undefined && ctx.status === 404) throw notFound(`route ${ctx.method} ${ctx.path}`);
+      if (ctx.body === undefined && ctx.status === 405) renderError(ctx, 405, 'method_not_allowed', `method ${ctx.method} is not allowed here`);
+    } catch (err) {
+      if (err instanceof HttpError) {
+        for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
+        renderError(ctx, err.status, err.code, err.message, err.details);
+        return;
+      }
+      const e = err as { status?: number; expose?: boolean; message?: string };
+      if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500 && e.status !== 500) {
+        renderError(ctx, e.status, CODE_BY_STATUS[e.status] ?? 'validation_failed', e.expose && e.message ? e.message : 'bad request');
+        return;
+      }
+      ctx.log.error({ err }, 'unhandled error');
+      renderError(ctx, 500, 'internal', 'internal error');
+    }
+  };
+}
+
+function securityHeaders() {
+  return async (ctx: Context, next: Next) => {
+    ctx.set('X-Content-Type-Options', 'nosniff');
+    ctx.set('Referrer-Policy', 'no-referrer');
+    ctx.set('X-Frame-Options', 'DENY');
+    await next();
+  };
+}
+
+/** /healthz, /readyz, and the 503 `booting` gate on /api/* until iam:ready */
+function bootRoutes(state: BootState) {
+  return async (ctx: Context, next: Next) => {
+    if (ctx.path === '/healthz' && ctx.method === 'GET') {
+      ctx.body = { status: 'ok' };
+      return;
+    }
+    if (ctx.path === '/readyz' && ctx.method === 'GET') {
+      const ready = state.bootComplete && !state.stopping;
+      ctx.status = ready ? 200 : 503;
+      ctx.body = ready
+        ? { status: 'ready' }
+        : { error: { code: state.stopping ? 'unavailable' : 'booting', message: state.bootError ?? (state.stopping ? 'shutting down' : 'booting') } };
+      if (!ready) ctx.set('Retry-After', '5');
+      return;
+    }
+    if (!state.iamReady && (ctx.path === '/api' || ctx.path.startsWith('/api/') || ctx.path === '/ws')) {
+      ctx.set('Retry-After', '5');
+      renderError(ctx, 503, 'booting', state.bootError ? `boot failed: ${state.bootError}` : 'the service is starting');
+      return;
+    }
+    await next();
+  };
+}
+
+export interface HttpAppDeps {
+  log: Logger;
+  state: BootState;
+  keys: string[];
+  proxy?: boolean;
+}
+
+/** The Koa app with the middleware every request passes; areas add theirs with mount(). */
+export function createHttpApp(deps: HttpAppDeps): Koa {
+  const app = new Koa({ keys: deps.keys, proxy: deps.proxy ?? false });
+  app.silent = true; // errors are logged by our error middleware
+  app.use(requestContext(deps.log));
+  app.use(errorHandler());
+  app.use(securityHeaders());
+  app.use(bootRoutes(deps.state));
+  app.use(readBody());
+  return app;
+}
+
+export function mountRouters(app: Koa, routers: Router[]): void {
+  for (const router of routers) {
+    app.use(router.routes());
+    app.use(router.allowedMethods({ throw: false }));
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * One error type for every non-2xx answer. The error middleware renders
+ * {"error": {"code", "message", "details"?}} (DESIGN section 5).
+ */
+export type ErrorCode =
+  | 'unauthorized'
+  | 'forbidden'
+  | 'not_found'
+  | 'validation_failed'
+  | 'conflict'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'method_not_allowed'
+  | 'rate_limited'
+  | 'unavailable'
+  | 'booting'
+  | 'internal';
+
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: unknown,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'HttpError';
+  }
+}
+
+export const unauthorized = (message = 'authentication required') =>
+  new HttpError(401, 'unauthorized', message, undefined, { 'WWW-Authenticate': 'Bearer, Basic realm="service"' });
+export const forbidden = (permission: string) =>
+  new HttpError(403, 'forbidden', `missing permission ${permission}`, { permission });
+export const forbiddenBecause = (message: string) => new HttpError(403, 'forbidden', message);
+export const notFound = (what = 'resource') => new HttpError(404, 'not_found', `${what} not found`);
+export const validationFailed = (details: FieldError[]) =>
+  new HttpError(400, 'validation_failed', details.map((d) => `${d.field}: ${d.message}`).join('; ') || 'invalid request', details);
+export const badField = (field: string, message: string) => validationFailed([{ field, message }]);
+export const conflict = (message: string, details?: unknown) => new HttpError(409, 'conflict', message, details);
+export const payloadTooLarge = (limit: number) =>
+  new HttpError(413, 'payload_too_large', `request body exceeds ${limit} bytes`, { limit });
+export const rateLimited = (retryAfterSeconds: number) =>
+  new HttpError(429, 'rate_limited', 'too many attempts, try again later', { retry_after: retryAfterSeconds }, {
+    'Retry-After': String(retryAfterSeconds),
+  });
+export const unavailable = (message: string, retryAfterSeconds?: number) =>
+  new HttpError(503, 'unavailable', message, undefined, retryAfterSeconds ? { 'Retry-After': String(retryAfterSeconds) } : {});

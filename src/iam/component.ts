@@ -1,0 +1,133 @@
+import Router from '@koa/router';
+import type { Knex } from 'knex';
+import type { Config } from '../config.js';
+import type { EventBus } from '../bus/bus.js';
+import type { Logger } from '../log.js';
+import { IamStore } from './store.js';
+import { PermissionResolver } from './resolver.js';
+import { SecretsStore } from './secrets.js';
+import { seedIam } from './seed.js';
+import { CORE_CATALOG, type CatalogEntry } from './permissions.js';
+import { LocalProvider } from './providers/local.js';
+import { RoleLedger } from './ledger.js';
+import { ApiKeyStore } from '../auth/api-keys.js';
+import { SystemKey } from '../auth/system-key.js';
+import { BasicVerifier } from '../auth/basic.js';
+import { LoginLockout } from '../auth/lockout.js';
+import { Authenticator } from '../auth/authenticate.js';
+import { meRoutes } from './routes/me.js';
+import { userRoutes } from './routes/users.js';
+import { groupRoutes } from './routes/groups.js';
+import { settingsRoutes } from './routes/settings.js';
+
+export interface PluginAccessEntry {
+  id: string;
+  routes: string[];
+}
+
+export interface IamDeps {
+  config: Config;
+  db: Knex;
+  bus: EventBus;
+  log: Logger;
+}
+
+/**
+ * Identity and access management: waits for db:connected, migrates, seeds, builds the
+ * provider chain and emits iam:ready. Owns users, groups, permissions, keys and the ledger.
+ */
+export class IamComponent {
+  readonly store: IamStore;
+  readonly secrets: SecretsStore;
+  readonly resolver: PermissionResolver;
+  readonly apiKeys: ApiKeyStore;
+  readonly systemKey: SystemKey;
+  readonly local: LocalProvider;
+  readonly lockout: LoginLockout;
+  readonly auth: Authenticator;
+  readonly ledger: RoleLedger;
+  /** permission ids declared by plugins, by plugin id */
+  private readonly pluginCatalog = new Map<string, CatalogEntry[]>();
+  /** per-plugin UI routes, for the access view */
+  private readonly pluginRoutes = new Map<string, string[]>();
+
+  constructor(private readonly deps: IamDeps) {
+    const { config, db, bus } = deps;
+    this.store = new IamStore(db);
+    this.secrets = new SecretsStore(db, config.secretKey);
+    this.resolver = new PermissionResolver(this.store, config.permissionCacheTtlMs, bus);
+    this.apiKeys = new ApiKeyStore(db);
+    this.systemKey = new SystemKey(config.systemApiKey, this.secrets);
+    this.local = new LocalProvider(this.store);
+    this.lockout = new LoginLockout(db);
+    this.ledger = new RoleLedger(db, bus);
+    this.auth = new Authenticator({
+      systemKey: this.systemKey,
+      apiKeys: this.apiKeys,
+      resolver: this.resolver,
+      basic: new BasicVerifier(this.local, bus),
+      lockout: this.lockout,
+      allowedOrigins: config.allowedOrigins,
+    });
+    bus.on('db:connected', () => this.init());
+  }
+
+  private async init(): Promise<void> {
+    const { db, bus, config, log } = this.deps;
+    try {
+      const [, applied] = await db.migrate.latest(db.client.config.migrations);
+      if (applied.length) log.info({ applied }, 'migrations applied');
+      const seeded = await seedIam(db, config);
+      for (const id of seeded.passwordChanged) bus.emit('iam:password_changed', { user_id: id });
+      if (seeded.changed) bus.emit('iam:permissions_changed', { all: true });
+    } catch (err) {
+      log.error({ err }, 'IAM initialisation failed');
+      bus.emit('system:boot_failed', { stage: 'iam', error: (err as Error).message });
+      return;
+    }
+    bus.emit('iam:ready', { providers: config.authProviders });
+  }
+
+  catalog(): CatalogEntry[] {
+    return [...CORE_CATALOG, ...[...this.pluginCatalog.values()].flat()];
+  }
+
+  setPluginCatalog(pluginId: string, entries: CatalogEntry[], routes: string[]): void {
+    this.pluginCatalog.set(pluginId, entries);
+    this.pluginRoutes.set(pluginId, routes);
+  }
+
+  removePluginCatalog(pluginId: string): void {
+    this.pluginCatalog.delete(pluginId);
+    this.pluginRoutes.delete(pluginId);
+  }
+
+  pluginAccessEntries(): PluginAccessEntry[] {
+    return [...this.pluginRoutes.entries()].map(([id, routes]) => ({ id, routes }));
+  }
+
+  /** Is `p` a permission id that can be granted (catalog entry or a catalog namespace wildcard)? */
+  isKnownPermission(p: string): boolean {
+    const cat = this.catalog();
+    if (cat.some((e) => e.id === p)) return true;
+    if (p.endsWith(':*')) {
+      const ns = p.slice(0, -1);
+      return cat.some((e) => e.id.startsWith(ns));
+    }
+    return false;
+  }
+
+  routers(): Router[] {
+    return [meRoutes(this), userRoutes(this, this.deps.bus), groupRoutes(this, this.deps.bus), settingsRoutes(this)];
+  }
+
+  get config(): Config {
+    return this.deps.config;
+  }
+
+  get bus(): EventBus {
+    return this.deps.bus;
+  }
+
+  async stop(): Promise<void> {}
+}

@@ -1,0 +1,61 @@
+import type { Knex } from 'knex';
+import type { EventBus } from '../bus/bus.js';
+import { DEFAULT_GROUP_NAMES } from './permissions.js';
+
+export interface ManifestRole {
+  id: string;
+  label?: string;
+  permissions: string[];
+  auto_map_groups?: string[];
+}
+
+export interface PluginGrantSource {
+  id: string;
+  roles?: ManifestRole[];
+}
+
+/**
+ * The role grant ledger: each (group, permission) a plugin grants is applied exactly once and
+ * recorded in role_grants, so an administrator's later revocation is never re-applied.
+ */
+export class RoleLedger {
+  constructor(private readonly db: Knex, private readonly bus: EventBus) {}
+
+  /** Baseline per-plugin grants plus the plugin's ManifestRoles. Returns the grants newly applied. */
+  async applyPlugin(plugin: PluginGrantSource): Promise<{ group: string; permission: string }[]> {
+    const id = plugin.id;
+    const wanted: { role: string; group: string; permission: string }[] = [];
+    for (const g of DEFAULT_GROUP_NAMES) {
+      wanted.push({ role: 'baseline', group: g, permission: `plugin:${id}` });
+      wanted.push({ role: 'baseline', group: g, permission: `plugin:${id}:api:read` });
+    }
+    for (const g of ['INT_USER', 'INT_ADMIN']) wanted.push({ role: 'baseline', group: g, permission: `plugin:${id}:api:write` });
+    for (const role of plugin.roles ?? []) {
+      for (const g of role.auto_map_groups ?? []) for (const p of role.permissions) wanted.push({ role: role.id, group: g, permission: p });
+    }
+    const applied: { group: string; permission: string }[] = [];
+    for (const w of wanted) if (await this.grantOnce(id, w.role, w.group, w.permission)) applied.push({ group: w.group, permission: w.permission });
+    if (applied.length) this.bus.emit('iam:permissions_changed', { all: true });
+    return applied;
+  }
+
+  /** Records (group, permission) in the ledger and adds it to the group, unless recorded before. */
+  async grantOnce(pluginId: string, roleId: string, group: string, permission: string): Promise<boolean> {
+    return this.db.transaction(async (trx) => {
+      const row = await trx('groups').where({ name: group }).forUpdate().first();
+      if (!row) return false; // a group that does not exist gets nothing, and nothing is recorded
+      const inserted = await trx('role_grants')
+        .insert({ plugin_id: pluginId, role_id: roleId, group_name: group, permission, granted_at: Date.now() })
+        .onConflict(['group_name', 'permission'])
+        .ignore()
+        .returning('id');
+      if (!inserted.length) return false;
+      const perms: string[] = JSON.parse(row.permissions || '[]');
+      if (!perms.includes(permission)) {
+        perms.push(permission);
+        await trx('groups').where({ name: group }).update({ permissions: JSON.stringify(perms), updated_at: Date.now() });
+      }
+      return true;
+    });
+  }
+}

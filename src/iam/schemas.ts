@@ -1,0 +1,47 @@
+import Joi from 'joi';
+
+export const USERNAME = /^[A-Za-z0-9._@-]{1,64}$/;
+export const GROUP_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+export const PASSWORD = Joi.string().min(8).max(200);
+
+const permissionList = Joi.array().items(Joi.string().max(256)).max(500).unique();
+const groupList = Joi.array().items(Joi.string().pattern(GROUP_NAME)).max(100).unique();
+
+export const createUserSchema = Joi.object({
+  username: Joi.string().pattern(USERNAME).required(),
+  password: PASSWORD,
+  email: Joi.string().email({ tlds: false }).max(320).allow(null),
+  display_name: Joi.string().trim().max(256).allow(null, ''),
+  groups: groupList,
+  extra_permissions: permissionList,
+  roles: Joi.array().items(Joi.string().valid('superadmin', 'bot')).unique(),
+});
+
+export const patchUserSchema = Joi.object({
+  email: Joi.string().email({ tlds: false }).max(320).allow(null),
+  display_name: Joi.string().trim().max(256).allow(null, ''),
+  groups: groupList,
+  extra_permissions: permissionList,
+  roles: Joi.array().items(Joi.string().valid('superadmin', 'bot')).unique(),
+  disabled: Joi.boolean(),
+  password: PASSWORD,
+}).min(1);
+
+export const passwordSchema = Joi.object({
+  new_password: PASSWORD.required(),
+  current_password: Joi.string().max(200),
+});
+
+export const createGroupSchema = Joi.object({
+  name: Joi.string().pattern(GROUP_NAME).required(),
+  description: Joi.string().max(1000).allow(''),
+  permissions: permissionList,
+});
+
+export const patchGroupSchema = Joi.object({
+  name: Joi.string().pattern(GROUP_NAME),
+  description: Joi.string().max(1000).allow(''),
+  permissions: permissionList,
+}).min(1);
+
+export const uuidParam = Joi.string().guid().required();

@@ -1,0 +1,61 @@
+import crypto from 'node:crypto';
+import type { Knex } from 'knex';
+
+/**
+ * Encrypted settings store: AES-256-GCM under a key derived from SERVICE_SECRET_KEY.
+ * Namespaces: core/settings (system key, webhook secret), core/auth (provider settings).
+ */
+export class SecretsStore {
+  private readonly key: Buffer;
+
+  constructor(private readonly db: Knex, masterKey: string) {
+    this.key = Buffer.from(crypto.hkdfSync('sha256', masterKey, 'service-secrets', 'aes-256-gcm', 32));
+  }
+
+  private encrypt(plain: string): string {
+    const iv = crypto.randomBytes(12);
+    const cipher = crypto.createCipheriv('aes-256-gcm', this.key, iv);
+    const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
+    return Buffer.concat([iv, cipher.getAuthTag(), body]).toString('base64');
+  }
+
+  private decrypt(stored: string): string {
+    const raw = Buffer.from(stored, 'base64');
+    const decipher = crypto.createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
+    decipher.setAuthTag(raw.subarray(12, 28));
+    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
+  }
+
+  async get(namespace: string, key: string): Promise<string | null> {
+    const row = await this.db('secrets').where({ namespace, key }).first('ciphertext');
+    if (!row) return null;
+    try {
+      return this.decrypt(row.ciphertext);
+    } catch {
+      // a value written under another master key cannot be read: treat as not configured
+      return null;
+    }
+  }
+
+  async getAll(namespace: string): Promise<Record<string, string>> {
+    const rows = await this.db('secrets').where({ namespace }).select('key', 'ciphertext');
+    const out: Record<string, string> = {};
+    for (const r of rows) {
+      try {
+        out[r.key] = this.decrypt(r.ciphertext);
+      } catch {
+        /* unreadable under this master key: skipped */
+      }
+    }
+    return out;
+  }
+
+  async set(namespace: string, key: string, value: string): Promise<void> {
+    const row = { namespace, key, ciphertext: this.encrypt(value), updated_at: Date.now() };
+    await this.db('secrets').insert(row).onConflict(['namespace', 'key']).merge(['ciphertext', 'updated_at']);
+  }
+
+  async delete(namespace: string, key: string): Promise<void> {
+    await this.db('secrets').where({ namespace, key }).delete();
+  }
+}

@@ -1,0 +1,139 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type Router from '@koa/router';
+import type Koa from 'koa';
+import type { Config } from './config.js';
+import { createLogger, type Logger } from './log.js';
+import { EventBus } from './bus/bus.js';
+import { createDb, dialectOf, type Knex } from './db/knex.js';
+import { createHttpApp, mountRouters, type BootState } from './http/app.js';
+import { webSessionMiddleware } from './auth/web-session.js';
+import { IamComponent } from './iam/component.js';
+
+/**
+ * The composition root: builds every part, wires them through the bus, and runs the boot
+ * order of DESIGN section 4. Nothing else constructs components.
+ */
+export interface ServiceOptions {
+  logger?: Logger;
+  /** first delay of the database connect retry (doubles up to 10 s) */
+  dbRetryMs?: number;
+}
+
+export class Service {
+  readonly log: Logger;
+  readonly bus: EventBus;
+  readonly db: Knex;
+  readonly state: BootState = { iamReady: false, bootComplete: false, bootError: null, stopping: false };
+  readonly iam: IamComponent;
+  readonly app: Koa;
+  readonly server: http.Server;
+  private bootPromise: Promise<void> | null = null;
+  private stopped = false;
+  private connectAbort = new AbortController();
+
+  constructor(readonly config: Config, private readonly opts: ServiceOptions = {}) {
+    this.log = opts.logger ?? createLogger(config.logLevel);
+    this.bus = new EventBus(this.log.child({ component: 'bus' }));
+    this.db = createDb(config);
+    this.iam = new IamComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'iam' }) });
+
+    this.app = createHttpApp({ log: this.log.child({ component: 'http' }), state: this.state, keys: [config.secretKey] });
+    this.app.use(webSessionMiddleware(this.app, this.db, { ttlMs: config.sessionTtlMs, secure: config.publicUrl.startsWith('https:') }));
+    this.app.use(this.iam.auth.middleware());
+    const routers: Router[] = [...this.iam.routers()];
+    mountRouters(this.app, routers);
+    this.server = http.createServer(this.app.callback());
+    this.server.headersTimeout = 20_000;
+    this.server.requestTimeout = 60_000;
+
+    this.bus.on('iam:ready', () => {
+      this.state.iamReady = true;
+    });
+    this.bus.on('system:boot_complete', () => {
+      this.state.bootComplete = true;
+    });
+    this.bus.on('system:boot_failed', ({ stage, error }) => {
+      this.state.bootError = `${stage}: ${error}`;
+      this.log.error({ stage, error }, 'boot failed');
+    });
+  }
+
+  get url(): string {
+    const addr = this.server.address() as AddressInfo | null;
+    if (!addr) throw new Error('service is not listening');
+    return `http://127.0.0.1:${addr.port}`;
+  }
+
+  /** Listens at once, then boots in the background; `booted()` waits for the end of boot. */
+  async start(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(this.config.port, this.config.host, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    this.log.info({ url: this.config.publicUrl, port: (this.server.address() as AddressInfo).port }, 'listening');
+    this.bootPromise = this.boot();
+    this.bootPromise.catch((err) => this.log.error({ err }, 'boot aborted'));
+  }
+
+  /** Resolves at system:boot_complete; rejects when boot fails for good. */
+  booted(): Promise<void> {
+    if (!this.bootPromise) return Promise.reject(new Error('service not started'));
+    return this.bootPromise;
+  }
+
+  private async boot(): Promise<void> {
+    const dialect = dialectOf(this.config);
+    await this.connectWithRetry();
+    if (this.stopped) return;
+    const iamReady = this.bus.waitFor('iam:ready');
+    const failed = this.bus.waitFor('system:boot_failed').then((f) => {
+      throw new Error(`${f.stage}: ${f.error}`);
+    });
+    this.bus.emit('db:connected', { dialect });
+    await Promise.race([iamReady, failed]);
+    // later stages: built-in socket provider, plugins, grants
+    this.bus.emit('system:boot_complete', { plugins: [] });
+  }
+
+  private async connectWithRetry(): Promise<void> {
+    let delay = this.opts.dbRetryMs ?? 500;
+    for (let attempt = 1; !this.stopped; attempt++) {
+      try {
+        await this.db.raw('select 1');
+        if (attempt > 1) this.log.info({ attempt }, 'database reachable');
+        return;
+      } catch (err) {
+        // the message only: a connection string may carry a password
+        this.log.warn({ attempt, reason: (err as Error).message, retry_in_ms: delay }, 'database unreachable, retrying');
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, delay);
+          this.connectAbort.signal.addEventListener('abort', () => {
+            clearTimeout(t);
+            resolve();
+          });
+        });
+        delay = Math.min(delay * 2, 10_000);
+      }
+    }
+  }
+
+  /** Stops accepting, lets in-flight requests finish (up to `graceMs`), then closes everything. */
+  async stop(graceMs = 8000): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.state.stopping = true;
+    this.connectAbort.abort();
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeIdleConnections();
+    const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);
+    await closed;
+    clearTimeout(timer);
+    await this.iam.stop();
+    this.bus.removeAll();
+    await this.db.destroy();
+  }
+}
