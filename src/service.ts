@@ -5,7 +5,7 @@ import type Koa from 'koa';
 import type { Config } from './config.js';
 import { createLogger, type Logger } from './log.js';
 import { EventBus } from './bus/bus.js';
-import { createDb, dialectOf, type Knex } from './db/knex.js';
+import { createDb, dialectOf, probeDb, type Knex } from './db/knex.js';
 import { createHttpApp, mountRouters, type BootState } from './http/app.js';
 import { webSessionMiddleware } from './auth/web-session.js';
 import { IamComponent } from './iam/component.js';
@@ -103,7 +103,7 @@ export class Service {
     let delay = this.opts.dbRetryMs ?? 500;
     for (let attempt = 1; !this.stopped; attempt++) {
       try {
-        await this.db.raw('select 1');
+        await probeDb(this.db, this.config);
         if (attempt > 1) this.log.info({ attempt }, 'database reachable');
         return;
       } catch (err) {

@@ -62,8 +62,13 @@ export function knexConfig(settings: DbSettings): Knex.Config {
 }
 
 export function createDb(settings: DbSettings): Knex {
-  if (dialectOf(settings) === 'sqlite') fs.mkdirSync(path.dirname(sqliteFile(settings)), { recursive: true });
   return knex(knexConfig(settings));
+}
+
+/** One connectivity probe; for SQLite it first makes the file's folder (a failure is retried). */
+export async function probeDb(db: Knex, settings: DbSettings): Promise<void> {
+  if (dialectOf(settings) === 'sqlite') fs.mkdirSync(path.dirname(sqliteFile(settings)), { recursive: true });
+  await db.raw('select 1');
 }
 
 /** Is this error a unique-constraint violation (both dialects)? */

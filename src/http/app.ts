@@ -115,6 +115,8 @@ function bootRoutes(state: BootState) {
       return;
     }
     await next();
+    // while draining, a finished request closes its connection instead of idling on keep-alive
+    if (state.stopping) ctx.set('Connection', 'close');
   };
 }
 

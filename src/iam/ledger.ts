@@ -19,7 +19,27 @@ export interface PluginGrantSource {
  * recorded in role_grants, so an administrator's later revocation is never re-applied.
  */
 export class RoleLedger {
-  constructor(private readonly db: Knex, private readonly bus: EventBus) {}
+  /** the plugins whose grants apply (the plugin host keeps this current) */
+  private readonly sources = new Map<string, PluginGrantSource>();
+
+  constructor(private readonly db: Knex, private readonly bus: EventBus) {
+    // grants are applied once manifests are loaded, and again whenever a plugin changes state;
+    // the ledger makes the repetition harmless
+    bus.on('system:boot_complete', () => this.applyAll());
+    bus.on('plugin:state_changed', () => this.applyAll());
+  }
+
+  setPlugin(source: PluginGrantSource): void {
+    this.sources.set(source.id, source);
+  }
+
+  removePlugin(id: string): void {
+    this.sources.delete(id);
+  }
+
+  async applyAll(): Promise<void> {
+    for (const source of this.sources.values()) await this.applyPlugin(source);
+  }
 
   /** Baseline per-plugin grants plus the plugin's ManifestRoles. Returns the grants newly applied. */
   async applyPlugin(plugin: PluginGrantSource): Promise<{ group: string; permission: string }[]> {

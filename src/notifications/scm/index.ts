@@ -1,0 +1,10 @@
+export { detectScmRequest, verifyScmSignature, headerValue, type RequestHeaders } from './headers.js';
+export { normalizeScmEvent } from './normalize.js';
+export { safeLink } from './common.js';
+export {
+  ScmPayloadError,
+  type NormalizedScmEvent,
+  type ScmNotification,
+  type ScmProvider,
+  type ScmRequest,
+} from './types.js';

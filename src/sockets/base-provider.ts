@@ -1,0 +1,90 @@
+import type Joi from 'joi';
+import type { Logger } from '../log.js';
+
+/** What a provider can do. Every flag is explicit: nothing is assumed from a missing one. */
+export interface ProviderCapabilities {
+  can_verify_mounts: boolean;
+  can_repair_permissions: boolean;
+  can_spawn: boolean;
+  can_cleanup: boolean;
+  can_query_mounts: boolean;
+}
+
+export const CAPABILITY_FLAGS: ReadonlyArray<keyof ProviderCapabilities> = [
+  'can_verify_mounts',
+  'can_repair_permissions',
+  'can_spawn',
+  'can_cleanup',
+  'can_query_mounts',
+];
+
+export interface CleanupOptions {
+  dry_run?: boolean;
+}
+
+export interface CleanupResult {
+  dry_run: boolean;
+  removed: Array<{ id: string; name: string }>;
+  errors: Array<{ id: string; name: string; error: string }>;
+}
+
+/**
+ * One operation a provider serves over socket:request (and the HTTP/ws layers).
+ * `args` reaches `run` only after `schema` validated (and defaulted) it.
+ */
+export interface ProviderOperation {
+  /** joi schema of the args object */
+  schema: Joi.ObjectSchema;
+  /** permission the caller needs; null = a read that any caller (even anonymous) may do */
+  permission: string | null;
+  /** false: run even when the provider is unavailable (e.g. health reports the outage itself) */
+  requires_available?: boolean;
+  run(args: any): Promise<unknown>;
+}
+
+/**
+ * Base type of every socket provider. The registry instantiates a subclass once as
+ * `new Subclass(options, logger)`.
+ */
+export abstract class SocketProvider {
+  abstract readonly name: string;
+  abstract readonly socket_path: string;
+  abstract readonly capabilities: ProviderCapabilities;
+
+  /** last availability seen by isAvailable(); false until the first check */
+  protected lastAvailable = false;
+
+  constructor(
+    readonly options: Record<string, unknown> = {},
+    protected readonly log?: Logger,
+  ) {}
+
+  /**
+   * Prefix of this provider's operation names (`<kind>:<operation>`). Defaults to the name;
+   * a second provider of the same kind (e.g. another container daemon) may return the same kind.
+   */
+  get kind(): string {
+    return this.name;
+  }
+
+  /** Last known availability, without asking the socket. */
+  get is_available(): boolean {
+    return this.lastAvailable;
+  }
+
+  /** Asks the socket (implementations may cache briefly) and remembers the answer. */
+  abstract isAvailable(): Promise<boolean>;
+  abstract health_check(): Promise<Record<string, unknown>>;
+  abstract cleanup_stale(prefix: string, max_age_minutes: number, opts?: CleanupOptions): Promise<CleanupResult>;
+  abstract get_mounts(): Promise<Record<string, unknown>>;
+  abstract detect_storage_root(): Promise<string | null>;
+
+  /** Operations by short name (e.g. 'health' serves `<kind>:health`). */
+  abstract operations(): Record<string, ProviderOperation>;
+
+  /** Releases resources; called when the provider is unregistered. */
+  async close(): Promise<void> {}
+}
+
+/** A class the registry accepts: derives from SocketProvider and is not abstract. */
+export type SocketProviderClass = new (options: any, logger: Logger) => SocketProvider;

@@ -1,0 +1,138 @@
+import Joi from 'joi';
+import type { EventBus } from '../bus/bus.js';
+import type { SocketRequestPayload, SocketResponsePayload } from '../bus/events.js';
+import type { Logger } from '../log.js';
+import type { ProviderOperation } from './base-provider.js';
+import { SocketError } from './errors.js';
+import { checkPathsSchema, repairSchema, type MountGuardian } from './mount-guardian.js';
+import type { SocketRegistry } from './registry.js';
+
+/** Who asks. null = no identity: only operations without a permission are allowed. */
+export interface SocketCaller {
+  allows(permission: string): boolean;
+}
+
+/** The in-process bus is trusted (core and loaded plugins); the lead narrows plugins later. */
+export const TRUSTED_CALLER: SocketCaller = { allows: () => true };
+
+export type SocketRequestHandler = (request: unknown, caller: SocketCaller | null) => Promise<SocketResponsePayload>;
+
+const envelopeSchema = Joi.object({
+  request_id: Joi.string().min(1).max(200).required(),
+  operation: Joi.string().min(1).max(200).required(),
+  provider: Joi.string().min(1).max(64),
+  args: Joi.object().unknown(true).default({}),
+}).unknown(true);
+
+const OPERATION_NAME = /^([a-z][a-z0-9_-]{0,62}):([a-z][a-z0-9_]{0,62})$/;
+const ARGS_OPTIONS: Joi.ValidationOptions = { abortEarly: false, convert: false, allowUnknown: false };
+
+/**
+ * Serves socket:request for every registered provider plus the registry-level operations
+ * provider:list, mounts:check and mounts:repair. Used by the bus (trusted), and by the ws gateway
+ * and HTTP routes with the caller's permissions. Never throws: every failure is a response.
+ */
+export class SocketRequests {
+  constructor(private readonly deps: { registry: SocketRegistry; mountGuardian?: MountGuardian; logger: Logger }) {}
+
+  readonly handle: SocketRequestHandler = async (request, caller) => {
+    const raw = (typeof request === 'object' && request !== null ? request : {}) as Record<string, unknown>;
+    const base = {
+      request_id: typeof raw.request_id === 'string' ? raw.request_id.slice(0, 200) : '',
+      operation: typeof raw.operation === 'string' ? raw.operation.slice(0, 200) : '',
+      provider: null as string | null,
+    };
+    const fail = (code: string, message: string): SocketResponsePayload => ({ ...base, ok: false, result: null, error: { code, message } });
+
+    const { value, error } = envelopeSchema.validate(request, { convert: false, abortEarly: false });
+    if (error) return fail('invalid_args', error.message);
+    const req = value as Required<Pick<SocketRequestPayload, 'request_id' | 'operation' | 'args'>> & { provider?: string };
+
+    const m = OPERATION_NAME.exec(req.operation);
+    if (!m) return fail('unknown_operation', `unknown operation ${req.operation}`);
+    const [, kind, short] = m;
+
+    let op: ProviderOperation | undefined;
+    let providerName: string | null = null;
+    let needsAvailable: (() => Promise<boolean>) | null = null;
+    const builtin = this.builtinOperations()[req.operation];
+    if (builtin && !req.provider) {
+      op = builtin;
+    } else {
+      providerName = req.provider ?? kind;
+      base.provider = providerName;
+      const provider = this.deps.registry.get(providerName);
+      if (!provider) return fail('unknown_provider', `no socket provider named ${providerName}`);
+      const ops = provider.kind === kind ? provider.operations() : {};
+      op = Object.prototype.hasOwnProperty.call(ops, short) ? ops[short] : undefined;
+      if (op && op.requires_available !== false) needsAvailable = () => provider.isAvailable();
+    }
+    if (!op) return fail('unknown_operation', `unknown operation ${req.operation}${providerName ? ` for provider ${providerName}` : ''}`);
+
+    if (op.permission !== null) {
+      let allowed = false;
+      try {
+        allowed = caller !== null && caller.allows(op.permission) === true;
+      } catch {
+        allowed = false;
+      }
+      if (!allowed) return fail('forbidden', `missing permission ${op.permission}`);
+    }
+
+    const checked = op.schema.validate(req.args, ARGS_OPTIONS);
+    if (checked.error) return fail('invalid_args', checked.error.message);
+
+    try {
+      if (needsAvailable && !(await needsAvailable())) {
+        return fail('unavailable', `socket provider ${providerName} is not available`);
+      }
+      const result = await op.run(checked.value);
+      return { ...base, ok: true, result, error: null };
+    } catch (err) {
+      if (err instanceof SocketError) return fail(err.code, err.message);
+      this.deps.logger.error({ err, operation: req.operation, provider: providerName }, 'socket operation failed');
+      return fail('failed', 'socket operation failed');
+    }
+  };
+
+  /** Answers socket:request on the bus with socket:response; returns a function that detaches it. */
+  attachBus(bus: EventBus): () => void {
+    return bus.on('socket:request', async (payload) => {
+      const response = await this.handle(payload, TRUSTED_CALLER);
+      bus.emit('socket:response', response);
+    });
+  }
+
+  private builtinOperations(): Record<string, ProviderOperation> {
+    const ops: Record<string, ProviderOperation> = {
+      'provider:list': {
+        schema: Joi.object({}),
+        permission: null,
+        run: async () => {
+          const providers = await this.deps.registry.list();
+          return { providers, available: providers.filter((p) => p.available).map((p) => p.name), total: providers.length };
+        },
+      },
+    };
+    const guardian = this.deps.mountGuardian;
+    if (guardian) {
+      ops['mounts:check'] = {
+        schema: Joi.object({ paths: checkPathsSchema.required() }),
+        permission: null,
+        run: (a: { paths: string[] }) => guardian.check(a.paths),
+      };
+      ops['mounts:repair'] = {
+        schema: repairSchema,
+        permission: 'socket:mounts:repair',
+        run: (a: { target_dir: string; mode: string; owner_uid?: number; owner_gid?: number }) =>
+          guardian.repair(a.target_dir, { mode: a.mode, owner_uid: a.owner_uid, owner_gid: a.owner_gid }),
+      };
+    }
+    return ops;
+  }
+}
+
+/** handleSocketRequest(request, caller) for the ws gateway and the HTTP routes. */
+export function createSocketRequestHandler(deps: ConstructorParameters<typeof SocketRequests>[0]): SocketRequestHandler {
+  return new SocketRequests(deps).handle;
+}

@@ -1,0 +1,63 @@
+import { HttpError } from '../http/errors.js';
+
+/**
+ * Error codes of socket operations. The first six are the codes of a socket:response
+ * (DESIGN section 7); not_found comes from the mount guardian (repair of a missing directory).
+ */
+export type SocketErrorCode =
+  | 'unknown_provider'
+  | 'unknown_operation'
+  | 'invalid_args'
+  | 'unavailable'
+  | 'forbidden'
+  | 'not_found'
+  | 'failed';
+
+/** A socket operation failed for a reason the caller may see (no secrets in the message). */
+export class SocketError extends Error {
+  constructor(
+    readonly code: SocketErrorCode,
+    message: string,
+    readonly details?: unknown,
+  ) {
+    super(message);
+    this.name = 'SocketError';
+  }
+}
+
+export type RegistrationErrorCode =
+  /** the class does not derive from SocketProvider (or is not a class at all) */
+  | 'not_a_provider'
+  /** another class or another owner already holds this provider name */
+  | 'duplicate_provider'
+  /** the instance breaks the provider contract (bad name, capabilities, socket_path, constructor threw) */
+  | 'invalid_provider'
+  /** the registration policy (e.g. the plugin manifest) refused it */
+  | 'not_allowed';
+
+/** Registration of a socket provider was rejected. */
+export class ProviderRegistrationError extends Error {
+  constructor(
+    readonly code: RegistrationErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ProviderRegistrationError';
+  }
+}
+
+const HTTP_BY_CODE: Record<SocketErrorCode, [number, HttpError['code']]> = {
+  invalid_args: [400, 'validation_failed'],
+  forbidden: [403, 'forbidden'],
+  not_found: [404, 'not_found'],
+  unknown_provider: [404, 'not_found'],
+  unknown_operation: [404, 'not_found'],
+  unavailable: [503, 'unavailable'],
+  failed: [500, 'internal'],
+};
+
+/** Maps a socket error (thrown SocketError or the `error` of a socket:response) to the HTTP error type. */
+export function socketErrorToHttp(err: { code: string; message: string; details?: unknown }): HttpError {
+  const [status, code] = HTTP_BY_CODE[err.code as SocketErrorCode] ?? [500, 'internal'];
+  return new HttpError(status, code, err.message, err.details);
+}

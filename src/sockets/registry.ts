@@ -1,0 +1,208 @@
+import type { EventBus } from '../bus/bus.js';
+import type { Logger } from '../log.js';
+import { CAPABILITY_FLAGS, SocketProvider, type ProviderCapabilities, type SocketProviderClass } from './base-provider.js';
+import { ProviderRegistrationError } from './errors.js';
+
+/** 'core' for built-in providers, else the registering plugin's name. */
+export type ProviderOwner = string;
+
+export interface RegisterOptions {
+  owner: ProviderOwner;
+  /** first constructor argument of the provider class */
+  options?: Record<string, unknown>;
+}
+
+export interface ProviderListEntry {
+  name: string;
+  socket_path: string;
+  available: boolean;
+  capabilities: ProviderCapabilities;
+  /** owning plugin, null for core providers */
+  plugin: string | null;
+}
+
+/**
+ * Decides whether `owner` may register a provider called `name` (the lead plugs in the plugin
+ * manifest check). Return true to allow, or a reason string to refuse.
+ */
+export type RegistrationPolicy = (owner: ProviderOwner, name: string) => true | string;
+
+interface Entry {
+  provider: SocketProvider;
+  cls: SocketProviderClass;
+  owner: ProviderOwner;
+}
+
+const PROVIDER_NAME = /^[a-z][a-z0-9_-]{0,62}$/;
+const OWNER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.@/-]{0,127}$/;
+const AVAILABILITY_TIMEOUT_MS = 3000;
+/** operation prefixes served by the registry itself (provider:list, mounts:check, mounts:repair) */
+const RESERVED_NAMES = new Set(['provider', 'mounts']);
+
+/** true when `value` is a class whose prototype chain contains SocketProvider.prototype */
+export function derivesFromSocketProvider(value: unknown): value is SocketProviderClass {
+  if (typeof value !== 'function') return false;
+  const proto = (value as { prototype?: unknown }).prototype;
+  return typeof proto === 'object' && proto !== null && proto instanceof SocketProvider;
+}
+
+/**
+ * Registry of socket providers: each class instantiated once, one instance per name, owner
+ * recorded so a plugin's providers go away with the plugin.
+ */
+export class SocketRegistry {
+  private readonly entries = new Map<string, Entry>();
+  private policy: RegistrationPolicy | null;
+
+  constructor(private readonly deps: { logger: Logger; policy?: RegistrationPolicy }) {
+    this.policy = deps.policy ?? null;
+  }
+
+  setPolicy(policy: RegistrationPolicy | null): void {
+    this.policy = policy;
+  }
+
+  register<T extends SocketProvider>(cls: new (options: any, logger: Logger) => T, opts: RegisterOptions): T {
+    const owner = opts?.owner;
+    if (typeof owner !== 'string' || !OWNER_NAME.test(owner)) {
+      throw new ProviderRegistrationError('invalid_provider', 'owner must be "core" or a plugin name');
+    }
+    if (!derivesFromSocketProvider(cls)) {
+      throw new ProviderRegistrationError('not_a_provider', 'provider class must derive from SocketProvider');
+    }
+    // same class, same owner again: de-duplicated, no second instance
+    for (const entry of this.entries.values()) {
+      if (entry.cls === cls) {
+        if (entry.owner === owner) return entry.provider as T;
+        throw new ProviderRegistrationError(
+          'duplicate_provider',
+          `provider class ${cls.name || '(anonymous)'} is already registered by ${entry.owner}`,
+        );
+      }
+    }
+
+    let provider: T;
+    try {
+      provider = new cls(opts.options ?? {}, this.deps.logger.child({ provider_owner: owner }));
+    } catch (err) {
+      throw new ProviderRegistrationError('invalid_provider', `provider constructor failed: ${(err as Error)?.message ?? err}`);
+    }
+    this.checkContract(provider);
+
+    const existing = this.entries.get(provider.name);
+    if (existing) {
+      void provider.close().catch(() => undefined);
+      throw new ProviderRegistrationError(
+        'duplicate_provider',
+        `a provider named ${provider.name} is already registered (owner ${existing.owner})`,
+      );
+    }
+    if (this.policy) {
+      const verdict = this.policy(owner, provider.name);
+      if (verdict !== true) {
+        void provider.close().catch(() => undefined);
+        throw new ProviderRegistrationError('not_allowed', `provider ${provider.name} refused: ${verdict}`);
+      }
+    }
+    this.entries.set(provider.name, { provider, cls: cls as SocketProviderClass, owner });
+    this.deps.logger.info({ provider: provider.name, owner, socket_path: provider.socket_path }, 'socket provider registered');
+    return provider;
+  }
+
+  get(name: string): SocketProvider | undefined {
+    return this.entries.get(name)?.provider;
+  }
+
+  ownerOf(name: string): ProviderOwner | undefined {
+    return this.entries.get(name)?.owner;
+  }
+
+  names(): string[] {
+    return [...this.entries.keys()];
+  }
+
+  /** Every provider with a fresh availability check (each bounded by a short timeout). */
+  async list(): Promise<ProviderListEntry[]> {
+    const entries = [...this.entries.values()];
+    return Promise.all(
+      entries.map(async ({ provider, owner }) => ({
+        name: provider.name,
+        socket_path: provider.socket_path,
+        available: await availableWithin(provider, AVAILABILITY_TIMEOUT_MS),
+        capabilities: { ...provider.capabilities },
+        plugin: owner === 'core' ? null : owner,
+      })),
+    );
+  }
+
+  /** Removes (and closes) every provider of `owner`; returns the removed names. */
+  async unregisterOwner(owner: ProviderOwner): Promise<string[]> {
+    const removed: string[] = [];
+    for (const [name, entry] of [...this.entries]) {
+      if (entry.owner !== owner) continue;
+      this.entries.delete(name);
+      removed.push(name);
+      try {
+        await entry.provider.close();
+      } catch (err) {
+        this.deps.logger.warn({ err, provider: name }, 'socket provider close failed');
+      }
+    }
+    if (removed.length) this.deps.logger.info({ owner, providers: removed }, 'socket providers unregistered');
+    return removed;
+  }
+
+  async close(): Promise<void> {
+    for (const owner of new Set([...this.entries.values()].map((e) => e.owner))) await this.unregisterOwner(owner);
+  }
+
+  /** Serves socket:provider:register; returns a function that detaches it. */
+  attachBus(bus: EventBus): () => void {
+    return bus.on('socket:provider:register', (payload) => {
+      const pluginName = payload?.plugin_name;
+      try {
+        if (typeof pluginName !== 'string' || pluginName === 'core') {
+          throw new ProviderRegistrationError('invalid_provider', 'plugin_name must name the registering plugin');
+        }
+        this.register(payload.provider_class as SocketProviderClass, { owner: pluginName });
+      } catch (err) {
+        const reason = err instanceof ProviderRegistrationError ? err.message : String((err as Error)?.message ?? err);
+        const code = err instanceof ProviderRegistrationError ? err.code : 'invalid_provider';
+        this.deps.logger.error({ plugin: typeof pluginName === 'string' ? pluginName : null, code, reason }, 'socket provider registration rejected');
+      }
+    });
+  }
+
+  private checkContract(p: SocketProvider): void {
+    const bad = (why: string) => {
+      void p.close().catch(() => undefined);
+      return new ProviderRegistrationError('invalid_provider', why);
+    };
+    if (typeof p.name !== 'string' || !PROVIDER_NAME.test(p.name)) {
+      throw bad('provider name must match ^[a-z][a-z0-9_-]{0,62}$');
+    }
+    if (RESERVED_NAMES.has(p.name) || RESERVED_NAMES.has(p.kind)) throw bad(`provider name ${p.name} is reserved`);
+    if (typeof p.kind !== 'string' || !PROVIDER_NAME.test(p.kind)) throw bad(`provider ${p.name}: kind must match the name rule`);
+    if (typeof p.socket_path !== 'string' || p.socket_path.length === 0) throw bad(`provider ${p.name}: socket_path must be a string`);
+    const caps = p.capabilities as unknown as Record<string, unknown> | undefined;
+    if (!caps || typeof caps !== 'object' || CAPABILITY_FLAGS.some((f) => typeof caps[f] !== 'boolean')) {
+      throw bad(`provider ${p.name}: capabilities must set every flag (${CAPABILITY_FLAGS.join(', ')}) to a boolean`);
+    }
+  }
+}
+
+async function availableWithin(provider: SocketProvider, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      provider.isAvailable().then((v) => v === true),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), ms);
+      }),
+    ]);
+  } catch {
+    return false;
+  } finally {
+    if (timer) clearTimeout(timer);
+  }
+}

@@ -1,0 +1,220 @@
+import { expect } from 'chai';
+import request from 'supertest';
+import { startService, adminAuth, basic, SYSTEM_KEY, type TestService } from '../support/service.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function makeUser(svc: TestService, username: string, groups: string[], password = 'user-password-1') {
+  const res = await request(svc.url).post('/api/users').set('Authorization', adminAuth()).send({ username, password, groups }).expect(201);
+  return { id: res.body.id as string, username, password, auth: basic(username, password) };
+}
+
+async function makeKey(svc: TestService, auth: string, body: Record<string, unknown> = { label: 'k' }) {
+  const res = await request(svc.url).post('/api/me/api-keys').set('Authorization', auth).send(body).expect(201);
+  return res.body as { id: string; token: string; prefix: string };
+}
+
+describe('credential methods', () => {
+  describe('with SERVICE_SYSTEM_API_KEY set', () => {
+    let svc: TestService;
+    before(async () => {
+      svc = await startService({ env: { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY } });
+    });
+    after(async () => svc.destroy());
+
+    it('accepts the system key as X-API-Key and as Bearer, bypassing permission checks', async () => {
+      const a = await request(svc.url).get('/api/me').set('X-API-Key', SYSTEM_KEY).expect(200);
+      expect(a.body).to.include({ method: 'system_key', is_system: true, username: 'system' });
+      const b = await request(svc.url).get('/api/me').set('Authorization', `Bearer ${SYSTEM_KEY}`).expect(200);
+      expect(b.body.method).to.equal('system_key');
+      await request(svc.url).get('/api/users').set('X-API-Key', SYSTEM_KEY).expect(200);
+    });
+
+    it('an env-set system key is locked in the settings API (409)', async () => {
+      const res = await request(svc.url).put('/api/settings/system-api-key').set('Authorization', adminAuth()).send({ key: 'x'.repeat(40) }).expect(409);
+      expect(res.body.error.code).to.equal('conflict');
+      await request(svc.url).delete('/api/settings/system-api-key').set('Authorization', adminAuth()).expect(409);
+    });
+
+    it('an invalid key falls through to no identity (401)', async () => {
+      await request(svc.url).get('/api/me').set('X-API-Key', SYSTEM_KEY + 'x').expect(401);
+      await request(svc.url).get('/api/me').set('Authorization', 'Bearer svk_notarealkeyatallnotarealkey').expect(401);
+    });
+  });
+
+  describe('with no system key configured', () => {
+    let svc: TestService;
+    before(async () => {
+      svc = await startService({ env: { SERVICE_SYSTEM_API_KEY: '   ' } });
+    });
+    after(async () => svc.destroy());
+
+    it('method 1 is disabled: no empty or implicit key is accepted', async () => {
+      await request(svc.url).get('/api/me').set('X-API-Key', '').expect(401);
+      await request(svc.url).get('/api/me').set('X-API-Key', '   ').expect(401);
+      await request(svc.url).get('/api/me').set('Authorization', 'Bearer ').expect(401);
+      await request(svc.url).get('/api/me').set('X-API-Key', SYSTEM_KEY).expect(401);
+      const s = await request(svc.url).get('/api/settings/system-api-key').set('Authorization', adminAuth()).expect(200);
+      expect(s.body).to.deep.equal({ configured: false, locked: false });
+    });
+
+    it('takes the key from the secrets store, replaced and cleared at run time without restart', async () => {
+      const k1 = 'first-system-key-aaaaaaaaaaaaaaaaaaaaaaaaaaaa';
+      const k2 = 'second-system-key-bbbbbbbbbbbbbbbbbbbbbbbbbbbb';
+      const bad = await request(svc.url).put('/api/settings/system-api-key').set('Authorization', adminAuth()).send({ key: 'short' }).expect(400);
+      expect(bad.body.error.details[0].field).to.equal('key');
+      await request(svc.url).put('/api/settings/system-api-key').set('Authorization', adminAuth()).send({ key: k1 }).expect(204);
+      expect((await request(svc.url).get('/api/me').set('X-API-Key', k1).expect(200)).body.method).to.equal('system_key');
+      await request(svc.url).put('/api/settings/system-api-key').set('Authorization', adminAuth()).send({ key: k2 }).expect(204);
+      await request(svc.url).get('/api/me').set('X-API-Key', k1).expect(401);
+      await request(svc.url).get('/api/me').set('X-API-Key', k2).expect(200);
+      // stored encrypted, never in clear
+      const rows = await svc.service.db('secrets').select('ciphertext');
+      expect(JSON.stringify(rows)).not.to.contain(k2);
+      await request(svc.url).delete('/api/settings/system-api-key').set('Authorization', adminAuth()).expect(204);
+      await request(svc.url).get('/api/me').set('X-API-Key', k2).expect(401);
+    });
+
+    it('a system key that is also a user key resolves as the system', async () => {
+      const key = await makeKey(svc, adminAuth());
+      expect((await request(svc.url).get('/api/me').set('X-API-Key', key.token).expect(200)).body.method).to.equal('api_key');
+      await request(svc.url).put('/api/settings/system-api-key').set('Authorization', adminAuth()).send({ key: key.token }).expect(204);
+      expect((await request(svc.url).get('/api/me').set('X-API-Key', key.token).expect(200)).body.method).to.equal('system_key');
+      await request(svc.url).delete('/api/settings/system-api-key').set('Authorization', adminAuth()).expect(204);
+    });
+  });
+
+  describe('per-user keys, Basic and guards', () => {
+    let svc: TestService;
+    before(async () => {
+      svc = await startService({ env: { SERVICE_PERMISSION_CACHE_TTL_MS: '60000' } });
+    });
+    after(async () => svc.destroy());
+
+    it('a per-user key carries the owner permissions, is shown once and listed without the secret', async () => {
+      const u = await makeUser(svc, 'keyowner', ['INT_USER']);
+      const key = await makeKey(svc, u.auth, { label: 'ci' });
+      expect(key.token).to.match(/^svk_[A-Za-z0-9_-]{43}$/);
+      const me = await request(svc.url).get('/api/me').set('Authorization', `Bearer ${key.token}`).expect(200);
+      expect(me.body).to.include({ method: 'api_key', username: 'keyowner', is_system: false });
+      const access = await request(svc.url).get('/api/me/access').set('X-API-Key', key.token).expect(200);
+      expect(access.body.permissions).to.include.members(['api:read', 'api:write', 'feature:dashboard.view']);
+      const list = await request(svc.url).get('/api/me/api-keys').set('Authorization', u.auth).expect(200);
+      expect(JSON.stringify(list.body)).not.to.contain(key.token);
+      const row = list.body.keys.find((k: any) => k.id === key.id);
+      expect(row).to.include({ label: 'ci', prefix: key.prefix, kind: 'key' });
+      // stored as SHA-256 only
+      const stored = await svc.service.db('api_keys').where({ id: key.id }).first();
+      expect(JSON.stringify(stored)).not.to.contain(key.token);
+      expect(stored.token_hash).to.match(/^[0-9a-f]{64}$/);
+    });
+
+    it('a revoked key, an expired key and a disabled owner give no identity', async () => {
+      const u = await makeUser(svc, 'revoker', ['INT_USER']);
+      const key = await makeKey(svc, u.auth);
+      await request(svc.url).delete(`/api/me/api-keys/${key.id}`).set('Authorization', u.auth).expect(204);
+      await request(svc.url).get('/api/me').set('X-API-Key', key.token).expect(401);
+      await request(svc.url).delete(`/api/me/api-keys/${key.id}`).set('Authorization', u.auth).expect(404);
+
+      const soon = await makeKey(svc, u.auth, { label: 'short', expires_at: new Date(Date.now() + 1200).toISOString() });
+      await request(svc.url).get('/api/me').set('X-API-Key', soon.token).expect(200);
+      await sleep(1400);
+      await request(svc.url).get('/api/me').set('X-API-Key', soon.token).expect(401);
+      const past = await request(svc.url).post('/api/me/api-keys').set('Authorization', u.auth).send({ label: 'old', expires_at: '2001-01-01T00:00:00Z' }).expect(400);
+      expect(past.body.error.details[0].field).to.equal('expires_at');
+
+      const live = await makeKey(svc, u.auth);
+      await request(svc.url).patch(`/api/users/${u.id}`).set('Authorization', adminAuth()).send({ disabled: true }).expect(200);
+      await request(svc.url).get('/api/me').set('X-API-Key', live.token).expect(401);
+      await request(svc.url).get('/api/me').set('Authorization', u.auth).expect(401);
+    });
+
+    it('key_scopes limit a key: 403 naming the permission outside the scope', async () => {
+      const key = await makeKey(svc, adminAuth(), { label: 'read-only', scopes: ['api:read'] });
+      await request(svc.url).get('/api/me').set('X-API-Key', key.token).expect(200);
+      const res = await request(svc.url).get('/api/users').set('X-API-Key', key.token).expect(403);
+      expect(res.body.error).to.include({ code: 'forbidden' });
+      expect(res.body.error.message).to.contain('feature:admin.users');
+      const access = await request(svc.url).get('/api/me/access').set('X-API-Key', key.token).expect(200);
+      expect(access.body.permissions).to.deep.equal(['api:read']);
+      // a scoped key cannot mint a broader key
+      const broader = await request(svc.url).post('/api/me/api-keys').set('X-API-Key', key.token).send({ label: 'x' }).expect(400);
+      expect(broader.body.error.details[0].field).to.equal('scopes');
+      const unknown = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).send({ label: 'x', scopes: ['feature:nope'] }).expect(400);
+      expect(unknown.body.error.message).to.contain('feature:nope');
+    });
+
+    it('HTTP Basic validates against local IAM; malformed headers are 401, never 500', async () => {
+      const me = await request(svc.url).get('/api/me').set('Authorization', adminAuth()).expect(200);
+      expect(me.body.method).to.equal('basic');
+      for (const header of [
+        'Basic !!!not-base64!!!',
+        'Basic ' + Buffer.from('no-colon-here').toString('base64'),
+        'Basic ' + Buffer.from(':only-password').toString('base64'),
+        'Basic',
+        'Basic ' + 'A'.repeat(10 * 1024),
+        'Bearer ' + 'A'.repeat(10 * 1024),
+        'Digest username="x"',
+      ]) {
+        const res = await request(svc.url).get('/api/me').set('Authorization', header);
+        expect(res.status, header.slice(0, 30)).to.equal(401);
+        expect(res.body.error.code).to.equal('unauthorized');
+      }
+      const big = await request(svc.url).get('/api/me').set('X-API-Key', 'k'.repeat(10 * 1024));
+      expect(big.status).to.equal(401);
+    });
+
+    it('five Basic failures per user and IP lock further attempts with 429 and Retry-After', async () => {
+      const u = await makeUser(svc, 'lockme', ['INT_VIEWER']);
+      for (let i = 0; i < 5; i++) await request(svc.url).get('/api/me').set('Authorization', basic('lockme', 'wrong-password')).expect(401);
+      const locked = await request(svc.url).get('/api/me').set('Authorization', u.auth).expect(429);
+      expect(locked.body.error.code).to.equal('rate_limited');
+      expect(Number(locked.headers['retry-after'])).to.be.within(1, 60);
+      // counted in the database, so every instance sees it
+      expect(await svc.service.db('login_failures').where({ username: 'lockme' }).count({ n: '*' }).first()).to.satisfy((r: any) => Number(r.n) >= 5);
+    });
+
+    it('a password change drops cached Basic verifications at once', async () => {
+      const u = await makeUser(svc, 'rotator', ['INT_VIEWER']);
+      await request(svc.url).get('/api/me').set('Authorization', u.auth).expect(200);
+      await request(svc.url).get('/api/me').set('Authorization', u.auth).expect(200); // cached
+      await request(svc.url).post(`/api/users/${u.id}/password`).set('Authorization', u.auth).send({ new_password: 'brand-new-password', current_password: u.password }).expect(204);
+      await request(svc.url).get('/api/me').set('Authorization', u.auth).expect(401);
+      await request(svc.url).get('/api/me').set('Authorization', basic('rotator', 'brand-new-password')).expect(200);
+    });
+
+    it('changing your own password needs the current one', async () => {
+      const u = await makeUser(svc, 'selfchange', ['INT_VIEWER']);
+      const missing = await request(svc.url).post(`/api/users/${u.id}/password`).set('Authorization', u.auth).send({ new_password: 'another-password' }).expect(400);
+      expect(missing.body.error.details[0].field).to.equal('current_password');
+      await request(svc.url).post(`/api/users/${u.id}/password`).set('Authorization', u.auth).send({ new_password: 'another-password', current_password: 'wrong-one' }).expect(400);
+      const other = await makeUser(svc, 'other', ['INT_VIEWER']);
+      await request(svc.url).post(`/api/users/${other.id}/password`).set('Authorization', u.auth).send({ new_password: 'another-password' }).expect(403);
+    });
+
+    it('guards: 401 without identity, 403 naming the permission', async () => {
+      const viewer = await makeUser(svc, 'viewer1', ['INT_VIEWER']);
+      const unauth = await request(svc.url).get('/api/users').expect(401);
+      expect(unauth.body).to.deep.equal({ error: { code: 'unauthorized', message: 'authentication required' } });
+      const res = await request(svc.url).get('/api/users').set('Authorization', viewer.auth).expect(403);
+      expect(res.body.error).to.deep.equal({ code: 'forbidden', message: 'missing permission feature:admin.users', details: { permission: 'feature:admin.users' } });
+    });
+
+    it('membership changes are visible to the very next request despite the cache', async () => {
+      const u = await makeUser(svc, 'promoted', ['INT_VIEWER']);
+      await request(svc.url).get('/api/groups').set('Authorization', u.auth).expect(403);
+      await request(svc.url).patch(`/api/users/${u.id}`).set('Authorization', adminAuth()).send({ groups: ['INT_VIEWER', 'INT_ADMIN'] }).expect(200);
+      await request(svc.url).get('/api/groups').set('Authorization', u.auth).expect(200);
+      // a group's permission edit and a group's deletion invalidate too
+      await request(svc.url).post('/api/groups').set('Authorization', adminAuth()).send({ name: 'auditors', permissions: ['feature:admin.users'] }).expect(201);
+      const a = await makeUser(svc, 'auditor', ['auditors']);
+      await request(svc.url).get('/api/users').set('Authorization', a.auth).expect(200);
+      await request(svc.url).patch('/api/groups/auditors').set('Authorization', adminAuth()).send({ permissions: [] }).expect(200);
+      await request(svc.url).get('/api/users').set('Authorization', a.auth).expect(403);
+      await request(svc.url).patch('/api/groups/auditors').set('Authorization', adminAuth()).send({ permissions: ['feature:admin.users'] }).expect(200);
+      await request(svc.url).get('/api/users').set('Authorization', a.auth).expect(200);
+      await request(svc.url).delete('/api/groups/auditors').set('Authorization', adminAuth()).expect(204);
+      await request(svc.url).get('/api/users').set('Authorization', a.auth).expect(403);
+    });
+  });
+});

@@ -1,0 +1,187 @@
+import { expect } from 'chai';
+import request from 'supertest';
+import { startService, adminAuth, basic, ADMIN, type TestService } from '../support/service.js';
+
+describe('IAM model and admin API', () => {
+  let svc: TestService;
+  before(async () => {
+    svc = await startService();
+  });
+  after(async () => svc.destroy());
+
+  const admin = () => adminAuth();
+
+  it('seeds the default groups with the spec grants and the bootstrap users', async () => {
+    const res = await request(svc.url).get('/api/groups').set('Authorization', admin()).expect(200);
+    const byName = Object.fromEntries(res.body.groups.map((g: any) => [g.name, g]));
+    expect(byName.INT_VIEWER.permissions).to.have.members(['feature:dashboard.view', 'api:read']);
+    expect(byName.INT_USER.permissions).to.have.members(['feature:dashboard.view', 'api:read', 'api:write', 'feature:dashboard.admin_sections']);
+    expect(byName.INT_ADMIN.permissions).to.have.members(['feature:*', 'api:read', 'api:write']);
+    const users = (await request(svc.url).get('/api/users').set('Authorization', admin()).expect(200)).body.users;
+    const a = users.find((u: any) => u.username === 'admin');
+    const b = users.find((u: any) => u.username === 'bot');
+    expect(a).to.include({ disabled: false });
+    expect(a.groups).to.deep.equal(['INT_ADMIN']);
+    expect(a.roles).to.deep.equal([]);
+    expect(a.id).to.match(/^[0-9a-f-]{36}$/);
+    expect(a).not.to.have.property('hashed_password');
+    expect(b.roles).to.deep.equal(['bot']);
+    expect(b.groups).to.deep.equal(['INT_USER']);
+    const access = (await request(svc.url).get('/api/me/access').set('Authorization', admin()).expect(200)).body;
+    expect(access.is_superadmin).to.equal(false);
+    expect(access.permissions).to.include.members(['feature:admin.users', 'feature:admin.groups', 'feature:admin.settings', 'feature:admin.plugins', 'api:read', 'api:write']);
+    expect(access.permissions).not.to.include('socket:container:cleanup');
+  });
+
+  it('roles are never read as groups', async () => {
+    const u = (await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'sneaky', password: 'sneaky-password', groups: ['INT_VIEWER'] }).expect(201)).body;
+    // even a role string that names a group grants nothing
+    await svc.service.db('users').where({ id: u.id }).update({ roles: JSON.stringify(['INT_ADMIN']) });
+    svc.service.bus.emit('iam:permissions_changed', { user_id: u.id });
+    const access = (await request(svc.url).get('/api/me/access').set('Authorization', basic('sneaky', 'sneaky-password')).expect(200)).body;
+    expect(access.permissions).to.deep.equal(['api:read', 'feature:dashboard.view']);
+  });
+
+  it('effective permissions = union of groups plus extra_permissions', async () => {
+    await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'ops', permissions: ['socket:container:cleanup'] }).expect(201);
+    const u = (await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'opsy', password: 'opsy-password', groups: ['INT_VIEWER', 'ops'], extra_permissions: ['feature:notifications.send'] }).expect(201)).body;
+    expect(u.identities).to.deep.equal([{ provider: 'local', provider_user_id: 'opsy' }]);
+    const access = (await request(svc.url).get('/api/me/access').set('Authorization', basic('opsy', 'opsy-password')).expect(200)).body;
+    expect(access.permissions).to.deep.equal(['api:read', 'feature:dashboard.view', 'feature:notifications.send', 'socket:container:cleanup']);
+    expect(access.groups).to.deep.equal(['INT_VIEWER', 'ops']);
+  });
+
+  it('validates admin writes, naming the field; unknown names are 400, duplicates 409', async () => {
+    const cases: [string, string, any, number, string][] = [
+      ['post', '/api/users', { username: 'bad name!' }, 400, 'username'],
+      ['post', '/api/users', { username: 'x1', password: 'short' }, 400, 'password'],
+      ['post', '/api/users', { username: 'x1', email: 'not-an-email' }, 400, 'email'],
+      ['post', '/api/users', { username: 'x1', groups: ['NOPE'] }, 400, 'groups'],
+      ['post', '/api/users', { username: 'x1', extra_permissions: ['feature:made.up'] }, 400, 'extra_permissions'],
+      ['post', '/api/users', { username: 'x1', groups: 'INT_USER' }, 400, 'groups'],
+      ['post', '/api/users', { username: 'x1', surprise: true }, 400, 'surprise'],
+      ['post', '/api/groups', { name: '' }, 400, 'name'],
+      ['post', '/api/groups', { name: 'g1', permissions: ['nope'] }, 400, 'permissions'],
+      ['post', '/api/groups', { name: 'g1', permissions: ['feature:made.up'] }, 400, 'permissions'],
+      ['patch', '/api/groups/INT_USER', {}, 400, 'body'],
+    ];
+    for (const [method, path, body, status, field] of cases) {
+      const res = await (request(svc.url) as any)[method](path).set('Authorization', admin()).send(body);
+      expect(res.status, `${method} ${path} ${JSON.stringify(body)}`).to.equal(status);
+      expect(res.body.error.code).to.equal('validation_failed');
+      const named = JSON.stringify(res.body.error);
+      expect(named, `${path} names ${field}`).to.contain(field === 'body' ? 'validation' : field);
+    }
+    expect((await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'admin' }).expect(409)).body.error.code).to.equal('conflict');
+    expect((await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'INT_USER' }).expect(409)).body.error.code).to.equal('conflict');
+    await request(svc.url).get('/api/users/not-a-uuid').set('Authorization', admin()).expect(400);
+    await request(svc.url).get('/api/users/00000000-0000-4000-8000-000000000000').set('Authorization', admin()).expect(404);
+    await request(svc.url).get('/api/groups/NOPE').set('Authorization', admin()).expect(404);
+  });
+
+  it('only a superadmin sets roles', async () => {
+    const res = await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'wannabe', roles: ['superadmin'] }).expect(403);
+    expect(res.body.error.code).to.equal('forbidden');
+  });
+
+  it('refuses to delete, demote or disable the last enabled member of INT_ADMIN (409)', async () => {
+    const users = (await request(svc.url).get('/api/users').set('Authorization', admin()).expect(200)).body.users;
+    const a = users.find((u: any) => u.username === 'admin');
+    await request(svc.url).delete(`/api/users/${a.id}`).set('Authorization', admin()).expect(409);
+    await request(svc.url).patch(`/api/users/${a.id}`).set('Authorization', admin()).send({ groups: ['INT_USER'] }).expect(409);
+    await request(svc.url).patch(`/api/users/${a.id}`).set('Authorization', admin()).send({ disabled: true }).expect(409);
+    // with a second admin, the first may go
+    const second = (await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'admin2', password: 'admin2-password', groups: ['INT_ADMIN'] }).expect(201)).body;
+    await request(svc.url).patch(`/api/users/${a.id}`).set('Authorization', admin()).send({ groups: ['INT_ADMIN', 'INT_USER'] }).expect(200);
+    await request(svc.url).delete(`/api/users/${second.id}`).set('Authorization', basic('admin2', 'admin2-password')).expect(204);
+  });
+
+  it('renaming or deleting a group updates every member; built-in groups stay', async () => {
+    await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'devs', description: 'developers', permissions: ['api:write'] }).expect(201);
+    const u = (await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'dev1', password: 'dev1-password', groups: ['INT_VIEWER', 'devs'] }).expect(201)).body;
+    const renamed = await request(svc.url).patch('/api/groups/devs').set('Authorization', admin()).send({ name: 'developers' }).expect(200);
+    expect(renamed.body).to.deep.include({ name: 'developers', description: 'developers', permissions: ['api:write'], members: ['dev1'] });
+    expect((await request(svc.url).get(`/api/users/${u.id}`).set('Authorization', admin()).expect(200)).body.groups).to.deep.equal(['INT_VIEWER', 'developers']);
+    await request(svc.url).get('/api/groups/devs').set('Authorization', admin()).expect(404);
+    const access = (await request(svc.url).get('/api/me/access').set('Authorization', basic('dev1', 'dev1-password')).expect(200)).body;
+    expect(access.permissions).to.include('api:write');
+    await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'other' }).expect(201);
+    await request(svc.url).patch('/api/groups/developers').set('Authorization', admin()).send({ name: 'other' }).expect(409);
+    await request(svc.url).delete('/api/groups/developers').set('Authorization', admin()).expect(204);
+    expect((await request(svc.url).get(`/api/users/${u.id}`).set('Authorization', admin()).expect(200)).body.groups).to.deep.equal(['INT_VIEWER']);
+    await request(svc.url).delete('/api/groups/INT_VIEWER').set('Authorization', admin()).expect(409);
+    await request(svc.url).patch('/api/groups/INT_ADMIN').set('Authorization', admin()).send({ name: 'ADMINS' }).expect(409);
+  });
+
+  it('lists the permission catalog to any authenticated caller', async () => {
+    await request(svc.url).get('/api/permissions').expect(401);
+    const res = await request(svc.url).get('/api/permissions').set('Authorization', basic('opsy', 'opsy-password')).expect(200);
+    const ids = res.body.permissions.map((p: any) => p.id);
+    expect(ids).to.include.members(['feature:dashboard.view', 'feature:admin.plugins', 'api:read', 'socket:container:cleanup', 'socket:mounts:repair']);
+  });
+
+  it('ledger: baseline and role grants are applied once; a revoked grant stays revoked', async () => {
+    const iam = svc.service.iam;
+    iam.ledger.setPlugin({ id: 'demo', roles: [{ id: 'operator', permissions: ['plugin:demo:run'], auto_map_groups: ['INT_USER'] }] });
+    const booted = svc.service.bus.waitFor('iam:permissions_changed');
+    svc.service.bus.emit('plugin:state_changed', { plugin_id: 'demo', state: 'loaded', enabled: true });
+    await booted;
+    await new Promise((r) => setTimeout(r, 100));
+    const groups = async () => Object.fromEntries((await request(svc.url).get('/api/groups').set('Authorization', admin()).expect(200)).body.groups.map((g: any) => [g.name, g.permissions]));
+    let g = await groups();
+    expect(g.INT_VIEWER).to.include.members(['plugin:demo', 'plugin:demo:api:read']).and.not.include('plugin:demo:api:write');
+    expect(g.INT_USER).to.include.members(['plugin:demo', 'plugin:demo:api:read', 'plugin:demo:api:write', 'plugin:demo:run']);
+    expect(g.INT_ADMIN).to.include.members(['plugin:demo', 'plugin:demo:api:read', 'plugin:demo:api:write']);
+    // an administrator revokes one grant
+    iam.setPluginCatalog('demo', [{ id: 'plugin:demo:run', description: 'run', plugin: 'demo' }, { id: 'plugin:demo', description: '', plugin: 'demo' }, { id: 'plugin:demo:api:read', description: '', plugin: 'demo' }, { id: 'plugin:demo:api:write', description: '', plugin: 'demo' }], []);
+    const kept = g.INT_USER.filter((p: string) => p !== 'plugin:demo:run');
+    await request(svc.url).patch('/api/groups/INT_USER').set('Authorization', admin()).send({ permissions: kept }).expect(200);
+    for (let i = 0; i < 2; i++) {
+      svc.service.bus.emit('plugin:state_changed', { plugin_id: 'demo', state: i ? 'loaded' : 'disabled', enabled: Boolean(i) });
+      await iam.ledger.applyAll();
+    }
+    g = await groups();
+    expect(g.INT_USER).not.to.include('plugin:demo:run');
+    expect(g.INT_USER.filter((p: string) => p === 'plugin:demo').length).to.equal(1);
+    const rows = await svc.service.db('role_grants').where({ plugin_id: 'demo' });
+    expect(rows.length).to.equal(9);
+  });
+});
+
+describe('IAM across restarts', () => {
+  it('keeps operator edits to default groups, applies a configured password, follows FORCE_SUPERADMIN', async function () {
+    this.timeout(30000);
+    const first = await startService();
+    try {
+      await request(first.url).patch('/api/groups/INT_VIEWER').set('Authorization', adminAuth()).send({ permissions: ['api:read'], description: 'edited' }).expect(200);
+      await first.stop();
+      const second = await startService({
+        dataDir: first.dataDir,
+        databaseUrl: first.databaseUrl,
+        env: { SERVICE_ADMIN_PASSWORD: 'a-rotated-admin-password', SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' },
+      });
+      try {
+        await request(second.url).get('/api/me').set('Authorization', adminAuth()).expect(401);
+        const auth = basic(ADMIN.username, 'a-rotated-admin-password');
+        const g = (await request(second.url).get('/api/groups/INT_VIEWER').set('Authorization', auth).expect(200)).body;
+        expect(g.permissions).to.deep.equal(['api:read']);
+        expect(g.description).to.equal('edited');
+        const me = (await request(second.url).get('/api/me').set('Authorization', auth).expect(200)).body;
+        expect(me.roles).to.include('superadmin');
+        expect((await request(second.url).get('/api/me/access').set('Authorization', auth).expect(200)).body.permissions).to.include('socket:container:cleanup');
+        await second.stop();
+        const third = await startService({ dataDir: first.dataDir, databaseUrl: first.databaseUrl, env: { SERVICE_ADMIN_PASSWORD: 'a-rotated-admin-password' } });
+        try {
+          const me3 = (await request(third.url).get('/api/me').set('Authorization', auth).expect(200)).body;
+          expect(me3.roles).not.to.include('superadmin');
+        } finally {
+          await third.stop();
+        }
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      await first.destroy();
+    }
+  });
+});

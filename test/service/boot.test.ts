@@ -1,0 +1,89 @@
+import { expect } from 'chai';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import knex from 'knex';
+import request from 'supertest';
+import { loadConfig } from '../../src/config.js';
+import { Service } from '../../src/service.js';
+import { createLogger } from '../../src/log.js';
+import { freshDatabase, testEnv, PG_URL, adminAuth } from '../support/service.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('boot sequence', () => {
+  it('emits db:connected -> iam:ready -> system:boot_complete in order', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-boot-'));
+    const db = await freshDatabase();
+    const service = new Service(loadConfig(testEnv(dataDir, db.url)), { logger: createLogger('silent') });
+    const order: string[] = [];
+    service.bus.on('db:connected', () => void order.push('db:connected'));
+    service.bus.on('iam:ready', () => void order.push('iam:ready'));
+    service.bus.on('system:boot_complete', () => void order.push('system:boot_complete'));
+    try {
+      await service.start();
+      await service.booted();
+      expect(order).to.deep.equal(['db:connected', 'iam:ready', 'system:boot_complete']);
+      // seeded before iam:ready: the admin can authenticate
+      await request(service.url).get('/api/me').set('Authorization', adminAuth()).expect(200);
+    } finally {
+      await service.stop();
+      await db.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('answers /readyz 503 and /api 503 booting while the database is unreachable, then completes boot when it comes', async function () {
+    this.timeout(30000);
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-boot-'));
+    let databaseUrl: string | null = null;
+    let makeReachable: () => Promise<void>;
+    let cleanup: () => Promise<void>;
+    if (PG_URL) {
+      // a database that does not exist yet
+      const name = `svc_t_late_${crypto.randomBytes(4).toString('hex')}`;
+      const u = new URL(PG_URL);
+      u.pathname = `/${name}`;
+      databaseUrl = u.toString();
+      const admin = knex({ client: 'pg', connection: PG_URL, pool: { min: 0, max: 1 } });
+      makeReachable = async () => void (await admin.raw(`CREATE DATABASE "${name}"`));
+      cleanup = async () => {
+        await admin.raw(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+        await admin.destroy();
+      };
+    } else {
+      // the SQLite file's folder cannot be made while a plain file stands in its way
+      const blocker = path.join(dataDir, 'db');
+      fs.writeFileSync(blocker, 'not a folder');
+      databaseUrl = `sqlite://${path.join(blocker, 'service.sqlite')}`;
+      makeReachable = async () => fs.rmSync(blocker);
+      cleanup = async () => {};
+    }
+    const lines: string[] = [];
+    const log = createLogger('warn', { write: (s: string) => void lines.push(s) } as any);
+    const service = new Service(loadConfig(testEnv(dataDir, databaseUrl)), { logger: log, dbRetryMs: 100 });
+    try {
+      await service.start();
+      await sleep(300);
+      const r1 = await request(service.url).get('/readyz').expect(503);
+      expect(r1.headers['retry-after']).to.exist;
+      const api = await request(service.url).get('/api/me').expect(503);
+      expect(api.body.error.code).to.equal('booting');
+      expect(api.headers['retry-after']).to.exist;
+      await request(service.url).get('/healthz').expect(200);
+      const retries = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'database unreachable, retrying');
+      expect(retries.length).to.be.greaterThan(0);
+      expect(retries[0].reason).to.be.a('string');
+      expect(lines.join('\n')).not.to.contain('test-secret-key');
+      await makeReachable();
+      await service.booted();
+      await request(service.url).get('/readyz').expect(200);
+      await request(service.url).get('/api/me').set('Authorization', adminAuth()).expect(200);
+    } finally {
+      await service.stop();
+      await cleanup();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,67 @@
+import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freshDatabase, testEnv, adminAuth } from '../support/service.js';
+
+describe('graceful shutdown', () => {
+  it('SIGTERM stops accepting, answers the request in flight and exits 0', async function () {
+    this.timeout(40000);
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-term-'));
+    const db = await freshDatabase();
+    const env = { ...process.env, ...testEnv(dataDir, db.url, { SERVICE_LOG_LEVEL: 'info' }) };
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    let out = '';
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error('service did not get ready: ' + out)), 30000);
+        child.stdout.on('data', (d) => {
+          out += d;
+          const listening = /"port":(\d+),"msg":"listening"/.exec(out);
+          if (listening && out.includes('"msg":"ready"')) {
+            clearTimeout(t);
+            resolve(Number(listening[1]));
+          }
+        });
+      });
+      // a request whose body is still arriving when SIGTERM lands
+      const body = JSON.stringify({ label: 'in-flight' });
+      const sock = net.connect(port, '127.0.0.1');
+      await new Promise((r) => sock.once('connect', r));
+      let response = '';
+      sock.on('data', (d) => (response += d));
+      const closed = new Promise((r) => sock.once('close', r));
+      sock.write(
+        `POST /api/me/api-keys HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${adminAuth()}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n` +
+          body.slice(0, 5),
+      );
+      await new Promise((r) => setTimeout(r, 200));
+      child.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 300));
+      // new connections are refused while the in-flight one is finished
+      const refused = await new Promise<boolean>((resolve) => {
+        const s = net.connect(port, '127.0.0.1');
+        s.once('connect', () => {
+          s.destroy();
+          resolve(false);
+        });
+        s.once('error', () => resolve(true));
+      });
+      expect(refused).to.equal(true);
+      sock.write(body.slice(5));
+      await closed;
+      expect(response).to.match(/^HTTP\/1\.1 201/);
+      expect(response).to.contain('"label":"in-flight"');
+      const code = await exited;
+      expect(code).to.equal(0);
+      expect(out).to.contain('"msg":"stopped"');
+    } finally {
+      child.kill('SIGKILL');
+      await db.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,254 @@
+import { execFile } from 'node:child_process';
+import { promises as fsp } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { expect } from 'chai';
+import { SocketError } from '../../src/sockets/errors.js';
+import { MountGuardian } from '../../src/sockets/mount-guardian.js';
+import { isInside } from '../../src/sockets/paths.js';
+import { unmountUnder } from '../support/dockerd.js';
+
+const run = promisify(execFile);
+
+async function expectSocketError(p: Promise<unknown>, code: string): Promise<SocketError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err, String(err)).to.be.instanceOf(SocketError);
+    expect((err as SocketError).code).to.equal(code);
+    return err as SocketError;
+  }
+  throw new Error(`expected a SocketError ${code}`);
+}
+
+async function modeOf(p: string): Promise<string> {
+  return ((await fsp.lstat(p)).mode & 0o7777).toString(8).padStart(4, '0');
+}
+
+describe('sockets/mount-guardian', () => {
+  let base: string; // holds everything of this test
+  let managed: string; // the managed dir
+  let outside: string; // a sibling that is not managed
+  let lookalike: string; // <managed>2: shares the name prefix, not the segment
+  let guardian: MountGuardian;
+
+  before(async () => {
+    base = await fsp.realpath(await fsp.mkdtemp(path.join(os.tmpdir(), 'mg-')));
+    managed = path.join(base, 'data');
+    outside = path.join(base, 'etc');
+    lookalike = path.join(base, 'data2');
+    for (const d of [managed, outside, lookalike, path.join(managed, 'sub')]) await fsp.mkdir(d, { recursive: true });
+    await fsp.writeFile(path.join(outside, 'victim'), 'x', { mode: 0o600 });
+    await fsp.chmod(path.join(outside, 'victim'), 0o600);
+    await fsp.symlink(outside, path.join(managed, 'escape'));
+    await fsp.symlink(path.join(managed, 'sub'), path.join(managed, 'inner-link'));
+    // the managed dir itself is reached through a symlink: comparisons use real paths
+    await fsp.symlink(managed, path.join(base, 'data-link'));
+    guardian = new MountGuardian({ managedDirs: [path.join(base, 'data-link')] });
+  });
+
+  after(async () => {
+    if (!base) return;
+    await unmountUnder(base);
+    await fsp.rm(base, { recursive: true, force: true });
+  });
+
+  describe('check (read-only)', () => {
+    it('reports an existing managed dir', async () => {
+      await fsp.chmod(path.join(managed, 'sub'), 0o750);
+      const res = await guardian.check([path.join(managed, 'sub')]);
+      expect(res.healthy).to.equal(true);
+      expect(res.mounts[path.join(managed, 'sub')]).to.deep.equal({
+        exists: true,
+        writable: true,
+        is_mount_point: false,
+        owner_uid: process.getuid!(),
+        mode: '0750',
+        error: null,
+      });
+    });
+
+    it('changes nothing on the paths it inspects', async () => {
+      const target = path.join(managed, 'sub');
+      await fsp.chmod(target, 0o700);
+      const before = await fsp.stat(target);
+      await guardian.check([target, managed]);
+      const after = await fsp.stat(target);
+      expect(after.mode).to.equal(before.mode);
+      expect(after.uid).to.equal(before.uid);
+      expect(after.ctimeMs).to.equal(before.ctimeMs);
+    });
+
+    it('detects a tmpfs and a bind mount as mount points', async () => {
+      const tmpfs = path.join(managed, 'tmpfs');
+      const bind = path.join(managed, 'bind');
+      await fsp.mkdir(tmpfs, { recursive: true });
+      await fsp.mkdir(bind, { recursive: true });
+      try {
+        await run('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0755', 'tmpfs', tmpfs]);
+        await run('mount', ['--bind', path.join(managed, 'sub'), bind]);
+      } catch (err) {
+        throw new Error(`mount failed (these tests need root with CAP_SYS_ADMIN): ${(err as Error).message}`);
+      }
+      try {
+        const res = await guardian.check([tmpfs, bind, path.join(managed, 'sub')]);
+        expect(res.mounts[tmpfs]).to.include({ exists: true, is_mount_point: true, mode: '0755', error: null });
+        expect(res.mounts[bind].is_mount_point).to.equal(true);
+        expect(res.mounts[path.join(managed, 'sub')].is_mount_point).to.equal(false);
+      } finally {
+        await run('umount', [bind]).catch(() => undefined);
+        await run('umount', [tmpfs]).catch(() => undefined);
+      }
+    });
+
+    it('reports paths outside the managed dirs as not_managed without inspecting them', async () => {
+      const paths = [
+        outside,
+        lookalike, // /…/data2 is not inside /…/data
+        path.join(managed, 'escape'), // symlink out
+        path.join(managed, 'escape', 'victim'),
+        `${managed}/sub/../../etc`, // ../ out
+        `${managed}/missing/../../etc`,
+        `${managed}/escape/../etc`, // lexically inside, really /…/etc: the kernel resolves the symlink first
+        '/',
+        '/etc/passwd',
+      ];
+      const res = await guardian.check(paths);
+      expect(res.healthy).to.equal(false);
+      for (const p of paths) {
+        expect(res.mounts[p], p).to.deep.equal({
+          exists: null,
+          writable: null,
+          is_mount_point: null,
+          owner_uid: null,
+          mode: null,
+          error: 'not_managed',
+        });
+      }
+    });
+
+    it('follows symlinks that stay inside, and "../" that stays inside', async () => {
+      const res = await guardian.check([path.join(managed, 'inner-link'), `${managed}/sub/..`, `${managed}/escape/../data/sub`, path.join(base, 'data-link', 'sub')]);
+      expect(res.healthy).to.equal(true);
+      for (const m of Object.values(res.mounts)) expect(m.error).to.equal(null);
+    });
+
+    it('reports a missing dir, a file and a relative path', async () => {
+      await fsp.writeFile(path.join(managed, 'file'), 'x');
+      const res = await guardian.check([path.join(managed, 'nope'), path.join(managed, 'file'), 'data/sub']);
+      expect(res.healthy).to.equal(false);
+      expect(res.mounts[path.join(managed, 'nope')]).to.include({ exists: false, error: 'not_found' });
+      expect(res.mounts[path.join(managed, 'file')]).to.include({ exists: true, error: 'not_a_directory' });
+      expect(res.mounts['data/sub'].error).to.equal('invalid_path');
+    });
+
+    it('refuses a malformed path list', async () => {
+      await expectSocketError(guardian.check([]), 'invalid_args');
+      await expectSocketError(guardian.check([''] as string[]), 'invalid_args');
+      await expectSocketError(guardian.check([42] as unknown as string[]), 'invalid_args');
+      await expectSocketError(guardian.check(Array.from({ length: 65 }, (_, i) => `/p${i}`)), 'invalid_args');
+    });
+  });
+
+  describe('repair', () => {
+    let tree: string;
+
+    beforeEach(async () => {
+      tree = path.join(managed, 'tree');
+      await fsp.rm(tree, { recursive: true, force: true });
+      await fsp.mkdir(path.join(tree, 'a', 'b'), { recursive: true });
+      await fsp.writeFile(path.join(tree, 'a', 'data.txt'), 'x');
+      await fsp.writeFile(path.join(tree, 'a', 'b', 'run.sh'), '#!/bin/sh\n');
+      await fsp.symlink(path.join(outside, 'victim'), path.join(tree, 'a', 'to-victim'));
+      await fsp.symlink(outside, path.join(tree, 'a', 'to-outside-dir'));
+      await run('mkfifo', [path.join(tree, 'a', 'pipe')]);
+      await fsp.chmod(path.join(tree, 'a', 'data.txt'), 0o600);
+      await fsp.chmod(path.join(tree, 'a', 'b', 'run.sh'), 0o700);
+      await fsp.chmod(path.join(tree, 'a', 'b'), 0o700);
+      await fsp.chmod(path.join(tree, 'a'), 0o700);
+      await fsp.chmod(tree, 0o700);
+      await fsp.chmod(path.join(outside, 'victim'), 0o600);
+      await fsp.chmod(outside, 0o700);
+    });
+
+    it('chmods recursively with a string mode, never through a symlink', async () => {
+      const res = await guardian.repair(tree, { mode: '0755' });
+      expect(res).to.deep.equal({ status: 'repaired', target_dir: tree, changed: 5, failed: 0 });
+      expect(await modeOf(tree)).to.equal('0755');
+      expect(await modeOf(path.join(tree, 'a'))).to.equal('0755');
+      expect(await modeOf(path.join(tree, 'a', 'b'))).to.equal('0755');
+      expect(await modeOf(path.join(tree, 'a', 'data.txt'))).to.equal('0644'); // no execute bit added to data
+      expect(await modeOf(path.join(tree, 'a', 'b', 'run.sh'))).to.equal('0755');
+      // symlink targets outside are untouched
+      expect(await modeOf(path.join(outside, 'victim'))).to.equal('0600');
+      expect(await modeOf(outside)).to.equal('0700');
+      // a second run has nothing left to change
+      expect((await guardian.repair(tree, { mode: '0755' })).changed).to.equal(0);
+    });
+
+    it('takes three-digit modes and a target reached through an inside symlink', async () => {
+      await fsp.symlink(tree, path.join(managed, 'tree-link')).catch(() => undefined);
+      const res = await guardian.repair(path.join(managed, 'tree-link'), { mode: '750' });
+      expect(res.target_dir).to.equal(tree);
+      expect(await modeOf(path.join(tree, 'a', 'b'))).to.equal('0750');
+      expect(await modeOf(path.join(tree, 'a', 'data.txt'))).to.equal('0640');
+    });
+
+    it('chowns when asked, and not the symlink targets', async () => {
+      const res = await guardian.repair(tree, { mode: '0755', owner_uid: 4321, owner_gid: 4321 });
+      expect(res.changed).to.equal(5);
+      for (const p of [tree, path.join(tree, 'a'), path.join(tree, 'a', 'data.txt'), path.join(tree, 'a', 'b', 'run.sh')]) {
+        const st = await fsp.lstat(p);
+        expect([st.uid, st.gid], p).to.deep.equal([4321, 4321]);
+      }
+      expect((await fsp.stat(path.join(outside, 'victim'))).uid).to.equal(process.getuid!());
+      expect((await fsp.lstat(path.join(tree, 'a', 'to-victim'))).uid).to.equal(process.getuid!());
+      // the FIFO is neither opened (no hang) nor changed
+      expect((await fsp.lstat(path.join(tree, 'a', 'pipe'))).uid).to.equal(process.getuid!());
+    });
+
+    it('refuses bad modes and bad owners as invalid_args', async () => {
+      for (const mode of ['999', 'abc', '75', '07555', '-755', '0o755', '']) {
+        await expectSocketError(guardian.repair(tree, { mode }), 'invalid_args');
+      }
+      await expectSocketError(guardian.repair(tree, { mode: 755 as unknown as string }), 'invalid_args');
+      await expectSocketError(guardian.repair(tree, { owner_uid: -1 }), 'invalid_args');
+      await expectSocketError(guardian.repair(tree, { owner_uid: 1.5 }), 'invalid_args');
+      await expectSocketError(guardian.repair('relative/tree'), 'invalid_args');
+      await fsp.writeFile(path.join(managed, 'plain-file'), 'x');
+      await expectSocketError(guardian.repair(path.join(managed, 'plain-file')), 'invalid_args');
+      expect(await modeOf(tree)).to.equal('0700');
+    });
+
+    it('refuses targets outside the managed dirs as forbidden (symlinks, ../, look-alike prefix)', async () => {
+      for (const target of [
+        outside,
+        lookalike,
+        path.join(managed, 'escape'),
+        path.join(tree, 'a', 'to-outside-dir'),
+        `${managed}/sub/../../etc`,
+        `${managed}/escape/../etc`,
+        path.join(outside, 'missing'), // missing outside: forbidden, not not_found
+        '/',
+      ]) {
+        await expectSocketError(guardian.repair(target, { mode: '0777' }), 'forbidden');
+      }
+      expect(await modeOf(outside)).to.equal('0700');
+      expect(await modeOf(path.join(outside, 'victim'))).to.equal('0600');
+    });
+
+    it('reports a missing managed dir as not_found', async () => {
+      await expectSocketError(guardian.repair(path.join(managed, 'nope')), 'not_found');
+      await expectSocketError(guardian.repair(path.join(managed, 'nope', 'deeper')), 'not_found');
+    });
+  });
+
+  it('compares paths on segment boundaries', () => {
+    expect(isInside('/data', '/data')).to.equal(true);
+    expect(isInside('/data/x', '/data')).to.equal(true);
+    expect(isInside('/data2', '/data')).to.equal(false);
+    expect(isInside('/data2/x', '/data/')).to.equal(false);
+    expect(isInside('/anything', '/')).to.equal(true);
+  });
+});

@@ -1,0 +1,213 @@
+import { expect } from 'chai';
+import Joi from 'joi';
+import { EventBus } from '../../src/bus/bus.js';
+import { SocketProvider, type CleanupResult, type ProviderCapabilities, type ProviderOperation } from '../../src/sockets/base-provider.js';
+import { ContainerProvider } from '../../src/sockets/container-provider.js';
+import { ProviderRegistrationError } from '../../src/sockets/errors.js';
+import { SocketRegistry, derivesFromSocketProvider } from '../../src/sockets/registry.js';
+import { startDockerd, type TestDockerd } from '../support/dockerd.js';
+import { capturingLogger, eventually, quietLogger } from './helpers.js';
+
+const NO_CAPS: ProviderCapabilities = {
+  can_verify_mounts: false,
+  can_repair_permissions: false,
+  can_spawn: false,
+  can_cleanup: false,
+  can_query_mounts: false,
+};
+
+/** A provider with no socket behind it: enough to exercise the registry rules. */
+class EchoProvider extends SocketProvider {
+  static constructed = 0;
+  static closed = 0;
+  readonly name: string = 'echo';
+  readonly socket_path = '/nonexistent/echo.sock';
+  readonly capabilities = { ...NO_CAPS };
+  constructor(options: Record<string, unknown>, logger: never) {
+    super(options, logger);
+    EchoProvider.constructed++;
+  }
+  override async isAvailable() {
+    return (this.lastAvailable = true);
+  }
+  override async health_check() {
+    return { healthy: true };
+  }
+  override async cleanup_stale(): Promise<CleanupResult> {
+    return { dry_run: false, removed: [], errors: [] };
+  }
+  override async get_mounts() {
+    return { mounts: {} };
+  }
+  override async detect_storage_root() {
+    return null;
+  }
+  override operations(): Record<string, ProviderOperation> {
+    return { ping: { schema: Joi.object({}), permission: null, run: async () => ({ pong: true }) } };
+  }
+  override async close() {
+    EchoProvider.closed++;
+  }
+}
+
+/** Another class that claims the same name. */
+class EchoImpostor extends EchoProvider {}
+
+class DhcpProvider extends EchoProvider {
+  override readonly name = 'dhcp';
+}
+
+class BadCapsProvider extends EchoProvider {
+  override readonly name = 'badcaps';
+  override readonly capabilities = { can_verify_mounts: true } as unknown as ProviderCapabilities;
+}
+
+class ReservedNameProvider extends EchoProvider {
+  override readonly name = 'provider';
+}
+
+function expectRejected(fn: () => unknown, code: string): ProviderRegistrationError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).to.be.instanceOf(ProviderRegistrationError);
+    expect((err as ProviderRegistrationError).code).to.equal(code);
+    expect((err as Error).message).to.be.a('string').and.not.equal('');
+    return err as ProviderRegistrationError;
+  }
+  throw new Error(`expected a ${code} rejection`);
+}
+
+describe('sockets/registry', () => {
+  let registry: SocketRegistry;
+
+  beforeEach(() => {
+    registry = new SocketRegistry({ logger: quietLogger() });
+    EchoProvider.constructed = 0;
+    EchoProvider.closed = 0;
+  });
+
+  it('rejects anything that does not derive from SocketProvider', () => {
+    const notProviders: unknown[] = [
+      { name: 'plain', socket_path: '/x', capabilities: NO_CAPS },
+      function plainFunction() {},
+      () => undefined,
+      class Unrelated {
+        name = 'unrelated';
+      },
+      SocketProvider, // the abstract base itself
+      null,
+      'container',
+    ];
+    for (const candidate of notProviders) {
+      const err = expectRejected(() => registry.register(candidate as never, { owner: 'core' }), 'not_a_provider');
+      expect(err.message).to.match(/derive from SocketProvider/);
+    }
+    expect(registry.names()).to.deep.equal([]);
+    expect(derivesFromSocketProvider(EchoProvider)).to.equal(true);
+  });
+
+  it('instantiates a class once: the same class for the same owner returns the same instance', () => {
+    const a = registry.register(EchoProvider as never, { owner: 'core' }) as EchoProvider;
+    const b = registry.register(EchoProvider as never, { owner: 'core' }) as EchoProvider;
+    expect(a).to.equal(b);
+    expect(EchoProvider.constructed).to.equal(1);
+    expect(registry.get('echo')).to.equal(a);
+  });
+
+  it('rejects a duplicate name from another class or another owner', () => {
+    registry.register(EchoProvider as never, { owner: 'core' });
+    expectRejected(() => registry.register(EchoImpostor as never, { owner: 'core' }), 'duplicate_provider');
+    expectRejected(() => registry.register(EchoImpostor as never, { owner: 'some-plugin' }), 'duplicate_provider');
+    expectRejected(() => registry.register(EchoProvider as never, { owner: 'some-plugin' }), 'duplicate_provider');
+    expect(registry.names()).to.deep.equal(['echo']);
+    expect(registry.ownerOf('echo')).to.equal('core');
+  });
+
+  it('rejects a provider that breaks the contract (capabilities, reserved names, owner)', () => {
+    expectRejected(() => registry.register(BadCapsProvider as never, { owner: 'core' }), 'invalid_provider');
+    expectRejected(() => registry.register(ReservedNameProvider as never, { owner: 'core' }), 'invalid_provider');
+    expectRejected(() => registry.register(EchoProvider as never, { owner: '' }), 'invalid_provider');
+    expect(registry.names()).to.deep.equal([]);
+  });
+
+  it('records the owner, lists providers and unregisters by owner', async () => {
+    registry.register(EchoProvider as never, { owner: 'core' });
+    registry.register(DhcpProvider as never, { owner: 'net-plugin' });
+    const list = await registry.list();
+    expect(list).to.deep.equal([
+      { name: 'echo', socket_path: '/nonexistent/echo.sock', available: true, capabilities: NO_CAPS, plugin: null },
+      { name: 'dhcp', socket_path: '/nonexistent/echo.sock', available: true, capabilities: NO_CAPS, plugin: 'net-plugin' },
+    ]);
+    expect(await registry.unregisterOwner('net-plugin')).to.deep.equal(['dhcp']);
+    expect(EchoProvider.closed).to.equal(1);
+    expect(registry.names()).to.deep.equal(['echo']);
+    // a plugin that comes back may register again
+    registry.register(DhcpProvider as never, { owner: 'net-plugin' });
+    expect(registry.ownerOf('dhcp')).to.equal('net-plugin');
+  });
+
+  it('applies the registration policy (e.g. the plugin manifest)', () => {
+    registry.setPolicy((owner, name) => (owner === 'core' || name === 'dhcp' ? true : `${owner} did not declare ${name}`));
+    expectRejected(() => registry.register(EchoProvider as never, { owner: 'rogue' }), 'not_allowed');
+    registry.register(DhcpProvider as never, { owner: 'net-plugin' });
+    expect(registry.names()).to.deep.equal(['dhcp']);
+  });
+
+  describe('socket:provider:register on the bus', () => {
+    it('registers a plugin provider with its plugin name as owner', async () => {
+      const bus = new EventBus(quietLogger());
+      registry.attachBus(bus);
+      bus.emit('socket:provider:register', { provider_class: DhcpProvider, plugin_name: 'net-plugin' });
+      await eventually(() => registry.get('dhcp') !== undefined);
+      expect(registry.ownerOf('dhcp')).to.equal('net-plugin');
+      expect((await registry.list())[0].plugin).to.equal('net-plugin');
+    });
+
+    it('logs a rejected registration with its reason and keeps the bus alive', async () => {
+      const { logger, text } = capturingLogger();
+      registry = new SocketRegistry({ logger });
+      const bus = new EventBus(logger);
+      registry.attachBus(bus);
+      registry.register(EchoProvider as never, { owner: 'core' });
+      bus.emit('socket:provider:register', { provider_class: { not: 'a class' }, plugin_name: 'p1' });
+      bus.emit('socket:provider:register', { provider_class: EchoImpostor, plugin_name: 'p2' });
+      bus.emit('socket:provider:register', { provider_class: DhcpProvider, plugin_name: 'core' });
+      await eventually(() => (text().match(/socket provider registration rejected/g) ?? []).length === 3);
+      const lines = text()
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l))
+        .filter((l) => l.msg === 'socket provider registration rejected');
+      expect(lines.map((l) => l.code)).to.deep.equal(['not_a_provider', 'duplicate_provider', 'invalid_provider']);
+      expect(lines[0].plugin).to.equal('p1');
+      expect(lines[1].reason).to.match(/already registered/);
+      expect(registry.names()).to.deep.equal(['echo']);
+    });
+  });
+
+  describe('with the container provider on a real daemon', () => {
+    let dockerd: TestDockerd;
+    before(async function () {
+      this.timeout(60_000);
+      dockerd = await startDockerd();
+    });
+    after(async function () {
+      this.timeout(60_000);
+      await dockerd?.stop();
+    });
+
+    it('lists the container provider as available, a provider on a dead socket as unavailable', async () => {
+      registry.register(ContainerProvider, { owner: 'core', options: { socketPath: dockerd.socketPath } });
+      const list = await registry.list();
+      expect(list).to.have.length(1);
+      expect(list[0]).to.include({ name: 'container', socket_path: dockerd.socketPath, available: true, plugin: null });
+      expect(list[0].capabilities).to.include({ can_spawn: true, can_cleanup: true, can_query_mounts: true });
+      expect(registry.get('container')!.is_available).to.equal(true);
+
+      const other = new SocketRegistry({ logger: quietLogger() });
+      other.register(ContainerProvider, { owner: 'core', options: { socketPath: `${dockerd.dir}/missing.sock` } });
+      expect((await other.list())[0].available).to.equal(false);
+    });
+  });
+});
