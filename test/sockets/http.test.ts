@@ -1,0 +1,148 @@
+import { expect } from 'chai';
+import request from 'supertest';
+import fs from 'node:fs';
+import path from 'node:path';
+import { startDockerd, TEST_IMAGE, type TestDockerd } from '../support/dockerd.js';
+import { startService, adminAuth, basic, SYSTEM_KEY, type TestService } from '../support/service.js';
+
+/**
+ * The /api/socket HTTP API on a running service whose container provider talks to a real,
+ * private dockerd.
+ */
+describe('socket HTTP API', function () {
+  this.timeout(60000);
+  let dockerd: TestDockerd;
+  let svc: TestService;
+  let viewer: string;
+  let operator: string;
+
+  before(async () => {
+    dockerd = await startDockerd();
+    svc = await startService({ env: { SERVICE_CONTAINER_SOCKET: dockerd.socketPath, SERVICE_SYSTEM_API_KEY: SYSTEM_KEY, SERVICE_RUNNER_PREFIX: 'runner-' } });
+    const admin = adminAuth();
+    await request(svc.url).post('/api/groups').set('Authorization', admin).send({ name: 'operators', permissions: ['socket:container:cleanup', 'socket:mounts:repair'] }).expect(201);
+    await request(svc.url).post('/api/users').set('Authorization', admin).send({ username: 'viewer', password: 'viewer-password', groups: ['INT_VIEWER'] }).expect(201);
+    await request(svc.url).post('/api/users').set('Authorization', admin).send({ username: 'operator', password: 'operator-password', groups: ['INT_VIEWER', 'operators'] }).expect(201);
+    viewer = basic('viewer', 'viewer-password');
+    operator = basic('operator', 'operator-password');
+  });
+  after(async () => {
+    await svc?.destroy();
+    await dockerd?.stop();
+  });
+
+  const create = async (name: string) => {
+    const c = await dockerd.docker.createContainer({ name, Image: TEST_IMAGE, Cmd: ['sleep', '300'], HostConfig: { NetworkMode: 'none' } });
+    await c.start();
+    return c.id;
+  };
+
+  it('lists providers, with or without an identity', async () => {
+    for (const auth of [null, viewer]) {
+      const req = request(svc.url).get('/api/socket/providers');
+      if (auth) req.set('Authorization', auth);
+      const res = await req.expect(200);
+      expect(res.body.total).to.equal(1);
+      expect(res.body.available).to.deep.equal(['container']);
+      const c = res.body.providers[0];
+      expect(c).to.include({ name: 'container', socket_path: dockerd.socketPath, available: true, plugin: null });
+      expect(c.capabilities).to.include.keys('can_verify_mounts', 'can_repair_permissions');
+    }
+  });
+
+  it('reports container daemon health, mounts and storage root', async () => {
+    await create('runner-health-1');
+    const h = (await request(svc.url).get('/api/socket/container/health').expect(200)).body;
+    expect(h.healthy).to.equal(true);
+    expect(h.daemon.version).to.be.a('string');
+    expect(h.containers_running).to.be.at.least(1);
+    expect(h.containers_total).to.be.at.least(1);
+    expect(h.images).to.be.at.least(1);
+    const m = (await request(svc.url).get('/api/socket/container/mounts').set('Authorization', viewer).expect(200)).body;
+    expect(m.mounts).to.be.an('object');
+    const s = (await request(svc.url).get('/api/socket/container/storage-root').expect(200)).body;
+    expect(s).to.deep.equal({ storage_root: null });
+  });
+
+  it('cleanup: 401 without identity, 403 without the permission, removes only prefixed containers with it', async () => {
+    const keep = await create('keepme-1');
+    const gone = await create('runner-old-1');
+    const unauth = await request(svc.url).post('/api/socket/container/cleanup').send({ max_age_minutes: 0 }).expect(401);
+    expect(unauth.body.error.code).to.equal('unauthorized');
+    const denied = await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', viewer).send({ max_age_minutes: 0 }).expect(403);
+    expect(denied.body.error.message).to.contain('socket:container:cleanup');
+    const dry = (await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', operator).send({ max_age_minutes: 0, dry_run: true }).expect(200)).body;
+    expect(dry.removed.map((r: any) => r.id)).to.include(gone);
+    expect((await dockerd.docker.getContainer(gone).inspect()).Id).to.equal(gone);
+    const done = (await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', operator).send({ max_age_minutes: 0 }).expect(200)).body;
+    expect(done.removed.map((r: any) => r.id)).to.include(gone);
+    expect(done.errors).to.deep.equal([]);
+    const left = (await dockerd.docker.listContainers({ all: true })).map((c) => c.Id);
+    expect(left).to.include(keep).and.not.include(gone);
+    // the system key passes every permission check
+    await request(svc.url).post('/api/socket/container/cleanup').set('X-API-Key', SYSTEM_KEY).send({ max_age_minutes: 0, dry_run: true }).expect(200);
+  });
+
+  it('cleanup rejects bad input with 400, never 500', async () => {
+    for (const body of [{ prefix: '' }, { prefix: '.*' }, { prefix: 'run(ner' }, { max_age_minutes: -1 }, { max_age_minutes: 'ten' }, { dry_run: 'yes' }, { surprise: 1 }]) {
+      const res = await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', operator).send(body);
+      expect(res.status, JSON.stringify(body)).to.equal(400);
+      expect(res.body.error.code).to.equal('validation_failed');
+    }
+    const notJson = await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', operator).set('Content-Type', 'application/json').send('[1,2').expect(400);
+    expect(notJson.body.error.code).to.equal('validation_failed');
+  });
+
+  it('health of managed dirs is read-only; a path outside is not_managed', async () => {
+    const inside = path.join(svc.dataDir, 'inside');
+    fs.mkdirSync(inside, { mode: 0o700 });
+    fs.chmodSync(inside, 0o700);
+    const res = (await request(svc.url).get('/api/socket/health').query({ required_dirs: `${inside},/etc` }).expect(200)).body;
+    expect(res.mounts[inside]).to.include({ exists: true, mode: '0700' });
+    expect(res.mounts['/etc'].error).to.equal('not_managed');
+    expect(res.healthy).to.equal(false);
+    expect(fs.statSync(inside).mode & 0o777).to.equal(0o700);
+    const all = (await request(svc.url).get('/api/socket/health').expect(200)).body;
+    // without required_dirs, the managed dirs themselves are checked
+    expect(Object.keys(all.mounts)).to.deep.equal(svc.config.managedDirs);
+    expect(all.mounts[svc.config.managedDirs[0]]).to.include({ exists: true, writable: true });
+    expect(all.healthy).to.equal(true);
+  });
+
+  it('repair: guarded, inside managed dirs only, symlink escapes 403, missing 404, bad mode 400', async () => {
+    const target = path.join(svc.dataDir, 'repairme');
+    fs.mkdirSync(path.join(target, 'sub'), { recursive: true });
+    fs.chmodSync(target, 0o700);
+    await request(svc.url).post('/api/socket/repair').send({ target_dir: target }).expect(401);
+    await request(svc.url).post('/api/socket/repair').set('Authorization', viewer).send({ target_dir: target }).expect(403);
+    const ok = (await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: target, mode: '0750' }).expect(200)).body;
+    expect(ok.status).to.equal('repaired');
+    expect(ok.changed).to.be.at.least(1);
+    expect(fs.statSync(target).mode & 0o777).to.equal(0o750);
+    fs.symlinkSync('/etc', path.join(svc.dataDir, 'escape'));
+    for (const t of [path.join(svc.dataDir, 'escape'), path.join(svc.dataDir, '../../etc'), '/etc']) {
+      const res = await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: t });
+      expect(res.status, t).to.equal(403);
+    }
+    await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: path.join(svc.dataDir, 'missing') }).expect(404);
+    for (const mode of ['999', 'abc', '12', 755]) {
+      const res = await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: target, mode });
+      expect(res.status, String(mode)).to.equal(400);
+    }
+    await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({}).expect(400);
+  });
+
+  it('a stopped daemon: unavailable in the list, healthy false, 503 on cleanup, no crash', async () => {
+    await dockerd.stop();
+    await new Promise((r) => setTimeout(r, 2500)); // availability is cached briefly
+    const list = (await request(svc.url).get('/api/socket/providers').expect(200)).body;
+    expect(list.providers[0].available).to.equal(false);
+    expect(list.available).to.deep.equal([]);
+    const h = (await request(svc.url).get('/api/socket/container/health').expect(200)).body;
+    expect(h.healthy).to.equal(false);
+    expect(h.error).to.be.a('string');
+    const c = await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', operator).send({ max_age_minutes: 0 }).expect(503);
+    expect(c.body.error.code).to.equal('unavailable');
+    await request(svc.url).get('/readyz').expect(200);
+  });
+});
