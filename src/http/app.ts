@@ -4,6 +4,7 @@ import crypto from 'node:crypto';
 import type { Logger } from '../log.js';
 import { HttpError, notFound, type ErrorCode } from './errors.js';
 import { readBody } from './body.js';
+import type { Metrics } from './metrics.js';
 
 declare module 'koa' {
   interface DefaultState {
@@ -125,6 +126,7 @@ export interface HttpAppDeps {
   state: BootState;
   keys: string[];
   proxy?: boolean;
+  metrics?: Metrics;
 }
 
 /** The Koa app with the middleware every request passes; areas add theirs with mount(). */
@@ -133,6 +135,7 @@ export function createHttpApp(deps: HttpAppDeps): Koa {
   app.silent = true; // errors are logged by our error middleware
   app.use(requestContext(deps.log));
   app.use(errorHandler());
+  if (deps.metrics) app.use(deps.metrics.middleware());
   app.use(securityHeaders());
   app.use(bootRoutes(deps.state));
   app.use(readBody());

@@ -83,3 +83,20 @@ describe('HTTP error bodies', () => {
     shape(wrongType.body, 'unsupported_media_type');
   });
 });
+
+describe('metrics', () => {
+  let svc: TestService;
+  before(async () => {
+    svc = await startService();
+  });
+  after(async () => svc.destroy());
+
+  it('GET /metrics serves Prometheus text with route patterns, not raw ids', async () => {
+    await request(svc.url).get('/api/users/00000000-0000-4000-8000-000000000000').set('Authorization', adminAuth()).expect(404);
+    const res = await request(svc.url).get('/metrics').expect(200);
+    expect(res.headers['content-type']).to.match(/text\/plain/);
+    expect(res.text).to.contain('http_request_duration_seconds_bucket');
+    expect(res.text).to.contain('route="/api/users/:id"');
+    expect(res.text).not.to.contain('00000000-0000-4000-8000-000000000000');
+  });
+});
