@@ -19,6 +19,12 @@ import { meRoutes } from './routes/me.js';
 import { userRoutes } from './routes/users.js';
 import { groupRoutes } from './routes/groups.js';
 import { settingsRoutes } from './routes/settings.js';
+import { ProviderChain, type BuildError } from './chain.js';
+import { IdentityLinker } from './linking.js';
+import { OneTimeStore } from '../auth/one-time.js';
+import { AuthSettingsStore } from '../auth/settings.js';
+import { authRoutes } from '../auth/routes.js';
+import { loginPageRoutes } from '../web/login.js';
 
 export interface PluginAccessEntry {
   id: string;
@@ -46,6 +52,10 @@ export class IamComponent {
   readonly lockout: LoginLockout;
   readonly auth: Authenticator;
   readonly ledger: RoleLedger;
+  readonly oneTime: OneTimeStore;
+  readonly authSettings: AuthSettingsStore;
+  readonly chain: ProviderChain;
+  readonly linker: IdentityLinker;
   /** permission ids declared by plugins, by plugin id */
   private readonly pluginCatalog = new Map<string, CatalogEntry[]>();
   /** per-plugin UI routes, for the access view */
@@ -69,7 +79,30 @@ export class IamComponent {
       lockout: this.lockout,
       allowedOrigins: config.allowedOrigins,
     });
+    this.oneTime = new OneTimeStore(db);
+    this.authSettings = new AuthSettingsStore(config, this.secrets);
+    this.chain = new ProviderChain(this.local, deps.log.child({ component: 'auth-chain' }));
+    this.linker = new IdentityLinker({
+      store: this.store,
+      bus,
+      log: deps.log.child({ component: 'linking' }),
+      defaultGroups: () => this.authSettings.current().ssoDefaultGroups,
+      managedGroups: (providerId) => this.chain.managedGroups(providerId),
+    });
+    // plugin providers may arrive before or after the chain is built; a rebuild keeps them
+    bus.on('auth:register_provider', ({ provider, plugin_name }) => {
+      try {
+        this.chain.register(provider, plugin_name ?? null);
+      } catch (err) {
+        deps.log.error({ plugin: plugin_name, reason: (err as Error).message }, 'auth provider registration refused');
+      }
+    });
     bus.on('db:connected', () => this.init());
+  }
+
+  /** Rebuilds the configured part of the provider chain from the current auth settings. */
+  rebuildChain(): BuildError[] {
+    return this.chain.rebuild(this.authSettings.current());
   }
 
   private async init(): Promise<void> {
@@ -80,12 +113,14 @@ export class IamComponent {
       const seeded = await seedIam(db, config);
       for (const id of seeded.passwordChanged) bus.emit('iam:password_changed', { user_id: id });
       if (seeded.changed) bus.emit('iam:permissions_changed', { all: true });
+      await this.authSettings.load();
+      this.rebuildChain();
     } catch (err) {
       log.error({ err }, 'IAM initialisation failed');
       bus.emit('system:boot_failed', { stage: 'iam', error: (err as Error).message });
       return;
     }
-    bus.emit('iam:ready', { providers: config.authProviders });
+    bus.emit('iam:ready', { providers: this.chain.providers().map((p) => p.id) });
   }
 
   catalog(): CatalogEntry[] {
@@ -118,7 +153,7 @@ export class IamComponent {
   }
 
   routers(): Router[] {
-    return [meRoutes(this), userRoutes(this, this.deps.bus), groupRoutes(this, this.deps.bus), settingsRoutes(this)];
+    return [meRoutes(this), userRoutes(this, this.deps.bus), groupRoutes(this, this.deps.bus), settingsRoutes(this), authRoutes(this), loginPageRoutes(this)];
   }
 
   get config(): Config {

@@ -90,9 +90,10 @@ export function userRoutes(iam: IamComponent, bus: EventBus): Router {
       if (isUniqueViolation(err)) throw conflict(`username ${body.username} is taken`);
       throw err;
     }
-    await iam.store.linkIdentity(user.id, 'local', user.username);
+    // a user created without a password is SSO-only: no local identity until one is set
+    if (body.password) await iam.store.linkIdentity(user.id, 'local', user.username);
     ctx.status = 201;
-    ctx.body = publicUser(user, [{ provider: 'local', provider_user_id: user.username }]);
+    ctx.body = publicUser(user, body.password ? [{ provider: 'local', provider_user_id: user.username }] : []);
   });
 
   r.get('/:id', admin, async (ctx) => {
@@ -112,7 +113,10 @@ export function userRoutes(iam: IamComponent, bus: EventBus): Router {
       display_name: rest.display_name === '' ? null : rest.display_name,
       ...(password ? { hashed_password: await bcrypt.hash(password, BCRYPT_COST) } : {}),
     });
-    if (password) bus.emit('iam:password_changed', { user_id: user.id });
+    if (password) {
+      await iam.store.linkIdentity(user.id, 'local', user.username);
+      bus.emit('iam:password_changed', { user_id: user.id });
+    }
     bus.emit('iam:permissions_changed', { user_id: user.id });
     const updated = (await iam.store.userById(user.id))!;
     ctx.body = publicUser(updated, (await iam.store.identitiesOf([user.id])).get(user.id));
@@ -141,6 +145,7 @@ export function userRoutes(iam: IamComponent, bus: EventBus): Router {
       }
     }
     await iam.store.updateUser(user.id, { hashed_password: await bcrypt.hash(body.new_password, BCRYPT_COST) });
+    await iam.store.linkIdentity(user.id, 'local', user.username);
     bus.emit('iam:password_changed', { user_id: user.id });
     ctx.status = 204;
   });

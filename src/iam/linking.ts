@@ -1,0 +1,162 @@
+import crypto from 'node:crypto';
+import type { EventBus } from '../bus/bus.js';
+import type { Logger } from '../log.js';
+import { isUniqueViolation } from '../db/knex.js';
+import type { IamStore, User } from './store.js';
+import type { ExternalProfile } from './providers/types.js';
+
+/**
+ * Resolves every login to one local profile (spec section 1.1 and UserIdentity):
+ *  1. a known (provider, provider_user_id) -> that user;
+ *  2. local logins -> the user of that username (its local identity is linked if missing);
+ *  3. LDAP / OIDC: a verified email (`email_verified` true) held by exactly one local user who
+ *     has no other identity at the same provider -> link to that user;
+ *  4. else a new user: SERVICE_SSO_DEFAULT_GROUPS, no password (SSO-only), a free username
+ *     (alice, alice-2, ...), the email only when verified.
+ * Groups: a provider that maps groups (profile.groups defined) is authoritative for the local
+ * groups its mapping can grant; those follow the directory on every login, every other group
+ * (granted locally, defaults) is never touched. See docs/auth.md.
+ */
+
+export type LinkedVia = 'identity' | 'local' | 'email' | 'created';
+
+export interface LinkResult {
+  user: User;
+  via: LinkedVia;
+  groupsChanged: boolean;
+}
+
+export interface LinkerDeps {
+  store: IamStore;
+  bus: EventBus;
+  log: Logger;
+  /** SERVICE_SSO_DEFAULT_GROUPS as currently configured */
+  defaultGroups(): string[];
+  /** the local groups a provider's mapping controls */
+  managedGroups(providerId: string): ReadonlySet<string>;
+}
+
+/** Providers whose verified email may join a login to an existing user. */
+const EMAIL_LINKING_PROVIDERS = new Set(['ldap', 'oidc']);
+const MAX_USERNAME = 64;
+
+/** A username this service accepts (USERNAME in schemas.ts), from whatever the provider calls the person. */
+export function usernameBase(preferred: string): string {
+  const cleaned = preferred
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9._@-]+/g, '-')
+    .replace(/^[-.]+|[-.]+$/g, '')
+    .slice(0, MAX_USERNAME - 8);
+  return cleaned || 'user';
+}
+
+export class IdentityLinker {
+  constructor(private readonly deps: LinkerDeps) {}
+
+  async link(profile: ExternalProfile): Promise<LinkResult> {
+    const { store } = this.deps;
+    let user = await store.userByIdentity(profile.provider, profile.provider_user_id);
+    let via: LinkedVia = 'identity';
+
+    if (!user && profile.provider === 'local') {
+      user = await store.userByUsername(profile.provider_user_id);
+      if (!user) throw new Error(`local login for unknown user ${profile.provider_user_id}`);
+      await store.linkIdentity(user.id, 'local', user.username);
+      via = 'local';
+    }
+    if (!user && EMAIL_LINKING_PROVIDERS.has(profile.provider)) {
+      user = await this.byVerifiedEmail(profile);
+      if (user) via = 'email';
+    }
+    let created = false;
+    if (!user) {
+      user = await this.create(profile);
+      via = 'created';
+      created = true;
+    }
+
+    const groupsChanged = created ? false : await this.syncGroups(user, profile);
+    const fill: { email?: string; display_name?: string } = {};
+    if (!user.email && profile.email && profile.email_verified) fill.email = profile.email;
+    if (!user.display_name && profile.display_name) fill.display_name = profile.display_name.slice(0, 256);
+    if (Object.keys(fill).length) await store.updateUser(user.id, fill);
+    if (groupsChanged || Object.keys(fill).length) user = (await store.userById(user.id)) ?? user;
+
+    this.deps.log.info({ provider: profile.provider, user_id: user.id, username: user.username, via }, 'login linked');
+    return { user, via, groupsChanged };
+  }
+
+  private async byVerifiedEmail(profile: ExternalProfile): Promise<User | null> {
+    if (profile.email_verified !== true || !profile.email) return null;
+    const candidates = await this.deps.store.usersByEmail(profile.email);
+    if (candidates.length !== 1) {
+      if (candidates.length > 1) this.deps.log.warn({ provider: profile.provider, matches: candidates.length }, 'email held by several users: not linking by email');
+      return null;
+    }
+    const candidate = candidates[0]!;
+    // someone already linked at this provider is a different account there: do not merge a second one
+    const identities = (await this.deps.store.identitiesOf([candidate.id])).get(candidate.id) ?? [];
+    if (identities.some((i) => i.provider === profile.provider)) return null;
+    await this.deps.store.linkIdentity(candidate.id, profile.provider, profile.provider_user_id);
+    // a concurrent login may have linked this identity elsewhere first: theirs wins
+    return this.deps.store.userByIdentity(profile.provider, profile.provider_user_id);
+  }
+
+  private async existingGroups(names: Iterable<string>): Promise<string[]> {
+    const wanted = [...new Set(names)];
+    if (wanted.length === 0) return [];
+    const found = new Set((await this.deps.store.groupsNamed(wanted)).map((g) => g.name));
+    const missing = wanted.filter((g) => !found.has(g));
+    if (missing.length) this.deps.log.warn({ groups: missing }, 'mapped or default groups do not exist and are skipped');
+    return wanted.filter((g) => found.has(g));
+  }
+
+  private async create(profile: ExternalProfile): Promise<User> {
+    const { store } = this.deps;
+    const groups = await this.existingGroups([...this.deps.defaultGroups(), ...(profile.groups ?? [])]);
+    const base = usernameBase(profile.username);
+    let created: User | null = null;
+    for (let n = 1; !created && n <= 60; n++) {
+      const username = n === 1 ? base : n <= 50 ? `${base}-${n}` : `${base}-${crypto.randomBytes(3).toString('hex')}`;
+      if (n <= 50 && (await store.userByUsername(username))) continue;
+      try {
+        created = await store.createUser({
+          username,
+          email: profile.email_verified ? (profile.email ?? null) : null,
+          display_name: profile.display_name?.slice(0, 256) ?? null,
+          hashed_password: null,
+          groups,
+        });
+      } catch (err) {
+        if (!isUniqueViolation(err)) throw err; // taken in between: try the next name
+      }
+    }
+    if (!created) throw new Error(`no free username for ${base}`);
+    await store.linkIdentity(created.id, profile.provider, profile.provider_user_id);
+    const owner = await store.userByIdentity(profile.provider, profile.provider_user_id);
+    if (owner && owner.id !== created.id) {
+      // a concurrent first login of the same person won: drop our duplicate
+      await store.deleteUser(created.id);
+      return owner;
+    }
+    this.deps.log.info({ provider: profile.provider, user_id: created.id, username: created.username, groups }, 'user created from single sign-on');
+    this.deps.bus.emit('iam:permissions_changed', { user_id: created.id });
+    return created;
+  }
+
+  /** Mapped groups replace the provider-managed ones; anything else the user has stays. */
+  private async syncGroups(user: User, profile: ExternalProfile): Promise<boolean> {
+    if (profile.groups === undefined) return false;
+    const managed = this.deps.managedGroups(profile.provider);
+    const mapped = await this.existingGroups(profile.groups);
+    const unique = [...new Set([...user.groups.filter((g) => !managed.has(g)), ...mapped])];
+    const same = unique.length === user.groups.length && unique.every((g) => user.groups.includes(g));
+    if (same) return false;
+    await this.deps.store.updateUser(user.id, { groups: unique });
+    this.deps.log.info({ provider: profile.provider, user_id: user.id, from: user.groups, to: unique }, 'groups follow the provider mapping');
+    this.deps.bus.emit('iam:permissions_changed', { user_id: user.id });
+    return true;
+  }
+}

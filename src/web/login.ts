@@ -1,0 +1,158 @@
+import Router from '@koa/router';
+import Joi from 'joi';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Context } from 'koa';
+import type { IamComponent } from '../iam/component.js';
+import { checkOrigin, credentialsLogin, LOCAL_PATH, nextSchema, providerList, startCookieSession } from '../auth/routes.js';
+import { formBody } from '../http/body.js';
+import { html, type SafeHtml } from './html.js';
+
+/**
+ * The server-rendered login page (spec section 4: GET /login): one credentials form for every
+ * credentials provider of the chain (local and LDAP share it), one button per redirect provider,
+ * and the message of `/login?error=<code>`. No scripts at all; the form posts to POST /login,
+ * which answers with redirects only.
+ */
+
+const CSS = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), 'static', 'login.css'));
+
+/** The page's own policy: no scripts, styles only from here, the form only posts here. */
+const CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+const MESSAGES: Record<string, string> = {
+  invalid_credentials: 'Wrong username or password.',
+  locked_out: 'Too many failed attempts.',
+  account_disabled: 'This account is disabled.',
+  state_mismatch: 'The sign-in attempt expired or was started in another browser. Please try again.',
+  invalid_code: 'The sign-in link expired or was already used. Please sign in again.',
+  idp_unreachable: 'The identity provider could not be reached. Please try again later.',
+  idp_error: 'The identity provider refused the sign-in.',
+  exchange_failed: 'The answer of the identity provider could not be verified.',
+  nonce_mismatch: 'The answer of the identity provider could not be verified.',
+  id_token_invalid: 'The answer of the identity provider could not be verified.',
+  userinfo_failed: 'The identity provider did not tell who you are.',
+  provider_unavailable: 'That sign-in method is not available.',
+  unavailable: 'The service is starting. Please try again in a moment.',
+  bad_request: 'The sign-in form was incomplete.',
+};
+
+const pageQuery = Joi.object({
+  error: Joi.string().pattern(/^[a-z_]{1,40}$/),
+  next: Joi.string().max(2048),
+  retry_after: Joi.number().integer().min(1).max(3600),
+}).unknown(true);
+
+const formSchema = Joi.object({
+  username: Joi.string().min(1).max(256).required(),
+  password: Joi.string().min(1).max(1024).required(),
+  next: Joi.string().max(2048).allow(''),
+});
+
+function safeNext(value: unknown): string {
+  const { error, value: next } = nextSchema.validate(value);
+  return !error && typeof next === 'string' && LOCAL_PATH.test(next) ? next : '/';
+}
+
+function page(body: SafeHtml): string {
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>Sign in</title>
+<link rel="stylesheet" href="/static/login.css">
+</head>
+<body>
+<main>
+${body}
+</main>
+</body>
+</html>
+`.value;
+}
+
+export function renderLoginPage(iam: IamComponent, opts: { error?: string; next: string; retryAfter?: number }): string {
+  const providers = iam.chain.ready ? providerList(iam) : [];
+  const credentials = providers.filter((p) => p.kind === 'credentials');
+  const redirects = providers.filter((p): p is typeof p & { start_url: string } => p.kind === 'redirect' && 'start_url' in p);
+  let message: string | null = null;
+  if (!iam.chain.ready) message = MESSAGES.unavailable!;
+  else if (opts.error) message = MESSAGES[opts.error] ?? 'Sign-in failed. Please try again.';
+  if (opts.error === 'locked_out' && opts.retryAfter) message = `Too many failed attempts. Try again in ${opts.retryAfter} seconds.`;
+  const nextParam = opts.next !== '/' ? opts.next : null;
+  const ssoHref = (startUrl: string) => {
+    const u = new URL(startUrl);
+    if (nextParam) u.searchParams.set('next', nextParam);
+    return u.pathname + u.search;
+  };
+
+  return page(html`<h1>Sign in</h1>
+${message ? html`<p class="error" role="alert">${message}</p>` : ''}
+${credentials.length
+    ? html`<form method="post" action="/login">
+<input type="hidden" name="next" value="${opts.next}">
+<label for="username">Username</label>
+<input id="username" name="username" type="text" autocomplete="username" required autofocus>
+<label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required>
+<button type="submit">Sign in</button>
+<p class="note">${credentials.map((p) => p.label).join(' or ')}</p>
+</form>`
+    : ''}
+${credentials.length && redirects.length ? html`<p class="or">or</p>` : ''}
+${redirects.map((p) => html`<a class="sso" href="${ssoHref(p.start_url)}">Sign in with ${p.label}</a>`)}
+${!credentials.length && !redirects.length && iam.chain.ready ? html`<p class="note">No sign-in method is configured.</p>` : ''}`);
+}
+
+function sendPage(ctx: Context, body: string, status = 200) {
+  ctx.status = status;
+  ctx.type = 'text/html; charset=utf-8';
+  ctx.set('Content-Security-Policy', CSP);
+  ctx.set('Cache-Control', 'no-store');
+  ctx.body = body;
+}
+
+export function loginPageRoutes(iam: IamComponent): Router {
+  const r = new Router();
+
+  r.get('/static/login.css', (ctx) => {
+    ctx.type = 'text/css; charset=utf-8';
+    ctx.set('Cache-Control', 'public, max-age=3600');
+    ctx.body = CSS;
+  });
+
+  r.get('/login', (ctx) => {
+    const { value } = pageQuery.validate(ctx.query);
+    const q = (value ?? {}) as { error?: string; next?: string; retry_after?: number };
+    sendPage(ctx, renderLoginPage(iam, { error: q.error, next: safeNext(q.next), retryAfter: q.retry_after }));
+  });
+
+  /** The form's target: answers only with redirects (303), so a reload never re-posts a password. */
+  r.post('/login', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    checkOrigin(iam, ctx);
+    const form = formBody(ctx);
+    const next = safeNext(form.next || '/');
+    const back = (params: Record<string, string>) => {
+      const q = new URLSearchParams(params);
+      if (next !== '/') q.set('next', next);
+      ctx.status = 303; // kept by ctx.redirect
+      ctx.redirect(`/login?${q}`);
+    };
+    if (!iam.chain.ready) return back({ error: 'unavailable' });
+    const { error, value } = formSchema.validate(form, { allowUnknown: true });
+    if (error) return back({ error: 'bad_request' });
+    const outcome = await credentialsLogin(iam, ctx, value.username, value.password);
+    if (!outcome.ok) {
+      return outcome.retryAfter > 0 ? back({ error: 'locked_out', retry_after: String(outcome.retryAfter) }) : back({ error: 'invalid_credentials' });
+    }
+    await startCookieSession(ctx, outcome.session.key_id);
+    ctx.status = 303;
+    ctx.redirect(next);
+  });
+
+  return r;
+}

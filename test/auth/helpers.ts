@@ -1,0 +1,102 @@
+import http from 'node:http';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import request from 'supertest';
+import { adminAuth } from '../support/service.js';
+
+/** The origin every test service accepts (SERVICE_PUBLIC_URL of the harness). */
+export const ORIGIN = 'http://localhost:8080';
+
+export interface RawResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: any;
+}
+
+/**
+ * One JSON request from a chosen local source address (the whole 127.0.0.0/8 is loopback on
+ * Linux), so a test can be "another client IP" without trusting X-Forwarded-For.
+ */
+export function requestFrom(baseUrl: string, localAddress: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<RawResponse> {
+  const url = new URL(path, baseUrl);
+  const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname + url.search,
+        method,
+        localAddress,
+        headers: { ...(payload ? { 'content-type': 'application/json', 'content-length': String(payload.length) } : {}), ...headers },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let parsed: unknown = text;
+          try {
+            parsed = text ? JSON.parse(text) : null;
+          } catch {
+            /* not JSON */
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: parsed });
+        });
+      },
+    );
+    req.on('error', reject);
+    if (payload) req.write(payload);
+    req.end();
+  });
+}
+
+/** name=value pairs of the Set-Cookie headers of a response (expired ones with value ''). */
+export function setCookies(res: { headers: Record<string, any> }): Record<string, string> {
+  const out: Record<string, string> = {};
+  const list: string[] = res.headers['set-cookie'] ?? [];
+  for (const c of list) {
+    const pair = c.split(';')[0]!;
+    const i = pair.indexOf('=');
+    out[pair.slice(0, i)] = pair.slice(i + 1);
+  }
+  return out;
+}
+
+/** The Set-Cookie line of one cookie, for checking its attributes. */
+export function setCookieLine(res: { headers: Record<string, any> }, name: string): string | undefined {
+  return (res.headers['set-cookie'] as string[] | undefined)?.find((c) => c.startsWith(`${name}=`));
+}
+
+/** Creates a local user through the admin API; returns its id. */
+export async function createUser(url: string, body: Record<string, unknown>): Promise<string> {
+  const res = await request(url).post('/api/users').set('Authorization', adminAuth()).send(body);
+  if (res.status !== 201) throw new Error(`creating user ${String(body.username)} failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.id as string;
+}
+
+export async function getUser(url: string, id: string): Promise<any> {
+  const res = await request(url).get(`/api/users/${id}`).set('Authorization', adminAuth());
+  if (res.status !== 200) throw new Error(`reading user ${id} failed: ${res.status}`);
+  return res.body;
+}
+
+export async function userNamed(url: string, username: string): Promise<any | undefined> {
+  const res = await request(url).get('/api/users').set('Authorization', adminAuth());
+  const list: any[] = Array.isArray(res.body) ? res.body : res.body.users;
+  const found = list.find((u) => u.username === username);
+  return found ? getUser(url, found.id) : undefined;
+}
+
+export function patchAuthSettings(url: string, patch: Record<string, unknown>) {
+  return request(url).patch('/api/settings/auth').set('Authorization', adminAuth()).send(patch);
+}
+
+/** A port nobody listens on (bound then released). */
+export async function unusedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}

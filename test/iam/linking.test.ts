@@ -1,0 +1,97 @@
+import { expect } from 'chai';
+import request from 'supertest';
+import { startService, type TestService } from '../support/service.js';
+import { LDAP_GROUPS, LDAP_PEOPLE, startSlapd, type Slapd } from '../support/slapd.js';
+import { followToCallback, startIdp, type RunningIdp } from '../support/oidc-idp.js';
+import { createUser, getUser, ORIGIN, patchAuthSettings } from '../auth/helpers.js';
+import { usernameBase } from '../../src/iam/linking.js';
+
+const CLIENT_ID = 'service-core';
+const CLIENT_SECRET = 'linking-client-secret-0123456789';
+
+describe('identity linking across local, LDAP and OIDC (real slapd and IdP)', function () {
+  let slapd: Slapd;
+  let idp: RunningIdp;
+  let svc: TestService;
+
+  before(async function () {
+    [slapd, idp] = await Promise.all([
+      startSlapd(),
+      startIdp({
+        clients: [{ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: [`${ORIGIN}/auth/callback/oidc`] }],
+        accounts: {
+          // alice at the IdP: another sub, the directory's address, verified
+          'idp-alice': { email: LDAP_PEOPLE.alice.mail, email_verified: true, preferred_username: 'alice.l', groups: ['idp-staff'] },
+          // same address but unverified: must not join alice
+          'idp-eve': { email: LDAP_PEOPLE.alice.mail, email_verified: false, preferred_username: 'alice' },
+        },
+      }),
+    ]);
+    svc = await startService();
+    await patchAuthSettings(svc.url, {
+      auth_providers: 'local,ldap,oidc',
+      ldap_url: slapd.url,
+      ldap_bind_dn: slapd.bindDN,
+      ldap_bind_password: slapd.bindPassword,
+      ldap_base_dn: slapd.baseDN,
+      ldap_group_mapping: { [LDAP_GROUPS.admins]: 'INT_ADMIN' },
+      oidc_issuer: idp.issuer,
+      oidc_client_id: CLIENT_ID,
+      oidc_client_secret: CLIENT_SECRET,
+      oidc_group_mapping: { 'idp-staff': ['INT_USER'] },
+    }).expect(200);
+  });
+
+  after(async function () {
+    await svc?.destroy();
+    await Promise.all([slapd?.stop(), idp?.stop()]);
+  });
+
+  async function oidcLogin(sub: string): Promise<string> {
+    const agent = request.agent(svc.url);
+    const start = await agent.get('/api/auth/oidc/start').expect(302);
+    const cb = await followToCallback(start.headers.location, { login: sub });
+    const callback = await agent.get(cb.pathname + cb.search).expect(302);
+    expect(callback.headers.location).to.match(/^\/auth\/complete\?/);
+    await agent.get(callback.headers.location).expect(302);
+    return (await agent.get('/api/me').expect(200)).body.id;
+  }
+
+  it('one person through local, LDAP and OIDC ends as one user with three identities', async function () {
+    const id = await createUser(svc.url, { username: 'alice', password: 'alice-local-password', email: LDAP_PEOPLE.alice.mail });
+    const local = await request(svc.url).post('/api/auth/login').send({ username: 'alice', password: 'alice-local-password' }).expect(200);
+    expect(local.body.user.id).to.equal(id);
+    // local is first in the chain and says no to the directory password; LDAP says yes
+    const ldap = await request(svc.url).post('/api/auth/login').send({ username: 'alice', password: LDAP_PEOPLE.alice.password }).expect(200);
+    expect(ldap.body.user.id).to.equal(id);
+    expect(await oidcLogin('idp-alice')).to.equal(id);
+
+    const user = await getUser(svc.url, id);
+    expect(user.identities).to.have.deep.members([
+      { provider: 'local', provider_user_id: 'alice' },
+      { provider: 'ldap', provider_user_id: LDAP_PEOPLE.alice.dn },
+      { provider: 'oidc', provider_user_id: 'idp-alice' },
+    ]);
+    // each provider's mapping added its group; nothing else was taken away
+    expect(user.groups).to.have.members(['INT_ADMIN', 'INT_USER']);
+    const all = await request(svc.url).get('/api/users').set('Authorization', `Bearer ${local.body.token}`).expect(200);
+    expect(all.body.users.filter((u: any) => u.username.startsWith('alice'))).to.have.length(1);
+  });
+
+  it('an unverified address of the same person gets a separate, non-colliding user', async function () {
+    const eveId = await oidcLogin('idp-eve');
+    const eve = await getUser(svc.url, eveId);
+    expect(eve.username).to.equal('alice-2');
+    expect(eve.email).to.equal(null);
+    expect(eve.identities).to.deep.equal([{ provider: 'oidc', provider_user_id: 'idp-eve' }]);
+    expect(eve.groups).to.deep.equal(['INT_VIEWER']);
+  });
+
+  it('makes usable usernames out of whatever a provider calls someone', function () {
+    expect(usernameBase('Alice')).to.equal('alice');
+    expect(usernameBase('José Müller')).to.equal('jose-muller');
+    expect(usernameBase('a/b\\c')).to.equal('a-b-c');
+    expect(usernameBase('...')).to.equal('user');
+    expect(usernameBase('x'.repeat(200))).to.have.length(56);
+  });
+});
