@@ -9,6 +9,8 @@ import { createDb, dialectOf, probeDb, type Knex } from './db/knex.js';
 import { createHttpApp, mountRouters, type BootState } from './http/app.js';
 import { webSessionMiddleware } from './auth/web-session.js';
 import { IamComponent } from './iam/component.js';
+import { SocketsComponent } from './sockets/component.js';
+import { Metrics } from './http/metrics.js';
 
 /**
  * The composition root: builds every part, wires them through the bus, and runs the boot
@@ -26,6 +28,8 @@ export class Service {
   readonly db: Knex;
   readonly state: BootState = { iamReady: false, bootComplete: false, bootError: null, stopping: false };
   readonly iam: IamComponent;
+  readonly sockets: SocketsComponent;
+  readonly metrics = new Metrics();
   readonly app: Koa;
   readonly server: http.Server;
   private bootPromise: Promise<void> | null = null;
@@ -37,11 +41,12 @@ export class Service {
     this.bus = new EventBus(this.log.child({ component: 'bus' }));
     this.db = createDb(config);
     this.iam = new IamComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'iam' }) });
+    this.sockets = new SocketsComponent({ config, bus: this.bus, log: this.log.child({ component: 'sockets' }) });
 
-    this.app = createHttpApp({ log: this.log.child({ component: 'http' }), state: this.state, keys: [config.secretKey] });
+    this.app = createHttpApp({ log: this.log.child({ component: 'http' }), state: this.state, keys: [config.secretKey], metrics: this.metrics });
     this.app.use(webSessionMiddleware(this.app, this.db, { ttlMs: config.sessionTtlMs, secure: config.publicUrl.startsWith('https:') }));
     this.app.use(this.iam.auth.middleware());
-    const routers: Router[] = [...this.iam.routers()];
+    const routers: Router[] = [...this.iam.routers(), ...this.sockets.routers()];
     mountRouters(this.app, routers);
     this.server = http.createServer(this.app.callback());
     this.server.headersTimeout = 20_000;
@@ -95,7 +100,8 @@ export class Service {
     });
     this.bus.emit('db:connected', { dialect });
     await Promise.race([iamReady, failed]);
-    // later stages: built-in socket provider, plugins, grants
+    // the built-in container provider is registered before plugins boot
+    this.sockets.registerBuiltins();
     this.bus.emit('system:boot_complete', { plugins: [] });
   }
 
@@ -133,6 +139,7 @@ export class Service {
     await closed;
     clearTimeout(timer);
     await this.iam.stop();
+    await this.sockets.close();
     this.bus.removeAll();
     await this.db.destroy();
   }
