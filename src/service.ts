@@ -11,6 +11,11 @@ import { webSessionMiddleware } from './auth/web-session.js';
 import { IamComponent } from './iam/component.js';
 import { SocketsComponent } from './sockets/component.js';
 import { Metrics } from './http/metrics.js';
+// notifications + ws gateway (issue 5)
+import { NotificationsComponent } from './notifications/component.js';
+import { userDirectory } from './notifications/users.js';
+import { GatewayComponent } from './gateway/component.js';
+import type { GatewayOptions } from './gateway/gateway.js';
 
 /**
  * The composition root: builds every part, wires them through the bus, and runs the boot
@@ -20,6 +25,8 @@ export interface ServiceOptions {
   logger?: Logger;
   /** first delay of the database connect retry (doubles up to 10 s) */
   dbRetryMs?: number;
+  /** ws gateway tuning (heartbeat, buffers); tests shorten the heartbeat (issue 5) */
+  gateway?: Partial<GatewayOptions>;
 }
 
 export class Service {
@@ -30,6 +37,8 @@ export class Service {
   readonly iam: IamComponent;
   readonly sockets: SocketsComponent;
   readonly metrics = new Metrics();
+  readonly notifications: NotificationsComponent;
+  readonly gateway: GatewayComponent;
   readonly app: Koa;
   readonly server: http.Server;
   private bootPromise: Promise<void> | null = null;
@@ -44,11 +53,35 @@ export class Service {
     this.sockets = new SocketsComponent({ config, bus: this.bus, log: this.log.child({ component: 'sockets' }) });
 
     this.app = createHttpApp({ log: this.log.child({ component: 'http' }), state: this.state, keys: [config.secretKey], metrics: this.metrics });
-    this.app.use(webSessionMiddleware(this.app, this.db, { ttlMs: config.sessionTtlMs, secure: config.publicUrl.startsWith('https:') }));
+    // kept in a variable: the ws gateway reads the cookie session with it (issue 5)
+    const sessions = webSessionMiddleware(this.app, this.db, { ttlMs: config.sessionTtlMs, secure: config.publicUrl.startsWith('https:') });
+    this.app.use(sessions);
     this.app.use(this.iam.auth.middleware());
-    const routers: Router[] = [...this.iam.routers(), ...this.sockets.routers()];
+    // notifications + ws gateway (issue 5)
+    this.notifications = new NotificationsComponent({
+      db: this.db,
+      bus: this.bus,
+      log: this.log.child({ component: 'notifications' }),
+      users: userDirectory(this.iam.store),
+      secrets: this.iam.secrets,
+      webhookSecret: config.scmWebhookSecret,
+    });
+    this.gateway = new GatewayComponent({
+      db: this.db,
+      log: this.log.child({ component: 'gateway' }),
+      state: this.state,
+      auth: this.iam.auth,
+      app: this.app,
+      sessionMiddleware: sessions,
+      feed: this.notifications.service,
+      socketHandler: this.sockets.requests.handle,
+      options: opts.gateway,
+    });
+    this.notifications.setPublisher(this.gateway.gateway);
+    const routers: Router[] = [...this.iam.routers(), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     mountRouters(this.app, routers);
     this.server = http.createServer(this.app.callback());
+    this.gateway.attach(this.server); // issue 5: /ws upgrades
     this.server.headersTimeout = 20_000;
     this.server.requestTimeout = 60_000;
 
@@ -136,9 +169,11 @@ export class Service {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeIdleConnections();
     const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);
+    await this.gateway.close(); // issue 5: upgraded sockets would keep server.close() waiting
     await closed;
     clearTimeout(timer);
     await this.iam.stop();
+    await this.notifications.stop(); // issue 5: after plugin teardown (it may notify); lets in-flight writes commit
     await this.sockets.close();
     this.bus.removeAll();
     await this.db.destroy();

@@ -1,0 +1,83 @@
+import http from 'node:http';
+import type Koa from 'koa';
+import { ApiIdentity, type CredentialMethod } from '../auth/identity.js';
+import { SESSION_COOKIE } from '../auth/web-session.js';
+import type { WsTickets } from './tickets.js';
+
+/** The parts of the Authenticator the upgrade needs. */
+export interface UpgradeAuthenticator {
+  fromHeaders(headers: http.IncomingHttpHeaders, ip: string): Promise<ApiIdentity | null>;
+  identityOf(userId: string, method: CredentialMethod, extra?: { scopes?: string[] | null; credentialId?: string | null }): Promise<ApiIdentity | null>;
+  originAllowed(origin: string | null | undefined): boolean;
+}
+
+export type CookieIdentity = (req: http.IncomingMessage) => Promise<ApiIdentity | null>;
+
+export interface UpgradeAuthDeps {
+  auth: UpgradeAuthenticator;
+  tickets: WsTickets;
+  /** resolves the UI cookie session of an upgrade request; absent = cookies not accepted */
+  cookieIdentity?: CookieIdentity;
+}
+
+export type UpgradeAuthResult = { ok: true; identity: ApiIdentity } | { ok: false; status: 401; message: string };
+
+const refuse = (message: string): UpgradeAuthResult => ({ ok: false, status: 401, message });
+
+function hasSessionCookie(req: http.IncomingMessage): boolean {
+  const cookie = req.headers.cookie;
+  return typeof cookie === 'string' && cookie.split(';').some((c) => c.trim().startsWith(`${SESSION_COOKIE}=`));
+}
+
+/**
+ * Authenticates a WebSocket upgrade (DESIGN section 7): a one-time `?ticket=`, else the header
+ * credentials of HTTP (X-API-Key, Bearer, Basic), else the cookie session. A browser sends the
+ * cookie and cached Basic credentials to any site that opens a socket to us, so those two count
+ * only when the Origin is allowed (cross-site WebSocket hijacking). Throws HttpError 429 when
+ * Basic is locked out.
+ */
+export async function authenticateUpgrade(req: http.IncomingMessage, deps: UpgradeAuthDeps): Promise<UpgradeAuthResult> {
+  const url = new URL(req.url ?? '/', 'http://upgrade.invalid');
+  const origin = typeof req.headers.origin === 'string' ? req.headers.origin : null;
+  const originOk = deps.auth.originAllowed(origin);
+
+  const ticket = url.searchParams.get('ticket');
+  if (ticket !== null) {
+    const subject = await deps.tickets.redeem(ticket);
+    if (!subject) return refuse('the ticket is unknown, used or expired');
+    if (subject.system) return { ok: true, identity: ApiIdentity.system() };
+    const identity = await deps.auth.identityOf(subject.user_id, 'ws_ticket', { scopes: subject.scopes, credentialId: subject.credential_id });
+    return identity ? { ok: true, identity } : refuse('the ticket owner is disabled or gone');
+  }
+
+  const authz = typeof req.headers.authorization === 'string' ? req.headers.authorization : '';
+  const hasHeaderCredential = Boolean(req.headers['x-api-key']) || authz !== '';
+  if (hasHeaderCredential) {
+    if (/^Basic\s/i.test(authz) && origin !== null && !originOk) return refuse('Basic credentials are not accepted from this Origin');
+    const identity = await deps.auth.fromHeaders(req.headers, req.socket.remoteAddress ?? '');
+    if (identity) return { ok: true, identity };
+  }
+
+  if (deps.cookieIdentity && hasSessionCookie(req)) {
+    if (!originOk) return refuse('a cookie session needs an allowed Origin');
+    const identity = await deps.cookieIdentity(req);
+    if (identity) return { ok: true, identity };
+  }
+  return refuse('authentication required');
+}
+
+/**
+ * Resolves the koa-session cookie of an upgrade request by running the session middleware on
+ * a throw-away Koa context, then the Authenticator's cookie method: the same code path as HTTP.
+ */
+export function cookieIdentityResolver(app: Koa, sessionMiddleware: Koa.Middleware, fromCookie: (ctx: Koa.Context) => Promise<ApiIdentity | null>): CookieIdentity {
+  return async (req) => {
+    const res = new http.ServerResponse(req);
+    const ctx = app.createContext(req, res);
+    let identity: ApiIdentity | null = null;
+    await sessionMiddleware(ctx as unknown as Koa.ParameterizedContext, async () => {
+      identity = await fromCookie(ctx as unknown as Koa.Context);
+    });
+    return identity;
+  };
+}

@@ -1,0 +1,67 @@
+import type Router from '@koa/router';
+import type { Knex } from 'knex';
+import type { EventBus } from '../bus/bus.js';
+import type { NotifyPayload } from '../bus/events.js';
+import type { Logger } from '../log.js';
+import { NotificationsService } from './service.js';
+import { notificationRoutes } from './routes.js';
+import { ScmWebhook, webhookRoutes, webhookSecretRoutes, type SecretStore } from './webhook.js';
+import { NotifyError, type NotificationPublisher, type UserDirectory } from './types.js';
+import type { NotifyKind } from './schema.js';
+
+export interface NotificationsDeps {
+  db: Knex;
+  bus: EventBus;
+  log: Logger;
+  users: UserDirectory;
+  secrets: SecretStore;
+  /** SERVICE_SCM_WEBHOOK_SECRET */
+  webhookSecret: string | null;
+}
+
+/**
+ * Notifications: consumes system:notify and user:notify from the bus, owns the history API,
+ * the SCM webhook and its secret setting. Its tables come with the migrations IAM runs, so it
+ * starts writing at iam:ready (bus events that arrive earlier wait for it).
+ */
+export class NotificationsComponent {
+  readonly service: NotificationsService;
+  readonly webhook: ScmWebhook;
+  private readonly detach: (() => void)[] = [];
+
+  constructor(private readonly deps: NotificationsDeps) {
+    const { db, bus, log, users } = deps;
+    this.service = new NotificationsService({ db, bus, log, users });
+    this.webhook = new ScmWebhook({ db, log: log.child({ part: 'scm-webhook' }), notifications: this.service, secrets: deps.secrets, envSecret: deps.webhookSecret });
+    this.detach.push(bus.on('iam:ready', () => this.service.setReady()));
+    this.detach.push(bus.on('system:notify', (p) => this.fromBus('broadcast', p)));
+    this.detach.push(bus.on('user:notify', (p) => this.fromBus('user', p)));
+  }
+
+  /** Where committed notifications go (the ws gateway). */
+  setPublisher(publisher: NotificationPublisher | null): void {
+    this.service.setPublisher(publisher);
+  }
+
+  private async fromBus(kind: NotifyKind, payload: NotifyPayload): Promise<void> {
+    try {
+      await this.service.notify(kind, payload, { sender: 'bus' });
+    } catch (err) {
+      // a bad payload from an in-process emitter is logged and dropped; the emitter goes on
+      if (err instanceof NotifyError) {
+        this.deps.log.warn({ event: kind === 'broadcast' ? 'system:notify' : 'user:notify', code: err.code, problems: err.problems }, 'notification dropped');
+      } else {
+        this.deps.log.error({ err }, 'storing a notification failed');
+      }
+    }
+  }
+
+  routers(): Router[] {
+    return [webhookRoutes(this.webhook), notificationRoutes(this.service), webhookSecretRoutes(this.webhook)];
+  }
+
+  async stop(): Promise<void> {
+    for (const off of this.detach.splice(0)) off();
+    await this.service.drain();
+  }
+}

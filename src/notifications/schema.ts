@@ -1,0 +1,95 @@
+import Joi from 'joi';
+import type { NotificationLevel } from '../bus/events.js';
+
+/**
+ * Validation of notify payloads (DESIGN section 7), shared by every source: the bus, ws
+ * frames, POST /api/notifications and the webhook.
+ */
+export const LEVELS: readonly NotificationLevel[] = ['info', 'success', 'warning', 'error'];
+export const NOTIFICATION_ID = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
+export const TITLE_MAX = 200;
+export const MESSAGE_MAX = 4000;
+
+/** A link is an absolute http(s) URL or a local path; never javascript:, data: or //host. */
+const link = Joi.string()
+  .max(2048)
+  .custom((value: string) => {
+    if (/^\/(?![/\\])/.test(value)) return value;
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw new Error('must be an http(s) URL or a path starting with /');
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('must be an http(s) URL or a path starting with /');
+    return value;
+  })
+  .allow(null);
+
+const base = {
+  id: Joi.string().pattern(NOTIFICATION_ID).messages({ 'string.pattern.base': 'must be 1-128 characters of letters, digits and ._:@/-' }),
+  title: Joi.string().trim().min(1).max(TITLE_MAX),
+  message: Joi.string().max(MESSAGE_MAX).allow(''),
+  level: Joi.string().valid(...LEVELS).default('info'),
+  user: Joi.string().trim().min(1).max(128),
+  source: Joi.string().trim().min(1).max(128).allow(null),
+  link,
+  persist: Joi.boolean().default(true),
+  toast: Joi.boolean().default(true),
+  action: Joi.string().valid('clear'),
+};
+
+/** `action: "clear"` needs only an id; everything else needs a title and a message. */
+const notifySchema = Joi.object({
+  ...base,
+  title: base.title.when('action', { is: 'clear', then: Joi.optional(), otherwise: Joi.required() }),
+  message: base.message.when('action', { is: 'clear', then: Joi.optional(), otherwise: Joi.required() }),
+  id: base.id.when('action', { is: 'clear', then: Joi.required() }),
+});
+
+export const broadcastSchema = notifySchema.keys({ user: Joi.any().forbidden().messages({ 'any.unknown': 'is only allowed in user:notify' }) });
+export const targetedSchema = notifySchema.keys({ user: base.user.required() });
+
+export interface ValidNotify {
+  id?: string;
+  title?: string;
+  message?: string;
+  level: NotificationLevel;
+  user?: string;
+  source?: string | null;
+  link?: string | null;
+  persist: boolean;
+  toast: boolean;
+  action?: 'clear';
+}
+
+export interface FieldProblem {
+  field: string;
+  message: string;
+}
+
+export type NotifyKind = 'broadcast' | 'user';
+
+/** Validates a notify payload; returns the normalised value or the problems, field by field. */
+export function checkNotify(kind: NotifyKind, raw: unknown): { value: ValidNotify; problems: null } | { value: null; problems: FieldProblem[] } {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    return { value: null, problems: [{ field: 'payload', message: 'must be an object' }] };
+  }
+  const schema = kind === 'broadcast' ? broadcastSchema : targetedSchema;
+  const { value, error } = schema.validate(raw, { abortEarly: false, convert: true, stripUnknown: false });
+  if (error) {
+    return {
+      value: null,
+      problems: error.details.map((d) => ({ field: d.path.length ? d.path.join('.') : 'payload', message: d.message.replace(/^"[^"]*"\s*/, '') })),
+    };
+  }
+  return { value: value as ValidNotify, problems: null };
+}
+
+export const historyQuerySchema = Joi.object({
+  since: Joi.number().integer().min(0),
+  limit: Joi.number().integer().min(1).max(200).default(50),
+  unread: Joi.boolean().truthy('1').falsy('0').default(false),
+});
+
+export const resumeSchema = Joi.object({ since: Joi.number().integer().min(0).required() });

@@ -1,0 +1,85 @@
+import type { NotificationLevel } from '../bus/events.js';
+import type { FieldProblem } from './schema.js';
+
+/** Who reads history: the user id (null for the system identity) and the key of its read state. */
+export interface Viewer {
+  userId: string | null;
+  /** the user id, or `system:<name>` for the system identity */
+  subject: string;
+}
+
+export function viewerOf(identity: { user_id: string | null; username: string }): Viewer {
+  return identity.user_id ? { userId: identity.user_id, subject: identity.user_id } : { userId: null, subject: `system:${identity.username}` };
+}
+
+export interface UserRef {
+  id: string;
+  username: string;
+}
+
+/** Finds the target of user:notify by id or username (the IAM store behind it). */
+export interface UserDirectory {
+  find(ref: string): Promise<UserRef | null>;
+}
+
+/** A notification as the history API and the ws frames show it. */
+export interface NotificationView {
+  id: string;
+  seq: number | null;
+  title: string;
+  message: string;
+  level: NotificationLevel;
+  source: string | null;
+  link: string | null;
+  created_at: string;
+  updated_at: string;
+  read: boolean;
+  broadcast: boolean;
+  toast: boolean;
+  /** present (true) only on cleared notifications listed with `since` */
+  cleared?: true;
+  /** present (false) only on notifications that were pushed but not stored */
+  persist?: false;
+}
+
+/** A clear, as pushed: the client removes `id`. */
+export interface ClearView {
+  id: string;
+  seq: number | null;
+  action: 'clear';
+  broadcast: boolean;
+}
+
+/** One delivery to connected clients: every connection (userId null) or one user's. */
+export interface PushFrame {
+  event: 'system:notify' | 'user:notify';
+  /** null = broadcast */
+  userId: string | null;
+  seq: number | null;
+  payload: NotificationView | ClearView;
+}
+
+/** Implemented by the ws gateway: receives every committed change, in seq order. */
+export interface NotificationPublisher {
+  publish(frame: PushFrame): void;
+}
+
+export type NotifyErrorCode = 'invalid_args' | 'unknown_user' | 'conflict';
+
+/** A notify request that cannot be honoured; `problems` name the fields. */
+export class NotifyError extends Error {
+  constructor(
+    readonly code: NotifyErrorCode,
+    readonly problems: FieldProblem[],
+  ) {
+    super(problems.map((p) => `${p.field}: ${p.message}`).join('; '));
+    this.name = 'NotifyError';
+  }
+}
+
+export interface NotifyResult {
+  id: string;
+  /** null when not stored (persist: false, or a clear of an id that was never stored) */
+  seq: number | null;
+  action: 'created' | 'updated' | 'cleared' | 'transient';
+}

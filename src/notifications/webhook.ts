@@ -1,0 +1,219 @@
+import Router from '@koa/router';
+import Joi from 'joi';
+import type { Knex } from 'knex';
+import type { Logger } from '../log.js';
+import { requirePermission } from '../auth/guards.js';
+import { jsonBody } from '../http/body.js';
+import { validate } from '../http/validate.js';
+import { HttpError, badField, conflict, unavailable } from '../http/errors.js';
+import { isUniqueViolation } from '../db/knex.js';
+import { detectScmRequest, normalizeScmEvent, verifyScmSignature, ScmPayloadError, type ScmProvider, type ScmRequest } from './scm/index.js';
+import { MESSAGE_MAX, TITLE_MAX } from './schema.js';
+import type { NotificationsService } from './service.js';
+
+export const SCM_PROVIDERS: readonly ScmProvider[] = ['gitea', 'github', 'gitlab'];
+export const WEBHOOK_SECRET_NAMESPACE = 'core/settings';
+export const WEBHOOK_SECRET_KEY = 'scm_webhook_secret';
+const DELIVERY_RETENTION_MS = 30 * 24 * 3600_000;
+const PRUNE_EVERY_MS = 3600_000;
+
+/** The encrypted settings store (IamComponent.secrets). */
+export interface SecretStore {
+  get(namespace: string, key: string): Promise<string | null>;
+  set(namespace: string, key: string, value: string): Promise<void>;
+  delete(namespace: string, key: string): Promise<void>;
+}
+
+export interface ScmWebhookDeps {
+  db: Knex;
+  log: Logger;
+  notifications: NotificationsService;
+  secrets: SecretStore;
+  /** SERVICE_SCM_WEBHOOK_SECRET; when set it wins and the settings API cannot change it */
+  envSecret: string | null;
+}
+
+class DuplicateDelivery extends Error {}
+
+/**
+ * SCM webhook intake (DESIGN section 8): verify the raw bytes, then parse, de-duplicate by
+ * delivery id in the database, normalise, and broadcast one notification.
+ */
+export class ScmWebhook {
+  private lastPrune = 0;
+
+  constructor(private readonly deps: ScmWebhookDeps) {}
+
+  get lockedByEnv(): boolean {
+    return Boolean(this.deps.envSecret);
+  }
+
+  /** Environment first, then the secrets store; null = intake disabled. */
+  async secret(): Promise<string | null> {
+    if (this.deps.envSecret) return this.deps.envSecret;
+    const stored = await this.deps.secrets.get(WEBHOOK_SECRET_NAMESPACE, WEBHOOK_SECRET_KEY);
+    return stored ? stored : null;
+  }
+
+  async health() {
+    const configured = Boolean(await this.secret());
+    const row = await this.deps.db('webhook_deliveries').max({ at: 'received_at' }).first();
+    const at = row?.at == null ? null : Number(row.at);
+    return {
+      status: configured ? 'ok' : 'disabled',
+      secret_configured: configured,
+      accepts: [...SCM_PROVIDERS],
+      last_delivery_at: at ? new Date(at).toISOString() : null,
+    };
+  }
+
+  /** Handles one request; answers [status, body]. Throws HttpError for the error paths. */
+  async receive(headers: Record<string, string | string[] | undefined>, rawBody: Buffer): Promise<[number, Record<string, unknown>]> {
+    const secret = await this.secret();
+    if (!secret) throw unavailable('the SCM webhook is disabled: no webhook secret is configured');
+    const request = detectScmRequest(headers);
+    if (!request) throw badField('headers', 'expected an X-Gitea-Event, X-GitHub-Event or X-Gitlab-Event header');
+    // verify the exact bytes before anything looks inside them
+    if (!verifyScmSignature(request, headers, rawBody, secret)) {
+      this.deps.log.warn({ provider: request.provider, event: request.event }, 'webhook signature rejected');
+      throw new HttpError(401, 'unauthorized', 'bad or missing webhook signature');
+    }
+    let payload: unknown;
+    try {
+      payload = JSON.parse(rawBody.toString('utf8'));
+    } catch {
+      throw badField('body', 'is not valid JSON');
+    }
+    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw badField('body', 'must be a JSON object');
+
+    if (request.deliveryId && (await this.seen(request))) return duplicate(request);
+
+    let normalized;
+    try {
+      normalized = normalizeScmEvent(request.provider, request.event, payload);
+    } catch (err) {
+      if (err instanceof ScmPayloadError) throw badField(err.field, err.message);
+      throw err;
+    }
+    this.prune();
+
+    try {
+      if (normalized.kind === 'ping') {
+        await this.record(this.deps.db, request, 'ping', null);
+        return [200, { status: 'ok' }];
+      }
+      if (normalized.kind === 'ignored') {
+        await this.record(this.deps.db, request, 'ignored', null);
+        this.deps.log.info({ provider: request.provider, event: request.event, reason: normalized.reason }, 'webhook event ignored');
+        return [202, { status: 'ignored', reason: normalized.reason }];
+      }
+      const note = normalized.notification;
+      const result = await this.deps.notifications.notify(
+        'broadcast',
+        {
+          title: note.title.slice(0, TITLE_MAX),
+          message: note.message.slice(0, MESSAGE_MAX),
+          level: note.level,
+          source: note.source,
+          link: note.link && note.link.length <= 2048 ? note.link : null,
+          toast: note.toast,
+        },
+        // the delivery id is written in the same transaction: never notified twice, never lost
+        { sender: note.source, within: (trx, { id }) => this.record(trx, request, 'accepted', id) },
+      );
+      this.deps.log.info({ provider: request.provider, event: request.event, notification_id: result.id }, 'webhook event accepted');
+      return [202, { status: 'accepted', notification_id: result.id }];
+    } catch (err) {
+      if (err instanceof DuplicateDelivery) return duplicate(request);
+      throw err;
+    }
+  }
+
+  private async seen(request: ScmRequest): Promise<boolean> {
+    const row = await this.deps.db('webhook_deliveries').where({ provider: request.provider, delivery_id: request.deliveryId }).first('id');
+    return Boolean(row);
+  }
+
+  private async record(db: Knex, request: ScmRequest, status: string, notificationId: string | null): Promise<void> {
+    try {
+      await db('webhook_deliveries').insert({
+        provider: request.provider,
+        delivery_id: request.deliveryId,
+        event: request.event.slice(0, 64),
+        status,
+        notification_id: notificationId,
+        received_at: Date.now(),
+      });
+    } catch (err) {
+      // the same delivery arrived twice at once: the unique index decides who wins
+      if (isUniqueViolation(err)) throw new DuplicateDelivery();
+      throw err;
+    }
+  }
+
+  /** Forgets delivery ids after 30 days (forges re-send within hours); at most once an hour. */
+  private prune(): void {
+    const now = Date.now();
+    if (now - this.lastPrune < PRUNE_EVERY_MS) return;
+    this.lastPrune = now;
+    this.deps
+      .db('webhook_deliveries')
+      .where('received_at', '<', now - DELIVERY_RETENTION_MS)
+      .delete()
+      .catch((err: unknown) => this.deps.log.warn({ err }, 'pruning webhook deliveries failed'));
+  }
+
+  async setSecret(secret: string): Promise<void> {
+    await this.deps.secrets.set(WEBHOOK_SECRET_NAMESPACE, WEBHOOK_SECRET_KEY, secret);
+  }
+
+  async clearSecret(): Promise<void> {
+    await this.deps.secrets.delete(WEBHOOK_SECRET_NAMESPACE, WEBHOOK_SECRET_KEY);
+  }
+}
+
+function duplicate(request: ScmRequest): [number, Record<string, unknown>] {
+  return [200, { status: 'duplicate', delivery_id: request.deliveryId }];
+}
+
+/** Public intake and health under /api/notifications/webhook/scm. */
+export function webhookRoutes(webhook: ScmWebhook): Router {
+  const r = new Router({ prefix: '/api/notifications/webhook/scm' });
+  r.get('/health', async (ctx) => {
+    ctx.body = await webhook.health();
+  });
+  r.post('/', async (ctx) => {
+    const [status, body] = await webhook.receive(ctx.req.headers, ctx.request.rawBody);
+    ctx.status = status;
+    ctx.body = body;
+  });
+  return r;
+}
+
+const secretSchema = Joi.object({ secret: Joi.string().min(16).max(256).pattern(/^\S+$/).required().messages({ 'string.pattern.base': 'must not contain whitespace' }) });
+
+/** PUT|DELETE /api/settings/webhook-secret [feature:admin.settings]; env-set -> 409. */
+export function webhookSecretRoutes(webhook: ScmWebhook): Router {
+  const r = new Router({ prefix: '/api/settings/webhook-secret' });
+  const admin = requirePermission('feature:admin.settings');
+  const locked = () => {
+    if (webhook.lockedByEnv) throw conflict('the webhook secret is set by SERVICE_SCM_WEBHOOK_SECRET and cannot be changed here');
+  };
+  r.get('/', admin, async (ctx) => {
+    ctx.body = { configured: Boolean(await webhook.secret()), locked: webhook.lockedByEnv };
+  });
+  r.put('/', admin, async (ctx) => {
+    locked();
+    const { secret } = validate(secretSchema, jsonBody(ctx));
+    await webhook.setSecret(secret);
+    ctx.log.info('webhook secret set');
+    ctx.status = 204;
+  });
+  r.delete('/', admin, async (ctx) => {
+    locked();
+    await webhook.clearSecret();
+    ctx.log.info('webhook secret cleared');
+    ctx.status = 204;
+  });
+  return r;
+}
