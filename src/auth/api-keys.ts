@@ -54,6 +54,8 @@ const TOUCH_INTERVAL_MS = 60_000;
  * as SHA-256 and found by that hash (one indexed lookup, no bcrypt on the request path).
  */
 export class ApiKeyStore {
+  private readonly touched = new Map<string, number>();
+
   constructor(private readonly db: Knex) {}
 
   async create(userId: string, kind: CredentialKind, opts: { label?: string; scopes?: string[] | null; expiresAt?: number | null }) {
@@ -78,25 +80,34 @@ export class ApiKeyStore {
   /** A live credential by its token: not revoked, not expired, owner not disabled. */
   async lookup(token: string): Promise<ApiKeyRow | null> {
     if (token.length < 16 || token.length > 256) return null;
-    return this.live({ 'api_keys.token_hash': sha256(token) });
+    return this.live('token_hash', sha256(token));
   }
 
   /** A live credential by id (the cookie session points at its web-session token this way). */
   async lookupById(id: string): Promise<ApiKeyRow | null> {
-    return this.live({ 'api_keys.id': id });
+    return this.live('id', id);
   }
 
-  private async live(where: Record<string, string>): Promise<ApiKeyRow | null> {
-    const r = await this.db('api_keys')
-      .join('users', 'users.id', 'api_keys.user_id')
-      .where(where)
-      .first('api_keys.*', 'users.disabled as owner_disabled');
+  // hand-written SQL on the request path: building this join with the query builder costs
+  // several times the query itself
+  private static readonly LIVE_SQL = {
+    token_hash: 'select k.*, u.disabled as owner_disabled from api_keys k join users u on u.id = k.user_id where k.token_hash = ?',
+    id: 'select k.*, u.disabled as owner_disabled from api_keys k join users u on u.id = k.user_id where k.id = ?',
+  };
+
+  private async live(by: 'token_hash' | 'id', value: string): Promise<ApiKeyRow | null> {
+    const res = await this.db.raw(ApiKeyStore.LIVE_SQL[by], [value]);
+    const r = Array.isArray(res) ? res[0] : res?.rows?.[0];
     if (!r) return null;
     const row = toRow(r);
     const now = Date.now();
     if (row.revoked_at || (row.expires_at && row.expires_at <= now) || r.owner_disabled) return null;
     // last_used_at is written at most once a minute per key, not on every request
-    if (!row.last_used_at || now - row.last_used_at > TOUCH_INTERVAL_MS) {
+    const touched = this.touched.get(row.id) ?? 0;
+    if ((!row.last_used_at || now - row.last_used_at > TOUCH_INTERVAL_MS) && now - touched > TOUCH_INTERVAL_MS) {
+      // remembered here too, so concurrent requests of one key do not all write
+      this.touched.set(row.id, now);
+      if (this.touched.size > 10_000) this.touched.clear();
       this.db('api_keys')
         .where({ id: row.id })
         .update({ last_used_at: now })
