@@ -65,6 +65,8 @@ export interface Config {
   logLevel: string;
   /** names of the settings that came from the environment (they are locked in the settings API) */
   fromEnv: Set<string>;
+  /** SERVICE_PLUGIN_<ID>_<KEY> variables: plugin settings, read by the plugin host */
+  pluginEnv: Record<string, string>;
 }
 
 export class ConfigError extends Error {
@@ -277,5 +279,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     allowedOrigins: [...allowedOrigins],
     logLevel: v.SERVICE_LOG_LEVEL,
     fromEnv,
+    pluginEnv: Object.fromEntries(Object.entries(env).filter(([k, val]) => k.startsWith('SERVICE_PLUGIN_') && typeof val === 'string')) as Record<string, string>,
   };
 }

@@ -37,8 +37,37 @@ export class RoleLedger {
     this.sources.delete(id);
   }
 
-  async applyAll(): Promise<void> {
-    for (const source of this.sources.values()) await this.applyPlugin(source);
+  private running: Promise<void> | null = null;
+  private again = false;
+
+  /**
+   * Applies every known plugin's grants. Triggers that arrive while a pass runs are coalesced
+   * into one more pass, so passes never overlap; the promise settles when no pass is pending.
+   */
+  applyAll(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    const pass = (async () => {
+      // yield first, so `running` is set before a pass with nothing to do can finish
+      await Promise.resolve();
+      try {
+        do {
+          this.again = false;
+          for (const source of [...this.sources.values()]) await this.applyPlugin(source);
+        } while (this.again);
+      } finally {
+        if (this.running === pass) this.running = null;
+      }
+    })();
+    this.running = pass;
+    return pass;
+  }
+
+  /** Waits for a pass in progress (shutdown must not cut it off mid-query). */
+  async idle(): Promise<void> {
+    while (this.running) await this.running.catch(() => undefined);
   }
 
   /** Baseline per-plugin grants plus the plugin's ManifestRoles. Returns the grants newly applied. */
