@@ -62,6 +62,8 @@ export interface Config {
   managedDirs: string[];
   pluginsDir: string;
   allowedOrigins: string[];
+  /** behind a reverse proxy: take the client address from X-Forwarded-For */
+  trustProxy: boolean;
   logLevel: string;
   /** names of the settings that came from the environment (they are locked in the settings API) */
   fromEnv: Set<string>;
@@ -150,6 +152,7 @@ const envSchema = Joi.object({
   SERVICE_MANAGED_DIRS: Joi.string().empty(''),
   SERVICE_PLUGINS_DIR: Joi.string().min(1).default('./plugins'),
   SERVICE_ALLOWED_ORIGINS: Joi.string().empty(''),
+  SERVICE_TRUST_PROXY: bool.default(false),
   SERVICE_LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
 }).unknown(true);
 
@@ -277,6 +280,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     managedDirs,
     pluginsDir: path.resolve(v.SERVICE_PLUGINS_DIR),
     allowedOrigins: [...allowedOrigins],
+    trustProxy: v.SERVICE_TRUST_PROXY,
     logLevel: v.SERVICE_LOG_LEVEL,
     fromEnv,
     pluginEnv: Object.fromEntries(Object.entries(env).filter(([k, val]) => k.startsWith('SERVICE_PLUGIN_') && typeof val === 'string')) as Record<string, string>,

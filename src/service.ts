@@ -16,6 +16,9 @@ import { NotificationsComponent } from './notifications/component.js';
 import { userDirectory } from './notifications/users.js';
 import { GatewayComponent } from './gateway/component.js';
 import type { GatewayOptions } from './gateway/gateway.js';
+// plugin host (issue 7)
+import { PluginHost } from './plugins/host.js';
+import { pluginAdminRoutes } from './plugins/routes.js';
 
 /**
  * The composition root: builds every part, wires them through the bus, and runs the boot
@@ -39,6 +42,7 @@ export class Service {
   readonly metrics = new Metrics();
   readonly notifications: NotificationsComponent;
   readonly gateway: GatewayComponent;
+  readonly plugins: PluginHost; // issue 7
   readonly app: Koa;
   readonly server: http.Server;
   private bootPromise: Promise<void> | null = null;
@@ -52,7 +56,14 @@ export class Service {
     this.iam = new IamComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'iam' }) });
     this.sockets = new SocketsComponent({ config, bus: this.bus, log: this.log.child({ component: 'sockets' }) });
 
-    this.app = createHttpApp({ log: this.log.child({ component: 'http' }), state: this.state, keys: [config.secretKey], metrics: this.metrics });
+    this.app = createHttpApp({
+      log: this.log.child({ component: 'http' }),
+      state: this.state,
+      keys: [config.secretKey],
+      metrics: this.metrics,
+      proxy: config.trustProxy,
+      secureCookies: config.publicUrl.startsWith('https:'),
+    });
     // kept in a variable: the ws gateway reads the cookie session with it (issue 5)
     const sessions = webSessionMiddleware(this.app, this.db, { ttlMs: config.sessionTtlMs, secure: config.publicUrl.startsWith('https:') });
     this.app.use(sessions);
@@ -80,6 +91,20 @@ export class Service {
     this.notifications.setPublisher(this.gateway.gateway);
     const routers: Router[] = [...this.iam.routers(), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     mountRouters(this.app, routers);
+    // plugin host (issue 7): its admin API first, then the one dispatch middleware of every
+    // plugin's routes under /api/plugins/<id>/ (a disabled plugin's routes vanish at once)
+    this.plugins = new PluginHost({
+      pluginsDir: config.pluginsDir,
+      db: this.db,
+      bus: this.bus,
+      log: this.log.child({ component: 'plugins' }),
+      iam: this.iam,
+      sockets: this.sockets,
+      authChain: this.iam.chain,
+      env: config.pluginEnv, // SERVICE_PLUGIN_<ID>_<KEY> settings
+    });
+    mountRouters(this.app, [pluginAdminRoutes(this.plugins)]);
+    this.app.use(this.plugins.middleware());
     this.server = http.createServer(this.app.callback());
     this.gateway.attach(this.server); // issue 5: /ws upgrades
     this.server.headersTimeout = 20_000;
@@ -135,7 +160,9 @@ export class Service {
     await Promise.race([iamReady, failed]);
     // the built-in container provider is registered before plugins boot
     this.sockets.registerBuiltins();
-    this.bus.emit('system:boot_complete', { plugins: [] });
+    // plugins load after the built-in providers and before boot_complete (issue 7)
+    const plugins = await this.plugins.loadAll();
+    this.bus.emit('system:boot_complete', { plugins });
   }
 
   private async connectWithRetry(): Promise<void> {
@@ -173,6 +200,7 @@ export class Service {
     await closed;
     clearTimeout(timer);
     await this.iam.stop();
+    await this.plugins.close(); // issue 7: plugin teardown before the registry closes their providers
     await this.notifications.stop(); // issue 5: after plugin teardown (it may notify); lets in-flight writes commit
     await this.sockets.close();
     this.bus.removeAll();

@@ -116,6 +116,23 @@ export class ApiKeyStore {
     return row;
   }
 
+  /** The subset of `ids` that are live credentials (chunked: one query per 500 ids). */
+  async liveIds(ids: string[]): Promise<Set<string>> {
+    const live = new Set<string>();
+    const now = Date.now();
+    for (let i = 0; i < ids.length; i += 500) {
+      const rows = await this.db('api_keys')
+        .join('users', 'users.id', 'api_keys.user_id')
+        .whereIn('api_keys.id', ids.slice(i, i + 500))
+        .whereNull('api_keys.revoked_at')
+        .where((q) => q.whereNull('api_keys.expires_at').orWhere('api_keys.expires_at', '>', now))
+        .where('users.disabled', false)
+        .select('api_keys.id');
+      for (const r of rows) live.add(r.id);
+    }
+    return live;
+  }
+
   async listFor(userId: string): Promise<ApiKeyRow[]> {
     const now = Date.now();
     const rows = await this.db('api_keys')

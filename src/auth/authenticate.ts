@@ -77,12 +77,16 @@ export class Authenticator {
 
   private async basicUser(username: string, password: string, ip: string): Promise<string | null> {
     const cached = this.deps.basic.cached(username, password);
-    if (cached) return cached;
-    const wait = await this.deps.lockout.retryAfter(username, ip);
+    if (cached) {
+      // the password may have changed on another instance: the (briefly cached) user record tells
+      const current = await this.deps.resolver.resolve(cached.userId);
+      if (current && current.user.hashed_password === cached.hash) return cached.userId;
+      this.deps.basic.forget(cached.userId);
+    }
+    const wait = await this.deps.lockout.begin(username, ip);
     if (wait > 0) throw rateLimited(wait);
     const userId = await this.deps.basic.verify(username, password);
     if (userId) await this.deps.lockout.succeed(username, ip);
-    else await this.deps.lockout.fail(username, ip);
     return userId;
   }
 
@@ -99,13 +103,24 @@ export class Authenticator {
     return this.identityOf(key.user_id, 'session_cookie', { credentialId: key.id });
   }
 
+  /** Which of these key / session ids are still live (not revoked, not expired, owner enabled). */
+  liveCredentials(ids: string[]): Promise<Set<string>> {
+    return this.deps.apiKeys.liveIds(ids);
+  }
+
   originAllowed(origin: string | null | undefined): boolean {
     return Boolean(origin) && this.deps.allowedOrigins.includes(origin!);
   }
 
   middleware() {
     return async (ctx: Context, next: Next) => {
-      ctx.state.identity = (await this.fromHeaders(ctx.req.headers, ctx.ip)) ?? (await this.fromCookie(ctx));
+      const fromHeaders = await this.fromHeaders(ctx.req.headers, ctx.ip);
+      // browsers replay cached Basic credentials on cross-site requests, like cookies
+      if (fromHeaders?.method === 'basic' && UNSAFE.has(ctx.method)) {
+        const origin = ctx.get('origin') || refererOrigin(ctx.get('referer'));
+        if (origin && !this.originAllowed(origin)) throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
+      }
+      ctx.state.identity = fromHeaders ?? (await this.fromCookie(ctx));
       await next();
     };
   }

@@ -4,6 +4,13 @@ import type { LocalProvider } from '../iam/providers/local.js';
 
 const CACHE_MS = 60_000;
 
+export interface CachedVerification {
+  userId: string;
+  /** the password hash the verification was made against: a later change elsewhere shows here */
+  hash: string;
+  expires: number;
+}
+
 /**
  * HTTP Basic against local IAM without paying bcrypt on every request: a successful
  * verification is cached briefly under an HMAC of (username, password) with a process-random
@@ -11,7 +18,7 @@ const CACHE_MS = 60_000;
  */
 export class BasicVerifier {
   private readonly hmacKey = crypto.randomBytes(32);
-  private readonly cache = new Map<string, { userId: string; expires: number }>();
+  private readonly cache = new Map<string, CachedVerification>();
   private readonly byUser = new Map<string, Set<string>>();
 
   constructor(private readonly local: LocalProvider, bus: EventBus) {
@@ -26,7 +33,7 @@ export class BasicVerifier {
     return crypto.createHmac('sha256', this.hmacKey).update(username).update('\0').update(password).digest('base64');
   }
 
-  cached(username: string, password: string): string | null {
+  cached(username: string, password: string): CachedVerification | null {
     const k = this.keyOf(username, password);
     const hit = this.cache.get(k);
     if (!hit) return null;
@@ -34,19 +41,19 @@ export class BasicVerifier {
       this.cache.delete(k);
       return null;
     }
-    return hit.userId;
+    return hit;
   }
 
   async verify(username: string, password: string): Promise<string | null> {
-    const userId = await this.local.verify(username, password);
-    if (!userId) return null;
+    const user = await this.local.verifyUser(username, password);
+    if (!user) return null;
     const k = this.keyOf(username, password);
-    this.cache.set(k, { userId, expires: Date.now() + CACHE_MS });
-    let set = this.byUser.get(userId);
-    if (!set) this.byUser.set(userId, (set = new Set()));
+    this.cache.set(k, { userId: user.id, hash: user.hashed_password!, expires: Date.now() + CACHE_MS });
+    let set = this.byUser.get(user.id);
+    if (!set) this.byUser.set(user.id, (set = new Set()));
     set.add(k);
     if (this.cache.size > 10_000) this.sweep();
-    return userId;
+    return user.id;
   }
 
   forget(userId: string): void {
@@ -66,6 +73,6 @@ export function parseBasic(header: string): { username: string; password: string
   if (!m) return null;
   const decoded = Buffer.from(m[1], 'base64').toString('utf8');
   const i = decoded.indexOf(':');
-  if (i <= 0) return null;
+  if (i <= 0 || decoded.includes('\0')) return null;
   return { username: decoded.slice(0, i), password: decoded.slice(i + 1) };
 }

@@ -7,6 +7,9 @@ export const WINDOW_MS = 60_000;
  * Login failures per (username, client IP), counted in the database so every instance sees
  * them. Five within 60 s lock that pair until the oldest failure leaves the window.
  * A success clears only that pair: another IP's counter is untouched.
+ *
+ * An attempt is recorded as a failure *before* the password is checked, and cleared on
+ * success: so a burst of parallel guesses cannot all pass the check before any failure lands.
  */
 export class LoginLockout {
   constructor(private readonly db: Knex) {}
@@ -15,25 +18,31 @@ export class LoginLockout {
     return username.toLowerCase().slice(0, 256);
   }
 
-  /** Seconds until another attempt is allowed, or 0 when not locked. */
-  async retryAfter(username: string, ip: string): Promise<number> {
-    const since = Date.now() - WINDOW_MS;
-    const rows = await this.db('login_failures')
-      .where({ username: this.key(username), ip })
-      .andWhere('at', '>', since)
-      .orderBy('at', 'desc')
+  /**
+   * Starts an attempt. Returns 0 when it may proceed (it now counts as a failure until
+   * succeed()), or the seconds until the pair may try again (nothing is recorded then).
+   */
+  async begin(username: string, ip: string): Promise<number> {
+    const now = Date.now();
+    const key = this.key(username);
+    const [row] = await this.db('login_failures').insert({ username: key, ip, at: now }).returning('id');
+    const id = Number(typeof row === 'object' ? row.id : row);
+    // the attempts recorded before this one, within the window
+    const earlier = await this.db('login_failures')
+      .where({ username: key, ip })
+      .andWhere('at', '>', now - WINDOW_MS)
+      .andWhere('id', '<', id)
+      .orderBy('id', 'desc')
       .limit(MAX_FAILURES)
       .select('at');
-    if (rows.length < MAX_FAILURES) return 0;
-    const oldestCounted = Number(rows[rows.length - 1].at);
-    return Math.max(1, Math.ceil((oldestCounted + WINDOW_MS - Date.now()) / 1000));
-  }
-
-  async fail(username: string, ip: string): Promise<void> {
-    const now = Date.now();
-    await this.db('login_failures').insert({ username: this.key(username), ip, at: now });
-    // keep the table small: drop what left the window long ago
-    if (Math.random() < 0.05) await this.db('login_failures').where('at', '<', now - 10 * WINDOW_MS).delete();
+    if (earlier.length < MAX_FAILURES) {
+      // keep the table small: drop what left the window long ago
+      if (Math.random() < 0.05) await this.db('login_failures').where('at', '<', now - 10 * WINDOW_MS).delete();
+      return 0;
+    }
+    await this.db('login_failures').where({ id }).delete();
+    const oldestCounted = Math.min(...earlier.map((r: { at: number }) => Number(r.at)));
+    return Math.max(1, Math.ceil((oldestCounted + WINDOW_MS - now) / 1000));
   }
 
   async succeed(username: string, ip: string): Promise<void> {

@@ -1,14 +1,14 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import Joi from 'joi';
 import crypto from 'node:crypto';
-import type { Context } from 'koa';
+import type { Context, Next } from 'koa';
 import type { IamComponent } from '../iam/component.js';
 import type { User } from '../iam/store.js';
 import { checkedProfile, buildProviders, type ChainEntry } from '../iam/chain.js';
 import { jsonBody } from '../http/body.js';
 import { validate } from '../http/validate.js';
 import { badField, forbiddenBecause, notFound, rateLimited, unauthorized, validationFailed } from '../http/errors.js';
-import { requirePermission } from './guards.js';
+import { ApiRouter } from '../http/api.js';
 import { safeEqual, sha256 } from './tokens.js';
 import { patchSchema } from './settings.js';
 import { SESSION_COOKIE } from './web-session.js';
@@ -105,7 +105,8 @@ export type CredentialsOutcome = { ok: true; user: User; session: IssuedSession 
  */
 export async function credentialsLogin(iam: IamComponent, ctx: Context, username: string, password: string): Promise<CredentialsOutcome> {
   const ip = ctx.ip;
-  const wait = await iam.lockout.retryAfter(username, ip);
+  // the attempt counts as a failure from here until it succeeds
+  const wait = await iam.lockout.begin(username, ip);
   if (wait > 0) return { ok: false, retryAfter: wait };
   const result = await iam.chain.authenticate(username, password);
   let user: User | null = null;
@@ -116,10 +117,7 @@ export async function credentialsLogin(iam: IamComponent, ctx: Context, username
       user = null;
     }
   }
-  if (!user || !result) {
-    await iam.lockout.fail(username, ip);
-    return { ok: false, retryAfter: 0 };
-  }
+  if (!user || !result) return { ok: false, retryAfter: 0 };
   await iam.lockout.succeed(username, ip);
   const session = await mintSession(iam, user, result.provider.id);
   ctx.log.info({ provider: result.provider.id, user_id: user.id }, 'login');
@@ -182,8 +180,19 @@ function noStore(ctx: Context) {
   ctx.set('Cache-Control', 'no-store');
 }
 
+const sessionResponse = Joi.object({
+  token: Joi.string().description('the web-session token (Bearer); also starts the UI cookie session'),
+  token_type: Joi.string().valid('session'),
+  expires_at: Joi.string().isoDate(),
+  user: Joi.object({ id: Joi.string().guid(), username: Joi.string(), display_name: Joi.string().allow(null), email: Joi.string().allow(null), groups: Joi.array().items(Joi.string()) }),
+});
+
+const providersResponse = Joi.object({
+  providers: Joi.array().items(Joi.object({ id: Joi.string(), kind: Joi.string().valid('credentials', 'redirect'), label: Joi.string(), start_url: Joi.string().uri() })),
+});
+
 export function authRoutes(iam: IamComponent): Router {
-  const r = new Router();
+  const api = new ApiRouter({ tag: 'auth' });
   const cookieOpts = () => ({
     httpOnly: true,
     sameSite: 'lax' as const,
@@ -193,108 +202,153 @@ export function authRoutes(iam: IamComponent): Router {
     maxAge: OIDC_STATE_TTL_MS,
     overwrite: true,
   });
-
-  r.post('/api/auth/login', async (ctx) => {
+  // browsers only: a foreign page may not post here (checked before the body is read)
+  const sameOrigin = async (ctx: Context, next: Next) => {
     noStore(ctx);
     checkOrigin(iam, ctx);
-    const { username, password } = validate(loginSchema, jsonBody(ctx));
-    const outcome = await credentialsLogin(iam, ctx, username, password);
-    if (!outcome.ok) {
-      if (outcome.retryAfter > 0) throw rateLimited(outcome.retryAfter);
-      throw unauthorized('invalid username or password');
-    }
-    await startCookieSession(ctx, outcome.session.key_id);
-    ctx.body = loginBody(outcome.user, outcome.session);
-  });
+    await next();
+  };
 
-  r.post('/api/auth/logout', async (ctx) => {
-    noStore(ctx);
-    if (!(await logout(iam, ctx))) throw unauthorized();
-    ctx.status = 204;
-  });
-
-  r.get('/api/auth/providers', (ctx) => {
-    ctx.body = { providers: providerList(iam) };
-  });
-
-  r.get('/api/auth/oidc/start', async (ctx) => {
-    noStore(ctx);
-    const q = validate(startSchema, ctx.query, 'query');
-    if (q.redirect_uri) {
-      const target = new URL(q.redirect_uri);
-      if (!iam.auth.originAllowed(target.origin) || target.username || target.password || target.hash) {
-        throw badField('redirect_uri', 'must be on an allowed origin (SERVICE_PUBLIC_URL or SERVICE_ALLOWED_ORIGINS)');
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/api/auth/login',
+      summary: 'Log in with username and password (runs the provider chain)',
+      description: 'Five failures per (username, client IP) within 60 s answer 429 with Retry-After.',
+      auth: 'none',
+      body: loginSchema,
+      middleware: [sameOrigin],
+      responses: { 200: { description: 'the session', schema: sessionResponse }, 401: 'wrong credentials', 429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } } },
+    },
+    async (ctx, { body }) => {
+      const outcome = await credentialsLogin(iam, ctx, body.username, body.password);
+      if (!outcome.ok) {
+        if (outcome.retryAfter > 0) throw rateLimited(outcome.retryAfter);
+        throw unauthorized('invalid username or password');
       }
-    }
-    const provider = iam.chain.redirect(q.provider);
-    if (!provider) throw notFound(`redirect provider ${q.provider}`);
-    // one binding per browser, reused so two tabs can sign in at once
-    const binding = bindingOf(ctx) ?? crypto.randomBytes(32).toString('base64url');
-    const redirectUri = `${iam.config.publicUrl}${CALLBACK_PATH}`;
-    let started;
-    try {
-      started = await provider.start(redirectUri);
-    } catch (err) {
-      ctx.log.warn({ provider: provider.id, reason: (err as Error).message }, 'redirect login could not start');
-      ctx.redirect(loginErrorUrl(errorCode(err), q.next));
-      return;
-    }
-    const record: StateRecord = {
-      provider: provider.id,
-      state: started.state,
-      nonce: started.nonce,
-      code_verifier: started.code_verifier,
-      redirect_uri: redirectUri,
-      next: q.next,
-      client_redirect: q.redirect_uri ?? null,
-      binding: sha256(binding),
-    };
-    await iam.oneTime.put('oidc_state', record, OIDC_STATE_TTL_MS, started.state);
-    ctx.cookies.set(LOGIN_BINDING_COOKIE, binding, cookieOpts());
-    ctx.redirect(started.url);
-  });
+      await startCookieSession(ctx, outcome.session.key_id);
+      return loginBody(outcome.user, outcome.session);
+    },
+  );
 
-  r.get(CALLBACK_PATH, async (ctx) => {
-    noStore(ctx);
-    let next: string | null = null;
-    const fail = (code: string, reason?: string) => {
-      ctx.log.warn({ code, reason }, 'redirect login failed');
-      ctx.redirect(loginErrorUrl(code, next));
-    };
-    if (!iam.chain.ready) return fail('unavailable');
-    const state = typeof ctx.query.state === 'string' ? ctx.query.state : null;
-    const record = await iam.oneTime.take<StateRecord>('oidc_state', state);
-    if (!record) return fail('state_mismatch', 'unknown, used or expired state');
-    next = record.next;
-    if (!bindingMatches(ctx, record.binding)) return fail('state_mismatch', 'state was issued to another browser');
-    const provider = iam.chain.redirect(record.provider);
-    if (!provider) return fail('provider_unavailable');
+  api.endpoint(
+    { method: 'POST', path: '/api/auth/logout', summary: 'Log out: revokes the presented session token and the cookie session', auth: 'none', responses: { 204: 'logged out', 401: 'no session presented' } },
+    async (ctx) => {
+      noStore(ctx);
+      if (!(await logout(iam, ctx))) throw unauthorized();
+      ctx.status = 204;
+    },
+  );
 
-    let user: User;
-    try {
-      const callbackUrl = new URL(ctx.originalUrl, iam.config.publicUrl);
-      const profile = checkedProfile(provider, await provider.callback(callbackUrl, record));
-      user = (await iam.linker.link(profile)).user;
-    } catch (err) {
-      return fail(errorCode(err), (err as Error).message);
-    }
-    if (user.disabled) return fail('account_disabled', `user ${user.id} is disabled`);
+  api.endpoint(
+    { method: 'GET', path: '/api/auth/providers', summary: 'Login providers (the login page renders one SSO button per redirect provider)', auth: 'none', responses: { 200: { description: 'the providers in chain order', schema: providersResponse } } },
+    () => ({ providers: providerList(iam) }),
+  );
 
-    const session = await mintSession(iam, user, provider.id);
-    const code = await iam.oneTime.put(
-      'exchange_code',
-      { user_id: user.id, key_id: session.key_id, token: session.token, expires_at: session.expires_at, binding: record.client_redirect ? null : record.binding } satisfies CodeRecord,
-      EXCHANGE_CODE_TTL_MS,
-    );
-    ctx.log.info({ provider: provider.id, user_id: user.id }, 'redirect login');
-    if (record.client_redirect) {
-      const target = new URL(record.client_redirect);
-      target.searchParams.set('code', code);
-      ctx.redirect(target.href);
-    } else {
-      ctx.redirect(`/auth/complete?${new URLSearchParams({ code, next: record.next })}`);
-    }
-  });
+  api.endpoint(
+    {
+      method: 'GET',
+      path: '/api/auth/oidc/start',
+      summary: 'Start the OIDC redirect login (PKCE, state, nonce)',
+      description: '`next` is a local path to land on after login; `redirect_uri` (an allowed origin) receives a one-time `code` for POST /api/auth/token-exchange instead.',
+      auth: 'none',
+      query: startSchema,
+      responses: { 302: 'to the identity provider', 404: 'no such redirect provider' },
+    },
+    async (ctx, { query: q }) => {
+      noStore(ctx);
+      if (q.redirect_uri) {
+        // joi's uri() accepts some hosts the URL parser refuses (256.256.256.256): parse defensively
+        let target: URL;
+        try {
+          target = new URL(q.redirect_uri);
+        } catch {
+          throw badField('redirect_uri', 'is not a valid URL');
+        }
+        if (!iam.auth.originAllowed(target.origin) || target.username || target.password || target.hash) {
+          throw badField('redirect_uri', 'must be on an allowed origin (SERVICE_PUBLIC_URL or SERVICE_ALLOWED_ORIGINS)');
+        }
+      }
+      const provider = iam.chain.redirect(q.provider);
+      if (!provider) throw notFound(`redirect provider ${q.provider}`);
+      // one binding per browser, reused so two tabs can sign in at once
+      const binding = bindingOf(ctx) ?? crypto.randomBytes(32).toString('base64url');
+      const redirectUri = `${iam.config.publicUrl}${CALLBACK_PATH}`;
+      let started;
+      try {
+        started = await provider.start(redirectUri);
+      } catch (err) {
+        ctx.log.warn({ provider: provider.id, reason: (err as Error).message }, 'redirect login could not start');
+        ctx.redirect(loginErrorUrl(errorCode(err), q.next));
+        return;
+      }
+      const record: StateRecord = {
+        provider: provider.id,
+        state: started.state,
+        nonce: started.nonce,
+        code_verifier: started.code_verifier,
+        redirect_uri: redirectUri,
+        next: q.next,
+        client_redirect: q.redirect_uri ?? null,
+        binding: sha256(binding),
+      };
+      await iam.oneTime.put('oidc_state', record, OIDC_STATE_TTL_MS, started.state);
+      ctx.cookies.set(LOGIN_BINDING_COOKIE, binding, cookieOpts());
+      ctx.redirect(started.url);
+    },
+  );
+
+  api.endpoint(
+    {
+      method: 'GET',
+      path: CALLBACK_PATH,
+      summary: 'OIDC redirect callback (browser)',
+      description: 'Validates state, nonce and the ID token, links the identity and redirects to /auth/complete with a one-time code. Failures redirect to /login?error=<code>.',
+      auth: 'none',
+      responses: { 302: 'to /auth/complete, the client redirect_uri, or /login?error=…' },
+    },
+    async (ctx) => {
+      noStore(ctx);
+      let next: string | null = null;
+      const fail = (code: string, reason?: string) => {
+        ctx.log.warn({ code, reason }, 'redirect login failed');
+        ctx.redirect(loginErrorUrl(code, next));
+      };
+      if (!iam.chain.ready) return fail('unavailable');
+      const state = typeof ctx.query.state === 'string' ? ctx.query.state : null;
+      const record = await iam.oneTime.take<StateRecord>('oidc_state', state);
+      if (!record) return fail('state_mismatch', 'unknown, used or expired state');
+      next = record.next;
+      if (!bindingMatches(ctx, record.binding)) return fail('state_mismatch', 'state was issued to another browser');
+      const provider = iam.chain.redirect(record.provider);
+      if (!provider) return fail('provider_unavailable');
+
+      let user: User;
+      try {
+        const callbackUrl = new URL(ctx.originalUrl, iam.config.publicUrl);
+        const profile = checkedProfile(provider, await provider.callback(callbackUrl, record));
+        user = (await iam.linker.link(profile)).user;
+      } catch (err) {
+        return fail(errorCode(err), (err as Error).message);
+      }
+      if (user.disabled) return fail('account_disabled', `user ${user.id} is disabled`);
+
+      const session = await mintSession(iam, user, provider.id);
+      const code = await iam.oneTime.put(
+        'exchange_code',
+        { user_id: user.id, key_id: session.key_id, token: session.token, expires_at: session.expires_at, binding: record.client_redirect ? null : record.binding } satisfies CodeRecord,
+        EXCHANGE_CODE_TTL_MS,
+      );
+      ctx.log.info({ provider: provider.id, user_id: user.id }, 'redirect login');
+      if (record.client_redirect) {
+        const target = new URL(record.client_redirect);
+        target.searchParams.set('code', code);
+        ctx.redirect(target.href);
+      } else {
+        ctx.redirect(`/auth/complete?${new URLSearchParams({ code, next: record.next })}`);
+      }
+    },
+  );
 
   /** Redeems an exchange code; a code bound to a browser only by that browser. Unusable codes burn their token. */
   const redeem = async (ctx: Context, code: unknown, requireBinding: boolean): Promise<{ user: User; record: CodeRecord } | null> => {
@@ -311,60 +365,107 @@ export function authRoutes(iam: IamComponent): Router {
     return { user, record };
   };
 
-  r.get('/auth/complete', async (ctx) => {
-    noStore(ctx);
-    const { error, value: next } = nextSchema.default('/').validate(ctx.query.next);
-    const target = error ? '/' : (next as string);
-    const redeemed = await redeem(ctx, ctx.query.code, true);
-    if (!redeemed) {
-      ctx.log.warn('exchange code refused at /auth/complete');
-      ctx.redirect(loginErrorUrl('invalid_code', target));
-      return;
-    }
-    await startCookieSession(ctx, redeemed.record.key_id);
-    ctx.redirect(target);
-  });
+  api.endpoint(
+    {
+      method: 'GET',
+      path: '/auth/complete',
+      summary: 'Single sign-on handoff (browser): redeems the one-time code and starts the cookie session',
+      auth: 'none',
+      responses: { 302: 'to `next`, or /login?error=invalid_code' },
+    },
+    async (ctx) => {
+      noStore(ctx);
+      const { error, value: next } = nextSchema.default('/').validate(ctx.query.next);
+      const target = error ? '/' : (next as string);
+      const redeemed = await redeem(ctx, ctx.query.code, true);
+      if (!redeemed) {
+        ctx.log.warn('exchange code refused at /auth/complete');
+        ctx.redirect(loginErrorUrl('invalid_code', target));
+        return;
+      }
+      await startCookieSession(ctx, redeemed.record.key_id);
+      ctx.redirect(target);
+    },
+  );
 
-  r.post('/api/auth/token-exchange', async (ctx) => {
-    noStore(ctx);
-    checkOrigin(iam, ctx);
-    const { code } = validate(exchangeSchema, jsonBody(ctx));
-    const redeemed = await redeem(ctx, code, false);
-    if (!redeemed) throw unauthorized('exchange code invalid, used or expired');
-    ctx.body = loginBody(redeemed.user, redeemed.record);
-  });
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/api/auth/token-exchange',
+      summary: 'Exchange a one-time code (from a client redirect_uri) for the session token',
+      auth: 'none',
+      body: exchangeSchema,
+      middleware: [sameOrigin],
+      responses: { 200: { description: 'the session', schema: sessionResponse }, 401: 'code invalid, used or expired' },
+    },
+    async (ctx, { body }) => {
+      const redeemed = await redeem(ctx, body.code, false);
+      if (!redeemed) throw unauthorized('exchange code invalid, used or expired');
+      return loginBody(redeemed.user, redeemed.record);
+    },
+  );
 
-  const admin = requirePermission('feature:admin.settings');
+  const ADMIN = { permission: 'feature:admin.settings' };
   const settingsView = () => ({
     settings: iam.authSettings.view(),
     chain: iam.chain.entries().map((e: ChainEntry) => ({ id: e.provider.id, kind: e.provider.kind, label: e.provider.label, source: e.source, plugin: e.plugin })),
   });
-
-  r.get('/api/settings/auth', admin, (ctx) => {
-    noStore(ctx);
-    ctx.body = settingsView();
+  const settingsResponse = Joi.object({
+    settings: Joi.object().pattern(
+      Joi.string(),
+      Joi.object({ value: Joi.any(), source: Joi.string().valid('env', 'store', 'default'), locked: Joi.boolean(), secret: Joi.boolean(), configured: Joi.boolean() }),
+    ),
+    chain: Joi.array().items(Joi.object({ id: Joi.string(), kind: Joi.string(), label: Joi.string(), source: Joi.string(), plugin: Joi.string().allow(null) })),
   });
 
-  r.patch('/api/settings/auth', admin, async (ctx) => {
-    noStore(ctx);
-    const body = jsonBody(ctx);
-    // 409 for a locked field comes before validation of its value
-    if (body && typeof body === 'object' && !Array.isArray(body)) iam.authSettings.assertUnlocked(Object.keys(body));
-    const patch = validate(patchSchema, body) as Record<string, unknown>;
-    await iam.authSettings.load(); // another instance may have changed them
-    const { settings, changes } = iam.authSettings.preview(patch);
-    if ('sso_default_groups' in changes && settings.ssoDefaultGroups.length) {
-      const found = new Set((await iam.store.groupsNamed(settings.ssoDefaultGroups)).map((g) => g.name));
-      const missing = settings.ssoDefaultGroups.filter((g) => !found.has(g));
-      if (missing.length) throw badField('sso_default_groups', `unknown group ${missing.join(', ')}`);
-    }
-    const { errors } = buildProviders(settings, iam.local, ctx.log);
-    if (errors.length) throw validationFailed(errors.map((e) => ({ field: e.provider, message: e.message })));
-    await iam.authSettings.save(changes);
-    iam.rebuildChain();
-    ctx.log.info({ fields: Object.keys(changes) }, 'auth settings changed; provider chain rebuilt');
-    ctx.body = settingsView();
-  });
+  api.endpoint(
+    {
+      method: 'GET',
+      path: '/api/settings/auth',
+      tag: 'settings',
+      summary: 'Authentication provider settings (secrets masked, env-set fields locked)',
+      auth: ADMIN,
+      responses: { 200: { description: 'every field with its source and lock, and the built chain', schema: settingsResponse } },
+    },
+    (ctx) => {
+      noStore(ctx);
+      return settingsView();
+    },
+  );
 
-  return r;
+  api.endpoint(
+    {
+      method: 'PATCH',
+      path: '/api/settings/auth',
+      tag: 'settings',
+      summary: 'Change authentication provider settings (rebuilds the provider chain)',
+      description: 'null removes a stored value; a secret sent back as its mask keeps its value. An env-set field is 409.',
+      auth: ADMIN,
+      body: patchSchema,
+      // 409 for a locked field comes before validation of its value
+      bodyMode: 'manual',
+      responses: { 200: { description: 'the new settings', schema: settingsResponse }, 409: 'a field is set in the environment' },
+    },
+    async (ctx) => {
+      noStore(ctx);
+      const body = jsonBody(ctx);
+      if (body && typeof body === 'object' && !Array.isArray(body)) iam.authSettings.assertUnlocked(Object.keys(body));
+      const patch = validate(patchSchema, body) as Record<string, unknown>;
+      await iam.authSettings.load(); // another instance may have changed them
+      const { settings, changes } = iam.authSettings.preview(patch);
+      if ('sso_default_groups' in changes && settings.ssoDefaultGroups.length) {
+        const found = new Set((await iam.store.groupsNamed(settings.ssoDefaultGroups)).map((g) => g.name));
+        const missing = settings.ssoDefaultGroups.filter((g) => !found.has(g));
+        if (missing.length) throw badField('sso_default_groups', `unknown group ${missing.join(', ')}`);
+      }
+      const { errors } = buildProviders(settings, iam.local, ctx.log);
+      if (errors.length) throw validationFailed(errors.map((e) => ({ field: e.provider, message: e.message })));
+      await iam.authSettings.save(changes);
+      iam.rebuildChain();
+      ctx.log.info({ fields: Object.keys(changes) }, 'auth settings changed; provider chain rebuilt');
+      return settingsView();
+    },
+  );
+
+  return api.router;
 }

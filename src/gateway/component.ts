@@ -40,6 +40,7 @@ export class GatewayComponent {
       refreshIdentity: (id) =>
         id.user_id ? auth.identityOf(id.user_id, id.method, { scopes: id.key_scopes ? [...id.key_scopes] : null, credentialId: id.credential_id }) : Promise.resolve(id),
       socketHandler: deps.socketHandler,
+      liveCredentials: (ids) => auth.liveCredentials(ids),
       options: deps.options,
     });
   }

@@ -31,6 +31,8 @@ export interface GatewayOptions {
   resumeLimit: number;
   /** live pushes held back during a welcome or replay at most; beyond that the client is slow (1013) */
   maxHeldFrames: number;
+  /** how often open connections' keys and sessions are checked (revoked, expired, owner disabled) */
+  revalidateMs: number;
 }
 
 export const DEFAULT_GATEWAY_OPTIONS: GatewayOptions = {
@@ -41,6 +43,7 @@ export const DEFAULT_GATEWAY_OPTIONS: GatewayOptions = {
   slowCloseGraceMs: 10_000,
   resumeLimit: 1000,
   maxHeldFrames: 5000,
+  revalidateMs: 30_000,
 };
 
 export interface GatewayDeps {
@@ -52,6 +55,8 @@ export interface GatewayDeps {
   /** re-reads a user's permissions before a permission-checked frame (cached by IAM); null = gone */
   refreshIdentity?: (identity: ApiIdentity) => Promise<ApiIdentity | null>;
   socketHandler?: SocketRequestHandler;
+  /** which of these credential ids (keys, sessions) are still live: one query for many sockets */
+  liveCredentials?: (ids: string[]) => Promise<Set<string>>;
   options?: Partial<GatewayOptions>;
 }
 
@@ -64,8 +69,12 @@ class Connection {
   alive = true;
   /** live pushes wait here while the welcome or a resume replay is being sent */
   hold: Held[] | null = [];
-  /** seq of the first live push this connection got: a replay stops below it (no duplicates) */
-  firstLiveSeq: number | null = null;
+  /**
+   * seqs pushed live to this connection until its first resume completes: that replay skips
+   * exactly these (a seq committed on another instance was never pushed here, so it is replayed).
+   * null once the first resume is done, so the set does not grow for the life of the connection.
+   */
+  liveSeqs: Set<number> | null = new Set();
   resuming: Promise<void> = Promise.resolve();
   welcomed!: Promise<void>;
   gone = false;
@@ -90,6 +99,7 @@ export class Gateway implements NotificationPublisher {
   private readonly all = new Set<Connection>();
   private readonly byUser = new Map<string, Set<Connection>>();
   private heartbeat: NodeJS.Timeout | null = null;
+  private revalidator: NodeJS.Timeout | null = null;
   private socketHandler: SocketRequestHandler;
   private closing = false;
   private readonly upgradeListener = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void this.handleUpgrade(req, socket, head);
@@ -109,6 +119,39 @@ export class Gateway implements NotificationPublisher {
     this.server = server;
     server.on('upgrade', this.upgradeListener);
     this.setHeartbeat(this.options.heartbeatMs);
+    this.revalidator = setInterval(() => void this.revalidate(), this.options.revalidateMs);
+    this.revalidator.unref();
+  }
+
+  /**
+   * Closes (1008) the connections whose key or session was revoked or expired, or whose owner
+   * was disabled, since the upgrade: a logout ends the live stream too, within revalidateMs.
+   */
+  async revalidate(): Promise<void> {
+    if (!this.deps.liveCredentials) return;
+    const byCredential = new Map<string, Connection[]>();
+    for (const conn of this.all) {
+      const id = conn.identity.credential_id;
+      if (!id) continue;
+      const list = byCredential.get(id) ?? [];
+      list.push(conn);
+      byCredential.set(id, list);
+    }
+    if (byCredential.size === 0) return;
+    let live: Set<string>;
+    try {
+      live = await this.deps.liveCredentials([...byCredential.keys()]);
+    } catch (err) {
+      this.deps.log.warn({ err }, 'credential revalidation failed');
+      return;
+    }
+    for (const [id, conns] of byCredential) {
+      if (live.has(id)) continue;
+      for (const conn of conns) {
+        this.unregister(conn);
+        conn.ws.close(1008, 'the credential was revoked or expired');
+      }
+    }
   }
 
   /** Changes the heartbeat interval (tests use a short one). */
@@ -206,7 +249,7 @@ export class Gateway implements NotificationPublisher {
       conn.ws.close(1011, 'internal error');
       return;
     }
-    this.release(conn, null);
+    this.release(conn);
   }
 
   private register(conn: Connection): void {
@@ -234,13 +277,11 @@ export class Gateway implements NotificationPublisher {
   }
 
   /** Sends what was held back, skipping what a replay already sent (seq <= `replayedUpTo`). */
-  private release(conn: Connection, replayedUpTo: number | null): void {
+  /** Sends what was held back; a replay never includes a held frame (it skips live seqs). */
+  private release(conn: Connection): void {
     const held = conn.hold ?? [];
     conn.hold = null;
-    for (const h of held) {
-      if (replayedUpTo !== null && h.seq !== null && h.seq <= replayedUpTo) continue;
-      this.write(conn, h.data);
-    }
+    for (const h of held) this.write(conn, h.data);
   }
 
   private write(conn: Connection, data: Buffer | string): void {
@@ -299,7 +340,11 @@ export class Gateway implements NotificationPublisher {
   }
 
   private deliver(conn: Connection, data: Buffer, seq: number | null): void {
-    if (seq !== null && conn.firstLiveSeq === null) conn.firstLiveSeq = seq;
+    if (seq !== null && conn.liveSeqs) {
+      conn.liveSeqs.add(seq);
+      // a client that never resumes must not make the set grow without bound
+      if (conn.liveSeqs.size > this.options.maxHeldFrames) conn.liveSeqs = null;
+    }
     if (!conn.hold) return this.write(conn, data);
     if (conn.hold.length >= this.options.maxHeldFrames) return this.closeSlow(conn);
     conn.hold.push({ data, seq });
@@ -387,19 +432,18 @@ export class Gateway implements NotificationPublisher {
     const run = async () => {
       if (conn.gone) return;
       conn.hold = conn.hold ?? [];
-      let replayedUpTo: number | null = null;
       try {
         const counter = await this.deps.feed.lastSeq();
         const frames = await this.deps.feed.missedSince(conn.viewer, since, this.options.resumeLimit);
-        const floor = conn.firstLiveSeq;
+        const live = conn.liveSeqs;
         let count = 0;
         for (const f of frames) {
-          // at or above the floor it was pushed live (or waits in `hold`): not again
-          if (floor !== null && f.seq !== null && f.seq >= floor) continue;
+          // pushed live already (or waiting in `hold`): not again
+          if (live && f.seq !== null && live.has(f.seq)) continue;
           this.write(conn, encodeFrame(f.event, f.payload));
-          if (f.seq !== null) replayedUpTo = Math.max(replayedUpTo ?? 0, f.seq);
           count++;
         }
+        conn.liveSeqs = null;
         const more = frames.length === this.options.resumeLimit;
         const lastFrameSeq = frames.length ? (frames[frames.length - 1].seq ?? since) : since;
         const lastSeq = more ? lastFrameSeq : Math.max(counter, lastFrameSeq);
@@ -408,7 +452,7 @@ export class Gateway implements NotificationPublisher {
         this.deps.log.error({ err }, 'resume failed');
         this.error(conn, 'internal', 'resume failed', ref);
       } finally {
-        if (!conn.gone) this.release(conn, replayedUpTo);
+        if (!conn.gone) this.release(conn);
       }
     };
     conn.resuming = conn.resuming.then(run);
@@ -422,6 +466,7 @@ export class Gateway implements NotificationPublisher {
     if (this.closing) return;
     this.closing = true;
     if (this.heartbeat) clearInterval(this.heartbeat);
+    if (this.revalidator) clearInterval(this.revalidator);
     this.server?.off('upgrade', this.upgradeListener);
     const sockets = [...this.all].map((c) => c.ws);
     for (const conn of [...this.all]) this.unregister(conn);

@@ -1,19 +1,42 @@
-import Router from '@koa/router';
-import { identity, requireIdentity } from '../auth/guards.js';
+import type Router from '@koa/router';
+import Joi from 'joi';
+import { identity } from '../auth/guards.js';
+import { ApiRouter } from '../http/api.js';
 import type { WsTickets } from './tickets.js';
 
 /** POST /api/ws/ticket (any identity) and a plain GET /ws that explains itself. */
 export function gatewayRoutes(tickets: WsTickets): Router {
-  const r = new Router();
-  r.post('/api/ws/ticket', requireIdentity, async (ctx) => {
-    ctx.set('Cache-Control', 'no-store');
-    ctx.body = await tickets.mint(identity(ctx));
-  });
+  const api = new ApiRouter({ tag: 'gateway' });
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/api/ws/ticket',
+      summary: 'A one-time ticket for GET /ws?ticket=…',
+      description: 'For clients that cannot send headers or cookies with the WebSocket upgrade (browsers on another origin). Valid once, for 30 s, with the permissions (and key scopes) of the caller.',
+      auth: 'identity',
+      responses: { 200: { description: 'the ticket', schema: Joi.object({ ticket: Joi.string(), expires_in: Joi.number().integer() }) } },
+    },
+    async (ctx) => {
+      ctx.set('Cache-Control', 'no-store');
+      return tickets.mint(identity(ctx));
+    },
+  );
   // a request that reached Koa was not an upgrade
-  r.get('/ws', async (ctx) => {
-    ctx.set('Upgrade', 'websocket');
-    ctx.status = 426;
-    ctx.body = { error: { code: 'upgrade_required', message: 'this endpoint speaks WebSocket: send an Upgrade request' } };
-  });
-  return r;
+  api.endpoint(
+    {
+      method: 'GET',
+      path: '/ws',
+      summary: 'The WebSocket gateway (send an Upgrade request)',
+      description:
+        'Authenticated at the upgrade by `?ticket=`, X-API-Key, Bearer, Basic or the cookie session (with an allowed Origin). Frames are JSON `{event, payload, ref?}`: the server sends `gateway:welcome`, then `system:notify` / `user:notify` with `seq`; the client may send `notifications:resume {since}`, `gateway:ping`, `socket:request`, `system:notify`, `user:notify`. A plain GET answers 426.',
+      auth: 'none',
+      responses: { 101: 'switching to WebSocket', 401: 'no valid credential at the upgrade', 426: 'not an Upgrade request' },
+    },
+    (ctx) => {
+      ctx.set('Upgrade', 'websocket');
+      ctx.status = 426;
+      ctx.body = { error: { code: 'upgrade_required', message: 'this endpoint speaks WebSocket: send an Upgrade request' } };
+    },
+  );
+  return api.router;
 }

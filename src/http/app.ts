@@ -90,6 +90,8 @@ function securityHeaders() {
     ctx.set('X-Content-Type-Options', 'nosniff');
     ctx.set('Referrer-Policy', 'no-referrer');
     ctx.set('X-Frame-Options', 'DENY');
+    // API answers load nothing and are framed by nobody; pages set their own policy (src/web)
+    ctx.set('Content-Security-Policy', "default-src 'none'; frame-ancestors 'none'");
     await next();
   };
 }
@@ -125,7 +127,10 @@ export interface HttpAppDeps {
   log: Logger;
   state: BootState;
   keys: string[];
+  /** trust X-Forwarded-For / -Proto from a reverse proxy (SERVICE_TRUST_PROXY) */
   proxy?: boolean;
+  /** the public URL is https: cookies are Secure even when TLS ends at a proxy before us */
+  secureCookies?: boolean;
   metrics?: Metrics;
 }
 
@@ -134,8 +139,15 @@ export function createHttpApp(deps: HttpAppDeps): Koa {
   const app = new Koa({ keys: deps.keys, proxy: deps.proxy ?? false });
   app.silent = true; // errors are logged by our error middleware
   app.use(requestContext(deps.log));
-  app.use(errorHandler());
+  // before the error handler, so the status it renders is the one measured
   if (deps.metrics) app.use(deps.metrics.middleware());
+  app.use(errorHandler());
+  if (deps.secureCookies) {
+    app.use(async (ctx, next) => {
+      ctx.cookies.secure = true;
+      await next();
+    });
+  }
   app.use(securityHeaders());
   app.use(bootRoutes(deps.state));
   app.use(readBody());

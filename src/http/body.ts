@@ -40,8 +40,8 @@ export function jsonBody(ctx: Context): unknown {
   const raw = ctx.request.rawBody;
   if (!raw || raw.length === 0) return {};
   const type = ctx.request.type;
+  // form bodies are not accepted on the API: a cross-site HTML form could send them
   if (type && type !== 'application/json' && !type.endsWith('+json')) {
-    if (type === 'application/x-www-form-urlencoded') return formBody(ctx);
     throw new HttpError(415, 'unsupported_media_type', `content type ${type} is not accepted, send application/json`);
   }
   try {

@@ -10,6 +10,7 @@ import { seedIam } from './seed.js';
 import { CORE_CATALOG, type CatalogEntry } from './permissions.js';
 import { LocalProvider } from './providers/local.js';
 import { RoleLedger } from './ledger.js';
+import { sweepExpired } from './housekeeping.js';
 import { ApiKeyStore } from '../auth/api-keys.js';
 import { SystemKey } from '../auth/system-key.js';
 import { BasicVerifier } from '../auth/basic.js';
@@ -24,7 +25,7 @@ import { IdentityLinker } from './linking.js';
 import { OneTimeStore } from '../auth/one-time.js';
 import { AuthSettingsStore } from '../auth/settings.js';
 import { authRoutes } from '../auth/routes.js';
-import { loginPageRoutes } from '../web/login.js';
+import { webRouters } from '../web/routes.js';
 
 export interface PluginAccessEntry {
   id: string;
@@ -60,6 +61,9 @@ export class IamComponent {
   private readonly pluginCatalog = new Map<string, CatalogEntry[]>();
   /** per-plugin UI routes, for the access view */
   private readonly pluginRoutes = new Map<string, string[]>();
+  private sweeper: NodeJS.Timeout | null = null;
+  /** plugins loaded and enabled, kept current from plugin:state_changed */
+  private readonly runningPlugins = new Set<string>();
 
   constructor(private readonly deps: IamDeps) {
     const { config, db, bus } = deps;
@@ -98,6 +102,10 @@ export class IamComponent {
       }
     });
     bus.on('db:connected', () => this.init());
+    bus.on('plugin:state_changed', ({ plugin_id, state, enabled }) => {
+      if (enabled && (state === 'loaded' || state === 'degraded')) this.runningPlugins.add(plugin_id);
+      else this.runningPlugins.delete(plugin_id);
+    });
   }
 
   /** Rebuilds the configured part of the provider chain from the current auth settings. */
@@ -121,6 +129,11 @@ export class IamComponent {
       return;
     }
     bus.emit('iam:ready', { providers: this.chain.providers().map((p) => p.id) });
+    // hourly, and once now: expired sessions, one-time values and old failures go
+    const sweep = () => sweepExpired(db).catch((err) => log.warn({ err }, 'housekeeping failed'));
+    void sweep();
+    this.sweeper = setInterval(sweep, 3_600_000);
+    this.sweeper.unref();
   }
 
   catalog(): CatalogEntry[] {
@@ -137,8 +150,9 @@ export class IamComponent {
     this.pluginRoutes.delete(pluginId);
   }
 
+  /** Plugins that run now (the access view lists only these; the catalog keeps every plugin). */
   pluginAccessEntries(): PluginAccessEntry[] {
-    return [...this.pluginRoutes.entries()].map(([id, routes]) => ({ id, routes }));
+    return [...this.pluginRoutes.entries()].filter(([id]) => this.runningPlugins.has(id)).map(([id, routes]) => ({ id, routes }));
   }
 
   /** Is `p` a permission id that can be granted (catalog entry or a catalog namespace wildcard)? */
@@ -153,7 +167,7 @@ export class IamComponent {
   }
 
   routers(): Router[] {
-    return [meRoutes(this), userRoutes(this, this.deps.bus), groupRoutes(this, this.deps.bus), settingsRoutes(this), authRoutes(this), loginPageRoutes(this)];
+    return [meRoutes(this), userRoutes(this, this.deps.bus), groupRoutes(this, this.deps.bus), settingsRoutes(this), authRoutes(this), ...webRouters(this)];
   }
 
   get config(): Config {
@@ -164,5 +178,8 @@ export class IamComponent {
     return this.deps.bus;
   }
 
-  async stop(): Promise<void> {}
+  async stop(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    await this.ledger.idle();
+  }
 }

@@ -49,7 +49,8 @@ export class RoleLedger {
       this.again = true;
       return this.running;
     }
-    const pass = (async () => {
+    let pass!: Promise<void>;
+    pass = (async () => {
       // yield first, so `running` is set before a pass with nothing to do can finish
       await Promise.resolve();
       try {

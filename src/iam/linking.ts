@@ -96,6 +96,12 @@ export class IdentityLinker {
       return null;
     }
     const candidate = candidates[0]!;
+    // an address in a directory or at an IdP is only as trustworthy as whoever can edit it there:
+    // never hand a superadmin or a bot account to an external login by email alone
+    if (candidate.roles.includes('superadmin') || candidate.roles.includes('bot')) {
+      this.deps.log.warn({ provider: profile.provider, user_id: candidate.id }, 'email matches a privileged account: not linking by email');
+      return null;
+    }
     // someone already linked at this provider is a different account there: do not merge a second one
     const identities = (await this.deps.store.identitiesOf([candidate.id])).get(candidate.id) ?? [];
     if (identities.some((i) => i.provider === profile.provider)) return null;

@@ -207,7 +207,8 @@ export class IamStore {
     return this.db.transaction(async (trx) => {
       const group = await this.group(name, trx);
       if (!group) return [];
-      const members = (await trx('users').select('id', 'groups')).map((r: any) => ({ id: r.id as string, groups: list(r.groups) }));
+      // locked (PostgreSQL; SQLite has one writer anyway) so a concurrent membership edit cannot be overwritten
+      const members = (await trx('users').select('id', 'groups').forUpdate()).map((r: any) => ({ id: r.id as string, groups: list(r.groups) }));
       if (newName) {
         await trx('groups').insert({ ...group, name: newName, permissions: JSON.stringify(group.permissions), updated_at: Date.now() });
         await trx('role_grants').where({ group_name: name }).update({ group_name: newName });

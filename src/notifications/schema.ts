@@ -1,5 +1,6 @@
 import Joi from 'joi';
 import type { NotificationLevel } from '../bus/events.js';
+import { nulField } from '../http/validate.js';
 
 /**
  * Validation of notify payloads (DESIGN section 7), shared by every source: the bus, ws
@@ -75,6 +76,8 @@ export function checkNotify(kind: NotifyKind, raw: unknown): { value: ValidNotif
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     return { value: null, problems: [{ field: 'payload', message: 'must be an object' }] };
   }
+  const nul = nulField(raw);
+  if (nul !== null) return { value: null, problems: [{ field: nul || 'payload', message: 'must not contain NUL characters' }] };
   const schema = kind === 'broadcast' ? broadcastSchema : targetedSchema;
   const { value, error } = schema.validate(raw, { abortEarly: false, convert: true, stripUnknown: false });
   if (error) {

@@ -1,8 +1,8 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.js';
-import { requirePermission } from '../auth/guards.js';
+import { ApiRouter } from '../http/api.js';
 import { jsonBody } from '../http/body.js';
 import { validate } from '../http/validate.js';
 import { HttpError, badField, conflict, unavailable } from '../http/errors.js';
@@ -178,42 +178,76 @@ function duplicate(request: ScmRequest): [number, Record<string, unknown>] {
 
 /** Public intake and health under /api/notifications/webhook/scm. */
 export function webhookRoutes(webhook: ScmWebhook): Router {
-  const r = new Router({ prefix: '/api/notifications/webhook/scm' });
-  r.get('/health', async (ctx) => {
-    ctx.body = await webhook.health();
-  });
-  r.post('/', async (ctx) => {
-    const [status, body] = await webhook.receive(ctx.req.headers, ctx.request.rawBody);
-    ctx.status = status;
-    ctx.body = body;
-  });
-  return r;
+  const api = new ApiRouter({ prefix: '/api/notifications/webhook/scm', tag: 'webhooks' });
+  api.endpoint(
+    {
+      method: 'GET',
+      path: '/health',
+      summary: 'Health of the webhook intake',
+      auth: 'none',
+      responses: {
+        200: {
+          description: 'the intake state',
+          schema: Joi.object({ status: Joi.string().valid('ok', 'disabled'), secret_configured: Joi.boolean(), accepts: Joi.array().items(Joi.string()), last_delivery_at: Joi.string().isoDate().allow(null) }),
+        },
+      },
+    },
+    () => webhook.health(),
+  );
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/',
+      summary: 'Receive a Gitea, GitHub or GitLab event',
+      description:
+        'Authenticated by the webhook secret, verified over the raw body before parsing: `X-Gitea-Signature` (hex HMAC-SHA256), `X-Hub-Signature-256` (`sha256=<hex>`) or `X-Gitlab-Token`. A delivery id seen before answers `duplicate`.',
+      auth: 'none',
+      bodyMode: 'raw',
+      bodyContentType: 'application/json',
+      responses: {
+        200: 'ping, or a duplicate delivery',
+        202: 'accepted (`notification_id`) or ignored',
+        401: 'bad or missing signature',
+        413: 'body over 1 MiB',
+        503: 'no webhook secret is configured',
+      },
+    },
+    async (ctx) => {
+      const [status, body] = await webhook.receive(ctx.req.headers, ctx.request.rawBody);
+      ctx.status = status;
+      ctx.body = body;
+    },
+  );
+  return api.router;
 }
 
 const secretSchema = Joi.object({ secret: Joi.string().min(16).max(256).pattern(/^\S+$/).required().messages({ 'string.pattern.base': 'must not contain whitespace' }) });
 
 /** PUT|DELETE /api/settings/webhook-secret [feature:admin.settings]; env-set -> 409. */
 export function webhookSecretRoutes(webhook: ScmWebhook): Router {
-  const r = new Router({ prefix: '/api/settings/webhook-secret' });
-  const admin = requirePermission('feature:admin.settings');
+  const api = new ApiRouter({ prefix: '/api/settings/webhook-secret', tag: 'settings' });
+  const ADMIN = { permission: 'feature:admin.settings' };
+  const LOCKED = 'the secret is set by SERVICE_SCM_WEBHOOK_SECRET (locked)';
   const locked = () => {
     if (webhook.lockedByEnv) throw conflict('the webhook secret is set by SERVICE_SCM_WEBHOOK_SECRET and cannot be changed here');
   };
-  r.get('/', admin, async (ctx) => {
-    ctx.body = { configured: Boolean(await webhook.secret()), locked: webhook.lockedByEnv };
-  });
-  r.put('/', admin, async (ctx) => {
+  api.endpoint(
+    { method: 'GET', path: '/', summary: 'Is a webhook secret configured', auth: ADMIN, responses: { 200: { description: 'never the secret itself', schema: Joi.object({ configured: Joi.boolean(), locked: Joi.boolean() }) } } },
+    async () => ({ configured: Boolean(await webhook.secret()), locked: webhook.lockedByEnv }),
+  );
+  // the lock (409) is checked before the body (400): bodyMode manual
+  api.endpoint({ method: 'PUT', path: '/', summary: 'Set or rotate the webhook secret', auth: ADMIN, body: secretSchema, bodyMode: 'manual', responses: { 204: 'stored encrypted', 409: LOCKED } }, async (ctx) => {
     locked();
     const { secret } = validate(secretSchema, jsonBody(ctx));
     await webhook.setSecret(secret);
     ctx.log.info('webhook secret set');
     ctx.status = 204;
   });
-  r.delete('/', admin, async (ctx) => {
+  api.endpoint({ method: 'DELETE', path: '/', summary: 'Clear the webhook secret (the intake answers 503)', auth: ADMIN, responses: { 204: 'cleared', 409: LOCKED } }, async (ctx) => {
     locked();
     await webhook.clearSecret();
     ctx.log.info('webhook secret cleared');
     ctx.status = 204;
   });
-  return r;
+  return api.router;
 }

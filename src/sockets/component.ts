@@ -1,16 +1,16 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Context } from 'koa';
 import type { Config } from '../config.js';
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
-import { requirePermission, optionalIdentity } from '../auth/guards.js';
+import { ApiRouter } from '../http/api.js';
 import { jsonBody } from '../http/body.js';
 import { validate } from '../http/validate.js';
 import { SocketRegistry } from './registry.js';
-import { MountGuardian } from './mount-guardian.js';
+import { MountGuardian, repairSchema } from './mount-guardian.js';
 import { SocketRequests, type SocketCaller } from './bus-handler.js';
-import { ContainerProvider } from './container-provider.js';
+import { ContainerProvider, PREFIX_PATTERN } from './container-provider.js';
 import { socketErrorToHttp } from './errors.js';
 
 /**
@@ -36,7 +36,8 @@ export class SocketsComponent {
     const c = this.deps.config;
     this.registry.register(ContainerProvider, {
       owner: 'core',
-      options: { socketPath: c.containerSocket, runnerPrefix: c.runnerPrefix, dataDir: c.dataDir },
+      // runners may bind-mount only what lies inside the managed dirs
+      options: { socketPath: c.containerSocket, runnerPrefix: c.runnerPrefix, dataDir: c.dataDir, spawnMountRoots: c.managedDirs },
     });
   }
 
@@ -48,35 +49,78 @@ export class SocketsComponent {
   }
 
   routers(): Router[] {
-    const r = new Router({ prefix: '/api/socket' });
-    const dirs = Joi.object({ required_dirs: Joi.string().max(16_384) });
+    const api = new ApiRouter({ prefix: '/api/socket', tag: 'socket-management' });
+    const dirs = Joi.object({ required_dirs: Joi.string().max(16_384).description('comma-separated paths; default: SERVICE_MANAGED_DIRS') });
+    // the operation validates its args (the same check as bus and ws); these describe them
+    const cleanupBody = Joi.object({
+      prefix: Joi.string().max(128).pattern(PREFIX_PATTERN).description('name prefix of the containers to remove; default SERVICE_RUNNER_PREFIX'),
+      max_age_minutes: Joi.number().min(0).default(60),
+      dry_run: Joi.boolean().default(false),
+    });
+    const optional = 'optional' as const;
 
-    r.get('/health', optionalIdentity, async (ctx) => {
-      const q = validate(dirs, ctx.query, 'query');
-      const paths = q.required_dirs
-        ? q.required_dirs.split(',').map((p: string) => p.trim()).filter(Boolean)
-        : this.guardian.managedDirs;
-      ctx.body = await this.run(ctx, 'mounts:check', { paths });
-    });
-    r.get('/providers', optionalIdentity, async (ctx) => {
-      ctx.body = await this.run(ctx, 'provider:list');
-    });
-    r.get('/container/health', optionalIdentity, async (ctx) => {
-      ctx.body = await this.run(ctx, 'container:health');
-    });
-    r.get('/container/mounts', optionalIdentity, async (ctx) => {
-      ctx.body = await this.run(ctx, 'container:mounts');
-    });
-    r.get('/container/storage-root', optionalIdentity, async (ctx) => {
-      ctx.body = await this.run(ctx, 'container:storage_root');
-    });
-    r.post('/container/cleanup', requirePermission('socket:container:cleanup'), async (ctx) => {
-      ctx.body = await this.run(ctx, 'container:cleanup', objectBody(ctx));
-    });
-    r.post('/repair', requirePermission('socket:mounts:repair'), async (ctx) => {
-      ctx.body = await this.run(ctx, 'mounts:repair', objectBody(ctx));
-    });
-    return [r];
+    api.endpoint(
+      {
+        method: 'GET',
+        path: '/health',
+        summary: 'Mount health of directories (read-only)',
+        description: 'Paths outside SERVICE_MANAGED_DIRS are reported with error `not_managed`.',
+        auth: optional,
+        query: dirs,
+        responses: { 200: { description: '{healthy, mounts: {<path>: {exists, writable, is_mount_point, owner_uid, mode, error}}}', schema: Joi.object({ healthy: Joi.boolean(), mounts: Joi.object().unknown(true) }) } },
+      },
+      async (ctx, { query: q }) => {
+        const paths = q.required_dirs ? q.required_dirs.split(',').map((p: string) => p.trim()).filter(Boolean) : this.guardian.managedDirs;
+        return this.run(ctx, 'mounts:check', { paths });
+      },
+    );
+    api.endpoint(
+      {
+        method: 'GET',
+        path: '/providers',
+        summary: 'Registered socket providers and which are available',
+        auth: optional,
+        responses: { 200: { description: 'the providers', schema: Joi.object({ providers: Joi.array().items(Joi.object().unknown(true)), available: Joi.array().items(Joi.string()), total: Joi.number().integer() }) } },
+      },
+      (ctx) => this.run(ctx, 'provider:list'),
+    );
+    api.endpoint({ method: 'GET', path: '/container/health', summary: 'Container daemon health', auth: optional, responses: { 200: '{healthy, daemon: {version, api_version}, containers_running, containers_total, images, error?}' } }, (ctx) =>
+      this.run(ctx, 'container:health'),
+    );
+    api.endpoint({ method: 'GET', path: '/container/mounts', summary: 'Container mount mappings', auth: optional, responses: { 200: '{mounts: {<container id>: {<destination>: <source>}}}' } }, (ctx) =>
+      this.run(ctx, 'container:mounts'),
+    );
+    api.endpoint(
+      { method: 'GET', path: '/container/storage-root', summary: 'The host storage root as seen inside containers', auth: optional, responses: { 200: '{storage_root: "<host path>" | null}' } },
+      (ctx) => this.run(ctx, 'container:storage_root'),
+    );
+    api.endpoint(
+      {
+        method: 'POST',
+        path: '/container/cleanup',
+        summary: 'Remove stale runner containers',
+        description: 'Only containers whose name starts with the prefix are touched.',
+        auth: { permission: 'socket:container:cleanup' },
+        body: cleanupBody,
+        bodyMode: 'manual',
+        responses: { 200: '{removed: [{id, name}], errors: []}' },
+      },
+      (ctx) => this.run(ctx, 'container:cleanup', objectBody(ctx)),
+    );
+    api.endpoint(
+      {
+        method: 'POST',
+        path: '/repair',
+        summary: 'Repair owner and mode of a managed directory',
+        description: 'A target (symlinks resolved) outside SERVICE_MANAGED_DIRS is 403, a missing one 404.',
+        auth: { permission: 'socket:mounts:repair' },
+        body: repairSchema,
+        bodyMode: 'manual',
+        responses: { 200: '{status: "repaired", target_dir, changed}', 404: 'no such directory' },
+      },
+      (ctx) => this.run(ctx, 'mounts:repair', objectBody(ctx)),
+    );
+    return [api.router];
   }
 
   async close(): Promise<void> {

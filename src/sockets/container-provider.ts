@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { promises as fsp } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -308,14 +309,23 @@ export class ContainerProvider extends SocketProvider {
   private spawnSchema(): Joi.ObjectSchema {
     const prefix = this.runnerPrefix;
     const roots = this.spawnMountRoots;
-    const socketPath = path.resolve(this.socket_path);
+    const socketPath = realOrResolved(this.socket_path);
+    const realRoots = roots?.map(realOrResolved) ?? null;
     const source = absolutePath.custom((value: string, helpers) => {
-      if (value === '/') return helpers.message({ custom: '{{#label}} must not be the root directory' });
+      // compare real paths: /var/run is often a link to /run, and a link inside a root can point out.
+      // A missing source is refused: the daemon would create it, wherever its parents lead.
+      let real: string;
+      try {
+        real = fs.realpathSync(value);
+      } catch {
+        return helpers.message({ custom: '{{#label}} must exist' });
+      }
+      if (real === '/') return helpers.message({ custom: '{{#label}} must not be the root directory' });
       // mounting the daemon socket (or a directory holding it) would hand the runner the daemon
-      if (socketPath === value || isInside(socketPath, value)) {
+      if (socketPath === real || isInside(socketPath, real)) {
         return helpers.message({ custom: '{{#label}} must not expose the container daemon socket' });
       }
-      if (roots && !roots.some((r) => isInside(value, r))) {
+      if (realRoots && !realRoots.some((r) => isInside(real, r))) {
         return helpers.message({ custom: '{{#label}} is outside the allowed mount roots' });
       }
       return value;
@@ -442,4 +452,13 @@ export function containerIdFromProc(cgroup: string, mountinfo: string): string |
 async function realpathOrSelf(p: string): Promise<string> {
   const abs = path.resolve(p);
   return fsp.realpath(abs).catch(() => abs);
+}
+
+/** realpath when the path exists, else the resolved path (for comparisons only). */
+function realOrResolved(p: string): string {
+  try {
+    return fs.realpathSync(p);
+  } catch {
+    return path.resolve(p);
+  }
 }

@@ -85,8 +85,14 @@ export class MountGuardian {
       throw new SocketError('invalid_args', 'target_dir must be an absolute path');
     }
     const roots = await this.managedRoots();
-    const resolved = await resolvePath(args.target_dir);
-    if (!resolved || !roots.some((r) => isInside(resolved.real, r))) {
+    let resolved: Awaited<ReturnType<typeof resolvePath>>;
+    try {
+      resolved = await resolvePath(args.target_dir);
+    } catch (err) {
+      // ENAMETOOLONG, ELOOP, EACCES…: the caller's path cannot be resolved, which is not our failure
+      throw new SocketError('invalid_args', `target_dir cannot be resolved (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+    if (!resolved || !roots.some((r) => isInside(resolved!.real, r))) {
       throw new SocketError('forbidden', 'target_dir is outside the managed directories');
     }
     if (!resolved.exists) throw new SocketError('not_found', 'target_dir does not exist');

@@ -1,8 +1,5 @@
 import Router from '@koa/router';
 import Joi from 'joi';
-import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Context } from 'koa';
 import type { IamComponent } from '../iam/component.js';
 import { checkOrigin, credentialsLogin, LOCAL_PATH, nextSchema, providerList, startCookieSession } from '../auth/routes.js';
@@ -16,10 +13,8 @@ import { html, type SafeHtml } from './html.js';
  * which answers with redirects only.
  */
 
-const CSS = fs.readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), 'static', 'login.css'));
-
 /** The page's own policy: no scripts, styles only from here, the form only posts here. */
-const CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+const CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'";
 
 const MESSAGES: Record<string, string> = {
   invalid_credentials: 'Wrong username or password.',
@@ -61,12 +56,13 @@ function page(body: SafeHtml): string {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="same-origin">
 <title>Sign in</title>
-<link rel="stylesheet" href="/static/login.css">
+<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="/static/app.css">
 </head>
-<body>
-<main>
+<body class="auth">
+<main class="card">
 ${body}
 </main>
 </body>
@@ -112,17 +108,14 @@ function sendPage(ctx: Context, body: string, status = 200) {
   ctx.type = 'text/html; charset=utf-8';
   ctx.set('Content-Security-Policy', CSP);
   ctx.set('Cache-Control', 'no-store');
+  // a form posted under no-referrer carries "Origin: null", which the login CSRF check must
+  // refuse; same-origin still sends no referrer to any other site
+  ctx.set('Referrer-Policy', 'same-origin');
   ctx.body = body;
 }
 
 export function loginPageRoutes(iam: IamComponent): Router {
   const r = new Router();
-
-  r.get('/static/login.css', (ctx) => {
-    ctx.type = 'text/css; charset=utf-8';
-    ctx.set('Cache-Control', 'public, max-age=3600');
-    ctx.body = CSS;
-  });
 
   r.get('/login', (ctx) => {
     const { value } = pageQuery.validate(ctx.query);

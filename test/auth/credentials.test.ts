@@ -142,6 +142,13 @@ describe('credential methods', () => {
       expect(broader.body.error.details[0].field).to.equal('scopes');
       const unknown = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).send({ label: 'x', scopes: ['feature:nope'] }).expect(400);
       expect(unknown.body.error.message).to.contain('feature:nope');
+      // nor manage the owner's other credentials or password
+      const other = await makeKey(svc, adminAuth(), { label: 'other' });
+      await request(svc.url).delete(`/api/me/api-keys/${other.id}`).set('X-API-Key', key.token).expect(403);
+      const me = (await request(svc.url).get('/api/me').set('X-API-Key', key.token).expect(200)).body;
+      await request(svc.url).post(`/api/users/${me.id}/password`).set('X-API-Key', key.token).send({ new_password: 'x'.repeat(12), current_password: 'admin-test-password' }).expect(403);
+      await request(svc.url).delete(`/api/me/api-keys/${key.id}`).set('X-API-Key', key.token).expect(204);
+      await request(svc.url).get('/api/me').set('X-API-Key', key.token).expect(401);
     });
 
     it('HTTP Basic validates against local IAM; malformed headers are 401, never 500', async () => {
@@ -172,6 +179,35 @@ describe('credential methods', () => {
       expect(Number(locked.headers['retry-after'])).to.be.within(1, 60);
       // counted in the database, so every instance sees it
       expect(await svc.service.db('login_failures').where({ username: 'lockme' }).count({ n: '*' }).first()).to.satisfy((r: any) => Number(r.n) >= 5);
+    });
+
+    it('a parallel burst of guesses cannot pass the lockout before failures land', async () => {
+      await makeUser(svc, 'burst', ['INT_VIEWER']);
+      const results = await Promise.all(
+        Array.from({ length: 12 }, () => request(svc.url).get('/api/me').set('Authorization', basic('burst', 'wrong-password'))),
+      );
+      const statuses = results.map((r) => r.status);
+      expect(statuses.filter((s) => s === 401).length).to.be.at.most(5);
+      expect(statuses.filter((s) => s === 429).length).to.be.at.least(7);
+      expect(statuses.every((s) => s === 401 || s === 429)).to.equal(true);
+    });
+
+    it('refuses cross-site writes carried by browser-cached Basic credentials, and form bodies', async () => {
+      const res = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).set('Origin', 'https://evil.example').send({ label: 'csrf' }).expect(403);
+      expect(res.body.error.code).to.equal('forbidden');
+      await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).set('Origin', 'http://localhost:8080').send({ label: 'same-site' }).expect(201);
+      // a read stays fine cross-origin, and a non-browser client sends no Origin at all
+      await request(svc.url).get('/api/me').set('Authorization', adminAuth()).set('Origin', 'https://evil.example').expect(200);
+      const form = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).type('form').send('label=from-a-form').expect(415);
+      expect(form.body.error.code).to.equal('unsupported_media_type');
+    });
+
+    it('NUL characters are a 400 naming the field, on every dialect', async () => {
+      const res = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).send({ label: 'a\u0000b' }).expect(400);
+      expect(res.body.error.details[0]).to.deep.equal({ field: 'label', message: 'must not contain NUL characters' });
+      await request(svc.url).get('/api/me').set('Authorization', basic('ad\u0000min', 'x')).expect(401);
+      const login = await request(svc.url).post('/api/auth/login').send({ username: 'ad\u0000min', password: 'x' }).expect(400);
+      expect(login.body.error.details[0].field).to.equal('username');
     });
 
     it('a password change drops cached Basic verifications at once', async () => {

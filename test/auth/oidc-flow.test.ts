@@ -194,7 +194,7 @@ describe('OIDC login flow end to end (real oidc-provider IdP)', function () {
       const res = await request(svc.url).get('/api/auth/oidc/start').query({ next }).expect(400);
       expect(res.body.error.details[0].field, next).to.equal('next');
     }
-    for (const redirect_uri of ['https://evil.example/cb', `${ORIGIN}/cb#frag`, 'http://user:pw@localhost:8080/cb']) {
+    for (const redirect_uri of ['https://evil.example/cb', `${ORIGIN}/cb#frag`, 'http://user:pw@localhost:8080/cb', 'http://256.256.256.256/cb']) {
       const res = await request(svc.url).get('/api/auth/oidc/start').query({ redirect_uri }).expect(400);
       expect(res.body.error.details[0].field).to.equal('redirect_uri');
     }

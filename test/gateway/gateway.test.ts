@@ -98,6 +98,21 @@ describe('ws gateway', function () {
       expect(system.frames[0].payload.username).to.equal('system');
     });
 
+    it('closes a connection (1008) once its key is revoked or its session ends', async () => {
+      const key = (await api(svc).post('/api/me/api-keys').set('Authorization', alice.auth).send({ label: 'short-lived' }).expect(201)).body;
+      const keep = (await api(svc).post('/api/me/api-keys').set('Authorization', alice.auth).send({ label: 'kept' }).expect(201)).body;
+      const revoked = await connect(svc, { headers: { 'X-API-Key': key.token } });
+      const kept = await connect(svc, { headers: { 'X-API-Key': keep.token } });
+      const login = (await api(svc).post('/api/auth/login').send({ username: 'alice', password: alice.password }).expect(200)).body;
+      const session = await connect(svc, { headers: { Authorization: `Bearer ${login.token}` } });
+      await api(svc).delete(`/api/me/api-keys/${key.id}`).set('Authorization', alice.auth).expect(204);
+      await api(svc).post('/api/auth/logout').set('Authorization', `Bearer ${login.token}`).expect(204);
+      await svc.service.gateway.gateway.revalidate();
+      expect((await revoked.closed).code).to.equal(1008);
+      expect((await session.closed).code).to.equal(1008);
+      expect(kept.ws.readyState).to.equal(kept.ws.OPEN);
+    });
+
     it('accepts a one-time ticket exactly once', async () => {
       const res = await api(svc).post('/api/ws/ticket').set('Authorization', bob.auth);
       expect(res.status).to.equal(200);

@@ -93,7 +93,10 @@ describe('metrics', () => {
 
   it('GET /metrics serves Prometheus text with route patterns, not raw ids', async () => {
     await request(svc.url).get('/api/users/00000000-0000-4000-8000-000000000000').set('Authorization', adminAuth()).expect(404);
+    await request(svc.url).get('/api/users').expect(401);
     const res = await request(svc.url).get('/metrics').expect(200);
+    // a thrown error is measured with the status it was answered with
+    expect(res.text).to.match(/http_request_duration_seconds_count\{method="GET",route="\/api\/users",status="401"\} 1/);
     expect(res.headers['content-type']).to.match(/text\/plain/);
     expect(res.text).to.contain('http_request_duration_seconds_bucket');
     expect(res.text).to.contain('route="/api/users/:id"');

@@ -79,9 +79,18 @@ describe('IAM model and admin API', () => {
     await request(svc.url).get('/api/groups/NOPE').set('Authorization', admin()).expect(404);
   });
 
-  it('only a superadmin sets roles', async () => {
+  it('only a superadmin sets roles or changes a superadmin account', async () => {
     const res = await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'wannabe', roles: ['superadmin'] }).expect(403);
     expect(res.body.error.code).to.equal('forbidden');
+    // the root account, made through the database as an operator would with the system key
+    const root = (await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'root1', password: 'root1-password', groups: ['INT_VIEWER'] }).expect(201)).body;
+    await svc.service.db('users').where({ id: root.id }).update({ roles: JSON.stringify(['superadmin']) });
+    svc.service.bus.emit('iam:permissions_changed', { user_id: root.id });
+    await request(svc.url).patch(`/api/users/${root.id}`).set('Authorization', admin()).send({ password: 'taken-over-password' }).expect(403);
+    await request(svc.url).post(`/api/users/${root.id}/password`).set('Authorization', admin()).send({ new_password: 'taken-over-password' }).expect(403);
+    await request(svc.url).delete(`/api/users/${root.id}`).set('Authorization', admin()).expect(403);
+    // the superadmin itself may
+    await request(svc.url).patch(`/api/users/${root.id}`).set('Authorization', basic('root1', 'root1-password')).send({ display_name: 'Root' }).expect(200);
   });
 
   it('refuses to delete, demote or disable the last enabled member of INT_ADMIN (409)', async () => {

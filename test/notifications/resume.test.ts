@@ -155,3 +155,41 @@ describe('notifications resume', function () {
     });
   });
 });
+
+describe('resume across two instances', function () {
+  this.timeout(60_000);
+  let a: TestService;
+  let b: TestService;
+  before(async () => {
+    a = await startService();
+    b = await startService({ dataDir: a.dataDir, databaseUrl: a.databaseUrl });
+  });
+  after(async () => {
+    await b?.stop();
+    await a?.destroy();
+  });
+
+  it('replays a seq committed on the other instance even after a later live push here', async () => {
+    const user = await createUser(a, 'carol');
+    const client = await WsClient.basic(b, user.username, user.password);
+    try {
+      const welcome = await client.next('gateway:welcome', () => true);
+      const since = welcome.payload.last_seq as number;
+      // committed on b: pushed live to this connection
+      const onB = await post(b, { title: 'from b', message: 'live here' });
+      await client.next('system:notify', (f) => f.payload.seq === onB.seq);
+      // committed on a afterwards: a higher seq that this connection never saw
+      const onA = await post(a, { title: 'from a', message: 'only on the other instance' });
+      expect(onA.seq).to.be.greaterThan(onB.seq);
+      client.send({ event: 'notifications:resume', payload: { since }, ref: 'r' });
+      const resumed = await client.next('notifications:resumed', () => true, 15_000);
+      const seqs = seqsOf(notifyFrames(client));
+      expect(seqs).to.include(onA.seq);
+      // and nothing twice
+      expect(seqs.filter((s) => s === onB.seq).length).to.equal(1);
+      expect(resumed.payload.last_seq).to.be.at.least(onA.seq);
+    } finally {
+      await client.close();
+    }
+  });
+});

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { execFile } from 'node:child_process';
 import { promises as fsp } from 'node:fs';
 import os from 'node:os';
@@ -124,6 +125,9 @@ describe('sockets/container-provider (real dockerd)', function () {
 
   it('refuses spawn requests that break the rules', async () => {
     const base = { image: dockerd.image, command: ['true'] };
+    // a link to the folder holding the daemon socket must not get past the guard
+    const linkToSocketDir = path.join(workDir, 'sock-link');
+    fs.symlinkSync(dockerd.dir, linkToSocketDir);
     const bad: Array<Record<string, unknown>> = [
       { ...base, name: 'worker-1' }, // lacks the runner prefix
       { ...base, name: 'runner-x', network: 'host' },
@@ -132,6 +136,8 @@ describe('sockets/container-provider (real dockerd)', function () {
       { ...base, name: 'runner-x', mounts: [{ source: dockerd.dir, target: '/d' }] }, // holds the socket
       { ...base, name: 'runner-x', mounts: [{ source: `${workDir}/../etc`, target: '/e' }] },
       { ...base, name: 'runner-x', mounts: [{ source: 'relative', target: '/e' }] },
+      { ...base, name: 'runner-x', mounts: [{ source: linkToSocketDir, target: '/d' }] },
+      { ...base, name: 'runner-x', mounts: [{ source: path.join(workDir, 'does-not-exist'), target: '/m' }] },
       { ...base, name: 'runner-x', env: { 'BAD-KEY': 'v' } },
       { ...base, name: 'runner-x', env: { N: 5 } },
       { ...base, name: 'runner-x', privileged: true },

@@ -130,6 +130,11 @@ describe('socket HTTP API', function () {
       expect(res.status, String(mode)).to.equal(400);
     }
     await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({}).expect(400);
+    // unresolvable paths are the caller's problem, not a 500
+    await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: path.join(svc.dataDir, 'x'.repeat(300)) }).expect(400);
+    fs.symlinkSync('loop-b', path.join(svc.dataDir, 'loop-a'));
+    fs.symlinkSync('loop-a', path.join(svc.dataDir, 'loop-b'));
+    await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: path.join(svc.dataDir, 'loop-a') }).expect(400);
   });
 
   it('a stopped daemon: unavailable in the list, healthy false, 503 on cleanup, no crash', async () => {

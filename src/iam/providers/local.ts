@@ -1,5 +1,5 @@
 import bcrypt from 'bcryptjs';
-import type { IamStore } from '../store.js';
+import type { IamStore, User } from '../store.js';
 import type { CredentialsProvider, ExternalProfile } from './types.js';
 
 // verifying against a fixed hash when the user is unknown keeps timing from telling who exists
@@ -13,13 +13,17 @@ export class LocalProvider implements CredentialsProvider {
 
   constructor(private readonly store: IamStore) {}
 
-  /** Returns the user id when the password is right (used by HTTP Basic too). */
-  async verify(username: string, password: string): Promise<string | null> {
+  /** The user when the password is right (used by HTTP Basic too). */
+  async verifyUser(username: string, password: string): Promise<User | null> {
     if (!username || !password || password.length > 1024) return null;
     const user = await this.store.userByUsername(username);
     const ok = await bcrypt.compare(password, user?.hashed_password ?? DUMMY_HASH);
     if (!ok || !user || !user.hashed_password || user.disabled) return null;
-    return user.id;
+    return user;
+  }
+
+  async verify(username: string, password: string): Promise<string | null> {
+    return (await this.verifyUser(username, password))?.id ?? null;
   }
 
   async authenticate(username: string, password: string): Promise<ExternalProfile | null> {

@@ -1,10 +1,7 @@
-import Router from '@koa/router';
-import type { Context } from 'koa';
+import type Router from '@koa/router';
 import type { IamComponent } from '../component.js';
 import type { EventBus } from '../../bus/bus.js';
-import { requireIdentity, requirePermission } from '../../auth/guards.js';
-import { jsonBody } from '../../http/body.js';
-import { validate } from '../../http/validate.js';
+import { ApiRouter } from '../../http/api.js';
 import { badField, conflict, notFound } from '../../http/errors.js';
 import { isUniqueViolation } from '../../db/knex.js';
 import { DEFAULT_GROUP_NAMES } from '../permissions.js';
@@ -12,9 +9,22 @@ import { createGroupSchema, GROUP_NAME, patchGroupSchema } from '../schemas.js';
 import type { Group } from '../store.js';
 import Joi from 'joi';
 
+const nameParams = Joi.object({ name: Joi.string().pattern(GROUP_NAME).required().description('the group name') });
+
+const groupView = Joi.object({
+  name: Joi.string(),
+  description: Joi.string().allow(''),
+  permissions: Joi.array().items(Joi.string()),
+  members: Joi.array().items(Joi.string()).description('usernames'),
+});
+
+const catalogView = Joi.object({
+  permissions: Joi.array().items(Joi.object({ id: Joi.string(), description: Joi.string(), plugin: Joi.string() })),
+});
+
 export function groupRoutes(iam: IamComponent, bus: EventBus): Router {
-  const r = new Router();
-  const admin = requirePermission('feature:admin.groups');
+  const api = new ApiRouter({ tag: 'groups' });
+  const ADMIN = { permission: 'feature:admin.groups' };
 
   const view = async (g: Group) => ({
     name: g.name,
@@ -23,8 +33,7 @@ export function groupRoutes(iam: IamComponent, bus: EventBus): Router {
     members: (await iam.store.membersOf(g.name)).map((u) => u.username),
   });
 
-  const load = async (ctx: Context) => {
-    const name = validate(Joi.string().pattern(GROUP_NAME).required(), ctx.params.name, 'params');
+  const load = async (name: string) => {
     const g = await iam.store.group(name);
     if (!g) throw notFound('group');
     return g;
@@ -35,59 +44,78 @@ export function groupRoutes(iam: IamComponent, bus: EventBus): Router {
     if (unknown.length) throw badField('permissions', `unknown permission ${unknown.join(', ')}`);
   };
 
-  r.get('/api/permissions', requireIdentity, (ctx) => {
-    ctx.body = { permissions: iam.catalog() };
-  });
+  api.endpoint(
+    { method: 'GET', path: '/api/permissions', summary: 'The permission catalog (core and plugin-declared ids)', auth: 'identity', responses: { 200: { description: 'the catalog', schema: catalogView } } },
+    () => ({ permissions: iam.catalog() }),
+  );
 
-  r.get('/api/groups', admin, async (ctx) => {
-    ctx.body = { groups: await Promise.all((await iam.store.listGroups()).map(view)) };
-  });
+  api.endpoint(
+    { method: 'GET', path: '/api/groups', summary: 'List groups with their permissions and members', auth: ADMIN, responses: { 200: { description: 'the groups', schema: Joi.object({ groups: Joi.array().items(groupView) }) } } },
+    async () => ({ groups: await Promise.all((await iam.store.listGroups()).map(view)) }),
+  );
 
-  r.post('/api/groups', admin, async (ctx) => {
-    const body = validate(createGroupSchema, jsonBody(ctx));
-    checkPermissions(body.permissions);
-    try {
-      const g = await iam.store.createGroup(body);
-      ctx.status = 201;
-      ctx.body = await view(g);
-    } catch (err) {
-      if (isUniqueViolation(err)) throw conflict(`group ${body.name} exists`);
-      throw err;
-    }
-  });
-
-  r.get('/api/groups/:name', admin, async (ctx) => {
-    ctx.body = await view(await load(ctx));
-  });
-
-  r.patch('/api/groups/:name', admin, async (ctx) => {
-    const g = await load(ctx);
-    const body = validate(patchGroupSchema, jsonBody(ctx));
-    checkPermissions(body.permissions);
-    let name = g.name;
-    if (body.name && body.name !== g.name) {
-      if (DEFAULT_GROUP_NAMES.includes(g.name)) throw conflict(`built-in group ${g.name} cannot be renamed`);
-      if (await iam.store.group(body.name)) throw conflict(`group ${body.name} exists`);
+  api.endpoint(
+    { method: 'POST', path: '/api/groups', summary: 'Create a group', auth: ADMIN, body: createGroupSchema, responses: { 201: { description: 'the group', schema: groupView }, 409: 'the name is taken' } },
+    async (ctx, { body }) => {
+      checkPermissions(body.permissions);
       try {
-        await iam.store.renameOrDeleteGroup(g.name, body.name);
+        const g = await iam.store.createGroup(body);
+        ctx.status = 201;
+        return await view(g);
       } catch (err) {
         if (isUniqueViolation(err)) throw conflict(`group ${body.name} exists`);
         throw err;
       }
-      name = body.name;
-    }
-    await iam.store.updateGroup(name, { description: body.description, permissions: body.permissions });
-    bus.emit('iam:permissions_changed', { group: name });
-    ctx.body = await view((await iam.store.group(name))!);
-  });
+    },
+  );
 
-  r.delete('/api/groups/:name', admin, async (ctx) => {
-    const g = await load(ctx);
-    if (DEFAULT_GROUP_NAMES.includes(g.name)) throw conflict(`built-in group ${g.name} cannot be deleted`);
-    await iam.store.renameOrDeleteGroup(g.name, null);
-    bus.emit('iam:permissions_changed', { group: g.name });
-    ctx.status = 204;
-  });
+  api.endpoint(
+    { method: 'GET', path: '/api/groups/:name', summary: 'One group', auth: ADMIN, params: nameParams, responses: { 200: { description: 'the group', schema: groupView }, 404: 'no such group' } },
+    async (_ctx, { params }) => view(await load(params.name)),
+  );
 
-  return r;
+  api.endpoint(
+    {
+      method: 'PATCH',
+      path: '/api/groups/:name',
+      summary: 'Change a group (rename, description, permissions)',
+      description: 'Renaming updates every member. Built-in groups cannot be renamed.',
+      auth: ADMIN,
+      params: nameParams,
+      body: patchGroupSchema,
+      responses: { 200: { description: 'the group', schema: groupView }, 404: 'no such group', 409: 'built-in group or name taken' },
+    },
+    async (_ctx, { params, body }) => {
+      const g = await load(params.name);
+      checkPermissions(body.permissions);
+      let name = g.name;
+      if (body.name && body.name !== g.name) {
+        if (DEFAULT_GROUP_NAMES.includes(g.name)) throw conflict(`built-in group ${g.name} cannot be renamed`);
+        if (await iam.store.group(body.name)) throw conflict(`group ${body.name} exists`);
+        try {
+          await iam.store.renameOrDeleteGroup(g.name, body.name);
+        } catch (err) {
+          if (isUniqueViolation(err)) throw conflict(`group ${body.name} exists`);
+          throw err;
+        }
+        name = body.name;
+      }
+      await iam.store.updateGroup(name, { description: body.description, permissions: body.permissions });
+      bus.emit('iam:permissions_changed', { group: name });
+      return view((await iam.store.group(name))!);
+    },
+  );
+
+  api.endpoint(
+    { method: 'DELETE', path: '/api/groups/:name', summary: 'Delete a group (removed from every member)', auth: ADMIN, params: nameParams, responses: { 204: 'deleted', 404: 'no such group', 409: 'built-in group' } },
+    async (ctx, { params }) => {
+      const g = await load(params.name);
+      if (DEFAULT_GROUP_NAMES.includes(g.name)) throw conflict(`built-in group ${g.name} cannot be deleted`);
+      await iam.store.renameOrDeleteGroup(g.name, null);
+      bus.emit('iam:permissions_changed', { group: g.name });
+      ctx.status = 204;
+    },
+  );
+
+  return api.router;
 }

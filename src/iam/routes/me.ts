@@ -1,10 +1,10 @@
 import Router from '@koa/router';
 import Joi from 'joi';
 import type { IamComponent } from '../component.js';
-import { identity, requireIdentity } from '../../auth/guards.js';
+import type { Context } from 'koa';
+import { identity } from '../../auth/guards.js';
 import { publicKey } from '../../auth/api-keys.js';
-import { jsonBody } from '../../http/body.js';
-import { validate } from '../../http/validate.js';
+import { ApiRouter } from '../../http/api.js';
 import { badField, forbiddenBecause, notFound } from '../../http/errors.js';
 import { expandGrants, PERMISSION_ID } from '../permissions.js';
 import type { ApiIdentity } from '../../auth/identity.js';
@@ -33,13 +33,48 @@ export function accessView(iam: IamComponent, id: ApiIdentity) {
   return { username: id.username, groups: [...id.groups], is_superadmin: id.is_superadmin, permissions, plugins };
 }
 
-export function meRoutes(iam: IamComponent): Router {
-  const r = new Router({ prefix: '/api/me' });
+const keyIdParams = Joi.object({ id: Joi.string().max(128).required().description('the id of the key or session') });
 
-  r.get('/', requireIdentity, async (ctx) => {
+const meResponse = Joi.object({
+  id: Joi.string().guid().allow(null),
+  username: Joi.string(),
+  display_name: Joi.string().allow(null),
+  email: Joi.string().allow(null),
+  groups: Joi.array().items(Joi.string()),
+  roles: Joi.array().items(Joi.string()),
+  method: Joi.string().valid('system_key', 'api_key', 'session_token', 'basic', 'session_cookie', 'ws_ticket'),
+  is_system: Joi.boolean(),
+});
+
+const accessResponse = Joi.object({
+  username: Joi.string(),
+  groups: Joi.array().items(Joi.string()),
+  is_superadmin: Joi.boolean(),
+  permissions: Joi.array().items(Joi.string()).description('effective permission ids, sorted'),
+  plugins: Joi.object().pattern(
+    Joi.string(),
+    Joi.object({ visible: Joi.boolean(), can_read: Joi.boolean(), can_write: Joi.boolean(), routes: Joi.array().items(Joi.string()) }),
+  ),
+});
+
+const keyView = {
+  id: Joi.string(),
+  kind: Joi.string().valid('key', 'session'),
+  prefix: Joi.string(),
+  label: Joi.string(),
+  scopes: Joi.array().items(Joi.string()).allow(null),
+  created_at: Joi.string().isoDate(),
+  expires_at: Joi.string().isoDate().allow(null),
+  last_used_at: Joi.string().isoDate().allow(null),
+};
+
+export function meRoutes(iam: IamComponent): Router {
+  const api = new ApiRouter({ prefix: '/api/me', tag: 'me' });
+
+  api.endpoint({ method: 'GET', path: '/', summary: 'Who am I', auth: 'identity', responses: { 200: { description: 'the caller', schema: meResponse } } }, async (ctx) => {
     const id = identity(ctx);
     const user = id.user_id ? await iam.store.userById(id.user_id) : null;
-    ctx.body = {
+    return {
       id: id.user_id,
       username: id.username,
       display_name: user?.display_name ?? null,
@@ -51,46 +86,72 @@ export function meRoutes(iam: IamComponent): Router {
     };
   });
 
-  r.get('/access', requireIdentity, (ctx) => {
-    ctx.body = accessView(iam, identity(ctx));
-  });
+  api.endpoint(
+    { method: 'GET', path: '/access', summary: 'My effective access (permissions and per-plugin view)', auth: 'identity', responses: { 200: { description: 'the access view', schema: accessResponse } } },
+    (ctx) => accessView(iam, identity(ctx)),
+  );
 
-  const ownerOf = (ctx: { state: { identity: ApiIdentity | null } }) => {
-    const id = identity(ctx as any);
+  const ownerOf = (ctx: Context) => {
+    const id = identity(ctx);
     if (!id.user_id) throw forbiddenBecause('the system key owns no keys');
     return id;
   };
 
-  r.get('/api-keys', requireIdentity, async (ctx) => {
-    const id = ownerOf(ctx);
-    ctx.body = { keys: (await iam.apiKeys.listFor(id.user_id!)).map((k) => ({ ...publicKey(k), current: k.id === id.credential_id })) };
-  });
+  api.endpoint(
+    {
+      method: 'GET',
+      path: '/api-keys',
+      summary: 'My API keys and web sessions',
+      description: 'Never shows a token. Web sessions are listed with `kind: "session"`; `current` marks the credential of this request.',
+      auth: 'identity',
+      responses: { 200: { description: 'the keys', schema: Joi.object({ keys: Joi.array().items(Joi.object({ ...keyView, current: Joi.boolean() })) }) } },
+    },
+    async (ctx) => {
+      const id = ownerOf(ctx);
+      return { keys: (await iam.apiKeys.listFor(id.user_id!)).map((k) => ({ ...publicKey(k), current: k.id === id.credential_id })) };
+    },
+  );
 
-  r.post('/api-keys', requireIdentity, async (ctx) => {
-    const id = ownerOf(ctx);
-    const body = validate(createKeySchema, jsonBody(ctx));
-    const unknown = (body.scopes ?? []).filter((s: string) => !iam.isKnownPermission(s));
-    if (unknown.length) throw badField('scopes', `unknown permission ${unknown.join(', ')}`);
-    // a scoped key cannot mint a broader one
-    if (id.key_scopes) {
-      if (!body.scopes?.length) throw badField('scopes', 'a scoped key can only create keys with scopes within its own');
-      const outside = body.scopes.filter((s: string) => !id.allows(s));
-      if (outside.length) throw badField('scopes', `outside this key's scopes: ${outside.join(', ')}`);
-    }
-    const { token, key } = await iam.apiKeys.create(id.user_id!, 'key', {
-      label: body.label,
-      scopes: body.scopes ?? null,
-      expiresAt: body.expires_at ? body.expires_at.getTime() : null,
-    });
-    ctx.status = 201;
-    ctx.body = { ...publicKey(key), token };
-  });
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/api-keys',
+      summary: 'Create an API key',
+      description: 'The token is in this answer only. `scopes` limits the key to these permissions (within the owner\'s); a key created with a scoped key must be scoped within it.',
+      auth: 'identity',
+      body: createKeySchema,
+      responses: { 201: { description: 'the key with its token (shown once)', schema: Joi.object({ ...keyView, token: Joi.string() }) } },
+    },
+    async (ctx, { body }) => {
+      const id = ownerOf(ctx);
+      const unknown = (body.scopes ?? []).filter((s: string) => !iam.isKnownPermission(s));
+      if (unknown.length) throw badField('scopes', `unknown permission ${unknown.join(', ')}`);
+      // a scoped key cannot mint a broader one
+      if (id.key_scopes) {
+        if (!body.scopes?.length) throw badField('scopes', 'a scoped key can only create keys with scopes within its own');
+        const outside = body.scopes.filter((s: string) => !id.allows(s));
+        if (outside.length) throw badField('scopes', `outside this key's scopes: ${outside.join(', ')}`);
+      }
+      const { token, key } = await iam.apiKeys.create(id.user_id!, 'key', {
+        label: body.label,
+        scopes: body.scopes ?? null,
+        expiresAt: body.expires_at ? body.expires_at.getTime() : null,
+      });
+      ctx.status = 201;
+      return { ...publicKey(key), token };
+    },
+  );
 
-  r.delete('/api-keys/:id', requireIdentity, async (ctx) => {
-    const id = ownerOf(ctx);
-    if (!(await iam.apiKeys.revoke(id.user_id!, ctx.params.id))) throw notFound('key');
-    ctx.status = 204;
-  });
+  api.endpoint(
+    { method: 'DELETE', path: '/api-keys/:id', summary: 'Revoke one of my API keys or sessions', auth: 'identity', params: keyIdParams, responses: { 204: 'revoked', 404: 'no such key of mine' } },
+    async (ctx, { params }) => {
+      const id = ownerOf(ctx);
+      // a scoped key may revoke itself, not its owner's other keys and sessions
+      if (id.key_scopes && params.id !== id.credential_id) throw forbiddenBecause('a scoped API key can only revoke itself');
+      if (!(await iam.apiKeys.revoke(id.user_id!, params.id))) throw notFound('key');
+      ctx.status = 204;
+    },
+  );
 
-  return r;
+  return api.router;
 }

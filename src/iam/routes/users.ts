@@ -1,9 +1,11 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
+import Joi from 'joi';
 import bcrypt from 'bcryptjs';
 import type { Context } from 'koa';
 import type { IamComponent } from '../component.js';
 import type { EventBus } from '../../bus/bus.js';
-import { identity, requireIdentity, requirePermission } from '../../auth/guards.js';
+import { identity } from '../../auth/guards.js';
+import { ApiRouter } from '../../http/api.js';
 import { publicKey } from '../../auth/api-keys.js';
 import { jsonBody } from '../../http/body.js';
 import { validate } from '../../http/validate.js';
@@ -31,12 +33,27 @@ export function publicUser(u: User, identities: Identity[] = []) {
   };
 }
 
-export function userRoutes(iam: IamComponent, bus: EventBus): Router {
-  const r = new Router({ prefix: '/api/users' });
-  const admin = requirePermission(ADMIN_USERS);
+const idParams = Joi.object({ id: uuidParam.description('the user id (UUID)') });
+const keyParams = Joi.object({ id: uuidParam.description('the user id (UUID)'), keyId: Joi.string().max(128).required().description('the key id') });
 
-  const load = async (ctx: Context) => {
-    const id = validate(uuidParam, ctx.params.id, 'params');
+const userView = Joi.object({
+  id: Joi.string().guid(),
+  username: Joi.string(),
+  display_name: Joi.string().allow(null),
+  email: Joi.string().allow(null),
+  groups: Joi.array().items(Joi.string()),
+  roles: Joi.array().items(Joi.string()),
+  extra_permissions: Joi.array().items(Joi.string()),
+  disabled: Joi.boolean(),
+  identities: Joi.array().items(Joi.object({ provider: Joi.string(), provider_user_id: Joi.string() })),
+  created_at: Joi.string().isoDate(),
+});
+
+export function userRoutes(iam: IamComponent, bus: EventBus): Router {
+  const api = new ApiRouter({ prefix: '/api/users', tag: 'users' });
+  const ADMIN = { permission: ADMIN_USERS };
+
+  const load = async (id: string) => {
     const user = await iam.store.userById(id);
     if (!user) throw notFound('user');
     return user;
@@ -60,106 +77,180 @@ export function userRoutes(iam: IamComponent, bus: EventBus): Router {
     if (others.length === 0) throw conflict(`${user.username} is the last enabled member of ${ADMIN_GROUP}`);
   };
 
+  /** A superadmin account is changed only by a superadmin, the system key, or (its password) itself. */
+  const guardPrivileged = (ctx: Context, user: User) => {
+    const id = identity(ctx);
+    if (user.roles.includes('superadmin') && !(id.is_system || id.is_superadmin)) {
+      throw forbiddenBecause('only a superadmin may change a superadmin account');
+    }
+  };
+
   const rolesAllowed = (ctx: Context) => {
     const id = identity(ctx);
     if (!(id.is_system || id.is_superadmin)) throw forbiddenBecause('only a superadmin may set roles');
   };
 
-  r.get('/', admin, async (ctx) => {
-    const users = await iam.store.listUsers();
-    const ids = await iam.store.identitiesOf(users.map((u) => u.id));
-    ctx.body = { users: users.map((u) => publicUser(u, ids.get(u.id))) };
-  });
+  api.endpoint(
+    { method: 'GET', path: '/', summary: 'List users', auth: ADMIN, responses: { 200: { description: 'the users', schema: Joi.object({ users: Joi.array().items(userView) }) } } },
+    async () => {
+      const users = await iam.store.listUsers();
+      const ids = await iam.store.identitiesOf(users.map((u) => u.id));
+      return { users: users.map((u) => publicUser(u, ids.get(u.id))) };
+    },
+  );
 
-  r.post('/', admin, async (ctx) => {
-    const body = validate(createUserSchema, jsonBody(ctx));
-    if (body.roles?.length) rolesAllowed(ctx);
-    await checkRefs(body);
-    let user: User;
-    try {
-      user = await iam.store.createUser({
-        username: body.username,
-        email: body.email ?? null,
-        display_name: body.display_name || null,
-        hashed_password: body.password ? await bcrypt.hash(body.password, BCRYPT_COST) : null,
-        groups: body.groups ?? [],
-        extra_permissions: body.extra_permissions ?? [],
-        roles: body.roles ?? [],
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/',
+      summary: 'Create a user',
+      description: 'Without a password the user can only sign in through single sign-on. `roles` only by a superadmin or the system key.',
+      auth: ADMIN,
+      body: createUserSchema,
+      responses: { 201: { description: 'the user', schema: userView }, 409: 'the username is taken' },
+    },
+    async (ctx, { body }) => {
+      if (body.roles?.length) rolesAllowed(ctx);
+      await checkRefs(body);
+      let user: User;
+      try {
+        user = await iam.store.createUser({
+          username: body.username,
+          email: body.email ?? null,
+          display_name: body.display_name || null,
+          hashed_password: body.password ? await bcrypt.hash(body.password, BCRYPT_COST) : null,
+          groups: body.groups ?? [],
+          extra_permissions: body.extra_permissions ?? [],
+          roles: body.roles ?? [],
+        });
+      } catch (err) {
+        if (isUniqueViolation(err)) throw conflict(`username ${body.username} is taken`);
+        throw err;
+      }
+      // a user created without a password is SSO-only: no local identity until one is set
+      if (body.password) await iam.store.linkIdentity(user.id, 'local', user.username);
+      ctx.status = 201;
+      return publicUser(user, body.password ? [{ provider: 'local', provider_user_id: user.username }] : []);
+    },
+  );
+
+  api.endpoint(
+    { method: 'GET', path: '/:id', summary: 'One user with linked identities', auth: ADMIN, params: idParams, responses: { 200: { description: 'the user', schema: userView }, 404: 'no such user' } },
+    async (_ctx, { params }) => {
+      const user = await load(params.id);
+      return publicUser(user, (await iam.store.identitiesOf([user.id])).get(user.id));
+    },
+  );
+
+  api.endpoint(
+    {
+      method: 'PATCH',
+      path: '/:id',
+      summary: 'Change a user (groups, extra permissions, profile, disabled, password)',
+      description: 'The last enabled member of INT_ADMIN cannot leave it or be disabled (409).',
+      auth: ADMIN,
+      params: idParams,
+      body: patchUserSchema,
+      responses: { 200: { description: 'the user', schema: userView }, 404: 'no such user', 409: 'last administrator' },
+    },
+    async (ctx, { params, body }) => {
+      const user = await load(params.id);
+      guardPrivileged(ctx, user);
+      if (body.roles) rolesAllowed(ctx);
+      await checkRefs(body);
+      await guardLastAdmin(user, { groups: body.groups ?? user.groups, disabled: body.disabled ?? user.disabled });
+      const { password, ...rest } = body;
+      await iam.store.updateUser(user.id, {
+        ...rest,
+        display_name: rest.display_name === '' ? null : rest.display_name,
+        ...(password ? { hashed_password: await bcrypt.hash(password, BCRYPT_COST) } : {}),
       });
-    } catch (err) {
-      if (isUniqueViolation(err)) throw conflict(`username ${body.username} is taken`);
-      throw err;
-    }
-    // a user created without a password is SSO-only: no local identity until one is set
-    if (body.password) await iam.store.linkIdentity(user.id, 'local', user.username);
-    ctx.status = 201;
-    ctx.body = publicUser(user, body.password ? [{ provider: 'local', provider_user_id: user.username }] : []);
-  });
+      if (password) {
+        await iam.store.linkIdentity(user.id, 'local', user.username);
+        bus.emit('iam:password_changed', { user_id: user.id });
+      }
+      bus.emit('iam:permissions_changed', { user_id: user.id });
+      const updated = (await iam.store.userById(user.id))!;
+      return publicUser(updated, (await iam.store.identitiesOf([user.id])).get(user.id));
+    },
+  );
 
-  r.get('/:id', admin, async (ctx) => {
-    const user = await load(ctx);
-    ctx.body = publicUser(user, (await iam.store.identitiesOf([user.id])).get(user.id));
-  });
-
-  r.patch('/:id', admin, async (ctx) => {
-    const user = await load(ctx);
-    const body = validate(patchUserSchema, jsonBody(ctx));
-    if (body.roles) rolesAllowed(ctx);
-    await checkRefs(body);
-    await guardLastAdmin(user, { groups: body.groups ?? user.groups, disabled: body.disabled ?? user.disabled });
-    const { password, ...rest } = body;
-    await iam.store.updateUser(user.id, {
-      ...rest,
-      display_name: rest.display_name === '' ? null : rest.display_name,
-      ...(password ? { hashed_password: await bcrypt.hash(password, BCRYPT_COST) } : {}),
-    });
-    if (password) {
-      await iam.store.linkIdentity(user.id, 'local', user.username);
+  api.endpoint(
+    { method: 'DELETE', path: '/:id', summary: 'Delete a user', auth: ADMIN, params: idParams, responses: { 204: 'deleted', 404: 'no such user', 409: 'last administrator' } },
+    async (ctx, { params }) => {
+      const user = await load(params.id);
+      guardPrivileged(ctx, user);
+      await guardLastAdmin(user, null);
+      await iam.store.deleteUser(user.id);
+      bus.emit('iam:permissions_changed', { user_id: user.id });
       bus.emit('iam:password_changed', { user_id: user.id });
-    }
-    bus.emit('iam:permissions_changed', { user_id: user.id });
-    const updated = (await iam.store.userById(user.id))!;
-    ctx.body = publicUser(updated, (await iam.store.identitiesOf([user.id])).get(user.id));
-  });
-
-  r.delete('/:id', admin, async (ctx) => {
-    const user = await load(ctx);
-    await guardLastAdmin(user, null);
-    await iam.store.deleteUser(user.id);
-    bus.emit('iam:permissions_changed', { user_id: user.id });
-    bus.emit('iam:password_changed', { user_id: user.id });
-    ctx.status = 204;
-  });
+      ctx.status = 204;
+    },
+  );
 
   // oneself (current password required) or an administrator of users
-  r.post('/:id/password', requireIdentity, async (ctx) => {
-    const id = identity(ctx);
-    const user = await load(ctx);
-    const self = id.user_id === user.id;
-    if (!self && !id.allows(ADMIN_USERS)) throw forbidden(ADMIN_USERS);
-    const body = validate(passwordSchema, jsonBody(ctx));
-    if (self) {
-      if (!body.current_password) throw badField('current_password', 'is required to change your own password');
-      if (!user.hashed_password || !(await bcrypt.compare(body.current_password, user.hashed_password))) {
-        throw badField('current_password', 'is not correct');
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/:id/password',
+      summary: 'Set a password',
+      description: `Oneself (with \`current_password\`) or a caller holding \`${ADMIN_USERS}\`.`,
+      auth: 'identity',
+      params: idParams,
+      body: passwordSchema,
+      bodyMode: 'manual',
+      responses: { 204: 'changed', 403: `neither oneself nor ${ADMIN_USERS}`, 404: 'no such user' },
+    },
+    async (ctx, { params }) => {
+      const id = identity(ctx);
+      const user = await load(params.id);
+      const self = id.user_id === user.id;
+      if (!self && !id.allows(ADMIN_USERS)) throw forbidden(ADMIN_USERS);
+      if (!self) guardPrivileged(ctx, user);
+      // a narrowly scoped key must not be able to take over its owner's account
+      if (id.key_scopes) throw forbiddenBecause('a scoped API key cannot change passwords');
+      const body = validate(passwordSchema, jsonBody(ctx));
+      if (self) {
+        if (!body.current_password) throw badField('current_password', 'is required to change your own password');
+        if (!user.hashed_password || !(await bcrypt.compare(body.current_password, user.hashed_password))) {
+          throw badField('current_password', 'is not correct');
+        }
       }
-    }
-    await iam.store.updateUser(user.id, { hashed_password: await bcrypt.hash(body.new_password, BCRYPT_COST) });
-    await iam.store.linkIdentity(user.id, 'local', user.username);
-    bus.emit('iam:password_changed', { user_id: user.id });
-    ctx.status = 204;
+      await iam.store.updateUser(user.id, { hashed_password: await bcrypt.hash(body.new_password, BCRYPT_COST) });
+      await iam.store.linkIdentity(user.id, 'local', user.username);
+      bus.emit('iam:password_changed', { user_id: user.id });
+      ctx.status = 204;
+    },
+  );
+
+  const keyView = Joi.object({
+    id: Joi.string(),
+    kind: Joi.string().valid('key', 'session'),
+    prefix: Joi.string(),
+    label: Joi.string(),
+    scopes: Joi.array().items(Joi.string()).allow(null),
+    created_at: Joi.string().isoDate(),
+    expires_at: Joi.string().isoDate().allow(null),
+    last_used_at: Joi.string().isoDate().allow(null),
   });
 
-  r.get('/:id/api-keys', admin, async (ctx) => {
-    const user = await load(ctx);
-    ctx.body = { keys: (await iam.apiKeys.listFor(user.id)).map(publicKey) };
-  });
+  api.endpoint(
+    { method: 'GET', path: '/:id/api-keys', summary: "A user's API keys and sessions", auth: ADMIN, params: idParams, responses: { 200: { description: 'the keys', schema: Joi.object({ keys: Joi.array().items(keyView) }) }, 404: 'no such user' } },
+    async (_ctx, { params }) => {
+      const user = await load(params.id);
+      return { keys: (await iam.apiKeys.listFor(user.id)).map(publicKey) };
+    },
+  );
 
-  r.delete('/:id/api-keys/:keyId', admin, async (ctx) => {
-    const user = await load(ctx);
-    if (!(await iam.apiKeys.revoke(user.id, String(ctx.params.keyId)))) throw notFound('key');
-    ctx.status = 204;
-  });
+  api.endpoint(
+    { method: 'DELETE', path: '/:id/api-keys/:keyId', summary: "Revoke a user's API key or session", auth: ADMIN, params: keyParams, responses: { 204: 'revoked', 404: 'no such user or key' } },
+    async (ctx, { params }) => {
+      const user = await load(params.id);
+      guardPrivileged(ctx, user);
+      if (!(await iam.apiKeys.revoke(user.id, params.keyId))) throw notFound('key');
+      ctx.status = 204;
+    },
+  );
 
-  return r;
+  return api.router;
 }

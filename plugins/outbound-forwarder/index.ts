@@ -1,0 +1,159 @@
+import crypto from 'node:crypto';
+// type-only imports: erased at run time, so this folder works wherever SERVICE_PLUGINS_DIR points
+import type { Context } from 'koa';
+import type { OutboundNotification } from '../../src/bus/events.js';
+import type { PluginContext } from '../../src/plugins/types.js';
+
+/**
+ * Example plugin 1: forwards every `notification:outbound` as a signed JSON POST.
+ *
+ * Wire format (docs/plugins.md, "Outbound forwarder"):
+ *   POST <url>   Content-Type: application/json
+ *   X-Service-Event: notification.outbound
+ *   X-Service-Delivery: <uuid, the same on every retry of one notification>
+ *   X-Service-Signature-256: sha256=<hex HMAC-SHA256 of the raw body under the secret>
+ *   body: {"event": "notification.outbound", "delivery_id": "...", "notification": {...}}
+ * 2xx = delivered; 408, 429, 5xx, timeouts and network errors are retried with exponential
+ * backoff up to max_attempts; any other answer (including a redirect) is final.
+ */
+
+interface Settings {
+  url: string | null;
+  secret: string | null;
+  max_attempts: number;
+  backoff_ms: number;
+  timeout_ms: number;
+}
+
+const MAX_PENDING = 1000;
+const MAX_BACKOFF_MS = 60_000;
+
+let stopController: AbortController | null = null;
+
+export function setup(ctx: PluginContext): void {
+  const { Joi } = ctx.sdk;
+  const { value, error } = Joi.object({
+    url: Joi.string().uri({ scheme: ['http', 'https'] }).allow(null),
+    secret: Joi.string().min(16).allow(null),
+    max_attempts: Joi.number().integer().min(1).max(20).required(),
+    backoff_ms: Joi.number().integer().min(0).max(MAX_BACKOFF_MS).required(),
+    timeout_ms: Joi.number().integer().min(100).max(120_000).required(),
+  }).validate(ctx.config, { abortEarly: false, convert: true });
+  // joi's messages name the setting, never its value (the secret stays out of state and logs)
+  if (error) throw new Error(`invalid settings: ${error.message}`);
+  const settings = value as Settings;
+  if (settings.url && !settings.secret) throw new Error('setting secret is required when url is set: deliveries are always signed');
+
+  const stop = new AbortController();
+  stopController = stop;
+  const signal = AbortSignal.any([stop.signal, ctx.signal]);
+  const stats = { delivered: 0, failed: 0, retries: 0, pending: 0, dropped: 0, last_error: null as string | null, last_delivery_at: null as string | null };
+  const target = settings.url ? new URL(settings.url).origin : null;
+
+  ctx.router.get('/status', ctx.requirePermission(`plugin:${ctx.id}:deliveries.read`), (koa: Context) => {
+    // the origin only: a path or query may carry a token of the receiver
+    koa.body = { configured: Boolean(settings.url), target, ...stats };
+  });
+
+  if (!settings.url) {
+    ctx.log.info('no url configured (setting url); the forwarder idles');
+    ctx.router.post('/test', () => {
+      throw new ctx.sdk.HttpError(409, 'conflict', 'the forwarder has no url configured');
+    });
+    return;
+  }
+  const url = settings.url;
+  const secret = settings.secret!;
+
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, ms);
+      signal.addEventListener('abort', () => {
+        clearTimeout(t);
+        resolve();
+      }, { once: true });
+    });
+
+  async function deliver(notification: OutboundNotification): Promise<string> {
+    const deliveryId = crypto.randomUUID();
+    const body = JSON.stringify({ event: 'notification.outbound', delivery_id: deliveryId, notification });
+    const signature = 'sha256=' + crypto.createHmac('sha256', secret).update(body).digest('hex');
+    let reason = 'not attempted';
+    let attempt = 0;
+    for (attempt = 1; attempt <= settings.max_attempts && !signal.aborted; attempt++) {
+      let retryable = true;
+      try {
+        const res = await fetch(url, {
+          method: 'POST',
+          headers: {
+            'Content-Type': 'application/json',
+            'User-Agent': `service-outbound-forwarder/${ctx.manifest.version}`,
+            'X-Service-Event': 'notification.outbound',
+            'X-Service-Delivery': deliveryId,
+            'X-Service-Signature-256': signature,
+          },
+          body,
+          redirect: 'manual',
+          signal: AbortSignal.any([signal, AbortSignal.timeout(settings.timeout_ms)]),
+        });
+        await res.arrayBuffer().catch(() => undefined);
+        if (res.ok) {
+          stats.delivered += 1;
+          stats.last_delivery_at = new Date().toISOString();
+          ctx.log.debug({ delivery_id: deliveryId, notification_id: notification.id, attempt }, 'delivered');
+          return deliveryId;
+        }
+        reason = `HTTP ${res.status}`;
+        retryable = res.status >= 500 || res.status === 408 || res.status === 429;
+      } catch (err) {
+        const e = err as Error & { cause?: { code?: string } };
+        reason = e.name === 'TimeoutError' ? `timed out after ${settings.timeout_ms} ms` : e.cause?.code ?? e.message;
+      }
+      if (!retryable || attempt === settings.max_attempts) break;
+      stats.retries += 1;
+      ctx.log.warn({ delivery_id: deliveryId, attempt, reason }, 'delivery failed; retrying');
+      await sleep(Math.min(settings.backoff_ms * 2 ** (attempt - 1), MAX_BACKOFF_MS));
+    }
+    if (signal.aborted) reason = 'the plugin stopped';
+    stats.failed += 1;
+    stats.last_error = reason;
+    ctx.log.error({ delivery_id: deliveryId, notification_id: notification.id, attempts: Math.min(attempt, settings.max_attempts), reason }, 'delivery given up');
+    return deliveryId;
+  }
+
+  /** Runs a delivery in the background, bounded so a dead receiver cannot pile up memory. */
+  function enqueue(notification: OutboundNotification): string | null {
+    if (stats.pending >= MAX_PENDING) {
+      stats.dropped += 1;
+      ctx.log.error({ notification_id: notification.id }, 'too many deliveries pending; notification dropped');
+      return null;
+    }
+    stats.pending += 1;
+    const done = deliver(notification);
+    done.finally(() => {
+      stats.pending -= 1;
+    });
+    return 'queued';
+  }
+
+  ctx.bus.on('notification:outbound', (n) => {
+    enqueue(n);
+  });
+
+  // a synthetic notification, to check the receiver end to end
+  ctx.router.post('/test', async (koa: Context) => {
+    const now = new Date().toISOString();
+    const accepted = enqueue({ id: `forwarder-test-${crypto.randomUUID()}`, seq: null, title: 'Forwarder test', message: 'A test delivery of the outbound forwarder', level: 'info', source: `plugin:${ctx.id}`, link: null, user: null, created_at: now });
+    if (!accepted) throw new ctx.sdk.HttpError(503, 'unavailable', 'too many deliveries pending');
+    koa.status = 202;
+    koa.body = { status: 'queued' };
+  });
+
+  ctx.log.info({ target, max_attempts: settings.max_attempts }, 'forwarding outbound notifications');
+}
+
+export function teardown(): void {
+  // pending retries end at once; an attempt in flight is aborted
+  stopController?.abort();
+  stopController = null;
+}

@@ -1,0 +1,119 @@
+import { promises as fsp } from 'node:fs';
+import path from 'node:path';
+// type-only imports: erased at run time, so this folder works wherever SERVICE_PLUGINS_DIR points
+import type { Context } from 'koa';
+import type { CleanupOptions, CleanupResult, ProviderCapabilities, ProviderOperation } from '../../src/sockets/base-provider.js';
+import type { PluginContext } from '../../src/plugins/types.js';
+import { sslProbe, startupProbe } from './pg-wire.js';
+
+/**
+ * Example plugin 2: a socket provider for the local PostgreSQL server's UNIX socket, declared
+ * in plugin.json (socket_providers.provides: ["pgsql"]) and used through core only:
+ *   socket:request {operation: "pgsql:health"}       -> is the server alive and speaking protocol 3?
+ *   socket:request {operation: "pgsql:server_info"}  -> the authentication it wants, and its
+ *                                                      startup parameters when it lets the role in
+ * Its routes (GET /api/plugins/pg-socket/health, /server-info) go through ctx.socketRequest
+ * with the caller's identity, so core permissions apply there too.
+ */
+
+const IDENT = /^[A-Za-z_][A-Za-z0-9_$-]{0,62}$/;
+
+export function setup(ctx: PluginContext): void {
+  const { Joi, SocketError, HttpError } = ctx.sdk;
+  const { value, error } = Joi.object({
+    socket_path: Joi.string().pattern(/^\//, 'absolute path').max(4096).required(),
+    user: Joi.string().pattern(IDENT, 'role name').required(),
+    database: Joi.string().pattern(IDENT, 'database name').required(),
+    timeout_ms: Joi.number().integer().min(100).max(60_000).required(),
+  }).validate(ctx.config, { abortEarly: false, convert: true });
+  if (error) throw new Error(`invalid settings: ${error.message}`);
+  const settings = value as { socket_path: string; user: string; database: string; timeout_ms: number };
+  const socketPath = path.normalize(settings.socket_path);
+
+  class PgSocketProvider extends ctx.sdk.SocketProvider {
+    readonly name = 'pgsql';
+    readonly socket_path = socketPath;
+    readonly capabilities: ProviderCapabilities = {
+      can_verify_mounts: false,
+      can_repair_permissions: false,
+      can_spawn: false,
+      can_cleanup: false,
+      can_query_mounts: false,
+    };
+
+    async isAvailable(): Promise<boolean> {
+      try {
+        const st = await fsp.stat(this.socket_path);
+        this.lastAvailable = st.isSocket() && (await sslProbe(this.socket_path, settings.timeout_ms)).reachable;
+      } catch {
+        this.lastAvailable = false;
+      }
+      return this.lastAvailable;
+    }
+
+    async health_check(): Promise<Record<string, unknown>> {
+      try {
+        const probe = await sslProbe(this.socket_path, settings.timeout_ms);
+        this.lastAvailable = true;
+        return { healthy: true, socket_path: this.socket_path, ...probe, error: null };
+      } catch (err) {
+        this.lastAvailable = false;
+        const e = err as NodeJS.ErrnoException;
+        return { healthy: false, socket_path: this.socket_path, reachable: false, error: e.code ?? e.message };
+      }
+    }
+
+    async cleanup_stale(_prefix: string, _maxAge: number, opts?: CleanupOptions): Promise<CleanupResult> {
+      // a database server has nothing this registry could clean up
+      return { dry_run: Boolean(opts?.dry_run), removed: [], errors: [] };
+    }
+
+    async get_mounts(): Promise<Record<string, unknown>> {
+      return {};
+    }
+
+    async detect_storage_root(): Promise<string | null> {
+      return null;
+    }
+
+    operations(): Record<string, ProviderOperation> {
+      return {
+        health: {
+          schema: Joi.object({}),
+          permission: null,
+          // health reports an outage itself instead of answering `unavailable`
+          requires_available: false,
+          run: () => this.health_check(),
+        },
+        server_info: {
+          schema: Joi.object({ database: Joi.string().pattern(IDENT, 'database name') }),
+          // reveals the server version: a read of this plugin's API (api:read satisfies it)
+          permission: `plugin:${ctx.id}:api:read`,
+          run: async (args: { database?: string }) => {
+            try {
+              return { socket_path: this.socket_path, user: settings.user, database: args.database ?? settings.database, ...(await startupProbe(this.socket_path, { user: settings.user, database: args.database ?? settings.database, timeoutMs: settings.timeout_ms })) };
+            } catch (err) {
+              const e = err as NodeJS.ErrnoException;
+              throw new SocketError('unavailable', `PostgreSQL socket ${this.socket_path}: ${e.code ?? e.message}`);
+            }
+          },
+        },
+      };
+    }
+  }
+
+  const provider = ctx.registerSocketProvider(PgSocketProvider);
+
+  const relay = (operation: string) => async (koa: Context) => {
+    const res = await ctx.socketRequest({ operation }, { identity: ctx.sdk.identity(koa) });
+    if (!res.ok) {
+      const status = res.error?.code === 'forbidden' ? 403 : res.error?.code === 'unavailable' ? 503 : 502;
+      throw new HttpError(status, status === 403 ? 'forbidden' : status === 503 ? 'unavailable' : 'internal', res.error?.message ?? 'socket request failed');
+    }
+    koa.body = res.result;
+  };
+  ctx.router.get('/health', relay('pgsql:health'));
+  ctx.router.get('/server-info', relay('pgsql:server_info'));
+
+  ctx.log.info({ socket_path: provider.socket_path }, 'pgsql socket provider registered');
+}

@@ -1,0 +1,162 @@
+import Router from '@koa/router';
+import type Joi from 'joi';
+import type Koa from 'koa';
+import type { Context, Middleware } from 'koa';
+import { requireIdentity, requirePermission } from '../auth/guards.js';
+import { jsonBody } from './body.js';
+import { validate } from './validate.js';
+import type { JsonSchema } from './joi-schema.js';
+
+/**
+ * One way to write an HTTP API route: method, path, tag, summary, the guard, and the joi
+ * schemas of params, query and body. The same definition validates requests (through
+ * validate(), so a 400 looks the same everywhere) and feeds the OpenAPI document
+ * (src/http/openapi.ts), so the documentation cannot drift from what is enforced.
+ */
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/**
+ * Who may call: nobody needs to be known (`none`), an identity is used when present
+ * (`optional`), any identity (`identity`, else 401), or one permission (401 / 403).
+ */
+export type RouteAuth = 'none' | 'optional' | 'identity' | { permission: string };
+
+export interface ResponseDoc {
+  description: string;
+  /** a joi schema or a JSON Schema of the body */
+  schema?: Joi.Schema | JsonSchema;
+  /** defaults to application/json when a schema is given */
+  contentType?: string;
+  headers?: Record<string, string>;
+}
+
+export interface EndpointDef<P = any, Q = any, B = any> {
+  method: HttpMethod;
+  /** relative to the router's prefix, in router syntax (`/:id`) */
+  path: string;
+  summary: string;
+  description?: string;
+  /** defaults to the router's tag */
+  tag?: string;
+  auth: RouteAuth;
+  params?: Joi.ObjectSchema<P>;
+  query?: Joi.ObjectSchema<Q>;
+  body?: Joi.Schema<B>;
+  /**
+   * `json` (default): the JSON body is parsed and validated before the handler.
+   * `manual`: documented only; the handler validates (e.g. a 409 that must come before a 400).
+   * `raw`: the handler reads ctx.request.rawBody itself (signature checks over the raw bytes).
+   */
+  bodyMode?: 'json' | 'manual' | 'raw';
+  /** content type documented for a `raw` body */
+  bodyContentType?: string;
+  responses?: Record<number, string | ResponseDoc>;
+  /** run after the guard and before validation (e.g. a "still loading" check) */
+  middleware?: Middleware[];
+  /** served, but left out of the OpenAPI document */
+  hidden?: boolean;
+}
+
+export interface Input<P = any, Q = any, B = any> {
+  params: P;
+  query: Q;
+  body: B;
+}
+
+/** Sets ctx.body itself, or returns the body (anything but undefined). */
+export type EndpointHandler<P = any, Q = any, B = any> = (ctx: Context, input: Input<P, Q, B>) => unknown;
+
+/** A registered definition with its full path and tag, as the OpenAPI generator reads it. */
+export interface Endpoint extends EndpointDef {
+  fullPath: string;
+  tag: string;
+}
+
+const registry = new WeakMap<Router, Endpoint[]>();
+
+/** The definitions registered on a router (empty for a plain @koa/router). */
+export function endpointsOf(router: Router): readonly Endpoint[] {
+  return registry.get(router) ?? [];
+}
+
+export function guardFor(auth: RouteAuth): Middleware | null {
+  if (auth === 'none' || auth === 'optional') return null;
+  if (auth === 'identity') return requireIdentity;
+  return requirePermission(auth.permission);
+}
+
+function joinPath(prefix: string, path: string): string {
+  const full = `${prefix}${path === '/' && prefix ? '' : path}`;
+  return full.length > 1 ? full.replace(/\/+$/, '') : full || '/';
+}
+
+export class ApiRouter {
+  readonly router: Router;
+  private readonly prefix: string;
+  private readonly tag: string;
+  private readonly list: Endpoint[] = [];
+
+  constructor(opts: { prefix?: string; tag: string }) {
+    this.prefix = opts.prefix ?? '';
+    this.tag = opts.tag;
+    this.router = new Router(this.prefix ? { prefix: this.prefix } : {});
+    registry.set(this.router, this.list);
+  }
+
+  endpoint<P = any, Q = any, B = any>(def: EndpointDef<P, Q, B>, handler: EndpointHandler<P, Q, B>): this {
+    const chain: Middleware[] = [];
+    const guard = guardFor(def.auth);
+    if (guard) chain.push(guard);
+    chain.push(...(def.middleware ?? []));
+    chain.push(async (ctx: Context) => {
+      const input: Input = {
+        params: def.params ? validate(def.params, { ...ctx.params }, 'params') : ctx.params,
+        query: def.query ? validate(def.query, { ...ctx.query }, 'query') : ctx.query,
+        body: undefined,
+      };
+      const mode = def.bodyMode ?? 'json';
+      if (def.body && mode === 'json') input.body = validate(def.body, jsonBody(ctx), 'body');
+      const out = await handler(ctx, input as Input<P, Q, B>);
+      if (out !== undefined) ctx.body = out;
+    });
+    const method = def.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
+    (this.router[method] as (path: string, ...mw: Middleware[]) => unknown)(def.path, ...chain);
+    this.list.push({ ...def, fullPath: joinPath(this.prefix, def.path), tag: def.tag ?? this.tag } as Endpoint);
+    return this;
+  }
+
+  routes(): Router {
+    return this.router;
+  }
+}
+
+/** Every router mounted on the app (found through the dispatch middleware @koa/router builds). */
+export function mountedRouters(app: Koa): Router[] {
+  const out: Router[] = [];
+  for (const mw of app.middleware) {
+    const router = (mw as { router?: unknown }).router;
+    if (router instanceof Router) out.push(router);
+  }
+  return out;
+}
+
+/** The documented endpoints of an app, and the /api routes mounted without a definition. */
+export function collectEndpoints(app: Koa): { endpoints: Endpoint[]; undocumented: { method: string; path: string }[] } {
+  const endpoints: Endpoint[] = [];
+  const undocumented: { method: string; path: string }[] = [];
+  for (const router of mountedRouters(app)) {
+    const defs = endpointsOf(router);
+    endpoints.push(...defs);
+    const known = new Set(defs.map((d) => `${d.method} ${d.fullPath}`));
+    for (const layer of router.stack) {
+      const path = typeof layer.path === 'string' ? joinPath('', layer.path) : '';
+      if (!(path === '/api' || path.startsWith('/api/'))) continue;
+      for (const method of layer.methods) {
+        if (method === 'HEAD' || method === 'OPTIONS') continue;
+        if (!known.has(`${method} ${path}`)) undocumented.push({ method, path });
+      }
+    }
+  }
+  return { endpoints, undocumented };
+}

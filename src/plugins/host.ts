@@ -1,0 +1,453 @@
+import { promises as fsp } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { Context, Middleware, Next } from 'koa';
+import type { Knex } from 'knex';
+import type { EventBus } from '../bus/bus.js';
+import type { Logger } from '../log.js';
+import type { CatalogEntry } from '../iam/permissions.js';
+import type { ManifestRole } from '../iam/ledger.js';
+import type { SocketRegistry } from '../sockets/registry.js';
+import type { SocketRequestHandler } from '../sockets/bus-handler.js';
+import { isInside } from '../sockets/paths.js';
+import { requirePermission } from '../auth/guards.js';
+import { ManifestError, parseManifest, pluginCatalog, PLUGIN_ID, type PluginManifest } from './manifest.js';
+import { PluginContextImpl, type AuthChainLike } from './context.js';
+import { PluginSettings, type SecretsLike } from './settings.js';
+import { PluginStore } from './store.js';
+import type { PluginModule, PluginState } from './types.js';
+
+export interface PluginHostDeps {
+  pluginsDir: string;
+  db: Knex;
+  bus: EventBus;
+  log: Logger;
+  /** IAM: the permission catalog, the role ledger and the secrets store (plugin settings) */
+  iam: {
+    setPluginCatalog(pluginId: string, entries: CatalogEntry[], routes: string[]): void;
+    removePluginCatalog(pluginId: string): void;
+    ledger: { setPlugin(source: { id: string; roles?: ManifestRole[] }): void; removePlugin(id: string): void; applyAll(): Promise<void> };
+    secrets: SecretsLike;
+  };
+  sockets: { registry: SocketRegistry; requests: { handle: SocketRequestHandler } };
+  /** the login chain: plugin auth providers are removed from it when their plugin stops */
+  authChain?: AuthChainLike | null;
+  /** where SERVICE_PLUGIN_<ID>_<KEY> settings are read (process.env) */
+  env?: NodeJS.ProcessEnv;
+  setupTimeoutMs?: number;
+  teardownTimeoutMs?: number;
+}
+
+interface Running {
+  ctx: PluginContextImpl;
+  module: PluginModule;
+  dispatch: Middleware;
+}
+
+interface PluginRecord {
+  /** the manifest id, or the folder name when the manifest has no usable id */
+  key: string;
+  folder: string;
+  manifest: PluginManifest | null;
+  enabled: boolean;
+  state: PluginState;
+  error: string | null;
+  updatedAt: number;
+  /** the context while setup runs or the plugin runs (the registry policy reads it) */
+  context: PluginContextImpl | null;
+  running: Running | null;
+  /** serialises enable / disable / settings changes of one plugin */
+  queue: Promise<unknown>;
+  announced: boolean;
+}
+
+export interface PluginView {
+  id: string;
+  folder: string;
+  name: string | null;
+  version: string | null;
+  description: string | null;
+  enabled: boolean;
+  state: PluginState;
+  error: string | null;
+  permissions: { subscribe: string[]; emit: string[] };
+  permissions_declared: { id: string; description: string }[];
+  roles: ManifestRole[];
+  routes: { path: string; label: string }[];
+  socket_providers: { provides: string[]; uses: string[]; registered: string[] };
+  auth_providers: string[];
+  updated_at: string;
+}
+
+const PLUGIN_PATH = /^\/api\/plugins\/([^/]+)(?:\/|$)/;
+/** process-wide: every load imports a fresh module instance, also across hosts in one process */
+let importGeneration = 0;
+const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+export class PluginNotFoundError extends Error {}
+export class PluginConflictError extends Error {}
+
+/**
+ * The plugin host: scans SERVICE_PLUGINS_DIR after iam:ready, validates each manifest, runs
+ * each plugin's setup in isolation, records state in the database and announces every change
+ * with plugin:state_changed (which also makes IAM apply the plugin's grants once).
+ */
+export class PluginHost {
+  private readonly records = new Map<string, PluginRecord>();
+  private readonly store: PluginStore;
+  readonly settings: PluginSettings;
+  private loaded = false;
+  private closing = false;
+
+  constructor(private readonly deps: PluginHostDeps) {
+    this.store = new PluginStore(deps.db);
+    this.settings = new PluginSettings(deps.iam.secrets, deps.env ?? process.env);
+    // socket rule 3: a plugin registers only the providers its manifest declares, by either path
+    // (ctx.registerSocketProvider or the socket:provider:register event)
+    deps.sockets.registry.setPolicy((owner, name) => {
+      if (owner === 'core') return true;
+      const rec = this.records.get(owner);
+      if (!rec?.manifest || !rec.context || rec.context.closed) return `plugin ${owner} is not running`;
+      if (!rec.manifest.socket_providers.provides.includes(name)) {
+        return `plugin ${owner} does not declare socket provider ${name} in socket_providers.provides`;
+      }
+      return true;
+    });
+  }
+
+  get ready(): boolean {
+    return this.loaded;
+  }
+
+  /** Scans the plugins folder and starts every enabled plugin. Returns the ids now running. */
+  async loadAll(): Promise<string[]> {
+    const { log, pluginsDir } = this.deps;
+    const rows = await this.store.all();
+    let folders: string[] = [];
+    try {
+      const entries = await fsp.readdir(pluginsDir, { withFileTypes: true });
+      folders = entries.filter((e) => (e.isDirectory() || e.isSymbolicLink()) && !e.name.startsWith('.')).map((e) => e.name).sort();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') log.info({ dir: pluginsDir }, 'no plugins folder; no plugins loaded');
+      else log.error({ dir: pluginsDir, reason: (err as Error).message }, 'cannot read the plugins folder; no plugins loaded');
+    }
+    for (const name of folders) {
+      if (this.closing) break; // the service stops while plugins load
+      const folder = path.join(pluginsDir, name);
+      const rec = await this.discover(name, folder);
+      if (!rec) continue;
+      const row = rows.get(rec.key);
+      rec.enabled = row ? row.enabled : true;
+      this.records.set(rec.key, rec);
+      if (!rec.manifest) {
+        await this.setState(rec, 'failed', rec.error);
+        continue;
+      }
+      this.deps.iam.setPluginCatalog(rec.key, pluginCatalog(rec.manifest), rec.manifest.routes.map((r) => r.path));
+      if (rec.enabled) await this.start(rec);
+      else await this.setState(rec, 'disabled', null);
+    }
+    this.loaded = true;
+    const running = [...this.records.values()].filter((r) => r.running).map((r) => r.key);
+    log.info({ plugins: running, failed: [...this.records.values()].filter((r) => r.state === 'failed').map((r) => r.key) }, 'plugins loaded');
+    return running;
+  }
+
+  /** Reads and validates one folder's plugin.json; null when the folder holds no plugin. */
+  private async discover(name: string, folder: string): Promise<PluginRecord | null> {
+    const blank = (key: string, error: string | null, manifest: PluginManifest | null): PluginRecord => ({
+      key,
+      folder,
+      manifest,
+      enabled: true,
+      state: 'failed',
+      error,
+      updatedAt: Date.now(),
+      context: null,
+      running: null,
+      queue: Promise.resolve(),
+      announced: false,
+    });
+    let text: string;
+    try {
+      text = await fsp.readFile(path.join(folder, 'plugin.json'), 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+        this.deps.log.warn({ folder }, 'folder in the plugins folder has no plugin.json; skipped');
+        return null;
+      }
+      return blank(this.freeKey(name), `plugin.json: ${(err as Error).message}`, null);
+    }
+    let raw: unknown;
+    try {
+      raw = JSON.parse(text);
+    } catch (err) {
+      return blank(this.freeKey(name), `plugin.json is not valid JSON: ${(err as Error).message}`, null);
+    }
+    const rawId = (raw as { id?: unknown })?.id;
+    try {
+      const manifest = parseManifest(raw);
+      if (this.records.has(manifest.id)) {
+        return blank(this.freeKey(name), `duplicate plugin id ${manifest.id} (already in ${path.basename(this.records.get(manifest.id)!.folder)})`, null);
+      }
+      return blank(manifest.id, null, manifest);
+    } catch (err) {
+      const message = err instanceof ManifestError ? err.message : `invalid manifest: ${(err as Error).message}`;
+      const key = typeof rawId === 'string' && PLUGIN_ID.test(rawId) && !this.records.has(rawId) ? rawId : this.freeKey(name);
+      this.deps.log.error({ plugin: key, folder, reason: message }, 'plugin manifest rejected');
+      return blank(key, message, null);
+    }
+  }
+
+  private freeKey(name: string): string {
+    let key = name;
+    for (let n = 2; this.records.has(key); n++) key = `${name}~${n}`;
+    return key;
+  }
+
+  /** Runs setup; on success the plugin is `loaded` (or `degraded` when its declared providers are missing). */
+  private async start(rec: PluginRecord): Promise<void> {
+    const m = rec.manifest!;
+    const log = this.deps.log.child({ plugin: m.id });
+    let config: Record<string, string | null>;
+    try {
+      config = await this.settings.values(m);
+    } catch (err) {
+      await this.setState(rec, 'failed', `settings unreadable: ${errorText(err)}`);
+      return;
+    }
+    const ctx = new PluginContextImpl({
+      manifest: m,
+      config,
+      log,
+      bus: this.deps.bus,
+      registry: this.deps.sockets.registry,
+      socketRequests: this.deps.sockets.requests.handle,
+      authChain: this.deps.authChain,
+    });
+    rec.context = ctx;
+    let mod: PluginModule | null = null;
+    try {
+      mod = await this.importEntry(rec);
+      await withTimeout(Promise.resolve(mod.setup(ctx)), this.deps.setupTimeoutMs ?? 10_000, 'setup');
+    } catch (err) {
+      const reason = `setup failed: ${errorText(err)}`;
+      log.error({ reason }, 'plugin failed to start');
+      await this.release(rec, ctx, mod);
+      await this.setState(rec, 'failed', reason);
+      return;
+    }
+    rec.running = { ctx, module: mod, dispatch: routerDispatch(ctx) };
+    const problems = this.checkProviders(m);
+    this.deps.iam.ledger.setPlugin({ id: m.id, roles: m.roles });
+    await this.setState(rec, problems.length ? 'degraded' : 'loaded', problems.length ? problems.join('; ') : null);
+    if (problems.length) log.warn({ reasons: problems }, 'plugin degraded');
+    else log.info({ version: m.version }, 'plugin loaded');
+  }
+
+  /** Spec section 5, socket rule 2: declared providers against those actually registered. */
+  private checkProviders(m: PluginManifest): string[] {
+    const registry = this.deps.sockets.registry;
+    const problems: string[] = [];
+    for (const name of m.socket_providers.provides) {
+      const owner = registry.ownerOf(name);
+      if (owner === undefined) problems.push(`declared socket provider ${name} was not registered`);
+      else if (owner !== m.id) problems.push(`declared socket provider ${name} is registered by ${owner === 'core' ? 'the core' : `plugin ${owner}`}`);
+    }
+    for (const name of m.socket_providers.uses) {
+      const owner = registry.ownerOf(name);
+      if (owner === undefined) problems.push(`used socket provider ${name} is not registered`);
+      else if (owner !== 'core') problems.push(`used socket provider ${name} belongs to plugin ${owner}; plugins cannot use another plugin's provider`);
+    }
+    return problems;
+  }
+
+  private async importEntry(rec: PluginRecord): Promise<PluginModule> {
+    const m = rec.manifest!;
+    const folder = await fsp.realpath(rec.folder);
+    let file: string;
+    try {
+      file = await fsp.realpath(path.resolve(folder, m.entry));
+    } catch {
+      throw new Error(`entry ${m.entry} not found`);
+    }
+    // symlinks resolved first: the entry must live inside the plugin's own folder
+    if (!isInside(file, folder) || file === folder) throw new Error(`entry ${m.entry} resolves outside the plugin folder`);
+    const ns = await import(`${pathToFileURL(file).href}?generation=${++importGeneration}`);
+    const source = typeof ns.setup === 'function' ? ns : ns.default;
+    if (!source || typeof source.setup !== 'function') throw new Error(`entry ${m.entry} does not export setup(ctx)`);
+    return { setup: source.setup.bind(source), teardown: typeof source.teardown === 'function' ? source.teardown.bind(source) : undefined };
+  }
+
+  /** Stops a plugin: routes first, then its teardown, then everything it attached. */
+  private async stop(rec: PluginRecord): Promise<void> {
+    const running = rec.running;
+    rec.running = null;
+    this.deps.iam.ledger.removePlugin(rec.key);
+    if (rec.context) await this.release(rec, rec.context, running?.module ?? null);
+  }
+
+  private async release(rec: PluginRecord, ctx: PluginContextImpl, mod: PluginModule | null): Promise<void> {
+    const log = ctx.log;
+    if (mod?.teardown) {
+      try {
+        await withTimeout(Promise.resolve(mod.teardown()), this.deps.teardownTimeoutMs ?? 5000, 'teardown');
+      } catch (err) {
+        log.warn({ reason: errorText(err) }, 'plugin teardown failed');
+      }
+    }
+    ctx.close();
+    await this.deps.sockets.registry.unregisterOwner(rec.key);
+    for (const id of ctx.authProviderIds) this.deps.authChain?.unregister(id);
+    if (rec.context === ctx) rec.context = null;
+  }
+
+  private async setState(rec: PluginRecord, state: PluginState, error: string | null): Promise<void> {
+    const changed = !rec.announced || rec.state !== state || rec.error !== error;
+    rec.state = state;
+    rec.error = error;
+    rec.updatedAt = Date.now();
+    await this.store.save({ id: rec.key, enabled: rec.enabled, version: rec.manifest?.version ?? null, state, error, updated_at: rec.updatedAt });
+    if (!changed) return;
+    rec.announced = true;
+    this.deps.bus.emit('plugin:state_changed', { plugin_id: rec.key, state, enabled: rec.enabled });
+  }
+
+  private serial<T>(rec: PluginRecord, work: () => Promise<T>): Promise<T> {
+    const run = rec.queue.then(work, work);
+    rec.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private record(id: string): PluginRecord {
+    const rec = this.records.get(id);
+    if (!rec) throw new PluginNotFoundError(`plugin ${id} not found`);
+    return rec;
+  }
+
+  async enable(id: string): Promise<PluginView> {
+    const rec = this.record(id);
+    if (!rec.manifest) throw new PluginConflictError(`plugin ${id} cannot be enabled: ${rec.error}`);
+    await this.serial(rec, async () => {
+      if (rec.running) return;
+      rec.enabled = true;
+      await this.start(rec);
+    });
+    await this.deps.iam.ledger.applyAll();
+    return this.view(rec);
+  }
+
+  async disable(id: string): Promise<PluginView> {
+    const rec = this.record(id);
+    await this.serial(rec, async () => {
+      rec.enabled = false;
+      if (rec.running || rec.context) await this.stop(rec);
+      await this.setState(rec, rec.manifest ? 'disabled' : 'failed', rec.manifest ? null : rec.error);
+    });
+    return this.view(rec);
+  }
+
+  /** Stores settings and restarts the plugin when it is enabled, so it sees the new values. */
+  async updateSettings(id: string, changes: Record<string, string | null>): Promise<PluginView> {
+    const rec = this.record(id);
+    const m = rec.manifest;
+    if (!m) throw new PluginConflictError(`plugin ${id} has no valid manifest: ${rec.error}`);
+    await this.serial(rec, async () => {
+      await this.settings.update(m, changes);
+      // an enabled plugin restarts with the new values (a failed one gets another try)
+      if (rec.enabled) {
+        if (rec.running || rec.context) await this.stop(rec);
+        await this.start(rec);
+      }
+    });
+    return this.view(rec);
+  }
+
+  manifestOf(id: string): PluginManifest | null {
+    return this.record(id).manifest;
+  }
+
+  list(): PluginView[] {
+    return [...this.records.values()].map((r) => this.view(r));
+  }
+
+  get(id: string): PluginView {
+    return this.view(this.record(id));
+  }
+
+  private view(rec: PluginRecord): PluginView {
+    const m = rec.manifest;
+    const registry = this.deps.sockets.registry;
+    return {
+      id: rec.key,
+      folder: path.basename(rec.folder),
+      name: m?.name ?? null,
+      version: m?.version ?? null,
+      description: m?.description ?? null,
+      enabled: rec.enabled,
+      state: rec.state,
+      error: rec.error,
+      permissions: m ? { subscribe: [...m.permissions.subscribe], emit: [...m.permissions.emit] } : { subscribe: [], emit: [] },
+      permissions_declared: m ? m.permissions_declared.map((d) => ({ id: `plugin:${m.id}:${d.id}`, description: d.description })) : [],
+      roles: m ? m.roles.map((r) => ({ ...r })) : [],
+      routes: m ? m.routes.map((r) => ({ ...r })) : [],
+      socket_providers: {
+        provides: m ? [...m.socket_providers.provides] : [],
+        uses: m ? [...m.socket_providers.uses] : [],
+        registered: registry.names().filter((n) => registry.ownerOf(n) === rec.key),
+      },
+      auth_providers: m ? [...m.auth_providers] : [],
+      updated_at: new Date(rec.updatedAt).toISOString(),
+    };
+  }
+
+  /**
+   * The one dispatch middleware for every plugin route under /api/plugins/<id>/: a stopped
+   * plugin's routes vanish at once. GET/HEAD/OPTIONS need plugin:<id>:api:read, every other
+   * method plugin:<id>:api:write (global api:read / api:write satisfy them, spec section 2).
+   */
+  middleware(): Middleware {
+    return async (ctx: Context, next: Next) => {
+      const match = PLUGIN_PATH.exec(ctx.path);
+      if (!match) return next();
+      const running = this.records.get(match[1])?.running;
+      if (!running) return next();
+      const permission = `plugin:${running.ctx.id}:api:${READ_METHODS.has(ctx.method) ? 'read' : 'write'}`;
+      await requirePermission(permission)(ctx, () => running.dispatch(ctx, next));
+    };
+  }
+
+  /** Stops every running plugin (service shutdown); the enabled flags stay as they are. */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    for (const rec of this.records.values()) {
+      await rec.queue.catch(() => undefined);
+      if (rec.running || rec.context) await this.stop(rec);
+    }
+  }
+}
+
+function routerDispatch(ctx: PluginContextImpl): Middleware {
+  const routes = ctx.router.routes();
+  const allowed = ctx.router.allowedMethods({ throw: false });
+  return (koa, next) => routes(koa as any, () => allowed(koa as any, next)) as Promise<void>;
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<T>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    if (timer) clearTimeout(timer);
+  }
+}

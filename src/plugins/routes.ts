@@ -1,0 +1,146 @@
+import type Router from '@koa/router';
+import Joi from 'joi';
+import type { Context, Next } from 'koa';
+import { ApiRouter } from '../http/api.js';
+import { badField, conflict, HttpError, notFound, unavailable } from '../http/errors.js';
+import { PLUGIN_ID_MAX } from './manifest.js';
+import { PluginConflictError, PluginNotFoundError, type PluginHost } from './host.js';
+import { settingsView } from './settings.js';
+
+/**
+ * Administration of plugins [feature:admin.plugins]: list, enable, disable, settings.
+ * These paths are matched before the plugin dispatch, so a plugin cannot shadow them.
+ */
+
+const idParams = Joi.object({
+  // failed plugins may be keyed by their folder name (`name~2` for a duplicate)
+  id: Joi.string().max(PLUGIN_ID_MAX + 8).pattern(/^[A-Za-z0-9._~-]+$/).required().description('the plugin id'),
+});
+
+const pluginView = Joi.object({
+  id: Joi.string(),
+  folder: Joi.string(),
+  name: Joi.string().allow(null),
+  version: Joi.string().allow(null),
+  description: Joi.string().allow(null, ''),
+  enabled: Joi.boolean(),
+  state: Joi.string().valid('loaded', 'degraded', 'failed', 'disabled'),
+  error: Joi.string().allow(null).description('why the plugin failed or is degraded'),
+  permissions: Joi.object({ subscribe: Joi.array().items(Joi.string()), emit: Joi.array().items(Joi.string()) }),
+  permissions_declared: Joi.array().items(Joi.object({ id: Joi.string(), description: Joi.string().allow('') })),
+  roles: Joi.array().items(Joi.object({ id: Joi.string(), label: Joi.string(), permissions: Joi.array().items(Joi.string()), auto_map_groups: Joi.array().items(Joi.string()) })),
+  routes: Joi.array().items(Joi.object({ path: Joi.string(), label: Joi.string().allow('') })),
+  socket_providers: Joi.object({ provides: Joi.array().items(Joi.string()), uses: Joi.array().items(Joi.string()), registered: Joi.array().items(Joi.string()) }),
+  auth_providers: Joi.array().items(Joi.string()),
+  updated_at: Joi.string().isoDate(),
+});
+
+const settingView = Joi.object({
+  key: Joi.string(),
+  description: Joi.string().allow(''),
+  secret: Joi.boolean(),
+  value: Joi.string().allow(null, '').description('null for secret settings'),
+  configured: Joi.boolean(),
+  source: Joi.string().valid('env', 'store', 'default', 'unset'),
+  locked: Joi.boolean().description('set by SERVICE_PLUGIN_<ID>_<KEY>; the API cannot change it'),
+});
+
+const settingsBody = Joi.object()
+  .pattern(Joi.string().max(64), Joi.string().allow('').max(4096).allow(null))
+  .min(1)
+  .description('{<key>: "value" | null}; null removes the stored value (the manifest default applies again)');
+
+export function pluginAdminRoutes(host: PluginHost): Router {
+  const api = new ApiRouter({ prefix: '/api/plugins', tag: 'plugins' });
+  const ADMIN = { permission: 'feature:admin.plugins' };
+
+  const loaded = async (_ctx: Context, next: Next) => {
+    if (!host.ready) throw unavailable('plugins are still loading', 5);
+    try {
+      await next();
+    } catch (err) {
+      if (err instanceof PluginNotFoundError) throw notFound('plugin');
+      if (err instanceof PluginConflictError) throw conflict(err.message);
+      throw err;
+    }
+  };
+  const validManifest = (id: string) => {
+    const m = host.manifestOf(id);
+    if (!m) throw new PluginConflictError(`plugin ${id} has no valid manifest`);
+    return m;
+  };
+
+  api.endpoint(
+    { method: 'GET', path: '/', summary: 'List plugins with their manifest claims and state', auth: ADMIN, middleware: [loaded], responses: { 200: { description: 'the plugins', schema: Joi.object({ plugins: Joi.array().items(pluginView) }) }, 503: 'plugins are still loading' } },
+    () => ({ plugins: host.list() }),
+  );
+
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/:id/enable',
+      summary: 'Enable a plugin and run its setup (again, when it failed)',
+      description: 'Answers the plugin after the attempt: `state` tells whether setup succeeded. Grants revoked by an administrator are not re-applied.',
+      auth: ADMIN,
+      params: idParams,
+      middleware: [loaded],
+      responses: { 200: { description: 'the plugin', schema: pluginView }, 404: 'no such plugin', 409: 'the manifest is invalid' },
+    },
+    (_ctx, { params }) => host.enable(params.id),
+  );
+
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/:id/disable',
+      summary: 'Disable a plugin: teardown, then its routes, bus subscriptions and providers go',
+      auth: ADMIN,
+      params: idParams,
+      middleware: [loaded],
+      responses: { 200: { description: 'the plugin', schema: pluginView }, 404: 'no such plugin' },
+    },
+    (_ctx, { params }) => host.disable(params.id),
+  );
+
+  api.endpoint(
+    {
+      method: 'GET',
+      path: '/:id/settings',
+      summary: 'The settings a plugin declares, where each value comes from (secret values are never shown)',
+      auth: ADMIN,
+      params: idParams,
+      middleware: [loaded],
+      responses: { 200: { description: 'the settings', schema: Joi.object({ plugin: Joi.string(), settings: Joi.array().items(settingView) }) }, 404: 'no such plugin', 409: 'the manifest is invalid' },
+    },
+    async (_ctx, { params }) => ({ plugin: params.id, settings: settingsView(await host.settings.resolve(validManifest(params.id))) }),
+  );
+
+  api.endpoint(
+    {
+      method: 'PATCH',
+      path: '/:id/settings',
+      summary: 'Store plugin settings (encrypted) and restart the plugin when it is enabled',
+      auth: ADMIN,
+      params: idParams,
+      body: settingsBody,
+      middleware: [loaded],
+      responses: {
+        200: { description: 'the plugin after the restart and its settings', schema: Joi.object({ plugin: pluginView, settings: Joi.array().items(settingView) }) },
+        404: 'no such plugin',
+        409: 'the setting is set in the environment, or the manifest is invalid',
+      },
+    },
+    async (_ctx, { params, body }) => {
+      const m = validManifest(params.id);
+      const changes = body as Record<string, string | null>;
+      for (const key of Object.keys(changes)) {
+        if (!Object.prototype.hasOwnProperty.call(m.settings, key)) throw badField(key, `is not a setting of plugin ${params.id}`);
+        if (host.settings.isLocked(m, key)) throw new HttpError(409, 'conflict', `setting ${key} is set in the environment and cannot be changed here`, { field: key });
+      }
+      const plugin = await host.updateSettings(params.id, changes);
+      return { plugin, settings: settingsView(await host.settings.resolve(m)) };
+    },
+  );
+
+  return api.routes();
+}

@@ -1,0 +1,30 @@
+import type { Knex } from 'knex';
+import type { PluginState } from './types.js';
+
+export interface PluginRow {
+  id: string;
+  enabled: boolean;
+  version: string | null;
+  state: PluginState;
+  error: string | null;
+  updated_at: number;
+}
+
+/** The plugins table: the administrator's enabled flag and the last known state. */
+export class PluginStore {
+  constructor(private readonly db: Knex) {}
+
+  async all(): Promise<Map<string, PluginRow>> {
+    const rows = await this.db('plugins').select('*');
+    return new Map(rows.map((r: any) => [r.id, { ...r, enabled: Boolean(r.enabled), updated_at: Number(r.updated_at) }]));
+  }
+
+  async save(row: PluginRow): Promise<void> {
+    // the error text is for people: bounded, so a huge exception message cannot bloat the table
+    const error = row.error === null ? null : row.error.slice(0, 2000);
+    await this.db('plugins')
+      .insert({ ...row, error })
+      .onConflict('id')
+      .merge(['enabled', 'version', 'state', 'error', 'updated_at']);
+  }
+}

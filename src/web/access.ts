@@ -1,0 +1,58 @@
+import type { ApiIdentity } from '../auth/identity.js';
+
+/**
+ * Which permission opens which server-rendered page (docs/web.md). A page opens with its
+ * feature permission or with its route:<ui_route> permission; the data on it still comes from
+ * the API, which checks its own permission on every call.
+ */
+export interface PageDef {
+  key: string;
+  path: string;
+  title: string;
+  /** any one of these opens the page */
+  anyOf: readonly string[];
+  /** the browser module of the page, under /static */
+  module: string;
+  admin: boolean;
+}
+
+export const PAGES = {
+  dashboard: { key: 'dashboard', path: '/', title: 'Dashboard', anyOf: ['feature:dashboard.view', 'route:/'], module: 'dashboard.js', admin: false },
+  settings: {
+    key: 'settings',
+    path: '/settings',
+    title: 'Settings',
+    anyOf: ['feature:dashboard.view', 'route:/settings', 'feature:admin.settings'],
+    module: 'settings.js',
+    admin: false,
+  },
+  users: { key: 'users', path: '/admin/users', title: 'Users', anyOf: ['feature:admin.users', 'route:/admin/users'], module: 'users.js', admin: true },
+  groups: { key: 'groups', path: '/admin/groups', title: 'Groups', anyOf: ['feature:admin.groups', 'route:/admin/groups'], module: 'groups.js', admin: true },
+  plugins: { key: 'plugins', path: '/admin/plugins', title: 'Plugins', anyOf: ['feature:admin.plugins', 'route:/admin/plugins'], module: 'plugins.js', admin: true },
+} as const satisfies Record<string, PageDef>;
+
+export type PageKey = keyof typeof PAGES;
+
+export function pageAllowed(id: ApiIdentity, page: PageDef): boolean {
+  return page.anyOf.some((p) => id.allows(p));
+}
+
+/** The pages this identity may open, in navigation order. */
+export function allowedPages(id: ApiIdentity): PageDef[] {
+  return Object.values(PAGES).filter((p) => pageAllowed(id, p));
+}
+
+/** Permissions the browser modules use to show or hide controls (the API enforces them anyway). */
+export const UI_PERMISSIONS = [
+  'feature:dashboard.admin_sections',
+  'feature:notifications.broadcast',
+  'feature:notifications.send',
+  'feature:admin.users',
+  'feature:admin.groups',
+  'feature:admin.settings',
+  'feature:admin.plugins',
+] as const;
+
+export function uiPermissions(id: ApiIdentity): string[] {
+  return UI_PERMISSIONS.filter((p) => id.allows(p));
+}

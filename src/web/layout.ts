@@ -1,0 +1,108 @@
+import type { Context } from 'koa';
+import type { ApiIdentity } from '../auth/identity.js';
+import { html, type SafeHtml } from './html.js';
+import { allowedPages, uiPermissions, type PageDef } from './access.js';
+
+/**
+ * The page shell every signed-in page shares: navigation (only the pages this identity may
+ * open), the notification bell, sign out, the toast area; and the headers every page sends.
+ */
+
+/** Scripts only from this origin (no inline script, no eval); nothing may frame a page. */
+export const PAGE_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "font-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+  "object-src 'none'",
+].join('; ');
+
+/**
+ * Pages keep Referrer-Policy no-referrer (set for every answer in src/http/app.ts). A page whose
+ * plain HTML form posts to us uses same-origin instead: under no-referrer a form post carries
+ * "Origin: null", which the cookie CSRF check refuses (fetch() calls are not affected).
+ */
+export function sendHtml(ctx: Context, body: string | SafeHtml, opts: { status?: number; csp?: string; formPosts?: boolean } = {}): void {
+  ctx.status = opts.status ?? 200;
+  ctx.type = 'text/html; charset=utf-8';
+  ctx.set('Content-Security-Policy', opts.csp ?? PAGE_CSP);
+  ctx.set('Cache-Control', 'no-store');
+  ctx.set('Cross-Origin-Opener-Policy', 'same-origin');
+  ctx.set('Referrer-Policy', opts.formPosts ? 'same-origin' : 'no-referrer');
+  ctx.body = typeof body === 'string' ? body : body.value;
+}
+
+export function htmlDocument(opts: { title: string; body: SafeHtml; module?: string; bodyAttrs?: SafeHtml; bodyClass?: string; referrer?: string }): SafeHtml {
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="${opts.referrer ?? 'no-referrer'}">
+<title>${opts.title} · service-core</title>
+<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="/static/app.css">
+${opts.module ? html`<script type="module" src="/static/${opts.module}"></script>` : ''}
+</head>
+<body class="${opts.bodyClass ?? 'app'}"${opts.bodyAttrs ?? ''}>
+${opts.body}
+</body>
+</html>
+`;
+}
+
+const BELL = html`<svg aria-hidden="true" viewBox="0 0 24 24" width="20" height="20"><path fill="currentColor" d="M12 22a2.5 2.5 0 0 0 2.5-2.5h-5A2.5 2.5 0 0 0 12 22Zm7-6V11a7 7 0 0 0-5.5-6.84V3.5a1.5 1.5 0 0 0-3 0v.66A7 7 0 0 0 5 11v5l-2 2v1h18v-1l-2-2Z"/></svg>`;
+
+/** A signed-in page: top bar, navigation, main content, toasts. */
+export function appPage(id: ApiIdentity, page: PageDef, content: SafeHtml, displayName?: string | null): SafeHtml {
+  const pages = allowedPages(id);
+  const link = (p: PageDef) => html`<a href="${p.path}"${p.key === page.key ? html` aria-current="page"` : ''}>${p.title}</a>`;
+  const main = pages.filter((p) => !p.admin);
+  const admin = pages.filter((p) => p.admin);
+  const attrs = html` data-page="${page.key}" data-username="${id.username}" data-user-id="${id.user_id ?? ''}" data-permissions="${uiPermissions(id).join(' ')}"`;
+  return htmlDocument({
+    title: page.title,
+    module: page.module,
+    bodyAttrs: attrs,
+    body: html`<header class="topbar">
+<a class="brand" href="/">service-core</a>
+<nav aria-label="Main">
+${main.map(link)}
+${admin.length ? html`<span class="nav-sep" aria-hidden="true"></span>${admin.map(link)}` : ''}
+<a href="/docs">API docs</a>
+</nav>
+<div class="who">
+<a class="bell" href="/#notifications" title="Notifications" aria-label="Notifications" data-bell>${BELL}<span class="badge" data-bell-count hidden>0</span></a>
+<span class="username" title="${id.username}">${displayName || id.username}</span>
+<form method="post" action="/logout" class="inline"><button type="submit" class="link" data-logout>Sign out</button></form>
+</div>
+</header>
+<p class="conn" data-conn-state hidden>Live updates paused, reconnecting…</p>
+<main id="main">
+<h1>${page.title}</h1>
+${content}
+</main>
+<div class="toasts" data-toasts role="status" aria-live="polite"></div>`,
+  });
+}
+
+/** 403 for a signed-in identity that may not open the page (naming what would open it). */
+export function forbiddenPage(id: ApiIdentity, page: PageDef): SafeHtml {
+  return htmlDocument({
+    title: 'Access denied',
+    bodyClass: 'auth',
+    referrer: 'same-origin',
+    body: html`<main class="card">
+<h1>Access denied</h1>
+<p>You are signed in as <strong>${id.username}</strong>, but the <em>${page.title}</em> page needs one of these permissions:</p>
+<ul>${page.anyOf.map((p) => html`<li><code>${p}</code></li>`)}</ul>
+<p>Ask an administrator for access, or <a href="/">go to the start page</a>.</p>
+<form method="post" action="/logout"><button type="submit">Sign in as someone else</button></form>
+</main>`,
+  });
+}

@@ -1,0 +1,205 @@
+import type { ApiIdentity } from '../auth/identity.js';
+import type { User } from '../iam/store.js';
+import { html, type SafeHtml } from './html.js';
+
+/**
+ * The content of each signed-in page. The server renders the structure and what it knows
+ * (profile, which sections this identity may use); the page's browser module loads the data
+ * from the API and keeps it current.
+ */
+
+const LEVELS = ['info', 'success', 'warning', 'error'] as const;
+
+export function dashboardContent(id: ApiIdentity): SafeHtml {
+  const canBroadcast = id.allows('feature:notifications.broadcast');
+  const canSend = id.allows('feature:notifications.send');
+  return html`<div class="grid">
+<section class="panel wide" id="notifications" aria-labelledby="notifications-title">
+<div class="panel-head">
+<h2 id="notifications-title">Notifications <span class="count" data-unread-label></span></h2>
+<div class="tools">
+<label class="check"><input type="checkbox" data-unread-only> Unread only</label>
+<button type="button" data-read-all>Mark all read</button>
+</div>
+</div>
+<ol class="feed" data-feed aria-live="off"></ol>
+<p class="empty" data-feed-empty hidden>Nothing here yet. New notifications appear as they arrive.</p>
+</section>
+${canBroadcast || canSend
+    ? html`<section class="panel" aria-labelledby="send-title">
+<h2 id="send-title">Send a notification</h2>
+<form data-send-form class="stack">
+<label>Title <input name="title" required maxlength="200"></label>
+<label>Message <textarea name="message" rows="3" maxlength="4000"></textarea></label>
+<label>Level <select name="level">${LEVELS.map((l) => html`<option>${l}</option>`)}</select></label>
+<label>Link <input name="link" placeholder="https://… or /path" maxlength="2048"></label>
+${canSend ? html`<label>To user <input name="user" placeholder="${canBroadcast ? 'empty: everyone' : 'username'}"${canBroadcast ? '' : html` required`}></label>` : ''}
+<button type="submit">Send</button>
+<p class="form-msg" data-msg role="status"></p>
+</form>
+</section>`
+    : ''}
+${id.allows('feature:dashboard.admin_sections')
+    ? html`<section class="panel" aria-labelledby="status-title">
+<h2 id="status-title">Service</h2>
+<dl class="facts" data-status><dt>Socket providers</dt><dd data-providers>…</dd><dt>Webhook intake</dt><dd data-webhook>…</dd><dt>Live connection</dt><dd data-live>…</dd></dl>
+</section>`
+    : ''}
+</div>`;
+}
+
+export function settingsContent(id: ApiIdentity, user: User | null): SafeHtml {
+  const admin = id.allows('feature:admin.settings');
+  return html`<div class="grid">
+<section class="panel" aria-labelledby="profile-title">
+<h2 id="profile-title">Profile</h2>
+${user
+    ? html`<dl class="facts">
+<dt>Username</dt><dd data-profile-username>${user.username}</dd>
+<dt>Name</dt><dd>${user.display_name ?? '—'}</dd>
+<dt>Email</dt><dd>${user.email ?? '—'}</dd>
+<dt>Groups</dt><dd>${user.groups.length ? user.groups.join(', ') : '—'}</dd>
+</dl>
+${user.hashed_password
+        ? html`<details><summary>Change password</summary>
+<form data-password-form class="stack" data-user-id="${user.id}">
+<label>Current password <input type="password" name="current_password" autocomplete="current-password" required></label>
+<label>New password <input type="password" name="new_password" autocomplete="new-password" minlength="8" required></label>
+<button type="submit">Change password</button>
+<p class="form-msg" data-msg role="status"></p>
+</form></details>`
+        : html`<p class="note">This account signs in through single sign-on only.</p>`}`
+    : html`<p class="note">Signed in with the system key: it has no profile, keys or sessions.</p>`}
+</section>
+${user
+    ? html`<section class="panel wide" aria-labelledby="keys-title">
+<h2 id="keys-title">API keys</h2>
+<p class="note">A key acts as you, limited to the scopes you pick. Send it as <code>X-API-Key</code> or <code>Authorization: Bearer</code>.</p>
+<form data-key-form class="stack">
+<label>Label <input name="label" required maxlength="128" placeholder="e.g. deploy script"></label>
+<fieldset class="scopes"><legend>Scopes (none: everything you may do)</legend><div data-scope-list class="checks"></div></fieldset>
+<label>Expires <select name="expires"><option value="">never</option><option value="7">in 7 days</option><option value="30" selected>in 30 days</option><option value="90">in 90 days</option><option value="365">in a year</option></select></label>
+<button type="submit">Create key</button>
+<p class="form-msg" data-msg role="status"></p>
+</form>
+<div class="secret-once" data-new-token hidden>
+<p><strong>Copy your new key now.</strong> It is shown only once.</p>
+<div class="copy-row"><input readonly data-token-value aria-label="New API key"><button type="button" data-copy>Copy</button></div>
+</div>
+<table class="list" data-keys><thead><tr><th>Label</th><th>Prefix</th><th>Scopes</th><th>Created</th><th>Expires</th><th>Last used</th><th></th></tr></thead><tbody></tbody></table>
+</section>
+<section class="panel wide" aria-labelledby="sessions-title">
+<h2 id="sessions-title">Sessions</h2>
+<table class="list" data-sessions><thead><tr><th>Session</th><th>Started</th><th>Expires</th><th>Last used</th><th></th></tr></thead><tbody></tbody></table>
+</section>`
+    : ''}
+${admin
+    ? html`<section class="panel" aria-labelledby="syskey-title" data-system-key>
+<h2 id="syskey-title">System API key</h2>
+<p class="note">The machine-to-machine master key: it passes every permission check. Stored encrypted.</p>
+<p data-state>…</p>
+<form data-syskey-form class="stack">
+<label>New key (at least 32 characters) <input name="key" minlength="32" maxlength="256" autocomplete="off" spellcheck="false" required></label>
+<div class="row"><button type="button" data-generate>Generate</button><button type="submit">Save key</button><button type="button" class="danger" data-clear>Clear</button></div>
+<p class="form-msg" data-msg role="status"></p>
+</form>
+</section>
+<section class="panel" aria-labelledby="webhook-title" data-webhook-secret>
+<h2 id="webhook-title">Webhook secret</h2>
+<p class="note">Verifies deliveries to <code>/api/notifications/webhook/scm</code> from Gitea, GitHub and GitLab.</p>
+<p data-state>…</p>
+<form data-webhook-form class="stack">
+<label>New secret (at least 16 characters) <input name="secret" minlength="16" maxlength="256" autocomplete="off" spellcheck="false" required></label>
+<div class="row"><button type="button" data-generate>Generate</button><button type="submit">Save secret</button><button type="button" class="danger" data-clear>Clear</button></div>
+<p class="form-msg" data-msg role="status"></p>
+</form>
+</section>
+<section class="panel wide" aria-labelledby="auth-title" data-auth-settings>
+<h2 id="auth-title">Authentication providers</h2>
+<p class="note">Fields set in the environment are read-only here. Secrets are never shown; leave them masked to keep them.</p>
+<p data-chain></p>
+<form data-auth-form class="settings-form"></form>
+<p class="form-msg" data-msg role="status"></p>
+</section>`
+    : ''}
+</div>`;
+}
+
+export function usersContent(): SafeHtml {
+  return html`<section class="panel wide">
+<div class="panel-head"><h2>All users</h2><button type="button" data-new-user>New user</button></div>
+<form data-user-form class="stack editor" hidden>
+<h3 data-form-title>New user</h3>
+<label>Username <input name="username" required pattern="[A-Za-z0-9._@\\-]{1,64}"></label>
+<label>Display name <input name="display_name" maxlength="256"></label>
+<label>Email <input name="email" type="email" maxlength="320"></label>
+<label>Password <input name="password" type="password" minlength="8" autocomplete="new-password"></label>
+<fieldset><legend>Groups</legend><div class="checks" data-group-checks></div></fieldset>
+<label>Extra permissions (space separated) <input name="extra_permissions" spellcheck="false"></label>
+<label class="check"><input type="checkbox" name="disabled"> Disabled</label>
+<div class="row"><button type="submit">Save</button><button type="button" data-cancel>Cancel</button></div>
+<p class="form-msg" data-msg role="status"></p>
+</form>
+<p class="form-msg" data-list-msg role="status"></p>
+<table class="list" data-users><thead><tr><th>Username</th><th>Name</th><th>Email</th><th>Groups</th><th>Sign-in</th><th>State</th><th></th></tr></thead><tbody></tbody></table>
+</section>`;
+}
+
+export function groupsContent(id: ApiIdentity): SafeHtml {
+  return html`<div class="split">
+<section class="panel">
+<div class="panel-head"><h2>Groups</h2></div>
+<ul class="picker" data-group-list></ul>
+<form data-new-group class="stack">
+<label>New group <input name="name" required pattern="[A-Za-z0-9][A-Za-z0-9_.\\-]{0,63}" placeholder="name"></label>
+<button type="submit">Create</button>
+<p class="form-msg" data-msg role="status"></p>
+</form>
+</section>
+<section class="panel wide" data-group-editor hidden>
+<form data-group-form class="stack">
+<h2 data-group-title></h2>
+<label>Name <input name="name" required pattern="[A-Za-z0-9][A-Za-z0-9_.\\-]{0,63}"></label>
+<label>Description <input name="description" maxlength="1000"></label>
+<fieldset><legend>Permissions</legend><div data-permission-checks class="perm-groups"></div></fieldset>
+<div class="row"><button type="submit">Save group</button><button type="button" class="danger" data-delete-group>Delete group</button></div>
+<p class="form-msg" data-msg role="status"></p>
+</form>
+<h3>Members</h3>
+<ul class="members" data-members></ul>
+${id.allows('feature:admin.users')
+    ? html`<form data-add-member class="row"><label>Add user <select name="user" data-user-options></select></label><button type="submit">Add</button></form>`
+    : html`<p class="note">Changing members needs <code>feature:admin.users</code>.</p>`}
+</section>
+</div>`;
+}
+
+export function pluginsContent(): SafeHtml {
+  return html`<section class="panel wide">
+<p class="form-msg" data-msg role="status"></p>
+<table class="list" data-plugins><thead><tr><th>Plugin</th><th>Version</th><th>State</th><th>Error</th><th>Provides</th><th></th></tr></thead><tbody></tbody></table>
+<p class="empty" data-empty hidden>No plugins are installed (folders under SERVICE_PLUGINS_DIR).</p>
+</section>`;
+}
+
+export function docsPage(): SafeHtml {
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>API docs · service-core</title>
+<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="/static/swagger/swagger-ui.css">
+<link rel="stylesheet" href="/static/app.css">
+<script src="/static/swagger/swagger-ui-bundle.js" defer></script>
+<script src="/static/docs.js" defer></script>
+</head>
+<body class="docs">
+<header class="topbar"><a class="brand" href="/">service-core</a><nav aria-label="Main"><a href="/">Dashboard</a><a href="/openapi.json">openapi.json</a></nav></header>
+<div id="swagger-ui"></div>
+</body>
+</html>
+`;
+}

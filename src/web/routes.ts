@@ -1,0 +1,122 @@
+import Router from '@koa/router';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type Koa from 'koa';
+import type { Context, Next } from 'koa';
+import type { IamComponent } from '../iam/component.js';
+import { checkOrigin, logout } from '../auth/routes.js';
+import { collectEndpoints } from '../http/api.js';
+import { buildOpenApi } from '../http/openapi.js';
+import { PAGES, pageAllowed, type PageDef } from './access.js';
+import { appPage, forbiddenPage, sendHtml } from './layout.js';
+import { dashboardContent, docsPage, groupsContent, pluginsContent, settingsContent, usersContent } from './pages.js';
+import { serveStatic } from './static.js';
+import { loginPageRoutes } from './login.js';
+import type { SafeHtml } from './html.js';
+
+/**
+ * The web UI: the signed-in pages (each behind its permission, enforced here), sign out, the
+ * OpenAPI document, Swagger UI at /docs and the static assets. docs/web.md describes them.
+ */
+
+const VERSION = (() => {
+  try {
+    const pkg = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'package.json');
+    return String(JSON.parse(fs.readFileSync(pkg, 'utf8')).version ?? '0.0.0');
+  } catch {
+    return '0.0.0';
+  }
+})();
+
+const documents = new WeakMap<Koa, string>();
+
+/** The OpenAPI document of every route mounted on this app, built once (routes are fixed after start). */
+export function openApiDocument(app: Koa): string {
+  let doc = documents.get(app);
+  if (!doc) {
+    doc = JSON.stringify(
+      buildOpenApi(collectEndpoints(app).endpoints, {
+        title: 'service-core',
+        version: VERSION,
+        description:
+          'Identity and access management, notifications and socket providers. Authorize with an API key (X-API-Key or Bearer), a session token (Bearer) or HTTP Basic; the browser session cookie works too.',
+      }),
+    );
+    documents.set(app, doc);
+  }
+  return doc;
+}
+
+/** Unauthenticated -> the login page (coming back here after); not allowed -> a 403 page. */
+function pageGuard(page: PageDef) {
+  return async (ctx: Context, next: Next) => {
+    const id = ctx.state.identity;
+    if (!id) {
+      ctx.set('Cache-Control', 'no-store');
+      ctx.redirect(`/login?${new URLSearchParams({ next: ctx.originalUrl })}`);
+      return;
+    }
+    if (!pageAllowed(id, page)) {
+      sendHtml(ctx, forbiddenPage(id, page), { status: 403, formPosts: true });
+      return;
+    }
+    await next();
+  };
+}
+
+export function webRoutes(iam: IamComponent): Router {
+  const r = new Router();
+
+  const page = (def: PageDef, content: (ctx: Context) => Promise<SafeHtml> | SafeHtml) => {
+    r.get(def.path, pageGuard(def), async (ctx) => {
+      const id = ctx.state.identity!;
+      const user = id.user_id ? await iam.store.userById(id.user_id) : null;
+      sendHtml(ctx, appPage(id, def, await content(ctx), user?.display_name));
+    });
+  };
+
+  page(PAGES.dashboard, (ctx) => dashboardContent(ctx.state.identity!));
+  page(PAGES.settings, async (ctx) => {
+    const id = ctx.state.identity!;
+    return settingsContent(id, id.user_id ? await iam.store.userById(id.user_id) : null);
+  });
+  page(PAGES.users, () => usersContent());
+  page(PAGES.groups, (ctx) => groupsContent(ctx.state.identity!));
+  page(PAGES.plugins, () => pluginsContent());
+
+  /** Sign out without script: ends the session and lands on the login page. */
+  r.post('/logout', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    checkOrigin(iam, ctx);
+    await logout(iam, ctx);
+    ctx.status = 303;
+    ctx.redirect('/login');
+  });
+
+  r.get('/openapi.json', (ctx) => {
+    ctx.type = 'application/json';
+    ctx.set('Cache-Control', 'no-cache');
+    ctx.body = openApiDocument(ctx.app);
+  });
+
+  // Swagger UI runs under the same policy as every page: its own files only, no inline script
+  r.get('/docs', (ctx) => sendHtml(ctx, docsPage()));
+
+  r.get('/static/swagger/:name', (ctx) => {
+    if (!serveStatic(ctx, String(ctx.params.name), 'swagger')) ctx.status = 404;
+  });
+  r.get('/static/:name', (ctx) => {
+    if (!serveStatic(ctx, String(ctx.params.name))) ctx.status = 404;
+  });
+  r.get('/favicon.ico', (ctx) => {
+    if (!serveStatic(ctx, 'favicon.svg')) ctx.status = 404;
+  });
+
+  return r;
+}
+
+/** Every router of the web UI, the login page included. */
+export function webRouters(iam: IamComponent): Router[] {
+  return [loginPageRoutes(iam), webRoutes(iam)];
+}

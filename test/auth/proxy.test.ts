@@ -1,0 +1,29 @@
+import { expect } from 'chai';
+import request from 'supertest';
+import { startService, adminAuth, basic, ADMIN, type TestService } from '../support/service.js';
+
+/** Behind a TLS-terminating reverse proxy: public URL https, plain HTTP to us. */
+describe('behind a reverse proxy', () => {
+  let svc: TestService;
+  before(async () => {
+    svc = await startService({ env: { SERVICE_PUBLIC_URL: 'https://svc.example.org', SERVICE_TRUST_PROXY: 'true' } });
+  });
+  after(async () => svc.destroy());
+
+  it('sets Secure cookies on login although the hop to us is plain HTTP', async () => {
+    const res = await request(svc.url).post('/api/auth/login').set('Origin', 'https://svc.example.org').send({ username: ADMIN.username, password: ADMIN.password }).expect(200);
+    const cookies = ([] as string[]).concat(res.headers['set-cookie'] ?? []);
+    expect(cookies.length).to.be.greaterThan(0);
+    for (const c of cookies) expect(c).to.match(/;\s*secure/i).and.match(/httponly/i);
+  });
+
+  it('counts login failures per real client (X-Forwarded-For), not per proxy', async () => {
+    await request(svc.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'proxied', password: 'proxied-password', groups: ['INT_VIEWER'] }).expect(201);
+    for (let i = 0; i < 5; i++) {
+      await request(svc.url).get('/api/me').set('X-Forwarded-For', '203.0.113.7').set('Authorization', basic('proxied', 'wrong-one')).expect(401);
+    }
+    await request(svc.url).get('/api/me').set('X-Forwarded-For', '203.0.113.7').set('Authorization', basic('proxied', 'proxied-password')).expect(429);
+    // another client behind the same proxy is not locked out
+    await request(svc.url).get('/api/me').set('X-Forwarded-For', '198.51.100.9').set('Authorization', basic('proxied', 'proxied-password')).expect(200);
+  });
+});

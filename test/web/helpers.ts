@@ -1,0 +1,118 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { expect } from 'chai';
+import { startService, type TestService } from '../support/service.js';
+import { unusedPort } from '../auth/helpers.js';
+
+/**
+ * Real-browser tests: Debian's Chromium driven by playwright-core (no browser download), one
+ * browser with a fresh user-data dir per test file, and a service whose public URL is the
+ * address the browser uses (cookies, Origin checks and OIDC redirects need them to agree).
+ */
+
+export const CHROMIUM = process.env.SERVICE_TEST_CHROMIUM || '/usr/bin/chromium';
+
+const ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-default-apps',
+  '--disable-extensions',
+  '--metrics-recording-only',
+  '--password-store=basic',
+];
+
+export interface WebService extends TestService {
+  origin: string;
+}
+
+/** A service on a known free port whose SERVICE_PUBLIC_URL is that address. */
+export async function startWebService(env: Record<string, string> = {}): Promise<WebService> {
+  let lastError: unknown;
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await unusedPort();
+    const origin = `http://127.0.0.1:${port}`;
+    try {
+      const svc = await startService({ env: { SERVICE_PORT: String(port), SERVICE_PUBLIC_URL: origin, ...env } });
+      return Object.assign(svc, { origin });
+    } catch (err) {
+      // another process took the port between the probe and the listen: try another one
+      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+      lastError = err;
+    }
+  }
+  throw lastError;
+}
+
+export interface TestBrowser {
+  context: BrowserContext;
+  /** problems the pages reported: uncaught errors, console errors, CSP violations */
+  problems: string[];
+  newPage(): Promise<Page>;
+  close(): Promise<void>;
+}
+
+/** Chromium with a fresh profile; fails with a clear message when the browser is missing. */
+export async function openBrowser(): Promise<TestBrowser> {
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium is not installed at ${CHROMIUM}: install Debian's chromium package (apt-get install chromium)`);
+  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-chromium-'));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ARGS,
+    viewport: { width: 1280, height: 800 },
+    timeout: 30_000,
+  });
+  context.setDefaultTimeout(5_000);
+  const problems: string[] = [];
+  const watch = (page: Page) => {
+    page.on('pageerror', (err) => problems.push(`pageerror ${page.url()}: ${err.message}`));
+    page.on('console', (msg) => {
+      // a refused request (e.g. a 401/403 a test provokes on purpose) is not a page problem
+      if (msg.type() === 'error' && !/Failed to load resource/.test(msg.text())) problems.push(`console ${page.url()}: ${msg.text()}`);
+    });
+  };
+  context.on('page', watch);
+  for (const p of context.pages()) watch(p);
+  return {
+    context,
+    problems,
+    async newPage() {
+      const page = await context.newPage();
+      return page;
+    },
+    async close() {
+      await context.close().catch(() => undefined);
+      fs.rmSync(userDataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Signs in through the login form; lands on `next` (default /). */
+export async function signIn(page: Page, origin: string, username: string, password: string, next = '/'): Promise<void> {
+  await page.goto(`${origin}/login?${new URLSearchParams({ next })}`);
+  await page.fill('#username', username);
+  await page.fill('#password', password);
+  await Promise.all([page.waitForURL((u) => u.pathname === new URL(next, origin).pathname), page.click('button[type=submit]')]);
+}
+
+export async function signOut(page: Page): Promise<void> {
+  await Promise.all([page.waitForURL((u) => u.pathname === '/login'), page.click('[data-logout]')]);
+}
+
+/** Waits until the page's live connection is up (welcome received, resume sent). */
+export async function waitLive(page: Page): Promise<void> {
+  await page.waitForFunction(() => document.body.dataset.live === 'live', undefined, { timeout: 10_000 });
+}
+
+export function expectNoProblems(browser: TestBrowser): void {
+  expect(browser.problems, browser.problems.join('\n')).to.deep.equal([]);
+}
+
+export const ARTIFACTS = path.resolve('test-artifacts');

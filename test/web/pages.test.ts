@@ -1,0 +1,146 @@
+import { expect } from 'chai';
+import request from 'supertest';
+import { adminAuth, basic, startService, type TestService } from '../support/service.js';
+import { createUser } from '../auth/helpers.js';
+import { collectEndpoints } from '../../src/http/api.js';
+
+/** Server side of the web UI: page access, security headers, static assets, /docs. */
+describe('web pages: access, headers, assets', function () {
+  let svc: TestService;
+  const viewer = { username: 'vera', password: 'vera-password-1' };
+  const user = { username: 'uma', password: 'uma-password-1' };
+
+  before(async function () {
+    svc = await startService();
+    await createUser(svc.url, { ...viewer, groups: ['INT_VIEWER'] });
+    await createUser(svc.url, { ...user, groups: ['INT_USER'] });
+  });
+  after(async function () {
+    await svc?.destroy();
+  });
+
+  const pages = ['/', '/settings', '/admin/users', '/admin/groups', '/admin/plugins'];
+
+  it('sends an unauthenticated page request to /login with next', async function () {
+    for (const path of pages) {
+      const res = await request(svc.url).get(path).query(path === '/' ? {} : { tab: '1' }).expect(302);
+      const target = new URL(res.headers.location, svc.url);
+      expect(target.pathname, path).to.equal('/login');
+      expect(target.searchParams.get('next'), path).to.equal(path === '/' ? '/' : `${path}?tab=1`);
+    }
+  });
+
+  it('enforces page permissions on the server: 403 page for a viewer on admin pages', async function () {
+    const auth = basic(viewer.username, viewer.password);
+    for (const path of ['/admin/users', '/admin/groups', '/admin/plugins']) {
+      const res = await request(svc.url).get(path).set('Authorization', auth).expect(403);
+      expect(res.headers['content-type']).to.match(/^text\/html/);
+      expect(res.text).to.include('Access denied').and.include('feature:admin.');
+    }
+    for (const path of ['/', '/settings']) await request(svc.url).get(path).set('Authorization', auth).expect(200);
+  });
+
+  it('shows only the pages an identity may open in the navigation', async function () {
+    const nav = async (auth: string) => {
+      const res = await request(svc.url).get('/').set('Authorization', auth).expect(200);
+      return [...res.text.matchAll(/<a href="([^"]+)"(?: aria-current="page")?>/g)].map((m) => m[1]);
+    };
+    const viewerNav = await nav(basic(viewer.username, viewer.password));
+    expect(viewerNav).to.include.members(['/', '/settings', '/docs']);
+    expect(viewerNav).not.to.include.members(['/admin/users']);
+    expect(viewerNav.filter((h) => h.startsWith('/admin'))).to.deep.equal([]);
+    const adminNav = await nav(adminAuth());
+    expect(adminNav).to.include.members(['/', '/settings', '/admin/users', '/admin/groups', '/admin/plugins', '/docs']);
+  });
+
+  it('opens a page through its route:<ui_route> permission', async function () {
+    await request(svc.url).patch('/api/groups/INT_VIEWER').set('Authorization', adminAuth()).send({ permissions: ['feature:dashboard.view', 'api:read', 'route:/admin/plugins'] }).expect(200);
+    try {
+      await request(svc.url).get('/admin/plugins').set('Authorization', basic(viewer.username, viewer.password)).expect(200);
+      // the page opens; its data still needs the API permission
+      await request(svc.url).get('/api/plugins').set('Authorization', basic(viewer.username, viewer.password)).expect(403);
+    } finally {
+      await request(svc.url).patch('/api/groups/INT_VIEWER').set('Authorization', adminAuth()).send({ permissions: ['feature:dashboard.view', 'api:read'] }).expect(200);
+    }
+  });
+
+  it('renders the admin-only sections only for those who may use them', async function () {
+    const userDash = await request(svc.url).get('/').set('Authorization', basic(user.username, user.password)).expect(200);
+    expect(userDash.text).to.include('status-title'); // INT_USER has feature:dashboard.admin_sections
+    expect(userDash.text).not.to.include('data-send-form');
+    const viewerDash = await request(svc.url).get('/').set('Authorization', basic(viewer.username, viewer.password)).expect(200);
+    expect(viewerDash.text).not.to.include('status-title');
+    const adminSettings = await request(svc.url).get('/settings').set('Authorization', adminAuth()).expect(200);
+    expect(adminSettings.text).to.include('data-system-key').and.include('data-auth-settings').and.include('data-webhook-secret');
+    const viewerSettings = await request(svc.url).get('/settings').set('Authorization', basic(viewer.username, viewer.password)).expect(200);
+    expect(viewerSettings.text).not.to.include('data-system-key');
+    expect(viewerSettings.text).to.include('data-key-form');
+  });
+
+  it('sends the security headers: CSP without inline script, frame-ancestors none, no-referrer, nosniff', async function () {
+    const res = await request(svc.url).get('/').set('Authorization', adminAuth()).expect(200);
+    const csp = res.headers['content-security-policy'];
+    expect(csp).to.include("script-src 'self'").and.include("frame-ancestors 'none'").and.include("default-src 'none'");
+    expect(csp).not.to.include('unsafe-inline');
+    expect(csp).not.to.include('unsafe-eval');
+    expect(res.headers['referrer-policy']).to.equal('no-referrer');
+    expect(res.headers['x-content-type-options']).to.equal('nosniff');
+    expect(res.headers['x-frame-options']).to.equal('DENY');
+    expect(res.headers['cache-control']).to.equal('no-store');
+    // every script is an external module of this origin: no inline script anywhere
+    for (const m of res.text.matchAll(/<script\b([^>]*)>([\s\S]*?)<\/script>/g)) {
+      expect(m[1]).to.match(/src="\/static\//);
+      expect(m[2].trim()).to.equal('');
+    }
+    const docs = await request(svc.url).get('/docs').expect(200);
+    expect(docs.headers['content-security-policy']).to.include("script-src 'self'").and.include("frame-ancestors 'none'");
+    for (const m of docs.text.matchAll(/<script\b([^>]*)>([\s\S]*?)<\/script>/g)) expect(m[2].trim()).to.equal('');
+    const api = await request(svc.url).get('/api/me').set('Authorization', adminAuth()).expect(200);
+    expect(api.headers['content-security-policy']).to.include("frame-ancestors 'none'");
+  });
+
+  it('escapes what users control in the page', async function () {
+    const evil = await createUser(svc.url, { username: 'eve', password: 'eve-password-1', display_name: '<img src=x onerror=alert(1)>', groups: ['INT_VIEWER'] });
+    expect(evil).to.be.a('string');
+    const res = await request(svc.url).get('/settings').set('Authorization', basic('eve', 'eve-password-1')).expect(200);
+    expect(res.text).not.to.include('<img src=x');
+    expect(res.text).to.include('&lt;img src=x onerror=alert(1)&gt;');
+  });
+
+  it('serves the assets: own modules and stylesheet, Swagger UI from the npm package', async function () {
+    const css = await request(svc.url).get('/static/app.css').expect(200);
+    expect(css.headers['content-type']).to.match(/^text\/css/);
+    const etag = css.headers.etag;
+    await request(svc.url).get('/static/app.css').set('If-None-Match', etag).expect(304);
+    const js = await request(svc.url).get('/static/dashboard.js').expect(200);
+    expect(js.headers['content-type']).to.match(/^text\/javascript/);
+    const bundle = await request(svc.url).get('/static/swagger/swagger-ui-bundle.js').expect(200);
+    expect(bundle.headers['content-type']).to.match(/javascript/);
+    expect(Number(bundle.headers['content-length'] ?? bundle.text.length)).to.be.greaterThan(100_000);
+    await request(svc.url).get('/static/swagger/swagger-ui.css').expect(200);
+    await request(svc.url).get('/static/swagger/package.json').expect(404);
+    await request(svc.url).get('/static/..%2F..%2Fpackage.json').expect(404);
+    await request(svc.url).get('/static/nope.js').expect(404);
+    const docs = await request(svc.url).get('/docs').expect(200);
+    expect(docs.text).to.include('/static/swagger/swagger-ui-bundle.js').and.include('/static/docs.js');
+    expect(docs.text).not.to.match(/https?:\/\/(?!localhost)[^"']*\.js/);
+  });
+
+  it('signs out with POST /logout (same origin only) and lands on /login', async function () {
+    const agent = request.agent(svc.url);
+    const origin = svc.config.publicUrl;
+    await agent.post('/login').type('form').set('Origin', origin).send({ username: viewer.username, password: viewer.password }).expect(303);
+    await agent.get('/').expect(200);
+    await agent.post('/logout').set('Origin', 'https://evil.example').expect(403);
+    await agent.get('/').expect(200);
+    const out = await agent.post('/logout').set('Origin', origin).expect(303);
+    expect(out.headers.location).to.equal('/login');
+    await agent.get('/').expect(302);
+  });
+
+  it('mounts no /api route without a definition (so the OpenAPI document covers every one)', async function () {
+    const { undocumented, endpoints } = collectEndpoints(svc.service.app);
+    expect(undocumented, JSON.stringify(undocumented)).to.deep.equal([]);
+    expect(endpoints.length).to.be.greaterThan(40);
+  });
+});

@@ -1,0 +1,174 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import request from 'supertest';
+import type { Page } from 'playwright-core';
+import { adminAuth, ADMIN } from '../support/service.js';
+import { createUser } from '../auth/helpers.js';
+import { expectNoProblems, openBrowser, signIn, startWebService, type TestBrowser, type WebService } from './helpers.js';
+
+/** A plugin folder for the plugins page: loads, does nothing. */
+function helloPlugin(dir: string): void {
+  const folder = path.join(dir, 'hello');
+  fs.mkdirSync(folder, { recursive: true });
+  const manifest = { id: 'hello', name: 'Hello', version: '1.2.3', description: 'says hello', entry: 'index.mjs', permissions: { subscribe: [], emit: [] } };
+  fs.writeFileSync(path.join(folder, 'plugin.json'), JSON.stringify(manifest));
+  fs.writeFileSync(path.join(folder, 'index.mjs'), 'export async function setup() {}\n');
+}
+
+/** In Chromium: API keys from the settings page, administration pages, the API docs. */
+describe('browser: settings, administration and API docs', function () {
+  this.timeout(60_000);
+  let svc: WebService;
+  let browser: TestBrowser;
+  let page: Page;
+  let pluginsDir: string;
+  const carol = { username: 'carol', password: 'carol-password-1' };
+
+  before(async function () {
+    pluginsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-web-plugins-'));
+    helloPlugin(pluginsDir);
+    [svc, browser] = await Promise.all([startWebService({ SERVICE_PLUGINS_DIR: pluginsDir }), openBrowser()]);
+    await createUser(svc.url, { ...carol, groups: ['INT_USER'] });
+    await browser.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: svc.origin });
+    page = await browser.newPage();
+  });
+  after(async function () {
+    await browser?.close();
+    await svc?.destroy();
+    if (pluginsDir) fs.rmSync(pluginsDir, { recursive: true, force: true });
+  });
+
+  it('creates an API key in settings, uses it with the API, revokes it', async function () {
+    await signIn(page, svc.origin, carol.username, carol.password, '/settings');
+    // my session is listed, marked as this browser
+    await page.waitForSelector('[data-sessions] tbody tr:has-text("this browser")');
+
+    await page.fill('[data-key-form] [name=label]', 'deploy script');
+    await page.check('[data-scope-list] input[value="api:read"]');
+    await page.selectOption('[data-key-form] [name=expires]', '7');
+    await page.click('[data-key-form] button[type=submit]');
+    await page.waitForSelector('[data-new-token]:not([hidden])');
+    const token = await page.inputValue('[data-token-value]');
+    expect(token.length).to.be.greaterThan(40);
+    await page.click('[data-copy]');
+    await page.waitForFunction(() => document.querySelector('[data-copy]')?.textContent === 'Copied');
+    expect(await page.evaluate(() => navigator.clipboard.readText())).to.equal(token);
+
+    const row = page.locator('[data-keys] tbody tr[data-label="deploy script"]');
+    await row.waitFor();
+    expect(await row.textContent()).to.include('api:read').and.not.include(token);
+
+    // the key works, within its scope
+    const me = await request(svc.url).get('/api/me').set('X-API-Key', token).expect(200);
+    expect(me.body).to.include({ username: carol.username, method: 'api_key' });
+    await request(svc.url).get('/api/notifications').set('Authorization', `Bearer ${token}`).expect(200);
+    await request(svc.url).get('/api/users').set('X-API-Key', token).expect(403);
+
+    // revoke asks once more in place, then the key is gone
+    await row.locator('[data-revoke]').click();
+    expect(await row.locator('[data-revoke]').textContent()).to.equal('Confirm revoke');
+    await row.locator('[data-revoke]').click();
+    await row.waitFor({ state: 'detached' });
+    await request(svc.url).get('/api/me').set('X-API-Key', token).expect(401);
+    expectNoProblems(browser);
+  });
+
+  it('lets an administrator set and clear the system key and change provider settings', async function () {
+    await browser.context.clearCookies();
+    await signIn(page, svc.origin, ADMIN.username, ADMIN.password, '/settings');
+    const section = page.locator('[data-system-key]');
+    await section.locator('[data-state]:has-text("not set")').waitFor();
+    await section.locator('[data-generate]').click();
+    const key = await section.locator('[name=key]').inputValue();
+    expect(key.length).to.be.greaterThanOrEqual(32);
+    await section.locator('button[type=submit]').click();
+    await section.locator('[data-state]:has-text("configured")').waitFor();
+    const sys = await request(svc.url).get('/api/me').set('X-API-Key', key).expect(200);
+    expect(sys.body.is_system).to.equal(true);
+    await section.locator('[data-clear]').click();
+    await section.locator('[data-clear]').click();
+    await section.locator('[data-state]:has-text("not set")').waitFor();
+    await request(svc.url).get('/api/me').set('X-API-Key', key).expect(401);
+
+    // provider settings: change one field, the rest stays
+    const auth = page.locator('[data-auth-settings]');
+    await auth.locator('[name=oidc_label]').fill('Company SSO');
+    await auth.locator('button[type=submit]').click();
+    await auth.locator('[data-msg]:has-text("Saved")').waitFor();
+    const view = await request(svc.url).get('/api/settings/auth').set('Authorization', adminAuth()).expect(200);
+    expect(view.body.settings.oidc_label).to.include({ value: 'Company SSO', source: 'store' });
+    expect(view.body.settings.auth_providers.value).to.deep.equal(['local']);
+    expectNoProblems(browser);
+  });
+
+  it('administers users, groups and plugins', async function () {
+    // users: create, then edit
+    await page.goto(`${svc.origin}/admin/users`);
+    await page.waitForSelector('[data-users] tr[data-username="admin"]');
+    await page.click('[data-new-user]');
+    const form = page.locator('[data-user-form]');
+    await form.locator('[name=username]').fill('pete');
+    await form.locator('[name=display_name]').fill('Pete Ops');
+    await form.locator('[name=password]').fill('pete-password-1');
+    await form.locator('button[type=submit]').click();
+    const pete = page.locator('[data-users] tr[data-username="pete"]');
+    await pete.waitFor();
+    expect(await pete.textContent()).to.include('Pete Ops').and.include('INT_VIEWER').and.include('local');
+    await pete.locator('button:has-text("Edit")').click();
+    await form.locator('input[name=groups][value=INT_USER]').check();
+    await form.locator('button[type=submit]').click();
+    await page.waitForFunction(() => document.querySelector('[data-users] tr[data-username="pete"]')?.textContent?.includes('INT_USER'));
+
+    // groups: create one, grant a permission from the catalog, add a member
+    await page.goto(`${svc.origin}/admin/groups`);
+    await page.fill('[data-new-group] [name=name]', 'ops');
+    await page.click('[data-new-group] button[type=submit]');
+    await page.waitForFunction(() => document.querySelector('[data-group-title]')?.textContent === 'ops');
+    await page.check('[data-permission-checks] input[value="feature:notifications.send"]');
+    await page.click('[data-group-form] button[type=submit]');
+    await page.waitForSelector('[data-group-form] [data-msg]:has-text("Saved")');
+    await page.selectOption('[data-user-options]', { label: 'pete' });
+    await page.click('[data-add-member] button[type=submit]');
+    await page.waitForSelector('[data-members] li[data-member="pete"]');
+    const group = await request(svc.url).get('/api/groups/ops').set('Authorization', adminAuth()).expect(200);
+    expect(group.body).to.deep.include({ permissions: ['feature:notifications.send'], members: ['pete'] });
+
+    // plugins: state, disable, enable
+    await page.goto(`${svc.origin}/admin/plugins`);
+    const hello = page.locator('[data-plugins] tr[data-plugin="hello"]');
+    await hello.locator('[data-state="loaded"]').waitFor();
+    expect(await hello.textContent()).to.include('Hello').and.include('1.2.3');
+    await hello.locator('[data-toggle]').click();
+    await hello.locator('[data-state="disabled"]').waitFor();
+    await hello.locator('[data-toggle]:has-text("Enable")').click();
+    await hello.locator('[data-state="loaded"]').waitFor();
+    expectNoProblems(browser);
+  });
+
+  it('/docs: Authorize with an API key, then "Try it out" on /api/me answers 200', async function () {
+    const created = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).send({ label: 'docs' }).expect(201);
+    await browser.context.clearCookies(); // the key, not a session, must authenticate the call
+    const docs = await browser.newPage();
+    await docs.goto(`${svc.origin}/docs`);
+    await docs.waitForSelector('.swagger-ui .btn.authorize', { timeout: 15_000 });
+    await docs.click('.swagger-ui .btn.authorize');
+    const dialog = docs.locator('.swagger-ui .dialog-ux');
+    const apiKeyBlock = dialog.locator('.auth-container').filter({ hasText: 'ApiKeyAuth' });
+    await apiKeyBlock.locator('input').fill(created.body.token);
+    await apiKeyBlock.locator('button.authorize').click();
+    await dialog.locator('button.close-modal').click();
+
+    const op = docs.locator('#operations-me-getApiMe');
+    await op.locator('.opblock-summary').click();
+    await op.locator('.try-out__btn').click();
+    await op.locator('.execute').click();
+    const status = op.locator('.live-responses-table .response .response-col_status').first();
+    await status.waitFor({ timeout: 10_000 });
+    expect((await status.textContent())?.trim()).to.equal('200');
+    expect(await op.locator('.live-responses-table .response .response-col_description').first().textContent()).to.include('"username": "admin"').and.include('"method": "api_key"');
+    expectNoProblems(browser);
+    await docs.close();
+  });
+});
