@@ -44,14 +44,18 @@ function requestContext(log: Logger) {
     const id = REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
     ctx.state.requestId = id;
     ctx.set('X-Request-Id', id);
-    ctx.log = log.child({ request_id: id });
+    // the child logger is made on first use: most requests never log beyond the access line
+    let child: Logger | null = null;
+    Object.defineProperty(ctx, 'log', { configurable: true, get: () => (child ??= log.child({ request_id: id })) });
     const started = process.hrtime.bigint();
     try {
       await next();
     } finally {
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      // the path only: query strings may carry codes or tickets
-      ctx.log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
+      if (log.isLevelEnabled('info')) {
+        const ms = Number(process.hrtime.bigint() - started) / 1e6;
+        // the path only: query strings may carry codes or tickets
+        log.info({ request_id: id, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
+      }
     }
   };
 }

@@ -85,11 +85,11 @@ export class IamComponent {
     });
     this.oneTime = new OneTimeStore(db);
     this.authSettings = new AuthSettingsStore(config, this.secrets);
-    this.chain = new ProviderChain(this.local, deps.log.child({ component: 'auth-chain' }));
+    this.chain = new ProviderChain(this.local, deps.log.child({ part: 'auth-chain' }));
     this.linker = new IdentityLinker({
       store: this.store,
       bus,
-      log: deps.log.child({ component: 'linking' }),
+      log: deps.log.child({ part: 'linking' }),
       defaultGroups: () => this.authSettings.current().ssoDefaultGroups,
       managedGroups: (providerId) => this.chain.managedGroups(providerId),
     });
