@@ -1,3 +1,4 @@
+import Joi from 'joi';
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { newToken, sha256, tokenPrefix } from './tokens.js';
@@ -16,6 +17,18 @@ export interface ApiKeyRow {
   expires_at: number | null;
   revoked_at: number | null;
 }
+
+/** The shape of publicKey() for the API docs. */
+export const publicKeySchema = {
+  id: Joi.string(),
+  kind: Joi.string().valid('key', 'session'),
+  prefix: Joi.string(),
+  label: Joi.string(),
+  scopes: Joi.array().items(Joi.string()).allow(null),
+  created_at: Joi.string().isoDate(),
+  expires_at: Joi.string().isoDate().allow(null),
+  last_used_at: Joi.string().isoDate().allow(null),
+};
 
 /** What the owner may see of a key after creation: never the token. */
 export function publicKey(row: ApiKeyRow) {

@@ -1,4 +1,5 @@
 import type { ApiIdentity } from '../auth/identity.js';
+import { CORE_FEATURES } from '../iam/permissions.js';
 
 /**
  * Which permission opens which server-rendered page (docs/web.md). A page opens with its
@@ -42,17 +43,7 @@ export function allowedPages(id: ApiIdentity): PageDef[] {
   return Object.values(PAGES).filter((p) => pageAllowed(id, p));
 }
 
-/** Permissions the browser modules use to show or hide controls (the API enforces them anyway). */
-export const UI_PERMISSIONS = [
-  'feature:dashboard.admin_sections',
-  'feature:notifications.broadcast',
-  'feature:notifications.send',
-  'feature:admin.users',
-  'feature:admin.groups',
-  'feature:admin.settings',
-  'feature:admin.plugins',
-] as const;
-
+/** The core features this identity holds: the browser modules show or hide controls by them (the API enforces them anyway). */
 export function uiPermissions(id: ApiIdentity): string[] {
-  return UI_PERMISSIONS.filter((p) => id.allows(p));
+  return CORE_FEATURES.filter((p) => id.allows(p));
 }

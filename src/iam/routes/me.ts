@@ -3,7 +3,7 @@ import Joi from 'joi';
 import type { IamComponent } from '../component.js';
 import type { Context } from 'koa';
 import { identity } from '../../auth/guards.js';
-import { publicKey } from '../../auth/api-keys.js';
+import { publicKey, publicKeySchema } from '../../auth/api-keys.js';
 import { ApiRouter } from '../../http/api.js';
 import { badField, forbiddenBecause, notFound } from '../../http/errors.js';
 import { expandGrants, PERMISSION_ID } from '../permissions.js';
@@ -57,16 +57,6 @@ const accessResponse = Joi.object({
   ),
 });
 
-const keyView = {
-  id: Joi.string(),
-  kind: Joi.string().valid('key', 'session'),
-  prefix: Joi.string(),
-  label: Joi.string(),
-  scopes: Joi.array().items(Joi.string()).allow(null),
-  created_at: Joi.string().isoDate(),
-  expires_at: Joi.string().isoDate().allow(null),
-  last_used_at: Joi.string().isoDate().allow(null),
-};
 
 export function meRoutes(iam: IamComponent): Router {
   const api = new ApiRouter({ prefix: '/api/me', tag: 'me' });
@@ -104,7 +94,7 @@ export function meRoutes(iam: IamComponent): Router {
       summary: 'My API keys and web sessions',
       description: 'Never shows a token. Web sessions are listed with `kind: "session"`; `current` marks the credential of this request.',
       auth: 'identity',
-      responses: { 200: { description: 'the keys', schema: Joi.object({ keys: Joi.array().items(Joi.object({ ...keyView, current: Joi.boolean() })) }) } },
+      responses: { 200: { description: 'the keys', schema: Joi.object({ keys: Joi.array().items(Joi.object({ ...publicKeySchema, current: Joi.boolean() })) }) } },
     },
     async (ctx) => {
       const id = ownerOf(ctx);
@@ -120,7 +110,7 @@ export function meRoutes(iam: IamComponent): Router {
       description: 'The token is in this answer only. `scopes` limits the key to these permissions (within the owner\'s); a key created with a scoped key must be scoped within it.',
       auth: 'identity',
       body: createKeySchema,
-      responses: { 201: { description: 'the key with its token (shown once)', schema: Joi.object({ ...keyView, token: Joi.string() }) } },
+      responses: { 201: { description: 'the key with its token (shown once)', schema: Joi.object({ ...publicKeySchema, token: Joi.string() }) } },
     },
     async (ctx, { body }) => {
       const id = ownerOf(ctx);

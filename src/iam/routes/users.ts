@@ -6,7 +6,7 @@ import type { IamComponent } from '../component.js';
 import type { EventBus } from '../../bus/bus.js';
 import { identity } from '../../auth/guards.js';
 import { ApiRouter } from '../../http/api.js';
-import { publicKey } from '../../auth/api-keys.js';
+import { publicKey, publicKeySchema } from '../../auth/api-keys.js';
 import { jsonBody } from '../../http/body.js';
 import { validate } from '../../http/validate.js';
 import { badField, conflict, forbidden, forbiddenBecause, notFound } from '../../http/errors.js';
@@ -223,16 +223,7 @@ export function userRoutes(iam: IamComponent, bus: EventBus): Router {
     },
   );
 
-  const keyView = Joi.object({
-    id: Joi.string(),
-    kind: Joi.string().valid('key', 'session'),
-    prefix: Joi.string(),
-    label: Joi.string(),
-    scopes: Joi.array().items(Joi.string()).allow(null),
-    created_at: Joi.string().isoDate(),
-    expires_at: Joi.string().isoDate().allow(null),
-    last_used_at: Joi.string().isoDate().allow(null),
-  });
+  const keyView = Joi.object(publicKeySchema);
 
   api.endpoint(
     { method: 'GET', path: '/:id/api-keys', summary: "A user's API keys and sessions", auth: ADMIN, params: idParams, responses: { 200: { description: 'the keys', schema: Joi.object({ keys: Joi.array().items(keyView) }) }, 404: 'no such user' } },
