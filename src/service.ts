@@ -89,6 +89,7 @@ export class Service {
       options: opts.gateway,
     });
     this.notifications.setPublisher(this.gateway.gateway);
+    this.metrics.gauge('ws_connections', 'open WebSocket connections', () => this.gateway.gateway.connectionCount);
     const routers: Router[] = [...this.iam.routers(), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     mountRouters(this.app, routers);
     // plugin host (issue 7): its admin API first, then the one dispatch middleware of every

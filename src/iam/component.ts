@@ -23,9 +23,12 @@ import { settingsRoutes } from './routes/settings.js';
 import { ProviderChain, type BuildError } from './chain.js';
 import { IdentityLinker } from './linking.js';
 import { OneTimeStore } from '../auth/one-time.js';
-import { AuthSettingsStore } from '../auth/settings.js';
+import { AuthSettingsStore, AUTH_NS } from '../auth/settings.js';
 import { authRoutes } from '../auth/routes.js';
 import { webRouters } from '../web/routes.js';
+
+/** how often an instance looks for auth settings changed by another instance */
+const AUTH_SETTINGS_POLL_MS = 5000;
 
 export interface PluginAccessEntry {
   id: string;
@@ -62,6 +65,7 @@ export class IamComponent {
   /** per-plugin UI routes, for the access view */
   private readonly pluginRoutes = new Map<string, string[]>();
   private sweeper: NodeJS.Timeout | null = null;
+  private settingsWatch: NodeJS.Timeout | null = null;
   /** plugins loaded and enabled, kept current from plugin:state_changed */
   private readonly runningPlugins = new Set<string>();
 
@@ -113,6 +117,25 @@ export class IamComponent {
     return this.chain.rebuild(this.authSettings.current());
   }
 
+  private authSettingsStamp = '';
+
+  /**
+   * Another instance may have changed the auth settings: when the stored ones changed since we
+   * last looked (one small query), reload them and rebuild the chain. Runs every few seconds.
+   */
+  async followAuthSettings(): Promise<boolean> {
+    const row = await this.deps.db('secrets').where({ namespace: AUTH_NS }).max({ at: 'updated_at' }).count({ n: '*' }).first();
+    const stamp = `${Number(row?.at ?? 0)}:${Number(row?.n ?? 0)}`;
+    if (stamp === this.authSettingsStamp) return false;
+    const first = this.authSettingsStamp === '';
+    this.authSettingsStamp = stamp;
+    if (first) return false;
+    await this.authSettings.load();
+    this.rebuildChain();
+    this.deps.log.info('auth settings changed elsewhere: provider chain rebuilt');
+    return true;
+  }
+
   private async init(): Promise<void> {
     const { db, bus, config, log } = this.deps;
     try {
@@ -134,6 +157,11 @@ export class IamComponent {
     void sweep();
     this.sweeper = setInterval(sweep, 3_600_000);
     this.sweeper.unref();
+    await this.followAuthSettings().catch(() => false);
+    this.settingsWatch = setInterval(() => {
+      this.followAuthSettings().catch((err) => log.warn({ err }, 'auth settings check failed'));
+    }, AUTH_SETTINGS_POLL_MS);
+    this.settingsWatch.unref();
   }
 
   catalog(): CatalogEntry[] {
@@ -180,6 +208,7 @@ export class IamComponent {
 
   async stop(): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
+    if (this.settingsWatch) clearInterval(this.settingsWatch);
     await this.ledger.idle();
   }
 }

@@ -39,3 +39,29 @@ describe('two instances on one database', () => {
     await request(b.url).get('/api/me').set('Authorization', `Bearer ${login.token}`).expect(200);
   });
 });
+
+describe('auth settings on two instances', () => {
+  let a: TestService;
+  let b: TestService;
+  before(async () => {
+    a = await startService();
+    b = await startService({ dataDir: a.dataDir, databaseUrl: a.databaseUrl });
+  });
+  after(async () => {
+    await b?.stop();
+    await a?.destroy();
+  });
+
+  it('a settings change on one instance rebuilds the chain on the other', async () => {
+    const before = (await request(b.url).get('/api/auth/providers').expect(200)).body.providers.map((p: any) => p.id);
+    expect(before).to.deep.equal(['local']);
+    await request(a.url)
+      .patch('/api/settings/auth')
+      .set('Authorization', adminAuth())
+      .send({ auth_providers: 'local,oidc', oidc_issuer: 'http://127.0.0.1:9/', oidc_client_id: 'svc', oidc_client_secret: 'not-so-secret' })
+      .expect(200);
+    expect(await b.service.iam.followAuthSettings()).to.equal(true);
+    const after = (await request(b.url).get('/api/auth/providers').expect(200)).body.providers.map((p: any) => p.id);
+    expect(after).to.deep.equal(['local', 'oidc']);
+  });
+});

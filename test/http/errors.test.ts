@@ -101,5 +101,6 @@ describe('metrics', () => {
     expect(res.text).to.contain('http_request_duration_seconds_bucket');
     expect(res.text).to.contain('route="/api/users/:id"');
     expect(res.text).not.to.contain('00000000-0000-4000-8000-000000000000');
+    expect(res.text).to.match(/^ws_connections 0$/m);
   });
 });
