@@ -37,7 +37,7 @@ export function webSessionMiddleware(app: Koa, db: Knex, opts: { ttlMs: number; 
       await db('web_sessions').where({ id: sha256(key) }).delete();
     },
   };
-  return session(
+  const middleware = session(
     {
       key: SESSION_COOKIE,
       maxAge: opts.ttlMs,
@@ -52,4 +52,10 @@ export function webSessionMiddleware(app: Koa, db: Knex, opts: { ttlMs: number; 
     } as any,
     app as any,
   ) as unknown as Koa.Middleware;
+  // koa-session initialises and commits a session on every request; a request without the
+  // cookie has no session to read, so only the routes that start or end one need it then
+  return (ctx, next) => (ctx.cookies.get(SESSION_COOKIE) || SESSION_ROUTES.has(ctx.path) ? middleware(ctx, next) : next());
 }
+
+/** The routes that start or end a cookie session (login API and form, SSO handoff, logout). */
+export const SESSION_ROUTES = new Set(['/api/auth/login', '/login', '/auth/complete', '/api/auth/logout']);
