@@ -1,4 +1,5 @@
 import Joi from 'joi';
+import BetterSqlite3 from 'better-sqlite3';
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { newToken, sha256, tokenPrefix } from './tokens.js';
@@ -69,7 +70,31 @@ const TOUCH_INTERVAL_MS = 60_000;
 export class ApiKeyStore {
   private readonly touched = new Map<string, number>();
 
-  constructor(private readonly db: Knex) {}
+  /** SQLite only: a read-only connection of its own with prepared statements for the request path */
+  private reader: { db: BetterSqlite3.Database; byHash: BetterSqlite3.Statement; byId: BetterSqlite3.Statement } | null = null;
+
+  /**
+   * `sqliteFile`: on SQLite, credential lookups use a separate read-only connection with
+   * prepared statements (knex prepares every query anew, and its pool hop costs more than the
+   * query). A separate connection sees committed rows only, never another request's open
+   * transaction. On PostgreSQL lookups go through knex.
+   */
+  constructor(private readonly db: Knex, private readonly sqliteFile: string | null = null) {}
+
+  private sqliteReader() {
+    if (!this.sqliteFile) return null;
+    if (!this.reader) {
+      const db = new BetterSqlite3(this.sqliteFile, { readonly: true, fileMustExist: true });
+      db.pragma('busy_timeout = 5000');
+      this.reader = { db, byHash: db.prepare(ApiKeyStore.LIVE_SQL.token_hash), byId: db.prepare(ApiKeyStore.LIVE_SQL.id) };
+    }
+    return this.reader;
+  }
+
+  close(): void {
+    this.reader?.db.close();
+    this.reader = null;
+  }
 
   async create(userId: string, kind: CredentialKind, opts: { label?: string; scopes?: string[] | null; expiresAt?: number | null }) {
     const token = newToken(kind);
@@ -109,8 +134,14 @@ export class ApiKeyStore {
   };
 
   private async live(by: 'token_hash' | 'id', value: string): Promise<ApiKeyRow | null> {
-    const res = await this.db.raw(ApiKeyStore.LIVE_SQL[by], [value]);
-    const r = Array.isArray(res) ? res[0] : res?.rows?.[0];
+    const reader = this.sqliteReader();
+    let r: any;
+    if (reader) {
+      r = (by === 'id' ? reader.byId : reader.byHash).get(value);
+    } else {
+      const res = await this.db.raw(ApiKeyStore.LIVE_SQL[by], [value]);
+      r = Array.isArray(res) ? res[0] : res?.rows?.[0];
+    }
     if (!r) return null;
     const row = toRow(r);
     const now = Date.now();

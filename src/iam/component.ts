@@ -12,6 +12,7 @@ import { LocalProvider } from './providers/local.js';
 import { RoleLedger } from './ledger.js';
 import { sweepExpired } from './housekeeping.js';
 import { ApiKeyStore } from '../auth/api-keys.js';
+import { dialectOf, sqliteFile } from '../db/knex.js';
 import { SystemKey } from '../auth/system-key.js';
 import { BasicVerifier } from '../auth/basic.js';
 import { LoginLockout } from '../auth/lockout.js';
@@ -74,7 +75,7 @@ export class IamComponent {
     this.store = new IamStore(db);
     this.secrets = new SecretsStore(db, config.secretKey);
     this.resolver = new PermissionResolver(this.store, config.permissionCacheTtlMs, bus);
-    this.apiKeys = new ApiKeyStore(db);
+    this.apiKeys = new ApiKeyStore(db, dialectOf(config) === 'sqlite' ? sqliteFile(config) : null);
     this.systemKey = new SystemKey(config.systemApiKey, this.secrets);
     this.local = new LocalProvider(this.store);
     this.lockout = new LoginLockout(db);
@@ -209,6 +210,7 @@ export class IamComponent {
   async stop(): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
     if (this.settingsWatch) clearInterval(this.settingsWatch);
+    this.apiKeys.close();
     await this.ledger.idle();
   }
 }
