@@ -7,22 +7,11 @@ import { promisify } from 'node:util';
 import { expect } from 'chai';
 import type Docker from 'dockerode';
 import { ContainerProvider, RUNNER_LABEL, containerIdFromProc, hostPathFor } from '../../src/sockets/container-provider.js';
-import { SocketError } from '../../src/sockets/errors.js';
 import { startDockerd, type TestDockerd } from '../support/dockerd.js';
-import { capturingLogger, quietLogger } from './helpers.js';
+import { capturingLogger, expectSocketError, quietLogger } from './helpers.js';
 
 const run = promisify(execFile);
 
-async function expectSocketError(p: Promise<unknown>, code: string): Promise<SocketError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err, String(err)).to.be.instanceOf(SocketError);
-    expect((err as SocketError).code).to.equal(code);
-    return err as SocketError;
-  }
-  throw new Error(`expected a SocketError ${code}`);
-}
 
 /** Creates (and by default starts) a container that just sleeps. */
 async function sleeper(docker: Docker, image: string, name: string, start = true): Promise<Docker.Container> {

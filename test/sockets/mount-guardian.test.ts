@@ -4,23 +4,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
-import { SocketError } from '../../src/sockets/errors.js';
 import { MountGuardian } from '../../src/sockets/mount-guardian.js';
 import { isInside } from '../../src/sockets/paths.js';
 import { unmountUnder } from '../support/dockerd.js';
+import { expectSocketError } from './helpers.js';
 
 const run = promisify(execFile);
 
-async function expectSocketError(p: Promise<unknown>, code: string): Promise<SocketError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err, String(err)).to.be.instanceOf(SocketError);
-    expect((err as SocketError).code).to.equal(code);
-    return err as SocketError;
-  }
-  throw new Error(`expected a SocketError ${code}`);
-}
 
 async function modeOf(p: string): Promise<string> {
   return ((await fsp.lstat(p)).mode & 0o7777).toString(8).padStart(4, '0');
