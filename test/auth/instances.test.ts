@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import request from 'supertest';
-import { startService, adminAuth, basic, type TestService } from '../support/service.js';
+import { startService, startPeer, adminAuth, basic, type TestService } from '../support/service.js';
 
 /** Two instances on one database: what matters must not live in one process's memory. */
 describe('two instances on one database', () => {
@@ -8,7 +8,7 @@ describe('two instances on one database', () => {
   let b: TestService;
   before(async () => {
     a = await startService();
-    b = await startService({ dataDir: a.dataDir, databaseUrl: a.databaseUrl, env: { SERVICE_PERMISSION_CACHE_TTL_MS: '0' } });
+    b = await startPeer(a, { SERVICE_PERMISSION_CACHE_TTL_MS: '0' });
   });
   after(async () => {
     await b?.stop();
@@ -37,19 +37,6 @@ describe('two instances on one database', () => {
     await request(b.url).get('/api/me').set('X-API-Key', key.token).expect(401);
     const login = (await request(a.url).post('/api/auth/login').send({ username: 'admin', password: 'admin-test-password' }).expect(200)).body;
     await request(b.url).get('/api/me').set('Authorization', `Bearer ${login.token}`).expect(200);
-  });
-});
-
-describe('auth settings on two instances', () => {
-  let a: TestService;
-  let b: TestService;
-  before(async () => {
-    a = await startService();
-    b = await startService({ dataDir: a.dataDir, databaseUrl: a.databaseUrl });
-  });
-  after(async () => {
-    await b?.stop();
-    await a?.destroy();
   });
 
   it('a settings change on one instance rebuilds the chain on the other', async () => {

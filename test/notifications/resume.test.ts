@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { startService, adminAuth, type TestService } from '../support/service.js';
+import { startService, startPeer, adminAuth, type TestService } from '../support/service.js';
 import { WsClient, api, createUser, type Frame, type TestUser } from '../gateway/helpers.js';
 
 const notifyFrames = (c: WsClient) => c.frames.filter((f) => f.event === 'system:notify' || f.event === 'user:notify');
@@ -162,7 +162,7 @@ describe('resume across two instances', function () {
   let b: TestService;
   before(async () => {
     a = await startService();
-    b = await startService({ dataDir: a.dataDir, databaseUrl: a.databaseUrl });
+    b = await startPeer(a);
   });
   after(async () => {
     await b?.stop();

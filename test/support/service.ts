@@ -105,5 +105,10 @@ export async function startService(opts: TestServiceOptions = {}): Promise<TestS
   };
 }
 
+/** A second instance on the same database and data dir as `first` (stop it before first.destroy()). */
+export function startPeer(first: TestService, env: Record<string, string> = {}): Promise<TestService> {
+  return startService({ dataDir: first.dataDir, databaseUrl: first.databaseUrl, env });
+}
+
 export const basic = (username: string, password: string) => 'Basic ' + Buffer.from(`${username}:${password}`).toString('base64');
 export const adminAuth = () => basic(ADMIN.username, ADMIN.password);
