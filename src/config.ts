@@ -232,7 +232,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
   const allowedOrigins = new Set([originOf(publicUrl, 'SERVICE_PUBLIC_URL')]);
   for (const o of commaList(v.SERVICE_ALLOWED_ORIGINS)) allowedOrigins.add(originOf(o, 'SERVICE_ALLOWED_ORIGINS'));
 
-  const managedDirs = (v.SERVICE_MANAGED_DIRS ? commaList(v.SERVICE_MANAGED_DIRS) : [dataDir]).map((d) => path.resolve(d));
+  // never the data dir itself: it holds the master key and the database (src/sockets/host-paths.ts)
+  const managedDirs = (v.SERVICE_MANAGED_DIRS ? commaList(v.SERVICE_MANAGED_DIRS) : [path.join(dataDir, 'managed')]).map((d) => path.resolve(d));
 
   return {
     host: v.SERVICE_HOST,

@@ -32,7 +32,8 @@ describe('config', () => {
     expect(c.systemApiKey).to.equal(null);
     expect(c.adminForceSuperadmin).to.equal(false);
     expect(c.allowedOrigins).to.deep.equal(['http://localhost:8080']);
-    expect(c.managedDirs).to.deep.equal([c.dataDir]);
+    // never the data dir itself (it holds secret.key and the database), but a folder in it
+    expect(c.managedDirs).to.deep.equal([path.join(c.dataDir, 'managed')]);
   });
 
   it('parses lists, booleans, durations and JSON mappings', () => {

@@ -45,7 +45,7 @@ export interface SocketResponsePayload {
   provider: string | null;
   ok: boolean;
   result: unknown;
-  error: null | { code: string; message: string };
+  error: null | { code: string; message: string; details?: unknown };
 }
 
 export interface EventMap {

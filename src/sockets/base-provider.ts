@@ -39,6 +39,8 @@ export interface ProviderOperation {
   permission: string | null;
   /** false: run even when the provider is unavailable (e.g. health reports the outage itself) */
   requires_available?: boolean;
+  /** further permissions that these (validated) args need, e.g. a read-write mount */
+  permissionsFor?(args: any): string[];
   run(args: any): Promise<unknown>;
 }
 

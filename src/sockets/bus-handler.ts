@@ -4,7 +4,7 @@ import type { SocketRequestPayload, SocketResponsePayload } from '../bus/events.
 import type { Logger } from '../log.js';
 import type { ProviderOperation } from './base-provider.js';
 import { SocketError } from './errors.js';
-import { checkPathsSchema, repairSchema, type MountGuardian } from './mount-guardian.js';
+import { checkPathsSchema, repairSchema, type MountGuardian, type RepairOptions } from './mount-guardian.js';
 import type { SocketRegistry } from './registry.js';
 
 /** Who asks. null = no identity: only operations without a permission are allowed. */
@@ -42,10 +42,15 @@ export class SocketRequests {
       operation: typeof raw.operation === 'string' ? raw.operation.slice(0, 200) : '',
       provider: null as string | null,
     };
-    const fail = (code: string, message: string): SocketResponsePayload => ({ ...base, ok: false, result: null, error: { code, message } });
+    const fail = (code: string, message: string, details?: unknown): SocketResponsePayload => ({
+      ...base,
+      ok: false,
+      result: null,
+      error: details === undefined ? { code, message } : { code, message, details },
+    });
 
     const { value, error } = envelopeSchema.validate(request, { convert: false, abortEarly: false });
-    if (error) return fail('invalid_args', error.message);
+    if (error) return fail('invalid_args', error.message, fieldsOf(error));
     const req = value as Required<Pick<SocketRequestPayload, 'request_id' | 'operation' | 'args'>> & { provider?: string };
 
     const m = OPERATION_NAME.exec(req.operation);
@@ -69,18 +74,13 @@ export class SocketRequests {
     }
     if (!op) return fail('unknown_operation', `unknown operation ${req.operation}${providerName ? ` for provider ${providerName}` : ''}`);
 
-    if (op.permission !== null) {
-      let allowed = false;
-      try {
-        allowed = caller !== null && caller.allows(op.permission) === true;
-      } catch {
-        allowed = false;
-      }
-      if (!allowed) return fail('forbidden', `missing permission ${op.permission}`);
-    }
+    if (op.permission !== null && !allows(caller, op.permission)) return fail('forbidden', `missing permission ${op.permission}`);
 
     const checked = op.schema.validate(req.args, ARGS_OPTIONS);
-    if (checked.error) return fail('invalid_args', checked.error.message);
+    if (checked.error) return fail('invalid_args', checked.error.message, fieldsOf(checked.error));
+    for (const permission of op.permissionsFor?.(checked.value) ?? []) {
+      if (!allows(caller, permission)) return fail('forbidden', `missing permission ${permission}`);
+    }
 
     try {
       if (needsAvailable && !(await needsAvailable())) {
@@ -89,7 +89,7 @@ export class SocketRequests {
       const result = await op.run(checked.value);
       return { ...base, ok: true, result, error: null };
     } catch (err) {
-      if (err instanceof SocketError) return fail(err.code, err.message);
+      if (err instanceof SocketError) return fail(err.code, err.message, err.details);
       this.deps.logger.error({ err, operation: req.operation, provider: providerName }, 'socket operation failed');
       return fail('failed', 'socket operation failed');
     }
@@ -124,11 +124,26 @@ export class SocketRequests {
       ops['mounts:repair'] = {
         schema: repairSchema,
         permission: 'socket:mounts:repair',
-        run: (a: { target_dir: string; mode: string; owner_uid?: number; owner_gid?: number }) =>
-          guardian.repair(a.target_dir, { mode: a.mode, owner_uid: a.owner_uid, owner_gid: a.owner_gid }),
+        run: ({ target_dir, ...options }: { target_dir: string } & RepairOptions) => guardian.repair(target_dir, options),
       };
     }
     return ops;
+  }
+}
+
+/** joi problems as `{field, message}` */
+function fieldsOf(error: Joi.ValidationError): Array<{ field: string; message: string }> {
+  return error.details.map((d) => ({
+    field: d.path.join('.') || 'payload',
+    message: d.message.replace(/^"[^"]*"\s*/, ''),
+  }));
+}
+
+function allows(caller: SocketCaller | null, permission: string): boolean {
+  try {
+    return caller !== null && caller.allows(permission) === true;
+  } catch {
+    return false;
   }
 }
 

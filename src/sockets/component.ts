@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Context } from 'koa';
@@ -9,6 +10,7 @@ import { jsonBody } from '../http/body.js';
 import { validate } from '../http/validate.js';
 import { SocketRegistry } from './registry.js';
 import { MountGuardian, repairSchema } from './mount-guardian.js';
+import { HostPaths } from './host-paths.js';
 import { SocketRequests, type SocketCaller } from './bus-handler.js';
 import { ContainerProvider, PREFIX_PATTERN } from './container-provider.js';
 import { socketErrorToHttp } from './errors.js';
@@ -25,7 +27,11 @@ export class SocketsComponent {
 
   constructor(private readonly deps: { config: Config; bus: EventBus; log: Logger }) {
     this.registry = new SocketRegistry({ logger: deps.log });
-    this.guardian = new MountGuardian({ managedDirs: deps.config.managedDirs, logger: deps.log });
+    const { managedDirs, dataDir } = deps.config;
+    // the default managed root, <data>/managed, exists from the start
+    const folder = HostPaths.managedFolderOf(dataDir);
+    if (managedDirs.includes(folder)) fs.mkdirSync(folder, { recursive: true, mode: 0o755 });
+    this.guardian = new MountGuardian({ managedDirs, dataDir, logger: deps.log });
     this.requests = new SocketRequests({ registry: this.registry, mountGuardian: this.guardian, logger: deps.log });
     this.registry.attachBus(deps.bus);
     this.requests.attachBus(deps.bus);
@@ -37,7 +43,7 @@ export class SocketsComponent {
     this.registry.register(ContainerProvider, {
       owner: 'core',
       // runners may bind-mount only what lies inside the managed dirs
-      options: { socketPath: c.containerSocket, runnerPrefix: c.runnerPrefix, dataDir: c.dataDir, spawnMountRoots: c.managedDirs },
+      options: { socketPath: c.containerSocket, runnerPrefix: c.runnerPrefix, dataDir: c.dataDir, mountRoots: c.managedDirs },
     });
   }
 

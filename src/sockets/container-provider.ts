@@ -13,6 +13,7 @@ import {
   type ProviderOperation,
 } from './base-provider.js';
 import { SocketError } from './errors.js';
+import { HostPaths } from './host-paths.js';
 import { isInside } from './paths.js';
 
 export interface ContainerProviderOptions {
@@ -24,8 +25,8 @@ export interface ContainerProviderOptions {
   dataDir?: string;
   /** id of the container the service runs in; undefined = detect, null = not in a container */
   selfContainerId?: string | null;
-  /** when set, spawn accepts only bind sources inside these host paths */
-  spawnMountRoots?: string[];
+  /** the roots runners may bind-mount from (SERVICE_MANAGED_DIRS; default `<dataDir>/managed`) */
+  mountRoots?: string[];
   /** idle timeout of one daemon request */
   requestTimeoutMs?: number;
   /** how long an availability answer is reused */
@@ -44,6 +45,7 @@ export interface SpawnRequest {
   image: string;
   name: string;
   env?: Record<string, string>;
+  /** read-only unless `read_only: false` (which needs socket:container:mount_rw) */
   mounts?: Array<{ source: string; target: string; read_only?: boolean }>;
   command?: string[];
   labels?: Record<string, string>;
@@ -55,7 +57,11 @@ const CONTAINER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 /** max_age_minutes upper bound: ten years, so the cutoff arithmetic stays exact */
 const MAX_AGE_MINUTES = 5_256_000;
 const DAEMON_DOWN_CODES = new Set(['ECONNREFUSED', 'ENOENT', 'ECONNRESET', 'EPIPE', 'EACCES', 'ETIMEDOUT', 'ABORT_ERR']);
+/** set on every container this service creates: cleanup and the runner list touch no other */
 export const RUNNER_LABEL = 'service-core.runner';
+export const SPAWN_PERMISSION = 'socket:container:spawn';
+/** a runner that can write a host directory can re-point what lies below it: a separate grant */
+export const MOUNT_RW_PERMISSION = 'socket:container:mount_rw';
 
 const absolutePath = Joi.string()
   .max(4096)
@@ -85,7 +91,9 @@ export class ContainerProvider extends SocketProvider {
   readonly docker: Docker;
 
   private readonly dataDir: string;
-  private readonly spawnMountRoots: string[] | null;
+  private readonly mountPaths: HostPaths;
+  /** spawns run one at a time: each sees the read-write mounts of the ones before it */
+  private spawning: Promise<unknown> = Promise.resolve();
   private readonly availabilityTtlMs: number;
   private availabilityCheckedAt = 0;
   private availabilityInFlight: Promise<boolean> | null = null;
@@ -97,7 +105,7 @@ export class ContainerProvider extends SocketProvider {
     this.runnerPrefix = options.runnerPrefix ?? 'runner-';
     if (!PREFIX_PATTERN.test(this.runnerPrefix)) throw new Error(`runner prefix must match ${PREFIX_PATTERN}`);
     this.dataDir = path.resolve(options.dataDir ?? './data');
-    this.spawnMountRoots = options.spawnMountRoots ? options.spawnMountRoots.map((p) => path.resolve(p)) : null;
+    this.mountPaths = new HostPaths({ dataDir: this.dataDir, roots: options.mountRoots ?? [HostPaths.managedFolderOf(this.dataDir)] });
     this.availabilityTtlMs = options.availabilityTtlMs ?? 2000;
     this.selfId = options.selfContainerId;
     this.docker = new Docker({ socketPath: this.socket_path, timeout: options.requestTimeoutMs ?? 30_000 });
@@ -170,7 +178,7 @@ export class ContainerProvider extends SocketProvider {
     }
     const dryRun = opts.dry_run === true;
     const cutoffMs = Date.now() - max_age_minutes * 60_000;
-    const all = await this.call('list containers', () => this.docker.listContainers({ all: true }));
+    const all = await this.ownContainers();
     const stale = all
       .map((c) => ({ id: c.Id, name: primaryName(c.Names), createdMs: c.Created * 1000 }))
       // plain startsWith on the name: the prefix never becomes a pattern
@@ -228,7 +236,7 @@ export class ContainerProvider extends SocketProvider {
 
   async runners(prefix: string = this.runnerPrefix): Promise<RunnerInfo[]> {
     checkPrefix(prefix);
-    const all = await this.call('list containers', () => this.docker.listContainers({ all: true }));
+    const all = await this.ownContainers();
     return all
       .map((c) => ({ c, name: primaryName(c.Names) }))
       .filter(({ name }) => name !== null && name.startsWith(prefix))
@@ -241,12 +249,23 @@ export class ContainerProvider extends SocketProvider {
       }));
   }
 
-  /** Creates and starts a runner; no network unless one is asked for. */
+  /**
+   * Creates and starts a runner; no network unless one is asked for. Each bind source is
+   * resolved once, checked (HostPaths, the daemon socket, the read-write mounts of existing
+   * containers) and handed to the daemon as that real path, so nothing can be swapped in
+   * between the check and the mount.
+   */
   async spawn(request: SpawnRequest): Promise<{ id: string; name: string }> {
     const { value, error } = this.spawnSchema().validate(request, JOI_OPTIONS);
-    if (error) throw new SocketError('invalid_args', error.message, error.details.map((d) => ({ field: d.path.join('.'), message: d.message })));
+    if (error) throw new SocketError('invalid_args', error.message, error.details.map((d) => ({ field: d.path.join('.'), message: d.message.replace(/^"[^"]*"\s*/, '') })));
     const req = value as Required<Omit<SpawnRequest, 'network'>> & { network?: string };
+    const run = this.spawning.then(() => this.createRunner(req));
+    this.spawning = run.catch(() => undefined);
+    return run;
+  }
 
+  private async createRunner(req: Required<Omit<SpawnRequest, 'network'>> & { network?: string }): Promise<{ id: string; name: string }> {
+    const mounts = await this.resolveMounts(req.mounts as Array<{ source: string; target: string; read_only: boolean }>);
     const created = await this.call('create container', () =>
       this.docker.createContainer({
         name: req.name,
@@ -257,7 +276,7 @@ export class ContainerProvider extends SocketProvider {
         HostConfig: {
           NetworkMode: req.network ?? 'none',
           Privileged: false,
-          Mounts: req.mounts.map((m) => ({ Type: 'bind' as const, Source: m.source, Target: m.target, ReadOnly: m.read_only ?? false })),
+          Mounts: mounts.map((m) => ({ Type: 'bind' as const, Source: m.source, Target: m.target, ReadOnly: m.read_only })),
         },
       }),
     );
@@ -268,8 +287,47 @@ export class ContainerProvider extends SocketProvider {
       throw this.toSocketError(err, 'start container');
     }
     // env values are deliberately absent from this line
-    this.log?.info({ id: created.id, name: req.name, image: req.image, mounts: req.mounts.length, network: req.network ?? 'none' }, 'runner spawned');
+    this.log?.info(
+      { id: created.id, name: req.name, image: req.image, mounts: mounts.map((m) => ({ source: m.source, target: m.target, read_only: m.read_only })), network: req.network ?? 'none' },
+      'runner spawned',
+    );
     return { id: created.id, name: req.name };
+  }
+
+  /** Real, allowed bind sources: never the daemon socket, never below a directory some container may write. */
+  private async resolveMounts(mounts: Array<{ source: string; target: string; read_only: boolean }>) {
+    if (mounts.length === 0) return [];
+    const socketPath = realOrResolved(this.socket_path);
+    const writable = await this.writableBindSources();
+    const out: Array<{ source: string; target: string; read_only: boolean }> = [];
+    for (const [i, m] of mounts.entries()) {
+      const field = `mounts.${i}.source`;
+      const refuse = (why: string): never => {
+        throw new SocketError('forbidden', `${field} ${why}`, [{ field, message: why }]);
+      };
+      const resolved = await this.mountPaths.check(m.source, field);
+      if (!resolved.exists) throw new SocketError('invalid_args', `${field} must exist`, [{ field, message: 'must exist' }]);
+      const real = resolved.real;
+      // mounting the daemon socket (or a directory holding it) would hand the runner the daemon
+      if (socketPath === real || isInside(socketPath, real)) refuse('must not expose the container daemon socket');
+      const under = writable.find((w) => isInside(real, w));
+      if (under) refuse(`lies below ${under}, which a container may write (it could re-point what lies below)`);
+      out.push({ source: real, target: m.target, read_only: m.read_only });
+    }
+    return out;
+  }
+
+  /** Real sources of every read-write bind mount of every container of the daemon (any state: a stopped one may start again). */
+  private async writableBindSources(): Promise<string[]> {
+    const all = await this.call('list containers', () => this.docker.listContainers({ all: true }));
+    const sources = new Set<string>();
+    for (const c of all) for (const m of c.Mounts ?? []) if (m.Type === 'bind' && m.RW && m.Source) sources.add(m.Source);
+    return Promise.all([...sources].map((p) => fsp.realpath(p).catch(() => p)));
+  }
+
+  /** The containers this service created (its runner label), whatever their name. */
+  private ownContainers() {
+    return this.call('list containers', () => this.docker.listContainers({ all: true, filters: { label: [`${RUNNER_LABEL}=true`] } }));
   }
 
   override operations(): Record<string, ProviderOperation> {
@@ -298,7 +356,12 @@ export class ContainerProvider extends SocketProvider {
         run: (a: { prefix: string; max_age_minutes: number; dry_run: boolean }) =>
           this.cleanup_stale(a.prefix, a.max_age_minutes, { dry_run: a.dry_run }),
       },
-      spawn: { schema: this.spawnSchema(), permission: 'socket:container:spawn', run: (a: SpawnRequest) => this.spawn(a) },
+      spawn: {
+        schema: this.spawnSchema(),
+        permission: SPAWN_PERMISSION,
+        permissionsFor: (a: SpawnRequest) => (a.mounts?.some((m) => m.read_only === false) ? [MOUNT_RW_PERMISSION] : []),
+        run: (a: SpawnRequest) => this.spawn(a),
+      },
     };
   }
 
@@ -308,28 +371,6 @@ export class ContainerProvider extends SocketProvider {
 
   private spawnSchema(): Joi.ObjectSchema {
     const prefix = this.runnerPrefix;
-    const roots = this.spawnMountRoots;
-    const socketPath = realOrResolved(this.socket_path);
-    const realRoots = roots?.map(realOrResolved) ?? null;
-    const source = absolutePath.custom((value: string, helpers) => {
-      // compare real paths: /var/run is often a link to /run, and a link inside a root can point out.
-      // A missing source is refused: the daemon would create it, wherever its parents lead.
-      let real: string;
-      try {
-        real = fs.realpathSync(value);
-      } catch {
-        return helpers.message({ custom: '{{#label}} must exist' });
-      }
-      if (real === '/') return helpers.message({ custom: '{{#label}} must not be the root directory' });
-      // mounting the daemon socket (or a directory holding it) would hand the runner the daemon
-      if (socketPath === real || isInside(socketPath, real)) {
-        return helpers.message({ custom: '{{#label}} must not expose the container daemon socket' });
-      }
-      if (realRoots && !realRoots.some((r) => isInside(real, r))) {
-        return helpers.message({ custom: '{{#label}} is outside the allowed mount roots' });
-      }
-      return value;
-    });
     return Joi.object({
       image: Joi.string().max(255).pattern(/^[A-Za-z0-9][A-Za-z0-9_.\/:@-]*$/, 'image reference').required(),
       name: Joi.string()
@@ -338,7 +379,7 @@ export class ContainerProvider extends SocketProvider {
         .required(),
       env: Joi.object().pattern(Joi.string().pattern(/^[A-Za-z_][A-Za-z0-9_]*$/).max(128), Joi.string().max(32_768).allow('')).max(256).default({}),
       mounts: Joi.array()
-        .items(Joi.object({ source: source.required(), target: absolutePath.invalid('/').required(), read_only: Joi.boolean().default(false) }))
+        .items(Joi.object({ source: absolutePath.required(), target: absolutePath.invalid('/').required(), read_only: Joi.boolean().default(true) }))
         .max(32)
         .default([]),
       command: Joi.array().items(Joi.string().max(32_768).allow('')).max(256).default([]),

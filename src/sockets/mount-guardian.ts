@@ -1,8 +1,9 @@
-import { constants as fsc, promises as fsp, type Stats } from 'node:fs';
+import { constants as fsc, promises as fsp, type Dirent, type Stats } from 'node:fs';
 import path from 'node:path';
 import Joi from 'joi';
 import type { Logger } from '../log.js';
 import { SocketError } from './errors.js';
+import { HostPaths, resolvePath, type ResolvedRules } from './host-paths.js';
 import { isInside } from './paths.js';
 
 export interface MountStatus {
@@ -27,6 +28,8 @@ export interface RepairOptions {
   mode?: string;
   owner_uid?: number;
   owner_gid?: number;
+  /** also change files that nobody but their owner may read today (default: leave them alone) */
+  include_private_files?: boolean;
 }
 
 export interface RepairResult {
@@ -35,8 +38,10 @@ export interface RepairResult {
   target_dir: string;
   /** entries whose mode or owner actually changed */
   changed: number;
-  /** entries skipped because they could not be changed or changed under our feet */
+  /** entries that could not be changed or changed under our feet */
   failed: number;
+  /** entries left alone on purpose: private files, files with several hard links, the data dir */
+  skipped: number;
 }
 
 const MAX_ID = 4_294_967_294;
@@ -48,29 +53,33 @@ export const repairSchema = Joi.object({
   mode: Joi.string().pattern(/^[0-7]{3,4}$/, 'octal mode').default('0755'),
   owner_uid: Joi.number().integer().min(0).max(MAX_ID),
   owner_gid: Joi.number().integer().min(0).max(MAX_ID),
+  include_private_files: Joi.boolean().default(false),
 });
 
 const NOT_INSPECTED = { exists: null, writable: null, is_mount_point: null, owner_uid: null, mode: null } as const;
 
 /**
  * Verifies directories and repairs their permissions, only ever inside the managed dirs
- * (SERVICE_MANAGED_DIRS). check() is read-only; repair() is the only method that changes anything.
+ * (SERVICE_MANAGED_DIRS) and never in the data dir outside its managed folder (HostPaths).
+ * check() is read-only; repair() is the only method that changes anything.
  */
 export class MountGuardian {
   readonly managedDirs: string[];
+  readonly paths: HostPaths;
 
-  constructor(private readonly opts: { managedDirs: string[]; logger?: Logger }) {
+  constructor(private readonly opts: { managedDirs: string[]; dataDir: string; logger?: Logger }) {
     if (!Array.isArray(opts.managedDirs) || opts.managedDirs.length === 0) throw new Error('MountGuardian needs at least one managed dir');
-    this.managedDirs = opts.managedDirs.map((d) => path.resolve(d));
+    this.paths = new HostPaths({ dataDir: opts.dataDir, roots: opts.managedDirs });
+    this.managedDirs = this.paths.roots;
   }
 
   async check(paths: string[]): Promise<MountCheckResult> {
     const { error } = checkPathsSchema.validate(paths, { convert: false });
-    if (error) throw new SocketError('invalid_args', `paths: ${error.message}`);
-    const roots = await this.managedRoots();
+    if (error) throw new SocketError('invalid_args', `required_dirs: ${error.message}`, [{ field: 'required_dirs', message: error.message }]);
+    const rules = await this.paths.resolveRules();
     const mountPoints = await readMountPoints();
     const mounts: Record<string, MountStatus> = {};
-    for (const p of paths) mounts[p] = await this.inspect(p, roots, mountPoints);
+    for (const p of paths) mounts[p] = await this.inspect(p, rules, mountPoints);
     const healthy = Object.values(mounts).every((m) => m.error === null);
     return { healthy, mounts };
   }
@@ -80,34 +89,29 @@ export class MountGuardian {
     if (error) {
       throw new SocketError('invalid_args', error.message, error.details.map((d) => ({ field: d.path.join('.'), message: d.message })));
     }
-    const args = value as { target_dir: string; mode: string; owner_uid?: number; owner_gid?: number };
-    if (!path.isAbsolute(args.target_dir) || args.target_dir.includes('\0')) {
-      throw new SocketError('invalid_args', 'target_dir must be an absolute path');
-    }
-    const roots = await this.managedRoots();
-    let resolved: Awaited<ReturnType<typeof resolvePath>>;
-    try {
-      resolved = await resolvePath(args.target_dir);
-    } catch (err) {
-      // ENAMETOOLONG, ELOOP, EACCES…: the caller's path cannot be resolved, which is not our failure
-      throw new SocketError('invalid_args', `target_dir cannot be resolved (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
-    }
-    if (!resolved || !roots.some((r) => isInside(resolved!.real, r))) {
-      throw new SocketError('forbidden', 'target_dir is outside the managed directories');
-    }
+    const args = value as { target_dir: string; mode: string; owner_uid?: number; owner_gid?: number; include_private_files: boolean };
+    const resolved = await this.paths.check(args.target_dir, 'target_dir');
     if (!resolved.exists) throw new SocketError('not_found', 'target_dir does not exist');
     const st = await fsp.lstat(resolved.real);
-    if (!st.isDirectory()) throw new SocketError('invalid_args', 'target_dir is not a directory');
+    if (!st.isDirectory()) throw new SocketError('invalid_args', 'target_dir is not a directory', [{ field: 'target_dir', message: 'is not a directory' }]);
 
-    const mode = parseInt(args.mode, 8);
-    const owner = args.owner_uid === undefined && args.owner_gid === undefined ? null : { uid: args.owner_uid ?? -1, gid: args.owner_gid ?? -1 };
-    const counts = { changed: 0, failed: 0 };
-    await walk(resolved.real, mode, owner, counts);
+    const rules = await this.paths.resolveRules();
+    const dataDir = await fsp.stat(rules.dataDir).catch(() => null);
+    const plan: RepairPlan = {
+      root: resolved.real,
+      rules,
+      dataDir: dataDir ? { dev: dataDir.dev, ino: dataDir.ino } : null,
+      mode: parseInt(args.mode, 8),
+      owner: args.owner_uid === undefined && args.owner_gid === undefined ? null : { uid: args.owner_uid ?? -1, gid: args.owner_gid ?? -1 },
+      includePrivate: args.include_private_files,
+    };
+    const counts = { changed: 0, failed: 0, skipped: 0 };
+    await walk(plan, counts);
     this.opts.logger?.info({ target_dir: resolved.real, mode: args.mode, owner_uid: args.owner_uid, owner_gid: args.owner_gid, ...counts }, 'directory permissions repaired');
-    return { status: 'repaired', target_dir: resolved.real, changed: counts.changed, failed: counts.failed };
+    return { status: 'repaired', target_dir: resolved.real, ...counts };
   }
 
-  private async inspect(p: string, roots: string[], mountPoints: Set<string>): Promise<MountStatus> {
+  private async inspect(p: string, rules: ResolvedRules, mountPoints: Set<string>): Promise<MountStatus> {
     if (typeof p !== 'string' || !path.isAbsolute(p) || p.includes('\0')) return { ...NOT_INSPECTED, error: 'invalid_path' };
     let resolved: Awaited<ReturnType<typeof resolvePath>>;
     try {
@@ -115,8 +119,8 @@ export class MountGuardian {
     } catch {
       return { ...NOT_INSPECTED, error: 'inaccessible' };
     }
-    // outside (or escaping) the managed dirs: nothing beyond the resolution is looked at
-    if (!resolved || !roots.some((r) => isInside(resolved.real, r))) return { ...NOT_INSPECTED, error: 'not_managed' };
+    // outside (or escaping) the managed dirs, or the data dir: nothing beyond the resolution is looked at
+    if (!resolved || HostPaths.refusal(resolved.real, rules) !== null) return { ...NOT_INSPECTED, error: 'not_managed' };
     if (!resolved.exists) return { exists: false, writable: false, is_mount_point: false, owner_uid: null, mode: null, error: 'not_found' };
     let st: Stats;
     try {
@@ -140,40 +144,6 @@ export class MountGuardian {
     else if (!writable) status.error = 'not_writable';
     return status;
   }
-
-  private async managedRoots(): Promise<string[]> {
-    // resolved per call: a managed dir may be created or re-pointed after boot
-    return Promise.all(this.managedDirs.map((d) => fsp.realpath(d).catch(() => d)));
-  }
-}
-
-
-/**
- * The real path of `p` (kernel semantics: symlinks first, then ".."). For a missing path: the
- * real path of its deepest existing ancestor plus the missing names, or null when the missing
- * part holds "." or ".." (it could point anywhere once created).
- */
-async function resolvePath(p: string): Promise<{ real: string; exists: boolean } | null> {
-  try {
-    return { real: await fsp.realpath(p), exists: true };
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw err;
-  }
-  const segments = p.split('/').filter(Boolean);
-  for (let i = segments.length - 1; i >= 0; i--) {
-    const ancestor = `/${segments.slice(0, i).join('/')}`;
-    let real: string;
-    try {
-      real = await fsp.realpath(ancestor);
-    } catch {
-      continue;
-    }
-    const rest = segments.slice(i);
-    if (rest.some((s) => s === '.' || s === '..')) return null;
-    return { real: path.join(real, ...rest), exists: false };
-  }
-  return null;
 }
 
 async function readMountPoints(): Promise<Set<string>> {
@@ -197,114 +167,106 @@ async function isMountPoint(real: string, st: Stats, mountPoints: Set<string>): 
   }
 }
 
-const OPEN_FLAGS = fsc.O_RDONLY | fsc.O_NOFOLLOW | fsc.O_NONBLOCK;
+/** Linux O_PATH: a descriptor that names an inode without opening it (no read permission needed, never blocks). */
+const O_PATH = 0o10000000;
+const OPEN_FLAGS = O_PATH | fsc.O_NOFOLLOW;
+
+interface RepairPlan {
+  root: string;
+  rules: ResolvedRules;
+  /** the data dir's inode: a bind mount of it inside the tree is not walked */
+  dataDir: { dev: number; ino: number } | null;
+  mode: number;
+  owner: { uid: number; gid: number } | null;
+  includePrivate: boolean;
+}
+
+type Counts = { changed: number; failed: number; skipped: number };
 
 /**
- * Recursive chmod/chown below `root` that never follows a symlink: every entry is opened with
- * O_NOFOLLOW, its real location checked through /proc/self/fd, and changed through the descriptor.
- * Directories get `mode`; regular files get its permission bits without setuid/setgid/sticky,
- * and execute bits only when the file already had one (like chmod's X). Other types are left alone.
+ * Recursive chmod/chown below the plan's root that never follows a symlink: every entry is
+ * opened with O_PATH | O_NOFOLLOW, its real location checked through /proc/self/fd, and
+ * changed through that descriptor's /proc link (the very inode that was checked, whatever is
+ * swapped in at its path meanwhile). Directories get `mode`; regular files get its permission
+ * bits without setuid/setgid/sticky, and execute bits only when the file already had one (like
+ * chmod's X). Files with several hard links (their other names may lie anywhere) and private
+ * files (no group or other read bit) are left alone; other types are never touched.
  */
-async function walk(root: string, mode: number, owner: { uid: number; gid: number } | null, counts: { changed: number; failed: number }) {
-  const stack: string[] = [root];
+async function walk(plan: RepairPlan, counts: Counts) {
+  const stack: string[] = [plan.root];
   while (stack.length) {
     const dir = stack.pop() as string;
-    if (!(await applyTo(dir, 'dir', root, mode, owner, counts))) continue;
-    let entries;
+    const fd = await applyTo(dir, 'dir', plan, counts);
+    if (fd === null) continue;
+    let entries: Dirent[];
     try {
-      entries = await fsp.readdir(dir, { withFileTypes: true });
+      // listed through the checked descriptor, not the path
+      entries = await fsp.readdir(`/proc/self/fd/${fd.fd}`, { withFileTypes: true });
     } catch {
       counts.failed++;
-      continue;
+      entries = [];
     }
     for (const e of entries) {
       const p = path.join(dir, e.name);
-      if (e.isSymbolicLink()) continue;
       if (e.isDirectory()) stack.push(p);
-      else if (e.isFile()) await applyTo(p, 'file', root, mode, owner, counts);
+      else if (e.isFile()) await (await applyTo(p, 'file', plan, counts))?.close().catch(() => undefined);
     }
+    await fd.close().catch(() => undefined);
   }
 }
 
-async function applyTo(
-  p: string,
-  kind: 'dir' | 'file',
-  root: string,
-  mode: number,
-  owner: { uid: number; gid: number } | null,
-  counts: { changed: number; failed: number },
-): Promise<boolean> {
-  let fh: fsp.FileHandle | null = null;
+/** Changes one entry; returns its open descriptor when it may be walked further (a directory), else null. */
+async function applyTo(p: string, kind: 'dir' | 'file', plan: RepairPlan, counts: Counts): Promise<fsp.FileHandle | null> {
+  let fh: fsp.FileHandle;
   try {
     fh = await fsp.open(p, OPEN_FLAGS | (kind === 'dir' ? fsc.O_DIRECTORY : 0));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EACCES') return applyByPath(p, kind, mode, owner, counts);
+  } catch {
     counts.failed++;
-    return false;
+    return null;
   }
+  const self = `/proc/self/fd/${fh.fd}`;
+  let keep = false;
   try {
-    const actual = await fsp.readlink(`/proc/self/fd/${fh.fd}`).catch(() => null);
+    const actual = await fsp.readlink(self).catch(() => null);
     // a parent swapped for a symlink while we walked: the descriptor points elsewhere
-    if (actual === null || !isInside(actual, root)) {
+    if (actual === null || !isInside(actual, plan.root)) {
       counts.failed++;
-      return false;
+      return null;
     }
     const st = await fh.stat();
     if (kind === 'dir' ? !st.isDirectory() : !st.isFile()) {
       counts.failed++;
-      return false;
+      return null;
+    }
+    const isDataDir = plan.dataDir !== null && st.dev === plan.dataDir.dev && st.ino === plan.dataDir.ino;
+    if (isDataDir || HostPaths.refusal(actual, plan.rules) !== null) {
+      counts.skipped++;
+      return null;
+    }
+    if (kind === 'file' && (st.nlink > 1 || (!plan.includePrivate && (st.mode & 0o044) === 0))) {
+      counts.skipped++;
+      return null;
     }
     let changed = false;
     // chown first: it may clear setuid/setgid, which the chmod then sets as asked
-    if (owner && ((owner.uid !== -1 && st.uid !== owner.uid) || (owner.gid !== -1 && st.gid !== owner.gid))) {
-      await fh.chown(owner.uid, owner.gid);
+    if (plan.owner && ((plan.owner.uid !== -1 && st.uid !== plan.owner.uid) || (plan.owner.gid !== -1 && st.gid !== plan.owner.gid))) {
+      await fsp.chown(self, plan.owner.uid, plan.owner.gid);
       changed = true;
     }
-    const want = targetMode(kind, mode, st.mode);
+    const want = targetMode(kind, plan.mode, st.mode);
     const now = changed ? (await fh.stat()).mode & 0o7777 : st.mode & 0o7777;
     if (now !== want) {
-      await fh.chmod(want);
+      await fsp.chmod(self, want);
       changed = true;
     }
     if (changed) counts.changed++;
-    return true;
+    keep = kind === 'dir';
+    return keep ? fh : null;
   } catch {
     counts.failed++;
-    return false;
+    return null;
   } finally {
-    await fh.close().catch(() => undefined);
-  }
-}
-
-/** Fallback for entries we may not open (e.g. a directory of mode 000 that we own). */
-async function applyByPath(
-  p: string,
-  kind: 'dir' | 'file',
-  mode: number,
-  owner: { uid: number; gid: number } | null,
-  counts: { changed: number; failed: number },
-): Promise<boolean> {
-  try {
-    const st = await fsp.lstat(p);
-    if (st.isSymbolicLink() || (kind === 'dir' ? !st.isDirectory() : !st.isFile())) {
-      counts.failed++;
-      return false;
-    }
-    let changed = false;
-    if (owner && ((owner.uid !== -1 && st.uid !== owner.uid) || (owner.gid !== -1 && st.gid !== owner.gid))) {
-      await fsp.lchown(p, owner.uid, owner.gid);
-      changed = true;
-    }
-    const want = targetMode(kind, mode, st.mode);
-    if ((st.mode & 0o7777) !== want || changed) {
-      await fsp.chmod(p, want);
-      changed = true;
-    }
-    if (changed) counts.changed++;
-    return true;
-  } catch {
-    counts.failed++;
-    return false;
+    if (!keep) await fh.close().catch(() => undefined);
   }
 }
 

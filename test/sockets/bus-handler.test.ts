@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import { EventBus } from '../../src/bus/bus.js';
 import type { SocketRequestPayload, SocketResponsePayload } from '../../src/bus/events.js';
 import { SocketRequests, type SocketCaller } from '../../src/sockets/bus-handler.js';
-import { ContainerProvider } from '../../src/sockets/container-provider.js';
+import { ContainerProvider, RUNNER_LABEL } from '../../src/sockets/container-provider.js';
 import { socketErrorToHttp } from '../../src/sockets/errors.js';
 import { MountGuardian } from '../../src/sockets/mount-guardian.js';
 import { SocketRegistry } from '../../src/sockets/registry.js';
@@ -34,11 +34,14 @@ describe('sockets/bus-handler (real dockerd)', function () {
   let registry: SocketRegistry;
   let requests: SocketRequests;
   let dataDir: string;
+  let managed: string;
   let responses: SocketResponsePayload[];
 
   before(async () => {
     dockerd = await startDockerd();
     dataDir = await fsp.realpath(await fsp.mkdtemp(path.join(os.tmpdir(), 'bh-')));
+    managed = path.join(dataDir, 'managed');
+    await fsp.mkdir(managed);
     const logger = quietLogger();
     bus = new EventBus(logger);
     registry = new SocketRegistry({ logger });
@@ -46,7 +49,7 @@ describe('sockets/bus-handler (real dockerd)', function () {
       owner: 'core',
       options: { socketPath: dockerd.socketPath, runnerPrefix: 'brun-', dataDir, selfContainerId: null },
     });
-    requests = new SocketRequests({ registry, mountGuardian: new MountGuardian({ managedDirs: [dataDir], logger }), logger });
+    requests = new SocketRequests({ registry, mountGuardian: new MountGuardian({ managedDirs: [managed], dataDir, logger }), logger });
     requests.attachBus(bus);
     responses = [];
     bus.on('socket:response', (r) => {
@@ -85,7 +88,8 @@ describe('sockets/bus-handler (real dockerd)', function () {
     const root = await ask(bus, { operation: 'container:storage_root', args: {} });
     expect(root.result).to.deep.equal({ storage_root: null });
 
-    await dockerd.docker.createContainer({ name: 'brun-1', Image: dockerd.image, Cmd: ['true'], HostConfig: { NetworkMode: 'none' } });
+    await dockerd.docker.createContainer({ name: 'brun-1', Image: dockerd.image, Labels: { [RUNNER_LABEL]: 'true' }, Cmd: ['true'], HostConfig: { NetworkMode: 'none' } });
+    await dockerd.docker.createContainer({ name: 'brun-not-ours', Image: dockerd.image, Cmd: ['true'], HostConfig: { NetworkMode: 'none' } });
     const runners = await ask(bus, { operation: 'container:runners' });
     expect((runners.result as { runners: Array<{ name: string }> }).runners.map((r) => r.name)).to.deep.equal(['brun-1']);
   });
@@ -109,10 +113,11 @@ describe('sockets/bus-handler (real dockerd)', function () {
     const { id } = spawned.result as { id: string; name: string };
     expect((await dockerd.docker.getContainer(id).inspect()).HostConfig.NetworkMode).to.equal('none');
     await dockerd.docker.createContainer({ name: 'keep', Image: dockerd.image, Cmd: ['true'], HostConfig: { NetworkMode: 'none' } });
+    await dockerd.docker.createContainer({ name: 'brun-not-ours', Image: dockerd.image, Cmd: ['true'], HostConfig: { NetworkMode: 'none' } });
 
     const dry = await ask(bus, { operation: 'container:cleanup', args: { max_age_minutes: 0, dry_run: true } });
     expect(dry.result).to.deep.equal({ dry_run: true, removed: [{ id, name: 'brun-job' }], errors: [] });
-    expect(await dockerd.docker.listContainers({ all: true })).to.have.length(2);
+    expect(await dockerd.docker.listContainers({ all: true })).to.have.length(3);
 
     // defaults: the provider's runner prefix, 60 minutes: a fresh runner stays
     const young = await ask(bus, { operation: 'container:cleanup' });
@@ -120,26 +125,47 @@ describe('sockets/bus-handler (real dockerd)', function () {
 
     const real = await ask(bus, { operation: 'container:cleanup', args: { prefix: 'brun-', max_age_minutes: 0 } });
     expect(real.result).to.deep.equal({ dry_run: false, removed: [{ id, name: 'brun-job' }], errors: [] });
-    expect((await dockerd.docker.listContainers({ all: true })).map((c) => c.Names[0])).to.deep.equal(['/keep']);
+    expect((await dockerd.docker.listContainers({ all: true })).map((c) => c.Names[0]).sort()).to.deep.equal(['/brun-not-ours', '/keep']);
   });
 
   it('mounts:check and mounts:repair', async () => {
-    await fsp.mkdir(path.join(dataDir, 'jobs'), { mode: 0o700 });
-    const check = await ask(bus, { operation: 'mounts:check', args: { paths: [path.join(dataDir, 'jobs'), '/etc'] } });
+    const jobs = path.join(managed, 'jobs');
+    await fsp.mkdir(jobs, { mode: 0o700 });
+    const check = await ask(bus, { operation: 'mounts:check', args: { paths: [jobs, '/etc', dataDir] } });
     expect(check.ok).to.equal(true);
     const res = check.result as { healthy: boolean; mounts: Record<string, { mode: string | null; error: string | null }> };
     expect(res.healthy).to.equal(false);
-    expect(res.mounts[path.join(dataDir, 'jobs')]).to.include({ mode: '0700', error: null });
+    expect(res.mounts[jobs]).to.include({ mode: '0700', error: null });
     expect(res.mounts['/etc'].error).to.equal('not_managed');
+    expect(res.mounts[dataDir].error).to.equal('not_managed');
 
-    const repaired = await ask(bus, { operation: 'mounts:repair', args: { target_dir: path.join(dataDir, 'jobs'), mode: '0755' } });
-    expect(repaired.result).to.deep.include({ status: 'repaired', target_dir: path.join(dataDir, 'jobs'), changed: 1 });
+    const repaired = await ask(bus, { operation: 'mounts:repair', args: { target_dir: jobs, mode: '0755' } });
+    expect(repaired.result).to.deep.include({ status: 'repaired', target_dir: jobs, changed: 1 });
     const forbidden = await ask(bus, { operation: 'mounts:repair', args: { target_dir: '/etc' } });
     expect(forbidden.error?.code).to.equal('forbidden');
-    const missing = await ask(bus, { operation: 'mounts:repair', args: { target_dir: path.join(dataDir, 'nope') } });
+    const missing = await ask(bus, { operation: 'mounts:repair', args: { target_dir: path.join(managed, 'nope') } });
     expect(missing.error?.code).to.equal('not_found');
-    const badMode = await ask(bus, { operation: 'mounts:repair', args: { target_dir: dataDir, mode: 755 } });
-    expect(badMode.error?.code).to.equal('invalid_args');
+    const badMode = await ask(bus, { operation: 'mounts:repair', args: { target_dir: jobs, mode: 755 } });
+    expect(badMode.error).to.deep.include({ code: 'invalid_args', details: [{ field: 'mode', message: 'must be a string' }] });
+  });
+
+  it('a read-write mount needs its own permission on top of spawn', async () => {
+    const src = path.join(managed, 'rw-src');
+    await fsp.mkdir(src, { recursive: true });
+    const args = (read_only: boolean) => ({ image: dockerd.image, name: `brun-rw-${read_only}`, command: ['sleep', '600'], mounts: [{ source: src, target: '/w', read_only }] });
+    const spawner = callerWith('socket:container:spawn');
+    const denied = await requests.handle({ request_id: 'rw1', operation: 'container:spawn', args: args(false) }, spawner);
+    expect(denied.error).to.deep.equal({ code: 'forbidden', message: 'missing permission socket:container:mount_rw' });
+    expect(await dockerd.docker.listContainers({ all: true })).to.deep.equal([]);
+    const ro = await requests.handle({ request_id: 'rw2', operation: 'container:spawn', args: args(true) }, spawner);
+    expect(ro.ok, JSON.stringify(ro.error)).to.equal(true);
+    // read-only is also the default when the request says nothing
+    const dflt = await requests.handle({ request_id: 'rw3', operation: 'container:spawn', args: { ...args(true), name: 'brun-default', mounts: [{ source: src, target: '/w' }] } }, spawner);
+    const info = await dockerd.docker.getContainer((dflt.result as { id: string }).id).inspect();
+    expect(info.Mounts[0]).to.include({ Source: src, RW: false });
+    const rw = await requests.handle({ request_id: 'rw4', operation: 'container:spawn', args: args(false) }, callerWith('socket:container:spawn', 'socket:container:mount_rw'));
+    expect(rw.ok, JSON.stringify(rw.error)).to.equal(true);
+    expect((await dockerd.docker.getContainer((rw.result as { id: string }).id).inspect()).Mounts[0]).to.include({ Source: src, RW: true });
   });
 
   it('correlates concurrent requests by request_id and answers each exactly once', async () => {
@@ -216,7 +242,7 @@ describe('sockets/bus-handler (real dockerd)', function () {
     expect((await handle({ request_id: 'r4', operation: 'container:cleanup', args: { dry_run: true } }, cleaner)).ok).to.equal(true);
     const spawn = await handle({ request_id: 'r5', operation: 'container:spawn', args: { image: dockerd.image, name: 'brun-x' } }, cleaner);
     expect(spawn.error?.code).to.equal('forbidden');
-    const repair = await handle({ request_id: 'r6', operation: 'mounts:repair', args: { target_dir: dataDir } }, cleaner);
+    const repair = await handle({ request_id: 'r6', operation: 'mounts:repair', args: { target_dir: managed } }, cleaner);
     expect(repair.error?.code).to.equal('forbidden');
     const throwing: SocketCaller = {
       allows: () => {

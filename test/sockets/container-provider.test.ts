@@ -8,14 +8,19 @@ import { expect } from 'chai';
 import type Docker from 'dockerode';
 import { ContainerProvider, RUNNER_LABEL, containerIdFromProc, hostPathFor } from '../../src/sockets/container-provider.js';
 import { startDockerd, type TestDockerd } from '../support/dockerd.js';
-import { capturingLogger, expectSocketError, quietLogger } from './helpers.js';
+import { SocketError } from '../../src/sockets/errors.js';
+import { capturingLogger, eventually, expectSocketError, quietLogger } from './helpers.js';
 
 const run = promisify(execFile);
 
 
-/** Creates (and by default starts) a container that just sleeps. */
-async function sleeper(docker: Docker, image: string, name: string, start = true): Promise<Docker.Container> {
-  const c = await docker.createContainer({ name, Image: image, Cmd: ['sleep', '600'], HostConfig: { NetworkMode: 'none' } });
+/**
+ * Creates (and by default starts) a container that just sleeps. `ours`: it carries the runner
+ * label, as if this service had spawned it; otherwise it is someone else's container.
+ */
+async function sleeper(docker: Docker, image: string, name: string, start = true, ours = true): Promise<Docker.Container> {
+  const Labels: Record<string, string> = ours ? { [RUNNER_LABEL]: 'true' } : {};
+  const c = await docker.createContainer({ name, Image: image, Labels, Cmd: ['sleep', '600'], HostConfig: { NetworkMode: 'none' } });
   if (start) await c.start();
   return c;
 }
@@ -43,7 +48,8 @@ describe('sockets/container-provider (real dockerd)', function () {
 
   before(async () => {
     dockerd = await startDockerd();
-    workDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cp-'));
+    workDir = await fsp.realpath(await fsp.mkdtemp(path.join(os.tmpdir(), 'cp-')));
+    await fsp.mkdir(path.join(workDir, 'managed'));
     provider = new ContainerProvider({ socketPath: dockerd.socketPath, runnerPrefix: 'runner-', dataDir: workDir }, logs.logger);
   });
 
@@ -74,7 +80,7 @@ describe('sockets/container-provider (real dockerd)', function () {
   });
 
   it('spawns a runner without network, with env, labels and a read-only bind mount; env values are not logged', async () => {
-    const hostDir = path.join(workDir, 'spawn-src');
+    const hostDir = path.join(workDir, 'managed', 'spawn-src');
     await fsp.mkdir(hostDir, { recursive: true });
     const secret = 's3cr3t-value-that-must-not-be-logged';
     const spawned = await provider.spawn({
@@ -120,13 +126,9 @@ describe('sockets/container-provider (real dockerd)', function () {
     const bad: Array<Record<string, unknown>> = [
       { ...base, name: 'worker-1' }, // lacks the runner prefix
       { ...base, name: 'runner-x', network: 'host' },
-      { ...base, name: 'runner-x', mounts: [{ source: '/', target: '/host' }] },
-      { ...base, name: 'runner-x', mounts: [{ source: dockerd.socketPath, target: '/var/run/docker.sock' }] },
-      { ...base, name: 'runner-x', mounts: [{ source: dockerd.dir, target: '/d' }] }, // holds the socket
       { ...base, name: 'runner-x', mounts: [{ source: `${workDir}/../etc`, target: '/e' }] },
       { ...base, name: 'runner-x', mounts: [{ source: 'relative', target: '/e' }] },
-      { ...base, name: 'runner-x', mounts: [{ source: linkToSocketDir, target: '/d' }] },
-      { ...base, name: 'runner-x', mounts: [{ source: path.join(workDir, 'does-not-exist'), target: '/m' }] },
+      { ...base, name: 'runner-x', mounts: [{ source: path.join(workDir, 'managed', 'does-not-exist'), target: '/m' }] },
       { ...base, name: 'runner-x', env: { 'BAD-KEY': 'v' } },
       { ...base, name: 'runner-x', env: { N: 5 } },
       { ...base, name: 'runner-x', privileged: true },
@@ -135,16 +137,32 @@ describe('sockets/container-provider (real dockerd)', function () {
     for (const request of bad) {
       await expectSocketError(provider.spawn(request as never), 'invalid_args');
     }
+    // outside the mount roots, or the daemon socket (even when a root holds it): forbidden
+    const socketRoot = new ContainerProvider({ socketPath: dockerd.socketPath, dataDir: workDir, mountRoots: [dockerd.dir] }, quietLogger());
+    const refused: Array<[ContainerProvider, string]> = [
+      [provider, '/'],
+      [provider, path.join(workDir, 'does-not-exist')],
+      [provider, dockerd.dir],
+      [provider, linkToSocketDir],
+      [socketRoot, dockerd.socketPath],
+      [socketRoot, dockerd.dir], // holds the socket
+      [socketRoot, linkToSocketDir],
+    ];
+    for (const [p, source] of refused) {
+      const err = await expectSocketError(p.spawn({ ...base, name: 'runner-x', mounts: [{ source, target: '/m' }] }), 'forbidden');
+      expect(err.details, source).to.deep.equal([{ field: 'mounts.0.source', message: err.message.replace(/^mounts\.0\.source /, '') }]);
+    }
     expect(await names(dockerd.docker)).to.deep.equal([]);
 
     const missing = await expectSocketError(provider.spawn({ image: 'no-such-image:1', name: 'runner-noimg' }), 'failed');
     expect(missing.message).to.match(/no such image|not found|pull access/i);
   });
 
-  it('lists runners by prefix', async () => {
+  it('lists its own runners by prefix', async () => {
     await sleeper(dockerd.docker, dockerd.image, 'runner-a');
     await sleeper(dockerd.docker, dockerd.image, 'runner-b', false);
     await sleeper(dockerd.docker, dockerd.image, 'other-c');
+    await sleeper(dockerd.docker, dockerd.image, 'runner-foreign', true, false); // not made by this service
     const runners = await provider.runners();
     expect(runners.map((r) => r.name).sort()).to.deep.equal(['runner-a', 'runner-b']);
     const a = runners.find((r) => r.name === 'runner-a')!;
@@ -157,6 +175,105 @@ describe('sockets/container-provider (real dockerd)', function () {
     await expectSocketError(provider.runners(''), 'invalid_args');
   });
 
+  describe('spawn mount sources (hostile runners)', () => {
+    const HOST_SECRET = 'host-secret-that-no-runner-may-read';
+    let managed: string;
+    let outside: string;
+
+    before(async () => {
+      managed = path.join(workDir, 'managed');
+      outside = await fsp.realpath(await fsp.mkdtemp(path.join(os.tmpdir(), 'host-')));
+      await fsp.writeFile(path.join(outside, 'marker'), HOST_SECRET);
+    });
+    after(async () => {
+      await fsp.rm(outside, { recursive: true, force: true });
+    });
+
+    /** Runs a runner that prints /m/marker; its output, or the refusal. */
+    async function probe(name: string, source: string): Promise<{ out: string } | { refused: string }> {
+      let id: string;
+      try {
+        ({ id } = await provider.spawn({ image: dockerd.image, name, mounts: [{ source, target: '/m' }], command: ['cat', '/m/marker'] }));
+      } catch (err) {
+        if (err instanceof SocketError && ['forbidden', 'invalid_args'].includes(err.code)) return { refused: err.message };
+        throw err;
+      }
+      const c = dockerd.docker.getContainer(id);
+      await c.wait();
+      return { out: (await c.logs({ stdout: true, stderr: true })).toString('utf8') };
+    }
+
+    it('a runner swapping a symlink in its read-write mount never gets a host path mounted into another runner', async function () {
+      this.timeout(120_000);
+      const shared = path.join(managed, 'shared');
+      const inside = path.join(shared, 'inside');
+      await fsp.mkdir(inside, { recursive: true });
+      await fsp.writeFile(path.join(inside, 'marker'), 'inside');
+      // the attacker: flips /w/link between a path inside the managed dir and a host path, as fast as it can
+      const swapper = await provider.spawn({
+        image: dockerd.image,
+        name: 'runner-swapper',
+        mounts: [{ source: shared, target: '/w', read_only: false }],
+        command: ['sh', '-c', `while true; do ln -sfn ${outside} /w/link; ln -sfn ${inside} /w/link; done`],
+      });
+      expect((await dockerd.docker.getContainer(swapper.id).inspect()).Mounts[0]).to.include({ Source: shared, RW: true });
+      await eventually(() => fs.existsSync(path.join(shared, 'link')) || fs.lstatSync(path.join(shared, 'link'), { throwIfNoEntry: false }) !== undefined);
+
+      const outcomes = [];
+      for (let i = 0; i < 25; i++) {
+        outcomes.push(await probe(`runner-probe-${i}`, path.join(shared, i % 2 ? 'link' : 'inside')));
+      }
+      const leaked = outcomes.filter((o) => 'out' in o && o.out.includes(HOST_SECRET));
+      expect(leaked, 'spawns that mounted the host path').to.deep.equal([]);
+      // nothing below a directory a runner may write is mounted at all while that runner exists
+      for (const o of outcomes) expect(o).to.have.property('refused');
+      expect(outcomes.some((o) => 'refused' in o && /which a container may write/.test(o.refused))).to.equal(true);
+    });
+
+    it('mounts the real path it checked, read-only unless asked, once no runner can write above it', async () => {
+      const jobs = path.join(managed, 'jobs');
+      await fsp.mkdir(jobs, { recursive: true });
+      await fsp.writeFile(path.join(jobs, 'marker'), 'job-input');
+      await fsp.rm(path.join(managed, 'job-link'), { force: true });
+      await fsp.symlink(jobs, path.join(managed, 'job-link'));
+      const { id } = await provider.spawn({ image: dockerd.image, name: 'runner-real', mounts: [{ source: path.join(managed, 'job-link'), target: '/m' }], command: ['sleep', '600'] });
+      const info = await dockerd.docker.getContainer(id).inspect();
+      expect(info.Mounts).to.have.length(1);
+      // the daemon got the resolved path, not the link: nothing is resolved a second time
+      expect(info.Mounts[0]).to.include({ Source: jobs, Destination: '/m', RW: false });
+
+      // a link re-pointed to a host path afterwards is refused by its real path
+      await fsp.rm(path.join(managed, 'job-link'));
+      await fsp.symlink(outside, path.join(managed, 'job-link'));
+      const refused = await probe('runner-relinked', path.join(managed, 'job-link'));
+      expect(refused).to.have.property('refused').that.matches(/outside the managed directories/);
+    });
+
+    it('never mounts the data dir, what holds it, or what lies in it outside its managed folder, whatever the roots say', async () => {
+      const hostRoot = await fsp.realpath(await fsp.mkdtemp(path.join(os.tmpdir(), 'root-')));
+      try {
+        const dataDir = path.join(hostRoot, 'data');
+        await fsp.mkdir(path.join(dataDir, 'managed', 'ok'), { recursive: true });
+        await fsp.writeFile(path.join(dataDir, 'secret.key'), 'k', { mode: 0o600 });
+        await fsp.mkdir(path.join(hostRoot, 'other'));
+        await fsp.symlink(dataDir, path.join(hostRoot, 'other', 'to-data'));
+        // SERVICE_MANAGED_DIRS names the directory that holds the data dir
+        const wide = new ContainerProvider({ socketPath: dockerd.socketPath, dataDir, mountRoots: [hostRoot] }, quietLogger());
+        for (const source of [hostRoot, dataDir, path.join(dataDir, 'secret.key'), path.join(hostRoot, 'other', 'to-data'), path.join(hostRoot, 'other', 'to-data', 'managed', '..')]) {
+          const err = await expectSocketError(wide.spawn({ image: dockerd.image, name: 'runner-d', mounts: [{ source, target: '/m' }] }), source.endsWith('..') ? 'invalid_args' : 'forbidden');
+          expect(err.message, source).to.match(/data directory|normalized/);
+        }
+        expect(await names(dockerd.docker)).to.deep.equal([]);
+        for (const source of [path.join(dataDir, 'managed', 'ok'), path.join(hostRoot, 'other')]) {
+          const { id } = await wide.spawn({ image: dockerd.image, name: `runner-ok-${path.basename(source)}`, mounts: [{ source, target: '/m' }], command: ['true'] });
+          expect((await dockerd.docker.getContainer(id).inspect()).Mounts[0]).to.include({ Source: source, RW: false });
+        }
+      } finally {
+        await fsp.rm(hostRoot, { recursive: true, force: true });
+      }
+    });
+  });
+
   describe('cleanup_stale', () => {
     beforeEach(async () => {
       await sleeper(dockerd.docker, dockerd.image, 'runner-old1');
@@ -164,6 +281,7 @@ describe('sockets/container-provider (real dockerd)', function () {
       await sleeper(dockerd.docker, dockerd.image, 'keep-me');
       await sleeper(dockerd.docker, dockerd.image, 'xrunner-not-prefixed', false);
       await sleeper(dockerd.docker, dockerd.image, 'runnerX', false);
+      await sleeper(dockerd.docker, dockerd.image, 'runner-foreign', true, false);
     });
 
     it('dry run reports what would go and removes nothing', async () => {
@@ -171,21 +289,35 @@ describe('sockets/container-provider (real dockerd)', function () {
       expect(result.dry_run).to.equal(true);
       expect(result.removed.map((r) => r.name).sort()).to.deep.equal(['runner-old1', 'runner-old2']);
       expect(result.errors).to.deep.equal([]);
-      expect(await names(dockerd.docker)).to.have.length(5);
+      expect(await names(dockerd.docker)).to.have.length(6);
     });
 
     it('keeps containers younger than max_age_minutes', async () => {
       const result = await provider.cleanup_stale('runner-', 60);
       expect(result.removed).to.deep.equal([]);
-      expect(await names(dockerd.docker)).to.have.length(5);
+      expect(await names(dockerd.docker)).to.have.length(6);
     });
 
-    it('with max age 0 removes only prefixed containers, running ones included', async () => {
+    it('with max age 0 removes only its own prefixed containers, running ones included', async () => {
       const result = await provider.cleanup_stale('runner-', 0);
       expect(result.dry_run).to.equal(false);
       expect(result.removed.map((r) => r.name).sort()).to.deep.equal(['runner-old1', 'runner-old2']);
       expect(result.errors).to.deep.equal([]);
-      expect(await names(dockerd.docker)).to.deep.equal(['keep-me', 'runnerX', 'xrunner-not-prefixed']);
+      expect(await names(dockerd.docker)).to.deep.equal(['keep-me', 'runner-foreign', 'runnerX', 'xrunner-not-prefixed']);
+    });
+
+    it('never removes a container it did not create, whatever the prefix (a prod database with its volume stays)', async () => {
+      const db = await dockerd.docker.createContainer({
+        name: 'prod-database',
+        Image: dockerd.image,
+        Cmd: ['sleep', '600'],
+        HostConfig: { NetworkMode: 'none', Mounts: [{ Type: 'volume', Source: 'prod-data', Target: '/var/lib/db' }] },
+      });
+      await db.start();
+      const result = await provider.cleanup_stale('prod', 0);
+      expect(result).to.deep.equal({ dry_run: false, removed: [], errors: [] });
+      expect((await db.inspect()).State.Running).to.equal(true);
+      expect((await dockerd.docker.listVolumes()).Volumes.map((v) => v.Name)).to.include('prod-data');
     });
 
     it('treats the prefix literally: "." is not a wildcard', async () => {
@@ -202,7 +334,7 @@ describe('sockets/container-provider (real dockerd)', function () {
       for (const age of [-1, Number.NaN, Number.POSITIVE_INFINITY, '5' as unknown as number]) {
         await expectSocketError(provider.cleanup_stale('runner-', age), 'invalid_args');
       }
-      expect(await names(dockerd.docker)).to.have.length(5);
+      expect(await names(dockerd.docker)).to.have.length(6);
     });
 
     it('reports a failed removal in errors, never in removed', async () => {

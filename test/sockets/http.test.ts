@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import request from 'supertest';
 import fs from 'node:fs';
 import path from 'node:path';
+import { RUNNER_LABEL } from '../../src/sockets/container-provider.js';
 import { startDockerd, TEST_IMAGE, type TestDockerd } from '../support/dockerd.js';
 import { startService, adminAuth, basic, SYSTEM_KEY, type TestService } from '../support/service.js';
 
@@ -32,7 +33,8 @@ describe('socket HTTP API', function () {
   });
 
   const create = async (name: string) => {
-    const c = await dockerd.docker.createContainer({ name, Image: TEST_IMAGE, Cmd: ['sleep', '300'], HostConfig: { NetworkMode: 'none' } });
+    // made as if this service had spawned it: cleanup only ever touches its own runners
+    const c = await dockerd.docker.createContainer({ name, Image: TEST_IMAGE, Labels: { [RUNNER_LABEL]: 'true' }, Cmd: ['sleep', '300'], HostConfig: { NetworkMode: 'none' } });
     await c.start();
     return c.id;
   };
@@ -94,13 +96,17 @@ describe('socket HTTP API', function () {
   });
 
   it('health of managed dirs is read-only; a path outside is not_managed', async () => {
-    const inside = path.join(svc.dataDir, 'inside');
+    const inside = path.join(svc.dataDir, 'managed', 'inside');
     fs.mkdirSync(inside, { mode: 0o700 });
     fs.chmodSync(inside, 0o700);
     const res = (await request(svc.url).get('/api/socket/health').query({ required_dirs: `${inside},/etc` }).expect(200)).body;
     expect(res.mounts[inside]).to.include({ exists: true, mode: '0700' });
     expect(res.mounts['/etc'].error).to.equal('not_managed');
     expect(res.healthy).to.equal(false);
+    // the data dir itself is never managed: its default managed root is <data>/managed
+    expect(svc.config.managedDirs).to.deep.equal([path.join(svc.dataDir, 'managed')]);
+    const data = (await request(svc.url).get('/api/socket/health').query({ required_dirs: svc.dataDir }).expect(200)).body;
+    expect(data.mounts[svc.dataDir]).to.include({ error: 'not_managed', mode: null });
     expect(fs.statSync(inside).mode & 0o777).to.equal(0o700);
     const all = (await request(svc.url).get('/api/socket/health').expect(200)).body;
     // without required_dirs, the managed dirs themselves are checked
@@ -110,7 +116,8 @@ describe('socket HTTP API', function () {
   });
 
   it('repair: guarded, inside managed dirs only, symlink escapes 403, missing 404, bad mode 400', async () => {
-    const target = path.join(svc.dataDir, 'repairme');
+    const managed = path.join(svc.dataDir, 'managed');
+    const target = path.join(managed, 'repairme');
     fs.mkdirSync(path.join(target, 'sub'), { recursive: true });
     fs.chmodSync(target, 0o700);
     await request(svc.url).post('/api/socket/repair').send({ target_dir: target }).expect(401);
@@ -119,22 +126,30 @@ describe('socket HTTP API', function () {
     expect(ok.status).to.equal('repaired');
     expect(ok.changed).to.be.at.least(1);
     expect(fs.statSync(target).mode & 0o777).to.equal(0o750);
-    fs.symlinkSync('/etc', path.join(svc.dataDir, 'escape'));
-    for (const t of [path.join(svc.dataDir, 'escape'), path.join(svc.dataDir, '../../etc'), '/etc']) {
-      const res = await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: t });
+    fs.symlinkSync('/etc', path.join(managed, 'escape'));
+    fs.symlinkSync(svc.dataDir, path.join(managed, 'to-data'));
+    // what a generated key looks like (these tests set SERVICE_SECRET_KEY, so none was written)
+    fs.writeFileSync(path.join(svc.dataDir, 'secret.key'), 'k'.repeat(43), { mode: 0o600 });
+    const keyMode = fs.statSync(path.join(svc.dataDir, 'secret.key')).mode & 0o777;
+    expect(keyMode).to.equal(0o600);
+    for (const t of [path.join(managed, 'escape'), path.join(managed, '../../etc'), '/etc', svc.dataDir, path.dirname(svc.dataDir), path.join(managed, 'to-data')]) {
+      const res = await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: t, mode: '0777', include_private_files: true });
       expect(res.status, t).to.equal(403);
+      expect(res.body.error.details, t).to.have.length(1);
+      expect(res.body.error.details[0].field).to.equal('target_dir');
     }
-    await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: path.join(svc.dataDir, 'missing') }).expect(404);
+    expect(fs.statSync(path.join(svc.dataDir, 'secret.key')).mode & 0o777).to.equal(keyMode);
+    await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: path.join(managed, 'missing') }).expect(404);
     for (const mode of ['999', 'abc', '12', 755]) {
       const res = await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: target, mode });
       expect(res.status, String(mode)).to.equal(400);
     }
     await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({}).expect(400);
     // unresolvable paths are the caller's problem, not a 500
-    await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: path.join(svc.dataDir, 'x'.repeat(300)) }).expect(400);
-    fs.symlinkSync('loop-b', path.join(svc.dataDir, 'loop-a'));
-    fs.symlinkSync('loop-a', path.join(svc.dataDir, 'loop-b'));
-    await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: path.join(svc.dataDir, 'loop-a') }).expect(400);
+    await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: path.join(managed, 'x'.repeat(300)) }).expect(400);
+    fs.symlinkSync('loop-b', path.join(managed, 'loop-a'));
+    fs.symlinkSync('loop-a', path.join(managed, 'loop-b'));
+    await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: path.join(managed, 'loop-a') }).expect(400);
   });
 
   it('a stopped daemon: unavailable in the list, healthy false, 503 on cleanup, no crash', async () => {

@@ -35,7 +35,7 @@ describe('sockets/mount-guardian', () => {
     await fsp.symlink(path.join(managed, 'sub'), path.join(managed, 'inner-link'));
     // the managed dir itself is reached through a symlink: comparisons use real paths
     await fsp.symlink(managed, path.join(base, 'data-link'));
-    guardian = new MountGuardian({ managedDirs: [path.join(base, 'data-link')] });
+    guardian = new MountGuardian({ managedDirs: [path.join(base, 'data-link')], dataDir: path.join(base, 'service-data') });
   });
 
   after(async () => {
@@ -153,8 +153,8 @@ describe('sockets/mount-guardian', () => {
       await fsp.symlink(path.join(outside, 'victim'), path.join(tree, 'a', 'to-victim'));
       await fsp.symlink(outside, path.join(tree, 'a', 'to-outside-dir'));
       await run('mkfifo', [path.join(tree, 'a', 'pipe')]);
-      await fsp.chmod(path.join(tree, 'a', 'data.txt'), 0o600);
-      await fsp.chmod(path.join(tree, 'a', 'b', 'run.sh'), 0o700);
+      await fsp.chmod(path.join(tree, 'a', 'data.txt'), 0o640);
+      await fsp.chmod(path.join(tree, 'a', 'b', 'run.sh'), 0o750);
       await fsp.chmod(path.join(tree, 'a', 'b'), 0o700);
       await fsp.chmod(path.join(tree, 'a'), 0o700);
       await fsp.chmod(tree, 0o700);
@@ -164,7 +164,7 @@ describe('sockets/mount-guardian', () => {
 
     it('chmods recursively with a string mode, never through a symlink', async () => {
       const res = await guardian.repair(tree, { mode: '0755' });
-      expect(res).to.deep.equal({ status: 'repaired', target_dir: tree, changed: 5, failed: 0 });
+      expect(res).to.deep.equal({ status: 'repaired', target_dir: tree, changed: 5, failed: 0, skipped: 0 });
       expect(await modeOf(tree)).to.equal('0755');
       expect(await modeOf(path.join(tree, 'a'))).to.equal('0755');
       expect(await modeOf(path.join(tree, 'a', 'b'))).to.equal('0755');
@@ -226,6 +226,87 @@ describe('sockets/mount-guardian', () => {
       }
       expect(await modeOf(outside)).to.equal('0700');
       expect(await modeOf(path.join(outside, 'victim'))).to.equal('0600');
+    });
+
+    it('leaves private files alone unless asked, and never touches a file with another hard link', async () => {
+      const priv = path.join(tree, 'a', 'id_rsa');
+      await fsp.writeFile(priv, 'k', { mode: 0o600 });
+      await fsp.chmod(priv, 0o600);
+      // a hard link from inside the tree to a file outside it: changing one name changes the other
+      await fsp.writeFile(path.join(outside, 'linked'), 'x');
+      await fsp.chmod(path.join(outside, 'linked'), 0o644);
+      await fsp.link(path.join(outside, 'linked'), path.join(tree, 'a', 'hardlink'));
+      const res = await guardian.repair(tree, { mode: '0777', owner_uid: 4321, owner_gid: 4321 });
+      expect(res.skipped).to.equal(2);
+      expect(await modeOf(priv)).to.equal('0600');
+      expect((await fsp.stat(priv)).uid).to.equal(process.getuid!());
+      expect(await modeOf(path.join(outside, 'linked'))).to.equal('0644');
+      expect((await fsp.stat(path.join(outside, 'linked'))).uid).to.equal(process.getuid!());
+
+      const asked = await guardian.repair(tree, { mode: '0750', include_private_files: true });
+      expect(asked.skipped).to.equal(1); // the hard link, still
+      expect(await modeOf(priv)).to.equal('0640');
+      expect(await modeOf(path.join(outside, 'linked'))).to.equal('0644');
+      await fsp.rm(path.join(outside, 'linked'));
+    });
+
+    it('never follows a symlink swapped in while it walks (bounded race)', async function () {
+      this.timeout(30_000);
+      const victim = path.join(outside, 'victim');
+      const swap = path.join(tree, 'a', 'swap');
+      const swapDir = path.join(tree, 'a', 'swapdir');
+      let running = true;
+      // swaps a file and a directory of the tree for links to a host file and a host directory
+      const swapper = (async () => {
+        for (let i = 0; running; i++) {
+          await fsp.rm(swap, { force: true });
+          await fsp.rm(swapDir, { recursive: true, force: true });
+          if (i % 2) {
+            await fsp.symlink(victim, swap);
+            await fsp.symlink(outside, swapDir);
+          } else {
+            await fsp.writeFile(swap, 'x', { mode: 0o644 });
+            await fsp.mkdir(swapDir);
+          }
+          await new Promise((r) => setImmediate(r));
+        }
+      })();
+      try {
+        for (let i = 0; i < 200; i++) await guardian.repair(tree, { mode: i % 2 ? '0777' : '0755', owner_uid: 4000 + i, include_private_files: true });
+      } finally {
+        running = false;
+        await swapper;
+      }
+      expect(await modeOf(victim)).to.equal('0600');
+      expect(await modeOf(outside)).to.equal('0700');
+      expect((await fsp.stat(victim)).uid).to.equal(process.getuid!());
+      expect((await fsp.stat(outside)).uid).to.equal(process.getuid!());
+    });
+
+    it('never repairs the data dir, a directory holding it, or what lies in it outside its managed folder', async () => {
+      const root = path.join(base, 'wide');
+      const dataDir = path.join(root, 'srv-data');
+      await fsp.mkdir(path.join(dataDir, 'managed', 'jobs'), { recursive: true });
+      await fsp.mkdir(path.join(dataDir, 'plugins'), { recursive: true });
+      await fsp.writeFile(path.join(dataDir, 'secret.key'), 'k', { mode: 0o600 });
+      await fsp.chmod(path.join(dataDir, 'secret.key'), 0o600);
+      await fsp.mkdir(path.join(root, 'other'), { recursive: true });
+      await fsp.symlink(dataDir, path.join(root, 'other', 'to-data'));
+      // SERVICE_MANAGED_DIRS names the directory holding the data dir: still refused
+      const wide = new MountGuardian({ managedDirs: [root], dataDir });
+      for (const target of [root, dataDir, path.join(dataDir, 'plugins'), path.join(root, 'other', 'to-data')]) {
+        const err = await expectSocketError(wide.repair(target, { mode: '0777', include_private_files: true }), 'forbidden');
+        expect(err.message, target).to.match(/data directory/);
+      }
+      expect(await modeOf(path.join(dataDir, 'secret.key'))).to.equal('0600');
+      expect((await wide.repair(path.join(dataDir, 'managed', 'jobs'), { mode: '0750' })).changed).to.equal(1);
+      const other = await wide.repair(path.join(root, 'other'), { mode: '0750' });
+      expect(other.changed).to.equal(1); // the link to the data dir is not followed
+      expect(await modeOf(dataDir)).not.to.equal('0750');
+      const check = await wide.check([dataDir, root, path.join(dataDir, 'managed', 'jobs')]);
+      expect(check.mounts[dataDir].error).to.equal('not_managed');
+      expect(check.mounts[root].error).to.equal('not_managed');
+      expect(check.mounts[path.join(dataDir, 'managed', 'jobs')].error).to.equal(null);
     });
 
     it('reports a missing managed dir as not_found', async () => {
