@@ -35,7 +35,8 @@ export const CORE_CATALOG: CatalogEntry[] = [
   { id: 'api:read', description: 'read through the API (also satisfies every plugin:<id>:api:read)' },
   { id: 'api:write', description: 'write through the API (also satisfies every plugin:<id>:api:write)' },
   { id: 'socket:container:cleanup', description: 'remove stale runner containers' },
-  { id: 'socket:container:spawn', description: 'start runner containers' },
+  { id: 'socket:container:spawn', description: 'start runner containers (read-only mounts from the managed dirs)' },
+  { id: 'socket:container:mount_rw', description: 'mount a managed directory read-write into a runner' },
   { id: 'socket:mounts:repair', description: 'repair permissions of a managed directory' },
   ...UI_ROUTES.map((r) => ({ id: `route:${r}`, description: `open the ${r} page` })),
 ];

@@ -43,11 +43,11 @@ describe('IAM model and admin API', () => {
   });
 
   it('effective permissions = union of groups plus extra_permissions', async () => {
-    await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'ops', permissions: ['socket:container:cleanup'] }).expect(201);
+    await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'ops', permissions: ['feature:notifications.broadcast'] }).expect(201);
     const u = (await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'opsy', password: 'opsy-password', groups: ['INT_VIEWER', 'ops'], extra_permissions: ['feature:notifications.send'] }).expect(201)).body;
     expect(u.identities).to.deep.equal([{ provider: 'local', provider_user_id: 'opsy' }]);
     const access = (await request(svc.url).get('/api/me/access').set('Authorization', basic('opsy', 'opsy-password')).expect(200)).body;
-    expect(access.permissions).to.deep.equal(['api:read', 'feature:dashboard.view', 'feature:notifications.send', 'socket:container:cleanup']);
+    expect(access.permissions).to.deep.equal(['api:read', 'feature:dashboard.view', 'feature:notifications.broadcast', 'feature:notifications.send']);
     expect(access.groups).to.deep.equal(['INT_VIEWER', 'ops']);
   });
 

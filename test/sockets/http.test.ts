@@ -21,9 +21,10 @@ describe('socket HTTP API', function () {
     dockerd = await startDockerd();
     svc = await startService({ env: { SERVICE_CONTAINER_SOCKET: dockerd.socketPath, SERVICE_SYSTEM_API_KEY: SYSTEM_KEY, SERVICE_RUNNER_PREFIX: 'runner-' } });
     const admin = adminAuth();
-    await request(svc.url).post('/api/groups').set('Authorization', admin).send({ name: 'operators', permissions: ['socket:container:cleanup', 'socket:mounts:repair'] }).expect(201);
+    // host permissions are granted by a superadmin or the system key only
+    await request(svc.url).post('/api/groups').set('X-API-Key', SYSTEM_KEY).send({ name: 'operators', permissions: ['socket:container:cleanup', 'socket:mounts:repair'] }).expect(201);
     await request(svc.url).post('/api/users').set('Authorization', admin).send({ username: 'viewer', password: 'viewer-password', groups: ['INT_VIEWER'] }).expect(201);
-    await request(svc.url).post('/api/users').set('Authorization', admin).send({ username: 'operator', password: 'operator-password', groups: ['INT_VIEWER', 'operators'] }).expect(201);
+    await request(svc.url).post('/api/users').set('X-API-Key', SYSTEM_KEY).send({ username: 'operator', password: 'operator-password', groups: ['INT_VIEWER', 'operators'] }).expect(201);
     viewer = basic('viewer', 'viewer-password');
     operator = basic('operator', 'operator-password');
   });

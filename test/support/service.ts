@@ -5,7 +5,7 @@ import crypto from 'node:crypto';
 import knex from 'knex';
 import { loadConfig, type Config } from '../../src/config.js';
 import { Service } from '../../src/service.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger, type Logger } from '../../src/log.js';
 
 /**
  * Test harness: each service gets its own temp data dir and its own database, so test files
@@ -46,6 +46,8 @@ export interface TestServiceOptions {
   dataDir?: string;
   databaseUrl?: string | null;
   wait?: boolean;
+  /** a logger of the test's own (e.g. capturingLogger, to assert on log lines) */
+  logger?: Logger;
 }
 
 export interface TestService {
@@ -86,7 +88,7 @@ export async function startService(opts: TestServiceOptions = {}): Promise<TestS
     databaseUrl = db.url;
   }
   const config = loadConfig(testEnv(dataDir, databaseUrl, opts.env));
-  const service = new Service(config, { logger: createLogger(config.logLevel), dbRetryMs: 100 });
+  const service = new Service(config, { logger: opts.logger ?? createLogger(config.logLevel), dbRetryMs: 100 });
   await service.start();
   if (opts.wait !== false) await service.booted();
   const stop = () => service.stop(2000);

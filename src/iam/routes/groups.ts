@@ -2,7 +2,10 @@ import type Router from '@koa/router';
 import type { IamComponent } from '../component.js';
 import type { EventBus } from '../../bus/bus.js';
 import { ApiRouter } from '../../http/api.js';
-import { badField, conflict, notFound } from '../../http/errors.js';
+import type { Context } from 'koa';
+import { identity } from '../../auth/guards.js';
+import { badField, conflict, forbiddenBecause, notFound } from '../../http/errors.js';
+import { addedHostPermissions, isTrusted } from '../policy.js';
 import { isUniqueViolation } from '../../db/knex.js';
 import { DEFAULT_GROUP_NAMES } from '../permissions.js';
 import { createGroupSchema, GROUP_NAME, patchGroupSchema } from '../schemas.js';
@@ -44,6 +47,15 @@ export function groupRoutes(iam: IamComponent, bus: EventBus): Router {
     if (unknown.length) throw badField('permissions', `unknown permission ${unknown.join(', ')}`);
   };
 
+  /** Host permissions added to a group: a superadmin's grant only, logged as an audit line. */
+  const guardHostGrants = (ctx: Context, before: string[], after: string[] | undefined) => {
+    const granted = after ? addedHostPermissions(before, after) : [];
+    if (granted.length === 0) return () => undefined;
+    const actor = identity(ctx);
+    if (!isTrusted(actor)) throw forbiddenBecause(`only a superadmin may grant permissions that reach the host (${granted.join(', ')})`);
+    return (group: string) => ctx.log.info({ audit: 'host_permission_granted', actor: actor.username, group, permissions: granted }, 'audit: host permission granted');
+  };
+
   api.endpoint(
     { method: 'GET', path: '/api/permissions', summary: 'The permission catalog (core and plugin-declared ids)', auth: 'identity', responses: { 200: { description: 'the catalog', schema: catalogView } } },
     () => ({ permissions: iam.catalog() }),
@@ -58,8 +70,10 @@ export function groupRoutes(iam: IamComponent, bus: EventBus): Router {
     { method: 'POST', path: '/api/groups', summary: 'Create a group', auth: ADMIN, body: createGroupSchema, responses: { 201: { description: 'the group', schema: groupView }, 409: 'the name is taken' } },
     async (ctx, { body }) => {
       checkPermissions(body.permissions);
+      const audit = guardHostGrants(ctx, [], body.permissions);
       try {
         const g = await iam.store.createGroup(body);
+        audit(g.name);
         ctx.status = 201;
         return await view(g);
       } catch (err) {
@@ -85,9 +99,10 @@ export function groupRoutes(iam: IamComponent, bus: EventBus): Router {
       body: patchGroupSchema,
       responses: { 200: { description: 'the group', schema: groupView }, 404: 'no such group', 409: 'built-in group or name taken' },
     },
-    async (_ctx, { params, body }) => {
+    async (ctx, { params, body }) => {
       const g = await load(params.name);
       checkPermissions(body.permissions);
+      const audit = guardHostGrants(ctx, g.permissions, body.permissions);
       let name = g.name;
       if (body.name && body.name !== g.name) {
         if (DEFAULT_GROUP_NAMES.includes(g.name)) throw conflict(`built-in group ${g.name} cannot be renamed`);
@@ -102,6 +117,7 @@ export function groupRoutes(iam: IamComponent, bus: EventBus): Router {
       }
       await iam.store.updateGroup(name, { description: body.description, permissions: body.permissions });
       bus.emit('iam:permissions_changed', { group: name });
+      audit(name);
       return view((await iam.store.group(name))!);
     },
   );

@@ -12,6 +12,7 @@ import { validate } from '../../http/validate.js';
 import { badField, conflict, forbidden, forbiddenBecause, notFound } from '../../http/errors.js';
 import { isUniqueViolation } from '../../db/knex.js';
 import { ADMIN_GROUP } from '../permissions.js';
+import { addedHostPermissions, hostPermissionsOfGroups, isProtectedAccount, isTrusted } from '../policy.js';
 import { BCRYPT_COST } from '../seed.js';
 import { createUserSchema, patchUserSchema, passwordSchema, uuidParam } from '../schemas.js';
 import type { User, Identity } from '../store.js';
@@ -77,17 +78,31 @@ export function userRoutes(iam: IamComponent, bus: EventBus): Router {
     if (others.length === 0) throw conflict(`${user.username} is the last enabled member of ${ADMIN_GROUP}`);
   };
 
-  /** A superadmin account is changed only by a superadmin, the system key, or (its password) itself. */
+  /** A superadmin or bot account is changed only by a superadmin, the system key, or (its password) itself. */
   const guardPrivileged = (ctx: Context, user: User) => {
-    const id = identity(ctx);
-    if (user.roles.includes('superadmin') && !(id.is_system || id.is_superadmin)) {
-      throw forbiddenBecause('only a superadmin may change a superadmin account');
+    if (isProtectedAccount(user) && !isTrusted(identity(ctx))) {
+      throw forbiddenBecause(`only a superadmin may change the ${user.roles.includes('superadmin') ? 'superadmin' : 'bot'} account ${user.username}`);
     }
   };
 
+  /**
+   * Permissions that reach the host, directly or through a group joined, are granted only by a
+   * superadmin (or the system key); each such grant is an audit line.
+   */
+  const guardHostGrants = async (ctx: Context, before: { groups: string[]; extra_permissions: string[] }, after: { groups?: string[]; extra_permissions?: string[] }) => {
+    const direct = after.extra_permissions ? addedHostPermissions(before.extra_permissions, after.extra_permissions) : [];
+    const joined = (after.groups ?? []).filter((g) => !before.groups.includes(g));
+    const viaGroups = joined.length ? hostPermissionsOfGroups(await iam.store.groupsNamed(joined), joined) : [];
+    const granted = [...new Set([...direct, ...viaGroups])];
+    if (granted.length === 0) return () => undefined;
+    const actor = identity(ctx);
+    if (!isTrusted(actor)) throw forbiddenBecause(`only a superadmin may grant permissions that reach the host (${granted.join(', ')})`);
+    return (userId: string, username: string) =>
+      ctx.log.info({ audit: 'host_permission_granted', actor: actor.username, user_id: userId, username, permissions: granted, groups: joined }, 'audit: host permission granted');
+  };
+
   const rolesAllowed = (ctx: Context) => {
-    const id = identity(ctx);
-    if (!(id.is_system || id.is_superadmin)) throw forbiddenBecause('only a superadmin may set roles');
+    if (!isTrusted(identity(ctx))) throw forbiddenBecause('only a superadmin may set roles');
   };
 
   api.endpoint(
@@ -112,6 +127,7 @@ export function userRoutes(iam: IamComponent, bus: EventBus): Router {
     async (ctx, { body }) => {
       if (body.roles?.length) rolesAllowed(ctx);
       await checkRefs(body);
+      const audit = await guardHostGrants(ctx, { groups: [], extra_permissions: [] }, body);
       let user: User;
       try {
         user = await iam.store.createUser({
@@ -129,6 +145,7 @@ export function userRoutes(iam: IamComponent, bus: EventBus): Router {
       }
       // a user created without a password is SSO-only: no local identity until one is set
       if (body.password) await iam.store.linkIdentity(user.id, 'local', user.username);
+      audit(user.id, user.username);
       ctx.status = 201;
       return publicUser(user, body.password ? [{ provider: 'local', provider_user_id: user.username }] : []);
     },
@@ -158,6 +175,7 @@ export function userRoutes(iam: IamComponent, bus: EventBus): Router {
       guardPrivileged(ctx, user);
       if (body.roles) rolesAllowed(ctx);
       await checkRefs(body);
+      const audit = await guardHostGrants(ctx, user, body);
       await guardLastAdmin(user, { groups: body.groups ?? user.groups, disabled: body.disabled ?? user.disabled });
       const { password, ...rest } = body;
       await iam.store.updateUser(user.id, {
@@ -170,6 +188,7 @@ export function userRoutes(iam: IamComponent, bus: EventBus): Router {
         bus.emit('iam:password_changed', { user_id: user.id });
       }
       bus.emit('iam:permissions_changed', { user_id: user.id });
+      audit(user.id, user.username);
       const updated = (await iam.store.userById(user.id))!;
       return publicUser(updated, (await iam.store.identitiesOf([user.id])).get(user.id));
     },
