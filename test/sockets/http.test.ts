@@ -5,6 +5,7 @@ import path from 'node:path';
 import { RUNNER_LABEL } from '../../src/sockets/container-provider.js';
 import { startDockerd, TEST_IMAGE, type TestDockerd } from '../support/dockerd.js';
 import { startService, adminAuth, basic, SYSTEM_KEY, type TestService } from '../support/service.js';
+import { WsClient } from '../gateway/helpers.js';
 
 /**
  * The /api/socket HTTP API on a running service whose container provider talks to a real,
@@ -151,6 +152,35 @@ describe('socket HTTP API', function () {
     fs.symlinkSync('loop-b', path.join(managed, 'loop-a'));
     fs.symlinkSync('loop-a', path.join(managed, 'loop-b'));
     await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: path.join(managed, 'loop-a') }).expect(400);
+  });
+
+  it('a runner spawned over ws by a holder of socket:container:spawn never gets the data dir', async () => {
+    await request(svc.url).post('/api/users').set('X-API-Key', SYSTEM_KEY).send({ username: 'spawner', password: 'spawner-password', groups: ['INT_VIEWER'], extra_permissions: ['socket:container:spawn'] }).expect(201);
+    const ws = await WsClient.basic(svc, 'spawner', 'spawner-password');
+    const spawn = async (ref: string, mounts: unknown[]) => {
+      ws.send({ event: 'socket:request', ref, payload: { request_id: ref, operation: 'container:spawn', args: { image: TEST_IMAGE, name: `runner-${ref}`, command: ['true'], mounts } } });
+      return (await ws.next('socket:response', (f) => f.ref === ref)).payload;
+    };
+    try {
+      fs.writeFileSync(path.join(svc.dataDir, 'secret.key'), 'k'.repeat(43), { mode: 0o600 });
+      fs.mkdirSync(path.join(svc.dataDir, 'managed', 'job'), { recursive: true });
+      const refused = [svc.dataDir, path.join(svc.dataDir, 'secret.key'), path.dirname(svc.dataDir), path.join(svc.dataDir, 'managed', '..')];
+      for (const [i, source] of refused.entries()) {
+        const r = await spawn(`d${i}`, [{ source, target: '/m' }]);
+        expect(r.ok, source).to.equal(false);
+        expect(r.error.code, source).to.be.oneOf(['forbidden', 'invalid_args']);
+      }
+      const rw = await spawn('rw', [{ source: path.join(svc.dataDir, 'managed', 'job'), target: '/m', read_only: false }]);
+      expect(rw.error).to.deep.equal({ code: 'forbidden', message: 'missing permission socket:container:mount_rw' });
+      const ok = await spawn('ok', [{ source: path.join(svc.dataDir, 'managed', 'job'), target: '/m' }]);
+      expect(ok.ok, JSON.stringify(ok.error)).to.equal(true);
+      const mounts = (await dockerd.docker.getContainer(ok.result.id).inspect()).Mounts;
+      expect(mounts).to.have.length(1);
+      expect(mounts[0]).to.include({ Source: path.join(fs.realpathSync(svc.dataDir), 'managed', 'job'), RW: false });
+      expect((await dockerd.docker.listContainers({ all: true })).map((c) => c.Names[0]).filter((n) => n.startsWith('/runner-'))).to.deep.equal(['/runner-ok']);
+    } finally {
+      await ws.close();
+    }
   });
 
   it('a stopped daemon: unavailable in the list, healthy false, 503 on cleanup, no crash', async () => {
