@@ -64,6 +64,10 @@ export interface Config {
   allowedOrigins: string[];
   /** behind a reverse proxy: take the client address from X-Forwarded-For */
   trustProxy: boolean;
+  /** password checks per client address and minute, counted before any hashing */
+  loginAttemptsPerMinute: number;
+  /** open WebSocket connections per user (or system key) and instance */
+  wsMaxConnectionsPerUser: number;
   logLevel: string;
   /** names of the settings that came from the environment (they are locked in the settings API) */
   fromEnv: Set<string>;
@@ -153,6 +157,8 @@ const envSchema = Joi.object({
   SERVICE_PLUGINS_DIR: Joi.string().min(1).default('./plugins'),
   SERVICE_ALLOWED_ORIGINS: Joi.string().empty(''),
   SERVICE_TRUST_PROXY: bool.default(false),
+  SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: Joi.number().integer().min(1).max(100_000).default(60),
+  SERVICE_WS_MAX_CONNECTIONS_PER_USER: Joi.number().integer().min(1).max(100_000).default(20),
   SERVICE_LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
 }).unknown(true);
 
@@ -282,6 +288,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     pluginsDir: path.resolve(v.SERVICE_PLUGINS_DIR),
     allowedOrigins: [...allowedOrigins],
     trustProxy: v.SERVICE_TRUST_PROXY,
+    loginAttemptsPerMinute: v.SERVICE_LOGIN_ATTEMPTS_PER_MINUTE,
+    wsMaxConnectionsPerUser: v.SERVICE_WS_MAX_CONNECTIONS_PER_USER,
     logLevel: v.SERVICE_LOG_LEVEL,
     fromEnv,
     pluginEnv: Object.fromEntries(Object.entries(env).filter(([k, val]) => k.startsWith('SERVICE_PLUGIN_') && typeof val === 'string')) as Record<string, string>,

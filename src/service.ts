@@ -79,6 +79,7 @@ export class Service {
     });
     this.gateway = new GatewayComponent({
       db: this.db,
+      bus: this.bus,
       log: this.log.child({ component: 'gateway' }),
       state: this.state,
       auth: this.iam.auth,
@@ -86,7 +87,7 @@ export class Service {
       sessionMiddleware: sessions,
       feed: this.notifications.service,
       socketHandler: this.sockets.requests.handle,
-      options: opts.gateway,
+      options: { maxConnectionsPerUser: config.wsMaxConnectionsPerUser, ...opts.gateway },
     });
     this.notifications.setPublisher(this.gateway.gateway);
     this.metrics.gauge('ws_connections', 'open WebSocket connections', () => this.gateway.gateway.connectionCount);

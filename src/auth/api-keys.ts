@@ -69,6 +69,8 @@ const TOUCH_INTERVAL_MS = 60_000;
  */
 export class ApiKeyStore {
   private readonly touched = new Map<string, number>();
+  /** called with the owner after any of their keys or sessions was revoked (live connections end) */
+  onRevoked: (userId: string) => void = () => undefined;
 
   /** SQLite only: a read-only connection of its own with prepared statements for the request path */
   private reader: { db: BetterSqlite3.Database; byHash: BetterSqlite3.Statement; byId: BetterSqlite3.Statement } | null = null;
@@ -195,12 +197,17 @@ export class ApiKeyStore {
   /** Revokes one credential of a user; false when it is not theirs or already gone. */
   async revoke(userId: string, id: string): Promise<boolean> {
     const n = await this.db('api_keys').where({ id, user_id: userId }).whereNull('revoked_at').update({ revoked_at: Date.now() });
+    if (n > 0) this.onRevoked(userId);
     return n > 0;
   }
 
-  async revokeAllOf(userId: string, kind?: CredentialKind): Promise<void> {
+  /** Revokes every credential of a user (of one kind), but `except`; the number revoked. */
+  async revokeAllOf(userId: string, opts: { kind?: CredentialKind; except?: string | null } = {}): Promise<number> {
     const q = this.db('api_keys').where({ user_id: userId }).whereNull('revoked_at');
-    if (kind) q.andWhere({ kind });
-    await q.update({ revoked_at: Date.now() });
+    if (opts.kind) q.andWhere({ kind: opts.kind });
+    if (opts.except) q.andWhereNot({ id: opts.except });
+    const n = await q.update({ revoked_at: Date.now() });
+    if (n > 0) this.onRevoked(userId);
+    return n;
   }
 }

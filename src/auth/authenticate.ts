@@ -1,12 +1,16 @@
 import type { Context, Next } from 'koa';
 import type { IncomingHttpHeaders } from 'node:http';
-import { ApiIdentity, type CredentialMethod } from './identity.js';
+import { ApiIdentity, type CredentialMethod, type CredentialProof } from './identity.js';
 import type { ApiKeyStore } from './api-keys.js';
 import type { SystemKey } from './system-key.js';
-import { parseBasic, type BasicVerifier } from './basic.js';
+import { parseBasic, type BasicVerifier, type CachedVerification } from './basic.js';
 import type { LoginLockout } from './lockout.js';
-import type { PermissionResolver } from '../iam/resolver.js';
-import { forbiddenBecause, rateLimited } from '../http/errors.js';
+import { logLoginFailure, normalizeLogin, type AttemptLimiter } from './attempts.js';
+import { sha256 } from './tokens.js';
+import type { PermissionResolver, ResolvedUser } from '../iam/resolver.js';
+import { PASSWORD_MAX } from '../iam/passwords.js';
+import { badField, forbiddenBecause, rateLimited } from '../http/errors.js';
+import type { Logger } from '../log.js';
 import { SESSION_COOKIE } from './web-session.js';
 
 declare module 'koa' {
@@ -24,11 +28,19 @@ export interface AuthenticatorDeps {
   resolver: PermissionResolver;
   basic: BasicVerifier;
   lockout: LoginLockout;
+  /** password checks per client address, before any hashing */
+  attempts: AttemptLimiter;
   allowedOrigins: readonly string[];
+  log: Logger;
+}
+
+/** The proof of a Basic login: the stored hash it was checked against, hashed again. */
+export function passwordProof(hashedPassword: string | null): Extract<CredentialProof, { kind: 'password' }> {
+  return { kind: 'password', stamp: sha256(hashedPassword ?? '') };
 }
 
 /**
- * Resolves a request to one ApiIdentity, trying the credential methods of spec section 5 in
+ * Resolves a request to one ApiIdentity, trying the credential methods of the specification in
  * order: system key, per-user key or session token, HTTP Basic, UI cookie session. The first
  * identity found wins; a malformed or unknown credential is simply no identity.
  */
@@ -36,11 +48,15 @@ export class Authenticator {
   constructor(private readonly deps: AuthenticatorDeps) {}
 
   /** The identity of a user by id, with permissions from group membership (null if disabled/gone). */
-  async identityOf(userId: string, method: CredentialMethod, extra: { scopes?: string[] | null; credentialId?: string | null } = {}) {
+  async identityOf(userId: string, method: CredentialMethod, extra: { scopes?: readonly string[] | null; proof?: CredentialProof | null } = {}) {
     const r = await this.deps.resolver.resolve(userId);
-    if (!r || r.user.disabled) return null;
+    return r ? this.build(r, method, extra) : null;
+  }
+
+  private build(r: ResolvedUser, method: CredentialMethod, extra: { scopes?: readonly string[] | null; proof?: CredentialProof | null }): ApiIdentity | null {
     const u = r.user;
-    return new ApiIdentity(u.username, u.id, method, false, r.permissions, extra.scopes ?? null, u.roles.includes('superadmin'), u.groups, u.roles, extra.credentialId ?? null);
+    if (u.disabled) return null;
+    return new ApiIdentity(u.username, u.id, method, false, r.permissions, extra.scopes ?? null, u.roles.includes('superadmin'), u.groups, u.roles, extra.proof ?? null);
   }
 
   /** Methods 1-3 (headers only): shared by HTTP and the WebSocket upgrade. */
@@ -54,40 +70,58 @@ export class Authenticator {
 
     for (const token of candidates) {
       if (token.length > MAX_TOKEN) continue;
-      if (await this.deps.systemKey.matches(token)) return ApiIdentity.system();
+      const stamp = await this.deps.systemKey.matches(token);
+      if (stamp) return ApiIdentity.system(stamp);
     }
     for (const token of candidates) {
       if (token.length > MAX_TOKEN) continue;
       const key = await this.deps.apiKeys.lookup(token);
       if (key) {
         const method = key.kind === 'session' ? 'session_token' : 'api_key';
-        const identity = await this.identityOf(key.user_id, method, { scopes: key.kind === 'key' ? key.scopes : null, credentialId: key.id });
+        const proof: CredentialProof = { kind: 'credential', id: key.id, expires_at: key.expires_at };
+        const identity = await this.identityOf(key.user_id, method, { scopes: key.kind === 'key' ? key.scopes : null, proof });
         if (identity) return identity;
       }
     }
     if (/^Basic\s/i.test(authz)) {
       const creds = parseBasic(authz);
       if (creds) {
-        const userId = await this.basicUser(creds.username, creds.password, ip);
-        if (userId) return this.identityOf(userId, 'basic');
+        if (creds.password.length > PASSWORD_MAX) throw badField('authorization', `the password must be at most ${PASSWORD_MAX} characters`);
+        const verified = await this.basicUser(normalizeLogin(creds.username), creds.password, ip, creds.username);
+        if (verified) return this.identityOf(verified.userId, 'basic', { proof: passwordProof(verified.hash) });
       }
     }
     return null;
   }
 
-  private async basicUser(username: string, password: string, ip: string): Promise<string | null> {
+  private async basicUser(username: string, password: string, ip: string, typed: string): Promise<CachedVerification | null> {
     const cached = this.deps.basic.cached(username, password);
     if (cached) {
       // the password may have changed on another instance: the (briefly cached) user record tells
       const current = await this.deps.resolver.resolve(cached.userId);
-      if (current && current.user.hashed_password === cached.hash) return cached.userId;
+      if (current && current.user.hashed_password === cached.hash) return cached;
       this.deps.basic.forget(cached.userId);
     }
+    return this.deps.basic.once(username, password, () => this.checkBasic(username, password, ip, typed));
+  }
+
+  private async checkBasic(username: string, password: string, ip: string, typed: string): Promise<CachedVerification | null> {
+    const failed = (reason: 'locked_out' | 'rate_limited' | 'invalid_credentials') => logLoginFailure(this.deps.log, { username: typed, ip, provider: 'local', reason, via: 'basic' });
+    // before any hashing: a flood of new names from one address costs it a 429, nobody else anything
+    const slow = this.deps.attempts.take(ip);
+    if (slow > 0) {
+      failed('rate_limited');
+      throw rateLimited(slow);
+    }
     const wait = await this.deps.lockout.begin(username, ip);
-    if (wait > 0) throw rateLimited(wait);
-    const userId = await this.deps.basic.verify(username, password);
-    if (userId) await this.deps.lockout.succeed(username, ip);
-    return userId;
+    if (wait > 0) {
+      failed('locked_out');
+      throw rateLimited(wait);
+    }
+    const verified = await this.deps.basic.verify(username, password);
+    if (verified) await this.deps.lockout.succeed(username, ip);
+    else failed('invalid_credentials');
+    return verified;
   }
 
   /** Method 4: the UI cookie session; unsafe requests must come from an allowed Origin. */
@@ -100,12 +134,38 @@ export class Authenticator {
     }
     const key = await this.deps.apiKeys.lookupById(keyId);
     if (!key || key.kind !== 'session') return null;
-    return this.identityOf(key.user_id, 'session_cookie', { credentialId: key.id });
+    return this.identityOf(key.user_id, 'session_cookie', { proof: { kind: 'credential', id: key.id, expires_at: key.expires_at } });
   }
 
-  /** Which of these key / session ids are still live (not revoked, not expired, owner enabled). */
-  liveCredentials(ids: string[]): Promise<Set<string>> {
-    return this.deps.apiKeys.liveIds(ids);
+  /**
+   * Checks identities made earlier (live ws connections) against what holds now: the system key
+   * still the one they were made with; the owner still enabled; the key or session not revoked
+   * or expired; the password not changed since Basic checked it. Each answer is the identity
+   * with fresh permissions, or null when it has ended. One query for every credential row.
+   */
+  async revalidate(identities: readonly ApiIdentity[]): Promise<Array<ApiIdentity | null>> {
+    const credentialIds = [...new Set(identities.map((i) => i.credential_id).filter((id): id is string => id !== null))];
+    const live = credentialIds.length ? await this.deps.apiKeys.liveIds(credentialIds) : new Set<string>();
+    const systemStamp = identities.some((i) => i.is_system) ? await this.deps.systemKey.stamp() : null;
+    const out: Array<ApiIdentity | null> = [];
+    for (const identity of identities) {
+      const proof = identity.proof;
+      if (identity.is_system) {
+        out.push(proof?.kind === 'system_key' && systemStamp !== null && proof.stamp === systemStamp ? identity : null);
+        continue;
+      }
+      if (!identity.user_id || !proof || (proof.kind === 'credential' && !live.has(proof.id))) {
+        out.push(null);
+        continue;
+      }
+      const r = await this.deps.resolver.resolve(identity.user_id);
+      if (!r || (proof.kind === 'password' && passwordProof(r.user.hashed_password).stamp !== proof.stamp)) {
+        out.push(null);
+        continue;
+      }
+      out.push(this.build(r, identity.method, { scopes: identity.key_scopes, proof }));
+    }
+    return out;
   }
 
   originAllowed(origin: string | null | undefined): boolean {

@@ -20,6 +20,8 @@ export class BasicVerifier {
   private readonly hmacKey = crypto.randomBytes(32);
   private readonly cache = new Map<string, CachedVerification>();
   private readonly byUser = new Map<string, Set<string>>();
+  /** checks under way, by credential: parallel requests with the same one share a single check */
+  private readonly inflight = new Map<string, Promise<CachedVerification | null>>();
 
   constructor(private readonly local: LocalProvider, bus: EventBus) {
     bus.on('iam:password_changed', ({ user_id }) => this.forget(user_id));
@@ -44,16 +46,32 @@ export class BasicVerifier {
     return hit;
   }
 
-  async verify(username: string, password: string): Promise<string | null> {
+  /**
+   * Runs `check` once for concurrent requests with the same credentials (a client opening ten
+   * connections with a password not yet cached pays one hash, one lockout attempt).
+   */
+  once(username: string, password: string, check: () => Promise<CachedVerification | null>): Promise<CachedVerification | null> {
+    const k = this.keyOf(username, password);
+    let running = this.inflight.get(k);
+    if (!running) {
+      running = check().finally(() => this.inflight.delete(k));
+      this.inflight.set(k, running);
+    }
+    return running;
+  }
+
+  /** Checks the password (one bcrypt in the pool) and caches a success. */
+  async verify(username: string, password: string): Promise<CachedVerification | null> {
     const user = await this.local.verifyUser(username, password);
     if (!user) return null;
     const k = this.keyOf(username, password);
-    this.cache.set(k, { userId: user.id, hash: user.hashed_password!, expires: Date.now() + CACHE_MS });
+    const hit = { userId: user.id, hash: user.hashed_password!, expires: Date.now() + CACHE_MS };
+    this.cache.set(k, hit);
     let set = this.byUser.get(user.id);
     if (!set) this.byUser.set(user.id, (set = new Set()));
     set.add(k);
     if (this.cache.size > 10_000) this.sweep();
-    return user.id;
+    return hit;
   }
 
   forget(userId: string): void {
@@ -69,7 +87,7 @@ export class BasicVerifier {
 
 /** Parses `Authorization: Basic …`; anything malformed is null (never a throw). */
 export function parseBasic(header: string): { username: string; password: string } | null {
-  const m = /^Basic ([A-Za-z0-9+/=]{1,2048})$/i.exec(header.trim());
+  const m = /^Basic ([A-Za-z0-9+/=]{1,4096})$/i.exec(header.trim());
   if (!m) return null;
   const decoded = Buffer.from(m[1], 'base64').toString('utf8');
   const i = decoded.indexOf(':');

@@ -3,8 +3,19 @@ import { grantsInclude } from '../iam/permissions.js';
 export type CredentialMethod = 'system_key' | 'api_key' | 'session_token' | 'basic' | 'session_cookie' | 'ws_ticket';
 
 /**
- * The resolved caller (spec section 2, ApiIdentity). Permissions are the precomputed effective
- * set; key_scopes (per-user keys only) narrow it further.
+ * What an identity was proven with, kept so that a long-lived connection can be checked again
+ * later (and a ws ticket carries its minting credential's proof along): the system key's
+ * SHA-256, a key or web-session row, or the SHA-256 of the password hash Basic was checked
+ * against. Never the secret itself.
+ */
+export type CredentialProof =
+  | { kind: 'system_key'; stamp: string }
+  | { kind: 'credential'; id: string; expires_at: number | null }
+  | { kind: 'password'; stamp: string };
+
+/**
+ * The resolved caller. Permissions are the precomputed effective set; key_scopes (per-user
+ * keys only) narrow it further.
  */
 export class ApiIdentity {
   constructor(
@@ -17,12 +28,16 @@ export class ApiIdentity {
     readonly is_superadmin = false,
     readonly groups: readonly string[] = [],
     readonly roles: readonly string[] = [],
-    /** the api_keys row behind a key or session (for logout / revocation) */
-    readonly credential_id: string | null = null,
+    readonly proof: CredentialProof | null = null,
   ) {}
 
-  static system(): ApiIdentity {
-    return new ApiIdentity('system', null, 'system_key', true, new Set());
+  static system(stamp: string, method: CredentialMethod = 'system_key'): ApiIdentity {
+    return new ApiIdentity('system', null, method, true, new Set(), null, false, [], [], { kind: 'system_key', stamp });
+  }
+
+  /** The api_keys row behind a key or session (for logout and revocation), else null. */
+  get credential_id(): string | null {
+    return this.proof?.kind === 'credential' ? this.proof.id : null;
   }
 
   allows(permission: string): boolean {

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { lockoutKey } from './attempts.js';
 
 export const MAX_FAILURES = 5;
 export const WINDOW_MS = 60_000;
@@ -15,7 +16,7 @@ export class LoginLockout {
   constructor(private readonly db: Knex) {}
 
   private key(username: string) {
-    return username.toLowerCase().slice(0, 256);
+    return lockoutKey(username);
   }
 
   /**

@@ -4,12 +4,14 @@ import crypto from 'node:crypto';
 import type { Context, Next } from 'koa';
 import type { IamComponent } from '../iam/component.js';
 import type { User } from '../iam/store.js';
+import { PASSWORD_MAX } from '../iam/passwords.js';
 import { checkedProfile, buildProviders, type ChainEntry } from '../iam/chain.js';
 import { jsonBody } from '../http/body.js';
 import { validate } from '../http/validate.js';
 import { badField, forbiddenBecause, notFound, rateLimited, unauthorized, validationFailed } from '../http/errors.js';
 import { ApiRouter } from '../http/api.js';
 import { safeEqual, sha256 } from './tokens.js';
+import { logLoginFailure, normalizeLogin, type LoginFailure } from './attempts.js';
 import { patchSchema } from './settings.js';
 import { SESSION_COOKIE } from './web-session.js';
 
@@ -29,9 +31,9 @@ export const CALLBACK_PATH = '/auth/callback/oidc';
 export const LOCAL_PATH = /^\/(?![/\\])[^\\\s\x00-\x1f\x7f]*$/;
 export const nextSchema = Joi.string().max(2048).pattern(LOCAL_PATH).messages({ 'string.pattern.base': '"next" must be a local path starting with a single /' });
 
-const loginSchema = Joi.object({
+export const loginSchema = Joi.object({
   username: Joi.string().min(1).max(256).required(),
-  password: Joi.string().min(1).max(1024).required(),
+  password: Joi.string().min(1).max(PASSWORD_MAX).required(),
 });
 
 const exchangeSchema = Joi.object({ code: Joi.string().min(16).max(512).required() });
@@ -103,19 +105,34 @@ export type CredentialsOutcome = { ok: true; user: User; session: IssuedSession 
  * The credentials login shared by the API and the login form: lockout check, provider chain,
  * linking, session token. `retryAfter` > 0 means locked out (429), 0 means wrong credentials.
  */
-export async function credentialsLogin(iam: IamComponent, ctx: Context, username: string, password: string): Promise<CredentialsOutcome> {
+export async function credentialsLogin(iam: IamComponent, ctx: Context, typed: string, password: string, via: 'login' | 'form'): Promise<CredentialsOutcome> {
   const ip = ctx.ip;
+  // one name for the providers and the lockout: ' bob' and 'bob' share bob's five guesses
+  const username = normalizeLogin(typed);
+  const chainIds = iam.chain.credentials().map((p) => p.id).join(',');
+  const failed = (reason: LoginFailure['reason'], provider = chainIds) => logLoginFailure(ctx.log, { username: typed, ip, provider, reason, via });
+  // before any hashing: one address cannot keep the password pool busy for everyone
+  const slow = iam.attempts.take(ip);
+  if (slow > 0) {
+    failed('rate_limited');
+    return { ok: false, retryAfter: slow };
+  }
   // the attempt counts as a failure from here until it succeeds
   const wait = await iam.lockout.begin(username, ip);
-  if (wait > 0) return { ok: false, retryAfter: wait };
+  if (wait > 0) {
+    failed('locked_out');
+    return { ok: false, retryAfter: wait };
+  }
   const result = await iam.chain.authenticate(username, password);
   let user: User | null = null;
   if (result) {
     user = (await iam.linker.link(result.profile)).user;
     if (user.disabled) {
-      ctx.log.info({ provider: result.provider.id, user_id: user.id }, 'login refused: account disabled');
+      failed('account_disabled', result.provider.id);
       user = null;
     }
+  } else {
+    failed('invalid_credentials');
   }
   if (!user || !result) return { ok: false, retryAfter: 0 };
   await iam.lockout.succeed(username, ip);
@@ -221,7 +238,7 @@ export function authRoutes(iam: IamComponent): Router {
       responses: { 200: { description: 'the session', schema: sessionResponse }, 401: 'wrong credentials', 429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } } },
     },
     async (ctx, { body }) => {
-      const outcome = await credentialsLogin(iam, ctx, body.username, body.password);
+      const outcome = await credentialsLogin(iam, ctx, body.username, body.password, 'login');
       if (!outcome.ok) {
         if (outcome.retryAfter > 0) throw rateLimited(outcome.retryAfter);
         throw unauthorized('invalid username or password');

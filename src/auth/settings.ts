@@ -1,7 +1,7 @@
 import Joi from 'joi';
 import { AUTH_PROVIDER_IDS, type Config, type LdapConfig, type OidcConfig } from '../config.js';
 import type { SecretsStore } from '../iam/secrets.js';
-import { conflict } from '../http/errors.js';
+import { conflict, validationFailed, type FieldError } from '../http/errors.js';
 import { GROUP_NAME } from '../iam/schemas.js';
 
 /**
@@ -172,6 +172,12 @@ export const FIELDS: Record<string, FieldDef> = {
   },
 };
 
+/** A secret and the fields naming where it is sent: when one of those changes, the secret is entered anew. */
+const SECRET_BOUND_TO: Record<string, string[]> = {
+  ldap_bind_password: ['ldap_url', 'ldap_bind_dn'],
+  oidc_client_secret: ['oidc_issuer', 'oidc_client_id'],
+};
+
 /** PATCH body: any subset of the fields; null resets a field to its default. */
 export const patchSchema = Joi.object(Object.fromEntries(Object.entries(FIELDS).map(([name, f]) => [name, f.schema.allow(null)])))
   .min(1)
@@ -260,7 +266,9 @@ export class AuthSettingsStore {
 
   /**
    * Validated changes -> the settings they would produce, without saving them. A locked field
-   * is a 409. Secret fields sent back as the mask keep their value.
+   * is a 409. Secret fields sent back as the mask keep their value, unless the endpoint or
+   * account they authenticate changes: then the secret must be entered again (400), so a stored
+   * password is never sent to a server it was not set for.
    */
   preview(patch: Record<string, unknown>): { settings: AuthSettings; changes: Record<string, unknown> } {
     this.assertUnlocked(Object.keys(patch));
@@ -274,7 +282,23 @@ export class AuthSettingsStore {
       if (value === null) delete next[name];
       else next[name] = value;
     }
-    return { settings: this.merge(next), changes };
+    const before = this.current();
+    const after = this.merge(next);
+    const problems: FieldError[] = [];
+    for (const [secret, boundTo] of Object.entries(SECRET_BOUND_TO)) {
+      const moved = boundTo.filter((f) => JSON.stringify(readSetting(before, f)) !== JSON.stringify(readSetting(after, f)));
+      const kept = readSetting(after, secret) !== null && !(secret in changes);
+      if (moved.length && kept) {
+        problems.push({
+          field: secret,
+          message: this.isLocked(secret)
+            ? `is set in the environment (${FIELDS[secret]!.env}): change ${moved.join(' and ')} there, together with it`
+            : `must be entered again when ${moved.join(' or ')} changes`,
+        });
+      }
+    }
+    if (problems.length) throw validationFailed(problems);
+    return { settings: after, changes };
   }
 
   /** Persists changes produced by preview(); null removes the stored value. */

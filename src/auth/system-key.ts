@@ -1,5 +1,5 @@
 import type { SecretsStore } from '../iam/secrets.js';
-import { safeEqual } from './tokens.js';
+import { safeEqual, sha256 } from './tokens.js';
 
 export const SYSTEM_KEY_NS = 'core/settings';
 export const SYSTEM_KEY_NAME = 'system_api_key';
@@ -13,6 +13,9 @@ const STORE_CACHE_MS = 3000;
  */
 export class SystemKey {
   private cached: { value: string | null; until: number } | null = null;
+
+  /** called after the stored key was set or cleared (live connections made with the old one end) */
+  onChange: () => void = () => undefined;
 
   constructor(private readonly envValue: string | null, private readonly secrets: SecretsStore) {}
 
@@ -33,19 +36,28 @@ export class SystemKey {
     return (await this.current()) !== null;
   }
 
-  async matches(presented: string): Promise<boolean> {
+  /** The stamp (SHA-256) of the key when `presented` is the key, else null. */
+  async matches(presented: string): Promise<string | null> {
     const key = await this.current();
-    if (!key || !presented) return false;
-    return safeEqual(presented, key);
+    if (!key || !presented) return null;
+    return safeEqual(presented, key) ? sha256(key) : null;
+  }
+
+  /** SHA-256 of the current key (null: none): an identity made with another stamp has ended. */
+  async stamp(): Promise<string | null> {
+    const key = await this.current();
+    return key ? sha256(key) : null;
   }
 
   async set(value: string): Promise<void> {
     await this.secrets.set(SYSTEM_KEY_NS, SYSTEM_KEY_NAME, value);
     this.cached = null;
+    this.onChange();
   }
 
   async clear(): Promise<void> {
     await this.secrets.delete(SYSTEM_KEY_NS, SYSTEM_KEY_NAME);
     this.cached = null;
+    this.onChange();
   }
 }

@@ -62,8 +62,12 @@ export interface EventMap {
   'auth:register_provider': { provider: unknown; plugin_name?: string };
   /** any change to a user, a group or a membership: drop cached permissions */
   'iam:permissions_changed': { user_id?: string; group?: string; all?: boolean };
-  /** password of a user changed: drop cached Basic verifications */
+  /** password of a user changed: drop cached Basic verifications, end what it proved */
   'iam:password_changed': { user_id: string };
+  /** a key or web session of this user was revoked: live connections made with it end */
+  'auth:credentials_revoked': { user_id: string };
+  /** the system key was set, rotated or cleared: live connections made with the old one end */
+  'auth:system_key_changed': Record<string, never>;
   'system:notify': NotifyPayload;
   'user:notify': NotifyPayload;
   'notification:outbound': OutboundNotification;

@@ -3,6 +3,7 @@ import type http from 'node:http';
 import type Koa from 'koa';
 import type { Knex } from 'knex';
 import type { Authenticator } from '../auth/authenticate.js';
+import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
 import { Gateway, type GatewayOptions, type NotificationFeed } from './gateway.js';
 import { WsTickets } from './tickets.js';
@@ -12,6 +13,7 @@ import type { SocketRequestHandler } from './frames.js';
 
 export interface GatewayComponentDeps {
   db: Knex;
+  bus: EventBus;
   log: Logger;
   state: { iamReady: boolean; stopping: boolean };
   auth: Authenticator;
@@ -37,20 +39,21 @@ export class GatewayComponent {
       state: deps.state,
       authenticate: (req) => authenticateUpgrade(req, { auth, tickets: this.tickets, cookieIdentity }),
       feed: deps.feed,
-      refreshIdentity: (id) =>
-        id.user_id ? auth.identityOf(id.user_id, id.method, { scopes: id.key_scopes ? [...id.key_scopes] : null, credentialId: id.credential_id }) : Promise.resolve(id),
+      refreshIdentity: (id) => (id.user_id ? auth.identityOf(id.user_id, id.method, { scopes: id.key_scopes, proof: id.proof }) : Promise.resolve(id)),
       socketHandler: deps.socketHandler,
-      liveCredentials: (ids) => auth.liveCredentials(ids),
+      revalidate: (ids) => auth.revalidate(ids),
       options: deps.options,
     });
+    // whatever ends a credential ends the connections it opened, within moments
+    const { bus } = deps;
+    bus.on('iam:permissions_changed', ({ user_id }) => void (user_id && this.gateway.recheckUser(user_id)));
+    bus.on('iam:password_changed', ({ user_id }) => void this.gateway.recheckUser(user_id));
+    bus.on('auth:credentials_revoked', ({ user_id }) => void this.gateway.recheckUser(user_id));
+    bus.on('auth:system_key_changed', () => void this.gateway.recheckSystem());
   }
 
   attach(server: http.Server): void {
     this.gateway.attach(server);
-  }
-
-  setSocketHandler(handler: SocketRequestHandler | null): void {
-    this.gateway.setSocketHandler(handler);
   }
 
   routers(): Router[] {

@@ -8,7 +8,7 @@ export interface ClientFrame {
   ref?: string;
 }
 
-export type GatewayErrorCode = 'bad_frame' | 'unknown_event' | 'forbidden' | 'invalid_args' | 'internal';
+export type GatewayErrorCode = 'bad_frame' | 'unknown_event' | 'forbidden' | 'invalid_args' | 'internal' | 'rate_limited' | 'busy' | 'too_many_connections';
 
 const frameSchema = Joi.object({
   event: Joi.string().min(1).max(64).required(),

@@ -31,8 +31,15 @@ export interface GatewayOptions {
   resumeLimit: number;
   /** live pushes held back during a welcome or replay at most; beyond that the client is slow (1013) */
   maxHeldFrames: number;
-  /** how often open connections' keys and sessions are checked (revoked, expired, owner disabled) */
+  /** how often every open connection's credential is checked again (a backstop to the change events) */
   revalidateMs: number;
+  /** open connections per user (or system key) on this instance; one more gets gateway:error and 1008 */
+  maxConnectionsPerUser: number;
+  /** client frames per second a connection may send on average, and in a burst; beyond: gateway:error and 1008 */
+  frameRate: number;
+  frameBurst: number;
+  /** a replay pauses while this much is queued for the socket, so a resume cannot flood memory */
+  replayHighWaterBytes: number;
 }
 
 export const DEFAULT_GATEWAY_OPTIONS: GatewayOptions = {
@@ -44,6 +51,10 @@ export const DEFAULT_GATEWAY_OPTIONS: GatewayOptions = {
   resumeLimit: 1000,
   maxHeldFrames: 5000,
   revalidateMs: 30_000,
+  maxConnectionsPerUser: 20,
+  frameRate: 20,
+  frameBurst: 60,
+  replayHighWaterBytes: 256 * 1024,
 };
 
 export interface GatewayDeps {
@@ -55,8 +66,11 @@ export interface GatewayDeps {
   /** re-reads a user's permissions before a permission-checked frame (cached by IAM); null = gone */
   refreshIdentity?: (identity: ApiIdentity) => Promise<ApiIdentity | null>;
   socketHandler?: SocketRequestHandler;
-  /** which of these credential ids (keys, sessions) are still live: one query for many sockets */
-  liveCredentials?: (ids: string[]) => Promise<Set<string>>;
+  /**
+   * Checks the identities of open connections against what holds now (credential revoked or
+   * expired, owner disabled or deleted, password or system key changed): fresh identity or null.
+   */
+  revalidate?: (identities: readonly ApiIdentity[]) => Promise<Array<ApiIdentity | null>>;
   options?: Partial<GatewayOptions>;
 }
 
@@ -75,16 +89,24 @@ class Connection {
    * null once the first resume is done, so the set does not grow for the life of the connection.
    */
   liveSeqs: Set<number> | null = new Set();
-  resuming: Promise<void> = Promise.resolve();
+  /** a notifications:resume is being answered: a second one waits for none, it is refused */
+  resuming = false;
   welcomed!: Promise<void>;
   gone = false;
+  /** token bucket of client frames */
+  tokens: number;
+  tokensAt = Date.now();
+  /** re-checks the credential when it expires */
+  expiry: NodeJS.Timeout | null = null;
   readonly viewer: Viewer;
 
   constructor(
     readonly ws: WebSocket,
     public identity: ApiIdentity,
+    burst: number,
   ) {
     this.viewer = viewerOf(identity);
+    this.tokens = burst;
   }
 }
 
@@ -97,7 +119,8 @@ export class Gateway implements NotificationPublisher {
   readonly options: GatewayOptions;
   private readonly wss: WebSocketServer;
   private readonly all = new Set<Connection>();
-  private readonly byUser = new Map<string, Set<Connection>>();
+  /** connections by viewer subject: the user id, or `system:<name>` for the system key */
+  private readonly bySubject = new Map<string, Set<Connection>>();
   private heartbeat: NodeJS.Timeout | null = null;
   private revalidator: NodeJS.Timeout | null = null;
   private socketHandler: SocketRequestHandler;
@@ -123,35 +146,44 @@ export class Gateway implements NotificationPublisher {
     this.revalidator.unref();
   }
 
-  /**
-   * Closes (1008) the connections whose key or session was revoked or expired, or whose owner
-   * was disabled, since the upgrade: a logout ends the live stream too, within revalidateMs.
-   */
-  async revalidate(): Promise<void> {
-    if (!this.deps.liveCredentials) return;
-    const byCredential = new Map<string, Connection[]>();
-    for (const conn of this.all) {
-      const id = conn.identity.credential_id;
-      if (!id) continue;
-      const list = byCredential.get(id) ?? [];
-      list.push(conn);
-      byCredential.set(id, list);
-    }
-    if (byCredential.size === 0) return;
-    let live: Set<string>;
+  /** Checks every open connection's credential again (periodic backstop to the change events). */
+  revalidate(): Promise<void> {
+    return this.recheck([...this.all]);
+  }
+
+  /** A user's credentials or account changed: their connections are checked at once. */
+  recheckUser(userId: string): Promise<void> {
+    return this.recheck([...(this.bySubject.get(userId) ?? [])]);
+  }
+
+  /** The system key changed: connections made with it are checked at once. */
+  recheckSystem(): Promise<void> {
+    return this.recheck([...this.all].filter((c) => c.identity.is_system));
+  }
+
+  /** Connections whose credential has ended are closed with 1008; the others get fresh permissions. */
+  private async recheck(conns: Connection[]): Promise<void> {
+    const check = this.deps.revalidate;
+    if (!check || conns.length === 0) return;
+    let fresh: Array<ApiIdentity | null>;
     try {
-      live = await this.deps.liveCredentials([...byCredential.keys()]);
+      fresh = await check(conns.map((c) => c.identity));
     } catch (err) {
       this.deps.log.warn({ err }, 'credential revalidation failed');
       return;
     }
-    for (const [id, conns] of byCredential) {
-      if (live.has(id)) continue;
-      for (const conn of conns) {
-        this.unregister(conn);
-        conn.ws.close(1008, 'the credential was revoked or expired');
-      }
-    }
+    conns.forEach((conn, i) => {
+      if (conn.gone) return;
+      const identity = fresh[i];
+      if (identity) conn.identity = identity;
+      else this.drop(conn, 1008, 'the credential of this connection has ended');
+    });
+  }
+
+  /** Unregisters and closes a connection. */
+  private drop(conn: Connection, code: number, reason: string): void {
+    this.unregister(conn);
+    conn.ws.close(code, reason);
   }
 
   /** Changes the heartbeat interval (tests use a short one). */
@@ -162,16 +194,12 @@ export class Gateway implements NotificationPublisher {
     this.heartbeat.unref();
   }
 
-  setSocketHandler(handler: SocketRequestHandler | null): void {
-    this.socketHandler = handler ?? noSocketProviders;
-  }
-
   get connectionCount(): number {
     return this.all.size;
   }
 
   connectionsOf(userId: string): number {
-    return this.byUser.get(userId)?.size ?? 0;
+    return this.bySubject.get(userId)?.size ?? 0;
   }
 
   // ---- upgrade ---------------------------------------------------------------------------
@@ -221,9 +249,22 @@ export class Gateway implements NotificationPublisher {
   // ---- connections -----------------------------------------------------------------------
 
   private onConnection(ws: WebSocket, identity: ApiIdentity): void {
-    const conn = new Connection(ws, identity);
+    const conn = new Connection(ws, identity, this.options.frameBurst);
+    const subject = conn.viewer.subject;
+    if ((this.bySubject.get(subject)?.size ?? 0) >= this.options.maxConnectionsPerUser) {
+      this.stats.refused++;
+      ws.send(encodeFrame('gateway:error', { code: 'too_many_connections', message: `at most ${this.options.maxConnectionsPerUser} connections per user`, ref: null }));
+      ws.close(1008, 'too many connections');
+      return;
+    }
     // registered before last_seq is read: whatever commits after that read is pushed (held until the welcome is out)
     this.register(conn);
+    const proof = identity.proof;
+    if (proof?.kind === 'credential' && proof.expires_at !== null) {
+      // a session that expires ends its live stream then, not at the next sweep
+      conn.expiry = setTimeout(() => void this.recheck([conn]), Math.min(Math.max(0, proof.expires_at - Date.now()) + 50, 2 ** 31 - 1));
+      conn.expiry.unref();
+    }
     ws.on('pong', () => (conn.alive = true));
     ws.on('message', (data, isBinary) => {
       conn.alive = true;
@@ -255,25 +296,22 @@ export class Gateway implements NotificationPublisher {
   private register(conn: Connection): void {
     this.all.add(conn);
     this.stats.accepted++;
-    const userId = conn.viewer.userId;
-    if (userId) {
-      let set = this.byUser.get(userId);
-      if (!set) this.byUser.set(userId, (set = new Set()));
-      set.add(conn);
-    }
+    const subject = conn.viewer.subject;
+    let set = this.bySubject.get(subject);
+    if (!set) this.bySubject.set(subject, (set = new Set()));
+    set.add(conn);
   }
 
   private unregister(conn: Connection): void {
     if (conn.gone) return;
     conn.gone = true;
     conn.hold = null;
+    if (conn.expiry) clearTimeout(conn.expiry);
     this.all.delete(conn);
-    const userId = conn.viewer.userId;
-    if (userId) {
-      const set = this.byUser.get(userId);
-      set?.delete(conn);
-      if (set && set.size === 0) this.byUser.delete(userId);
-    }
+    const subject = conn.viewer.subject;
+    const set = this.bySubject.get(subject);
+    set?.delete(conn);
+    if (set && set.size === 0) this.bySubject.delete(subject);
   }
 
   /** Sends what was held back, skipping what a replay already sent (seq <= `replayedUpTo`). */
@@ -295,9 +333,8 @@ export class Gateway implements NotificationPublisher {
   /** A consumer that does not drain is closed (1013); it reconnects and resumes with `since`. */
   private closeSlow(conn: Connection): void {
     this.stats.slowClosed++;
-    this.unregister(conn);
     this.deps.log.warn({ user: conn.identity.username, buffered: conn.ws.bufferedAmount }, 'slow consumer closed');
-    conn.ws.close(1013, 'slow consumer: reconnect and resume');
+    this.drop(conn, 1013, 'slow consumer: reconnect and resume');
     const cut = setTimeout(() => conn.ws.terminate(), this.options.slowCloseGraceMs);
     cut.unref();
     conn.ws.once('close', () => clearTimeout(cut));
@@ -309,6 +346,16 @@ export class Gateway implements NotificationPublisher {
 
   private error(conn: Connection, code: GatewayErrorCode, message: string, ref: string | null): void {
     this.send(conn, 'gateway:error', { code, message, ref }, ref);
+  }
+
+  /** Takes one frame from the connection's bucket; false when it is over the rate. */
+  private takeFrame(conn: Connection): boolean {
+    const now = Date.now();
+    conn.tokens = Math.min(this.options.frameBurst, conn.tokens + ((now - conn.tokensAt) * this.options.frameRate) / 1000);
+    conn.tokensAt = now;
+    if (conn.tokens < 1) return false;
+    conn.tokens -= 1;
+    return true;
   }
 
   private beat(): void {
@@ -332,7 +379,7 @@ export class Gateway implements NotificationPublisher {
 
   /** Called by the notifications service after each commit, in seq order. */
   publish(frame: PushFrame): void {
-    const targets = frame.userId === null ? this.all : this.byUser.get(frame.userId);
+    const targets = frame.userId === null ? this.all : this.bySubject.get(frame.userId);
     if (!targets || targets.size === 0) return;
     // encoded once for every recipient
     const data = Buffer.from(encodeFrame(frame.event, frame.payload));
@@ -353,6 +400,12 @@ export class Gateway implements NotificationPublisher {
   // ---- client frames ---------------------------------------------------------------------
 
   private async onMessage(conn: Connection, data: RawData, isBinary: boolean): Promise<void> {
+    if (conn.gone) return;
+    if (!this.takeFrame(conn)) {
+      this.error(conn, 'rate_limited', `more than ${this.options.frameRate} frames a second`, null);
+      this.drop(conn, 1008, 'frame rate exceeded');
+      return;
+    }
     await conn.welcomed;
     if (conn.gone) return;
     if (isBinary) return this.error(conn, 'bad_frame', 'frames are JSON text', null);
@@ -387,8 +440,7 @@ export class Gateway implements NotificationPublisher {
     if (!this.deps.refreshIdentity || conn.identity.is_system) return conn.identity;
     const fresh = await this.deps.refreshIdentity(conn.identity);
     if (!fresh) {
-      this.unregister(conn);
-      conn.ws.close(1008, 'the identity is no longer valid');
+      this.drop(conn, 1008, 'the identity is no longer valid');
       return null;
     }
     conn.identity = fresh;
@@ -418,50 +470,60 @@ export class Gateway implements NotificationPublisher {
   }
 
   /**
-   * Replays what this user missed after `since`, then `notifications:resumed`. Live pushes wait
-   * meanwhile; rows at or above the first live push were already delivered live and are skipped.
+   * Replays what this user missed after `since`, then `notifications:resumed`. One resume at a
+   * time per connection; the replay waits whenever the socket has more than a high-water mark
+   * queued, so a client cannot make the server hold its history in memory. Live pushes are held
+   * meanwhile; rows already pushed live are skipped.
    */
-  private resume(conn: Connection, frame: ClientFrame): Promise<void> {
+  private async resume(conn: Connection, frame: ClientFrame): Promise<void> {
     const ref = frame.ref ?? null;
     const { value, error } = resumeSchema.validate(frame.payload, { convert: false });
-    if (error) {
-      this.error(conn, 'invalid_args', error.message, ref);
+    if (error) return this.error(conn, 'invalid_args', error.message, ref);
+    if (conn.resuming) return this.error(conn, 'busy', 'a resume is already in progress on this connection', ref);
+    const since = (value as { since: number }).since;
+    conn.resuming = true;
+    conn.hold = conn.hold ?? [];
+    try {
+      const counter = await this.deps.feed.lastSeq();
+      const frames = await this.deps.feed.missedSince(conn.viewer, since, this.options.resumeLimit);
+      const live = conn.liveSeqs;
+      let count = 0;
+      for (const f of frames) {
+        if (conn.gone) return;
+        // pushed live already (or waiting in `hold`): not again
+        if (live && f.seq !== null && live.has(f.seq)) continue;
+        await this.writePaced(conn, encodeFrame(f.event, f.payload));
+        count++;
+      }
+      conn.liveSeqs = null;
+      const more = frames.length === this.options.resumeLimit;
+      const lastFrameSeq = frames.length ? (frames[frames.length - 1].seq ?? since) : since;
+      const lastSeq = more ? lastFrameSeq : Math.max(counter, lastFrameSeq);
+      this.send(conn, 'notifications:resumed', { last_seq: lastSeq, count, more }, ref);
+    } catch (err) {
+      this.deps.log.error({ err }, 'resume failed');
+      this.error(conn, 'internal', 'resume failed', ref);
+    } finally {
+      conn.resuming = false;
+      if (!conn.gone) this.release(conn);
+    }
+  }
+
+  /** Writes a frame; while the socket holds more than the high-water mark, waits until it has flushed. */
+  private writePaced(conn: Connection, data: string): Promise<void> {
+    const ws = conn.ws;
+    if (conn.gone || ws.readyState !== WebSocket.OPEN) return Promise.resolve();
+    if (ws.bufferedAmount <= this.options.replayHighWaterBytes) {
+      ws.send(data);
       return Promise.resolve();
     }
-    const since = (value as { since: number }).since;
-    const run = async () => {
-      if (conn.gone) return;
-      conn.hold = conn.hold ?? [];
-      try {
-        const counter = await this.deps.feed.lastSeq();
-        const frames = await this.deps.feed.missedSince(conn.viewer, since, this.options.resumeLimit);
-        const live = conn.liveSeqs;
-        let count = 0;
-        for (const f of frames) {
-          // pushed live already (or waiting in `hold`): not again
-          if (live && f.seq !== null && live.has(f.seq)) continue;
-          this.write(conn, encodeFrame(f.event, f.payload));
-          count++;
-        }
-        conn.liveSeqs = null;
-        const more = frames.length === this.options.resumeLimit;
-        const lastFrameSeq = frames.length ? (frames[frames.length - 1].seq ?? since) : since;
-        const lastSeq = more ? lastFrameSeq : Math.max(counter, lastFrameSeq);
-        this.send(conn, 'notifications:resumed', { last_seq: lastSeq, count, more }, ref);
-      } catch (err) {
-        this.deps.log.error({ err }, 'resume failed');
-        this.error(conn, 'internal', 'resume failed', ref);
-      } finally {
-        if (!conn.gone) this.release(conn);
-      }
-    };
-    conn.resuming = conn.resuming.then(run);
-    return conn.resuming;
+    // the callback runs once this frame has been handed to the kernel: the queue ahead of it is gone
+    return new Promise((resolve) => ws.send(data, () => resolve()));
   }
 
   // ---- shutdown --------------------------------------------------------------------------
 
-  /** Closes every connection (1001), waits briefly for the close handshakes, then cuts the rest. */
+  /** Closes every connection (1012), waits briefly for the close handshakes, then cuts the rest. */
   async close(graceMs = 1000): Promise<void> {
     if (this.closing) return;
     this.closing = true;
@@ -470,12 +532,13 @@ export class Gateway implements NotificationPublisher {
     this.server?.off('upgrade', this.upgradeListener);
     const sockets = [...this.all].map((c) => c.ws);
     for (const conn of [...this.all]) this.unregister(conn);
+    // 1012 (service restart): clients reconnect, to this instance's successor or another one
     const closed = sockets.map(
       (ws) =>
         new Promise<void>((resolve) => {
           if (ws.readyState === WebSocket.CLOSED) return resolve();
           ws.once('close', () => resolve());
-          ws.close(1001, 'server shutting down');
+          ws.close(1012, 'service restart');
         }),
     );
     const timer = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());

@@ -1,20 +1,30 @@
 import type { Knex } from 'knex';
 import Joi from 'joi';
-import type { ApiIdentity } from '../auth/identity.js';
+import type { ApiIdentity, CredentialProof } from '../auth/identity.js';
 import { OneTimeStore } from '../auth/one-time.js';
 
 const TICKET = /^svt_[A-Za-z0-9_-]{43}$/;
 
-/** Who a ticket stands for: the system identity, or a user with the scopes of the minting key. */
-export type TicketSubject = { system: true; username: string } | { system: false; user_id: string; scopes: string[] | null; credential_id: string | null };
+/**
+ * Who a ticket stands for: the system identity, or a user with the scopes of the minting key;
+ * either way with the proof of the minting credential, so the connection it opens ends with it.
+ */
+export type TicketSubject =
+  | { system: true; username: string; proof: CredentialProof }
+  | { system: false; user_id: string; scopes: string[] | null; proof: CredentialProof };
+
+const proofSchema = Joi.alternatives(
+  Joi.object({ kind: Joi.valid('system_key', 'password').required(), stamp: Joi.string().hex().length(64).required() }),
+  Joi.object({ kind: Joi.valid('credential').required(), id: Joi.string().required(), expires_at: Joi.number().allow(null).required() }),
+);
 
 const subjectSchema = Joi.alternatives(
-  Joi.object({ system: Joi.valid(true).required(), username: Joi.string().required() }),
+  Joi.object({ system: Joi.valid(true).required(), username: Joi.string().required(), proof: proofSchema.required() }),
   Joi.object({
     system: Joi.valid(false).required(),
     user_id: Joi.string().required(),
     scopes: Joi.array().items(Joi.string()).allow(null).required(),
-    credential_id: Joi.string().allow(null).required(),
+    proof: proofSchema.required(),
   }),
 );
 
@@ -34,9 +44,10 @@ export class WsTickets {
   }
 
   async mint(identity: ApiIdentity): Promise<{ ticket: string; expires_in: number }> {
+    if (!identity.proof) throw new Error('an identity without a credential proof cannot mint a ticket');
     const subject: TicketSubject = identity.is_system
-      ? { system: true, username: identity.username }
-      : { system: false, user_id: identity.user_id!, scopes: identity.key_scopes ? [...identity.key_scopes] : null, credential_id: identity.credential_id };
+      ? { system: true, username: identity.username, proof: identity.proof }
+      : { system: false, user_id: identity.user_id!, scopes: identity.key_scopes ? [...identity.key_scopes] : null, proof: identity.proof };
     const ticket = await this.store.put('ws_ticket', subject, this.ttlMs);
     return { ticket, expires_in: Math.round(this.ttlMs / 1000) };
   }

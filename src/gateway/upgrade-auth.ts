@@ -1,13 +1,14 @@
 import http from 'node:http';
 import type Koa from 'koa';
-import { ApiIdentity, type CredentialMethod } from '../auth/identity.js';
+import { ApiIdentity, type CredentialMethod, type CredentialProof } from '../auth/identity.js';
 import { SESSION_COOKIE } from '../auth/web-session.js';
 import type { WsTickets } from './tickets.js';
 
 /** The parts of the Authenticator the upgrade needs. */
 export interface UpgradeAuthenticator {
   fromHeaders(headers: http.IncomingHttpHeaders, ip: string): Promise<ApiIdentity | null>;
-  identityOf(userId: string, method: CredentialMethod, extra?: { scopes?: string[] | null; credentialId?: string | null }): Promise<ApiIdentity | null>;
+  identityOf(userId: string, method: CredentialMethod, extra?: { scopes?: readonly string[] | null; proof?: CredentialProof | null }): Promise<ApiIdentity | null>;
+  revalidate(identities: readonly ApiIdentity[]): Promise<Array<ApiIdentity | null>>;
   originAllowed(origin: string | null | undefined): boolean;
 }
 
@@ -45,9 +46,14 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: Upgra
   if (ticket !== null) {
     const subject = await deps.tickets.redeem(ticket);
     if (!subject) return refuse('the ticket is unknown, used or expired');
-    if (subject.system) return { ok: true, identity: ApiIdentity.system() };
-    const identity = await deps.auth.identityOf(subject.user_id, 'ws_ticket', { scopes: subject.scopes, credentialId: subject.credential_id });
-    return identity ? { ok: true, identity } : refuse('the ticket owner is disabled or gone');
+    // the credential that minted the ticket must still hold (not revoked, password or key unchanged)
+    const minted = subject.system
+      ? subject.proof.kind === 'system_key'
+        ? ApiIdentity.system(subject.proof.stamp, 'ws_ticket')
+        : null
+      : await deps.auth.identityOf(subject.user_id, 'ws_ticket', { scopes: subject.scopes, proof: subject.proof });
+    const [identity] = minted ? await deps.auth.revalidate([minted]) : [null];
+    return identity ? { ok: true, identity } : refuse('the credential behind the ticket has ended');
   }
 
   const authz = typeof req.headers.authorization === 'string' ? req.headers.authorization : '';

@@ -3,6 +3,7 @@ import Router from '@koa/router';
 import crypto from 'node:crypto';
 import type { Logger } from '../log.js';
 import { HttpError, notFound, type ErrorCode } from './errors.js';
+import { DomainError, type DomainErrorCode } from '../errors.js';
 import { readBody } from './body.js';
 import type { Metrics } from './metrics.js';
 
@@ -35,6 +36,15 @@ const CODE_BY_STATUS: Record<number, ErrorCode> = {
   415: 'unsupported_media_type',
   429: 'rate_limited',
   503: 'unavailable',
+};
+
+const STATUS_BY_DOMAIN_CODE: Record<DomainErrorCode, number> = {
+  validation_failed: 400,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  rate_limited: 429,
+  unavailable: 503,
 };
 
 /** Request id on every request and log line; one access log line per request. */
@@ -76,6 +86,11 @@ function errorHandler() {
       if (err instanceof HttpError) {
         for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
         renderError(ctx, err.status, err.code, err.message, err.details);
+        return;
+      }
+      if (err instanceof DomainError) {
+        if (err.retryAfterSeconds) ctx.set('Retry-After', String(err.retryAfterSeconds));
+        renderError(ctx, STATUS_BY_DOMAIN_CODE[err.code], err.code, err.message, err.details);
         return;
       }
       const e = err as { status?: number; expose?: boolean; message?: string };

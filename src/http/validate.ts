@@ -1,19 +1,29 @@
 import type Joi from 'joi';
 import { validationFailed, type FieldError } from './errors.js';
 
-/** Validates `value` with `schema`; answers 400 naming every bad field. */
-/** The path of the first string holding a NUL character (PostgreSQL text cannot store one). */
-export function nulField(value: unknown, path = '', depth = 0): string | null {
-  if (typeof value === 'string') return value.includes('\0') ? path : null;
-  if (depth > 32 || value === null || typeof value !== 'object') return null;
-  for (const [k, v] of Object.entries(value)) {
-    if (k.includes('\0')) return path ? `${path}.${k}` : k;
-    const hit = nulField(v, path ? `${path}.${k}` : k, depth + 1);
-    if (hit !== null) return hit;
+/**
+ * The path of the first string (or key) holding a NUL character (PostgreSQL text cannot store
+ * one), at any depth: walked with an explicit stack, so no nesting hides one.
+ */
+export function nulField(value: unknown): string | null {
+  const stack: Array<[unknown, string]> = [[value, '']];
+  while (stack.length) {
+    const [v, path] = stack.pop()!;
+    if (typeof v === 'string') {
+      if (v.includes('\0')) return path;
+      continue;
+    }
+    if (v === null || typeof v !== 'object') continue;
+    for (const [k, child] of Object.entries(v)) {
+      const at = path ? `${path}.${k}` : k;
+      if (k.includes('\0')) return at;
+      stack.push([child, at]);
+    }
   }
   return null;
 }
 
+/** Validates `value` with `schema`; answers 400 naming every bad field. */
 export function validate<T>(schema: Joi.Schema<T>, value: unknown, where: 'body' | 'query' | 'params' = 'body'): T {
   const nul = nulField(value);
   if (nul !== null) throw validationFailed([{ field: nul || where, message: 'must not contain NUL characters' }]);

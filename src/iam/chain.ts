@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js';
+import { DomainError } from '../errors.js';
 import type { AuthSettings } from '../auth/settings.js';
 import type { LocalProvider } from './providers/local.js';
 import { LdapProvider } from './providers/ldap.js';
@@ -244,6 +245,8 @@ export class ProviderChain {
         const profile = await (entry.source === 'plugin' ? withTimeout(attempt, PLUGIN_TIMEOUT_MS, `provider ${provider.id}`) : attempt);
         if (profile) return { profile: checkedProfile(provider, profile), provider };
       } catch (err) {
+        // the password pool is full: the caller waits and tries again (503), no provider is at fault
+        if (err instanceof DomainError) throw err;
         // the message only: never the password, and a stack adds nothing for an unreachable server
         this.log.warn({ provider: provider.id, reason: errorText(err) }, 'auth provider failed; trying the next one');
       }

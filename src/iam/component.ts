@@ -16,6 +16,8 @@ import { dialectOf, sqliteFile } from '../db/knex.js';
 import { SystemKey } from '../auth/system-key.js';
 import { BasicVerifier } from '../auth/basic.js';
 import { LoginLockout } from '../auth/lockout.js';
+import { AttemptLimiter } from '../auth/attempts.js';
+import { Passwords } from './passwords.js';
 import { Authenticator } from '../auth/authenticate.js';
 import { meRoutes } from './routes/me.js';
 import { userRoutes } from './routes/users.js';
@@ -55,6 +57,8 @@ export class IamComponent {
   readonly systemKey: SystemKey;
   readonly local: LocalProvider;
   readonly lockout: LoginLockout;
+  readonly passwords: Passwords;
+  readonly attempts: AttemptLimiter;
   readonly auth: Authenticator;
   readonly ledger: RoleLedger;
   readonly oneTime: OneTimeStore;
@@ -76,8 +80,12 @@ export class IamComponent {
     this.secrets = new SecretsStore(db, config.secretKey);
     this.resolver = new PermissionResolver(this.store, config.permissionCacheTtlMs, bus);
     this.apiKeys = new ApiKeyStore(db, dialectOf(config) === 'sqlite' ? sqliteFile(config) : null);
+    this.apiKeys.onRevoked = (userId) => bus.emit('auth:credentials_revoked', { user_id: userId });
     this.systemKey = new SystemKey(config.systemApiKey, this.secrets);
-    this.local = new LocalProvider(this.store);
+    this.systemKey.onChange = () => bus.emit('auth:system_key_changed', {});
+    this.passwords = new Passwords();
+    this.attempts = new AttemptLimiter(config.loginAttemptsPerMinute);
+    this.local = new LocalProvider(this.store, this.passwords);
     this.lockout = new LoginLockout(db);
     this.ledger = new RoleLedger(db, bus);
     this.auth = new Authenticator({
@@ -86,7 +94,9 @@ export class IamComponent {
       resolver: this.resolver,
       basic: new BasicVerifier(this.local, bus),
       lockout: this.lockout,
+      attempts: this.attempts,
       allowedOrigins: config.allowedOrigins,
+      log: deps.log.child({ part: 'auth' }),
     });
     this.oneTime = new OneTimeStore(db);
     this.authSettings = new AuthSettingsStore(config, this.secrets);
@@ -142,8 +152,8 @@ export class IamComponent {
     try {
       const [, applied] = await db.migrate.latest(db.client.config.migrations);
       if (applied.length) log.info({ applied }, 'migrations applied');
-      const seeded = await seedIam(db, config);
-      for (const id of seeded.passwordChanged) bus.emit('iam:password_changed', { user_id: id });
+      const seeded = await seedIam(db, config, this.passwords);
+      for (const id of seeded.passwordChanged) await this.passwordChanged(id, null);
       if (seeded.changed) bus.emit('iam:permissions_changed', { all: true });
       await this.authSettings.load();
       this.rebuildChain();
@@ -163,6 +173,15 @@ export class IamComponent {
       this.followAuthSettings().catch((err) => log.warn({ err }, 'auth settings check failed'));
     }, AUTH_SETTINGS_POLL_MS);
     this.settingsWatch.unref();
+  }
+
+  /**
+   * After a password was set: the user's web sessions end (but `keep`, the session that made
+   * the change), then every cached verification and live connection that the old password proved.
+   */
+  async passwordChanged(userId: string, keep: string | null): Promise<void> {
+    await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep });
+    this.deps.bus.emit('iam:password_changed', { user_id: userId });
   }
 
   catalog(): CatalogEntry[] {
@@ -212,5 +231,6 @@ export class IamComponent {
     if (this.settingsWatch) clearInterval(this.settingsWatch);
     this.apiKeys.close();
     await this.ledger.idle();
+    await this.passwords.close();
   }
 }

@@ -20,6 +20,10 @@ export class PermissionResolver {
       if (e.all || e.group) this.cache.clear();
       else if (e.user_id) this.cache.delete(e.user_id);
     });
+    // the cached record holds the password hash that Basic and live connections are checked against
+    bus.on('iam:password_changed', ({ user_id }) => {
+      this.cache.delete(user_id);
+    });
   }
 
   async resolve(userId: string): Promise<ResolvedUser | null> {

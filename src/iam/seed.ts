@@ -1,10 +1,8 @@
-import bcrypt from 'bcryptjs';
 import type { Knex } from 'knex';
 import type { Config } from '../config.js';
 import { DEFAULT_GROUPS, ADMIN_GROUP } from './permissions.js';
 import { IamStore } from './store.js';
-
-export const BCRYPT_COST = 10;
+import { Passwords } from './passwords.js';
 
 type SeedConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'adminPasswordConfigured' | 'botUser' | 'botPassword' | 'botPasswordConfigured' | 'adminForceSuperadmin'>;
 
@@ -15,7 +13,7 @@ type SeedConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'adminPasswordCon
  * the superadmin flag follows SERVICE_ADMIN_FORCE_SUPERADMIN.
  * Returns the ids of users whose password changed (their cached verifications must go).
  */
-export async function seedIam(db: Knex, config: SeedConfig): Promise<{ passwordChanged: string[]; changed: boolean }> {
+export async function seedIam(db: Knex, config: SeedConfig, passwords: Passwords = new Passwords({ threads: 0 })): Promise<{ passwordChanged: string[]; changed: boolean }> {
   const store = new IamStore(db);
   let changed = false;
   const now = Date.now();
@@ -36,7 +34,7 @@ export async function seedIam(db: Knex, config: SeedConfig): Promise<{ passwordC
   for (const b of bootstrap) {
     const existing = await store.userByUsername(b.username);
     if (!existing) {
-      const hashed = await bcrypt.hash(b.password, BCRYPT_COST);
+      const hashed = await passwords.hash(b.password);
       try {
         await store.createUser({ username: b.username, hashed_password: hashed, groups: b.groups, roles: b.roles });
         await store.linkIdentity((await store.userByUsername(b.username))!.id, 'local', b.username);
@@ -48,8 +46,8 @@ export async function seedIam(db: Knex, config: SeedConfig): Promise<{ passwordC
       continue;
     }
     const patch: { hashed_password?: string; roles?: string[] } = {};
-    if (b.configured && !(existing.hashed_password && (await bcrypt.compare(b.password, existing.hashed_password)))) {
-      patch.hashed_password = await bcrypt.hash(b.password, BCRYPT_COST);
+    if (b.configured && !(await passwords.verify(b.password, existing.hashed_password))) {
+      patch.hashed_password = await passwords.hash(b.password);
       passwordChanged.push(existing.id);
     }
     if (b.username === config.adminUser) {

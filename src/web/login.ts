@@ -2,8 +2,10 @@ import Router from '@koa/router';
 import Joi from 'joi';
 import type { Context } from 'koa';
 import type { IamComponent } from '../iam/component.js';
-import { checkOrigin, credentialsLogin, LOCAL_PATH, nextSchema, providerList, startCookieSession } from '../auth/routes.js';
+import { checkOrigin, credentialsLogin, LOCAL_PATH, loginSchema, nextSchema, providerList, startCookieSession } from '../auth/routes.js';
 import { formBody } from '../http/body.js';
+import { HttpError } from '../http/errors.js';
+import { validate } from '../http/validate.js';
 import { html, type SafeHtml } from './html.js';
 
 /**
@@ -39,11 +41,8 @@ const pageQuery = Joi.object({
   retry_after: Joi.number().integer().min(1).max(3600),
 }).unknown(true);
 
-const formSchema = Joi.object({
-  username: Joi.string().min(1).max(256).required(),
-  password: Joi.string().min(1).max(1024).required(),
-  next: Joi.string().max(2048).allow(''),
-});
+/** The API's login body plus the form's `next`: one validation for both paths (NUL included). */
+const formSchema = loginSchema.keys({ next: Joi.string().max(2048).allow('') }).unknown(true);
 
 function safeNext(value: unknown): string {
   const { error, value: next } = nextSchema.validate(value);
@@ -136,9 +135,14 @@ export function loginPageRoutes(iam: IamComponent): Router {
       ctx.redirect(`/login?${q}`);
     };
     if (!iam.chain.ready) return back({ error: 'unavailable' });
-    const { error, value } = formSchema.validate(form, { allowUnknown: true });
-    if (error) return back({ error: 'bad_request' });
-    const outcome = await credentialsLogin(iam, ctx, value.username, value.password);
+    let value: { username: string; password: string };
+    try {
+      value = validate(formSchema, form);
+    } catch (err) {
+      if (err instanceof HttpError && err.status === 400) return back({ error: 'bad_request' });
+      throw err;
+    }
+    const outcome = await credentialsLogin(iam, ctx, value.username, value.password, 'form');
     if (!outcome.ok) {
       return outcome.retryAfter > 0 ? back({ error: 'locked_out', retry_after: String(outcome.retryAfter) }) : back({ error: 'invalid_credentials' });
     }

@@ -7,8 +7,8 @@ const user = (perms: string[], scopes: string[] | null = null, superadmin = fals
 
 describe('ApiIdentity.allows', () => {
   it('the system key allows everything', () => {
-    expect(ApiIdentity.system().allows('feature:admin.users')).to.equal(true);
-    expect(ApiIdentity.system().allows('socket:container:cleanup')).to.equal(true);
+    expect(ApiIdentity.system('stamp').allows('feature:admin.users')).to.equal(true);
+    expect(ApiIdentity.system('stamp').allows('socket:container:cleanup')).to.equal(true);
   });
 
   it('superadmin bypasses permission checks', () => {

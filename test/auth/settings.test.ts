@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { expect } from 'chai';
 import request from 'supertest';
 import type { CredentialsProvider, ExternalProfile } from '../../src/iam/providers/types.js';
@@ -67,6 +68,43 @@ describe('auth settings API and plugin providers', function () {
 
     const cleared = await patchAuthSettings(svc.url, { ldap_bind_password: null, ldap_bind_dn: null }).expect(200);
     expect(cleared.body.settings.ldap_bind_password).to.deep.include({ value: null, configured: false, source: 'default' });
+  });
+
+  it('a masked secret is never sent to a new endpoint: changing where it goes needs it entered again', async function () {
+    // an LDAP "server" the attacker controls: it records whoever connects
+    const connections: string[] = [];
+    const trap = net.createServer((sock) => {
+      sock.on('data', (d) => connections.push(d.toString('latin1')));
+      sock.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => trap.listen(0, '127.0.0.1', () => resolve()));
+    const trapUrl = `ldap://127.0.0.1:${(trap.address() as net.AddressInfo).port}`;
+    try {
+      await patchAuthSettings(svc.url, { ldap_url: 'ldap://ldap.example.test', ldap_base_dn: 'dc=example,dc=org', ldap_bind_dn: 'cn=reader,dc=example,dc=org', ldap_bind_password: STORED_BIND_PASSWORD }).expect(200);
+      for (const patch of [
+        { ldap_url: trapUrl, ldap_bind_password: '********', auth_providers: 'ldap,local' },
+        { ldap_url: trapUrl, auth_providers: 'ldap,local' },
+        { ldap_bind_dn: 'cn=attacker,dc=evil,dc=test', ldap_bind_password: '********' },
+      ]) {
+        const res = await patchAuthSettings(svc.url, patch).expect(400);
+        expect(res.body.error.details, JSON.stringify(patch)).to.deep.equal([{ field: 'ldap_bind_password', message: `must be entered again when ${'ldap_url' in patch ? 'ldap_url' : 'ldap_bind_dn'} changes` }]);
+      }
+      // nothing changed: a login does not reach the trap
+      await request(svc.url).post('/api/auth/login').send({ username: 'someone', password: 'whatever-it-is' }).expect(401);
+      expect(connections).to.deep.equal([]);
+      const view = (await request(svc.url).get('/api/settings/auth').set('Authorization', adminAuth()).expect(200)).body.settings;
+      expect(view.ldap_url.value).to.equal('ldap://ldap.example.test');
+      // unchanged endpoint: the mask keeps the secret; a new endpoint with the secret typed again is fine
+      await patchAuthSettings(svc.url, { ldap_url: 'ldap://ldap.example.test', ldap_bind_password: '********', ldap_group_attr: 'memberOf' }).expect(200);
+      await patchAuthSettings(svc.url, { ldap_url: 'ldap://ldap2.example.test', ldap_bind_password: 'typed-again-0123456789' }).expect(200);
+      // the OIDC client secret is set in the environment here: its issuer and client id cannot move away from it
+      const oidc = await patchAuthSettings(svc.url, { oidc_issuer: 'https://idp.evil.test' }).expect(400);
+      expect(oidc.body.error.details[0].field).to.equal('oidc_client_secret');
+      expect(oidc.body.error.details[0].message).to.match(/SERVICE_OIDC_CLIENT_SECRET/);
+    } finally {
+      trap.close();
+      await patchAuthSettings(svc.url, { ldap_url: null, ldap_base_dn: null, ldap_bind_dn: null, ldap_bind_password: null, ldap_group_attr: null }).expect(200);
+    }
   });
 
   it('answers 409 for an env-set field, even with other fields, and changes nothing', async function () {

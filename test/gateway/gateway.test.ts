@@ -5,6 +5,7 @@ import { startService, adminAuth, SYSTEM_KEY, type TestService } from '../suppor
 import { SESSION_COOKIE } from '../../src/auth/web-session.js';
 import { sha256 } from '../../src/auth/tokens.js';
 import { WsTickets } from '../../src/gateway/tickets.js';
+import { passwordProof } from '../../src/auth/authenticate.js';
 import type { OutboundNotification } from '../../src/bus/events.js';
 import { WsClient, api, createGroup, createUser, refusedStatus, sleep, type TestUser } from './helpers.js';
 
@@ -26,7 +27,8 @@ describe('ws gateway', function () {
   const asAdmin = () => connect(svc, { headers: { Authorization: adminAuth() } });
 
   before(async () => {
-    svc = await startService({ env: { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY } });
+    // many connections of one user below (fan-out): above the default per-user cap
+    svc = await startService({ env: { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY, SERVICE_WS_MAX_CONNECTIONS_PER_USER: '400' } });
     alice = await createUser(svc, 'alice');
     bob = await createUser(svc, 'bob');
     await createGroup(svc, 'NOTIFY_SENDERS', ['feature:notifications.send']);
@@ -127,7 +129,8 @@ describe('ws gateway', function () {
 
     it('refuses an expired ticket; a ticket keeps the scopes of the key that minted it', async () => {
       const shortLived = new WsTickets(svc.service.db, 1);
-      const { ticket } = await shortLived.mint((await svc.service.iam.auth.identityOf(alice.id, 'basic'))!);
+      const hash = (await svc.service.iam.store.userById(alice.id))!.hashed_password;
+      const { ticket } = await shortLived.mint((await svc.service.iam.auth.identityOf(alice.id, 'basic', { proof: passwordProof(hash) }))!);
       await sleep(20);
       expect(await refusedStatus(svc, { query: `ticket=${ticket}` })).to.equal(401);
       const key = await api(svc).post('/api/me/api-keys').set('Authorization', adminAuth()).send({ label: 'read-only', scopes: ['api:read'] });

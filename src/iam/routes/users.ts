@@ -1,6 +1,5 @@
 import type Router from '@koa/router';
 import Joi from 'joi';
-import bcrypt from 'bcryptjs';
 import type { Context } from 'koa';
 import type { IamComponent } from '../component.js';
 import type { EventBus } from '../../bus/bus.js';
@@ -13,7 +12,6 @@ import { badField, conflict, forbidden, forbiddenBecause, notFound } from '../..
 import { isUniqueViolation } from '../../db/knex.js';
 import { ADMIN_GROUP } from '../permissions.js';
 import { addedHostPermissions, hostPermissionsOfGroups, isProtectedAccount, isTrusted } from '../policy.js';
-import { BCRYPT_COST } from '../seed.js';
 import { createUserSchema, patchUserSchema, passwordSchema, uuidParam } from '../schemas.js';
 import type { User, Identity } from '../store.js';
 
@@ -32,6 +30,12 @@ export function publicUser(u: User, identities: Identity[] = []) {
     identities,
     created_at: new Date(u.created_at).toISOString(),
   };
+}
+
+/** The web session a user changes their own password from: it stays, their others end. */
+function sessionOf(ctx: Context, userId: string): string | null {
+  const id = ctx.state.identity;
+  return id?.user_id === userId && (id.method === 'session_cookie' || id.method === 'session_token') ? id.credential_id : null;
 }
 
 const idParams = Joi.object({ id: uuidParam.description('the user id (UUID)') });
@@ -134,7 +138,7 @@ export function userRoutes(iam: IamComponent, bus: EventBus): Router {
           username: body.username,
           email: body.email ?? null,
           display_name: body.display_name || null,
-          hashed_password: body.password ? await bcrypt.hash(body.password, BCRYPT_COST) : null,
+          hashed_password: body.password ? await iam.passwords.hash(body.password) : null,
           groups: body.groups ?? [],
           extra_permissions: body.extra_permissions ?? [],
           roles: body.roles ?? [],
@@ -181,11 +185,11 @@ export function userRoutes(iam: IamComponent, bus: EventBus): Router {
       await iam.store.updateUser(user.id, {
         ...rest,
         display_name: rest.display_name === '' ? null : rest.display_name,
-        ...(password ? { hashed_password: await bcrypt.hash(password, BCRYPT_COST) } : {}),
+        ...(password ? { hashed_password: await iam.passwords.hash(password) } : {}),
       });
       if (password) {
         await iam.store.linkIdentity(user.id, 'local', user.username);
-        bus.emit('iam:password_changed', { user_id: user.id });
+        await iam.passwordChanged(user.id, sessionOf(ctx, user.id));
       }
       bus.emit('iam:permissions_changed', { user_id: user.id });
       audit(user.id, user.username);
@@ -231,13 +235,13 @@ export function userRoutes(iam: IamComponent, bus: EventBus): Router {
       const body = validate(passwordSchema, jsonBody(ctx));
       if (self) {
         if (!body.current_password) throw badField('current_password', 'is required to change your own password');
-        if (!user.hashed_password || !(await bcrypt.compare(body.current_password, user.hashed_password))) {
+        if (!(await iam.passwords.verify(body.current_password, user.hashed_password))) {
           throw badField('current_password', 'is not correct');
         }
       }
-      await iam.store.updateUser(user.id, { hashed_password: await bcrypt.hash(body.new_password, BCRYPT_COST) });
+      await iam.store.updateUser(user.id, { hashed_password: await iam.passwords.hash(body.new_password) });
       await iam.store.linkIdentity(user.id, 'local', user.username);
-      bus.emit('iam:password_changed', { user_id: user.id });
+      await iam.passwordChanged(user.id, sessionOf(ctx, user.id));
       ctx.status = 204;
     },
   );
