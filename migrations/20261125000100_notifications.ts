@@ -81,10 +81,13 @@ export const notificationTables: TableDef[] = [
       status: (t) => t.string('status', 16).notNullable().defaultTo('accepted'),
       notification_id: (t) => t.string('notification_id', 128).nullable(),
       received_at: (t) => now(t, 'received_at'),
+      // SHA-256 of the signed body (Gitea, GitHub): a replay under a new delivery id is still a duplicate
+      payload_sha256: (t) => t.string('payload_sha256', 64).nullable(),
     },
     indexes: [
       { name: 'webhook_deliveries_unique', columns: ['provider', 'delivery_id'], unique: true },
       { name: 'webhook_deliveries_received', columns: ['received_at'] },
+      { name: 'webhook_deliveries_payload_unique', columns: ['provider', 'payload_sha256'], unique: true },
     ],
   },
 ];

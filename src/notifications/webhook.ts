@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Knex } from 'knex';
@@ -34,6 +35,8 @@ export interface ScmWebhookDeps {
 }
 
 class DuplicateDelivery extends Error {}
+
+const DELIVERY_HEADER: Record<ScmProvider, string> = { gitea: 'X-Gitea-Delivery', github: 'X-GitHub-Delivery', gitlab: 'X-Gitlab-Event-UUID' };
 
 /**
  * SCM webhook intake (DESIGN section 8): verify the raw bytes, then parse, de-duplicate by
@@ -85,8 +88,14 @@ export class ScmWebhook {
       throw badField('body', 'is not valid JSON');
     }
     if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw badField('body', 'must be a JSON object');
+    // Gitea and GitHub always send a delivery id: without one a replay could not be recognised
+    if (!request.deliveryId && request.provider !== 'gitlab') {
+      throw badField(DELIVERY_HEADER[request.provider], 'is required: the delivery id de-duplicates re-sent events');
+    }
+    // the HMAC covers the body only: the same signed body under another delivery id is a replay
+    if (request.provider !== 'gitlab') request.payloadSha256 = createHash('sha256').update(rawBody).digest('hex');
 
-    if (request.deliveryId && (await this.seen(request))) return duplicate(request);
+    if ((request.deliveryId || request.payloadSha256) && (await this.seen(request))) return duplicate(request);
 
     let normalized;
     try {
@@ -130,7 +139,14 @@ export class ScmWebhook {
   }
 
   private async seen(request: ScmRequest): Promise<boolean> {
-    const row = await this.deps.db('webhook_deliveries').where({ provider: request.provider, delivery_id: request.deliveryId }).first('id');
+    const row = await this.deps
+      .db('webhook_deliveries')
+      .where({ provider: request.provider })
+      .andWhere((q) => {
+        if (request.deliveryId) q.orWhere({ delivery_id: request.deliveryId });
+        if (request.payloadSha256) q.orWhere({ payload_sha256: request.payloadSha256 });
+      })
+      .first('id');
     return Boolean(row);
   }
 
@@ -139,6 +155,7 @@ export class ScmWebhook {
       await db('webhook_deliveries').insert({
         provider: request.provider,
         delivery_id: request.deliveryId,
+        payload_sha256: request.payloadSha256 ?? null,
         event: request.event.slice(0, 64),
         status,
         notification_id: notificationId,

@@ -209,7 +209,8 @@ describe('SCM webhook intake', function () {
   });
 
   describe('error paths', () => {
-    const pushBody = () => json(githubExample('push', (e) => e.ref === 'refs/heads/master' && !e.deleted));
+    // a fresh push each time, as GitHub sends them (a byte-identical body is a replay)
+    const pushBody = () => json({ ...githubExample('push', (e) => e.ref === 'refs/heads/master' && !e.deleted), after: randomUUID().replace(/-/g, '').padEnd(40, '0') });
 
     it('401 for a missing, malformed or wrong signature, and for a body changed after signing', async () => {
       const body = pushBody();
@@ -270,8 +271,41 @@ describe('SCM webhook intake', function () {
       expect(rows).to.have.length(1);
       expect(rows[0].notification_id).to.equal(first.body.notification_id);
       // the same id from another provider is another delivery
-      const gitea = json(fixture('gitea-push'));
+      const gitea = json({ ...fixture('gitea-push'), after: randomUUID() });
       expect((await deliver(giteaHeaders('push', gitea, SECRET, delivery), gitea)).status).to.equal(202);
+    });
+
+    it('a signed body replayed under a new delivery id, or none, is not notified again (GitHub, Gitea)', async () => {
+      const body = pushBody();
+      const first = await deliver(githubHeaders('push', body), body);
+      expect(first.status).to.equal(202);
+      const replay = await deliver(githubHeaders('push', body, SECRET, randomUUID()), body);
+      expect(replay.status).to.equal(200);
+      expect(replay.body.status).to.equal('duplicate');
+      const noId = githubHeaders('push', body);
+      delete noId['X-GitHub-Delivery'];
+      const missing = await deliver(noId, body);
+      expect(missing.status).to.equal(400);
+      expect(missing.body.error.details).to.deep.equal([{ field: 'X-GitHub-Delivery', message: 'is required: the delivery id de-duplicates re-sent events' }]);
+      const gitea = json({ ...fixture('gitea-push'), after: randomUUID() });
+      const giteaNoId = giteaHeaders('push', gitea);
+      delete giteaNoId['X-Gitea-Delivery'];
+      expect((await deliver(giteaNoId, gitea)).body.error.details[0].field).to.equal('X-Gitea-Delivery');
+      expect((await deliver(giteaHeaders('push', gitea), gitea)).status).to.equal(202);
+      expect((await deliver(giteaHeaders('push', gitea, SECRET, randomUUID()), gitea)).body.status).to.equal('duplicate');
+      await ws.roundTrip();
+      expect(notifyFrames(first.body.notification_id)).to.have.length(1);
+    });
+
+    it('GitLab: de-duplicated by its event UUID or idempotency key when sent', async () => {
+      const uuid = randomUUID();
+      const body = json(fixture('gitlab-push'));
+      const headers = { ...gitlabHeaders('Push Hook'), 'X-Gitlab-Event-UUID': uuid };
+      expect((await deliver(headers, body)).status).to.equal(202);
+      expect((await deliver(headers, body)).body.status).to.equal('duplicate');
+      const key = randomUUID();
+      expect((await deliver({ ...gitlabHeaders('Push Hook'), 'Idempotency-Key': key }, body)).status).to.equal(202);
+      expect((await deliver({ ...gitlabHeaders('Push Hook'), 'Idempotency-Key': key, 'X-Gitlab-Event-UUID': randomUUID() }, body)).body.status).to.equal('duplicate');
     });
 
     it('lets exactly one of several simultaneous copies of a delivery through', async () => {

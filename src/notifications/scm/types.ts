@@ -10,6 +10,8 @@ export interface ScmRequest {
   event: string;
   /** provider delivery id for de-duplication; namespace it with the provider when storing */
   deliveryId: string | null;
+  /** SHA-256 of the body, for HMAC-signed providers: a replay under a new delivery id matches it */
+  payloadSha256?: string;
 }
 
 /** Ready to be spread into a `system:notify` payload. Title and message are plain text, not escaped. */
