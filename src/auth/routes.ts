@@ -10,6 +10,7 @@ import { jsonBody } from '../http/body.js';
 import { validate } from '../http/validate.js';
 import { badField, forbiddenBecause, notFound, rateLimited, unauthorized, validationFailed } from '../http/errors.js';
 import { ApiRouter } from '../http/api.js';
+import { isLocalPath } from '../http/links.js';
 import { safeEqual, sha256 } from './tokens.js';
 import { logLoginFailure, normalizeLogin, type LoginFailure } from './attempts.js';
 import { patchSchema } from './settings.js';
@@ -27,9 +28,10 @@ export const EXCHANGE_CODE_TTL_MS = 60_000;
 export const LOGIN_BINDING_COOKIE = 'svc.login';
 export const CALLBACK_PATH = '/auth/callback/oidc';
 
-/** A path on this service: one leading '/', not '//' or '/\' (which browsers read as another host). */
-export const LOCAL_PATH = /^\/(?![/\\])[^\\\s\x00-\x1f\x7f]*$/;
-export const nextSchema = Joi.string().max(2048).pattern(LOCAL_PATH).messages({ 'string.pattern.base': '"next" must be a local path starting with a single /' });
+/** Where to land after login: a path on this service, as a browser reads it (src/http/links.ts). */
+export const nextSchema = Joi.string()
+  .max(2048)
+  .custom((value: string, helpers) => (isLocalPath(value) && !/\s/.test(value) ? value : helpers.message({ custom: '"next" must be a local path starting with a single /' })));
 
 export const loginSchema = Joi.object({
   username: Joi.string().min(1).max(256).required(),
@@ -174,7 +176,7 @@ function bindingMatches(ctx: Context, expectedHash: string | null): boolean {
 export function loginErrorUrl(code: string, next?: string | null): string {
   const safe = /^[a-z_]{1,40}$/.test(code) ? code : 'login_failed';
   const q = new URLSearchParams({ error: safe });
-  if (next && next !== '/' && LOCAL_PATH.test(next)) q.set('next', next);
+  if (next && next !== '/' && isLocalPath(next)) q.set('next', next);
   return `/login?${q}`;
 }
 

@@ -1,6 +1,7 @@
 import Joi from 'joi';
 import type { NotificationLevel } from '../bus/events.js';
 import { nulField } from '../http/validate.js';
+import { isLocalPath, isWebUrl } from '../http/links.js';
 
 /**
  * Validation of notify payloads (DESIGN section 7), shared by every source: the bus, ws
@@ -11,19 +12,12 @@ export const NOTIFICATION_ID = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
 export const TITLE_MAX = 200;
 export const MESSAGE_MAX = 4000;
 
-/** A link is an absolute http(s) URL or a local path; never javascript:, data: or //host. */
+/** A link is an absolute http(s) URL or a path on this service; never javascript:, data: or //host in disguise. */
 const link = Joi.string()
   .max(2048)
   .custom((value: string) => {
-    if (/^\/(?![/\\])/.test(value)) return value;
-    let url: URL;
-    try {
-      url = new URL(value);
-    } catch {
-      throw new Error('must be an http(s) URL or a path starting with /');
-    }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('must be an http(s) URL or a path starting with /');
-    return value;
+    if (isLocalPath(value) || isWebUrl(value)) return value;
+    throw new Error('must be an http(s) URL or a path starting with /');
   })
   .allow(null);
 

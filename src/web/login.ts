@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import Joi from 'joi';
 import type { Context } from 'koa';
 import type { IamComponent } from '../iam/component.js';
-import { checkOrigin, credentialsLogin, LOCAL_PATH, loginSchema, nextSchema, providerList, startCookieSession } from '../auth/routes.js';
+import { checkOrigin, credentialsLogin, loginSchema, nextSchema, providerList, startCookieSession } from '../auth/routes.js';
 import { formBody } from '../http/body.js';
 import { HttpError } from '../http/errors.js';
 import { validate } from '../http/validate.js';
@@ -46,7 +46,7 @@ const formSchema = loginSchema.keys({ next: Joi.string().max(2048).allow('') }).
 
 function safeNext(value: unknown): string {
   const { error, value: next } = nextSchema.validate(value);
-  return !error && typeof next === 'string' && LOCAL_PATH.test(next) ? next : '/';
+  return !error && typeof next === 'string' ? next : '/';
 }
 
 function page(body: SafeHtml): string {

@@ -112,6 +112,41 @@ describe('browser: dashboard with live notifications', function () {
     expectNoProblems(browser);
   });
 
+  it('a notification link never leads off the site in disguise: what the API takes, Chromium resolves as written', async function () {
+    const candidates = [
+      '/\t/evil.example/x', // a tab that the browser drops: //evil.example/x
+      '/\n/evil.example/x',
+      '/\\evil.example/x', // a backslash the browser reads as a slash
+      '//evil.example/x',
+      '/ /evil.example/x',
+      'javascript:alert(1)',
+      ' https://evil.example/x',
+      '/status',
+      '/settings?tab=keys#api',
+      '/%09/evil.example/x', // encoded: stays a path
+      'https://ci.example.com/build/42',
+    ];
+    for (const link of candidates) {
+      const res = await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send({ title: 'link check', message: 'm', link });
+      // where Chromium, on our page, would take a click on this link
+      const target = await page.evaluate((href) => {
+        const a = document.createElement('a');
+        a.href = href;
+        return { origin: a.origin, protocol: a.protocol };
+      }, link);
+      const stays = target.origin === svc.origin;
+      const writtenAsWebUrl = /^https?:\/\//.test(link) && (target.protocol === 'http:' || target.protocol === 'https:');
+      if (res.status === 202) expect(stays || writtenAsWebUrl, `${JSON.stringify(link)} accepted but leads to ${target.origin}`).to.equal(true);
+      else expect(res.status, JSON.stringify(link)).to.equal(400);
+    }
+    const attack = await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send({ title: 'x', message: 'm', link: '/\t/evil.example/x' });
+    expect(attack.status).to.equal(400);
+    expect(attack.body.error.details[0].field).to.equal('link');
+    for (const ok of ['/status', '/%09/evil.example/x', 'https://ci.example.com/build/42']) {
+      expect((await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send({ title: 'x', message: 'm', link: ok })).status, ok).to.equal(202);
+    }
+  });
+
   it('keeps the feed after a reload (history) and the send form posts a broadcast', async function () {
     await page.reload();
     await waitLive(page);
