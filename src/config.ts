@@ -66,6 +66,8 @@ export interface Config {
   trustProxy: boolean;
   /** password checks per client address and minute, counted before any hashing */
   loginAttemptsPerMinute: number;
+  /** password checks waiting for a hashing thread at most; beyond, 503 at once */
+  passwordQueue: number;
   /** open WebSocket connections per user (or system key) and instance */
   wsMaxConnectionsPerUser: number;
   logLevel: string;
@@ -158,6 +160,7 @@ const envSchema = Joi.object({
   SERVICE_ALLOWED_ORIGINS: Joi.string().empty(''),
   SERVICE_TRUST_PROXY: bool.default(false),
   SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: Joi.number().integer().min(1).max(100_000).default(60),
+  SERVICE_PASSWORD_QUEUE: Joi.number().integer().min(1).max(100_000).default(64),
   SERVICE_WS_MAX_CONNECTIONS_PER_USER: Joi.number().integer().min(1).max(100_000).default(20),
   SERVICE_LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
 }).unknown(true);
@@ -289,6 +292,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     allowedOrigins: [...allowedOrigins],
     trustProxy: v.SERVICE_TRUST_PROXY,
     loginAttemptsPerMinute: v.SERVICE_LOGIN_ATTEMPTS_PER_MINUTE,
+    passwordQueue: v.SERVICE_PASSWORD_QUEUE,
     wsMaxConnectionsPerUser: v.SERVICE_WS_MAX_CONNECTIONS_PER_USER,
     logLevel: v.SERVICE_LOG_LEVEL,
     fromEnv,

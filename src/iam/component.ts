@@ -83,7 +83,7 @@ export class IamComponent {
     this.apiKeys.onRevoked = (userId) => bus.emit('auth:credentials_revoked', { user_id: userId });
     this.systemKey = new SystemKey(config.systemApiKey, this.secrets);
     this.systemKey.onChange = () => bus.emit('auth:system_key_changed', {});
-    this.passwords = new Passwords();
+    this.passwords = new Passwords({ maxQueue: config.passwordQueue });
     this.attempts = new AttemptLimiter(config.loginAttemptsPerMinute);
     this.local = new LocalProvider(this.store, this.passwords);
     this.lockout = new LoginLockout(db);
