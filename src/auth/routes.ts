@@ -290,6 +290,11 @@ export function authRoutes(iam: IamComponent): Router {
       }
       const provider = iam.chain.redirect(q.provider);
       if (!provider) throw notFound(`redirect provider ${q.provider}`);
+      // each start stores a state row: one address cannot fill the table (the same budget as password attempts)
+      if (iam.attempts.take(ctx.ip) > 0) {
+        ctx.redirect(loginErrorUrl('rate_limited', q.next));
+        return;
+      }
       // one binding per browser, reused so two tabs can sign in at once
       const binding = bindingOf(ctx) ?? crypto.randomBytes(32).toString('base64url');
       const redirectUri = `${iam.config.publicUrl}${CALLBACK_PATH}`;

@@ -54,6 +54,12 @@ export interface ManifestSetting {
   default: string | null;
   /** never shown back (GET answers `configured` only), never logged */
   secret: boolean;
+  /**
+   * For a secret the plugin sends somewhere (a token in a header): the settings naming where.
+   * Changing one of them through the API needs the secret typed again, so a stored secret never
+   * follows a changed endpoint.
+   */
+  sent_to: string[];
 }
 
 export interface PluginManifest {
@@ -154,10 +160,18 @@ export const manifestSchema = Joi.object({
         description: Joi.string().allow('').max(512).default(''),
         default: Joi.string().allow('').max(4096).allow(null).default(null),
         secret: Joi.boolean().default(false),
+        sent_to: Joi.array().items(Joi.string().pattern(SETTING_KEY)).max(10).default([]),
       }),
     )
     .max(50)
-    .default({}),
+    .default({})
+    .custom((settings: Record<string, ManifestSetting>, helpers) => {
+      for (const [key, def] of Object.entries(settings)) {
+        for (const target of def.sent_to) if (!(target in settings) || target === key) return helpers.message({ custom: `settings.${key}.sent_to names ${target}, which is not another setting` });
+        if (def.sent_to.length && !def.secret) return helpers.message({ custom: `settings.${key}.sent_to is for secret settings` });
+      }
+      return settings;
+    }),
   // free-form metadata an author may add
   author: Joi.string().max(256),
   license: Joi.string().max(64),

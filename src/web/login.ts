@@ -21,6 +21,7 @@ const CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action '
 const MESSAGES: Record<string, string> = {
   invalid_credentials: 'Wrong username or password.',
   locked_out: 'Too many failed attempts.',
+  rate_limited: 'Too many sign-in attempts from your network. Please wait a minute and try again.',
   account_disabled: 'This account is disabled.',
   state_mismatch: 'The sign-in attempt expired or was started in another browser. Please try again.',
   invalid_code: 'The sign-in link expired or was already used. Please sign in again.',

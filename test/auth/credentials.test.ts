@@ -184,12 +184,22 @@ describe('credential methods', () => {
     it('a parallel burst of guesses cannot pass the lockout before failures land', async () => {
       await makeUser(svc, 'burst', ['INT_VIEWER']);
       const results = await Promise.all(
-        Array.from({ length: 12 }, () => request(svc.url).get('/api/me').set('Authorization', basic('burst', 'wrong-password'))),
+        Array.from({ length: 12 }, (_, i) => request(svc.url).get('/api/me').set('Authorization', basic('burst', `wrong-password-${i}`))),
       );
       const statuses = results.map((r) => r.status);
       expect(statuses.filter((s) => s === 401).length).to.be.at.most(5);
       expect(statuses.filter((s) => s === 429).length).to.be.at.least(7);
       expect(statuses.every((s) => s === 401 || s === 429)).to.equal(true);
+    });
+
+    it('parallel requests with the same credentials share one check (one guess, one hash)', async () => {
+      const u = await makeUser(svc, 'twelve', ['INT_VIEWER']);
+      const wrong = await Promise.all(Array.from({ length: 12 }, () => request(svc.url).get('/api/me').set('Authorization', basic('twelve', 'the-same-wrong-one'))));
+      expect(wrong.map((r) => r.status)).to.deep.equal(Array(12).fill(401));
+      // one failure counted, not twelve: the right password still gets in
+      await request(svc.url).get('/api/me').set('Authorization', u.auth).expect(200);
+      const rows = await svc.service.db('login_failures').where({ username: 'twelve' }).count({ n: '*' }).first();
+      expect(Number((rows as { n: number }).n)).to.equal(0); // the success cleared the one it counted
     });
 
     it('refuses cross-site writes carried by browser-cached Basic credentials, and form bodies', async () => {

@@ -237,19 +237,37 @@ describe('OIDC login flow end to end (real oidc-provider IdP)', function () {
 
   it('IdP down -> /login?error=idp_unreachable, never a 500', async function () {
     const port = await unusedPort();
-    await patchAuthSettings(svc.url, { oidc_issuer: `http://127.0.0.1:${port}` }).expect(200);
+    // a new issuer takes the client secret typed again (it is never sent to an endpoint it was not set for)
+    await patchAuthSettings(svc.url, { oidc_issuer: `http://127.0.0.1:${port}`, oidc_client_secret: CLIENT_SECRET }).expect(200);
     try {
       const res = await request(svc.url).get('/api/auth/oidc/start').query({ next: '/x' }).expect(302);
       expect(res.headers.location).to.equal('/login?error=idp_unreachable&next=%2Fx');
       const page = await request(svc.url).get(res.headers.location).expect(200);
       expect(page.text).to.include('could not be reached');
     } finally {
-      await patchAuthSettings(svc.url, { oidc_issuer: idp.issuer }).expect(200);
+      await patchAuthSettings(svc.url, { oidc_issuer: idp.issuer, oidc_client_secret: CLIENT_SECRET }).expect(200);
+    }
+  });
+
+  it('one address cannot fill the state table: starts share the per-address login budget', async function () {
+    const tight = await startService({
+      env: { SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: '5', SERVICE_AUTH_PROVIDERS: 'local,oidc', SERVICE_OIDC_ISSUER: idp.issuer, SERVICE_OIDC_CLIENT_ID: CLIENT_ID, SERVICE_OIDC_CLIENT_SECRET: CLIENT_SECRET },
+    });
+    try {
+      const locations: string[] = [];
+      for (let i = 0; i < 8; i++) locations.push((await request(tight.url).get('/api/auth/oidc/start').expect(302)).headers.location);
+      expect(locations.filter((l) => l.startsWith(idp.issuer))).to.have.length(5);
+      expect(locations.slice(5)).to.deep.equal(Array(3).fill('/login?error=rate_limited'));
+      const states = await tight.service.db('one_time_values').where({ purpose: 'oidc_state' }).count({ n: '*' }).first();
+      expect(Number((states as { n: number }).n)).to.equal(5);
+      expect((await request(tight.url).get('/login?error=rate_limited').expect(200)).text).to.include('Too many sign-in attempts');
+    } finally {
+      await tight.destroy();
     }
   });
 
   it('refuses a plain-http issuer that is not a loopback address', async function () {
-    const res = await patchAuthSettings(svc.url, { oidc_issuer: 'http://idp.example.com' }).expect(400);
+    const res = await patchAuthSettings(svc.url, { oidc_issuer: 'http://idp.example.com', oidc_client_secret: CLIENT_SECRET }).expect(400);
     expect(res.body.error.details[0]).to.deep.include({ field: 'oidc' });
     expect(res.body.error.details[0].message).to.include('loopback');
   });

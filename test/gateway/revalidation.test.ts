@@ -86,11 +86,15 @@ describe('ws gateway: live connections end with their credential', function () {
     it(`every credential kind of a user ${change} by an administrator ends`, async () => {
       const u: TestUser = await createUser(svc, `eve-${change}`);
       const key = (await api(svc).post('/api/me/api-keys').set('Authorization', u.auth).send({ label: 'k' }).expect(201)).body;
-      const login = (await api(svc).post('/api/auth/login').send({ username: u.username, password: u.password }).expect(200)).body;
+      const loginRes = await api(svc).post('/api/auth/login').send({ username: u.username, password: u.password }).expect(200);
+      const login = loginRes.body;
+      // the UI's cookie session, as the browser sends it
+      const cookie = (loginRes.headers['set-cookie'] as unknown as string[]).map((c) => c.split(';')[0]).join('; ');
       const clients = [
         await connect({ headers: { Authorization: u.auth } }),
         await connect({ headers: { 'X-API-Key': key.token } }),
         await connect({ headers: { Authorization: `Bearer ${login.token}` } }),
+        await connect({ headers: { Cookie: cookie }, origin: 'http://localhost:8080' }),
         await connect({ query: `ticket=${await ticketFor({ Authorization: u.auth })}` }),
         await connect({ query: `ticket=${await ticketFor({ 'X-API-Key': key.token })}` }),
       ];

@@ -116,6 +116,20 @@ export function teardown() { P.thrower.teardowns += 1; }
     },
   );
 
+  // sends its token to its endpoint: the token must be typed again when the endpoint changes
+  writePlugin(
+    pluginsDir,
+    'relay',
+    {
+      id: 'relay',
+      name: 'Relay',
+      version: '1.0.0',
+      entry: 'index.mjs',
+      settings: { endpoint: { description: 'where to send' }, token: { description: 'bearer token sent there', secret: true, sent_to: ['endpoint'] } },
+    },
+    { 'index.mjs': 'export function setup() {}\n' },
+  );
+
   writePlugin(pluginsDir, 'broken', { id: 'broken', name: '', version: 'one', entry: 'index.mjs', permissions: { subscribe: ['bad topic'], emit: ['db:connected'] }, extra: 1 });
   writePlugin(pluginsDir, 'notjson', '{ "id": "notjson", ');
   writePlugin(pluginsDir, 'liar', { id: 'liar', name: 'Liar', version: '1.0.0', entry: 'index.mjs', socket_providers: { provides: ['ghost'], uses: ['nosuch'] } }, { 'index.mjs': 'export function setup() {}\n' });
@@ -176,7 +190,7 @@ describe('plugin host', () => {
     expect(p.linker.error).to.contain('resolves outside the plugin folder');
     expect(probe().escaped).to.equal(undefined);
     expect(p).not.to.have.property('not-a-plugin');
-    expect(bootPlugins).to.have.members(['good', 'sneaky', 'liar']);
+    expect(bootPlugins).to.have.members(['good', 'sneaky', 'liar', 'relay']);
     // every plugin announced its state once, and the database holds it
     expect(events.map((e) => e.plugin_id).sort()).to.deep.equal(Object.keys(p).sort());
     const rows = Object.fromEntries((await svc.service.db('plugins').select('*')).map((r: any) => [r.id, r]));
@@ -369,6 +383,16 @@ describe('plugin host', () => {
     expect(retried).to.include({ state: 'failed', error: 'setup failed: boom at setup' });
     // its teardown ran after the failed setup (the probe is reset by each setup)
     expect(probe().thrower.teardowns).to.equal(1);
+  });
+
+  it('a stored secret the plugin sends somewhere never follows a changed endpoint', async () => {
+    const patch = (body: Record<string, unknown>) => request(svc.url).patch('/api/plugins/relay/settings').set('Authorization', admin()).send(body);
+    await patch({ endpoint: 'https://relay.example.com/in', token: 'relay-token-0123456789' }).expect(200);
+    const moved = await patch({ endpoint: 'https://attacker.example/collect' }).expect(400);
+    expect(moved.body.error.details).to.deep.equal([{ field: 'token', message: 'must be entered again when endpoint changes' }]);
+    const view = (await request(svc.url).get('/api/plugins/relay/settings').set('Authorization', admin()).expect(200)).body.settings;
+    expect(view.find((x: { key: string }) => x.key === 'endpoint').value).to.equal('https://relay.example.com/in');
+    await patch({ endpoint: 'https://relay2.example.com/in', token: 'typed-again-0123456789' }).expect(200);
   });
 
   it('the enabled flag survives a restart', async () => {

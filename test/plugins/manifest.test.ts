@@ -30,7 +30,7 @@ describe('plugin manifest', () => {
   it('accepts a full manifest and fills the defaults', () => {
     const m = parseManifest(valid());
     expect(m.description).to.equal('');
-    expect(m.settings.url).to.deep.equal({ description: 'where', default: null, secret: false });
+    expect(m.settings.url).to.deep.equal({ description: 'where', default: null, secret: false, sent_to: [] });
     expect(m.settings.token.secret).to.equal(true);
     const min = parseManifest({ id: 'x', name: 'X', version: '0.1.0', entry: 'a.mjs' });
     expect(min.permissions).to.deep.equal({ subscribe: [], emit: [] });
