@@ -85,11 +85,11 @@ export class Service {
       auth: this.iam.auth,
       app: this.app,
       sessionMiddleware: sessions,
-      feed: this.notifications.service,
-      socketHandler: this.sockets.requests.handle,
       options: { maxConnectionsPerUser: config.wsMaxConnectionsPerUser, ...opts.gateway },
     });
-    this.notifications.setPublisher(this.gateway.gateway);
+    // the areas that reach ws clients plug into the gateway (it knows none of them)
+    this.notifications.attachChannels(this.gateway.gateway);
+    this.sockets.attachChannels(this.gateway.gateway);
     this.metrics.gauge('ws_connections', 'open WebSocket connections', () => this.gateway.gateway.connectionCount);
     const routers: Router[] = [...this.iam.routers(), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     mountRouters(this.app, routers);

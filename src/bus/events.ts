@@ -1,3 +1,5 @@
+import Joi from 'joi';
+
 /**
  * The one place that lists every bus event and its payload type.
  * Spec section 6 and DESIGN section 7 name the events; payloads not fixed by either are ours.
@@ -74,6 +76,60 @@ export interface EventMap {
   'socket:provider:register': { provider_class: unknown; plugin_name: string };
   'socket:request': SocketRequestPayload;
   'socket:response': SocketResponsePayload;
+  /** a committed (or transient) notification, for the ws clients of every instance, in seq order */
+  'notification:push': NotificationPush;
+  /** the auth provider settings were changed through the API: reload them and rebuild the chain */
+  'auth:settings_changed': Record<string, never>;
+  /** an administrator enabled, disabled or changed the settings of a plugin: every instance follows */
+  'plugin:admin_changed': { plugin_id: string; action: 'enable' | 'disable' | 'restart' };
+  /** an instance's socket providers changed (each instance's registry is the truth of its own host) */
+  'socket:providers_changed': { instance: string; providers: string[] };
+  /** this instance's link to the other instances went down or came back (not cluster-wide) */
+  'bus:bridge_state': { up: boolean };
 }
 
 export type EventName = keyof EventMap;
+
+/** A notification push as the gateway delivers it: every connection (user_id null) or one user's. */
+export interface NotificationPush {
+  event: 'system:notify' | 'user:notify';
+  user_id: string | null;
+  seq: number | null;
+  payload: { id: string; seq: number | null } & Record<string, unknown>;
+}
+
+const id = Joi.string().max(128);
+const userId = Joi.string().max(64);
+
+/**
+ * Events that happen once and matter to every instance: the instance where one happens
+ * publishes it (src/bus/redis-bridge.ts); every other instance validates it with this schema
+ * and emits it locally, once. Anything not listed here stays on the instance that emitted it.
+ */
+export const CLUSTER_EVENTS: Partial<Record<EventName, Joi.Schema>> = {
+  'notification:push': Joi.object({
+    event: Joi.valid('system:notify', 'user:notify').required(),
+    user_id: userId.allow(null).required(),
+    seq: Joi.number().integer().min(1).allow(null).required(),
+    payload: Joi.object({ id: Joi.string().max(128).required(), seq: Joi.number().integer().min(1).allow(null).required() }).unknown(true).required(),
+  }),
+  'iam:permissions_changed': Joi.object({ user_id: userId, group: Joi.string().max(64), all: Joi.boolean() }),
+  'iam:password_changed': Joi.object({ user_id: userId.required() }),
+  'auth:credentials_revoked': Joi.object({ user_id: userId.required() }),
+  'auth:system_key_changed': Joi.object({}),
+  'auth:settings_changed': Joi.object({}),
+  'plugin:admin_changed': Joi.object({ plugin_id: id.required(), action: Joi.valid('enable', 'disable', 'restart').required() }),
+  'socket:providers_changed': Joi.object({ instance: Joi.string().max(200).required(), providers: Joi.array().items(Joi.string().max(64)).max(1000).required() }),
+};
+
+/** Who among the ws clients sees a bus event: everyone authenticated, or holders of a permission. */
+export type ClientAudience = 'authenticated' | { permission: string };
+
+/**
+ * Bus events that reach ws clients as they are, by one line each (the gateway forwards them).
+ * Notifications and socket responses have their own rules (src/notifications, src/sockets);
+ * plugins add theirs from their manifests (`client_events`).
+ */
+export const CLIENT_EVENTS: Partial<Record<EventName, ClientAudience>> = {
+  'socket:providers_changed': 'authenticated',
+};

@@ -4,12 +4,12 @@ import type Koa from 'koa';
 import type { Knex } from 'knex';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { EventBus } from '../bus/bus.js';
+import { CLIENT_EVENTS, type ClientAudience, type EventName } from '../bus/events.js';
 import type { Logger } from '../log.js';
-import { Gateway, type GatewayOptions, type NotificationFeed } from './gateway.js';
+import { Gateway, type GatewayOptions } from './gateway.js';
 import { WsTickets } from './tickets.js';
 import { authenticateUpgrade, cookieIdentityResolver } from './upgrade-auth.js';
 import { gatewayRoutes } from './routes.js';
-import type { SocketRequestHandler } from './frames.js';
 
 export interface GatewayComponentDeps {
   db: Knex;
@@ -20,8 +20,6 @@ export interface GatewayComponentDeps {
   /** the Koa app and its session middleware, to read the cookie session at the upgrade */
   app: Koa;
   sessionMiddleware: Koa.Middleware;
-  feed: NotificationFeed;
-  socketHandler?: SocketRequestHandler;
   options?: Partial<GatewayOptions>;
 }
 
@@ -30,26 +28,33 @@ export class GatewayComponent {
   readonly tickets: WsTickets;
   readonly gateway: Gateway;
 
-  constructor(deps: GatewayComponentDeps) {
-    const { auth } = deps;
+  constructor(private readonly deps: GatewayComponentDeps) {
+    const { auth, bus } = deps;
     this.tickets = new WsTickets(deps.db);
     const cookieIdentity = cookieIdentityResolver(deps.app, deps.sessionMiddleware, (ctx) => auth.fromCookie(ctx));
     this.gateway = new Gateway({
       log: deps.log,
       state: deps.state,
       authenticate: (req) => authenticateUpgrade(req, { auth, tickets: this.tickets, cookieIdentity }),
-      feed: deps.feed,
       refreshIdentity: (id) => (id.user_id ? auth.identityOf(id.user_id, id.method, { scopes: id.key_scopes, proof: id.proof }) : Promise.resolve(id)),
-      socketHandler: deps.socketHandler,
       revalidate: (ids) => auth.revalidate(ids),
       options: deps.options,
     });
     // whatever ends a credential ends the connections it opened, within moments
-    const { bus } = deps;
     bus.on('iam:permissions_changed', ({ user_id }) => void (user_id && this.gateway.recheckUser(user_id)));
     bus.on('iam:password_changed', ({ user_id }) => void this.gateway.recheckUser(user_id));
     bus.on('auth:credentials_revoked', ({ user_id }) => void this.gateway.recheckUser(user_id));
     bus.on('auth:system_key_changed', () => void this.gateway.recheckSystem());
+    // changes made elsewhere while the link to the other instances was down are caught up
+    bus.on('bus:bridge_state', ({ up }) => void (up && this.gateway.revalidate()));
+    for (const [event, audience] of Object.entries(CLIENT_EVENTS)) this.forward(event, audience!);
+  }
+
+  /** A bus event that reaches ws clients as it is: one declaration (CLIENT_EVENTS, or a plugin's manifest). */
+  forward(event: string, audience: ClientAudience): () => void {
+    return this.deps.bus.on(event as EventName, (payload) =>
+      this.gateway.push({ event, payload, audience: audience === 'authenticated' ? { all: true } : { permission: audience.permission } }),
+    );
   }
 
   attach(server: http.Server): void {

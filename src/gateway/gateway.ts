@@ -2,20 +2,12 @@ import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import type { ApiIdentity } from '../auth/identity.js';
+import type { ClientChannels, ClientFrameDef, ClientPush, ClientSession } from '../bus/channels.js';
 import { HttpError } from '../http/errors.js';
 import type { Logger } from '../log.js';
-import type { NotifyKind } from '../notifications/schema.js';
-import { resumeSchema } from '../notifications/schema.js';
-import { NotifyError, viewerOf, type NotificationPublisher, type NotifyResult, type PushFrame, type Viewer } from '../notifications/types.js';
-import { encodeFrame, noSocketProviders, parseFrame, type ClientFrame, type GatewayErrorCode, type SocketRequestHandler } from './frames.js';
+import { Connection } from './connection.js';
+import { encodeFrame, parseFrame } from './frames.js';
 import type { UpgradeAuthResult } from './upgrade-auth.js';
-
-/** What the gateway needs of the notifications service. */
-export interface NotificationFeed {
-  lastSeq(): Promise<number>;
-  missedSince(viewer: Viewer, since: number, limit: number): Promise<PushFrame[]>;
-  notify(kind: NotifyKind, raw: unknown, opts: { sender?: string }): Promise<NotifyResult>;
-}
 
 export interface GatewayOptions {
   path: string;
@@ -27,8 +19,6 @@ export interface GatewayOptions {
   maxBufferedBytes: number;
   /** how long a closed slow consumer may take to drain the close frame before it is cut */
   slowCloseGraceMs: number;
-  /** frames replayed by one notifications:resume at most (the client resumes again if `more`) */
-  resumeLimit: number;
   /** live pushes held back during a welcome or replay at most; beyond that the client is slow (1013) */
   maxHeldFrames: number;
   /** how often every open connection's credential is checked again (a backstop to the change events) */
@@ -48,7 +38,6 @@ export const DEFAULT_GATEWAY_OPTIONS: GatewayOptions = {
   heartbeatMs: 30_000,
   maxBufferedBytes: 1024 * 1024,
   slowCloseGraceMs: 10_000,
-  resumeLimit: 1000,
   maxHeldFrames: 5000,
   revalidateMs: 30_000,
   maxConnectionsPerUser: 20,
@@ -62,10 +51,8 @@ export interface GatewayDeps {
   /** boot state: no upgrades before iam:ready or while stopping */
   state: { iamReady: boolean; stopping: boolean };
   authenticate: (req: http.IncomingMessage) => Promise<UpgradeAuthResult>;
-  feed: NotificationFeed;
   /** re-reads a user's permissions before a permission-checked frame (cached by IAM); null = gone */
   refreshIdentity?: (identity: ApiIdentity) => Promise<ApiIdentity | null>;
-  socketHandler?: SocketRequestHandler;
   /**
    * Checks the identities of open connections against what holds now (credential revoked or
    * expired, owner disabled or deleted, password or system key changed): fresh identity or null.
@@ -74,56 +61,22 @@ export interface GatewayDeps {
   options?: Partial<GatewayOptions>;
 }
 
-interface Held {
-  data: Buffer;
-  seq: number | null;
-}
-
-class Connection {
-  alive = true;
-  /** live pushes wait here while the welcome or a resume replay is being sent */
-  hold: Held[] | null = [];
-  /**
-   * seqs pushed live to this connection until its first resume completes: that replay skips
-   * exactly these (a seq committed on another instance was never pushed here, so it is replayed).
-   * null once the first resume is done, so the set does not grow for the life of the connection.
-   */
-  liveSeqs: Set<number> | null = new Set();
-  /** a notifications:resume is being answered: a second one waits for none, it is refused */
-  resuming = false;
-  welcomed!: Promise<void>;
-  gone = false;
-  /** token bucket of client frames */
-  tokens: number;
-  tokensAt = Date.now();
-  /** re-checks the credential when it expires */
-  expiry: NodeJS.Timeout | null = null;
-  readonly viewer: Viewer;
-
-  constructor(
-    readonly ws: WebSocket,
-    public identity: ApiIdentity,
-    burst: number,
-  ) {
-    this.viewer = viewerOf(identity);
-    this.tokens = burst;
-  }
-}
-
 /**
- * The WebSocket endpoint /ws: authenticates at the upgrade, relays frames, and fans committed
- * notifications out: a broadcast is encoded once and the same buffer is written to every
- * socket; a targeted one goes through the userId -> connections map.
+ * The WebSocket transport at /ws: authenticates at the upgrade (401 before a socket exists),
+ * keeps every connection's credential honest, and carries what the areas declare (ClientChannels):
+ * the frames clients may send, with their permission and schema, and the pushes clients may
+ * see, each encoded once for all its recipients. It knows no area.
  */
-export class Gateway implements NotificationPublisher {
+export class Gateway implements ClientChannels {
   readonly options: GatewayOptions;
   private readonly wss: WebSocketServer;
   private readonly all = new Set<Connection>();
   /** connections by viewer subject: the user id, or `system:<name>` for the system key */
   private readonly bySubject = new Map<string, Set<Connection>>();
+  private readonly frames = new Map<string, ClientFrameDef>();
+  private readonly welcomes: Array<(session: ClientSession) => Promise<Record<string, unknown>>> = [];
   private heartbeat: NodeJS.Timeout | null = null;
   private revalidator: NodeJS.Timeout | null = null;
-  private socketHandler: SocketRequestHandler;
   private closing = false;
   private readonly upgradeListener = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void this.handleUpgrade(req, socket, head);
   private server: http.Server | null = null;
@@ -132,10 +85,36 @@ export class Gateway implements NotificationPublisher {
 
   constructor(private readonly deps: GatewayDeps) {
     this.options = { ...DEFAULT_GATEWAY_OPTIONS, ...deps.options };
-    this.socketHandler = deps.socketHandler ?? noSocketProviders;
     // no compression: at 10,000 sockets it costs CPU and memory per connection
     this.wss = new WebSocketServer({ noServer: true, maxPayload: this.options.maxPayload, perMessageDeflate: false, clientTracking: false });
+    this.frame({ event: 'gateway:ping', permission: null, handle: (s, _p, ref) => s.send('gateway:pong', { time: new Date().toISOString() }, ref) });
   }
+
+  // ---- what areas declare ----------------------------------------------------------------
+
+  frame<P>(def: ClientFrameDef<P>): void {
+    if (this.frames.has(def.event)) throw new Error(`the client frame ${def.event} is declared twice`);
+    this.frames.set(def.event, def as ClientFrameDef);
+  }
+
+  welcome(fields: (session: ClientSession) => Promise<Record<string, unknown>>): void {
+    this.welcomes.push(fields);
+  }
+
+  push(push: ClientPush): void {
+    const a = push.audience;
+    const targets = 'all' in a ? this.all : 'userId' in a ? this.bySubject.get(a.userId) : this.all;
+    if (!targets || targets.size === 0) return;
+    // encoded once for every recipient
+    const data = Buffer.from(encodeFrame(push.event, push.payload));
+    const seq = push.seq ?? null;
+    for (const conn of targets) {
+      if ('permission' in a && !conn.identity.allows(a.permission)) continue;
+      conn.deliver(data, seq);
+    }
+  }
+
+  // ---- life cycle ------------------------------------------------------------------------
 
   /** Takes over the 'upgrade' event of the service's HTTP server and starts the heartbeat. */
   attach(server: http.Server): void {
@@ -145,6 +124,24 @@ export class Gateway implements NotificationPublisher {
     this.revalidator = setInterval(() => void this.revalidate(), this.options.revalidateMs);
     this.revalidator.unref();
   }
+
+  /** Changes the heartbeat interval (tests use a short one). */
+  setHeartbeat(ms: number): void {
+    this.options.heartbeatMs = ms;
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.heartbeat = setInterval(() => this.beat(), ms);
+    this.heartbeat.unref();
+  }
+
+  get connectionCount(): number {
+    return this.all.size;
+  }
+
+  connectionsOf(userId: string): number {
+    return this.bySubject.get(userId)?.size ?? 0;
+  }
+
+  // ---- credentials -----------------------------------------------------------------------
 
   /** Checks every open connection's credential again (periodic backstop to the change events). */
   revalidate(): Promise<void> {
@@ -180,26 +177,16 @@ export class Gateway implements NotificationPublisher {
     });
   }
 
-  /** Unregisters and closes a connection. */
-  private drop(conn: Connection, code: number, reason: string): void {
-    this.unregister(conn);
-    conn.ws.close(code, reason);
-  }
-
-  /** Changes the heartbeat interval (tests use a short one). */
-  setHeartbeat(ms: number): void {
-    this.options.heartbeatMs = ms;
-    if (this.heartbeat) clearInterval(this.heartbeat);
-    this.heartbeat = setInterval(() => this.beat(), ms);
-    this.heartbeat.unref();
-  }
-
-  get connectionCount(): number {
-    return this.all.size;
-  }
-
-  connectionsOf(userId: string): number {
-    return this.bySubject.get(userId)?.size ?? 0;
+  /** The identity as IAM sees it now (permissions may have changed since the upgrade). */
+  private async currentIdentity(conn: Connection): Promise<ApiIdentity | null> {
+    if (!this.deps.refreshIdentity || conn.identity.is_system) return conn.identity;
+    const fresh = await this.deps.refreshIdentity(conn.identity);
+    if (!fresh) {
+      this.drop(conn, 1008, 'the identity is no longer valid');
+      return null;
+    }
+    conn.identity = fresh;
+    return fresh;
   }
 
   // ---- upgrade ---------------------------------------------------------------------------
@@ -237,7 +224,7 @@ export class Gateway implements NotificationPublisher {
     if (socket.destroyed) return;
     const body = JSON.stringify({ error: { code, message } });
     const lines = [
-      `HTTP/1.1 ${status} ${statusText(status)}`,
+      `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}`,
       'Connection: close',
       'Content-Type: application/json',
       `Content-Length: ${Buffer.byteLength(body)}`,
@@ -249,15 +236,15 @@ export class Gateway implements NotificationPublisher {
   // ---- connections -----------------------------------------------------------------------
 
   private onConnection(ws: WebSocket, identity: ApiIdentity): void {
-    const conn = new Connection(ws, identity, this.options.frameBurst);
+    const conn = new Connection(ws, identity, this.options, (c) => this.closeSlow(c));
     const subject = conn.viewer.subject;
     if ((this.bySubject.get(subject)?.size ?? 0) >= this.options.maxConnectionsPerUser) {
       this.stats.refused++;
-      ws.send(encodeFrame('gateway:error', { code: 'too_many_connections', message: `at most ${this.options.maxConnectionsPerUser} connections per user`, ref: null }));
+      conn.error('too_many_connections', `at most ${this.options.maxConnectionsPerUser} connections per user`);
       ws.close(1008, 'too many connections');
       return;
     }
-    // registered before last_seq is read: whatever commits after that read is pushed (held until the welcome is out)
+    // registered before the welcome is built: whatever is pushed meanwhile is held until it is out
     this.register(conn);
     const proof = identity.proof;
     if (proof?.kind === 'credential' && proof.expires_at !== null) {
@@ -275,22 +262,22 @@ export class Gateway implements NotificationPublisher {
       // too-large frames (1009) and protocol errors end here; ws closes the socket itself
       this.deps.log.debug({ err: (err as Error).message, user: identity.username }, 'websocket error');
     });
-    conn.welcomed = this.welcome(conn);
+    conn.welcomed = this.sendWelcome(conn);
   }
 
-  private async welcome(conn: Connection): Promise<void> {
+  private async sendWelcome(conn: Connection): Promise<void> {
     try {
-      const lastSeq = await this.deps.feed.lastSeq();
       const id = conn.identity;
       // what this connection may actually do: a scoped key narrows the user's permissions
       const permissions = [...id.permissions].filter((p) => id.allows(p)).sort();
-      this.write(conn, Buffer.from(encodeFrame('gateway:welcome', { username: id.username, permissions, last_seq: lastSeq })));
+      const extra = await Promise.all(this.welcomes.map((w) => w(conn)));
+      conn.send('gateway:welcome', Object.assign({ username: id.username, permissions }, ...extra));
     } catch (err) {
       this.deps.log.error({ err }, 'welcome failed');
       conn.ws.close(1011, 'internal error');
       return;
     }
-    this.release(conn);
+    conn.release();
   }
 
   private register(conn: Connection): void {
@@ -304,9 +291,7 @@ export class Gateway implements NotificationPublisher {
 
   private unregister(conn: Connection): void {
     if (conn.gone) return;
-    conn.gone = true;
-    conn.hold = null;
-    if (conn.expiry) clearTimeout(conn.expiry);
+    conn.end();
     this.all.delete(conn);
     const subject = conn.viewer.subject;
     const set = this.bySubject.get(subject);
@@ -314,48 +299,21 @@ export class Gateway implements NotificationPublisher {
     if (set && set.size === 0) this.bySubject.delete(subject);
   }
 
-  /** Sends what was held back, skipping what a replay already sent (seq <= `replayedUpTo`). */
-  /** Sends what was held back; a replay never includes a held frame (it skips live seqs). */
-  private release(conn: Connection): void {
-    const held = conn.hold ?? [];
-    conn.hold = null;
-    for (const h of held) this.write(conn, h.data);
-  }
-
-  private write(conn: Connection, data: Buffer | string): void {
-    const ws = conn.ws;
-    if (conn.gone || ws.readyState !== WebSocket.OPEN) return;
-    if (ws.bufferedAmount > this.options.maxBufferedBytes) return this.closeSlow(conn);
-    // a Buffer sent as a text frame: ws frames it without copying or re-encoding
-    ws.send(data, { binary: false });
+  /** Unregisters and closes a connection. */
+  private drop(conn: Connection, code: number, reason: string): void {
+    this.unregister(conn);
+    conn.ws.close(code, reason);
   }
 
   /** A consumer that does not drain is closed (1013); it reconnects and resumes with `since`. */
   private closeSlow(conn: Connection): void {
+    if (conn.gone) return;
     this.stats.slowClosed++;
     this.deps.log.warn({ user: conn.identity.username, buffered: conn.ws.bufferedAmount }, 'slow consumer closed');
     this.drop(conn, 1013, 'slow consumer: reconnect and resume');
     const cut = setTimeout(() => conn.ws.terminate(), this.options.slowCloseGraceMs);
     cut.unref();
     conn.ws.once('close', () => clearTimeout(cut));
-  }
-
-  private send(conn: Connection, event: string, payload: unknown, ref?: string | null): void {
-    this.write(conn, encodeFrame(event, payload, ref));
-  }
-
-  private error(conn: Connection, code: GatewayErrorCode, message: string, ref: string | null): void {
-    this.send(conn, 'gateway:error', { code, message, ref }, ref);
-  }
-
-  /** Takes one frame from the connection's bucket; false when it is over the rate. */
-  private takeFrame(conn: Connection): boolean {
-    const now = Date.now();
-    conn.tokens = Math.min(this.options.frameBurst, conn.tokens + ((now - conn.tokensAt) * this.options.frameRate) / 1000);
-    conn.tokensAt = now;
-    if (conn.tokens < 1) return false;
-    conn.tokens -= 1;
-    return true;
   }
 
   private beat(): void {
@@ -375,150 +333,43 @@ export class Gateway implements NotificationPublisher {
     }
   }
 
-  // ---- fan-out ---------------------------------------------------------------------------
-
-  /** Called by the notifications service after each commit, in seq order. */
-  publish(frame: PushFrame): void {
-    const targets = frame.userId === null ? this.all : this.bySubject.get(frame.userId);
-    if (!targets || targets.size === 0) return;
-    // encoded once for every recipient
-    const data = Buffer.from(encodeFrame(frame.event, frame.payload));
-    for (const conn of targets) this.deliver(conn, data, frame.seq);
-  }
-
-  private deliver(conn: Connection, data: Buffer, seq: number | null): void {
-    if (seq !== null && conn.liveSeqs) {
-      conn.liveSeqs.add(seq);
-      // a client that never resumes must not make the set grow without bound
-      if (conn.liveSeqs.size > this.options.maxHeldFrames) conn.liveSeqs = null;
-    }
-    if (!conn.hold) return this.write(conn, data);
-    if (conn.hold.length >= this.options.maxHeldFrames) return this.closeSlow(conn);
-    conn.hold.push({ data, seq });
-  }
-
   // ---- client frames ---------------------------------------------------------------------
 
   private async onMessage(conn: Connection, data: RawData, isBinary: boolean): Promise<void> {
     if (conn.gone) return;
-    if (!this.takeFrame(conn)) {
-      this.error(conn, 'rate_limited', `more than ${this.options.frameRate} frames a second`, null);
+    if (!conn.takeFrame()) {
+      conn.error('rate_limited', `more than ${this.options.frameRate} frames a second`);
       this.drop(conn, 1008, 'frame rate exceeded');
       return;
     }
     await conn.welcomed;
     if (conn.gone) return;
-    if (isBinary) return this.error(conn, 'bad_frame', 'frames are JSON text', null);
+    if (isBinary) return conn.error('bad_frame', 'frames are JSON text');
     const text = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : Buffer.from(data as Buffer).toString('utf8');
     const parsed = parseFrame(text);
-    if (!parsed.frame) return this.error(conn, 'bad_frame', parsed.error, parsed.ref);
+    if (!parsed.frame) return conn.error('bad_frame', parsed.error, parsed.ref);
     const frame = parsed.frame;
     const ref = frame.ref ?? null;
+    const def = this.frames.get(frame.event);
+    if (!def) return conn.error('unknown_event', `unknown event ${JSON.stringify(frame.event)}`, ref);
     try {
-      switch (frame.event) {
-        case 'gateway:ping':
-          return this.send(conn, 'gateway:pong', { time: new Date().toISOString() }, ref);
-        case 'notifications:resume':
-          return await this.resume(conn, frame);
-        case 'system:notify':
-          return await this.clientNotify(conn, 'broadcast', frame);
-        case 'user:notify':
-          return await this.clientNotify(conn, 'user', frame);
-        case 'socket:request':
-          return await this.socketRequest(conn, frame);
-        default:
-          return this.error(conn, 'unknown_event', `unknown event ${JSON.stringify(frame.event)}`, ref);
+      // every frame but a ping acts as the caller: with the permissions IAM holds now
+      if (def.event !== 'gateway:ping') {
+        const identity = await this.currentIdentity(conn);
+        if (!identity) return;
+        if (def.permission !== null && !identity.allows(def.permission)) return conn.error('forbidden', `missing permission ${def.permission}`, ref);
       }
+      let payload: unknown = frame.payload;
+      if (def.schema) {
+        const { value, error } = def.schema.validate(frame.payload, { convert: false, abortEarly: false });
+        if (error) return conn.error('invalid_args', error.message, ref);
+        payload = value;
+      }
+      await def.handle(conn, payload, ref);
     } catch (err) {
       this.deps.log.error({ err, event: frame.event }, 'websocket frame failed');
-      this.error(conn, 'internal', 'internal error', ref);
+      conn.error('internal', 'internal error', ref);
     }
-  }
-
-  /** The identity as IAM sees it now (permissions may have changed since the upgrade). */
-  private async currentIdentity(conn: Connection): Promise<ApiIdentity | null> {
-    if (!this.deps.refreshIdentity || conn.identity.is_system) return conn.identity;
-    const fresh = await this.deps.refreshIdentity(conn.identity);
-    if (!fresh) {
-      this.drop(conn, 1008, 'the identity is no longer valid');
-      return null;
-    }
-    conn.identity = fresh;
-    return fresh;
-  }
-
-  private async clientNotify(conn: Connection, kind: NotifyKind, frame: ClientFrame): Promise<void> {
-    const ref = frame.ref ?? null;
-    const identity = await this.currentIdentity(conn);
-    if (!identity) return;
-    const permission = kind === 'broadcast' ? 'feature:notifications.broadcast' : 'feature:notifications.send';
-    if (!identity.allows(permission)) return this.error(conn, 'forbidden', `missing permission ${permission}`, ref);
-    try {
-      await this.deps.feed.notify(kind, frame.payload, { sender: identity.username });
-    } catch (err) {
-      if (err instanceof NotifyError) return this.error(conn, 'invalid_args', err.message, ref);
-      throw err;
-    }
-  }
-
-  private async socketRequest(conn: Connection, frame: ClientFrame): Promise<void> {
-    const identity = await this.currentIdentity(conn);
-    if (!identity) return;
-    const response = await this.socketHandler(frame.payload, identity);
-    // the answer goes to this connection only
-    this.send(conn, 'socket:response', response, frame.ref ?? null);
-  }
-
-  /**
-   * Replays what this user missed after `since`, then `notifications:resumed`. One resume at a
-   * time per connection; the replay waits whenever the socket has more than a high-water mark
-   * queued, so a client cannot make the server hold its history in memory. Live pushes are held
-   * meanwhile; rows already pushed live are skipped.
-   */
-  private async resume(conn: Connection, frame: ClientFrame): Promise<void> {
-    const ref = frame.ref ?? null;
-    const { value, error } = resumeSchema.validate(frame.payload, { convert: false });
-    if (error) return this.error(conn, 'invalid_args', error.message, ref);
-    if (conn.resuming) return this.error(conn, 'busy', 'a resume is already in progress on this connection', ref);
-    const since = (value as { since: number }).since;
-    conn.resuming = true;
-    conn.hold = conn.hold ?? [];
-    try {
-      const counter = await this.deps.feed.lastSeq();
-      const frames = await this.deps.feed.missedSince(conn.viewer, since, this.options.resumeLimit);
-      const live = conn.liveSeqs;
-      let count = 0;
-      for (const f of frames) {
-        if (conn.gone) return;
-        // pushed live already (or waiting in `hold`): not again
-        if (live && f.seq !== null && live.has(f.seq)) continue;
-        await this.writePaced(conn, encodeFrame(f.event, f.payload));
-        count++;
-      }
-      conn.liveSeqs = null;
-      const more = frames.length === this.options.resumeLimit;
-      const lastFrameSeq = frames.length ? (frames[frames.length - 1].seq ?? since) : since;
-      const lastSeq = more ? lastFrameSeq : Math.max(counter, lastFrameSeq);
-      this.send(conn, 'notifications:resumed', { last_seq: lastSeq, count, more }, ref);
-    } catch (err) {
-      this.deps.log.error({ err }, 'resume failed');
-      this.error(conn, 'internal', 'resume failed', ref);
-    } finally {
-      conn.resuming = false;
-      if (!conn.gone) this.release(conn);
-    }
-  }
-
-  /** Writes a frame; while the socket holds more than the high-water mark, waits until it has flushed. */
-  private writePaced(conn: Connection, data: string): Promise<void> {
-    const ws = conn.ws;
-    if (conn.gone || ws.readyState !== WebSocket.OPEN) return Promise.resolve();
-    if (ws.bufferedAmount <= this.options.replayHighWaterBytes) {
-      ws.send(data);
-      return Promise.resolve();
-    }
-    // the callback runs once this frame has been handed to the kernel: the queue ahead of it is gone
-    return new Promise((resolve) => ws.send(data, () => resolve()));
   }
 
   // ---- shutdown --------------------------------------------------------------------------
@@ -548,9 +399,4 @@ export class Gateway implements NotificationPublisher {
   }
 }
 
-function statusText(status: number): string {
-  return (
-    { 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' }[status] ??
-    'Error'
-  );
-}
+const STATUS_TEXT: Record<number, string> = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' };

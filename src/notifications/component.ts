@@ -6,7 +6,9 @@ import type { Logger } from '../log.js';
 import { NotificationsService } from './service.js';
 import { notificationRoutes } from './routes.js';
 import { ScmWebhook, webhookRoutes, webhookSecretRoutes, type SecretStore } from './webhook.js';
-import { NotifyError, type NotificationPublisher, type UserDirectory } from './types.js';
+import { NotifyError, type UserDirectory } from './types.js';
+import { NotificationChannels } from './channels.js';
+import type { ClientChannels } from '../bus/channels.js';
 import type { NotifyKind } from './schema.js';
 
 export interface NotificationsDeps {
@@ -28,6 +30,7 @@ export class NotificationsComponent {
   readonly service: NotificationsService;
   readonly webhook: ScmWebhook;
   private readonly detach: (() => void)[] = [];
+  private channels: NotificationChannels | null = null;
 
   constructor(private readonly deps: NotificationsDeps) {
     const { db, bus, log, users } = deps;
@@ -38,9 +41,11 @@ export class NotificationsComponent {
     this.detach.push(bus.on('user:notify', (p) => this.fromBus('user', p)));
   }
 
-  /** Where committed notifications go (the ws gateway). */
-  setPublisher(publisher: NotificationPublisher | null): void {
-    this.service.setPublisher(publisher);
+  /** Plugs the notifications into the ws gateway (pushes, resume, client-sent notify frames). */
+  attachChannels(channels: ClientChannels): void {
+    const ws = new NotificationChannels({ channels, service: this.service, bus: this.deps.bus, log: this.deps.log });
+    this.channels = ws;
+    this.detach.push(this.deps.bus.on('iam:ready', () => ws.start()));
   }
 
   private async fromBus(kind: NotifyKind, payload: NotifyPayload): Promise<void> {
@@ -62,6 +67,7 @@ export class NotificationsComponent {
 
   async stop(): Promise<void> {
     for (const off of this.detach.splice(0)) off();
+    this.channels?.stop();
     await this.service.drain();
   }
 }

@@ -1,13 +1,12 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
-import type { NotificationLevel, OutboundNotification } from '../bus/events.js';
+import type { NotificationLevel, NotificationPush, OutboundNotification } from '../bus/events.js';
 import type { Logger } from '../log.js';
 import { checkNotify, type NotifyKind, type ValidNotify } from './schema.js';
 import {
   NotifyError,
   type ClearView,
-  type NotificationPublisher,
   type NotificationView,
   type NotifyResult,
   type PushFrame,
@@ -72,7 +71,6 @@ export interface NotificationsServiceDeps {
  * one row; read and dismissed state rows exist only once a user acts.
  */
 export class NotificationsService {
-  private publisher: NotificationPublisher | null = null;
   private chain: Promise<unknown> = Promise.resolve();
   private markReady!: () => void;
   /** resolves when the schema exists (iam:ready: migrations ran) */
@@ -82,10 +80,6 @@ export class NotificationsService {
 
   setReady(): void {
     this.markReady();
-  }
-
-  setPublisher(publisher: NotificationPublisher | null): void {
-    this.publisher = publisher;
   }
 
   /**
@@ -203,13 +197,10 @@ export class NotificationsService {
     return { id, seq: null, action: 'transient' };
   }
 
+  /** Hands a committed change to every instance's ws clients (notification:push is cluster-wide). */
   private publish(frame: PushFrame): void {
-    try {
-      this.publisher?.publish(frame);
-    } catch (err) {
-      // delivery problems must never undo or block a committed notification
-      this.deps.log.error({ err, id: frame.payload.id }, 'publishing a notification failed');
-    }
+    // delivery problems never undo or block a committed notification: the bus isolates its handlers
+    this.deps.bus.emit('notification:push', { event: frame.event, user_id: frame.userId, seq: frame.seq, payload: frame.payload as unknown as NotificationPush['payload'] });
   }
 
   private outbound(view: NotificationView, target: UserRef | null): void {
@@ -284,14 +275,17 @@ export class NotificationsService {
   async missedSince(viewer: Viewer, since: number, limit: number): Promise<PushFrame[]> {
     const readAll = await this.readAllSeq(viewer);
     const rows: Row[] = await this.visible(viewer).select('n.*', 's.read_seq').where('n.seq', '>', since).orderBy('n.seq', 'asc').limit(limit);
-    return rows.map((r) => {
-      const event = r.user_id ? 'user:notify' : 'system:notify';
-      const seq = Number(r.seq);
-      const payload: NotificationView | ClearView = Boolean(r.cleared)
-        ? { id: r.id, seq, action: 'clear', broadcast: r.user_id === null }
-        : toView(r, isRead(r, readAll));
-      return { event, userId: r.user_id, seq, payload };
-    });
+    return rows.map((r) => toFrame(r, isRead(r, readAll)));
+  }
+
+  /**
+   * Every committed change with a seq after `after` and before `before`, for everyone, oldest
+   * first, as they were pushed (unread): what this instance's ws clients missed when pushes from
+   * other instances did not arrive.
+   */
+  async committedBetween(after: number, before: number): Promise<PushFrame[]> {
+    const rows: Row[] = await this.deps.db('notifications').where('seq', '>', after).andWhere('seq', '<', before).orderBy('seq', 'asc').limit(10_000);
+    return rows.map((r) => toFrame(r, false));
   }
 
   /** The stored row if `viewer` may see it (audience, not cleared). */
@@ -347,6 +341,12 @@ async function allocateSeq(trx: Knex.Transaction): Promise<number> {
   const rows: { value: number | string }[] = await trx('counters').where({ name: COUNTER }).increment('value', 1).returning('value');
   if (!rows.length) throw new Error('the notifications counter is missing (migration not applied?)');
   return Number(rows[0].value);
+}
+
+function toFrame(r: Row, read: boolean): PushFrame {
+  const seq = Number(r.seq);
+  const payload: NotificationView | ClearView = Boolean(r.cleared) ? { id: r.id, seq, action: 'clear', broadcast: r.user_id === null } : toView(r, read);
+  return { event: r.user_id ? 'user:notify' : 'system:notify', userId: r.user_id, seq, payload };
 }
 
 function isRead(r: Row, readAll: number): boolean {

@@ -1,16 +1,7 @@
 import type { NotificationLevel } from '../bus/events.js';
 import type { FieldProblem } from './schema.js';
 
-/** Who reads history: the user id (null for the system identity) and the key of its read state. */
-export interface Viewer {
-  userId: string | null;
-  /** the user id, or `system:<name>` for the system identity */
-  subject: string;
-}
-
-export function viewerOf(identity: { user_id: string | null; username: string }): Viewer {
-  return identity.user_id ? { userId: identity.user_id, subject: identity.user_id } : { userId: null, subject: `system:${identity.username}` };
-}
+export { viewerOf, type Viewer } from '../bus/channels.js';
 
 export interface UserRef {
   id: string;
@@ -57,11 +48,6 @@ export interface PushFrame {
   userId: string | null;
   seq: number | null;
   payload: NotificationView | ClearView;
-}
-
-/** Implemented by the ws gateway: receives every committed change, in seq order. */
-export interface NotificationPublisher {
-  publish(frame: PushFrame): void;
 }
 
 export type NotifyErrorCode = 'invalid_args' | 'unknown_user' | 'conflict';

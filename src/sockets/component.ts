@@ -4,6 +4,7 @@ import Joi from 'joi';
 import type { Context } from 'koa';
 import type { Config } from '../config.js';
 import type { EventBus } from '../bus/bus.js';
+import type { ClientChannels } from '../bus/channels.js';
 import type { Logger } from '../log.js';
 import { ApiRouter } from '../http/api.js';
 import { jsonBody } from '../http/body.js';
@@ -44,6 +45,15 @@ export class SocketsComponent {
       owner: 'core',
       // runners may bind-mount only what lies inside the managed dirs
       options: { socketPath: c.containerSocket, runnerPrefix: c.runnerPrefix, dataDir: c.dataDir, mountRoots: c.managedDirs },
+    });
+  }
+
+  /** `socket:request` frames over the ws gateway: answered to that connection only, with its permissions. */
+  attachChannels(channels: ClientChannels): void {
+    channels.frame({
+      event: 'socket:request',
+      permission: null, // each operation checks its own
+      handle: async (session, payload, ref) => session.send('socket:response', await this.requests.handle(payload, session.identity), ref),
     });
   }
 

@@ -1,0 +1,78 @@
+import type Joi from 'joi';
+
+/**
+ * The contract between the ws gateway (the transport, src/gateway) and the areas that reach
+ * clients through it (notifications, sockets, plugins). Areas declare what clients may send and
+ * push what clients may see; neither side imports the other. docs/plugins.md shows a plugin's
+ * side, docs/architecture.md the whole picture.
+ */
+
+/** Who reads: the user id, or `system:<name>` for the system key. */
+export interface Viewer {
+  userId: string | null;
+  /** the user id, or `system:<name>` for the system identity */
+  subject: string;
+}
+
+export function viewerOf(identity: { user_id: string | null; username: string }): Viewer {
+  return identity.user_id ? { userId: identity.user_id, subject: identity.user_id } : { userId: null, subject: `system:${identity.username}` };
+}
+
+/** The caller behind a connection, as a frame handler sees it (ApiIdentity fits). */
+export interface ClientIdentity {
+  username: string;
+  user_id: string | null;
+  is_system: boolean;
+  allows(permission: string): boolean;
+}
+
+/** Who receives a push: every connection, one user's, or those holding a permission. */
+export type Audience = { all: true } | { userId: string } | { permission: string };
+
+export interface ClientPush {
+  event: string;
+  payload: unknown;
+  audience: Audience;
+  /**
+   * Position in the notification stream, when the push is part of it: a replay skips what was
+   * already pushed live, and live pushes wait while a replay runs.
+   */
+  seq?: number | null;
+}
+
+/** One connection, as a frame handler sees it. */
+export interface ClientSession {
+  /** the identity as IAM sees it now (refreshed before each permission-checked frame) */
+  readonly identity: ClientIdentity;
+  readonly viewer: Viewer;
+  send(event: string, payload: unknown, ref?: string | null): void;
+  error(code: ClientErrorCode, message: string, ref?: string | null): void;
+  /**
+   * Runs a replay: live pushes to this connection wait until it ends, writes pause while the
+   * socket holds too much, and `write` skips (returns false) a seq already pushed live. One
+   * replay at a time: a second one meanwhile is answered `busy` and `fn` does not run (null).
+   */
+  replay<T>(ref: string | null, fn: (write: (event: string, payload: unknown, seq: number | null) => Promise<boolean>) => Promise<T>): Promise<T | null>;
+}
+
+export type ClientErrorCode = 'bad_frame' | 'unknown_event' | 'forbidden' | 'invalid_args' | 'internal' | 'rate_limited' | 'busy' | 'too_many_connections';
+
+/** A frame clients may send: its event, the permission it needs, the schema of its payload. */
+export interface ClientFrameDef<P = any> {
+  event: string;
+  /** null: any authenticated connection */
+  permission: string | null;
+  /** validates the payload before `handle` (a bad one is answered `invalid_args`) */
+  schema?: Joi.Schema<P>;
+  handle(session: ClientSession, payload: P, ref: string | null): Promise<void> | void;
+}
+
+/** What the gateway offers areas. */
+export interface ClientChannels {
+  /** Declares a frame clients may send (one declaration per event). */
+  frame<P>(def: ClientFrameDef<P>): void;
+  /** Sends to every connection of the audience; the payload is encoded once. */
+  push(push: ClientPush): void;
+  /** Adds fields to `gateway:welcome` (e.g. the notification stream's last_seq). */
+  welcome(fields: (session: ClientSession) => Promise<Record<string, unknown>>): void;
+}
