@@ -70,6 +70,8 @@ export interface Config {
   passwordQueue: number;
   /** open WebSocket connections per user (or system key) and instance */
   wsMaxConnectionsPerUser: number;
+  /** Redis for several instances (the bus bridge); null: one instance, nothing shared live */
+  redisUrl: string | null;
   logLevel: string;
   /** names of the settings that came from the environment (they are locked in the settings API) */
   fromEnv: Set<string>;
@@ -162,6 +164,7 @@ const envSchema = Joi.object({
   SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: Joi.number().integer().min(1).max(100_000).default(60),
   SERVICE_PASSWORD_QUEUE: Joi.number().integer().min(1).max(100_000).default(64),
   SERVICE_WS_MAX_CONNECTIONS_PER_USER: Joi.number().integer().min(1).max(100_000).default(20),
+  SERVICE_REDIS_URL: Joi.string().uri({ scheme: ['redis', 'rediss'] }).empty(''),
   SERVICE_LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
 }).unknown(true);
 
@@ -294,6 +297,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     loginAttemptsPerMinute: v.SERVICE_LOGIN_ATTEMPTS_PER_MINUTE,
     passwordQueue: v.SERVICE_PASSWORD_QUEUE,
     wsMaxConnectionsPerUser: v.SERVICE_WS_MAX_CONNECTIONS_PER_USER,
+    redisUrl: v.SERVICE_REDIS_URL ?? null,
     logLevel: v.SERVICE_LOG_LEVEL,
     fromEnv,
     pluginEnv: Object.fromEntries(Object.entries(env).filter(([k, val]) => k.startsWith('SERVICE_PLUGIN_') && typeof val === 'string')) as Record<string, string>,

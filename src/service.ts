@@ -1,10 +1,12 @@
 import http from 'node:http';
+import os from 'node:os';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
 import type Koa from 'koa';
 import type { Config } from './config.js';
 import { createLogger, type Logger } from './log.js';
 import { EventBus } from './bus/bus.js';
+import { RedisBridge, newInstanceId, PLUGIN_EVENT_SCHEMA } from './bus/redis-bridge.js';
 import { createDb, dialectOf, probeDb, type Knex } from './db/knex.js';
 import { createHttpApp, mountRouters, type BootState } from './http/app.js';
 import { webSessionMiddleware } from './auth/web-session.js';
@@ -45,6 +47,10 @@ export class Service {
   readonly plugins: PluginHost; // issue 7
   readonly app: Koa;
   readonly server: http.Server;
+  /** this instance's name (bus messages, provider lists) */
+  readonly instanceId = newInstanceId(os.hostname());
+  /** the bus bridge to the other instances (SERVICE_REDIS_URL), or null for one instance */
+  readonly bridge: RedisBridge | null;
   private bootPromise: Promise<void> | null = null;
   private stopped = false;
   private connectAbort = new AbortController();
@@ -52,9 +58,10 @@ export class Service {
   constructor(readonly config: Config, private readonly opts: ServiceOptions = {}) {
     this.log = opts.logger ?? createLogger(config.logLevel);
     this.bus = new EventBus(this.log.child({ component: 'bus' }));
+    this.bridge = config.redisUrl ? new RedisBridge({ url: config.redisUrl, bus: this.bus, log: this.log.child({ component: 'bus-bridge' }), instanceId: this.instanceId }) : null;
     this.db = createDb(config);
     this.iam = new IamComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'iam' }) });
-    this.sockets = new SocketsComponent({ config, bus: this.bus, log: this.log.child({ component: 'sockets' }) });
+    this.sockets = new SocketsComponent({ config, bus: this.bus, log: this.log.child({ component: 'sockets' }), instanceId: this.instanceId });
 
     this.app = createHttpApp({
       log: this.log.child({ component: 'http' }),
@@ -91,6 +98,11 @@ export class Service {
     this.notifications.attachChannels(this.gateway.gateway);
     this.sockets.attachChannels(this.gateway.gateway);
     this.metrics.gauge('ws_connections', 'open WebSocket connections', () => this.gateway.gateway.connectionCount);
+    if (this.bridge) {
+      const bridge = this.bridge;
+      this.metrics.gauge('bus_bridge_up', '1 while the Redis link to the other instances is up', () => (bridge.isUp ? 1 : 0));
+      this.metrics.gauge('bus_bridge_messages_dropped', 'malformed or foreign bus messages dropped', () => bridge.stats.dropped);
+    }
     const routers: Router[] = [...this.iam.routers(), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     mountRouters(this.app, routers);
     // plugin host (issue 7): its admin API first, then the one dispatch middleware of every
@@ -104,6 +116,11 @@ export class Service {
       sockets: this.sockets,
       authChain: this.iam.chain,
       env: config.pluginEnv, // SERVICE_PLUGIN_<ID>_<KEY> settings
+      instanceId: this.instanceId,
+      clientEvents: {
+        forward: (topic, permission) => this.gateway.forward(topic, { permission }),
+        clusterWide: (topic) => this.bridge?.declare(topic, PLUGIN_EVENT_SCHEMA),
+      },
     });
     mountRouters(this.app, [pluginAdminRoutes(this.plugins)]);
     this.app.use(this.plugins.middleware());
@@ -139,7 +156,9 @@ export class Service {
         resolve();
       });
     });
-    this.log.info({ url: this.config.publicUrl, port: (this.server.address() as AddressInfo).port }, 'listening');
+    this.log.info({ url: this.config.publicUrl, port: (this.server.address() as AddressInfo).port, instance: this.instanceId }, 'listening');
+    // Redis may come later (or go): boot and requests never wait for it
+    this.bridge?.start();
     this.bootPromise = this.boot();
     this.bootPromise.catch((err) => this.log.error({ err }, 'boot aborted'));
   }
@@ -205,6 +224,7 @@ export class Service {
     await this.plugins.close(); // issue 7: plugin teardown before the registry closes their providers
     await this.notifications.stop(); // issue 5: after plugin teardown (it may notify); lets in-flight writes commit
     await this.sockets.close();
+    await this.bridge?.close();
     this.bus.removeAll();
     await this.db.destroy();
   }

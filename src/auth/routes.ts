@@ -486,6 +486,8 @@ export function authRoutes(iam: IamComponent): Router {
       if (errors.length) throw validationFailed(errors.map((e) => ({ field: e.provider, message: e.message })));
       await iam.authSettings.save(changes);
       iam.rebuildChain();
+      // every other instance rebuilds its chain too
+      iam.bus.emit('auth:settings_changed', {});
       ctx.log.info({ fields: Object.keys(changes) }, 'auth settings changed; provider chain rebuilt');
       return settingsView();
     },

@@ -81,7 +81,7 @@ export interface EventMap {
   /** the auth provider settings were changed through the API: reload them and rebuild the chain */
   'auth:settings_changed': Record<string, never>;
   /** an administrator enabled, disabled or changed the settings of a plugin: every instance follows */
-  'plugin:admin_changed': { plugin_id: string; action: 'enable' | 'disable' | 'restart' };
+  'plugin:admin_changed': { plugin_id: string; action: 'enable' | 'disable' | 'restart'; instance: string };
   /** an instance's socket providers changed (each instance's registry is the truth of its own host) */
   'socket:providers_changed': { instance: string; providers: string[] };
   /** this instance's link to the other instances went down or came back (not cluster-wide) */
@@ -118,7 +118,7 @@ export const CLUSTER_EVENTS: Partial<Record<EventName, Joi.Schema>> = {
   'auth:credentials_revoked': Joi.object({ user_id: userId.required() }),
   'auth:system_key_changed': Joi.object({}),
   'auth:settings_changed': Joi.object({}),
-  'plugin:admin_changed': Joi.object({ plugin_id: id.required(), action: Joi.valid('enable', 'disable', 'restart').required() }),
+  'plugin:admin_changed': Joi.object({ plugin_id: id.required(), action: Joi.valid('enable', 'disable', 'restart').required(), instance: Joi.string().max(200).required() }),
   'socket:providers_changed': Joi.object({ instance: Joi.string().max(200).required(), providers: Joi.array().items(Joi.string().max(64)).max(1000).required() }),
 };
 

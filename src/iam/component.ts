@@ -30,7 +30,7 @@ import { AuthSettingsStore, AUTH_NS } from '../auth/settings.js';
 import { authRoutes } from '../auth/routes.js';
 import { webRouters } from '../web/routes.js';
 
-/** how often an instance looks for auth settings changed by another instance */
+/** without the bus bridge: how often an instance looks for auth settings changed by another instance */
 const AUTH_SETTINGS_POLL_MS = 5000;
 
 export interface PluginAccessEntry {
@@ -147,6 +147,16 @@ export class IamComponent {
     return true;
   }
 
+  /** Reads the stored auth settings again and rebuilds the chain (a change made on another instance). */
+  private async reloadAuthSettings(): Promise<void> {
+    try {
+      await this.authSettings.load();
+      this.rebuildChain();
+    } catch (err) {
+      this.deps.log.warn({ err }, 'reloading auth settings failed');
+    }
+  }
+
   private async init(): Promise<void> {
     const { db, bus, config, log } = this.deps;
     try {
@@ -169,10 +179,22 @@ export class IamComponent {
     this.sweeper = setInterval(sweep, 3_600_000);
     this.sweeper.unref();
     await this.followAuthSettings().catch(() => false);
-    this.settingsWatch = setInterval(() => {
-      this.followAuthSettings().catch((err) => log.warn({ err }, 'auth settings check failed'));
-    }, AUTH_SETTINGS_POLL_MS);
-    this.settingsWatch.unref();
+    if (config.redisUrl) {
+      // with the bus bridge, a change elsewhere arrives as auth:settings_changed; after an
+      // outage of the bridge, whatever changed meanwhile is read again
+      bus.on('auth:settings_changed', () => void this.reloadAuthSettings());
+      bus.on('bus:bridge_state', ({ up }) => {
+        if (!up) return;
+        this.resolver.invalidate();
+        void this.reloadAuthSettings();
+      });
+    } else {
+      // one instance, or several without Redis: look for changes made elsewhere every few seconds
+      this.settingsWatch = setInterval(() => {
+        this.followAuthSettings().catch((err) => log.warn({ err }, 'auth settings check failed'));
+      }, AUTH_SETTINGS_POLL_MS);
+      this.settingsWatch.unref();
+    }
   }
 
   /**

@@ -34,6 +34,15 @@ export interface PluginHostDeps {
   authChain?: AuthChainLike | null;
   /** where SERVICE_PLUGIN_<ID>_<KEY> settings are read (process.env) */
   env?: NodeJS.ProcessEnv;
+  /** this instance's name: administration done here is announced to the others under it */
+  instanceId?: string;
+  /** where a plugin's client events go: to the ws clients allowed to see them, on every instance */
+  clientEvents?: {
+    /** forwards a bus event to ws clients holding `permission`; returns what stops it */
+    forward(topic: string, permission: string): () => void;
+    /** makes a bus event cluster-wide (the bus bridge carries it to the other instances) */
+    clusterWide(topic: string): void;
+  };
   setupTimeoutMs?: number;
   teardownTimeoutMs?: number;
 }
@@ -42,6 +51,8 @@ interface Running {
   ctx: PluginContextImpl;
   module: PluginModule;
   dispatch: Middleware;
+  /** stops forwarding its client events */
+  unforward: Array<() => void>;
 }
 
 interface PluginRecord {
@@ -113,6 +124,20 @@ export class PluginHost {
       }
       return true;
     });
+    // an administrator acted on another instance: this one follows (the database row is already written)
+    deps.bus.on('plugin:admin_changed', ({ plugin_id, action, instance }) => {
+      if (instance === this.instanceId || !this.records.has(plugin_id)) return;
+      const done = action === 'enable' ? this.enable(plugin_id, false) : action === 'disable' ? this.disable(plugin_id, false) : this.restart(plugin_id);
+      done.catch((err) => deps.log.warn({ plugin: plugin_id, action, reason: (err as Error).message }, 'following a plugin change made elsewhere failed'));
+    });
+  }
+
+  private get instanceId(): string {
+    return this.deps.instanceId ?? 'local';
+  }
+
+  private announce(plugin_id: string, action: 'enable' | 'disable' | 'restart'): void {
+    this.deps.bus.emit('plugin:admin_changed', { plugin_id, action, instance: this.instanceId });
   }
 
   get ready(): boolean {
@@ -237,7 +262,11 @@ export class PluginHost {
       await this.setState(rec, 'failed', reason);
       return;
     }
-    rec.running = { ctx, module: mod, dispatch: routerDispatch(ctx) };
+    const unforward = m.client_events.map((e) => {
+      this.deps.clientEvents?.clusterWide(e.topic);
+      return this.deps.clientEvents?.forward(e.topic, e.permission) ?? (() => undefined);
+    });
+    rec.running = { ctx, module: mod, dispatch: routerDispatch(ctx), unforward };
     const problems = this.checkProviders(m);
     this.deps.iam.ledger.setPlugin({ id: m.id, roles: m.roles });
     await this.setState(rec, problems.length ? 'degraded' : 'loaded', problems.length ? problems.join('; ') : null);
@@ -283,6 +312,7 @@ export class PluginHost {
   private async stop(rec: PluginRecord): Promise<void> {
     const running = rec.running;
     rec.running = null;
+    for (const off of running?.unforward ?? []) off();
     this.deps.iam.ledger.removePlugin(rec.key);
     if (rec.context) await this.release(rec, rec.context, running?.module ?? null);
   }
@@ -325,7 +355,8 @@ export class PluginHost {
     return rec;
   }
 
-  async enable(id: string): Promise<PluginView> {
+  /** Enables and starts a plugin here; `announce`: the other instances follow. */
+  async enable(id: string, announce = true): Promise<PluginView> {
     const rec = this.record(id);
     if (!rec.manifest) throw new PluginConflictError(`plugin ${id} cannot be enabled: ${rec.error}`);
     await this.serial(rec, async () => {
@@ -334,31 +365,39 @@ export class PluginHost {
       await this.start(rec);
     });
     await this.deps.iam.ledger.applyAll();
+    if (announce) this.announce(id, 'enable');
     return this.view(rec);
   }
 
-  async disable(id: string): Promise<PluginView> {
+  /** Stops and disables a plugin here; `announce`: the other instances follow. */
+  async disable(id: string, announce = true): Promise<PluginView> {
     const rec = this.record(id);
     await this.serial(rec, async () => {
       rec.enabled = false;
       if (rec.running || rec.context) await this.stop(rec);
       await this.setState(rec, rec.manifest ? 'disabled' : 'failed', rec.manifest ? null : rec.error);
     });
+    if (announce) this.announce(id, 'disable');
     return this.view(rec);
   }
 
-  /** Stores settings and restarts the plugin when it is enabled, so it sees the new values. */
+  /** Stores settings and restarts the plugin when it is enabled, so it sees the new values (here and everywhere). */
   async updateSettings(id: string, changes: Record<string, string | null>): Promise<PluginView> {
+    const m = this.record(id).manifest;
+    if (!m) throw new PluginConflictError(`plugin ${id} has no valid manifest: ${this.record(id).error}`);
+    await this.settings.update(m, changes);
+    const view = await this.restart(id);
+    this.announce(id, 'restart');
+    return view;
+  }
+
+  /** An enabled plugin starts again with the settings as stored now (a failed one gets another try). */
+  private async restart(id: string): Promise<PluginView> {
     const rec = this.record(id);
-    const m = rec.manifest;
-    if (!m) throw new PluginConflictError(`plugin ${id} has no valid manifest: ${rec.error}`);
     await this.serial(rec, async () => {
-      await this.settings.update(m, changes);
-      // an enabled plugin restarts with the new values (a failed one gets another try)
-      if (rec.enabled) {
-        if (rec.running || rec.context) await this.stop(rec);
-        await this.start(rec);
-      }
+      if (!rec.enabled || !rec.manifest) return;
+      if (rec.running || rec.context) await this.stop(rec);
+      await this.start(rec);
     });
     return this.view(rec);
   }

@@ -1,5 +1,5 @@
 import Joi from 'joi';
-import type { CatalogEntry } from '../iam/permissions.js';
+import { PERMISSION_ID, type CatalogEntry } from '../iam/permissions.js';
 import type { FieldError } from '../http/errors.js';
 
 /**
@@ -75,6 +75,15 @@ export interface PluginManifest {
   socket_providers: { provides: string[]; uses: string[] };
   auth_providers: string[];
   settings: Record<string, ManifestSetting>;
+  /** bus events of this plugin that reach ws clients, with who may see them */
+  client_events: ManifestClientEvent[];
+}
+
+export interface ManifestClientEvent {
+  /** `plugin:<id>:<name>` on the bus and on the wire; listed in permissions.emit */
+  topic: string;
+  /** the permission a client needs to receive it (default: plugin:<id>, the plugin's visibility) */
+  permission: string;
 }
 
 const topicList = (reserved: Set<string>) =>
@@ -172,6 +181,16 @@ export const manifestSchema = Joi.object({
       }
       return settings;
     }),
+  client_events: Joi.array()
+    .items(
+      Joi.object({
+        topic: Joi.string().max(128).pattern(TOPIC, 'topic (plugin:<id>:<name>)').required(),
+        permission: Joi.string().max(256).pattern(PERMISSION_ID, 'permission id'),
+      }),
+    )
+    .unique('topic')
+    .max(32)
+    .default([]),
   // free-form metadata an author may add
   author: Joi.string().max(256),
   license: Joi.string().max(64),
@@ -222,6 +241,13 @@ export function parseManifest(raw: unknown): PluginManifest {
   });
   const both = m.socket_providers.provides.filter((p) => m.socket_providers.uses.includes(p));
   if (both.length) details.push({ field: 'socket_providers.uses', message: `${both.join(', ')} is already in provides` });
+  // a plugin pushes only its own events, ones it may emit, to holders of one of its permissions
+  m.client_events.forEach((e, i) => {
+    e.permission ??= `plugin:${m.id}`;
+    if (!e.topic.startsWith(`plugin:${m.id}:`)) details.push({ field: `client_events[${i}].topic`, message: `must start with plugin:${m.id}:` });
+    else if (!m.permissions.emit.includes(e.topic)) details.push({ field: `client_events[${i}].topic`, message: `${e.topic} must be in permissions.emit` });
+    if (!own.has(e.permission)) details.push({ field: `client_events[${i}].permission`, message: `${e.permission} is not a permission of this plugin` });
+  });
   if (details.length) throw new ManifestError(details);
   return m;
 }

@@ -110,7 +110,8 @@ export class SocketRequests {
         permission: null,
         run: async () => {
           const providers = await this.deps.registry.list();
-          return { providers, available: providers.filter((p) => p.available).map((p) => p.name), total: providers.length };
+          // which instance answered: each one lists the providers of its own host
+          return { providers, available: providers.filter((p) => p.available).map((p) => p.name), total: providers.length, instance: this.deps.registry.instance };
         },
       },
     };

@@ -26,8 +26,8 @@ export class SocketsComponent {
   readonly guardian: MountGuardian;
   readonly requests: SocketRequests;
 
-  constructor(private readonly deps: { config: Config; bus: EventBus; log: Logger }) {
-    this.registry = new SocketRegistry({ logger: deps.log });
+  constructor(private readonly deps: { config: Config; bus: EventBus; log: Logger; instanceId?: string }) {
+    this.registry = new SocketRegistry({ logger: deps.log, instanceId: deps.instanceId });
     const { managedDirs, dataDir } = deps.config;
     // the default managed root, <data>/managed, exists from the start
     const folder = HostPaths.managedFolderOf(dataDir);
@@ -96,7 +96,7 @@ export class SocketsComponent {
         path: '/providers',
         summary: 'Registered socket providers and which are available',
         auth: optional,
-        responses: { 200: { description: 'the providers', schema: Joi.object({ providers: Joi.array().items(Joi.object().unknown(true)), available: Joi.array().items(Joi.string()), total: Joi.number().integer() }) } },
+        responses: { 200: { description: 'the providers of the instance that answered', schema: Joi.object({ providers: Joi.array().items(Joi.object().unknown(true)), available: Joi.array().items(Joi.string()), total: Joi.number().integer(), instance: Joi.string() }) } },
       },
       (ctx) => this.run(ctx, 'provider:list'),
     );

@@ -54,8 +54,20 @@ export class SocketRegistry {
   private readonly entries = new Map<string, Entry>();
   private policy: RegistrationPolicy | null;
 
-  constructor(private readonly deps: { logger: Logger; policy?: RegistrationPolicy }) {
+  private bus: EventBus | null = null;
+
+  constructor(private readonly deps: { logger: Logger; policy?: RegistrationPolicy; instanceId?: string }) {
     this.policy = deps.policy ?? null;
+  }
+
+  /** The instance whose host this registry describes (each instance's registry is the truth of its own host). */
+  get instance(): string {
+    return this.deps.instanceId ?? 'local';
+  }
+
+  /** Tells every instance (and the ws clients) what this instance's registry holds now. */
+  private changed(): void {
+    this.bus?.emit('socket:providers_changed', { instance: this.instance, providers: this.names() });
   }
 
   setPolicy(policy: RegistrationPolicy | null): void {
@@ -106,6 +118,7 @@ export class SocketRegistry {
     }
     this.entries.set(provider.name, { provider, cls: cls as SocketProviderClass, owner });
     this.deps.logger.info({ provider: provider.name, owner, socket_path: provider.socket_path }, 'socket provider registered');
+    this.changed();
     return provider;
   }
 
@@ -148,7 +161,10 @@ export class SocketRegistry {
         this.deps.logger.warn({ err, provider: name }, 'socket provider close failed');
       }
     }
-    if (removed.length) this.deps.logger.info({ owner, providers: removed }, 'socket providers unregistered');
+    if (removed.length) {
+      this.deps.logger.info({ owner, providers: removed }, 'socket providers unregistered');
+      this.changed();
+    }
     return removed;
   }
 
@@ -158,6 +174,7 @@ export class SocketRegistry {
 
   /** Serves socket:provider:register; returns a function that detaches it. */
   attachBus(bus: EventBus): () => void {
+    this.bus = bus;
     return bus.on('socket:provider:register', (payload) => {
       const pluginName = payload?.plugin_name;
       try {
