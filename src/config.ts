@@ -62,8 +62,11 @@ export interface Config {
   managedDirs: string[];
   pluginsDir: string;
   allowedOrigins: string[];
-  /** behind a reverse proxy: take the client address from X-Forwarded-For */
-  trustProxy: boolean;
+  /**
+   * Reverse proxies in front (0: none). The client address is the entry of X-Forwarded-For that
+   * the nearest of them added, never one a client could have written itself.
+   */
+  proxyHops: number;
   /** password checks per client address and minute, counted before any hashing */
   loginAttemptsPerMinute: number;
   /** password checks waiting for a hashing thread at most; beyond, 503 at once */
@@ -160,7 +163,8 @@ const envSchema = Joi.object({
   SERVICE_MANAGED_DIRS: Joi.string().empty(''),
   SERVICE_PLUGINS_DIR: Joi.string().min(1).default('./plugins'),
   SERVICE_ALLOWED_ORIGINS: Joi.string().empty(''),
-  SERVICE_TRUST_PROXY: bool.default(false),
+  // true: one proxy; a number: that many proxies in a row
+  SERVICE_TRUST_PROXY: Joi.alternatives(bool, Joi.number().integer().min(0).max(10)).default(false),
   SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: Joi.number().integer().min(1).max(100_000).default(60),
   SERVICE_PASSWORD_QUEUE: Joi.number().integer().min(1).max(100_000).default(64),
   SERVICE_WS_MAX_CONNECTIONS_PER_USER: Joi.number().integer().min(1).max(100_000).default(20),
@@ -293,7 +297,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     managedDirs,
     pluginsDir: path.resolve(v.SERVICE_PLUGINS_DIR),
     allowedOrigins: [...allowedOrigins],
-    trustProxy: v.SERVICE_TRUST_PROXY,
+    proxyHops: typeof v.SERVICE_TRUST_PROXY === 'number' ? v.SERVICE_TRUST_PROXY : v.SERVICE_TRUST_PROXY ? 1 : 0,
     loginAttemptsPerMinute: v.SERVICE_LOGIN_ATTEMPTS_PER_MINUTE,
     passwordQueue: v.SERVICE_PASSWORD_QUEUE,
     wsMaxConnectionsPerUser: v.SERVICE_WS_MAX_CONNECTIONS_PER_USER,

@@ -68,7 +68,7 @@ export class Service {
       state: this.state,
       keys: [config.secretKey],
       metrics: this.metrics,
-      proxy: config.trustProxy,
+      proxyHops: config.proxyHops,
       secureCookies: config.publicUrl.startsWith('https:'),
     });
     // kept in a variable: the ws gateway reads the cookie session with it (issue 5)

@@ -146,8 +146,8 @@ export interface HttpAppDeps {
   log: Logger;
   state: BootState;
   keys: string[];
-  /** trust X-Forwarded-For / -Proto from a reverse proxy (SERVICE_TRUST_PROXY) */
-  proxy?: boolean;
+  /** reverse proxies in front (SERVICE_TRUST_PROXY): X-Forwarded-For / -Proto are read from the nearest */
+  proxyHops?: number;
   /** the public URL is https: cookies are Secure even when TLS ends at a proxy before us */
   secureCookies?: boolean;
   metrics?: Metrics;
@@ -155,7 +155,9 @@ export interface HttpAppDeps {
 
 /** The Koa app with the middleware every request passes; areas add theirs with mount(). */
 export function createHttpApp(deps: HttpAppDeps): Koa {
-  const app = new Koa({ keys: deps.keys, proxy: deps.proxy ?? false });
+  // maxIpsCount: the client is the entry the nearest proxy added; entries before it are the client's own words
+  const hops = deps.proxyHops ?? 0;
+  const app = new Koa({ keys: deps.keys, proxy: hops > 0, maxIpsCount: hops });
   app.silent = true; // errors are logged by our error middleware
   app.use(requestContext(deps.log));
   // before the error handler, so the status it renders is the one measured

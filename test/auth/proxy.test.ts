@@ -26,4 +26,13 @@ describe('behind a reverse proxy', () => {
     // another client behind the same proxy is not locked out
     await request(svc.url).get('/api/me').set('X-Forwarded-For', '198.51.100.9').set('Authorization', basic('proxied', 'proxied-password')).expect(200);
   });
+
+  it('reads the address the proxy added, not one the client wrote in front of it', async () => {
+    await request(svc.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'spoofer', password: 'spoofer-password', groups: ['INT_VIEWER'] }).expect(201);
+    // a client rotating a forged first entry: the proxy appends the real address, which is what counts
+    for (let i = 0; i < 5; i++) {
+      await request(svc.url).get('/api/me').set('X-Forwarded-For', `10.9.9.${i}, 203.0.113.8`).set('Authorization', basic('spoofer', `wrong-${i}`)).expect(401);
+    }
+    await request(svc.url).get('/api/me').set('X-Forwarded-For', '10.9.9.99, 203.0.113.8').set('Authorization', basic('spoofer', 'spoofer-password')).expect(429);
+  });
 });
