@@ -20,7 +20,7 @@ describe('graceful shutdown', () => {
         const t = setTimeout(() => reject(new Error('service did not get ready: ' + out)), 30000);
         child.stdout.on('data', (d) => {
           out += d;
-          const listening = /"port":(\d+),"msg":"listening"/.exec(out);
+          const listening = /"port":(\d+),[^}]*"msg":"listening"/.exec(out);
           if (listening && out.includes('"msg":"ready"')) {
             clearTimeout(t);
             resolve(Number(listening[1]));
