@@ -119,6 +119,18 @@ describe('several instances over Redis', function () {
     expect(Math.max(...closedAt) - t0).to.be.below(1000);
   });
 
+  it('auth settings changed on A are followed by B and C at once (no 5 s polling with Redis)', async () => {
+    await request(a.url).post('/api/groups').set(admin).send({ name: 'sso-people', permissions: ['api:read'] }).expect(201);
+    await request(a.url).patch('/api/settings/auth').set(admin).send({ sso_default_groups: 'sso-people' }).expect(200);
+    for (const s of [b, c]) {
+      await eventually(async () => {
+        const view = (await request(s.url).get('/api/settings/auth').set(admin).expect(200)).body.settings;
+        expect(view.sso_default_groups.value).to.deep.equal(['sso-people']);
+        expect(s.service.iam.authSettings.current().ssoDefaultGroups).to.deep.equal(['sso-people']);
+      }, 1000, 50);
+    }
+  });
+
   it('a plugin disabled on A stops acting on B; enabled again, it acts on B again', async () => {
     await request(b.url).get('/api/plugins/pinger/ping').set(admin).expect(200);
     await request(a.url).post('/api/plugins/pinger/disable').set(admin).expect(200);
