@@ -75,6 +75,10 @@ export interface Config {
   wsMaxConnectionsPerUser: number;
   /** Redis for several instances (the bus bridge); null: one instance, nothing shared live */
   redisUrl: string | null;
+  /** notifications not updated for longer are deleted */
+  notificationRetentionMs: number;
+  /** notifications kept per user (and broadcasts kept) at most */
+  notificationMaxPerUser: number;
   logLevel: string;
   /** names of the settings that came from the environment (they are locked in the settings API) */
   fromEnv: Set<string>;
@@ -97,6 +101,17 @@ export function parseDuration(value: string): number | null {
   if (!m) return null;
   return Number(m[1]) * UNIT_MS[m[2] ?? 's'];
 }
+
+/** A duration like 30m, 12h or 7d, at least `minMs`. */
+const duration = (fallback: string, minMs: number) =>
+  Joi.string()
+    .custom((v: string) => {
+      const ms = parseDuration(v);
+      if (ms === null) throw new Error('must be a duration like 30m, 12h or 7d');
+      if (ms < minMs) throw new Error(`must be at least ${minMs / 60_000} minute${minMs === 60_000 ? '' : 's'}`);
+      return v;
+    })
+    .default(fallback);
 
 const bool = Joi.boolean().truthy('1', 'yes', 'on').falsy('0', 'no', 'off', '');
 const commaList = (v: string | undefined) =>
@@ -148,14 +163,7 @@ const envSchema = Joi.object({
   SERVICE_OIDC_LABEL: Joi.string().max(64).default('SSO'),
   // a configured but empty (or blank) key counts as not configured
   SERVICE_SYSTEM_API_KEY: Joi.string().trim().empty('').min(32),
-  SERVICE_SESSION_TTL: Joi.string()
-    .custom((v: string) => {
-      const ms = parseDuration(v);
-      if (ms === null) throw new Error('must be a duration like 30m, 12h or 7d');
-      if (ms < 60_000) throw new Error('must be at least one minute');
-      return v;
-    })
-    .default('12h'),
+  SERVICE_SESSION_TTL: duration('12h', 60_000),
   SERVICE_PERMISSION_CACHE_TTL_MS: Joi.number().integer().min(0).max(3_600_000).default(5000),
   SERVICE_SCM_WEBHOOK_SECRET: Joi.string().trim().empty('').min(8),
   SERVICE_CONTAINER_SOCKET: Joi.string().min(1).default('/var/run/docker.sock'),
@@ -169,6 +177,8 @@ const envSchema = Joi.object({
   SERVICE_PASSWORD_QUEUE: Joi.number().integer().min(1).max(100_000).default(64),
   SERVICE_WS_MAX_CONNECTIONS_PER_USER: Joi.number().integer().min(1).max(100_000).default(20),
   SERVICE_REDIS_URL: Joi.string().uri({ scheme: ['redis', 'rediss'] }).empty(''),
+  SERVICE_NOTIFICATION_RETENTION: duration('90d', 60_000),
+  SERVICE_NOTIFICATION_MAX_PER_USER: Joi.number().integer().min(1).max(10_000_000).default(1000),
   SERVICE_LOG_LEVEL: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent').default('info'),
 }).unknown(true);
 
@@ -302,6 +312,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     passwordQueue: v.SERVICE_PASSWORD_QUEUE,
     wsMaxConnectionsPerUser: v.SERVICE_WS_MAX_CONNECTIONS_PER_USER,
     redisUrl: v.SERVICE_REDIS_URL ?? null,
+    notificationRetentionMs: parseDuration(v.SERVICE_NOTIFICATION_RETENTION)!,
+    notificationMaxPerUser: v.SERVICE_NOTIFICATION_MAX_PER_USER,
     logLevel: v.SERVICE_LOG_LEVEL,
     fromEnv,
     pluginEnv: Object.fromEntries(Object.entries(env).filter(([k, val]) => k.startsWith('SERVICE_PLUGIN_') && typeof val === 'string')) as Record<string, string>,

@@ -7,7 +7,8 @@ import type { Config } from './config.js';
 import { createLogger, type Logger } from './log.js';
 import { EventBus } from './bus/bus.js';
 import { RedisBridge, newInstanceId, PLUGIN_EVENT_SCHEMA } from './bus/redis-bridge.js';
-import { createDb, dialectOf, probeDb, type Knex } from './db/knex.js';
+import { createDb, DbHealth, dialectOf, probeDb, type Knex } from './db/knex.js';
+import { VERSION } from './version.js';
 import { createHttpApp, mountRouters, type BootState } from './http/app.js';
 import { webSessionMiddleware } from './auth/web-session.js';
 import { IamComponent } from './iam/component.js';
@@ -70,6 +71,8 @@ export class Service {
       metrics: this.metrics,
       proxyHops: config.proxyHops,
       secureCookies: config.publicUrl.startsWith('https:'),
+      version: VERSION,
+      database: new DbHealth(this.db),
     });
     // kept in a variable: the ws gateway reads the cookie session with it (issue 5)
     const sessions = webSessionMiddleware(this.app, this.db, { ttlMs: config.sessionTtlMs, secure: config.publicUrl.startsWith('https:') });
@@ -83,6 +86,7 @@ export class Service {
       users: userDirectory(this.iam.store),
       secrets: this.iam.secrets,
       webhookSecret: config.scmWebhookSecret,
+      retention: { retentionMs: config.notificationRetentionMs, maxPerUser: config.notificationMaxPerUser },
     });
     this.gateway = new GatewayComponent({
       db: this.db,

@@ -34,7 +34,15 @@ export function knexConfig(settings: DbSettings): Knex.Config {
   const migrations = { directory: MIGRATIONS_DIR, loadExtensions: ['.ts'], tableName: 'knex_migrations' };
   const seeds = { directory: SEEDS_DIR, loadExtensions: ['.ts'] };
   if (dialectOf(settings) === 'postgres') {
-    return { client: 'pg', connection: settings.databaseUrl!, pool: { min: 0, max: 10 }, migrations, seeds, acquireConnectionTimeout: 10_000 };
+    return {
+      client: 'pg',
+      // an unreachable server is an error within 2 s (503 to the caller), never a request that hangs
+      connection: { connectionString: settings.databaseUrl!, connectionTimeoutMillis: 1500 },
+      pool: { min: 0, max: 10 },
+      migrations,
+      seeds,
+      acquireConnectionTimeout: 2000,
+    };
   }
   const filename = sqliteFile(settings);
   return {
@@ -49,7 +57,8 @@ export function knexConfig(settings: DbSettings): Knex.Config {
         try {
           conn.pragma('journal_mode = WAL');
           conn.pragma('foreign_keys = ON');
-          conn.pragma('busy_timeout = 5000');
+          // a file locked by someone else answers 503 within 2 s instead of waiting
+          conn.pragma('busy_timeout = 1500');
           done(null, conn);
         } catch (err) {
           done(err as Error, conn);
@@ -69,6 +78,65 @@ export function createDb(settings: DbSettings): Knex {
 export async function probeDb(db: Knex, settings: DbSettings): Promise<void> {
   if (dialectOf(settings) === 'sqlite') fs.mkdirSync(path.dirname(sqliteFile(settings)), { recursive: true });
   await db.raw('select 1');
+}
+
+/** PostgreSQL SQLSTATE classes and codes that mean "the database is not there right now". */
+const PG_UNAVAILABLE = /^(08|53|57P)/;
+const NET_UNAVAILABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+const SQLITE_UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|READONLY|IOERR|CANTOPEN|FULL|PROTOCOL)/;
+
+/**
+ * Is this error the database being unreachable or unable to write (server down, restarting or
+ * refusing connections, pool exhausted, a locked or read-only SQLite file), rather than a
+ * problem of the query? Such an error is a 503 with Retry-After, never a 500.
+ */
+export function isDbUnavailable(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown; name?: unknown } | null;
+  const code = typeof e?.code === 'string' ? e.code : '';
+  const message = typeof e?.message === 'string' ? e.message : '';
+  if (PG_UNAVAILABLE.test(code) || NET_UNAVAILABLE.has(code) || SQLITE_UNAVAILABLE.test(code)) return true;
+  return (
+    e?.name === 'KnexTimeoutError' ||
+    /Connection terminated|Connection ended|timeout exceeded when trying to connect|the database system is (starting up|shutting down)|Client has encountered a connection error/i.test(message)
+  );
+}
+
+/**
+ * Whether the database answers, asked at most once a second (so /readyz under a balancer's
+ * polling costs nothing), each probe bounded by `timeoutMs`.
+ */
+export class DbHealth {
+  private last: { at: number; ok: boolean; reason: string | null } = { at: 0, ok: true, reason: null };
+  private running: Promise<void> | null = null;
+
+  constructor(
+    private readonly db: Knex,
+    private readonly opts: { everyMs?: number; timeoutMs?: number } = {},
+  ) {}
+
+  async check(): Promise<{ ok: boolean; reason: string | null }> {
+    if (Date.now() - this.last.at >= (this.opts.everyMs ?? 1000)) {
+      this.running ??= this.probe().finally(() => (this.running = null));
+      await this.running;
+    }
+    return { ok: this.last.ok, reason: this.last.reason };
+  }
+
+  private async probe(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        this.db.raw('select 1'),
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('no answer within 1 s')), this.opts.timeoutMs ?? 1000))),
+      ]);
+      this.last = { at: Date.now(), ok: true, reason: null };
+    } catch (err) {
+      // the message only: a connection string may carry a password
+      this.last = { at: Date.now(), ok: false, reason: `database unreachable: ${String((err as Error)?.message ?? err).slice(0, 200)}` };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 }
 
 /** Is this error a unique-constraint violation (both dialects)? */

@@ -4,6 +4,7 @@ import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import type { ApiIdentity } from '../auth/identity.js';
 import type { ClientChannels, ClientFrameDef, ClientPush, ClientSession } from '../bus/channels.js';
 import { HttpError } from '../http/errors.js';
+import { isDbUnavailable } from '../db/knex.js';
 import type { Logger } from '../log.js';
 import { Connection } from './connection.js';
 import { encodeFrame, parseFrame } from './frames.js';
@@ -367,6 +368,8 @@ export class Gateway implements ClientChannels {
       }
       await def.handle(conn, payload, ref);
     } catch (err) {
+      // the database is away: the connection stays, the client tries again later
+      if (isDbUnavailable(err)) return conn.error('unavailable', 'the database is not reachable right now; try again shortly', ref);
       this.deps.log.error({ err, event: frame.event }, 'websocket frame failed');
       conn.error('internal', 'internal error', ref);
     }

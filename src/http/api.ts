@@ -3,7 +3,7 @@ import type Joi from 'joi';
 import type Koa from 'koa';
 import type { Context, Middleware } from 'koa';
 import { requireIdentity, requirePermission } from '../auth/guards.js';
-import { jsonBody } from './body.js';
+import { allowLargerBody, jsonBody } from './body.js';
 import { validate } from './validate.js';
 import type { JsonSchema } from './joi-schema.js';
 
@@ -56,6 +56,8 @@ export interface EndpointDef<P = any, Q = any, B = any> {
   middleware?: Middleware[];
   /** served, but left out of the OpenAPI document */
   hidden?: boolean;
+  /** bodies up to this many bytes (default 1 MiB); for fixed paths only */
+  bodyLimit?: number;
 }
 
 export interface Input<P = any, Q = any, B = any> {
@@ -122,7 +124,12 @@ export class ApiRouter {
     });
     const method = def.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
     (this.router[method] as (path: string, ...mw: Middleware[]) => unknown)(def.path, ...chain);
-    this.list.push({ ...def, fullPath: joinPath(this.prefix, def.path), tag: def.tag ?? this.tag } as Endpoint);
+    const fullPath = joinPath(this.prefix, def.path);
+    if (def.bodyLimit) {
+      if (fullPath.includes(':')) throw new Error(`bodyLimit needs a fixed path: ${fullPath}`);
+      allowLargerBody(def.method, fullPath, def.bodyLimit);
+    }
+    this.list.push({ ...def, fullPath, tag: def.tag ?? this.tag } as Endpoint);
     return this;
   }
 

@@ -4,6 +4,7 @@ import crypto from 'node:crypto';
 import type { Logger } from '../log.js';
 import { HttpError, notFound, type ErrorCode } from './errors.js';
 import { DomainError, type DomainErrorCode } from '../errors.js';
+import { isDbUnavailable } from '../db/knex.js';
 import { readBody } from './body.js';
 import type { Metrics } from './metrics.js';
 
@@ -21,6 +22,11 @@ export interface BootState {
   bootComplete: boolean;
   bootError: string | null;
   stopping: boolean;
+}
+
+/** What /readyz asks about the database (DbHealth), and what /healthz tells. */
+export interface Readiness {
+  check(): Promise<{ ok: boolean; reason: string | null }>;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
@@ -93,6 +99,13 @@ function errorHandler() {
         renderError(ctx, STATUS_BY_DOMAIN_CODE[err.code], err.code, err.message, err.details);
         return;
       }
+      if (isDbUnavailable(err)) {
+        // the database is away or cannot write: try again shortly (nothing was acknowledged)
+        ctx.set('Retry-After', '2');
+        renderError(ctx, 503, 'unavailable', 'the database is not reachable right now; try again shortly');
+        ctx.log.warn({ reason: (err as Error)?.message }, 'database unavailable');
+        return;
+      }
       const e = err as { status?: number; expose?: boolean; message?: string };
       if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500 && e.status !== 500) {
         renderError(ctx, e.status, CODE_BY_STATUS[e.status] ?? 'validation_failed', e.expose && e.message ? e.message : 'bad request');
@@ -116,19 +129,25 @@ function securityHeaders() {
 }
 
 /** /healthz, /readyz, and the 503 `booting` gate on /api/* until iam:ready */
-function bootRoutes(state: BootState) {
+function bootRoutes(state: BootState, version: string, database?: Readiness) {
   return async (ctx: Context, next: Next) => {
     if (ctx.path === '/healthz' && ctx.method === 'GET') {
-      ctx.body = { status: 'ok' };
+      ctx.body = { status: 'ok', version };
       return;
     }
     if (ctx.path === '/readyz' && ctx.method === 'GET') {
-      const ready = state.bootComplete && !state.stopping;
-      ctx.status = ready ? 200 : 503;
-      ctx.body = ready
-        ? { status: 'ready' }
-        : { error: { code: state.stopping ? 'unavailable' : 'booting', message: state.bootError ?? (state.stopping ? 'shutting down' : 'booting') } };
-      if (!ready) ctx.set('Retry-After', '5');
+      ctx.set('Cache-Control', 'no-store');
+      if (!state.bootComplete || state.stopping) {
+        ctx.status = 503;
+        ctx.set('Retry-After', '5');
+        ctx.body = { error: { code: state.stopping ? 'unavailable' : 'booting', message: state.bootError ?? (state.stopping ? 'shutting down' : 'booting') } };
+        return;
+      }
+      // a balancer stops sending traffic here while the database is away
+      const db = database ? await database.check() : { ok: true, reason: null };
+      ctx.status = db.ok ? 200 : 503;
+      if (!db.ok) ctx.set('Retry-After', '2');
+      ctx.body = db.ok ? { status: 'ready', version } : { status: 'unavailable', reason: db.reason, error: { code: 'unavailable', message: db.reason } };
       return;
     }
     if (!state.iamReady && (ctx.path === '/api' || ctx.path.startsWith('/api/') || ctx.path === '/ws')) {
@@ -151,6 +170,10 @@ export interface HttpAppDeps {
   /** the public URL is https: cookies are Secure even when TLS ends at a proxy before us */
   secureCookies?: boolean;
   metrics?: Metrics;
+  /** the release, shown by /healthz */
+  version?: string;
+  /** asked by /readyz */
+  database?: Readiness;
 }
 
 /** The Koa app with the middleware every request passes; areas add theirs with mount(). */
@@ -170,7 +193,7 @@ export function createHttpApp(deps: HttpAppDeps): Koa {
     });
   }
   app.use(securityHeaders());
-  app.use(bootRoutes(deps.state));
+  app.use(bootRoutes(deps.state, deps.version ?? '0.0.0', deps.database));
   app.use(readBody());
   return app;
 }

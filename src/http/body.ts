@@ -16,10 +16,19 @@ declare module 'koa' {
  * route (jsonBody / formBody) so a webhook can verify a signature over the raw bytes before
  * any parsing happens.
  */
-export function readBody(limit = DEFAULT_BODY_LIMIT) {
+/** Routes that take larger bodies than the default (`POST /api/notifications/batch`), by `METHOD path`. */
+const LARGER_BODIES = new Map<string, number>();
+
+/** Lets one route (a fixed path) take bodies up to `limit` bytes. */
+export function allowLargerBody(method: string, path: string, limit: number): void {
+  LARGER_BODIES.set(`${method} ${path}`, limit);
+}
+
+export function readBody(defaultLimit = DEFAULT_BODY_LIMIT) {
   return async (ctx: Context, next: Next) => {
     ctx.request.rawBody = Buffer.alloc(0);
     if (['POST', 'PUT', 'PATCH', 'DELETE'].includes(ctx.method)) {
+      const limit = LARGER_BODIES.get(`${ctx.method} ${ctx.path}`) ?? defaultLimit;
       const declared = Number(ctx.get('content-length') || 0);
       if (declared > limit) throw payloadTooLarge(limit);
       try {

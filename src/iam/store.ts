@@ -93,6 +93,17 @@ export class IamStore {
     return row ? toUser(row) : null;
   }
 
+  /** Users whose id is one of `ids` or whose username is one of `names` (id and username only): one query. */
+  async usersByIdOrName(ids: string[], names: string[]): Promise<Array<{ id: string; username: string }>> {
+    if (ids.length === 0 && names.length === 0) return [];
+    return this.db('users')
+      .where((q) => {
+        if (ids.length) q.whereIn('id', ids);
+        if (names.length) q.orWhereIn('username', names);
+      })
+      .select('id', 'username');
+  }
+
   async usersByEmail(email: string): Promise<User[]> {
     const rows = await this.db('users').whereRaw('lower(email) = ?', [email.toLowerCase()]);
     return rows.map(toUser);

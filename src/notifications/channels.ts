@@ -59,7 +59,10 @@ export class NotificationChannels {
       for (const f of frames) if (await write(f.event, f.payload, f.seq)) count++;
       const more = frames.length === RESUME_LIMIT;
       const lastFrameSeq = frames.length ? (frames[frames.length - 1].seq ?? since) : since;
-      session.send('notifications:resumed', { last_seq: more ? lastFrameSeq : Math.max(counter, lastFrameSeq), count, more }, ref);
+      const resumed: Record<string, unknown> = { last_seq: more ? lastFrameSeq : Math.max(counter, lastFrameSeq), count, more };
+      // retention deleted notifications after `since`: the client holds a partial history
+      if (since < (await service.truncatedBefore())) resumed.truncated = true;
+      session.send('notifications:resumed', resumed, ref);
     });
   }
 

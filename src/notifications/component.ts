@@ -8,6 +8,7 @@ import { notificationRoutes } from './routes.js';
 import { ScmWebhook, webhookRoutes, webhookSecretRoutes, type SecretStore } from './webhook.js';
 import { NotifyError, type UserDirectory } from './types.js';
 import { NotificationChannels } from './channels.js';
+import { NotificationRetention, type RetentionOptions } from './retention.js';
 import type { ClientChannels } from '../bus/channels.js';
 import type { NotifyKind } from './schema.js';
 
@@ -19,7 +20,11 @@ export interface NotificationsDeps {
   secrets: SecretStore;
   /** SERVICE_SCM_WEBHOOK_SECRET */
   webhookSecret: string | null;
+  retention: RetentionOptions;
 }
+
+/** how often old notifications are deleted (each instance; the passes are idempotent) */
+const RETENTION_EVERY_MS = 3_600_000;
 
 /**
  * Notifications: consumes system:notify and user:notify from the bus, owns the history API,
@@ -31,12 +36,27 @@ export class NotificationsComponent {
   readonly webhook: ScmWebhook;
   private readonly detach: (() => void)[] = [];
   private channels: NotificationChannels | null = null;
+  readonly retention: NotificationRetention;
+  private retentionTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly deps: NotificationsDeps) {
     const { db, bus, log, users } = deps;
     this.service = new NotificationsService({ db, bus, log, users });
     this.webhook = new ScmWebhook({ db, log: log.child({ part: 'scm-webhook' }), notifications: this.service, secrets: deps.secrets, envSecret: deps.webhookSecret });
-    this.detach.push(bus.on('iam:ready', () => this.service.setReady()));
+    this.retention = new NotificationRetention(db, log.child({ part: 'retention' }), deps.retention);
+    this.service.truncatedBefore = () => this.retention.watermark();
+    this.detach.push(
+      bus.on('iam:ready', () => {
+        this.service.setReady();
+        const pass = () => void this.retention.run().catch((err) => log.warn({ err: (err as Error).message }, 'notification retention failed'));
+        // the first pass a little after boot, so it never competes with a start under load
+        this.retentionTimer = setTimeout(pass, 60_000);
+        this.retentionTimer.unref();
+        const every = setInterval(pass, RETENTION_EVERY_MS);
+        every.unref();
+        this.detach.push(() => clearInterval(every));
+      }),
+    );
     this.detach.push(bus.on('system:notify', (p) => this.fromBus('broadcast', p)));
     this.detach.push(bus.on('user:notify', (p) => this.fromBus('user', p)));
   }
@@ -67,6 +87,7 @@ export class NotificationsComponent {
 
   async stop(): Promise<void> {
     for (const off of this.detach.splice(0)) off();
+    if (this.retentionTimer) clearTimeout(this.retentionTimer);
     this.channels?.stop();
     await this.service.drain();
   }

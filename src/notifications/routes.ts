@@ -4,7 +4,8 @@ import { identity } from '../auth/guards.js';
 import { ApiRouter } from '../http/api.js';
 import { jsonBody } from '../http/body.js';
 import { badField, conflict, forbidden, notFound, validationFailed } from '../http/errors.js';
-import { broadcastSchema, historyQuerySchema, NOTIFICATION_ID } from './schema.js';
+import { broadcastSchema, historyQuerySchema, MAX_BATCH, NOTIFICATION_ID } from './schema.js';
+import { validate } from '../http/validate.js';
 import { NotifyError, viewerOf } from './types.js';
 import type { NotificationsService } from './service.js';
 
@@ -98,5 +99,47 @@ export function notificationRoutes(notifications: NotificationsService): Router 
     },
   );
 
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/batch',
+      summary: 'Send up to 1,000 notifications in one request, each with its own audience',
+      description:
+        'Each item is a `POST /api/notifications` body. Validated as a whole: any bad item is a 400 naming `notifications[i].field`, and nothing is written. Written in one transaction; the answer lists `{id, seq}` in input order. Items without `user` need `feature:notifications.broadcast`, items with `user` `feature:notifications.send`. Bodies up to 8 MiB.',
+      auth: 'identity',
+      body: batchBody,
+      bodyMode: 'manual',
+      // a thousand notifications of a few KiB each
+      bodyLimit: 8 * 1024 * 1024,
+      responses: {
+        202: { description: 'stored and pushed, in input order', schema: Joi.object({ notifications: Joi.array().items(Joi.object({ id: Joi.string(), seq: Joi.number().integer() })) }) },
+        400: 'an item (or the list) is invalid: nothing was written',
+        403: 'missing the permission of a kind the batch holds',
+        409: 'an id belongs to another audience: nothing was written',
+      },
+    },
+    async (ctx) => {
+      const caller = identity(ctx);
+      const body = validate(batchEnvelope, jsonBody(ctx)) as { notifications: Array<Record<string, unknown>> };
+      const items = body.notifications.map((raw) => ({ kind: Object.prototype.hasOwnProperty.call(raw, 'user') ? ('user' as const) : ('broadcast' as const), raw }));
+      for (const permission of new Set(items.map((i) => (i.kind === 'user' ? 'feature:notifications.send' : 'feature:notifications.broadcast')))) {
+        if (!caller.allows(permission)) throw forbidden(permission);
+      }
+      try {
+        const results = await notifications.notifyMany(items, { sender: caller.username });
+        ctx.status = 202;
+        ctx.body = { notifications: results.map((r) => ({ id: r.id, seq: r.seq })) };
+      } catch (err) {
+        throw notifyErrorToHttp(err);
+      }
+    },
+  );
+
   return api.router;
 }
+
+/** Checked before the items (each item is then checked like a single notification). */
+const batchEnvelope = Joi.object({
+  notifications: Joi.array().items(Joi.object().unknown(true)).min(1).max(MAX_BATCH).required(),
+});
+const batchBody = Joi.object({ notifications: Joi.array().items(sendBody).min(1).max(MAX_BATCH).required() });

@@ -83,10 +83,14 @@ export function checkNotify(kind: NotifyKind, raw: unknown): { value: ValidNotif
   return { value: value as ValidNotify, problems: null };
 }
 
+/** Notifications in one POST /api/notifications/batch at most. */
+export const MAX_BATCH = 1000;
+
 export const historyQuerySchema = Joi.object({
-  since: Joi.number().integer().min(0),
+  since: Joi.number().integer().min(0).description('everything after this seq, oldest first'),
+  before: Joi.number().integer().min(1).description('the page older than this seq, newest first (the dashboard\'s "load older")'),
   limit: Joi.number().integer().min(1).max(200).default(50),
   unread: Joi.boolean().truthy('1').falsy('0').default(false),
-});
+}).oxor('since', 'before');
 
 export const resumeSchema = Joi.object({ since: Joi.number().integer().min(0).required() });

@@ -1,34 +1,19 @@
-import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
 import type { NotificationLevel, NotificationPush, OutboundNotification } from '../bus/events.js';
 import type { Logger } from '../log.js';
-import { checkNotify, type NotifyKind, type ValidNotify } from './schema.js';
-import {
-  NotifyError,
-  type ClearView,
-  type NotificationView,
-  type NotifyResult,
-  type PushFrame,
-  type UserDirectory,
-  type UserRef,
-  type Viewer,
-} from './types.js';
+import { checkNotify, type FieldProblem, type NotifyKind, type ValidNotify } from './schema.js';
+import { NotifyError, type NotificationView, type NotifyResult, type PushFrame, type UserDirectory, type UserRef, type Viewer } from './types.js';
+import { isRead, iso, toFrame, toView, type Row } from './rows.js';
+import { NotificationWriter, newNotificationId, type WriteJob, type WriteOptions } from './writer.js';
 
 const COUNTER = 'notifications';
-const iso = (ms: number) => new Date(Number(ms)).toISOString();
 
-export interface NotifyOptions {
-  /** who sent it (username, `bus`, `scm:github`): stored for audit, never shown */
-  sender?: string;
-  /** source used when the payload names none */
-  defaultSource?: string | null;
-  /** runs inside the writing transaction (webhook: records the delivery id); throwing aborts all */
-  within?: (trx: Knex.Transaction, note: { id: string }) => Promise<void>;
-}
+export type NotifyOptions = WriteOptions;
 
 export interface HistoryQuery {
   since?: number;
+  before?: number;
   limit: number;
   unread: boolean;
 }
@@ -37,22 +22,8 @@ export interface HistoryPage {
   notifications: NotificationView[];
   unread: number;
   last_seq: number;
-}
-
-interface Row {
-  id: string;
-  seq: number;
-  user_id: string | null;
-  title: string;
-  message: string;
-  level: NotificationLevel;
-  source: string | null;
-  link: string | null;
-  toast: boolean | number;
-  cleared: boolean | number;
-  created_at: number;
-  updated_at: number;
-  read_seq?: number | null;
+  /** present (true) when retention deleted notifications after `since` */
+  truncated?: true;
 }
 
 export interface NotificationsServiceDeps {
@@ -63,112 +34,85 @@ export interface NotificationsServiceDeps {
 }
 
 /**
- * Persists notifications and their per-user state, and hands every committed change to the
- * publisher (the ws gateway) and to `notification:outbound`.
+ * Persists notifications and their per-user state, and hands every committed change to every
+ * instance's ws clients (`notification:push`) and to `notification:outbound`.
  *
- * Writes are serialised in this process (one promise chain) and, across instances, by the
- * counters row lock: seqs commit in order, and live pushes leave in seq order. A broadcast is
- * one row; read and dismissed state rows exist only once a user acts.
+ * Writes go through the group-commit writer (src/notifications/writer.ts): concurrent notify
+ * calls share a transaction and a seq range; across instances the counters row lock orders the
+ * batches, so seqs commit in order and pushes leave in seq order. A broadcast is one row; read
+ * and dismissed state rows exist only once a user acts.
  */
 export class NotificationsService {
-  private chain: Promise<unknown> = Promise.resolve();
   private markReady!: () => void;
   /** resolves when the schema exists (iam:ready: migrations ran) */
   readonly ready: Promise<void> = new Promise((resolve) => (this.markReady = resolve));
+  private readonly writer: NotificationWriter;
+  /** the highest seq retention deleted: a history from before it is partial (set by the component) */
+  truncatedBefore: () => Promise<number> = async () => 0;
 
-  constructor(private readonly deps: NotificationsServiceDeps) {}
+  constructor(private readonly deps: NotificationsServiceDeps) {
+    this.writer = new NotificationWriter({ db: deps.db, users: deps.users, log: deps.log });
+  }
+
+  /** group commit counters: transactions and notifications written */
+  get stats(): { batches: number; notifications: number } {
+    return this.writer.stats;
+  }
 
   setReady(): void {
     this.markReady();
   }
 
   /**
-   * Validates, resolves the target user, stores (unless persist: false), then pushes and emits
-   * outbound after the commit. Throws NotifyError for anything the sender got wrong.
+   * Validates, stores (unless persist: false), then pushes and emits outbound after the commit.
+   * Throws NotifyError for anything the sender got wrong.
    */
   async notify(kind: NotifyKind, raw: unknown, opts: NotifyOptions = {}): Promise<NotifyResult> {
     const checked = checkNotify(kind, raw);
     if (!checked.value) throw new NotifyError('invalid_args', checked.problems);
     const n = checked.value;
     await this.ready;
+    if (!n.persist) return this.transient(kind, n, opts);
+    const [done] = await this.write([{ kind, n, id: n.id ?? newNotificationId(), field: '', opts }]);
+    return done;
+  }
+
+  /**
+   * Many notifications, each with its own audience, validated as a whole (problems named
+   * `notifications[i].field`) and written in one transaction: all or nothing.
+   */
+  async notifyMany(items: Array<{ kind: NotifyKind; raw: unknown }>, opts: NotifyOptions = {}): Promise<NotifyResult[]> {
+    const jobs: WriteJob[] = [];
+    const problems: FieldProblem[] = [];
+    items.forEach(({ kind, raw }, i) => {
+      const field = `notifications[${i}].`;
+      const checked = checkNotify(kind, raw);
+      if (!checked.value) return problems.push(...checked.problems.map((p) => ({ field: `${field}${p.field}`, message: p.message })));
+      if (!checked.value.persist) return problems.push({ field: `${field}persist`, message: 'must be true in a batch' });
+      jobs.push({ kind, n: checked.value, id: checked.value.id ?? newNotificationId(), field, opts });
+    });
+    if (problems.length) throw new NotifyError('invalid_args', problems);
+    await this.ready;
+    return this.write(jobs);
+  }
+
+  private async write(jobs: WriteJob[]): Promise<NotifyResult[]> {
+    const committed = await this.writer.submit(jobs);
+    // committed: now tell the connected clients and the integrations, in seq order
+    for (const c of committed) {
+      this.publish(c.push);
+      if (c.view) this.outbound(c.view, c.target);
+    }
+    return committed.map((c) => c.result);
+  }
+
+  private async transient(kind: NotifyKind, n: ValidNotify, opts: NotifyOptions): Promise<NotifyResult> {
     let target: UserRef | null = null;
     if (kind === 'user') {
-      target = await this.deps.users.find(n.user!);
+      target = (await this.deps.users.findMany([n.user!])).get(n.user!) ?? null;
       if (!target) throw new NotifyError('unknown_user', [{ field: 'user', message: `no user ${JSON.stringify(n.user)}` }]);
     }
-    return this.serial(() => (n.persist ? this.store(kind, n, target, opts) : this.transient(kind, n, target, opts)));
-  }
-
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.chain.then(fn, fn);
-    this.chain = run.catch(() => undefined);
-    return run;
-  }
-
-  private async store(kind: NotifyKind, n: ValidNotify, target: UserRef | null, opts: NotifyOptions): Promise<NotifyResult> {
-    const { db } = this.deps;
-    const now = Date.now();
-    const id = n.id ?? crypto.randomUUID();
-    const targetId = target?.id ?? null;
-    let result!: NotifyResult;
-    let row: Row | null = null;
-    await db.transaction(async (trx) => {
-      // first: the counter row lock orders this writer after every other one
-      const seq = await allocateSeq(trx);
-      const existing: Row | undefined = await trx('notifications').where({ id }).first();
-      if (existing && (existing.user_id ?? null) !== targetId) {
-        throw new NotifyError('conflict', [{ field: 'id', message: 'is in use by a notification for another audience' }]);
-      }
-      if (n.action === 'clear') {
-        if (existing) {
-          await trx('notifications').where({ id }).update({ seq, cleared: true, updated_at: now });
-          row = { ...existing, seq, cleared: true, updated_at: now };
-          result = { id, seq, action: 'cleared' };
-        } else {
-          // never stored (or transient): clients may still show it, so the clear is pushed
-          result = { id, seq: null, action: 'cleared' };
-        }
-      } else {
-        const content = {
-          title: n.title!,
-          message: n.message!,
-          level: n.level,
-          source: n.source ?? opts.defaultSource ?? null,
-          link: n.link ?? null,
-          toast: n.toast,
-          cleared: false,
-          sender: opts.sender?.slice(0, 128) ?? null,
-          updated_at: now,
-        };
-        if (existing) {
-          await trx('notifications').where({ id }).update({ ...content, seq });
-          row = { ...existing, ...content, seq };
-          result = { id, seq, action: 'updated' };
-        } else {
-          const fresh = { id, seq, user_id: targetId, ...content, created_at: now };
-          await trx('notifications').insert(fresh);
-          row = fresh;
-          result = { id, seq, action: 'created' };
-        }
-      }
-      if (opts.within) await opts.within(trx, { id });
-    });
-    // committed: now tell the connected clients and the integrations
-    const event = kind === 'broadcast' ? 'system:notify' : 'user:notify';
-    const stored = row as Row | null;
-    if (result.action === 'cleared') {
-      const clear: ClearView = { id, seq: result.seq, action: 'clear', broadcast: targetId === null };
-      this.publish({ event, userId: targetId, seq: result.seq, payload: clear });
-    } else if (stored) {
-      const view = toView(stored, false);
-      this.publish({ event, userId: targetId, seq: stored.seq, payload: view });
-      this.outbound(view, target);
-    }
-    return result;
-  }
-
-  private async transient(kind: NotifyKind, n: ValidNotify, target: UserRef | null, opts: NotifyOptions): Promise<NotifyResult> {
-    const id = n.id ?? crypto.randomUUID();
+    const id = n.id ?? newNotificationId();
     if (opts.within) await this.deps.db.transaction((trx) => opts.within!(trx, { id }));
     const event = kind === 'broadcast' ? 'system:notify' : 'user:notify';
     const userId = target?.id ?? null;
@@ -262,13 +206,19 @@ export class NotificationsService {
     let list = this.visible(viewer).select('n.*', 's.read_seq');
     if (q.unread) list = this.unreadOnly(list, readAll);
     if (q.since !== undefined) list = list.where('n.seq', '>', q.since).orderBy('n.seq', 'asc');
-    else list = list.where('n.cleared', false).orderBy('n.seq', 'desc');
+    else {
+      if (q.before !== undefined) list = list.where('n.seq', '<', q.before);
+      list = list.where('n.cleared', false).orderBy('n.seq', 'desc');
+    }
     const rows: Row[] = await list.limit(q.limit);
     const countRow = await this.unreadOnly(this.visible(viewer), readAll).count({ c: '*' }).first();
     const notifications = rows.map((r) => toView(r, isRead(r, readAll), true));
     const full = rows.length === q.limit;
     const lastSeq = q.since !== undefined && full ? Number(rows[rows.length - 1].seq) : Math.max(counter, ...rows.map((r) => Number(r.seq)));
-    return { notifications, unread: Number(countRow?.c ?? 0), last_seq: lastSeq };
+    const page: HistoryPage = { notifications, unread: Number(countRow?.c ?? 0), last_seq: lastSeq };
+    // retention deleted notifications after `since`: what follows is not the whole story
+    if (q.since !== undefined && q.since < (await this.truncatedBefore())) page.truncated = true;
+    return page;
   }
 
   /** What a reconnecting client missed after `since`, oldest first, as push frames. */
@@ -332,43 +282,7 @@ export class NotificationsService {
 
   /** Waits for writes in flight (shutdown). */
   async drain(): Promise<void> {
-    await this.chain;
+    await this.writer.idle();
   }
 }
 
-/** One statement; on PostgreSQL its row lock is held until this transaction ends. */
-async function allocateSeq(trx: Knex.Transaction): Promise<number> {
-  const rows: { value: number | string }[] = await trx('counters').where({ name: COUNTER }).increment('value', 1).returning('value');
-  if (!rows.length) throw new Error('the notifications counter is missing (migration not applied?)');
-  return Number(rows[0].value);
-}
-
-function toFrame(r: Row, read: boolean): PushFrame {
-  const seq = Number(r.seq);
-  const payload: NotificationView | ClearView = Boolean(r.cleared) ? { id: r.id, seq, action: 'clear', broadcast: r.user_id === null } : toView(r, read);
-  return { event: r.user_id ? 'user:notify' : 'system:notify', userId: r.user_id, seq, payload };
-}
-
-function isRead(r: Row, readAll: number): boolean {
-  const seq = Number(r.seq);
-  return seq <= readAll || (r.read_seq != null && Number(r.read_seq) >= seq);
-}
-
-function toView(r: Row, read: boolean, markCleared = false): NotificationView {
-  const view: NotificationView = {
-    id: r.id,
-    seq: Number(r.seq),
-    title: r.title,
-    message: r.message,
-    level: r.level,
-    source: r.source ?? null,
-    link: r.link ?? null,
-    created_at: iso(r.created_at),
-    updated_at: iso(r.updated_at),
-    read,
-    broadcast: r.user_id === null,
-    toast: Boolean(r.toast),
-  };
-  if (markCleared && Boolean(r.cleared)) view.cleared = true;
-  return view;
-}

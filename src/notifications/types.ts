@@ -8,9 +8,10 @@ export interface UserRef {
   username: string;
 }
 
-/** Finds the target of user:notify by id or username (the IAM store behind it). */
+/** Finds the targets of user:notify by id or username (the IAM store behind it), many at once. */
 export interface UserDirectory {
-  find(ref: string): Promise<UserRef | null>;
+  /** the users found, keyed by the ref that named them */
+  findMany(refs: string[]): Promise<Map<string, UserRef>>;
 }
 
 /** A notification as the history API and the ws frames show it. */

@@ -1,20 +1,26 @@
-import type { UserDirectory } from './types.js';
+import type { UserDirectory, UserRef } from './types.js';
 
 /** The part of the IAM store that user:notify needs. */
 export interface UserLookup {
-  userById(id: string): Promise<{ id: string; username: string } | null>;
-  userByUsername(username: string): Promise<{ id: string; username: string } | null>;
+  usersByIdOrName(ids: string[], names: string[]): Promise<Array<{ id: string; username: string }>>;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** `user` of user:notify is a user id or a username: an id is tried first when it looks like one. */
+/** `user` of user:notify is a user id or a username: an id wins when a ref names both. One query for many refs. */
 export function userDirectory(store: UserLookup): UserDirectory {
   return {
-    async find(ref) {
-      const byId = UUID.test(ref) ? await store.userById(ref) : null;
-      const user = byId ?? (await store.userByUsername(ref));
-      return user ? { id: user.id, username: user.username } : null;
+    async findMany(refs) {
+      const out = new Map<string, UserRef>();
+      if (refs.length === 0) return out;
+      const users = await store.usersByIdOrName(refs.filter((r) => UUID.test(r)), refs);
+      const byName = new Map(users.map((u) => [u.username, u]));
+      const byId = new Map(users.map((u) => [u.id, u]));
+      for (const ref of refs) {
+        const u = (UUID.test(ref) ? byId.get(ref) : undefined) ?? byName.get(ref);
+        if (u) out.set(ref, { id: u.id, username: u.username });
+      }
+      return out;
     },
   };
 }
