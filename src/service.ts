@@ -79,11 +79,14 @@ export class Service {
     this.app.use(sessions);
     this.app.use(this.iam.auth.middleware());
     // notifications + ws gateway (issue 5)
+    const users = userDirectory(this.iam.store);
+    // a user deleted or renamed is no longer a target (every instance: the event is cluster-wide)
+    this.bus.on('iam:permissions_changed', () => users.forget());
     this.notifications = new NotificationsComponent({
       db: this.db,
       bus: this.bus,
       log: this.log.child({ component: 'notifications' }),
-      users: userDirectory(this.iam.store),
+      users,
       secrets: this.iam.secrets,
       webhookSecret: config.scmWebhookSecret,
       retention: { retentionMs: config.notificationRetentionMs, maxPerUser: config.notificationMaxPerUser },

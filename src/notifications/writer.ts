@@ -161,7 +161,8 @@ export class NotificationWriter {
 
   /** Plans every group against what exists, takes one seq range, writes the rows. */
   private async store(trx: Knex.Transaction, groups: Pending[], targets: Map<string, UserRef>, refused: Map<Pending, unknown>): Promise<Map<Pending, Committed[]>> {
-    const ids = [...new Set(groups.flatMap((p) => p.jobs.map((j) => j.id)))];
+    // only an id the sender chose can exist already; a generated one is new
+    const ids = [...new Set(groups.flatMap((p) => p.jobs.filter((j) => j.n.id !== undefined).map((j) => j.id)))];
     const stored = new Map<string, Row>();
     for (let i = 0; i < ids.length; i += INSERT_CHUNK) {
       for (const r of (await trx('notifications').whereIn('id', ids.slice(i, i + INSERT_CHUNK))) as Row[]) stored.set(r.id, r);
