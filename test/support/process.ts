@@ -20,7 +20,7 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
  * The service as its own process (`node --import tsx src/main.ts`), for what an in-process
  * service cannot show: a SIGKILL, signals, the exit code. Waits for /readyz 200.
  */
-export async function spawnService(opts: { dataDir: string; databaseUrl: string | null; env?: Record<string, string>; command?: string[] }): Promise<ServiceProcess> {
+export async function spawnService(opts: { dataDir: string; databaseUrl: string | null; env?: Record<string, string>; command?: string[]; pollMs?: number }): Promise<ServiceProcess> {
   const port = await unusedPort();
   const env = { ...process.env, ...testEnv(opts.dataDir, opts.databaseUrl, { SERVICE_LOG_LEVEL: 'info', ...opts.env }), SERVICE_PORT: String(port) };
   const command = opts.command ?? [process.execPath, '--import', 'tsx', 'src/main.ts'];
@@ -42,7 +42,7 @@ export async function spawnService(opts: { dataDir: string; databaseUrl: string 
       child.kill('SIGKILL');
       throw new Error(`the service process was not ready within 30 s:\n${out.slice(-2000)}`);
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, opts.pollMs ?? 100));
   }
   return {
     url,

@@ -1,0 +1,163 @@
+/**
+ * The request hot path against its fair limit (not a test). For each figure the service (its own
+ * process) answers one request; that exact response (status, headers, body bytes) is captured and
+ * replayed by a bare Koa + @koa/router app (scripts/bench/replay-server.ts, also its own process,
+ * a fresh request id each time); autocannon (a third process) loads both in this run, and the
+ * figure is the ratio. Then the login storm (API-key p99 at a steady rate with and without ten
+ * clients logging in) and the cold start to /readyz 200.
+ *
+ *   npm run bench [-- --seconds 8 --connections 50]
+ *
+ * SERVICE_BENCH_DATABASE_URL=postgres://… runs the service on PostgreSQL.
+ */
+import { execFile, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import knex from 'knex';
+import { spawnService, type ServiceProcess } from '../test/support/process.js';
+import { ADMIN, basic } from '../test/support/service.js';
+import type { Capture } from './bench/replay-server.js';
+
+const run = promisify(execFile);
+function arg(name: string, fallback: number): number {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+}
+const SECONDS = arg('seconds', 8);
+const CONNECTIONS = arg('connections', 50);
+const ROOT = path.resolve(import.meta.dirname, '..');
+const AUTOCANNON = path.join(ROOT, 'node_modules/.bin/autocannon');
+/** the service as `npm start` runs it: the build when there is one */
+const SERVICE_COMMAND = fs.existsSync(path.join(ROOT, 'dist/src/main.js')) ? [process.execPath, 'dist/src/main.js'] : [process.execPath, '--import', 'tsx', 'src/main.ts'];
+
+interface Load {
+  rps: number;
+  p99: number;
+  non2xx: number;
+}
+
+async function autocannon(url: string, headers: Record<string, string>, extra: string[] = [], seconds = SECONDS): Promise<Load> {
+  const args = ['-j', '-d', String(seconds), '-c', String(CONNECTIONS), ...extra];
+  for (const [k, v] of Object.entries(headers)) args.push('-H', `${k}=${v}`);
+  const { stdout } = await run(AUTOCANNON, [...args, url], { encoding: 'utf8', maxBuffer: 64 << 20 });
+  const out = JSON.parse(stdout);
+  return { rps: out.requests.average, p99: out.latency.p99, non2xx: out.non2xx };
+}
+
+/** One request to the service, kept byte for byte (but its date and request id). */
+async function capture(url: string, pathname: string, headers: Record<string, string>): Promise<Capture> {
+  const res = await fetch(url + pathname, { headers });
+  const keep: Record<string, string> = {};
+  res.headers.forEach((v, k) => {
+    if (!['date', 'x-request-id', 'connection', 'keep-alive', 'content-length', 'transfer-encoding'].includes(k)) keep[k] = v;
+  });
+  return { method: 'GET', path: pathname, status: res.status, headers: keep, body: Buffer.from(await res.arrayBuffer()).toString('base64') };
+}
+
+async function replayServer(c: Capture): Promise<{ url: string; stop(): void }> {
+  const file = path.join(os.tmpdir(), `replay-${process.pid}-${Math.random().toString(36).slice(2)}.json`);
+  fs.writeFileSync(file, JSON.stringify([c]));
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/bench/replay-server.ts', file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<string>((resolve) => child.stdout.once('data', (d) => resolve(String(d).trim())));
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stop() {
+      child.kill();
+      fs.rmSync(file, { force: true });
+    },
+  };
+}
+
+async function freshDatabase(): Promise<{ url: string | null; drop(): Promise<void> }> {
+  const base = process.env.SERVICE_BENCH_DATABASE_URL;
+  if (!base) return { url: null, drop: async () => {} };
+  const name = `svc_bench_${Date.now()}`;
+  const a = knex({ client: 'pg', connection: base });
+  await a.raw(`CREATE DATABASE "${name}"`);
+  await a.destroy();
+  const u = new URL(base);
+  u.pathname = `/${name}`;
+  return {
+    url: u.toString(),
+    async drop() {
+      const d = knex({ client: 'pg', connection: base });
+      await d.raw(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await d.destroy();
+    },
+  };
+}
+
+async function coldStart(): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cold-'));
+    const started = performance.now();
+    const svc = await spawnService({ dataDir, databaseUrl: null, env: { SERVICE_LOG_LEVEL: 'warn' }, command: SERVICE_COMMAND, pollMs: 10 });
+    times.push(performance.now() - started);
+    await svc.kill('SIGTERM');
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+  return times.sort((a, b) => a - b);
+}
+
+async function main() {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
+  const db = await freshDatabase();
+  let svc: ServiceProcess | null = null;
+  try {
+    svc = await spawnService({ dataDir, databaseUrl: db.url, env: { SERVICE_LOG_LEVEL: 'warn', SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: '100000' }, command: SERVICE_COMMAND });
+    const admin = basic(ADMIN.username, ADMIN.password);
+    const key = ((await (await fetch(`${svc.url}/api/me/api-keys`, { method: 'POST', headers: { authorization: admin, 'content-type': 'application/json' }, body: JSON.stringify({ label: 'bench' }) })).json()) as { token: string }).token;
+
+    const figures: Array<{ label: string; path: string; headers: Record<string, string>; goal: number }> = [
+      { label: 'API key GET /api/me/access', path: '/api/me/access', headers: { 'x-api-key': key }, goal: 0.7 },
+      { label: 'repeated Basic GET /api/me/access', path: '/api/me/access', headers: { authorization: admin }, goal: 0.6 },
+      { label: 'API key GET /api/me', path: '/api/me', headers: { 'x-api-key': key }, goal: 0.7 },
+      { label: '/healthz', path: '/healthz', headers: {}, goal: 0.9 },
+      { label: 'unauthenticated 401', path: '/api/me', headers: {}, goal: 0.8 },
+    ];
+    console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}, ${db.url ? 'PostgreSQL' : 'SQLite'}; autocannon -c ${CONNECTIONS} -d ${SECONDS}`);
+    for (const f of figures) {
+      const captured = await capture(svc.url, f.path, f.headers);
+      const replay = await replayServer(captured);
+      try {
+        const bare = await autocannon(replay.url + f.path, f.headers);
+        const ours = await autocannon(svc.url + f.path, f.headers);
+        const ratio = ours.rps / bare.rps;
+        console.log(`${f.label.padEnd(36)} ${(ratio.toFixed(2) + 'x').padStart(6)}  (${Math.round(ours.rps)} vs ${Math.round(bare.rps)} req/s; goal >= ${f.goal.toFixed(2)}x)`);
+      } finally {
+        replay.stop();
+      }
+    }
+
+    // login storm: API-key p99 at a steady 1,000 req/s, alone and while ten clients log in
+    const steady = ['-R', '1000'];
+    const quiet = await autocannon(`${svc.url}/api/me/access`, { 'x-api-key': key }, steady);
+    const storming = { on: true };
+    const storm = Promise.all(
+      Array.from({ length: 10 }, async () => {
+        while (storming.on) {
+          await fetch(`${svc!.url}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: ADMIN.username, password: ADMIN.password }) }).then((r) => r.arrayBuffer());
+        }
+      }),
+    );
+    const stormy = await autocannon(`${svc.url}/api/me/access`, { 'x-api-key': key }, steady);
+    storming.on = false;
+    await storm;
+    console.log(`${'API-key p99 at 1,000 req/s, login storm'.padEnd(36)} ${((stormy.p99 / Math.max(1, quiet.p99)).toFixed(2) + 'x').padStart(6)}  (${stormy.p99} vs ${quiet.p99} ms without; goal <= 2x)`);
+
+    const cold = await coldStart();
+    console.log(`${'cold start to /readyz 200 (SQLite)'.padEnd(36)} ${(cold[2] / 1000).toFixed(2)} s median, ${(cold[0] / 1000).toFixed(2)} s best (goal <= 1.0 s; ${SERVICE_COMMAND.slice(1).join(' ')})`);
+  } finally {
+    await svc?.kill('SIGTERM');
+    await db.drop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
