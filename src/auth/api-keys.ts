@@ -123,6 +123,11 @@ export class ApiKeyStore {
     return this.live('token_hash', sha256(token));
   }
 
+  /** The same, by the token's SHA-256 (the caller hashed it already). */
+  async lookupHash(hash: string): Promise<ApiKeyRow | null> {
+    return this.live('token_hash', hash);
+  }
+
   /** A live credential by id (the cookie session points at its web-session token this way). */
   async lookupById(id: string): Promise<ApiKeyRow | null> {
     return this.live('id', id);
@@ -148,18 +153,21 @@ export class ApiKeyStore {
     const row = toRow(r);
     const now = Date.now();
     if (row.revoked_at || (row.expires_at && row.expires_at <= now) || r.owner_disabled) return null;
-    // last_used_at is written at most once a minute per key, not on every request
-    const touched = this.touched.get(row.id) ?? 0;
-    if ((!row.last_used_at || now - row.last_used_at > TOUCH_INTERVAL_MS) && now - touched > TOUCH_INTERVAL_MS) {
-      // remembered here too, so concurrent requests of one key do not all write
-      this.touched.set(row.id, now);
-      if (this.touched.size > 10_000) this.touched.clear();
-      this.db('api_keys')
-        .where({ id: row.id })
-        .update({ last_used_at: now })
-        .catch(() => undefined);
-    }
+    if (!row.last_used_at || now - row.last_used_at > TOUCH_INTERVAL_MS) this.touch(row.id, now);
     return row;
+  }
+
+  /** Notes a use of a credential: last_used_at is written at most once a minute per key, not on every request. */
+  touch(id: string, now = Date.now()): void {
+    const touched = this.touched.get(id) ?? 0;
+    if (now - touched <= TOUCH_INTERVAL_MS) return;
+    // remembered here, so concurrent requests of one key do not all write
+    this.touched.set(id, now);
+    if (this.touched.size > 10_000) this.touched.clear();
+    this.db('api_keys')
+      .where({ id })
+      .update({ last_used_at: now })
+      .catch(() => undefined);
   }
 
   /** The subset of `ids` that are live credentials (chunked: one query per 500 ids). */

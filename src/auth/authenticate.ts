@@ -7,6 +7,7 @@ import { parseBasic, type BasicVerifier, type CachedVerification } from './basic
 import type { LoginLockout } from './lockout.js';
 import { logLoginFailure, normalizeLogin, type AttemptLimiter } from './attempts.js';
 import { sha256 } from './tokens.js';
+import type { IdentityCache } from './identity-cache.js';
 import type { PermissionResolver, ResolvedUser } from '../iam/resolver.js';
 import { PASSWORD_MAX } from '../iam/passwords.js';
 import { badField, forbiddenBecause, rateLimited } from '../http/errors.js';
@@ -23,6 +24,8 @@ const MAX_TOKEN = 512;
 const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 export interface AuthenticatorDeps {
+  /** resolved identities by credential (no cache when omitted) */
+  cache?: IdentityCache;
   systemKey: SystemKey;
   apiKeys: ApiKeyStore;
   resolver: PermissionResolver;
@@ -70,25 +73,35 @@ export class Authenticator {
 
     for (const token of candidates) {
       if (token.length > MAX_TOKEN) continue;
+      const hash = sha256(token);
+      const cached = this.deps.cache?.get(`t:${hash}`);
+      if (cached) {
+        if (cached.credential_id) this.deps.apiKeys.touch(cached.credential_id);
+        return cached;
+      }
       const stamp = await this.deps.systemKey.matches(token);
-      if (stamp) return ApiIdentity.system(stamp);
-    }
-    for (const token of candidates) {
-      if (token.length > MAX_TOKEN) continue;
-      const key = await this.deps.apiKeys.lookup(token);
+      if (stamp) return this.remember(`t:${hash}`, ApiIdentity.system(stamp));
+      const key = await this.deps.apiKeys.lookupHash(hash);
       if (key) {
         const method = key.kind === 'session' ? 'session_token' : 'api_key';
         const proof: CredentialProof = { kind: 'credential', id: key.id, expires_at: key.expires_at };
         const identity = await this.identityOf(key.user_id, method, { scopes: key.kind === 'key' ? key.scopes : null, proof });
-        if (identity) return identity;
+        if (identity) return this.remember(`t:${hash}`, identity, key.expires_at);
       }
     }
     if (/^Basic\s/i.test(authz)) {
       const creds = parseBasic(authz);
       if (creds) {
         if (creds.password.length > PASSWORD_MAX) throw badField('authorization', `the password must be at most ${PASSWORD_MAX} characters`);
-        const verified = await this.basicUser(normalizeLogin(creds.username), creds.password, ip, creds.username);
-        if (verified) return this.identityOf(verified.userId, 'basic', { proof: passwordProof(verified.hash) });
+        const username = normalizeLogin(creds.username);
+        const cacheKey = `b:${this.deps.basic.keyOf(username, creds.password)}`;
+        const cached = this.deps.cache?.get(cacheKey);
+        if (cached) return cached;
+        const verified = await this.basicUser(username, creds.password, ip, creds.username);
+        if (verified) {
+          const identity = await this.identityOf(verified.userId, 'basic', { proof: passwordProof(verified.hash) });
+          return identity ? this.remember(cacheKey, identity) : null;
+        }
       }
     }
     return null;
@@ -132,9 +145,17 @@ export class Authenticator {
     if (UNSAFE.has(ctx.method) && !this.originAllowed(ctx.get('origin') || refererOrigin(ctx.get('referer')))) {
       throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
     }
+    const cached = this.deps.cache?.get(`c:${keyId}`);
+    if (cached) return cached;
     const key = await this.deps.apiKeys.lookupById(keyId);
     if (!key || key.kind !== 'session') return null;
-    return this.identityOf(key.user_id, 'session_cookie', { proof: { kind: 'credential', id: key.id, expires_at: key.expires_at } });
+    const identity = await this.identityOf(key.user_id, 'session_cookie', { proof: { kind: 'credential', id: key.id, expires_at: key.expires_at } });
+    return identity ? this.remember(`c:${keyId}`, identity, key.expires_at) : null;
+  }
+
+  private remember(key: string, identity: ApiIdentity, expiresAt: number | null = null): ApiIdentity {
+    this.deps.cache?.set(key, identity, expiresAt);
+    return identity;
   }
 
   /**

@@ -31,7 +31,8 @@ export class BasicVerifier {
     });
   }
 
-  private keyOf(username: string, password: string): string {
+  /** HMAC of (username, password) under a process-random key: what a verification is cached under */
+  keyOf(username: string, password: string): string {
     return crypto.createHmac('sha256', this.hmacKey).update(username).update('\0').update(password).digest('base64');
   }
 

@@ -19,6 +19,7 @@ import { LoginLockout } from '../auth/lockout.js';
 import { AttemptLimiter } from '../auth/attempts.js';
 import { Passwords } from './passwords.js';
 import { Authenticator } from '../auth/authenticate.js';
+import { IdentityCache } from '../auth/identity-cache.js';
 import { meRoutes } from './routes/me.js';
 import { userRoutes } from './routes/users.js';
 import { groupRoutes } from './routes/groups.js';
@@ -88,7 +89,18 @@ export class IamComponent {
     this.local = new LocalProvider(this.store, this.passwords);
     this.lockout = new LoginLockout(db);
     this.ledger = new RoleLedger(db, bus);
+    // resolved identities by credential: every change that could end or narrow one drops it
+    const identities = new IdentityCache(config.permissionCacheTtlMs);
+    bus.on('iam:permissions_changed', ({ user_id }) => (user_id ? identities.forgetUser(user_id) : identities.clear()));
+    bus.on('iam:password_changed', ({ user_id }) => identities.forgetUser(user_id));
+    bus.on('auth:credentials_revoked', ({ user_id }) => identities.forgetUser(user_id));
+    // a new system key may equal a token cached as someone's key: everything is looked up again
+    bus.on('auth:system_key_changed', () => identities.clear());
+    bus.on('bus:bridge_state', ({ up }) => {
+      if (up) identities.clear();
+    });
     this.auth = new Authenticator({
+      cache: identities,
       systemKey: this.systemKey,
       apiKeys: this.apiKeys,
       resolver: this.resolver,
