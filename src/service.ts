@@ -111,7 +111,6 @@ export class Service {
       this.metrics.gauge('bus_bridge_messages_dropped', 'malformed or foreign bus messages dropped', () => bridge.stats.dropped);
     }
     const routers: Router[] = [...this.iam.routers(), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
-    mountRouters(this.app, routers);
     // plugin host (issue 7): its admin API first, then the one dispatch middleware of every
     // plugin's routes under /api/plugins/<id>/ (a disabled plugin's routes vanish at once)
     this.plugins = new PluginHost({
@@ -129,7 +128,8 @@ export class Service {
         clusterWide: (topic) => this.bridge?.declare(topic, PLUGIN_EVENT_SCHEMA),
       },
     });
-    mountRouters(this.app, [pluginAdminRoutes(this.plugins)]);
+    // every area's routes in one router, then the one dispatch of every plugin's routes
+    mountRouters(this.app, [...routers, pluginAdminRoutes(this.plugins)]);
     this.app.use(this.plugins.middleware());
     this.server = http.createServer(this.app.callback());
     this.gateway.attach(this.server); // issue 5: /ws upgrades

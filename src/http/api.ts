@@ -4,6 +4,7 @@ import type Koa from 'koa';
 import type { Context, Middleware } from 'koa';
 import { requireIdentity, requirePermission } from '../auth/guards.js';
 import { allowLargerBody, jsonBody } from './body.js';
+import type { Dispatch } from './app.js';
 import { validate } from './validate.js';
 import type { JsonSchema } from './joi-schema.js';
 
@@ -138,14 +139,9 @@ export class ApiRouter {
   }
 }
 
-/** Every router mounted on the app (found through the dispatch middleware @koa/router builds). */
+/** Every area router mounted on the app (mountRouters keeps them on its dispatch). */
 export function mountedRouters(app: Koa): Router[] {
-  const out: Router[] = [];
-  for (const mw of app.middleware) {
-    const router = (mw as { router?: unknown }).router;
-    if (router instanceof Router) out.push(router);
-  }
-  return out;
+  return app.middleware.flatMap((mw) => (mw as Partial<Dispatch>).routers ?? []);
 }
 
 /** The documented endpoints of an app, and the /api routes mounted without a definition. */

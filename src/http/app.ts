@@ -1,5 +1,7 @@
 import Koa, { type Context, type Next } from 'koa';
-import Router from '@koa/router';
+import type Router from '@koa/router';
+import FindMyWay from 'find-my-way';
+import compose from 'koa-compose';
 import crypto from 'node:crypto';
 import type { Logger } from '../log.js';
 import { HttpError, notFound, type ErrorCode } from './errors.js';
@@ -53,112 +55,110 @@ const STATUS_BY_DOMAIN_CODE: Record<DomainErrorCode, number> = {
   unavailable: 503,
 };
 
-/** Request id on every request and log line; one access log line per request. */
-function requestContext(log: Logger) {
-  return async (ctx: Context, next: Next) => {
-    const incoming = ctx.get('x-request-id');
-    const id = REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
-    ctx.state.requestId = id;
-    ctx.set('X-Request-Id', id);
-    // the child logger is made on first use: most requests never log beyond the access line
-    let child: Logger | null = null;
-    Object.defineProperty(ctx, 'log', { configurable: true, get: () => (child ??= log.child({ request_id: id })) });
-    const started = process.hrtime.bigint();
-    try {
-      await next();
-    } finally {
-      if (log.isLevelEnabled('info')) {
-        const ms = Number(process.hrtime.bigint() - started) / 1e6;
-        // the path only: query strings may carry codes or tickets
-        log.info({ request_id: id, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
-      }
-    }
-  };
-}
-
 export function renderError(ctx: Context, status: number, code: string, message: string, details?: unknown) {
   ctx.status = status;
   ctx.body = { error: details === undefined ? { code, message } : { code, message, details } };
 }
 
-/** One error middleware renders DESIGN section 5's body for every failure. */
-function errorHandler() {
+/** Any failure as the error body: HttpError and DomainError as they say, the database away as 503, the rest 500. */
+function renderFailure(ctx: Context, err: unknown): void {
+  if (err instanceof HttpError) {
+    for (const k in err.headers) ctx.set(k, err.headers[k]);
+    return renderError(ctx, err.status, err.code, err.message, err.details);
+  }
+  if (err instanceof DomainError) {
+    if (err.retryAfterSeconds) ctx.set('Retry-After', String(err.retryAfterSeconds));
+    return renderError(ctx, STATUS_BY_DOMAIN_CODE[err.code], err.code, err.message, err.details);
+  }
+  if (isDbUnavailable(err)) {
+    // the database is away or cannot write: try again shortly (nothing was acknowledged)
+    ctx.set('Retry-After', '2');
+    renderError(ctx, 503, 'unavailable', 'the database is not reachable right now; try again shortly');
+    ctx.log.warn({ reason: (err as Error)?.message }, 'database unavailable');
+    return;
+  }
+  const e = err as { status?: number; expose?: boolean; message?: string };
+  if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
+    return renderError(ctx, e.status, CODE_BY_STATUS[e.status] ?? 'validation_failed', e.expose && e.message ? e.message : 'bad request');
+  }
+  ctx.log.error({ err }, 'unhandled error');
+  renderError(ctx, 500, 'internal', 'internal error');
+}
+
+/** API answers load nothing and are framed by nobody; pages set their own policy (src/web). */
+const SECURITY_HEADERS: Array<[string, string]> = [
+  ['X-Content-Type-Options', 'nosniff'],
+  ['Referrer-Policy', 'no-referrer'],
+  ['X-Frame-Options', 'DENY'],
+  ['Content-Security-Policy', "default-src 'none'; frame-ancestors 'none'"],
+];
+
+/**
+ * What every request passes, in one middleware (each extra one costs an async hop on every
+ * request): a request id (echoed when sane), a logger made on first use, the security headers,
+ * /healthz and /readyz, the 503 gate on /api/* until IAM is ready, the body read (1 MiB, or
+ * more for a route that says so), the error body for every failure, the route-pattern metric,
+ * and one access line when the log level is info or finer.
+ */
+function core(deps: HttpAppDeps) {
+  const { log, state, metrics } = deps;
+  const version = deps.version ?? '0.0.0';
+  const bodyLimit = readBody();
   return async (ctx: Context, next: Next) => {
+    const incoming = ctx.get('x-request-id');
+    const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
+    ctx.state.requestId = id;
+    let child: Logger | null = null;
+    Object.defineProperty(ctx, 'log', { configurable: true, get: () => (child ??= log.child({ request_id: id })) });
+    const res = ctx.res;
+    res.setHeader('X-Request-Id', id);
+    for (const [k, v] of SECURITY_HEADERS) res.setHeader(k, v);
+    if (deps.secureCookies) ctx.cookies.secure = true;
+    const started = metrics || log.isLevelEnabled('info') ? performance.now() : 0;
     try {
-      await next();
+      const path = ctx.path;
+      if (ctx.method === 'GET' && (path === '/healthz' || path === '/readyz' || path === '/metrics')) {
+        if (path === '/healthz') ctx.body = { status: 'ok', version };
+        else if (path === '/readyz') await readiness(ctx, state, version, deps.database);
+        else if (metrics) await metrics.serve(ctx);
+        else ctx.status = 404;
+        return;
+      }
+      if (!state.iamReady && (path === '/api' || path.startsWith('/api/') || path === '/ws')) {
+        ctx.set('Retry-After', '5');
+        return renderError(ctx, 503, 'booting', state.bootError ? `boot failed: ${state.bootError}` : 'the service is starting');
+      }
+      await bodyLimit(ctx, next);
       if (ctx.body === undefined && ctx.status === 404) throw notFound(`route ${ctx.method} ${ctx.path}`);
       if (ctx.body === undefined && ctx.status === 405) renderError(ctx, 405, 'method_not_allowed', `method ${ctx.method} is not allowed here`);
+      // while draining, a finished request closes its connection instead of idling on keep-alive
+      if (state.stopping) ctx.set('Connection', 'close');
     } catch (err) {
-      if (err instanceof HttpError) {
-        for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
-        renderError(ctx, err.status, err.code, err.message, err.details);
-        return;
+      renderFailure(ctx, err);
+    } finally {
+      if (started) {
+        const ms = performance.now() - started;
+        metrics?.observe(ctx, ms);
+        // the path only: query strings may carry codes or tickets
+        if (log.isLevelEnabled('info')) log.info({ request_id: id, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
       }
-      if (err instanceof DomainError) {
-        if (err.retryAfterSeconds) ctx.set('Retry-After', String(err.retryAfterSeconds));
-        renderError(ctx, STATUS_BY_DOMAIN_CODE[err.code], err.code, err.message, err.details);
-        return;
-      }
-      if (isDbUnavailable(err)) {
-        // the database is away or cannot write: try again shortly (nothing was acknowledged)
-        ctx.set('Retry-After', '2');
-        renderError(ctx, 503, 'unavailable', 'the database is not reachable right now; try again shortly');
-        ctx.log.warn({ reason: (err as Error)?.message }, 'database unavailable');
-        return;
-      }
-      const e = err as { status?: number; expose?: boolean; message?: string };
-      if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500 && e.status !== 500) {
-        renderError(ctx, e.status, CODE_BY_STATUS[e.status] ?? 'validation_failed', e.expose && e.message ? e.message : 'bad request');
-        return;
-      }
-      ctx.log.error({ err }, 'unhandled error');
-      renderError(ctx, 500, 'internal', 'internal error');
     }
   };
 }
 
-function securityHeaders() {
-  return async (ctx: Context, next: Next) => {
-    ctx.set('X-Content-Type-Options', 'nosniff');
-    ctx.set('Referrer-Policy', 'no-referrer');
-    ctx.set('X-Frame-Options', 'DENY');
-    // API answers load nothing and are framed by nobody; pages set their own policy (src/web)
-    ctx.set('Content-Security-Policy', "default-src 'none'; frame-ancestors 'none'");
-    await next();
-  };
-}
-
-/** /healthz, /readyz, and the 503 `booting` gate on /api/* until iam:ready */
-function bootRoutes(state: BootState, version: string, database?: Readiness) {
-  return async (ctx: Context, next: Next) => {
-    if (ctx.path === '/healthz' && ctx.method === 'GET') {
-      ctx.body = { status: 'ok', version };
-      return;
-    }
-    if (ctx.path === '/readyz' && ctx.method === 'GET') {
-      ctx.set('Cache-Control', 'no-store');
-      if (!state.bootComplete || state.stopping) {
-        ctx.status = 503;
-        ctx.set('Retry-After', '5');
-        ctx.body = { error: { code: state.stopping ? 'unavailable' : 'booting', message: state.bootError ?? (state.stopping ? 'shutting down' : 'booting') } };
-        return;
-      }
-      // a balancer stops sending traffic here while the database is away
-      const db = database ? await database.check() : { ok: true, reason: null };
-      ctx.status = db.ok ? 200 : 503;
-      if (!db.ok) ctx.set('Retry-After', '2');
-      ctx.body = db.ok ? { status: 'ready', version } : { status: 'unavailable', reason: db.reason, error: { code: 'unavailable', message: db.reason } };
-      return;
-    }
-    if (!state.iamReady && (ctx.path === '/api' || ctx.path.startsWith('/api/') || ctx.path === '/ws')) {
-      ctx.set('Retry-After', '5');
-      renderError(ctx, 503, 'booting', state.bootError ? `boot failed: ${state.bootError}` : 'the service is starting');
-      return;
-    }
-    await next();
-    // while draining, a finished request closes its connection instead of idling on keep-alive
-    if (state.stopping) ctx.set('Connection', 'close');
-  };
+async function readiness(ctx: Context, state: BootState, version: string, database?: Readiness): Promise<void> {
+  ctx.set('Cache-Control', 'no-store');
+  if (!state.bootComplete || state.stopping) {
+    ctx.status = 503;
+    ctx.set('Retry-After', '5');
+    ctx.body = { error: { code: state.stopping ? 'unavailable' : 'booting', message: state.bootError ?? (state.stopping ? 'shutting down' : 'booting') } };
+    return;
+  }
+  // a balancer stops sending traffic here while the database is away
+  const db = database ? await database.check() : { ok: true, reason: null };
+  ctx.status = db.ok ? 200 : 503;
+  if (!db.ok) ctx.set('Retry-After', '2');
+  ctx.body = db.ok ? { status: 'ready', version } : { status: 'unavailable', reason: db.reason, error: { code: 'unavailable', message: db.reason } };
 }
 
 export interface HttpAppDeps {
@@ -181,26 +181,48 @@ export function createHttpApp(deps: HttpAppDeps): Koa {
   // maxIpsCount: the client is the entry the nearest proxy added; entries before it are the client's own words
   const hops = deps.proxyHops ?? 0;
   const app = new Koa({ keys: deps.keys, proxy: hops > 0, maxIpsCount: hops });
-  app.silent = true; // errors are logged by our error middleware
-  app.use(requestContext(deps.log));
-  // before the error handler, so the status it renders is the one measured
-  if (deps.metrics) app.use(deps.metrics.middleware());
-  app.use(errorHandler());
-  if (deps.secureCookies) {
-    app.use(async (ctx, next) => {
-      ctx.cookies.secure = true;
-      await next();
-    });
-  }
-  app.use(securityHeaders());
-  app.use(bootRoutes(deps.state, deps.version ?? '0.0.0', deps.database));
-  app.use(readBody());
+  app.silent = true; // errors are logged by the core middleware
+  app.use(core(deps));
   return app;
 }
 
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+/** A mounted dispatch, and the area routers it serves (for the OpenAPI document: collectEndpoints). */
+export type Dispatch = Koa.Middleware & { routers: Router[] };
+
+/**
+ * Mounts every area's routes as ONE radix-tree router (find-my-way): a request is matched once,
+ * in time that does not grow with the number of routes, instead of router after router and
+ * pattern after pattern. Areas still write @koa/router routes (the route definitions feed the
+ * OpenAPI document); their layers are compiled here. A path known for other methods answers 405
+ * with Allow (OPTIONS: 204 with Allow).
+ */
 export function mountRouters(app: Koa, routers: Router[]): void {
+  const tree = FindMyWay({ ignoreTrailingSlash: true, caseSensitive: false });
   for (const router of routers) {
-    app.use(router.routes());
-    app.use(router.allowedMethods({ throw: false }));
+    for (const layer of router.stack) {
+      if (!layer.methods.length || typeof layer.path !== 'string') throw new Error(`only plain routes can be mounted (${String(layer.path)})`);
+      const chain = compose(layer.stack as Koa.Middleware[]);
+      tree.on(layer.methods as FindMyWay.HTTPMethod[], layer.path, () => undefined, { chain, pattern: layer.path });
+    }
   }
+  const dispatch = (async (ctx: Context, next: Next) => {
+    const found = tree.find(ctx.method as FindMyWay.HTTPMethod, ctx.path);
+    if (found) {
+      const { chain, pattern } = found.store as { chain: Koa.Middleware; pattern: string };
+      ctx.params = { ...found.params };
+      (ctx as { _matchedRoute?: string })._matchedRoute = pattern;
+      return chain(ctx, next);
+    }
+    await next();
+    if (ctx.body !== undefined || ctx.status !== 404) return;
+    const allowed = METHODS.filter((m) => tree.find(m, ctx.path));
+    if (!allowed.length) return;
+    ctx.set('Allow', allowed.join(', '));
+    if (ctx.method === 'OPTIONS') ctx.status = 204;
+    else ctx.status = 405;
+  }) as Dispatch;
+  dispatch.routers = routers;
+  app.use(dispatch);
 }

@@ -22,15 +22,22 @@ export interface FieldError {
 }
 
 export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: ErrorCode,
-    message: string,
-    readonly details?: unknown,
-    readonly headers: Record<string, string> = {},
-  ) {
+  readonly status: number;
+  readonly code: ErrorCode;
+  readonly details?: unknown;
+  readonly headers: Record<string, string>;
+
+  constructor(status: number, code: ErrorCode, message: string, details?: unknown, headers: Record<string, string> = {}) {
+    // an answer to the caller, not a fault of ours: no stack trace (capturing one costs more than the request)
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = limit;
     this.name = 'HttpError';
+    this.status = status;
+    this.code = code;
+    this.details = details;
+    this.headers = headers;
   }
 }
 
