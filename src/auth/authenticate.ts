@@ -90,13 +90,14 @@ export class Authenticator {
       }
     }
     if (/^Basic\s/i.test(authz)) {
+      // a repeated header is found by its HMAC alone: no decoding, no normalising
+      const cacheKey = `b:${this.deps.basic.keyOf(authz, '')}`;
+      const cached = this.deps.cache?.get(cacheKey);
+      if (cached) return cached;
       const creds = parseBasic(authz);
       if (creds) {
         if (creds.password.length > PASSWORD_MAX) throw badField('authorization', `the password must be at most ${PASSWORD_MAX} characters`);
         const username = normalizeLogin(creds.username);
-        const cacheKey = `b:${this.deps.basic.keyOf(username, creds.password)}`;
-        const cached = this.deps.cache?.get(cacheKey);
-        if (cached) return cached;
         const verified = await this.basicUser(username, creds.password, ip, creds.username);
         if (verified) {
           const identity = await this.identityOf(verified.userId, 'basic', { proof: passwordProof(verified.hash) });

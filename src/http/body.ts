@@ -65,3 +65,9 @@ export function formBody(ctx: Context): Record<string, string> {
   for (const [k, v] of new URLSearchParams(ctx.request.rawBody.toString('utf8'))) out[k] = v;
   return out;
 }
+
+/** Answers with JSON that is already text (a view made once and kept). */
+export function sendJson(ctx: Context, json: string): void {
+  ctx.type = 'application/json';
+  ctx.body = json;
+}

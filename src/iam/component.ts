@@ -74,6 +74,8 @@ export class IamComponent {
   private settingsWatch: NodeJS.Timeout | null = null;
   /** plugins loaded and enabled, kept current from plugin:state_changed */
   private readonly runningPlugins = new Set<string>();
+  /** changes whenever the catalog or the running plugins change: views derived from them are stale */
+  accessVersion = 0;
 
   constructor(private readonly deps: IamDeps) {
     const { config, db, bus } = deps;
@@ -132,6 +134,7 @@ export class IamComponent {
     bus.on('plugin:state_changed', ({ plugin_id, state, enabled }) => {
       if (enabled && (state === 'loaded' || state === 'degraded')) this.runningPlugins.add(plugin_id);
       else this.runningPlugins.delete(plugin_id);
+      this.accessVersion++;
     });
   }
 
@@ -223,11 +226,13 @@ export class IamComponent {
   }
 
   setPluginCatalog(pluginId: string, entries: CatalogEntry[], routes: string[]): void {
+    this.accessVersion++;
     this.pluginCatalog.set(pluginId, entries);
     this.pluginRoutes.set(pluginId, routes);
   }
 
   removePluginCatalog(pluginId: string): void {
+    this.accessVersion++;
     this.pluginCatalog.delete(pluginId);
     this.pluginRoutes.delete(pluginId);
   }

@@ -6,6 +6,7 @@ import { identity } from '../../auth/guards.js';
 import { publicKey, publicKeySchema } from '../../auth/api-keys.js';
 import { ApiRouter } from '../../http/api.js';
 import { badField, forbiddenBecause, notFound } from '../../http/errors.js';
+import { sendJson } from '../../http/body.js';
 import { expandGrants, PERMISSION_ID } from '../permissions.js';
 import type { ApiIdentity } from '../../auth/identity.js';
 
@@ -61,24 +62,42 @@ const accessResponse = Joi.object({
 export function meRoutes(iam: IamComponent): Router {
   const api = new ApiRouter({ prefix: '/api/me', tag: 'me' });
 
+  // Both views are made once per resolved identity (the identity cache keeps one object per
+  // credential until something about that user changes) and kept as JSON text.
+  const profiles = new WeakMap<ApiIdentity, string>();
+  const accesses = new WeakMap<ApiIdentity, { version: number; json: string }>();
+
   api.endpoint({ method: 'GET', path: '/', summary: 'Who am I', auth: 'identity', responses: { 200: { description: 'the caller', schema: meResponse } } }, async (ctx) => {
     const id = identity(ctx);
-    const user = id.user_id ? await iam.store.userById(id.user_id) : null;
-    return {
-      id: id.user_id,
-      username: id.username,
-      display_name: user?.display_name ?? null,
-      email: user?.email ?? null,
-      groups: [...id.groups],
-      roles: [...id.roles],
-      method: id.method,
-      is_system: id.is_system,
-    };
+    let json = profiles.get(id);
+    if (json === undefined) {
+      const user = id.user_id ? (await iam.resolver.resolve(id.user_id))?.user : null;
+      json = JSON.stringify({
+        id: id.user_id,
+        username: id.username,
+        display_name: user?.display_name ?? null,
+        email: user?.email ?? null,
+        groups: [...id.groups],
+        roles: [...id.roles],
+        method: id.method,
+        is_system: id.is_system,
+      });
+      profiles.set(id, json);
+    }
+    sendJson(ctx, json);
   });
 
   api.endpoint(
     { method: 'GET', path: '/access', summary: 'My effective access (permissions and per-plugin view)', auth: 'identity', responses: { 200: { description: 'the access view', schema: accessResponse } } },
-    (ctx) => accessView(iam, identity(ctx)),
+    (ctx) => {
+      const id = identity(ctx);
+      let hit = accesses.get(id);
+      if (!hit || hit.version !== iam.accessVersion) {
+        hit = { version: iam.accessVersion, json: JSON.stringify(accessView(iam, id)) };
+        accesses.set(id, hit);
+      }
+      sendJson(ctx, hit.json);
+    },
   );
 
   const ownerOf = (ctx: Context) => {
