@@ -76,8 +76,9 @@ export class Service {
     });
     // kept in a variable: the ws gateway reads the cookie session with it (issue 5)
     const sessions = webSessionMiddleware(this.app, this.db, { ttlMs: config.sessionTtlMs, secure: config.publicUrl.startsWith('https:') });
-    this.app.use(sessions);
-    this.app.use(this.iam.auth.middleware());
+    // the cookie session (only when the request carries one) and then the identity, in one step
+    const identify = this.iam.auth.middleware();
+    this.app.use((ctx, next) => sessions(ctx, () => identify(ctx, next)));
     // notifications + ws gateway (issue 5)
     const users = userDirectory(this.iam.store);
     // a user deleted or renamed is no longer a target (every instance: the event is cluster-wide)

@@ -12,7 +12,7 @@ import type { PermissionResolver, ResolvedUser } from '../iam/resolver.js';
 import { PASSWORD_MAX } from '../iam/passwords.js';
 import { badField, forbiddenBecause, rateLimited } from '../http/errors.js';
 import type { Logger } from '../log.js';
-import { SESSION_COOKIE } from './web-session.js';
+import { SESSION_COOKIE, hasSessionCookie } from './web-session.js';
 
 declare module 'koa' {
   interface DefaultState {
@@ -140,7 +140,7 @@ export class Authenticator {
 
   /** Method 4: the UI cookie session; unsafe requests must come from an allowed Origin. */
   async fromCookie(ctx: Context): Promise<ApiIdentity | null> {
-    if (!ctx.cookies.get(SESSION_COOKIE) || !ctx.session) return null;
+    if (!hasSessionCookie(ctx.req.headers.cookie) || !ctx.cookies.get(SESSION_COOKIE) || !ctx.session) return null;
     const keyId = ctx.session.key_id;
     if (typeof keyId !== 'string') return null;
     if (UNSAFE.has(ctx.method) && !this.originAllowed(ctx.get('origin') || refererOrigin(ctx.get('referer')))) {

@@ -54,7 +54,12 @@ export function webSessionMiddleware(app: Koa, db: Knex, opts: { ttlMs: number; 
   ) as unknown as Koa.Middleware;
   // koa-session initialises and commits a session on every request; a request without the
   // cookie has no session to read, so only the routes that start or end one need it then
-  return (ctx, next) => (ctx.cookies.get(SESSION_COOKIE) || SESSION_ROUTES.has(ctx.path) ? middleware(ctx, next) : next());
+  return (ctx, next) => (hasSessionCookie(ctx.req.headers.cookie) || SESSION_ROUTES.has(ctx.path) ? middleware(ctx, next) : next());
+}
+
+/** Does a Cookie header carry the session cookie? (A plain look, before any cookie parsing.) */
+export function hasSessionCookie(header: string | undefined): boolean {
+  return header !== undefined && header.includes(`${SESSION_COOKIE}=`);
 }
 
 /** The routes that start or end a cookie session (login API and form, SSO handoff, logout). */

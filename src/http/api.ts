@@ -108,21 +108,21 @@ export class ApiRouter {
   }
 
   endpoint<P = any, Q = any, B = any>(def: EndpointDef<P, Q, B>, handler: EndpointHandler<P, Q, B>): this {
-    const chain: Middleware[] = [];
     const guard = guardFor(def.auth);
-    if (guard) chain.push(guard);
-    chain.push(...(def.middleware ?? []));
-    chain.push(async (ctx: Context) => {
+    const parseBody = def.body !== undefined && (def.bodyMode ?? 'json') === 'json';
+    const run = async (ctx: Context) => {
       const input: Input = {
         params: def.params ? validate(def.params, { ...ctx.params }, 'params') : ctx.params,
-        query: def.query ? validate(def.query, { ...ctx.query }, 'query') : ctx.query,
-        body: undefined,
+        query: def.query ? validate(def.query, { ...ctx.query }, 'query') : undefined,
+        body: parseBody ? validate(def.body!, jsonBody(ctx), 'body') : undefined,
       };
-      const mode = def.bodyMode ?? 'json';
-      if (def.body && mode === 'json') input.body = validate(def.body, jsonBody(ctx), 'body');
       const out = await handler(ctx, input as Input<P, Q, B>);
       if (out !== undefined) ctx.body = out;
-    });
+    };
+    // the guard and the handler in one function, unless the route adds middleware of its own
+    const chain: Middleware[] = def.middleware?.length
+      ? [...(guard ? [guard] : []), ...def.middleware, run]
+      : [(ctx: Context) => (guard ? guard(ctx, () => run(ctx)) : run(ctx))];
     const method = def.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
     (this.router[method] as (path: string, ...mw: Middleware[]) => unknown)(def.path, ...chain);
     const fullPath = joinPath(this.prefix, def.path);

@@ -108,8 +108,6 @@ function core(deps: HttpAppDeps) {
     const incoming = ctx.get('x-request-id');
     const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
     ctx.state.requestId = id;
-    let child: Logger | null = null;
-    Object.defineProperty(ctx, 'log', { configurable: true, get: () => (child ??= log.child({ request_id: id })) });
     const res = ctx.res;
     res.setHeader('X-Request-Id', id);
     for (const [k, v] of SECURITY_HEADERS) res.setHeader(k, v);
@@ -182,6 +180,14 @@ export function createHttpApp(deps: HttpAppDeps): Koa {
   const hops = deps.proxyHops ?? 0;
   const app = new Koa({ keys: deps.keys, proxy: hops > 0, maxIpsCount: hops });
   app.silent = true; // errors are logged by the core middleware
+  // the request's logger, made on first use (most requests never log beyond the access line)
+  const log = deps.log;
+  Object.defineProperty(app.context, 'log', {
+    configurable: true,
+    get(this: Context & { _log?: Logger }) {
+      return (this._log ??= log.child({ request_id: this.state.requestId }));
+    },
+  });
   app.use(core(deps));
   return app;
 }

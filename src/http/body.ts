@@ -68,6 +68,7 @@ export function formBody(ctx: Context): Record<string, string> {
 
 /** Answers with JSON that is already text (a view made once and kept). */
 export function sendJson(ctx: Context, json: string): void {
-  ctx.type = 'application/json';
+  // set directly: koa's type setter looks the type up every time
+  ctx.res.setHeader('Content-Type', 'application/json; charset=utf-8');
   ctx.body = json;
 }
