@@ -90,8 +90,8 @@ export class Authenticator {
       }
     }
     if (/^Basic\s/i.test(authz)) {
-      // a repeated header is found by its HMAC alone: no decoding, no normalising
-      const cacheKey = `b:${this.deps.basic.keyOf(authz, '')}`;
+      // a repeated header is found by a keyed hash alone: no decoding, no normalising
+      const cacheKey = `b:${this.deps.basic.cacheKeyOf(authz)}`;
       const cached = this.deps.cache?.get(cacheKey);
       if (cached) return cached;
       const creds = parseBasic(authz);
