@@ -6,7 +6,8 @@ import type Koa from 'koa';
 import type { Config } from './config.js';
 import { createLogger, type Logger } from './log.js';
 import { EventBus } from './bus/bus.js';
-import { RedisBridge, newInstanceId, PLUGIN_EVENT_SCHEMA } from './bus/redis-bridge.js';
+import type { RedisBridge } from './bus/redis-bridge.js';
+import { newInstanceId, PLUGIN_EVENT_SCHEMA } from './bus/cluster.js';
 import { createDb, DbHealth, dialectOf, probeDb, type Knex } from './db/knex.js';
 import { VERSION } from './version.js';
 import { createHttpApp, mountRouters, type BootState } from './http/app.js';
@@ -50,8 +51,8 @@ export class Service {
   readonly server: http.Server;
   /** this instance's name (bus messages, provider lists) */
   readonly instanceId = newInstanceId(os.hostname());
-  /** the bus bridge to the other instances (SERVICE_REDIS_URL), or null for one instance */
-  readonly bridge: RedisBridge | null;
+  /** the bus bridge to the other instances (SERVICE_REDIS_URL; made at start), or null for one instance */
+  bridge: RedisBridge | null = null;
   private bootPromise: Promise<void> | null = null;
   private stopped = false;
   private connectAbort = new AbortController();
@@ -59,7 +60,6 @@ export class Service {
   constructor(readonly config: Config, private readonly opts: ServiceOptions = {}) {
     this.log = opts.logger ?? createLogger(config.logLevel);
     this.bus = new EventBus(this.log.child({ component: 'bus' }));
-    this.bridge = config.redisUrl ? new RedisBridge({ url: config.redisUrl, bus: this.bus, log: this.log.child({ component: 'bus-bridge' }), instanceId: this.instanceId }) : null;
     this.db = createDb(config);
     this.iam = new IamComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'iam' }) });
     this.sockets = new SocketsComponent({ config, bus: this.bus, log: this.log.child({ component: 'sockets' }), instanceId: this.instanceId });
@@ -106,10 +106,9 @@ export class Service {
     this.notifications.attachChannels(this.gateway.gateway);
     this.sockets.attachChannels(this.gateway.gateway);
     this.metrics.gauge('ws_connections', 'open WebSocket connections', () => this.gateway.gateway.connectionCount);
-    if (this.bridge) {
-      const bridge = this.bridge;
-      this.metrics.gauge('bus_bridge_up', '1 while the Redis link to the other instances is up', () => (bridge.isUp ? 1 : 0));
-      this.metrics.gauge('bus_bridge_messages_dropped', 'malformed or foreign bus messages dropped', () => bridge.stats.dropped);
+    if (config.redisUrl) {
+      this.metrics.gauge('bus_bridge_up', '1 while the Redis link to the other instances is up', () => (this.bridge?.isUp ? 1 : 0));
+      this.metrics.gauge('bus_bridge_messages_dropped', 'malformed or foreign bus messages dropped', () => this.bridge?.stats.dropped ?? 0);
     }
     const routers: Router[] = [...this.iam.routers(), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     // plugin host (issue 7): its admin API first, then the one dispatch middleware of every
@@ -165,8 +164,12 @@ export class Service {
       });
     });
     this.log.info({ url: this.config.publicUrl, port: (this.server.address() as AddressInfo).port, instance: this.instanceId }, 'listening');
-    // Redis may come later (or go): boot and requests never wait for it
-    this.bridge?.start();
+    // Redis may come later (or go): boot and requests never wait for it (ioredis is loaded only when used)
+    if (this.config.redisUrl) {
+      const { RedisBridge } = await import('./bus/redis-bridge.js');
+      this.bridge = new RedisBridge({ url: this.config.redisUrl, bus: this.bus, log: this.log.child({ component: 'bus-bridge' }), instanceId: this.instanceId });
+      this.bridge.start();
+    }
     this.bootPromise = this.boot();
     this.bootPromise.catch((err) => this.log.error({ err }, 'boot aborted'));
   }

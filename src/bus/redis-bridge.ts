@@ -1,12 +1,8 @@
-import crypto from 'node:crypto';
 import { Redis } from 'ioredis';
-import Joi from 'joi';
+import type Joi from 'joi';
 import type { Logger } from '../log.js';
 import type { EventBus } from './bus.js';
 import { CLUSTER_EVENTS, type EventName } from './events.js';
-
-/** What a plugin's client event must be on arrival from another instance: an object (its size is bounded below). */
-export const PLUGIN_EVENT_SCHEMA = Joi.object().unknown(true);
 
 /** Messages larger than this are dropped on arrival (a notification is at most a few KiB). */
 const MAX_MESSAGE_BYTES = 512 * 1024;
@@ -149,9 +145,4 @@ export class RedisBridge {
     this.pub.disconnect();
     this.sub.disconnect();
   }
-}
-
-/** A name for this instance in bus messages and provider lists: host, process, and a random part. */
-export function newInstanceId(hostname: string): string {
-  return `${hostname}-${process.pid}-${crypto.randomBytes(3).toString('hex')}`;
 }

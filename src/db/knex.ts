@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import knex, { type Knex } from 'knex';
 import pg from 'pg';
 
@@ -29,10 +29,30 @@ export function sqliteFile(settings: DbSettings): string {
   return path.join(settings.dataDir, 'service.sqlite');
 }
 
+/** `.ts` when running from source (tsx), `.js` when running the build */
+const EXT = path.extname(fileURLToPath(import.meta.url));
+
+/**
+ * The migrations of migrations/, from source or from the build alike. Each is recorded under
+ * its name with `.ts`, whichever file ran it, so a database migrated by one is complete for the
+ * other (knex would otherwise call the directory corrupt).
+ */
+const migrationSource: Knex.MigrationSource<string> = {
+  async getMigrations() {
+    return fs
+      .readdirSync(MIGRATIONS_DIR)
+      .filter((f) => f.endsWith(EXT) && !f.endsWith('.d.ts'))
+      .map((f) => f.slice(0, -EXT.length))
+      .sort();
+  },
+  getMigrationName: (base) => `${base}.ts`,
+  getMigration: (base) => import(pathToFileURL(path.join(MIGRATIONS_DIR, `${base}${EXT}`)).href),
+};
+
 /** knex configuration shared by the service and knexfile.ts */
 export function knexConfig(settings: DbSettings): Knex.Config {
-  const migrations = { directory: MIGRATIONS_DIR, loadExtensions: ['.ts'], tableName: 'knex_migrations' };
-  const seeds = { directory: SEEDS_DIR, loadExtensions: ['.ts'] };
+  const migrations = { migrationSource, tableName: 'knex_migrations' };
+  const seeds = { directory: SEEDS_DIR, loadExtensions: [EXT] };
   if (dialectOf(settings) === 'postgres') {
     return {
       client: 'pg',

@@ -302,6 +302,7 @@ export class PluginHost {
     }
     // symlinks resolved first: the entry must live inside the plugin's own folder
     if (!isInside(file, folder) || file === folder) throw new Error(`entry ${m.entry} resolves outside the plugin folder`);
+    if (/\.[cm]?ts$/.test(file)) await typeScriptLoader();
     const ns = await import(`${pathToFileURL(file).href}?generation=${++importGeneration}`);
     const source = typeof ns.setup === 'function' ? ns : ns.default;
     if (!source || typeof source.setup !== 'function') throw new Error(`entry ${m.entry} does not export setup(ctx)`);
@@ -475,6 +476,18 @@ function routerDispatch(ctx: PluginContextImpl): Middleware {
 
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+let tsLoader: Promise<unknown> | null = null;
+
+/**
+ * A plugin written in TypeScript is loaded through tsx. From source the service runs under tsx
+ * already; the build registers tsx's loader the first time such a plugin is loaded (and only then).
+ */
+function typeScriptLoader(): Promise<unknown> {
+  if (import.meta.url.endsWith('.ts')) return Promise.resolve();
+  tsLoader ??= import('tsx/esm/api').then((tsx) => tsx.register());
+  return tsLoader;
 }
 
 async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { promises as fsp } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
 import Joi from 'joi';
 import type { Logger } from '../log.js';
 import {
@@ -88,7 +88,8 @@ export class ContainerProvider extends SocketProvider {
     can_query_mounts: true,
   };
   readonly runnerPrefix: string;
-  readonly docker: Docker;
+  private dockerClient: Promise<Docker> | null = null;
+  private readonly requestTimeoutMs: number;
 
   private readonly dataDir: string;
   private readonly mountPaths: HostPaths;
@@ -108,7 +109,13 @@ export class ContainerProvider extends SocketProvider {
     this.mountPaths = new HostPaths({ dataDir: this.dataDir, roots: options.mountRoots ?? [HostPaths.managedFolderOf(this.dataDir)] });
     this.availabilityTtlMs = options.availabilityTtlMs ?? 2000;
     this.selfId = options.selfContainerId;
-    this.docker = new Docker({ socketPath: this.socket_path, timeout: options.requestTimeoutMs ?? 30_000 });
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
+  }
+
+  /** The daemon client, made on first use (dockerode is slow to import; a start need not wait for it). */
+  private docker(): Promise<Docker> {
+    this.dockerClient ??= import('dockerode').then(({ default: Dockerode }) => new Dockerode({ socketPath: this.socket_path, timeout: this.requestTimeoutMs }));
+    return this.dockerClient;
   }
 
   override async isAvailable(): Promise<boolean> {
@@ -127,7 +134,8 @@ export class ContainerProvider extends SocketProvider {
       const st = await fsp.stat(this.socket_path);
       if (st.isSocket()) {
         // dockerode 5 takes an abortSignal here; its typings lag behind
-        await (this.docker.ping as unknown as (o: { abortSignal: AbortSignal }) => Promise<unknown>).call(this.docker, {
+        const docker = await this.docker();
+        await (docker.ping as unknown as (o: { abortSignal: AbortSignal }) => Promise<unknown>).call(docker, {
           abortSignal: AbortSignal.timeout(2000),
         });
         ok = true;
@@ -148,7 +156,8 @@ export class ContainerProvider extends SocketProvider {
 
   override async health_check(): Promise<Record<string, unknown>> {
     try {
-      const [version, info] = await Promise.all([this.docker.version(), this.docker.info()]);
+      const docker = await this.docker();
+      const [version, info] = await Promise.all([docker.version(), docker.info()]);
       this.lastAvailable = true;
       this.availabilityCheckedAt = Date.now();
       return {
@@ -193,7 +202,7 @@ export class ContainerProvider extends SocketProvider {
     for (const c of stale) {
       try {
         // force: running (or paused) runners go too; v: their anonymous volumes with them
-        await this.docker.getContainer(c.id).remove({ force: true, v: true });
+        await (await this.docker()).getContainer(c.id).remove({ force: true, v: true });
         result.removed.push(c);
       } catch (err) {
         result.errors.push({ ...c, error: this.toSocketError(err, 'remove').message });
@@ -204,7 +213,7 @@ export class ContainerProvider extends SocketProvider {
   }
 
   override async get_mounts(): Promise<{ mounts: Record<string, Record<string, string>> }> {
-    const running = await this.call('list containers', () => this.docker.listContainers({ filters: { status: ['running'] } }));
+    const running = await this.call('list containers', async () => (await this.docker()).listContainers({ filters: { status: ['running'] } }));
     const mounts: Record<string, Record<string, string>> = {};
     for (const c of running) {
       const byDest: Record<string, string> = {};
@@ -266,8 +275,8 @@ export class ContainerProvider extends SocketProvider {
 
   private async createRunner(req: Required<Omit<SpawnRequest, 'network'>> & { network?: string }): Promise<{ id: string; name: string }> {
     const mounts = await this.resolveMounts(req.mounts as Array<{ source: string; target: string; read_only: boolean }>);
-    const created = await this.call('create container', () =>
-      this.docker.createContainer({
+    const created = await this.call('create container', async () =>
+      (await this.docker()).createContainer({
         name: req.name,
         Image: req.image,
         Cmd: req.command.length ? req.command : undefined,
@@ -319,7 +328,7 @@ export class ContainerProvider extends SocketProvider {
 
   /** Real sources of every read-write bind mount of every container of the daemon (any state: a stopped one may start again). */
   private async writableBindSources(): Promise<string[]> {
-    const all = await this.call('list containers', () => this.docker.listContainers({ all: true }));
+    const all = await this.call('list containers', async () => (await this.docker()).listContainers({ all: true }));
     const sources = new Set<string>();
     for (const c of all) for (const m of c.Mounts ?? []) if (m.Type === 'bind' && m.RW && m.Source) sources.add(m.Source);
     return Promise.all([...sources].map((p) => fsp.realpath(p).catch(() => p)));
@@ -327,7 +336,7 @@ export class ContainerProvider extends SocketProvider {
 
   /** The containers this service created (its runner label), whatever their name. */
   private ownContainers() {
-    return this.call('list containers', () => this.docker.listContainers({ all: true, filters: { label: [`${RUNNER_LABEL}=true`] } }));
+    return this.call('list containers', async () => (await this.docker()).listContainers({ all: true, filters: { label: [`${RUNNER_LABEL}=true`] } }));
   }
 
   override operations(): Record<string, ProviderOperation> {
@@ -395,7 +404,7 @@ export class ContainerProvider extends SocketProvider {
     if (!id) return null;
     let info: Docker.ContainerInspectInfo;
     try {
-      info = await this.docker.getContainer(id).inspect();
+      info = await (await this.docker()).getContainer(id).inspect();
     } catch (err) {
       // our container is not one of this daemon's (e.g. the socket leads to another daemon)
       if ((err as { statusCode?: number }).statusCode === 404) return null;
@@ -416,7 +425,7 @@ export class ContainerProvider extends SocketProvider {
     const host = os.hostname();
     if (!/^[0-9a-f]{12}$/.test(host)) return (this.selfId = null);
     try {
-      const info = await this.docker.getContainer(host).inspect();
+      const info = await (await this.docker()).getContainer(host).inspect();
       return (this.selfId = info.Id.startsWith(host) ? info.Id : null);
     } catch (err) {
       if ((err as { statusCode?: number }).statusCode === 404) return (this.selfId = null);

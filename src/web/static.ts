@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
+import { PROJECT_ROOT } from '../version.js';
 import type { Context } from 'koa';
 
 /**
@@ -32,7 +32,9 @@ function load(file: string): Asset | null {
   return { body, type, etag: `"${crypto.createHash('sha256').update(body).digest('base64url').slice(0, 27)}"` };
 }
 
-export const STATIC_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'static');
+/** dist/static of this project (made by `npm run build`), from source or from the build alike */
+export const STATIC_DIR = path.join(PROJECT_ROOT, 'dist', 'static');
+if (!fs.existsSync(STATIC_DIR)) throw new Error(`${STATIC_DIR} is missing: run npm run build (npm ci runs it)`);
 
 const own = new Map<string, Asset>();
 for (const name of fs.readdirSync(STATIC_DIR)) {
