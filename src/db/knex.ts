@@ -117,7 +117,7 @@ export function isDbUnavailable(err: unknown): boolean {
   if (PG_UNAVAILABLE.test(code) || NET_UNAVAILABLE.has(code) || SQLITE_UNAVAILABLE.test(code)) return true;
   return (
     e?.name === 'KnexTimeoutError' ||
-    /Connection terminated|Connection ended|timeout exceeded when trying to connect|the database system is (starting up|shutting down)|Client has encountered a connection error/i.test(message)
+    /Connection terminated|Connection ended|timeout exceeded when trying to connect|the database system is (starting up|shutting down)|Client has encountered a connection error|database is locked/i.test(message)
   );
 }
 

@@ -12,7 +12,7 @@ import { LocalProvider } from './providers/local.js';
 import { RoleLedger } from './ledger.js';
 import { sweepExpired } from './housekeeping.js';
 import { ApiKeyStore } from '../auth/api-keys.js';
-import { dialectOf, sqliteFile } from '../db/knex.js';
+import { dialectOf, isDbUnavailable, sqliteFile } from '../db/knex.js';
 import { SystemKey } from '../auth/system-key.js';
 import { BasicVerifier } from '../auth/basic.js';
 import { LoginLockout } from '../auth/lockout.js';
@@ -175,8 +175,18 @@ export class IamComponent {
   private async init(): Promise<void> {
     const { db, bus, config, log } = this.deps;
     try {
-      const [, applied] = await db.migrate.latest(db.client.config.migrations);
-      if (applied.length) log.info({ applied }, 'migrations applied');
+      // several instances may start at once: the one migrating holds the lock, the others wait their turn
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const [, applied] = await db.migrate.latest(db.client.config.migrations);
+          if (applied.length) log.info({ applied }, 'migrations applied');
+          break;
+        } catch (err) {
+          const busy = isDbUnavailable(err) || /already locked/i.test((err as Error)?.message ?? '');
+          if (!busy || attempt >= 40) throw err;
+          await new Promise((r) => setTimeout(r, 250));
+        }
+      }
       const seeded = await seedIam(db, config, this.passwords);
       for (const id of seeded.passwordChanged) await this.passwordChanged(id, null);
       if (seeded.changed) bus.emit('iam:permissions_changed', { all: true });
