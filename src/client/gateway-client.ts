@@ -109,6 +109,8 @@ export class GatewayClient {
   private cursor: number | null;
   /** seqs handed to the application lately: a frame seen twice (live and replayed) goes out once */
   private readonly seen = new Set<number>();
+  /** notifications that arrive while a resume runs (replayed and live ones interleave): handed on in seq order after it */
+  private pendingResume: Array<{ event: 'system:notify' | 'user:notify'; payload: NotificationFrame }> = [];
   private stopped = false;
 
   constructor(private readonly options: GatewayClientOptions) {
@@ -219,6 +221,8 @@ export class GatewayClient {
       if (this.socket !== socket) return;
       this.socket = null;
       this.failPending('disconnected');
+      // what a broken resume brought is handed on now (the next resume starts from the same cursor)
+      this.flushResumed();
       if (this.stopped) return;
       if (refusal) return this.setState('refused', refusal);
       if (opened && FINAL_CLOSES.has(ev.code)) {
@@ -259,6 +263,7 @@ export class GatewayClient {
         // everything up to last_seq has been sent: live pushes carry on from here
         this.cursor = Math.max(this.cursor ?? 0, payload.last_seq ?? 0);
         if (payload.truncated) this.emit('truncated', { last_seq: payload.last_seq });
+        this.flushResumed();
         if (payload.more) this.resume();
         else this.setState('live');
         break;
@@ -294,6 +299,22 @@ export class GatewayClient {
   }
 
   private notification(event: 'system:notify' | 'user:notify', payload: NotificationFrame): void {
+    if (this.stateValue === 'resuming') {
+      this.pendingResume.push({ event, payload });
+      return;
+    }
+    this.handOn(event, payload);
+  }
+
+  /** What arrived during a resume, in seq order (those without a seq last, as they came). */
+  private flushResumed(): void {
+    const batch = this.pendingResume;
+    this.pendingResume = [];
+    batch.sort((a, b) => (a.payload.seq ?? Infinity) - (b.payload.seq ?? Infinity));
+    for (const n of batch) this.handOn(n.event, n.payload);
+  }
+
+  private handOn(event: 'system:notify' | 'user:notify', payload: NotificationFrame): void {
     const seq = typeof payload.seq === 'number' ? payload.seq : null;
     if (seq !== null) {
       if (this.seen.has(seq)) return;

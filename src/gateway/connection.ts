@@ -31,12 +31,12 @@ export class Connection implements ClientSession {
   /** live pushes wait here while the welcome or a replay is being written */
   private hold: Held[] | null = [];
   /**
-   * seqs pushed live to this connection until its first replay completes: that replay skips
-   * exactly these (a seq committed elsewhere and never pushed here is replayed). null once the
-   * first replay is done, so the set does not grow for the life of the connection.
+   * seqs written to this connection as live pushes until its first replay completes: that
+   * replay skips exactly these (a seq committed elsewhere and never pushed here is replayed).
+   * null once the first replay is done, so the set does not grow for the life of the connection.
    */
   private liveSeqs: Set<number> | null = new Set();
-  /** the highest seq this connection has been sent: a live push at or below it is a duplicate */
+  /** the highest seq written to this connection: a live push at or below it was replayed already */
   private streamMax = 0;
   private replaying = false;
   private tokens: number;
@@ -82,6 +82,15 @@ export class Connection implements ClientSession {
 
   /** A live push (they come in seq order): written now, or held while a welcome or replay is being written. */
   deliver(data: Buffer, seq: number | null): void {
+    if (this.hold) {
+      if (this.hold.length >= this.limits.maxHeldFrames) return this.onSlow(this);
+      this.hold.push({ data, seq });
+      return;
+    }
+    this.writeLive(data, seq);
+  }
+
+  private writeLive(data: Buffer, seq: number | null): void {
     if (seq !== null) {
       // replayed already (a commit seen by a replay's query before its push arrived)
       if (seq <= this.streamMax) return;
@@ -92,16 +101,14 @@ export class Connection implements ClientSession {
         if (this.liveSeqs.size > this.limits.maxHeldFrames) this.liveSeqs = null;
       }
     }
-    if (!this.hold) return this.write(data);
-    if (this.hold.length >= this.limits.maxHeldFrames) return this.onSlow(this);
-    this.hold.push({ data, seq });
+    this.write(data);
   }
 
-  /** Sends what was held back (but what a replay sent up to `replayed`) and stops holding. */
-  release(replayed = 0): void {
+  /** Sends what was held back, in order (what a replay wrote meanwhile is not sent twice), and stops holding. */
+  release(): void {
     const held = this.hold ?? [];
     this.hold = null;
-    for (const h of held) if (h.seq === null || h.seq > replayed) this.write(h.data);
+    for (const h of held) this.writeLive(h.data, h.seq);
   }
 
   async replay<T>(ref: string | null, fn: (write: (event: string, payload: unknown, seq: number | null) => Promise<boolean>) => Promise<T>): Promise<T | null> {
@@ -112,12 +119,11 @@ export class Connection implements ClientSession {
     this.replaying = true;
     this.hold = this.hold ?? [];
     const live = this.liveSeqs;
-    let replayed = 0;
     try {
       const result = await fn(async (event, payload, seq) => {
-        // pushed live already (or waiting in `hold`): not again
+        // written live already: not again (a push held meanwhile is sent after, unless written here)
         if (this.gone || (live && seq !== null && live.has(seq))) return false;
-        if (seq !== null) replayed = Math.max(replayed, seq);
+        if (seq !== null && seq > this.streamMax) this.streamMax = seq;
         await this.writePaced(encodeFrame(event, payload));
         return true;
       });
@@ -125,9 +131,8 @@ export class Connection implements ClientSession {
       return result;
     } finally {
       this.replaying = false;
-      this.streamMax = Math.max(this.streamMax, replayed);
-      // a held push the replay also sent (its commit was seen by the replay's query) goes once
-      if (!this.gone) this.release(replayed);
+      // held pushes at or below what the replay wrote are dropped by writeLive
+      if (!this.gone) this.release();
     }
   }
 
