@@ -247,13 +247,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
   const dataDir = path.resolve(v.SERVICE_DATA_DIR);
   const env_: Config['env'] = v.SERVICE_ENV;
 
-  const { key: secretKey, generated: secretKeyGenerated } = resolveSecretKey(dataDir, v.SERVICE_SECRET_KEY, opts.writeFiles ?? true);
-
+  // refused before anything is written: production never leaves a generated key behind
   if (env_ === 'production') {
     if (!v.SERVICE_ADMIN_PASSWORD) throw new ConfigError('SERVICE_ADMIN_PASSWORD', 'must be set in production (the default password is for development only)');
     if (!v.SERVICE_BOT_PASSWORD) throw new ConfigError('SERVICE_BOT_PASSWORD', 'must be set in production (the default password is for development only)');
-    if (secretKeyGenerated) throw new ConfigError('SERVICE_SECRET_KEY', 'must be set in production (a generated key is for development only)');
+    if (!v.SERVICE_SECRET_KEY) throw new ConfigError('SERVICE_SECRET_KEY', 'must be set in production (a generated key is for development only)');
   }
+
+  const { key: secretKey, generated: secretKeyGenerated } = resolveSecretKey(dataDir, v.SERVICE_SECRET_KEY, opts.writeFiles ?? true);
 
   const allowedOrigins = new Set([originOf(publicUrl, 'SERVICE_PUBLIC_URL')]);
   for (const o of commaList(v.SERVICE_ALLOWED_ORIGINS)) allowedOrigins.add(originOf(o, 'SERVICE_ALLOWED_ORIGINS'));

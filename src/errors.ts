@@ -3,6 +3,12 @@
  * kind it is; the HTTP error middleware (src/http/app.ts) maps the code to a status and the
  * error body, so the model never needs to know about HTTP.
  */
+/** One problem of an input, by the field (or argument) it is about. */
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
 export type DomainErrorCode = 'unavailable' | 'rate_limited' | 'validation_failed' | 'forbidden' | 'not_found' | 'conflict';
 
 export class DomainError extends Error {

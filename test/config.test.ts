@@ -95,6 +95,12 @@ describe('config', () => {
     expect(ok.env).to.equal('production');
   });
 
+  it('refuses production without writing anything (no secret.key, no data dir)', () => {
+    const dir = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cfg-')), 'data');
+    expect(() => loadConfig({ SERVICE_DATA_DIR: dir, SERVICE_ENV: 'production', SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one' })).to.throw(ConfigError, /SERVICE_SECRET_KEY/);
+    expect(fs.existsSync(dir)).to.equal(false);
+  });
+
   it('generates the secret key once into the data dir with mode 0600', () => {
     const env = base();
     const a = loadConfig(env);

@@ -1,7 +1,7 @@
 import Joi from 'joi';
 import { AUTH_PROVIDER_IDS, type Config, type LdapConfig, type OidcConfig } from '../config.js';
 import type { SecretsStore } from '../iam/secrets.js';
-import { conflict, validationFailed, type FieldError } from '../http/errors.js';
+import { DomainError, type FieldError } from '../errors.js';
 import { GROUP_NAME } from '../iam/schemas.js';
 
 /**
@@ -228,7 +228,7 @@ export class AuthSettingsStore {
   assertUnlocked(names: string[]): void {
     const locked = names.filter((name) => this.isLocked(name));
     if (locked.length) {
-      throw conflict(`set in the environment and locked: ${locked.join(', ')}`, { locked: locked.map((name) => ({ field: name, env: FIELDS[name]!.env })) });
+      throw new DomainError('conflict', `set in the environment and locked: ${locked.join(', ')}`, { locked: locked.map((name) => ({ field: name, env: FIELDS[name]!.env })) });
     }
   }
 
@@ -297,7 +297,7 @@ export class AuthSettingsStore {
         });
       }
     }
-    if (problems.length) throw validationFailed(problems);
+    if (problems.length) throw new DomainError('validation_failed', problems.map((p) => `${p.field}: ${p.message}`).join('; '), problems);
     return { settings: after, changes };
   }
 

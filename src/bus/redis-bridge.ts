@@ -41,6 +41,8 @@ export class RedisBridge {
   private injecting = false;
   private up = false;
   private closed = false;
+  /** publishes not yet acknowledged by Redis (close() waits for them briefly) */
+  private readonly inFlight = new Set<Promise<unknown>>();
   /** counters for /metrics and tests */
   readonly stats = { published: 0, received: 0, dropped: 0, skipped: 0 };
 
@@ -96,9 +98,11 @@ export class RedisBridge {
     }
     const message: Envelope = { v: 1, origin: this.opts.instanceId, event, payload };
     this.stats.published++;
-    this.pub.publish(this.channel, JSON.stringify(message)).catch(() => {
+    const sent = this.pub.publish(this.channel, JSON.stringify(message)).catch(() => {
       this.stats.skipped++;
     });
+    this.inFlight.add(sent);
+    void sent.finally(() => this.inFlight.delete(sent));
   }
 
   private receive(message: string): void {
@@ -138,9 +142,15 @@ export class RedisBridge {
     this.opts.bus.emit('bus:bridge_state', { up });
   }
 
+  /** Stops relaying; what was published and not yet sent gets up to a second to leave. */
   async close(): Promise<void> {
     this.closed = true;
     for (const off of this.detach.splice(0)) off();
+    if (this.inFlight.size) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((r) => (timer = setTimeout(r, 1000)))]);
+      clearTimeout(timer);
+    }
     this.up = false;
     this.pub.disconnect();
     this.sub.disconnect();

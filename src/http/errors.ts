@@ -16,10 +16,9 @@ export type ErrorCode =
   | 'booting'
   | 'internal';
 
-export interface FieldError {
-  field: string;
-  message: string;
-}
+import type { FieldError } from '../errors.js';
+
+export type { FieldError };
 
 export class HttpError extends Error {
   readonly status: number;

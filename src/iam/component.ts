@@ -7,12 +7,13 @@ import { IamStore } from './store.js';
 import { PermissionResolver } from './resolver.js';
 import { SecretsStore } from './secrets.js';
 import { seedIam } from './seed.js';
-import { CORE_CATALOG, type CatalogEntry } from './permissions.js';
+import { CORE_CATALOG, isKnownPermission, type CatalogEntry } from './permissions.js';
 import { LocalProvider } from './providers/local.js';
 import { RoleLedger } from './ledger.js';
 import { sweepExpired } from './housekeeping.js';
 import { ApiKeyStore } from '../auth/api-keys.js';
-import { dialectOf, isDbUnavailable, sqliteFile } from '../db/knex.js';
+import { dialectOf, sqliteFile } from '../db/knex.js';
+import { migrateLatest } from '../db/migrate.js';
 import { SystemKey } from '../auth/system-key.js';
 import { BasicVerifier } from '../auth/basic.js';
 import { LoginLockout } from '../auth/lockout.js';
@@ -26,6 +27,7 @@ import { groupRoutes } from './routes/groups.js';
 import { settingsRoutes } from './routes/settings.js';
 import { ProviderChain, type BuildError } from './chain.js';
 import { IdentityLinker } from './linking.js';
+import { UserAdmin } from './users.js';
 import { OneTimeStore } from '../auth/one-time.js';
 import { AuthSettingsStore, AUTH_NS } from '../auth/settings.js';
 import { authRoutes } from '../auth/routes.js';
@@ -66,6 +68,7 @@ export class IamComponent {
   readonly authSettings: AuthSettingsStore;
   readonly chain: ProviderChain;
   readonly linker: IdentityLinker;
+  readonly users: UserAdmin;
   /** permission ids declared by plugins, by plugin id */
   private readonly pluginCatalog = new Map<string, CatalogEntry[]>();
   /** per-plugin UI routes, for the access view */
@@ -111,6 +114,13 @@ export class IamComponent {
       attempts: this.attempts,
       allowedOrigins: config.allowedOrigins,
       log: deps.log.child({ part: 'auth' }),
+    });
+    this.users = new UserAdmin({
+      store: this.store,
+      passwords: this.passwords,
+      bus,
+      isKnownPermission: (p) => this.isKnownPermission(p),
+      passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
     });
     this.oneTime = new OneTimeStore(db);
     this.authSettings = new AuthSettingsStore(config, this.secrets);
@@ -175,18 +185,8 @@ export class IamComponent {
   private async init(): Promise<void> {
     const { db, bus, config, log } = this.deps;
     try {
-      // several instances may start at once: the one migrating holds the lock, the others wait their turn
-      for (let attempt = 1; ; attempt++) {
-        try {
-          const [, applied] = await db.migrate.latest(db.client.config.migrations);
-          if (applied.length) log.info({ applied }, 'migrations applied');
-          break;
-        } catch (err) {
-          const busy = isDbUnavailable(err) || /already locked/i.test((err as Error)?.message ?? '');
-          if (!busy || attempt >= 40) throw err;
-          await new Promise((r) => setTimeout(r, 250));
-        }
-      }
+      const applied = await migrateLatest(db);
+      if (applied.length) log.info({ applied }, 'migrations applied');
       const seeded = await seedIam(db, config, this.passwords);
       for (const id of seeded.passwordChanged) await this.passwordChanged(id, null);
       if (seeded.changed) bus.emit('iam:permissions_changed', { all: true });
@@ -254,17 +254,11 @@ export class IamComponent {
 
   /** Is `p` a permission id that can be granted (catalog entry or a catalog namespace wildcard)? */
   isKnownPermission(p: string): boolean {
-    const cat = this.catalog();
-    if (cat.some((e) => e.id === p)) return true;
-    if (p.endsWith(':*')) {
-      const ns = p.slice(0, -1);
-      return cat.some((e) => e.id.startsWith(ns));
-    }
-    return false;
+    return isKnownPermission(this.catalog(), p);
   }
 
   routers(): Router[] {
-    return [meRoutes(this), userRoutes(this, this.deps.bus), groupRoutes(this, this.deps.bus), settingsRoutes(this), authRoutes(this), ...webRouters(this)];
+    return [meRoutes(this), userRoutes(this), groupRoutes(this, this.deps.bus), settingsRoutes(this), authRoutes(this), ...webRouters(this)];
   }
 
   get config(): Config {

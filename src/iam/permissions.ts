@@ -81,4 +81,12 @@ export function expandGrants(granted: Iterable<string>, catalog: readonly Catalo
   return [...out].sort();
 }
 
+/** Is `p` a permission id that can be granted: a catalog entry, or a wildcard over a catalog namespace? */
+export function isKnownPermission(catalog: readonly CatalogEntry[], p: string): boolean {
+  if (catalog.some((e) => e.id === p)) return true;
+  if (!p.endsWith(':*')) return false;
+  const ns = p.slice(0, -1);
+  return catalog.some((e) => e.id.startsWith(ns));
+}
+
 export const PERMISSION_ID = /^[a-z][a-z0-9_.-]*(:[A-Za-z0-9_./*-]+)+$/;

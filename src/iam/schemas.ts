@@ -1,4 +1,5 @@
 import Joi from 'joi';
+import { PERMISSION_ID } from './permissions.js';
 
 export const USERNAME = /^[A-Za-z0-9._@-]{1,64}$/;
 export const GROUP_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -45,3 +46,9 @@ export const patchGroupSchema = Joi.object({
 }).min(1);
 
 export const uuidParam = Joi.string().guid().required();
+
+export const createKeySchema = Joi.object({
+  label: Joi.string().trim().min(1).max(128).required(),
+  scopes: Joi.array().items(Joi.string().pattern(PERMISSION_ID).max(256)).max(100).unique(),
+  expires_at: Joi.date().iso().greater('now'),
+});

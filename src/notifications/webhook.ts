@@ -238,7 +238,7 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
   return api.router;
 }
 
-const secretSchema = Joi.object({ secret: Joi.string().min(16).max(256).pattern(/^\S+$/).required().messages({ 'string.pattern.base': 'must not contain whitespace' }) });
+export const webhookSecretSchema = Joi.object({ secret: Joi.string().min(16).max(256).pattern(/^\S+$/).required().messages({ 'string.pattern.base': 'must not contain whitespace' }) });
 
 /** PUT|DELETE /api/settings/webhook-secret [feature:admin.settings]; env-set -> 409. */
 export function webhookSecretRoutes(webhook: ScmWebhook): Router {
@@ -253,9 +253,9 @@ export function webhookSecretRoutes(webhook: ScmWebhook): Router {
     async () => ({ configured: Boolean(await webhook.secret()), locked: webhook.lockedByEnv }),
   );
   // the lock (409) is checked before the body (400): bodyMode manual
-  api.endpoint({ method: 'PUT', path: '/', summary: 'Set or rotate the webhook secret', auth: ADMIN, body: secretSchema, bodyMode: 'manual', responses: { 204: 'stored encrypted', 409: LOCKED } }, async (ctx) => {
+  api.endpoint({ method: 'PUT', path: '/', summary: 'Set or rotate the webhook secret', auth: ADMIN, body: webhookSecretSchema, bodyMode: 'manual', responses: { 204: 'stored encrypted', 409: LOCKED } }, async (ctx) => {
     locked();
-    const { secret } = validate(secretSchema, jsonBody(ctx));
+    const { secret } = validate(webhookSecretSchema, jsonBody(ctx));
     await webhook.setSecret(secret);
     ctx.log.info('webhook secret set');
     ctx.status = 204;

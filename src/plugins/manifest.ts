@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import Joi from 'joi';
 import { PERMISSION_ID, type CatalogEntry } from '../iam/permissions.js';
 import type { FieldError } from '../http/errors.js';
@@ -214,6 +216,26 @@ export function pluginCatalog(m: PluginManifest): CatalogEntry[] {
     ...m.routes.map((r) => ({ id: `${p}:route:${r.path}`, description: r.label || `open ${r.path} of ${m.name}`, plugin: m.id })),
     ...m.permissions_declared.map((d) => ({ id: `${p}:${d.id}`, description: d.description, plugin: m.id })),
   ];
+}
+
+/**
+ * The catalog entries of every plugin installed in `pluginsDir` whose plugin.json is valid,
+ * read without loading any plugin (the CLI grants plugin permissions with the service stopped).
+ */
+export function installedCatalog(pluginsDir: string): CatalogEntry[] {
+  let folders: string[];
+  try {
+    folders = fs.readdirSync(pluginsDir);
+  } catch {
+    return [];
+  }
+  return folders.flatMap((name) => {
+    try {
+      return pluginCatalog(parseManifest(JSON.parse(fs.readFileSync(path.join(pluginsDir, name, 'plugin.json'), 'utf8'))));
+    } catch {
+      return [];
+    }
+  });
 }
 
 /**

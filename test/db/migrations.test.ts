@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createDb, knexConfig, type Knex } from '../../src/db/knex.js';
-import { freshDatabase, type TestDb } from '../support/service.js';
+import { spawnSync } from 'node:child_process';
+import { freshDatabase, testEnv, type TestDb } from '../support/service.js';
 
 describe('migrations', () => {
   let tdb: TestDb;
@@ -56,5 +57,30 @@ describe('migrations', () => {
     expect(JSON.parse(row.groups)).to.deep.equal(['INT_USER']);
     expect(JSON.parse(row.extra_permissions)).to.deep.equal([]);
     expect(Boolean(row.disabled)).to.equal(false);
+  });
+
+  it('npx knex seed:run and migrate:latest work on a fresh data dir, idempotently, writing nothing else', function () {
+    this.timeout(60_000);
+    const fresh = path.join(dataDir, 'fresh');
+    const env = { ...process.env, ...testEnv(fresh, tdb.url) };
+    delete env.SERVICE_SECRET_KEY;
+    const knexCli = (...args: string[]) => spawnSync('npx', ['--no-install', 'knex', ...args], { env, encoding: 'utf8', timeout: 30_000 });
+    for (let run = 1; run <= 2; run++) {
+      const seeded = knexCli('seed:run');
+      expect(seeded.status, seeded.stderr + seeded.stdout).to.equal(0);
+    }
+    const migrated = knexCli('migrate:latest');
+    expect(migrated.status, migrated.stderr).to.equal(0);
+    expect(migrated.stdout).to.match(/Already up to date/);
+    // seeding migrated first, as boot does; the master key is not needed, so none was written
+    expect(fs.existsSync(path.join(fresh, 'secret.key'))).to.equal(false);
+    if (!tdb.url) expect(fs.readdirSync(fresh).filter((f) => !f.startsWith('service.sqlite'))).to.deep.equal([]);
+    const check = createDb({ databaseUrl: tdb.url, dataDir: fresh });
+    return Promise.all([check('groups').select('name'), check('users').select('username')])
+      .then(([groups, users]) => {
+        expect(groups.map((g) => g.name).sort()).to.deep.equal(['INT_ADMIN', 'INT_USER', 'INT_VIEWER']);
+        expect(users.map((u) => u.username).sort()).to.deep.equal(['admin', 'bot']);
+      })
+      .finally(() => check.destroy());
   });
 });

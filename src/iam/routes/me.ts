@@ -7,14 +7,10 @@ import { publicKey, publicKeySchema } from '../../auth/api-keys.js';
 import { ApiRouter } from '../../http/api.js';
 import { badField, forbiddenBecause, notFound } from '../../http/errors.js';
 import { sendJson } from '../../http/body.js';
-import { expandGrants, PERMISSION_ID } from '../permissions.js';
+import { expandGrants } from '../permissions.js';
+import { createKeySchema } from '../schemas.js';
 import type { ApiIdentity } from '../../auth/identity.js';
 
-export const createKeySchema = Joi.object({
-  label: Joi.string().trim().min(1).max(128).required(),
-  scopes: Joi.array().items(Joi.string().pattern(PERMISSION_ID).max(256)).max(100).unique(),
-  expires_at: Joi.date().iso().greater('now'),
-});
 
 /** The access view: effective permissions and what each plugin lets this caller do. */
 export function accessView(iam: IamComponent, id: ApiIdentity) {

@@ -6,7 +6,7 @@ import { conflict } from '../../http/errors.js';
 import { jsonBody } from '../../http/body.js';
 import { validate } from '../../http/validate.js';
 
-const systemKeySchema = Joi.object({ key: Joi.string().trim().min(32).max(256).pattern(/^\S+$/).required().description('the new system key, at least 32 characters') });
+export const systemKeySchema = Joi.object({ key: Joi.string().trim().min(32).max(256).pattern(/^\S+$/).required().description('the new system key, at least 32 characters') });
 
 const ADMIN = { permission: 'feature:admin.settings' } as const;
 const LOCKED = 'the key is set by SERVICE_SYSTEM_API_KEY (locked)';

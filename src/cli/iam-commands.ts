@@ -1,0 +1,194 @@
+import type { Command } from 'commander';
+import Joi from 'joi';
+import { DomainError } from '../errors.js';
+import { parseDuration } from '../config.js';
+import { publicKey } from '../auth/api-keys.js';
+import { publicUser } from '../iam/routes/users.js';
+import { createKeySchema, createUserSchema, GROUP_NAME, PASSWORD, USERNAME } from '../iam/schemas.js';
+import type { User } from '../iam/store.js';
+import type { UserChange } from '../iam/users.js';
+import { isKnownPermission } from '../iam/permissions.js';
+import { CLI_ACTOR } from './context.js';
+import { readSecret } from './input.js';
+import { table, UsageError, type CommandEnv } from './program.js';
+
+/**
+ * `value` checked by `schema`; a failure is a usage error naming the argument: `argument`, or
+ * for an object the option that gave the field at fault (`options`: field -> option).
+ */
+export function check<T>(argument: string, schema: Joi.Schema, value: unknown, options: Record<string, string> = {}): T {
+  const { error, value: ok } = schema.validate(value, { convert: true });
+  if (error) {
+    const d = error.details[0]!;
+    throw new UsageError(`${options[String(d.path[0])] ?? argument}: ${d.message.replace(/^"[^"]*"\s*/, '')}`);
+  }
+  return ok as T;
+}
+
+const username = (v: string) => check<string>('username', Joi.string().pattern(USERNAME).messages({ 'string.pattern.base': 'must be 1-64 letters, digits or . _ @ -' }), v);
+const groupName = (v: string) => check<string>('group', Joi.string().pattern(GROUP_NAME).messages({ 'string.pattern.base': 'must start with a letter or digit, then up to 63 letters, digits or . _ -' }), v);
+const collect = (v: string, all: string[] = []) => [...all, v];
+
+function status(u: User): string {
+  return u.disabled ? 'disabled' : 'active';
+}
+
+export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
+  const user = program.command('user').description('create, list and change users');
+
+  user
+    .command('create <username>')
+    .description('create a user (without --password-stdin the user signs in through single sign-on only)')
+    .option('--email <email>', 'e-mail address')
+    .option('--display-name <name>', 'name shown in the UI')
+    .option('--group <group>', 'a group to join (repeat for several)', collect)
+    .option('--password-stdin', 'read the password from stdin (prompted for on a terminal)')
+    .action(async (name: string, opts, cmd: Command) => {
+      const input = check<{ username: string; email?: string; display_name?: string; groups?: string[] }>('user', createUserSchema, {
+        username: username(name),
+        email: opts.email,
+        display_name: opts.displayName,
+        groups: (opts.group as string[] | undefined)?.map(groupName),
+      }, { email: '--email', display_name: '--display-name', groups: '--group' });
+      const password = opts.passwordStdin ? check<string>('password', PASSWORD, await readSecret(ctx.io, 'Password')) : undefined;
+      const { users } = await ctx.iam();
+      const created = await users.create(CLI_ACTOR, { ...input, password }, ctx.log);
+      out(cmd).result(publicUser(created), `created user ${created.username} (${created.id})${password ? '' : ', single sign-on only until a password is set'}`);
+    });
+
+  user
+    .command('list')
+    .description('list users')
+    .action(async (_opts, cmd: Command) => {
+      const { store } = await ctx.iam();
+      const all = await store.listUsers();
+      out(cmd).result(
+        { users: all.map((u) => publicUser(u)) },
+        table(['USERNAME', 'STATUS', 'GROUPS', 'ROLES', 'ID'], all.map((u) => [u.username, status(u), u.groups.join(',') || '-', u.roles.join(',') || '-', u.id])),
+      );
+    });
+
+  const change = (verb: string, describe: string, patch: (u: User, args: string[]) => UserChange, done: (u: User) => string) =>
+    user
+      .command(verb)
+      .description(describe)
+      .action(async (...args: unknown[]) => {
+        const cmd = args[args.length - 1] as Command;
+        const positional = cmd.args;
+        const { users } = await ctx.iam();
+        const target = await users.find({ username: username(positional[0]!) });
+        await ctx.announceChanges();
+        const updated = await users.update(CLI_ACTOR, target, patch(target, positional.slice(1)), ctx.log);
+        out(cmd).result(publicUser(updated), done(updated));
+      });
+
+  change('disable <username>', 'disable a user: every sign-in, key and live connection of theirs stops', () => ({ disabled: true }), (u) => `disabled ${u.username}`);
+  change('enable <username>', 'enable a disabled user', () => ({ disabled: false }), (u) => `enabled ${u.username}`);
+  change(
+    'add-group <username> <group>',
+    'add a user to a group',
+    (u, [g]) => ({ groups: [...new Set([...u.groups, groupName(g!)])] }),
+    (u) => `${u.username} is in ${u.groups.join(', ')}`,
+  );
+  change(
+    'remove-group <username> <group>',
+    'remove a user from a group',
+    (u, [g]) => {
+      const name = groupName(g!);
+      if (!u.groups.includes(name)) throw new DomainError('not_found', `${u.username} is not in ${name}`);
+      return { groups: u.groups.filter((x) => x !== name) };
+    },
+    (u) => `${u.username} is in ${u.groups.join(', ') || 'no group'}`,
+  );
+
+  user
+    .command('set-password <username>')
+    .description('set a password, read from stdin (prompted for on a terminal); the user\'s web sessions end')
+    .action(async (name: string, _opts, cmd: Command) => {
+      const who = username(name);
+      const password = check<string>('password', PASSWORD, await readSecret(ctx.io, 'New password'));
+      const { users } = await ctx.iam();
+      const target = await users.find({ username: who });
+      await ctx.announceChanges();
+      await users.setPassword(target, password);
+      out(cmd).result({ username: target.username, password_set: true }, `password of ${target.username} set; their web sessions ended`);
+    });
+}
+
+export function groupCommands(program: Command, { ctx, out }: CommandEnv): void {
+  const group = program.command('group').description('list groups');
+  group
+    .command('list')
+    .description('list groups with their permissions and members')
+    .action(async (_opts, cmd: Command) => {
+      const { store } = await ctx.iam();
+      const [groups, users] = await Promise.all([store.listGroups(), store.listUsers()]);
+      const view = groups.map((g) => ({ name: g.name, description: g.description, permissions: g.permissions, members: users.filter((u) => u.groups.includes(g.name)).map((u) => u.username) }));
+      out(cmd).result({ groups: view }, table(['NAME', 'MEMBERS', 'PERMISSIONS'], view.map((g) => [g.name, String(g.members.length), g.permissions.join(',') || '-'])));
+    });
+}
+
+/** `--expires`: a duration from now (30d, 12h) or an ISO date. */
+function expiry(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const ms = parseDuration(value);
+  if (ms !== null) {
+    if (ms <= 0) throw new UsageError('--expires: must be in the future');
+    return new Date(Date.now() + ms).toISOString();
+  }
+  if (Number.isNaN(Date.parse(value))) throw new UsageError('--expires: must be a duration like 30d or 12h, or an ISO date');
+  return value;
+}
+
+export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
+  const key = program.command('key').description('issue, list and revoke API keys');
+
+  key
+    .command('issue')
+    .description('issue an API key for a user; the token is printed this once')
+    .requiredOption('--user <username>', 'the owner')
+    .option('--scope <permission>', 'limit the key to this permission (repeat for several)', collect)
+    .option('--expires <when>', 'a duration from now (30d, 12h) or an ISO date')
+    .option('--label <label>', 'what the key is for', 'issued by the CLI')
+    .action(async (opts, cmd: Command) => {
+      const owner = check<string>('--user', Joi.string().pattern(USERNAME).messages({ 'string.pattern.base': 'must be 1-64 letters, digits or . _ @ -' }), opts.user);
+      const body = check<{ label: string; scopes?: string[]; expires_at?: Date }>(
+        'key',
+        createKeySchema,
+        { label: opts.label, scopes: opts.scope, expires_at: expiry(opts.expires) },
+        { label: '--label', scopes: '--scope', expires_at: '--expires' },
+      );
+      const { users, apiKeys, catalog } = await ctx.iam();
+      const unknown = (body.scopes ?? []).filter((s) => !isKnownPermission(catalog, s));
+      if (unknown.length) throw new UsageError(`--scope: unknown permission ${unknown.join(', ')}`);
+      const target = await users.find({ username: owner });
+      if (target.disabled) throw new DomainError('conflict', `${target.username} is disabled: enable the user first`);
+      const { token, key: row } = await apiKeys.create(target.id, 'key', { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at?.getTime() ?? null });
+      ctx.log.info({ audit: 'api_key_issued', actor: 'cli', user_id: target.id, username: target.username, key_id: row.id, scopes: row.scopes }, 'audit: API key issued');
+      out(cmd).result({ ...publicKey(row), username: target.username, token }, [`issued key ${row.id} for ${target.username}; the token is shown this once:`, token]);
+    });
+
+  key
+    .command('list')
+    .description("a user's live API keys and web sessions (never their tokens)")
+    .requiredOption('--user <username>', 'the owner')
+    .action(async (opts, cmd: Command) => {
+      const owner = username(opts.user);
+      const { users, apiKeys } = await ctx.iam();
+      const rows = (await apiKeys.listFor((await users.find({ username: owner })).id)).map(publicKey);
+      out(cmd).result({ keys: rows }, table(['ID', 'KIND', 'PREFIX', 'LABEL', 'EXPIRES'], rows.map((k) => [k.id, k.kind, k.prefix, k.label || '-', k.expires_at ?? 'never'])));
+    });
+
+  key
+    .command('revoke <id>')
+    .description('revoke an API key or web session by its id')
+    .action(async (id: string, _opts, cmd: Command) => {
+      const keyId = check<string>('id', Joi.string().max(128).pattern(/^[A-Za-z0-9-]+$/), id);
+      const { apiKeys } = await ctx.iam();
+      const row = await apiKeys.get(keyId);
+      if (!row || row.revoked_at) throw new DomainError('not_found', `no live key ${keyId}`);
+      await ctx.announceChanges();
+      await apiKeys.revoke(row.user_id, row.id);
+      out(cmd).result({ id: row.id, revoked: true }, `revoked ${row.kind} ${row.id}`);
+    });
+}

@@ -1,0 +1,170 @@
+import type { Command } from 'commander';
+import Joi from 'joi';
+import { DomainError } from '../errors.js';
+import { VERSION } from '../version.js';
+import { migrateLatest } from '../db/migrate.js';
+import { seedIam } from '../iam/seed.js';
+import { AuthSettingsStore, FIELDS, MASK } from '../auth/settings.js';
+import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS } from '../auth/system-key.js';
+import { systemKeySchema } from '../iam/routes/settings.js';
+import { WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE, webhookSecretSchema } from '../notifications/webhook.js';
+import { NotificationsService } from '../notifications/service.js';
+import { userDirectory } from '../notifications/users.js';
+import { NotifyError } from '../notifications/types.js';
+import { IamStore } from '../iam/store.js';
+import { readSecret } from './input.js';
+import { table, UsageError, type CommandEnv } from './program.js';
+import type { EventName } from '../bus/events.js';
+
+/**
+ * Secrets kept encrypted in the settings store beside the auth settings: like them, set in the
+ * environment means locked.
+ */
+const SECRET_SETTINGS: Record<string, { env: string; namespace: string; key: string; schema: Joi.Schema; changed?: EventName }> = {
+  system_api_key: { env: 'SERVICE_SYSTEM_API_KEY', namespace: SYSTEM_KEY_NS, key: SYSTEM_KEY_NAME, schema: systemKeySchema.extract('key'), changed: 'auth:system_key_changed' },
+  scm_webhook_secret: { env: 'SERVICE_SCM_WEBHOOK_SECRET', namespace: WEBHOOK_SECRET_NAMESPACE, key: WEBHOOK_SECRET_KEY, schema: webhookSecretSchema.extract('secret') },
+};
+
+const SETTING_NAMES = [...Object.keys(FIELDS), ...Object.keys(SECRET_SETTINGS)];
+
+function settingName(name: string): string {
+  if (!SETTING_NAMES.includes(name)) throw new UsageError(`name: unknown setting ${name} (one of ${SETTING_NAMES.join(', ')})`);
+  return name;
+}
+
+/** A value given on the command line, as the settings API would take it in JSON. */
+function parseValue(name: string, text: string): unknown {
+  const kind = FIELDS[name]!.kind;
+  if (kind === 'mapping') {
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new UsageError(`value: ${name} must be a JSON object mapping a name to a list of groups`);
+    }
+  }
+  return text;
+}
+
+export function operationCommands(program: Command, { ctx, out }: CommandEnv): void {
+  program
+    .command('version')
+    .description('print the version')
+    .action((_opts, cmd: Command) => out(cmd).result({ version: VERSION }, VERSION));
+
+  program
+    .command('migrate')
+    .description('apply the pending database migrations (boot does the same)')
+    .action(async (_opts, cmd: Command) => {
+      const applied = await migrateLatest(await ctx.db());
+      out(cmd).result({ applied }, applied.length ? `applied ${applied.join(', ')}` : 'the database is up to date');
+    });
+
+  program
+    .command('seed')
+    .description('migrate, then create the default groups and the admin and bot accounts when missing (boot does the same)')
+    .action(async (_opts, cmd: Command) => {
+      const db = await ctx.db();
+      const applied = await migrateLatest(db);
+      const { changed } = await seedIam(db, ctx.config, ctx.passwords);
+      out(cmd).result({ applied, changed }, changed ? 'seeded the default groups and accounts' : 'nothing to seed: the default groups and accounts exist');
+    });
+
+  const settings = program.command('settings').description('read and change the settings the environment can lock');
+
+  settings
+    .command('get [name]')
+    .description('show the settings (or one), where each comes from and whether the environment locks it; secrets are never shown')
+    .action(async (name: string | undefined, _opts, cmd: Command) => {
+      if (name !== undefined) settingName(name);
+      const secrets = await ctx.secrets();
+      const auth = new AuthSettingsStore(ctx.config, secrets);
+      await auth.load();
+      const all: Record<string, { value: unknown; source: string; locked: boolean; secret: boolean }> = { ...auth.view() };
+      for (const [key, s] of Object.entries(SECRET_SETTINGS)) {
+        const locked = ctx.config.fromEnv.has(s.env);
+        const stored = locked ? null : await secrets.get(s.namespace, s.key);
+        all[key] = { value: locked || stored ? MASK : null, source: locked ? 'env' : stored ? 'store' : 'default', locked, secret: true };
+      }
+      const shown = name ? { [name]: all[name]! } : all;
+      const text = (v: unknown) => (v === null || v === undefined ? '-' : typeof v === 'string' ? v : JSON.stringify(v));
+      out(cmd).result(
+        { settings: shown },
+        table(['NAME', 'VALUE', 'SOURCE', 'LOCKED'], Object.entries(shown).map(([n, f]) => [n, text(f.value), f.source, f.locked ? `yes (${FIELDS[n]?.env ?? SECRET_SETTINGS[n]!.env})` : 'no'])),
+      );
+    });
+
+  const change = async (name: string, value: unknown, cmd: Command) => {
+    const secrets = await ctx.secrets();
+    await ctx.announceChanges();
+    const secret = SECRET_SETTINGS[name];
+    if (secret) {
+      if (ctx.config.fromEnv.has(secret.env)) throw new DomainError('conflict', `set in the environment and locked: ${name} (${secret.env})`);
+      if (value === null) await secrets.delete(secret.namespace, secret.key);
+      else await secrets.set(secret.namespace, secret.key, value as string);
+      if (secret.changed) ctx.bus.emit(secret.changed, {} as never);
+    } else {
+      const auth = new AuthSettingsStore(ctx.config, secrets);
+      await auth.load();
+      const { error, value: checked } = Joi.object({ [name]: FIELDS[name]!.schema.allow(null) }).validate({ [name]: value });
+      if (error) throw new UsageError(`value: ${error.details[0]!.message.replace(/^"[^"]*"\s*/, '')}`);
+      const { changes } = auth.preview(checked);
+      await auth.save(changes);
+      ctx.bus.emit('auth:settings_changed', {});
+    }
+    out(cmd).result({ name, changed: true }, value === null ? `${name} reset to its default` : `${name} set`);
+  };
+
+  settings
+    .command('set <name> [value]')
+    .description('store a setting; a secret is read from stdin (prompted for on a terminal), never from the command line')
+    .action(async (name: string, value: string | undefined, _opts, cmd: Command) => {
+      settingName(name);
+      const isSecret = name in SECRET_SETTINGS || FIELDS[name]?.kind === 'secret';
+      if (isSecret && value !== undefined) throw new UsageError(`value: ${name} is a secret: give it on stdin, not on the command line`);
+      if (!isSecret && value === undefined) throw new UsageError(`value: missing for ${name}`);
+      let parsed: unknown;
+      if (isSecret) {
+        parsed = await readSecret(ctx.io, name);
+        const schema = SECRET_SETTINGS[name]?.schema;
+        if (schema) {
+          const { error, value: ok } = schema.validate(parsed);
+          if (error) throw new UsageError(`value: ${error.details[0]!.message.replace(/^"[^"]*"\s*/, '')}`);
+          parsed = ok;
+        }
+      } else parsed = parseValue(name, value!);
+      await change(name, parsed, cmd);
+    });
+
+  settings
+    .command('unset <name>')
+    .description('remove a stored setting: its default applies again')
+    .action(async (name: string, _opts, cmd: Command) => change(settingName(name), null, cmd));
+
+  program
+    .command('notify')
+    .description('send a notification to a user (--user) or to everyone (--broadcast)')
+    .requiredOption('--title <title>', 'the title')
+    .requiredOption('--message <text>', 'the text')
+    .option('--user <user>', 'the recipient: a username or a user id')
+    .option('--broadcast', 'send to everyone')
+    .option('--level <level>', 'info, success, warning or error', 'info')
+    .option('--link <url>', 'an http(s) URL or a path of this service')
+    .option('--id <id>', 'a notification id of your own (sending it again updates it)')
+    .action(async (opts, cmd: Command) => {
+      if (Boolean(opts.user) === Boolean(opts.broadcast)) throw new UsageError('--user/--broadcast: give exactly one of them');
+      const db = await ctx.prepared();
+      await ctx.announceChanges();
+      const service = new NotificationsService({ db, bus: ctx.bus, log: ctx.log, users: userDirectory(new IamStore(db)) });
+      service.setReady();
+      const payload = { title: opts.title, message: opts.message, level: opts.level, source: 'cli', ...(opts.user ? { user: opts.user } : {}), ...(opts.link ? { link: opts.link } : {}), ...(opts.id ? { id: opts.id } : {}) };
+      try {
+        const sent = await service.notify(opts.user ? 'user' : 'broadcast', payload);
+        out(cmd).result(sent, `${sent.action} notification ${sent.id}${sent.seq ? ` (seq ${sent.seq})` : ''}${opts.user ? ` for ${opts.user}` : ' for everyone'}`);
+      } catch (err) {
+        if (!(err instanceof NotifyError)) throw err;
+        const p = err.problems[0];
+        if (err.code === 'invalid_args' && p) throw new UsageError(`--${p.field === 'payload' ? 'message' : p.field}: ${p.message}`);
+        throw new DomainError(err.code === 'unknown_user' ? 'not_found' : 'conflict', err.message);
+      }
+    });
+}

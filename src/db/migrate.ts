@@ -1,0 +1,20 @@
+import type { Knex } from 'knex';
+import { isDbUnavailable } from './knex.js';
+
+/**
+ * Applies the pending migrations of migrations/ and returns their names. Several instances (or
+ * the CLI next to a running service) may migrate at once: the one holding knex's lock runs, the
+ * others wait their turn (up to 10 s) and then find nothing left to do.
+ */
+export async function migrateLatest(db: Knex): Promise<string[]> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const [, applied] = await db.migrate.latest(db.client.config.migrations);
+      return applied as string[];
+    } catch (err) {
+      const busy = isDbUnavailable(err) || /already locked/i.test((err as Error)?.message ?? '');
+      if (!busy || attempt >= 40) throw err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}

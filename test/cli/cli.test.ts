@@ -1,0 +1,249 @@
+import { expect } from 'chai';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import request from 'supertest';
+import { VERSION } from '../../src/version.js';
+import { basic, freshDatabase, startService, testEnv, SYSTEM_KEY, type TestDb, type TestService } from '../support/service.js';
+import { startRedis, type TestRedis } from '../support/redis.js';
+import { WsClient } from '../gateway/helpers.js';
+import { cli } from './helpers.js';
+
+const STACK = /\n\s+at /;
+
+/** Every failure is one line on stderr, nothing on stdout, no stack trace. */
+function refused(run: { code: number; stdout: string; stderr: string }, code: 1 | 2, names: RegExp) {
+  expect(run.code, run.stderr).to.equal(code);
+  expect(run.stdout).to.equal('');
+  expect(run.stderr.trimEnd().split('\n'), run.stderr).to.have.length(1);
+  expect(run.stderr).to.match(names);
+  expect(run.stderr).not.to.match(STACK);
+}
+
+describe('CLI with the service stopped', function () {
+  this.timeout(30_000);
+  let dir: string;
+  let db: TestDb;
+  let env: Record<string, string>;
+
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cli-'));
+    db = await freshDatabase();
+    env = testEnv(dir, db.url);
+  });
+  afterEach(async () => {
+    await db.drop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('prints its version, as text and as JSON', async () => {
+    const text = await cli(env, ['version']);
+    expect(text.code).to.equal(0);
+    expect(text.stdout.trim()).to.equal(VERSION);
+    expect((await cli(env, ['--json', 'version'])).json()).to.deep.equal({ version: VERSION });
+    expect((await cli(env, ['--version'])).stdout.trim()).to.equal(VERSION);
+  });
+
+  it('migrates and seeds a fresh database, idempotently', async () => {
+    const first = await cli(env, ['--json', 'migrate']);
+    expect(first.code, first.stderr).to.equal(0);
+    expect(first.json().applied).to.have.length.greaterThan(0);
+    expect((await cli(env, ['--json', 'migrate'])).json()).to.deep.equal({ applied: [] });
+    expect((await cli(env, ['migrate'])).stdout.trim()).to.equal('the database is up to date');
+    const seeded = await cli(env, ['--json', 'seed']);
+    expect(seeded.json()).to.deep.equal({ applied: [], changed: true });
+    expect((await cli(env, ['--json', 'seed'])).json()).to.deep.equal({ applied: [], changed: false });
+    const groups = (await cli(env, ['--json', 'group', 'list'])).json().groups.map((g: { name: string }) => g.name);
+    expect(groups).to.include.members(['INT_ADMIN', 'INT_USER', 'INT_VIEWER']);
+  });
+
+  it('creates, lists, disables and enables users; refuses what the API refuses', async () => {
+    const created = await cli(env, ['--json', 'user', 'create', 'alice', '--group', 'INT_USER', '--email', 'alice@example.org', '--password-stdin'], 'alice-password-1\n');
+    expect(created.code, created.stderr).to.equal(0);
+    expect(created.json()).to.include({ username: 'alice', email: 'alice@example.org', disabled: false });
+    expect(created.stdout + created.stderr).not.to.include('alice-password-1');
+
+    const listed = (await cli(env, ['--json', 'user', 'list'])).json().users;
+    expect(listed.map((u: { username: string }) => u.username)).to.include.members(['admin', 'bot', 'alice']);
+    const text = await cli(env, ['user', 'list']);
+    expect(text.stdout).to.match(/^USERNAME\s+STATUS\s+GROUPS/);
+    expect(text.stdout).to.match(/\nalice\s+active\s+INT_USER/);
+
+    expect((await cli(env, ['--json', 'user', 'disable', 'alice'])).json().disabled).to.equal(true);
+    expect((await cli(env, ['user', 'enable', 'alice'])).stdout.trim()).to.equal('enabled alice');
+    expect((await cli(env, ['--json', 'user', 'add-group', 'alice', 'INT_VIEWER'])).json().groups).to.deep.equal(['INT_USER', 'INT_VIEWER']);
+    expect((await cli(env, ['--json', 'user', 'remove-group', 'alice', 'INT_USER'])).json().groups).to.deep.equal(['INT_VIEWER']);
+
+    refused(await cli(env, ['user', 'create', 'alice']), 1, /username alice is taken/);
+    refused(await cli(env, ['user', 'disable', 'admin']), 1, /last enabled member of INT_ADMIN/);
+    refused(await cli(env, ['user', 'disable', 'nobody']), 1, /no user named nobody/);
+    refused(await cli(env, ['user', 'add-group', 'alice', 'NOPE']), 2, /groups: unknown group NOPE/);
+    refused(await cli(env, ['user', 'remove-group', 'alice', 'INT_ADMIN']), 1, /alice is not in INT_ADMIN/);
+  });
+
+  it('refuses bad arguments with exit code 2 and one line naming the argument', async () => {
+    refused(await cli(env, ['user', 'create', 'bad name']), 2, /username: must be/);
+    refused(await cli(env, ['user', 'create', 'carol', '--email', 'not-an-email']), 2, /email/);
+    refused(await cli(env, ['user', 'create', 'carol', '--group', '-x']), 2, /group/);
+    refused(await cli(env, ['user', 'create', 'carol', '--password-stdin'], 'short\n'), 2, /password: .*8/);
+    refused(await cli(env, ['user', 'create', 'carol', '--password-stdin']), 2, /stdin: no password given/);
+    refused(await cli(env, ['user', 'frob']), 2, /unknown command 'frob'/);
+    refused(await cli(env, ['user', 'create']), 2, /missing required argument 'username'/);
+    refused(await cli(env, ['key', 'issue']), 2, /required option '--user <username>'/);
+    refused(await cli(env, ['key', 'issue', '--user', 'admin', '--scope', 'feature:nope']), 2, /--scope: unknown permission feature:nope/);
+    refused(await cli(env, ['key', 'issue', '--user', 'admin', '--expires', 'soon']), 2, /--expires: must be a duration/);
+    refused(await cli(env, ['key', 'issue', '--user', 'admin', '--expires', '2001-01-01']), 2, /--expires: must be greater than "now"/);
+    refused(await cli(env, ['key', 'issue', '--user', 'admin', '--label', '']), 2, /--label: /);
+    refused(await cli(env, ['key', 'revoke', '../etc']), 2, /id:/);
+    refused(await cli(env, ['notify', '--title', 't', '--message', 'm']), 2, /--user\/--broadcast/);
+    refused(await cli(env, ['notify', '--broadcast', '--title', 't', '--message', 'm', '--level', 'loud']), 2, /--level: must be one of/);
+    refused(await cli(env, ['notify', '--broadcast', '--title', 't', '--message', 'm', '--link', 'javascript:alert(1)']), 2, /--link/);
+    refused(await cli(env, ['settings', 'set', 'nope', 'x']), 2, /name: unknown setting nope/);
+    refused(await cli(env, ['settings', 'set', 'ldap_bind_password', 'hunter22']), 2, /on stdin, not on the command line/);
+    refused(await cli(env, ['settings', 'set', 'auth_providers', 'kerberos']), 2, /value: /);
+    refused(await cli({ ...env, SERVICE_PORT: 'eighty' }, ['user', 'list']), 2, /configuration error: SERVICE_PORT/);
+    const json = await cli(env, ['--json', 'user', 'create', 'bad name']);
+    expect(json.code).to.equal(2);
+    expect(JSON.parse(json.stderr)).to.deep.equal({ error: { code: 'usage', message: 'username: must be 1-64 letters, digits or . _ @ -' } });
+  });
+
+  it('issues a key once, lists it without its token and revokes it', async () => {
+    const issued = await cli(env, ['--json', 'key', 'issue', '--user', 'admin', '--scope', 'api:read', '--scope', 'feature:admin.users', '--expires', '30d', '--label', 'backup job']);
+    expect(issued.code, issued.stderr).to.equal(0);
+    const key = issued.json();
+    expect(key.token).to.match(/^svk_/);
+    expect(key).to.include({ username: 'admin', label: 'backup job' });
+    expect(key.scopes).to.deep.equal(['api:read', 'feature:admin.users']);
+    expect(Date.parse(key.expires_at) - Date.now()).to.be.within(29 * 86_400_000, 30 * 86_400_000);
+    const listed = await cli(env, ['--json', 'key', 'list', '--user', 'admin']);
+    expect(listed.json().keys.map((k: { id: string }) => k.id)).to.deep.equal([key.id]);
+    expect(listed.stdout).not.to.include(key.token);
+    expect((await cli(env, ['key', 'list', '--user', 'admin'])).stdout).not.to.include(key.token);
+    expect((await cli(env, ['key', 'revoke', key.id])).stdout.trim()).to.equal(`revoked key ${key.id}`);
+    refused(await cli(env, ['key', 'revoke', key.id]), 1, /no live key/);
+    expect((await cli(env, ['--json', 'key', 'list', '--user', 'admin'])).json().keys).to.deep.equal([]);
+  });
+
+  it('reads and changes lockable settings; secrets only from stdin and never shown', async () => {
+    const set = await cli(env, ['settings', 'set', 'ldap_url', 'ldap://ldap.example.org']);
+    expect(set.code, set.stderr).to.equal(0);
+    expect((await cli(env, ['settings', 'set', 'ldap_bind_password'], 'bind-secret-1\n')).code).to.equal(0);
+    expect((await cli(env, ['settings', 'set', 'system_api_key'], `${'k'.repeat(40)}\n`)).code).to.equal(0);
+    expect((await cli(env, ['settings', 'set', 'oidc_group_mapping', '{"admins":["INT_ADMIN"]}'])).code).to.equal(0);
+    const all = (await cli(env, ['--json', 'settings', 'get'])).json().settings;
+    expect(all.ldap_url).to.include({ value: 'ldap://ldap.example.org', source: 'store', locked: false });
+    expect(all.ldap_bind_password).to.include({ value: '********', source: 'store', secret: true });
+    expect(all.system_api_key).to.include({ value: '********', source: 'store', secret: true });
+    expect(all.oidc_group_mapping.value).to.deep.equal({ admins: ['INT_ADMIN'] });
+    const text = await cli(env, ['settings', 'get']);
+    expect(text.stdout).not.to.include('bind-secret-1');
+    expect(text.stdout).not.to.include('k'.repeat(40));
+    expect((await cli(env, ['--json', 'settings', 'get', 'ldap_url'])).json()).to.deep.equal({ settings: { ldap_url: all.ldap_url } });
+    expect((await cli(env, ['settings', 'unset', 'oidc_group_mapping'])).stdout.trim()).to.equal('oidc_group_mapping reset to its default');
+    expect((await cli(env, ['--json', 'settings', 'get', 'oidc_group_mapping'])).json().settings.oidc_group_mapping).to.include({ source: 'default' });
+
+    const locked = { ...env, SERVICE_LDAP_URL: 'ldap://from-env.example.org', SERVICE_SCM_WEBHOOK_SECRET: 'env-webhook-secret-1' };
+    refused(await cli(locked, ['settings', 'set', 'ldap_url', 'ldap://other.example.org']), 1, /locked: ldap_url/);
+    refused(await cli(locked, ['settings', 'set', 'scm_webhook_secret'], 'another-secret-123\n'), 1, /locked: scm_webhook_secret \(SERVICE_SCM_WEBHOOK_SECRET\)/);
+    const shown = (await cli(locked, ['--json', 'settings', 'get'])).json().settings;
+    expect(shown.ldap_url).to.include({ value: 'ldap://from-env.example.org', source: 'env', locked: true });
+    expect(shown.scm_webhook_secret).to.include({ value: '********', source: 'env', locked: true });
+    // moving the bind account without entering its password again is refused, as in the API
+    refused(await cli(env, ['settings', 'set', 'ldap_url', 'ldap://moved.example.org']), 2, /ldap_bind_password: must be entered again/);
+  });
+
+  it('makes the master key only when a secret is stored, never for anything else', async () => {
+    const noKey = { ...env };
+    delete (noKey as Record<string, string>).SERVICE_SECRET_KEY;
+    expect((await cli(noKey, ['user', 'list'])).code).to.equal(0);
+    expect((await cli(noKey, ['seed'])).code).to.equal(0);
+    expect(fs.existsSync(path.join(dir, 'secret.key'))).to.equal(false);
+    expect((await cli(noKey, ['settings', 'set', 'scm_webhook_secret'], 'webhook-secret-1234\n')).code).to.equal(0);
+    expect(fs.statSync(path.join(dir, 'secret.key')).mode & 0o777).to.equal(0o600);
+  });
+
+  it('sends a notification that the history shows', async () => {
+    const sent = await cli(env, ['--json', 'notify', '--user', 'admin', '--title', 'Backup done', '--message', 'all good', '--level', 'success']);
+    expect(sent.code, sent.stderr).to.equal(0);
+    expect(sent.json()).to.include({ action: 'created' });
+    refused(await cli(env, ['notify', '--user', 'nobody', '--title', 't', '--message', 'm']), 1, /nobody/);
+    const svc = await startService({ dataDir: dir, databaseUrl: db.url });
+    try {
+      const res = await request(svc.url).get('/api/notifications').set('Authorization', basic('admin', 'admin-test-password')).expect(200);
+      expect(res.body.notifications.map((n: { title: string }) => n.title)).to.include('Backup done');
+    } finally {
+      await svc.stop();
+    }
+  });
+
+  it('runs as the installed command: exit codes from a real process', () => {
+    const run = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 20_000 });
+    const ok = run(['--json', 'version']);
+    expect(ok.status, ok.stderr).to.equal(0);
+    expect(JSON.parse(ok.stdout)).to.deep.equal({ version: VERSION });
+    const bad = run(['user', 'create', 'bad name']);
+    expect(bad.status).to.equal(2);
+    expect(bad.stderr.trim()).to.equal('service-core: username: must be 1-64 letters, digits or . _ @ -');
+    const pkg = JSON.parse(fs.readFileSync('package.json', 'utf8'));
+    expect(pkg.bin['service-core']).to.equal('dist/src/cli/main.js');
+  });
+});
+
+describe('CLI next to a running service', function () {
+  this.timeout(60_000);
+  let redis: TestRedis;
+  let svc: TestService;
+  let env: Record<string, string>;
+
+  before(async () => {
+    redis = await startRedis();
+    // a long cache: only the bus bridge can make the service see a change at once
+    svc = await startService({ env: { SERVICE_REDIS_URL: redis.url, SERVICE_PERMISSION_CACHE_TTL_MS: '600000', SERVICE_SYSTEM_API_KEY: SYSTEM_KEY } });
+    env = testEnv(svc.dataDir, svc.databaseUrl, { SERVICE_REDIS_URL: redis.url });
+    while (!svc.service.bridge?.isUp) await new Promise((r) => setTimeout(r, 50));
+  });
+  after(async () => {
+    await svc.destroy();
+    await redis.stop();
+  });
+
+  it('a user and a password made by the CLI sign in at once; disabling ends their connection', async () => {
+    expect((await cli(env, ['user', 'create', 'dave', '--group', 'INT_USER', '--password-stdin'], 'dave-password-1\n')).code).to.equal(0);
+    await request(svc.url).get('/api/me').set('Authorization', basic('dave', 'dave-password-1')).expect(200);
+    const ws = await WsClient.basic(svc, 'dave', 'dave-password-1');
+    expect((await cli(env, ['user', 'set-password', 'dave'], 'dave-password-2\n')).code).to.equal(0);
+    // the old password is refused at once, though the service caches identities for 10 minutes
+    await request(svc.url).get('/api/me').set('Authorization', basic('dave', 'dave-password-1')).expect(401);
+    await ws.closed;
+    await request(svc.url).get('/api/me').set('Authorization', basic('dave', 'dave-password-2')).expect(200);
+    const ws2 = await WsClient.basic(svc, 'dave', 'dave-password-2');
+    expect((await cli(env, ['user', 'disable', 'dave'])).code).to.equal(0);
+    await ws2.closed;
+    await request(svc.url).get('/api/me').set('Authorization', basic('dave', 'dave-password-2')).expect(401);
+  });
+
+  it('a key issued by the CLI works at once and stops at once when revoked', async () => {
+    const key = (await cli(env, ['--json', 'key', 'issue', '--user', 'admin', '--scope', 'api:read'])).json();
+    await request(svc.url).get('/api/me').set('Authorization', `Bearer ${key.token}`).expect(200);
+    expect((await cli(env, ['key', 'revoke', key.id])).code).to.equal(0);
+    await request(svc.url).get('/api/me').set('Authorization', `Bearer ${key.token}`).expect(401);
+  });
+
+  it('a notification sent by the CLI reaches a connected client live', async () => {
+    const ws = await WsClient.basic(svc, 'admin', 'admin-test-password');
+    try {
+      expect((await cli(env, ['notify', '--user', 'admin', '--title', 'From the console', '--message', 'hello'])).code).to.equal(0);
+      const frame = await ws.next('user:notify', (f) => f.payload.title === 'From the console');
+      expect(frame.payload).to.include({ message: 'hello', source: 'cli' });
+      expect((await cli(env, ['notify', '--broadcast', '--title', 'Maintenance', '--message', 'at noon'])).code).to.equal(0);
+      await ws.next('system:notify', (f) => f.payload.title === 'Maintenance');
+    } finally {
+      await ws.close();
+    }
+  });
+
+  it('a system key stored by the CLI is refused while the environment sets one', async () => {
+    refused(await cli({ ...env, SERVICE_SYSTEM_API_KEY: SYSTEM_KEY }, ['settings', 'set', 'system_api_key'], `${'s'.repeat(40)}\n`), 1, /locked: system_api_key/);
+  });
+});
