@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { freshDatabase, testEnv, adminAuth } from '../support/service.js';
+import { spawnService } from '../support/process.js';
 
 describe('graceful shutdown', () => {
   it('SIGTERM stops accepting, answers the request in flight and exits 0', async function () {
@@ -60,6 +61,26 @@ describe('graceful shutdown', () => {
       expect(out).to.contain('"msg":"stopped"');
     } finally {
       child.kill('SIGKILL');
+      await db.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('SIGTERM sent to `npm start` reaches the server: it drains, and npm and the server exit 0', async function () {
+    this.timeout(60_000);
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-npm-'));
+    const db = await freshDatabase();
+    // the build that `npm start` runs (npm ci makes it); what a service manager stops
+    const svc = await spawnService({ dataDir, databaseUrl: db.url, command: ['npm', 'start', '--silent'] });
+    try {
+      const { code } = await svc.kill('SIGTERM');
+      expect(code, svc.output().slice(-2000)).to.equal(0);
+      expect(svc.output()).to.contain('"msg":"stopped"');
+      // nothing is left listening: the server was not orphaned
+      const gone = await fetch(`${svc.url}/healthz`).then(() => false, () => true);
+      expect(gone).to.equal(true);
+    } finally {
+      svc.child.kill('SIGKILL');
       await db.drop();
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
