@@ -22,6 +22,7 @@ import { GatewayComponent } from './gateway/component.js';
 import type { GatewayOptions } from './gateway/gateway.js';
 // plugin host (issue 7)
 import { PluginHost } from './plugins/host.js';
+import { errorPage } from './web/error-page.js';
 import { pluginAdminRoutes } from './plugins/routes.js';
 
 /**
@@ -73,6 +74,7 @@ export class Service {
       secureCookies: config.publicUrl.startsWith('https:'),
       version: VERSION,
       database: new DbHealth(this.db),
+      errorPage: (ctx, status, code, message) => errorPage(ctx, status, code, message, config.publicUrl),
     });
     // kept in a variable: the ws gateway reads the cookie session with it (issue 5)
     const sessions = webSessionMiddleware(this.app, this.db, { ttlMs: config.sessionTtlMs, secure: config.publicUrl.startsWith('https:') });

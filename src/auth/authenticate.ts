@@ -143,7 +143,7 @@ export class Authenticator {
     if (!hasSessionCookie(ctx.req.headers.cookie) || !ctx.cookies.get(SESSION_COOKIE) || !ctx.session) return null;
     const keyId = ctx.session.key_id;
     if (typeof keyId !== 'string') return null;
-    if (UNSAFE.has(ctx.method) && !this.originAllowed(ctx.get('origin') || refererOrigin(ctx.get('referer')))) {
+    if (UNSAFE.has(ctx.method) && !this.originAllowed(ctx.get('origin') || refererOrigin(ctx.get('referer')), requestOrigin(ctx))) {
       throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
     }
     const cached = this.deps.cache?.get(`c:${keyId}`);
@@ -190,8 +190,14 @@ export class Authenticator {
     return out;
   }
 
-  originAllowed(origin: string | null | undefined): boolean {
-    return Boolean(origin) && this.deps.allowedOrigins.includes(origin!);
+  /**
+   * May a browser page at `origin` act with this user's cookie or cached Basic credentials?
+   * Yes for the public URL and SERVICE_ALLOWED_ORIGINS, and for the address the request itself
+   * was sent to (`self`: a page of ours opened at 127.0.0.1 instead of the public name). A
+   * foreign page cannot pass as `self`: its Origin is its own, never the Host it sends to.
+   */
+  originAllowed(origin: string | null | undefined, self: string | null = null): boolean {
+    return Boolean(origin) && (this.deps.allowedOrigins.includes(origin!) || origin === self);
   }
 
   middleware() {
@@ -200,12 +206,20 @@ export class Authenticator {
       // browsers replay cached Basic credentials on cross-site requests, like cookies
       if (fromHeaders?.method === 'basic' && UNSAFE.has(ctx.method)) {
         const origin = ctx.get('origin') || refererOrigin(ctx.get('referer'));
-        if (origin && !this.originAllowed(origin)) throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
+        if (origin && !this.originAllowed(origin, requestOrigin(ctx))) throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
       }
       ctx.state.identity = fromHeaders ?? (await this.fromCookie(ctx));
       await next();
     };
   }
+}
+
+/**
+ * The origin the request was sent to: scheme and Host as the app reads them (the forwarded ones
+ * behind a trusted proxy). Not Koa's `ctx.origin`, which answers the Origin header when there is one.
+ */
+export function requestOrigin(ctx: Pick<Context, 'protocol' | 'host'>): string {
+  return `${ctx.protocol}://${ctx.host}`;
 }
 
 function refererOrigin(referer: string): string | null {

@@ -11,6 +11,7 @@ import { validate } from '../http/validate.js';
 import { badField, forbiddenBecause, notFound, rateLimited, unauthorized, validationFailed } from '../http/errors.js';
 import { ApiRouter } from '../http/api.js';
 import { isLocalPath } from '../http/links.js';
+import { requestOrigin } from './authenticate.js';
 import { safeEqual, sha256 } from './tokens.js';
 import { logLoginFailure, normalizeLogin, type LoginFailure } from './attempts.js';
 import { patchSchema } from './settings.js';
@@ -84,7 +85,7 @@ export function loginBody(user: User, session: { token: string; expires_at: numb
 /** Refuses a browser request from a foreign page (login CSRF); requests without Origin are not from a browser form. */
 export function checkOrigin(iam: IamComponent, ctx: Context): void {
   const origin = ctx.get('origin');
-  if (origin && !iam.auth.originAllowed(origin)) throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
+  if (origin && !iam.auth.originAllowed(origin, requestOrigin(ctx))) throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
 }
 
 /** Mints a web-session token (kind session) that expires with SERVICE_SESSION_TTL. */

@@ -1,8 +1,8 @@
 import type Router from '@koa/router';
-import type http from 'node:http';
+import http from 'node:http';
 import type Koa from 'koa';
 import type { Knex } from 'knex';
-import type { Authenticator } from '../auth/authenticate.js';
+import { requestOrigin, type Authenticator } from '../auth/authenticate.js';
 import type { EventBus } from '../bus/bus.js';
 import { CLIENT_EVENTS, type ClientAudience, type EventName } from '../bus/events.js';
 import type { Logger } from '../log.js';
@@ -32,10 +32,11 @@ export class GatewayComponent {
     const { auth, bus } = deps;
     this.tickets = new WsTickets(deps.db);
     const cookieIdentity = cookieIdentityResolver(deps.app, deps.sessionMiddleware, (ctx) => auth.fromCookie(ctx));
+    const selfOrigin = (req: http.IncomingMessage) => requestOrigin(deps.app.createContext(req, new http.ServerResponse(req)));
     this.gateway = new Gateway({
       log: deps.log,
       state: deps.state,
-      authenticate: (req) => authenticateUpgrade(req, { auth, tickets: this.tickets, cookieIdentity }),
+      authenticate: (req) => authenticateUpgrade(req, { auth, tickets: this.tickets, cookieIdentity, selfOrigin }),
       refreshIdentity: (id) => (id.user_id ? auth.identityOf(id.user_id, id.method, { scopes: id.key_scopes, proof: id.proof }) : Promise.resolve(id)),
       revalidate: (ids) => auth.revalidate(ids),
       options: deps.options,

@@ -9,7 +9,7 @@ export interface UpgradeAuthenticator {
   fromHeaders(headers: http.IncomingHttpHeaders, ip: string): Promise<ApiIdentity | null>;
   identityOf(userId: string, method: CredentialMethod, extra?: { scopes?: readonly string[] | null; proof?: CredentialProof | null }): Promise<ApiIdentity | null>;
   revalidate(identities: readonly ApiIdentity[]): Promise<Array<ApiIdentity | null>>;
-  originAllowed(origin: string | null | undefined): boolean;
+  originAllowed(origin: string | null | undefined, self?: string | null): boolean;
 }
 
 export type CookieIdentity = (req: http.IncomingMessage) => Promise<ApiIdentity | null>;
@@ -19,6 +19,8 @@ export interface UpgradeAuthDeps {
   tickets: WsTickets;
   /** resolves the UI cookie session of an upgrade request; absent = cookies not accepted */
   cookieIdentity?: CookieIdentity;
+  /** the origin the request was sent to (scheme and Host, as the HTTP app reads them) */
+  selfOrigin?: (req: http.IncomingMessage) => string;
 }
 
 export type UpgradeAuthResult = { ok: true; identity: ApiIdentity } | { ok: false; status: 401; message: string };
@@ -40,7 +42,7 @@ function hasSessionCookie(req: http.IncomingMessage): boolean {
 export async function authenticateUpgrade(req: http.IncomingMessage, deps: UpgradeAuthDeps): Promise<UpgradeAuthResult> {
   const url = new URL(req.url ?? '/', 'http://upgrade.invalid');
   const origin = typeof req.headers.origin === 'string' ? req.headers.origin : null;
-  const originOk = deps.auth.originAllowed(origin);
+  const originOk = deps.auth.originAllowed(origin) || (origin !== null && deps.selfOrigin !== undefined && deps.auth.originAllowed(origin, deps.selfOrigin(req)));
 
   const ticket = url.searchParams.get('ticket');
   if (ticket !== null) {

@@ -133,6 +133,11 @@ function core(deps: HttpAppDeps) {
       if (state.stopping) ctx.set('Connection', 'close');
     } catch (err) {
       renderFailure(ctx, err);
+    }
+    try {
+      if (deps.errorPage && ctx.status >= 400 && wantsPage(ctx)) deps.errorPage(ctx, ctx.status, (ctx.body as ErrorBody).error.code, (ctx.body as ErrorBody).error.message);
+    } catch (err) {
+      ctx.log.error({ err }, 'error page failed');
     } finally {
       if (started) {
         const ms = performance.now() - started;
@@ -142,6 +147,17 @@ function core(deps: HttpAppDeps) {
       }
     }
   };
+}
+
+type ErrorBody = { error: { code: string; message: string } };
+
+/** A browser asking for a page (not the API) that is about to get an error body: it gets a page instead. */
+function wantsPage(ctx: Context): boolean {
+  const body = ctx.body as Partial<ErrorBody> | undefined;
+  if (!body || typeof body !== 'object' || !body.error || typeof body.error.message !== 'string') return false;
+  const path = ctx.path;
+  if (path === '/api' || path.startsWith('/api/') || path === '/ws' || path === '/metrics' || path === '/healthz' || path === '/readyz') return false;
+  return (ctx.get('accept') || '').includes('text/html');
 }
 
 async function readiness(ctx: Context, state: BootState, version: string, database?: Readiness): Promise<void> {
@@ -172,6 +188,8 @@ export interface HttpAppDeps {
   version?: string;
   /** asked by /readyz */
   database?: Readiness;
+  /** renders an error as a page for a browser outside /api (the web area's layout) */
+  errorPage?: (ctx: Context, status: number, code: string, message: string) => void;
 }
 
 /** The Koa app with the middleware every request passes; areas add theirs with mount(). */

@@ -3,6 +3,7 @@ import Joi from 'joi';
 import type { Context } from 'koa';
 import type { IamComponent } from '../iam/component.js';
 import { checkOrigin, credentialsLogin, loginSchema, nextSchema, providerList, startCookieSession } from '../auth/routes.js';
+import { requestOrigin } from '../auth/authenticate.js';
 import { formBody } from '../http/body.js';
 import { HttpError } from '../http/errors.js';
 import { validate } from '../http/validate.js';
@@ -40,6 +41,7 @@ const pageQuery = Joi.object({
   error: Joi.string().pattern(/^[a-z_]{1,40}$/),
   next: Joi.string().max(2048),
   retry_after: Joi.number().integer().min(1).max(3600),
+  signed_out: Joi.valid('1'),
 }).unknown(true);
 
 /** The API's login body plus the form's `next`: one validation for both paths (NUL included). */
@@ -70,7 +72,17 @@ ${body}
 `.value;
 }
 
-export function renderLoginPage(iam: IamComponent, opts: { error?: string; next: string; retryAfter?: number }): string {
+/**
+ * The page opened at an address other than the public URL (127.0.0.1 rather than the public
+ * name): password sign-in works here, but single sign-on returns to the public URL, so say so.
+ */
+function addressNote(publicUrl: string, requestOrigin: string | undefined, sso: boolean) {
+  if (!requestOrigin || requestOrigin === new URL(publicUrl).origin) return '';
+  return html`<p class="note" data-address-note>You opened this page at <code>${requestOrigin}</code>; the service's address is <code>${publicUrl}</code>.
+${sso ? 'Single sign-on returns there, so use that address to sign in with it. ' : ''}<a href="${publicUrl}/login">Sign in at ${publicUrl}</a></p>`;
+}
+
+export function renderLoginPage(iam: IamComponent, opts: { error?: string; next: string; retryAfter?: number; requestOrigin?: string; signedOut?: boolean }): string {
   const providers = iam.chain.ready ? providerList(iam) : [];
   const credentials = providers.filter((p) => p.kind === 'credentials');
   const redirects = providers.filter((p): p is typeof p & { start_url: string } => p.kind === 'redirect' && 'start_url' in p);
@@ -87,6 +99,8 @@ export function renderLoginPage(iam: IamComponent, opts: { error?: string; next:
 
   return page(html`<h1>Sign in</h1>
 ${message ? html`<p class="error" role="alert">${message}</p>` : ''}
+${opts.signedOut && !message ? html`<p class="form-msg ok" role="status">You are signed out.</p>` : ''}
+${addressNote(iam.config.publicUrl, opts.requestOrigin, redirects.length > 0)}
 ${credentials.length
     ? html`<form method="post" action="/login">
 <input type="hidden" name="next" value="${opts.next}">
@@ -119,8 +133,8 @@ export function loginPageRoutes(iam: IamComponent): Router {
 
   r.get('/login', (ctx) => {
     const { value } = pageQuery.validate(ctx.query);
-    const q = (value ?? {}) as { error?: string; next?: string; retry_after?: number };
-    sendPage(ctx, renderLoginPage(iam, { error: q.error, next: safeNext(q.next), retryAfter: q.retry_after }));
+    const q = (value ?? {}) as { error?: string; next?: string; retry_after?: number; signed_out?: string };
+    sendPage(ctx, renderLoginPage(iam, { error: q.error, next: safeNext(q.next), retryAfter: q.retry_after, requestOrigin: requestOrigin(ctx), signedOut: q.signed_out === '1' }));
   });
 
   /** The form's target: answers only with redirects (303), so a reload never re-posts a password. */

@@ -91,7 +91,7 @@ export function webRoutes(iam: IamComponent): Router {
     checkOrigin(iam, ctx);
     await logout(iam, ctx);
     ctx.status = 303;
-    ctx.redirect('/login');
+    ctx.redirect('/login?signed_out=1');
   });
 
   r.get('/openapi.json', (ctx) => {

@@ -134,7 +134,8 @@ describe('web pages: access, headers, assets', function () {
     await agent.post('/logout').set('Origin', 'https://evil.example').expect(403);
     await agent.get('/').expect(200);
     const out = await agent.post('/logout').set('Origin', origin).expect(303);
-    expect(out.headers.location).to.equal('/login');
+    expect(out.headers.location).to.equal('/login?signed_out=1');
+    expect((await agent.get(out.headers.location).expect(200)).text).to.include('You are signed out.');
     await agent.get('/').expect(302);
   });
 
