@@ -1,13 +1,36 @@
 // The build that `npm ci` runs (prepare) and `npm start` uses: the server compiled by tsc into
-// dist/, the browser's static assets into dist/static/.
+// dist/, the browser's static assets into dist/static/, and each page module of
+// src/web/browser bundled by esbuild into dist/static/<page>.js (with the gateway client).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const out = path.join(root, 'dist');
+const browserDir = path.join(root, 'src/web/browser');
+/** shared by the pages, not a page of its own: bundled into each of them */
+const SHARED = new Set(['app.ts']);
 
 fs.rmSync(out, { recursive: true, force: true });
 execFileSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json')], { stdio: 'inherit' });
 fs.cpSync(path.join(root, 'src/web/static'), path.join(out, 'static'), { recursive: true });
+
+const pages = fs
+  .readdirSync(browserDir)
+  .filter((name) => name.endsWith('.ts') && !name.endsWith('.d.ts') && !SHARED.has(name))
+  .map((name) => path.join(browserDir, name));
+await build({
+  entryPoints: pages,
+  outdir: path.join(out, 'static'),
+  bundle: true,
+  format: 'esm',
+  platform: 'browser',
+  // what current browsers run natively: no down-levelling of classes, async or private fields
+  target: ['es2022', 'chrome111', 'firefox111', 'safari16.4'],
+  // maps next to the bundles for debugging, not linked: the server serves only .js/.css/.svg/.png
+  sourcemap: 'external',
+  logLevel: 'warning',
+  tsconfig: path.join(root, 'tsconfig.browser.json'),
+});

@@ -1,108 +1,46 @@
 /**
- * A client of the service's WebSocket gateway, for browsers and Node alike (it imports nothing):
- * the web UI, the tests and third-party programs use it. It connects with any credential the
- * gateway takes (cookie, headers in Node, a one-time ticket), reconnects with backoff and jitter
- * (to the next of several URLs, when given), resumes the notification stream from the last seq
- * it has with no gap and no duplicate, and correlates socket:request with its socket:response.
+ * A client of the service's WebSocket gateway, for browsers and Node alike (it imports nothing at
+ * run time): the web UI, the tests and third-party programs use it. It connects with any
+ * credential the gateway takes (cookie, headers in Node, a one-time ticket per connection),
+ * reconnects with backoff and jitter (to the next of several URLs, when given), resumes the
+ * notification stream from the last seq it has with no gap and no duplicate, notices a dead
+ * connection with its own ping, and correlates socket:request with its socket:response.
  * docs/client.md has examples.
  */
+import type { ClientEvents, ClientState, GatewayClientOptions, KeepaliveOptions, NotificationFrame, NotifyEvent, ServerEvents, SocketFactory, SocketLike, SocketResponse } from './types.js';
 
-/** A notification as pushed (`system:notify` / `user:notify`), or a clear of one. */
-export interface NotificationFrame {
-  id: string;
-  seq: number | null;
-  title?: string;
-  message?: string;
-  level?: 'info' | 'success' | 'warning' | 'error';
-  source?: string | null;
-  link?: string | null;
-  created_at?: string;
-  updated_at?: string;
-  read?: boolean;
-  broadcast: boolean;
-  toast?: boolean;
-  action?: 'clear';
-  cleared?: true;
-  persist?: false;
+export type * from './types.js';
+
+/** Thrown by a `ticket` function when the credential behind it is refused (e.g. a 401): no retry. */
+export class CredentialRefusedError extends Error {
+  override readonly name = 'CredentialRefusedError';
 }
 
-export interface SocketResponse {
-  request_id: string;
-  operation: string;
-  provider: string | null;
-  ok: boolean;
-  result: unknown;
-  error: null | { code: string; message: string; details?: unknown };
+type Listener = (payload: never) => void;
+interface Pending {
+  resolve: (r: SocketResponse) => void;
+  reject: (e: Error) => void;
+  timer: ReturnType<typeof setTimeout>;
 }
-
-/** Frames the server sends (plugins add their own `plugin:<id>:<name>` events). */
-export interface ServerEvents {
-  'gateway:welcome': { username: string; permissions: string[]; last_seq: number };
-  'gateway:pong': { time: string };
-  'gateway:error': { code: string; message: string; ref: string | null };
-  'system:notify': NotificationFrame;
-  'user:notify': NotificationFrame;
-  'notifications:resumed': { last_seq: number; count: number; more: boolean; truncated?: boolean };
-  'notifications:catch_up': Record<string, never>;
-  'socket:response': SocketResponse;
-  'socket:providers_changed': { instance: string; providers: string[] };
-}
-
-export type ClientState = 'connecting' | 'resuming' | 'live' | 'reconnecting' | 'refused' | 'closed';
-
-/** What the client reports besides the server's frames. */
-export interface ClientEvents {
-  /** every notification push exactly once, in order, whether live or replayed */
-  notification: { event: 'system:notify' | 'user:notify'; payload: NotificationFrame };
-  state: { state: ClientState; reason?: string };
-  /** the history before the cursor was dropped by retention: what the client holds is partial */
-  truncated: { last_seq: number };
-}
-
-/** The part of the WebSocket interface this client uses: browsers' and the `ws` package's fit. */
-export interface SocketLike {
-  readonly readyState: number;
-  onopen: ((ev: unknown) => void) | null;
-  onmessage: ((ev: { data: unknown }) => void) | null;
-  onclose: ((ev: { code: number; reason: string }) => void) | null;
-  onerror: ((ev: { message?: string; error?: unknown }) => void) | null;
-  send(data: string): void;
-  close(code?: number, reason?: string): void;
-}
-
-export type SocketFactory = new (url: string, protocols?: string | string[], options?: { headers?: Record<string, string> }) => SocketLike;
-
-export interface GatewayClientOptions {
-  /** ws(s)://host/ws; several: each reconnect tries the next (failover without a balancer) */
-  url: string | string[];
-  /** the WebSocket constructor (default: the global one; in Node pass `ws`'s) */
-  WebSocket?: SocketFactory;
-  /** Node only: credential headers for the upgrade (X-API-Key, Authorization) */
-  headers?: Record<string, string>;
-  /** fetches a fresh one-time ticket before each connection (browsers on another origin) */
-  ticket?: () => Promise<string>;
-  /** the seq to resume from (e.g. the last_seq of the history the page loaded); default: the welcome's */
-  since?: number;
-  /** reconnect delays: the first, doubling to the last, each with full jitter */
-  backoff?: { initialMs: number; maxMs: number };
-  /** default timeout of request() */
-  requestTimeoutMs?: number;
-}
-
-type Listener = (payload: any) => void;
 
 const OPEN = 1;
 /** closes after which reconnecting would repeat the refusal: policy (1008) */
 const FINAL_CLOSES = new Set([1008]);
+const DEFAULT_KEEPALIVE: KeepaliveOptions = { intervalMs: 20_000, timeoutMs: 5_000 };
 
 export class GatewayClient {
   private socket: SocketLike | null = null;
   private readonly urls: string[];
   private urlIndex = 0;
   private attempt = 0;
-  private timer: ReturnType<typeof setTimeout> | null = null;
+  /** bumped whenever the current connection attempt is abandoned: an older one finishing late does nothing */
+  private generation = 0;
+  private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  private pingTimer: ReturnType<typeof setInterval> | null = null;
+  private pongTimer: ReturnType<typeof setTimeout> | null = null;
+  private readonly keepalive: KeepaliveOptions | null;
   private readonly listeners = new Map<string, Set<Listener>>();
-  private readonly pending = new Map<string, { resolve: (r: SocketResponse) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }>();
+  private readonly pending = new Map<string, Pending>();
   private nextRef = 0;
   private stateValue: ClientState = 'connecting';
   /** everything visible up to here has been received (or superseded) */
@@ -110,13 +48,14 @@ export class GatewayClient {
   /** seqs handed to the application lately: a frame seen twice (live and replayed) goes out once */
   private readonly seen = new Set<number>();
   /** notifications that arrive while a resume runs (replayed and live ones interleave): handed on in seq order after it */
-  private pendingResume: Array<{ event: 'system:notify' | 'user:notify'; payload: NotificationFrame }> = [];
+  private pendingResume: Array<{ event: NotifyEvent; payload: NotificationFrame }> = [];
   private stopped = false;
 
   constructor(private readonly options: GatewayClientOptions) {
     this.urls = Array.isArray(options.url) ? [...options.url] : [options.url];
     if (this.urls.length === 0) throw new Error('GatewayClient needs a url');
     this.cursor = options.since ?? null;
+    this.keepalive = options.keepalive === false ? null : (options.keepalive ?? DEFAULT_KEEPALIVE);
     void this.open();
   }
 
@@ -131,12 +70,13 @@ export class GatewayClient {
 
   on<E extends keyof ClientEvents>(event: E, listener: (payload: ClientEvents[E]) => void): () => void;
   on<E extends keyof ServerEvents>(event: E, listener: (payload: ServerEvents[E]) => void): () => void;
-  on(event: string, listener: (payload: any) => void): () => void;
-  on(event: string, listener: Listener): () => void {
+  on(event: string, listener: (payload: unknown) => void): () => void;
+  on(event: string, listener: (payload: never) => void): () => void {
     let set = this.listeners.get(event);
     if (!set) this.listeners.set(event, (set = new Set()));
-    set.add(listener);
-    return () => set!.delete(listener);
+    const listeners = set;
+    listeners.add(listener);
+    return () => listeners.delete(listener);
   }
 
   /** Resolves once the client is live (welcomed and resumed), or rejects when it is refused or closed. */
@@ -183,11 +123,29 @@ export class GatewayClient {
     });
   }
 
+  /**
+   * Gives up the connection (or the wait for the next attempt) and connects again at once, with
+   * a fresh backoff: for when the network is back (the browser's `online` event) or a tab
+   * becomes visible while offline. Also tries again after `refused`.
+   */
+  reconnectNow(): void {
+    if (this.stopped) return;
+    this.abandon('reconnecting now');
+    this.attempt = 0;
+    void this.open();
+  }
+
+  /** Drops the connection at once (the network went away) and reconnects with backoff. */
+  drop(reason = 'dropped'): void {
+    if (this.stopped || !this.socket) return;
+    this.abandon(reason);
+    this.retry(reason);
+  }
+
   close(): void {
+    if (this.stopped) return;
     this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.failPending('closed');
-    this.socket?.close(1000, 'client closed');
+    this.abandon('closed', 1000);
     this.setState('closed');
   }
 
@@ -195,12 +153,19 @@ export class GatewayClient {
 
   private async open(): Promise<void> {
     if (this.stopped) return;
+    const generation = ++this.generation;
     const Ctor = this.options.WebSocket ?? (globalThis as unknown as { WebSocket: SocketFactory }).WebSocket;
-    let url = this.urls[this.urlIndex % this.urls.length];
-    try {
-      if (this.options.ticket) url += `${url.includes('?') ? '&' : '?'}ticket=${encodeURIComponent(await this.options.ticket())}`;
-    } catch (err) {
-      return this.retry(`ticket: ${(err as Error).message}`);
+    let url = this.urls[this.urlIndex % this.urls.length]!;
+    if (this.options.ticket) {
+      try {
+        const ticket = await this.options.ticket();
+        if (generation !== this.generation) return;
+        url += `${url.includes('?') ? '&' : '?'}ticket=${encodeURIComponent(ticket)}`;
+      } catch (err) {
+        if (generation !== this.generation) return;
+        if (err instanceof CredentialRefusedError) return this.setState('refused', err.message);
+        return this.retry(`ticket: ${(err as Error).message}`);
+      }
     }
     if (this.stopped) return;
     const socket = this.options.headers ? new Ctor(url, undefined, { headers: this.options.headers }) : new Ctor(url);
@@ -210,19 +175,19 @@ export class GatewayClient {
     socket.onopen = () => {
       opened = true;
       this.attempt = 0;
+      this.startKeepalive(socket);
     };
     socket.onerror = (ev) => {
       // Node's ws says why an upgrade failed; a 401 will not pass on the next try either
       const message = ev?.message ?? String((ev?.error as Error | undefined)?.message ?? '');
       if (/Unexpected server response: 401/.test(message)) refusal = 'the credential was refused (401)';
     };
-    socket.onmessage = (ev) => this.onFrame(typeof ev.data === 'string' ? ev.data : String(ev.data));
+    socket.onmessage = (ev) => {
+      if (this.socket === socket) this.onFrame(typeof ev.data === 'string' ? ev.data : String(ev.data));
+    };
     socket.onclose = (ev) => {
       if (this.socket !== socket) return;
-      this.socket = null;
-      this.failPending('disconnected');
-      // what a broken resume brought is handed on now (the next resume starts from the same cursor)
-      this.flushResumed();
+      this.detach('disconnected');
       if (this.stopped) return;
       if (refusal) return this.setState('refused', refusal);
       if (opened && FINAL_CLOSES.has(ev.code)) {
@@ -233,6 +198,33 @@ export class GatewayClient {
     };
   }
 
+  /** Leaves the current connection, or the attempt or wait for one, behind. */
+  private abandon(why: string, code?: number): void {
+    this.generation++;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    const socket = this.socket;
+    if (!socket) return;
+    this.detach(why);
+    socket.onopen = socket.onmessage = socket.onerror = socket.onclose = null;
+    try {
+      if (code === undefined && socket.terminate) socket.terminate();
+      // browsers refuse a close reason over 123 bytes
+      else socket.close(code ?? 1000, why.slice(0, 40));
+    } catch {
+      /* already closing */
+    }
+  }
+
+  /** The connection is gone: what waited on it fails, what a broken resume brought is handed on. */
+  private detach(why: string): void {
+    this.socket = null;
+    this.stopKeepalive();
+    this.failPending(why);
+    // the next resume starts from the same cursor; the seen-set drops what it repeats
+    this.flushResumed();
+  }
+
   /** Next attempt after a delay (doubling, full jitter), on the next URL. */
   private retry(reason: string): void {
     if (this.stopped) return;
@@ -240,33 +232,68 @@ export class GatewayClient {
     this.urlIndex++;
     const { initialMs, maxMs } = this.options.backoff ?? { initialMs: 250, maxMs: 10_000 };
     const ceiling = Math.min(maxMs, initialMs * 2 ** Math.min(this.attempt++, 16));
-    this.timer = setTimeout(() => void this.open(), Math.round(ceiling / 2 + (Math.random() * ceiling) / 2));
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      void this.open();
+    }, Math.round(ceiling / 2 + (Math.random() * ceiling) / 2));
+  }
+
+  /** A ping the server must answer: a connection that died without a close is noticed within seconds. */
+  private startKeepalive(socket: SocketLike): void {
+    const k = this.keepalive;
+    if (!k) return;
+    this.stopKeepalive();
+    this.pingTimer = setInterval(() => {
+      if (this.socket !== socket || this.pongTimer) return;
+      try {
+        this.send('gateway:ping', {}, 'keepalive');
+      } catch {
+        return;
+      }
+      this.pongTimer = setTimeout(() => {
+        this.pongTimer = null;
+        if (this.socket === socket) this.drop(`no answer to gateway:ping within ${k.timeoutMs} ms`);
+      }, k.timeoutMs);
+    }, k.intervalMs);
+  }
+
+  private stopKeepalive(): void {
+    if (this.pingTimer) clearInterval(this.pingTimer);
+    if (this.pongTimer) clearTimeout(this.pongTimer);
+    this.pingTimer = this.pongTimer = null;
   }
 
   // ---- frames ----------------------------------------------------------------------------
 
   private onFrame(text: string): void {
-    let frame: { event?: unknown; payload?: any; ref?: unknown };
+    let frame: { event?: unknown; payload?: unknown; ref?: unknown };
     try {
       frame = JSON.parse(text);
     } catch {
       return;
     }
+    // any frame proves the connection alive (a pong may queue behind a long replay)
+    if (this.pongTimer) clearTimeout(this.pongTimer);
+    this.pongTimer = null;
     const event = typeof frame.event === 'string' ? frame.event : '';
     const payload = frame.payload ?? {};
+    const ref = typeof frame.ref === 'string' ? frame.ref : null;
     switch (event) {
       case 'gateway:welcome':
-        if (this.cursor === null) this.cursor = payload.last_seq ?? 0;
+        if (this.cursor === null) this.cursor = (payload as ServerEvents['gateway:welcome']).last_seq ?? 0;
         this.resume();
         break;
-      case 'notifications:resumed':
+      case 'notifications:resumed': {
+        const resumed = payload as ServerEvents['notifications:resumed'];
         // everything up to last_seq has been sent: live pushes carry on from here
-        this.cursor = Math.max(this.cursor ?? 0, payload.last_seq ?? 0);
-        if (payload.truncated) this.emit('truncated', { last_seq: payload.last_seq });
+        this.cursor = Math.max(this.cursor ?? 0, resumed.last_seq ?? 0);
+        if (resumed.truncated) this.emit('truncated', { last_seq: resumed.last_seq });
         this.flushResumed();
-        if (payload.more) this.resume();
+        if (resumed.more) this.resume();
         else this.setState('live');
         break;
+      }
       case 'notifications:catch_up':
         if (this.stateValue === 'live') this.resume();
         break;
@@ -275,35 +302,33 @@ export class GatewayClient {
         this.notification(event, payload as NotificationFrame);
         break;
       case 'socket:response': {
-        const ref = typeof frame.ref === 'string' ? frame.ref : payload.request_id;
-        const waiting = this.pending.get(ref);
-        if (waiting) {
-          this.pending.delete(ref);
-          clearTimeout(waiting.timer);
-          waiting.resolve(payload as SocketResponse);
-        }
+        const response = payload as SocketResponse;
+        this.settle(ref ?? response.request_id, (p) => p.resolve(response));
         break;
       }
       case 'gateway:error': {
-        const ref = typeof frame.ref === 'string' ? frame.ref : null;
-        const waiting = ref ? this.pending.get(ref) : undefined;
-        if (waiting) {
-          this.pending.delete(ref!);
-          clearTimeout(waiting.timer);
-          waiting.reject(new Error(`${payload.code}: ${payload.message}`));
-        }
+        const error = payload as ServerEvents['gateway:error'];
+        if (ref) this.settle(ref, (p) => p.reject(new Error(`${error.code}: ${error.message}`)));
         break;
       }
     }
     this.emit(event, payload);
   }
 
-  private notification(event: 'system:notify' | 'user:notify', payload: NotificationFrame): void {
+  private settle(ref: string, how: (p: Pending) => void): void {
+    const waiting = this.pending.get(ref);
+    if (!waiting) return;
+    this.pending.delete(ref);
+    clearTimeout(waiting.timer);
+    how(waiting);
+  }
+
+  private notification(event: NotifyEvent, payload: NotificationFrame): void {
     if (this.stateValue === 'resuming') {
       this.pendingResume.push({ event, payload });
       return;
     }
-    this.handOn(event, payload);
+    this.handOn(event, payload, false);
   }
 
   /** What arrived during a resume, in seq order (those without a seq last, as they came). */
@@ -311,10 +336,10 @@ export class GatewayClient {
     const batch = this.pendingResume;
     this.pendingResume = [];
     batch.sort((a, b) => (a.payload.seq ?? Infinity) - (b.payload.seq ?? Infinity));
-    for (const n of batch) this.handOn(n.event, n.payload);
+    for (const n of batch) this.handOn(n.event, n.payload, true);
   }
 
-  private handOn(event: 'system:notify' | 'user:notify', payload: NotificationFrame): void {
+  private handOn(event: NotifyEvent, payload: NotificationFrame, replayed: boolean): void {
     const seq = typeof payload.seq === 'number' ? payload.seq : null;
     if (seq !== null) {
       if (this.seen.has(seq)) return;
@@ -324,7 +349,7 @@ export class GatewayClient {
       // while a resume runs the cursor waits for its answer (replayed and live frames interleave)
       if (this.stateValue === 'live') this.cursor = Math.max(this.cursor ?? 0, seq);
     }
-    this.emit('notification', { event, payload });
+    this.emit('notification', { event, payload, replayed });
   }
 
   private resume(): void {
@@ -339,7 +364,7 @@ export class GatewayClient {
   private emit(event: string, payload: unknown): void {
     for (const l of [...(this.listeners.get(event) ?? [])]) {
       try {
-        l(payload);
+        (l as (p: unknown) => void)(payload);
       } catch {
         /* a listener's failure is its own */
       }

@@ -6,7 +6,8 @@ import { PROJECT_ROOT } from '../version.js';
 import type { Context } from 'koa';
 
 /**
- * Static assets: our own files in src/web/static (read once at start), and Swagger UI's from the
+ * Static assets: our own from dist/static (src/web/static and the page bundles of
+ * src/web/browser, put there by `npm run build`; read once at start), and Swagger UI's from the
  * swagger-ui-dist package (no CDN). Only names from these two folders are served; a name is
  * looked up in a map, never joined into a path from the request.
  */

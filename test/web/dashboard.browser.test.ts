@@ -159,4 +159,37 @@ describe('browser: dashboard with live notifications', function () {
     expect(await page.textContent('[data-send-form] [data-msg]')).to.equal('Sent.');
     expectNoProblems(browser);
   });
+
+  it('loads older notifications under the first page until the history ends', async function () {
+    const archive = Array.from({ length: 120 }, (_, i) => ({ title: `Archived ${i + 1}`, message: 'from the archive', toast: false }));
+    const res = await request(svc.url).post('/api/notifications/batch').set('Authorization', adminAuth()).send({ notifications: archive });
+    expect(res.status, JSON.stringify(res.body)).to.equal(202);
+    const history = await request(svc.url).get('/api/notifications?limit=200').set('Authorization', adminAuth()).expect(200);
+    const everything = history.body.notifications.map((n: { id: string }) => n.id) as string[];
+    expect(everything.length, 'more than the first page holds').to.be.greaterThan(100);
+    const titles = () => page.$$eval('[data-feed] li .title', (els) => els.map((el) => el.textContent));
+    const older = page.locator('[data-load-older]');
+
+    await page.reload();
+    await waitLive(page);
+    await page.waitForFunction(() => document.querySelectorAll('[data-feed] li').length === 100);
+    expect(await titles()).to.include('Archived 21').and.not.include('Archived 20');
+    expect(await older.isVisible()).to.equal(true);
+
+    // each click adds the next 50 below the lowest seq shown; a short page hides the button
+    for (let shown = 100; shown < everything.length; shown += 50) {
+      await older.click();
+      await page.waitForFunction((n) => document.querySelectorAll('[data-feed] li').length === n, Math.min(shown + 50, everything.length));
+    }
+    const after = await titles();
+    for (let i = 1; i <= 20; i++) expect(after).to.include(`Archived ${i}`);
+    expect(await feedIds()).to.deep.equal(everything);
+    if (everything.length % 50 !== 0) await older.waitFor({ state: 'hidden' });
+    else {
+      await older.click(); // a page of exactly 50 was not yet known to be the last
+      await older.waitFor({ state: 'hidden' });
+      expect(await feedIds()).to.deep.equal(everything);
+    }
+    expectNoProblems(browser);
+  });
 });

@@ -1,0 +1,54 @@
+// Administration of plugins [feature:admin.plugins]: state, errors, enable / disable.
+import { api, boot, busy, errorText, h, must, say } from './app.js';
+
+type PluginState = 'loaded' | 'degraded' | 'failed' | 'disabled';
+
+/** GET /api/plugins, the fields this page shows. */
+interface PluginView {
+  id: string;
+  folder: string;
+  name: string | null;
+  version: string | null;
+  description: string | null;
+  enabled: boolean;
+  state: PluginState;
+  error: string | null;
+  socket_providers: { registered: string[] };
+  auth_providers: string[];
+}
+
+const table = must<HTMLTableSectionElement>('[data-plugins] tbody');
+const empty = must('[data-empty]');
+const msg = must('[data-msg]');
+const STATE_CLASS: Record<PluginState, string> = { loaded: 'on', degraded: 'failed', failed: 'failed', disabled: 'off' };
+
+function row(p: PluginView): HTMLTableRowElement {
+  const toggle = h('button', { type: 'button', class: `small ${p.enabled ? 'secondary' : ''}`, dataset: { toggle: p.id } }, p.enabled ? 'Disable' : 'Enable');
+  toggle.addEventListener('click', async () => {
+    const done = await busy(toggle, msg, () => api<{ state: PluginState; error: string | null }>('POST', `/api/plugins/${encodeURIComponent(p.id)}/${p.enabled ? 'disable' : 'enable'}`));
+    if (done) {
+      say(msg, `${p.name ?? p.id}: ${done.state}${done.error ? ` (${done.error})` : ''}`, done.error ? 'error' : 'ok');
+      await load();
+    }
+  });
+  const provides = [...p.socket_providers.registered.map((n) => `socket ${n}`), ...p.auth_providers.map((n) => `auth ${n}`)];
+  return h(
+    'tr',
+    { dataset: { plugin: p.id } },
+    h('td', {}, h('strong', {}, p.name ?? p.id), h('div', { class: 'note' }, p.description ?? p.folder)),
+    h('td', {}, p.version ?? '—'),
+    h('td', {}, h('span', { class: `pill ${STATE_CLASS[p.state] ?? ''}`, 'data-state': p.state }, p.state), p.enabled || p.state === 'disabled' ? '' : h('span', { class: 'pill off' }, 'disabled')),
+    h('td', { class: p.error ? 'error' : '' }, p.error ?? ''),
+    h('td', {}, provides.map((x) => h('span', { class: 'pill' }, x))),
+    h('td', {}, toggle),
+  );
+}
+
+async function load(): Promise<void> {
+  const { plugins } = await api<{ plugins: PluginView[] }>('GET', '/api/plugins');
+  table.replaceChildren(...plugins.map(row));
+  empty.hidden = plugins.length > 0;
+}
+
+load().catch((err: unknown) => say(msg, errorText(err), 'error'));
+void boot();

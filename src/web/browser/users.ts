@@ -1,0 +1,132 @@
+// Administration of users [feature:admin.users]: list, create, edit (groups, extra
+// permissions, profile, disabled, password), delete.
+import { api, boot, busy, confirmButton, control, errorText, h, must, say, submitter, text, texts } from './app.js';
+
+/** GET /api/users, one user. */
+interface UserView {
+  id: string;
+  username: string;
+  display_name: string | null;
+  email: string | null;
+  groups: string[];
+  roles: string[];
+  extra_permissions: string[];
+  disabled: boolean;
+  identities: Array<{ provider: string; provider_user_id: string }>;
+}
+
+interface UserBody {
+  username?: string;
+  display_name?: string | null;
+  email: string | null;
+  groups: string[];
+  extra_permissions: string[];
+  password?: string;
+  disabled?: boolean;
+}
+
+const table = must<HTMLTableSectionElement>('[data-users] tbody');
+const form = must<HTMLFormElement>('[data-user-form]');
+const listMsg = must('[data-list-msg]');
+const formMsg = must('[data-msg]', form);
+const field = {
+  username: control(form, 'username'),
+  displayName: control(form, 'display_name'),
+  email: control(form, 'email'),
+  password: control(form, 'password'),
+  extraPermissions: control(form, 'extra_permissions'),
+  disabled: control(form, 'disabled'),
+};
+let groups: Array<{ name: string }> = [];
+/** the user being edited, null = a new one */
+let editing: UserView | null = null;
+
+function groupChecks(selected: string[]): void {
+  must('[data-group-checks]', form).replaceChildren(
+    ...groups.map((g) => h('label', {}, h('input', { type: 'checkbox', name: 'groups', value: g.name, checked: selected.includes(g.name) }), g.name)),
+  );
+}
+
+function openForm(user: UserView | null): void {
+  editing = user;
+  form.hidden = false;
+  form.reset();
+  say(formMsg, '');
+  must('[data-form-title]', form).textContent = user ? `Edit ${user.username}` : 'New user';
+  field.username.value = user?.username ?? '';
+  field.username.readOnly = Boolean(user);
+  field.displayName.value = user?.display_name ?? '';
+  field.email.value = user?.email ?? '';
+  field.password.placeholder = user ? 'leave empty to keep' : 'empty: single sign-on only';
+  field.extraPermissions.value = (user?.extra_permissions ?? []).join(' ');
+  field.disabled.checked = Boolean(user?.disabled);
+  groupChecks(user?.groups ?? ['INT_VIEWER']);
+  (user ? field.displayName : field.username).focus();
+}
+
+function row(u: UserView): HTMLTableRowElement {
+  const edit = h('button', { type: 'button', class: 'small secondary', onclick: () => openForm(u) }, 'Edit');
+  const del = confirmButton(h('button', { type: 'button', class: 'small secondary' }, 'Delete'), 'Confirm delete', async () => {
+    const ok = await busy(null, listMsg, () => api('DELETE', `/api/users/${u.id}`).then(() => true));
+    if (ok) {
+      say(listMsg, `Deleted ${u.username}.`);
+      await load();
+    }
+  });
+  return h(
+    'tr',
+    { dataset: { username: u.username } },
+    h('td', {}, u.username, ' ', u.roles.map((r) => h('span', { class: 'pill' }, r))),
+    h('td', {}, u.display_name ?? ''),
+    h('td', {}, u.email ?? ''),
+    h('td', {}, u.groups.map((g) => h('span', { class: 'pill' }, g)), u.extra_permissions.map((p) => h('span', { class: 'pill', title: 'extra permission' }, `+${p}`))),
+    h('td', {}, u.identities.map((i) => h('span', { class: 'pill', title: i.provider_user_id }, i.provider))),
+    h('td', {}, h('span', { class: `pill ${u.disabled ? 'off' : 'on'}` }, u.disabled ? 'disabled' : 'active')),
+    h('td', {}, edit, ' ', del),
+  );
+}
+
+async function load(): Promise<void> {
+  const [{ users }, g] = await Promise.all([
+    api<{ users: UserView[] }>('GET', '/api/users'),
+    api<{ groups: Array<{ name: string }> }>('GET', '/api/groups').catch(() => ({ groups: [] })),
+  ]);
+  groups = g.groups;
+  table.replaceChildren(...users.map(row));
+}
+
+must('[data-new-user]').addEventListener('click', () => openForm(null));
+must('[data-cancel]', form).addEventListener('click', () => {
+  form.hidden = true;
+});
+
+form.addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const f = new FormData(form);
+  const body: UserBody = {
+    display_name: text(f, 'display_name') || null,
+    email: text(f, 'email') || null,
+    groups: texts(f, 'groups'),
+    extra_permissions: text(f, 'extra_permissions').split(/\s+/).filter(Boolean),
+  };
+  if (text(f, 'password')) body.password = text(f, 'password');
+  let done: UserView | undefined;
+  const target = editing;
+  if (target) {
+    body.disabled = field.disabled.checked;
+    done = await busy(submitter(e), formMsg, () => api<UserView>('PATCH', `/api/users/${target.id}`, body));
+  } else {
+    body.username = text(f, 'username');
+    if (body.display_name === null) delete body.display_name;
+    done = await busy(submitter(e), formMsg, () => api<UserView>('POST', '/api/users', body));
+    if (done && field.disabled.checked) await api('PATCH', `/api/users/${done.id}`, { disabled: true }).catch(() => undefined);
+  }
+  if (done) {
+    form.hidden = true;
+    say(listMsg, `Saved ${done.username}.`);
+    await load();
+  }
+});
+
+load().catch((err: unknown) => say(listMsg, errorText(err), 'error'));
+void boot();
