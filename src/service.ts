@@ -13,6 +13,12 @@ import { VERSION } from './version.js';
 import { createHttpApp, mountRouters, type BootState } from './http/app.js';
 import { webSessionMiddleware } from './auth/web-session.js';
 import { IamComponent } from './iam/component.js';
+import { meRoutes } from './iam/routes/me.js';
+import { userRoutes } from './iam/routes/users.js';
+import { groupRoutes } from './iam/routes/groups.js';
+import { settingsRoutes } from './iam/routes/settings.js';
+import { authRoutes } from './auth/routes.js';
+import { webRouters } from './web/routes.js';
 import { SocketsComponent } from './sockets/component.js';
 import { Metrics } from './http/metrics.js';
 // notifications + ws gateway (issue 5)
@@ -108,11 +114,15 @@ export class Service {
     this.notifications.attachChannels(this.gateway.gateway);
     this.sockets.attachChannels(this.gateway.gateway);
     this.metrics.gauge('ws_connections', 'open WebSocket connections', () => this.gateway.gateway.connectionCount);
+    this.metrics.gauge('notifications_written', 'notifications this instance committed since it started', () => this.notifications.service.stats.notifications);
+    this.metrics.gauge('notification_write_batches', 'group-commit transactions that wrote them', () => this.notifications.service.stats.batches);
     if (config.redisUrl) {
       this.metrics.gauge('bus_bridge_up', '1 while the Redis link to the other instances is up', () => (this.bridge?.isUp ? 1 : 0));
       this.metrics.gauge('bus_bridge_messages_dropped', 'malformed or foreign bus messages dropped', () => this.bridge?.stats.dropped ?? 0);
     }
-    const routers: Router[] = [...this.iam.routers(), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
+    // the IAM area's API, the login and session API, the pages; then the other areas
+    const iam = this.iam;
+    const routers: Router[] = [meRoutes(iam), userRoutes(iam), groupRoutes(iam, this.bus), settingsRoutes(iam), authRoutes(iam), ...webRouters(iam), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     // plugin host (issue 7): its admin API first, then the one dispatch middleware of every
     // plugin's routes under /api/plugins/<id>/ (a disabled plugin's routes vanish at once)
     this.plugins = new PluginHost({

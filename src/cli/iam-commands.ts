@@ -10,7 +10,7 @@ import type { UserChange } from '../iam/users.js';
 import { isKnownPermission } from '../iam/permissions.js';
 import { CLI_ACTOR } from './context.js';
 import { readSecret } from './input.js';
-import { table, UsageError, type CommandEnv } from './program.js';
+import { table, UsageError, type CommandEnv } from './output.js';
 
 /**
  * `value` checked by `schema`; a failure is a usage error naming the argument: `argument`, or

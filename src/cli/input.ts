@@ -1,7 +1,7 @@
 import readline from 'node:readline';
 import { Writable } from 'node:stream';
 import type { CliIo } from './context.js';
-import { UsageError } from './program.js';
+import { UsageError } from './output.js';
 
 /**
  * A secret (a password, a settings secret) never comes from the command line, where `ps` and the

@@ -1,8 +1,12 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
 import type { Command } from 'commander';
 import Joi from 'joi';
 import { DomainError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { migrateLatest } from '../db/migrate.js';
+import { dialectOf, sqliteFile } from '../db/knex.js';
 import { seedIam } from '../iam/seed.js';
 import { AuthSettingsStore, FIELDS, MASK } from '../auth/settings.js';
 import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS } from '../auth/system-key.js';
@@ -13,7 +17,7 @@ import { userDirectory } from '../notifications/users.js';
 import { NotifyError } from '../notifications/types.js';
 import { IamStore } from '../iam/store.js';
 import { readSecret } from './input.js';
-import { table, UsageError, type CommandEnv } from './program.js';
+import { table, UsageError, type CommandEnv } from './output.js';
 import type { EventName } from '../bus/events.js';
 
 /**
@@ -67,6 +71,30 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       const applied = await migrateLatest(db);
       const { changed } = await seedIam(db, ctx.config, ctx.passwords);
       out(cmd).result({ applied, changed }, changed ? 'seeded the default groups and accounts' : 'nothing to seed: the default groups and accounts exist');
+    });
+
+  program
+    .command('backup <file>')
+    .description('copy the SQLite database into <file>, consistent even while the service writes (SQLite online backup); PostgreSQL: use pg_dump')
+    .action(async (file: string, _opts, cmd: Command) => {
+      const config = ctx.config;
+      if (dialectOf(config) !== 'sqlite') throw new DomainError('conflict', 'the database is PostgreSQL: back it up with pg_dump (docs/deploy.md)');
+      const source = sqliteFile(config);
+      if (!fs.existsSync(source)) throw new DomainError('not_found', `no database at ${source}`);
+      const target = path.resolve(file);
+      if (fs.existsSync(target)) throw new DomainError('conflict', `${target} exists: choose a new file`);
+      const db = new BetterSqlite3(source, { readonly: true, fileMustExist: true });
+      try {
+        await db.backup(target);
+      } finally {
+        db.close();
+      }
+      fs.chmodSync(target, 0o600);
+      const keyNote = config.fromEnv.has('SERVICE_SECRET_KEY') ? 'SERVICE_SECRET_KEY' : path.join(config.dataDir, 'secret.key');
+      out(cmd).result(
+        { file: target, bytes: fs.statSync(target).size, secret_key: keyNote },
+        `backed up to ${target} (${fs.statSync(target).size} bytes); keep it together with ${keyNote}: the stored secrets cannot be read without it`,
+      );
     });
 
   const settings = program.command('settings').description('read and change the settings the environment can lock');

@@ -4,37 +4,9 @@ import { DomainError } from '../errors.js';
 import { isDbUnavailable } from '../db/knex.js';
 import { VERSION } from '../version.js';
 import { CliContext, type CliIo } from './context.js';
+import { EXIT, Output, UsageError, type CommandEnv } from './output.js';
 import { userCommands, groupCommands, keyCommands } from './iam-commands.js';
 import { operationCommands } from './operation-commands.js';
-
-/** Exit codes a script can rely on. */
-export const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
-
-/** A bad argument: one line naming it, exit 2. */
-export class UsageError extends Error {}
-
-/** What a command prints: a sentence for people, or (with --json) one JSON document. */
-export class Output {
-  constructor(private readonly io: CliIo, readonly json: boolean) {}
-
-  result(data: unknown, text: string | string[]): void {
-    if (this.json) this.io.stdout(JSON.stringify(data, null, 2) + '\n');
-    else this.io.stdout((Array.isArray(text) ? text.join('\n') : text) + '\n');
-  }
-}
-
-/** Columns aligned with two spaces, for people (scripts use --json). */
-export function table(header: string[], rows: string[][]): string[] {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
-  return [line(header), ...rows.map(line)];
-}
-
-/** Everything a command module needs: the lazily built context, and its output. */
-export interface CommandEnv {
-  ctx: CliContext;
-  out(cmd: Command): Output;
-}
 
 function describe(err: unknown): { code: string; message: string; exit: number } {
   if (err instanceof UsageError) return { code: 'usage', message: err.message, exit: EXIT.usage };

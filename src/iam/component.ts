@@ -1,4 +1,3 @@
-import Router from '@koa/router';
 import type { Knex } from 'knex';
 import type { Config } from '../config.js';
 import type { EventBus } from '../bus/bus.js';
@@ -21,17 +20,11 @@ import { AttemptLimiter } from '../auth/attempts.js';
 import { Passwords } from './passwords.js';
 import { Authenticator } from '../auth/authenticate.js';
 import { IdentityCache } from '../auth/identity-cache.js';
-import { meRoutes } from './routes/me.js';
-import { userRoutes } from './routes/users.js';
-import { groupRoutes } from './routes/groups.js';
-import { settingsRoutes } from './routes/settings.js';
 import { ProviderChain, type BuildError } from './chain.js';
 import { IdentityLinker } from './linking.js';
 import { UserAdmin } from './users.js';
 import { OneTimeStore } from '../auth/one-time.js';
 import { AuthSettingsStore, AUTH_NS } from '../auth/settings.js';
-import { authRoutes } from '../auth/routes.js';
-import { webRouters } from '../web/routes.js';
 
 /** without the bus bridge: how often an instance looks for auth settings changed by another instance */
 const AUTH_SETTINGS_POLL_MS = 5000;
@@ -255,10 +248,6 @@ export class IamComponent {
   /** Is `p` a permission id that can be granted (catalog entry or a catalog namespace wildcard)? */
   isKnownPermission(p: string): boolean {
     return isKnownPermission(this.catalog(), p);
-  }
-
-  routers(): Router[] {
-    return [meRoutes(this), userRoutes(this), groupRoutes(this, this.deps.bus), settingsRoutes(this), authRoutes(this), ...webRouters(this)];
   }
 
   get config(): Config {

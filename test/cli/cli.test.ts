@@ -190,6 +190,55 @@ describe('CLI with the service stopped', function () {
   });
 });
 
+describe('CLI backup', function () {
+  this.timeout(60_000);
+
+  it('copies the SQLite database while the service writes; the copy and the key restore everything', async function () {
+    const svc = await startService();
+    const env = testEnv(svc.dataDir, svc.databaseUrl);
+    try {
+      if (svc.databaseUrl) {
+        refused(await cli(env, ['backup', path.join(svc.dataDir, 'b.sqlite')]), 1, /PostgreSQL: back it up with pg_dump/);
+        return;
+      }
+      expect((await cli(env, ['user', 'create', 'erin', '--password-stdin'], 'erin-password-1\n')).code).to.equal(0);
+      expect((await cli(env, ['settings', 'set', 'scm_webhook_secret'], 'webhook-secret-5678\n')).code).to.equal(0);
+      // notifications written before, and more arriving during the backup
+      const auth = basic('admin', 'admin-test-password');
+      const before = await request(svc.url).post('/api/notifications/batch').set('Authorization', auth).send({ notifications: Array.from({ length: 20 }, (_, i) => ({ title: `b${i}`, message: 'm' })) }).expect(202);
+      let writing = true;
+      const writer = (async () => {
+        for (let i = 0; writing; i++) await request(svc.url).post('/api/notifications').set('Authorization', auth).send({ title: `n${i}`, message: 'm' });
+      })();
+      const file = path.join(os.tmpdir(), `svc-backup-${process.pid}-${Date.now()}.sqlite`);
+      const backup = await cli(env, ['--json', 'backup', file]);
+      writing = false;
+      await writer;
+      expect(backup.code, backup.stderr).to.equal(0);
+      expect(backup.json()).to.include({ file, secret_key: 'SERVICE_SECRET_KEY' });
+      expect(fs.statSync(file).mode & 0o777).to.equal(0o600);
+      refused(await cli(env, ['backup', file]), 1, /exists: choose a new file/);
+
+      // restore: the copy as the database of a new data dir, with the same key
+      const restored = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-restore-'));
+      fs.copyFileSync(file, path.join(restored, 'service.sqlite'));
+      fs.rmSync(file);
+      const again = await startService({ dataDir: restored, databaseUrl: null });
+      try {
+        await request(again.url).get('/api/me').set('Authorization', basic('erin', 'erin-password-1')).expect(200);
+        const secret = await request(again.url).get('/api/settings/webhook-secret').set('Authorization', auth).expect(200);
+        expect(secret.body).to.deep.equal({ configured: true, locked: false });
+        const history = await request(again.url).get('/api/notifications?limit=1').set('Authorization', auth).expect(200);
+        expect(history.body.last_seq).to.be.at.least(before.body.notifications[19].seq);
+      } finally {
+        await again.destroy();
+      }
+    } finally {
+      await svc.destroy();
+    }
+  });
+});
+
 describe('CLI next to a running service', function () {
   this.timeout(60_000);
   let redis: TestRedis;

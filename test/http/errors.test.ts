@@ -103,4 +103,12 @@ describe('metrics', () => {
     expect(res.text).not.to.contain('00000000-0000-4000-8000-000000000000');
     expect(res.text).to.match(/^ws_connections 0$/m);
   });
+
+  it('GET /metrics counts the notifications written and the transactions that wrote them', async () => {
+    await request(svc.url).post('/api/notifications/batch').set('Authorization', adminAuth()).send({ notifications: [{ title: 'a', message: 'm' }, { title: 'b', message: 'm' }] }).expect(202);
+    const res = await request(svc.url).get('/metrics').expect(200);
+    const value = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(res.text)?.[1]);
+    expect(value('notifications_written')).to.be.at.least(2);
+    expect(value('notification_write_batches')).to.be.within(1, value('notifications_written'));
+  });
 });
