@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# `npm test`: the whole suite, as CI runs it, on SQLite and then on PostgreSQL.
+#
+# The tests start real servers (OpenLDAP slapd, a private dockerd, Redis, nginx, headless
+# Chromium, throwaway PostgreSQL clusters), so on a fresh Debian machine this first installs the
+# packages they need with apt-get: run it as root there. Already installed, nothing is touched.
+#
+# PostgreSQL: SERVICE_TEST_DATABASE_URL (a server the suite may create databases on) when set;
+# else the machine's server on 127.0.0.1:5432 if it lets `postgres` in without a password
+# (started when it is down); else a throwaway cluster of its own on a free port.
+#
+# One database only, faster while working on something: npm run test:one [-- files...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+
+say() { printf '\n=== %s\n' "$*"; }
+
+# --- Debian packages the tests use
+PACKAGES=(slapd ldap-utils docker.io busybox-static chromium redis-server nginx postgresql postgresql-client)
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "the tests need these Debian packages: ${missing[*]}; run npm test as root (it installs them) or install them" >&2
+    exit 1
+  fi
+  say "apt-get install ${missing[*]}"
+  apt-get update -qq
+  apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+[ "$(id -u)" -eq 0 ] || { echo "the tests run servers as other users (postgres, dockerd): run npm test as root" >&2; exit 1; }
+
+# --- the machine's Redis on 127.0.0.1:6379, started when down (the tests that need Redis start
+#     their own on a free port; this one is for running the service by hand next to them)
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  say "starting Redis"
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no --dir /tmp >/dev/null || true
+fi
+
+# --- PostgreSQL for the second run
+pg_tmp=""
+cleanup() {
+  if [ -n "${pg_db:-}" ]; then psql "$pg_admin_url" -qc "DROP DATABASE IF EXISTS \"$pg_db\" WITH (FORCE)" >/dev/null 2>&1 || true; fi
+  if [ -n "$pg_tmp" ]; then
+    runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_tmp/data" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$pg_tmp"
+  fi
+}
+trap cleanup EXIT
+pg_bin="/usr/lib/postgresql/$(ls /usr/lib/postgresql | sort -n | tail -n 1)/bin"
+pg_admin_url="${SERVICE_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+if [ -z "${SERVICE_TEST_DATABASE_URL:-}" ]; then
+  if ! pg_isready -h 127.0.0.1 -p 5432 -q && ls /etc/postgresql/*/main >/dev/null 2>&1; then
+    say "starting PostgreSQL"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -n | tail -n 1)" main start || true
+    for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
+  fi
+  if ! psql "$pg_admin_url" -qtc 'select 1' >/dev/null 2>&1; then
+    say "PostgreSQL on 127.0.0.1:5432 does not let postgres in without a password: a throwaway cluster"
+    pg_tmp="$(mktemp -d /tmp/svc-test-pg-XXXXXX)"
+    chown postgres: "$pg_tmp"
+    port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
+    runuser -u postgres -- "$pg_bin/initdb" -D "$pg_tmp/data" -U postgres --auth=trust -E UTF8 --no-sync >/dev/null
+    runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_tmp/data" -o "-p $port -k $pg_tmp -c listen_addresses=127.0.0.1 -c fsync=off" -l "$pg_tmp/server.log" -w start >/dev/null
+    pg_admin_url="postgres://postgres@127.0.0.1:$port/postgres"
+  fi
+fi
+
+passed=0
+failed=0
+suite() {
+  local label="$1"; shift
+  say "tests on $label"
+  local out rc p f s
+  out="$(mktemp)"
+  set +e
+  env "$@" npx mocha 'test/**/*.test.ts' --forbid-only --forbid-pending 2>&1 | tee "$out"
+  rc=${PIPESTATUS[0]}
+  set -e
+  p=$(grep -Eo '^ +[0-9]+ passing' "$out" | tail -n 1 | grep -Eo '[0-9]+' || echo 0)
+  f=$(grep -Eo '^ +[0-9]+ failing' "$out" | tail -n 1 | grep -Eo '[0-9]+' || echo 0)
+  s=$(grep -Eo '^ +[0-9]+ pending' "$out" | tail -n 1 | grep -Eo '[0-9]+' || echo 0)
+  rm -f "$out"
+  passed=$((passed + p))
+  # a skipped test is a failing test
+  failed=$((failed + f + s))
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && [ "$s" -eq 0 ]; then failed=$((failed + 1)); fi
+}
+
+suite SQLite SERVICE_TEST_DATABASE_URL=
+pg_db="svc_test_$(date +%s)_$$"
+psql "$pg_admin_url" -qc "CREATE DATABASE \"$pg_db\"" >/dev/null
+suite PostgreSQL "SERVICE_TEST_DATABASE_URL=${pg_admin_url%/*}/$pg_db"
+
+echo
+echo "${passed} passed, ${failed} failed"
+[ "$failed" -eq 0 ]
