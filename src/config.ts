@@ -4,7 +4,7 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 
 /**
- * Every SERVICE_* setting (DESIGN section 3) in one typed, validated place.
+ * Every SERVICE_* setting (the README's configuration table) in one typed, validated place.
  * A bad value is a ConfigError naming the variable; main.ts prints it as one line and exits 2.
  */
 

@@ -9,7 +9,12 @@ export interface FieldError {
   message: string;
 }
 
-export type DomainErrorCode = 'unavailable' | 'rate_limited' | 'validation_failed' | 'forbidden' | 'not_found' | 'conflict';
+export type DomainErrorCode = 'unavailable' | 'rate_limited' | 'validation_failed' | 'unauthorized' | 'forbidden' | 'not_found' | 'conflict';
+
+/** A problem with one field: a validation_failed DomainError naming it. */
+export function fieldError(field: string, message: string): DomainError {
+  return new DomainError('validation_failed', `${field}: ${message}`, [{ field, message }]);
+}
 
 export class DomainError extends Error {
   constructor(
@@ -21,5 +26,25 @@ export class DomainError extends Error {
   ) {
     super(message);
     this.name = 'DomainError';
+  }
+}
+
+/** The message of anything thrown (an Error's message, else its text). */
+export function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** `promise`, or a rejection saying `what` did not answer within `ms` (the timer never outlives it). */
+export async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -2,7 +2,7 @@ import pino, { type Logger } from 'pino';
 
 export type { Logger };
 
-/** Paths whose values never reach a log line (DESIGN section 9). */
+/** Paths whose values never reach a log line (docs/security.md). */
 export const REDACT_PATHS = [
   'req.headers.authorization',
   'req.headers.cookie',

@@ -21,25 +21,23 @@ import { authRoutes } from './auth/routes.js';
 import { webRouters } from './web/routes.js';
 import { SocketsComponent } from './sockets/component.js';
 import { Metrics } from './http/metrics.js';
-// notifications + ws gateway (issue 5)
 import { NotificationsComponent } from './notifications/component.js';
 import { userDirectory } from './notifications/users.js';
 import { GatewayComponent } from './gateway/component.js';
 import type { GatewayOptions } from './gateway/gateway.js';
-// plugin host (issue 7)
 import { PluginHost } from './plugins/host.js';
 import { errorPage } from './web/error-page.js';
 import { pluginAdminRoutes } from './plugins/routes.js';
 
 /**
  * The composition root: builds every part, wires them through the bus, and runs the boot
- * order of DESIGN section 4. Nothing else constructs components.
+ * order (docs/architecture.md). Nothing else constructs components.
  */
 export interface ServiceOptions {
   logger?: Logger;
   /** first delay of the database connect retry (doubles up to 10 s) */
   dbRetryMs?: number;
-  /** ws gateway tuning (heartbeat, buffers); tests shorten the heartbeat (issue 5) */
+  /** ws gateway tuning (heartbeat, buffers); tests shorten the heartbeat */
   gateway?: Partial<GatewayOptions>;
 }
 
@@ -53,7 +51,7 @@ export class Service {
   readonly metrics = new Metrics();
   readonly notifications: NotificationsComponent;
   readonly gateway: GatewayComponent;
-  readonly plugins: PluginHost; // issue 7
+  readonly plugins: PluginHost;
   readonly app: Koa;
   readonly server: http.Server;
   /** this instance's name (bus messages, provider lists) */
@@ -82,13 +80,12 @@ export class Service {
       database: new DbHealth(this.db),
       errorPage: (ctx, status, code, message) => errorPage(ctx, status, code, message, config.publicUrl),
     });
-    // kept in a variable: the ws gateway reads the cookie session with it (issue 5)
+    // kept in a variable: the ws gateway reads the cookie session with it
     const sessions = webSessionMiddleware(this.app, this.db, { ttlMs: config.sessionTtlMs, secure: config.publicUrl.startsWith('https:') });
     // the cookie session (only when the request carries one) and then the identity, in one step
     const identify = this.iam.auth.middleware();
     this.app.use((ctx, next) => sessions(ctx, () => identify(ctx, next)));
-    // notifications + ws gateway (issue 5)
-    const users = userDirectory(this.iam.store);
+        const users = userDirectory(this.iam.store);
     // a user deleted or renamed is no longer a target (every instance: the event is cluster-wide)
     this.bus.on('iam:permissions_changed', () => users.forget());
     this.notifications = new NotificationsComponent({
@@ -123,7 +120,7 @@ export class Service {
     // the IAM area's API, the login and session API, the pages; then the other areas
     const iam = this.iam;
     const routers: Router[] = [meRoutes(iam), userRoutes(iam), groupRoutes(iam, this.bus), settingsRoutes(iam), authRoutes(iam), ...webRouters(iam), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
-    // plugin host (issue 7): its admin API first, then the one dispatch middleware of every
+    // plugin host: its admin API first, then the one dispatch middleware of every
     // plugin's routes under /api/plugins/<id>/ (a disabled plugin's routes vanish at once)
     this.plugins = new PluginHost({
       pluginsDir: config.pluginsDir,
@@ -144,7 +141,7 @@ export class Service {
     mountRouters(this.app, [...routers, pluginAdminRoutes(this.plugins)]);
     this.app.use(this.plugins.middleware());
     this.server = http.createServer(this.app.callback());
-    this.gateway.attach(this.server); // issue 5: /ws upgrades
+    this.gateway.attach(this.server); // /ws upgrades
     this.server.headersTimeout = 20_000;
     this.server.requestTimeout = 60_000;
 
@@ -204,7 +201,7 @@ export class Service {
     await Promise.race([iamReady, failed]);
     // the built-in container provider is registered before plugins boot
     this.sockets.registerBuiltins();
-    // plugins load after the built-in providers and before boot_complete (issue 7)
+    // plugins load after the built-in providers and before boot_complete
     const plugins = await this.plugins.loadAll();
     this.bus.emit('system:boot_complete', { plugins });
   }
@@ -240,12 +237,12 @@ export class Service {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeIdleConnections();
     const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);
-    await this.gateway.close(); // issue 5: upgraded sockets would keep server.close() waiting
+    await this.gateway.close(); // upgraded sockets would keep server.close() waiting
     await closed;
     clearTimeout(timer);
     await this.iam.stop();
-    await this.plugins.close(); // issue 7: plugin teardown before the registry closes their providers
-    await this.notifications.stop(); // issue 5: after plugin teardown (it may notify); lets in-flight writes commit
+    await this.plugins.close(); // plugin teardown before the registry closes their providers
+    await this.notifications.stop(); // after plugin teardown (it may notify); lets in-flight writes commit
     await this.sockets.close();
     await this.bridge?.close();
     this.bus.removeAll();

@@ -19,7 +19,7 @@ import { SESSION_COOKIE } from './web-session.js';
 
 /**
  * Login, logout, provider discovery, the OIDC redirect flow with its one-time exchange code,
- * and the auth settings (DESIGN section 6). Login state never lives in process memory: OIDC
+ * and the auth settings. Login state never lives in process memory: OIDC
  * states and exchange codes are one-time values in the database, sessions are database rows.
  */
 

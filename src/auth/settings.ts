@@ -5,7 +5,7 @@ import { DomainError, type FieldError } from '../errors.js';
 import { GROUP_NAME } from '../iam/schemas.js';
 
 /**
- * Authentication provider settings (DESIGN section 3): each field comes from the environment,
+ * Authentication provider settings: each field comes from the environment,
  * else the encrypted secrets store (namespace core/auth), else its default. A field set in the
  * environment is locked: the settings API refuses to change it (409).
  */

@@ -2,7 +2,7 @@ import Joi from 'joi';
 
 /**
  * The one place that lists every bus event and its payload type.
- * Spec section 6 and DESIGN section 7 name the events; payloads not fixed by either are ours.
+ * Every event of the bus with its payload type; docs/architecture.md shows who emits and who listens.
  */
 
 export type NotificationLevel = 'info' | 'success' | 'warning' | 'error';

@@ -191,8 +191,8 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       } catch (err) {
         if (!(err instanceof NotifyError)) throw err;
         const p = err.problems[0];
-        if (err.code === 'invalid_args' && p) throw new UsageError(`--${p.field === 'payload' ? 'message' : p.field}: ${p.message}`);
-        throw new DomainError(err.code === 'unknown_user' ? 'not_found' : 'conflict', err.message);
+        if (err.reason === 'invalid_args' && p) throw new UsageError(`--${p.field === 'payload' ? 'message' : p.field}: ${p.message}`);
+        throw new DomainError(err.reason === 'unknown_user' ? 'not_found' : 'conflict', err.message);
       }
     });
 }

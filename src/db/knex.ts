@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import knex, { type Knex } from 'knex';
 import pg from 'pg';
+import { withTimeout } from '../errors.js';
 
 export type { Knex };
 export type Dialect = 'sqlite' | 'postgres';
@@ -143,18 +144,12 @@ export class DbHealth {
   }
 
   private async probe(): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
-        this.db.raw('select 1'),
-        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('no answer within 1 s')), this.opts.timeoutMs ?? 1000))),
-      ]);
+      await withTimeout(this.db.raw('select 1'), this.opts.timeoutMs ?? 1000, 'the database');
       this.last = { at: Date.now(), ok: true, reason: null };
     } catch (err) {
       // the message only: a connection string may carry a password
       this.last = { at: Date.now(), ok: false, reason: `database unreachable: ${String((err as Error)?.message ?? err).slice(0, 200)}` };
-    } finally {
-      clearTimeout(timer);
     }
   }
 }

@@ -33,7 +33,7 @@ function hasSessionCookie(req: http.IncomingMessage): boolean {
 }
 
 /**
- * Authenticates a WebSocket upgrade (DESIGN section 7): a one-time `?ticket=`, else the header
+ * Authenticates a WebSocket upgrade: a one-time `?ticket=`, else the header
  * credentials of HTTP (X-API-Key, Bearer, Basic), else the cookie session. A browser sends the
  * cookie and cached Basic credentials to any site that opens a socket to us, so those two count
  * only when the Origin is allowed (cross-site WebSocket hijacking). Throws HttpError 429 when

@@ -48,6 +48,7 @@ const CODE_BY_STATUS: Record<number, ErrorCode> = {
 
 const STATUS_BY_DOMAIN_CODE: Record<DomainErrorCode, number> = {
   validation_failed: 400,
+  unauthorized: 401,
   forbidden: 403,
   not_found: 404,
   conflict: 409,

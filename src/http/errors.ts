@@ -1,6 +1,6 @@
 /**
  * One error type for every non-2xx answer. The error middleware renders
- * {"error": {"code", "message", "details"?}} (DESIGN section 5).
+ * {"error": {"code", "message", "details"?}}.
  */
 export type ErrorCode =
   | 'unauthorized'

@@ -21,7 +21,7 @@ export const TAGS: { name: string; description: string }[] = [
   { name: 'socket-management', description: 'Socket providers, mount health and repair' },
 ];
 
-/** Every credential an authenticated route accepts (spec section 5, Credential methods). */
+/** Every credential an authenticated route accepts (docs/auth.md). */
 const ANY_CREDENTIAL = [{ ApiKeyAuth: [] }, { bearerAuth: [] }, { basicAuth: [] }, { cookieAuth: [] }];
 
 const errorSchema: JsonSchema = {

@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import { DomainError } from '../errors.js';
+import { DomainError, errorText, withTimeout } from '../errors.js';
 import type { AuthSettings } from '../auth/settings.js';
 import type { LocalProvider } from './providers/local.js';
 import { LdapProvider } from './providers/ldap.js';
@@ -7,7 +7,7 @@ import { OidcProvider } from './providers/oidc.js';
 import type { AuthProvider, CredentialsProvider, ExternalProfile, RedirectProvider } from './providers/types.js';
 
 /**
- * The ordered login chain (spec section 5): built from SERVICE_AUTH_PROVIDERS (or the settings
+ * The ordered login chain: built from SERVICE_AUTH_PROVIDERS (or the settings
  * that replace it) in the order given, followed by the providers plugins registered at run time
  * through `auth:register_provider`. A rebuild replaces only the configured part, so plugin
  * providers survive settings changes.
@@ -37,10 +37,6 @@ export interface ChainLogin {
 /** An http:// issuer is only acceptable on this machine (a test or sidecar IdP); anywhere else TLS is required. */
 export function isLoopbackHost(hostname: string): boolean {
   return hostname === 'localhost' || hostname === '127.0.0.1' || hostname === '[::1]' || hostname === '::1';
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /** Builds the configured providers; a provider that cannot be built is reported and left out. */
@@ -146,14 +142,6 @@ export function checkedProfile(provider: AuthProvider, profile: unknown): Extern
     display_name: typeof p.display_name === 'string' && p.display_name.trim() ? p.display_name.trim() : null,
     groups,
   };
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 export class ProviderChain {

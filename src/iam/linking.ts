@@ -6,7 +6,7 @@ import type { IamStore, User } from './store.js';
 import type { ExternalProfile } from './providers/types.js';
 
 /**
- * Resolves every login to one local profile (spec section 1.1 and UserIdentity):
+ * Resolves every login to one local profile (docs/auth.md, Linking):
  *  1. a known (provider, provider_user_id) -> that user;
  *  2. local logins -> the user of that username (its local identity is linked if missing);
  *  3. LDAP / OIDC: a verified email (`email_verified` true) held by exactly one local user who

@@ -1,5 +1,5 @@
 /**
- * Permission ids and matching rules (spec section 2, Permission ids), in one place.
+ * Permission ids and matching rules, in one place.
  */
 
 export const CORE_FEATURES = [

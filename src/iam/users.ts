@@ -1,5 +1,5 @@
 import type { EventBus } from '../bus/bus.js';
-import { DomainError } from '../errors.js';
+import { DomainError, fieldError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { isUniqueViolation } from '../db/knex.js';
 import { ADMIN_GROUP } from './permissions.js';
@@ -39,7 +39,6 @@ export interface UserAdminDeps {
 }
 
 const refused = (message: string) => new DomainError('forbidden', message);
-const badField = (field: string, message: string) => new DomainError('validation_failed', `${field}: ${message}`, [{ field, message }]);
 
 /**
  * Creating, changing and deleting users under the rules every caller obeys (the admin API and
@@ -136,10 +135,10 @@ export class UserAdmin {
     if (change.groups?.length) {
       const found = new Set((await this.deps.store.groupsNamed(change.groups)).map((g) => g.name));
       const missing = change.groups.filter((g) => !found.has(g));
-      if (missing.length) throw badField('groups', `unknown group ${missing.join(', ')}`);
+      if (missing.length) throw fieldError('groups', `unknown group ${missing.join(', ')}`);
     }
     const unknown = (change.extra_permissions ?? []).filter((p) => !this.deps.isKnownPermission(p));
-    if (unknown.length) throw badField('extra_permissions', `unknown permission ${unknown.join(', ')}`);
+    if (unknown.length) throw fieldError('extra_permissions', `unknown permission ${unknown.join(', ')}`);
   }
 
   /** Would this change leave INT_ADMIN without an enabled member? */

@@ -74,7 +74,7 @@ export class NotificationsComponent {
     } catch (err) {
       // a bad payload from an in-process emitter is logged and dropped; the emitter goes on
       if (err instanceof NotifyError) {
-        this.deps.log.warn({ event: kind === 'broadcast' ? 'system:notify' : 'user:notify', code: err.code, problems: err.problems }, 'notification dropped');
+        this.deps.log.warn({ event: kind === 'broadcast' ? 'system:notify' : 'user:notify', code: err.reason, problems: err.problems }, 'notification dropped');
       } else {
         this.deps.log.error({ err }, 'storing a notification failed');
       }

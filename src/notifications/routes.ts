@@ -3,18 +3,11 @@ import Joi from 'joi';
 import { identity } from '../auth/guards.js';
 import { ApiRouter } from '../http/api.js';
 import { jsonBody } from '../http/body.js';
-import { badField, conflict, forbidden, notFound, validationFailed } from '../http/errors.js';
+import { badField, forbidden, notFound } from '../http/errors.js';
 import { broadcastSchema, historyQuerySchema, MAX_BATCH, NOTIFICATION_ID } from './schema.js';
 import { validate } from '../http/validate.js';
-import { NotifyError, viewerOf } from './types.js';
+import { viewerOf } from './types.js';
 import type { NotificationsService } from './service.js';
-
-/** A NotifyError as the HTTP answer: 400 naming the field, 409 for an id of another audience. */
-export function notifyErrorToHttp(err: unknown): unknown {
-  if (!(err instanceof NotifyError)) return err;
-  if (err.code === 'conflict') return conflict(err.message, err.problems);
-  return validationFailed(err.problems);
-}
 
 const idParams = Joi.object({ id: Joi.string().pattern(NOTIFICATION_ID).required().description('the notification id') });
 
@@ -37,7 +30,7 @@ const notificationView = Joi.object({
 // documents the body; the service validates it (the same check as bus and ws frames)
 const sendBody = broadcastSchema.keys({ user: Joi.string().max(128).description('username or id: only this user gets it (needs feature:notifications.send)') });
 
-/** History API and POST of DESIGN section 6 (Notifications). */
+/** The notification history API and sending (POST, batch). */
 export function notificationRoutes(notifications: NotificationsService): Router {
   const api = new ApiRouter({ prefix: '/api/notifications', tag: 'notifications' });
   const NOT_MINE = 'not visible to the caller';
@@ -89,13 +82,9 @@ export function notificationRoutes(notifications: NotificationsService): Router 
       const targeted = Object.prototype.hasOwnProperty.call(body, 'user');
       const permission = targeted ? 'feature:notifications.send' : 'feature:notifications.broadcast';
       if (!caller.allows(permission)) throw forbidden(permission);
-      try {
-        const result = await notifications.notify(targeted ? 'user' : 'broadcast', body, { sender: caller.username });
-        ctx.status = 202;
-        ctx.body = { id: result.id, seq: result.seq };
-      } catch (err) {
-        throw notifyErrorToHttp(err);
-      }
+      const result = await notifications.notify(targeted ? 'user' : 'broadcast', body, { sender: caller.username });
+      ctx.status = 202;
+      ctx.body = { id: result.id, seq: result.seq };
     },
   );
 
@@ -125,13 +114,9 @@ export function notificationRoutes(notifications: NotificationsService): Router 
       for (const permission of new Set(items.map((i) => (i.kind === 'user' ? 'feature:notifications.send' : 'feature:notifications.broadcast')))) {
         if (!caller.allows(permission)) throw forbidden(permission);
       }
-      try {
-        const results = await notifications.notifyMany(items, { sender: caller.username });
-        ctx.status = 202;
-        ctx.body = { notifications: results.map((r) => ({ id: r.id, seq: r.seq })) };
-      } catch (err) {
-        throw notifyErrorToHttp(err);
-      }
+      const results = await notifications.notifyMany(items, { sender: caller.username });
+      ctx.status = 202;
+      ctx.body = { notifications: results.map((r) => ({ id: r.id, seq: r.seq })) };
     },
   );
 

@@ -4,7 +4,7 @@ import { nulField } from '../http/validate.js';
 import { isLocalPath, isWebUrl } from '../http/links.js';
 
 /**
- * Validation of notify payloads (DESIGN section 7), shared by every source: the bus, ws
+ * Validation of notify payloads, shared by every source: the bus, ws
  * frames, POST /api/notifications and the webhook.
  */
 export const LEVELS: readonly NotificationLevel[] = ['info', 'success', 'warning', 'error'];

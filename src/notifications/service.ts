@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
-import type { NotificationLevel, NotificationPush, OutboundNotification } from '../bus/events.js';
+import type { NotificationPush, OutboundNotification } from '../bus/events.js';
 import type { Logger } from '../log.js';
 import { checkNotify, type FieldProblem, type NotifyKind, type ValidNotify } from './schema.js';
 import { NotifyError, type NotificationView, type NotifyResult, type PushFrame, type UserDirectory, type UserRef, type Viewer } from './types.js';

@@ -1,3 +1,4 @@
+import { DomainError } from '../errors.js';
 import type { NotificationLevel } from '../bus/events.js';
 import type { FieldProblem } from './schema.js';
 
@@ -53,13 +54,17 @@ export interface PushFrame {
 
 export type NotifyErrorCode = 'invalid_args' | 'unknown_user' | 'conflict';
 
-/** A notify request that cannot be honoured; `problems` name the fields. */
-export class NotifyError extends Error {
+/**
+ * A notify request that cannot be honoured; `problems` name the fields. As a DomainError it is a
+ * 400 (or a 409 for an id of another audience) wherever it surfaces; `reason` is the finer code
+ * the bus and ws frames report.
+ */
+export class NotifyError extends DomainError {
   constructor(
-    readonly code: NotifyErrorCode,
+    readonly reason: NotifyErrorCode,
     readonly problems: FieldProblem[],
   ) {
-    super(problems.map((p) => `${p.field}: ${p.message}`).join('; '));
+    super(reason === 'conflict' ? 'conflict' : 'validation_failed', problems.map((p) => `${p.field}: ${p.message}`).join('; '), problems);
     this.name = 'NotifyError';
   }
 }

@@ -6,7 +6,8 @@ import type { Logger } from '../log.js';
 import { ApiRouter } from '../http/api.js';
 import { jsonBody } from '../http/body.js';
 import { validate } from '../http/validate.js';
-import { HttpError, badField, conflict, unavailable } from '../http/errors.js';
+import { conflict } from '../http/errors.js';
+import { DomainError, fieldError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
 import { detectScmRequest, normalizeScmEvent, verifyScmSignature, ScmPayloadError, type ScmProvider, type ScmRequest } from './scm/index.js';
 import { MESSAGE_MAX, TITLE_MAX } from './schema.js';
@@ -39,7 +40,7 @@ class DuplicateDelivery extends Error {}
 const DELIVERY_HEADER: Record<ScmProvider, string> = { gitea: 'X-Gitea-Delivery', github: 'X-GitHub-Delivery', gitlab: 'X-Gitlab-Event-UUID' };
 
 /**
- * SCM webhook intake (DESIGN section 8): verify the raw bytes, then parse, de-duplicate by
+ * SCM webhook intake: verify the raw bytes, then parse, de-duplicate by
  * delivery id in the database, normalise, and broadcast one notification.
  */
 export class ScmWebhook {
@@ -70,27 +71,27 @@ export class ScmWebhook {
     };
   }
 
-  /** Handles one request; answers [status, body]. Throws HttpError for the error paths. */
-  async receive(headers: Record<string, string | string[] | undefined>, rawBody: Buffer): Promise<[number, Record<string, unknown>]> {
+  /** Handles one delivery: what became of it, or a DomainError saying why it was refused. */
+  async receive(headers: Record<string, string | string[] | undefined>, rawBody: Buffer): Promise<DeliveryOutcome> {
     const secret = await this.secret();
-    if (!secret) throw unavailable('the SCM webhook is disabled: no webhook secret is configured');
+    if (!secret) throw new DomainError('unavailable', 'the SCM webhook is disabled: no webhook secret is configured');
     const request = detectScmRequest(headers);
-    if (!request) throw badField('headers', 'expected an X-Gitea-Event, X-GitHub-Event or X-Gitlab-Event header');
+    if (!request) throw fieldError('headers', 'expected an X-Gitea-Event, X-GitHub-Event or X-Gitlab-Event header');
     // verify the exact bytes before anything looks inside them
     if (!verifyScmSignature(request, headers, rawBody, secret)) {
       this.deps.log.warn({ provider: request.provider, event: request.event }, 'webhook signature rejected');
-      throw new HttpError(401, 'unauthorized', 'bad or missing webhook signature');
+      throw new DomainError('unauthorized', 'bad or missing webhook signature');
     }
     let payload: unknown;
     try {
       payload = JSON.parse(rawBody.toString('utf8'));
     } catch {
-      throw badField('body', 'is not valid JSON');
+      throw fieldError('body', 'is not valid JSON');
     }
-    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw badField('body', 'must be a JSON object');
+    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw fieldError('body', 'must be a JSON object');
     // Gitea and GitHub always send a delivery id: without one a replay could not be recognised
     if (!request.deliveryId && request.provider !== 'gitlab') {
-      throw badField(DELIVERY_HEADER[request.provider], 'is required: the delivery id de-duplicates re-sent events');
+      throw fieldError(DELIVERY_HEADER[request.provider], 'is required: the delivery id de-duplicates re-sent events');
     }
     // the HMAC covers the body only: the same signed body under another delivery id is a replay
     if (request.provider !== 'gitlab') request.payloadSha256 = createHash('sha256').update(rawBody).digest('hex');
@@ -101,7 +102,7 @@ export class ScmWebhook {
     try {
       normalized = normalizeScmEvent(request.provider, request.event, payload);
     } catch (err) {
-      if (err instanceof ScmPayloadError) throw badField(err.field, err.message);
+      if (err instanceof ScmPayloadError) throw fieldError(err.field, err.message);
       throw err;
     }
     this.prune();
@@ -109,12 +110,12 @@ export class ScmWebhook {
     try {
       if (normalized.kind === 'ping') {
         await this.record(this.deps.db, request, 'ping', null);
-        return [200, { status: 'ok' }];
+        return { status: 'ok' };
       }
       if (normalized.kind === 'ignored') {
         await this.record(this.deps.db, request, 'ignored', null);
         this.deps.log.info({ provider: request.provider, event: request.event, reason: normalized.reason }, 'webhook event ignored');
-        return [202, { status: 'ignored', reason: normalized.reason }];
+        return { status: 'ignored', reason: normalized.reason };
       }
       const note = normalized.notification;
       const result = await this.deps.notifications.notify(
@@ -131,7 +132,7 @@ export class ScmWebhook {
         { sender: note.source, within: (trx, { id }) => this.record(trx, request, 'accepted', id) },
       );
       this.deps.log.info({ provider: request.provider, event: request.event, notification_id: result.id }, 'webhook event accepted');
-      return [202, { status: 'accepted', notification_id: result.id }];
+      return { status: 'accepted', notification_id: result.id };
     } catch (err) {
       if (err instanceof DuplicateDelivery) return duplicate(request);
       throw err;
@@ -189,9 +190,16 @@ export class ScmWebhook {
   }
 }
 
-function duplicate(request: ScmRequest): [number, Record<string, unknown>] {
-  return [200, { status: 'duplicate', delivery_id: request.deliveryId }];
+function duplicate(request: ScmRequest): DeliveryOutcome {
+  return { status: 'duplicate', delivery_id: request.deliveryId };
 }
+
+/** What became of a delivery (the answer's body; ping and duplicate are 200, the others 202). */
+export type DeliveryOutcome =
+  | { status: 'ok' }
+  | { status: 'duplicate'; delivery_id: string | null }
+  | { status: 'ignored'; reason: string }
+  | { status: 'accepted'; notification_id: string };
 
 /** Public intake and health under /api/notifications/webhook/scm. */
 export function webhookRoutes(webhook: ScmWebhook): Router {
@@ -230,9 +238,9 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
       },
     },
     async (ctx) => {
-      const [status, body] = await webhook.receive(ctx.req.headers, ctx.request.rawBody);
-      ctx.status = status;
-      ctx.body = body;
+      const outcome = await webhook.receive(ctx.req.headers, ctx.request.rawBody);
+      ctx.status = outcome.status === 'ok' || outcome.status === 'duplicate' ? 200 : 202;
+      ctx.body = outcome;
     },
   );
   return api.router;

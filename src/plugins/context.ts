@@ -165,7 +165,7 @@ export class PluginContextImpl implements PluginContext {
   }
 
   /**
-   * Spec section 5, socket rules 2 and 3: a plugin reaches a provider only through core, only
+   * A plugin reaches a provider only through core, only
    * one it declared (uses) or owns (provides), never another plugin's.
    */
   async socketRequest(request: PluginSocketRequest, opts: SocketRequestOptions = {}): Promise<SocketResponsePayload> {

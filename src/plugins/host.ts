@@ -5,6 +5,7 @@ import type { Context, Middleware, Next } from 'koa';
 import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
+import { errorText, withTimeout } from '../errors.js';
 import type { CatalogEntry } from '../iam/permissions.js';
 import type { ManifestRole } from '../iam/ledger.js';
 import type { SocketRegistry } from '../sockets/registry.js';
@@ -274,7 +275,7 @@ export class PluginHost {
     else log.info({ version: m.version }, 'plugin loaded');
   }
 
-  /** Spec section 5, socket rule 2: declared providers against those actually registered. */
+  /** Declared providers against those actually registered (a plugin provides only what it declared). */
   private checkProviders(m: PluginManifest): string[] {
     const registry = this.deps.sockets.registry;
     const problems: string[] = [];
@@ -444,7 +445,7 @@ export class PluginHost {
   /**
    * The one dispatch middleware for every plugin route under /api/plugins/<id>/: a stopped
    * plugin's routes vanish at once. GET/HEAD/OPTIONS need plugin:<id>:api:read, every other
-   * method plugin:<id>:api:write (global api:read / api:write satisfy them, spec section 2).
+   * method plugin:<id>:api:write (global api:read / api:write satisfy them).
    */
   middleware(): Middleware {
     return async (ctx: Context, next: Next) => {
@@ -474,10 +475,6 @@ function routerDispatch(ctx: PluginContextImpl): Middleware {
   return (koa, next) => routes(koa as any, () => allowed(koa as any, next)) as Promise<void>;
 }
 
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 let tsLoader: Promise<unknown> | null = null;
 
 /**
@@ -490,16 +487,3 @@ function typeScriptLoader(): Promise<unknown> {
   return tsLoader;
 }
 
-async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<T>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    if (timer) clearTimeout(timer);
-  }
-}

@@ -206,7 +206,7 @@ export class ManifestError extends Error {
   }
 }
 
-/** Every permission id a plugin brings (spec section 2): the catalog entries IAM lists. */
+/** Every permission id a plugin brings: the catalog entries IAM lists. */
 export function pluginCatalog(m: PluginManifest): CatalogEntry[] {
   const p = `plugin:${m.id}`;
   return [

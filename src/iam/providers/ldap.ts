@@ -1,5 +1,5 @@
 /**
- * LDAP / Active Directory credentials provider (login chain, spec section 5).
+ * LDAP / Active Directory credentials provider of the login chain (docs/auth.md).
  *
  * Flow per login: service bind (when a bind DN is configured, otherwise anonymous) -> subtree
  * search under baseDN with the user filter, `{username}` replaced by the RFC 4515-escaped input ->

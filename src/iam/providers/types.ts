@@ -1,5 +1,5 @@
 /**
- * Authentication providers form the ordered login chain (spec section 5).
+ * Authentication providers form the ordered login chain (docs/auth.md).
  * A provider proves who someone is; linking that to one local profile is the linker's job.
  */
 
