@@ -147,8 +147,3 @@ function allows(caller: SocketCaller | null, permission: string): boolean {
     return false;
   }
 }
-
-/** handleSocketRequest(request, caller) for the ws gateway and the HTTP routes. */
-export function createSocketRequestHandler(deps: ConstructorParameters<typeof SocketRequests>[0]): SocketRequestHandler {
-  return new SocketRequests(deps).handle;
-}
