@@ -9,9 +9,8 @@ import { migrateLatest } from '../db/migrate.js';
 import { dialectOf, sqliteFile } from '../db/knex.js';
 import { seedIam } from '../iam/seed.js';
 import { AuthSettingsStore, FIELDS, MASK } from '../auth/settings.js';
-import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS } from '../auth/system-key.js';
-import { systemKeySchema } from '../iam/routes/settings.js';
-import { WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE, webhookSecretSchema } from '../notifications/webhook.js';
+import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS, SYSTEM_KEY_VALUE } from '../auth/system-key.js';
+import { WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE, WEBHOOK_SECRET_VALUE } from '../notifications/webhook.js';
 import { NotificationsService } from '../notifications/service.js';
 import { userDirectory } from '../notifications/users.js';
 import { NotifyError } from '../notifications/types.js';
@@ -25,8 +24,8 @@ import type { EventName } from '../bus/events.js';
  * environment means locked.
  */
 const SECRET_SETTINGS: Record<string, { env: string; namespace: string; key: string; schema: Joi.Schema; changed?: EventName }> = {
-  system_api_key: { env: 'SERVICE_SYSTEM_API_KEY', namespace: SYSTEM_KEY_NS, key: SYSTEM_KEY_NAME, schema: systemKeySchema.extract('key'), changed: 'auth:system_key_changed' },
-  scm_webhook_secret: { env: 'SERVICE_SCM_WEBHOOK_SECRET', namespace: WEBHOOK_SECRET_NAMESPACE, key: WEBHOOK_SECRET_KEY, schema: webhookSecretSchema.extract('secret') },
+  system_api_key: { env: 'SERVICE_SYSTEM_API_KEY', namespace: SYSTEM_KEY_NS, key: SYSTEM_KEY_NAME, schema: SYSTEM_KEY_VALUE, changed: 'auth:system_key_changed' },
+  scm_webhook_secret: { env: 'SERVICE_SCM_WEBHOOK_SECRET', namespace: WEBHOOK_SECRET_NAMESPACE, key: WEBHOOK_SECRET_KEY, schema: WEBHOOK_SECRET_VALUE },
 };
 
 const SETTING_NAMES = [...Object.keys(FIELDS), ...Object.keys(SECRET_SETTINGS)];

@@ -4,9 +4,7 @@ import Joi from 'joi';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.js';
 import { ApiRouter } from '../http/api.js';
-import { jsonBody } from '../http/body.js';
-import { validate } from '../http/validate.js';
-import { conflict } from '../http/errors.js';
+import { lockableSecretRoutes } from '../http/secret-routes.js';
 import { DomainError, fieldError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
 import { detectScmRequest, normalizeScmEvent, verifyScmSignature, ScmPayloadError, type ScmProvider, type ScmRequest } from './scm/index.js';
@@ -246,33 +244,23 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
   return api.router;
 }
 
-export const webhookSecretSchema = Joi.object({ secret: Joi.string().min(16).max(256).pattern(/^\S+$/).required().messages({ 'string.pattern.base': 'must not contain whitespace' }) });
+/** What a stored webhook secret must be. */
+export const WEBHOOK_SECRET_VALUE = Joi.string().min(16).max(256).pattern(/^\S+$/).messages({ 'string.pattern.base': 'must not contain whitespace' });
 
 /** PUT|DELETE /api/settings/webhook-secret [feature:admin.settings]; env-set -> 409. */
 export function webhookSecretRoutes(webhook: ScmWebhook): Router {
-  const api = new ApiRouter({ prefix: '/api/settings/webhook-secret', tag: 'settings' });
-  const ADMIN = { permission: 'feature:admin.settings' };
-  const LOCKED = 'the secret is set by SERVICE_SCM_WEBHOOK_SECRET (locked)';
-  const locked = () => {
-    if (webhook.lockedByEnv) throw conflict('the webhook secret is set by SERVICE_SCM_WEBHOOK_SECRET and cannot be changed here');
-  };
-  api.endpoint(
-    { method: 'GET', path: '/', summary: 'Is a webhook secret configured', auth: ADMIN, responses: { 200: { description: 'never the secret itself', schema: Joi.object({ configured: Joi.boolean(), locked: Joi.boolean() }) } } },
-    async () => ({ configured: Boolean(await webhook.secret()), locked: webhook.lockedByEnv }),
-  );
-  // the lock (409) is checked before the body (400): bodyMode manual
-  api.endpoint({ method: 'PUT', path: '/', summary: 'Set or rotate the webhook secret', auth: ADMIN, body: webhookSecretSchema, bodyMode: 'manual', responses: { 204: 'stored encrypted', 409: LOCKED } }, async (ctx) => {
-    locked();
-    const { secret } = validate(webhookSecretSchema, jsonBody(ctx));
-    await webhook.setSecret(secret);
-    ctx.log.info('webhook secret set');
-    ctx.status = 204;
+  return lockableSecretRoutes({
+    prefix: '/api/settings/webhook-secret',
+    what: 'webhook secret',
+    env: 'SERVICE_SCM_WEBHOOK_SECRET',
+    field: 'secret',
+    schema: WEBHOOK_SECRET_VALUE,
+    clearing: 'the intake answers 503',
+    secret: {
+      lockedByEnv: webhook.lockedByEnv,
+      configured: async () => Boolean(await webhook.secret()),
+      set: (value) => webhook.setSecret(value),
+      clear: () => webhook.clearSecret(),
+    },
   });
-  api.endpoint({ method: 'DELETE', path: '/', summary: 'Clear the webhook secret (the intake answers 503)', auth: ADMIN, responses: { 204: 'cleared', 409: LOCKED } }, async (ctx) => {
-    locked();
-    await webhook.clearSecret();
-    ctx.log.info('webhook secret cleared');
-    ctx.status = 204;
-  });
-  return api.router;
 }

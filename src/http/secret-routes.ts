@@ -1,0 +1,63 @@
+import type Router from '@koa/router';
+import Joi from 'joi';
+import { ApiRouter } from './api.js';
+import { conflict } from './errors.js';
+import { jsonBody } from './body.js';
+import { validate } from './validate.js';
+
+/** A secret kept encrypted in the settings store, unless the environment sets it (then locked). */
+export interface LockableSecret {
+  readonly lockedByEnv: boolean;
+  configured(): Promise<boolean>;
+  set(value: string): Promise<void>;
+  clear(): Promise<void>;
+}
+
+export interface SecretRoutesOptions {
+  /** e.g. /api/settings/system-api-key */
+  prefix: string;
+  /** what it is, in messages and the API docs: "system API key" */
+  what: string;
+  /** the environment variable that locks it */
+  env: string;
+  /** the body field of PUT and its rule */
+  field: string;
+  schema: Joi.Schema;
+  /** what clearing it does, for the API docs */
+  clearing: string;
+  secret: LockableSecret;
+}
+
+/**
+ * GET (configured? locked?), PUT (set or rotate) and DELETE (clear) of one env-lockable secret,
+ * needing feature:admin.settings: set in the environment, PUT and DELETE answer 409 before
+ * looking at the body. The value itself is never answered.
+ */
+export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
+  const api = new ApiRouter({ prefix: o.prefix, tag: 'settings' });
+  const ADMIN = { permission: 'feature:admin.settings' };
+  const LOCKED = `the ${o.what} is set by ${o.env} (locked)`;
+  const body = Joi.object({ [o.field]: o.schema.required() });
+  const unlocked = () => {
+    if (o.secret.lockedByEnv) throw conflict(`the ${o.what} is set by ${o.env} and cannot be changed here`);
+  };
+  api.endpoint(
+    { method: 'GET', path: '/', summary: `Is a ${o.what} configured`, auth: ADMIN, responses: { 200: { description: 'never the value itself', schema: Joi.object({ configured: Joi.boolean(), locked: Joi.boolean() }) } } },
+    async () => ({ configured: await o.secret.configured(), locked: o.secret.lockedByEnv }),
+  );
+  // the lock (409) is checked before the body (400): bodyMode manual
+  api.endpoint({ method: 'PUT', path: '/', summary: `Set or rotate the ${o.what}`, auth: ADMIN, body, bodyMode: 'manual', responses: { 204: 'stored encrypted', 409: LOCKED } }, async (ctx) => {
+    unlocked();
+    const value = (validate(body, jsonBody(ctx)) as Record<string, string>)[o.field]!;
+    await o.secret.set(value);
+    ctx.log.info(`${o.what} set`);
+    ctx.status = 204;
+  });
+  api.endpoint({ method: 'DELETE', path: '/', summary: `Clear the ${o.what} (${o.clearing})`, auth: ADMIN, responses: { 204: 'cleared', 409: LOCKED } }, async (ctx) => {
+    unlocked();
+    await o.secret.clear();
+    ctx.log.info(`${o.what} cleared`);
+    ctx.status = 204;
+  });
+  return api.router;
+}
