@@ -203,6 +203,8 @@ export class Service {
     this.sockets.registerBuiltins();
     // plugins load after the built-in providers and before boot_complete
     const plugins = await this.plugins.loadAll();
+    // the plugins' grants are in place before anyone is told the service is ready
+    await this.iam.ledger.applyAll();
     this.bus.emit('system:boot_complete', { plugins });
   }
 

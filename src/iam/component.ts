@@ -32,6 +32,7 @@ const AUTH_SETTINGS_POLL_MS = 5000;
 export interface PluginAccessEntry {
   id: string;
   routes: string[];
+  running: boolean;
 }
 
 export interface IamDeps {
@@ -240,9 +241,9 @@ export class IamComponent {
     this.pluginRoutes.delete(pluginId);
   }
 
-  /** Plugins that run now (the access view lists only these; the catalog keeps every plugin). */
+  /** Every plugin with a valid manifest, and whether it runs now (disabled and failed ones do not). */
   pluginAccessEntries(): PluginAccessEntry[] {
-    return [...this.pluginRoutes.entries()].filter(([id]) => this.runningPlugins.has(id)).map(([id, routes]) => ({ id, routes }));
+    return [...this.pluginRoutes.entries()].map(([id, routes]) => ({ id, routes, running: this.runningPlugins.has(id) }));
   }
 
   /** Is `p` a permission id that can be granted (catalog entry or a catalog namespace wildcard)? */

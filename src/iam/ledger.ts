@@ -23,10 +23,9 @@ export class RoleLedger {
   private readonly sources = new Map<string, PluginGrantSource>();
 
   constructor(private readonly db: Knex, private readonly bus: EventBus) {
-    // grants are applied once manifests are loaded, and again whenever a plugin changes state;
-    // the ledger makes the repetition harmless
-    bus.on('system:boot_complete', () => this.applyAll());
-    bus.on('plugin:state_changed', () => this.applyAll());
+    // boot applies the grants before it completes (src/service.ts), and again whenever a plugin
+    // changes state; the ledger makes the repetition harmless
+    bus.on('plugin:state_changed', () => void this.applyAll());
   }
 
   setPlugin(source: PluginGrantSource): void {

@@ -20,12 +20,15 @@ export function accessView(iam: IamComponent, id: ApiIdentity) {
   if (id.key_scopes) permissions = permissions.filter((p) => id.allows(p));
   const plugins: Record<string, { visible: boolean; can_read: boolean; can_write: boolean; routes: string[] }> = {};
   for (const p of iam.pluginAccessEntries()) {
-    plugins[p.id] = {
-      visible: id.allows(`plugin:${p.id}`),
-      can_read: id.allows(`plugin:${p.id}:api:read`),
-      can_write: id.allows(`plugin:${p.id}:api:write`),
-      routes: p.routes.filter((r) => id.allows(`plugin:${p.id}:route:${r}`)),
-    };
+    // a disabled or failed plugin is listed, as nothing anyone can see or use
+    plugins[p.id] = p.running
+      ? {
+          visible: id.allows(`plugin:${p.id}`),
+          can_read: id.allows(`plugin:${p.id}:api:read`),
+          can_write: id.allows(`plugin:${p.id}:api:write`),
+          routes: p.routes.filter((r) => id.allows(`plugin:${p.id}:route:${r}`)),
+        }
+      : { visible: false, can_read: false, can_write: false, routes: [] };
   }
   return { username: id.username, groups: [...id.groups], is_superadmin: id.is_superadmin, permissions, plugins };
 }
