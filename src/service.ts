@@ -18,6 +18,8 @@ import { userRoutes } from './iam/routes/users.js';
 import { groupRoutes } from './iam/routes/groups.js';
 import { settingsRoutes } from './iam/routes/settings.js';
 import { authRoutes } from './auth/routes.js';
+import { oidcRoutes } from './auth/oidc-routes.js';
+import { authSettingsRoutes } from './auth/settings-routes.js';
 import { webRouters } from './web/routes.js';
 import { SocketsComponent } from './sockets/component.js';
 import { Metrics } from './http/metrics.js';
@@ -119,7 +121,7 @@ export class Service {
     }
     // the IAM area's API, the login and session API, the pages; then the other areas
     const iam = this.iam;
-    const routers: Router[] = [meRoutes(iam), userRoutes(iam), groupRoutes(iam, this.bus), settingsRoutes(iam), authRoutes(iam), ...webRouters(iam), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
+    const routers: Router[] = [meRoutes(iam), userRoutes(iam), groupRoutes(iam, this.bus), settingsRoutes(iam), authRoutes(iam), oidcRoutes(iam), authSettingsRoutes(iam), ...webRouters(iam), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     // plugin host: its admin API first, then the one dispatch middleware of every
     // plugin's routes under /api/plugins/<id>/ (a disabled plugin's routes vanish at once)
     this.plugins = new PluginHost({

@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import Joi from 'joi';
 import type { Context } from 'koa';
 import type { IamComponent } from '../iam/component.js';
-import { checkOrigin, credentialsLogin, loginSchema, nextSchema, providerList, startCookieSession } from '../auth/routes.js';
+import { checkOrigin, credentialsLogin, loginSchema, nextSchema, providerList, startCookieSession } from '../auth/sessions.js';
 import { requestOrigin } from '../auth/authenticate.js';
 import { formBody } from '../http/body.js';
 import { HttpError } from '../http/errors.js';

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type Koa from 'koa';
 import type { Context, Next } from 'koa';
 import type { IamComponent } from '../iam/component.js';
-import { checkOrigin, logout } from '../auth/routes.js';
+import { checkOrigin, logout } from '../auth/sessions.js';
 import { collectEndpoints } from '../http/api.js';
 import { buildOpenApi } from '../http/openapi.js';
 import { PAGES, pageAllowed, type PageDef } from './access.js';

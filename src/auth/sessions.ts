@@ -1,0 +1,165 @@
+import Joi from 'joi';
+import type { Context } from 'koa';
+import type { IamComponent } from '../iam/component.js';
+import type { User } from '../iam/store.js';
+import { PASSWORD_MAX } from '../iam/passwords.js';
+import { forbiddenBecause } from '../http/errors.js';
+import { isLocalPath } from '../http/links.js';
+import { requestOrigin } from './authenticate.js';
+import { safeEqual, sha256 } from './tokens.js';
+import { logLoginFailure, normalizeLogin, type LoginFailure } from './attempts.js';
+import { SESSION_COOKIE } from './web-session.js';
+
+/**
+ * Signing in and out, shared by the login API, the OIDC flow and the login page: web sessions
+ * are database rows, and the browser binding of an OIDC login is a signed cookie.
+ */
+
+export const OIDC_STATE_TTL_MS = 10 * 60_000;
+export const EXCHANGE_CODE_TTL_MS = 60_000;
+/** binds an OIDC login (and its exchange code) to the browser that started it */
+export const LOGIN_BINDING_COOKIE = 'svc.login';
+export const CALLBACK_PATH = '/auth/callback/oidc';
+
+/** Where to land after login: a path on this service, as a browser reads it (src/http/links.ts). */
+export const nextSchema = Joi.string()
+  .max(2048)
+  .custom((value: string, helpers) => (isLocalPath(value) && !/\s/.test(value) ? value : helpers.message({ custom: '"next" must be a local path starting with a single /' })));
+
+export const loginSchema = Joi.object({
+  username: Joi.string().min(1).max(256).required(),
+  password: Joi.string().min(1).max(PASSWORD_MAX).required(),
+});
+
+export interface IssuedSession {
+  token: string;
+  key_id: string;
+  expires_at: number;
+}
+
+export function loginBody(user: User, session: { token: string; expires_at: number }) {
+  return {
+    token: session.token,
+    token_type: 'session' as const,
+    expires_at: new Date(session.expires_at).toISOString(),
+    user: { id: user.id, username: user.username, display_name: user.display_name, email: user.email, groups: user.groups },
+  };
+}
+
+/** Refuses a browser request from a foreign page (login CSRF); requests without Origin are not from a browser form. */
+export function checkOrigin(iam: IamComponent, ctx: Context): void {
+  const origin = ctx.get('origin');
+  if (origin && !iam.auth.originAllowed(origin, requestOrigin(ctx))) throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
+}
+
+/** Mints a web-session token (kind session) that expires with SERVICE_SESSION_TTL. */
+export async function mintSession(iam: IamComponent, user: User, via: string): Promise<IssuedSession> {
+  const expiresAt = Date.now() + iam.config.sessionTtlMs;
+  const { token, key } = await iam.apiKeys.create(user.id, 'session', { label: `web session (${via})`, expiresAt });
+  return { token, key_id: key.id, expires_at: expiresAt };
+}
+
+/** Starts the UI cookie session under a fresh session id (the old id, if any, is destroyed). */
+export async function startCookieSession(ctx: Context, keyId: string): Promise<void> {
+  ctx.session = { key_id: keyId };
+  const session = ctx.session as { regenerate?: () => Promise<void> } | null;
+  await session?.regenerate?.();
+}
+
+export type CredentialsOutcome = { ok: true; user: User; session: IssuedSession } | { ok: false; retryAfter: number };
+
+/**
+ * The credentials login shared by the API and the login form: lockout check, provider chain,
+ * linking, session token. `retryAfter` > 0 means locked out (429), 0 means wrong credentials.
+ */
+export async function credentialsLogin(iam: IamComponent, ctx: Context, typed: string, password: string, via: 'login' | 'form'): Promise<CredentialsOutcome> {
+  const ip = ctx.ip;
+  // one name for the providers and the lockout: ' bob' and 'bob' share bob's five guesses
+  const username = normalizeLogin(typed);
+  const chainIds = iam.chain.credentials().map((p) => p.id).join(',');
+  const failed = (reason: LoginFailure['reason'], provider = chainIds) => logLoginFailure(ctx.log, { username: typed, ip, provider, reason, via });
+  // before any hashing: one address cannot keep the password pool busy for everyone
+  const slow = iam.attempts.take(ip);
+  if (slow > 0) {
+    failed('rate_limited');
+    return { ok: false, retryAfter: slow };
+  }
+  // the attempt counts as a failure from here until it succeeds
+  const wait = await iam.lockout.begin(username, ip);
+  if (wait > 0) {
+    failed('locked_out');
+    return { ok: false, retryAfter: wait };
+  }
+  const result = await iam.chain.authenticate(username, password);
+  let user: User | null = null;
+  if (result) {
+    user = (await iam.linker.link(result.profile)).user;
+    if (user.disabled) {
+      failed('account_disabled', result.provider.id);
+      user = null;
+    }
+  } else {
+    failed('invalid_credentials');
+  }
+  if (!user || !result) return { ok: false, retryAfter: 0 };
+  await iam.lockout.succeed(username, ip);
+  const session = await mintSession(iam, user, result.provider.id);
+  ctx.log.info({ provider: result.provider.id, user_id: user.id }, 'login');
+  return { ok: true, user, session };
+}
+
+/** Revokes the session token behind the request and the cookie session's token, and ends the cookie session. */
+export async function logout(iam: IamComponent, ctx: Context): Promise<boolean> {
+  const id = ctx.state.identity;
+  let ended = false;
+  if (id?.user_id && id.credential_id && (id.method === 'session_token' || id.method === 'session_cookie')) {
+    ended = (await iam.apiKeys.revoke(id.user_id, id.credential_id)) || ended;
+  }
+  if (ctx.cookies.get(SESSION_COOKIE)) {
+    const keyId = ctx.session?.key_id;
+    if (typeof keyId === 'string') {
+      const key = await iam.apiKeys.get(keyId);
+      if (key && key.kind === 'session') await iam.apiKeys.revoke(key.user_id, key.id);
+      ended = true;
+    }
+    ctx.session = null;
+  }
+  return ended || Boolean(id);
+}
+
+export function bindingOf(ctx: Context): string | null {
+  const value = ctx.cookies.get(LOGIN_BINDING_COOKIE, { signed: true });
+  return value && /^[A-Za-z0-9_-]{43}$/.test(value) ? value : null;
+}
+
+export function bindingMatches(ctx: Context, expectedHash: string | null): boolean {
+  const binding = bindingOf(ctx);
+  return Boolean(binding && expectedHash && safeEqual(sha256(binding), expectedHash));
+}
+
+/** Where a failed browser login lands: the login page with a short, safe error code. */
+export function loginErrorUrl(code: string, next?: string | null): string {
+  const safe = /^[a-z_]{1,40}$/.test(code) ? code : 'login_failed';
+  const q = new URLSearchParams({ error: safe });
+  if (next && next !== '/' && isLocalPath(next)) q.set('next', next);
+  return `/login?${q}`;
+}
+
+export function errorCode(err: unknown): string {
+  const code = (err as { code?: unknown })?.code;
+  return typeof code === 'string' && /^[a-z_]{1,40}$/.test(code) ? code : 'login_failed';
+}
+
+function startUrl(iam: IamComponent, id: string): string {
+  return `${iam.config.publicUrl}/api/auth/oidc/start${id === 'oidc' ? '' : `?provider=${encodeURIComponent(id)}`}`;
+}
+
+export function providerList(iam: IamComponent) {
+  return iam.chain.providers().map((p) =>
+    p.kind === 'redirect' ? { id: p.id, kind: p.kind, label: p.label, start_url: startUrl(iam, p.id) } : { id: p.id, kind: p.kind, label: p.label },
+  );
+}
+
+export function noStore(ctx: Context) {
+  ctx.set('Cache-Control', 'no-store');
+}

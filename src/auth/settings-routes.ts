@@ -1,0 +1,81 @@
+import type Router from '@koa/router';
+import Joi from 'joi';
+import type { IamComponent } from '../iam/component.js';
+import { buildProviders, type ChainEntry } from '../iam/chain.js';
+import { jsonBody } from '../http/body.js';
+import { validate } from '../http/validate.js';
+import { badField, validationFailed } from '../http/errors.js';
+import { ApiRouter } from '../http/api.js';
+import { patchSchema } from './settings.js';
+import { noStore } from './sessions.js';
+
+/** GET|PATCH /api/settings/auth: the login providers' settings, and the chain they build. */
+export function authSettingsRoutes(iam: IamComponent): Router {
+  const api = new ApiRouter({ tag: 'auth' });
+  const ADMIN = { permission: 'feature:admin.settings' };
+  const settingsView = () => ({
+    settings: iam.authSettings.view(),
+    chain: iam.chain.entries().map((e: ChainEntry) => ({ id: e.provider.id, kind: e.provider.kind, label: e.provider.label, source: e.source, plugin: e.plugin })),
+  });
+  const settingsResponse = Joi.object({
+    settings: Joi.object().pattern(
+      Joi.string(),
+      Joi.object({ value: Joi.any(), source: Joi.string().valid('env', 'store', 'default'), locked: Joi.boolean(), secret: Joi.boolean(), configured: Joi.boolean() }),
+    ),
+    chain: Joi.array().items(Joi.object({ id: Joi.string(), kind: Joi.string(), label: Joi.string(), source: Joi.string(), plugin: Joi.string().allow(null) })),
+  });
+
+  api.endpoint(
+    {
+      method: 'GET',
+      path: '/api/settings/auth',
+      tag: 'settings',
+      summary: 'Authentication provider settings (secrets masked, env-set fields locked)',
+      auth: ADMIN,
+      responses: { 200: { description: 'every field with its source and lock, and the built chain', schema: settingsResponse } },
+    },
+    (ctx) => {
+      noStore(ctx);
+      return settingsView();
+    },
+  );
+
+  api.endpoint(
+    {
+      method: 'PATCH',
+      path: '/api/settings/auth',
+      tag: 'settings',
+      summary: 'Change authentication provider settings (rebuilds the provider chain)',
+      description: 'null removes a stored value; a secret sent back as its mask keeps its value. An env-set field is 409.',
+      auth: ADMIN,
+      body: patchSchema,
+      // 409 for a locked field comes before validation of its value
+      bodyMode: 'manual',
+      responses: { 200: { description: 'the new settings', schema: settingsResponse }, 409: 'a field is set in the environment' },
+    },
+    async (ctx) => {
+      noStore(ctx);
+      const body = jsonBody(ctx);
+      if (body && typeof body === 'object' && !Array.isArray(body)) iam.authSettings.assertUnlocked(Object.keys(body));
+      const patch = validate(patchSchema, body) as Record<string, unknown>;
+      await iam.authSettings.load(); // another instance may have changed them
+      const { settings, changes } = iam.authSettings.preview(patch);
+      if ('sso_default_groups' in changes && settings.ssoDefaultGroups.length) {
+        const found = new Set((await iam.store.groupsNamed(settings.ssoDefaultGroups)).map((g) => g.name));
+        const missing = settings.ssoDefaultGroups.filter((g) => !found.has(g));
+        if (missing.length) throw badField('sso_default_groups', `unknown group ${missing.join(', ')}`);
+      }
+      const { errors } = buildProviders(settings, iam.local, ctx.log);
+      if (errors.length) throw validationFailed(errors.map((e) => ({ field: e.provider, message: e.message })));
+      await iam.authSettings.save(changes);
+      iam.rebuildChain();
+      // every other instance rebuilds its chain too
+      iam.bus.emit('auth:settings_changed', {});
+      ctx.log.info({ fields: Object.keys(changes) }, 'auth settings changed; provider chain rebuilt');
+      return settingsView();
+    },
+  );
+
+
+  return api.router;
+}
