@@ -1,22 +1,23 @@
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { Context, Middleware, Next } from 'koa';
 import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
-import { errorText, withTimeout } from '../errors.js';
+import { DomainError, errorText, withTimeout } from '../errors.js';
 import type { CatalogEntry } from '../iam/permissions.js';
 import type { ManifestRole } from '../iam/ledger.js';
 import type { SocketRegistry } from '../sockets/registry.js';
 import type { SocketRequestHandler } from '../sockets/bus-handler.js';
-import { isInside } from '../sockets/paths.js';
 import { requirePermission } from '../auth/guards.js';
-import { ManifestError, parseManifest, pluginCatalog, PLUGIN_ID, type PluginManifest } from './manifest.js';
+import { pluginCatalog, type PluginManifest } from './manifest.js';
 import { PluginContextImpl, type AuthChainLike } from './context.js';
 import { PluginSettings, type SecretsLike } from './settings.js';
 import { PluginStore } from './store.js';
-import type { PluginModule, PluginState } from './types.js';
+import { importPluginModule, readManifest } from './loader.js';
+import type { PluginModule, PluginState, PluginView } from './types.js';
+
+export type { PluginView };
 
 export interface PluginHostDeps {
   pluginsDir: string;
@@ -73,31 +74,19 @@ interface PluginRecord {
   announced: boolean;
 }
 
-export interface PluginView {
-  id: string;
-  folder: string;
-  name: string | null;
-  version: string | null;
-  description: string | null;
-  enabled: boolean;
-  state: PluginState;
-  error: string | null;
-  permissions: { subscribe: string[]; emit: string[] };
-  permissions_declared: { id: string; description: string }[];
-  roles: ManifestRole[];
-  routes: { path: string; label: string }[];
-  socket_providers: { provides: string[]; uses: string[]; registered: string[] };
-  auth_providers: string[];
-  updated_at: string;
-}
-
 const PLUGIN_PATH = /^\/api\/plugins\/([^/]+)(?:\/|$)/;
-/** process-wide: every load imports a fresh module instance, also across hosts in one process */
-let importGeneration = 0;
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-export class PluginNotFoundError extends Error {}
-export class PluginConflictError extends Error {}
+export class PluginNotFoundError extends DomainError {
+  constructor(message: string) {
+    super('not_found', message);
+  }
+}
+export class PluginConflictError extends DomainError {
+  constructor(message: string) {
+    super('conflict', message);
+  }
+}
 
 /**
  * The plugin host: scans SERVICE_PLUGINS_DIR after iam:ready, validates each manifest, runs
@@ -194,35 +183,20 @@ export class PluginHost {
       queue: Promise.resolve(),
       announced: false,
     });
-    let text: string;
-    try {
-      text = await fsp.readFile(path.join(folder, 'plugin.json'), 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-        this.deps.log.warn({ folder }, 'folder in the plugins folder has no plugin.json; skipped');
-        return null;
-      }
-      return blank(this.freeKey(name), `plugin.json: ${(err as Error).message}`, null);
+    const read = await readManifest(folder);
+    if (read.kind === 'none') {
+      this.deps.log.warn({ folder }, 'folder in the plugins folder has no plugin.json; skipped');
+      return null;
     }
-    let raw: unknown;
-    try {
-      raw = JSON.parse(text);
-    } catch (err) {
-      return blank(this.freeKey(name), `plugin.json is not valid JSON: ${(err as Error).message}`, null);
+    if (read.kind === 'ok') {
+      const existing = this.records.get(read.manifest.id);
+      if (existing) return blank(this.freeKey(name), `duplicate plugin id ${read.manifest.id} (already in ${path.basename(existing.folder)})`, null);
+      return blank(read.manifest.id, null, read.manifest);
     }
-    const rawId = (raw as { id?: unknown })?.id;
-    try {
-      const manifest = parseManifest(raw);
-      if (this.records.has(manifest.id)) {
-        return blank(this.freeKey(name), `duplicate plugin id ${manifest.id} (already in ${path.basename(this.records.get(manifest.id)!.folder)})`, null);
-      }
-      return blank(manifest.id, null, manifest);
-    } catch (err) {
-      const message = err instanceof ManifestError ? err.message : `invalid manifest: ${(err as Error).message}`;
-      const key = typeof rawId === 'string' && PLUGIN_ID.test(rawId) && !this.records.has(rawId) ? rawId : this.freeKey(name);
-      this.deps.log.error({ plugin: key, folder, reason: message }, 'plugin manifest rejected');
-      return blank(key, message, null);
-    }
+    // a usable id names the failed plugin in lists and logs; else the folder does
+    const key = read.rawId && !this.records.has(read.rawId) ? read.rawId : this.freeKey(name);
+    if (read.rawId !== undefined) this.deps.log.error({ plugin: key, folder, reason: read.error }, 'plugin manifest rejected');
+    return blank(key, read.error, null);
   }
 
   private freeKey(name: string): string {
@@ -254,7 +228,7 @@ export class PluginHost {
     rec.context = ctx;
     let mod: PluginModule | null = null;
     try {
-      mod = await this.importEntry(rec);
+      mod = await importPluginModule(rec.folder, rec.manifest!.entry);
       await withTimeout(Promise.resolve(mod.setup(ctx)), this.deps.setupTimeoutMs ?? 10_000, 'setup');
     } catch (err) {
       const reason = `setup failed: ${errorText(err)}`;
@@ -290,24 +264,6 @@ export class PluginHost {
       else if (owner !== 'core') problems.push(`used socket provider ${name} belongs to plugin ${owner}; plugins cannot use another plugin's provider`);
     }
     return problems;
-  }
-
-  private async importEntry(rec: PluginRecord): Promise<PluginModule> {
-    const m = rec.manifest!;
-    const folder = await fsp.realpath(rec.folder);
-    let file: string;
-    try {
-      file = await fsp.realpath(path.resolve(folder, m.entry));
-    } catch {
-      throw new Error(`entry ${m.entry} not found`);
-    }
-    // symlinks resolved first: the entry must live inside the plugin's own folder
-    if (!isInside(file, folder) || file === folder) throw new Error(`entry ${m.entry} resolves outside the plugin folder`);
-    if (/\.[cm]?ts$/.test(file)) await typeScriptLoader();
-    const ns = await import(`${pathToFileURL(file).href}?generation=${++importGeneration}`);
-    const source = typeof ns.setup === 'function' ? ns : ns.default;
-    if (!source || typeof source.setup !== 'function') throw new Error(`entry ${m.entry} does not export setup(ctx)`);
-    return { setup: source.setup.bind(source), teardown: typeof source.teardown === 'function' ? source.teardown.bind(source) : undefined };
   }
 
   /** Stops a plugin: routes first, then its teardown, then everything it attached. */
@@ -474,16 +430,3 @@ function routerDispatch(ctx: PluginContextImpl): Middleware {
   const allowed = ctx.router.allowedMethods({ throw: false });
   return (koa, next) => routes(koa as any, () => allowed(koa as any, next)) as Promise<void>;
 }
-
-let tsLoader: Promise<unknown> | null = null;
-
-/**
- * A plugin written in TypeScript is loaded through tsx. From source the service runs under tsx
- * already; the build registers tsx's loader the first time such a plugin is loaded (and only then).
- */
-function typeScriptLoader(): Promise<unknown> {
-  if (import.meta.url.endsWith('.ts')) return Promise.resolve();
-  tsLoader ??= import('tsx/esm/api').then((tsx) => tsx.register());
-  return tsLoader;
-}
-
