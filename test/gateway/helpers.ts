@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import request from 'supertest';
 import WebSocket from 'ws';
-import { adminAuth, basic, type TestService } from '../support/service.js';
+import { adminAuth, basic, startService, SYSTEM_KEY, type TestService } from '../support/service.js';
 
 export interface Frame {
   event: string;
@@ -133,3 +133,39 @@ export async function createGroup(svc: TestService, name: string, permissions: s
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * One service for a suite of ws tests, with users alice, bob and sender (who may send targeted
+ * notifications), and a `connect` whose connections close after each test.
+ */
+export function gatewaySuite() {
+  const suite = {
+    svc: undefined as unknown as TestService,
+    alice: undefined as unknown as TestUser,
+    bob: undefined as unknown as TestUser,
+    sender: undefined as unknown as TestUser,
+    open: [] as WsClient[],
+    async connect(...args: Parameters<typeof WsClient.connect>) {
+      const c = await WsClient.connect(...args);
+      suite.open.push(c);
+      return c;
+    },
+    asUser: (u: TestUser, extra: { origin?: string } = {}) => suite.connect(suite.svc, { ...extra, headers: { Authorization: u.auth } }),
+    asAdmin: () => suite.connect(suite.svc, { headers: { Authorization: adminAuth() } }),
+  };
+  before(async () => {
+    // many connections of one user (fan-out): above the default per-user cap
+    suite.svc = await startService({ env: { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY, SERVICE_WS_MAX_CONNECTIONS_PER_USER: '400' } });
+    suite.alice = await createUser(suite.svc, 'alice');
+    suite.bob = await createUser(suite.svc, 'bob');
+    await createGroup(suite.svc, 'NOTIFY_SENDERS', ['feature:notifications.send']);
+    suite.sender = await createUser(suite.svc, 'sender', ['INT_USER', 'NOTIFY_SENDERS']);
+  });
+  afterEach(async () => {
+    await Promise.all(suite.open.splice(0).map((c) => c.close()));
+  });
+  after(async () => {
+    await suite.svc?.destroy();
+  });
+  return suite;
+}
