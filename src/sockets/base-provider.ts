@@ -55,6 +55,8 @@ export abstract class SocketProvider {
 
   /** last availability seen by isAvailable(); false until the first check */
   protected lastAvailable = false;
+  /** why the last check found the provider unavailable, in words for an administrator */
+  protected lastUnavailableReason: string | null = null;
 
   constructor(
     readonly options: Record<string, unknown> = {},
@@ -72,6 +74,11 @@ export abstract class SocketProvider {
   /** Last known availability, without asking the socket. */
   get is_available(): boolean {
     return this.lastAvailable;
+  }
+
+  /** Why the last check failed (null when available or not said). */
+  get unavailable_reason(): string | null {
+    return this.lastAvailable ? null : this.lastUnavailableReason;
   }
 
   /** Asks the socket (implementations may cache briefly) and remembers the answer. */

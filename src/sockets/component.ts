@@ -94,7 +94,7 @@ export class SocketsComponent {
       {
         method: 'GET',
         path: '/providers',
-        summary: 'Registered socket providers and which are available',
+        summary: 'Registered socket providers, which are available, and why the others are not (`reason`)',
         auth: optional,
         responses: { 200: { description: 'the providers of the instance that answered', schema: Joi.object({ providers: Joi.array().items(Joi.object().unknown(true)), available: Joi.array().items(Joi.string()), total: Joi.number().integer(), instance: Joi.string() }) } },
       },

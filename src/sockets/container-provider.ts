@@ -129,7 +129,7 @@ export class ContainerProvider extends SocketProvider {
   }
 
   private async probe(): Promise<boolean> {
-    let ok = false;
+    let reason: string | null = `${this.socket_path} is not a socket`;
     try {
       const st = await fsp.stat(this.socket_path);
       if (st.isSocket()) {
@@ -138,19 +138,22 @@ export class ContainerProvider extends SocketProvider {
         await (docker.ping as unknown as (o: { abortSignal: AbortSignal }) => Promise<unknown>).call(docker, {
           abortSignal: AbortSignal.timeout(2000),
         });
-        ok = true;
+        reason = null;
       }
-    } catch {
-      ok = false;
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException | undefined;
+      reason = e?.code === 'ENOENT' ? `no socket at ${this.socket_path}` : `the daemon at ${this.socket_path} did not answer (${e?.code ?? e?.name ?? 'timeout'})`;
     }
-    this.lastAvailable = ok;
+    this.lastAvailable = reason === null;
+    this.lastUnavailableReason = reason;
     this.availabilityCheckedAt = Date.now();
-    return ok;
+    return this.lastAvailable;
   }
 
   /** Forget the cached availability (after a request failed on the connection). */
   private markDown(): void {
     this.lastAvailable = false;
+    this.lastUnavailableReason = `a request to the daemon at ${this.socket_path} failed`;
     this.availabilityCheckedAt = Date.now();
   }
 

@@ -16,6 +16,8 @@ export interface ProviderListEntry {
   name: string;
   socket_path: string;
   available: boolean;
+  /** why it is unavailable (null when available), so an administrator can act on it */
+  reason: string | null;
   capabilities: ProviderCapabilities;
   /** owning plugin, null for core providers */
   plugin: string | null;
@@ -141,7 +143,7 @@ export class SocketRegistry {
       entries.map(async ({ provider, owner }) => ({
         name: provider.name,
         socket_path: provider.socket_path,
-        available: await availableWithin(provider, AVAILABILITY_TIMEOUT_MS),
+        ...(await availableWithin(provider, AVAILABILITY_TIMEOUT_MS)),
         capabilities: { ...provider.capabilities },
         plugin: owner === 'core' ? null : owner,
       })),
@@ -208,17 +210,19 @@ export class SocketRegistry {
   }
 }
 
-async function availableWithin(provider: SocketProvider, ms: number): Promise<boolean> {
+async function availableWithin(provider: SocketProvider, ms: number): Promise<{ available: boolean; reason: string | null }> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([
+    const available = await Promise.race([
       provider.isAvailable().then((v) => v === true),
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), ms);
+      new Promise<null>((resolve) => {
+        timer = setTimeout(() => resolve(null), ms);
       }),
     ]);
-  } catch {
-    return false;
+    if (available === null) return { available: false, reason: `no answer within ${ms / 1000} s` };
+    return { available, reason: available ? null : (provider.unavailable_reason ?? 'the provider reports that it is unavailable') };
+  } catch (err) {
+    return { available: false, reason: `availability check failed: ${(err as Error)?.message ?? err}` };
   } finally {
     if (timer) clearTimeout(timer);
   }

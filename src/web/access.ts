@@ -34,6 +34,9 @@ export const PAGES = {
 
 export type PageKey = keyof typeof PAGES;
 
+/** Swagger UI: public (like /openapi.json), so not in PAGES; it shares their top bar. */
+export const DOCS_PAGE: PageDef = { key: 'docs', path: '/docs', title: 'API docs', anyOf: [], module: 'docs.js', admin: false };
+
 export function pageAllowed(id: ApiIdentity, page: PageDef): boolean {
   return page.anyOf.some((p) => id.allows(p));
 }

@@ -1,6 +1,6 @@
 import type { Context } from 'koa';
 import { html } from './html.js';
-import { htmlDocument, sendHtml } from './layout.js';
+import { htmlDocument, sendHtml, siteFooter } from './layout.js';
 
 const TITLES: Record<number, string> = {
   400: 'Bad request',
@@ -40,7 +40,8 @@ export function errorPage(ctx: Context, status: number, code: string, message: s
 ${explanation}
 <p class="note">Error ${status} · request id <code>${ctx.state.requestId}</code></p>
 <p><a href="/">Go to the start page</a></p>
-</main>`,
+</main>
+${siteFooter()}`,
     }),
     { status },
   );

@@ -1,5 +1,6 @@
 import type { Context } from 'koa';
 import type { ApiIdentity } from '../auth/identity.js';
+import { VERSION } from '../version.js';
 import { html, type SafeHtml } from './html.js';
 import { allowedPages, uiPermissions, type PageDef } from './access.js';
 
@@ -37,7 +38,7 @@ export function sendHtml(ctx: Context, body: string | SafeHtml, opts: { status?:
   ctx.body = typeof body === 'string' ? body : body.value;
 }
 
-export function htmlDocument(opts: { title: string; body: SafeHtml; module?: string; bodyAttrs?: SafeHtml; bodyClass?: string; referrer?: string }): SafeHtml {
+export function htmlDocument(opts: { title: string; body: SafeHtml; module?: string; bodyAttrs?: SafeHtml; bodyClass?: string; referrer?: string; head?: SafeHtml }): SafeHtml {
   return html`<!doctype html>
 <html lang="en">
 <head>
@@ -46,6 +47,7 @@ export function htmlDocument(opts: { title: string; body: SafeHtml; module?: str
 <meta name="referrer" content="${opts.referrer ?? 'no-referrer'}">
 <title>${opts.title} · service-core</title>
 <link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
+${opts.head ?? ''}
 <link rel="stylesheet" href="/static/app.css">
 ${opts.module ? html`<script type="module" src="/static/${opts.module}"></script>` : ''}
 </head>
@@ -58,35 +60,55 @@ ${opts.body}
 
 const BELL = html`<svg aria-hidden="true" viewBox="0 0 24 24" width="20" height="20"><path fill="currentColor" d="M12 22a2.5 2.5 0 0 0 2.5-2.5h-5A2.5 2.5 0 0 0 12 22Zm7-6V11a7 7 0 0 0-5.5-6.84V3.5a1.5 1.5 0 0 0-3 0v.66A7 7 0 0 0 5 11v5l-2 2v1h18v-1l-2-2Z"/></svg>`;
 
-/** A signed-in page: top bar, navigation, main content, toasts. */
-export function appPage(id: ApiIdentity, page: PageDef, content: SafeHtml, displayName?: string | null): SafeHtml {
-  const pages = allowedPages(id);
-  const link = (p: PageDef) => html`<a href="${p.path}"${p.key === page.key ? html` aria-current="page"` : ''}>${p.title}</a>`;
+/** The release under every page, so a report can say which one it was seen on. */
+export function siteFooter(): SafeHtml {
+  return html`<footer class="site-footer">service-core <span data-version>${VERSION}</span></footer>`;
+}
+
+/**
+ * The top bar: brand, the pages this identity may open, the bell, who is signed in and sign out
+ * (or a sign-in link on the public /docs). On a phone the navigation becomes a second row that
+ * scrolls sideways inside the bar.
+ */
+function topBar(id: ApiIdentity | null, page: PageDef, displayName?: string | null): SafeHtml {
+  const pages = id ? allowedPages(id) : [];
+  const current = (key: string) => (key === page.key ? html` aria-current="page"` : '');
+  const link = (p: PageDef) => html`<a href="${p.path}"${current(p.key)}>${p.title}</a>`;
   const main = pages.filter((p) => !p.admin);
   const admin = pages.filter((p) => p.admin);
-  const attrs = html` data-page="${page.key}" data-username="${id.username}" data-user-id="${id.user_id ?? ''}" data-permissions="${uiPermissions(id).join(' ')}"`;
-  return htmlDocument({
-    title: page.title,
-    module: page.module,
-    bodyAttrs: attrs,
-    body: html`<header class="topbar">
+  return html`<header class="topbar">
 <a class="brand" href="/">service-core</a>
 <nav aria-label="Main">
 ${main.map(link)}
 ${admin.length ? html`<span class="nav-sep" aria-hidden="true"></span>${admin.map(link)}` : ''}
-<a href="/docs">API docs</a>
+<a href="/docs"${current('docs')}>API docs</a>
 </nav>
 <div class="who">
-<a class="bell" href="/#notifications" title="Notifications" aria-label="Notifications" data-bell>${BELL}<span class="badge" data-bell-count hidden>0</span></a>
+${id
+    ? html`<a class="bell" href="/#notifications" title="Notifications" aria-label="Notifications" data-bell>${BELL}<span class="badge" data-bell-count hidden>0</span></a>
 <span class="username" title="${id.username}">${displayName || id.username}</span>
-<form method="post" action="/logout" class="inline"><button type="submit" class="link" data-logout>Sign out</button></form>
+<form method="post" action="/logout" class="inline"><button type="submit" class="link" data-logout>Sign out</button></form>`
+    : html`<a href="/login?${new URLSearchParams({ next: page.path })}">Sign in</a>`}
 </div>
-</header>
+</header>`;
+}
+
+/** A page of the app: top bar, navigation, main content, footer, toasts. `id` is null only on the public /docs. */
+export function appPage(id: ApiIdentity | null, page: PageDef, content: SafeHtml, displayName?: string | null, head?: SafeHtml): SafeHtml {
+  const attrs = html` data-page="${page.key}" data-username="${id?.username ?? ''}" data-user-id="${id?.user_id ?? ''}" data-permissions="${id ? uiPermissions(id).join(' ') : ''}"`;
+  return htmlDocument({
+    title: page.title,
+    module: page.module,
+    bodyAttrs: attrs,
+    bodyClass: `app page-${page.key}`,
+    head,
+    body: html`${topBar(id, page, displayName)}
 <p class="conn" data-conn-state hidden>Live updates paused, reconnecting…</p>
 <main id="main">
 <h1>${page.title}</h1>
 ${content}
 </main>
+${siteFooter()}
 <div class="toasts" data-toasts role="status" aria-live="polite"></div>`,
   });
 }
@@ -103,6 +125,7 @@ export function forbiddenPage(id: ApiIdentity, page: PageDef): SafeHtml {
 <ul>${page.anyOf.map((p) => html`<li><code>${p}</code></li>`)}</ul>
 <p>Ask an administrator for access, or <a href="/">go to the start page</a>.</p>
 <form method="post" action="/logout"><button type="submit">Sign in as someone else</button></form>
-</main>`,
+</main>
+${siteFooter()}`,
   });
 }

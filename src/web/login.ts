@@ -8,6 +8,7 @@ import { formBody } from '../http/body.js';
 import { HttpError } from '../http/errors.js';
 import { validate } from '../http/validate.js';
 import { html, type SafeHtml } from './html.js';
+import { siteFooter } from './layout.js';
 
 /**
  * The server-rendered login page (spec section 4: GET /login): one credentials form for every
@@ -67,6 +68,7 @@ function page(body: SafeHtml): string {
 <main class="card">
 ${body}
 </main>
+${siteFooter()}
 </body>
 </html>
 `.value;

@@ -10,6 +10,10 @@ import { html, type SafeHtml } from './html.js';
 
 const LEVELS = ['info', 'success', 'warning', 'error'] as const;
 
+/** The name rules of src/iam/schemas.ts in words: the title of the inputs, shown when a name breaks them. */
+export const USERNAME_RULE = 'A username is 1 to 64 characters: letters, digits and . _ @ - (no spaces).';
+export const GROUP_RULE = 'A group name is 1 to 64 characters: letters, digits and . _ -, starting with a letter or digit (no spaces).';
+
 export function dashboardContent(id: ApiIdentity): SafeHtml {
   const canBroadcast = id.allows('feature:notifications.broadcast');
   const canSend = id.allows('feature:notifications.send');
@@ -130,12 +134,12 @@ export function usersContent(): SafeHtml {
 <div class="panel-head"><h2>All users</h2><button type="button" data-new-user>New user</button></div>
 <form data-user-form class="stack editor" hidden>
 <h3 data-form-title>New user</h3>
-<label>Username <input name="username" required pattern="[A-Za-z0-9._@\\-]{1,64}"></label>
+<label>Username <input name="username" required pattern="[A-Za-z0-9._@\\-]{1,64}" title="${USERNAME_RULE}" autocomplete="off" spellcheck="false"></label>
 <label>Display name <input name="display_name" maxlength="256"></label>
 <label>Email <input name="email" type="email" maxlength="320"></label>
 <label>Password <input name="password" type="password" minlength="8" autocomplete="new-password"></label>
 <fieldset><legend>Groups</legend><div class="checks" data-group-checks></div></fieldset>
-<label>Extra permissions (space separated) <input name="extra_permissions" spellcheck="false"></label>
+<fieldset><legend>Extra permissions (besides those of the groups)</legend><div data-extra-permissions class="perm-groups"></div></fieldset>
 <label class="check"><input type="checkbox" name="disabled"> Disabled</label>
 <div class="row"><button type="submit">Save</button><button type="button" data-cancel>Cancel</button></div>
 <p class="form-msg" data-msg role="status"></p>
@@ -151,7 +155,7 @@ export function groupsContent(id: ApiIdentity): SafeHtml {
 <div class="panel-head"><h2>Groups</h2></div>
 <ul class="picker" data-group-list></ul>
 <form data-new-group class="stack">
-<label>New group <input name="name" required pattern="[A-Za-z0-9][A-Za-z0-9_.\\-]{0,63}" placeholder="name"></label>
+<label>New group <input name="name" required pattern="[A-Za-z0-9][A-Za-z0-9_.\\-]{0,63}" title="${GROUP_RULE}" placeholder="name" spellcheck="false"></label>
 <button type="submit">Create</button>
 <p class="form-msg" data-msg role="status"></p>
 </form>
@@ -159,7 +163,7 @@ export function groupsContent(id: ApiIdentity): SafeHtml {
 <section class="panel wide" data-group-editor hidden>
 <form data-group-form class="stack">
 <h2 data-group-title></h2>
-<label>Name <input name="name" required pattern="[A-Za-z0-9][A-Za-z0-9_.\\-]{0,63}"></label>
+<label>Name <input name="name" required pattern="[A-Za-z0-9][A-Za-z0-9_.\\-]{0,63}" title="${GROUP_RULE}" spellcheck="false"></label>
 <label>Description <input name="description" maxlength="1000"></label>
 <fieldset><legend>Permissions</legend><div data-permission-checks class="perm-groups"></div></fieldset>
 <div class="row"><button type="submit">Save group</button><button type="button" class="danger" data-delete-group>Delete group</button></div>
@@ -175,31 +179,23 @@ ${id.allows('feature:admin.users')
 }
 
 export function pluginsContent(): SafeHtml {
-  return html`<section class="panel wide">
+  return html`<div class="grid">
+<section class="panel wide" aria-labelledby="plugins-title">
+<h2 id="plugins-title">Installed plugins</h2>
 <p class="form-msg" data-msg role="status"></p>
 <table class="list" data-plugins><thead><tr><th>Plugin</th><th>Version</th><th>State</th><th>Error</th><th>Provides</th><th></th></tr></thead><tbody></tbody></table>
 <p class="empty" data-empty hidden>No plugins are installed (folders under SERVICE_PLUGINS_DIR).</p>
-</section>`;
+</section>
+<section class="panel wide" aria-labelledby="plugin-settings-title" data-settings-panel hidden>
+<h2 id="plugin-settings-title">Plugin settings</h2>
+<p class="note">What each plugin declares in its manifest. Values set in the environment (<code>SERVICE_PLUGIN_&lt;ID&gt;_&lt;KEY&gt;</code>) are read-only here. Secrets are never shown: leave one empty to keep it. Empty a field to go back to its default. Saving restarts an enabled plugin.</p>
+<div data-settings class="stack"></div>
+</section>
+</div>`;
 }
 
-export function docsPage(): SafeHtml {
-  return html`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<title>API docs · service-core</title>
-<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
-<link rel="stylesheet" href="/static/swagger/swagger-ui.css">
-<link rel="stylesheet" href="/static/app.css">
-<script src="/static/swagger/swagger-ui-bundle.js" defer></script>
-<script src="/static/docs.js" defer></script>
-</head>
-<body class="docs">
-<header class="topbar"><a class="brand" href="/">service-core</a><nav aria-label="Main"><a href="/">Dashboard</a><a href="/openapi.json">openapi.json</a></nav></header>
-<div id="swagger-ui"></div>
-</body>
-</html>
-`;
+/** Swagger UI fills this; its files come first in the head (see DOCS_HEAD in routes.ts). */
+export function docsContent(): SafeHtml {
+  return html`<p class="note">The HTTP API of this service, from <a href="/openapi.json">/openapi.json</a>. Calls made here are authenticated like any other: with your session, or with what you enter under Authorize.</p>
+<div id="swagger-ui"></div>`;
 }

@@ -1,33 +1,26 @@
 import Router from '@koa/router';
-import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type Koa from 'koa';
 import type { Context, Next } from 'koa';
 import type { IamComponent } from '../iam/component.js';
 import { checkOrigin, logout } from '../auth/sessions.js';
 import { collectEndpoints } from '../http/api.js';
 import { buildOpenApi } from '../http/openapi.js';
-import { PAGES, pageAllowed, type PageDef } from './access.js';
+import { VERSION } from '../version.js';
+import { DOCS_PAGE, PAGES, pageAllowed, type PageDef } from './access.js';
 import { appPage, forbiddenPage, sendHtml } from './layout.js';
-import { dashboardContent, docsPage, groupsContent, pluginsContent, settingsContent, usersContent } from './pages.js';
+import { dashboardContent, docsContent, groupsContent, pluginsContent, settingsContent, usersContent } from './pages.js';
 import { serveStatic } from './static.js';
 import { loginPageRoutes } from './login.js';
-import type { SafeHtml } from './html.js';
+import { html, type SafeHtml } from './html.js';
 
 /**
  * The web UI: the signed-in pages (each behind its permission, enforced here), sign out, the
  * OpenAPI document, Swagger UI at /docs and the static assets. docs/web.md describes them.
  */
 
-const VERSION = (() => {
-  try {
-    const pkg = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'package.json');
-    return String(JSON.parse(fs.readFileSync(pkg, 'utf8')).version ?? '0.0.0');
-  } catch {
-    return '0.0.0';
-  }
-})();
+/** Swagger UI's stylesheet (before ours, which adjusts it) and its bundle, which docs.js (a module, so run after it) starts. */
+const DOCS_HEAD = html`<link rel="stylesheet" href="/static/swagger/swagger-ui.css">
+<script src="/static/swagger/swagger-ui-bundle.js" defer></script>`;
 
 const documents = new WeakMap<Koa, string>();
 
@@ -100,8 +93,13 @@ export function webRoutes(iam: IamComponent): Router {
     ctx.body = openApiDocument(ctx.app);
   });
 
-  // Swagger UI runs under the same policy as every page: its own files only, no inline script
-  r.get('/docs', (ctx) => sendHtml(ctx, docsPage()));
+  // Swagger UI runs under the same policy as every page: its own files only, no inline script.
+  // Public; a signed-in visitor gets the top bar of the other pages.
+  r.get('/docs', async (ctx) => {
+    const id = ctx.state.identity ?? null;
+    const user = id?.user_id ? await iam.store.userById(id.user_id) : null;
+    sendHtml(ctx, appPage(id, DOCS_PAGE, docsContent(), user?.display_name, DOCS_HEAD));
+  });
 
   r.get('/static/swagger/:name', (ctx) => {
     if (!serveStatic(ctx, String(ctx.params.name), 'swagger')) ctx.status = 404;

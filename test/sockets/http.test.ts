@@ -49,7 +49,7 @@ describe('socket HTTP API', function () {
       expect(res.body.total).to.equal(1);
       expect(res.body.available).to.deep.equal(['container']);
       const c = res.body.providers[0];
-      expect(c).to.include({ name: 'container', socket_path: dockerd.socketPath, available: true, plugin: null });
+      expect(c).to.include({ name: 'container', socket_path: dockerd.socketPath, available: true, reason: null, plugin: null });
       expect(c.capabilities).to.include.keys('can_verify_mounts', 'can_repair_permissions');
     }
   });
@@ -188,6 +188,8 @@ describe('socket HTTP API', function () {
     await new Promise((r) => setTimeout(r, 2500)); // availability is cached briefly
     const list = (await request(svc.url).get('/api/socket/providers').expect(200)).body;
     expect(list.providers[0].available).to.equal(false);
+    // the socket file of the stopped daemon may linger: either way the reason names it
+    expect(list.providers[0].reason).to.be.a('string').and.include(dockerd.socketPath);
     expect(list.available).to.deep.equal([]);
     const h = (await request(svc.url).get('/api/socket/container/health').expect(200)).body;
     expect(h.healthy).to.equal(false);

@@ -136,8 +136,8 @@ describe('sockets/registry', () => {
     registry.register(DhcpProvider as never, { owner: 'net-plugin' });
     const list = await registry.list();
     expect(list).to.deep.equal([
-      { name: 'echo', socket_path: '/nonexistent/echo.sock', available: true, capabilities: NO_CAPS, plugin: null },
-      { name: 'dhcp', socket_path: '/nonexistent/echo.sock', available: true, capabilities: NO_CAPS, plugin: 'net-plugin' },
+      { name: 'echo', socket_path: '/nonexistent/echo.sock', available: true, reason: null, capabilities: NO_CAPS, plugin: null },
+      { name: 'dhcp', socket_path: '/nonexistent/echo.sock', available: true, reason: null, capabilities: NO_CAPS, plugin: 'net-plugin' },
     ]);
     expect(await registry.unregisterOwner('net-plugin')).to.deep.equal(['dhcp']);
     expect(EchoProvider.closed).to.equal(1);
@@ -201,13 +201,13 @@ describe('sockets/registry', () => {
       registry.register(ContainerProvider, { owner: 'core', options: { socketPath: dockerd.socketPath } });
       const list = await registry.list();
       expect(list).to.have.length(1);
-      expect(list[0]).to.include({ name: 'container', socket_path: dockerd.socketPath, available: true, plugin: null });
+      expect(list[0]).to.include({ name: 'container', socket_path: dockerd.socketPath, available: true, reason: null, plugin: null });
       expect(list[0].capabilities).to.include({ can_spawn: true, can_cleanup: true, can_query_mounts: true });
       expect(registry.get('container')!.is_available).to.equal(true);
 
       const other = new SocketRegistry({ logger: quietLogger() });
       other.register(ContainerProvider, { owner: 'core', options: { socketPath: `${dockerd.dir}/missing.sock` } });
-      expect((await other.list())[0].available).to.equal(false);
+      expect((await other.list())[0]).to.include({ available: false, reason: `no socket at ${dockerd.dir}/missing.sock` });
     });
   });
 });

@@ -2,6 +2,9 @@
 // connection (the typed gateway client, bundled in). Data is always put into the page as text
 // (textContent / attributes), never as HTML.
 import { CredentialRefusedError, GatewayClient, type ClientState, type NotificationFrame } from '../../client/gateway-client.js';
+import { ApiError } from './forms.js';
+
+export * from './forms.js';
 
 const body = document.body;
 
@@ -12,17 +15,6 @@ export const me = {
   permissions: new Set((body.dataset.permissions ?? '').split(' ').filter(Boolean)),
 };
 export const can = (permission: string): boolean => me.permissions.has(permission);
-
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly details?: unknown,
-  ) {
-    super(message);
-  }
-}
 
 function toLogin(): void {
   location.assign(`/login?${new URLSearchParams({ next: location.pathname + location.search })}`);
@@ -86,20 +78,6 @@ export function must<E extends Element = HTMLElement>(sel: string, root?: Parent
   return el;
 }
 
-/** A named control of a form. */
-export function control<E extends Element = HTMLInputElement>(form: HTMLFormElement, name: string): E {
-  const el = form.elements.namedItem(name);
-  if (!(el instanceof Element)) throw new Error(`the form has no single control named ${name}`);
-  return el as E;
-}
-
-/** A text field of FormData ('' when absent). */
-export const text = (f: FormData, name: string): string => {
-  const v = f.get(name);
-  return typeof v === 'string' ? v : '';
-};
-export const texts = (f: FormData, name: string): string[] => f.getAll(name).filter((v): v is string => typeof v === 'string');
-
 /** A link target we are willing to put into href: http(s) or a local path. */
 export function safeHref(link: unknown): string | null {
   if (typeof link !== 'string') return null;
@@ -112,65 +90,31 @@ export function safeHref(link: unknown): string | null {
   }
 }
 
-const relative = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
-export function ago(iso: string | null | undefined): string {
-  if (!iso) return '—';
-  const t = new Date(iso).getTime();
-  const s = Math.round((t - Date.now()) / 1000);
-  const abs = Math.abs(s);
-  if (abs < 45) return relative.format(Math.round(s), 'second');
-  if (abs < 2700) return relative.format(Math.round(s / 60), 'minute');
-  if (abs < 64800) return relative.format(Math.round(s / 3600), 'hour');
-  if (abs < 2592000) return relative.format(Math.round(s / 86400), 'day');
-  return new Date(iso).toLocaleDateString();
-}
-export const when = (iso: string | null | undefined): Node | string => (iso ? h('time', { datetime: iso, title: new Date(iso).toLocaleString() }, ago(iso)) : '—');
+// One date style on every page, in the reader's time zone: "26 Nov 2026, 14:05"; the exact
+// ISO time is in the title.
+const DATE_FORMAT = new Intl.DateTimeFormat('en-GB', { day: 'numeric', month: 'short', year: 'numeric', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+export const formatDate = (iso: string): string => DATE_FORMAT.format(new Date(iso));
+export const when = (iso: string | null | undefined): Node | string => (iso ? h('time', { datetime: iso, title: new Date(iso).toISOString() }, formatDate(iso)) : '—');
 
-/** Shows a form result under the form. */
-export function say(el: Element | null, message: string, kind: 'ok' | 'error' = 'ok'): void {
-  if (!el) return;
-  el.textContent = message;
-  el.className = `form-msg ${kind}`;
+// On a phone the navigation scrolls sideways: the current page's link is scrolled into sight.
+const nav = $('.topbar nav');
+const currentLink = nav && $('[aria-current=page]', nav);
+if (nav && currentLink && nav.scrollWidth > nav.clientWidth) {
+  const past = currentLink.getBoundingClientRect().right - nav.getBoundingClientRect().right;
+  if (past > -24) nav.scrollLeft += past + 32;
 }
 
-const isProblem = (d: unknown): d is { field: string; message: string } => typeof d === 'object' && d !== null && 'field' in d && 'message' in d;
-
-export function errorText(err: unknown): string {
-  if (err instanceof ApiError && Array.isArray(err.details) && err.details.length && err.details.every(isProblem)) {
-    return err.details.map((d) => `${d.field}: ${d.message}`).join('; ');
-  }
-  return err instanceof Error ? err.message : String(err);
-}
-
-/** Runs an async action for a button: disabled while it runs, errors shown in `msg`. */
-export async function busy<T>(button: HTMLButtonElement | null | undefined, msg: Element | null, fn: () => Promise<T>): Promise<T | undefined> {
-  if (button) button.disabled = true;
-  try {
-    return await fn();
-  } catch (err) {
-    say(msg, errorText(err), 'error');
-    return undefined;
-  } finally {
-    if (button) button.disabled = false;
+// On a phone a table's rows become cards (app.css): each cell then names its column, taken
+// from the table's heading, for rows added at any time.
+function labelCells(table: HTMLTableElement): void {
+  const heads = [...(table.tHead?.rows[0]?.cells ?? [])].map((th) => th.textContent?.trim() ?? '');
+  for (const body of table.tBodies) {
+    for (const row of body.rows) for (const cell of row.cells) if (cell.colSpan === 1 && heads[cell.cellIndex]) cell.dataset.label = heads[cell.cellIndex];
   }
 }
-
-/** The button that submitted a form, when it is one. */
-export const submitter = (e: SubmitEvent): HTMLButtonElement | null => (e.submitter instanceof HTMLButtonElement ? e.submitter : null);
-
-/** 32 random bytes, base64url: for generated secrets. */
-export function randomSecret(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(32));
-  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-}
-
-export async function copyText(value: string): Promise<boolean> {
-  try {
-    await navigator.clipboard.writeText(value);
-    return true;
-  } catch {
-    return false;
-  }
+for (const table of document.querySelectorAll<HTMLTableElement>('table.list')) {
+  labelCells(table);
+  new MutationObserver(() => labelCells(table)).observe(table, { childList: true, subtree: true });
 }
 
 // ---- toasts --------------------------------------------------------------------------
@@ -359,35 +303,4 @@ export async function boot(page: HistoryPage | null = null): Promise<void> {
     /* notifications unavailable: the live connection still tries */
   }
   if (!client) startLive(since);
-}
-
-/**
- * A destructive button that asks in place: the first click arms it ("Confirm?"), a second
- * click within 4 s runs `fn`. No modal dialog.
- */
-export function confirmButton(button: HTMLButtonElement, label: string, fn: () => Promise<unknown>): HTMLButtonElement {
-  let armed: ReturnType<typeof setTimeout> | null = null;
-  const original = button.textContent;
-  const disarm = () => {
-    armed = null;
-    button.textContent = original;
-    button.classList.remove('danger');
-  };
-  button.addEventListener('click', async () => {
-    if (!armed) {
-      button.textContent = label;
-      button.classList.add('danger');
-      armed = setTimeout(disarm, 4000);
-      return;
-    }
-    clearTimeout(armed);
-    disarm();
-    button.disabled = true;
-    try {
-      await fn();
-    } finally {
-      button.disabled = false;
-    }
-  });
-  return button;
 }

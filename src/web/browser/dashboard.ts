@@ -6,6 +6,7 @@ import {
   api,
   boot,
   busy,
+  clearOnEdit,
   currentLiveState,
   errorText,
   h,
@@ -147,6 +148,7 @@ interface SendBody {
 }
 
 const sendForm = $<HTMLFormElement>('[data-send-form]');
+if (sendForm) clearOnEdit(sendForm, $('[data-msg]', sendForm));
 sendForm?.addEventListener('submit', async (e) => {
   e.preventDefault();
   const f = new FormData(sendForm);
@@ -164,7 +166,7 @@ sendForm?.addEventListener('submit', async (e) => {
 // ---- service status (feature:dashboard.admin_sections) ---------------------------------------
 
 interface ProviderList {
-  providers: Array<{ name: string; available: boolean }>;
+  providers: Array<{ name: string; available: boolean; reason?: string | null }>;
 }
 interface WebhookHealth {
   status: 'ok' | 'disabled';
@@ -176,7 +178,10 @@ async function loadStatus(status: HTMLElement): Promise<void> {
   const webhook = must('[data-webhook]', status);
   try {
     const p = await api<ProviderList>('GET', '/api/socket/providers');
-    providers.replaceChildren(...(p.providers.length ? p.providers.map((x) => h('span', { class: `pill ${x.available ? 'on' : 'off'}` }, `${x.name} ${x.available ? 'available' : 'unavailable'}`)) : ['none']));
+    // an unavailable provider says why, so the administrator knows what to fix
+    const entry = (x: ProviderList['providers'][number]) =>
+      h('div', { class: 'provider', dataset: { provider: x.name } }, h('span', { class: `pill ${x.available ? 'on' : 'off'}` }, `${x.name} ${x.available ? 'available' : 'unavailable'}`), !x.available && x.reason ? h('span', { class: 'note reason' }, x.reason) : null);
+    providers.replaceChildren(...(p.providers.length ? p.providers.map(entry) : ['none']));
   } catch (err) {
     providers.textContent = errorText(err);
   }

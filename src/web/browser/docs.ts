@@ -1,5 +1,7 @@
 // Swagger UI for /openapi.json (swagger-ui-dist, served from this service; no inline script).
-// A classic script after swagger-ui-bundle.js, which defines the global SwaggerUIBundle.
+// A module, so it runs after the deferred swagger-ui-bundle.js, which defines SwaggerUIBundle;
+// the shared page code gives /docs the bell and live toasts of the other pages when signed in.
+import { boot, me } from './app.js';
 
 interface SwaggerUIOptions {
   url: string;
@@ -24,19 +26,18 @@ declare global {
   }
 }
 
-window.addEventListener('DOMContentLoaded', () => {
-  const bundle = window.SwaggerUIBundle;
-  window.ui = bundle({
-    url: '/openapi.json',
-    dom_id: '#swagger-ui',
-    deepLinking: true,
-    // credentials pasted into Authorize live in this tab only
-    persistAuthorization: false,
-    displayRequestDuration: true,
-    tryItOutEnabled: false,
-    presets: [bundle.presets.apis],
-    layout: 'BaseLayout',
-  });
+const bundle = window.SwaggerUIBundle;
+window.ui = bundle({
+  url: '/openapi.json',
+  dom_id: '#swagger-ui',
+  deepLinking: true,
+  // credentials pasted into Authorize live in this tab only
+  persistAuthorization: false,
+  displayRequestDuration: true,
+  tryItOutEnabled: false,
+  presets: [bundle.presets.apis],
+  layout: 'BaseLayout',
 });
 
-export {};
+// anonymous readers get no live connection: its ticket would only send them to the login page
+if (me.username) void boot();

@@ -1,6 +1,7 @@
 // Administration of groups [feature:admin.groups]: permissions from the catalog, rename,
 // delete; members (changing them needs feature:admin.users, as the API does).
-import { $, api, boot, busy, can, confirmButton, control, errorText, h, must, say, submitter, text, texts } from './app.js';
+import { $, api, boot, busy, can, clearOnEdit, confirmButton, control, errorText, explainPattern, h, markInvalid, must, say, submitter, text } from './app.js';
+import { grantable, grantedIn, permissionChecks, withUnknown, type CatalogEntry } from './permission-list.js';
 
 /** GET /api/groups, one group. */
 interface GroupView {
@@ -9,10 +10,6 @@ interface GroupView {
   permissions: string[];
   /** usernames */
   members: string[];
-}
-interface CatalogEntry {
-  id: string;
-  description: string;
 }
 interface UserView {
   id: string;
@@ -29,23 +26,16 @@ const newMsg = must('[data-msg]', newForm);
 const addMember = $<HTMLFormElement>('[data-add-member]');
 const nameField = control(form, 'name');
 const descriptionField = control(form, 'description');
+const permissionBox = must('[data-permission-checks]', form);
+const checkName = explainPattern(nameField, msg);
+explainPattern(control(newForm, 'name'), newMsg);
+clearOnEdit(form, msg);
+clearOnEdit(newForm, newMsg);
 const BUILT_IN = new Set(['INT_ADMIN', 'INT_USER', 'INT_VIEWER']);
 let groups: GroupView[] = [];
 let catalog: CatalogEntry[] = [];
 let users: UserView[] = [];
 let current: string | null = null;
-
-/** Permission ids by namespace: feature, api, route, socket, plugin:<id>. */
-function namespaces(entries: CatalogEntry[]): Map<string, CatalogEntry[]> {
-  const out = new Map<string, CatalogEntry[]>();
-  for (const e of entries) {
-    const ns = e.id.startsWith('plugin:') ? e.id.split(':').slice(0, 2).join(':') : e.id.split(':')[0]!;
-    const items = out.get(ns) ?? [];
-    items.push(e);
-    out.set(ns, items);
-  }
-  return out;
-}
 
 function renderList(): void {
   list.replaceChildren(
@@ -68,17 +58,10 @@ function select(name: string | null | undefined): void {
   must('[data-group-title]', form).textContent = g.name;
   nameField.value = g.name;
   nameField.readOnly = BUILT_IN.has(g.name);
+  checkName();
   descriptionField.value = g.description ?? '';
   must('[data-delete-group]', form).hidden = BUILT_IN.has(g.name);
-  const granted = new Set(g.permissions);
-  const known = new Set(catalog.map((e) => e.id));
-  // grants the catalog does not list (e.g. of a removed plugin) stay visible and can be removed
-  const entries = [...catalog, ...g.permissions.filter((p) => !known.has(p)).map((id) => ({ id, description: 'not in the catalog' }))];
-  must('[data-permission-checks]', form).replaceChildren(
-    ...[...namespaces(entries)].map(([ns, items]) =>
-      h('div', {}, h('h4', {}, ns), h('div', { class: 'checks' }, items.map((e) => h('label', { title: e.description }, h('input', { type: 'checkbox', name: 'permissions', value: e.id, checked: granted.has(e.id) }), e.id)))),
-    ),
-  );
+  permissionChecks(permissionBox, { name: 'permissions', entries: withUnknown(catalog, g.permissions), granted: g.permissions });
   renderMembers(g);
 }
 
@@ -109,7 +92,7 @@ async function load(selectName?: string | null): Promise<void> {
     can('feature:admin.users') ? api<{ users: UserView[] }>('GET', '/api/users') : Promise.resolve({ users: [] }),
   ]);
   groups = g.groups;
-  catalog = c.permissions.filter((e) => !e.id.endsWith(':*') || e.id === 'feature:*');
+  catalog = grantable(c.permissions);
   users = u.users;
   renderList();
   select(selectName ?? current ?? groups[0]?.name);
@@ -120,9 +103,12 @@ form.addEventListener('submit', async (e) => {
   const group = current;
   if (!group) return;
   const f = new FormData(form);
-  const body: { description: string; permissions: string[]; name?: string } = { description: text(f, 'description'), permissions: texts(f, 'permissions') };
+  const body: { description: string; permissions: string[]; name?: string } = { description: text(f, 'description'), permissions: grantedIn(permissionBox, 'permissions') };
   if (text(f, 'name') !== group) body.name = text(f, 'name');
-  const saved = await busy(submitter(e), msg, () => api<GroupView>('PATCH', `/api/groups/${encodeURIComponent(group)}`, body));
+  const saved = await busy(submitter(e), msg, () => api<GroupView>('PATCH', `/api/groups/${encodeURIComponent(group)}`, body).catch((err: unknown) => {
+    markInvalid(form, err);
+    throw err;
+  }));
   if (saved) {
     await load(saved.name);
     say(msg, 'Saved.');
@@ -145,8 +131,8 @@ newForm.addEventListener('submit', async (e) => {
   const created = await busy(submitter(e), newMsg, () => api<GroupView>('POST', '/api/groups', { name, permissions: [] }));
   if (created) {
     newForm.reset();
-    say(newMsg, '');
     await load(created.name);
+    say(newMsg, `Created ${created.name}.`);
   }
 });
 

@@ -1,5 +1,7 @@
-// Administration of plugins [feature:admin.plugins]: state, errors, enable / disable.
-import { api, boot, busy, errorText, h, must, say } from './app.js';
+// Administration of plugins [feature:admin.plugins]: state, errors, enable / disable, and
+// the settings each plugin declares.
+import { ApiError, api, boot, busy, errorText, h, must, say } from './app.js';
+import { settingsForm, type SettingView } from './plugin-config.js';
 
 type PluginState = 'loaded' | 'degraded' | 'failed' | 'disabled';
 
@@ -20,6 +22,8 @@ interface PluginView {
 const table = must<HTMLTableSectionElement>('[data-plugins] tbody');
 const empty = must('[data-empty]');
 const msg = must('[data-msg]');
+const settingsPanel = must('[data-settings-panel]');
+const settingsArea = must('[data-settings]', settingsPanel);
 const STATE_CLASS: Record<PluginState, string> = { loaded: 'on', degraded: 'failed', failed: 'failed', disabled: 'off' };
 
 function row(p: PluginView): HTMLTableRowElement {
@@ -44,11 +48,31 @@ function row(p: PluginView): HTMLTableRowElement {
   );
 }
 
-async function load(): Promise<void> {
+async function load(): Promise<PluginView[]> {
   const { plugins } = await api<{ plugins: PluginView[] }>('GET', '/api/plugins');
   table.replaceChildren(...plugins.map(row));
   empty.hidden = plugins.length > 0;
+  return plugins;
 }
 
-load().catch((err: unknown) => say(msg, errorText(err), 'error'));
+/** The settings of a plugin; none for a plugin without a valid manifest (409). */
+async function settingsOf(p: PluginView): Promise<SettingView[]> {
+  try {
+    return (await api<{ settings: SettingView[] }>('GET', `/api/plugins/${encodeURIComponent(p.id)}/settings`)).settings;
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 409) return [];
+    throw err;
+  }
+}
+
+async function loadSettings(plugins: PluginView[]): Promise<void> {
+  const all = await Promise.all(plugins.map(async (p) => ({ p, settings: await settingsOf(p) })));
+  const declared = all.filter((x) => x.settings.length);
+  settingsArea.replaceChildren(...declared.map(({ p, settings }) => settingsForm(p, settings, () => load().then(() => undefined))));
+  settingsPanel.hidden = declared.length === 0;
+}
+
+load()
+  .then(loadSettings)
+  .catch((err: unknown) => say(msg, errorText(err), 'error'));
 void boot();

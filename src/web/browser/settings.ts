@@ -1,10 +1,13 @@
 // Settings: password, my API keys (token shown once), my sessions; for administrators the
 // system API key, the webhook secret and the authentication provider settings.
-import { $, api, boot, busy, confirmButton, control, copyText, errorText, h, must, randomSecret, say, submitter, text, texts, when } from './app.js';
+import { $, api, boot, busy, clearOnEdit, confirmButton, control, copyText, errorText, h, must, randomSecret, say, submitter, text, texts, when } from './app.js';
+import { authSettings } from './auth-form.js';
+import { permissionText, type CatalogEntry } from './permission-list.js';
 
 // ---- password ------------------------------------------------------------------------------
 
 const pwForm = $<HTMLFormElement>('[data-password-form]');
+if (pwForm) clearOnEdit(pwForm, $('[data-msg]', pwForm));
 pwForm?.addEventListener('submit', async (e) => {
   e.preventDefault();
   const f = new FormData(pwForm);
@@ -73,7 +76,7 @@ async function loadKeys(): Promise<void> {
       h(
         'tr',
         { dataset: { keyId: s.id } },
-        h('td', {}, s.label, s.current ? h('span', { class: 'pill on' }, 'this browser') : ''),
+        h('td', {}, s.label, s.current ? [' ', h('span', { class: 'pill on' }, 'this browser')] : ''),
         h('td', {}, when(s.created_at)),
         h('td', {}, when(s.expires_at)),
         h('td', {}, when(s.last_used_at)),
@@ -97,14 +100,19 @@ async function revoke(id: string, current: boolean): Promise<void> {
   await loadKeys();
 }
 
+/** My effective access, each permission with its description: the scopes a key may take. */
 async function loadScopes(): Promise<void> {
   const list = $('[data-scope-list]');
   if (!list) return;
-  const access = await api<{ permissions: string[] }>('GET', '/api/me/access');
-  list.replaceChildren(...access.permissions.map((p) => h('label', {}, h('input', { type: 'checkbox', name: 'scopes', value: p }), p)));
+  const [access, catalog] = await Promise.all([api<{ permissions: string[] }>('GET', '/api/me/access'), api<{ permissions: CatalogEntry[] }>('GET', '/api/permissions')]);
+  const describe = new Map(catalog.permissions.map((e) => [e.id, e.description]));
+  list.replaceChildren(
+    ...access.permissions.map((id) => h('label', { class: 'perm', title: describe.get(id) ?? '' }, h('input', { type: 'checkbox', name: 'scopes', value: id }), permissionText({ id, description: describe.get(id) ?? '' }))),
+  );
 }
 
 if (keyForm && newToken) {
+  clearOnEdit(keyForm, keyMsg);
   const tokenValue = must<HTMLInputElement>('[data-token-value]', newToken);
   const copy = must<HTMLButtonElement>('[data-copy]', newToken);
   keyForm.addEventListener('submit', async (e) => {
@@ -146,6 +154,7 @@ function secretSection(section: HTMLElement | null, { path, field, label }: { pa
   const form = must<HTMLFormElement>('form', section);
   const msg = must('[data-msg]', section);
   const input = control(form, field);
+  clearOnEdit(form, msg);
   const show = async () => {
     const s = await api<SecretState>('GET', path);
     state.replaceChildren(h('span', { class: `pill ${s.configured ? 'on' : 'off'}` }, s.configured ? 'configured' : 'not set'), s.locked ? ' set in the environment (read-only here)' : '');
@@ -179,108 +188,8 @@ function secretSection(section: HTMLElement | null, { path, field, label }: { pa
 secretSection($('[data-system-key]'), { path: '/api/settings/system-api-key', field: 'key', label: 'system key' });
 secretSection($('[data-webhook-secret]'), { path: '/api/settings/webhook-secret', field: 'secret', label: 'webhook secret' });
 
-// ---- administrators: authentication providers ------------------------------------------------
-
-/** GET /api/settings/auth, one field. */
-interface FieldView {
-  value: unknown;
-  source: 'env' | 'store' | 'default';
-  locked: boolean;
-  secret: boolean;
-  configured: boolean;
-}
-interface AuthView {
-  settings: Record<string, FieldView>;
-  chain: Array<{ id: string; label: string }>;
-}
-type FieldKind = 'secret' | 'list' | 'mapping' | 'boolean' | 'string';
-type FieldControl = HTMLInputElement | HTMLTextAreaElement;
-
-const LISTS = new Set(['auth_providers', 'sso_default_groups']);
-let authFields: Record<string, FieldView> = {};
-
-function kindOf(name: string, f: FieldView): FieldKind {
-  if (f.secret) return 'secret';
-  if (LISTS.has(name) || Array.isArray(f.value)) return 'list';
-  if (name.endsWith('_mapping')) return 'mapping';
-  if (typeof f.value === 'boolean') return 'boolean';
-  return 'string';
-}
-
-const listOf = (v: unknown): string[] => (Array.isArray(v) ? v.map(String) : []);
-const stringOf = (v: unknown): string => (typeof v === 'string' ? v : v == null ? '' : String(v));
-const mappingOf = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
-
-function fieldControl(name: string, f: FieldView): HTMLLabelElement {
-  const kind = kindOf(name, f);
-  const attrs = { name, 'data-kind': kind, readonly: f.locked, disabled: f.locked && kind === 'boolean' };
-  let input: FieldControl;
-  if (kind === 'boolean') input = h('input', { ...attrs, type: 'checkbox', checked: f.value === true });
-  else if (kind === 'mapping') input = h('textarea', { ...attrs, rows: 3, spellcheck: 'false' }, Object.keys(mappingOf(f.value)).length ? JSON.stringify(f.value) : '');
-  else if (kind === 'secret') input = h('input', { ...attrs, type: 'password', autocomplete: 'off', placeholder: f.configured ? 'set (unchanged)' : 'not set' });
-  else if (kind === 'list') input = h('input', { ...attrs, value: listOf(f.value).join(', '), spellcheck: 'false' });
-  else input = h('input', { ...attrs, value: stringOf(f.value), spellcheck: 'false' });
-  const source = f.locked ? 'environment (locked)' : f.source === 'store' ? 'saved here' : 'default';
-  return h('label', { class: f.locked ? 'locked' : '' }, name.replace(/_/g, ' '), kind === 'boolean' ? ' ' : '', input, h('span', { class: 'src' }, source));
-}
-
-/** The changed fields only; throws when a mapping is not valid JSON. */
-function readPatch(form: HTMLFormElement): Record<string, unknown> {
-  const patch: Record<string, unknown> = {};
-  for (const [name, f] of Object.entries(authFields)) {
-    if (f.locked) continue;
-    const el = control<FieldControl>(form, name);
-    const kind = el.dataset.kind as FieldKind;
-    if (kind === 'boolean' && el instanceof HTMLInputElement) {
-      if (el.checked !== (f.value === true)) patch[name] = el.checked;
-    } else if (kind === 'secret') {
-      if (el.value) patch[name] = el.value;
-    } else if (kind === 'list') {
-      const list = el.value.split(',').map((s) => s.trim()).filter(Boolean);
-      if (JSON.stringify(list) !== JSON.stringify(listOf(f.value))) patch[name] = list.length ? list : null;
-    } else if (kind === 'mapping') {
-      const raw = el.value.trim();
-      const value: unknown = raw ? JSON.parse(raw) : null;
-      if (JSON.stringify(value ?? {}) !== JSON.stringify(f.value ?? {})) patch[name] = value;
-    } else {
-      const v = el.value.trim();
-      if (v !== stringOf(f.value)) patch[name] = v === '' ? null : v;
-    }
-  }
-  return patch;
-}
-
 const authSection = $('[data-auth-settings]');
-if (authSection) {
-  const form = must<HTMLFormElement>('[data-auth-form]', authSection);
-  const msg = must('[data-msg]', authSection);
-  const loadAuth = async () => {
-    const view = await api<AuthView>('GET', '/api/settings/auth');
-    authFields = view.settings;
-    must('[data-chain]', authSection).textContent = `Sign-in chain: ${view.chain.map((c) => `${c.label} (${c.id})`).join(' → ') || 'empty'}`;
-    form.replaceChildren(...Object.entries(authFields).map(([name, f]) => fieldControl(name, f)), h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Save provider settings')));
-  };
-  form.addEventListener('submit', async (e) => {
-    e.preventDefault();
-    let patch: Record<string, unknown>;
-    try {
-      patch = readPatch(form);
-    } catch (err) {
-      say(msg, `A mapping is not valid JSON: ${errorText(err)}`, 'error');
-      return;
-    }
-    if (!Object.keys(patch).length) {
-      say(msg, 'Nothing changed.');
-      return;
-    }
-    const ok = await busy(submitter(e), msg, () => api('PATCH', '/api/settings/auth', patch).then(() => true));
-    if (ok) {
-      say(msg, 'Saved; the sign-in chain was rebuilt.');
-      await loadAuth();
-    }
-  });
-  loadAuth().catch((err: unknown) => say(msg, errorText(err), 'error'));
-}
+if (authSection) authSettings(authSection);
 
 Promise.all([loadKeys(), loadScopes()]).catch((err: unknown) => say(keyMsg, errorText(err), 'error'));
 void boot();

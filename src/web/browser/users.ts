@@ -1,6 +1,7 @@
 // Administration of users [feature:admin.users]: list, create, edit (groups, extra
 // permissions, profile, disabled, password), delete.
-import { api, boot, busy, confirmButton, control, errorText, h, must, say, submitter, text, texts } from './app.js';
+import { api, boot, busy, clearOnEdit, confirmButton, control, errorText, explainPattern, h, markInvalid, must, say, submitter, text, texts } from './app.js';
+import { grantable, grantedIn, permissionChecks, withUnknown, type CatalogEntry, type Grant } from './permission-list.js';
 
 /** GET /api/users, one user. */
 interface UserView {
@@ -34,18 +35,29 @@ const field = {
   displayName: control(form, 'display_name'),
   email: control(form, 'email'),
   password: control(form, 'password'),
-  extraPermissions: control(form, 'extra_permissions'),
   disabled: control(form, 'disabled'),
 };
-let groups: Array<{ name: string }> = [];
+const groupBox = must('[data-group-checks]', form);
+const permissionBox = must('[data-extra-permissions]', form);
+const checkUsername = explainPattern(field.username, formMsg);
+clearOnEdit(form, formMsg, listMsg);
+let groups: Array<{ name: string; permissions: string[] }> = [];
+let catalog: CatalogEntry[] = [];
+const describe = (id: string) => catalog.find((e) => e.id === id)?.description;
 /** the user being edited, null = a new one */
 let editing: UserView | null = null;
 
 function groupChecks(selected: string[]): void {
-  must('[data-group-checks]', form).replaceChildren(
-    ...groups.map((g) => h('label', {}, h('input', { type: 'checkbox', name: 'groups', value: g.name, checked: selected.includes(g.name) }), g.name)),
-  );
+  groupBox.replaceChildren(...groups.map((g) => h('label', {}, h('input', { type: 'checkbox', name: 'groups', value: g.name, checked: selected.includes(g.name) }), g.name)));
 }
+
+/** Extra permissions; what the ticked groups already give shows as granted "via group …". */
+function permissionList(extra: string[]): void {
+  const selected = new Set(texts(new FormData(form), 'groups'));
+  const inherited: Grant[] = groups.filter((g) => selected.has(g.name)).flatMap((g) => g.permissions.map((id) => ({ id, via: `group ${g.name}` })));
+  permissionChecks(permissionBox, { name: 'extra_permissions', entries: withUnknown(catalog, extra), granted: extra, inherited });
+}
+groupBox.addEventListener('change', () => permissionList(grantedIn(permissionBox, 'extra_permissions')));
 
 function openForm(user: UserView | null): void {
   editing = user;
@@ -55,12 +67,13 @@ function openForm(user: UserView | null): void {
   must('[data-form-title]', form).textContent = user ? `Edit ${user.username}` : 'New user';
   field.username.value = user?.username ?? '';
   field.username.readOnly = Boolean(user);
+  checkUsername();
   field.displayName.value = user?.display_name ?? '';
   field.email.value = user?.email ?? '';
   field.password.placeholder = user ? 'leave empty to keep' : 'empty: single sign-on only';
-  field.extraPermissions.value = (user?.extra_permissions ?? []).join(' ');
   field.disabled.checked = Boolean(user?.disabled);
   groupChecks(user?.groups ?? ['INT_VIEWER']);
+  permissionList(user?.extra_permissions ?? []);
   (user ? field.displayName : field.username).focus();
 }
 
@@ -79,7 +92,7 @@ function row(u: UserView): HTMLTableRowElement {
     h('td', {}, u.username, ' ', u.roles.map((r) => h('span', { class: 'pill' }, r))),
     h('td', {}, u.display_name ?? ''),
     h('td', {}, u.email ?? ''),
-    h('td', {}, u.groups.map((g) => h('span', { class: 'pill' }, g)), u.extra_permissions.map((p) => h('span', { class: 'pill', title: 'extra permission' }, `+${p}`))),
+    h('td', {}, u.groups.map((g) => h('span', { class: 'pill' }, g)), u.extra_permissions.map((p) => h('span', { class: 'pill', title: `extra permission: ${describe(p) ?? p}` }, `+${p}`))),
     h('td', {}, u.identities.map((i) => h('span', { class: 'pill', title: i.provider_user_id }, i.provider))),
     h('td', {}, h('span', { class: `pill ${u.disabled ? 'off' : 'on'}` }, u.disabled ? 'disabled' : 'active')),
     h('td', {}, edit, ' ', del),
@@ -87,11 +100,13 @@ function row(u: UserView): HTMLTableRowElement {
 }
 
 async function load(): Promise<void> {
-  const [{ users }, g] = await Promise.all([
+  const [{ users }, g, c] = await Promise.all([
     api<{ users: UserView[] }>('GET', '/api/users'),
-    api<{ groups: Array<{ name: string }> }>('GET', '/api/groups').catch(() => ({ groups: [] })),
+    api<{ groups: Array<{ name: string; permissions: string[] }> }>('GET', '/api/groups').catch(() => ({ groups: [] })),
+    api<{ permissions: CatalogEntry[] }>('GET', '/api/permissions'),
   ]);
   groups = g.groups;
+  catalog = grantable(c.permissions);
   table.replaceChildren(...users.map(row));
 }
 
@@ -107,18 +122,23 @@ form.addEventListener('submit', async (e) => {
     display_name: text(f, 'display_name') || null,
     email: text(f, 'email') || null,
     groups: texts(f, 'groups'),
-    extra_permissions: text(f, 'extra_permissions').split(/\s+/).filter(Boolean),
+    extra_permissions: grantedIn(permissionBox, 'extra_permissions'),
   };
   if (text(f, 'password')) body.password = text(f, 'password');
   let done: UserView | undefined;
   const target = editing;
+  const send = (method: string, path: string) => () =>
+    api<UserView>(method, path, body).catch((err: unknown) => {
+      markInvalid(form, err);
+      throw err;
+    });
   if (target) {
     body.disabled = field.disabled.checked;
-    done = await busy(submitter(e), formMsg, () => api<UserView>('PATCH', `/api/users/${target.id}`, body));
+    done = await busy(submitter(e), formMsg, send('PATCH', `/api/users/${target.id}`));
   } else {
     body.username = text(f, 'username');
     if (body.display_name === null) delete body.display_name;
-    done = await busy(submitter(e), formMsg, () => api<UserView>('POST', '/api/users', body));
+    done = await busy(submitter(e), formMsg, send('POST', '/api/users'));
     if (done && field.disabled.checked) await api('PATCH', `/api/users/${done.id}`, { disabled: true }).catch(() => undefined);
   }
   if (done) {

@@ -1,0 +1,168 @@
+// The authentication provider settings on the settings page (feature:admin.settings): each
+// field under a human label, env-set fields read-only, secrets masked, only changes sent.
+import { api, busy, clearOnEdit, control, errorText, fieldProblems, h, markInvalid, must, say, submitter } from './app.js';
+
+/** GET /api/settings/auth, one field. */
+interface FieldView {
+  value: unknown;
+  source: 'env' | 'store' | 'default';
+  locked: boolean;
+  secret: boolean;
+  configured: boolean;
+}
+interface AuthView {
+  settings: Record<string, FieldView>;
+  chain: Array<{ id: string; label: string }>;
+}
+type FieldKind = 'secret' | 'list' | 'mapping' | 'boolean' | 'string';
+type FieldControl = HTMLInputElement | HTMLTextAreaElement;
+
+const LABELS: Record<string, string> = {
+  auth_providers: 'Sign-in providers, in order',
+  sso_default_groups: 'Default groups of new single sign-on users',
+  ldap_url: 'LDAP URL',
+  ldap_bind_dn: 'LDAP bind DN',
+  ldap_bind_password: 'LDAP bind password',
+  ldap_base_dn: 'LDAP base DN',
+  ldap_user_filter: 'LDAP user filter',
+  ldap_group_attr: 'LDAP group attribute',
+  ldap_group_mapping: 'LDAP group mapping',
+  ldap_tls_verify: 'Verify the LDAP server certificate',
+  oidc_issuer: 'OIDC issuer URL',
+  oidc_client_id: 'OIDC client ID',
+  oidc_client_secret: 'OIDC client secret',
+  oidc_scopes: 'OIDC scopes',
+  oidc_groups_claim: 'OIDC groups claim',
+  oidc_group_mapping: 'OIDC group mapping',
+  oidc_label: 'OIDC button label',
+};
+const ACRONYMS = new Set(['ldap', 'oidc', 'sso', 'dn', 'url', 'id', 'tls']);
+
+/** A field's label; a field this table does not know yet still reads as words. */
+export function labelOf(name: string): string {
+  const words = name.split('_').map((w) => (ACRONYMS.has(w) ? w.toUpperCase() : w));
+  return LABELS[name] ?? `${words.join(' ').charAt(0).toUpperCase()}${words.join(' ').slice(1)}`;
+}
+
+const HINTS: Partial<Record<FieldKind, string>> = {
+  list: 'comma separated',
+  mapping: 'JSON: {"external group": ["local group", …]}',
+};
+
+const LISTS = new Set(['auth_providers', 'sso_default_groups']);
+
+function kindOf(name: string, f: FieldView): FieldKind {
+  if (f.secret) return 'secret';
+  if (LISTS.has(name) || Array.isArray(f.value)) return 'list';
+  if (name.endsWith('_mapping')) return 'mapping';
+  if (typeof f.value === 'boolean') return 'boolean';
+  return 'string';
+}
+
+const listOf = (v: unknown): string[] => (Array.isArray(v) ? v.map(String) : []);
+const stringOf = (v: unknown): string => (typeof v === 'string' ? v : v == null ? '' : String(v));
+const mappingOf = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+
+function fieldControl(name: string, f: FieldView): HTMLLabelElement {
+  const kind = kindOf(name, f);
+  const attrs = { name, 'data-kind': kind, readonly: f.locked, disabled: f.locked && kind === 'boolean' };
+  let input: FieldControl;
+  if (kind === 'boolean') input = h('input', { ...attrs, type: 'checkbox', checked: f.value === true });
+  else if (kind === 'mapping') input = h('textarea', { ...attrs, rows: 3, spellcheck: 'false' }, Object.keys(mappingOf(f.value)).length ? JSON.stringify(f.value) : '');
+  else if (kind === 'secret') input = h('input', { ...attrs, type: 'password', autocomplete: 'off', placeholder: f.configured ? 'set (unchanged)' : 'not set' });
+  else if (kind === 'list') input = h('input', { ...attrs, value: listOf(f.value).join(', '), spellcheck: 'false' });
+  else input = h('input', { ...attrs, value: stringOf(f.value), spellcheck: 'false' });
+  const source = f.locked ? 'environment (locked)' : f.source === 'store' ? 'saved here' : 'default';
+  const hint = HINTS[kind];
+  return h(
+    'label',
+    { class: `${kind === 'boolean' ? 'check-field' : ''}${f.locked ? ' locked' : ''}`, title: name, dataset: { field: name } },
+    labelOf(name),
+    kind === 'boolean' ? ' ' : '',
+    input,
+    h('span', { class: 'src' }, source, hint && !f.locked ? ` · ${hint}` : ''),
+  );
+}
+
+class MappingError extends Error {}
+
+/** The changed fields only; throws MappingError (naming the field) when a mapping is not valid JSON. */
+function readPatch(form: HTMLFormElement, fields: Record<string, FieldView>): Record<string, unknown> {
+  const patch: Record<string, unknown> = {};
+  for (const [name, f] of Object.entries(fields)) {
+    if (f.locked) continue;
+    const el = control<FieldControl>(form, name);
+    const kind = el.dataset.kind as FieldKind;
+    if (kind === 'boolean' && el instanceof HTMLInputElement) {
+      if (el.checked !== (f.value === true)) patch[name] = el.checked;
+    } else if (kind === 'secret') {
+      if (el.value) patch[name] = el.value;
+    } else if (kind === 'list') {
+      const list = el.value.split(',').map((s) => s.trim()).filter(Boolean);
+      if (JSON.stringify(list) !== JSON.stringify(listOf(f.value))) patch[name] = list.length ? list : null;
+    } else if (kind === 'mapping') {
+      const raw = el.value.trim();
+      let value: unknown = null;
+      try {
+        value = raw ? JSON.parse(raw) : null;
+      } catch (err) {
+        el.setAttribute('aria-invalid', 'true');
+        throw new MappingError(`${labelOf(name)} is not valid JSON: ${errorText(err)}`);
+      }
+      if (JSON.stringify(value ?? {}) !== JSON.stringify(f.value ?? {})) patch[name] = value;
+    } else {
+      const v = el.value.trim();
+      if (v !== stringOf(f.value)) patch[name] = v === '' ? null : v;
+    }
+  }
+  return patch;
+}
+
+/** The server's field errors under the labels the form shows ("LDAP URL: must be a valid uri …"). */
+function problemText(err: unknown): string {
+  const problems = fieldProblems(err);
+  if (!problems.length) return errorText(err);
+  return problems.map((p) => `${labelOf(p.field)}: ${p.message.replace(`"${p.field}" `, '')}`).join('; ');
+}
+
+export function authSettings(section: HTMLElement): void {
+  const form = must<HTMLFormElement>('[data-auth-form]', section);
+  const msg = must('[data-msg]', section);
+  let fields: Record<string, FieldView> = {};
+  clearOnEdit(form, msg);
+  const load = async () => {
+    const view = await api<AuthView>('GET', '/api/settings/auth');
+    fields = view.settings;
+    must('[data-chain]', section).textContent = `Sign-in chain: ${view.chain.map((c) => `${c.label} (${c.id})`).join(' → ') || 'empty'}`;
+    form.replaceChildren(...Object.entries(fields).map(([name, f]) => fieldControl(name, f)), h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Save provider settings')));
+  };
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    let patch: Record<string, unknown>;
+    try {
+      patch = readPatch(form, fields);
+    } catch (err) {
+      say(msg, err instanceof MappingError ? err.message : errorText(err), 'error');
+      return;
+    }
+    if (!Object.keys(patch).length) {
+      say(msg, 'Nothing changed.');
+      return;
+    }
+    const ok = await busy(submitter(e), null, () =>
+      api('PATCH', '/api/settings/auth', patch).then(
+        () => true,
+        (err: unknown) => {
+          markInvalid(form, err);
+          say(msg, problemText(err), 'error');
+          return false;
+        },
+      ),
+    );
+    if (ok) {
+      say(msg, 'Saved; the sign-in chain was rebuilt.');
+      await load();
+    }
+  });
+  load().catch((err: unknown) => say(msg, errorText(err), 'error'));
+}

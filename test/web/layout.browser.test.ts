@@ -1,0 +1,148 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import request from 'supertest';
+import type { Page } from 'playwright-core';
+import { ADMIN, adminAuth } from '../support/service.js';
+import { createUser } from '../auth/helpers.js';
+import { VERSION } from '../../src/version.js';
+import { ARTIFACTS, expectNoProblems, openBrowser, signIn, startWebService, type TestBrowser, type WebService } from './helpers.js';
+import { measureFit, reportsPlugin } from './support.js';
+
+const SHOTS = path.join(ARTIFACTS, 'screenshots');
+const WIDTHS = [1280, 390] as const;
+
+/** Every page of the UI, with what shows that its data has arrived. */
+const PAGES: Array<{ name: string; path: string; ready: string[] }> = [
+  { name: 'dashboard', path: '/', ready: ['[data-feed] li', '[data-providers] .provider'] },
+  { name: 'settings', path: '/settings', ready: ['[data-keys] tbody tr[data-key-id]', '[data-auth-form] [name=oidc_label]', '[data-scope-list] .perm'] },
+  { name: 'users', path: '/admin/users', ready: ['[data-users] tr[data-username="quentin.long-name@example.test"]'] },
+  { name: 'groups', path: '/admin/groups', ready: ['[data-permission-checks] input'] },
+  { name: 'plugins', path: '/admin/plugins', ready: ['[data-plugins] tr[data-plugin="reports"] [data-state="loaded"]', '[data-plugin-settings="reports"]'] },
+  { name: 'docs', path: '/docs', ready: ['.swagger-ui .opblock'] },
+  { name: 'login', path: '/login', ready: ['#username'] },
+  { name: 'error-404', path: '/nope', ready: ['.card h1'] },
+];
+
+/** In Chromium at desktop and phone width: no page scrolls sideways, one top bar, one footer, one date style. */
+describe('browser: layout of every page at 1280 and 390 px', function () {
+  this.timeout(120_000);
+  let svc: WebService;
+  let browser: TestBrowser;
+  let page: Page;
+  let pluginsDir: string;
+
+  before(async function () {
+    pluginsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-web-layout-'));
+    reportsPlugin(pluginsDir);
+    // no container daemon: the dashboard shows the provider as unavailable, with its reason
+    [svc, browser] = await Promise.all([
+      startWebService({ SERVICE_PLUGINS_DIR: pluginsDir, SERVICE_CONTAINER_SOCKET: path.join(pluginsDir, 'docker.sock') }),
+      openBrowser(),
+    ]);
+    // what made the phone layout break: long names, many badges per row, SSO-style identities
+    await createUser(svc.url, { username: 'quentin.long-name@example.test', password: 'quentin-password-1', display_name: 'Quentin With A Rather Long Display Name', email: 'quentin.long-name@example.test', groups: ['INT_ADMIN', 'INT_USER', 'INT_VIEWER'], extra_permissions: ['route:/admin/plugins'] });
+    await createUser(svc.url, { username: 'vera', password: 'vera-password-1', groups: ['INT_VIEWER'] });
+    for (const n of [
+      { title: 'Nightly backup finished', message: '42 GiB in 6 min', level: 'success', source: 'backup' },
+      { title: 'Disk 80% full on runner-3', message: 'Clean up old images soon: /var/lib/containers/storage/overlay is the largest folder.', level: 'warning', source: 'monitor', link: '/settings' },
+    ]) {
+      await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send(n).expect(202);
+    }
+    page = await browser.newPage();
+    await signIn(page, svc.origin, ADMIN.username, ADMIN.password);
+    await page.evaluate(() => fetch('/api/me/api-keys', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ label: 'deploy script', scopes: ['api:read'] }) }));
+    fs.mkdirSync(SHOTS, { recursive: true });
+  });
+  after(async function () {
+    await browser?.close();
+    await svc?.destroy();
+    if (pluginsDir) fs.rmSync(pluginsDir, { recursive: true, force: true });
+  });
+
+  const open = async (p: (typeof PAGES)[number], width: number) => {
+    await page.setViewportSize({ width, height: width < 600 ? 844 : 900 });
+    await page.goto(`${svc.origin}${p.path}`, { waitUntil: 'load' });
+    for (const sel of p.ready) await page.locator(sel).first().waitFor({ timeout: 15_000 });
+  };
+
+  for (const width of WIDTHS) {
+    it(`at ${width} px: no page overflows sideways, badges stay whole, the navigation is one row; screenshots saved`, async function () {
+      for (const p of PAGES) {
+        await open(p, width);
+        const fit = await measureFit(page);
+        expect(fit.scrollWidth, `${p.name} at ${width}: page ${fit.scrollWidth} px wide`).to.be.at.most(fit.innerWidth);
+        expect(fit.wrappedBadges, `${p.name} at ${width}: badges broken over lines`).to.deep.equal([]);
+        if (p.name !== 'login' && p.name !== 'error-404') {
+          expect(fit.navRows, `${p.name} at ${width}: navigation rows`).to.equal(1);
+          expect(fit.barHeadAligned, `${p.name} at ${width}: brand and account on one row`).to.equal(true);
+        }
+        const file = path.join(SHOTS, `${p.name}-${width}.png`);
+        await page.screenshot({ path: file, fullPage: true });
+        expect(fs.statSync(file).size, file).to.be.greaterThan(5_000);
+      }
+      expectNoProblems(browser);
+    });
+  }
+
+  it('at 390 px the users table is a list of cards, each cell named by its column', async function () {
+    await open(PAGES[2]!, 390);
+    const row = page.locator('[data-users] tr[data-username="quentin.long-name@example.test"]');
+    expect(await page.locator('[data-users] thead').isVisible()).to.equal(false);
+    const labels = await row.locator('td').evaluateAll((tds) => tds.map((td) => (td as HTMLElement).dataset.label ?? ''));
+    expect(labels.slice(0, 6)).to.deep.equal(['Username', 'Name', 'Email', 'Groups', 'Sign-in', 'State']);
+    const box = await row.boundingBox();
+    expect(box!.width).to.be.at.most(390);
+    // "active" and "INT_ADMIN" read whole
+    for (const text of ['active', 'INT_ADMIN']) {
+      const pill = row.locator('.pill', { hasText: text }).first();
+      const height = await pill.evaluate((el) => el.getBoundingClientRect().height);
+      expect(height, text).to.be.lessThan(24);
+    }
+  });
+
+  it('every page ends with the footer naming the release', async function () {
+    await page.setViewportSize({ width: 1280, height: 900 });
+    for (const p of PAGES) {
+      await page.goto(`${svc.origin}${p.path}`);
+      expect((await page.textContent('.site-footer'))?.trim(), p.name).to.equal(`service-core ${VERSION}`);
+    }
+    const health = await request(svc.url).get('/healthz').expect(200);
+    expect(health.body.version).to.equal(VERSION);
+  });
+
+  it('/docs has the top bar of the other pages (signed in or not), Swagger UI still loads', async function () {
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.goto(`${svc.origin}/`);
+    const dashboardNav = await page.$$eval('.topbar nav a', (as) => as.map((a) => a.getAttribute('href')));
+    await page.goto(`${svc.origin}/docs`);
+    await page.waitForSelector('.swagger-ui .opblock', { timeout: 15_000 });
+    expect(await page.$$eval('.topbar nav a', (as) => as.map((a) => a.getAttribute('href')))).to.deep.equal(dashboardNav);
+    expect(await page.getAttribute('.topbar nav a[href="/docs"]', 'aria-current')).to.equal('page');
+    expect(await page.textContent('.topbar .username')).to.equal(ADMIN.username);
+    expect(await page.isVisible('.topbar [data-bell]')).to.equal(true);
+    // someone who is not signed in sees the same bar with a way to sign in
+    const res = await request(svc.url).get('/docs').expect(200);
+    expect(res.text).to.include('<header class="topbar">').and.include('href="/login?next=%2Fdocs"').and.not.include('data-logout');
+    expectNoProblems(browser);
+  });
+
+  it('shows every date in one style, with the ISO time in its title', async function () {
+    await page.setViewportSize({ width: 1280, height: 900 });
+    const seen: string[] = [];
+    for (const p of [PAGES[0]!, PAGES[1]!]) {
+      await open(p, 1280);
+      const times = await page.$$eval('time', (els) => els.map((el) => ({ text: el.textContent ?? '', title: el.getAttribute('title') ?? '', datetime: el.getAttribute('datetime') ?? '' })));
+      expect(times.length, p.name).to.be.greaterThan(0);
+      for (const t of times) {
+        expect(t.text, p.name).to.match(/^\d{1,2} [A-Z][a-z]{2,3} \d{4}, \d{2}:\d{2}$/); // en-GB writes "Sept"
+        expect(t.title).to.equal(new Date(t.datetime).toISOString());
+        seen.push(t.text);
+      }
+    }
+    // no other style left behind (relative times, locale dates)
+    expect(await page.textContent('main')).not.to.match(/\bago\b|\d+\/\d+\/\d{4}/);
+    expect(seen.length).to.be.greaterThan(3);
+  });
+});
