@@ -60,8 +60,13 @@ export class SocketRequests {
     let op: ProviderOperation | undefined;
     let providerName: string | null = null;
     let needsAvailable: (() => Promise<boolean>) | null = null;
-    const builtin = this.builtinOperations()[req.operation];
-    if (builtin && !req.provider) {
+    const builtin = this.builtinOperations(req.provider)[req.operation];
+    if (builtin) {
+      // a registry-level operation may name a provider: it must exist, and the answer says which
+      if (req.provider !== undefined) {
+        if (!this.deps.registry.get(req.provider)) return fail('unknown_provider', `no socket provider named ${req.provider}`);
+        base.provider = req.provider;
+      }
       op = builtin;
     } else {
       providerName = req.provider ?? kind;
@@ -103,13 +108,14 @@ export class SocketRequests {
     });
   }
 
-  private builtinOperations(): Record<string, ProviderOperation> {
+  /** The operations of the registry itself; `provider` narrows provider:list to that one. */
+  private builtinOperations(provider?: string): Record<string, ProviderOperation> {
     const ops: Record<string, ProviderOperation> = {
       'provider:list': {
         schema: Joi.object({}),
         permission: null,
         run: async () => {
-          const providers = await this.deps.registry.list();
+          const providers = (await this.deps.registry.list()).filter((p) => provider === undefined || p.name === provider);
           // which instance answered: each one lists the providers of its own host
           return { providers, available: providers.filter((p) => p.available).map((p) => p.name), total: providers.length, instance: this.deps.registry.instance };
         },

@@ -1,8 +1,8 @@
 import { HttpError } from '../http/errors.js';
 
 /**
- * Error codes of socket operations. The first six are the codes of a socket:response
- * (DESIGN section 7); not_found comes from the mount guardian (repair of a missing directory).
+ * Error codes of socket operations, as a socket:response carries them (docs/plugins.md);
+ * not_found comes from the mount guardian (repair of a missing directory).
  */
 export type SocketErrorCode =
   | 'unknown_provider'

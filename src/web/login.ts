@@ -11,7 +11,7 @@ import { html, type SafeHtml } from './html.js';
 import { siteFooter } from './layout.js';
 
 /**
- * The server-rendered login page (spec section 4: GET /login): one credentials form for every
+ * The server-rendered login page (GET /login): one credentials form for every
  * credentials provider of the chain (local and LDAP share it), one button per redirect provider,
  * and the message of `/login?error=<code>`. No scripts at all; the form posts to POST /login,
  * which answers with redirects only.

@@ -76,6 +76,14 @@ describe('sockets/bus-handler (real dockerd)', function () {
     expect(result.providers[0]).to.include({ name: 'container', available: true, plugin: null, socket_path: dockerd.socketPath });
   });
 
+  it('registry-level operations accept a provider: provider:list narrows to it, mounts:* name it', async () => {
+    const r = await ask(bus, { operation: 'provider:list', provider: 'container' });
+    expect(r).to.deep.include({ operation: 'provider:list', provider: 'container', ok: true, error: null });
+    expect((r.result as { providers: Array<{ name: string }> }).providers.map((p) => p.name)).to.deep.equal(['container']);
+    const check = await ask(bus, { operation: 'mounts:check', provider: 'container', args: { paths: [managed] } });
+    expect(check).to.deep.include({ operation: 'mounts:check', provider: 'container', ok: true, error: null });
+  });
+
   it('container:health, container:mounts, container:storage_root, container:runners', async () => {
     const health = await ask(bus, { operation: 'container:health', provider: 'container' });
     expect(health).to.deep.include({ ok: true, provider: 'container', error: null });
@@ -190,7 +198,8 @@ describe('sockets/bus-handler (real dockerd)', function () {
       [{ operation: 'container:constructor' }, 'unknown_operation'],
       [{ operation: 'container:__proto__' }, 'unknown_operation'],
       [{ operation: 'garbage' }, 'unknown_operation'],
-      [{ operation: 'provider:list', provider: 'container' }, 'unknown_operation'],
+      [{ operation: 'provider:list', provider: 'nope' }, 'unknown_provider'],
+      [{ operation: 'mounts:check', provider: 'nope', args: { paths: ['/'] } }, 'unknown_provider'],
     ];
     for (const [req, code] of cases) {
       const r = await ask(bus, req);
