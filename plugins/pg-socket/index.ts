@@ -2,7 +2,7 @@ import { promises as fsp } from 'node:fs';
 import path from 'node:path';
 // type-only imports: erased at run time, so this folder works wherever SERVICE_PLUGINS_DIR points
 import type { Context } from 'koa';
-import type { CleanupOptions, CleanupResult, ProviderCapabilities, ProviderOperation } from '../../src/sockets/base-provider.js';
+import type { ProviderCapabilities, ProviderOperation } from '../../src/sockets/base-provider.js';
 import type { PluginContext } from '../../src/plugins/types.js';
 import { sslProbe, startupProbe } from './pg-wire.js';
 
@@ -33,13 +33,8 @@ export function setup(ctx: PluginContext): void {
   class PgSocketProvider extends ctx.sdk.SocketProvider {
     readonly name = 'pgsql';
     readonly socket_path = socketPath;
-    readonly capabilities: ProviderCapabilities = {
-      can_verify_mounts: false,
-      can_repair_permissions: false,
-      can_spawn: false,
-      can_cleanup: false,
-      can_query_mounts: false,
-    };
+    // a database server: nothing of a container daemon's (spawn, cleanup, mounts)
+    readonly capabilities: ProviderCapabilities = { can_verify_mounts: false, can_repair_permissions: false };
 
     async isAvailable(): Promise<boolean> {
       try {
@@ -61,19 +56,6 @@ export function setup(ctx: PluginContext): void {
         const e = err as NodeJS.ErrnoException;
         return { healthy: false, socket_path: this.socket_path, reachable: false, error: e.code ?? e.message };
       }
-    }
-
-    async cleanup_stale(_prefix: string, _maxAge: number, opts?: CleanupOptions): Promise<CleanupResult> {
-      // a database server has nothing this registry could clean up
-      return { dry_run: Boolean(opts?.dry_run), removed: [], errors: [] };
-    }
-
-    async get_mounts(): Promise<Record<string, unknown>> {
-      return {};
-    }
-
-    async detect_storage_root(): Promise<string | null> {
-      return null;
     }
 
     operations(): Record<string, ProviderOperation> {

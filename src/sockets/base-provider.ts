@@ -1,31 +1,24 @@
 import type Joi from 'joi';
 import type { Logger } from '../log.js';
 
-/** What a provider can do. Every flag is explicit: nothing is assumed from a missing one. */
+/**
+ * What a provider can do. The two required flags are explicit for every provider; the others
+ * describe a container daemon and default to false when a provider leaves them out.
+ */
 export interface ProviderCapabilities {
   can_verify_mounts: boolean;
   can_repair_permissions: boolean;
-  can_spawn: boolean;
-  can_cleanup: boolean;
-  can_query_mounts: boolean;
+  can_spawn?: boolean;
+  can_cleanup?: boolean;
+  can_query_mounts?: boolean;
 }
 
-export const CAPABILITY_FLAGS: ReadonlyArray<keyof ProviderCapabilities> = [
-  'can_verify_mounts',
-  'can_repair_permissions',
-  'can_spawn',
-  'can_cleanup',
-  'can_query_mounts',
-];
+export const REQUIRED_CAPABILITIES = ['can_verify_mounts', 'can_repair_permissions'] as const;
+export const OPTIONAL_CAPABILITIES = ['can_spawn', 'can_cleanup', 'can_query_mounts'] as const;
 
-export interface CleanupOptions {
-  dry_run?: boolean;
-}
-
-export interface CleanupResult {
-  dry_run: boolean;
-  removed: Array<{ id: string; name: string }>;
-  errors: Array<{ id: string; name: string; error: string }>;
+/** Every flag as a boolean (the optional ones false unless set). */
+export function fullCapabilities(caps: ProviderCapabilities): Required<ProviderCapabilities> {
+  return { can_spawn: false, can_cleanup: false, can_query_mounts: false, ...caps };
 }
 
 /**
@@ -84,9 +77,6 @@ export abstract class SocketProvider {
   /** Asks the socket (implementations may cache briefly) and remembers the answer. */
   abstract isAvailable(): Promise<boolean>;
   abstract health_check(): Promise<Record<string, unknown>>;
-  abstract cleanup_stale(prefix: string, max_age_minutes: number, opts?: CleanupOptions): Promise<CleanupResult>;
-  abstract get_mounts(): Promise<Record<string, unknown>>;
-  abstract detect_storage_root(): Promise<string | null>;
 
   /** Operations by short name (e.g. 'health' serves `<kind>:health`). */
   abstract operations(): Record<string, ProviderOperation>;

@@ -1,6 +1,6 @@
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
-import { CAPABILITY_FLAGS, SocketProvider, type ProviderCapabilities, type SocketProviderClass } from './base-provider.js';
+import { fullCapabilities, OPTIONAL_CAPABILITIES, REQUIRED_CAPABILITIES, SocketProvider, type ProviderCapabilities, type SocketProviderClass } from './base-provider.js';
 import { ProviderRegistrationError } from './errors.js';
 
 /** 'core' for built-in providers, else the registering plugin's name. */
@@ -144,7 +144,7 @@ export class SocketRegistry {
         name: provider.name,
         socket_path: provider.socket_path,
         ...(await availableWithin(provider, AVAILABILITY_TIMEOUT_MS)),
-        capabilities: { ...provider.capabilities },
+        capabilities: fullCapabilities(provider.capabilities),
         plugin: owner === 'core' ? null : owner,
       })),
     );
@@ -204,9 +204,11 @@ export class SocketRegistry {
     if (typeof p.kind !== 'string' || !PROVIDER_NAME.test(p.kind)) throw bad(`provider ${p.name}: kind must match the name rule`);
     if (typeof p.socket_path !== 'string' || p.socket_path.length === 0) throw bad(`provider ${p.name}: socket_path must be a string`);
     const caps = p.capabilities as unknown as Record<string, unknown> | undefined;
-    if (!caps || typeof caps !== 'object' || CAPABILITY_FLAGS.some((f) => typeof caps[f] !== 'boolean')) {
-      throw bad(`provider ${p.name}: capabilities must set every flag (${CAPABILITY_FLAGS.join(', ')}) to a boolean`);
+    if (!caps || typeof caps !== 'object' || REQUIRED_CAPABILITIES.some((f) => typeof caps[f] !== 'boolean')) {
+      throw bad(`provider ${p.name}: capabilities must set ${REQUIRED_CAPABILITIES.join(' and ')} to a boolean`);
     }
+    const wrong = OPTIONAL_CAPABILITIES.filter((f) => caps[f] !== undefined && typeof caps[f] !== 'boolean');
+    if (wrong.length) throw bad(`provider ${p.name}: capabilities ${wrong.join(', ')} must be booleans when set`);
   }
 }
 

@@ -27,12 +27,9 @@ export async function eventually<T>(check: () => Promise<T> | T, timeoutMs = 500
 export const PROVIDER_CLASS = (name: string) => `class extends ctx.sdk.SocketProvider {
     name = ${JSON.stringify(name)};
     socket_path = '/nonexistent/${name}.sock';
-    capabilities = { can_verify_mounts: false, can_repair_permissions: false, can_spawn: false, can_cleanup: false, can_query_mounts: false };
+    capabilities = { can_verify_mounts: false, can_repair_permissions: false };
     async isAvailable() { return true; }
     async health_check() { return { healthy: true }; }
-    async cleanup_stale() { return { dry_run: false, removed: [], errors: [] }; }
-    async get_mounts() { return {}; }
-    async detect_storage_root() { return null; }
     operations() { return { ping: { schema: ctx.sdk.Joi.object({}), permission: null, run: async () => ({ pong: ${JSON.stringify(name)} }) } }; }
   }`;
 

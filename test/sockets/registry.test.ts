@@ -1,14 +1,15 @@
 import { expect } from 'chai';
 import Joi from 'joi';
 import { EventBus } from '../../src/bus/bus.js';
-import { SocketProvider, type CleanupResult, type ProviderCapabilities, type ProviderOperation } from '../../src/sockets/base-provider.js';
+import { SocketProvider, type ProviderCapabilities, type ProviderOperation } from '../../src/sockets/base-provider.js';
 import { ContainerProvider } from '../../src/sockets/container-provider.js';
 import { ProviderRegistrationError } from '../../src/sockets/errors.js';
 import { SocketRegistry, derivesFromSocketProvider } from '../../src/sockets/registry.js';
 import { startDockerd, type TestDockerd } from '../support/dockerd.js';
 import { capturingLogger, eventually, quietLogger } from './helpers.js';
 
-const NO_CAPS: ProviderCapabilities = {
+/** How the registry lists a provider that declared only the two required flags, both false. */
+const NO_CAPS: Required<ProviderCapabilities> = {
   can_verify_mounts: false,
   can_repair_permissions: false,
   can_spawn: false,
@@ -16,13 +17,16 @@ const NO_CAPS: ProviderCapabilities = {
   can_query_mounts: false,
 };
 
-/** A provider with no socket behind it: enough to exercise the registry rules. */
+/**
+ * A provider with no socket behind it: enough to exercise the registry rules. It declares only
+ * the two required capability flags and implements nothing of a container daemon.
+ */
 class EchoProvider extends SocketProvider {
   static constructed = 0;
   static closed = 0;
   readonly name: string = 'echo';
   readonly socket_path = '/nonexistent/echo.sock';
-  readonly capabilities = { ...NO_CAPS };
+  readonly capabilities: ProviderCapabilities = { can_verify_mounts: false, can_repair_permissions: false };
   constructor(options: Record<string, unknown>, logger: never) {
     super(options, logger);
     EchoProvider.constructed++;
@@ -32,15 +36,6 @@ class EchoProvider extends SocketProvider {
   }
   override async health_check() {
     return { healthy: true };
-  }
-  override async cleanup_stale(): Promise<CleanupResult> {
-    return { dry_run: false, removed: [], errors: [] };
-  }
-  override async get_mounts() {
-    return { mounts: {} };
-  }
-  override async detect_storage_root() {
-    return null;
   }
   override operations(): Record<string, ProviderOperation> {
     return { ping: { schema: Joi.object({}), permission: null, run: async () => ({ pong: true }) } };
@@ -60,6 +55,11 @@ class DhcpProvider extends EchoProvider {
 class BadCapsProvider extends EchoProvider {
   override readonly name = 'badcaps';
   override readonly capabilities = { can_verify_mounts: true } as unknown as ProviderCapabilities;
+}
+
+class BadOptionalCapsProvider extends EchoProvider {
+  override readonly name = 'badoptional';
+  override readonly capabilities = { can_verify_mounts: true, can_repair_permissions: false, can_spawn: 'yes' } as unknown as ProviderCapabilities;
 }
 
 class ReservedNameProvider extends EchoProvider {
@@ -126,6 +126,7 @@ describe('sockets/registry', () => {
 
   it('rejects a provider that breaks the contract (capabilities, reserved names, owner)', () => {
     expectRejected(() => registry.register(BadCapsProvider as never, { owner: 'core' }), 'invalid_provider');
+    expectRejected(() => registry.register(BadOptionalCapsProvider as never, { owner: 'core' }), 'invalid_provider');
     expectRejected(() => registry.register(ReservedNameProvider as never, { owner: 'core' }), 'invalid_provider');
     expectRejected(() => registry.register(EchoProvider as never, { owner: '' }), 'invalid_provider');
     expect(registry.names()).to.deep.equal([]);
