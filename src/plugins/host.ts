@@ -1,6 +1,6 @@
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
-import type { Context, Middleware, Next } from 'koa';
+import type { Middleware } from 'koa';
 import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
@@ -9,12 +9,13 @@ import type { CatalogEntry } from '../iam/permissions.js';
 import type { ManifestRole } from '../iam/ledger.js';
 import type { SocketRegistry } from '../sockets/registry.js';
 import type { SocketRequestHandler } from '../sockets/bus-handler.js';
-import { requirePermission } from '../auth/guards.js';
 import { pluginCatalog, type PluginManifest } from './manifest.js';
 import { PluginContextImpl, type AuthChainLike } from './context.js';
 import { PluginSettings, type SecretsLike } from './settings.js';
 import { PluginStore } from './store.js';
 import { importPluginModule, readManifest } from './loader.js';
+import { pluginRoutes, routerDispatch } from './routing.js';
+import { pluginView } from './view.js';
 import type { PluginModule, PluginState, PluginView } from './types.js';
 
 export type { PluginView };
@@ -74,8 +75,6 @@ interface PluginRecord {
   announced: boolean;
 }
 
-const PLUGIN_PATH = /^\/api\/plugins\/([^/]+)(?:\/|$)/;
-const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 export class PluginNotFoundError extends DomainError {
   constructor(message: string) {
@@ -241,7 +240,7 @@ export class PluginHost {
       this.deps.clientEvents?.clusterWide(e.topic);
       return this.deps.clientEvents?.forward(e.topic, e.permission) ?? (() => undefined);
     });
-    rec.running = { ctx, module: mod, dispatch: routerDispatch(ctx), unforward };
+    rec.running = { ctx, module: mod, dispatch: routerDispatch(ctx.router), unforward };
     const problems = this.checkProviders(m);
     this.deps.iam.ledger.setPlugin({ id: m.id, roles: m.roles });
     await this.setState(rec, problems.length ? 'degraded' : 'loaded', problems.length ? problems.join('; ') : null);
@@ -373,45 +372,14 @@ export class PluginHost {
   }
 
   private view(rec: PluginRecord): PluginView {
-    const m = rec.manifest;
     const registry = this.deps.sockets.registry;
-    return {
-      id: rec.key,
-      folder: path.basename(rec.folder),
-      name: m?.name ?? null,
-      version: m?.version ?? null,
-      description: m?.description ?? null,
-      enabled: rec.enabled,
-      state: rec.state,
-      error: rec.error,
-      permissions: m ? { subscribe: [...m.permissions.subscribe], emit: [...m.permissions.emit] } : { subscribe: [], emit: [] },
-      permissions_declared: m ? m.permissions_declared.map((d) => ({ id: `plugin:${m.id}:${d.id}`, description: d.description })) : [],
-      roles: m ? m.roles.map((r) => ({ ...r })) : [],
-      routes: m ? m.routes.map((r) => ({ ...r })) : [],
-      socket_providers: {
-        provides: m ? [...m.socket_providers.provides] : [],
-        uses: m ? [...m.socket_providers.uses] : [],
-        registered: registry.names().filter((n) => registry.ownerOf(n) === rec.key),
-      },
-      auth_providers: m ? [...m.auth_providers] : [],
-      updated_at: new Date(rec.updatedAt).toISOString(),
-    };
+    return pluginView(rec, registry.names().filter((n) => registry.ownerOf(n) === rec.key));
   }
 
-  /**
-   * The one dispatch middleware for every plugin route under /api/plugins/<id>/: a stopped
-   * plugin's routes vanish at once. GET/HEAD/OPTIONS need plugin:<id>:api:read, every other
-   * method plugin:<id>:api:write (global api:read / api:write satisfy them).
-   */
+
+  /** The one dispatch middleware of every running plugin's routes (src/plugins/routing.ts). */
   middleware(): Middleware {
-    return async (ctx: Context, next: Next) => {
-      const match = PLUGIN_PATH.exec(ctx.path);
-      if (!match) return next();
-      const running = this.records.get(match[1])?.running;
-      if (!running) return next();
-      const permission = `plugin:${running.ctx.id}:api:${READ_METHODS.has(ctx.method) ? 'read' : 'write'}`;
-      await requirePermission(permission)(ctx, () => running.dispatch(ctx, next));
-    };
+    return pluginRoutes((id) => this.records.get(id)?.running?.dispatch ?? null);
   }
 
   /** Stops every running plugin (service shutdown); the enabled flags stay as they are. */
@@ -423,10 +391,4 @@ export class PluginHost {
       if (rec.running || rec.context) await this.stop(rec);
     }
   }
-}
-
-function routerDispatch(ctx: PluginContextImpl): Middleware {
-  const routes = ctx.router.routes();
-  const allowed = ctx.router.allowedMethods({ throw: false });
-  return (koa, next) => routes(koa as any, () => allowed(koa as any, next)) as Promise<void>;
 }

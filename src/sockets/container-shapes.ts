@@ -1,0 +1,156 @@
+import fs from 'node:fs';
+import { promises as fsp } from 'node:fs';
+import path from 'node:path';
+import Joi from 'joi';
+import { SocketError } from './errors.js';
+import { isInside } from './paths.js';
+
+/** The container provider's options, request shapes, names and rules, and its path helpers. */
+
+export interface CleanupOptions {
+  dry_run?: boolean;
+}
+
+export interface CleanupResult {
+  dry_run: boolean;
+  removed: Array<{ id: string; name: string }>;
+  errors: Array<{ id: string; name: string; error: string }>;
+}
+
+export interface ContainerProviderOptions {
+  /** daemon socket; SERVICE_CONTAINER_SOCKET, default /var/run/docker.sock */
+  socketPath?: string;
+  /** SERVICE_RUNNER_PREFIX: default prefix of cleanup and runners, required prefix of spawned names */
+  runnerPrefix?: string;
+  /** SERVICE_DATA_DIR: its host path is the storage root when the service runs in a container */
+  dataDir?: string;
+  /** id of the container the service runs in; undefined = detect, null = not in a container */
+  selfContainerId?: string | null;
+  /** the roots runners may bind-mount from (SERVICE_MANAGED_DIRS; default `<dataDir>/managed`) */
+  mountRoots?: string[];
+  /** idle timeout of one daemon request */
+  requestTimeoutMs?: number;
+  /** how long an availability answer is reused */
+  availabilityTtlMs?: number;
+}
+
+export interface RunnerInfo {
+  id: string;
+  name: string;
+  state: string;
+  created_at: string;
+  image: string;
+}
+
+export interface SpawnRequest {
+  image: string;
+  name: string;
+  env?: Record<string, string>;
+  /** read-only unless `read_only: false` (which needs socket:container:mount_rw) */
+  mounts?: Array<{ source: string; target: string; read_only?: boolean }>;
+  command?: string[];
+  labels?: Record<string, string>;
+  network?: string;
+}
+
+export const PREFIX_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+export const CONTAINER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+/** max_age_minutes upper bound: ten years, so the cutoff arithmetic stays exact */
+export const MAX_AGE_MINUTES = 5_256_000;
+/** set on every container this service creates: cleanup and the runner list touch no other */
+export const RUNNER_LABEL = 'service-core.runner';
+export const SPAWN_PERMISSION = 'socket:container:spawn';
+/** a runner that can write a host directory can re-point what lies below it: a separate grant */
+export const MOUNT_RW_PERMISSION = 'socket:container:mount_rw';
+
+export const absolutePath = Joi.string()
+  .max(4096)
+  .pattern(/^\//, 'absolute path')
+  .custom((value: string, helpers) => {
+    if (value.includes('\0') || path.posix.normalize(value) !== value || (value.length > 1 && value.endsWith('/'))) {
+      return helpers.message({ custom: '{{#label}} must be a normalized absolute path (no "..", "//" or trailing "/")' });
+    }
+    return value;
+  });
+
+export const prefixSchema = Joi.string().max(128).pattern(PREFIX_PATTERN, 'prefix (letters, digits, _ . -; not starting with _ . -)');
+
+export const JOI_OPTIONS: Joi.ValidationOptions = { abortEarly: false, convert: false, allowUnknown: false };
+
+export function checkPrefix(prefix: unknown): asserts prefix is string {
+  if (typeof prefix !== 'string' || prefix.length === 0 || prefix.length > 128 || !PREFIX_PATTERN.test(prefix)) {
+    throw new SocketError('invalid_args', `prefix must be non-empty and match ${PREFIX_PATTERN.source}`);
+  }
+}
+
+/** The container's own name: Names holds "/name" plus "/other/alias" entries of legacy links. */
+export function primaryName(names: string[] | undefined): string | null {
+  const own = (names ?? []).find((n) => n.lastIndexOf('/') === 0);
+  return own ? own.slice(1) : null;
+}
+
+
+/** Host path of `target` through the mount whose destination holds it most specifically. */
+export function hostPathFor(target: string, mounts: Array<{ source: string; destination: string }>): string | null {
+  let best: { source: string; destination: string } | null = null;
+  for (const m of mounts) {
+    if (!m.destination || !m.source) continue;
+    if (isInside(target, m.destination) && (!best || m.destination.length > best.destination.length)) best = m;
+  }
+  if (!best) return null;
+  const rest = target.slice(best.destination === '/' ? 0 : best.destination.length);
+  return rest ? path.posix.join(best.source, rest) : best.source;
+}
+
+/**
+ * The container id of this process from /proc: cgroup v1 paths (/docker/<id>, docker-<id>.scope)
+ * or, under cgroup v2, the daemon-managed files bind-mounted into the container
+ * (<data-root>/containers/<id>/hostname, hosts, resolv.conf) named in mountinfo.
+ */
+export function containerIdFromProc(cgroup: string, mountinfo: string): string | null {
+  const fromCgroup = /(?:\/docker\/|docker-)([0-9a-f]{64})(?:\.scope)?(?:$|\/|\s)/m.exec(cgroup);
+  if (fromCgroup) return fromCgroup[1];
+  for (const line of mountinfo.split('\n')) {
+    const fields = line.split(' ');
+    const root = fields[3] ?? '';
+    const mountPoint = fields[4] ?? '';
+    if (!['/etc/hostname', '/etc/hosts', '/etc/resolv.conf'].includes(mountPoint)) continue;
+    const m = /\/containers\/([0-9a-f]{64})\/(?:hostname|hosts|resolv\.conf)$/.exec(root);
+    if (m) return m[1];
+  }
+  return null;
+}
+
+export async function realpathOrSelf(p: string): Promise<string> {
+  const abs = path.resolve(p);
+  return fsp.realpath(abs).catch(() => abs);
+}
+
+/** realpath when the path exists, else the resolved path (for comparisons only). */
+export function realOrResolved(p: string): string {
+  try {
+    return fs.realpathSync(p);
+  } catch {
+    return path.resolve(p);
+  }
+}
+
+/** A spawn request: every field bounded, the name under the runner prefix, never the host's network. */
+export function spawnSchema(prefix: string): Joi.ObjectSchema {
+  return Joi.object({
+    image: Joi.string().max(255).pattern(/^[A-Za-z0-9][A-Za-z0-9_.\/:@-]*$/, 'image reference').required(),
+    name: Joi.string()
+      .pattern(CONTAINER_NAME, 'container name')
+      .custom((v: string, helpers) => (v.startsWith(prefix) ? v : helpers.message({ custom: `{{#label}} must start with the runner prefix "${prefix}"` })))
+      .required(),
+    env: Joi.object().pattern(Joi.string().pattern(/^[A-Za-z_][A-Za-z0-9_]*$/).max(128), Joi.string().max(32_768).allow('')).max(256).default({}),
+    mounts: Joi.array()
+      .items(Joi.object({ source: absolutePath.required(), target: absolutePath.invalid('/').required(), read_only: Joi.boolean().default(true) }))
+      .max(32)
+      .default([]),
+    command: Joi.array().items(Joi.string().max(32_768).allow('')).max(256).default([]),
+    labels: Joi.object().pattern(Joi.string().max(256).pattern(/^[A-Za-z0-9][A-Za-z0-9_.\/-]*$/), Joi.string().max(4096).allow('')).max(64).default({}),
+    // 'host' would give the runner the host's network stack; container:<id> joins another's
+    network: Joi.string().max(128).pattern(PREFIX_PATTERN, 'network name').invalid('host'),
+  });
+}
