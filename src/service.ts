@@ -121,7 +121,7 @@ export class Service {
     }
     // the IAM area's API, the login and session API, the pages; then the other areas
     const iam = this.iam;
-    const routers: Router[] = [meRoutes(iam), userRoutes(iam), groupRoutes(iam, this.bus), settingsRoutes(iam), authRoutes(iam), oidcRoutes(iam), authSettingsRoutes(iam), ...webRouters(iam), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
+    const routers: Router[] = [meRoutes(iam), userRoutes(iam), groupRoutes(iam, this.bus), settingsRoutes(iam), authRoutes(iam), oidcRoutes(iam), authSettingsRoutes(iam), ...webRouters(iam, () => this.plugins.documentedRoutes()), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     // plugin host: its admin API first, then the one dispatch middleware of every
     // plugin's routes under /api/plugins/<id>/ (a disabled plugin's routes vanish at once)
     this.plugins = new PluginHost({

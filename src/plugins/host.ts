@@ -14,7 +14,8 @@ import { PluginContextImpl, type AuthChainLike } from './context.js';
 import { PluginSettings, type SecretsLike } from './settings.js';
 import { PluginStore } from './store.js';
 import { importPluginModule, readManifest } from './loader.js';
-import { pluginRoutes, routerDispatch } from './routing.js';
+import { pluginRoutes, routeEndpoints, routerDispatch } from './routing.js';
+import type { Endpoint } from '../http/api.js';
 import { pluginView } from './view.js';
 import type { PluginModule, PluginState, PluginView } from './types.js';
 
@@ -297,6 +298,7 @@ export class PluginHost {
     await this.store.save({ id: rec.key, enabled: rec.enabled, version: rec.manifest?.version ?? null, state, error, updated_at: rec.updatedAt });
     if (!changed) return;
     rec.announced = true;
+    this.routesVersion++;
     this.deps.bus.emit('plugin:state_changed', { plugin_id: rec.key, state, enabled: rec.enabled });
   }
 
@@ -376,6 +378,15 @@ export class PluginHost {
     return pluginView(rec, registry.names().filter((n) => registry.ownerOf(n) === rec.key));
   }
 
+
+  /** changes whenever a plugin starts or stops: the routes documented below changed */
+  private routesVersion = 0;
+
+  /** The routes of every running plugin, for the OpenAPI document (src/plugins/routing.ts). */
+  documentedRoutes(): { version: number; endpoints: Endpoint[] } {
+    const endpoints = [...this.records.values()].flatMap((rec) => (rec.running ? routeEndpoints(rec.key, rec.manifest!.name, rec.running.ctx.router) : []));
+    return { version: this.routesVersion, endpoints };
+  }
 
   /** The one dispatch middleware of every running plugin's routes (src/plugins/routing.ts). */
   middleware(): Middleware {

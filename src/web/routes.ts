@@ -3,7 +3,7 @@ import type Koa from 'koa';
 import type { Context, Next } from 'koa';
 import type { IamComponent } from '../iam/component.js';
 import { checkOrigin, logout } from '../auth/sessions.js';
-import { collectEndpoints } from '../http/api.js';
+import { collectEndpoints, type Endpoint } from '../http/api.js';
 import { buildOpenApi } from '../http/openapi.js';
 import { VERSION } from '../version.js';
 import { DOCS_PAGE, PAGES, pageAllowed, type PageDef } from './access.js';
@@ -22,23 +22,31 @@ import { html, type SafeHtml } from './html.js';
 const DOCS_HEAD = html`<link rel="stylesheet" href="/static/swagger/swagger-ui.css">
 <script src="/static/swagger/swagger-ui-bundle.js" defer></script>`;
 
-const documents = new WeakMap<Koa, string>();
+/** Routes that come and go (plugins'), with a version that changes when they do. */
+export type ExtraEndpoints = () => { version: number; endpoints: Endpoint[] };
 
-/** The OpenAPI document of every route mounted on this app, built once (routes are fixed after start). */
-export function openApiDocument(app: Koa): string {
+const documents = new WeakMap<Koa, { version: number; text: string }>();
+
+/**
+ * The OpenAPI document of every route mounted on this app and of `extra` (the running plugins'
+ * routes), built again only when `extra` changed.
+ */
+export function openApiDocument(app: Koa, extra?: ExtraEndpoints): string {
+  const more = extra?.() ?? { version: 0, endpoints: [] };
   let doc = documents.get(app);
-  if (!doc) {
-    doc = JSON.stringify(
-      buildOpenApi(collectEndpoints(app).endpoints, {
+  if (!doc || doc.version !== more.version) {
+    const text = JSON.stringify(
+      buildOpenApi([...collectEndpoints(app).endpoints, ...more.endpoints], {
         title: 'service-core',
         version: VERSION,
         description:
           'Identity and access management, notifications and socket providers. Authorize with an API key (X-API-Key or Bearer), a session token (Bearer) or HTTP Basic; the browser session cookie works too.',
       }),
     );
+    doc = { version: more.version, text };
     documents.set(app, doc);
   }
-  return doc;
+  return doc.text;
 }
 
 /** Unauthenticated -> the login page (coming back here after); not allowed -> a 403 page. */
@@ -58,7 +66,7 @@ function pageGuard(page: PageDef) {
   };
 }
 
-export function webRoutes(iam: IamComponent): Router {
+export function webRoutes(iam: IamComponent, extraEndpoints?: ExtraEndpoints): Router {
   const r = new Router();
 
   const page = (def: PageDef, content: (ctx: Context) => Promise<SafeHtml> | SafeHtml) => {
@@ -90,7 +98,7 @@ export function webRoutes(iam: IamComponent): Router {
   r.get('/openapi.json', (ctx) => {
     ctx.type = 'application/json';
     ctx.set('Cache-Control', 'no-cache');
-    ctx.body = openApiDocument(ctx.app);
+    ctx.body = openApiDocument(ctx.app, extraEndpoints);
   });
 
   // Swagger UI runs under the same policy as every page: its own files only, no inline script.
@@ -115,6 +123,6 @@ export function webRoutes(iam: IamComponent): Router {
 }
 
 /** Every router of the web UI, the login page included. */
-export function webRouters(iam: IamComponent): Router[] {
-  return [loginPageRoutes(iam), webRoutes(iam)];
+export function webRouters(iam: IamComponent, extraEndpoints?: ExtraEndpoints): Router[] {
+  return [loginPageRoutes(iam), webRoutes(iam, extraEndpoints)];
 }

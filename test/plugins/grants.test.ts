@@ -22,13 +22,21 @@ describe('plugin grants at boot', function () {
       entry: 'index.mjs',
       roles: [{ id: 'operator', permissions: ['plugin:early:run'], auto_map_groups: ['INT_USER'] }],
       permissions_declared: [{ id: 'run', description: 'run it' }],
-    }, { 'index.mjs': 'export function setup() {}\n' });
+    }, { 'index.mjs': "export function setup(ctx) {\n  ctx.router.get('/status', (koa) => { koa.body = { ok: true }; });\n  ctx.router.post('/run', (koa) => { koa.status = 204; });\n}\n" });
     writePlugin(path.join(dataDir, 'plugins'), 'fails', { id: 'fails', name: 'Fails', version: '1.0.0', entry: 'index.mjs' }, { 'index.mjs': "export function setup() { throw new Error('no'); }\n" });
     svc = await startService({ dataDir });
     // nothing after boot_complete has had a turn yet: the grants must already be there
     const rows = await svc.service.db('role_grants').where({ plugin_id: 'early' });
     expect(rows.map((r) => `${r.group_name} ${r.permission}`)).to.include.members(['INT_VIEWER plugin:early', 'INT_USER plugin:early:api:write', 'INT_USER plugin:early:run']);
     await request(svc.url).get('/readyz').expect(200);
+  });
+
+  it("a running plugin's routes are in the OpenAPI document, with the permission each needs", async () => {
+    const paths = (await request(svc.url).get('/openapi.json').expect(200)).body.paths;
+    expect(paths['/api/plugins/early/status'].get).to.include({ 'x-permission': 'plugin:early:api:read' });
+    expect(paths['/api/plugins/early/status'].get.tags).to.deep.equal(['plugin:early']);
+    expect(paths['/api/plugins/early/run'].post).to.include({ 'x-permission': 'plugin:early:api:write' });
+    await request(svc.url).get('/api/plugins/early/status').set('Authorization', adminAuth()).expect(200);
   });
 
   it('the access view lists every plugin: a failed or disabled one as nothing anyone can use', async () => {
@@ -41,5 +49,8 @@ describe('plugin grants at boot', function () {
     await request(svc.url).post('/api/plugins/early/disable').set('Authorization', auth).expect(200);
     plugins = await access();
     expect(plugins.early).to.deep.equal(none);
+    // and its routes leave the API document with it
+    const paths = (await request(svc.url).get('/openapi.json').expect(200)).body.paths;
+    expect(paths).not.to.have.property('/api/plugins/early/status');
   });
 });
