@@ -120,6 +120,25 @@ const commaList = (v: string | undefined) =>
     .map((s) => s.trim())
     .filter(Boolean);
 
+/**
+ * Value rules of the settings that both the environment and the settings API set
+ * (src/auth/settings.ts): one rule each, so a value cannot pass one and fail the other.
+ */
+export const SETTING_RULES = {
+  ldapUrl: Joi.string().trim().uri({ scheme: ['ldap', 'ldaps'] }).max(2048),
+  ldapBindDn: Joi.string().trim().max(1024),
+  ldapBindPassword: Joi.string().min(1).max(1024),
+  ldapBaseDn: Joi.string().trim().max(1024),
+  ldapUserFilter: Joi.string().trim().max(1024).pattern(/^\(.*\{username\}.*\)$/s).message('{{#label}} must be a parenthesised LDAP filter containing {username}'),
+  ldapGroupAttr: Joi.string().pattern(/^[A-Za-z][A-Za-z0-9-]*$/).max(128),
+  oidcIssuer: Joi.string().trim().uri({ scheme: ['http', 'https'] }).max(2048),
+  oidcClientId: Joi.string().trim().max(512),
+  oidcClientSecret: Joi.string().min(1).max(4096),
+  oidcScopes: Joi.string().trim().max(1024).pattern(/(^|\s)openid(\s|$)/).message('{{#label}} must contain openid'),
+  oidcGroupsClaim: Joi.string().trim().min(1).max(256),
+  oidcLabel: Joi.string().trim().min(1).max(64),
+};
+
 const groupMapping = Joi.object().pattern(Joi.string().min(1), Joi.array().items(Joi.string().min(1)).single());
 
 /** joi schema of the raw environment; unknown variables pass through untouched */
@@ -146,21 +165,21 @@ const envSchema = Joi.object({
       return v;
     })
     .default('local'),
-  SERVICE_LDAP_URL: Joi.string().uri({ scheme: ['ldap', 'ldaps'] }).empty(''),
-  SERVICE_LDAP_BIND_DN: Joi.string().empty(''),
-  SERVICE_LDAP_BIND_PASSWORD: Joi.string().empty(''),
-  SERVICE_LDAP_BASE_DN: Joi.string().empty(''),
-  SERVICE_LDAP_USER_FILTER: Joi.string().pattern(/\{username\}/).default('(uid={username})'),
-  SERVICE_LDAP_GROUP_ATTR: Joi.string().pattern(/^[A-Za-z][A-Za-z0-9-]*$/).default('memberOf'),
+  SERVICE_LDAP_URL: SETTING_RULES.ldapUrl.empty(''),
+  SERVICE_LDAP_BIND_DN: SETTING_RULES.ldapBindDn.empty(''),
+  SERVICE_LDAP_BIND_PASSWORD: SETTING_RULES.ldapBindPassword.empty(''),
+  SERVICE_LDAP_BASE_DN: SETTING_RULES.ldapBaseDn.empty(''),
+  SERVICE_LDAP_USER_FILTER: SETTING_RULES.ldapUserFilter.default('(uid={username})'),
+  SERVICE_LDAP_GROUP_ATTR: SETTING_RULES.ldapGroupAttr.default('memberOf'),
   SERVICE_LDAP_GROUP_MAPPING: Joi.string().empty(''),
   SERVICE_LDAP_TLS_VERIFY: bool.default(true),
-  SERVICE_OIDC_ISSUER: Joi.string().uri({ scheme: ['http', 'https'] }).empty(''),
-  SERVICE_OIDC_CLIENT_ID: Joi.string().empty(''),
-  SERVICE_OIDC_CLIENT_SECRET: Joi.string().empty(''),
-  SERVICE_OIDC_SCOPES: Joi.string().pattern(/(^|\s)openid(\s|$)/).default('openid profile email'),
-  SERVICE_OIDC_GROUPS_CLAIM: Joi.string().default('groups'),
+  SERVICE_OIDC_ISSUER: SETTING_RULES.oidcIssuer.empty(''),
+  SERVICE_OIDC_CLIENT_ID: SETTING_RULES.oidcClientId.empty(''),
+  SERVICE_OIDC_CLIENT_SECRET: SETTING_RULES.oidcClientSecret.empty(''),
+  SERVICE_OIDC_SCOPES: SETTING_RULES.oidcScopes.default('openid profile email'),
+  SERVICE_OIDC_GROUPS_CLAIM: SETTING_RULES.oidcGroupsClaim.default('groups'),
   SERVICE_OIDC_GROUP_MAPPING: Joi.string().empty(''),
-  SERVICE_OIDC_LABEL: Joi.string().max(64).default('SSO'),
+  SERVICE_OIDC_LABEL: SETTING_RULES.oidcLabel.default('SSO'),
   // a configured but empty (or blank) key counts as not configured
   SERVICE_SYSTEM_API_KEY: Joi.string().trim().empty('').min(32),
   SERVICE_SESSION_TTL: duration('12h', 60_000),

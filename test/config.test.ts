@@ -78,6 +78,8 @@ describe('config', () => {
     rejects({ SERVICE_LDAP_GROUP_MAPPING: '{not json' }, 'SERVICE_LDAP_GROUP_MAPPING', /JSON/);
     rejects({ SERVICE_OIDC_GROUP_MAPPING: '{"a": [1]}' }, 'SERVICE_OIDC_GROUP_MAPPING');
     rejects({ SERVICE_OIDC_SCOPES: 'profile email' }, 'SERVICE_OIDC_SCOPES');
+    // the same rule as the settings API: a filter the API refuses is refused here too
+    rejects({ SERVICE_LDAP_USER_FILTER: 'uid={username}' }, 'SERVICE_LDAP_USER_FILTER', /parenthesised LDAP filter/);
     rejects({ SERVICE_SYSTEM_API_KEY: 'short' }, 'SERVICE_SYSTEM_API_KEY');
     rejects({ SERVICE_RUNNER_PREFIX: '.*' }, 'SERVICE_RUNNER_PREFIX');
     rejects({ SERVICE_LOG_LEVEL: 'loud' }, 'SERVICE_LOG_LEVEL');

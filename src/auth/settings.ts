@@ -1,5 +1,5 @@
 import Joi from 'joi';
-import { AUTH_PROVIDER_IDS, type Config, type LdapConfig, type OidcConfig } from '../config.js';
+import { AUTH_PROVIDER_IDS, SETTING_RULES, type Config, type LdapConfig, type OidcConfig } from '../config.js';
 import type { SecretsStore } from '../iam/secrets.js';
 import { DomainError, type FieldError } from '../errors.js';
 import { GROUP_NAME } from '../iam/schemas.js';
@@ -68,42 +68,42 @@ export const FIELDS: Record<string, FieldDef> = {
   ldap_url: {
     env: 'SERVICE_LDAP_URL',
     kind: 'string',
-    schema: nullable(Joi.string().trim().uri({ scheme: ['ldap', 'ldaps'] }).max(2048)),
+    schema: nullable(SETTING_RULES.ldapUrl),
     read: (c) => c.ldap.url,
     write: (s, v) => (s.ldap.url = v as string | null),
   },
   ldap_bind_dn: {
     env: 'SERVICE_LDAP_BIND_DN',
     kind: 'string',
-    schema: nullable(Joi.string().trim().max(1024)),
+    schema: nullable(SETTING_RULES.ldapBindDn),
     read: (c) => c.ldap.bindDN,
     write: (s, v) => (s.ldap.bindDN = v as string | null),
   },
   ldap_bind_password: {
     env: 'SERVICE_LDAP_BIND_PASSWORD',
     kind: 'secret',
-    schema: nullable(Joi.string().min(1).max(1024)),
+    schema: nullable(SETTING_RULES.ldapBindPassword),
     read: (c) => c.ldap.bindPassword,
     write: (s, v) => (s.ldap.bindPassword = v as string | null),
   },
   ldap_base_dn: {
     env: 'SERVICE_LDAP_BASE_DN',
     kind: 'string',
-    schema: nullable(Joi.string().trim().max(1024)),
+    schema: nullable(SETTING_RULES.ldapBaseDn),
     read: (c) => c.ldap.baseDN,
     write: (s, v) => (s.ldap.baseDN = v as string | null),
   },
   ldap_user_filter: {
     env: 'SERVICE_LDAP_USER_FILTER',
     kind: 'string',
-    schema: Joi.string().trim().max(1024).pattern(/^\(.*\{username\}.*\)$/s).message('"ldap_user_filter" must be a parenthesised LDAP filter containing {username}'),
+    schema: SETTING_RULES.ldapUserFilter,
     read: (c) => c.ldap.userFilter,
     write: (s, v) => (s.ldap.userFilter = v as string),
   },
   ldap_group_attr: {
     env: 'SERVICE_LDAP_GROUP_ATTR',
     kind: 'string',
-    schema: Joi.string().pattern(/^[A-Za-z][A-Za-z0-9-]*$/).max(128),
+    schema: SETTING_RULES.ldapGroupAttr,
     read: (c) => c.ldap.groupAttr,
     write: (s, v) => (s.ldap.groupAttr = v as string),
   },
@@ -124,35 +124,35 @@ export const FIELDS: Record<string, FieldDef> = {
   oidc_issuer: {
     env: 'SERVICE_OIDC_ISSUER',
     kind: 'string',
-    schema: nullable(Joi.string().trim().uri({ scheme: ['http', 'https'] }).max(2048)),
+    schema: nullable(SETTING_RULES.oidcIssuer),
     read: (c) => c.oidc.issuer,
     write: (s, v) => (s.oidc.issuer = v as string | null),
   },
   oidc_client_id: {
     env: 'SERVICE_OIDC_CLIENT_ID',
     kind: 'string',
-    schema: nullable(Joi.string().trim().max(512)),
+    schema: nullable(SETTING_RULES.oidcClientId),
     read: (c) => c.oidc.clientId,
     write: (s, v) => (s.oidc.clientId = v as string | null),
   },
   oidc_client_secret: {
     env: 'SERVICE_OIDC_CLIENT_SECRET',
     kind: 'secret',
-    schema: nullable(Joi.string().min(1).max(4096)),
+    schema: nullable(SETTING_RULES.oidcClientSecret),
     read: (c) => c.oidc.clientSecret,
     write: (s, v) => (s.oidc.clientSecret = v as string | null),
   },
   oidc_scopes: {
     env: 'SERVICE_OIDC_SCOPES',
     kind: 'string',
-    schema: Joi.string().trim().max(1024).pattern(/(^|\s)openid(\s|$)/).message('"oidc_scopes" must contain openid'),
+    schema: SETTING_RULES.oidcScopes,
     read: (c) => c.oidc.scopes,
     write: (s, v) => (s.oidc.scopes = v as string),
   },
   oidc_groups_claim: {
     env: 'SERVICE_OIDC_GROUPS_CLAIM',
     kind: 'string',
-    schema: Joi.string().trim().min(1).max(256),
+    schema: SETTING_RULES.oidcGroupsClaim,
     read: (c) => c.oidc.groupsClaim,
     write: (s, v) => (s.oidc.groupsClaim = v as string),
   },
@@ -166,7 +166,7 @@ export const FIELDS: Record<string, FieldDef> = {
   oidc_label: {
     env: 'SERVICE_OIDC_LABEL',
     kind: 'string',
-    schema: Joi.string().trim().min(1).max(64),
+    schema: SETTING_RULES.oidcLabel,
     read: (c) => c.oidc.label,
     write: (s, v) => (s.oidc.label = v as string),
   },

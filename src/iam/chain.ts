@@ -5,6 +5,7 @@ import type { LocalProvider } from './providers/local.js';
 import { LdapProvider } from './providers/ldap.js';
 import { OidcProvider } from './providers/oidc.js';
 import type { AuthProvider, CredentialsProvider, ExternalProfile, RedirectProvider } from './providers/types.js';
+import { AUTH_PROVIDER_IDS } from '../config.js';
 
 /**
  * The ordered login chain: built from SERVICE_AUTH_PROVIDERS (or the settings
@@ -13,7 +14,6 @@ import type { AuthProvider, CredentialsProvider, ExternalProfile, RedirectProvid
  * providers survive settings changes.
  */
 
-export const BUILTIN_PROVIDER_IDS = ['local', 'ldap', 'oidc'] as const;
 const PROVIDER_ID = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
 /** a plugin provider that never answers must not hold a login forever */
 const PLUGIN_TIMEOUT_MS = 15_000;
@@ -183,7 +183,7 @@ export class ProviderChain {
   /** Adds a plugin provider (auth:register_provider). Throws when it is malformed or its id is taken. */
   register(value: unknown, plugin: string | null = null): AuthProvider {
     const provider = asProvider(value);
-    if ((BUILTIN_PROVIDER_IDS as readonly string[]).includes(provider.id)) throw new Error(`provider id "${provider.id}" is reserved`);
+    if ((AUTH_PROVIDER_IDS as readonly string[]).includes(provider.id)) throw new Error(`provider id "${provider.id}" is reserved`);
     const existing = this.plugins.get(provider.id);
     if (existing && existing.plugin !== plugin) throw new Error(`provider id "${provider.id}" is already registered by ${existing.plugin ?? 'another plugin'}`);
     this.plugins.set(provider.id, { provider, plugin });
