@@ -2,9 +2,9 @@ import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Context, Next } from 'koa';
 import { ApiRouter } from '../http/api.js';
-import { validationFailed, badField, conflict, HttpError, notFound, unavailable } from '../http/errors.js';
+import { validationFailed, badField, HttpError, unavailable } from '../http/errors.js';
 import { PLUGIN_ID_MAX } from './manifest.js';
-import { PluginConflictError, PluginNotFoundError, type PluginHost } from './host.js';
+import { PluginConflictError, type PluginHost } from './host.js';
 import { settingsView } from './settings.js';
 
 /**
@@ -54,15 +54,10 @@ export function pluginAdminRoutes(host: PluginHost): Router {
   const api = new ApiRouter({ prefix: '/api/plugins', tag: 'plugins' });
   const ADMIN = { permission: 'feature:admin.plugins' };
 
+  // the host's not-found and conflict errors are DomainErrors: the error middleware answers them
   const loaded = async (_ctx: Context, next: Next) => {
     if (!host.ready) throw unavailable('plugins are still loading', 5);
-    try {
-      await next();
-    } catch (err) {
-      if (err instanceof PluginNotFoundError) throw notFound('plugin');
-      if (err instanceof PluginConflictError) throw conflict(err.message);
-      throw err;
-    }
+    await next();
   };
   const validManifest = (id: string) => {
     const m = host.manifestOf(id);
