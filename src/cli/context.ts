@@ -45,6 +45,7 @@ export class CliContext {
   private database: Knex | null = null;
   private bridge: RedisBridge | null = null;
   private passwordPool: Passwords | null = null;
+  private preparing: Promise<Knex> | null = null;
 
   constructor(readonly io: CliIo) {
     // log lines (audit lines among them) go to stderr; stdout is the command's answer
@@ -74,11 +75,14 @@ export class CliContext {
   }
 
   /** The schema and the seeded groups and accounts, exactly as the service makes them at boot. */
-  async prepared(): Promise<Knex> {
-    const db = await this.db();
-    await migrateLatest(db);
-    await seedIam(db, this.config, this.passwords);
-    return db;
+  prepared(): Promise<Knex> {
+    this.preparing ??= (async () => {
+      const db = await this.db();
+      await migrateLatest(db);
+      await seedIam(db, this.config, this.passwords);
+      return db;
+    })();
+    return this.preparing;
   }
 
   /** bcrypt on this thread: a CLI hashes one password, a worker pool would only delay the exit */
