@@ -5,35 +5,18 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { ContainerProvider } from '../../src/sockets/container-provider.js';
 import { SocketError } from '../../src/sockets/errors.js';
-import { startDockerd, type TestDockerd } from '../support/dockerd.js';
-import { capturingLogger, eventually, expectSocketError, quietLogger } from './helpers.js';
-import { names } from './docker-helpers.js';
+import type { TestDockerd } from '../support/dockerd.js';
+import { eventually, expectSocketError, quietLogger } from './helpers.js';
+import { containerSuite, names } from './docker-helpers.js';
 
 /** Spawn mount sources chosen by a hostile caller, against a real dockerd. */
 describe('sockets/container-provider: spawn mount sources (hostile runners)', function () {
   this.timeout(60_000);
+  const suite = containerSuite();
   let dockerd: TestDockerd;
   let provider: ContainerProvider;
   let workDir: string;
-  const logs = capturingLogger('info');
-
-  before(async () => {
-    dockerd = await startDockerd();
-    workDir = await fsp.realpath(await fsp.mkdtemp(path.join(os.tmpdir(), 'cp-')));
-    await fsp.mkdir(path.join(workDir, 'managed'));
-    provider = new ContainerProvider({ socketPath: dockerd.socketPath, runnerPrefix: 'runner-', dataDir: workDir }, logs.logger);
-  });
-
-  after(async () => {
-    await dockerd?.stop();
-    if (workDir) await fsp.rm(workDir, { recursive: true, force: true });
-  });
-
-  afterEach(async () => {
-    for (const c of await dockerd.docker.listContainers({ all: true })) {
-      await dockerd.docker.getContainer(c.Id).remove({ force: true });
-    }
-  });
+  before(() => ({ dockerd, provider, workDir } = suite));
 
   const HOST_SECRET = 'host-secret-that-no-runner-may-read';
   let managed: string;

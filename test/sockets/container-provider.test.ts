@@ -1,42 +1,25 @@
 import fs from 'node:fs';
 import { execFile } from 'node:child_process';
 import { promises as fsp } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { ContainerProvider, RUNNER_LABEL, containerIdFromProc, hostPathFor } from '../../src/sockets/container-provider.js';
-import { names, output, sleeper } from './docker-helpers.js';
+import { containerSuite, names, output, sleeper } from './docker-helpers.js';
 import { startDockerd, type TestDockerd } from '../support/dockerd.js';
-import { capturingLogger, expectSocketError, quietLogger } from './helpers.js';
+import { expectSocketError, quietLogger } from './helpers.js';
 
 const run = promisify(execFile);
 
 
 describe('sockets/container-provider (real dockerd)', function () {
   this.timeout(60_000);
+  const suite = containerSuite();
+  const logs = suite.logs;
   let dockerd: TestDockerd;
   let provider: ContainerProvider;
   let workDir: string;
-  const logs = capturingLogger('info');
-
-  before(async () => {
-    dockerd = await startDockerd();
-    workDir = await fsp.realpath(await fsp.mkdtemp(path.join(os.tmpdir(), 'cp-')));
-    await fsp.mkdir(path.join(workDir, 'managed'));
-    provider = new ContainerProvider({ socketPath: dockerd.socketPath, runnerPrefix: 'runner-', dataDir: workDir }, logs.logger);
-  });
-
-  after(async () => {
-    await dockerd?.stop();
-    if (workDir) await fsp.rm(workDir, { recursive: true, force: true });
-  });
-
-  afterEach(async () => {
-    for (const c of await dockerd.docker.listContainers({ all: true })) {
-      await dockerd.docker.getContainer(c.Id).remove({ force: true });
-    }
-  });
+  before(() => ({ dockerd, provider, workDir } = suite));
 
   it('is available and reports daemon health with counts', async () => {
     expect(await provider.isAvailable()).to.equal(true);

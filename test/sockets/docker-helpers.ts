@@ -1,5 +1,37 @@
+import { promises as fsp } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import type Docker from 'dockerode';
-import { RUNNER_LABEL } from '../../src/sockets/container-provider.js';
+import { ContainerProvider, RUNNER_LABEL } from '../../src/sockets/container-provider.js';
+import { startDockerd, type TestDockerd } from '../support/dockerd.js';
+import { capturingLogger } from './helpers.js';
+
+/**
+ * A private dockerd and a container provider on it (prefix runner-, a work dir with managed/),
+ * for one suite; every container is removed after each test.
+ */
+export function containerSuite() {
+  const suite = {
+    dockerd: undefined as unknown as TestDockerd,
+    provider: undefined as unknown as ContainerProvider,
+    workDir: '',
+    logs: capturingLogger('info'),
+  };
+  before(async () => {
+    suite.dockerd = await startDockerd();
+    suite.workDir = await fsp.realpath(await fsp.mkdtemp(path.join(os.tmpdir(), 'cp-')));
+    await fsp.mkdir(path.join(suite.workDir, 'managed'));
+    suite.provider = new ContainerProvider({ socketPath: suite.dockerd.socketPath, runnerPrefix: 'runner-', dataDir: suite.workDir }, suite.logs.logger);
+  });
+  after(async () => {
+    await suite.dockerd?.stop();
+    if (suite.workDir) await fsp.rm(suite.workDir, { recursive: true, force: true });
+  });
+  afterEach(async () => {
+    for (const c of await suite.dockerd.docker.listContainers({ all: true })) await suite.dockerd.docker.getContainer(c.Id).remove({ force: true });
+  });
+  return suite;
+}
 
 /**
  * Creates (and by default starts) a container that just sleeps. `ours`: it carries the runner
