@@ -13,13 +13,14 @@ import { VERSION } from './version.js';
 import { createHttpApp, mountRouters, type BootState } from './http/app.js';
 import { webSessionMiddleware } from './auth/web-session.js';
 import { IamComponent } from './iam/component.js';
-import { meRoutes } from './iam/routes/me.js';
-import { userRoutes } from './iam/routes/users.js';
-import { groupRoutes } from './iam/routes/groups.js';
-import { settingsRoutes } from './iam/routes/settings.js';
-import { authRoutes } from './auth/routes.js';
-import { oidcRoutes } from './auth/oidc-routes.js';
-import { authSettingsRoutes } from './auth/settings-routes.js';
+import { AuthComponent } from './auth/component.js';
+import { meRoutes } from './auth/routes/me.js';
+import { userRoutes } from './auth/routes/users.js';
+import { groupRoutes } from './auth/routes/groups.js';
+import { systemKeyRoutes } from './auth/routes/system-key.js';
+import { authRoutes } from './auth/routes/login.js';
+import { oidcRoutes } from './auth/routes/oidc.js';
+import { authSettingsRoutes } from './auth/routes/auth-settings.js';
 import { webRouters } from './web/routes.js';
 import { SocketsComponent } from './sockets/component.js';
 import { Metrics } from './http/metrics.js';
@@ -49,6 +50,7 @@ export class Service {
   readonly db: Knex;
   readonly state: BootState = { iamReady: false, bootComplete: false, bootError: null, stopping: false };
   readonly iam: IamComponent;
+  readonly auth: AuthComponent;
   readonly sockets: SocketsComponent;
   readonly metrics = new Metrics();
   readonly notifications: NotificationsComponent;
@@ -69,6 +71,7 @@ export class Service {
     this.bus = new EventBus(this.log.child({ component: 'bus' }));
     this.db = createDb(config);
     this.iam = new IamComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'iam' }) });
+    this.auth = new AuthComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'auth' }), iam: this.iam });
     this.sockets = new SocketsComponent({ config, bus: this.bus, log: this.log.child({ component: 'sockets' }), instanceId: this.instanceId });
 
     this.app = createHttpApp({
@@ -85,7 +88,7 @@ export class Service {
     // kept in a variable: the ws gateway reads the cookie session with it
     const sessions = webSessionMiddleware(this.app, this.db, { ttlMs: config.sessionTtlMs, secure: config.publicUrl.startsWith('https:') });
     // the cookie session (only when the request carries one) and then the identity, in one step
-    const identify = this.iam.auth.middleware();
+    const identify = this.auth.authenticator.middleware();
     this.app.use((ctx, next) => sessions(ctx, () => identify(ctx, next)));
         const users = userDirectory(this.iam.store);
     // a user deleted or renamed is no longer a target (every instance: the event is cluster-wide)
@@ -104,7 +107,7 @@ export class Service {
       bus: this.bus,
       log: this.log.child({ component: 'gateway' }),
       state: this.state,
-      auth: this.iam.auth,
+      auth: this.auth.authenticator,
       app: this.app,
       sessionMiddleware: sessions,
       options: { maxConnectionsPerUser: config.wsMaxConnectionsPerUser, ...opts.gateway },
@@ -119,9 +122,9 @@ export class Service {
       this.metrics.gauge('bus_bridge_up', '1 while the Redis link to the other instances is up', () => (this.bridge?.isUp ? 1 : 0));
       this.metrics.gauge('bus_bridge_messages_dropped', 'malformed or foreign bus messages dropped', () => this.bridge?.stats.dropped ?? 0);
     }
-    // the IAM area's API, the login and session API, the pages; then the other areas
-    const iam = this.iam;
-    const routers: Router[] = [meRoutes(iam), userRoutes(iam), groupRoutes(iam, this.bus), settingsRoutes(iam), authRoutes(iam), oidcRoutes(iam), authSettingsRoutes(iam), ...webRouters(iam, () => this.plugins.documentedRoutes()), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
+    // the access-management API, the login and session API, the pages; then the other areas
+    const auth = this.auth;
+    const routers: Router[] = [meRoutes(auth), userRoutes(auth), groupRoutes(this.iam, this.bus), systemKeyRoutes(auth), authRoutes(auth), oidcRoutes(auth), authSettingsRoutes(auth), ...webRouters(auth, () => this.plugins.documentedRoutes()), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     // plugin host: its admin API first, then the one dispatch middleware of every
     // plugin's routes under /api/plugins/<id>/ (a disabled plugin's routes vanish at once)
     this.plugins = new PluginHost({
@@ -131,7 +134,7 @@ export class Service {
       log: this.log.child({ component: 'plugins' }),
       iam: this.iam,
       sockets: this.sockets,
-      authChain: this.iam.chain,
+      authChain: this.auth.chain,
       env: config.pluginEnv, // SERVICE_PLUGIN_<ID>_<KEY> settings
       instanceId: this.instanceId,
       clientEvents: {
@@ -195,12 +198,17 @@ export class Service {
     const dialect = dialectOf(this.config);
     await this.connectWithRetry();
     if (this.stopped) return;
-    const iamReady = this.bus.waitFor('iam:ready');
-    const failed = this.bus.waitFor('system:boot_failed').then((f) => {
-      throw new Error(`${f.stage}: ${f.error}`);
-    });
     this.bus.emit('db:connected', { dialect });
-    await Promise.race([iamReady, failed]);
+    // the model first (migrations, seeding), then the credentials on it (settings, login chain)
+    try {
+      await this.iam.init();
+      await this.auth.init();
+    } catch (err) {
+      this.log.error({ err }, 'IAM initialisation failed');
+      this.bus.emit('system:boot_failed', { stage: 'iam', error: (err as Error).message });
+      throw new Error(`iam: ${(err as Error).message}`);
+    }
+    this.bus.emit('iam:ready', { providers: this.auth.chain.providers().map((p) => p.id) });
     // the built-in container provider is registered before plugins boot
     this.sockets.registerBuiltins();
     // plugins load after the built-in providers and before boot_complete
@@ -244,6 +252,7 @@ export class Service {
     await this.gateway.close(); // upgraded sockets would keep server.close() waiting
     await closed;
     clearTimeout(timer);
+    this.auth.stop();
     await this.iam.stop();
     await this.plugins.close(); // plugin teardown before the registry closes their providers
     await this.notifications.stop(); // after plugin teardown (it may notify); lets in-flight writes commit

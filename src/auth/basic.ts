@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { EventBus } from '../bus/bus.js';
-import type { LocalProvider } from '../iam/providers/local.js';
+import type { LocalProvider } from './providers/local.js';
 
 const CACHE_MS = 60_000;
 

@@ -1,44 +1,8 @@
-import type { Context, Next } from 'koa';
-import { forbidden, unauthorized, type HttpError } from '../http/errors.js';
-import { renderError } from '../http/app.js';
+import type { Context } from 'koa';
+import { unauthorized } from '../http/errors.js';
 import type { ApiIdentity } from './identity.js';
 
-// The guards answer a refusal themselves instead of throwing it: an unauthenticated request is
-// the commonest failure there is, and an exception through every async frame costs more than it.
-
-/** The 401 of every guard, made once. */
-const UNAUTHORIZED = unauthorized();
-const UNAUTHORIZED_BODY = JSON.stringify({ error: { code: UNAUTHORIZED.code, message: UNAUTHORIZED.message } });
-
-function refuseUnauthenticated(ctx: Context): void {
-  ctx.status = 401;
-  for (const k in UNAUTHORIZED.headers) ctx.set(k, UNAUTHORIZED.headers[k]);
-  ctx.res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  ctx.body = UNAUTHORIZED_BODY;
-}
-
-/** 401 when no identity was found. */
-export function requireIdentity(ctx: Context, next: Next) {
-  if (!ctx.state.identity) return refuseUnauthenticated(ctx);
-  return next();
-}
-
-/** 401 when unauthenticated; 403 naming the permission when authenticated but not allowed. */
-export function requirePermission(permission: string) {
-  return (ctx: Context, next: Next) => {
-    const id = ctx.state.identity;
-    if (!id) return refuseUnauthenticated(ctx);
-    if (!id.allows(permission)) return refuse(ctx, forbidden(permission));
-    return next();
-  };
-}
-
-function refuse(ctx: Context, err: HttpError): void {
-  for (const k in err.headers) ctx.set(k, err.headers[k]);
-  renderError(ctx, err.status, err.code, err.message, err.details);
-}
-
-/** The identity of a route behind requireIdentity / requirePermission. */
+/** The identity of a route behind the guards of src/http/guards.ts (401 when there is none). */
 export function identity(ctx: Context): ApiIdentity {
   const id = ctx.state.identity;
   if (!id) throw unauthorized();

@@ -1,6 +1,6 @@
 import Joi from 'joi';
 import type { Context } from 'koa';
-import type { IamComponent } from '../iam/component.js';
+import type { AuthComponent } from './component.js';
 import type { User } from '../iam/store.js';
 import { PASSWORD_MAX } from '../iam/passwords.js';
 import { forbiddenBecause } from '../http/errors.js';
@@ -47,15 +47,15 @@ export function loginBody(user: User, session: { token: string; expires_at: numb
 }
 
 /** Refuses a browser request from a foreign page (login CSRF); requests without Origin are not from a browser form. */
-export function checkOrigin(iam: IamComponent, ctx: Context): void {
+export function checkOrigin(auth: AuthComponent, ctx: Context): void {
   const origin = ctx.get('origin');
-  if (origin && !iam.auth.originAllowed(origin, requestOrigin(ctx))) throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
+  if (origin && !auth.authenticator.originAllowed(origin, requestOrigin(ctx))) throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
 }
 
 /** Mints a web-session token (kind session) that expires with SERVICE_SESSION_TTL. */
-export async function mintSession(iam: IamComponent, user: User, via: string): Promise<IssuedSession> {
-  const expiresAt = Date.now() + iam.config.sessionTtlMs;
-  const { token, key } = await iam.apiKeys.create(user.id, 'session', { label: `web session (${via})`, expiresAt });
+export async function mintSession(auth: AuthComponent, user: User, via: string): Promise<IssuedSession> {
+  const expiresAt = Date.now() + auth.config.sessionTtlMs;
+  const { token, key } = await auth.apiKeys.create(user.id, 'session', { label: `web session (${via})`, expiresAt });
   return { token, key_id: key.id, expires_at: expiresAt };
 }
 
@@ -72,28 +72,28 @@ export type CredentialsOutcome = { ok: true; user: User; session: IssuedSession 
  * The credentials login shared by the API and the login form: lockout check, provider chain,
  * linking, session token. `retryAfter` > 0 means locked out (429), 0 means wrong credentials.
  */
-export async function credentialsLogin(iam: IamComponent, ctx: Context, typed: string, password: string, via: 'login' | 'form'): Promise<CredentialsOutcome> {
+export async function credentialsLogin(auth: AuthComponent, ctx: Context, typed: string, password: string, via: 'login' | 'form'): Promise<CredentialsOutcome> {
   const ip = ctx.ip;
   // one name for the providers and the lockout: ' bob' and 'bob' share bob's five guesses
   const username = normalizeLogin(typed);
-  const chainIds = iam.chain.credentials().map((p) => p.id).join(',');
+  const chainIds = auth.chain.credentials().map((p) => p.id).join(',');
   const failed = (reason: LoginFailure['reason'], provider = chainIds) => logLoginFailure(ctx.log, { username: typed, ip, provider, reason, via });
   // before any hashing: one address cannot keep the password pool busy for everyone
-  const slow = iam.attempts.take(ip);
+  const slow = auth.attempts.take(ip);
   if (slow > 0) {
     failed('rate_limited');
     return { ok: false, retryAfter: slow };
   }
   // the attempt counts as a failure from here until it succeeds
-  const wait = await iam.lockout.begin(username, ip);
+  const wait = await auth.lockout.begin(username, ip);
   if (wait > 0) {
     failed('locked_out');
     return { ok: false, retryAfter: wait };
   }
-  const result = await iam.chain.authenticate(username, password);
+  const result = await auth.chain.authenticate(username, password);
   let user: User | null = null;
   if (result) {
-    user = (await iam.linker.link(result.profile)).user;
+    user = (await auth.linker.link(result.profile)).user;
     if (user.disabled) {
       failed('account_disabled', result.provider.id);
       user = null;
@@ -102,24 +102,24 @@ export async function credentialsLogin(iam: IamComponent, ctx: Context, typed: s
     failed('invalid_credentials');
   }
   if (!user || !result) return { ok: false, retryAfter: 0 };
-  await iam.lockout.succeed(username, ip);
-  const session = await mintSession(iam, user, result.provider.id);
+  await auth.lockout.succeed(username, ip);
+  const session = await mintSession(auth, user, result.provider.id);
   ctx.log.info({ provider: result.provider.id, user_id: user.id }, 'login');
   return { ok: true, user, session };
 }
 
 /** Revokes the session token behind the request and the cookie session's token, and ends the cookie session. */
-export async function logout(iam: IamComponent, ctx: Context): Promise<boolean> {
+export async function logout(auth: AuthComponent, ctx: Context): Promise<boolean> {
   const id = ctx.state.identity;
   let ended = false;
   if (id?.user_id && id.credential_id && (id.method === 'session_token' || id.method === 'session_cookie')) {
-    ended = (await iam.apiKeys.revoke(id.user_id, id.credential_id)) || ended;
+    ended = (await auth.apiKeys.revoke(id.user_id, id.credential_id)) || ended;
   }
   if (ctx.cookies.get(SESSION_COOKIE)) {
     const keyId = ctx.session?.key_id;
     if (typeof keyId === 'string') {
-      const key = await iam.apiKeys.get(keyId);
-      if (key && key.kind === 'session') await iam.apiKeys.revoke(key.user_id, key.id);
+      const key = await auth.apiKeys.get(keyId);
+      if (key && key.kind === 'session') await auth.apiKeys.revoke(key.user_id, key.id);
       ended = true;
     }
     ctx.session = null;
@@ -150,13 +150,13 @@ export function errorCode(err: unknown): string {
   return typeof code === 'string' && /^[a-z_]{1,40}$/.test(code) ? code : 'login_failed';
 }
 
-function startUrl(iam: IamComponent, id: string): string {
-  return `${iam.config.publicUrl}/api/auth/oidc/start${id === 'oidc' ? '' : `?provider=${encodeURIComponent(id)}`}`;
+function startUrl(auth: AuthComponent, id: string): string {
+  return `${auth.config.publicUrl}/api/auth/oidc/start${id === 'oidc' ? '' : `?provider=${encodeURIComponent(id)}`}`;
 }
 
-export function providerList(iam: IamComponent) {
-  return iam.chain.providers().map((p) =>
-    p.kind === 'redirect' ? { id: p.id, kind: p.kind, label: p.label, start_url: startUrl(iam, p.id) } : { id: p.id, kind: p.kind, label: p.label },
+export function providerList(auth: AuthComponent) {
+  return auth.chain.providers().map((p) =>
+    p.kind === 'redirect' ? { id: p.id, kind: p.kind, label: p.label, start_url: startUrl(auth, p.id) } : { id: p.id, kind: p.kind, label: p.label },
   );
 }
 

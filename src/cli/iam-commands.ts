@@ -3,7 +3,7 @@ import Joi from 'joi';
 import { DomainError } from '../errors.js';
 import { parseDuration } from '../config.js';
 import { publicKey } from '../auth/api-keys.js';
-import { publicUser } from '../iam/routes/users.js';
+import { publicUser } from '../auth/routes/users.js';
 import { createKeySchema, createUserSchema, GROUP_NAME, PASSWORD, USERNAME } from '../iam/schemas.js';
 import type { User } from '../iam/store.js';
 import type { UserChange } from '../iam/users.js';

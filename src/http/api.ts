@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type Joi from 'joi';
 import type Koa from 'koa';
 import type { Context, Middleware } from 'koa';
-import { requireIdentity, requirePermission } from '../auth/guards.js';
+import { requireIdentity, requirePermission } from './guards.js';
 import { allowLargerBody, jsonBody } from './body.js';
 import type { Dispatch } from './app.js';
 import { validate } from './validate.js';

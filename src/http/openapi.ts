@@ -1,7 +1,6 @@
 import Joi from 'joi';
 import type { Endpoint, ResponseDoc, RouteAuth } from './api.js';
 import { joiToJsonSchema, objectFields, type JsonSchema } from './joi-schema.js';
-import { SESSION_COOKIE } from '../auth/web-session.js';
 
 /**
  * The OpenAPI 3.1 document, generated from the route definitions of src/http/api.ts: the
@@ -122,6 +121,8 @@ export interface OpenApiInfo {
   title: string;
   version: string;
   description?: string;
+  /** the name of the UI session cookie (the cookieAuth scheme) */
+  sessionCookie: string;
 }
 
 /** The OpenAPI 3.1 document of these endpoints (hidden ones left out). */
@@ -146,7 +147,7 @@ export function buildOpenApi(endpoints: readonly Endpoint[], info: OpenApiInfo):
         ApiKeyAuth: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'The system API key or a per-user API key' },
         bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key or a web-session token as a Bearer token' },
         basicAuth: { type: 'http', scheme: 'basic', description: 'Username and password of a local account' },
-        cookieAuth: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: 'The UI session cookie set by the login page (unsafe methods need an allowed Origin)' },
+        cookieAuth: { type: 'apiKey', in: 'cookie', name: info.sessionCookie, description: 'The UI session cookie set by the login page (unsafe methods need an allowed Origin)' },
       },
       schemas: { Error: errorSchema },
     },

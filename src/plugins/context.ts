@@ -11,9 +11,10 @@ import type { SocketCaller, SocketRequestHandler } from '../sockets/bus-handler.
 import { HttpError } from '../http/errors.js';
 import { jsonBody } from '../http/body.js';
 import { validate } from '../http/validate.js';
-import { identity, requirePermission } from '../auth/guards.js';
+import { identity } from '../auth/guards.js';
+import { requirePermission } from '../http/guards.js';
 import { ApiIdentity } from '../auth/identity.js';
-import type { AuthProvider } from '../iam/providers/types.js';
+import type { AuthProvider } from '../auth/providers/types.js';
 import type { PluginManifest } from './manifest.js';
 import {
   PluginPermissionError,

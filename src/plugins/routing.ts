@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import type { Context, Middleware, Next } from 'koa';
-import { requirePermission } from '../auth/guards.js';
+import { requirePermission } from '../http/guards.js';
 import type { Endpoint } from '../http/api.js';
 
 const PLUGIN_PATH = /^\/api\/plugins\/([^/]+)(?:\/|$)/;

@@ -6,7 +6,7 @@ import type { EventMap, EventName, SocketResponsePayload } from '../bus/events.j
 import type { SocketProvider } from '../sockets/base-provider.js';
 import type { SocketError } from '../sockets/errors.js';
 import type { HttpError } from '../http/errors.js';
-import type { AuthProvider } from '../iam/providers/types.js';
+import type { AuthProvider } from '../auth/providers/types.js';
 import type { ApiIdentity } from '../auth/identity.js';
 import type { PluginManifest } from './manifest.js';
 import type { ManifestRole } from '../iam/ledger.js';

@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import Joi from 'joi';
 import type { Context } from 'koa';
-import type { IamComponent } from '../iam/component.js';
+import type { AuthComponent } from '../auth/component.js';
 import { checkOrigin, credentialsLogin, loginSchema, nextSchema, providerList, startCookieSession } from '../auth/sessions.js';
 import { requestOrigin } from '../auth/authenticate.js';
 import { formBody } from '../http/body.js';
@@ -84,12 +84,12 @@ function addressNote(publicUrl: string, requestOrigin: string | undefined, sso: 
 ${sso ? 'Single sign-on returns there, so use that address to sign in with it. ' : ''}<a href="${publicUrl}/login">Sign in at ${publicUrl}</a></p>`;
 }
 
-export function renderLoginPage(iam: IamComponent, opts: { error?: string; next: string; retryAfter?: number; requestOrigin?: string; signedOut?: boolean }): string {
-  const providers = iam.chain.ready ? providerList(iam) : [];
+export function renderLoginPage(auth: AuthComponent, opts: { error?: string; next: string; retryAfter?: number; requestOrigin?: string; signedOut?: boolean }): string {
+  const providers = auth.chain.ready ? providerList(auth) : [];
   const credentials = providers.filter((p) => p.kind === 'credentials');
   const redirects = providers.filter((p): p is typeof p & { start_url: string } => p.kind === 'redirect' && 'start_url' in p);
   let message: string | null = null;
-  if (!iam.chain.ready) message = MESSAGES.unavailable!;
+  if (!auth.chain.ready) message = MESSAGES.unavailable!;
   else if (opts.error) message = MESSAGES[opts.error] ?? 'Sign-in failed. Please try again.';
   if (opts.error === 'locked_out' && opts.retryAfter) message = `Too many failed attempts. Try again in ${opts.retryAfter} seconds.`;
   const nextParam = opts.next !== '/' ? opts.next : null;
@@ -102,7 +102,7 @@ export function renderLoginPage(iam: IamComponent, opts: { error?: string; next:
   return page(html`<h1>Sign in</h1>
 ${message ? html`<p class="error" role="alert">${message}</p>` : ''}
 ${opts.signedOut && !message ? html`<p class="form-msg ok" role="status">You are signed out.</p>` : ''}
-${addressNote(iam.config.publicUrl, opts.requestOrigin, redirects.length > 0)}
+${addressNote(auth.config.publicUrl, opts.requestOrigin, redirects.length > 0)}
 ${credentials.length
     ? html`<form method="post" action="/login">
 <input type="hidden" name="next" value="${opts.next}">
@@ -116,7 +116,7 @@ ${credentials.length
     : ''}
 ${credentials.length && redirects.length ? html`<p class="or">or</p>` : ''}
 ${redirects.map((p) => html`<a class="sso" href="${ssoHref(p.start_url)}">Sign in with ${p.label}</a>`)}
-${!credentials.length && !redirects.length && iam.chain.ready ? html`<p class="note">No sign-in method is configured.</p>` : ''}`);
+${!credentials.length && !redirects.length && auth.chain.ready ? html`<p class="note">No sign-in method is configured.</p>` : ''}`);
 }
 
 function sendPage(ctx: Context, body: string, status = 200) {
@@ -130,19 +130,19 @@ function sendPage(ctx: Context, body: string, status = 200) {
   ctx.body = body;
 }
 
-export function loginPageRoutes(iam: IamComponent): Router {
+export function loginPageRoutes(auth: AuthComponent): Router {
   const r = new Router();
 
   r.get('/login', (ctx) => {
     const { value } = pageQuery.validate(ctx.query);
     const q = (value ?? {}) as { error?: string; next?: string; retry_after?: number; signed_out?: string };
-    sendPage(ctx, renderLoginPage(iam, { error: q.error, next: safeNext(q.next), retryAfter: q.retry_after, requestOrigin: requestOrigin(ctx), signedOut: q.signed_out === '1' }));
+    sendPage(ctx, renderLoginPage(auth, { error: q.error, next: safeNext(q.next), retryAfter: q.retry_after, requestOrigin: requestOrigin(ctx), signedOut: q.signed_out === '1' }));
   });
 
   /** The form's target: answers only with redirects (303), so a reload never re-posts a password. */
   r.post('/login', async (ctx) => {
     ctx.set('Cache-Control', 'no-store');
-    checkOrigin(iam, ctx);
+    checkOrigin(auth, ctx);
     const form = formBody(ctx);
     const next = safeNext(form.next || '/');
     const back = (params: Record<string, string>) => {
@@ -151,7 +151,7 @@ export function loginPageRoutes(iam: IamComponent): Router {
       ctx.status = 303; // kept by ctx.redirect
       ctx.redirect(`/login?${q}`);
     };
-    if (!iam.chain.ready) return back({ error: 'unavailable' });
+    if (!auth.chain.ready) return back({ error: 'unavailable' });
     let value: { username: string; password: string };
     try {
       value = validate(formSchema, form);
@@ -159,7 +159,7 @@ export function loginPageRoutes(iam: IamComponent): Router {
       if (err instanceof HttpError && err.status === 400) return back({ error: 'bad_request' });
       throw err;
     }
-    const outcome = await credentialsLogin(iam, ctx, value.username, value.password, 'form');
+    const outcome = await credentialsLogin(auth, ctx, value.username, value.password, 'form');
     if (!outcome.ok) {
       return outcome.retryAfter > 0 ? back({ error: 'locked_out', retry_after: String(outcome.retryAfter) }) : back({ error: 'invalid_credentials' });
     }

@@ -1,8 +1,9 @@
 import Router from '@koa/router';
 import type Koa from 'koa';
 import type { Context, Next } from 'koa';
-import type { IamComponent } from '../iam/component.js';
+import type { AuthComponent } from '../auth/component.js';
 import { checkOrigin, logout } from '../auth/sessions.js';
+import { SESSION_COOKIE } from '../auth/web-session.js';
 import { collectEndpoints, type Endpoint } from '../http/api.js';
 import { buildOpenApi } from '../http/openapi.js';
 import { VERSION } from '../version.js';
@@ -39,6 +40,7 @@ export function openApiDocument(app: Koa, extra?: ExtraEndpoints): string {
       buildOpenApi([...collectEndpoints(app).endpoints, ...more.endpoints], {
         title: 'service-core',
         version: VERSION,
+        sessionCookie: SESSION_COOKIE,
         description:
           'Identity and access management, notifications and socket providers. Authorize with an API key (X-API-Key or Bearer), a session token (Bearer) or HTTP Basic; the browser session cookie works too.',
       }),
@@ -66,13 +68,13 @@ function pageGuard(page: PageDef) {
   };
 }
 
-export function webRoutes(iam: IamComponent, extraEndpoints?: ExtraEndpoints): Router {
+export function webRoutes(auth: AuthComponent, extraEndpoints?: ExtraEndpoints): Router {
   const r = new Router();
 
   const page = (def: PageDef, content: (ctx: Context) => Promise<SafeHtml> | SafeHtml) => {
     r.get(def.path, pageGuard(def), async (ctx) => {
       const id = ctx.state.identity!;
-      const user = id.user_id ? await iam.store.userById(id.user_id) : null;
+      const user = id.user_id ? await auth.iam.store.userById(id.user_id) : null;
       sendHtml(ctx, appPage(id, def, await content(ctx), user?.display_name));
     });
   };
@@ -80,7 +82,7 @@ export function webRoutes(iam: IamComponent, extraEndpoints?: ExtraEndpoints): R
   page(PAGES.dashboard, (ctx) => dashboardContent(ctx.state.identity!));
   page(PAGES.settings, async (ctx) => {
     const id = ctx.state.identity!;
-    return settingsContent(id, id.user_id ? await iam.store.userById(id.user_id) : null);
+    return settingsContent(id, id.user_id ? await auth.iam.store.userById(id.user_id) : null);
   });
   page(PAGES.users, () => usersContent());
   page(PAGES.groups, (ctx) => groupsContent(ctx.state.identity!));
@@ -89,8 +91,8 @@ export function webRoutes(iam: IamComponent, extraEndpoints?: ExtraEndpoints): R
   /** Sign out without script: ends the session and lands on the login page. */
   r.post('/logout', async (ctx) => {
     ctx.set('Cache-Control', 'no-store');
-    checkOrigin(iam, ctx);
-    await logout(iam, ctx);
+    checkOrigin(auth, ctx);
+    await logout(auth, ctx);
     ctx.status = 303;
     ctx.redirect('/login?signed_out=1');
   });
@@ -105,7 +107,7 @@ export function webRoutes(iam: IamComponent, extraEndpoints?: ExtraEndpoints): R
   // Public; a signed-in visitor gets the top bar of the other pages.
   r.get('/docs', async (ctx) => {
     const id = ctx.state.identity ?? null;
-    const user = id?.user_id ? await iam.store.userById(id.user_id) : null;
+    const user = id?.user_id ? await auth.iam.store.userById(id.user_id) : null;
     sendHtml(ctx, appPage(id, DOCS_PAGE, docsContent(), user?.display_name, DOCS_HEAD));
   });
 
@@ -123,6 +125,6 @@ export function webRoutes(iam: IamComponent, extraEndpoints?: ExtraEndpoints): R
 }
 
 /** Every router of the web UI, the login page included. */
-export function webRouters(iam: IamComponent, extraEndpoints?: ExtraEndpoints): Router[] {
-  return [loginPageRoutes(iam), webRoutes(iam, extraEndpoints)];
+export function webRouters(auth: AuthComponent, extraEndpoints?: ExtraEndpoints): Router[] {
+  return [loginPageRoutes(auth), webRoutes(auth, extraEndpoints)];
 }

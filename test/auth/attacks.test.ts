@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import request from 'supertest';
-import type { CredentialsProvider, ExternalProfile } from '../../src/iam/providers/types.js';
+import type { CredentialsProvider, ExternalProfile } from '../../src/auth/providers/types.js';
 import { basic, startService, type TestService } from '../support/service.js';
 import { startSlapd, LDAP_PEOPLE, type Slapd } from '../support/slapd.js';
 import { capturingLogger } from '../sockets/helpers.js';

@@ -47,7 +47,7 @@ describe('two instances on one database', () => {
       .set('Authorization', adminAuth())
       .send({ auth_providers: 'local,oidc', oidc_issuer: 'http://127.0.0.1:9/', oidc_client_id: 'svc', oidc_client_secret: 'not-so-secret' })
       .expect(200);
-    expect(await b.service.iam.followAuthSettings()).to.equal(true);
+    expect(await b.service.auth.followAuthSettings()).to.equal(true);
     const after = (await request(b.url).get('/api/auth/providers').expect(200)).body.providers.map((p: any) => p.id);
     expect(after).to.deep.equal(['local', 'oidc']);
   });

@@ -8,7 +8,7 @@ describe('one-time values (database, hashed, sealed, single use)', function () {
 
   before(async function () {
     svc = await startService();
-    store = svc.service.iam.oneTime;
+    store = svc.service.auth.oneTime;
   });
 
   after(async function () {

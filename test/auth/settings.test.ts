@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { expect } from 'chai';
 import request from 'supertest';
-import type { CredentialsProvider, ExternalProfile } from '../../src/iam/providers/types.js';
+import type { CredentialsProvider, ExternalProfile } from '../../src/auth/providers/types.js';
 import { adminAuth, startService, type TestService } from '../support/service.js';
 import { createUser, patchAuthSettings, userNamed } from './helpers.js';
 

@@ -126,7 +126,7 @@ describe('several instances over Redis', function () {
       await eventually(async () => {
         const view = (await request(s.url).get('/api/settings/auth').set(admin).expect(200)).body.settings;
         expect(view.sso_default_groups.value).to.deep.equal(['sso-people']);
-        expect(s.service.iam.authSettings.current().ssoDefaultGroups).to.deep.equal(['sso-people']);
+        expect(s.service.auth.authSettings.current().ssoDefaultGroups).to.deep.equal(['sso-people']);
       }, 1000, 50);
     }
   });

@@ -22,7 +22,7 @@ describe('ws gateway', function () {
 
   /** A UI cookie session for `user`, exactly as koa-session stores and signs it. */
   async function cookieFor(user: TestUser): Promise<string> {
-    const { key } = await svc.service.iam.apiKeys.create(user.id, 'session', { label: 'ui', expiresAt: Date.now() + 3600_000 });
+    const { key } = await svc.service.auth.apiKeys.create(user.id, 'session', { label: 'ui', expiresAt: Date.now() + 3600_000 });
     const sid = crypto.randomUUID();
     await svc.service.db('web_sessions').insert({ id: sha256(sid), data: JSON.stringify({ key_id: key.id, _expire: Date.now() + 3600_000, _maxAge: 3600_000 }), expires_at: Date.now() + 3600_000 });
     const value = `${SESSION_COOKIE}=${sid}`;
@@ -108,7 +108,7 @@ describe('ws gateway', function () {
     it('refuses an expired ticket; a ticket keeps the scopes of the key that minted it', async () => {
       const shortLived = new WsTickets(svc.service.db, 1);
       const hash = (await svc.service.iam.store.userById(alice.id))!.hashed_password;
-      const { ticket } = await shortLived.mint((await svc.service.iam.auth.identityOf(alice.id, 'basic', { proof: passwordProof(hash) }))!);
+      const { ticket } = await shortLived.mint((await svc.service.auth.authenticator.identityOf(alice.id, 'basic', { proof: passwordProof(hash) }))!);
       await sleep(20);
       expect(await refusedStatus(svc, { query: `ticket=${ticket}` })).to.equal(401);
       const key = await api(svc).post('/api/me/api-keys').set('Authorization', adminAuth()).send({ label: 'read-only', scopes: ['api:read'] });

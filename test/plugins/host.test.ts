@@ -107,7 +107,7 @@ describe('plugin host', () => {
     expect(names).not.to.include('rogue3');
     const providers = (await request(svc.url).get('/api/socket/providers').set('Authorization', admin()).expect(200)).body.providers;
     expect(providers.find((x: any) => x.name === 'goodsock').plugin).to.equal('good');
-    const chain = svc.service.iam.chain.entries().map((x) => [x.provider.id, x.plugin]);
+    const chain = svc.service.auth.chain.entries().map((x) => [x.provider.id, x.plugin]);
     expect(chain).to.deep.include(['sneaky-auth', 'sneaky']);
     expect(chain.map((c) => c[0])).not.to.include('other-auth');
   });
@@ -230,7 +230,7 @@ describe('plugin host', () => {
     expect(Boolean(row.enabled)).to.equal(false);
 
     await request(svc.url).post('/api/plugins/sneaky/disable').set('Authorization', admin()).expect(200);
-    expect(svc.service.iam.chain.entries().map((x) => x.provider.id)).not.to.include('sneaky-auth');
+    expect(svc.service.auth.chain.entries().map((x) => x.provider.id)).not.to.include('sneaky-auth');
     expect(svc.service.sockets.registry.names()).not.to.include('sneakysock');
     await request(svc.url).post('/api/plugins/good/enable').set('Authorization', admin()).expect(200);
     await request(svc.url).get('/api/plugins/good/hello').set('Authorization', admin()).expect(200);

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
 import { isUniqueViolation } from '../db/knex.js';
-import type { IamStore, User } from './store.js';
+import type { IamStore, User } from '../iam/store.js';
 import type { ExternalProfile } from './providers/types.js';
 
 /**

@@ -1,15 +1,15 @@
 import type Router from '@koa/router';
-import type { IamComponent } from '../component.js';
+import type { IamComponent } from '../../iam/component.js';
 import type { EventBus } from '../../bus/bus.js';
 import { ApiRouter } from '../../http/api.js';
 import type { Context } from 'koa';
-import { identity } from '../../auth/guards.js';
+import { identity } from '../guards.js';
 import { badField, conflict, forbiddenBecause, notFound } from '../../http/errors.js';
-import { addedHostPermissions, isTrusted } from '../policy.js';
+import { addedHostPermissions, isTrusted } from '../../iam/policy.js';
 import { isUniqueViolation } from '../../db/knex.js';
-import { DEFAULT_GROUP_NAMES } from '../permissions.js';
-import { createGroupSchema, GROUP_NAME, patchGroupSchema } from '../schemas.js';
-import type { Group } from '../store.js';
+import { DEFAULT_GROUP_NAMES } from '../../iam/permissions.js';
+import { createGroupSchema, GROUP_NAME, patchGroupSchema } from '../../iam/schemas.js';
+import type { Group } from '../../iam/store.js';
 import Joi from 'joi';
 
 const nameParams = Joi.object({ name: Joi.string().pattern(GROUP_NAME).required().description('the group name') });

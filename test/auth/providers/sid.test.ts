@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { decodeObjectSid } from '../../../src/iam/providers/sid.js';
+import { decodeObjectSid } from '../../../src/auth/providers/sid.js';
 
 // Binary objectSid values as Active Directory returns them (hex of the raw attribute bytes).
 const fixtures: Array<[string, string, string]> = [

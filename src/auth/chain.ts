@@ -1,6 +1,6 @@
 import type { Logger } from '../log.js';
 import { DomainError, errorText, withTimeout } from '../errors.js';
-import type { AuthSettings } from '../auth/settings.js';
+import type { AuthSettings } from './settings.js';
 import type { LocalProvider } from './providers/local.js';
 import { LdapProvider } from './providers/ldap.js';
 import { OidcProvider } from './providers/oidc.js';

@@ -3,7 +3,7 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { createLogger } from '../../../src/log.js';
-import { OidcLoginError, OidcProvider, profileFromClaims, type OidcProviderOptions } from '../../../src/iam/providers/oidc.js';
+import { OidcLoginError, OidcProvider, profileFromClaims, type OidcProviderOptions } from '../../../src/auth/providers/oidc.js';
 import { followToCallback, startIdp, type RunningIdp } from '../../support/oidc-idp.js';
 
 const CLIENT_ID = 'service-core';

@@ -1,10 +1,10 @@
 import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Context, Next } from 'koa';
-import type { IamComponent } from '../iam/component.js';
-import { rateLimited, unauthorized } from '../http/errors.js';
-import { ApiRouter } from '../http/api.js';
-import { checkOrigin, credentialsLogin, loginBody, loginSchema, logout, noStore, providerList, startCookieSession } from './sessions.js';
+import type { AuthComponent } from '../component.js';
+import { rateLimited, unauthorized } from '../../http/errors.js';
+import { ApiRouter } from '../../http/api.js';
+import { checkOrigin, credentialsLogin, loginBody, loginSchema, logout, noStore, providerList, startCookieSession } from '../sessions.js';
 
 /** The login API: password login, logout, and the providers a login page offers. */
 
@@ -20,17 +20,17 @@ const providersResponse = Joi.object({
 });
 
 /** A foreign page may not post here (checked before the body is read): browsers only. */
-export function sameOriginOnly(iam: IamComponent) {
+export function sameOriginOnly(auth: AuthComponent) {
   return async (ctx: Context, next: Next) => {
     noStore(ctx);
-    checkOrigin(iam, ctx);
+    checkOrigin(auth, ctx);
     await next();
   };
 }
 
-export function authRoutes(iam: IamComponent): Router {
+export function authRoutes(auth: AuthComponent): Router {
   const api = new ApiRouter({ tag: 'auth' });
-  const sameOrigin = sameOriginOnly(iam);
+  const sameOrigin = sameOriginOnly(auth);
 
   api.endpoint(
     {
@@ -44,7 +44,7 @@ export function authRoutes(iam: IamComponent): Router {
       responses: { 200: { description: 'the session', schema: sessionResponse }, 401: 'wrong credentials', 429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } } },
     },
     async (ctx, { body }) => {
-      const outcome = await credentialsLogin(iam, ctx, body.username, body.password, 'login');
+      const outcome = await credentialsLogin(auth, ctx, body.username, body.password, 'login');
       if (!outcome.ok) {
         if (outcome.retryAfter > 0) throw rateLimited(outcome.retryAfter);
         throw unauthorized('invalid username or password');
@@ -58,14 +58,14 @@ export function authRoutes(iam: IamComponent): Router {
     { method: 'POST', path: '/api/auth/logout', summary: 'Log out: revokes the presented session token and the cookie session', auth: 'none', responses: { 204: 'logged out', 401: 'no session presented' } },
     async (ctx) => {
       noStore(ctx);
-      if (!(await logout(iam, ctx))) throw unauthorized();
+      if (!(await logout(auth, ctx))) throw unauthorized();
       ctx.status = 204;
     },
   );
 
   api.endpoint(
     { method: 'GET', path: '/api/auth/providers', summary: 'Login providers (the login page renders one SSO button per redirect provider)', auth: 'none', responses: { 200: { description: 'the providers in chain order', schema: providersResponse } } },
-    () => ({ providers: providerList(iam) }),
+    () => ({ providers: providerList(auth) }),
   );
 
   return api.router;

@@ -1,15 +1,15 @@
 import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Context } from 'koa';
-import type { IamComponent } from '../component.js';
-import { identity } from '../../auth/guards.js';
+import type { AuthComponent } from '../component.js';
+import { identity } from '../guards.js';
 import { ApiRouter } from '../../http/api.js';
-import { publicKey, publicKeySchema } from '../../auth/api-keys.js';
+import { publicKey, publicKeySchema } from '../api-keys.js';
 import { jsonBody } from '../../http/body.js';
 import { validate } from '../../http/validate.js';
 import { badField, forbidden, forbiddenBecause, notFound } from '../../http/errors.js';
-import { createUserSchema, patchUserSchema, passwordSchema, uuidParam } from '../schemas.js';
-import type { User, Identity } from '../store.js';
+import { createUserSchema, patchUserSchema, passwordSchema, uuidParam } from '../../iam/schemas.js';
+import type { User, Identity } from '../../iam/store.js';
 
 const ADMIN_USERS = 'feature:admin.users';
 
@@ -50,18 +50,18 @@ const userView = Joi.object({
   created_at: Joi.string().isoDate(),
 });
 
-export function userRoutes(iam: IamComponent): Router {
+export function userRoutes(auth: AuthComponent): Router {
   const api = new ApiRouter({ prefix: '/api/users', tag: 'users' });
   const ADMIN = { permission: ADMIN_USERS };
 
-  const users = iam.users;
+  const users = auth.iam.users;
   const load = (id: string) => users.find({ id });
 
   api.endpoint(
     { method: 'GET', path: '/', summary: 'List users', auth: ADMIN, responses: { 200: { description: 'the users', schema: Joi.object({ users: Joi.array().items(userView) }) } } },
     async () => {
-      const all = await iam.store.listUsers();
-      const ids = await iam.store.identitiesOf(all.map((u) => u.id));
+      const all = await auth.iam.store.listUsers();
+      const ids = await auth.iam.store.identitiesOf(all.map((u) => u.id));
       return { users: all.map((u) => publicUser(u, ids.get(u.id))) };
     },
   );
@@ -87,7 +87,7 @@ export function userRoutes(iam: IamComponent): Router {
     { method: 'GET', path: '/:id', summary: 'One user with linked identities', auth: ADMIN, params: idParams, responses: { 200: { description: 'the user', schema: userView }, 404: 'no such user' } },
     async (_ctx, { params }) => {
       const user = await load(params.id);
-      return publicUser(user, (await iam.store.identitiesOf([user.id])).get(user.id));
+      return publicUser(user, (await auth.iam.store.identitiesOf([user.id])).get(user.id));
     },
   );
 
@@ -104,7 +104,7 @@ export function userRoutes(iam: IamComponent): Router {
     },
     async (ctx, { params, body }) => {
       const updated = await users.update(identity(ctx), await load(params.id), body, ctx.log, sessionOf(ctx, params.id));
-      return publicUser(updated, (await iam.store.identitiesOf([updated.id])).get(updated.id));
+      return publicUser(updated, (await auth.iam.store.identitiesOf([updated.id])).get(updated.id));
     },
   );
 
@@ -140,7 +140,7 @@ export function userRoutes(iam: IamComponent): Router {
       const body = validate(passwordSchema, jsonBody(ctx));
       if (self) {
         if (!body.current_password) throw badField('current_password', 'is required to change your own password');
-        if (!(await iam.passwords.verify(body.current_password, user.hashed_password))) {
+        if (!(await auth.iam.passwords.verify(body.current_password, user.hashed_password))) {
           throw badField('current_password', 'is not correct');
         }
       }
@@ -155,7 +155,7 @@ export function userRoutes(iam: IamComponent): Router {
     { method: 'GET', path: '/:id/api-keys', summary: "A user's API keys and sessions", auth: ADMIN, params: idParams, responses: { 200: { description: 'the keys', schema: Joi.object({ keys: Joi.array().items(keyView) }) }, 404: 'no such user' } },
     async (_ctx, { params }) => {
       const user = await load(params.id);
-      return { keys: (await iam.apiKeys.listFor(user.id)).map(publicKey) };
+      return { keys: (await auth.apiKeys.listFor(user.id)).map(publicKey) };
     },
   );
 
@@ -164,7 +164,7 @@ export function userRoutes(iam: IamComponent): Router {
     async (ctx, { params }) => {
       const user = await load(params.id);
       users.guardPrivileged(identity(ctx), user);
-      if (!(await iam.apiKeys.revoke(user.id, params.keyId))) throw notFound('key');
+      if (!(await auth.apiKeys.revoke(user.id, params.keyId))) throw notFound('key');
       ctx.status = 204;
     },
   );

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { startService, type TestService } from '../support/service.js';
-import { sweepExpired } from '../../src/iam/housekeeping.js';
+import { sweepExpired } from '../../src/auth/housekeeping.js';
 
 describe('housekeeping', () => {
   let svc: TestService;
@@ -25,7 +25,7 @@ describe('housekeeping', () => {
       { username: 'x', ip: '127.0.0.1', at: now - 2 * 86_400_000 },
       { username: 'x', ip: '127.0.0.1', at: now - 1000 },
     ]);
-    const keys = svc.service.iam.apiKeys;
+    const keys = svc.service.auth.apiKeys;
     const old = await keys.create(admin!.id, 'session', { expiresAt: now - 8 * 86_400_000 });
     const recent = await keys.create(admin!.id, 'session', { expiresAt: now - 1000 });
     const apiKey = await keys.create(admin!.id, 'key', { expiresAt: now - 8 * 86_400_000 });

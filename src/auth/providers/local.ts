@@ -1,6 +1,6 @@
-import type { Passwords } from '../passwords.js';
-import { PASSWORD_MAX } from '../passwords.js';
-import type { IamStore, User } from '../store.js';
+import type { Passwords } from '../../iam/passwords.js';
+import { PASSWORD_MAX } from '../../iam/passwords.js';
+import type { IamStore, User } from '../../iam/store.js';
 import type { CredentialsProvider, ExternalProfile } from './types.js';
 
 /** Local IAM: bcrypt-hashed passwords. A user without a password (SSO-only) cannot log in here. */

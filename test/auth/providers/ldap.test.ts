@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import net from 'node:net';
 import { Writable } from 'node:stream';
 import { createLogger, type Logger } from '../../../src/log.js';
-import { LdapProvider, escapeFilterValue, normalizeDN, type LdapProviderOptions } from '../../../src/iam/providers/ldap.js';
+import { LdapProvider, escapeFilterValue, normalizeDN, type LdapProviderOptions } from '../../../src/auth/providers/ldap.js';
 import { LDAP_GROUPS, LDAP_PEOPLE, startSlapd, type Slapd } from '../../support/slapd.js';
 
 /** A real pino logger whose JSON lines are kept for assertions. */

@@ -1,21 +1,21 @@
 import type Router from '@koa/router';
 import Joi from 'joi';
-import type { IamComponent } from '../iam/component.js';
-import { buildProviders, type ChainEntry } from '../iam/chain.js';
-import { jsonBody } from '../http/body.js';
-import { validate } from '../http/validate.js';
-import { badField, validationFailed } from '../http/errors.js';
-import { ApiRouter } from '../http/api.js';
-import { patchSchema } from './settings.js';
-import { noStore } from './sessions.js';
+import type { AuthComponent } from '../component.js';
+import { buildProviders, type ChainEntry } from '../chain.js';
+import { jsonBody } from '../../http/body.js';
+import { validate } from '../../http/validate.js';
+import { badField, validationFailed } from '../../http/errors.js';
+import { ApiRouter } from '../../http/api.js';
+import { patchSchema } from '../settings.js';
+import { noStore } from '../sessions.js';
 
 /** GET|PATCH /api/settings/auth: the login providers' settings, and the chain they build. */
-export function authSettingsRoutes(iam: IamComponent): Router {
+export function authSettingsRoutes(auth: AuthComponent): Router {
   const api = new ApiRouter({ tag: 'auth' });
   const ADMIN = { permission: 'feature:admin.settings' };
   const settingsView = () => ({
-    settings: iam.authSettings.view(),
-    chain: iam.chain.entries().map((e: ChainEntry) => ({ id: e.provider.id, kind: e.provider.kind, label: e.provider.label, source: e.source, plugin: e.plugin })),
+    settings: auth.authSettings.view(),
+    chain: auth.chain.entries().map((e: ChainEntry) => ({ id: e.provider.id, kind: e.provider.kind, label: e.provider.label, source: e.source, plugin: e.plugin })),
   });
   const settingsResponse = Joi.object({
     settings: Joi.object().pattern(
@@ -56,21 +56,21 @@ export function authSettingsRoutes(iam: IamComponent): Router {
     async (ctx) => {
       noStore(ctx);
       const body = jsonBody(ctx);
-      if (body && typeof body === 'object' && !Array.isArray(body)) iam.authSettings.assertUnlocked(Object.keys(body));
+      if (body && typeof body === 'object' && !Array.isArray(body)) auth.authSettings.assertUnlocked(Object.keys(body));
       const patch = validate(patchSchema, body) as Record<string, unknown>;
-      await iam.authSettings.load(); // another instance may have changed them
-      const { settings, changes } = iam.authSettings.preview(patch);
+      await auth.authSettings.load(); // another instance may have changed them
+      const { settings, changes } = auth.authSettings.preview(patch);
       if ('sso_default_groups' in changes && settings.ssoDefaultGroups.length) {
-        const found = new Set((await iam.store.groupsNamed(settings.ssoDefaultGroups)).map((g) => g.name));
+        const found = new Set((await auth.iam.store.groupsNamed(settings.ssoDefaultGroups)).map((g) => g.name));
         const missing = settings.ssoDefaultGroups.filter((g) => !found.has(g));
         if (missing.length) throw badField('sso_default_groups', `unknown group ${missing.join(', ')}`);
       }
-      const { errors } = buildProviders(settings, iam.local, ctx.log);
+      const { errors } = buildProviders(settings, auth.local, ctx.log);
       if (errors.length) throw validationFailed(errors.map((e) => ({ field: e.provider, message: e.message })));
-      await iam.authSettings.save(changes);
-      iam.rebuildChain();
+      await auth.authSettings.save(changes);
+      auth.rebuildChain();
       // every other instance rebuilds its chain too
-      iam.bus.emit('auth:settings_changed', {});
+      auth.iam.bus.emit('auth:settings_changed', {});
       ctx.log.info({ fields: Object.keys(changes) }, 'auth settings changed; provider chain rebuilt');
       return settingsView();
     },

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import request from 'supertest';
 import { adminAuth, startService, type TestService } from '../support/service.js';
 import { LDAP_GROUPS, LDAP_PEOPLE, startSlapd, type Slapd } from '../support/slapd.js';
-import { createUser, getUser, patchAuthSettings, unusedPort, userNamed } from '../auth/helpers.js';
+import { createUser, getUser, patchAuthSettings, unusedPort, userNamed } from './helpers.js';
 
 /** Logs in through the API; returns the token and which provider the session was issued by. */
 async function login(url: string, username: string, password: string): Promise<{ token: string; provider: string; userId: string }> {

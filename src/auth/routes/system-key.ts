@@ -1,10 +1,10 @@
 import type Router from '@koa/router';
-import type { IamComponent } from '../component.js';
+import type { AuthComponent } from '../component.js';
 import { lockableSecretRoutes } from '../../http/secret-routes.js';
-import { SYSTEM_KEY_VALUE } from '../../auth/system-key.js';
+import { SYSTEM_KEY_VALUE } from '../system-key.js';
 
 /** Settings of the IAM area: the system API key (stored encrypted; env-set = locked, 409). */
-export function settingsRoutes(iam: IamComponent): Router {
+export function systemKeyRoutes(auth: AuthComponent): Router {
   return lockableSecretRoutes({
     prefix: '/api/settings/system-api-key',
     what: 'system API key',
@@ -12,6 +12,6 @@ export function settingsRoutes(iam: IamComponent): Router {
     field: 'key',
     schema: SYSTEM_KEY_VALUE,
     clearing: 'disables it',
-    secret: iam.systemKey,
+    secret: auth.systemKey,
   });
 }

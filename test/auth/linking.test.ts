@@ -3,8 +3,8 @@ import request from 'supertest';
 import { startService, type TestService } from '../support/service.js';
 import { LDAP_GROUPS, LDAP_PEOPLE, startSlapd, type Slapd } from '../support/slapd.js';
 import { followToCallback, startIdp, type RunningIdp } from '../support/oidc-idp.js';
-import { createUser, getUser, ORIGIN, patchAuthSettings } from '../auth/helpers.js';
-import { usernameBase } from '../../src/iam/linking.js';
+import { createUser, getUser, ORIGIN, patchAuthSettings } from './helpers.js';
+import { usernameBase } from '../../src/auth/linking.js';
 
 const CLIENT_ID = 'service-core';
 const CLIENT_SECRET = 'linking-client-secret-0123456789';

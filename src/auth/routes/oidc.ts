@@ -2,13 +2,13 @@ import type Router from '@koa/router';
 import Joi from 'joi';
 import crypto from 'node:crypto';
 import type { Context } from 'koa';
-import type { IamComponent } from '../iam/component.js';
-import type { User } from '../iam/store.js';
-import { checkedProfile } from '../iam/chain.js';
-import { badField, notFound, unauthorized } from '../http/errors.js';
-import { ApiRouter } from '../http/api.js';
-import { sameOriginOnly, sessionResponse } from './routes.js';
-import { sha256 } from './tokens.js';
+import type { AuthComponent } from '../component.js';
+import type { User } from '../../iam/store.js';
+import { checkedProfile } from '../chain.js';
+import { badField, notFound, unauthorized } from '../../http/errors.js';
+import { ApiRouter } from '../../http/api.js';
+import { sameOriginOnly, sessionResponse } from './login.js';
+import { sha256 } from '../tokens.js';
 import {
   bindingMatches,
   bindingOf,
@@ -23,7 +23,7 @@ import {
   noStore,
   OIDC_STATE_TTL_MS,
   startCookieSession,
-} from './sessions.js';
+} from '../sessions.js';
 
 /**
  * The OIDC redirect login: start (PKCE, state, nonce), the provider's callback, and the
@@ -59,13 +59,13 @@ interface CodeRecord {
   binding: string | null;
 }
 
-export function oidcRoutes(iam: IamComponent): Router {
+export function oidcRoutes(auth: AuthComponent): Router {
   const api = new ApiRouter({ tag: 'auth' });
-  const sameOrigin = sameOriginOnly(iam);
+  const sameOrigin = sameOriginOnly(auth);
   const cookieOpts = () => ({
     httpOnly: true,
     sameSite: 'lax' as const,
-    secure: iam.config.publicUrl.startsWith('https:'),
+    secure: auth.config.publicUrl.startsWith('https:'),
     signed: true,
     path: '/',
     maxAge: OIDC_STATE_TTL_MS,
@@ -92,20 +92,20 @@ export function oidcRoutes(iam: IamComponent): Router {
         } catch {
           throw badField('redirect_uri', 'is not a valid URL');
         }
-        if (!iam.auth.originAllowed(target.origin) || target.username || target.password || target.hash) {
+        if (!auth.authenticator.originAllowed(target.origin) || target.username || target.password || target.hash) {
           throw badField('redirect_uri', 'must be on an allowed origin (SERVICE_PUBLIC_URL or SERVICE_ALLOWED_ORIGINS)');
         }
       }
-      const provider = iam.chain.redirect(q.provider);
+      const provider = auth.chain.redirect(q.provider);
       if (!provider) throw notFound(`redirect provider ${q.provider}`);
       // each start stores a state row: one address cannot fill the table (the same budget as password attempts)
-      if (iam.attempts.take(ctx.ip) > 0) {
+      if (auth.attempts.take(ctx.ip) > 0) {
         ctx.redirect(loginErrorUrl('rate_limited', q.next));
         return;
       }
       // one binding per browser, reused so two tabs can sign in at once
       const binding = bindingOf(ctx) ?? crypto.randomBytes(32).toString('base64url');
-      const redirectUri = `${iam.config.publicUrl}${CALLBACK_PATH}`;
+      const redirectUri = `${auth.config.publicUrl}${CALLBACK_PATH}`;
       let started;
       try {
         started = await provider.start(redirectUri);
@@ -124,7 +124,7 @@ export function oidcRoutes(iam: IamComponent): Router {
         client_redirect: q.redirect_uri ?? null,
         binding: sha256(binding),
       };
-      await iam.oneTime.put('oidc_state', record, OIDC_STATE_TTL_MS, started.state);
+      await auth.oneTime.put('oidc_state', record, OIDC_STATE_TTL_MS, started.state);
       ctx.cookies.set(LOGIN_BINDING_COOKIE, binding, cookieOpts());
       ctx.redirect(started.url);
     },
@@ -146,27 +146,27 @@ export function oidcRoutes(iam: IamComponent): Router {
         ctx.log.warn({ code, reason }, 'redirect login failed');
         ctx.redirect(loginErrorUrl(code, next));
       };
-      if (!iam.chain.ready) return fail('unavailable');
+      if (!auth.chain.ready) return fail('unavailable');
       const state = typeof ctx.query.state === 'string' ? ctx.query.state : null;
-      const record = await iam.oneTime.take<StateRecord>('oidc_state', state);
+      const record = await auth.oneTime.take<StateRecord>('oidc_state', state);
       if (!record) return fail('state_mismatch', 'unknown, used or expired state');
       next = record.next;
       if (!bindingMatches(ctx, record.binding)) return fail('state_mismatch', 'state was issued to another browser');
-      const provider = iam.chain.redirect(record.provider);
+      const provider = auth.chain.redirect(record.provider);
       if (!provider) return fail('provider_unavailable');
 
       let user: User;
       try {
-        const callbackUrl = new URL(ctx.originalUrl, iam.config.publicUrl);
+        const callbackUrl = new URL(ctx.originalUrl, auth.config.publicUrl);
         const profile = checkedProfile(provider, await provider.callback(callbackUrl, record));
-        user = (await iam.linker.link(profile)).user;
+        user = (await auth.linker.link(profile)).user;
       } catch (err) {
         return fail(errorCode(err), (err as Error).message);
       }
       if (user.disabled) return fail('account_disabled', `user ${user.id} is disabled`);
 
-      const session = await mintSession(iam, user, provider.id);
-      const code = await iam.oneTime.put(
+      const session = await mintSession(auth, user, provider.id);
+      const code = await auth.oneTime.put(
         'exchange_code',
         { user_id: user.id, key_id: session.key_id, token: session.token, expires_at: session.expires_at, binding: record.client_redirect ? null : record.binding } satisfies CodeRecord,
         EXCHANGE_CODE_TTL_MS,
@@ -184,14 +184,14 @@ export function oidcRoutes(iam: IamComponent): Router {
 
   /** Redeems an exchange code; a code bound to a browser only by that browser. Unusable codes burn their token. */
   const redeem = async (ctx: Context, code: unknown, requireBinding: boolean): Promise<{ user: User; record: CodeRecord } | null> => {
-    const record = await iam.oneTime.take<CodeRecord>('exchange_code', typeof code === 'string' ? code : null);
+    const record = await auth.oneTime.take<CodeRecord>('exchange_code', typeof code === 'string' ? code : null);
     if (!record) return null;
     const bound = record.binding !== null;
     const usable = bound ? bindingMatches(ctx, record.binding) : !requireBinding;
-    const key = usable ? await iam.apiKeys.lookupById(record.key_id) : null;
-    const user = key ? await iam.store.userById(key.user_id) : null;
+    const key = usable ? await auth.apiKeys.lookupById(record.key_id) : null;
+    const user = key ? await auth.iam.store.userById(key.user_id) : null;
     if (!key || !user || user.disabled) {
-      await iam.apiKeys.revoke(record.user_id, record.key_id);
+      await auth.apiKeys.revoke(record.user_id, record.key_id);
       return null;
     }
     return { user, record };

@@ -1,25 +1,25 @@
 import Router from '@koa/router';
 import Joi from 'joi';
-import type { IamComponent } from '../component.js';
+import type { AuthComponent } from '../component.js';
 import type { Context } from 'koa';
-import { identity } from '../../auth/guards.js';
-import { publicKey, publicKeySchema } from '../../auth/api-keys.js';
+import { identity } from '../guards.js';
+import { publicKey, publicKeySchema } from '../api-keys.js';
 import { ApiRouter } from '../../http/api.js';
 import { badField, forbiddenBecause, notFound } from '../../http/errors.js';
 import { sendJson } from '../../http/body.js';
-import { expandGrants } from '../permissions.js';
-import { createKeySchema } from '../schemas.js';
-import type { ApiIdentity } from '../../auth/identity.js';
+import { expandGrants } from '../../iam/permissions.js';
+import { createKeySchema } from '../../iam/schemas.js';
+import type { ApiIdentity } from '../identity.js';
 
 
 /** The access view: effective permissions and what each plugin lets this caller do. */
-export function accessView(iam: IamComponent, id: ApiIdentity) {
-  const catalog = iam.catalog();
+export function accessView(auth: AuthComponent, id: ApiIdentity) {
+  const catalog = auth.iam.catalog();
   const all = id.is_system || id.is_superadmin;
   let permissions = all ? expandGrants(catalog.map((e) => e.id), catalog) : expandGrants(id.permissions, catalog);
   if (id.key_scopes) permissions = permissions.filter((p) => id.allows(p));
   const plugins: Record<string, { visible: boolean; can_read: boolean; can_write: boolean; routes: string[] }> = {};
-  for (const p of iam.pluginAccessEntries()) {
+  for (const p of auth.iam.pluginAccessEntries()) {
     // a disabled or failed plugin is listed, as nothing anyone can see or use
     plugins[p.id] = p.running
       ? {
@@ -58,7 +58,7 @@ const accessResponse = Joi.object({
 });
 
 
-export function meRoutes(iam: IamComponent): Router {
+export function meRoutes(auth: AuthComponent): Router {
   const api = new ApiRouter({ prefix: '/api/me', tag: 'me' });
 
   // Both views are made once per resolved identity (the identity cache keeps one object per
@@ -70,7 +70,7 @@ export function meRoutes(iam: IamComponent): Router {
     const id = identity(ctx);
     let json = profiles.get(id);
     if (json === undefined) {
-      const user = id.user_id ? (await iam.resolver.resolve(id.user_id))?.user : null;
+      const user = id.user_id ? (await auth.iam.resolver.resolve(id.user_id))?.user : null;
       json = JSON.stringify({
         id: id.user_id,
         username: id.username,
@@ -91,8 +91,8 @@ export function meRoutes(iam: IamComponent): Router {
     (ctx) => {
       const id = identity(ctx);
       let hit = accesses.get(id);
-      if (!hit || hit.version !== iam.accessVersion) {
-        hit = { version: iam.accessVersion, json: JSON.stringify(accessView(iam, id)) };
+      if (!hit || hit.version !== auth.iam.accessVersion) {
+        hit = { version: auth.iam.accessVersion, json: JSON.stringify(accessView(auth, id)) };
         accesses.set(id, hit);
       }
       sendJson(ctx, hit.json);
@@ -116,7 +116,7 @@ export function meRoutes(iam: IamComponent): Router {
     },
     async (ctx) => {
       const id = ownerOf(ctx);
-      return { keys: (await iam.apiKeys.listFor(id.user_id!)).map((k) => ({ ...publicKey(k), current: k.id === id.credential_id })) };
+      return { keys: (await auth.apiKeys.listFor(id.user_id!)).map((k) => ({ ...publicKey(k), current: k.id === id.credential_id })) };
     },
   );
 
@@ -132,7 +132,7 @@ export function meRoutes(iam: IamComponent): Router {
     },
     async (ctx, { body }) => {
       const id = ownerOf(ctx);
-      const unknown = (body.scopes ?? []).filter((s: string) => !iam.isKnownPermission(s));
+      const unknown = (body.scopes ?? []).filter((s: string) => !auth.iam.isKnownPermission(s));
       if (unknown.length) throw badField('scopes', `unknown permission ${unknown.join(', ')}`);
       // a scoped key cannot mint a broader one
       if (id.key_scopes) {
@@ -140,7 +140,7 @@ export function meRoutes(iam: IamComponent): Router {
         const outside = body.scopes.filter((s: string) => !id.allows(s));
         if (outside.length) throw badField('scopes', `outside this key's scopes: ${outside.join(', ')}`);
       }
-      const { token, key } = await iam.apiKeys.create(id.user_id!, 'key', {
+      const { token, key } = await auth.apiKeys.create(id.user_id!, 'key', {
         label: body.label,
         scopes: body.scopes ?? null,
         expiresAt: body.expires_at ? body.expires_at.getTime() : null,
@@ -156,7 +156,7 @@ export function meRoutes(iam: IamComponent): Router {
       const id = ownerOf(ctx);
       // a scoped key may revoke itself, not its owner's other keys and sessions
       if (id.key_scopes && params.id !== id.credential_id) throw forbiddenBecause('a scoped API key can only revoke itself');
-      if (!(await iam.apiKeys.revoke(id.user_id!, params.id))) throw notFound('key');
+      if (!(await auth.apiKeys.revoke(id.user_id!, params.id))) throw notFound('key');
       ctx.status = 204;
     },
   );

@@ -1,0 +1,179 @@
+import type { Knex } from 'knex';
+import type { Config } from '../config.js';
+import type { EventBus } from '../bus/bus.js';
+import type { Logger } from '../log.js';
+import { dialectOf, sqliteFile } from '../db/knex.js';
+import type { IamComponent } from '../iam/component.js';
+import { ApiKeyStore } from './api-keys.js';
+import { AttemptLimiter } from './attempts.js';
+import { Authenticator } from './authenticate.js';
+import { BasicVerifier } from './basic.js';
+import { ProviderChain, type BuildError } from './chain.js';
+import { sweepExpired } from './housekeeping.js';
+import { IdentityCache } from './identity-cache.js';
+import { IdentityLinker } from './linking.js';
+import { LoginLockout } from './lockout.js';
+import { OneTimeStore } from './one-time.js';
+import { LocalProvider } from './providers/local.js';
+import { AuthSettingsStore, AUTH_NS } from './settings.js';
+import { SystemKey } from './system-key.js';
+
+/** without the bus bridge: how often an instance looks for auth settings changed by another instance */
+const AUTH_SETTINGS_POLL_MS = 5000;
+
+export interface AuthDeps {
+  config: Config;
+  db: Knex;
+  bus: EventBus;
+  log: Logger;
+  /** the model: users, groups, permissions, secrets */
+  iam: IamComponent;
+}
+
+/**
+ * Credentials on top of the IAM model: API keys and sessions, the system key, Basic with its
+ * lockout and budget, the authenticator that puts the identity on a request, one-time values,
+ * and the login chain built from the auth settings. `init()` (after IAM's) builds the chain.
+ */
+export class AuthComponent {
+  readonly iam: IamComponent;
+  readonly apiKeys: ApiKeyStore;
+  readonly systemKey: SystemKey;
+  readonly attempts: AttemptLimiter;
+  readonly local: LocalProvider;
+  readonly lockout: LoginLockout;
+  readonly authenticator: Authenticator;
+  readonly oneTime: OneTimeStore;
+  readonly authSettings: AuthSettingsStore;
+  readonly chain: ProviderChain;
+  readonly linker: IdentityLinker;
+  private sweeper: NodeJS.Timeout | null = null;
+  private settingsWatch: NodeJS.Timeout | null = null;
+  private authSettingsStamp = '';
+
+  constructor(private readonly deps: AuthDeps) {
+    const { config, db, bus, iam } = deps;
+    this.iam = iam;
+    this.apiKeys = new ApiKeyStore(db, dialectOf(config) === 'sqlite' ? sqliteFile(config) : null);
+    this.apiKeys.onRevoked = (userId) => bus.emit('auth:credentials_revoked', { user_id: userId });
+    // a new password ends the user's web sessions (but the one that set it)
+    iam.endSessions = async (userId, keep) => {
+      await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep });
+    };
+    this.systemKey = new SystemKey(config.systemApiKey, iam.secrets);
+    this.systemKey.onChange = () => bus.emit('auth:system_key_changed', {});
+    this.attempts = new AttemptLimiter(config.loginAttemptsPerMinute);
+    this.local = new LocalProvider(iam.store, iam.passwords);
+    this.lockout = new LoginLockout(db);
+    // resolved identities by credential: every change that could end or narrow one drops it
+    const identities = new IdentityCache(config.permissionCacheTtlMs);
+    bus.on('iam:permissions_changed', ({ user_id }) => (user_id ? identities.forgetUser(user_id) : identities.clear()));
+    bus.on('iam:password_changed', ({ user_id }) => identities.forgetUser(user_id));
+    bus.on('auth:credentials_revoked', ({ user_id }) => identities.forgetUser(user_id));
+    // a new system key may equal a token cached as someone's key: everything is looked up again
+    bus.on('auth:system_key_changed', () => identities.clear());
+    bus.on('bus:bridge_state', ({ up }) => {
+      if (up) identities.clear();
+    });
+    this.authenticator = new Authenticator({
+      cache: identities,
+      systemKey: this.systemKey,
+      apiKeys: this.apiKeys,
+      resolver: iam.resolver,
+      basic: new BasicVerifier(this.local, bus),
+      lockout: this.lockout,
+      attempts: this.attempts,
+      allowedOrigins: config.allowedOrigins,
+      log: deps.log.child({ part: 'auth' }),
+    });
+    this.oneTime = new OneTimeStore(db);
+    this.authSettings = new AuthSettingsStore(config, iam.secrets);
+    this.chain = new ProviderChain(this.local, deps.log.child({ part: 'auth-chain' }));
+    this.linker = new IdentityLinker({
+      store: iam.store,
+      bus,
+      log: deps.log.child({ part: 'linking' }),
+      defaultGroups: () => this.authSettings.current().ssoDefaultGroups,
+      managedGroups: (providerId) => this.chain.managedGroups(providerId),
+    });
+    // plugin providers may arrive before or after the chain is built; a rebuild keeps them
+    bus.on('auth:register_provider', ({ provider, plugin_name }) => {
+      try {
+        this.chain.register(provider, plugin_name ?? null);
+      } catch (err) {
+        deps.log.error({ plugin: plugin_name, reason: (err as Error).message }, 'auth provider registration refused');
+      }
+    });
+  }
+
+  get config(): Config {
+    return this.deps.config;
+  }
+
+  /** After IAM's init (the schema exists): the auth settings, the chain, housekeeping. */
+  async init(): Promise<void> {
+    const { db, bus, config, log } = this.deps;
+    await this.authSettings.load();
+    this.rebuildChain();
+    // hourly, and once now: expired sessions, one-time values and old failures go
+    const sweep = () => sweepExpired(db).catch((err) => log.warn({ err }, 'housekeeping failed'));
+    void sweep();
+    this.sweeper = setInterval(sweep, 3_600_000);
+    this.sweeper.unref();
+    await this.followAuthSettings().catch(() => false);
+    if (config.redisUrl) {
+      // with the bus bridge, a change elsewhere arrives as auth:settings_changed; after an
+      // outage of the bridge, whatever changed meanwhile is read again
+      bus.on('auth:settings_changed', () => void this.reloadAuthSettings());
+      bus.on('bus:bridge_state', ({ up }) => {
+        if (!up) return;
+        this.iam.resolver.invalidate();
+        void this.reloadAuthSettings();
+      });
+    } else {
+      // one instance, or several without Redis: look for changes made elsewhere every few seconds
+      this.settingsWatch = setInterval(() => {
+        this.followAuthSettings().catch((err) => log.warn({ err }, 'auth settings check failed'));
+      }, AUTH_SETTINGS_POLL_MS);
+      this.settingsWatch.unref();
+    }
+  }
+
+  /** Rebuilds the configured part of the provider chain from the current auth settings. */
+  rebuildChain(): BuildError[] {
+    return this.chain.rebuild(this.authSettings.current());
+  }
+
+  /**
+   * Another instance may have changed the auth settings: when the stored ones changed since we
+   * last looked (one small query), reload them and rebuild the chain. Runs every few seconds.
+   */
+  async followAuthSettings(): Promise<boolean> {
+    const row = await this.deps.db('secrets').where({ namespace: AUTH_NS }).max({ at: 'updated_at' }).count({ n: '*' }).first();
+    const stamp = `${Number(row?.at ?? 0)}:${Number(row?.n ?? 0)}`;
+    if (stamp === this.authSettingsStamp) return false;
+    const first = this.authSettingsStamp === '';
+    this.authSettingsStamp = stamp;
+    if (first) return false;
+    await this.authSettings.load();
+    this.rebuildChain();
+    this.deps.log.info('auth settings changed elsewhere: provider chain rebuilt');
+    return true;
+  }
+
+  /** Reads the stored auth settings again and rebuilds the chain (a change made on another instance). */
+  private async reloadAuthSettings(): Promise<void> {
+    try {
+      await this.authSettings.load();
+      this.rebuildChain();
+    } catch (err) {
+      this.deps.log.warn({ err }, 'reloading auth settings failed');
+    }
+  }
+
+  stop(): void {
+    if (this.sweeper) clearInterval(this.sweeper);
+    if (this.settingsWatch) clearInterval(this.settingsWatch);
+    this.apiKeys.close();
+  }
+}
