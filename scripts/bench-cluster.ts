@@ -13,43 +13,16 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
-import knex from 'knex';
 import { startRedis } from '../test/support/redis.js';
 import { spawnService, type ServiceProcess } from '../test/support/process.js';
 import { ADMIN, basic } from '../test/support/service.js';
+import { arg, pct, freshDatabase } from './bench/common.js';
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-}
 const CLIENTS = arg('clients', 2000);
 const RATE = arg('rate', 200);
 const SECONDS = arg('seconds', 30);
 const PER_USER = 10;
 const USERS = Math.max(1, Math.round(CLIENTS / PER_USER));
-
-function pct(sorted: number[], p: number): number {
-  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN;
-}
-
-async function freshDatabase(): Promise<{ url: string | null; drop(): Promise<void> }> {
-  const base = process.env.SERVICE_BENCH_DATABASE_URL;
-  if (!base) return { url: null, drop: async () => {} };
-  const name = `svc_bench_${Date.now()}`;
-  const admin = knex({ client: 'pg', connection: base });
-  await admin.raw(`CREATE DATABASE "${name}"`);
-  await admin.destroy();
-  const u = new URL(base);
-  u.pathname = `/${name}`;
-  return {
-    url: u.toString(),
-    drop: async () => {
-      const a = knex({ client: 'pg', connection: base });
-      await a.raw(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await a.destroy();
-    },
-  };
-}
 
 async function inBatches<T>(items: T[], size: number, fn: (item: T) => Promise<unknown>): Promise<void> {
   for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));

@@ -15,38 +15,13 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
 import Koa from 'koa';
-import knex from 'knex';
 import WebSocket from 'ws';
 import { spawnService } from '../test/support/process.js';
 import { ADMIN, basic } from '../test/support/service.js';
+import { arg, pct, freshDatabase } from './bench/common.js';
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-}
 const SECONDS = arg('seconds', 10);
 const CONNECTIONS = arg('connections', 50);
-
-const pct = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN);
-
-async function freshDatabase(): Promise<{ url: string | null; drop(): Promise<void> }> {
-  const base = process.env.SERVICE_BENCH_DATABASE_URL;
-  if (!base) return { url: null, drop: async () => {} };
-  const name = `svc_bench_${Date.now()}`;
-  const a = knex({ client: 'pg', connection: base });
-  await a.raw(`CREATE DATABASE "${name}"`);
-  await a.destroy();
-  const u = new URL(base);
-  u.pathname = `/${name}`;
-  return {
-    url: u.toString(),
-    drop: async () => {
-      const d = knex({ client: 'pg', connection: base });
-      await d.raw(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await d.destroy();
-    },
-  };
-}
 
 function load(url: string, headers: Record<string, string>, body: string): Promise<autocannon.Result> {
   return new Promise((resolve, reject) => {
@@ -89,7 +64,8 @@ async function main() {
     const result = await load(`${svc.url}/api/notifications`, json, body);
     const countAfter = await fetch(`${svc.url}/api/notifications?limit=1`, { headers: { authorization: basic('target', 'target-password-1') } }).then((r) => r.json() as Promise<{ last_seq: number }>);
     await new Promise((r) => setTimeout(r, 1000));
-    pushes.sort((a, b) => a - b);
+    // the pushes of the timed load only (the bulk requests below push too)
+    const pushLatency = pushes.splice(0).sort((a, b) => a - b);
     const persisted = (countAfter.last_seq - countBefore.last_seq) / SECONDS;
 
     // bulk: 1,000 user notifications in one request
@@ -110,7 +86,7 @@ async function main() {
     console.log(`POST /api/notifications, ${CONNECTIONS} clients, one user   ${Math.round(result.requests.average)} req/s (${(result.requests.average / baseline.requests.average).toFixed(2)}x the baseline), ${result.non2xx} non-2xx`);
     console.log(`notifications persisted per second            ${Math.round(persisted)}/s (goal >= 5000/s)`);
     console.log(`POST latency p50 / p99                        ${result.latency.p50} / ${result.latency.p99} ms (goal p99 <= 50 ms)`);
-    console.log(`push latency commit -> client p50 / p99       ${pct(pushes, 50)} / ${pct(pushes, 99)} ms over ${pushes.length} pushes (goal p99 <= 50 ms)`);
+    console.log(`push latency commit -> client p50 / p99       ${pct(pushLatency, 50)} / ${pct(pushLatency, 99)} ms over ${pushLatency.length} pushes (goal p99 <= 50 ms)`);
     console.log(`bulk: 1,000 notifications in one request      median ${bulkMs[3].toFixed(0)} ms, best ${bulkMs[0].toFixed(0)} ms (goal <= 150 ms on PostgreSQL)`);
   } finally {
     bareServer.close();

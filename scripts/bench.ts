@@ -15,16 +15,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import knex from 'knex';
 import { spawnService, type ServiceProcess } from '../test/support/process.js';
 import { ADMIN, basic } from '../test/support/service.js';
 import type { Capture } from './bench/replay-server.js';
+import { arg, freshDatabase } from './bench/common.js';
 
 const run = promisify(execFile);
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-}
 const SECONDS = arg('seconds', 8);
 const CONNECTIONS = arg('connections', 50);
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -66,25 +62,6 @@ async function replayServer(c: Capture): Promise<{ url: string; stop(): void }> 
     stop() {
       child.kill();
       fs.rmSync(file, { force: true });
-    },
-  };
-}
-
-async function freshDatabase(): Promise<{ url: string | null; drop(): Promise<void> }> {
-  const base = process.env.SERVICE_BENCH_DATABASE_URL;
-  if (!base) return { url: null, drop: async () => {} };
-  const name = `svc_bench_${Date.now()}`;
-  const a = knex({ client: 'pg', connection: base });
-  await a.raw(`CREATE DATABASE "${name}"`);
-  await a.destroy();
-  const u = new URL(base);
-  u.pathname = `/${name}`;
-  return {
-    url: u.toString(),
-    async drop() {
-      const d = knex({ client: 'pg', connection: base });
-      await d.raw(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await d.destroy();
     },
   };
 }
