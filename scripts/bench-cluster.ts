@@ -16,7 +16,7 @@ import WebSocket from 'ws';
 import { startRedis } from '../test/support/redis.js';
 import { spawnService, type ServiceProcess } from '../test/support/process.js';
 import { ADMIN, basic } from '../test/support/service.js';
-import { arg, pct, freshDatabase } from './bench/common.js';
+import { arg, pct, benchDatabase } from './bench/common.js';
 
 const CLIENTS = arg('clients', 2000);
 const RATE = arg('rate', 200);
@@ -30,7 +30,7 @@ async function inBatches<T>(items: T[], size: number, fn: (item: T) => Promise<u
 
 async function main() {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-bench-cluster-'));
-  const db = await freshDatabase();
+  const db = await benchDatabase();
   const redis = await startRedis();
   const env = {
     SERVICE_REDIS_URL: redis.url,

@@ -18,7 +18,7 @@ import Koa from 'koa';
 import WebSocket from 'ws';
 import { spawnService } from '../test/support/process.js';
 import { ADMIN, basic } from '../test/support/service.js';
-import { arg, pct, freshDatabase } from './bench/common.js';
+import { arg, pct, benchDatabase } from './bench/common.js';
 
 const SECONDS = arg('seconds', 10);
 const CONNECTIONS = arg('connections', 50);
@@ -31,7 +31,7 @@ function load(url: string, headers: Record<string, string>, body: string): Promi
 
 async function main() {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-bench-notify-'));
-  const db = await freshDatabase();
+  const db = await benchDatabase();
   const svc = await spawnService({ dataDir, databaseUrl: db.url, env: { SERVICE_LOG_LEVEL: 'warn' } });
   const bare = new Koa();
   bare.use((ctx) => {

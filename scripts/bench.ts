@@ -18,7 +18,7 @@ import { promisify } from 'node:util';
 import { spawnService, type ServiceProcess } from '../test/support/process.js';
 import { ADMIN, basic } from '../test/support/service.js';
 import type { Capture } from './bench/replay-server.js';
-import { arg, freshDatabase } from './bench/common.js';
+import { arg, benchDatabase } from './bench/common.js';
 
 const run = promisify(execFile);
 const SECONDS = arg('seconds', 8);
@@ -81,7 +81,7 @@ async function coldStart(): Promise<number[]> {
 
 async function main() {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
-  const db = await freshDatabase();
+  const db = await benchDatabase();
   let svc: ServiceProcess | null = null;
   try {
     svc = await spawnService({ dataDir, databaseUrl: db.url, env: { SERVICE_LOG_LEVEL: 'warn', SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: '100000' }, command: SERVICE_COMMAND });

@@ -21,19 +21,22 @@ export interface TestDb {
   drop(): Promise<void>;
 }
 
-/** A fresh database: a new PostgreSQL database when testing on PostgreSQL, else null (SQLite). */
-export async function freshDatabase(): Promise<TestDb> {
-  if (!PG_URL) return { url: null, drop: async () => {} };
+/**
+ * A fresh database: a new PostgreSQL database on the server of `base` (by default the one the
+ * tests run on), else null (SQLite).
+ */
+export async function freshDatabase(base: string = PG_URL): Promise<TestDb> {
+  if (!base) return { url: null, drop: async () => {} };
   const name = `svc_t_${crypto.randomBytes(6).toString('hex')}`;
-  const admin = knex({ client: 'pg', connection: PG_URL, pool: { min: 0, max: 1 } });
+  const admin = knex({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
   await admin.raw(`CREATE DATABASE "${name}"`);
   await admin.destroy();
-  const u = new URL(PG_URL);
+  const u = new URL(base);
   u.pathname = `/${name}`;
   return {
     url: u.toString(),
     drop: async () => {
-      const a = knex({ client: 'pg', connection: PG_URL, pool: { min: 0, max: 1 } });
+      const a = knex({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
       await a.raw(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch(() => undefined);
       await a.destroy();
     },

@@ -22,6 +22,7 @@ import { access, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { unusedPort } from '../auth/helpers.js';
 
 const SLAPD = '/usr/sbin/slapd';
 const SLAPADD = '/usr/sbin/slapadd';
@@ -178,17 +179,6 @@ function run(cmd: string, args: string[]): Promise<void> {
   });
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 function canConnect(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect({ host: '127.0.0.1', port });
@@ -255,7 +245,7 @@ export async function startSlapd(options: StartSlapdOptions = {}): Promise<Slapd
     // The port is probed free then handed to slapd; another process may grab it in between, so retry.
     let lastError: unknown;
     for (let attempt = 0; attempt < 3 && !child; attempt++) {
-      port = await freePort();
+      port = await unusedPort();
       try {
         child = await launch(conf, port);
       } catch (err) {

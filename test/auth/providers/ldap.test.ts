@@ -4,6 +4,7 @@ import { Writable } from 'node:stream';
 import { createLogger, type Logger } from '../../../src/log.js';
 import { LdapProvider, escapeFilterValue, normalizeDN, type LdapProviderOptions } from '../../../src/auth/providers/ldap.js';
 import { LDAP_GROUPS, LDAP_PEOPLE, startSlapd, type Slapd } from '../../support/slapd.js';
+import { unusedPort } from '../helpers.js';
 
 /** A real pino logger whose JSON lines are kept for assertions. */
 function capturingLogger(): { log: Logger; lines: () => Array<Record<string, unknown>>; text: () => string } {
@@ -20,17 +21,6 @@ function capturingLogger(): { log: Logger; lines: () => Array<Record<string, unk
     text: () => buffer,
     lines: () => buffer.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>),
   };
-}
-
-async function closedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 async function expectRejection(promise: Promise<unknown>): Promise<Error> {
@@ -155,7 +145,7 @@ describe('LdapProvider against a real OpenLDAP slapd', function () {
   it('returns null for an empty password without contacting the server', async () => {
     expect(await provider().authenticate('alice', '')).to.equal(null);
     // Pointed at a closed port: any bind attempt would throw, so null proves none was made.
-    const offline = provider({ url: `ldap://127.0.0.1:${await closedPort()}` });
+    const offline = provider({ url: `ldap://127.0.0.1:${await unusedPort()}` });
     expect(await offline.authenticate('alice', '')).to.equal(null);
     expect(await offline.authenticate('', 'x')).to.equal(null);
   });
@@ -201,7 +191,7 @@ describe('LdapProvider against a real OpenLDAP slapd', function () {
   });
 
   it('throws quickly when nothing listens on the port', async () => {
-    const p = provider({ url: `ldap://127.0.0.1:${await closedPort()}`, connectTimeoutMs: 500, timeoutMs: 500 });
+    const p = provider({ url: `ldap://127.0.0.1:${await unusedPort()}`, connectTimeoutMs: 500, timeoutMs: 500 });
     const started = Date.now();
     await expectRejection(p.authenticate('alice', LDAP_PEOPLE.alice.password));
     expect(Date.now() - started).to.be.below(2000);
