@@ -1,3 +1,4 @@
+import net from 'node:net';
 import type { Context, Next } from 'koa';
 import type { IncomingHttpHeaders } from 'node:http';
 import { ApiIdentity, type CredentialMethod, type CredentialProof } from './identity.js';
@@ -193,22 +194,25 @@ export class Authenticator {
   /**
    * May a browser page at `origin` act with this user's cookie or cached Basic credentials?
    * Yes for the public URL and SERVICE_ALLOWED_ORIGINS, and for the address the request itself
-   * was sent to (`self`: a page of ours opened at 127.0.0.1 instead of the public name). A
-   * foreign page cannot pass as `self`: its Origin is its own, never the Host it sends to.
+   * was sent to (`self`) when that address is an IP literal or `localhost` (a page of ours
+   * opened at 127.0.0.1 instead of the public name). Never for another name the Host header
+   * carries: a page on an attacker's name that resolves to this service (DNS rebinding) sends
+   * a matching Origin and Host.
    */
   originAllowed(origin: string | null | undefined, self: string | null = null): boolean {
-    return Boolean(origin) && (this.deps.allowedOrigins.includes(origin!) || origin === self);
+    if (!origin) return false;
+    return this.deps.allowedOrigins.includes(origin) || (origin === self && isAddressLiteral(self));
   }
 
   middleware() {
     return async (ctx: Context, next: Next) => {
-      const fromHeaders = await this.fromHeaders(ctx.req.headers, ctx.ip);
-      // browsers replay cached Basic credentials on cross-site requests, like cookies
-      if (fromHeaders?.method === 'basic' && UNSAFE.has(ctx.method)) {
+      // browsers replay cached Basic credentials on cross-site requests, like cookies: refused
+      // before the password is checked (no attempt spent, no hashing)
+      if (UNSAFE.has(ctx.method) && /^Basic\s/i.test(ctx.get('authorization'))) {
         const origin = ctx.get('origin') || refererOrigin(ctx.get('referer'));
         if (origin && !this.originAllowed(origin, requestOrigin(ctx))) throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
       }
-      ctx.state.identity = fromHeaders ?? (await this.fromCookie(ctx));
+      ctx.state.identity = (await this.fromHeaders(ctx.req.headers, ctx.ip)) ?? (await this.fromCookie(ctx));
       await next();
     };
   }
@@ -220,6 +224,17 @@ export class Authenticator {
  */
 export function requestOrigin(ctx: Pick<Context, 'protocol' | 'host'>): string {
   return `${ctx.protocol}://${ctx.host}`;
+}
+
+/** Is the host of this origin an IP address or localhost (names no one else can point here)? */
+function isAddressLiteral(origin: string | null): boolean {
+  if (!origin) return false;
+  try {
+    const host = new URL(origin).hostname.replace(/^\[|\]$/g, '');
+    return host === 'localhost' || net.isIP(host) !== 0;
+  } catch {
+    return false;
+  }
 }
 
 function refererOrigin(referer: string): string | null {

@@ -91,6 +91,12 @@ describe('web: error pages and other addresses', function () {
     await ws.close();
     // another site is still refused, on every path
     await agent.post('/api/me/api-keys').set('Origin', 'http://127.0.0.1:1').send({ label: 'x' }).expect(403);
+    // a page on a name that resolves here (DNS rebinding) sends a matching Origin and Host: refused
+    const port = new URL(here).port;
+    const rebound = `http://rebind.example:${port}`;
+    await request(here).post('/api/auth/login').set('Host', `rebind.example:${port}`).set('Origin', rebound).send({ username: ADMIN.username, password: ADMIN.password }).expect(403);
+    await request(here).post('/login').type('form').set('Host', `rebind.example:${port}`).set('Origin', rebound).send({ username: ADMIN.username, password: ADMIN.password }).expect(403);
+    await agent.post('/api/me/api-keys').set('Host', `rebind.example:${port}`).set('Origin', rebound).send({ label: 'x' }).expect(403);
     await request(here).post('/login').type('form').set('Origin', 'https://evil.example').send({ username: ADMIN.username, password: ADMIN.password }).expect(403);
   });
 });
