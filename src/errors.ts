@@ -48,3 +48,25 @@ export async function withTimeout<T>(promise: Promise<T>, ms: number, what: stri
     clearTimeout(timer);
   }
 }
+
+/** What fieldErrorsOf reads of a joi ValidationError (structural: this module imports no joi). */
+interface JoiDetails {
+  details: ReadonlyArray<{ path: ReadonlyArray<string | number>; type: string; message: string; context?: { [key: string]: unknown } }>;
+}
+
+/**
+ * A joi error as field errors, one per problem, each message without its leading label. A
+ * pattern mismatch never quotes the value (joi's default message does): it may be a password,
+ * a key or a secret setting, and error bodies and CLI lines are shown and logged.
+ */
+export function fieldErrorsOf(error: JoiDetails, whole = 'payload'): FieldError[] {
+  return error.details.map((d) => ({
+    field: d.path.length ? d.path.join('.') : whole,
+    message: d.type.startsWith('string.pattern') && / with value /.test(d.message) ? `does not match the ${typeof d.context?.name === 'string' ? d.context.name : 'required'} format` : d.message.replace(/^"[^"]*"\s*/, ''),
+  }));
+}
+
+/** Field errors as one line: `field: message; field: message`. */
+export function fieldErrorsText(errors: readonly FieldError[]): string {
+  return errors.map((e) => `${e.field}: ${e.message}`).join('; ');
+}

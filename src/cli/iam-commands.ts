@@ -11,6 +11,7 @@ import { isKnownPermission } from '../iam/permissions.js';
 import { CLI_ACTOR } from './context.js';
 import { readSecret } from './input.js';
 import { table, UsageError, type CommandEnv } from './output.js';
+import { fieldErrorsOf } from '../errors.js';
 
 /**
  * `value` checked by `schema`; a failure is a usage error naming the argument: `argument`, or
@@ -19,8 +20,8 @@ import { table, UsageError, type CommandEnv } from './output.js';
 export function check<T>(argument: string, schema: Joi.Schema, value: unknown, options: Record<string, string> = {}): T {
   const { error, value: ok } = schema.validate(value, { convert: true });
   if (error) {
-    const d = error.details[0]!;
-    throw new UsageError(`${options[String(d.path[0])] ?? argument}: ${d.message.replace(/^"[^"]*"\s*/, '')}`);
+    const [first] = fieldErrorsOf(error);
+    throw new UsageError(`${options[first!.field.split('.')[0]!] ?? argument}: ${first!.message}`);
   }
   return ok as T;
 }

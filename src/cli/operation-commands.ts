@@ -3,7 +3,7 @@ import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Command } from 'commander';
 import Joi from 'joi';
-import { DomainError } from '../errors.js';
+import { DomainError, fieldErrorsOf } from '../errors.js';
 import { VERSION } from '../version.js';
 import { migrateLatest } from '../db/migrate.js';
 import { dialectOf, sqliteFile } from '../db/knex.js';
@@ -133,7 +133,7 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       const auth = new AuthSettingsStore(ctx.config, secrets);
       await auth.load();
       const { error, value: checked } = Joi.object({ [name]: FIELDS[name]!.schema.allow(null) }).validate({ [name]: value });
-      if (error) throw new UsageError(`value: ${error.details[0]!.message.replace(/^"[^"]*"\s*/, '')}`);
+      if (error) throw new UsageError(`value: ${fieldErrorsOf(error)[0]!.message}`);
       const { changes } = auth.preview(checked);
       await auth.save(changes);
       ctx.bus.emit('auth:settings_changed', {});
@@ -155,7 +155,7 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
         const schema = SECRET_SETTINGS[name]?.schema;
         if (schema) {
           const { error, value: ok } = schema.validate(parsed);
-          if (error) throw new UsageError(`value: ${error.details[0]!.message.replace(/^"[^"]*"\s*/, '')}`);
+          if (error) throw new UsageError(`value: ${fieldErrorsOf(error)[0]!.message}`);
           parsed = ok;
         }
       } else parsed = parseValue(name, value!);

@@ -1,5 +1,6 @@
 import type Joi from 'joi';
-import { validationFailed, type FieldError } from './errors.js';
+import { validationFailed } from './errors.js';
+import { fieldErrorsOf } from '../errors.js';
 
 /**
  * The path of the first string (or key) holding a NUL character (PostgreSQL text cannot store
@@ -28,12 +29,6 @@ export function validate<T>(schema: Joi.Schema<T>, value: unknown, where: 'body'
   const nul = nulField(value);
   if (nul !== null) throw validationFailed([{ field: nul || where, message: 'must not contain NUL characters' }]);
   const { error, value: out } = schema.validate(value ?? {}, { abortEarly: false, stripUnknown: false, convert: true });
-  if (error) {
-    const details: FieldError[] = error.details.map((d) => ({
-      field: d.path.length ? d.path.join('.') : where,
-      message: d.message.replace(/^"[^"]*"\s*/, ''),
-    }));
-    throw validationFailed(details);
-  }
+  if (error) throw validationFailed(fieldErrorsOf(error, where));
   return out as T;
 }

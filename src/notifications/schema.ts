@@ -2,6 +2,7 @@ import Joi from 'joi';
 import type { NotificationLevel } from '../bus/events.js';
 import { nulField } from '../http/validate.js';
 import { isLocalPath, isWebUrl } from '../http/links.js';
+import { fieldErrorsOf } from '../errors.js';
 
 /**
  * Validation of notify payloads, shared by every source: the bus, ws
@@ -77,7 +78,7 @@ export function checkNotify(kind: NotifyKind, raw: unknown): { value: ValidNotif
   if (error) {
     return {
       value: null,
-      problems: error.details.map((d) => ({ field: d.path.length ? d.path.join('.') : 'payload', message: d.message.replace(/^"[^"]*"\s*/, '') })),
+      problems: fieldErrorsOf(error),
     };
   }
   return { value: value as ValidNotify, problems: null };

@@ -6,6 +6,7 @@ import type { ProviderOperation } from './base-provider.js';
 import { SocketError } from './errors.js';
 import { checkPathsSchema, repairSchema, type MountGuardian, type RepairOptions } from './mount-guardian.js';
 import type { SocketRegistry } from './registry.js';
+import { fieldErrorsOf, fieldErrorsText } from '../errors.js';
 
 /** Who asks. null = no identity: only operations without a permission are allowed. */
 export interface SocketCaller {
@@ -50,7 +51,7 @@ export class SocketRequests {
     });
 
     const { value, error } = envelopeSchema.validate(request, { convert: false, abortEarly: false });
-    if (error) return fail('invalid_args', error.message, fieldsOf(error));
+    if (error) { const problems = fieldErrorsOf(error); return fail('invalid_args', fieldErrorsText(problems), problems); }
     const req = value as Required<Pick<SocketRequestPayload, 'request_id' | 'operation' | 'args'>> & { provider?: string };
 
     const m = OPERATION_NAME.exec(req.operation);
@@ -82,7 +83,10 @@ export class SocketRequests {
     if (op.permission !== null && !allows(caller, op.permission)) return fail('forbidden', `missing permission ${op.permission}`);
 
     const checked = op.schema.validate(req.args, ARGS_OPTIONS);
-    if (checked.error) return fail('invalid_args', checked.error.message, fieldsOf(checked.error));
+    if (checked.error) {
+      const problems = fieldErrorsOf(checked.error);
+      return fail('invalid_args', fieldErrorsText(problems), problems);
+    }
     for (const permission of op.permissionsFor?.(checked.value) ?? []) {
       if (!allows(caller, permission)) return fail('forbidden', `missing permission ${permission}`);
     }
@@ -138,13 +142,6 @@ export class SocketRequests {
   }
 }
 
-/** joi problems as `{field, message}` */
-function fieldsOf(error: Joi.ValidationError): Array<{ field: string; message: string }> {
-  return error.details.map((d) => ({
-    field: d.path.join('.') || 'payload',
-    message: d.message.replace(/^"[^"]*"\s*/, ''),
-  }));
-}
 
 function allows(caller: SocketCaller | null, permission: string): boolean {
   try {

@@ -30,6 +30,7 @@ import {
   type RunnerInfo,
   type SpawnRequest,
 } from './container-shapes.js';
+import { fieldErrorsOf, fieldErrorsText } from '../errors.js';
 
 export { containerIdFromProc, hostPathFor, JOI_OPTIONS, MOUNT_RW_PERMISSION, PREFIX_PATTERN, RUNNER_LABEL, SPAWN_PERMISSION };
 export type { CleanupOptions, CleanupResult, ContainerProviderOptions, RunnerInfo, SpawnRequest };
@@ -228,7 +229,10 @@ export class ContainerProvider extends SocketProvider {
    */
   async spawn(request: SpawnRequest): Promise<{ id: string; name: string }> {
     const { value, error } = spawnSchema(this.runnerPrefix).validate(request, JOI_OPTIONS);
-    if (error) throw new SocketError('invalid_args', error.message, error.details.map((d) => ({ field: d.path.join('.'), message: d.message.replace(/^"[^"]*"\s*/, '') })));
+    if (error) {
+      const problems = fieldErrorsOf(error);
+      throw new SocketError('invalid_args', fieldErrorsText(problems), problems);
+    }
     const req = value as Required<Omit<SpawnRequest, 'network'>> & { network?: string };
     const run = this.spawning.then(() => this.createRunner(req));
     this.spawning = run.catch(() => undefined);

@@ -5,6 +5,7 @@ import type { Logger } from '../log.js';
 import { SocketError } from './errors.js';
 import { HostPaths, resolvePath, type ResolvedRules } from './host-paths.js';
 import { isInside } from './paths.js';
+import { fieldErrorsOf, fieldErrorsText } from '../errors.js';
 
 export interface MountStatus {
   /** null when the path was not inspected (not managed, invalid) */
@@ -87,7 +88,8 @@ export class MountGuardian {
   async repair(target: string, options: RepairOptions = {}): Promise<RepairResult> {
     const { value, error } = repairSchema.validate({ target_dir: target, ...options }, { convert: false, abortEarly: false });
     if (error) {
-      throw new SocketError('invalid_args', error.message, error.details.map((d) => ({ field: d.path.join('.'), message: d.message })));
+      const problems = fieldErrorsOf(error);
+      throw new SocketError('invalid_args', fieldErrorsText(problems), problems);
     }
     const args = value as { target_dir: string; mode: string; owner_uid?: number; owner_gid?: number; include_private_files: boolean };
     const resolved = await this.paths.check(args.target_dir, 'target_dir');

@@ -63,6 +63,13 @@ describe('credential methods', () => {
       const k2 = 'second-system-key-bbbbbbbbbbbbbbbbbbbbbbbbbbbb';
       const bad = await request(svc.url).put('/api/settings/system-api-key').set('Authorization', adminAuth()).send({ key: 'short' }).expect(400);
       expect(bad.body.error.details[0].field).to.equal('key');
+      // a refused secret is never quoted back (an error body is shown and logged)
+      const secretLike = 'a-secret-that-must-not-come-back 0123456789';
+      const spaced = await request(svc.url).put('/api/settings/system-api-key').set('Authorization', adminAuth()).send({ key: secretLike }).expect(400);
+      expect(JSON.stringify(spaced.body)).not.to.include('must-not-come-back');
+      expect(spaced.body.error.details).to.deep.equal([{ field: 'key', message: 'must not contain whitespace' }]);
+      const webhook = await request(svc.url).put('/api/settings/webhook-secret').set('Authorization', adminAuth()).send({ secret: secretLike }).expect(400);
+      expect(JSON.stringify(webhook.body)).not.to.include('must-not-come-back');
       await request(svc.url).put('/api/settings/system-api-key').set('Authorization', adminAuth()).send({ key: k1 }).expect(204);
       expect((await request(svc.url).get('/api/me').set('X-API-Key', k1).expect(200)).body.method).to.equal('system_key');
       await request(svc.url).put('/api/settings/system-api-key').set('Authorization', adminAuth()).send({ key: k2 }).expect(204);

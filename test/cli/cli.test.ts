@@ -102,6 +102,9 @@ describe('CLI with the service stopped', function () {
     refused(await cli(env, ['settings', 'set', 'nope', 'x']), 2, /name: unknown setting nope/);
     refused(await cli(env, ['settings', 'set', 'ldap_bind_password', 'hunter22']), 2, /on stdin, not on the command line/);
     refused(await cli(env, ['settings', 'set', 'auth_providers', 'kerberos']), 2, /value: /);
+    const spaced = await cli(env, ['settings', 'set', 'system_api_key'], 'a secret-that-must-not-come-back-0123456789\n');
+    refused(spaced, 2, /value: must not contain whitespace/);
+    expect(spaced.stderr).not.to.include('must-not-come-back');
     refused(await cli({ ...env, SERVICE_PORT: 'eighty' }, ['user', 'list']), 2, /configuration error: SERVICE_PORT/);
     const json = await cli(env, ['--json', 'user', 'create', 'bad name']);
     expect(json.code).to.equal(2);
