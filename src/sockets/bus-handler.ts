@@ -2,7 +2,7 @@ import Joi from 'joi';
 import type { EventBus } from '../bus/bus.js';
 import type { SocketRequestPayload, SocketResponsePayload } from '../bus/events.js';
 import type { Logger } from '../log.js';
-import type { ProviderOperation } from './base-provider.js';
+import { fullCapabilities, type ProviderOperation } from './base-provider.js';
 import { SocketError } from './errors.js';
 import { checkPathsSchema, repairSchema, type MountGuardian, type RepairOptions } from './mount-guardian.js';
 import type { SocketRegistry } from './registry.js';
@@ -28,13 +28,24 @@ const envelopeSchema = Joi.object({
 const OPERATION_NAME = /^([a-z][a-z0-9_-]{0,62}):([a-z][a-z0-9_]{0,62})$/;
 const ARGS_OPTIONS: Joi.ValidationOptions = { abortEarly: false, convert: false, allowUnknown: false };
 
+/** A registry operation: the capability a named provider must declare for it, and the provider named. */
+interface BuiltinOperation extends ProviderOperation {
+  capability?: 'can_verify_mounts' | 'can_repair_permissions';
+  run(args: any, provider?: string): Promise<unknown>;
+}
+
 /**
  * Serves socket:request for every registered provider plus the registry-level operations
  * provider:list, mounts:check and mounts:repair. Used by the bus (trusted), and by the ws gateway
  * and HTTP routes with the caller's permissions. Never throws: every failure is a response.
  */
 export class SocketRequests {
-  constructor(private readonly deps: { registry: SocketRegistry; mountGuardian?: MountGuardian; logger: Logger }) {}
+  /** the operations of the registry itself, made once */
+  private readonly builtins: Record<string, BuiltinOperation>;
+
+  constructor(private readonly deps: { registry: SocketRegistry; mountGuardian?: MountGuardian; logger: Logger }) {
+    this.builtins = this.builtinOperations();
+  }
 
   readonly handle: SocketRequestHandler = async (request, caller) => {
     const raw = (typeof request === 'object' && request !== null ? request : {}) as Record<string, unknown>;
@@ -51,7 +62,10 @@ export class SocketRequests {
     });
 
     const { value, error } = envelopeSchema.validate(request, { convert: false, abortEarly: false });
-    if (error) { const problems = fieldErrorsOf(error); return fail('invalid_args', fieldErrorsText(problems), problems); }
+    if (error) {
+      const problems = fieldErrorsOf(error);
+      return fail('invalid_args', fieldErrorsText(problems), problems);
+    }
     const req = value as Required<Pick<SocketRequestPayload, 'request_id' | 'operation' | 'args'>> & { provider?: string };
 
     const m = OPERATION_NAME.exec(req.operation);
@@ -61,14 +75,20 @@ export class SocketRequests {
     let op: ProviderOperation | undefined;
     let providerName: string | null = null;
     let needsAvailable: (() => Promise<boolean>) | null = null;
-    const builtin = this.builtinOperations(req.provider)[req.operation];
+    const builtin = Object.prototype.hasOwnProperty.call(this.builtins, req.operation) ? this.builtins[req.operation] : undefined;
     if (builtin) {
-      // a registry-level operation may name a provider: it must exist, and the answer says which
+      // a registry-level operation may name a provider: it must exist and be able to do what is
+      // asked (provider:list then lists that one); the answer says which
       if (req.provider !== undefined) {
-        if (!this.deps.registry.get(req.provider)) return fail('unknown_provider', `no socket provider named ${req.provider}`);
+        const named = this.deps.registry.get(req.provider);
+        if (!named) return fail('unknown_provider', `no socket provider named ${req.provider}`);
+        if (builtin.capability && !fullCapabilities(named.capabilities)[builtin.capability]) {
+          const problem = { field: 'provider', message: `${req.provider} does not declare ${builtin.capability}` };
+          return fail('invalid_args', `provider: ${problem.message}`, [problem]);
+        }
         base.provider = req.provider;
       }
-      op = builtin;
+      op = { ...builtin, run: (args) => builtin.run(args, req.provider) };
     } else {
       providerName = req.provider ?? kind;
       base.provider = providerName;
@@ -112,13 +132,13 @@ export class SocketRequests {
     });
   }
 
-  /** The operations of the registry itself; `provider` narrows provider:list to that one. */
-  private builtinOperations(provider?: string): Record<string, ProviderOperation> {
-    const ops: Record<string, ProviderOperation> = {
+  /** The operations of the registry itself; `provider` (checked) narrows provider:list to that one. */
+  private builtinOperations(): Record<string, BuiltinOperation> {
+    const ops: Record<string, BuiltinOperation> = {
       'provider:list': {
         schema: Joi.object({}),
         permission: null,
-        run: async () => {
+        run: async (_args: unknown, provider?: string) => {
           const providers = (await this.deps.registry.list()).filter((p) => provider === undefined || p.name === provider);
           // which instance answered: each one lists the providers of its own host
           return { providers, available: providers.filter((p) => p.available).map((p) => p.name), total: providers.length, instance: this.deps.registry.instance };
@@ -130,11 +150,13 @@ export class SocketRequests {
       ops['mounts:check'] = {
         schema: Joi.object({ paths: checkPathsSchema.required() }),
         permission: null,
+        capability: 'can_verify_mounts',
         run: (a: { paths: string[] }) => guardian.check(a.paths),
       };
       ops['mounts:repair'] = {
         schema: repairSchema,
         permission: 'socket:mounts:repair',
+        capability: 'can_repair_permissions',
         run: ({ target_dir, ...options }: { target_dir: string } & RepairOptions) => guardian.repair(target_dir, options),
       };
     }

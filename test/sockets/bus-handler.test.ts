@@ -76,12 +76,15 @@ describe('sockets/bus-handler (real dockerd)', function () {
     expect(result.providers[0]).to.include({ name: 'container', available: true, plugin: null, socket_path: dockerd.socketPath });
   });
 
-  it('registry-level operations accept a provider: provider:list narrows to it, mounts:* name it', async () => {
+  it('registry-level operations accept a provider that can do what is asked: provider:list narrows to it, mounts:* name it', async () => {
     const r = await ask(bus, { operation: 'provider:list', provider: 'container' });
     expect(r).to.deep.include({ operation: 'provider:list', provider: 'container', ok: true, error: null });
     expect((r.result as { providers: Array<{ name: string }> }).providers.map((p) => p.name)).to.deep.equal(['container']);
     const check = await ask(bus, { operation: 'mounts:check', provider: 'container', args: { paths: [managed] } });
     expect(check).to.deep.include({ operation: 'mounts:check', provider: 'container', ok: true, error: null });
+    // the container provider does not repair permissions (the guardian does, on the host): naming it is refused
+    const repair = await ask(bus, { operation: 'mounts:repair', provider: 'container', args: { target_dir: managed } });
+    expect(repair.error).to.deep.include({ code: 'invalid_args', message: 'provider: container does not declare can_repair_permissions' });
   });
 
   it('container:health, container:mounts, container:storage_root, container:runners', async () => {
