@@ -9,6 +9,8 @@ import { migrateLatest } from '../db/migrate.js';
 import { dialectOf, sqliteFile } from '../db/knex.js';
 import { seedIam } from '../iam/seed.js';
 import { AuthSettingsStore, FIELDS, MASK } from '../auth/settings.js';
+import { changeAuthSettings } from '../auth/settings-change.js';
+import { LocalProvider } from '../auth/providers/local.js';
 import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS, SYSTEM_KEY_VALUE } from '../auth/system-key.js';
 import { WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE, WEBHOOK_SECRET_VALUE } from '../notifications/webhook.js';
 import { NotificationsService } from '../notifications/service.js';
@@ -130,12 +132,11 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       else await secrets.set(secret.namespace, secret.key, value as string);
       if (secret.changed) ctx.bus.emit(secret.changed, {} as never);
     } else {
-      const auth = new AuthSettingsStore(ctx.config, secrets);
-      await auth.load();
       const { error, value: checked } = Joi.object({ [name]: FIELDS[name]!.schema.allow(null) }).validate({ [name]: value });
       if (error) throw new UsageError(`value: ${fieldErrorsOf(error)[0]!.message}`);
-      const { changes } = auth.preview(checked);
-      await auth.save(changes);
+      // the same checks as the settings API: groups that exist, a login chain that builds
+      const { store } = await ctx.iam();
+      await changeAuthSettings({ settings: new AuthSettingsStore(ctx.config, secrets), store, local: new LocalProvider(store, ctx.passwords), log: ctx.log }, checked);
       ctx.bus.emit('auth:settings_changed', {});
     }
     out(cmd).result({ name, changed: true }, value === null ? `${name} reset to its default` : `${name} set`);

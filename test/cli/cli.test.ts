@@ -102,6 +102,9 @@ describe('CLI with the service stopped', function () {
     refused(await cli(env, ['settings', 'set', 'nope', 'x']), 2, /name: unknown setting nope/);
     refused(await cli(env, ['settings', 'set', 'ldap_bind_password', 'hunter22']), 2, /on stdin, not on the command line/);
     refused(await cli(env, ['settings', 'set', 'auth_providers', 'kerberos']), 2, /value: /);
+    // what the settings API refuses, the CLI refuses too: unknown groups, a chain that cannot be built
+    refused(await cli(env, ['settings', 'set', 'sso_default_groups', 'NO_SUCH_GROUP']), 2, /sso_default_groups: unknown group NO_SUCH_GROUP/);
+    refused(await cli(env, ['settings', 'set', 'auth_providers', 'local,ldap']), 2, /ldap: /);
     const spaced = await cli(env, ['settings', 'set', 'system_api_key'], 'a secret-that-must-not-come-back-0123456789\n');
     refused(spaced, 2, /value: must not contain whitespace/);
     expect(spaced.stderr).not.to.include('must-not-come-back');

@@ -1,12 +1,12 @@
 import type Router from '@koa/router';
 import Joi from 'joi';
 import type { AuthComponent } from '../component.js';
-import { buildProviders, type ChainEntry } from '../chain.js';
+import type { ChainEntry } from '../chain.js';
 import { jsonBody } from '../../http/body.js';
 import { validate } from '../../http/validate.js';
-import { badField, validationFailed } from '../../http/errors.js';
 import { ApiRouter } from '../../http/api.js';
 import { patchSchema } from '../settings.js';
+import { changeAuthSettings } from '../settings-change.js';
 import { noStore } from '../sessions.js';
 
 /** GET|PATCH /api/settings/auth: the login providers' settings, and the chain they build. */
@@ -58,16 +58,7 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
       const body = jsonBody(ctx);
       if (body && typeof body === 'object' && !Array.isArray(body)) auth.authSettings.assertUnlocked(Object.keys(body));
       const patch = validate(patchSchema, body) as Record<string, unknown>;
-      await auth.authSettings.load(); // another instance may have changed them
-      const { settings, changes } = auth.authSettings.preview(patch);
-      if ('sso_default_groups' in changes && settings.ssoDefaultGroups.length) {
-        const found = new Set((await auth.iam.store.groupsNamed(settings.ssoDefaultGroups)).map((g) => g.name));
-        const missing = settings.ssoDefaultGroups.filter((g) => !found.has(g));
-        if (missing.length) throw badField('sso_default_groups', `unknown group ${missing.join(', ')}`);
-      }
-      const { errors } = buildProviders(settings, auth.local, ctx.log);
-      if (errors.length) throw validationFailed(errors.map((e) => ({ field: e.provider, message: e.message })));
-      await auth.authSettings.save(changes);
+      const changes = await changeAuthSettings({ settings: auth.authSettings, store: auth.iam.store, local: auth.local, log: ctx.log }, patch);
       auth.rebuildChain();
       // every other instance rebuilds its chain too
       auth.iam.bus.emit('auth:settings_changed', {});
