@@ -5,9 +5,8 @@ import type { Logger } from '../log.js';
 import { checkNotify, type FieldProblem, type NotifyKind, type ValidNotify } from './schema.js';
 import { NotifyError, type NotificationView, type NotifyResult, type PushFrame, type UserDirectory, type UserRef, type Viewer } from './types.js';
 import { isRead, iso, toFrame, toView, type Row } from './rows.js';
-import { NotificationWriter, newNotificationId, type WriteJob, type WriteOptions } from './writer.js';
+import { NotificationWriter, newNotificationId, SEQ_COUNTER, type WriteJob, type WriteOptions } from './writer.js';
 
-const COUNTER = 'notifications';
 
 export type NotifyOptions = WriteOptions;
 
@@ -51,7 +50,7 @@ export class NotificationsService {
   truncatedBefore: () => Promise<number> = async () => 0;
 
   constructor(private readonly deps: NotificationsServiceDeps) {
-    this.writer = new NotificationWriter({ db: deps.db, users: deps.users, log: deps.log });
+    this.writer = new NotificationWriter({ db: deps.db, users: deps.users });
   }
 
   /** group commit counters: transactions and notifications written */
@@ -164,7 +163,7 @@ export class NotificationsService {
 
   /** The highest seq handed out so far (0 on a fresh database). */
   async lastSeq(db: Knex = this.deps.db): Promise<number> {
-    const row = await db('counters').where({ name: COUNTER }).first('value');
+    const row = await db('counters').where({ name: SEQ_COUNTER }).first('value');
     return row ? Number(row.value) : 0;
   }
 

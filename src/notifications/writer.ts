@@ -1,11 +1,11 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import type { Logger } from '../log.js';
 import { toView, type Row } from './rows.js';
 import type { NotifyKind, ValidNotify } from './schema.js';
 import { NotifyError, type ClearView, type NotifyResult, type PushFrame, type UserDirectory, type UserRef } from './types.js';
 
-const COUNTER = 'notifications';
+/** the counters row that hands out notification seqs */
+export const SEQ_COUNTER = 'notifications';
 /** rows per INSERT statement (SQLite and PostgreSQL both take this many bound values) */
 const INSERT_CHUNK = 500;
 
@@ -53,7 +53,6 @@ interface Planned {
 export interface WriterDeps {
   db: Knex;
   users: UserDirectory;
-  log: Logger;
   /** jobs per transaction at most (a larger group is written alone, in one transaction) */
   maxBatch?: number;
   /** how long the first submission waits for others to join its batch */
@@ -176,6 +175,8 @@ export class NotificationWriter {
       const overlay = new Map<string, { user_id: string | null }>();
       const planned: Planned[] = [];
       const problems: Array<{ field: string; message: string }> = [];
+      // slots this request takes so far (a running count: a batch holds up to 1,000 jobs)
+      let taken = 0;
       for (const job of p.jobs) {
         const target = job.kind === 'user' ? targets.get(job.n.user!)! : null;
         const userId = target?.id ?? null;
@@ -186,9 +187,9 @@ export class NotificationWriter {
         }
         if (job.n.action === 'clear') {
           // never stored (or transient): clients may still show it, so the clear is pushed without a seq
-          planned.push({ job, target, action: 'cleared', slot: before ? slots + planned.filter((x) => x.slot !== null).length : null });
+          planned.push({ job, target, action: 'cleared', slot: before ? slots + taken++ : null });
         } else {
-          planned.push({ job, target, action: before ? 'updated' : 'created', slot: slots + planned.filter((x) => x.slot !== null).length });
+          planned.push({ job, target, action: before ? 'updated' : 'created', slot: slots + taken++ });
           overlay.set(job.id, { user_id: userId });
         }
       }
@@ -197,7 +198,7 @@ export class NotificationWriter {
         continue;
       }
       for (const [id, v] of overlay) known.set(id, v);
-      slots += planned.filter((x) => x.slot !== null).length;
+      slots += taken;
       plans.set(p, planned);
     }
 
@@ -259,7 +260,7 @@ export class NotificationWriter {
 
 /** Takes `n` seqs: one statement, whose row lock (PostgreSQL) orders this batch after every other writer's. */
 async function allocate(trx: Knex.Transaction, n: number): Promise<number> {
-  const rows: { value: number | string }[] = await trx('counters').where({ name: COUNTER }).increment('value', n).returning('value');
+  const rows: { value: number | string }[] = await trx('counters').where({ name: SEQ_COUNTER }).increment('value', n).returning('value');
   if (!rows.length) throw new Error('the notifications counter is missing (migration not applied?)');
   return Number(rows[0].value);
 }

@@ -16,7 +16,7 @@ import { PluginStore } from './store.js';
 import { importPluginModule, readManifest } from './loader.js';
 import { pluginRoutes, routeEndpoints, routerDispatch } from './routing.js';
 import type { Endpoint } from '../http/api.js';
-import { pluginView } from './view.js';
+import { pluginView, providerProblems } from './view.js';
 import type { PluginModule, PluginState, PluginView } from './types.js';
 
 export type { PluginView };
@@ -242,28 +242,11 @@ export class PluginHost {
       return this.deps.clientEvents?.forward(e.topic, e.permission) ?? (() => undefined);
     });
     rec.running = { ctx, module: mod, dispatch: routerDispatch(ctx.router), unforward };
-    const problems = this.checkProviders(m);
+    const problems = providerProblems(this.deps.sockets.registry, m);
     this.deps.iam.ledger.setPlugin({ id: m.id, roles: m.roles });
     await this.setState(rec, problems.length ? 'degraded' : 'loaded', problems.length ? problems.join('; ') : null);
     if (problems.length) log.warn({ reasons: problems }, 'plugin degraded');
     else log.info({ version: m.version }, 'plugin loaded');
-  }
-
-  /** Declared providers against those actually registered (a plugin provides only what it declared). */
-  private checkProviders(m: PluginManifest): string[] {
-    const registry = this.deps.sockets.registry;
-    const problems: string[] = [];
-    for (const name of m.socket_providers.provides) {
-      const owner = registry.ownerOf(name);
-      if (owner === undefined) problems.push(`declared socket provider ${name} was not registered`);
-      else if (owner !== m.id) problems.push(`declared socket provider ${name} is registered by ${owner === 'core' ? 'the core' : `plugin ${owner}`}`);
-    }
-    for (const name of m.socket_providers.uses) {
-      const owner = registry.ownerOf(name);
-      if (owner === undefined) problems.push(`used socket provider ${name} is not registered`);
-      else if (owner !== 'core') problems.push(`used socket provider ${name} belongs to plugin ${owner}; plugins cannot use another plugin's provider`);
-    }
-    return problems;
   }
 
   /** Stops a plugin: routes first, then its teardown, then everything it attached. */
@@ -384,9 +367,14 @@ export class PluginHost {
 
   /** The routes of every running plugin, for the OpenAPI document (src/plugins/routing.ts). */
   documentedRoutes(): { version: number; endpoints: Endpoint[] } {
-    const endpoints = [...this.records.values()].flatMap((rec) => (rec.running ? routeEndpoints(rec.key, rec.manifest!.name, rec.running.ctx.router) : []));
-    return { version: this.routesVersion, endpoints };
+    if (this.documented?.version !== this.routesVersion) {
+      const endpoints = [...this.records.values()].flatMap((rec) => (rec.running ? routeEndpoints(rec.key, rec.manifest!.name, rec.running.ctx.router) : []));
+      this.documented = { version: this.routesVersion, endpoints };
+    }
+    return this.documented;
   }
+
+  private documented: { version: number; endpoints: Endpoint[] } | null = null;
 
   /** The one dispatch middleware of every running plugin's routes (src/plugins/routing.ts). */
   middleware(): Middleware {

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import type { PluginManifest } from './manifest.js';
 import type { PluginState, PluginView } from './types.js';
+import type { SocketRegistry } from '../sockets/registry.js';
 
 /** What the admin API shows of a plugin; `registered`: the socket providers it registered. */
 export function pluginView(
@@ -29,4 +30,20 @@ export function pluginView(
     auth_providers: m ? [...m.auth_providers] : [],
     updated_at: new Date(rec.updatedAt).toISOString(),
   };
+}
+
+/** A plugin's declared socket providers against the registry: it provides only what it declared, and uses only core ones. */
+export function providerProblems(registry: Pick<SocketRegistry, 'ownerOf'>, m: PluginManifest): string[] {
+  const problems: string[] = [];
+  for (const name of m.socket_providers.provides) {
+    const owner = registry.ownerOf(name);
+    if (owner === undefined) problems.push(`declared socket provider ${name} was not registered`);
+    else if (owner !== m.id) problems.push(`declared socket provider ${name} is registered by ${owner === 'core' ? 'the core' : `plugin ${owner}`}`);
+  }
+  for (const name of m.socket_providers.uses) {
+    const owner = registry.ownerOf(name);
+    if (owner === undefined) problems.push(`used socket provider ${name} is not registered`);
+    else if (owner !== 'core') problems.push(`used socket provider ${name} belongs to plugin ${owner}; plugins cannot use another plugin's provider`);
+  }
+  return problems;
 }

@@ -13,6 +13,7 @@ import { dashboardContent, docsContent, groupsContent, pluginsContent, settingsC
 import { serveStatic } from './static.js';
 import { loginPageRoutes } from './login.js';
 import { html, type SafeHtml } from './html.js';
+import type { User } from '../iam/store.js';
 
 /**
  * The web UI: the signed-in pages (each behind its permission, enforced here), sign out, the
@@ -71,19 +72,19 @@ function pageGuard(page: PageDef) {
 export function webRoutes(auth: AuthComponent, extraEndpoints?: ExtraEndpoints): Router {
   const r = new Router();
 
-  const page = (def: PageDef, content: (ctx: Context) => Promise<SafeHtml> | SafeHtml) => {
+  // the signed-in user's profile, from the resolver's cache (the identity was resolved through it)
+  const userOf = async (id: { user_id: string | null } | null) => (id?.user_id ? ((await auth.iam.resolver.resolve(id.user_id))?.user ?? null) : null);
+
+  const page = (def: PageDef, content: (ctx: Context, user: User | null) => SafeHtml) => {
     r.get(def.path, pageGuard(def), async (ctx) => {
       const id = ctx.state.identity!;
-      const user = id.user_id ? await auth.iam.store.userById(id.user_id) : null;
-      sendHtml(ctx, appPage(id, def, await content(ctx), user?.display_name));
+      const user = await userOf(id);
+      sendHtml(ctx, appPage(id, def, content(ctx, user), user?.display_name));
     });
   };
 
   page(PAGES.dashboard, (ctx) => dashboardContent(ctx.state.identity!));
-  page(PAGES.settings, async (ctx) => {
-    const id = ctx.state.identity!;
-    return settingsContent(id, id.user_id ? await auth.iam.store.userById(id.user_id) : null);
-  });
+  page(PAGES.settings, (ctx, user) => settingsContent(ctx.state.identity!, user));
   page(PAGES.users, () => usersContent());
   page(PAGES.groups, (ctx) => groupsContent(ctx.state.identity!));
   page(PAGES.plugins, () => pluginsContent());
@@ -107,8 +108,7 @@ export function webRoutes(auth: AuthComponent, extraEndpoints?: ExtraEndpoints):
   // Public; a signed-in visitor gets the top bar of the other pages.
   r.get('/docs', async (ctx) => {
     const id = ctx.state.identity ?? null;
-    const user = id?.user_id ? await auth.iam.store.userById(id.user_id) : null;
-    sendHtml(ctx, appPage(id, DOCS_PAGE, docsContent(), user?.display_name, DOCS_HEAD));
+    sendHtml(ctx, appPage(id, DOCS_PAGE, docsContent(), (await userOf(id))?.display_name, DOCS_HEAD));
   });
 
   r.get('/static/swagger/:name', (ctx) => {

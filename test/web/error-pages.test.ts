@@ -34,9 +34,9 @@ describe('web: error pages and other addresses', function () {
 
   it('a failure is a 500 page that tells nothing of the cause', async () => {
     // the settings page reads the user: make that read fail as a bug would
-    const store = svc.service.iam.store;
-    const original = store.userById;
-    store.userById = async () => {
+    const resolver = svc.service.iam.resolver;
+    const original = resolver.resolve;
+    resolver.resolve = async () => {
       throw new Error('secret internals');
     };
     try {
@@ -45,7 +45,7 @@ describe('web: error pages and other addresses', function () {
       expect(page.text).not.to.include('secret internals');
       expect((await request(here).get('/settings').set('Authorization', adminAuth()).expect(500)).body).to.deep.equal({ error: { code: 'internal', message: 'internal error' } });
     } finally {
-      store.userById = original;
+      resolver.resolve = original;
     }
   });
 
