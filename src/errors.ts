@@ -1,8 +1,3 @@
-/**
- * An error a caller caused or must wait out, raised below the HTTP layer. `code` says what
- * kind it is; the HTTP error middleware (src/http/app.ts) maps the code to a status and the
- * error body, so the model never needs to know about HTTP.
- */
 /** One problem of an input, by the field (or argument) it is about. */
 export interface FieldError {
   field: string;
@@ -16,6 +11,11 @@ export function fieldError(field: string, message: string): DomainError {
   return new DomainError('validation_failed', `${field}: ${message}`, [{ field, message }]);
 }
 
+/**
+ * An error a caller caused or must wait out, raised below the HTTP layer. `code` says what
+ * kind it is; the HTTP error middleware (src/http/app.ts) maps the code to a status and the
+ * error body, so the model never needs to know about HTTP.
+ */
 export class DomainError extends Error {
   constructor(
     readonly code: DomainErrorCode,

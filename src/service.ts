@@ -90,7 +90,7 @@ export class Service {
     // the cookie session (only when the request carries one) and then the identity, in one step
     const identify = this.auth.authenticator.middleware();
     this.app.use((ctx, next) => sessions(ctx, () => identify(ctx, next)));
-        const users = userDirectory(this.iam.store);
+    const users = userDirectory(this.iam.store);
     // a user deleted or renamed is no longer a target (every instance: the event is cluster-wide)
     this.bus.on('iam:permissions_changed', () => users.forget());
     this.notifications = new NotificationsComponent({

@@ -2,12 +2,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** The folder of this project's package.json, found from this module (in src/ or in a build). */
-export const PROJECT_ROOT: string = (() => {
+/** This project's package.json, found from this module (in src/ or in a build), and its folder. */
+const PACKAGE = (() => {
   for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
     try {
-      const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name?: string };
-      if (pkg.name === 'service-core') return dir;
+      const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name?: string; version: string };
+      if (pkg.name === 'service-core') return { dir, version: pkg.version };
     } catch {
       /* not here: one folder up */
     }
@@ -15,5 +15,8 @@ export const PROJECT_ROOT: string = (() => {
   }
 })();
 
+/** The folder of this project's package.json. */
+export const PROJECT_ROOT: string = PACKAGE.dir;
+
 /** The release: `version` of package.json. */
-export const VERSION: string = (JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+export const VERSION: string = PACKAGE.version;

@@ -117,13 +117,7 @@ export class ApiKeyStore {
     return { token, key: toRow(row) };
   }
 
-  /** A live credential by its token: not revoked, not expired, owner not disabled. */
-  async lookup(token: string): Promise<ApiKeyRow | null> {
-    if (token.length < 16 || token.length > 256) return null;
-    return this.live('token_hash', sha256(token));
-  }
-
-  /** The same, by the token's SHA-256 (the caller hashed it already). */
+  /** A live credential by its token's SHA-256: not revoked, not expired, owner not disabled. */
   async lookupHash(hash: string): Promise<ApiKeyRow | null> {
     return this.live('token_hash', hash);
   }

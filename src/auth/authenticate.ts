@@ -44,7 +44,7 @@ export function passwordProof(hashedPassword: string | null): Extract<Credential
 }
 
 /**
- * Resolves a request to one ApiIdentity, trying the credential methods of the specification in
+ * Resolves a request to one ApiIdentity, trying the credential methods (docs/auth.md) in
  * order: system key, per-user key or session token, HTTP Basic, UI cookie session. The first
  * identity found wins; a malformed or unknown credential is simply no identity.
  */

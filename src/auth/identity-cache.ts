@@ -10,7 +10,7 @@ interface Entry {
  * a repeated request costs a hash and a map lookup, no database round trip. Entries live at
  * most `ttlMs` (SERVICE_PERMISSION_CACHE_TTL_MS; 0 turns the cache off) and never past their
  * credential's expiry; every change that could end or narrow one drops it at once (and, through
- * the bus bridge, on every instance): see the events wired in src/iam/component.ts.
+ * the bus bridge, on every instance): see the events wired in src/auth/component.ts.
  */
 export class IdentityCache {
   private readonly entries = new Map<string, Entry>();

@@ -34,7 +34,7 @@ function open(value: string, purpose: OneTimePurpose, sealed: string): unknown {
 
 /**
  * Single-use, short-lived secrets kept in the database so every instance can redeem them
- * (OIDC login states, exchange codes, later WebSocket tickets). The table holds only the
+ * (OIDC login states, exchange codes, WebSocket tickets). The table holds only the
  * SHA-256 of the value and its data encrypted under a key derived from the value, so a read of
  * the table yields neither usable values nor what they carry (e.g. a session token).
  * `take` deletes the row; of two concurrent redeemers only the one whose delete hit wins.

@@ -112,13 +112,14 @@ export class CliContext {
   }
 
   /**
-   * The encrypted settings store. It needs the master key: from the environment or secret.key;
-   * when neither exists yet (the service never started here), the key file is made now, as the
-   * service would make it, rather than encrypting with a key nobody keeps.
+   * The encrypted settings store. It needs the master key: from the environment or secret.key.
+   * When neither exists yet (the service never started here), a command that stores a secret
+   * (`forWriting`) makes the key file now, as the service would, rather than encrypting with a
+   * key nobody keeps; a reading one writes nothing (nothing stored can be read without it).
    */
-  async secrets(): Promise<SecretsStore> {
+  async secrets(forWriting: boolean): Promise<SecretsStore> {
     const db = await this.prepared();
-    if (!this.config.fromEnv.has('SERVICE_SECRET_KEY') && !fs.existsSync(path.join(this.config.dataDir, 'secret.key'))) {
+    if (forWriting && !this.config.fromEnv.has('SERVICE_SECRET_KEY') && !fs.existsSync(path.join(this.config.dataDir, 'secret.key'))) {
       this.cachedConfig = loadConfig(this.io.env, { writeFiles: true });
     }
     return new SecretsStore(db, this.config.secretKey);

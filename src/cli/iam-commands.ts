@@ -26,7 +26,7 @@ export function check<T>(argument: string, schema: Joi.Schema, value: unknown, o
   return ok as T;
 }
 
-const username = (v: string) => check<string>('username', Joi.string().pattern(USERNAME).messages({ 'string.pattern.base': 'must be 1-64 letters, digits or . _ @ -' }), v);
+const username = (v: string, argument = 'username') => check<string>(argument, Joi.string().pattern(USERNAME).messages({ 'string.pattern.base': 'must be 1-64 letters, digits or . _ @ -' }), v);
 const groupName = (v: string) => check<string>('group', Joi.string().pattern(GROUP_NAME).messages({ 'string.pattern.base': 'must start with a letter or digit, then up to 63 letters, digits or . _ -' }), v);
 const collect = (v: string, all: string[] = []) => [...all, v];
 
@@ -152,7 +152,7 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
     .option('--expires <when>', 'a duration from now (30d, 12h) or an ISO date')
     .option('--label <label>', 'what the key is for', 'issued by the CLI')
     .action(async (opts, cmd: Command) => {
-      const owner = check<string>('--user', Joi.string().pattern(USERNAME).messages({ 'string.pattern.base': 'must be 1-64 letters, digits or . _ @ -' }), opts.user);
+      const owner = username(opts.user, '--user');
       const body = check<{ label: string; scopes?: string[]; expires_at?: Date }>(
         'key',
         createKeySchema,
@@ -174,7 +174,7 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
     .description("a user's live API keys and web sessions (never their tokens)")
     .requiredOption('--user <username>', 'the owner')
     .action(async (opts, cmd: Command) => {
-      const owner = username(opts.user);
+      const owner = username(opts.user, '--user');
       const { users, apiKeys } = await ctx.iam();
       const rows = (await apiKeys.listFor((await users.find({ username: owner })).id)).map(publicKey);
       out(cmd).result({ keys: rows }, table(['ID', 'KIND', 'PREFIX', 'LABEL', 'EXPIRES'], rows.map((k) => [k.id, k.kind, k.prefix, k.label || '-', k.expires_at ?? 'never'])));

@@ -105,7 +105,7 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
     .description('show the settings (or one), where each comes from and whether the environment locks it; secrets are never shown')
     .action(async (name: string | undefined, _opts, cmd: Command) => {
       if (name !== undefined) settingName(name);
-      const secrets = await ctx.secrets();
+      const secrets = await ctx.secrets(false);
       const auth = new AuthSettingsStore(ctx.config, secrets);
       await auth.load();
       const all: Record<string, { value: unknown; source: string; locked: boolean; secret: boolean }> = { ...auth.view() };
@@ -123,7 +123,7 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
     });
 
   const change = async (name: string, value: unknown, cmd: Command) => {
-    const secrets = await ctx.secrets();
+    const secrets = await ctx.secrets(true);
     await ctx.announceChanges();
     const secret = SECRET_SETTINGS[name];
     if (secret) {

@@ -11,11 +11,6 @@ declare module 'koa' {
   }
 }
 
-/**
- * Reads the raw request body once, enforcing the size limit (413). Parsing is left to the
- * route (jsonBody / formBody) so a webhook can verify a signature over the raw bytes before
- * any parsing happens.
- */
 /** Routes that take larger bodies than the default (`POST /api/notifications/batch`), by `METHOD path`. */
 const LARGER_BODIES = new Map<string, number>();
 
@@ -24,6 +19,11 @@ export function allowLargerBody(method: string, path: string, limit: number): vo
   LARGER_BODIES.set(`${method} ${path}`, limit);
 }
 
+/**
+ * Reads the raw request body once, enforcing the size limit (413). Parsing is left to the
+ * route (jsonBody / formBody) so a webhook can verify a signature over the raw bytes before
+ * any parsing happens.
+ */
 export function readBody(defaultLimit = DEFAULT_BODY_LIMIT) {
   return async (ctx: Context, next: Next) => {
     ctx.request.rawBody = Buffer.alloc(0);

@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Context, Next } from 'koa';
 import { ApiRouter } from '../http/api.js';
-import { validationFailed, badField, HttpError, unavailable } from '../http/errors.js';
+import { unavailable } from '../http/errors.js';
 import { PLUGIN_ID_MAX } from './manifest.js';
 import { PluginConflictError, type PluginHost } from './host.js';
 import { settingsView } from './settings.js';
@@ -128,15 +128,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
     async (_ctx, { params, body }) => {
       const m = validManifest(params.id);
       const changes = body as Record<string, string | null>;
-      for (const key of Object.keys(changes)) {
-        if (!Object.prototype.hasOwnProperty.call(m.settings, key)) throw badField(key, `is not a setting of plugin ${params.id}`);
-        if (host.settings.isLocked(m, key)) throw new HttpError(409, 'conflict', `setting ${key} is set in the environment and cannot be changed here`, { field: key });
-      }
-      // a stored secret never follows a changed endpoint: it is typed again with it
-      const problems = Object.entries(m.settings)
-        .filter(([key, def]) => !(key in changes) && def.sent_to.some((target) => target in changes))
-        .map(([key, def]) => ({ field: key, message: `must be entered again when ${def.sent_to.filter((t) => t in changes).join(' or ')} changes` }));
-      if (problems.length) throw validationFailed(problems);
+      await host.settings.check(m, changes);
       const plugin = await host.updateSettings(params.id, changes);
       return { plugin, settings: settingsView(await host.settings.resolve(m)) };
     },

@@ -1,4 +1,5 @@
 import type { PluginManifest } from './manifest.js';
+import { DomainError, fieldError, fieldErrorsText, type FieldError } from '../errors.js';
 
 /**
  * Plugin settings. A plugin declares each key in its manifest (`settings`); the value comes from,
@@ -61,13 +62,39 @@ export class PluginSettings {
     return Object.fromEntries((await this.resolve(m)).map((s) => [s.key, s.value]));
   }
 
-  /** Stores (string) or removes (null) values; the caller checked keys and locks. */
+  /** Stores (string) or removes (null) values; `check` has passed. */
   async update(m: PluginManifest, changes: Record<string, string | null>): Promise<void> {
     const ns = settingsNamespace(m.id);
     for (const [key, value] of Object.entries(changes)) {
       if (value === null) await this.secrets.delete(ns, key);
       else await this.secrets.set(ns, key, value);
     }
+  }
+
+  /**
+   * Checks a change before it is stored: only declared keys, none the environment locks (409),
+   * and a stored secret never follows an endpoint it was not set for: when a setting a secret is
+   * `sent_to` takes another value while the secret has one and is not entered again, 400 on it.
+   */
+  async check(m: PluginManifest, changes: Record<string, string | null>): Promise<void> {
+    for (const key of Object.keys(changes)) {
+      if (!Object.prototype.hasOwnProperty.call(m.settings, key)) throw fieldError(key, `is not a setting of plugin ${m.id}`);
+      if (this.isLocked(m, key)) throw new DomainError('conflict', `setting ${key} is set in the environment and cannot be changed here`, { field: key });
+    }
+    const before = await this.values(m);
+    const after = (key: string) => (key in changes ? (changes[key] ?? m.settings[key]!.default) : before[key]);
+    const problems: FieldError[] = [];
+    for (const [key, def] of Object.entries(m.settings)) {
+      const moved = def.sent_to.filter((target) => after(target) !== before[target]);
+      if (!moved.length || key in changes || before[key] === null || before[key] === '') continue;
+      problems.push({
+        field: key,
+        message: this.isLocked(m, key)
+          ? `is set in the environment (${settingEnvName(m.id, key)}): change ${moved.join(' and ')} there, together with it`
+          : `must be entered again when ${moved.join(' or ')} changes`,
+      });
+    }
+    if (problems.length) throw new DomainError('validation_failed', fieldErrorsText(problems), problems);
   }
 
   isLocked(m: PluginManifest, key: string): boolean {

@@ -13,7 +13,7 @@ export interface SocketCaller {
   allows(permission: string): boolean;
 }
 
-/** The in-process bus is trusted (core and loaded plugins); the lead narrows plugins later. */
+/** The in-process bus is trusted; plugins reach it through their context, which narrows them (src/plugins/context.ts). */
 export const TRUSTED_CALLER: SocketCaller = { allows: () => true };
 
 export type SocketRequestHandler = (request: unknown, caller: SocketCaller | null) => Promise<SocketResponsePayload>;

@@ -110,7 +110,7 @@ export class ContainerProvider extends SocketProvider {
     return this.lastAvailable;
   }
 
-  /** Forget the cached availability (after a request failed on the connection). */
+  /** Remembers the daemon as down (a request to it failed), until the next availability check. */
   private markDown(): void {
     this.lastAvailable = false;
     this.lastUnavailableReason = `a request to the daemon at ${this.socket_path} failed`;

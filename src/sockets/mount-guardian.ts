@@ -211,7 +211,8 @@ async function walk(plan: RepairPlan, counts: Counts) {
     for (const e of entries) {
       const p = path.join(dir, e.name);
       if (e.isDirectory()) stack.push(p);
-      else if (e.isFile()) await (await applyTo(p, 'file', plan, counts))?.close().catch(() => undefined);
+      // a file's descriptor is closed by applyTo itself (only directories are handed back)
+      else if (e.isFile()) await applyTo(p, 'file', plan, counts);
     }
     await fd.close().catch(() => undefined);
   }

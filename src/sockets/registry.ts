@@ -24,7 +24,7 @@ export interface ProviderListEntry {
 }
 
 /**
- * Decides whether `owner` may register a provider called `name` (the lead plugs in the plugin
+ * Decides whether `owner` may register a provider called `name` (the plugin host plugs in its
  * manifest check). Return true to allow, or a reason string to refuse.
  */
 export type RegistrationPolicy = (owner: ProviderOwner, name: string) => true | string;

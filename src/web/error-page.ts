@@ -4,6 +4,7 @@ import { htmlDocument, sendHtml, siteFooter } from './layout.js';
 
 const TITLES: Record<number, string> = {
   400: 'Bad request',
+  401: 'Sign-in needed',
   403: 'Request refused',
   404: 'Page not found',
   405: 'Not allowed here',

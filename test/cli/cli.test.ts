@@ -164,6 +164,7 @@ describe('CLI with the service stopped', function () {
     delete (noKey as Record<string, string>).SERVICE_SECRET_KEY;
     expect((await cli(noKey, ['user', 'list'])).code).to.equal(0);
     expect((await cli(noKey, ['seed'])).code).to.equal(0);
+    expect((await cli(noKey, ['settings', 'get'])).code).to.equal(0);
     expect(fs.existsSync(path.join(dir, 'secret.key'))).to.equal(false);
     expect((await cli(noKey, ['settings', 'set', 'scm_webhook_secret'], 'webhook-secret-1234\n')).code).to.equal(0);
     expect(fs.statSync(path.join(dir, 'secret.key')).mode & 0o777).to.equal(0o600);

@@ -261,6 +261,11 @@ describe('plugin host', () => {
     const view = (await request(svc.url).get('/api/plugins/relay/settings').set('Authorization', admin()).expect(200)).body.settings;
     expect(view.find((x: { key: string }) => x.key === 'endpoint').value).to.equal('https://relay.example.com/in');
     await patch({ endpoint: 'https://relay2.example.com/in', token: 'typed-again-0123456789' }).expect(200);
+    // sending the endpoint it already has moves nothing: no need to type the secret again
+    await patch({ endpoint: 'https://relay2.example.com/in' }).expect(200);
+    // without a stored secret there is nothing to follow the endpoint
+    await patch({ token: null }).expect(200);
+    await patch({ endpoint: 'https://relay3.example.com/in' }).expect(200);
   });
 
   it('the enabled flag survives a restart', async () => {
