@@ -137,6 +137,8 @@ export const SETTING_RULES = {
   oidcScopes: Joi.string().trim().max(1024).pattern(/(^|\s)openid(\s|$)/).message('{{#label}} must contain openid'),
   oidcGroupsClaim: Joi.string().trim().min(1).max(256),
   oidcLabel: Joi.string().trim().min(1).max(64),
+  systemKey: Joi.string().trim().min(32).max(256).pattern(/^\S+$/).messages({ 'string.pattern.base': '{{#label}} must not contain whitespace' }),
+  webhookSecret: Joi.string().trim().min(16).max(256).pattern(/^\S+$/).messages({ 'string.pattern.base': '{{#label}} must not contain whitespace' }),
 };
 
 const groupMapping = Joi.object().pattern(Joi.string().min(1), Joi.array().items(Joi.string().min(1)).single());
@@ -181,10 +183,10 @@ const envSchema = Joi.object({
   SERVICE_OIDC_GROUP_MAPPING: Joi.string().empty(''),
   SERVICE_OIDC_LABEL: SETTING_RULES.oidcLabel.default('SSO'),
   // a configured but empty (or blank) key counts as not configured
-  SERVICE_SYSTEM_API_KEY: Joi.string().trim().empty('').min(32),
+  SERVICE_SYSTEM_API_KEY: SETTING_RULES.systemKey.empty(''),
   SERVICE_SESSION_TTL: duration('12h', 60_000),
   SERVICE_PERMISSION_CACHE_TTL_MS: Joi.number().integer().min(0).max(3_600_000).default(5000),
-  SERVICE_SCM_WEBHOOK_SECRET: Joi.string().trim().empty('').min(8),
+  SERVICE_SCM_WEBHOOK_SECRET: SETTING_RULES.webhookSecret.empty(''),
   SERVICE_CONTAINER_SOCKET: Joi.string().min(1).default('/var/run/docker.sock'),
   SERVICE_RUNNER_PREFIX: Joi.string().pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/).default('runner-'),
   SERVICE_MANAGED_DIRS: Joi.string().empty(''),

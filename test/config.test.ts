@@ -80,6 +80,8 @@ describe('config', () => {
     rejects({ SERVICE_OIDC_SCOPES: 'profile email' }, 'SERVICE_OIDC_SCOPES');
     // the same rule as the settings API: a filter the API refuses is refused here too
     rejects({ SERVICE_LDAP_USER_FILTER: 'uid={username}' }, 'SERVICE_LDAP_USER_FILTER', /parenthesised LDAP filter/);
+    rejects({ SERVICE_SCM_WEBHOOK_SECRET: 'short-1234' }, 'SERVICE_SCM_WEBHOOK_SECRET', /at least 16/);
+    rejects({ SERVICE_SYSTEM_API_KEY: 'a system key with spaces in it, long enough' }, 'SERVICE_SYSTEM_API_KEY', /must not contain whitespace/);
     rejects({ SERVICE_SYSTEM_API_KEY: 'short' }, 'SERVICE_SYSTEM_API_KEY');
     rejects({ SERVICE_RUNNER_PREFIX: '.*' }, 'SERVICE_RUNNER_PREFIX');
     rejects({ SERVICE_LOG_LEVEL: 'loud' }, 'SERVICE_LOG_LEVEL');

@@ -10,6 +10,7 @@ import { isUniqueViolation } from '../db/knex.js';
 import { detectScmRequest, normalizeScmEvent, verifyScmSignature, ScmPayloadError, type ScmProvider, type ScmRequest } from './scm/index.js';
 import { MESSAGE_MAX, TITLE_MAX } from './schema.js';
 import type { NotificationsService } from './service.js';
+import { SETTING_RULES } from '../config.js';
 
 export const SCM_PROVIDERS: readonly ScmProvider[] = ['gitea', 'github', 'gitlab'];
 export const WEBHOOK_SECRET_NAMESPACE = 'core/settings';
@@ -245,7 +246,7 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
 }
 
 /** What a stored webhook secret must be. */
-export const WEBHOOK_SECRET_VALUE = Joi.string().min(16).max(256).pattern(/^\S+$/).messages({ 'string.pattern.base': 'must not contain whitespace' });
+export const WEBHOOK_SECRET_VALUE = SETTING_RULES.webhookSecret;
 
 /** PUT|DELETE /api/settings/webhook-secret [feature:admin.settings]; env-set -> 409. */
 export function webhookSecretRoutes(webhook: ScmWebhook): Router {
