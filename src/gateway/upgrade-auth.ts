@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type Koa from 'koa';
 import { ApiIdentity, type CredentialMethod, type CredentialProof } from '../auth/identity.js';
-import { SESSION_COOKIE } from '../auth/web-session.js';
+import { hasSessionCookie } from '../auth/web-session.js';
 import type { WsTickets } from './tickets.js';
 
 /** The parts of the Authenticator the upgrade needs. */
@@ -26,11 +26,6 @@ export interface UpgradeAuthDeps {
 export type UpgradeAuthResult = { ok: true; identity: ApiIdentity } | { ok: false; status: 401; message: string };
 
 const refuse = (message: string): UpgradeAuthResult => ({ ok: false, status: 401, message });
-
-function hasSessionCookie(req: http.IncomingMessage): boolean {
-  const cookie = req.headers.cookie;
-  return typeof cookie === 'string' && cookie.split(';').some((c) => c.trim().startsWith(`${SESSION_COOKIE}=`));
-}
 
 /**
  * Authenticates a WebSocket upgrade: a one-time `?ticket=`, else the header
@@ -66,7 +61,7 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: Upgra
     if (identity) return { ok: true, identity };
   }
 
-  if (deps.cookieIdentity && hasSessionCookie(req)) {
+  if (deps.cookieIdentity && hasSessionCookie(req.headers.cookie)) {
     if (!originOk) return refuse('a cookie session needs an allowed Origin');
     const identity = await deps.cookieIdentity(req);
     if (identity) return { ok: true, identity };
