@@ -4,6 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import fs from 'node:fs';
 import { loadConfig, ConfigError } from '../src/config.js';
+import { apiRule, SETTINGS } from '../src/settings-table.js';
+import { README, readmeWithTable } from '../scripts/settings-doc.js';
 
 const base = () => ({ SERVICE_DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cfg-')) });
 
@@ -79,7 +81,7 @@ describe('config', () => {
     rejects({ SERVICE_OIDC_GROUP_MAPPING: '{"a": [1]}' }, 'SERVICE_OIDC_GROUP_MAPPING');
     rejects({ SERVICE_OIDC_SCOPES: 'profile email' }, 'SERVICE_OIDC_SCOPES');
     // the same rule as the settings API: a filter the API refuses is refused here too
-    rejects({ SERVICE_LDAP_USER_FILTER: 'uid={username}' }, 'SERVICE_LDAP_USER_FILTER', /parenthesised LDAP filter/);
+    rejects({ SERVICE_LDAP_USER_FILTER: 'uid={username}' }, 'SERVICE_LDAP_USER_FILTER', /parenthesised LDAP filter containing \{username\}$/);
     rejects({ SERVICE_SCM_WEBHOOK_SECRET: 'short-1234' }, 'SERVICE_SCM_WEBHOOK_SECRET', /at least 16/);
     rejects({ SERVICE_SYSTEM_API_KEY: 'a system key with spaces in it, long enough' }, 'SERVICE_SYSTEM_API_KEY', /must not contain whitespace/);
     rejects({ SERVICE_SYSTEM_API_KEY: 'short' }, 'SERVICE_SYSTEM_API_KEY');
@@ -127,5 +129,29 @@ describe('config', () => {
     expect(lines).to.have.length(1);
     expect(lines[0]).to.match(/^configuration error: SERVICE_PORT: /);
     expect(r.stderr).not.to.match(/at .*\.ts:\d+/);
+  });
+
+  it('takes from the environment exactly what the settings API takes, setting by setting', () => {
+    const samples = ['x', ' padded ', 'ldap://dir.example', 'http://idp.example', '(uid={username})', 'uid={username}', 'openid', 'profile email', 'memberOf', '9bad', 'local,ldap', 'local,local', 'kerberos', 'INT_VIEWER,INT_USER', '_bad', 'a'.repeat(40), 'a key with spaces'.repeat(3)];
+    const shared = SETTINGS.filter((s) => s.api && s.kind !== 'boolean' && s.kind !== 'mapping');
+    expect(shared.map((s) => s.api)).to.include.members(['auth_providers', 'sso_default_groups', 'ldap_url', 'ldap_user_filter', 'oidc_scopes', 'system_api_key', 'scm_webhook_secret']);
+    for (const s of shared) {
+      for (const text of samples) {
+        let envTakes = true;
+        try {
+          loadConfig({ ...base(), [s.env]: text }, { writeFiles: false });
+        } catch (err) {
+          if (!(err instanceof ConfigError) || err.variable !== s.env) throw err;
+          envTakes = false;
+        }
+        const apiTakes = !apiRule(s).validate(text).error;
+        expect(envTakes, `${s.env}=${JSON.stringify(text)}: environment ${envTakes}, API ${apiTakes}`).to.equal(apiTakes);
+      }
+    }
+  });
+
+  it('the README configuration table is the one written from the settings table', () => {
+    const readme = fs.readFileSync(README, 'utf8');
+    expect(readme, 'README.md is out of date: run npm run docs:settings').to.equal(readmeWithTable(readme));
   });
 });

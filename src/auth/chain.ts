@@ -43,7 +43,7 @@ export function isLoopbackHost(hostname: string): boolean {
 export function buildProviders(settings: AuthSettings, local: LocalProvider, log: Logger): { providers: AuthProvider[]; errors: BuildError[] } {
   const providers: AuthProvider[] = [];
   const errors: BuildError[] = [];
-  for (const id of settings.providers) {
+  for (const id of settings.authProviders) {
     try {
       if (id === 'local') providers.push(local);
       else if (id === 'ldap') providers.push(buildLdap(settings, log));

@@ -1,8 +1,8 @@
 import Joi from 'joi';
-import { AUTH_PROVIDER_IDS, SETTING_RULES, type Config, type LdapConfig, type OidcConfig } from '../config.js';
+import type { Config } from '../config.js';
+import { apiRule, SETTINGS, type SettingKind } from '../settings-table.js';
 import type { SecretsStore } from '../iam/secrets.js';
 import { DomainError, type FieldError } from '../errors.js';
-import { GROUP_NAME } from '../iam/schemas.js';
 
 /**
  * Authentication provider settings: each field comes from the environment,
@@ -12,165 +12,26 @@ import { GROUP_NAME } from '../iam/schemas.js';
 export const AUTH_NS = 'core/auth';
 export const MASK = '********';
 
-export interface AuthSettings {
-  providers: string[];
-  ssoDefaultGroups: string[];
-  ldap: LdapConfig;
-  oidc: OidcConfig;
-}
+/** The settings the login chain is built from: the same shape as in Config. */
+export type AuthSettings = Pick<Config, 'authProviders' | 'ssoDefaultGroups' | 'ldap' | 'oidc'>;
 
-type FieldKind = 'string' | 'secret' | 'list' | 'mapping' | 'boolean';
-
-interface FieldDef {
+/** A field of GET|PATCH /api/settings/auth: a row of src/settings-table.ts with an API name and a path. */
+export interface FieldDef {
   env: string;
-  kind: FieldKind;
+  kind: SettingKind;
+  label: string;
+  /** the rule of a value sent through the API */
   schema: Joi.Schema;
-  /** the value in Config (env or default) */
-  read(c: Config): unknown;
-  write(s: AuthSettings, v: unknown): void;
+  /** where it lives in Config and in AuthSettings: "ldap.url" */
+  path: string[];
 }
 
-const mapping = Joi.object().pattern(Joi.string().min(1).max(1024), Joi.array().items(Joi.string().pattern(GROUP_NAME)).max(100).single()).max(500);
-/** A list given as a JSON array or a comma-separated string; each item validated by `items`. */
-const listOf = (items: Joi.ArraySchema) =>
-  Joi.alternatives().try(
-    items,
-    Joi.string().custom((v: string, h) => {
-      const parts = v.split(',').map((x) => x.trim()).filter(Boolean);
-      const { error, value } = items.validate(parts);
-      if (error) return h.message(error.message.replace(/^"[^"]*"/, 'the list') as any);
-      return value;
-    }),
-  );
-const providerList = Joi.array()
-  .items(Joi.string().valid(...AUTH_PROVIDER_IDS))
-  .min(1)
-  .unique()
-  .messages({ 'array.min': 'must name at least one provider', 'array.unique': 'names a provider twice' });
-const nullable = (s: Joi.Schema) => s.allow(null);
+const AUTH_FIELD_ROWS = SETTINGS.filter((s) => s.api && s.path);
 
 /** The fields of GET|PATCH /api/settings/auth, keyed by their API (and store) name. */
-export const FIELDS: Record<string, FieldDef> = {
-  auth_providers: {
-    env: 'SERVICE_AUTH_PROVIDERS',
-    kind: 'list',
-    schema: listOf(providerList),
-    read: (c) => c.authProviders,
-    write: (s, v) => (s.providers = v as string[]),
-  },
-  sso_default_groups: {
-    env: 'SERVICE_SSO_DEFAULT_GROUPS',
-    kind: 'list',
-    schema: listOf(Joi.array().items(Joi.string().pattern(GROUP_NAME)).max(100).unique()),
-    read: (c) => c.ssoDefaultGroups,
-    write: (s, v) => (s.ssoDefaultGroups = v as string[]),
-  },
-  ldap_url: {
-    env: 'SERVICE_LDAP_URL',
-    kind: 'string',
-    schema: nullable(SETTING_RULES.ldapUrl),
-    read: (c) => c.ldap.url,
-    write: (s, v) => (s.ldap.url = v as string | null),
-  },
-  ldap_bind_dn: {
-    env: 'SERVICE_LDAP_BIND_DN',
-    kind: 'string',
-    schema: nullable(SETTING_RULES.ldapBindDn),
-    read: (c) => c.ldap.bindDN,
-    write: (s, v) => (s.ldap.bindDN = v as string | null),
-  },
-  ldap_bind_password: {
-    env: 'SERVICE_LDAP_BIND_PASSWORD',
-    kind: 'secret',
-    schema: nullable(SETTING_RULES.ldapBindPassword),
-    read: (c) => c.ldap.bindPassword,
-    write: (s, v) => (s.ldap.bindPassword = v as string | null),
-  },
-  ldap_base_dn: {
-    env: 'SERVICE_LDAP_BASE_DN',
-    kind: 'string',
-    schema: nullable(SETTING_RULES.ldapBaseDn),
-    read: (c) => c.ldap.baseDN,
-    write: (s, v) => (s.ldap.baseDN = v as string | null),
-  },
-  ldap_user_filter: {
-    env: 'SERVICE_LDAP_USER_FILTER',
-    kind: 'string',
-    schema: SETTING_RULES.ldapUserFilter,
-    read: (c) => c.ldap.userFilter,
-    write: (s, v) => (s.ldap.userFilter = v as string),
-  },
-  ldap_group_attr: {
-    env: 'SERVICE_LDAP_GROUP_ATTR',
-    kind: 'string',
-    schema: SETTING_RULES.ldapGroupAttr,
-    read: (c) => c.ldap.groupAttr,
-    write: (s, v) => (s.ldap.groupAttr = v as string),
-  },
-  ldap_group_mapping: {
-    env: 'SERVICE_LDAP_GROUP_MAPPING',
-    kind: 'mapping',
-    schema: mapping,
-    read: (c) => c.ldap.groupMapping,
-    write: (s, v) => (s.ldap.groupMapping = v as Record<string, string[]>),
-  },
-  ldap_tls_verify: {
-    env: 'SERVICE_LDAP_TLS_VERIFY',
-    kind: 'boolean',
-    schema: Joi.boolean(),
-    read: (c) => c.ldap.tlsVerify,
-    write: (s, v) => (s.ldap.tlsVerify = v as boolean),
-  },
-  oidc_issuer: {
-    env: 'SERVICE_OIDC_ISSUER',
-    kind: 'string',
-    schema: nullable(SETTING_RULES.oidcIssuer),
-    read: (c) => c.oidc.issuer,
-    write: (s, v) => (s.oidc.issuer = v as string | null),
-  },
-  oidc_client_id: {
-    env: 'SERVICE_OIDC_CLIENT_ID',
-    kind: 'string',
-    schema: nullable(SETTING_RULES.oidcClientId),
-    read: (c) => c.oidc.clientId,
-    write: (s, v) => (s.oidc.clientId = v as string | null),
-  },
-  oidc_client_secret: {
-    env: 'SERVICE_OIDC_CLIENT_SECRET',
-    kind: 'secret',
-    schema: nullable(SETTING_RULES.oidcClientSecret),
-    read: (c) => c.oidc.clientSecret,
-    write: (s, v) => (s.oidc.clientSecret = v as string | null),
-  },
-  oidc_scopes: {
-    env: 'SERVICE_OIDC_SCOPES',
-    kind: 'string',
-    schema: SETTING_RULES.oidcScopes,
-    read: (c) => c.oidc.scopes,
-    write: (s, v) => (s.oidc.scopes = v as string),
-  },
-  oidc_groups_claim: {
-    env: 'SERVICE_OIDC_GROUPS_CLAIM',
-    kind: 'string',
-    schema: SETTING_RULES.oidcGroupsClaim,
-    read: (c) => c.oidc.groupsClaim,
-    write: (s, v) => (s.oidc.groupsClaim = v as string),
-  },
-  oidc_group_mapping: {
-    env: 'SERVICE_OIDC_GROUP_MAPPING',
-    kind: 'mapping',
-    schema: mapping,
-    read: (c) => c.oidc.groupMapping,
-    write: (s, v) => (s.oidc.groupMapping = v as Record<string, string[]>),
-  },
-  oidc_label: {
-    env: 'SERVICE_OIDC_LABEL',
-    kind: 'string',
-    schema: SETTING_RULES.oidcLabel,
-    read: (c) => c.oidc.label,
-    write: (s, v) => (s.oidc.label = v as string),
-  },
-};
+export const FIELDS: Record<string, FieldDef> = Object.fromEntries(
+  AUTH_FIELD_ROWS.map((s) => [s.api!, { env: s.env, kind: s.kind, label: s.label!, schema: apiRule(s), path: s.path!.split('.') }]),
+);
 
 /** A secret and the fields naming where it is sent: when one of those changes, the secret is entered anew. */
 const SECRET_BOUND_TO: Record<string, string[]> = {
@@ -186,6 +47,9 @@ export const patchSchema = Joi.object(Object.fromEntries(Object.entries(FIELDS).
 export type FieldSource = 'env' | 'store' | 'default';
 
 export interface FieldView {
+  /** how the page shows it */
+  label: string;
+  kind: SettingKind;
   value: unknown;
   source: FieldSource;
   locked: boolean;
@@ -195,7 +59,7 @@ export interface FieldView {
 
 function clone(c: Config): AuthSettings {
   return {
-    providers: [...c.authProviders],
+    authProviders: [...c.authProviders],
     ssoDefaultGroups: [...c.ssoDefaultGroups],
     ldap: { ...c.ldap, groupMapping: { ...c.ldap.groupMapping } },
     oidc: { ...c.oidc, groupMapping: { ...c.oidc.groupMapping } },
@@ -257,9 +121,9 @@ export class AuthSettingsStore {
 
   private merge(stored: Record<string, unknown>): AuthSettings {
     const s = clone(this.config);
-    for (const [name, f] of Object.entries(FIELDS)) {
+    for (const name of Object.keys(FIELDS)) {
       if (this.isLocked(name)) continue; // Config already holds the env value
-      if (name in stored) f.write(s, stored[name]);
+      if (name in stored) writeSetting(s, name, stored[name]);
     }
     return s;
   }
@@ -320,6 +184,8 @@ export class AuthSettingsStore {
       const value = readSetting(s, name);
       const configured = value !== null && value !== undefined && value !== '';
       out[name] = {
+        label: f.label,
+        kind: f.kind,
         value: f.kind === 'secret' ? (configured ? MASK : null) : value,
         source,
         locked,
@@ -333,11 +199,11 @@ export class AuthSettingsStore {
 
 /** Reads one field of resolved settings by its API name. */
 export function readSetting(s: AuthSettings, name: string): unknown {
-  const shim = {
-    authProviders: s.providers,
-    ssoDefaultGroups: s.ssoDefaultGroups,
-    ldap: s.ldap,
-    oidc: s.oidc,
-  } as unknown as Config;
-  return FIELDS[name]!.read(shim);
+  return FIELDS[name]!.path.reduce<any>((at, key) => at?.[key], s);
+}
+
+function writeSetting(s: AuthSettings, name: string, value: unknown): void {
+  const path = FIELDS[name]!.path;
+  const parent = path.slice(0, -1).reduce<any>((at, key) => at[key], s);
+  parent[path[path.length - 1]!] = value;
 }

@@ -1,11 +1,8 @@
-import { SETTING_RULES } from '../config.js';
 import type { SecretsStore } from '../iam/secrets.js';
 import { safeEqual, sha256 } from './tokens.js';
 
 export const SYSTEM_KEY_NS = 'core/settings';
 export const SYSTEM_KEY_NAME = 'system_api_key';
-/** What a stored system key must be: long, without whitespace. */
-export const SYSTEM_KEY_VALUE = SETTING_RULES.systemKey.description('the new system key, at least 32 characters');
 const STORE_CACHE_MS = 3000;
 
 /**

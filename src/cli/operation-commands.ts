@@ -11,8 +11,9 @@ import { seedIam } from '../iam/seed.js';
 import { AuthSettingsStore, FIELDS, MASK } from '../auth/settings.js';
 import { changeAuthSettings } from '../auth/settings-change.js';
 import { LocalProvider } from '../auth/providers/local.js';
-import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS, SYSTEM_KEY_VALUE } from '../auth/system-key.js';
-import { WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE, WEBHOOK_SECRET_VALUE } from '../notifications/webhook.js';
+import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS } from '../auth/system-key.js';
+import { apiSetting } from '../settings-table.js';
+import { WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE } from '../notifications/webhook.js';
 import { NotificationsService } from '../notifications/service.js';
 import { userDirectory } from '../notifications/users.js';
 import { NotifyError } from '../notifications/types.js';
@@ -23,11 +24,15 @@ import type { EventName } from '../bus/events.js';
 
 /**
  * Secrets kept encrypted in the settings store beside the auth settings: like them, set in the
- * environment means locked.
+ * environment means locked. Their variable and rule are rows of src/settings-table.ts.
  */
+const stored = (name: string, namespace: string, key: string, changed?: EventName) => {
+  const row = apiSetting(name)!;
+  return { env: row.env, namespace, key, schema: row.rule!, changed };
+};
 const SECRET_SETTINGS: Record<string, { env: string; namespace: string; key: string; schema: Joi.Schema; changed?: EventName }> = {
-  system_api_key: { env: 'SERVICE_SYSTEM_API_KEY', namespace: SYSTEM_KEY_NS, key: SYSTEM_KEY_NAME, schema: SYSTEM_KEY_VALUE, changed: 'auth:system_key_changed' },
-  scm_webhook_secret: { env: 'SERVICE_SCM_WEBHOOK_SECRET', namespace: WEBHOOK_SECRET_NAMESPACE, key: WEBHOOK_SECRET_KEY, schema: WEBHOOK_SECRET_VALUE },
+  system_api_key: stored('system_api_key', SYSTEM_KEY_NS, SYSTEM_KEY_NAME, 'auth:system_key_changed'),
+  scm_webhook_secret: stored('scm_webhook_secret', WEBHOOK_SECRET_NAMESPACE, WEBHOOK_SECRET_KEY),
 };
 
 const SETTING_NAMES = [...Object.keys(FIELDS), ...Object.keys(SECRET_SETTINGS)];

@@ -4,6 +4,7 @@ import { ApiRouter } from './api.js';
 import { conflict } from './errors.js';
 import { jsonBody } from './body.js';
 import { validate } from './validate.js';
+import type { SettingDef } from '../settings-table.js';
 
 /** A secret kept encrypted in the settings store, unless the environment sets it (then locked). */
 export interface LockableSecret {
@@ -18,11 +19,10 @@ export interface SecretRoutesOptions {
   prefix: string;
   /** what it is, in messages and the API docs: "system API key" */
   what: string;
-  /** the environment variable that locks it */
-  env: string;
-  /** the body field of PUT and its rule */
+  /** its row of the settings table: the variable that locks it and the value's rule */
+  setting: SettingDef;
+  /** the body field of PUT */
   field: string;
-  schema: Joi.Schema;
   /** what clearing it does, for the API docs */
   clearing: string;
   secret: LockableSecret;
@@ -36,10 +36,10 @@ export interface SecretRoutesOptions {
 export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
   const api = new ApiRouter({ prefix: o.prefix, tag: 'settings' });
   const ADMIN = { permission: 'feature:admin.settings' };
-  const LOCKED = `the ${o.what} is set by ${o.env} (locked)`;
-  const body = Joi.object({ [o.field]: o.schema.required() });
+  const LOCKED = `the ${o.what} is set by ${o.setting.env} (locked)`;
+  const body = Joi.object({ [o.field]: o.setting.rule!.required().description(`the new ${o.what}`) });
   const unlocked = () => {
-    if (o.secret.lockedByEnv) throw conflict(`the ${o.what} is set by ${o.env} and cannot be changed here`);
+    if (o.secret.lockedByEnv) throw conflict(`the ${o.what} is set by ${o.setting.env} and cannot be changed here`);
   };
   api.endpoint(
     { method: 'GET', path: '/', summary: `Is a ${o.what} configured`, auth: ADMIN, responses: { 200: { description: 'never the value itself', schema: Joi.object({ configured: Joi.boolean(), locked: Joi.boolean() }) } } },

@@ -1,8 +1,9 @@
 import Joi from 'joi';
 import { PERMISSION_ID } from './permissions.js';
 
-export const USERNAME = /^[A-Za-z0-9._@-]{1,64}$/;
-export const GROUP_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+import { GROUP_NAME, USERNAME } from '../settings-table.js';
+
+export { GROUP_NAME, USERNAME };
 export const PASSWORD = Joi.string().min(8).max(200);
 
 const permissionList = Joi.array().items(Joi.string().max(256)).max(500).unique();

@@ -10,7 +10,7 @@ import { isUniqueViolation } from '../db/knex.js';
 import { detectScmRequest, normalizeScmEvent, verifyScmSignature, ScmPayloadError, type ScmProvider, type ScmRequest } from './scm/index.js';
 import { MESSAGE_MAX, TITLE_MAX } from './schema.js';
 import type { NotificationsService } from './service.js';
-import { SETTING_RULES } from '../config.js';
+import { setting } from '../settings-table.js';
 
 export const SCM_PROVIDERS: readonly ScmProvider[] = ['gitea', 'github', 'gitlab'];
 export const WEBHOOK_SECRET_NAMESPACE = 'core/settings';
@@ -245,17 +245,13 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
   return api.router;
 }
 
-/** What a stored webhook secret must be. */
-export const WEBHOOK_SECRET_VALUE = SETTING_RULES.webhookSecret;
-
 /** PUT|DELETE /api/settings/webhook-secret [feature:admin.settings]; env-set -> 409. */
 export function webhookSecretRoutes(webhook: ScmWebhook): Router {
   return lockableSecretRoutes({
     prefix: '/api/settings/webhook-secret',
     what: 'webhook secret',
-    env: 'SERVICE_SCM_WEBHOOK_SECRET',
+    setting: setting('SERVICE_SCM_WEBHOOK_SECRET'),
     field: 'secret',
-    schema: WEBHOOK_SECRET_VALUE,
     clearing: 'the intake answers 503',
     secret: {
       lockedByEnv: webhook.lockedByEnv,

@@ -45,8 +45,11 @@ describe('auth settings API and plugin providers', function () {
   it('shows every field with its source and lock, secrets masked', async function () {
     const res = await request(svc.url).get('/api/settings/auth').set('Authorization', adminAuth()).expect(200);
     const s = res.body.settings;
-    expect(s.oidc_client_secret).to.deep.equal({ value: '********', source: 'env', locked: true, secret: true, configured: true });
-    expect(s.ldap_bind_password).to.deep.equal({ value: null, source: 'default', locked: false, secret: true, configured: false });
+    expect(s.oidc_client_secret).to.deep.equal({ label: 'OIDC client secret', kind: 'secret', value: '********', source: 'env', locked: true, secret: true, configured: true });
+    expect(s.ldap_bind_password).to.deep.equal({ label: 'LDAP bind password', kind: 'secret', value: null, source: 'default', locked: false, secret: true, configured: false });
+    // label and kind for the settings page, from the one settings table
+    expect(s.ldap_group_mapping).to.deep.include({ label: 'LDAP group mapping', kind: 'mapping', value: {} });
+    expect(s.sso_default_groups).to.deep.include({ kind: 'list', value: ['INT_VIEWER'] });
     expect(s.auth_providers).to.deep.include({ value: ['local'], source: 'default', locked: false });
     expect(s.ldap_user_filter.value).to.equal('(uid={username})');
     expect(res.text).not.to.include(ENV_OIDC_SECRET);
@@ -116,19 +119,23 @@ describe('auth settings API and plugin providers', function () {
   });
 
   it('validates: unknown fields and providers, bad values, an empty patch, unknown default groups', async function () {
-    for (const [patch, field] of [
-      [{ nope: 1 }, 'nope'],
-      [{ auth_providers: 'local,kerberos' }, 'auth_providers'],
-      [{ auth_providers: [] }, 'auth_providers'],
-      [{ ldap_url: 'http://not-ldap' }, 'ldap_url'],
-      [{ ldap_user_filter: '(uid=*)' }, 'ldap_user_filter'],
-      [{ oidc_scopes: 'profile email' }, 'oidc_scopes'],
-      [{ sso_default_groups: 'NO_SUCH_GROUP' }, 'sso_default_groups'],
-      [{}, 'body'],
+    for (const [patch, field, says] of [
+      [{ nope: 1 }, 'nope', /not allowed/],
+      [{ auth_providers: 'local,kerberos' }, 'auth_providers', /unknown provider "kerberos"/],
+      [{ auth_providers: [] }, 'auth_providers', /at least one provider/],
+      // a brace in a value is text, not a message template (it was a 500)
+      [{ auth_providers: 'local,x{username}' }, 'auth_providers', /unknown provider "x\{username\}"/],
+      [{ ldap_url: 'http://not-ldap' }, 'ldap_url', /uri/],
+      [{ ldap_user_filter: '(uid=*)' }, 'ldap_user_filter', /parenthesised LDAP filter containing \{username\}$/],
+      [{ oidc_scopes: 'profile email' }, 'oidc_scopes', /must contain openid/],
+      [{ sso_default_groups: 'NO_SUCH_GROUP' }, 'sso_default_groups', /NO_SUCH_GROUP/],
+      [{}, 'body', /at least one setting/],
     ] as const) {
       const res = await patchAuthSettings(svc.url, patch).expect(400);
       expect(res.body.error.code).to.equal('validation_failed');
-      expect(res.body.error.details.map((d: any) => d.field), JSON.stringify(patch)).to.include(field);
+      const detail = res.body.error.details.find((d: any) => d.field === field);
+      expect(detail, JSON.stringify(patch)).to.not.equal(undefined);
+      expect(detail.message, JSON.stringify(patch)).to.match(says);
     }
   });
 

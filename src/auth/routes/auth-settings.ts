@@ -20,7 +20,7 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
   const settingsResponse = Joi.object({
     settings: Joi.object().pattern(
       Joi.string(),
-      Joi.object({ value: Joi.any(), source: Joi.string().valid('env', 'store', 'default'), locked: Joi.boolean(), secret: Joi.boolean(), configured: Joi.boolean() }),
+      Joi.object({ label: Joi.string(), kind: Joi.string().valid('string', 'secret', 'boolean', 'list', 'mapping'), value: Joi.any(), source: Joi.string().valid('env', 'store', 'default'), locked: Joi.boolean(), secret: Joi.boolean(), configured: Joi.boolean() }),
     ),
     chain: Joi.array().items(Joi.object({ id: Joi.string(), kind: Joi.string(), label: Joi.string(), source: Joi.string(), plugin: Joi.string().allow(null) })),
   });

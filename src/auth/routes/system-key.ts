@@ -1,16 +1,15 @@
 import type Router from '@koa/router';
 import type { AuthComponent } from '../component.js';
 import { lockableSecretRoutes } from '../../http/secret-routes.js';
-import { SYSTEM_KEY_VALUE } from '../system-key.js';
+import { setting } from '../../settings-table.js';
 
 /** Settings of the IAM area: the system API key (stored encrypted; env-set = locked, 409). */
 export function systemKeyRoutes(auth: AuthComponent): Router {
   return lockableSecretRoutes({
     prefix: '/api/settings/system-api-key',
     what: 'system API key',
-    env: 'SERVICE_SYSTEM_API_KEY',
+    setting: setting('SERVICE_SYSTEM_API_KEY'),
     field: 'key',
-    schema: SYSTEM_KEY_VALUE,
     clearing: 'disables it',
     secret: auth.systemKey,
   });

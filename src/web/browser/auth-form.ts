@@ -2,8 +2,11 @@
 // field under a human label, env-set fields read-only, secrets masked, only changes sent.
 import { api, busy, clearOnEdit, control, errorText, fieldProblems, h, markInvalid, must, say, submitter } from './app.js';
 
-/** GET /api/settings/auth, one field. */
+type FieldKind = 'secret' | 'list' | 'mapping' | 'boolean' | 'string';
+/** GET /api/settings/auth, one field: its label and kind come from the server's settings table. */
 interface FieldView {
+  label: string;
+  kind: FieldKind;
   value: unknown;
   source: 'env' | 'store' | 'default';
   locked: boolean;
@@ -14,57 +17,19 @@ interface AuthView {
   settings: Record<string, FieldView>;
   chain: Array<{ id: string; label: string }>;
 }
-type FieldKind = 'secret' | 'list' | 'mapping' | 'boolean' | 'string';
 type FieldControl = HTMLInputElement | HTMLTextAreaElement;
-
-const LABELS: Record<string, string> = {
-  auth_providers: 'Sign-in providers, in order',
-  sso_default_groups: 'Default groups of new single sign-on users',
-  ldap_url: 'LDAP URL',
-  ldap_bind_dn: 'LDAP bind DN',
-  ldap_bind_password: 'LDAP bind password',
-  ldap_base_dn: 'LDAP base DN',
-  ldap_user_filter: 'LDAP user filter',
-  ldap_group_attr: 'LDAP group attribute',
-  ldap_group_mapping: 'LDAP group mapping',
-  ldap_tls_verify: 'Verify the LDAP server certificate',
-  oidc_issuer: 'OIDC issuer URL',
-  oidc_client_id: 'OIDC client ID',
-  oidc_client_secret: 'OIDC client secret',
-  oidc_scopes: 'OIDC scopes',
-  oidc_groups_claim: 'OIDC groups claim',
-  oidc_group_mapping: 'OIDC group mapping',
-  oidc_label: 'OIDC button label',
-};
-const ACRONYMS = new Set(['ldap', 'oidc', 'sso', 'dn', 'url', 'id', 'tls']);
-
-/** A field's label; a field this table does not know yet still reads as words. */
-export function labelOf(name: string): string {
-  const words = name.split('_').map((w) => (ACRONYMS.has(w) ? w.toUpperCase() : w));
-  return LABELS[name] ?? `${words.join(' ').charAt(0).toUpperCase()}${words.join(' ').slice(1)}`;
-}
 
 const HINTS: Partial<Record<FieldKind, string>> = {
   list: 'comma separated',
   mapping: 'JSON: {"external group": ["local group", …]}',
 };
 
-const LISTS = new Set(['auth_providers', 'sso_default_groups']);
-
-function kindOf(name: string, f: FieldView): FieldKind {
-  if (f.secret) return 'secret';
-  if (LISTS.has(name) || Array.isArray(f.value)) return 'list';
-  if (name.endsWith('_mapping')) return 'mapping';
-  if (typeof f.value === 'boolean') return 'boolean';
-  return 'string';
-}
-
 const listOf = (v: unknown): string[] => (Array.isArray(v) ? v.map(String) : []);
 const stringOf = (v: unknown): string => (typeof v === 'string' ? v : v == null ? '' : String(v));
 const mappingOf = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
 
 function fieldControl(name: string, f: FieldView): HTMLLabelElement {
-  const kind = kindOf(name, f);
+  const kind = f.kind;
   const attrs = { name, 'data-kind': kind, readonly: f.locked, disabled: f.locked && kind === 'boolean' };
   let input: FieldControl;
   if (kind === 'boolean') input = h('input', { ...attrs, type: 'checkbox', checked: f.value === true });
@@ -77,7 +42,7 @@ function fieldControl(name: string, f: FieldView): HTMLLabelElement {
   return h(
     'label',
     { class: `${kind === 'boolean' ? 'check-field' : ''}${f.locked ? ' locked' : ''}`, title: name, dataset: { field: name } },
-    labelOf(name),
+    f.label,
     kind === 'boolean' ? ' ' : '',
     input,
     h('span', { class: 'src' }, source, hint && !f.locked ? ` · ${hint}` : ''),
@@ -92,7 +57,7 @@ function readPatch(form: HTMLFormElement, fields: Record<string, FieldView>): Re
   for (const [name, f] of Object.entries(fields)) {
     if (f.locked) continue;
     const el = control<FieldControl>(form, name);
-    const kind = el.dataset.kind as FieldKind;
+    const kind = f.kind;
     if (kind === 'boolean' && el instanceof HTMLInputElement) {
       if (el.checked !== (f.value === true)) patch[name] = el.checked;
     } else if (kind === 'secret') {
@@ -107,7 +72,7 @@ function readPatch(form: HTMLFormElement, fields: Record<string, FieldView>): Re
         value = raw ? JSON.parse(raw) : null;
       } catch (err) {
         el.setAttribute('aria-invalid', 'true');
-        throw new MappingError(`${labelOf(name)} is not valid JSON: ${errorText(err)}`);
+        throw new MappingError(`${f.label} is not valid JSON: ${errorText(err)}`);
       }
       if (JSON.stringify(value ?? {}) !== JSON.stringify(f.value ?? {})) patch[name] = value;
     } else {
@@ -119,10 +84,10 @@ function readPatch(form: HTMLFormElement, fields: Record<string, FieldView>): Re
 }
 
 /** The server's field errors under the labels the form shows ("LDAP URL: must be a valid uri …"). */
-function problemText(err: unknown): string {
+function problemText(err: unknown, fields: Record<string, FieldView>): string {
   const problems = fieldProblems(err);
   if (!problems.length) return errorText(err);
-  return problems.map((p) => `${labelOf(p.field)}: ${p.message.replace(`"${p.field}" `, '')}`).join('; ');
+  return problems.map((p) => `${fields[p.field]?.label ?? p.field}: ${p.message.replace(`"${p.field}" `, '')}`).join('; ');
 }
 
 export function authSettings(section: HTMLElement): void {
@@ -154,7 +119,7 @@ export function authSettings(section: HTMLElement): void {
         () => true,
         (err: unknown) => {
           markInvalid(form, err);
-          say(msg, problemText(err), 'error');
+          say(msg, problemText(err, fields), 'error');
           return false;
         },
       ),
