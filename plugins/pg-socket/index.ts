@@ -1,7 +1,6 @@
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
 // type-only imports: erased at run time, so this folder works wherever SERVICE_PLUGINS_DIR points
-import type { Context } from 'koa';
 import type { ProviderCapabilities, ProviderOperation } from '../../src/sockets/base-provider.js';
 import type { PluginContext } from '../../src/plugins/types.js';
 import { sslProbe, startupProbe } from './pg-wire.js';
@@ -12,14 +11,14 @@ import { sslProbe, startupProbe } from './pg-wire.js';
  *   socket:request {operation: "pgsql:health"}       -> is the server alive and speaking protocol 3?
  *   socket:request {operation: "pgsql:server_info"}  -> the authentication it wants, and its
  *                                                      startup parameters when it lets the role in
- * Its routes (GET /api/plugins/pg-socket/health, /server-info) go through ctx.socketRequest
- * with the caller's identity, so core permissions apply there too.
+ * Both declare `http`, so core serves them at GET /api/socket/pgsql/health and /server-info too,
+ * with the same permissions, and lists them in /openapi.json while the plugin runs.
  */
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_$-]{0,62}$/;
 
 export function setup(ctx: PluginContext): void {
-  const { Joi, SocketError, HttpError } = ctx.sdk;
+  const { Joi, SocketError } = ctx.sdk;
   const { value, error } = Joi.object({
     socket_path: Joi.string().pattern(/^\//, 'absolute path').max(4096).required(),
     user: Joi.string().pattern(IDENT, 'role name').required(),
@@ -66,6 +65,7 @@ export function setup(ctx: PluginContext): void {
           // health reports an outage itself instead of answering `unavailable`
           requires_available: false,
           run: () => this.health_check(),
+          http: { method: 'GET', summary: 'PostgreSQL server health (protocol probe, no password sent)', response: '{healthy, reachable, ssl_supported, latency_ms, socket_path, error}' },
         },
         server_info: {
           schema: Joi.object({ database: Joi.string().pattern(IDENT, 'database name') }),
@@ -79,23 +79,12 @@ export function setup(ctx: PluginContext): void {
               throw new SocketError('unavailable', `PostgreSQL socket ${this.socket_path}: ${e.code ?? e.message}`);
             }
           },
+          http: { method: 'GET', summary: "The authentication PostgreSQL asks of the role, and its startup parameters when it lets the role in", response: '{socket_path, user, database, accepted, auth, sasl_mechanisms?, parameters, error, latency_ms}' },
         },
       };
     }
   }
 
   const provider = ctx.registerSocketProvider(PgSocketProvider);
-
-  const relay = (operation: string) => async (koa: Context) => {
-    const res = await ctx.socketRequest({ operation }, { identity: ctx.sdk.identity(koa) });
-    if (!res.ok) {
-      const status = res.error?.code === 'forbidden' ? 403 : res.error?.code === 'unavailable' ? 503 : 502;
-      throw new HttpError(status, status === 403 ? 'forbidden' : status === 503 ? 'unavailable' : 'internal', res.error?.message ?? 'socket request failed');
-    }
-    koa.body = res.result;
-  };
-  ctx.router.get('/health', relay('pgsql:health'));
-  ctx.router.get('/server-info', relay('pgsql:server_info'));
-
   ctx.log.info({ socket_path: provider.socket_path }, 'pgsql socket provider registered');
 }

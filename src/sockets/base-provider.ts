@@ -22,6 +22,20 @@ export function fullCapabilities(caps: ProviderCapabilities): Required<ProviderC
 }
 
 /**
+ * An operation served over HTTP too, at `/api/socket/<provider name>/<operation>` (an `_` in the
+ * operation's name becomes `-`): GET takes the args from the query string, POST from the JSON
+ * body. The route and its OpenAPI entry are derived from the operation: same rule, same
+ * permission, same answer as over the bus and ws.
+ */
+export interface OperationHttp {
+  method: 'GET' | 'POST';
+  summary: string;
+  description?: string;
+  /** what a 200 answers, in words */
+  response?: string;
+}
+
+/**
  * One operation a provider serves over socket:request (and the HTTP/ws layers).
  * `args` reaches `run` only after `schema` validated (and defaulted) it.
  */
@@ -35,6 +49,8 @@ export interface ProviderOperation {
   /** further permissions that these (validated) args need, e.g. a read-write mount */
   permissionsFor?(args: any): string[];
   run(args: any): Promise<unknown>;
+  /** also an HTTP route (see OperationHttp); without it, bus and ws only */
+  http?: OperationHttp;
 }
 
 /**

@@ -6,14 +6,16 @@ import type { Config } from '../config.js';
 import type { EventBus } from '../bus/bus.js';
 import type { ClientChannels } from '../bus/channels.js';
 import type { Logger } from '../log.js';
-import { ApiRouter } from '../http/api.js';
+import { ApiRouter, guardFor, type Endpoint } from '../http/api.js';
+import { HttpError, notFound } from '../http/errors.js';
 import { jsonBody } from '../http/body.js';
 import { validate } from '../http/validate.js';
 import { SocketRegistry } from './registry.js';
 import { MountGuardian, repairSchema } from './mount-guardian.js';
 import { HostPaths } from './host-paths.js';
 import { SocketRequests, type SocketCaller } from './bus-handler.js';
-import { ContainerProvider, PREFIX_PATTERN } from './container-provider.js';
+import { ContainerProvider } from './container-provider.js';
+import type { OperationHttp, ProviderOperation, SocketProvider } from './base-provider.js';
 import { socketErrorToHttp } from './errors.js';
 
 /**
@@ -57,22 +59,55 @@ export class SocketsComponent {
     });
   }
 
-  private async run(ctx: Context, operation: string, args: Record<string, unknown> = {}) {
+  private async run(ctx: Context, operation: string, args: Record<string, unknown> = {}, provider?: string) {
     const caller: SocketCaller | null = ctx.state.identity ?? null;
-    const res = await this.requests.handle({ request_id: ctx.state.requestId, operation, args }, caller);
+    const res = await this.requests.handle({ request_id: ctx.state.requestId, operation, args, ...(provider ? { provider } : {}) }, caller);
     if (!res.ok) throw socketErrorToHttp(res.error!);
     return res.result;
   }
 
+  /** The operation `/api/socket/<provider>/<operation>` names, when it declares this method. */
+  private httpOperation(providerName: string, path: string, method: OperationHttp['method']): { provider: SocketProvider; name: string; op: ProviderOperation } {
+    const provider = this.registry.get(providerName);
+    const name = path.replace(/-/g, '_');
+    const ops = provider?.operations() ?? {};
+    const op = Object.prototype.hasOwnProperty.call(ops, name) ? ops[name] : undefined;
+    if (!provider || !op?.http) throw notFound(`socket operation /api/socket/${providerName}/${path}`);
+    if (op.http.method !== method) throw new HttpError(405, 'method_not_allowed', `use ${op.http.method}`, undefined, { Allow: op.http.method });
+    return { provider, name, op };
+  }
+
+  private async runOperation(ctx: Context, method: OperationHttp['method']): Promise<unknown> {
+    const { provider, name, op } = this.httpOperation(ctx.params.provider!, ctx.params.operation!, method);
+    // 401 and 403 before the args are looked at, as on every other route
+    const guard = guardFor(op.permission === null ? 'optional' : { permission: op.permission });
+    let result: unknown;
+    const run = async () => {
+      // a query string is text: its values are converted by the operation's own rule first
+      const args = method === 'GET' ? validate(op.schema, { ...ctx.query }, 'query') : objectBody(ctx);
+      result = await this.run(ctx, `${provider.kind}:${name}`, args, provider.name);
+    };
+    if (guard) await guard(ctx, run);
+    else await run();
+    return result;
+  }
+
+  /** The routes of every provider operation that declares `http`, for the OpenAPI document. */
+  documentedRoutes(): { version: number; endpoints: Endpoint[] } {
+    if (this.documented?.version !== this.registry.version) {
+      const endpoints = this.registry.names().flatMap((providerName) =>
+        Object.entries(this.registry.get(providerName)!.operations()).flatMap(([name, op]) => (op.http ? [operationEndpoint(providerName, name, op, op.http)] : [])),
+      );
+      this.documented = { version: this.registry.version, endpoints };
+    }
+    return this.documented;
+  }
+
+  private documented: { version: number; endpoints: Endpoint[] } | null = null;
+
   routers(): Router[] {
     const api = new ApiRouter({ prefix: '/api/socket', tag: 'socket-management' });
     const dirs = Joi.object({ required_dirs: Joi.string().max(16_384).description('comma-separated paths; default: SERVICE_MANAGED_DIRS') });
-    // the operation validates its args (the same check as bus and ws); these describe them
-    const cleanupBody = Joi.object({
-      prefix: Joi.string().max(128).pattern(PREFIX_PATTERN).description('name prefix of the containers to remove; default SERVICE_RUNNER_PREFIX'),
-      max_age_minutes: Joi.number().min(0).default(60),
-      dry_run: Joi.boolean().default(false),
-    });
     const optional = 'optional' as const;
 
     api.endpoint(
@@ -100,29 +135,11 @@ export class SocketsComponent {
       },
       (ctx) => this.run(ctx, 'provider:list'),
     );
-    api.endpoint({ method: 'GET', path: '/container/health', summary: 'Container daemon health', auth: optional, responses: { 200: '{healthy, daemon: {version, api_version}, containers_running, containers_total, images, error?}' } }, (ctx) =>
-      this.run(ctx, 'container:health'),
-    );
-    api.endpoint({ method: 'GET', path: '/container/mounts', summary: 'Container mount mappings', auth: optional, responses: { 200: '{mounts: {<container id>: {<destination>: <source>}}}' } }, (ctx) =>
-      this.run(ctx, 'container:mounts'),
-    );
-    api.endpoint(
-      { method: 'GET', path: '/container/storage-root', summary: 'The host storage root as seen inside containers', auth: optional, responses: { 200: '{storage_root: "<host path>" | null}' } },
-      (ctx) => this.run(ctx, 'container:storage_root'),
-    );
-    api.endpoint(
-      {
-        method: 'POST',
-        path: '/container/cleanup',
-        summary: 'Remove stale runner containers',
-        description: 'Only containers whose name starts with the prefix are touched.',
-        auth: { permission: 'socket:container:cleanup' },
-        body: cleanupBody,
-        bodyMode: 'manual',
-        responses: { 200: '{removed: [{id, name}], errors: []}' },
-      },
-      (ctx) => this.run(ctx, 'container:cleanup', objectBody(ctx)),
-    );
+    // every provider operation that declares `http`: one route for all, so a plugin's provider
+    // gets its routes when it registers and loses them when it goes (documentedRoutes lists them)
+    for (const method of ['GET', 'POST'] as const) {
+      api.endpoint({ method, path: '/:provider/:operation', summary: 'a provider operation', auth: optional, hidden: true }, (ctx) => this.runOperation(ctx, method));
+    }
     api.endpoint(
       {
         method: 'POST',
@@ -142,6 +159,21 @@ export class SocketsComponent {
   async close(): Promise<void> {
     await this.registry.close();
   }
+}
+
+function operationEndpoint(providerName: string, name: string, op: ProviderOperation, http: OperationHttp): Endpoint {
+  const fullPath = `/api/socket/${providerName}/${name.replace(/_/g, '-')}`;
+  return {
+    method: http.method,
+    path: fullPath,
+    fullPath,
+    tag: 'socket-management',
+    summary: http.summary,
+    description: http.description,
+    auth: op.permission === null ? 'optional' : { permission: op.permission },
+    ...(http.method === 'GET' ? { query: op.schema } : { body: op.schema, bodyMode: 'manual' as const }),
+    responses: op.requires_available === false ? { 200: http.response ?? 'the result' } : { 200: http.response ?? 'the result', 503: 'the provider is not available' },
+  };
 }
 
 function objectBody(ctx: Context): Record<string, unknown> {

@@ -12,6 +12,7 @@ import {
   absolutePath,
   checkPrefix,
   containerIdFromProc,
+  daemonFailure,
   hostPathFor,
   JOI_OPTIONS,
   MAX_AGE_MINUTES,
@@ -34,8 +35,6 @@ import { fieldErrorsOf, fieldErrorsText } from '../errors.js';
 
 export { containerIdFromProc, hostPathFor, JOI_OPTIONS, MOUNT_RW_PERMISSION, PREFIX_PATTERN, RUNNER_LABEL, SPAWN_PERMISSION };
 export type { CleanupOptions, CleanupResult, ContainerProviderOptions, RunnerInfo, SpawnRequest };
-
-const DAEMON_DOWN_CODES = new Set(['ECONNREFUSED', 'ENOENT', 'ECONNRESET', 'EPIPE', 'EACCES', 'ETIMEDOUT', 'ABORT_ERR']);
 
 export class ContainerProvider extends SocketProvider {
   readonly name = 'container';
@@ -307,29 +306,31 @@ export class ContainerProvider extends SocketProvider {
 
   override operations(): Record<string, ProviderOperation> {
     const none = Joi.object({});
+    const prefix = prefixSchema.default(this.runnerPrefix).description('name prefix of the runner containers; default SERVICE_RUNNER_PREFIX');
     return {
-      health: { schema: none, permission: null, requires_available: false, run: () => this.health_check() },
-      mounts: { schema: none, permission: null, run: () => this.get_mounts() },
-      storage_root: { schema: none, permission: null, run: async () => ({ storage_root: await this.detect_storage_root() }) },
+      health: { schema: none, permission: null, requires_available: false, run: () => this.health_check(), http: { method: 'GET', summary: 'Container daemon health', response: '{healthy, daemon: {version, api_version}, containers_running, containers_total, images, error?}' } },
+      mounts: { schema: none, permission: null, run: () => this.get_mounts(), http: { method: 'GET', summary: 'Container mount mappings', response: '{mounts: {<container id>: {<destination>: <source>}}}' } },
+      storage_root: { schema: none, permission: null, run: async () => ({ storage_root: await this.detect_storage_root() }), http: { method: 'GET', summary: 'The host storage root as seen inside containers', response: '{storage_root: "<host path>" | null}' } },
       resolve_mounts: {
         schema: Joi.object({ targets: Joi.array().items(absolutePath).min(1).max(64).required() }),
         permission: null,
         run: (a: { targets: string[] }) => this.resolve_mounts(a.targets),
       },
       runners: {
-        schema: Joi.object({ prefix: prefixSchema.default(this.runnerPrefix) }),
+        schema: Joi.object({ prefix }),
         permission: null,
         run: async (a: { prefix: string }) => ({ runners: await this.runners(a.prefix) }),
       },
       cleanup: {
         schema: Joi.object({
-          prefix: prefixSchema.default(this.runnerPrefix),
-          max_age_minutes: Joi.number().min(0).max(MAX_AGE_MINUTES).default(60),
-          dry_run: Joi.boolean().default(false),
+          prefix,
+          max_age_minutes: Joi.number().min(0).max(MAX_AGE_MINUTES).default(60).description('only containers older than this'),
+          dry_run: Joi.boolean().default(false).description('list what would be removed, remove nothing'),
         }),
         permission: 'socket:container:cleanup',
         run: (a: { prefix: string; max_age_minutes: number; dry_run: boolean }) =>
           this.cleanup_stale(a.prefix, a.max_age_minutes, { dry_run: a.dry_run }),
+        http: { method: 'POST', summary: 'Remove stale runner containers', description: 'Only containers whose name starts with the prefix are touched.', response: '{removed: [{id, name}], errors: []}' },
       },
       spawn: {
         schema: spawnSchema(this.runnerPrefix),
@@ -390,14 +391,9 @@ export class ContainerProvider extends SocketProvider {
   }
 
   private toSocketError(err: unknown, what: string): SocketError {
-    if (err instanceof SocketError) return err;
-    const e = err as { code?: string; statusCode?: number; json?: { message?: string }; message?: string; name?: string };
-    if ((e?.code && DAEMON_DOWN_CODES.has(e.code)) || e?.name === 'AbortError' || e?.name === 'TimeoutError' || /timeout/i.test(e?.message ?? '')) {
-      this.markDown();
-      return new SocketError('unavailable', `container daemon unreachable (${what}: ${e?.code ?? e?.name ?? 'timeout'})`);
-    }
-    const detail = (e?.json?.message ?? e?.message ?? String(err)).slice(0, 300);
-    return new SocketError('failed', `${what} failed: ${detail}`, e?.statusCode ? { status: e.statusCode } : undefined);
+    const { down, error } = daemonFailure(err, what);
+    if (down) this.markDown();
+    return error;
   }
 }
 

@@ -154,3 +154,16 @@ export function spawnSchema(prefix: string): Joi.ObjectSchema {
     network: Joi.string().max(128).pattern(PREFIX_PATTERN, 'network name').invalid('host'),
   });
 }
+
+const DAEMON_DOWN_CODES = new Set(['ECONNREFUSED', 'ENOENT', 'ECONNRESET', 'EPIPE', 'EACCES', 'ETIMEDOUT', 'ABORT_ERR']);
+
+/** A dockerode failure as a socket error: `unavailable` (and `down`) when the daemon could not be reached, else `failed`. */
+export function daemonFailure(err: unknown, what: string): { down: boolean; error: SocketError } {
+  if (err instanceof SocketError) return { down: false, error: err };
+  const e = err as { code?: string; statusCode?: number; json?: { message?: string }; message?: string; name?: string };
+  if ((e?.code && DAEMON_DOWN_CODES.has(e.code)) || e?.name === 'AbortError' || e?.name === 'TimeoutError' || /timeout/i.test(e?.message ?? '')) {
+    return { down: true, error: new SocketError('unavailable', `container daemon unreachable (${what}: ${e?.code ?? e?.name ?? 'timeout'})`) };
+  }
+  const detail = (e?.json?.message ?? e?.message ?? String(err)).slice(0, 300);
+  return { down: false, error: new SocketError('failed', `${what} failed: ${detail}`, e?.statusCode ? { status: e.statusCode } : undefined) };
+}

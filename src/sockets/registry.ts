@@ -67,8 +67,12 @@ export class SocketRegistry {
     return this.deps.instanceId ?? 'local';
   }
 
+  /** changes whenever a provider comes or goes (the HTTP routes derived from them changed) */
+  version = 0;
+
   /** Tells every instance (and the ws clients) what this instance's registry holds now. */
   private changed(): void {
+    this.version++;
     this.bus?.emit('socket:providers_changed', { instance: this.instance, providers: this.names() });
   }
 

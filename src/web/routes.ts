@@ -24,21 +24,25 @@ import type { User } from '../iam/store.js';
 const DOCS_HEAD = html`<link rel="stylesheet" href="/static/swagger/swagger-ui.css">
 <script src="/static/swagger/swagger-ui-bundle.js" defer></script>`;
 
-/** Routes that come and go (plugins'), with a version that changes when they do. */
-export type ExtraEndpoints = () => { version: number; endpoints: Endpoint[] };
+/**
+ * Routes that come and go (plugins', socket provider operations'), each source with a version
+ * that changes when they do.
+ */
+export type ExtraEndpoints = () => Array<{ version: number; endpoints: Endpoint[] }>;
 
-const documents = new WeakMap<Koa, { version: number; text: string }>();
+const documents = new WeakMap<Koa, { version: string; text: string }>();
 
 /**
- * The OpenAPI document of every route mounted on this app and of `extra` (the running plugins'
- * routes), built again only when `extra` changed.
+ * The OpenAPI document of every route mounted on this app and of `extra`, built again only
+ * when `extra` changed.
  */
 export function openApiDocument(app: Koa, extra?: ExtraEndpoints): string {
-  const more = extra?.() ?? { version: 0, endpoints: [] };
+  const sources = extra?.() ?? [];
+  const version = sources.map((s) => s.version).join('.');
   let doc = documents.get(app);
-  if (!doc || doc.version !== more.version) {
+  if (!doc || doc.version !== version) {
     const text = JSON.stringify(
-      buildOpenApi([...collectEndpoints(app).endpoints, ...more.endpoints], {
+      buildOpenApi([...collectEndpoints(app).endpoints, ...sources.flatMap((s) => s.endpoints)], {
         title: 'service-core',
         version: VERSION,
         sessionCookie: SESSION_COOKIE,
@@ -46,7 +50,7 @@ export function openApiDocument(app: Koa, extra?: ExtraEndpoints): string {
           'Identity and access management, notifications and socket providers. Authorize with an API key (X-API-Key or Bearer), a session token (Bearer) or HTTP Basic; the browser session cookie works too.',
       }),
     );
-    doc = { version: more.version, text };
+    doc = { version, text };
     documents.set(app, doc);
   }
   return doc.text;

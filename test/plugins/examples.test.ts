@@ -227,15 +227,37 @@ describe('example plugins', () => {
       expect((await ask('pgsql:nope')).error?.code).to.equal('unknown_operation');
     });
 
-    it('its routes go through core with the caller\'s identity', async () => {
-      await request(svc.url).get('/api/plugins/pg-socket/health').expect(401);
-      const res = await request(svc.url).get('/api/plugins/pg-socket/health').set('Authorization', viewer).expect(200);
-      expect(res.body).to.include({ healthy: true });
-      const info = await request(svc.url).get('/api/plugins/pg-socket/server-info').set('Authorization', viewer).expect(200);
-      expect(info.body.socket_path).to.equal(PG_SOCKET);
+    it('its operations are HTTP routes of core, with the same permissions, documented while it runs', async () => {
+      // health declares no permission: anyone may ask, as over socket:request
+      const res = await request(svc.url).get('/api/socket/pgsql/health').expect(200);
+      expect(res.body).to.include({ healthy: true, socket_path: PG_SOCKET });
+      // server_info needs plugin:pg-socket:api:read: 401 without a credential, 403 without it
+      await request(svc.url).get('/api/socket/pgsql/server-info').expect(401);
+      const info = await request(svc.url).get('/api/socket/pgsql/server-info').set('Authorization', viewer).query({ database: 'postgres' }).expect(200);
+      expect(info.body).to.include({ socket_path: PG_SOCKET, database: 'postgres' });
+      const bad = await request(svc.url).get('/api/socket/pgsql/server-info').set('Authorization', viewer).query({ database: 'x; drop' }).expect(400);
+      expect(bad.body.error.details[0].field).to.equal('database');
       await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'dashonly', permissions: ['feature:dashboard.view'] }).expect(201);
       await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'dash', password: 'dash-password-1', groups: ['dashonly'] }).expect(201);
-      await request(svc.url).get('/api/plugins/pg-socket/health').set('Authorization', basic('dash', 'dash-password-1')).expect(403);
+      await request(svc.url).get('/api/socket/pgsql/server-info').set('Authorization', basic('dash', 'dash-password-1')).expect(403);
+      // only what the operation declares: its method, and no route for an operation without `http`
+      const wrongMethod = await request(svc.url).post('/api/socket/pgsql/health').set('Authorization', admin()).send({}).expect(405);
+      expect(wrongMethod.headers.allow).to.equal('GET');
+      await request(svc.url).get('/api/socket/pgsql/nope').expect(404);
+
+      const documented = async () => (await request(svc.url).get('/openapi.json').expect(200)).body.paths;
+      const paths = await documented();
+      expect(paths['/api/socket/pgsql/health'].get).to.deep.include({ tags: ['socket-management'] });
+      expect(paths['/api/socket/pgsql/server-info'].get.parameters.map((p: any) => p.name)).to.deep.equal(['database']);
+      // a stopped plugin's provider is gone: its routes answer 404 and leave the document
+      await request(svc.url).post('/api/plugins/pg-socket/disable').set('Authorization', admin()).expect(200);
+      try {
+        await request(svc.url).get('/api/socket/pgsql/health').expect(404);
+        expect(await documented()).not.to.have.property('/api/socket/pgsql/health');
+      } finally {
+        await request(svc.url).post('/api/plugins/pg-socket/enable').set('Authorization', admin()).expect(200);
+      }
+      expect(await documented()).to.have.property('/api/socket/pgsql/health');
     });
 
     it('reports a missing socket instead of failing', async () => {

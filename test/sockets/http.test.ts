@@ -97,6 +97,20 @@ describe('socket HTTP API', function () {
     expect(notJson.body.error.code).to.equal('validation_failed');
   });
 
+  it('serves exactly the operations that declare an HTTP route, with their method', async () => {
+    // spawn and runners are bus and ws operations only
+    for (const path of ['/api/socket/container/spawn', '/api/socket/container/runners', '/api/socket/container/resolve-mounts', '/api/socket/nothing/health']) {
+      const res = await request(svc.url).post(path).set('X-API-Key', SYSTEM_KEY).send({}).expect(404);
+      expect(res.body.error.code, path).to.equal('not_found');
+    }
+    const res = await request(svc.url).get('/api/socket/container/cleanup').set('X-API-Key', SYSTEM_KEY).expect(405);
+    expect(res.headers.allow).to.equal('POST');
+    expect(res.body.error.code).to.equal('method_not_allowed');
+    // a GET's query is checked by the operation's rule: health takes no arguments
+    const extra = await request(svc.url).get('/api/socket/container/health').query({ verbose: '1' }).expect(400);
+    expect(extra.body.error.details).to.deep.equal([{ field: 'verbose', message: 'is not allowed' }]);
+  });
+
   it('health of managed dirs is read-only; a path outside is not_managed', async () => {
     const inside = path.join(svc.dataDir, 'managed', 'inside');
     fs.mkdirSync(inside, { mode: 0o700 });
