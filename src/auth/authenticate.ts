@@ -77,7 +77,7 @@ export class Authenticator {
       const hash = sha256(token);
       const cached = this.deps.cache?.get(`t:${hash}`);
       if (cached) {
-        if (cached.credential_id) this.deps.apiKeys.touch(cached.credential_id);
+        if (cached.credentialId) this.deps.apiKeys.touch(cached.credentialId);
         return cached;
       }
       const stamp = await this.deps.systemKey.matches(token);
@@ -167,26 +167,26 @@ export class Authenticator {
    * with fresh permissions, or null when it has ended. One query for every credential row.
    */
   async revalidate(identities: readonly ApiIdentity[]): Promise<Array<ApiIdentity | null>> {
-    const credentialIds = [...new Set(identities.map((i) => i.credential_id).filter((id): id is string => id !== null))];
+    const credentialIds = [...new Set(identities.map((i) => i.credentialId).filter((id): id is string => id !== null))];
     const live = credentialIds.length ? await this.deps.apiKeys.liveIds(credentialIds) : new Set<string>();
-    const systemStamp = identities.some((i) => i.is_system) ? await this.deps.systemKey.stamp() : null;
+    const systemStamp = identities.some((i) => i.isSystem) ? await this.deps.systemKey.stamp() : null;
     const out: Array<ApiIdentity | null> = [];
     for (const identity of identities) {
       const proof = identity.proof;
-      if (identity.is_system) {
+      if (identity.isSystem) {
         out.push(proof?.kind === 'system_key' && systemStamp !== null && proof.stamp === systemStamp ? identity : null);
         continue;
       }
-      if (!identity.user_id || !proof || (proof.kind === 'credential' && !live.has(proof.id))) {
+      if (!identity.userId || !proof || (proof.kind === 'credential' && !live.has(proof.id))) {
         out.push(null);
         continue;
       }
-      const r = await this.deps.resolver.resolve(identity.user_id);
+      const r = await this.deps.resolver.resolve(identity.userId);
       if (!r || (proof.kind === 'password' && passwordProof(r.user.hashed_password).stamp !== proof.stamp)) {
         out.push(null);
         continue;
       }
-      out.push(this.build(r, identity.method, { scopes: identity.key_scopes, proof }));
+      out.push(this.build(r, identity.method, { scopes: identity.keyScopes, proof }));
     }
     return out;
   }

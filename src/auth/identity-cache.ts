@@ -36,7 +36,7 @@ export class IdentityCache {
     const until = Math.min(Date.now() + this.ttlMs, expiresAt ?? Infinity);
     if (this.entries.size >= this.maxEntries) this.delete(this.entries.keys().next().value!);
     this.entries.set(key, { identity, until });
-    const owner = identity.user_id ?? '*system';
+    const owner = identity.userId ?? '*system';
     let set = this.byUser.get(owner);
     if (!set) this.byUser.set(owner, (set = new Set()));
     set.add(key);
@@ -58,6 +58,6 @@ export class IdentityCache {
     const e = this.entries.get(key);
     if (!e) return;
     this.entries.delete(key);
-    this.byUser.get(e.identity.user_id ?? '*system')?.delete(key);
+    this.byUser.get(e.identity.userId ?? '*system')?.delete(key);
   }
 }

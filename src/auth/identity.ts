@@ -20,12 +20,12 @@ export type CredentialProof =
 export class ApiIdentity {
   constructor(
     readonly username: string,
-    readonly user_id: string | null,
+    readonly userId: string | null,
     readonly method: CredentialMethod,
-    readonly is_system: boolean,
+    readonly isSystem: boolean,
     readonly permissions: ReadonlySet<string>,
-    readonly key_scopes: readonly string[] | null = null,
-    readonly is_superadmin = false,
+    readonly keyScopes: readonly string[] | null = null,
+    readonly isSuperadmin = false,
     readonly groups: readonly string[] = [],
     readonly roles: readonly string[] = [],
     readonly proof: CredentialProof | null = null,
@@ -36,14 +36,14 @@ export class ApiIdentity {
   }
 
   /** The api_keys row behind a key or session (for logout and revocation), else null. */
-  get credential_id(): string | null {
+  get credentialId(): string | null {
     return this.proof?.kind === 'credential' ? this.proof.id : null;
   }
 
   allows(permission: string): boolean {
-    if (this.is_system) return true;
-    if (this.key_scopes && !grantsInclude(this.key_scopes, permission)) return false;
-    if (this.is_superadmin) return true;
+    if (this.isSystem) return true;
+    if (this.keyScopes && !grantsInclude(this.keyScopes, permission)) return false;
+    if (this.isSuperadmin) return true;
     return grantsInclude(this.permissions, permission);
   }
 }

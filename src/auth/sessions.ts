@@ -112,8 +112,8 @@ export async function credentialsLogin(auth: AuthComponent, ctx: Context, typed:
 export async function logout(auth: AuthComponent, ctx: Context): Promise<boolean> {
   const id = ctx.state.identity;
   let ended = false;
-  if (id?.user_id && id.credential_id && (id.method === 'session_token' || id.method === 'session_cookie')) {
-    ended = (await auth.apiKeys.revoke(id.user_id, id.credential_id)) || ended;
+  if (id?.userId && id.credentialId && (id.method === 'session_token' || id.method === 'session_cookie')) {
+    ended = (await auth.apiKeys.revoke(id.userId, id.credentialId)) || ended;
   }
   if (ctx.cookies.get(SESSION_COOKIE)) {
     const keyId = ctx.session?.key_id;

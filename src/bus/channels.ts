@@ -14,15 +14,15 @@ export interface Viewer {
   subject: string;
 }
 
-export function viewerOf(identity: { user_id: string | null; username: string }): Viewer {
-  return identity.user_id ? { userId: identity.user_id, subject: identity.user_id } : { userId: null, subject: `system:${identity.username}` };
+export function viewerOf(identity: { userId: string | null; username: string }): Viewer {
+  return identity.userId ? { userId: identity.userId, subject: identity.userId } : { userId: null, subject: `system:${identity.username}` };
 }
 
 /** The caller behind a connection, as a frame handler sees it (ApiIdentity fits). */
 export interface ClientIdentity {
   username: string;
-  user_id: string | null;
-  is_system: boolean;
+  userId: string | null;
+  isSystem: boolean;
   allows(permission: string): boolean;
 }
 

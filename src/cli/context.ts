@@ -31,7 +31,7 @@ export interface CliIo {
  * key, so it acts as a superadmin would (host grants and protected accounts included); every
  * change it makes is logged like one made through the API, with `cli` as the actor.
  */
-export const CLI_ACTOR: Actor = { username: 'cli', is_system: true, is_superadmin: true };
+export const CLI_ACTOR: Actor = { username: 'cli', isSystem: true, isSuperadmin: true };
 
 /**
  * What a command works with, made on first use: the configuration, the database (migrated and

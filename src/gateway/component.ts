@@ -37,7 +37,7 @@ export class GatewayComponent {
       log: deps.log,
       state: deps.state,
       authenticate: (req) => authenticateUpgrade(req, { auth, tickets: this.tickets, cookieIdentity, selfOrigin }),
-      refreshIdentity: (id) => (id.user_id ? auth.identityOf(id.user_id, id.method, { scopes: id.key_scopes, proof: id.proof }) : Promise.resolve(id)),
+      refreshIdentity: (id) => (id.userId ? auth.identityOf(id.userId, id.method, { scopes: id.keyScopes, proof: id.proof }) : Promise.resolve(id)),
       revalidate: (ids) => auth.revalidate(ids),
       options: deps.options,
     });

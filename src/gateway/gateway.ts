@@ -122,7 +122,7 @@ export class Gateway implements ClientChannels {
 
   /** The system key changed: connections made with it are checked at once. */
   recheckSystem(): Promise<void> {
-    return this.recheck([...this.all].filter((c) => c.identity.is_system));
+    return this.recheck([...this.all].filter((c) => c.identity.isSystem));
   }
 
   /** Connections whose credential has ended are closed with 1008; the others get fresh permissions. */
@@ -146,7 +146,7 @@ export class Gateway implements ClientChannels {
 
   /** The identity as IAM sees it now (permissions may have changed since the upgrade). */
   private async currentIdentity(conn: Connection): Promise<ApiIdentity | null> {
-    if (!this.deps.refreshIdentity || conn.identity.is_system) return conn.identity;
+    if (!this.deps.refreshIdentity || conn.identity.isSystem) return conn.identity;
     const fresh = await this.deps.refreshIdentity(conn.identity);
     if (!fresh) {
       this.drop(conn, 1008, 'the identity is no longer valid');

@@ -45,9 +45,9 @@ export class WsTickets {
 
   async mint(identity: ApiIdentity): Promise<{ ticket: string; expires_in: number }> {
     if (!identity.proof) throw new Error('an identity without a credential proof cannot mint a ticket');
-    const subject: TicketSubject = identity.is_system
+    const subject: TicketSubject = identity.isSystem
       ? { system: true, username: identity.username, proof: identity.proof }
-      : { system: false, user_id: identity.user_id!, scopes: identity.key_scopes ? [...identity.key_scopes] : null, proof: identity.proof };
+      : { system: false, user_id: identity.userId!, scopes: identity.keyScopes ? [...identity.keyScopes] : null, proof: identity.proof };
     const ticket = await this.store.put('ws_ticket', subject, this.ttlMs);
     return { ticket, expires_in: Math.round(this.ttlMs / 1000) };
   }

@@ -3,13 +3,13 @@ import type { Group, User } from './store.js';
 /** Who changes the model: what the policies need of an identity. */
 export interface Actor {
   username: string;
-  is_system: boolean;
-  is_superadmin: boolean;
+  isSystem: boolean;
+  isSuperadmin: boolean;
 }
 
 /** The system key and superadmins: the only actors trusted with the host and with protected accounts. */
 export function isTrusted(actor: Actor): boolean {
-  return actor.is_system || actor.is_superadmin;
+  return actor.isSystem || actor.isSuperadmin;
 }
 
 /**

@@ -95,7 +95,7 @@ ${id
 
 /** A page of the app: top bar, navigation, main content, footer, toasts. `id` is null only on the public /docs. */
 export function appPage(id: ApiIdentity | null, page: PageDef, content: SafeHtml, displayName?: string | null, head?: SafeHtml): SafeHtml {
-  const attrs = html` data-page="${page.key}" data-username="${id?.username ?? ''}" data-user-id="${id?.user_id ?? ''}" data-permissions="${id ? uiPermissions(id).join(' ') : ''}"`;
+  const attrs = html` data-page="${page.key}" data-username="${id?.username ?? ''}" data-user-id="${id?.userId ?? ''}" data-permissions="${id ? uiPermissions(id).join(' ') : ''}"`;
   return htmlDocument({
     title: page.title,
     module: page.module,

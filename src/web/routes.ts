@@ -77,7 +77,7 @@ export function webRoutes(auth: AuthComponent, extraEndpoints?: ExtraEndpoints):
   const r = new Router();
 
   // the signed-in user's profile, from the resolver's cache (the identity was resolved through it)
-  const userOf = async (id: { user_id: string | null } | null) => (id?.user_id ? ((await auth.iam.resolver.resolve(id.user_id))?.user ?? null) : null);
+  const userOf = async (id: { userId: string | null } | null) => (id?.userId ? ((await auth.iam.resolver.resolve(id.userId))?.user ?? null) : null);
 
   const page = (def: PageDef, content: (ctx: Context, user: User | null) => SafeHtml) => {
     r.get(def.path, pageGuard(def), async (ctx) => {

@@ -15,9 +15,9 @@ import type { ApiIdentity } from '../identity.js';
 /** The access view: effective permissions and what each plugin lets this caller do. */
 export function accessView(auth: AuthComponent, id: ApiIdentity) {
   const catalog = auth.iam.catalog();
-  const all = id.is_system || id.is_superadmin;
+  const all = id.isSystem || id.isSuperadmin;
   let permissions = all ? expandGrants(catalog.map((e) => e.id), catalog) : expandGrants(id.permissions, catalog);
-  if (id.key_scopes) permissions = permissions.filter((p) => id.allows(p));
+  if (id.keyScopes) permissions = permissions.filter((p) => id.allows(p));
   const plugins: Record<string, { visible: boolean; can_read: boolean; can_write: boolean; routes: string[] }> = {};
   for (const p of auth.iam.pluginAccessEntries()) {
     // a disabled or failed plugin is listed, as nothing anyone can see or use
@@ -30,7 +30,7 @@ export function accessView(auth: AuthComponent, id: ApiIdentity) {
         }
       : { visible: false, can_read: false, can_write: false, routes: [] };
   }
-  return { username: id.username, groups: [...id.groups], is_superadmin: id.is_superadmin, permissions, plugins };
+  return { username: id.username, groups: [...id.groups], is_superadmin: id.isSuperadmin, permissions, plugins };
 }
 
 const keyIdParams = Joi.object({ id: Joi.string().max(128).required().description('the id of the key or session') });
@@ -70,16 +70,16 @@ export function meRoutes(auth: AuthComponent): Router {
     const id = identity(ctx);
     let json = profiles.get(id);
     if (json === undefined) {
-      const user = id.user_id ? (await auth.iam.resolver.resolve(id.user_id))?.user : null;
+      const user = id.userId ? (await auth.iam.resolver.resolve(id.userId))?.user : null;
       json = JSON.stringify({
-        id: id.user_id,
+        id: id.userId,
         username: id.username,
         display_name: user?.display_name ?? null,
         email: user?.email ?? null,
         groups: [...id.groups],
         roles: [...id.roles],
         method: id.method,
-        is_system: id.is_system,
+        is_system: id.isSystem,
       });
       profiles.set(id, json);
     }
@@ -101,7 +101,7 @@ export function meRoutes(auth: AuthComponent): Router {
 
   const ownerOf = (ctx: Context) => {
     const id = identity(ctx);
-    if (!id.user_id) throw forbiddenBecause('the system key owns no keys');
+    if (!id.userId) throw forbiddenBecause('the system key owns no keys');
     return id;
   };
 
@@ -116,7 +116,7 @@ export function meRoutes(auth: AuthComponent): Router {
     },
     async (ctx) => {
       const id = ownerOf(ctx);
-      return { keys: (await auth.apiKeys.listFor(id.user_id!)).map((k) => ({ ...publicKey(k), current: k.id === id.credential_id })) };
+      return { keys: (await auth.apiKeys.listFor(id.userId!)).map((k) => ({ ...publicKey(k), current: k.id === id.credentialId })) };
     },
   );
 
@@ -135,12 +135,12 @@ export function meRoutes(auth: AuthComponent): Router {
       const unknown = (body.scopes ?? []).filter((s: string) => !auth.iam.isKnownPermission(s));
       if (unknown.length) throw badField('scopes', `unknown permission ${unknown.join(', ')}`);
       // a scoped key cannot mint a broader one
-      if (id.key_scopes) {
+      if (id.keyScopes) {
         if (!body.scopes?.length) throw badField('scopes', 'a scoped key can only create keys with scopes within its own');
         const outside = body.scopes.filter((s: string) => !id.allows(s));
         if (outside.length) throw badField('scopes', `outside this key's scopes: ${outside.join(', ')}`);
       }
-      const { token, key } = await auth.apiKeys.create(id.user_id!, 'key', {
+      const { token, key } = await auth.apiKeys.create(id.userId!, 'key', {
         label: body.label,
         scopes: body.scopes ?? null,
         expiresAt: body.expires_at ? body.expires_at.getTime() : null,
@@ -155,8 +155,8 @@ export function meRoutes(auth: AuthComponent): Router {
     async (ctx, { params }) => {
       const id = ownerOf(ctx);
       // a scoped key may revoke itself, not its owner's other keys and sessions
-      if (id.key_scopes && params.id !== id.credential_id) throw forbiddenBecause('a scoped API key can only revoke itself');
-      if (!(await auth.apiKeys.revoke(id.user_id!, params.id))) throw notFound('key');
+      if (id.keyScopes && params.id !== id.credentialId) throw forbiddenBecause('a scoped API key can only revoke itself');
+      if (!(await auth.apiKeys.revoke(id.userId!, params.id))) throw notFound('key');
       ctx.status = 204;
     },
   );

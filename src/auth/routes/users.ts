@@ -31,7 +31,7 @@ export function publicUser(u: User, identities: Identity[] = []) {
 /** The web session a user changes their own password from: it stays, their others end. */
 function sessionOf(ctx: Context, userId: string): string | null {
   const id = ctx.state.identity;
-  return id?.user_id === userId && (id.method === 'session_cookie' || id.method === 'session_token') ? id.credential_id : null;
+  return id?.userId === userId && (id.method === 'session_cookie' || id.method === 'session_token') ? id.credentialId : null;
 }
 
 const idParams = Joi.object({ id: uuidParam.description('the user id (UUID)') });
@@ -132,11 +132,11 @@ export function userRoutes(auth: AuthComponent): Router {
     async (ctx, { params }) => {
       const id = identity(ctx);
       const user = await load(params.id);
-      const self = id.user_id === user.id;
+      const self = id.userId === user.id;
       if (!self && !id.allows(ADMIN_USERS)) throw forbidden(ADMIN_USERS);
       if (!self) users.guardPrivileged(id, user);
       // a narrowly scoped key must not be able to take over its owner's account
-      if (id.key_scopes) throw forbiddenBecause('a scoped API key cannot change passwords');
+      if (id.keyScopes) throw forbiddenBecause('a scoped API key cannot change passwords');
       const body = validate(passwordSchema, jsonBody(ctx));
       if (self) {
         if (!body.current_password) throw badField('current_password', 'is required to change your own password');
