@@ -1,4 +1,5 @@
 import Joi from 'joi';
+import type { SettingKind } from './client/api-types.js';
 
 /**
  * Every SERVICE_* setting, once: its variable, kind, value rule, default and description. The
@@ -15,7 +16,7 @@ export const AUTH_PROVIDER_IDS = ['local', 'ldap', 'oidc'] as const;
  * How a value is written: `list` is comma separated in the environment (a JSON array or a comma
  * separated string through the API), `mapping` is a JSON object, `secret` is never shown back.
  */
-export type SettingKind = 'string' | 'secret' | 'boolean' | 'list' | 'mapping';
+export type { SettingKind };
 
 export interface SettingDef {
   env: string;
@@ -58,20 +59,16 @@ const groupList = Joi.array().items(Joi.string().pattern(GROUP_NAME).message('{{
 /** external group (LDAP DN, OIDC claim value) -> local groups */
 export const GROUP_MAPPING = Joi.object().pattern(Joi.string().min(1).max(1024), Joi.array().items(Joi.string().pattern(GROUP_NAME)).max(100).single()).max(500);
 
-const ldap = (name: string, label: string, def: Omit<SettingDef, 'env' | 'api' | 'label' | 'path'>, path: string): SettingDef => ({
-  env: `SERVICE_LDAP_${name.toUpperCase()}`,
-  api: `ldap_${name}`,
+/** A login provider's setting: SERVICE_LDAP_URL, API name ldap_url, Config path ldap.url. */
+const providerSetting = (area: 'ldap' | 'oidc') => (name: string, label: string, def: Omit<SettingDef, 'env' | 'api' | 'label' | 'path'>, path: string): SettingDef => ({
+  env: `SERVICE_${area.toUpperCase()}_${name.toUpperCase()}`,
+  api: `${area}_${name}`,
   label,
-  path: `ldap.${path}`,
+  path: `${area}.${path}`,
   ...def,
 });
-const oidc = (name: string, label: string, def: Omit<SettingDef, 'env' | 'api' | 'label' | 'path'>, path: string): SettingDef => ({
-  env: `SERVICE_OIDC_${name.toUpperCase()}`,
-  api: `oidc_${name}`,
-  label,
-  path: `oidc.${path}`,
-  ...def,
-});
+const ldap = providerSetting('ldap');
+const oidc = providerSetting('oidc');
 
 export const SETTINGS: readonly SettingDef[] = [
   { env: 'SERVICE_HOST', kind: 'string', rule: Joi.string().hostname(), default: '127.0.0.1', about: 'listen address' },

@@ -1,6 +1,7 @@
 import Joi from 'joi';
 import type { Config } from '../config.js';
 import { apiRule, SETTINGS, type SettingKind } from '../settings-table.js';
+import type { AuthSettingView } from '../client/api-types.js';
 import type { SecretsStore } from '../iam/secrets.js';
 import { DomainError, type FieldError } from '../errors.js';
 
@@ -44,18 +45,10 @@ export const patchSchema = Joi.object(Object.fromEntries(Object.entries(FIELDS).
   .min(1)
   .messages({ 'object.min': 'name at least one setting to change' });
 
-export type FieldSource = 'env' | 'store' | 'default';
+export type FieldSource = AuthSettingView['source'];
 
-export interface FieldView {
-  /** how the page shows it */
-  label: string;
-  kind: SettingKind;
-  value: unknown;
-  source: FieldSource;
-  locked: boolean;
-  secret: boolean;
-  configured: boolean;
-}
+/** One field as GET /api/settings/auth shows it. */
+export type FieldView = AuthSettingView;
 
 function clone(c: Config): AuthSettings {
   return {

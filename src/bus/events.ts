@@ -1,4 +1,5 @@
 import Joi from 'joi';
+import type { SocketResponse } from '../client/types.js';
 
 /**
  * The one place that lists every bus event and its payload type.
@@ -41,14 +42,8 @@ export interface SocketRequestPayload {
   args?: Record<string, unknown>;
 }
 
-export interface SocketResponsePayload {
-  request_id: string;
-  operation: string;
-  provider: string | null;
-  ok: boolean;
-  result: unknown;
-  error: null | { code: string; message: string; details?: unknown };
-}
+/** The answer to a socket:request: the frame the gateway client reads (src/client/types.ts). */
+export type SocketResponsePayload = SocketResponse;
 
 export interface EventMap {
   /** database ready: starts IAM initialisation */

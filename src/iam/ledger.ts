@@ -1,13 +1,10 @@
+import type { PluginRole } from '../client/api-types.js';
 import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
 import { DEFAULT_GROUP_NAMES } from './permissions.js';
 
-export interface ManifestRole {
-  id: string;
-  label?: string;
-  permissions: string[];
-  auto_map_groups?: string[];
-}
+/** A role a plugin's manifest declares (the API shows it as it is). */
+export type ManifestRole = PluginRole;
 
 export interface PluginGrantSource {
   id: string;

@@ -1,5 +1,5 @@
 import { DomainError } from '../errors.js';
-import type { NotificationLevel } from '../bus/events.js';
+import type { OutboundNotification } from '../bus/events.js';
 import type { FieldProblem } from './schema.js';
 
 export { viewerOf, type Viewer } from '../bus/channels.js';
@@ -16,15 +16,7 @@ export interface UserDirectory {
 }
 
 /** A notification as the history API and the ws frames show it. */
-export interface NotificationView {
-  id: string;
-  seq: number | null;
-  title: string;
-  message: string;
-  level: NotificationLevel;
-  source: string | null;
-  link: string | null;
-  created_at: string;
+export interface NotificationView extends Omit<OutboundNotification, 'user'> {
   updated_at: string;
   read: boolean;
   broadcast: boolean;

@@ -9,7 +9,6 @@ import type { HttpError } from '../http/errors.js';
 import type { AuthProvider } from '../auth/providers/types.js';
 import type { ApiIdentity } from '../auth/identity.js';
 import type { PluginManifest } from './manifest.js';
-import type { ManifestRole } from '../iam/ledger.js';
 
 /**
  * The public surface a plugin sees (docs/plugins.md). A plugin module exports
@@ -17,27 +16,7 @@ import type { ManifestRole } from '../iam/ledger.js';
  * cost nothing at run time.
  */
 
-export type PluginState = 'loaded' | 'degraded' | 'failed' | 'disabled';
-
-/** A plugin as the admin API shows it. */
-export interface PluginView {
-  id: string;
-  folder: string;
-  name: string | null;
-  version: string | null;
-  description: string | null;
-  enabled: boolean;
-  state: PluginState;
-  error: string | null;
-  permissions: { subscribe: string[]; emit: string[] };
-  permissions_declared: { id: string; description: string }[];
-  roles: ManifestRole[];
-  routes: { path: string; label: string }[];
-  socket_providers: { provides: string[]; uses: string[]; registered: string[] };
-  auth_providers: string[];
-  updated_at: string;
-}
-
+export type { PluginState, PluginView } from '../client/api-types.js';
 
 export type PluginHandler<P> = (payload: P) => void | Promise<void>;
 

@@ -8,7 +8,7 @@ import { formBody } from '../http/body.js';
 import { HttpError } from '../http/errors.js';
 import { validate } from '../http/validate.js';
 import { html, type SafeHtml } from './html.js';
-import { siteFooter } from './layout.js';
+import { htmlDocument, siteFooter } from './layout.js';
 
 /**
  * The server-rendered login page (GET /login): one credentials form for every
@@ -54,24 +54,11 @@ function safeNext(value: unknown): string {
 }
 
 function page(body: SafeHtml): string {
-  return html`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="same-origin">
-<title>Sign in</title>
-<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
-<link rel="stylesheet" href="/static/app.css">
-</head>
-<body class="auth">
-<main class="card">
+  // same-origin: the form posts to us, and under no-referrer its Origin would be "null" (sendHtml)
+  return htmlDocument({ title: 'Sign in', referrer: 'same-origin', bodyClass: 'auth', body: html`<main class="card">
 ${body}
 </main>
-${siteFooter()}
-</body>
-</html>
-`.value;
+${siteFooter()}` }).value;
 }
 
 /**

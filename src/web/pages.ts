@@ -1,5 +1,7 @@
 import type { ApiIdentity } from '../auth/identity.js';
 import type { User } from '../iam/store.js';
+import type Joi from 'joi';
+import { setting, type SettingDef } from '../settings-table.js';
 import { html, type SafeHtml } from './html.js';
 
 /**
@@ -52,6 +54,28 @@ ${id.allows('feature:dashboard.admin_sections')
 </div>`;
 }
 
+/** A string rule's length limits, as the settings table states them (the input enforces the same). */
+function lengthsOf(rule: Joi.Schema): { min: number; max: number } {
+  const rules = (rule.describe().rules ?? []) as Array<{ name: string; args?: { limit?: number } }>;
+  const limit = (name: string) => rules.find((r) => r.name === name)?.args?.limit;
+  return { min: limit('min') ?? 1, max: limit('max') ?? 4096 };
+}
+
+/** One env-lockable secret (src/http/secret-routes.ts): its state, a form to set it, generate and clear. */
+function secretPanel(o: { key: string; title: string; note: SafeHtml; label: string; field: string; save: string; setting: SettingDef }): SafeHtml {
+  const { min, max } = lengthsOf(o.setting.rule!);
+  return html`<section class="panel" aria-labelledby="${o.key}-title" data-${o.key}>
+<h2 id="${o.key}-title">${o.title}</h2>
+<p class="note">${o.note}</p>
+<p data-state>…</p>
+<form class="stack">
+<label>${o.label} (at least ${min} characters) <input name="${o.field}" minlength="${min}" maxlength="${max}" autocomplete="off" spellcheck="false" required></label>
+<div class="row"><button type="button" data-generate>Generate</button><button type="submit">${o.save}</button><button type="button" class="danger" data-clear>Clear</button></div>
+<p class="form-msg" data-msg role="status"></p>
+</form>
+</section>`;
+}
+
 export function settingsContent(id: ApiIdentity, user: User | null): SafeHtml {
   const admin = id.allows('feature:admin.settings');
   return html`<div class="grid">
@@ -98,26 +122,8 @@ ${user
 </section>`
     : ''}
 ${admin
-    ? html`<section class="panel" aria-labelledby="syskey-title" data-system-key>
-<h2 id="syskey-title">System API key</h2>
-<p class="note">The machine-to-machine master key: it passes every permission check. Stored encrypted.</p>
-<p data-state>…</p>
-<form data-syskey-form class="stack">
-<label>New key (at least 32 characters) <input name="key" minlength="32" maxlength="256" autocomplete="off" spellcheck="false" required></label>
-<div class="row"><button type="button" data-generate>Generate</button><button type="submit">Save key</button><button type="button" class="danger" data-clear>Clear</button></div>
-<p class="form-msg" data-msg role="status"></p>
-</form>
-</section>
-<section class="panel" aria-labelledby="webhook-title" data-webhook-secret>
-<h2 id="webhook-title">Webhook secret</h2>
-<p class="note">Verifies deliveries to <code>/api/notifications/webhook/scm</code> from Gitea, GitHub and GitLab.</p>
-<p data-state>…</p>
-<form data-webhook-form class="stack">
-<label>New secret (at least 16 characters) <input name="secret" minlength="16" maxlength="256" autocomplete="off" spellcheck="false" required></label>
-<div class="row"><button type="button" data-generate>Generate</button><button type="submit">Save secret</button><button type="button" class="danger" data-clear>Clear</button></div>
-<p class="form-msg" data-msg role="status"></p>
-</form>
-</section>
+    ? html`${secretPanel({ key: 'system-key', title: 'System API key', note: html`The machine-to-machine master key: it passes every permission check. Stored encrypted.`, label: 'New key', field: 'key', save: 'Save key', setting: setting('SERVICE_SYSTEM_API_KEY') })}
+${secretPanel({ key: 'webhook-secret', title: 'Webhook secret', note: html`Verifies deliveries to <code>/api/notifications/webhook/scm</code> from Gitea, GitHub and GitLab.`, label: 'New secret', field: 'secret', save: 'Save secret', setting: setting('SERVICE_SCM_WEBHOOK_SECRET') })}
 <section class="panel wide" aria-labelledby="auth-title" data-auth-settings>
 <h2 id="auth-title">Authentication providers</h2>
 <p class="note">Fields set in the environment are read-only here. Secrets are never shown; leave them masked to keep them.</p>

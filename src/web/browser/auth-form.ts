@@ -1,18 +1,10 @@
 // The authentication provider settings on the settings page (feature:admin.settings): each
 // field under a human label, env-set fields read-only, secrets masked, only changes sent.
+import type { AuthSettingView, SettingKind } from '../../client/api-types.js';
 import { api, busy, clearOnEdit, control, errorText, fieldProblems, h, markInvalid, must, say, submitter } from './app.js';
 
-type FieldKind = 'secret' | 'list' | 'mapping' | 'boolean' | 'string';
-/** GET /api/settings/auth, one field: its label and kind come from the server's settings table. */
-interface FieldView {
-  label: string;
-  kind: FieldKind;
-  value: unknown;
-  source: 'env' | 'store' | 'default';
-  locked: boolean;
-  secret: boolean;
-  configured: boolean;
-}
+type FieldKind = SettingKind;
+type FieldView = AuthSettingView;
 interface AuthView {
   settings: Record<string, FieldView>;
   chain: Array<{ id: string; label: string }>;

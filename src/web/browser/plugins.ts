@@ -2,22 +2,7 @@
 // the settings each plugin declares.
 import { ApiError, api, boot, busy, errorText, h, must, say } from './app.js';
 import { settingsForm, type SettingView } from './plugin-config.js';
-
-type PluginState = 'loaded' | 'degraded' | 'failed' | 'disabled';
-
-/** GET /api/plugins, the fields this page shows. */
-interface PluginView {
-  id: string;
-  folder: string;
-  name: string | null;
-  version: string | null;
-  description: string | null;
-  enabled: boolean;
-  state: PluginState;
-  error: string | null;
-  socket_providers: { registered: string[] };
-  auth_providers: string[];
-}
+import type { PluginState, PluginView } from '../../client/api-types.js';
 
 const table = must<HTMLTableSectionElement>('[data-plugins] tbody');
 const empty = must('[data-empty]');
