@@ -114,7 +114,7 @@ export class Authenticator {
     if (cached) {
       // the password may have changed on another instance: the (briefly cached) user record tells
       const current = await this.deps.resolver.resolve(cached.userId);
-      if (current && current.user.hashed_password === cached.hash) return cached;
+      if (current && current.user.hashedPassword === cached.hash) return cached;
       this.deps.basic.forget(cached.userId);
     }
     return this.deps.basic.once(username, password, () => this.checkBasic(username, password, ip, typed));
@@ -182,7 +182,7 @@ export class Authenticator {
         continue;
       }
       const r = await this.deps.resolver.resolve(identity.userId);
-      if (!r || (proof.kind === 'password' && passwordProof(r.user.hashed_password).stamp !== proof.stamp)) {
+      if (!r || (proof.kind === 'password' && passwordProof(r.user.hashedPassword).stamp !== proof.stamp)) {
         out.push(null);
         continue;
       }

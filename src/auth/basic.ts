@@ -75,7 +75,7 @@ export class BasicVerifier {
     const user = await this.local.verifyUser(username, password);
     if (!user) return null;
     const k = this.keyOf(username, password);
-    const hit = { userId: user.id, hash: user.hashed_password!, expires: Date.now() + CACHE_MS };
+    const hit = { userId: user.id, hash: user.hashedPassword!, expires: Date.now() + CACHE_MS };
     this.cache.set(k, hit);
     let set = this.byUser.get(user.id);
     if (!set) this.byUser.set(user.id, (set = new Set()));

@@ -78,9 +78,9 @@ export class IdentityLinker {
     }
 
     const groupsChanged = created ? false : await this.syncGroups(user, profile);
-    const fill: { email?: string; display_name?: string } = {};
+    const fill: { email?: string; displayName?: string } = {};
     if (!user.email && profile.email && profile.email_verified) fill.email = profile.email;
-    if (!user.display_name && profile.display_name) fill.display_name = profile.display_name.slice(0, 256);
+    if (!user.displayName && profile.display_name) fill.displayName = profile.display_name.slice(0, 256);
     if (Object.keys(fill).length) await store.updateUser(user.id, fill);
     if (groupsChanged || Object.keys(fill).length) user = (await store.userById(user.id)) ?? user;
 
@@ -131,8 +131,8 @@ export class IdentityLinker {
         created = await store.createUser({
           username,
           email: profile.email_verified ? (profile.email ?? null) : null,
-          display_name: profile.display_name?.slice(0, 256) ?? null,
-          hashed_password: null,
+          displayName: profile.display_name?.slice(0, 256) ?? null,
+          hashedPassword: null,
           groups,
         });
       } catch (err) {

@@ -42,7 +42,7 @@ export function loginBody(user: User, session: { token: string; expires_at: numb
     token: session.token,
     token_type: 'session' as const,
     expires_at: new Date(session.expires_at).toISOString(),
-    user: { id: user.id, username: user.username, display_name: user.display_name, email: user.email, groups: user.groups },
+    user: { id: user.id, username: user.username, display_name: user.displayName, email: user.email, groups: user.groups },
   };
 }
 

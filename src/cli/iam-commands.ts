@@ -3,8 +3,7 @@ import Joi from 'joi';
 import { DomainError } from '../errors.js';
 import { parseDuration } from '../config.js';
 import { publicKey } from '../auth/api-keys.js';
-import { publicUser } from '../auth/routes/users.js';
-import { createKeySchema, createUserSchema, GROUP_NAME, PASSWORD, USERNAME } from '../iam/schemas.js';
+import { createKeySchema, createUserSchema, GROUP_NAME, PASSWORD, publicUser, userFieldsOf, USERNAME } from '../iam/schemas.js';
 import type { User } from '../iam/store.js';
 import type { UserChange } from '../iam/users.js';
 import { isKnownPermission } from '../iam/permissions.js';
@@ -53,7 +52,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       }, { email: '--email', display_name: '--display-name', groups: '--group' });
       const password = opts.passwordStdin ? check<string>('password', PASSWORD, await readSecret(ctx.io, 'Password')) : undefined;
       const { users } = await ctx.iam();
-      const created = await users.create(CLI_ACTOR, { ...input, password }, ctx.log);
+      const created = await users.create(CLI_ACTOR, { ...userFieldsOf(input), password }, ctx.log);
       out(cmd).result(publicUser(created), `created user ${created.username} (${created.id})${password ? '' : ', single sign-on only until a password is set'}`);
     });
 

@@ -33,7 +33,7 @@ export class PermissionResolver {
     const user = await this.store.userById(userId);
     let value: ResolvedUser | null = null;
     if (user) {
-      const permissions = new Set<string>(user.extra_permissions);
+      const permissions = new Set<string>(user.extraPermissions);
       for (const g of await this.store.groupsNamed(user.groups)) for (const p of g.permissions) permissions.add(p);
       value = { user, permissions };
     }

@@ -36,7 +36,7 @@ export async function seedIam(db: Knex, config: SeedConfig, passwords: Passwords
     if (!existing) {
       const hashed = await passwords.hash(b.password);
       try {
-        await store.createUser({ username: b.username, hashed_password: hashed, groups: b.groups, roles: b.roles });
+        await store.createUser({ username: b.username, hashedPassword: hashed, groups: b.groups, roles: b.roles });
         await store.linkIdentity((await store.userByUsername(b.username))!.id, 'local', b.username);
       } catch (err) {
         // another instance seeded it first
@@ -45,9 +45,9 @@ export async function seedIam(db: Knex, config: SeedConfig, passwords: Passwords
       changed = true;
       continue;
     }
-    const patch: { hashed_password?: string; roles?: string[] } = {};
-    if (b.configured && !(await passwords.verify(b.password, existing.hashed_password))) {
-      patch.hashed_password = await passwords.hash(b.password);
+    const patch: { hashedPassword?: string; roles?: string[] } = {};
+    if (b.configured && !(await passwords.verify(b.password, existing.hashedPassword))) {
+      patch.hashedPassword = await passwords.hash(b.password);
       passwordChanged.push(existing.id);
     }
     if (b.username === config.adminUser) {

@@ -7,27 +7,27 @@ export interface User {
   id: string;
   username: string;
   email: string | null;
-  display_name: string | null;
-  hashed_password: string | null;
+  displayName: string | null;
+  hashedPassword: string | null;
   roles: string[];
   groups: string[];
-  extra_permissions: string[];
+  extraPermissions: string[];
   disabled: boolean;
-  created_at: number;
-  updated_at: number;
+  createdAt: number;
+  updatedAt: number;
 }
 
 export interface Group {
   name: string;
   description: string;
   permissions: string[];
-  created_at: number;
-  updated_at: number;
+  createdAt: number;
+  updatedAt: number;
 }
 
 export interface Identity {
   provider: string;
-  provider_user_id: string;
+  providerUserId: string;
 }
 
 const list = (v: unknown): string[] => {
@@ -46,14 +46,14 @@ export function toUser(row: any): User {
     id: row.id,
     username: row.username,
     email: row.email ?? null,
-    display_name: row.display_name ?? null,
-    hashed_password: row.hashed_password ?? null,
+    displayName: row.display_name ?? null,
+    hashedPassword: row.hashed_password ?? null,
     roles: list(row.roles),
     groups: list(row.groups),
-    extra_permissions: list(row.extra_permissions),
+    extraPermissions: list(row.extra_permissions),
     disabled: Boolean(row.disabled),
-    created_at: Number(row.created_at),
-    updated_at: Number(row.updated_at),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
   };
 }
 
@@ -62,23 +62,37 @@ export function toGroup(row: any): Group {
     name: row.name,
     description: row.description ?? '',
     permissions: list(row.permissions),
-    created_at: Number(row.created_at),
-    updated_at: Number(row.updated_at),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
   };
 }
 
 export interface NewUser {
   username: string;
   email?: string | null;
-  display_name?: string | null;
-  hashed_password?: string | null;
+  displayName?: string | null;
+  hashedPassword?: string | null;
   roles?: string[];
   groups?: string[];
-  extra_permissions?: string[];
+  extraPermissions?: string[];
   disabled?: boolean;
 }
 
 export type UserPatch = Partial<Omit<NewUser, 'username'>> & { username?: string };
+
+/** The column of each field a user is created or changed with. */
+const USER_COLUMNS: Record<keyof UserPatch, string> = {
+  username: 'username',
+  email: 'email',
+  displayName: 'display_name',
+  hashedPassword: 'hashed_password',
+  roles: 'roles',
+  groups: 'groups',
+  extraPermissions: 'extra_permissions',
+  disabled: 'disabled',
+};
+/** columns holding a JSON list */
+const LIST_COLUMNS = new Set(['roles', 'groups', 'extra_permissions']);
 
 export class IamStore {
   constructor(readonly db: Knex) {}
@@ -119,11 +133,11 @@ export class IamStore {
       id: crypto.randomUUID(),
       username: input.username,
       email: input.email ?? null,
-      display_name: input.display_name ?? null,
-      hashed_password: input.hashed_password ?? null,
+      display_name: input.displayName ?? null,
+      hashed_password: input.hashedPassword ?? null,
       roles: JSON.stringify(input.roles ?? []),
       groups: JSON.stringify(input.groups ?? []),
-      extra_permissions: JSON.stringify(input.extra_permissions ?? []),
+      extra_permissions: JSON.stringify(input.extraPermissions ?? []),
       disabled: input.disabled ?? false,
       created_at: now,
       updated_at: now,
@@ -134,9 +148,11 @@ export class IamStore {
 
   async updateUser(id: string, patch: UserPatch, trx: Knex = this.db): Promise<void> {
     const row: Record<string, unknown> = { updated_at: Date.now() };
-    for (const [k, v] of Object.entries(patch)) {
+    for (const [k, v] of Object.entries(patch) as Array<[keyof UserPatch, unknown]>) {
       if (v === undefined) continue;
-      row[k] = ['roles', 'groups', 'extra_permissions'].includes(k) ? JSON.stringify(v) : v;
+      const column = USER_COLUMNS[k];
+      if (!column) throw new Error(`updateUser: no field ${String(k)}`);
+      row[column] = LIST_COLUMNS.has(column) ? JSON.stringify(v) : v;
     }
     await trx('users').where({ id }).update(row);
   }
@@ -151,7 +167,7 @@ export class IamStore {
     const rows = await this.db('user_identities').whereIn('user_id', userIds).orderBy('id');
     for (const r of rows) {
       const l = out.get(r.user_id) ?? [];
-      l.push({ provider: r.provider, provider_user_id: r.provider_user_id });
+      l.push({ provider: r.provider, providerUserId: r.provider_user_id });
       out.set(r.user_id, l);
     }
     return out;
@@ -221,7 +237,7 @@ export class IamStore {
       // locked (PostgreSQL; SQLite has one writer anyway) so a concurrent membership edit cannot be overwritten
       const members = (await trx('users').select('id', 'groups').forUpdate()).map((r: any) => ({ id: r.id as string, groups: list(r.groups) }));
       if (newName) {
-        await trx('groups').insert({ ...group, name: newName, permissions: JSON.stringify(group.permissions), updated_at: Date.now() });
+        await trx('groups').insert({ name: newName, description: group.description, permissions: JSON.stringify(group.permissions), created_at: group.createdAt, updated_at: Date.now() });
         await trx('role_grants').where({ group_name: name }).update({ group_name: newName });
       } else {
         await trx('role_grants').where({ group_name: name }).delete();

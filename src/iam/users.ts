@@ -12,18 +12,18 @@ export interface NewUserInput {
   username: string;
   password?: string;
   email?: string | null;
-  display_name?: string | null;
+  displayName?: string | null;
   groups?: string[];
-  extra_permissions?: string[];
+  extraPermissions?: string[];
   roles?: string[];
 }
 
 /** A change to a user (already validated in shape: patchUserSchema). */
 export interface UserChange {
   email?: string | null;
-  display_name?: string | null;
+  displayName?: string | null;
   groups?: string[];
-  extra_permissions?: string[];
+  extraPermissions?: string[];
   roles?: string[];
   disabled?: boolean;
   password?: string;
@@ -60,16 +60,16 @@ export class UserAdmin {
     const { store, passwords } = this.deps;
     if (input.roles?.length) this.rolesAllowed(actor);
     await this.checkRefs(input);
-    const audit = await this.guardHostGrants(actor, { groups: [], extra_permissions: [] }, input, log);
+    const audit = await this.guardHostGrants(actor, { groups: [], extraPermissions: [] }, input, log);
     let user: User;
     try {
       user = await store.createUser({
         username: input.username,
         email: input.email ?? null,
-        display_name: input.display_name || null,
-        hashed_password: input.password ? await passwords.hash(input.password) : null,
+        displayName: input.displayName || null,
+        hashedPassword: input.password ? await passwords.hash(input.password) : null,
         groups: input.groups ?? [],
-        extra_permissions: input.extra_permissions ?? [],
+        extraPermissions: input.extraPermissions ?? [],
         roles: input.roles ?? [],
       });
     } catch (err) {
@@ -93,8 +93,8 @@ export class UserAdmin {
     const { password, ...rest } = change;
     await store.updateUser(user.id, {
       ...rest,
-      display_name: rest.display_name === '' ? null : rest.display_name,
-      ...(password ? { hashed_password: await passwords.hash(password) } : {}),
+      displayName: rest.displayName === '' ? null : rest.displayName,
+      ...(password ? { hashedPassword: await passwords.hash(password) } : {}),
     });
     if (password) {
       await store.linkIdentity(user.id, 'local', user.username);
@@ -115,7 +115,7 @@ export class UserAdmin {
 
   /** Sets a password (the caller has checked who may: oneself, or guardPrivileged); `keepSession` as in update(). */
   async setPassword(user: User, password: string, keepSession: string | null = null): Promise<void> {
-    await this.deps.store.updateUser(user.id, { hashed_password: await this.deps.passwords.hash(password) });
+    await this.deps.store.updateUser(user.id, { hashedPassword: await this.deps.passwords.hash(password) });
     await this.deps.store.linkIdentity(user.id, 'local', user.username);
     await this.deps.passwordChanged(user.id, keepSession);
   }
@@ -131,13 +131,13 @@ export class UserAdmin {
     if (!isTrusted(actor)) throw refused('only a superadmin may set roles');
   }
 
-  private async checkRefs(change: { groups?: string[]; extra_permissions?: string[] }): Promise<void> {
+  private async checkRefs(change: { groups?: string[]; extraPermissions?: string[] }): Promise<void> {
     if (change.groups?.length) {
       const found = new Set((await this.deps.store.groupsNamed(change.groups)).map((g) => g.name));
       const missing = change.groups.filter((g) => !found.has(g));
       if (missing.length) throw fieldError('groups', `unknown group ${missing.join(', ')}`);
     }
-    const unknown = (change.extra_permissions ?? []).filter((p) => !this.deps.isKnownPermission(p));
+    const unknown = (change.extraPermissions ?? []).filter((p) => !this.deps.isKnownPermission(p));
     if (unknown.length) throw fieldError('extra_permissions', `unknown permission ${unknown.join(', ')}`);
   }
 
@@ -155,11 +155,11 @@ export class UserAdmin {
    */
   private async guardHostGrants(
     actor: Actor,
-    before: { groups: string[]; extra_permissions: string[] },
-    after: { groups?: string[]; extra_permissions?: string[] },
+    before: { groups: string[]; extraPermissions: string[] },
+    after: { groups?: string[]; extraPermissions?: string[] },
     log: Logger,
   ): Promise<(userId: string, username: string) => void> {
-    const direct = after.extra_permissions ? addedHostPermissions(before.extra_permissions, after.extra_permissions) : [];
+    const direct = after.extraPermissions ? addedHostPermissions(before.extraPermissions, after.extraPermissions) : [];
     const joined = (after.groups ?? []).filter((g) => !before.groups.includes(g));
     const viaGroups = joined.length ? hostPermissionsOfGroups(await this.deps.store.groupsNamed(joined), joined) : [];
     const granted = [...new Set([...direct, ...viaGroups])];

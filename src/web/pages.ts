@@ -84,11 +84,11 @@ export function settingsContent(id: ApiIdentity, user: User | null): SafeHtml {
 ${user
     ? html`<dl class="facts">
 <dt>Username</dt><dd data-profile-username>${user.username}</dd>
-<dt>Name</dt><dd>${user.display_name ?? '—'}</dd>
+<dt>Name</dt><dd>${user.displayName ?? '—'}</dd>
 <dt>Email</dt><dd>${user.email ?? '—'}</dd>
 <dt>Groups</dt><dd>${user.groups.length ? user.groups.join(', ') : '—'}</dd>
 </dl>
-${user.hashed_password
+${user.hashedPassword
         ? html`<details><summary>Change password</summary>
 <form data-password-form class="stack" data-user-id="${user.id}">
 <label>Current password <input type="password" name="current_password" autocomplete="current-password" required></label>

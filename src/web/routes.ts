@@ -83,7 +83,7 @@ export function webRoutes(auth: AuthComponent, extraEndpoints?: ExtraEndpoints):
     r.get(def.path, pageGuard(def), async (ctx) => {
       const id = ctx.state.identity!;
       const user = await userOf(id);
-      sendHtml(ctx, appPage(id, def, content(ctx, user), user?.display_name));
+      sendHtml(ctx, appPage(id, def, content(ctx, user), user?.displayName));
     });
   };
 
@@ -112,7 +112,7 @@ export function webRoutes(auth: AuthComponent, extraEndpoints?: ExtraEndpoints):
   // Public; a signed-in visitor gets the top bar of the other pages.
   r.get('/docs', async (ctx) => {
     const id = ctx.state.identity ?? null;
-    sendHtml(ctx, appPage(id, DOCS_PAGE, docsContent(), (await userOf(id))?.display_name, DOCS_HEAD));
+    sendHtml(ctx, appPage(id, DOCS_PAGE, docsContent(), (await userOf(id))?.displayName, DOCS_HEAD));
   });
 
   r.get('/static/swagger/:name', (ctx) => {

@@ -119,7 +119,7 @@ describe('provider chain with a real LDAP server (slapd)', function () {
     expect(res.body.error.details.locked).to.deep.equal([{ field: 'ldap_url', env: 'SERVICE_LDAP_URL' }]);
     await patchAuthSettings(svc.url, { ldap_bind_password: 'x' }).expect(409);
     const view = await request(svc.url).get('/api/settings/auth').set('Authorization', adminAuth()).expect(200);
-    expect(view.body.settings.ldap_bind_password).to.deep.equal({ value: '********', source: 'env', locked: true, secret: true, configured: true });
+    expect(view.body.settings.ldap_bind_password).to.deep.equal({ label: 'LDAP bind password', kind: 'secret', value: '********', source: 'env', locked: true, secret: true, configured: true });
     expect(view.text).not.to.include(slapd.bindPassword);
   });
 });

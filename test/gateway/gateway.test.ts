@@ -107,7 +107,7 @@ describe('ws gateway', function () {
 
     it('refuses an expired ticket; a ticket keeps the scopes of the key that minted it', async () => {
       const shortLived = new WsTickets(svc.service.db, 1);
-      const hash = (await svc.service.iam.store.userById(alice.id))!.hashed_password;
+      const hash = (await svc.service.iam.store.userById(alice.id))!.hashedPassword;
       const { ticket } = await shortLived.mint((await svc.service.auth.authenticator.identityOf(alice.id, 'basic', { proof: passwordProof(hash) }))!);
       await sleep(20);
       expect(await refusedStatus(svc, { query: `ticket=${ticket}` })).to.equal(401);

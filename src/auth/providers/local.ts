@@ -18,14 +18,14 @@ export class LocalProvider implements CredentialsProvider {
   async verifyUser(username: string, password: string): Promise<User | null> {
     if (!username || !password || password.length > PASSWORD_MAX) return null;
     const user = await this.store.userByUsername(username);
-    const ok = await this.passwords.verify(password, user?.hashed_password ?? null);
-    if (!ok || !user || !user.hashed_password || user.disabled) return null;
+    const ok = await this.passwords.verify(password, user?.hashedPassword ?? null);
+    if (!ok || !user || !user.hashedPassword || user.disabled) return null;
     return user;
   }
 
   async authenticate(username: string, password: string): Promise<ExternalProfile | null> {
     const user = await this.verifyUser(username, password);
     if (!user) return null;
-    return { provider: 'local', provider_user_id: user.username, username: user.username, email: user.email, display_name: user.display_name };
+    return { provider: 'local', provider_user_id: user.username, username: user.username, email: user.email, display_name: user.displayName };
   }
 }

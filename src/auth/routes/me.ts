@@ -74,7 +74,7 @@ export function meRoutes(auth: AuthComponent): Router {
       json = JSON.stringify({
         id: id.userId,
         username: id.username,
-        display_name: user?.display_name ?? null,
+        display_name: user?.displayName ?? null,
         email: user?.email ?? null,
         groups: [...id.groups],
         roles: [...id.roles],

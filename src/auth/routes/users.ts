@@ -8,25 +8,9 @@ import { publicKey, publicKeySchema } from '../api-keys.js';
 import { jsonBody } from '../../http/body.js';
 import { validate } from '../../http/validate.js';
 import { badField, forbidden, forbiddenBecause, notFound } from '../../http/errors.js';
-import { createUserSchema, patchUserSchema, passwordSchema, uuidParam } from '../../iam/schemas.js';
-import type { User, Identity } from '../../iam/store.js';
+import { createUserSchema, patchUserSchema, passwordSchema, publicUser, userFieldsOf, uuidParam } from '../../iam/schemas.js';
 
 const ADMIN_USERS = 'feature:admin.users';
-
-export function publicUser(u: User, identities: Identity[] = []) {
-  return {
-    id: u.id,
-    username: u.username,
-    display_name: u.display_name,
-    email: u.email,
-    groups: u.groups,
-    roles: u.roles,
-    extra_permissions: u.extra_permissions,
-    disabled: u.disabled,
-    identities,
-    created_at: new Date(u.created_at).toISOString(),
-  };
-}
 
 /** The web session a user changes their own password from: it stays, their others end. */
 function sessionOf(ctx: Context, userId: string): string | null {
@@ -77,9 +61,9 @@ export function userRoutes(auth: AuthComponent): Router {
       responses: { 201: { description: 'the user', schema: userView }, 409: 'the username is taken' },
     },
     async (ctx, { body }) => {
-      const user = await users.create(identity(ctx), body, ctx.log);
+      const user = await users.create(identity(ctx), userFieldsOf(body), ctx.log);
       ctx.status = 201;
-      return publicUser(user, body.password ? [{ provider: 'local', provider_user_id: user.username }] : []);
+      return publicUser(user, body.password ? [{ provider: 'local', providerUserId: user.username }] : []);
     },
   );
 
@@ -103,7 +87,7 @@ export function userRoutes(auth: AuthComponent): Router {
       responses: { 200: { description: 'the user', schema: userView }, 404: 'no such user', 409: 'last administrator' },
     },
     async (ctx, { params, body }) => {
-      const updated = await users.update(identity(ctx), await load(params.id), body, ctx.log, sessionOf(ctx, params.id));
+      const updated = await users.update(identity(ctx), await load(params.id), userFieldsOf(body), ctx.log, sessionOf(ctx, params.id));
       return publicUser(updated, (await auth.iam.store.identitiesOf([updated.id])).get(updated.id));
     },
   );
@@ -140,7 +124,7 @@ export function userRoutes(auth: AuthComponent): Router {
       const body = validate(passwordSchema, jsonBody(ctx));
       if (self) {
         if (!body.current_password) throw badField('current_password', 'is required to change your own password');
-        if (!(await auth.iam.passwords.verify(body.current_password, user.hashed_password))) {
+        if (!(await auth.iam.passwords.verify(body.current_password, user.hashedPassword))) {
           throw badField('current_password', 'is not correct');
         }
       }
