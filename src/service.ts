@@ -83,7 +83,7 @@ export class Service {
       secureCookies: config.publicUrl.startsWith('https:'),
       version: VERSION,
       database: new DbHealth(this.db),
-      errorPage: (ctx, status, code, message) => errorPage(ctx, status, code, message, config.publicUrl),
+      errorPage: (ctx, status, error) => errorPage(ctx, status, error, config.publicUrl),
     });
     // kept in a variable: the ws gateway reads the cookie session with it
     const sessions = webSessionMiddleware(this.app, this.db, { ttlMs: config.sessionTtlMs, secure: config.publicUrl.startsWith('https:') });

@@ -11,7 +11,7 @@ import { sha256 } from './tokens.js';
 import type { IdentityCache } from './identity-cache.js';
 import type { PermissionResolver, ResolvedUser } from '../iam/resolver.js';
 import { PASSWORD_MAX } from '../iam/passwords.js';
-import { badField, forbiddenBecause, rateLimited } from '../http/errors.js';
+import { badField, crossOriginRefused, rateLimited } from '../http/errors.js';
 import type { Logger } from '../log.js';
 import { SESSION_COOKIE, hasSessionCookie } from './web-session.js';
 
@@ -145,7 +145,7 @@ export class Authenticator {
     const keyId = ctx.session.key_id;
     if (typeof keyId !== 'string') return null;
     if (UNSAFE.has(ctx.method) && !this.originAllowed(ctx.get('origin') || refererOrigin(ctx.get('referer')), requestOrigin(ctx))) {
-      throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
+      throw crossOriginRefused();
     }
     const cached = this.deps.cache?.get(`c:${keyId}`);
     if (cached) return cached;
@@ -210,7 +210,7 @@ export class Authenticator {
       // before the password is checked (no attempt spent, no hashing)
       if (UNSAFE.has(ctx.method) && /^Basic\s/i.test(ctx.get('authorization'))) {
         const origin = ctx.get('origin') || refererOrigin(ctx.get('referer'));
-        if (origin && !this.originAllowed(origin, requestOrigin(ctx))) throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
+        if (origin && !this.originAllowed(origin, requestOrigin(ctx))) throw crossOriginRefused();
       }
       ctx.state.identity = (await this.fromHeaders(ctx.req.headers, ctx.ip)) ?? (await this.fromCookie(ctx));
       await next();

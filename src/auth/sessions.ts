@@ -3,7 +3,7 @@ import type { Context } from 'koa';
 import type { AuthComponent } from './component.js';
 import type { User } from '../iam/store.js';
 import { PASSWORD_MAX } from '../iam/passwords.js';
-import { forbiddenBecause } from '../http/errors.js';
+import { crossOriginRefused } from '../http/errors.js';
 import { isLocalPath } from '../http/links.js';
 import { requestOrigin } from './authenticate.js';
 import { safeEqual, sha256 } from './tokens.js';
@@ -49,7 +49,7 @@ export function loginBody(user: User, session: { token: string; expires_at: numb
 /** Refuses a browser request from a foreign page (login CSRF); requests without Origin are not from a browser form. */
 export function checkOrigin(auth: AuthComponent, ctx: Context): void {
   const origin = ctx.get('origin');
-  if (origin && !auth.authenticator.originAllowed(origin, requestOrigin(ctx))) throw forbiddenBecause('cross-origin request refused: the Origin is not allowed');
+  if (origin && !auth.authenticator.originAllowed(origin, requestOrigin(ctx))) throw crossOriginRefused();
 }
 
 /** Mints a web-session token (kind session) that expires with SERVICE_SESSION_TTL. */

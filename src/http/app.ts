@@ -136,7 +136,7 @@ function core(deps: HttpAppDeps) {
       renderFailure(ctx, err);
     }
     try {
-      if (deps.errorPage && ctx.status >= 400 && wantsPage(ctx)) deps.errorPage(ctx, ctx.status, (ctx.body as ErrorBody).error.code, (ctx.body as ErrorBody).error.message);
+      if (deps.errorPage && ctx.status >= 400 && wantsPage(ctx)) deps.errorPage(ctx, ctx.status, (ctx.body as ErrorBody).error);
     } catch (err) {
       ctx.log.error({ err }, 'error page failed');
     } finally {
@@ -150,7 +150,7 @@ function core(deps: HttpAppDeps) {
   };
 }
 
-type ErrorBody = { error: { code: string; message: string } };
+type ErrorBody = { error: { code: string; message: string; details?: unknown } };
 
 /** A browser asking for a page (not the API) that is about to get an error body: it gets a page instead. */
 function wantsPage(ctx: Context): boolean {
@@ -190,7 +190,7 @@ export interface HttpAppDeps {
   /** asked by /readyz */
   database?: Readiness;
   /** renders an error as a page for a browser outside /api (the web area's layout) */
-  errorPage?: (ctx: Context, status: number, code: string, message: string) => void;
+  errorPage?: (ctx: Context, status: number, error: ErrorBody['error']) => void;
 }
 
 /** The Koa app with the middleware every request passes; areas add theirs with mount(). */

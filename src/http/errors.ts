@@ -45,6 +45,8 @@ export const unauthorized = (message = 'authentication required') =>
 export const forbidden = (permission: string) =>
   new HttpError(403, 'forbidden', `missing permission ${permission}`, { permission });
 export const forbiddenBecause = (message: string) => new HttpError(403, 'forbidden', message);
+/** An unsafe request sent from a page at another origin (what CSRF looks like); `details.reason` lets a page say so. */
+export const crossOriginRefused = () => new HttpError(403, 'forbidden', 'cross-origin request refused: the Origin is not allowed', { reason: 'cross_origin' });
 export const notFound = (what = 'resource') => new HttpError(404, 'not_found', `${what} not found`);
 export const validationFailed = (details: FieldError[]) =>
   new HttpError(400, 'validation_failed', details.map((d) => `${d.field}: ${d.message}`).join('; ') || 'invalid request', details);

@@ -6,7 +6,7 @@ import type { EventName, SocketRequestPayload, SocketResponsePayload } from '../
 import type { Logger } from '../log.js';
 import { SocketProvider } from '../sockets/base-provider.js';
 import { SocketError } from '../sockets/errors.js';
-import type { SocketRegistry } from '../sockets/registry.js';
+import { REGISTRY_KINDS, type SocketRegistry } from '../sockets/registry.js';
 import type { SocketCaller, SocketRequestHandler } from '../sockets/bus-handler.js';
 import { HttpError } from '../http/errors.js';
 import { jsonBody } from '../http/body.js';
@@ -25,9 +25,6 @@ import {
   type PluginSocketRequest,
   type SocketRequestOptions,
 } from './types.js';
-
-/** Registry-level operations (no provider behind them); their own permissions still apply. */
-const REGISTRY_KINDS = new Set(['provider', 'mounts']);
 
 export const SDK: PluginSdk = Object.freeze({ SocketProvider, SocketError, HttpError, Joi, jsonBody, validate, identity });
 

@@ -38,8 +38,8 @@ interface Entry {
 const PROVIDER_NAME = /^[a-z][a-z0-9_-]{0,62}$/;
 const OWNER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.@/-]{0,127}$/;
 const AVAILABILITY_TIMEOUT_MS = 3000;
-/** operation prefixes served by the registry itself (provider:list, mounts:check, mounts:repair) */
-const RESERVED_NAMES = new Set(['provider', 'mounts']);
+/** operation prefixes served by the registry itself (provider:list, mounts:check, mounts:repair): no provider may take them */
+export const REGISTRY_KINDS: ReadonlySet<string> = new Set(['provider', 'mounts']);
 
 /** true when `value` is a class whose prototype chain contains SocketProvider.prototype */
 export function derivesFromSocketProvider(value: unknown): value is SocketProviderClass {
@@ -204,7 +204,7 @@ export class SocketRegistry {
     if (typeof p.name !== 'string' || !PROVIDER_NAME.test(p.name)) {
       throw bad('provider name must match ^[a-z][a-z0-9_-]{0,62}$');
     }
-    if (RESERVED_NAMES.has(p.name) || RESERVED_NAMES.has(p.kind)) throw bad(`provider name ${p.name} is reserved`);
+    if (REGISTRY_KINDS.has(p.name) || REGISTRY_KINDS.has(p.kind)) throw bad(`provider name ${p.name} is reserved`);
     if (typeof p.kind !== 'string' || !PROVIDER_NAME.test(p.kind)) throw bad(`provider ${p.name}: kind must match the name rule`);
     if (typeof p.socket_path !== 'string' || p.socket_path.length === 0) throw bad(`provider ${p.name}: socket_path must be a string`);
     const caps = p.capabilities as unknown as Record<string, unknown> | undefined;

@@ -19,9 +19,9 @@ const TITLES: Record<number, string> = {
  * what went wrong in words, the request id to quote, and a way back. A cross-origin refusal
  * names the address the service expects to be used at.
  */
-export function errorPage(ctx: Context, status: number, code: string, message: string, publicUrl: string): void {
+export function errorPage(ctx: Context, status: number, { code, message, details }: { code: string; message: string; details?: unknown }, publicUrl: string): void {
   const title = TITLES[status] ?? (status >= 500 ? TITLES[500]! : TITLES[400]!);
-  const crossOrigin = status === 403 && /cross-origin/.test(message);
+  const crossOrigin = (details as { reason?: string } | undefined)?.reason === 'cross_origin';
   const explanation =
     status === 404
       ? html`<p>There is no page at <code>${ctx.path}</code>.</p>`

@@ -211,7 +211,7 @@ describe('credential methods', () => {
 
     it('refuses cross-site writes carried by browser-cached Basic credentials, and form bodies', async () => {
       const res = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).set('Origin', 'https://evil.example').send({ label: 'csrf' }).expect(403);
-      expect(res.body.error.code).to.equal('forbidden');
+      expect(res.body.error).to.deep.include({ code: 'forbidden', details: { reason: 'cross_origin' } });
       await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).set('Origin', 'http://localhost:8080').send({ label: 'same-site' }).expect(201);
       // a read stays fine cross-origin, and a non-browser client sends no Origin at all
       await request(svc.url).get('/api/me').set('Authorization', adminAuth()).set('Origin', 'https://evil.example').expect(200);

@@ -30,6 +30,7 @@ describe('several instances over Redis', function () {
   let a: TestService;
   let b: TestService;
   let c: TestService;
+  let first: TestService | undefined;
   const clients: GatewayClient[] = [];
   const env = () => ({ SERVICE_REDIS_URL: redis.url, SERVICE_PERMISSION_CACHE_TTL_MS: '60000', SERVICE_SYSTEM_API_KEY: SYSTEM_KEY });
 
@@ -53,6 +54,7 @@ describe('several instances over Redis', function () {
     });
     // the plugin appears on A by a restart; B and C find it at boot
     await a.stop();
+    first = a;
     a = await startService({ dataDir: a.dataDir, databaseUrl: a.databaseUrl, env: env() });
     [b, c] = await Promise.all([startPeer(a, env()), startPeer(a, env())]);
     for (const s of [a, b, c]) await eventually(() => expect(s.service.bridge!.isUp).to.equal(true), 10_000);
@@ -61,8 +63,9 @@ describe('several instances over Redis', function () {
     for (const cl of clients.splice(0)) cl.close();
   });
   after(async () => {
-    for (const s of [c, b]) await s?.stop();
-    await a?.destroy();
+    for (const s of [c, b, a]) await s?.stop();
+    // the first A created the database and the data dir: its destroy() removes them
+    await first?.destroy();
     await redis?.stop();
   });
 
