@@ -1,5 +1,6 @@
 import Joi from 'joi';
 import type { SettingKind } from './client/api-types.js';
+import { fieldErrorsOf } from './errors.js';
 
 /**
  * Every SERVICE_* setting, once: its variable, kind, value rule, default and description. The
@@ -196,7 +197,7 @@ export function apiRule(s: SettingDef): Joi.Schema {
     Joi.string().custom((v: string, h) => {
       const { error, value } = items.validate(splitList(v));
       // h.message reads its text as a template: a brace in the value must stay text
-      if (error) return h.message(error.message.replace(/^"[^"]*"/, 'the list').replace(/[{}]/g, '\\$&') as any);
+      if (error) return h.message(fieldErrorsOf(error)[0]!.message.replace(/[{}]/g, '\\$&') as any);
       return value;
     }),
   );
@@ -224,7 +225,7 @@ function fromText(s: SettingDef, text: string): unknown {
   const rule = s.kind === 'boolean' ? envBool : s.rule!;
   const { error, value: checked } = rule.validate(value, { convert: true });
   if (error) {
-    const reason = error.details[0]!.message.replace(/^"[^"]*"\s*/, '');
+    const reason = fieldErrorsOf(error)[0]!.message;
     throw new Error(s.kind === 'mapping' ? `must be a JSON object mapping a name to a list of group names (${reason})` : reason);
   }
   return checked;
