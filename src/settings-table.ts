@@ -157,7 +157,8 @@ export const SETTINGS: readonly SettingDef[] = [
     about: 'the only roots runners may mount and repair may touch; never the data dir itself ([docs/security.md](docs/security.md))',
   },
   { env: 'SERVICE_PLUGINS_DIR', kind: 'string', rule: Joi.string().min(1), default: './plugins', about: 'plugin folders' },
-  { env: 'SERVICE_ALLOWED_ORIGINS', kind: 'list', rule: Joi.array().items(Joi.string().uri({ scheme: ['http', 'https'] })), defaultText: "the public URL's origin", about: 'extra origins for cookie, ws and OIDC redirect checks' },
+  // http(s) only: another scheme's origin is "null", which every sandboxed page sends
+  { env: 'SERVICE_ALLOWED_ORIGINS', kind: 'list', rule: Joi.array().items(Joi.string().uri({ scheme: ['http', 'https'] })), defaultText: "the public URL's origin", about: 'extra http(s) origins for cookie, ws and OIDC redirect checks' },
   {
     env: 'SERVICE_TRUST_PROXY',
     kind: 'string',
@@ -225,7 +226,9 @@ function fromText(s: SettingDef, text: string): unknown {
   const rule = s.kind === 'boolean' ? envBool : s.rule!;
   const { error, value: checked } = rule.validate(value, { convert: true });
   if (error) {
-    const reason = fieldErrorsOf(error)[0]!.message;
+    const d = error.details[0]!;
+    // a rule of our own (a duration) says why itself, without joi's "failed custom validation"
+    const reason = d.type === 'any.custom' ? String((d.context?.error as Error | undefined)?.message ?? d.message) : fieldErrorsOf(error)[0]!.message;
     throw new Error(s.kind === 'mapping' ? `must be a JSON object mapping a name to a list of group names (${reason})` : reason);
   }
   return checked;

@@ -74,7 +74,7 @@ describe('config', () => {
     rejects({ SERVICE_AUTH_PROVIDERS: 'local,local' }, 'SERVICE_AUTH_PROVIDERS', /twice/);
     rejects({ SERVICE_ADMIN_FORCE_SUPERADMIN: 'maybe' }, 'SERVICE_ADMIN_FORCE_SUPERADMIN');
     rejects({ SERVICE_SESSION_TTL: 'forever' }, 'SERVICE_SESSION_TTL', /duration/);
-    rejects({ SERVICE_SESSION_TTL: '5s' }, 'SERVICE_SESSION_TTL', /minute/);
+    rejects({ SERVICE_SESSION_TTL: '5s' }, 'SERVICE_SESSION_TTL', /^must be at least 1 minute$/);
     rejects({ SERVICE_PERMISSION_CACHE_TTL_MS: '-1' }, 'SERVICE_PERMISSION_CACHE_TTL_MS');
     rejects({ SERVICE_LDAP_URL: 'http://ldap.example' }, 'SERVICE_LDAP_URL');
     rejects({ SERVICE_LDAP_GROUP_MAPPING: '{not json' }, 'SERVICE_LDAP_GROUP_MAPPING', /JSON/);
@@ -89,6 +89,8 @@ describe('config', () => {
     rejects({ SERVICE_LOG_LEVEL: 'loud' }, 'SERVICE_LOG_LEVEL');
     rejects({ SERVICE_DATABASE_URL: 'mysql://x' }, 'SERVICE_DATABASE_URL');
     rejects({ SERVICE_ALLOWED_ORIGINS: 'not-a-url' }, 'SERVICE_ALLOWED_ORIGINS');
+    // its origin would be "null", the Origin of every sandboxed page
+    rejects({ SERVICE_ALLOWED_ORIGINS: 'app://desktop' }, 'SERVICE_ALLOWED_ORIGINS');
   });
 
   it('refuses production with default passwords or a generated secret key', () => {

@@ -11,8 +11,9 @@ import { sslProbe, startupProbe } from './pg-wire.js';
  *   socket:request {operation: "pgsql:health"}       -> is the server alive and speaking protocol 3?
  *   socket:request {operation: "pgsql:server_info"}  -> the authentication it wants, and its
  *                                                      startup parameters when it lets the role in
- * Both declare `http`, so core serves them at GET /api/socket/pgsql/health and /server-info too,
- * with the same permissions, and lists them in /openapi.json while the plugin runs.
+ * Both declare `http`, so core serves them at GET /api/socket/pgsql/health and /server-info too
+ * (for signed-in callers; server_info with its permission) and lists them in /openapi.json
+ * while the plugin runs.
  */
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_$-]{0,62}$/;

@@ -50,7 +50,7 @@ const migrationSource: Knex.MigrationSource<string> = {
   getMigration: (base) => import(pathToFileURL(path.join(MIGRATIONS_DIR, `${base}${EXT}`)).href),
 };
 
-/** knex configuration shared by the service and knexfile.ts */
+/** knex configuration shared by the service and the knex CLI (knexfile.config.ts) */
 export function knexConfig(settings: DbSettings): Knex.Config {
   const migrations = { migrationSource, tableName: 'knex_migrations' };
   const seeds = { directory: SEEDS_DIR, loadExtensions: [EXT] };

@@ -6,8 +6,8 @@ import type { Config } from '../config.js';
 import type { EventBus } from '../bus/bus.js';
 import type { ClientChannels } from '../bus/channels.js';
 import type { Logger } from '../log.js';
-import { ApiRouter, guardFor, type Endpoint } from '../http/api.js';
-import { HttpError, notFound } from '../http/errors.js';
+import { ApiRouter, guardFor, type Endpoint, type RouteAuth } from '../http/api.js';
+import { HttpError, notFound, unauthorized } from '../http/errors.js';
 import { jsonBody } from '../http/body.js';
 import { validate } from '../http/validate.js';
 import { SocketRegistry } from './registry.js';
@@ -62,6 +62,8 @@ export class SocketsComponent {
   private async run(ctx: Context, operation: string, args: Record<string, unknown> = {}, provider?: string) {
     const caller: SocketCaller | null = ctx.state.identity ?? null;
     const res = await this.requests.handle({ request_id: ctx.state.requestId, operation, args, ...(provider ? { provider } : {}) }, caller);
+    // a permission the args asked for (permissionsFor), refused to nobody in particular: sign in first
+    if (!res.ok && res.error!.code === 'forbidden' && !caller) throw unauthorized();
     if (!res.ok) throw socketErrorToHttp(res.error!);
     return res.result;
   }
@@ -80,7 +82,7 @@ export class SocketsComponent {
   private async runOperation(ctx: Context, method: OperationHttp['method']): Promise<unknown> {
     const { provider, name, op } = this.httpOperation(ctx.params.provider!, ctx.params.operation!, method);
     // 401 and 403 before the args are looked at, as on every other route
-    const guard = guardFor(op.permission === null ? 'optional' : { permission: op.permission });
+    const guard = guardFor(httpAuth(op, this.registry.ownerOf(provider.name)));
     let result: unknown;
     const run = async () => {
       // a query string is text: its values are converted by the operation's own rule first
@@ -95,9 +97,16 @@ export class SocketsComponent {
   /** The routes of every provider operation that declares `http`, for the OpenAPI document. */
   documentedRoutes(): { version: number; endpoints: Endpoint[] } {
     if (this.documented?.version !== this.registry.version) {
-      const endpoints = this.registry.names().flatMap((providerName) =>
-        Object.entries(this.registry.get(providerName)!.operations()).flatMap(([name, op]) => (op.http ? [operationEndpoint(providerName, name, op, op.http)] : [])),
-      );
+      const endpoints = this.registry.names().flatMap((providerName) => {
+        try {
+          const owner = this.registry.ownerOf(providerName);
+          return Object.entries(this.registry.get(providerName)!.operations()).flatMap(([name, op]) => (op.http ? [operationEndpoint(providerName, name, op, op.http, owner)] : []));
+        } catch (err) {
+          // a plugin provider whose operations() throws leaves the document, not breaks it
+          this.deps.log.warn({ err, provider: providerName }, 'socket provider operations could not be listed');
+          return [];
+        }
+      });
       this.documented = { version: this.registry.version, endpoints };
     }
     return this.documented;
@@ -161,7 +170,16 @@ export class SocketsComponent {
   }
 }
 
-function operationEndpoint(providerName: string, name: string, op: ProviderOperation, http: OperationHttp): Endpoint {
+/**
+ * Who may call an operation over HTTP: its permission; without one, anyone for a core provider
+ * (the read routes the specification leaves open) and any signed-in caller for a plugin's.
+ */
+function httpAuth(op: ProviderOperation, owner: string | undefined): RouteAuth {
+  if (op.permission !== null) return { permission: op.permission };
+  return owner === 'core' ? 'optional' : 'identity';
+}
+
+function operationEndpoint(providerName: string, name: string, op: ProviderOperation, http: OperationHttp, owner: string | undefined): Endpoint {
   const fullPath = `/api/socket/${providerName}/${name.replace(/_/g, '-')}`;
   return {
     method: http.method,
@@ -170,7 +188,7 @@ function operationEndpoint(providerName: string, name: string, op: ProviderOpera
     tag: 'socket-management',
     summary: http.summary,
     description: http.description,
-    auth: op.permission === null ? 'optional' : { permission: op.permission },
+    auth: httpAuth(op, owner),
     ...(http.method === 'GET' ? { query: op.schema } : { body: op.schema, bodyMode: 'manual' as const }),
     responses: op.requires_available === false ? { 200: http.response ?? 'the result' } : { 200: http.response ?? 'the result', 503: 'the provider is not available' },
   };

@@ -228,8 +228,10 @@ describe('example plugins', () => {
     });
 
     it('its operations are HTTP routes of core, with the same permissions, documented while it runs', async () => {
-      // health declares no permission: anyone may ask, as over socket:request
-      const res = await request(svc.url).get('/api/socket/pgsql/health').expect(200);
+      // health declares no permission: over HTTP a plugin's operation then needs a signed-in
+      // caller (only core's reads are open to anyone), as a ws connection does
+      await request(svc.url).get('/api/socket/pgsql/health').expect(401);
+      const res = await request(svc.url).get('/api/socket/pgsql/health').set('Authorization', viewer).expect(200);
       expect(res.body).to.include({ healthy: true, socket_path: PG_SOCKET });
       // server_info needs plugin:pg-socket:api:read: 401 without a credential, 403 without it
       await request(svc.url).get('/api/socket/pgsql/server-info').expect(401);

@@ -2,7 +2,9 @@ import { expect } from 'chai';
 import request from 'supertest';
 import fs from 'node:fs';
 import path from 'node:path';
+import Joi from 'joi';
 import { RUNNER_LABEL } from '../../src/sockets/container-provider.js';
+import { SocketProvider } from '../../src/sockets/base-provider.js';
 import { startDockerd, TEST_IMAGE, type TestDockerd } from '../support/dockerd.js';
 import { startService, adminAuth, basic, SYSTEM_KEY, type TestService } from '../support/service.js';
 import { WsClient } from '../gateway/helpers.js';
@@ -109,6 +111,52 @@ describe('socket HTTP API', function () {
     // a GET's query is checked by the operation's rule: health takes no arguments
     const extra = await request(svc.url).get('/api/socket/container/health').query({ verbose: '1' }).expect(400);
     expect(extra.body.error.details).to.deep.equal([{ field: 'verbose', message: 'is not allowed' }]);
+  });
+
+  it('a route derived from a declaration: args that ask for more are 401 to nobody, 403 to the unpermitted; a provider that cannot list its operations leaves only itself out of the document', async () => {
+    class ProbeProvider extends SocketProvider {
+      readonly name: string = 'probe';
+      readonly socket_path = '/nonexistent/probe.sock';
+      readonly capabilities = { can_verify_mounts: false, can_repair_permissions: false };
+      override async isAvailable() {
+        return (this.lastAvailable = true);
+      }
+      override async health_check() {
+        return { healthy: true };
+      }
+      override operations() {
+        return {
+          poke: {
+            schema: Joi.object({ deep: Joi.boolean().default(false) }),
+            permission: null,
+            permissionsFor: (a: { deep: boolean }) => (a.deep ? ['socket:probe:deep'] : []),
+            run: async (a: { deep: boolean }) => ({ poked: true, deep: a.deep }),
+            http: { method: 'POST' as const, summary: 'poke' },
+          },
+        };
+      }
+    }
+    class BrokenProvider extends ProbeProvider {
+      override readonly name = 'broken';
+      override operations(): never {
+        throw new Error('cannot list');
+      }
+    }
+    const registry = svc.service.sockets.registry;
+    registry.register(ProbeProvider, { owner: 'core' });
+    registry.register(BrokenProvider, { owner: 'core' });
+    try {
+      expect((await request(svc.url).post('/api/socket/probe/poke').send({}).expect(200)).body).to.deep.equal({ poked: true, deep: false });
+      await request(svc.url).post('/api/socket/probe/poke').send({ deep: true }).expect(401);
+      const denied = await request(svc.url).post('/api/socket/probe/poke').set('Authorization', viewer).send({ deep: true }).expect(403);
+      expect(denied.body.error.message).to.include('socket:probe:deep');
+      const doc = (await request(svc.url).get('/openapi.json').expect(200)).body;
+      expect(doc.paths).to.have.property('/api/socket/probe/poke');
+      expect(Object.keys(doc.paths).filter((p) => p.startsWith('/api/socket/broken'))).to.deep.equal([]);
+    } finally {
+      await registry.unregisterOwner('core').catch(() => undefined);
+      svc.service.sockets.registerBuiltins();
+    }
   });
 
   it('health of managed dirs is read-only; a path outside is not_managed', async () => {
