@@ -58,7 +58,7 @@ const noWhitespace = { 'string.pattern.base': '{{#label}} must not contain white
 const count = (max: number) => Joi.number().integer().min(1).max(max);
 const groupList = Joi.array().items(Joi.string().pattern(GROUP_NAME).message('{{#label}} must be a group name (a letter or digit, then up to 63 letters, digits or . _ -)')).max(100).unique();
 /** external group (LDAP DN, OIDC claim value) -> local groups */
-export const GROUP_MAPPING = Joi.object().pattern(Joi.string().min(1).max(1024), Joi.array().items(Joi.string().pattern(GROUP_NAME)).max(100).single()).max(500);
+const GROUP_MAPPING = Joi.object().pattern(Joi.string().min(1).max(1024), Joi.array().items(Joi.string().pattern(GROUP_NAME)).max(100).single()).max(500);
 
 /** A login provider's setting: SERVICE_LDAP_URL, API name ldap_url, Config path ldap.url. */
 const providerSetting = (area: 'ldap' | 'oidc') => (name: string, label: string, def: Omit<SettingDef, 'env' | 'api' | 'label' | 'path'>, path: string): SettingDef => ({
@@ -204,7 +204,7 @@ export function apiRule(s: SettingDef): Joi.Schema {
   );
 }
 
-export const splitList = (v: string): string[] =>
+const splitList = (v: string): string[] =>
   v
     .split(',')
     .map((s) => s.trim())
