@@ -13,6 +13,7 @@ import { changeAuthSettings } from '../auth/settings-change.js';
 import { LocalProvider } from '../auth/providers/local.js';
 import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS } from '../auth/system-key.js';
 import { apiSetting } from '../settings-table.js';
+import type { AuthSettingView } from '../client/api-types.js';
 import { WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE } from '../notifications/webhook.js';
 import { NotificationsService } from '../notifications/service.js';
 import { userDirectory } from '../notifications/users.js';
@@ -28,9 +29,9 @@ import type { EventName } from '../bus/events.js';
  */
 const stored = (name: string, namespace: string, key: string, changed?: EventName) => {
   const row = apiSetting(name)!;
-  return { env: row.env, namespace, key, schema: row.rule!, changed };
+  return { env: row.env, label: row.label!, namespace, key, schema: row.rule!, changed };
 };
-const SECRET_SETTINGS: Record<string, { env: string; namespace: string; key: string; schema: Joi.Schema; changed?: EventName }> = {
+const SECRET_SETTINGS: Record<string, { env: string; label: string; namespace: string; key: string; schema: Joi.Schema; changed?: EventName }> = {
   system_api_key: stored('system_api_key', SYSTEM_KEY_NS, SYSTEM_KEY_NAME, 'auth:system_key_changed'),
   scm_webhook_secret: stored('scm_webhook_secret', WEBHOOK_SECRET_NAMESPACE, WEBHOOK_SECRET_KEY),
 };
@@ -113,11 +114,11 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       const secrets = await ctx.secrets(false);
       const auth = new AuthSettingsStore(ctx.config, secrets);
       await auth.load();
-      const all: Record<string, { value: unknown; source: string; locked: boolean; secret: boolean }> = { ...auth.view() };
+      const all: Record<string, AuthSettingView> = { ...auth.view() };
       for (const [key, s] of Object.entries(SECRET_SETTINGS)) {
         const locked = ctx.config.fromEnv.has(s.env);
         const stored = locked ? null : await secrets.get(s.namespace, s.key);
-        all[key] = { value: locked || stored ? MASK : null, source: locked ? 'env' : stored ? 'store' : 'default', locked, secret: true };
+        all[key] = { label: s.label, kind: 'secret', value: locked || stored ? MASK : null, source: locked ? 'env' : stored ? 'store' : 'default', locked, secret: true, configured: Boolean(locked || stored) };
       }
       const shown = name ? { [name]: all[name]! } : all;
       const text = (v: unknown) => (v === null || v === undefined ? '-' : typeof v === 'string' ? v : JSON.stringify(v));
