@@ -92,8 +92,16 @@ export async function startService(opts: TestServiceOptions = {}): Promise<TestS
   }
   const config = loadConfig(testEnv(dataDir, databaseUrl, opts.env));
   const service = new Service(config, { logger: opts.logger ?? createLogger(config.logLevel), dbRetryMs: 100 });
-  await service.start();
-  if (opts.wait !== false) await service.booted();
+  try {
+    await service.start();
+    if (opts.wait !== false) await service.booted();
+  } catch (err) {
+    // e.g. the port was taken (callers retry): what was made for this service goes with it
+    await service.stop(2000).catch(() => undefined);
+    await db?.drop();
+    if (!opts.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+    throw err;
+  }
   const stop = () => service.stop(2000);
   return {
     service,
