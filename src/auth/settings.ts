@@ -45,10 +45,6 @@ export const patchSchema = Joi.object(Object.fromEntries(Object.entries(FIELDS).
   .min(1)
   .messages({ 'object.min': 'name at least one setting to change' });
 
-export type FieldSource = AuthSettingView['source'];
-
-/** One field as GET /api/settings/auth shows it. */
-export type FieldView = AuthSettingView;
 
 function clone(c: Config): AuthSettings {
   return {
@@ -168,12 +164,12 @@ export class AuthSettingsStore {
   }
 
   /** The API view: every field with its source and lock; secrets masked (never returned). */
-  view(): Record<string, FieldView> {
+  view(): Record<string, AuthSettingView> {
     const s = this.current();
-    const out: Record<string, FieldView> = {};
+    const out: Record<string, AuthSettingView> = {};
     for (const [name, f] of Object.entries(FIELDS)) {
       const locked = this.isLocked(name);
-      const source: FieldSource = locked ? 'env' : name in this.stored ? 'store' : 'default';
+      const source: AuthSettingView['source'] = locked ? 'env' : name in this.stored ? 'store' : 'default';
       const value = readSetting(s, name);
       const configured = value !== null && value !== undefined && value !== '';
       out[name] = {

@@ -76,6 +76,10 @@ function secretPanel(o: { key: string; title: string; note: SafeHtml; label: str
 </section>`;
 }
 
+/** The same for every administrator: made once. */
+const SECRET_PANELS = html`${secretPanel({ key: 'system-key', title: 'System API key', note: html`The machine-to-machine master key: it passes every permission check. Stored encrypted.`, label: 'New key', field: 'key', save: 'Save key', setting: setting('SERVICE_SYSTEM_API_KEY') })}
+${secretPanel({ key: 'webhook-secret', title: 'Webhook secret', note: html`Verifies deliveries to <code>/api/notifications/webhook/scm</code> from Gitea, GitHub and GitLab.`, label: 'New secret', field: 'secret', save: 'Save secret', setting: setting('SERVICE_SCM_WEBHOOK_SECRET') })}`;
+
 export function settingsContent(id: ApiIdentity, user: User | null): SafeHtml {
   const admin = id.allows('feature:admin.settings');
   return html`<div class="grid">
@@ -122,8 +126,7 @@ ${user
 </section>`
     : ''}
 ${admin
-    ? html`${secretPanel({ key: 'system-key', title: 'System API key', note: html`The machine-to-machine master key: it passes every permission check. Stored encrypted.`, label: 'New key', field: 'key', save: 'Save key', setting: setting('SERVICE_SYSTEM_API_KEY') })}
-${secretPanel({ key: 'webhook-secret', title: 'Webhook secret', note: html`Verifies deliveries to <code>/api/notifications/webhook/scm</code> from Gitea, GitHub and GitLab.`, label: 'New secret', field: 'secret', save: 'Save secret', setting: setting('SERVICE_SCM_WEBHOOK_SECRET') })}
+    ? html`${SECRET_PANELS}
 <section class="panel wide" aria-labelledby="auth-title" data-auth-settings>
 <h2 id="auth-title">Authentication providers</h2>
 <p class="note">Fields set in the environment are read-only here. Secrets are never shown; leave them masked to keep them.</p>

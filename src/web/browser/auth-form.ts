@@ -1,10 +1,8 @@
 // The authentication provider settings on the settings page (feature:admin.settings): each
 // field under a human label, env-set fields read-only, secrets masked, only changes sent.
-import type { AuthSettingView, SettingKind } from '../../client/api-types.js';
+import type { AuthSettingView as FieldView, SettingKind as FieldKind } from '../../client/api-types.js';
 import { api, busy, clearOnEdit, control, errorText, fieldProblems, h, markInvalid, must, say, submitter } from './app.js';
 
-type FieldKind = SettingKind;
-type FieldView = AuthSettingView;
 interface AuthView {
   settings: Record<string, FieldView>;
   chain: Array<{ id: string; label: string }>;
