@@ -1,11 +1,14 @@
 import type Joi from 'joi';
+import OpenApi31Parser from 'joi-to-json/lib/parsers/open-api-3.1.js';
 
 /**
- * joi schema -> JSON Schema 2020-12 (the dialect of OpenAPI 3.1), read from `schema.describe()`.
- * It covers what our schemas use: objects (keys, patterns, unknown), strings (lengths,
- * patterns, email, uri, guid, isoDate), numbers (integer, bounds), booleans, dates, arrays,
- * alternatives, valid/allow lists, defaults and descriptions. Conditional presence (`when`) is
- * documented as optional; the validator stays the authority.
+ * joi schema -> JSON Schema 2020-12 (the dialect of OpenAPI 3.1) through joi-to-json. The
+ * subclass corrects what the library gets wrong on the schemas this API uses (each correction
+ * is tested in test/web/openapi.test.ts, so an upgrade that changes the library shows there):
+ * maps written as `object().pattern(schema, rule)`, object sizes, `integer()` after other
+ * rules, `length()`, regex flags, `allow('')` beside `min()`, `allow(null)` on alternatives,
+ * and conditions on another field that only change presence. The validator stays the
+ * authority; the document describes it.
  */
 export type JsonSchema = Record<string, unknown>;
 
@@ -16,151 +19,83 @@ interface Described {
   allow?: unknown[];
   keys?: Record<string, Described>;
   patterns?: { schema?: Described; regex?: string; rule: Described }[];
-  items?: Described[];
-  matches?: { schema?: Described; then?: Described; otherwise?: Described }[];
-  whens?: unknown[];
-  metas?: unknown[];
-  examples?: unknown[];
+  ref?: unknown;
+  then?: Described;
+  otherwise?: Described;
 }
 
-function regexSource(literal: string): string {
-  // describe() renders a RegExp as "/source/flags"
-  const m = /^\/(.*)\/[a-z]*$/s.exec(literal);
-  return m ? m[1]! : literal;
-}
+const limit = (d: Described, name: string): number | undefined => {
+  const value = d.rules?.find((r) => r.name === name)?.args?.limit;
+  return typeof value === 'number' ? value : undefined;
+};
 
-function rule(d: Described, name: string): Record<string, unknown> | undefined {
-  const r = d.rules?.find((x) => x.name === name);
-  return r ? (r.args ?? {}) : undefined;
-}
+/** describe() renders a RegExp as "/source/flags"; JSON Schema wants the source. */
+const regexSource = (literal: string): string => /^\/(.*)\/[a-z]*$/s.exec(literal)?.[1] ?? literal;
 
-function isRequired(d: Described): boolean {
-  return d.flags?.presence === 'required';
-}
+/** `Joi.optional()` / `Joi.required()` as a `when` branch: presence only, no constraint on the value. */
+const presenceOnly = (d: Described | undefined): boolean =>
+  !d || (d.type === 'any' && !d.rules?.length && !d.allow?.length && Object.keys(d.flags ?? {}).every((k) => k === 'presence'));
 
-function isForbidden(d: Described): boolean {
-  return d.flags?.presence === 'forbidden';
-}
+class ApiSchemaParser extends OpenApi31Parser {
+  override _getFieldType(d: Described): string {
+    return d.type === 'number' && d.rules?.some((r) => r.name === 'integer') ? 'integer' : d.type;
+  }
 
-function convert(d: Described): JsonSchema {
-  const out: JsonSchema = {};
-  const flags = d.flags ?? {};
-  const allow = (d.allow ?? []).filter((v) => !(v && typeof v === 'object' && 'override' in (v as object)));
-  const nullable = allow.includes(null);
+  override _setStringFieldProperties(s: JsonSchema, d: Described): void {
+    super._setStringFieldProperties(s, d);
+    if (s.type !== 'string') return;
+    const length = limit(d, 'length');
+    if (length !== undefined) s.minLength = s.maxLength = length;
+    const pattern = d.rules?.find((r) => r.name === 'pattern')?.args?.regex;
+    if (typeof pattern === 'string') s.pattern = regexSource(pattern);
+    if (d.allow?.includes('') && !d.flags?.only) delete s.minLength;
+  }
 
-  switch (d.type) {
-    case 'object': {
-      out.type = 'object';
-      if (d.keys) {
-        const properties: Record<string, JsonSchema> = {};
-        const required: string[] = [];
-        for (const [name, child] of Object.entries(d.keys)) {
-          if (isForbidden(child)) continue;
-          properties[name] = convert(child);
-          if (isRequired(child)) required.push(name);
-        }
-        out.properties = properties;
-        if (required.length) out.required = required;
+  override _setObjectProperties(s: JsonSchema, d: Described, definitions: Record<string, unknown>, level: number): void {
+    // the library's own pattern handling adds the regex as a property name and skips schema keys
+    super._setObjectProperties(s, { ...d, patterns: undefined }, definitions, level);
+    if (s.type !== 'object') return;
+    for (const p of d.patterns ?? []) {
+      const rule = this.parse(p.rule, definitions, level + 1);
+      if (p.regex) s.patternProperties = { ...(s.patternProperties as object), [regexSource(p.regex)]: rule };
+      else {
+        s.additionalProperties = rule;
+        const names = p.schema && this.parse(p.schema, definitions, level + 1);
+        if (names && Object.keys(names).some((k) => k !== 'type')) s.propertyNames = names;
       }
-      if (d.patterns?.length) out.additionalProperties = convert(d.patterns[0]!.rule);
-      else if (d.keys) out.additionalProperties = flags.unknown === true;
-      const min = rule(d, 'min');
-      if (min) out.minProperties = min.limit;
-      const max = rule(d, 'max');
-      if (max) out.maxProperties = max.limit;
-      break;
     }
-    case 'string': {
-      out.type = 'string';
-      const min = rule(d, 'min');
-      if (min && typeof min.limit === 'number') out.minLength = min.limit;
-      const max = rule(d, 'max');
-      if (max && typeof max.limit === 'number') out.maxLength = max.limit;
-      const length = rule(d, 'length');
-      if (length && typeof length.limit === 'number') out.minLength = out.maxLength = length.limit;
-      const pattern = rule(d, 'pattern');
-      if (pattern && typeof pattern.regex === 'string') out.pattern = regexSource(pattern.regex);
-      if (rule(d, 'email')) out.format = 'email';
-      if (rule(d, 'uri')) out.format = 'uri';
-      if (rule(d, 'guid')) out.format = 'uuid';
-      if (rule(d, 'isoDate')) out.format = 'date-time';
-      break;
-    }
-    case 'number': {
-      out.type = rule(d, 'integer') ? 'integer' : 'number';
-      const min = rule(d, 'min');
-      if (min && typeof min.limit === 'number') out.minimum = min.limit;
-      const max = rule(d, 'max');
-      if (max && typeof max.limit === 'number') out.maximum = max.limit;
-      const greater = rule(d, 'greater');
-      if (greater && typeof greater.limit === 'number') out.exclusiveMinimum = greater.limit;
-      const less = rule(d, 'less');
-      if (less && typeof less.limit === 'number') out.exclusiveMaximum = less.limit;
-      break;
-    }
-    case 'boolean':
-      out.type = 'boolean';
-      break;
-    case 'date':
-      out.type = 'string';
-      out.format = 'date-time';
-      if (rule(d, 'greater')?.date === 'now') out.description = 'a time in the future';
-      break;
-    case 'array': {
-      out.type = 'array';
-      const items = (d.items ?? []).filter((i) => !isForbidden(i)).map(convert);
-      if (items.length === 1) out.items = items[0];
-      else if (items.length > 1) out.items = { anyOf: items };
-      const min = rule(d, 'min');
-      if (min && typeof min.limit === 'number') out.minItems = min.limit;
-      const max = rule(d, 'max');
-      if (max && typeof max.limit === 'number') out.maxItems = max.limit;
-      if (rule(d, 'unique')) out.uniqueItems = true;
-      break;
-    }
-    case 'alternatives': {
-      const options = (d.matches ?? []).flatMap((m) => [m.schema, m.then, m.otherwise]).filter((x): x is Described => Boolean(x));
-      out.anyOf = options.map(convert);
-      break;
-    }
-    default:
-      // any, link, symbol...: no constraint we can state
-      break;
+    const min = limit(d, 'min') ?? limit(d, 'length');
+    const max = limit(d, 'max') ?? limit(d, 'length');
+    if (min !== undefined) s.minProperties = min;
+    if (max !== undefined) s.maxProperties = max;
   }
 
-  if (flags.only === true) {
-    // valid(...): an enumeration of exactly these values
-    out.enum = allow;
-    if (nullable && typeof out.type === 'string') out.type = [out.type, 'null'];
-  } else if (nullable && typeof out.type === 'string') {
-    out.type = [out.type, 'null'];
+  override _setConditionCompositionStyle(s: JsonSchema, condition: Described, definitions: Record<string, unknown>, level: number): JsonSchema {
+    // a condition on another field that only makes this one required or optional leaves its
+    // value as it is (the library would add "any type" alternatives, or replace the type)
+    if (condition.ref && presenceOnly(condition.then) && presenceOnly(condition.otherwise)) return s;
+    return super._setConditionCompositionStyle(s, condition, definitions, level);
   }
-  if (!flags.only && typeof out.minLength === 'number' && out.minLength > 0 && allow.includes('')) {
-    // allow('') beside min(1): the empty string is accepted too
-    delete out.minLength;
+
+  override _addNullTypeIfNullable(s: JsonSchema, d: Described): void {
+    // alternatives have no type to widen: null becomes one more alternative
+    if (!s.type && Array.isArray(s.anyOf) && d.allow?.includes(null)) s.anyOf.push({ type: 'null' });
+    else super._addNullTypeIfNullable(s, d);
   }
-  if ('default' in flags && typeof flags.default !== 'function' && !(flags.default && typeof flags.default === 'object' && 'special' in (flags.default as object))) {
-    out.default = flags.default;
-  }
-  if (typeof flags.description === 'string') out.description = flags.description;
-  if (d.examples?.length) out.examples = d.examples;
-  return out;
 }
+
+const parser = new ApiSchemaParser();
 
 /** The JSON Schema of a joi schema. */
 export function joiToJsonSchema(schema: Joi.Schema): JsonSchema {
-  return convert(schema.describe() as Described);
+  return parser.parse(schema.describe());
 }
 
 /** The top-level keys of an object schema with their JSON Schema and whether each is required. */
 export function objectFields(schema: Joi.Schema): { name: string; schema: JsonSchema; required: boolean; description?: string }[] {
-  const d = schema.describe() as Described;
-  if (d.type !== 'object' || !d.keys) return [];
-  return Object.entries(d.keys)
-    .filter(([, child]) => !isForbidden(child))
-    .map(([name, child]) => {
-      const s = convert(child);
-      const description = typeof s.description === 'string' ? s.description : undefined;
-      return { name, schema: s, required: isRequired(child), description };
-    });
+  const s = joiToJsonSchema(schema);
+  const required = new Set((s.required as string[] | undefined) ?? []);
+  return Object.entries((s.properties ?? {}) as Record<string, JsonSchema>)
+    .filter(([, field]) => !('not' in field && Object.keys(field).length === 1)) // forbidden
+    .map(([name, field]) => ({ name, schema: field, required: required.has(name), ...(typeof field.description === 'string' ? { description: field.description } : {}) }));
 }

@@ -64,7 +64,7 @@ export const uuidParam = Joi.string().guid().required();
 export const createKeySchema = Joi.object({
   label: Joi.string().trim().min(1).max(128).required(),
   scopes: Joi.array().items(Joi.string().pattern(PERMISSION_ID).max(256)).max(100).unique(),
-  expires_at: Joi.date().iso().greater('now'),
+  expires_at: Joi.date().iso().greater('now').description('a time in the future'),
 });
 
 /**

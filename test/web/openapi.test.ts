@@ -133,21 +133,20 @@ describe('OpenAPI document', function () {
     for (const r of refs) expect(r).to.equal('"$ref":"#/components/schemas/Error"');
   });
 
-  describe('joi -> JSON Schema', function () {
+  describe('joi -> JSON Schema (joi-to-json with our corrections)', function () {
     it('converts the shapes our schemas use', function () {
       const schema = Joi.object({
         name: Joi.string().trim().min(1).max(64).pattern(/^[a-z]+$/).required().description('a name'),
         email: Joi.string().email().allow(null),
         level: Joi.string().valid('info', 'error').default('info'),
+        kind: Joi.valid('session'),
         count: Joi.number().integer().min(0),
         ratio: Joi.number().greater(0).less(1),
         on: Joi.boolean(),
         at: Joi.date().iso(),
         tags: Joi.array().items(Joi.string()).min(1).unique(),
-        map: Joi.object().pattern(Joi.string(), Joi.array().items(Joi.string())),
         either: Joi.alternatives(Joi.string(), Joi.number()),
         gone: Joi.any().forbidden(),
-        note: Joi.string().min(1).allow(''),
       });
       expect(joiToJsonSchema(schema)).to.deep.equal({
         type: 'object',
@@ -155,18 +154,49 @@ describe('OpenAPI document', function () {
           name: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[a-z]+$', description: 'a name' },
           email: { type: ['string', 'null'], format: 'email' },
           level: { type: 'string', enum: ['info', 'error'], default: 'info' },
+          kind: { const: 'session' },
           count: { type: 'integer', minimum: 0 },
-          ratio: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 1 },
+          ratio: { type: 'number', minimum: 0, exclusiveMinimum: 0, maximum: 1, exclusiveMaximum: 1 }, // the library states both; the exclusive bound decides
           on: { type: 'boolean' },
           at: { type: 'string', format: 'date-time' },
           tags: { type: 'array', items: { type: 'string' }, minItems: 1, uniqueItems: true },
-          map: { type: 'object', additionalProperties: { type: 'array', items: { type: 'string' } } },
           either: { anyOf: [{ type: 'string' }, { type: 'number' }] },
-          note: { type: 'string' },
+          gone: { not: {} },
         },
         required: ['name'],
         additionalProperties: false,
       });
+    });
+
+    // each case is one place where joi-to-json 5.0.5 alone documents something the validator does not do
+    const corrections: [string, Joi.Schema, object][] = [
+      ['a map keyed by a schema', Joi.object().pattern(Joi.string().max(8), Joi.array().items(Joi.string())), { type: 'object', properties: {}, additionalProperties: { type: 'array', items: { type: 'string' } }, propertyNames: { type: 'string', maxLength: 8 } }],
+      ['a map keyed by a regex', Joi.object().pattern(/^x-/i, Joi.string()), { type: 'object', properties: {}, additionalProperties: false, patternProperties: { '^x-': { type: 'string' } } }],
+      ['object sizes', Joi.object({ a: Joi.string() }).min(1).max(3), { type: 'object', properties: { a: { type: 'string' } }, additionalProperties: false, minProperties: 1, maxProperties: 3 }],
+      ['integer() after other rules', Joi.number().min(1).integer(), { type: 'integer', minimum: 1 }],
+      ['length()', Joi.string().length(4), { type: 'string', minLength: 4, maxLength: 4 }],
+      ['a regex with flags', Joi.string().pattern(/^\(.*\)$/s), { type: 'string', pattern: '^\\(.*\\)$' }],
+      ["allow('') beside min()", Joi.string().min(1).allow(''), { type: 'string' }],
+      ['null among alternatives', Joi.alternatives(Joi.array().items(Joi.string()), Joi.string()).allow(null), { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'string' }, { type: 'null' }] }],
+    ];
+    for (const [name, schema, expected] of corrections) {
+      it(`corrects ${name}`, function () {
+        expect(joiToJsonSchema(schema)).to.deep.equal(expected);
+      });
+    }
+
+    it('keeps the type of a field whose presence depends on another field', function () {
+      const schema = Joi.object({
+        action: Joi.valid('clear'),
+        title: Joi.string().max(10).when('action', { is: 'clear', then: Joi.optional(), otherwise: Joi.required() }),
+        id: Joi.string().when('action', { is: 'clear', then: Joi.required() }),
+        body: Joi.any().when('action', { is: 'clear', then: Joi.string(), otherwise: Joi.number() }),
+      });
+      const props = (joiToJsonSchema(schema) as any).properties;
+      expect(props.title).to.deep.equal({ type: 'string', maxLength: 10 });
+      expect(props.id).to.deep.equal({ type: 'string' });
+      // a condition that changes the value's type is still the library's: one of the branches
+      expect(props.body.oneOf).to.deep.equal([{ type: 'string' }, { type: 'number' }]);
     });
   });
 });
