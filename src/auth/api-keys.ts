@@ -2,21 +2,36 @@ import Joi from 'joi';
 import BetterSqlite3 from 'better-sqlite3';
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
+import { BaseModel } from '../db/model.js';
+import { UserModel } from '../iam/store.js';
 import { newToken, sha256, tokenPrefix } from './tokens.js';
 
 export type CredentialKind = 'key' | 'session';
 
-export interface ApiKeyRow {
+/** A per-user API key or web-session token (never its secret). */
+export interface ApiKey {
   id: string;
-  user_id: string;
+  userId: string;
   kind: CredentialKind;
   label: string;
   prefix: string;
   scopes: string[] | null;
-  created_at: number;
-  last_used_at: number | null;
-  expires_at: number | null;
-  revoked_at: number | null;
+  createdAt: number;
+  lastUsedAt: number | null;
+  expiresAt: number | null;
+  revokedAt: number | null;
+}
+
+/** The objection model of `api_keys`; `owner` is the user the credential acts as. */
+interface ApiKeyModel extends ApiKey {
+  tokenHash: string;
+}
+class ApiKeyModel extends BaseModel {
+  static override tableName = 'api_keys';
+  static override jsonAttributes = ['scopes'];
+  static override get relationMappings() {
+    return { owner: { relation: BaseModel.BelongsToOneRelation, modelClass: UserModel, join: { from: 'api_keys.user_id', to: 'users.id' } } };
+  }
 }
 
 /** The shape of publicKey() for the API docs. */
@@ -32,33 +47,23 @@ export const publicKeySchema = {
 };
 
 /** What the owner may see of a key after creation: never the token. */
-export function publicKey(row: ApiKeyRow) {
+export function publicKey(key: ApiKey) {
   const iso = (t: number | null) => (t ? new Date(t).toISOString() : null);
   return {
-    id: row.id,
-    kind: row.kind,
-    label: row.label,
-    prefix: row.prefix,
-    scopes: row.scopes,
-    created_at: iso(row.created_at),
-    last_used_at: iso(row.last_used_at),
-    expires_at: iso(row.expires_at),
+    id: key.id,
+    kind: key.kind,
+    label: key.label,
+    prefix: key.prefix,
+    scopes: key.scopes,
+    created_at: iso(key.createdAt),
+    last_used_at: iso(key.lastUsedAt),
+    expires_at: iso(key.expiresAt),
   };
 }
 
-function toRow(r: any): ApiKeyRow {
-  return {
-    id: r.id,
-    user_id: r.user_id,
-    kind: r.kind,
-    label: r.label,
-    prefix: r.prefix,
-    scopes: r.scopes ? JSON.parse(r.scopes) : null,
-    created_at: Number(r.created_at),
-    last_used_at: r.last_used_at == null ? null : Number(r.last_used_at),
-    expires_at: r.expires_at == null ? null : Number(r.expires_at),
-    revoked_at: r.revoked_at == null ? null : Number(r.revoked_at),
-  };
+/** The public fields of a model instance (the token hash stays here). */
+function apiKeyOf(m: ApiKeyModel): ApiKey {
+  return { id: m.id, userId: m.userId, kind: m.kind, label: m.label, prefix: m.prefix, scopes: m.scopes ?? null, createdAt: m.createdAt, lastUsedAt: m.lastUsedAt ?? null, expiresAt: m.expiresAt ?? null, revokedAt: m.revokedAt ?? null };
 }
 
 const TOUCH_INTERVAL_MS = 60_000;
@@ -100,30 +105,29 @@ export class ApiKeyStore {
 
   async create(userId: string, kind: CredentialKind, opts: { label?: string; scopes?: string[] | null; expiresAt?: number | null }) {
     const token = newToken(kind);
-    const row = {
+    const key = await ApiKeyModel.query(this.db).insert({
       id: crypto.randomUUID(),
-      user_id: userId,
+      userId,
       kind,
       label: opts.label ?? '',
       prefix: tokenPrefix(token),
-      token_hash: sha256(token),
-      scopes: opts.scopes && opts.scopes.length ? JSON.stringify(opts.scopes) : null,
-      created_at: Date.now(),
-      last_used_at: null,
-      expires_at: opts.expiresAt ?? null,
-      revoked_at: null,
-    };
-    await this.db('api_keys').insert(row);
-    return { token, key: toRow(row) };
+      tokenHash: sha256(token),
+      scopes: opts.scopes?.length ? opts.scopes : null,
+      createdAt: Date.now(),
+      lastUsedAt: null,
+      expiresAt: opts.expiresAt ?? null,
+      revokedAt: null,
+    });
+    return { token, key: apiKeyOf(key) };
   }
 
   /** A live credential by its token's SHA-256: not revoked, not expired, owner not disabled. */
-  async lookupHash(hash: string): Promise<ApiKeyRow | null> {
+  async lookupHash(hash: string): Promise<ApiKey | null> {
     return this.live('token_hash', hash);
   }
 
   /** A live credential by id (the cookie session points at its web-session token this way). */
-  async lookupById(id: string): Promise<ApiKeyRow | null> {
+  async lookupById(id: string): Promise<ApiKey | null> {
     return this.live('id', id);
   }
 
@@ -134,7 +138,7 @@ export class ApiKeyStore {
     id: 'select k.*, u.disabled as owner_disabled from api_keys k join users u on u.id = k.user_id where k.id = ?',
   };
 
-  private async live(by: 'token_hash' | 'id', value: string): Promise<ApiKeyRow | null> {
+  private async live(by: 'token_hash' | 'id', value: string): Promise<ApiKey | null> {
     const reader = this.sqliteReader();
     let r: any;
     if (reader) {
@@ -144,11 +148,11 @@ export class ApiKeyStore {
       r = Array.isArray(res) ? res[0] : res?.rows?.[0];
     }
     if (!r) return null;
-    const row = toRow(r);
+    const key = apiKeyOf(ApiKeyModel.fromDatabaseJson(r));
     const now = Date.now();
-    if (row.revoked_at || (row.expires_at && row.expires_at <= now) || r.owner_disabled) return null;
-    if (!row.last_used_at || now - row.last_used_at > TOUCH_INTERVAL_MS) this.touch(row.id, now);
-    return row;
+    if (key.revokedAt || (key.expiresAt && key.expiresAt <= now) || r.owner_disabled) return null;
+    if (!key.lastUsedAt || now - key.lastUsedAt > TOUCH_INTERVAL_MS) this.touch(key.id, now);
+    return key;
   }
 
   /** Notes a use of a credential: last_used_at is written at most once a minute per key, not on every request. */
@@ -158,9 +162,9 @@ export class ApiKeyStore {
     // remembered here, so concurrent requests of one key do not all write
     this.touched.set(id, now);
     if (this.touched.size > 10_000) this.touched.clear();
-    this.db('api_keys')
-      .where({ id })
-      .update({ last_used_at: now })
+    ApiKeyModel.query(this.db)
+      .findById(id)
+      .patch({ lastUsedAt: now })
       .catch(() => undefined);
   }
 
@@ -169,46 +173,46 @@ export class ApiKeyStore {
     const live = new Set<string>();
     const now = Date.now();
     for (let i = 0; i < ids.length; i += 500) {
-      const rows = await this.db('api_keys')
-        .join('users', 'users.id', 'api_keys.user_id')
+      const rows = await ApiKeyModel.query(this.db)
+        .joinRelated('owner')
         .whereIn('api_keys.id', ids.slice(i, i + 500))
         .whereNull('api_keys.revoked_at')
         .where((q) => q.whereNull('api_keys.expires_at').orWhere('api_keys.expires_at', '>', now))
-        .where('users.disabled', false)
+        .where('owner.disabled', false)
         .select('api_keys.id');
       for (const r of rows) live.add(r.id);
     }
     return live;
   }
 
-  async listFor(userId: string): Promise<ApiKeyRow[]> {
+  async listFor(userId: string): Promise<ApiKey[]> {
     const now = Date.now();
-    const rows = await this.db('api_keys')
+    const keys = await ApiKeyModel.query(this.db)
       .where({ user_id: userId })
       .whereNull('revoked_at')
       .where((q) => q.whereNull('expires_at').orWhere('expires_at', '>', now))
       .orderBy('created_at', 'desc');
-    return rows.map(toRow);
+    return keys.map(apiKeyOf);
   }
 
-  async get(id: string): Promise<ApiKeyRow | null> {
-    const r = await this.db('api_keys').where({ id }).first();
-    return r ? toRow(r) : null;
+  async get(id: string): Promise<ApiKey | null> {
+    const key = await ApiKeyModel.query(this.db).findById(id);
+    return key ? apiKeyOf(key) : null;
   }
 
   /** Revokes one credential of a user; false when it is not theirs or already gone. */
   async revoke(userId: string, id: string): Promise<boolean> {
-    const n = await this.db('api_keys').where({ id, user_id: userId }).whereNull('revoked_at').update({ revoked_at: Date.now() });
+    const n = await ApiKeyModel.query(this.db).where({ id, user_id: userId }).whereNull('revoked_at').patch({ revokedAt: Date.now() });
     if (n > 0) this.onRevoked(userId);
     return n > 0;
   }
 
   /** Revokes every credential of a user (of one kind), but `except`; the number revoked. */
   async revokeAllOf(userId: string, opts: { kind?: CredentialKind; except?: string | null } = {}): Promise<number> {
-    const q = this.db('api_keys').where({ user_id: userId }).whereNull('revoked_at');
+    const q = ApiKeyModel.query(this.db).where({ user_id: userId }).whereNull('revoked_at');
     if (opts.kind) q.andWhere({ kind: opts.kind });
     if (opts.except) q.andWhereNot({ id: opts.except });
-    const n = await q.update({ revoked_at: Date.now() });
+    const n = await q.patch({ revokedAt: Date.now() });
     if (n > 0) this.onRevoked(userId);
     return n;
   }

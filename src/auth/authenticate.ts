@@ -85,9 +85,9 @@ export class Authenticator {
       const key = await this.deps.apiKeys.lookupHash(hash);
       if (key) {
         const method = key.kind === 'session' ? 'session_token' : 'api_key';
-        const proof: CredentialProof = { kind: 'credential', id: key.id, expires_at: key.expires_at };
-        const identity = await this.identityOf(key.user_id, method, { scopes: key.kind === 'key' ? key.scopes : null, proof });
-        if (identity) return this.remember(`t:${hash}`, identity, key.expires_at);
+        const proof: CredentialProof = { kind: 'credential', id: key.id, expires_at: key.expiresAt };
+        const identity = await this.identityOf(key.userId, method, { scopes: key.kind === 'key' ? key.scopes : null, proof });
+        if (identity) return this.remember(`t:${hash}`, identity, key.expiresAt);
       }
     }
     if (/^Basic\s/i.test(authz)) {
@@ -151,8 +151,8 @@ export class Authenticator {
     if (cached) return cached;
     const key = await this.deps.apiKeys.lookupById(keyId);
     if (!key || key.kind !== 'session') return null;
-    const identity = await this.identityOf(key.user_id, 'session_cookie', { proof: { kind: 'credential', id: key.id, expires_at: key.expires_at } });
-    return identity ? this.remember(`c:${keyId}`, identity, key.expires_at) : null;
+    const identity = await this.identityOf(key.userId, 'session_cookie', { proof: { kind: 'credential', id: key.id, expires_at: key.expiresAt } });
+    return identity ? this.remember(`c:${keyId}`, identity, key.expiresAt) : null;
   }
 
   private remember(key: string, identity: ApiIdentity, expiresAt: number | null = null): ApiIdentity {

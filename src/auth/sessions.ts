@@ -119,7 +119,7 @@ export async function logout(auth: AuthComponent, ctx: Context): Promise<boolean
     const keyId = ctx.session?.key_id;
     if (typeof keyId === 'string') {
       const key = await auth.apiKeys.get(keyId);
-      if (key && key.kind === 'session') await auth.apiKeys.revoke(key.user_id, key.id);
+      if (key && key.kind === 'session') await auth.apiKeys.revoke(key.userId, key.id);
       ended = true;
     }
     ctx.session = null;

@@ -186,9 +186,9 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
       const keyId = check<string>('id', Joi.string().max(128).pattern(/^[A-Za-z0-9-]+$/), id);
       const { apiKeys } = await ctx.iam();
       const row = await apiKeys.get(keyId);
-      if (!row || row.revoked_at) throw new DomainError('not_found', `no live key ${keyId}`);
+      if (!row || row.revokedAt) throw new DomainError('not_found', `no live key ${keyId}`);
       await ctx.announceChanges();
-      await apiKeys.revoke(row.user_id, row.id);
+      await apiKeys.revoke(row.userId, row.id);
       out(cmd).result({ id: row.id, revoked: true }, `revoked ${row.kind} ${row.id}`);
     });
 }

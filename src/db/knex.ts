@@ -102,6 +102,9 @@ export async function probeDb(db: Knex, settings: DbSettings): Promise<void> {
 }
 
 /** PostgreSQL SQLSTATE classes and codes that mean "the database is not there right now". */
+/** The driver's error: objection (the model layer, src/db/model.ts) wraps it as `nativeError`. */
+const driverError = (err: unknown): unknown => (err as { nativeError?: unknown } | null)?.nativeError ?? err;
+
 const PG_UNAVAILABLE = /^(08|53|57P)/;
 const NET_UNAVAILABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 const SQLITE_UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|READONLY|IOERR|CANTOPEN|FULL|PROTOCOL)/;
@@ -112,7 +115,7 @@ const SQLITE_UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|READONLY|IOERR|CANTOPEN|FULL|PR
  * problem of the query? Such an error is a 503 with Retry-After, never a 500.
  */
 export function isDbUnavailable(err: unknown): boolean {
-  const e = err as { code?: unknown; message?: unknown; name?: unknown } | null;
+  const e = driverError(err) as { code?: unknown; message?: unknown; name?: unknown } | null;
   const code = typeof e?.code === 'string' ? e.code : '';
   const message = typeof e?.message === 'string' ? e.message : '';
   if (PG_UNAVAILABLE.test(code) || NET_UNAVAILABLE.has(code) || SQLITE_UNAVAILABLE.test(code)) return true;
@@ -156,6 +159,6 @@ export class DbHealth {
 
 /** Is this error a unique-constraint violation (both dialects)? */
 export function isUniqueViolation(err: unknown): boolean {
-  const e = err as { code?: string; message?: string };
+  const e = driverError(err) as { code?: string; message?: string };
   return e?.code === '23505' || e?.code === 'SQLITE_CONSTRAINT_UNIQUE' || e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || /UNIQUE constraint failed/.test(e?.message ?? '');
 }

@@ -57,7 +57,7 @@ export class IamComponent {
     this.secrets = new SecretsStore(db, config.secretKey);
     this.resolver = new PermissionResolver(this.store, config.permissionCacheTtlMs, bus);
     this.passwords = new Passwords({ maxQueue: config.passwordQueue });
-    this.ledger = new RoleLedger(db, bus);
+    this.ledger = new RoleLedger(this.store, bus);
     this.users = new UserAdmin({
       store: this.store,
       passwords: this.passwords,

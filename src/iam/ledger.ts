@@ -1,5 +1,5 @@
 import type { PluginRole } from '../client/api-types.js';
-import type { Knex } from 'knex';
+import type { IamStore } from './store.js';
 import type { EventBus } from '../bus/bus.js';
 import { DEFAULT_GROUP_NAMES } from './permissions.js';
 
@@ -19,7 +19,7 @@ export class RoleLedger {
   /** the plugins whose grants apply (the plugin host keeps this current) */
   private readonly sources = new Map<string, PluginGrantSource>();
 
-  constructor(private readonly db: Knex, private readonly bus: EventBus) {
+  constructor(private readonly store: IamStore, private readonly bus: EventBus) {
     // boot applies the grants before it completes (src/service.ts), and again whenever a plugin
     // changes state; the ledger makes the repetition harmless
     bus.on('plugin:state_changed', () => void this.applyAll());
@@ -87,20 +87,16 @@ export class RoleLedger {
 
   /** Records (group, permission) in the ledger and adds it to the group, unless recorded before. */
   async grantOnce(pluginId: string, roleId: string, group: string, permission: string): Promise<boolean> {
-    return this.db.transaction(async (trx) => {
-      const row = await trx('groups').where({ name: group }).forUpdate().first();
-      if (!row) return false; // a group that does not exist gets nothing, and nothing is recorded
+    return this.store.db.transaction(async (trx) => {
+      const locked = await this.store.lockGroup(group, trx);
+      if (!locked) return false; // a group that does not exist gets nothing, and nothing is recorded
       const inserted = await trx('role_grants')
         .insert({ plugin_id: pluginId, role_id: roleId, group_name: group, permission, granted_at: Date.now() })
         .onConflict(['group_name', 'permission'])
         .ignore()
         .returning('id');
       if (!inserted.length) return false;
-      const perms: string[] = JSON.parse(row.permissions || '[]');
-      if (!perms.includes(permission)) {
-        perms.push(permission);
-        await trx('groups').where({ name: group }).update({ permissions: JSON.stringify(perms), updated_at: Date.now() });
-      }
+      if (!locked.permissions.includes(permission)) await this.store.updateGroup(group, { permissions: [...locked.permissions, permission] }, trx);
       return true;
     });
   }

@@ -16,15 +16,7 @@ type SeedConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'adminPasswordCon
 export async function seedIam(db: Knex, config: SeedConfig, passwords: Passwords = new Passwords({ threads: 0 })): Promise<{ passwordChanged: string[]; changed: boolean }> {
   const store = new IamStore(db);
   let changed = false;
-  const now = Date.now();
-  for (const g of DEFAULT_GROUPS) {
-    const inserted = await db('groups')
-      .insert({ name: g.name, description: g.description, permissions: JSON.stringify(g.permissions), created_at: now, updated_at: now })
-      .onConflict('name')
-      .ignore()
-      .returning('name');
-    if (inserted.length) changed = true;
-  }
+  for (const g of DEFAULT_GROUPS) if (await store.createGroupIfMissing(g)) changed = true;
 
   const passwordChanged: string[] = [];
   const bootstrap = [

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
+import { BaseModel } from '../db/model.js';
 
 /** Row mappers and queries for users, groups and identities (knex; JSON list columns parsed here). */
 
@@ -30,41 +31,32 @@ export interface Identity {
   providerUserId: string;
 }
 
-const list = (v: unknown): string[] => {
-  if (Array.isArray(v)) return v.map(String);
-  if (typeof v !== 'string' || v === '') return [];
-  try {
-    const parsed = JSON.parse(v);
-    return Array.isArray(parsed) ? parsed.map(String) : [];
-  } catch {
-    return [];
+/**
+ * The objection models of the three tables; their instances are the User, Group and Identity
+ * above (each class takes its fields from the interface of the same shape).
+ */
+export interface UserModel extends User {}
+export class UserModel extends BaseModel {
+  static override tableName = 'users';
+  static override jsonAttributes = ['roles', 'groups', 'extraPermissions'];
+  static override booleanAttributes = ['disabled'];
+  static override get relationMappings() {
+    return { identities: { relation: BaseModel.HasManyRelation, modelClass: IdentityModel, join: { from: 'users.id', to: 'user_identities.user_id' } } };
   }
-};
-
-export function toUser(row: any): User {
-  return {
-    id: row.id,
-    username: row.username,
-    email: row.email ?? null,
-    displayName: row.display_name ?? null,
-    hashedPassword: row.hashed_password ?? null,
-    roles: list(row.roles),
-    groups: list(row.groups),
-    extraPermissions: list(row.extra_permissions),
-    disabled: Boolean(row.disabled),
-    createdAt: Number(row.created_at),
-    updatedAt: Number(row.updated_at),
-  };
 }
 
-export function toGroup(row: any): Group {
-  return {
-    name: row.name,
-    description: row.description ?? '',
-    permissions: list(row.permissions),
-    createdAt: Number(row.created_at),
-    updatedAt: Number(row.updated_at),
-  };
+interface GroupModel extends Group {}
+class GroupModel extends BaseModel {
+  static override tableName = 'groups';
+  static override idColumn = 'name';
+  static override jsonAttributes = ['permissions'];
+}
+
+interface IdentityModel extends Identity {
+  userId: string;
+}
+class IdentityModel extends BaseModel {
+  static override tableName = 'user_identities';
 }
 
 export interface NewUser {
@@ -80,31 +72,18 @@ export interface NewUser {
 
 export type UserPatch = Partial<Omit<NewUser, 'username'>> & { username?: string };
 
-/** The column of each field a user is created or changed with. */
-const USER_COLUMNS: Record<keyof UserPatch, string> = {
-  username: 'username',
-  email: 'email',
-  displayName: 'display_name',
-  hashedPassword: 'hashed_password',
-  roles: 'roles',
-  groups: 'groups',
-  extraPermissions: 'extra_permissions',
-  disabled: 'disabled',
-};
-/** columns holding a JSON list */
-const LIST_COLUMNS = new Set(['roles', 'groups', 'extra_permissions']);
+/** The fields that are set: an `undefined` in an input means "not given", never "clear". */
+const defined = <T extends object>(input: T): Partial<T> => Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<T>;
 
 export class IamStore {
   constructor(readonly db: Knex) {}
 
   async userById(id: string, trx: Knex = this.db): Promise<User | null> {
-    const row = await trx('users').where({ id }).first();
-    return row ? toUser(row) : null;
+    return (await UserModel.query(trx).findById(id)) ?? null;
   }
 
   async userByUsername(username: string, trx: Knex = this.db): Promise<User | null> {
-    const row = await trx('users').where({ username }).first();
-    return row ? toUser(row) : null;
+    return (await UserModel.query(trx).findOne({ username })) ?? null;
   }
 
   /** Users whose id is one of `ids` or whose username is one of `names` (id and username only): one query. */
@@ -119,114 +98,103 @@ export class IamStore {
   }
 
   async usersByEmail(email: string): Promise<User[]> {
-    const rows = await this.db('users').whereRaw('lower(email) = ?', [email.toLowerCase()]);
-    return rows.map(toUser);
+    return UserModel.query(this.db).whereRaw('lower(email) = ?', [email.toLowerCase()]);
   }
 
   async listUsers(): Promise<User[]> {
-    return (await this.db('users').orderBy('username')).map(toUser);
+    return UserModel.query(this.db).orderBy('username');
   }
 
   async createUser(input: NewUser, trx: Knex = this.db): Promise<User> {
     const now = Date.now();
-    const row = {
+    return UserModel.query(trx).insert({
+      email: null,
+      displayName: null,
+      hashedPassword: null,
+      roles: [],
+      groups: [],
+      extraPermissions: [],
+      disabled: false,
+      ...defined(input),
       id: crypto.randomUUID(),
-      username: input.username,
-      email: input.email ?? null,
-      display_name: input.displayName ?? null,
-      hashed_password: input.hashedPassword ?? null,
-      roles: JSON.stringify(input.roles ?? []),
-      groups: JSON.stringify(input.groups ?? []),
-      extra_permissions: JSON.stringify(input.extraPermissions ?? []),
-      disabled: input.disabled ?? false,
-      created_at: now,
-      updated_at: now,
-    };
-    await trx('users').insert(row);
-    return toUser(row);
+      createdAt: now,
+      updatedAt: now,
+    });
   }
 
   async updateUser(id: string, patch: UserPatch, trx: Knex = this.db): Promise<void> {
-    const row: Record<string, unknown> = { updated_at: Date.now() };
-    for (const [k, v] of Object.entries(patch) as Array<[keyof UserPatch, unknown]>) {
-      if (v === undefined) continue;
-      const column = USER_COLUMNS[k];
-      if (!column) throw new Error(`updateUser: no field ${String(k)}`);
-      row[column] = LIST_COLUMNS.has(column) ? JSON.stringify(v) : v;
-    }
-    await trx('users').where({ id }).update(row);
+    await UserModel.query(trx).findById(id).patch({ ...defined(patch), updatedAt: Date.now() });
   }
 
   async deleteUser(id: string): Promise<void> {
-    await this.db('users').where({ id }).delete();
+    await UserModel.query(this.db).deleteById(id);
   }
 
+  /** The external identities linked to each of these users, oldest first. */
   async identitiesOf(userIds: string[]): Promise<Map<string, Identity[]>> {
     const out = new Map<string, Identity[]>();
     if (userIds.length === 0) return out;
-    const rows = await this.db('user_identities').whereIn('user_id', userIds).orderBy('id');
-    for (const r of rows) {
-      const l = out.get(r.user_id) ?? [];
-      l.push({ provider: r.provider, providerUserId: r.provider_user_id });
-      out.set(r.user_id, l);
-    }
+    const rows = await UserModel.relatedQuery<IdentityModel>('identities', this.db).for(userIds).orderBy('id');
+    for (const r of rows) out.set(r.userId, [...(out.get(r.userId) ?? []), { provider: r.provider, providerUserId: r.providerUserId }]);
     return out;
   }
 
   async userByIdentity(provider: string, providerUserId: string): Promise<User | null> {
-    const row = await this.db('users')
-      .join('user_identities', 'users.id', 'user_identities.user_id')
-      .where({ 'user_identities.provider': provider, 'user_identities.provider_user_id': providerUserId })
-      .first('users.*');
-    return row ? toUser(row) : null;
+    const user = await UserModel.query(this.db)
+      .joinRelated('identities')
+      .findOne({ 'identities.provider': provider, 'identities.provider_user_id': providerUserId })
+      .select('users.*');
+    return user ?? null;
   }
 
   async linkIdentity(userId: string, provider: string, providerUserId: string, trx: Knex = this.db): Promise<void> {
-    await trx('user_identities')
-      .insert({ user_id: userId, provider, provider_user_id: providerUserId, created_at: Date.now() })
+    await IdentityModel.query(trx)
+      .insert({ userId, provider, providerUserId, createdAt: Date.now() } as Partial<IdentityModel>)
       .onConflict(['provider', 'provider_user_id'])
       .ignore();
   }
 
   async listGroups(): Promise<Group[]> {
-    return (await this.db('groups').orderBy('name')).map(toGroup);
+    return GroupModel.query(this.db).orderBy('name');
   }
 
   async group(name: string, trx: Knex = this.db): Promise<Group | null> {
-    const row = await trx('groups').where({ name }).first();
-    return row ? toGroup(row) : null;
+    return (await GroupModel.query(trx).findById(name)) ?? null;
   }
 
   async groupsNamed(names: readonly string[]): Promise<Group[]> {
     if (names.length === 0) return [];
-    return (await this.db('groups').whereIn('name', names as string[])).map(toGroup);
+    return GroupModel.query(this.db).findByIds([...names]);
   }
 
   async createGroup(input: { name: string; description?: string; permissions?: string[] }, trx: Knex = this.db): Promise<Group> {
     const now = Date.now();
-    const row = {
-      name: input.name,
-      description: input.description ?? '',
-      permissions: JSON.stringify(input.permissions ?? []),
-      created_at: now,
-      updated_at: now,
-    };
-    await trx('groups').insert(row);
-    return toGroup(row);
+    return GroupModel.query(trx).insert({ description: '', permissions: [], ...defined(input), createdAt: now, updatedAt: now });
+  }
+
+  /** Creates the group unless one of that name exists, which stays as it is; whether it was created. */
+  async createGroupIfMissing(input: { name: string; description?: string; permissions?: string[] }): Promise<boolean> {
+    const now = Date.now();
+    // plain knex for the insert: objection answers with the model whether or not a row was written
+    const row = GroupModel.fromJson({ description: '', permissions: [], ...defined(input), createdAt: now, updatedAt: now }).$toDatabaseJson();
+    const inserted = await this.db('groups').insert(row).onConflict('name').ignore().returning('name');
+    return inserted.length > 0;
+  }
+
+  /** The group, its row locked until `trx` ends (PostgreSQL; SQLite has one writer anyway). */
+  async lockGroup(name: string, trx: Knex): Promise<Group | null> {
+    return (await GroupModel.query(trx).findById(name).forUpdate()) ?? null;
   }
 
   async updateGroup(name: string, patch: { description?: string; permissions?: string[] }, trx: Knex = this.db): Promise<void> {
-    const row: Record<string, unknown> = { updated_at: Date.now() };
-    if (patch.description !== undefined) row.description = patch.description;
-    if (patch.permissions !== undefined) row.permissions = JSON.stringify(patch.permissions);
-    await trx('groups').where({ name }).update(row);
+    await GroupModel.query(trx).findById(name).patch({ ...defined(patch), updatedAt: Date.now() });
   }
 
   /** Members of a group (JSON list column: filtered after a coarse LIKE). */
   async membersOf(group: string, trx: Knex = this.db): Promise<User[]> {
     // group names cannot hold % or quotes (schema), so this LIKE is a safe coarse filter
-    const rows = await trx('users').where('groups', 'like', `%${JSON.stringify(group)}%`);
-    return rows.map(toUser).filter((u) => u.groups.includes(group));
+    const users = await UserModel.query(trx).where('groups', 'like', `%${JSON.stringify(group)}%`);
+    return users.filter((u) => u.groups.includes(group));
   }
 
   /** Renames (newName) or deletes (null) a group and rewrites every member's `groups`, in one transaction. */
@@ -235,9 +203,9 @@ export class IamStore {
       const group = await this.group(name, trx);
       if (!group) return [];
       // locked (PostgreSQL; SQLite has one writer anyway) so a concurrent membership edit cannot be overwritten
-      const members = (await trx('users').select('id', 'groups').forUpdate()).map((r: any) => ({ id: r.id as string, groups: list(r.groups) }));
+      const members = await UserModel.query(trx).select('id', 'groups').forUpdate();
       if (newName) {
-        await trx('groups').insert({ name: newName, description: group.description, permissions: JSON.stringify(group.permissions), created_at: group.createdAt, updated_at: Date.now() });
+        await GroupModel.query(trx).insert({ ...group, name: newName, updatedAt: Date.now() });
         await trx('role_grants').where({ group_name: name }).update({ group_name: newName });
       } else {
         await trx('role_grants').where({ group_name: name }).delete();
@@ -247,10 +215,10 @@ export class IamStore {
         if (!m.groups.includes(name)) continue;
         const next = m.groups.filter((g) => g !== name);
         if (newName && !next.includes(newName)) next.push(newName);
-        await trx('users').where({ id: m.id }).update({ groups: JSON.stringify(next), updated_at: Date.now() });
+        await UserModel.query(trx).findById(m.id).patch({ groups: next, updatedAt: Date.now() });
         touched.push(m.id);
       }
-      await trx('groups').where({ name }).delete();
+      await GroupModel.query(trx).deleteById(name);
       return touched;
     });
   }

@@ -127,7 +127,7 @@ describe('ws gateway: live connections end with their credential', function () {
     const gina = await createUser(svc, 'gina');
     const { token, key } = await svc.service.auth.apiKeys.create(gina.id, 'session', { label: 'short', expiresAt: Date.now() + 600 });
     const c = await connect({ headers: { Authorization: `Bearer ${token}` } });
-    expect(key.expires_at).to.be.a('number');
+    expect(key.expiresAt).to.be.a('number');
     const close = await Promise.race([c.closed, sleep(2500).then(() => null)]);
     expect(close?.code).to.equal(1008);
   });

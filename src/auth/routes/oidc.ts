@@ -189,7 +189,7 @@ export function oidcRoutes(auth: AuthComponent): Router {
     const bound = record.binding !== null;
     const usable = bound ? bindingMatches(ctx, record.binding) : !requireBinding;
     const key = usable ? await auth.apiKeys.lookupById(record.key_id) : null;
-    const user = key ? await auth.iam.store.userById(key.user_id) : null;
+    const user = key ? await auth.iam.store.userById(key.userId) : null;
     if (!key || !user || user.disabled) {
       await auth.apiKeys.revoke(record.user_id, record.key_id);
       return null;

@@ -1,0 +1,97 @@
+import { expect } from 'chai';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createDb, isDbUnavailable, isUniqueViolation, knexConfig, type Knex } from '../../src/db/knex.js';
+import { IamStore } from '../../src/iam/store.js';
+import { ApiKeyStore } from '../../src/auth/api-keys.js';
+import { freshDatabase, type TestDb } from '../support/service.js';
+
+/** The model layer (objection over knex) on the database the suite runs on. */
+describe('IAM store and API keys (objection models)', () => {
+  let tdb: TestDb;
+  let db: Knex;
+  let dataDir: string;
+  let store: IamStore;
+  let keys: ApiKeyStore;
+
+  before(async () => {
+    tdb = await freshDatabase();
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-store-'));
+    db = createDb({ databaseUrl: tdb.url, dataDir });
+    await db.migrate.latest(knexConfig({ databaseUrl: tdb.url, dataDir }).migrations);
+    store = new IamStore(db);
+    keys = new ApiKeyStore(db);
+  });
+  after(async () => {
+    await db.destroy();
+    await tdb.drop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('maps users between camelCase fields and snake_case columns, lists as JSON text', async () => {
+    const created = await store.createUser({ username: 'ann', displayName: 'Ann', groups: ['INT_VIEWER'], extraPermissions: ['x:read'], email: undefined });
+    expect(created).to.include({ username: 'ann', displayName: 'Ann', email: null, hashedPassword: null, disabled: false });
+    const row = await db('users').where({ id: created.id }).first();
+    expect(row).to.include({ display_name: 'Ann', groups: '["INT_VIEWER"]', extra_permissions: '["x:read"]', roles: '[]' });
+
+    // undefined means "not given": the display name stays
+    await store.updateUser(created.id, { disabled: true, roles: ['r1'], displayName: undefined });
+    const read = (await store.userById(created.id))!;
+    expect(read).to.include({ displayName: 'Ann', disabled: true });
+    expect(read.disabled).to.be.a('boolean');
+    expect(read.roles).to.deep.equal(['r1']);
+    expect(read.createdAt).to.be.a('number');
+    expect((await store.userByUsername('ann'))!.id).to.equal(created.id);
+    expect(await store.userById('00000000-0000-0000-0000-000000000000')).to.equal(null);
+  });
+
+  it('links identities through the relation and finds a user by one', async () => {
+    const bob = await store.createUser({ username: 'bob' });
+    await store.linkIdentity(bob.id, 'oidc', 'sub-1');
+    await store.linkIdentity(bob.id, 'ldap', 'uid=bob');
+    await store.linkIdentity(bob.id, 'oidc', 'sub-1'); // again: ignored
+    expect((await store.identitiesOf([bob.id])).get(bob.id)).to.deep.equal([
+      { provider: 'oidc', providerUserId: 'sub-1' },
+      { provider: 'ldap', providerUserId: 'uid=bob' },
+    ]);
+    expect((await store.userByIdentity('ldap', 'uid=bob'))?.username).to.equal('bob');
+    expect(await store.userByIdentity('ldap', 'uid=nobody')).to.equal(null);
+  });
+
+  it('recognises a unique violation raised through a model', async () => {
+    const err = await store.createUser({ username: 'bob' }).then(() => null, (e: unknown) => e);
+    expect(String((err as Error)?.message)).to.match(/unique|duplicate/i);
+    expect(isUniqueViolation(err)).to.equal(true);
+    expect(isDbUnavailable(err)).to.equal(false);
+  });
+
+  it('renames a group and rewrites its members in one transaction', async () => {
+    await store.createGroup({ name: 'ops', permissions: ['a:read'] });
+    const carl = await store.createUser({ username: 'carl', groups: ['ops', 'INT_VIEWER'] });
+    expect((await store.membersOf('ops')).map((u) => u.username)).to.deep.equal(['carl']);
+    expect(await store.renameOrDeleteGroup('ops', 'operators')).to.deep.equal([carl.id]);
+    expect(await store.group('ops')).to.equal(null);
+    expect(await store.group('operators')).to.include({ description: '' }).and.have.property('permissions').that.deep.equals(['a:read']);
+    expect((await store.userById(carl.id))!.groups).to.have.members(['INT_VIEWER', 'operators']);
+  });
+
+  it('keeps keys camelCase, scopes as a list, and a disabled owner makes them dead', async () => {
+    const dana = await store.createUser({ username: 'dana' });
+    const { token, key } = await keys.create(dana.id, 'key', { label: 'ci', scopes: ['a:read'] });
+    expect(key).to.include({ userId: dana.id, kind: 'key', label: 'ci', revokedAt: null, expiresAt: null });
+    expect(key).to.not.have.property('tokenHash');
+    expect((await keys.get(key.id))!.scopes).to.deep.equal(['a:read']);
+    expect((await keys.listFor(dana.id)).map((k) => k.id)).to.deep.equal([key.id]);
+    expect(token).to.be.a('string');
+
+    expect([...(await keys.liveIds([key.id]))]).to.deep.equal([key.id]);
+    await store.updateUser(dana.id, { disabled: true });
+    expect((await keys.liveIds([key.id])).size).to.equal(0);
+    await store.updateUser(dana.id, { disabled: false });
+
+    expect(await keys.revokeAllOf(dana.id)).to.equal(1);
+    expect((await keys.get(key.id))!.revokedAt).to.be.a('number');
+    expect(await keys.listFor(dana.id)).to.deep.equal([]);
+  });
+});
