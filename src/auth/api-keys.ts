@@ -29,6 +29,8 @@ interface ApiKeyModel extends ApiKey {
 class ApiKeyModel extends BaseModel {
   static override tableName = 'api_keys';
   static override jsonAttributes = ['scopes'];
+  /** null: the key is not narrowed to scopes */
+  static override nullableAttributes = ['scopes'];
   static override get relationMappings() {
     return { owner: { relation: BaseModel.BelongsToOneRelation, modelClass: UserModel, join: { from: 'api_keys.user_id', to: 'users.id' } } };
   }

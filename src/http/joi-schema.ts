@@ -3,12 +3,14 @@ import OpenApi31Parser from 'joi-to-json/lib/parsers/open-api-3.1.js';
 
 /**
  * joi schema -> JSON Schema 2020-12 (the dialect of OpenAPI 3.1) through joi-to-json. The
- * subclass corrects what the library gets wrong on the schemas this API uses (each correction
- * is tested in test/web/openapi.test.ts, so an upgrade that changes the library shows there):
- * maps written as `object().pattern(schema, rule)`, object sizes, `integer()` after other
- * rules, `length()`, regex flags, `allow('')` beside `min()`, `allow(null)` on alternatives,
- * and conditions on another field that only change presence. The validator stays the
- * authority; the document describes it.
+ * subclass corrects where the library, on its own, documents something the validator does not
+ * do (each correction has a case in test/web/openapi.test.ts, so an upgrade that changes the
+ * library shows there): maps written as `object().pattern(...)`, a bare `object()`, object
+ * sizes, `integer()` after other rules, `length()`, regex flags and inverted or repeated
+ * patterns, `allow('')` beside `min()`, `allow(null)` on alternatives, dates without `iso()`,
+ * `single()`, schema ids, and conditions on another field that only change presence. The
+ * validator stays the authority: where a rule cannot be said, the document is looser, never
+ * stricter.
  */
 export type JsonSchema = Record<string, unknown>;
 
@@ -29,8 +31,32 @@ const limit = (d: Described, name: string): number | undefined => {
   return typeof value === 'number' ? value : undefined;
 };
 
-/** describe() renders a RegExp as "/source/flags"; JSON Schema wants the source. */
-const regexSource = (literal: string): string => /^\/(.*)\/[a-z]*$/s.exec(literal)?.[1] ?? literal;
+/**
+ * A regex as describe() renders it ("/source/flags") as a JSON Schema pattern, which has no
+ * flags: `s` is written into the source (a `.` outside a class becomes `[\s\S]`); with `i` or
+ * `m` the pattern cannot be said, and undefined leaves it out (the document is then looser than
+ * the validator, never stricter).
+ */
+export function jsonPattern(literal: string): string | undefined {
+  const m = /^\/(.*)\/([a-z]*)$/s.exec(literal);
+  if (!m) return literal;
+  const [, source, flags] = m as unknown as [string, string, string];
+  if (/[im]/.test(flags)) return undefined;
+  if (!flags.includes('s')) return source;
+  let out = '';
+  let inClass = false;
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i]!;
+    if (c === '\\') {
+      out += c + (source[++i] ?? '');
+      continue;
+    }
+    if (c === '[') inClass = true;
+    else if (c === ']') inClass = false;
+    out += c === '.' && !inClass ? '[\\s\\S]' : c;
+  }
+  return out;
+}
 
 /** `Joi.optional()` / `Joi.required()` as a `when` branch: presence only, no constraint on the value. */
 const presenceOnly = (d: Described | undefined): boolean =>
@@ -46,18 +72,46 @@ class ApiSchemaParser extends OpenApi31Parser {
     if (s.type !== 'string') return;
     const length = limit(d, 'length');
     if (length !== undefined) s.minLength = s.maxLength = length;
-    const pattern = d.rules?.find((r) => r.name === 'pattern')?.args?.regex;
-    if (typeof pattern === 'string') s.pattern = regexSource(pattern);
+    // every pattern, inverted ones as `not`, flags as jsonPattern can say them
+    delete s.pattern;
+    const patterns = (d.rules ?? [])
+      .filter((r) => r.name === 'pattern' && typeof r.args?.regex === 'string')
+      .flatMap((r) => {
+        const pattern = jsonPattern(r.args!.regex as string);
+        if (pattern === undefined) return [];
+        return [(r.args!.options as { invert?: boolean } | undefined)?.invert ? { not: { pattern } } : { pattern }];
+      });
+    if (patterns.length === 1 && 'pattern' in patterns[0]!) s.pattern = patterns[0]!.pattern;
+    else if (patterns.length) s.allOf = patterns;
     if (d.allow?.includes('') && !d.flags?.only) delete s.minLength;
+  }
+
+  override _setDateFieldProperties(s: JsonSchema, d: Described): void {
+    if (s.type !== 'date') return;
+    const format = d.flags?.format;
+    if (format === 'iso') Object.assign(s, { type: 'string', format: 'date-time' });
+    else if (format === 'javascript' || format === 'unix') s.type = 'number';
+    else {
+      // without a format joi takes a date string or a number of milliseconds
+      delete s.type;
+      s.anyOf = [{ type: 'string', format: 'date-time' }, { type: 'number' }];
+    }
   }
 
   override _setObjectProperties(s: JsonSchema, d: Described, definitions: Record<string, unknown>, level: number): void {
     // the library's own pattern handling adds the regex as a property name and skips schema keys
     super._setObjectProperties(s, { ...d, patterns: undefined }, definitions, level);
     if (s.type !== 'object') return;
+    if (!d.keys && !d.patterns?.length) {
+      // a bare object(): any keys (the library says none)
+      delete s.properties;
+      delete s.additionalProperties;
+    }
     for (const p of d.patterns ?? []) {
       const rule = this.parse(p.rule, definitions, level + 1);
-      if (p.regex) s.patternProperties = { ...(s.patternProperties as object), [regexSource(p.regex)]: rule };
+      const keyPattern = p.regex === undefined ? undefined : jsonPattern(p.regex);
+      if (keyPattern !== undefined) s.patternProperties = { ...(s.patternProperties as object), [keyPattern]: rule };
+      else if (p.regex) s.additionalProperties = rule;
       else {
         s.additionalProperties = rule;
         const names = p.schema && this.parse(p.schema, definitions, level + 1);
@@ -82,13 +136,23 @@ class ApiSchemaParser extends OpenApi31Parser {
     if (!s.type && Array.isArray(s.anyOf) && d.allow?.includes(null)) s.anyOf.push({ type: 'null' });
     else super._addNullTypeIfNullable(s, d);
   }
+
+  override parse(d: Described, definitions: Record<string, unknown> = {}, level = 0): JsonSchema {
+    // a schema id would become a $ref into components this document does not have: inline it
+    const spec = d?.flags?.id ? { ...d, flags: { ...d.flags, id: undefined } } : d;
+    const s = super.parse(spec, definitions, level);
+    if (spec?.type !== 'array' || !spec.flags?.single || s.type !== 'array') return s;
+    // single(): one item is taken for an array of it
+    const { description, default: byDefault, ...array } = s;
+    return { anyOf: [array, s.items], ...(description === undefined ? {} : { description }), ...(byDefault === undefined ? {} : { default: byDefault }) };
+  }
 }
 
 const parser = new ApiSchemaParser();
 
 /** The JSON Schema of a joi schema. */
 export function joiToJsonSchema(schema: Joi.Schema): JsonSchema {
-  return parser.parse(schema.describe());
+  return parser.parse(schema.describe() as Described);
 }
 
 /** The top-level keys of an object schema with their JSON Schema and whether each is required. */

@@ -72,8 +72,16 @@ export interface NewUser {
 
 export type UserPatch = Partial<Omit<NewUser, 'username'>> & { username?: string };
 
-/** The fields that are set: an `undefined` in an input means "not given", never "clear". */
-const defined = <T extends object>(input: T): Partial<T> => Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<T>;
+const USER_FIELDS = ['username', 'email', 'displayName', 'hashedPassword', 'roles', 'groups', 'extraPermissions', 'disabled'] as const;
+const GROUP_FIELDS = ['name', 'description', 'permissions'] as const;
+
+/**
+ * The fields of `input` a row has (a route body may carry more), those that are set: an
+ * `undefined` means "not given", never "clear".
+ */
+function fieldsOf<T extends object>(input: T, fields: readonly string[]): Partial<T> {
+  return Object.fromEntries(Object.entries(input).filter(([k, v]) => v !== undefined && fields.includes(k))) as Partial<T>;
+}
 
 export class IamStore {
   constructor(readonly db: Knex) {}
@@ -115,7 +123,7 @@ export class IamStore {
       groups: [],
       extraPermissions: [],
       disabled: false,
-      ...defined(input),
+      ...fieldsOf(input, USER_FIELDS),
       id: crypto.randomUUID(),
       createdAt: now,
       updatedAt: now,
@@ -123,7 +131,7 @@ export class IamStore {
   }
 
   async updateUser(id: string, patch: UserPatch, trx: Knex = this.db): Promise<void> {
-    await UserModel.query(trx).findById(id).patch({ ...defined(patch), updatedAt: Date.now() });
+    await UserModel.query(trx).findById(id).patch({ ...fieldsOf(patch, USER_FIELDS), updatedAt: Date.now() });
   }
 
   async deleteUser(id: string): Promise<void> {
@@ -169,14 +177,14 @@ export class IamStore {
 
   async createGroup(input: { name: string; description?: string; permissions?: string[] }, trx: Knex = this.db): Promise<Group> {
     const now = Date.now();
-    return GroupModel.query(trx).insert({ description: '', permissions: [], ...defined(input), createdAt: now, updatedAt: now });
+    return GroupModel.query(trx).insert({ description: '', permissions: [], ...fieldsOf(input, GROUP_FIELDS), createdAt: now, updatedAt: now });
   }
 
   /** Creates the group unless one of that name exists, which stays as it is; whether it was created. */
   async createGroupIfMissing(input: { name: string; description?: string; permissions?: string[] }): Promise<boolean> {
     const now = Date.now();
     // plain knex for the insert: objection answers with the model whether or not a row was written
-    const row = GroupModel.fromJson({ description: '', permissions: [], ...defined(input), createdAt: now, updatedAt: now }).$toDatabaseJson();
+    const row = GroupModel.fromJson({ description: '', permissions: [], ...fieldsOf(input, GROUP_FIELDS), createdAt: now, updatedAt: now }).$toDatabaseJson();
     const inserted = await this.db('groups').insert(row).onConflict('name').ignore().returning('name');
     return inserted.length > 0;
   }
@@ -187,7 +195,8 @@ export class IamStore {
   }
 
   async updateGroup(name: string, patch: { description?: string; permissions?: string[] }, trx: Knex = this.db): Promise<void> {
-    await GroupModel.query(trx).findById(name).patch({ ...defined(patch), updatedAt: Date.now() });
+    // never the name: a rename rewrites the members too (renameOrDeleteGroup)
+    await GroupModel.query(trx).findById(name).patch({ ...fieldsOf(patch, ['description', 'permissions']), updatedAt: Date.now() });
   }
 
   /** Members of a group (JSON list column: filtered after a coarse LIKE). */

@@ -46,6 +46,21 @@ describe('IAM store and API keys (objection models)', () => {
     expect(await store.userById('00000000-0000-0000-0000-000000000000')).to.equal(null);
   });
 
+  it('reads a list column that holds no JSON list as an empty list', async () => {
+    const eve = await store.createUser({ username: 'eve' });
+    await db('users').where({ id: eve.id }).update({ groups: '', roles: 'null', extra_permissions: 'INT_ADMIN' });
+    expect(await store.userById(eve.id)).to.deep.include({ groups: [], roles: [], extraPermissions: [] });
+    await db('users').where({ id: eve.id }).update({ groups: '["INT_USER", 7]' });
+    expect((await store.userById(eve.id))!.groups).to.deep.equal(['INT_USER', '7']);
+  });
+
+  it('writes only the fields a row has', async () => {
+    const body = { name: 'qa', description: 'testers', permissions: [], members: ['x'] } as { name: string };
+    expect(await store.createGroup(body)).to.not.have.property('members');
+    await store.updateGroup('qa', { name: 'renamed', description: 'QA' } as { description: string });
+    expect(await store.group('qa')).to.include({ description: 'QA' });
+  });
+
   it('links identities through the relation and finds a user by one', async () => {
     const bob = await store.createUser({ username: 'bob' });
     await store.linkIdentity(bob.id, 'oidc', 'sub-1');
@@ -82,6 +97,12 @@ describe('IAM store and API keys (objection models)', () => {
     expect(key).to.include({ userId: dana.id, kind: 'key', label: 'ci', revokedAt: null, expiresAt: null });
     expect(key).to.not.have.property('tokenHash');
     expect((await keys.get(key.id))!.scopes).to.deep.equal(['a:read']);
+    // null: not narrowed; text that is not a list narrows to nothing rather than to everything
+    const { key: wide } = await keys.create(dana.id, 'key', { label: 'all' });
+    expect((await keys.get(wide.id))!.scopes).to.equal(null);
+    await db('api_keys').where({ id: wide.id }).update({ scopes: 'a:read' });
+    expect((await keys.get(wide.id))!.scopes).to.deep.equal([]);
+    await keys.revoke(dana.id, wide.id);
     expect((await keys.listFor(dana.id)).map((k) => k.id)).to.deep.equal([key.id]);
     expect(token).to.be.a('string');
 

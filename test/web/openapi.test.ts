@@ -171,11 +171,21 @@ describe('OpenAPI document', function () {
     // each case is one place where joi-to-json 5.0.5 alone documents something the validator does not do
     const corrections: [string, Joi.Schema, object][] = [
       ['a map keyed by a schema', Joi.object().pattern(Joi.string().max(8), Joi.array().items(Joi.string())), { type: 'object', properties: {}, additionalProperties: { type: 'array', items: { type: 'string' } }, propertyNames: { type: 'string', maxLength: 8 } }],
-      ['a map keyed by a regex', Joi.object().pattern(/^x-/i, Joi.string()), { type: 'object', properties: {}, additionalProperties: false, patternProperties: { '^x-': { type: 'string' } } }],
+      ['a map keyed by a regex', Joi.object().pattern(/^x-/, Joi.string()), { type: 'object', properties: {}, additionalProperties: false, patternProperties: { '^x-': { type: 'string' } } }],
+      ['a map keyed by a regex with a flag', Joi.object().pattern(/^x-/i, Joi.string()), { type: 'object', properties: {}, additionalProperties: { type: 'string' } }],
+      ['a bare object', Joi.object(), { type: 'object' }],
+      ['an object without keys', Joi.object({}), { type: 'object', properties: {}, additionalProperties: false }],
       ['object sizes', Joi.object({ a: Joi.string() }).min(1).max(3), { type: 'object', properties: { a: { type: 'string' } }, additionalProperties: false, minProperties: 1, maxProperties: 3 }],
       ['integer() after other rules', Joi.number().min(1).integer(), { type: 'integer', minimum: 1 }],
       ['length()', Joi.string().length(4), { type: 'string', minLength: 4, maxLength: 4 }],
-      ['a regex with flags', Joi.string().pattern(/^\(.*\)$/s), { type: 'string', pattern: '^\\(.*\\)$' }],
+      ['a regex with the s flag', Joi.string().pattern(/^\(.*[.]\.\)$/s), { type: 'string', pattern: '^\\([\\s\\S]*[.]\\.\\)$' }],
+      ['a case-insensitive regex', Joi.string().pattern(/^ab$/i), { type: 'string' }],
+      ['an inverted and a second pattern', Joi.string().pattern(/^admin$/, { invert: true }).pattern(/^[a-z]+$/), { type: 'string', allOf: [{ not: { pattern: '^admin$' } }, { pattern: '^[a-z]+$' }] }],
+      ['a date without iso()', Joi.date(), { anyOf: [{ type: 'string', format: 'date-time' }, { type: 'number' }] }],
+      ['a date with a description', Joi.date().iso().description('when'), { type: 'string', format: 'date-time', description: 'when' }],
+      ['a timestamp', Joi.date().timestamp('unix'), { type: 'number' }],
+      ['single()', Joi.array().items(Joi.string()).single().description('one or more'), { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'string' }], description: 'one or more' }],
+      ['a schema id', Joi.object({ a: Joi.string().id('A') }), { type: 'object', properties: { a: { type: 'string' } }, additionalProperties: false }],
       ["allow('') beside min()", Joi.string().min(1).allow(''), { type: 'string' }],
       ['null among alternatives', Joi.alternatives(Joi.array().items(Joi.string()), Joi.string()).allow(null), { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'string' }, { type: 'null' }] }],
     ];
