@@ -14,6 +14,7 @@ export type ErrorCode =
   | 'rate_limited'
   | 'unavailable'
   | 'booting'
+  | 'bad_gateway'
   | 'internal';
 
 import type { FieldError } from '../errors.js';

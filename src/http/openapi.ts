@@ -33,7 +33,7 @@ const errorSchema: JsonSchema = {
       properties: {
         code: {
           type: 'string',
-          enum: ['unauthorized', 'forbidden', 'not_found', 'validation_failed', 'conflict', 'payload_too_large', 'unsupported_media_type', 'method_not_allowed', 'rate_limited', 'unavailable', 'booting', 'internal'],
+          enum: ['unauthorized', 'forbidden', 'not_found', 'validation_failed', 'conflict', 'payload_too_large', 'unsupported_media_type', 'method_not_allowed', 'rate_limited', 'unavailable', 'booting', 'bad_gateway', 'internal'],
         },
         message: { type: 'string' },
         details: { description: 'for validation_failed: [{field, message}]' },

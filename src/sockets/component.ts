@@ -190,7 +190,11 @@ function operationEndpoint(providerName: string, name: string, op: ProviderOpera
     description: http.description,
     auth: httpAuth(op, owner),
     ...(http.method === 'GET' ? { query: op.schema } : { body: op.schema, bodyMode: 'manual' as const }),
-    responses: op.requires_available === false ? { 200: http.response ?? 'the result' } : { 200: http.response ?? 'the result', 503: 'the provider is not available' },
+    responses: Object.fromEntries([
+      [200, http.response ?? 'the result'],
+      [502, 'bad_gateway: the operation failed in the provider or the service behind it'],
+      ...(op.requires_available === false ? [] : [[503, 'the provider is not available']]),
+    ]),
   };
 }
 

@@ -53,7 +53,9 @@ const HTTP_BY_CODE: Record<SocketErrorCode, [number, HttpError['code']]> = {
   unknown_provider: [404, 'not_found'],
   unknown_operation: [404, 'not_found'],
   unavailable: [503, 'unavailable'],
-  failed: [500, 'internal'],
+  // the host service behind the provider failed (or the provider threw): not a fault of the
+  // request, nor of this service
+  failed: [502, 'bad_gateway'],
 };
 
 /** Maps a socket error (thrown SocketError or the `error` of a socket:response) to the HTTP error type. */

@@ -5,6 +5,7 @@ import path from 'node:path';
 import Joi from 'joi';
 import { RUNNER_LABEL } from '../../src/sockets/container-provider.js';
 import { SocketProvider } from '../../src/sockets/base-provider.js';
+import { SocketError } from '../../src/sockets/errors.js';
 import { startDockerd, TEST_IMAGE, type TestDockerd } from '../support/dockerd.js';
 import { startService, adminAuth, basic, SYSTEM_KEY, type TestService } from '../support/service.js';
 import { WsClient } from '../gateway/helpers.js';
@@ -133,6 +134,8 @@ describe('socket HTTP API', function () {
             run: async (a: { deep: boolean }) => ({ poked: true, deep: a.deep }),
             http: { method: 'POST' as const, summary: 'poke' },
           },
+          crash: { schema: Joi.object({}), permission: null, run: async () => Promise.reject(new Error('secret detail /etc/x')), http: { method: 'POST' as const, summary: 'crash' } },
+          refused: { schema: Joi.object({}), permission: null, run: async () => Promise.reject(new SocketError('failed', 'the daemon said no', { status: 500 })), http: { method: 'POST' as const, summary: 'refused' } },
         };
       }
     }
@@ -150,8 +153,14 @@ describe('socket HTTP API', function () {
       await request(svc.url).post('/api/socket/probe/poke').send({ deep: true }).expect(401);
       const denied = await request(svc.url).post('/api/socket/probe/poke').set('Authorization', viewer).send({ deep: true }).expect(403);
       expect(denied.body.error.message).to.include('socket:probe:deep');
+      // a failure behind the provider is a 502, never a 500; what the provider threw stays in the log
+      const crash = await request(svc.url).post('/api/socket/probe/crash').send({}).expect(502);
+      expect(crash.body.error).to.deep.equal({ code: 'bad_gateway', message: 'socket operation failed' });
+      const refused = await request(svc.url).post('/api/socket/probe/refused').send({}).expect(502);
+      expect(refused.body.error).to.deep.equal({ code: 'bad_gateway', message: 'the daemon said no', details: { status: 500 } });
       const doc = (await request(svc.url).get('/openapi.json').expect(200)).body;
       expect(doc.paths).to.have.property('/api/socket/probe/poke');
+      expect(doc.paths['/api/socket/probe/crash'].post.responses).to.have.property('502');
       expect(Object.keys(doc.paths).filter((p) => p.startsWith('/api/socket/broken'))).to.deep.equal([]);
     } finally {
       await registry.unregisterOwner('core').catch(() => undefined);

@@ -74,8 +74,8 @@ describe('OpenAPI document', function () {
     const cleanup = op('post', '/api/socket/container/cleanup');
     expect(cleanup['x-permission']).to.equal('socket:container:cleanup');
     expect(cleanup.security).to.deep.equal([{ ApiKeyAuth: [] }, { bearerAuth: [] }, { basicAuth: [] }, { cookieAuth: [] }]);
-    // derived from the container provider's declaration: its rule is the body, 503 when the daemon is down
-    expect(cleanup.responses).to.have.keys('200', '401', '403', '400', '503');
+    // derived from the container provider's declaration: its rule is the body, 502 when the daemon fails the operation, 503 when it is down
+    expect(cleanup.responses).to.have.keys('200', '401', '403', '400', '502', '503');
     expect(Object.keys(cleanup.requestBody.content['application/json'].schema.properties)).to.deep.equal(['prefix', 'max_age_minutes', 'dry_run']);
     expect(op('get', '/api/socket/container/storage-root').security[0]).to.deep.equal({});
     // operations that declare no HTTP route have none
