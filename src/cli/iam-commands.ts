@@ -6,7 +6,7 @@ import { publicKey } from '../auth/api-keys.js';
 import { createKeySchema, createUserSchema, GROUP_NAME, PASSWORD, publicUser, userFieldsOf, USERNAME } from '../iam/schemas.js';
 import type { User } from '../iam/store.js';
 import type { UserChange } from '../iam/users.js';
-import { isKnownPermission } from '../iam/permissions.js';
+import { isKnownPermission, requireKnownPermissions } from '../iam/permissions.js';
 import { CLI_ACTOR } from './context.js';
 import { readSecret } from './input.js';
 import { table, UsageError, type CommandEnv } from './output.js';
@@ -159,8 +159,7 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
         { label: '--label', scopes: '--scope', expires_at: '--expires' },
       );
       const { users, apiKeys, catalog } = await ctx.iam();
-      const unknown = (body.scopes ?? []).filter((s) => !isKnownPermission(catalog, s));
-      if (unknown.length) throw new UsageError(`--scope: unknown permission ${unknown.join(', ')}`);
+      requireKnownPermissions('--scope', body.scopes, (p) => isKnownPermission(catalog, p));
       const target = await users.find({ username: owner });
       if (target.disabled) throw new DomainError('conflict', `${target.username} is disabled: enable the user first`);
       const { token, key: row } = await apiKeys.create(target.id, 'key', { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at?.getTime() ?? null });

@@ -1,3 +1,4 @@
+import { fieldError } from '../errors.js';
 /**
  * Permission ids and matching rules, in one place.
  */
@@ -87,6 +88,12 @@ export function isKnownPermission(catalog: readonly CatalogEntry[], p: string): 
   if (!p.endsWith(':*')) return false;
   const ns = p.slice(0, -1);
   return catalog.some((e) => e.id.startsWith(ns));
+}
+
+/** Refuses (validation_failed naming `field`) the permissions of a list that cannot be granted. */
+export function requireKnownPermissions(field: string, permissions: readonly string[] | null | undefined, isKnown: (p: string) => boolean): void {
+  const unknown = (permissions ?? []).filter((p) => !isKnown(p));
+  if (unknown.length) throw fieldError(field, `unknown permission ${unknown.join(', ')}`);
 }
 
 export const PERMISSION_ID = /^[a-z][a-z0-9_.-]*(:[A-Za-z0-9_./*-]+)+$/;

@@ -2,7 +2,7 @@ import type { EventBus } from '../bus/bus.js';
 import { DomainError, fieldError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { isUniqueViolation } from '../db/knex.js';
-import { ADMIN_GROUP } from './permissions.js';
+import { ADMIN_GROUP, requireKnownPermissions } from './permissions.js';
 import type { Passwords } from './passwords.js';
 import { addedHostPermissions, hostPermissionsOfGroups, isProtectedAccount, isTrusted, type Actor } from './policy.js';
 import type { IamStore, User } from './store.js';
@@ -137,8 +137,7 @@ export class UserAdmin {
       const missing = change.groups.filter((g) => !found.has(g));
       if (missing.length) throw fieldError('groups', `unknown group ${missing.join(', ')}`);
     }
-    const unknown = (change.extraPermissions ?? []).filter((p) => !this.deps.isKnownPermission(p));
-    if (unknown.length) throw fieldError('extra_permissions', `unknown permission ${unknown.join(', ')}`);
+    requireKnownPermissions('extra_permissions', change.extraPermissions, (p) => this.deps.isKnownPermission(p));
   }
 
   /** Would this change leave INT_ADMIN without an enabled member? */

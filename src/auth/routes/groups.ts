@@ -4,10 +4,10 @@ import type { EventBus } from '../../bus/bus.js';
 import { ApiRouter } from '../../http/api.js';
 import type { Context } from 'koa';
 import { identity } from '../guards.js';
-import { badField, conflict, forbiddenBecause, notFound } from '../../http/errors.js';
+import { conflict, forbiddenBecause, notFound } from '../../http/errors.js';
 import { addedHostPermissions, isTrusted } from '../../iam/policy.js';
 import { isUniqueViolation } from '../../db/knex.js';
-import { DEFAULT_GROUP_NAMES } from '../../iam/permissions.js';
+import { DEFAULT_GROUP_NAMES, requireKnownPermissions } from '../../iam/permissions.js';
 import { createGroupSchema, GROUP_NAME, patchGroupSchema } from '../../iam/schemas.js';
 import type { Group } from '../../iam/store.js';
 import Joi from 'joi';
@@ -42,10 +42,7 @@ export function groupRoutes(iam: IamComponent, bus: EventBus): Router {
     return g;
   };
 
-  const checkPermissions = (perms: string[] | undefined) => {
-    const unknown = (perms ?? []).filter((p) => !iam.isKnownPermission(p));
-    if (unknown.length) throw badField('permissions', `unknown permission ${unknown.join(', ')}`);
-  };
+  const checkPermissions = (perms: string[] | undefined) => requireKnownPermissions('permissions', perms, (p) => iam.isKnownPermission(p));
 
   /** Host permissions added to a group: a superadmin's grant only, logged as an audit line. */
   const guardHostGrants = (ctx: Context, before: string[], after: string[] | undefined) => {

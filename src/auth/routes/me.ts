@@ -7,7 +7,7 @@ import { publicKey, publicKeySchema } from '../api-keys.js';
 import { ApiRouter } from '../../http/api.js';
 import { badField, forbiddenBecause, notFound } from '../../http/errors.js';
 import { sendJson } from '../../http/body.js';
-import { expandGrants } from '../../iam/permissions.js';
+import { expandGrants, requireKnownPermissions } from '../../iam/permissions.js';
 import { createKeySchema } from '../../iam/schemas.js';
 import type { ApiIdentity } from '../identity.js';
 
@@ -132,8 +132,7 @@ export function meRoutes(auth: AuthComponent): Router {
     },
     async (ctx, { body }) => {
       const id = ownerOf(ctx);
-      const unknown = (body.scopes ?? []).filter((s: string) => !auth.iam.isKnownPermission(s));
-      if (unknown.length) throw badField('scopes', `unknown permission ${unknown.join(', ')}`);
+      requireKnownPermissions('scopes', body.scopes, (p) => auth.iam.isKnownPermission(p));
       // a scoped key cannot mint a broader one
       if (id.keyScopes) {
         if (!body.scopes?.length) throw badField('scopes', 'a scoped key can only create keys with scopes within its own');
