@@ -103,7 +103,7 @@ export class Service {
       retention: { retentionMs: config.notificationRetentionMs, maxPerUser: config.notificationMaxPerUser },
     });
     this.gateway = new GatewayComponent({
-      db: this.db,
+      oneTime: this.auth.oneTime,
       bus: this.bus,
       log: this.log.child({ component: 'gateway' }),
       state: this.state,

@@ -1,8 +1,8 @@
 import type Router from '@koa/router';
 import http from 'node:http';
 import type Koa from 'koa';
-import type { Knex } from 'knex';
 import { requestOrigin, type Authenticator } from '../auth/authenticate.js';
+import type { OneTimeStore } from '../auth/one-time.js';
 import type { EventBus } from '../bus/bus.js';
 import { CLIENT_EVENTS, type ClientAudience, type EventName } from '../bus/events.js';
 import type { Logger } from '../log.js';
@@ -12,7 +12,8 @@ import { authenticateUpgrade, cookieIdentityResolver } from './upgrade-auth.js';
 import { gatewayRoutes } from './routes.js';
 
 export interface GatewayComponentDeps {
-  db: Knex;
+  /** the auth area's shared one-time values: tickets are one of their purposes */
+  oneTime: OneTimeStore;
   bus: EventBus;
   log: Logger;
   state: { iamReady: boolean; stopping: boolean };
@@ -30,7 +31,7 @@ export class GatewayComponent {
 
   constructor(private readonly deps: GatewayComponentDeps) {
     const { auth, bus } = deps;
-    this.tickets = new WsTickets(deps.db);
+    this.tickets = new WsTickets(deps.oneTime);
     const cookieIdentity = cookieIdentityResolver(deps.app, deps.sessionMiddleware, (ctx) => auth.fromCookie(ctx));
     const selfOrigin = (req: http.IncomingMessage) => requestOrigin(deps.app.createContext(req, new http.ServerResponse(req)));
     this.gateway = new Gateway({

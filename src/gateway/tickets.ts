@@ -1,7 +1,6 @@
-import type { Knex } from 'knex';
 import Joi from 'joi';
 import type { ApiIdentity, CredentialProof } from '../auth/identity.js';
-import { OneTimeStore } from '../auth/one-time.js';
+import type { OneTimeStore } from '../auth/one-time.js';
 
 const TICKET = /^svt_[A-Za-z0-9_-]{43}$/;
 
@@ -34,14 +33,10 @@ const subjectSchema = Joi.alternatives(
  * consumed by the first upgrade that shows it; any instance can redeem another's ticket.
  */
 export class WsTickets {
-  private readonly store: OneTimeStore;
-
   constructor(
-    db: Knex,
+    private readonly store: OneTimeStore,
     readonly ttlMs = 30_000,
-  ) {
-    this.store = new OneTimeStore(db);
-  }
+  ) {}
 
   async mint(identity: ApiIdentity): Promise<{ ticket: string; expires_in: number }> {
     if (!identity.proof) throw new Error('an identity without a credential proof cannot mint a ticket');

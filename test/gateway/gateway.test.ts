@@ -106,7 +106,7 @@ describe('ws gateway', function () {
     });
 
     it('refuses an expired ticket; a ticket keeps the scopes of the key that minted it', async () => {
-      const shortLived = new WsTickets(svc.service.db, 1);
+      const shortLived = new WsTickets(svc.service.auth.oneTime, 1);
       const hash = (await svc.service.iam.store.userById(alice.id))!.hashedPassword;
       const { ticket } = await shortLived.mint((await svc.service.auth.authenticator.identityOf(alice.id, 'basic', { proof: passwordProof(hash) }))!);
       await sleep(20);
