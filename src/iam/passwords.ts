@@ -21,7 +21,7 @@ export interface PasswordOptions {
 
 /**
  * bcrypt off the event loop: a small pool of worker threads (one fewer than the cores, at
- * least one) with a bounded queue, so a storm of logins or Basic requests with new passwords
+ * least one, at a lower priority than the event loop: src/iam/hash-worker.ts) with a bounded queue, so a storm of logins or Basic requests with new passwords
  * costs those callers a wait or a 503, never the latency of every other request.
  */
 export class Passwords {

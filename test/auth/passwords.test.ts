@@ -1,5 +1,8 @@
 import { expect } from 'chai';
 import request from 'supertest';
+import fs from 'node:fs';
+import { Passwords } from '../../src/iam/passwords.js';
+import { HASH_THREAD_NICE } from '../../src/iam/hash-worker.js';
 import { adminAuth, startService, type TestService } from '../support/service.js';
 import { WsClient } from '../gateway/helpers.js';
 import { createUser, requestFrom } from './helpers.js';
@@ -15,6 +18,24 @@ describe('password hashing off the event loop', function () {
     for (let i = 0; i < USERS; i++) await createUser(svc.url, { username: `storm${i}`, password: `storm-password-${i}` });
   });
   after(async () => svc?.destroy());
+
+  it('hashes on worker threads of a lower priority than the event loop, and leaves the main thread as it was', async () => {
+    // /proc/<pid>/task/<tid>/stat: the 19th field is the thread's nice value
+    const niceOf = (tid: string) => Number(fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16]);
+    const before = niceOf(String(process.pid));
+    const passwords = new Passwords({ threads: 1 });
+    try {
+      await passwords.hash('a password for the pool');
+      const nices = fs.readdirSync('/proc/self/task').map(niceOf);
+      expect(nices).to.include(HASH_THREAD_NICE);
+      expect(niceOf(String(process.pid))).to.equal(before);
+    } finally {
+      await passwords.close();
+    }
+    // inline hashing (the CLI) runs on the calling thread and leaves its priority alone
+    await new Passwords({ threads: 0, cost: 4 }).hash('inline');
+    expect(niceOf(String(process.pid))).to.equal(before);
+  });
 
   it('while 20 logins are in flight, an API-key request and a ws push are answered within 200 ms', async () => {
     const key = (await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).send({ label: 'probe' }).expect(201)).body.token as string;
