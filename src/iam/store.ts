@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { BaseModel } from '../db/model.js';
 
-/** Row mappers and queries for users, groups and identities (knex; JSON list columns parsed here). */
+/** Users, groups and their linked identities: the objection models of their tables and the queries the IAM model makes. */
 
 export interface User {
   id: string;
