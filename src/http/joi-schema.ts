@@ -7,7 +7,7 @@ import OpenApi31Parser from 'joi-to-json/lib/parsers/open-api-3.1.js';
  * do (each correction has a case in test/web/openapi.test.ts, so an upgrade that changes the
  * library shows there): maps written as `object().pattern(...)`, a bare `object()`, object
  * sizes, `integer()` after other rules, `length()`, regex flags and inverted or repeated
- * patterns, `allow('')` beside `min()`, `allow(null)` on alternatives, dates without `iso()`,
+ * patterns, `allow('')` beside `min()` or a pattern, `allow(null)` on alternatives, dates without `iso()`,
  * `single()`, schema ids, and conditions on another field that only change presence. The
  * validator stays the authority: where a rule cannot be said, the document is looser, never
  * stricter.
@@ -74,16 +74,19 @@ class ApiSchemaParser extends OpenApi31Parser {
     if (length !== undefined) s.minLength = s.maxLength = length;
     // every pattern, inverted ones as `not`, flags as jsonPattern can say them
     delete s.pattern;
+    // an allowed '' passes every rule in joi: it passes length and patterns here too
+    const emptyAllowed = d.allow?.includes('') && !d.flags?.only;
+    if (emptyAllowed) delete s.minLength;
     const patterns = (d.rules ?? [])
       .filter((r) => r.name === 'pattern' && typeof r.args?.regex === 'string')
-      .flatMap((r) => {
+      .flatMap((r): JsonSchema[] => {
         const pattern = jsonPattern(r.args!.regex as string);
         if (pattern === undefined) return [];
-        return [(r.args!.options as { invert?: boolean } | undefined)?.invert ? { not: { pattern } } : { pattern }];
+        if ((r.args!.options as { invert?: boolean } | undefined)?.invert) return [{ not: { pattern: emptyAllowed ? `(?!^$)(?:${pattern})` : pattern } }];
+        return [{ pattern: emptyAllowed ? `^$|(?:${pattern})` : pattern }];
       });
-    if (patterns.length === 1 && 'pattern' in patterns[0]!) s.pattern = patterns[0]!.pattern;
+    if (patterns.length === 1 && typeof patterns[0]!.pattern === 'string') s.pattern = patterns[0]!.pattern;
     else if (patterns.length) s.allOf = patterns;
-    if (d.allow?.includes('') && !d.flags?.only) delete s.minLength;
   }
 
   override _setDateFieldProperties(s: JsonSchema, d: Described): void {

@@ -187,6 +187,7 @@ describe('OpenAPI document', function () {
       ['single()', Joi.array().items(Joi.string()).single().description('one or more'), { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'string' }], description: 'one or more' }],
       ['a schema id', Joi.object({ a: Joi.string().id('A') }), { type: 'object', properties: { a: { type: 'string' } }, additionalProperties: false }],
       ["allow('') beside min()", Joi.string().min(1).allow(''), { type: 'string' }],
+      ["allow('') beside a pattern", Joi.string().pattern(/^a+$/).allow(''), { type: 'string', pattern: '^$|(?:^a+$)' }],
       ['null among alternatives', Joi.alternatives(Joi.array().items(Joi.string()), Joi.string()).allow(null), { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'string' }, { type: 'null' }] }],
     ];
     for (const [name, schema, expected] of corrections) {
