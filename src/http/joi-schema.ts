@@ -7,10 +7,10 @@ import OpenApi31Parser from 'joi-to-json/lib/parsers/open-api-3.1.js';
  * do (each correction has a case in test/web/openapi.test.ts, so an upgrade that changes the
  * library shows there): maps written as `object().pattern(...)`, a bare `object()`, object
  * sizes, `integer()` after other rules, `length()`, regex flags and inverted or repeated
- * patterns, `allow('')` beside `min()` or a pattern, `allow(null)` on alternatives, dates without `iso()`,
- * `single()`, schema ids, and conditions on another field that only change presence. The
- * validator stays the authority: where a rule cannot be said, the document is looser, never
- * stricter.
+ * patterns, `allow('')` beside `min()` or a pattern, `allow(null)` on alternatives, dates
+ * without `iso()`, `single()`, schema ids, and conditions on another field that only change
+ * presence. The validator stays the authority: where a rule cannot be said, the document is
+ * looser, never stricter.
  */
 export type JsonSchema = Record<string, unknown>;
 
