@@ -101,10 +101,10 @@ export async function probeDb(db: Knex, settings: DbSettings): Promise<void> {
   await db.raw('select 1');
 }
 
-/** PostgreSQL SQLSTATE classes and codes that mean "the database is not there right now". */
 /** The driver's error: objection (the model layer, src/db/model.ts) wraps it as `nativeError`. */
 const driverError = (err: unknown): unknown => (err as { nativeError?: unknown } | null)?.nativeError ?? err;
 
+/** PostgreSQL SQLSTATE classes and codes that mean "the database is not there right now". */
 const PG_UNAVAILABLE = /^(08|53|57P)/;
 const NET_UNAVAILABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 const SQLITE_UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|READONLY|IOERR|CANTOPEN|FULL|PROTOCOL)/;

@@ -37,7 +37,7 @@ const limit = (d: Described, name: string): number | undefined => {
  * `m` the pattern cannot be said, and undefined leaves it out (the document is then looser than
  * the validator, never stricter).
  */
-export function jsonPattern(literal: string): string | undefined {
+function jsonPattern(literal: string): string | undefined {
   const m = /^\/(.*)\/([a-z]*)$/s.exec(literal);
   if (!m) return literal;
   const [, source, flags] = m as unknown as [string, string, string];

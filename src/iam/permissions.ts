@@ -1,7 +1,7 @@
-import { fieldError } from '../errors.js';
 /**
  * Permission ids and matching rules, in one place.
  */
+import { fieldError } from '../errors.js';
 
 export const CORE_FEATURES = [
   'feature:dashboard.view',
