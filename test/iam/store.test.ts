@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { DBError } from 'objection';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -79,6 +80,12 @@ describe('IAM store and API keys (objection models)', () => {
     expect(String((err as Error)?.message)).to.match(/unique|duplicate/i);
     expect(isUniqueViolation(err)).to.equal(true);
     expect(isDbUnavailable(err)).to.equal(false);
+    // a server that went away, as objection hands it over on PostgreSQL
+    // (objection's types give DBError the constructor of Error; at run time it takes its arguments as an object)
+    const Wrapped = DBError as unknown as new (args: { nativeError: Error }) => Error;
+    const terminated = new Wrapped({ nativeError: Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }) });
+    expect(isDbUnavailable(terminated)).to.equal(true);
+    expect(isUniqueViolation(terminated)).to.equal(false);
   });
 
   it('renames a group and rewrites its members in one transaction', async () => {
