@@ -4,6 +4,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import knex, { type Knex } from 'knex';
 import pg from 'pg';
 import { withTimeout } from '../errors.js';
+import { privateDir } from '../config.js';
 
 export type { Knex };
 export type Dialect = 'sqlite' | 'postgres';
@@ -28,6 +29,32 @@ export function sqliteFile(settings: DbSettings): string {
   const url = settings.databaseUrl;
   if (url && /^(sqlite|file):/.test(url)) return decodeURIComponent(url.replace(/^(sqlite|file):(\/\/)?/, ''));
   return path.join(settings.dataDir, 'service.sqlite');
+}
+
+/**
+ * The SQLite file, private before SQLite opens it (it holds the password hashes and the
+ * encrypted secrets): a missing folder is made 0700, a missing file is made empty with mode
+ * 0600, and SQLite then gives its -wal and -shm files the file's mode. A file, -wal or -shm
+ * that other users may read (made by an older release) is set to 0600. The data dir itself is
+ * tightened, with a warning, when the service starts (src/sockets/component.ts); a folder of
+ * the operator's choosing elsewhere is left as it is.
+ */
+export function prepareSqliteFile(settings: DbSettings): void {
+  const file = sqliteFile(settings);
+  if (file === ':memory:' || file === '') return;
+  privateDir(path.dirname(path.resolve(file)), { tighten: false });
+  try {
+    fs.closeSync(fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, 0o600));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  for (const f of [file, `${file}-wal`, `${file}-shm`]) {
+    try {
+      if (fs.statSync(f).mode & 0o077) fs.chmodSync(f, 0o600);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+  }
 }
 
 /** `.ts` when running from source (tsx), `.js` when running the build */
@@ -68,7 +95,15 @@ export function knexConfig(settings: DbSettings): Knex.Config {
   const filename = sqliteFile(settings);
   return {
     client: 'better-sqlite3',
-    connection: { filename },
+    // asked before the connection is opened, so the file is private before SQLite touches it
+    // (whatever opens it first); `filename` on the function too, where knex's SQLite client looks
+    connection: Object.assign(
+      () => {
+        prepareSqliteFile(settings);
+        return { filename };
+      },
+      { filename },
+    ),
     useNullAsDefault: true,
     // one connection: better-sqlite3 is synchronous and SQLite has one writer anyway
     pool: {
@@ -95,9 +130,9 @@ export function createDb(settings: DbSettings): Knex {
   return knex(knexConfig(settings));
 }
 
-/** One connectivity probe; for SQLite it first makes the file's folder (a failure is retried). */
+/** One connectivity probe; for SQLite it first makes the file and its folder, private (a failure is retried). */
 export async function probeDb(db: Knex, settings: DbSettings): Promise<void> {
-  if (dialectOf(settings) === 'sqlite') fs.mkdirSync(path.dirname(sqliteFile(settings)), { recursive: true });
+  if (dialectOf(settings) === 'sqlite') prepareSqliteFile(settings);
   await db.raw('select 1');
 }
 

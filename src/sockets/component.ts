@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Context } from 'koa';
-import type { Config } from '../config.js';
+import { privateDir, type Config } from '../config.js';
 import type { EventBus } from '../bus/bus.js';
 import type { ClientChannels } from '../bus/channels.js';
 import type { Logger } from '../log.js';
@@ -31,6 +31,9 @@ export class SocketsComponent {
   constructor(private readonly deps: { config: Config; bus: EventBus; log: Logger; instanceId?: string }) {
     this.registry = new SocketRegistry({ logger: deps.log, instanceId: deps.instanceId });
     const { managedDirs, dataDir } = deps.config;
+    // the data dir holds the master key and the database: other users may not enter it
+    const loose = privateDir(dataDir, { tighten: true });
+    if (loose) deps.log.warn({ data_dir: dataDir }, `data dir: ${loose}`);
     // the default managed root, <data>/managed, exists from the start
     const folder = HostPaths.managedFolderOf(dataDir);
     if (managedDirs.includes(folder)) fs.mkdirSync(folder, { recursive: true, mode: 0o755 });
