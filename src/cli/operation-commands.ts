@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -20,6 +21,7 @@ import { userDirectory } from '../notifications/users.js';
 import { NotifyError } from '../notifications/types.js';
 import { IamStore } from '../iam/store.js';
 import { readSecret } from './input.js';
+import { CLI_ACTOR } from './context.js';
 import { table, UsageError, type CommandEnv } from './output.js';
 import type { EventName } from '../bus/events.js';
 
@@ -56,6 +58,54 @@ function parseValue(name: string, text: string): unknown {
   return text;
 }
 
+/** What stands at `file`, not following a symbolic link: null when nothing does. */
+function standing(file: string): 'a file' | 'a symbolic link' | null {
+  try {
+    return fs.lstatSync(file).isSymbolicLink() ? 'a symbolic link' : 'a file';
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+}
+
+/**
+ * The online backup of `source` as the new file `target`, mode 0600 from the start; returns its
+ * size. The CLI may run as root in a folder others can write to, so nothing at `target` is ever
+ * followed or replaced: the copy is written into a private file of a random name beside it
+ * (O_CREAT | O_EXCL | O_NOFOLLOW, 0600), then hard-linked as `target`, which fails when
+ * anything, a dangling symbolic link included, is there by then.
+ */
+async function backupInto(source: string, target: string): Promise<number> {
+  const refuse = (what: string | null) =>
+    new DomainError('conflict', `${target} exists: choose a new file${what === 'a symbolic link' ? ' (it is a symbolic link, never followed)' : ''}`);
+  const there = standing(target);
+  if (there) throw refuse(there);
+  const temp = path.join(path.dirname(target), `.${path.basename(target)}.${crypto.randomBytes(8).toString('hex')}.partial`);
+  const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+  try {
+    fs.closeSync(fs.openSync(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
+  } catch (err) {
+    throw new DomainError('conflict', `cannot write beside ${target}: ${(err as Error).message}`);
+  }
+  try {
+    const db = new BetterSqlite3(source, { readonly: true, fileMustExist: true });
+    try {
+      await db.backup(temp);
+    } finally {
+      db.close();
+    }
+    try {
+      fs.linkSync(temp, target);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw refuse(standing(target));
+      throw err;
+    }
+    return fs.lstatSync(target).size;
+  } finally {
+    fs.rmSync(temp, { force: true });
+  }
+}
+
 export function operationCommands(program: Command, { ctx, out }: CommandEnv): void {
   program
     .command('version')
@@ -82,25 +132,18 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
 
   program
     .command('backup <file>')
-    .description('copy the SQLite database into <file>, consistent even while the service writes (SQLite online backup); PostgreSQL: use pg_dump')
+    .description('copy the SQLite database into a new <file> (mode 0600), consistent even while the service writes (SQLite online backup); PostgreSQL: use pg_dump')
     .action(async (file: string, _opts, cmd: Command) => {
       const config = ctx.config;
       if (dialectOf(config) !== 'sqlite') throw new DomainError('conflict', 'the database is PostgreSQL: back it up with pg_dump (docs/deploy.md)');
       const source = sqliteFile(config);
       if (!fs.existsSync(source)) throw new DomainError('not_found', `no database at ${source}`);
       const target = path.resolve(file);
-      if (fs.existsSync(target)) throw new DomainError('conflict', `${target} exists: choose a new file`);
-      const db = new BetterSqlite3(source, { readonly: true, fileMustExist: true });
-      try {
-        await db.backup(target);
-      } finally {
-        db.close();
-      }
-      fs.chmodSync(target, 0o600);
+      const bytes = await backupInto(source, target);
       const keyNote = config.fromEnv.has('SERVICE_SECRET_KEY') ? 'SERVICE_SECRET_KEY' : path.join(config.dataDir, 'secret.key');
       out(cmd).result(
-        { file: target, bytes: fs.statSync(target).size, secret_key: keyNote },
-        `backed up to ${target} (${fs.statSync(target).size} bytes); keep it together with ${keyNote}: the stored secrets cannot be read without it`,
+        { file: target, bytes, secret_key: keyNote },
+        `backed up to ${target} (${bytes} bytes); keep it together with ${keyNote}: the stored secrets cannot be read without it`,
       );
     });
 
@@ -142,7 +185,7 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       if (error) throw new UsageError(`value: ${fieldErrorsOf(error)[0]!.message}`);
       // the same checks as the settings API: groups that exist, a login chain that builds
       const { store } = await ctx.iam();
-      await changeAuthSettings({ settings: new AuthSettingsStore(ctx.config, secrets), store, local: new LocalProvider(store, ctx.passwords), log: ctx.log }, checked);
+      await changeAuthSettings({ settings: new AuthSettingsStore(ctx.config, secrets), store, local: new LocalProvider(store, ctx.passwords), log: ctx.log }, CLI_ACTOR, checked);
       ctx.bus.emit('auth:settings_changed', {});
     }
     out(cmd).result({ name, changed: true }, value === null ? `${name} reset to its default` : `${name} set`);

@@ -246,6 +246,63 @@ describe('CLI backup', function () {
   });
 });
 
+describe('CLI backup target and data dir modes', function () {
+  this.timeout(60_000);
+  let dir: string;
+  let sqliteEnv: Record<string, string>;
+
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cli-modes-'));
+    // backup is for SQLite: this database is one whatever the suite runs on
+    sqliteEnv = testEnv(path.join(dir, 'data'), null);
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('backs up into a new file only: a symbolic link at the target, dangling or not, is refused and never written through', async () => {
+    expect((await cli(sqliteEnv, ['seed'])).code).to.equal(0);
+    const out = fs.mkdtempSync(path.join(dir, 'out-'));
+    const victim = path.join(dir, 'victim');
+    const dangling = path.join(out, 'dangling.sqlite');
+    fs.symlinkSync(victim, dangling);
+    const onLink = await cli(sqliteEnv, ['backup', dangling]);
+    refused(onLink, 1, /exists: choose a new file \(it is a symbolic link, never followed\)/);
+    expect(onLink.stderr).to.include(dangling);
+    expect(fs.existsSync(victim), 'written through the link').to.equal(false);
+    expect(fs.readlinkSync(dangling)).to.equal(victim);
+
+    fs.writeFileSync(victim, 'mine');
+    const pointing = path.join(out, 'pointing.sqlite');
+    fs.symlinkSync(victim, pointing);
+    refused(await cli(sqliteEnv, ['backup', pointing]), 1, /pointing\.sqlite exists: choose a new file/);
+    expect(fs.readFileSync(victim, 'utf8')).to.equal('mine');
+    // no private copy is left behind by a refusal
+    expect(fs.readdirSync(out).sort()).to.deep.equal(['dangling.sqlite', 'pointing.sqlite']);
+
+    const file = path.join(out, 'good.sqlite');
+    expect((await cli(sqliteEnv, ['backup', file])).code).to.equal(0);
+    expect(fs.statSync(file).mode & 0o777).to.equal(0o600);
+    expect(fs.readdirSync(out).sort()).to.deep.equal(['dangling.sqlite', 'good.sqlite', 'pointing.sqlite']);
+  });
+
+  it('makes the data dir it creates 0700, and the database and master key 0600', async () => {
+    const db = await freshDatabase();
+    try {
+      const env = testEnv(path.join(dir, 'data'), db.url);
+      delete (env as Record<string, string>).SERVICE_SECRET_KEY;
+      expect((await cli(env, ['seed'])).code).to.equal(0);
+      expect((await cli(env, ['settings', 'set', 'scm_webhook_secret'], 'webhook-secret-1234\n')).code).to.equal(0);
+      const data = path.join(dir, 'data');
+      expect(fs.statSync(data).mode & 0o777).to.equal(0o700);
+      expect(fs.statSync(path.join(data, 'secret.key')).mode & 0o777).to.equal(0o600);
+      const files = fs.readdirSync(data).filter((f) => f.startsWith('service.sqlite'));
+      expect(files.length).to.equal(db.url ? 0 : 1);
+      for (const f of files) expect(fs.statSync(path.join(data, f)).mode & 0o777, f).to.equal(0o600);
+    } finally {
+      await db.drop();
+    }
+  });
+});
+
 describe('CLI next to a running service', function () {
   this.timeout(60_000);
   let redis: TestRedis;
