@@ -6,7 +6,7 @@ import Joi from 'joi';
 import type { Logger } from '../log.js';
 import { SocketProvider, type ProviderCapabilities, type ProviderOperation } from './base-provider.js';
 import { SocketError } from './errors.js';
-import { HostPaths } from './host-paths.js';
+import { HostPaths, inodeChain } from './host-paths.js';
 import { isInside } from './paths.js';
 import {
   absolutePath,
@@ -221,10 +221,10 @@ export class ContainerProvider extends SocketProvider {
   }
 
   /**
-   * Creates and starts a runner; no network unless one is asked for. Each bind source is
-   * resolved once, checked (HostPaths, the daemon socket, the read-write mounts of existing
-   * containers) and handed to the daemon as that real path, so nothing can be swapped in
-   * between the check and the mount.
+   * Creates and starts a runner; no network unless one is asked for, no restart, removed when
+   * it exits. Each bind source is resolved once, checked (HostPaths, the daemon socket, the
+   * mounts of existing containers) and handed to the daemon as that real path, so nothing can
+   * be swapped in between the check and the mount.
    */
   async spawn(request: SpawnRequest): Promise<{ id: string; name: string }> {
     const { value, error } = spawnSchema(this.runnerPrefix).validate(request, JOI_OPTIONS);
@@ -250,6 +250,10 @@ export class ContainerProvider extends SocketProvider {
         HostConfig: {
           NetworkMode: req.network ?? 'none',
           Privileged: false,
+          // a runner runs once: its mounts are checked for this start only, and a later start
+          // would mount its sources again by path, whatever they have been turned into meanwhile
+          RestartPolicy: { Name: 'no' },
+          AutoRemove: true,
           Mounts: mounts.map((m) => ({ Type: 'bind' as const, Source: m.source, Target: m.target, ReadOnly: m.read_only })),
         },
       }),
@@ -268,11 +272,15 @@ export class ContainerProvider extends SocketProvider {
     return { id: created.id, name: req.name };
   }
 
-  /** Real, allowed bind sources: never the daemon socket, never below a directory some container may write. */
+  /**
+   * Real, allowed bind sources: never the daemon socket, never overlapping a mount that another
+   * container may write, and read-write only where no other container's mount lies below and no
+   * other runner's mount lies above.
+   */
   private async resolveMounts(mounts: Array<{ source: string; target: string; read_only: boolean }>) {
     if (mounts.length === 0) return [];
     const socketPath = realOrResolved(this.socket_path);
-    const writable = await this.writableBindSources();
+    const existing = await this.bindMounts();
     const out: Array<{ source: string; target: string; read_only: boolean }> = [];
     for (const [i, m] of mounts.entries()) {
       const field = `mounts.${i}.source`;
@@ -284,19 +292,45 @@ export class ContainerProvider extends SocketProvider {
       const real = resolved.real;
       // mounting the daemon socket (or a directory holding it) would hand the runner the daemon
       if (socketPath === real || isInside(socketPath, real)) refuse('must not expose the container daemon socket');
-      const under = writable.find((w) => isInside(real, w));
-      if (under) refuse(`lies below ${under}, which a container may write (it could re-point what lies below)`);
+      const chain = await inodeChain(real);
+      for (const other of existing) {
+        // by path, and by inode: a bind mount shows a directory under a second name
+        const below = other.paths.some((p) => isInside(real, p)) || (other.inode !== null && chain.includes(other.inode));
+        const holds = other.paths.some((p) => isInside(p, real)) || (chain[0] !== null && other.chain.includes(chain[0]));
+        if (!below && !holds) continue;
+        if (other.rw) refuse(`${below ? 'lies below' : 'holds'} ${other.source}, which a container may write (it could re-point what lies below)`);
+        if (m.read_only) continue;
+        if (holds) refuse(`is read-write and holds ${other.source}, which a container mounts (the runner could re-point what that container mounts)`);
+        if (other.runner) refuse(`is read-write and lies below ${other.source}, which a runner mounts (the runner could swap what that runner sees)`);
+      }
       out.push({ source: real, target: m.target, read_only: m.read_only });
     }
     return out;
   }
 
-  /** Real sources of every read-write bind mount of every container of the daemon (any state: a stopped one may start again). */
-  private async writableBindSources(): Promise<string[]> {
+  /**
+   * Every bind mount of every container of the daemon, in any state (a stopped container may
+   * start again; only runners are removed when they stop): its source as the daemon has it,
+   * that source's real path, and the inodes of that path and the directories above it.
+   */
+  private async bindMounts(): Promise<Array<{ source: string; paths: string[]; inode: string | null; chain: Array<string | null>; rw: boolean; runner: boolean }>> {
     const all = await this.call('list containers', async () => (await this.docker()).listContainers({ all: true }));
-    const sources = new Set<string>();
-    for (const c of all) for (const m of c.Mounts ?? []) if (m.Type === 'bind' && m.RW && m.Source) sources.add(m.Source);
-    return Promise.all([...sources].map((p) => fsp.realpath(p).catch(() => p)));
+    const found = new Map<string, { source: string; rw: boolean; runner: boolean }>();
+    for (const c of all) {
+      const runner = c.Labels?.[RUNNER_LABEL] === 'true';
+      for (const m of c.Mounts ?? []) {
+        if (m.Type !== 'bind' || !m.Source) continue;
+        const key = JSON.stringify([m.Source, m.RW, runner]);
+        if (!found.has(key)) found.set(key, { source: m.Source, rw: m.RW === true, runner });
+      }
+    }
+    return Promise.all(
+      [...found.values()].map(async (m) => {
+        const real = await fsp.realpath(m.source).catch(() => m.source);
+        const chain = await inodeChain(real);
+        return { ...m, paths: [...new Set([m.source, real])], inode: chain[0], chain };
+      }),
+    );
   }
 
   /** The containers this service created (its runner label), whatever their name. */

@@ -3,7 +3,7 @@ import path from 'node:path';
 import Joi from 'joi';
 import type { Logger } from '../log.js';
 import { SocketError } from './errors.js';
-import { HostPaths, resolvePath, type ResolvedRules } from './host-paths.js';
+import { HostPaths, inodeKey, resolvePath, type ResolvedRules } from './host-paths.js';
 import { isInside } from './paths.js';
 import { fieldErrorsOf, fieldErrorsText } from '../errors.js';
 
@@ -98,11 +98,11 @@ export class MountGuardian {
     if (!st.isDirectory()) throw new SocketError('invalid_args', 'target_dir is not a directory', [{ field: 'target_dir', message: 'is not a directory' }]);
 
     const rules = await this.paths.resolveRules();
-    const dataDir = await fsp.stat(rules.dataDir).catch(() => null);
+    const { dataDir, above, inside } = rules.inodes;
     const plan: RepairPlan = {
       root: resolved.real,
       rules,
-      dataDir: dataDir ? { dev: dataDir.dev, ino: dataDir.ino } : null,
+      dataInodes: new Set([...(dataDir ? [dataDir] : []), ...above, ...inside]),
       mode: parseInt(args.mode, 8),
       owner: args.owner_uid === undefined && args.owner_gid === undefined ? null : { uid: args.owner_uid ?? -1, gid: args.owner_gid ?? -1 },
       includePrivate: args.include_private_files,
@@ -122,7 +122,7 @@ export class MountGuardian {
       return { ...NOT_INSPECTED, error: 'inaccessible' };
     }
     // outside (or escaping) the managed dirs, or the data dir: nothing beyond the resolution is looked at
-    if (!resolved || HostPaths.refusal(resolved.real, rules) !== null) return { ...NOT_INSPECTED, error: 'not_managed' };
+    if (!resolved || (await HostPaths.refusalOf(resolved.real, rules)) !== null) return { ...NOT_INSPECTED, error: 'not_managed' };
     if (!resolved.exists) return { exists: false, writable: false, is_mount_point: false, owner_uid: null, mode: null, error: 'not_found' };
     let st: Stats;
     try {
@@ -176,8 +176,8 @@ const OPEN_FLAGS = O_PATH | fsc.O_NOFOLLOW;
 interface RepairPlan {
   root: string;
   rules: ResolvedRules;
-  /** the data dir's inode: a bind mount of it inside the tree is not walked */
-  dataDir: { dev: number; ino: number } | null;
+  /** the data dir, the directories above it and what lies in it outside its managed folder, by inode: a bind mount or hard link of one inside the tree is not touched */
+  dataInodes: Set<string>;
   mode: number;
   owner: { uid: number; gid: number } | null;
   includePrivate: boolean;
@@ -241,8 +241,7 @@ async function applyTo(p: string, kind: 'dir' | 'file', plan: RepairPlan, counts
       counts.failed++;
       return null;
     }
-    const isDataDir = plan.dataDir !== null && st.dev === plan.dataDir.dev && st.ino === plan.dataDir.ino;
-    if (isDataDir || HostPaths.refusal(actual, plan.rules) !== null) {
+    if (plan.dataInodes.has(inodeKey(st)) || HostPaths.refusal(actual, plan.rules) !== null) {
       counts.skipped++;
       return null;
     }

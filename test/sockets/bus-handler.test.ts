@@ -174,6 +174,8 @@ describe('sockets/bus-handler (real dockerd)', function () {
     const dflt = await requests.handle({ request_id: 'rw3', operation: 'container:spawn', args: { ...args(true), name: 'brun-default', mounts: [{ source: src, target: '/w' }] } }, spawner);
     const info = await dockerd.docker.getContainer((dflt.result as { id: string }).id).inspect();
     expect(info.Mounts[0]).to.include({ Source: src, RW: false });
+    // a read-write mount never shares its source with another runner's mount
+    for (const c of await dockerd.docker.listContainers({ all: true })) await dockerd.docker.getContainer(c.Id).remove({ force: true });
     const rw = await requests.handle({ request_id: 'rw4', operation: 'container:spawn', args: args(false) }, callerWith('socket:container:spawn', 'socket:container:mount_rw'));
     expect(rw.ok, JSON.stringify(rw.error)).to.equal(true);
     expect((await dockerd.docker.getContainer((rw.result as { id: string }).id).inspect()).Mounts[0]).to.include({ Source: src, RW: true });

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
 import { ContainerProvider, RUNNER_LABEL } from '../../src/sockets/container-provider.js';
-import { startDockerd, type TestDockerd } from '../support/dockerd.js';
+import { startDockerd, unmountUnder, type TestDockerd } from '../support/dockerd.js';
 import { capturingLogger } from './helpers.js';
 
 /**
@@ -25,7 +25,10 @@ export function containerSuite() {
   });
   after(async () => {
     await suite.dockerd?.stop();
-    if (suite.workDir) await fsp.rm(suite.workDir, { recursive: true, force: true });
+    if (!suite.workDir) return;
+    // a bind mount a test left behind must not lead the removal out of the work dir
+    await unmountUnder(suite.workDir);
+    await fsp.rm(suite.workDir, { recursive: true, force: true });
   });
   afterEach(async () => {
     for (const c of await suite.dockerd.docker.listContainers({ all: true })) await suite.dockerd.docker.getContainer(c.Id).remove({ force: true });
@@ -56,4 +59,13 @@ export async function output(docker: Docker, image: string, cmd: string[], hostC
   const out = (await c.logs({ stdout: true, stderr: true })).toString('utf8');
   await c.remove({ force: true });
   return { id: c.id, out };
+}
+
+/** Waits until no container of the daemon has this name (a runner removes itself when it exits). */
+export async function gone(docker: Docker, name: string, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while ((await names(docker)).includes(name)) {
+    if (Date.now() > deadline) throw new Error(`${name} still exists after ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }

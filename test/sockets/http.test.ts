@@ -229,7 +229,7 @@ describe('socket HTTP API', function () {
     await request(svc.url).post('/api/users').set('X-API-Key', SYSTEM_KEY).send({ username: 'spawner', password: 'spawner-password', groups: ['INT_VIEWER'], extra_permissions: ['socket:container:spawn'] }).expect(201);
     const ws = await WsClient.basic(svc, 'spawner', 'spawner-password');
     const spawn = async (ref: string, mounts: unknown[]) => {
-      ws.send({ event: 'socket:request', ref, payload: { request_id: ref, operation: 'container:spawn', args: { image: TEST_IMAGE, name: `runner-${ref}`, command: ['true'], mounts } } });
+      ws.send({ event: 'socket:request', ref, payload: { request_id: ref, operation: 'container:spawn', args: { image: TEST_IMAGE, name: `runner-${ref}`, command: ['sleep', '600'], mounts } } });
       return (await ws.next('socket:response', (f) => f.ref === ref)).payload;
     };
     try {

@@ -309,6 +309,52 @@ describe('sockets/mount-guardian', () => {
       expect(check.mounts[path.join(dataDir, 'managed', 'jobs')].error).to.equal(null);
     });
 
+    describe('the data dir under another name', () => {
+      let dataDir: string;
+      let m: string;
+      let aliased: MountGuardian;
+      const points: string[] = [];
+
+      before(async () => {
+        dataDir = path.join(base, 'aliased-data');
+        m = path.join(dataDir, 'managed');
+        for (const d of [path.join(m, 'jobs'), path.join(dataDir, 'private')]) await fsp.mkdir(d, { recursive: true });
+        for (const f of [path.join(dataDir, 'secret.key'), path.join(dataDir, 'private', 'token')]) {
+          await fsp.writeFile(f, 'k');
+          await fsp.chmod(f, 0o600);
+        }
+        await fsp.chmod(path.join(dataDir, 'private'), 0o700);
+        await fsp.chmod(dataDir, 0o700);
+        await fsp.link(path.join(dataDir, 'secret.key'), path.join(m, 'key-link'));
+        for (const [source, name] of [[dataDir, 'alias'], [path.join(dataDir, 'private'), 'priv']]) {
+          await fsp.mkdir(path.join(m, name));
+          await run('mount', ['--bind', source, path.join(m, name)]);
+          points.push(path.join(m, name));
+        }
+        aliased = new MountGuardian({ managedDirs: [m], dataDir });
+      });
+      after(async () => {
+        for (const point of points.reverse()) await run('umount', [point]).catch(() => undefined);
+      });
+
+      it('refuses to repair or inspect a bind mount of the data dir or of a folder in it, and leaves them alone when it walks', async () => {
+        for (const target of [path.join(m, 'alias'), path.join(m, 'alias', 'private'), path.join(m, 'priv')]) {
+          const err = await expectSocketError(aliased.repair(target, { mode: '0777', include_private_files: true }), 'forbidden');
+          expect(err.message, target).to.match(/data directory/);
+        }
+        const check = await aliased.check([path.join(m, 'alias'), path.join(m, 'priv'), path.join(m, 'key-link'), path.join(m, 'jobs')]);
+        expect(check.mounts[path.join(m, 'alias')].error).to.equal('not_managed');
+        expect(check.mounts[path.join(m, 'priv')].error).to.equal('not_managed');
+        expect(check.mounts[path.join(m, 'key-link')].error).to.equal('not_managed');
+        expect(check.mounts[path.join(m, 'jobs')].error).to.equal(null);
+        // the managed folder holds them: it is repaired, they are not
+        const res = await aliased.repair(m, { mode: '0777', include_private_files: true });
+        expect(res.changed).to.equal(2); // managed and jobs
+        for (const p of [dataDir, path.join(dataDir, 'private')]) expect(await modeOf(p), p).to.equal('0700');
+        for (const p of [path.join(dataDir, 'secret.key'), path.join(dataDir, 'private', 'token')]) expect(await modeOf(p), p).to.equal('0600');
+      });
+    });
+
     it('reports a missing managed dir as not_found', async () => {
       await expectSocketError(guardian.repair(path.join(managed, 'nope')), 'not_found');
       await expectSocketError(guardian.repair(path.join(managed, 'nope', 'deeper')), 'not_found');
