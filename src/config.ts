@@ -60,6 +60,8 @@ export interface Config {
   permissionCacheTtlMs: number;
   scmWebhookSecret: string | null;
   containerSocket: string;
+  /** the socket reads (provider list, health, mounts) answer signed-in callers only */
+  socketReadsRequireAuth: boolean;
   runnerPrefix: string;
   managedDirs: string[];
   pluginsDir: string;
@@ -230,6 +232,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     permissionCacheTtlMs: v.SERVICE_PERMISSION_CACHE_TTL_MS,
     scmWebhookSecret: v.SERVICE_SCM_WEBHOOK_SECRET ?? null,
     containerSocket: v.SERVICE_CONTAINER_SOCKET,
+    socketReadsRequireAuth: v.SERVICE_SOCKET_READS_REQUIRE_AUTH,
     runnerPrefix: v.SERVICE_RUNNER_PREFIX,
     managedDirs,
     pluginsDir: path.resolve(v.SERVICE_PLUGINS_DIR),

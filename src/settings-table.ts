@@ -148,6 +148,12 @@ export const SETTINGS: readonly SettingDef[] = [
     label: 'Source-control webhook secret',
   },
   { env: 'SERVICE_CONTAINER_SOCKET', kind: 'string', rule: Joi.string().min(1), default: '/var/run/docker.sock', about: 'container daemon socket' },
+  {
+    env: 'SERVICE_SOCKET_READS_REQUIRE_AUTH',
+    kind: 'boolean',
+    default: 'false',
+    about: 'the socket reads (`/api/socket/providers`, `/api/socket/health`, container health, mounts, storage root) answer signed-in callers only; anonymous: 401',
+  },
   { env: 'SERVICE_RUNNER_PREFIX', kind: 'string', rule: Joi.string().pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/), default: 'runner-', about: 'default prefix of runner containers (cleanup, runners, spawn)' },
   {
     env: 'SERVICE_MANAGED_DIRS',

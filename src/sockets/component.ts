@@ -85,7 +85,7 @@ export class SocketsComponent {
   private async runOperation(ctx: Context, method: OperationHttp['method']): Promise<unknown> {
     const { provider, name, op } = this.httpOperation(ctx.params.provider!, ctx.params.operation!, method);
     // 401 and 403 before the args are looked at, as on every other route
-    const guard = guardFor(httpAuth(op, this.registry.ownerOf(provider.name)));
+    const guard = guardFor(httpAuth(op, this.registry.ownerOf(provider.name), this.deps.config.socketReadsRequireAuth));
     let result: unknown;
     const run = async () => {
       // a query string is text: its values are converted by the operation's own rule first
@@ -103,7 +103,8 @@ export class SocketsComponent {
       const endpoints = this.registry.names().flatMap((providerName) => {
         try {
           const owner = this.registry.ownerOf(providerName);
-          return Object.entries(this.registry.get(providerName)!.operations()).flatMap(([name, op]) => (op.http ? [operationEndpoint(providerName, name, op, op.http, owner)] : []));
+          const readsRequireAuth = this.deps.config.socketReadsRequireAuth;
+          return Object.entries(this.registry.get(providerName)!.operations()).flatMap(([name, op]) => (op.http ? [operationEndpoint(providerName, name, op, op.http, owner, readsRequireAuth)] : []));
         } catch (err) {
           // a plugin provider whose operations() throws leaves the document, not breaks it
           this.deps.log.warn({ err, provider: providerName }, 'socket provider operations could not be listed');
@@ -120,7 +121,8 @@ export class SocketsComponent {
   routers(): Router[] {
     const api = new ApiRouter({ prefix: '/api/socket', tag: 'socket-management' });
     const dirs = Joi.object({ required_dirs: Joi.string().max(16_384).description('comma-separated paths; default: SERVICE_MANAGED_DIRS') });
-    const optional = 'optional' as const;
+    // the reads: open to anyone, or (SERVICE_SOCKET_READS_REQUIRE_AUTH) to signed-in callers only
+    const reads: RouteAuth = this.deps.config.socketReadsRequireAuth ? 'identity' : 'optional';
 
     api.endpoint(
       {
@@ -128,7 +130,7 @@ export class SocketsComponent {
         path: '/health',
         summary: 'Mount health of directories (read-only)',
         description: 'Paths outside SERVICE_MANAGED_DIRS are reported with error `not_managed`.',
-        auth: optional,
+        auth: reads,
         query: dirs,
         responses: { 200: { description: '{healthy, mounts: {<path>: {exists, writable, is_mount_point, owner_uid, mode, error}}}', schema: Joi.object({ healthy: Joi.boolean(), mounts: Joi.object().unknown(true) }) } },
       },
@@ -142,7 +144,7 @@ export class SocketsComponent {
         method: 'GET',
         path: '/providers',
         summary: 'Registered socket providers, which are available, and why the others are not (`reason`)',
-        auth: optional,
+        auth: reads,
         responses: { 200: { description: 'the providers of the instance that answered', schema: Joi.object({ providers: Joi.array().items(Joi.object().unknown(true)), available: Joi.array().items(Joi.string()), total: Joi.number().integer(), instance: Joi.string() }) } },
       },
       (ctx) => this.run(ctx, 'provider:list'),
@@ -150,7 +152,8 @@ export class SocketsComponent {
     // every provider operation that declares `http`: one route for all, so a plugin's provider
     // gets its routes when it registers and loses them when it goes (documentedRoutes lists them)
     for (const method of ['GET', 'POST'] as const) {
-      api.endpoint({ method, path: '/:provider/:operation', summary: 'a provider operation', auth: optional, hidden: true }, (ctx) => this.runOperation(ctx, method));
+      // each operation's own guard (httpAuth) runs in runOperation, once the operation is known
+      api.endpoint({ method, path: '/:provider/:operation', summary: 'a provider operation', auth: 'optional', hidden: true }, (ctx) => this.runOperation(ctx, method));
     }
     api.endpoint(
       {
@@ -175,14 +178,15 @@ export class SocketsComponent {
 
 /**
  * Who may call an operation over HTTP: its permission; without one, anyone for a core provider
- * (the read routes the specification leaves open) and any signed-in caller for a plugin's.
+ * (the read routes the specification leaves open, unless SERVICE_SOCKET_READS_REQUIRE_AUTH) and
+ * any signed-in caller for a plugin's.
  */
-function httpAuth(op: ProviderOperation, owner: string | undefined): RouteAuth {
+function httpAuth(op: ProviderOperation, owner: string | undefined, readsRequireAuth: boolean): RouteAuth {
   if (op.permission !== null) return { permission: op.permission };
-  return owner === 'core' ? 'optional' : 'identity';
+  return owner === 'core' && !readsRequireAuth ? 'optional' : 'identity';
 }
 
-function operationEndpoint(providerName: string, name: string, op: ProviderOperation, http: OperationHttp, owner: string | undefined): Endpoint {
+function operationEndpoint(providerName: string, name: string, op: ProviderOperation, http: OperationHttp, owner: string | undefined, readsRequireAuth: boolean): Endpoint {
   const fullPath = `/api/socket/${providerName}/${name.replace(/_/g, '-')}`;
   return {
     method: http.method,
@@ -191,7 +195,7 @@ function operationEndpoint(providerName: string, name: string, op: ProviderOpera
     tag: 'socket-management',
     summary: http.summary,
     description: http.description,
-    auth: httpAuth(op, owner),
+    auth: httpAuth(op, owner, readsRequireAuth),
     ...(http.method === 'GET' ? { query: op.schema } : { body: op.schema, bodyMode: 'manual' as const }),
     responses: Object.fromEntries([
       [200, http.response ?? 'the result'],

@@ -116,7 +116,25 @@ export class ContainerProvider extends SocketProvider {
     this.availabilityCheckedAt = Date.now();
   }
 
+  /** The daemon's last health answer: shared while asked, then kept as long as its availability. */
+  private health: { answer: Promise<Record<string, unknown>>; until: number } | null = null;
+
+  /**
+   * Health costs the daemon two calls (version and info), and anyone may ask: so it is asked at
+   * most once per availabilityTtlMs (2 s), and callers meanwhile share that one call.
+   */
   override async health_check(): Promise<Record<string, unknown>> {
+    if (!this.health || Date.now() >= this.health.until) {
+      const entry = { answer: this.daemonHealth(), until: Infinity };
+      const keep = () => void (entry.until = Date.now() + this.availabilityTtlMs);
+      entry.answer.then(keep, keep);
+      this.health = entry;
+    }
+    // a copy each: no caller can change what the next one is told
+    return structuredClone(await this.health.answer);
+  }
+
+  private async daemonHealth(): Promise<Record<string, unknown>> {
     try {
       const docker = await this.docker();
       const [version, info] = await Promise.all([docker.version(), docker.info()]);

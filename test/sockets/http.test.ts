@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import request from 'supertest';
 import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import Joi from 'joi';
 import { RUNNER_LABEL } from '../../src/sockets/container-provider.js';
@@ -9,6 +11,39 @@ import { SocketError } from '../../src/sockets/errors.js';
 import { startDockerd, TEST_IMAGE, type TestDockerd } from '../support/dockerd.js';
 import { startService, adminAuth, basic, SYSTEM_KEY, type TestService } from '../support/service.js';
 import { WsClient } from '../gateway/helpers.js';
+
+/**
+ * A unix socket in front of a daemon's socket that passes everything through and counts the
+ * requests, by path without the API version (`/info`, `/version`, `/_ping`).
+ */
+async function countingProxy(daemonSocket: string) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir().length <= 40 ? os.tmpdir() : '/tmp', 'svc-proxy-'));
+  const socketPath = path.join(dir, 'docker.sock');
+  const counts = new Map<string, number>();
+  const open = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const daemon = net.connect(daemonSocket);
+    for (const s of [client, daemon]) {
+      open.add(s);
+      s.on('close', () => open.delete(s));
+      s.on('error', () => (s === client ? daemon : client).destroy());
+    }
+    client.on('data', (chunk: Buffer) => {
+      for (const m of chunk.toString('latin1').matchAll(/(?:^|\r\n)(?:GET|HEAD|POST|PUT|DELETE) (?:\/v[\d.]+)?(\/[^\s?]*)\S* HTTP\/1\.[01]\r\n/g)) counts.set(m[1]!, (counts.get(m[1]!) ?? 0) + 1);
+    });
+    client.pipe(daemon).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  return {
+    socketPath,
+    count: (p: string) => counts.get(p) ?? 0,
+    close: async () => {
+      for (const s of open) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
 
 /**
  * The /api/socket HTTP API on a running service whose container provider talks to a real,
@@ -252,6 +287,57 @@ describe('socket HTTP API', function () {
     } finally {
       await ws.close();
     }
+  });
+
+  it('container health asks the daemon at most once per 2 s, however many callers ask at once or in a row', async () => {
+    const proxy = await countingProxy(dockerd.socketPath);
+    const counted = await startService({ env: { SERVICE_CONTAINER_SOCKET: proxy.socketPath } });
+    try {
+      // anonymous, as the default allows
+      const ask = async () => (await request(counted.url).get('/api/socket/container/health').expect(200)).body;
+      const started = Date.now();
+      const answers = await Promise.all(Array.from({ length: 40 }, ask));
+      for (let i = 0; i < 20; i++) answers.push(await ask());
+      const elapsed = Date.now() - started;
+      expect(answers[0]).to.include({ healthy: true });
+      for (const a of answers) expect(a).to.deep.equal(answers[0]);
+      // one call of each per window at most: one, unless this machine took longer than a window
+      const windows = 1 + Math.floor(elapsed / 2000);
+      for (const call of ['/version', '/info']) expect(proxy.count(call), `${call} in ${elapsed} ms`).to.be.within(1, windows);
+      // an answer older than the window is asked for again
+      const before = proxy.count('/info');
+      await new Promise((r) => setTimeout(r, 2100));
+      await ask();
+      expect(proxy.count('/info')).to.equal(before + 1);
+    } finally {
+      await counted.destroy();
+      await proxy.close();
+    }
+  });
+
+  it('with SERVICE_SOCKET_READS_REQUIRE_AUTH the socket reads are 401 to anonymous callers and answered to signed-in ones', async () => {
+    const locked = await startService({ env: { SERVICE_CONTAINER_SOCKET: dockerd.socketPath, SERVICE_SOCKET_READS_REQUIRE_AUTH: 'true' } });
+    try {
+      await request(locked.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'viewer', password: 'viewer-password', groups: ['INT_VIEWER'] }).expect(201);
+      const reads = ['/api/socket/providers', '/api/socket/health', '/api/socket/container/health', '/api/socket/container/mounts', '/api/socket/container/storage-root'];
+      for (const read of reads) {
+        const anonymous = await request(locked.url).get(read).expect(401);
+        expect(anonymous.body.error.code, read).to.equal('unauthorized');
+        await request(locked.url).get(read).set('Authorization', viewer).expect(200);
+      }
+      // the guarded operations are as before
+      await request(locked.url).post('/api/socket/container/cleanup').send({ max_age_minutes: 0 }).expect(401);
+      await request(locked.url).post('/api/socket/container/cleanup').set('Authorization', viewer).send({ max_age_minutes: 0 }).expect(403);
+      // and the API document says what is enforced
+      const doc = (await request(locked.url).get('/openapi.json').expect(200)).body;
+      for (const read of reads) expect(doc.paths[read].get.security, read).not.to.deep.include({});
+    } finally {
+      await locked.destroy();
+    }
+    // off (the default): the same reads answer anonymous callers
+    for (const read of ['/api/socket/providers', '/api/socket/health', '/api/socket/container/mounts', '/api/socket/container/storage-root']) await request(svc.url).get(read).expect(200);
+    const doc = (await request(svc.url).get('/openapi.json').expect(200)).body;
+    expect(doc.paths['/api/socket/providers'].get.security).to.deep.include({});
   });
 
   it('a stopped daemon: unavailable in the list, healthy false, 503 on cleanup, no crash', async () => {
