@@ -25,9 +25,9 @@ export class BasicVerifier {
 
   constructor(private readonly local: LocalProvider, bus: EventBus) {
     bus.on('iam:password_changed', ({ user_id }) => this.forget(user_id));
-    bus.on('iam:permissions_changed', ({ user_id }) => {
+    bus.on('iam:permissions_changed', (change) => {
       // a disabled or deleted user must not live on in the cache
-      if (user_id) this.forget(user_id);
+      if (change.scope === 'user') this.forget(change.user_id);
     });
   }
 

@@ -1,21 +1,25 @@
 import crypto from 'node:crypto';
-import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
-import { isUniqueViolation } from '../db/knex.js';
 import type { IamStore, User } from '../iam/store.js';
+import { DomainError } from '../errors.js';
+import { LOGIN_MAPPING_ACTOR, type UserAdmin } from '../iam/users.js';
 import type { ExternalProfile } from './providers/types.js';
 
 /**
  * Resolves every login to one local profile (docs/auth.md, Linking):
  *  1. a known (provider, provider_user_id) -> that user;
  *  2. local logins -> the user of that username (its local identity is linked if missing);
- *  3. LDAP / OIDC: a verified email (`email_verified` true) held by exactly one local user who
- *     has no other identity at the same provider -> link to that user;
+ *  3. LDAP / OIDC, when the operator lets that provider link by e-mail (SERVICE_LDAP_LINK_BY_EMAIL
+ *     off by default, SERVICE_OIDC_LINK_BY_EMAIL on): a verified email (`email_verified` true)
+ *     held by exactly one local user who has no other identity at the same provider, and who
+ *     neither administers the service nor reaches the host (nor is a superadmin or bot) -> link
+ *     to that user;
  *  4. else a new user: SERVICE_SSO_DEFAULT_GROUPS, no password (SSO-only), a free username
  *     (alice, alice-2, ...), the email only when verified.
  * Groups: a provider that maps groups (profile.groups defined) is authoritative for the local
  * groups its mapping can grant; those follow the directory on every login, every other group
  * (granted locally, defaults) is never touched. See docs/auth.md.
+ * Users are created and their groups changed through UserAdmin, like every other write.
  */
 
 export type LinkedVia = 'identity' | 'local' | 'email' | 'created';
@@ -28,12 +32,15 @@ export interface LinkResult {
 
 export interface LinkerDeps {
   store: IamStore;
-  bus: EventBus;
+  /** the only writer of users */
+  users: UserAdmin;
   log: Logger;
   /** SERVICE_SSO_DEFAULT_GROUPS as currently configured */
   defaultGroups(): string[];
   /** the local groups a provider's mapping controls */
   managedGroups(providerId: string): ReadonlySet<string>;
+  /** whether the operator lets this provider join a first login to an existing user by e-mail */
+  linkByEmail(providerId: string): boolean;
 }
 
 /** Providers whose verified email may join a login to an existing user. */
@@ -66,7 +73,7 @@ export class IdentityLinker {
       await store.linkIdentity(user.id, 'local', user.username);
       via = 'local';
     }
-    if (!user && EMAIL_LINKING_PROVIDERS.has(profile.provider)) {
+    if (!user && EMAIL_LINKING_PROVIDERS.has(profile.provider) && this.deps.linkByEmail(profile.provider)) {
       user = await this.byVerifiedEmail(profile);
       if (user) via = 'email';
     }
@@ -97,8 +104,9 @@ export class IdentityLinker {
     }
     const candidate = candidates[0]!;
     // an address in a directory or at an IdP is only as trustworthy as whoever can edit it there:
-    // never hand a superadmin or a bot account to an external login by email alone
-    if (candidate.roles.includes('superadmin') || candidate.roles.includes('bot')) {
+    // never hand an administrator, an account that reaches the host, a superadmin or a bot to
+    // an external login by email alone
+    if (await this.deps.users.isPrivileged(candidate)) {
       this.deps.log.warn({ provider: profile.provider, user_id: candidate.id }, 'email matches a privileged account: not linking by email');
       return null;
     }
@@ -128,27 +136,24 @@ export class IdentityLinker {
       const username = n === 1 ? base : n <= 50 ? `${base}-${n}` : `${base}-${crypto.randomBytes(3).toString('hex')}`;
       if (n <= 50 && (await store.userByUsername(username))) continue;
       try {
-        created = await store.createUser({
-          username,
-          email: profile.email_verified ? (profile.email ?? null) : null,
-          displayName: profile.display_name?.slice(0, 256) ?? null,
-          hashedPassword: null,
-          groups,
-        });
+        created = await this.deps.users.create(
+          LOGIN_MAPPING_ACTOR,
+          { username, email: profile.email_verified ? (profile.email ?? null) : null, displayName: profile.display_name?.slice(0, 256) ?? null, groups },
+          this.deps.log,
+        );
       } catch (err) {
-        if (!isUniqueViolation(err)) throw err; // taken in between: try the next name
+        if (!(err instanceof DomainError && err.code === 'conflict')) throw err; // taken in between: try the next name
       }
     }
     if (!created) throw new Error(`no free username for ${base}`);
     await store.linkIdentity(created.id, profile.provider, profile.provider_user_id);
     const owner = await store.userByIdentity(profile.provider, profile.provider_user_id);
     if (owner && owner.id !== created.id) {
-      // a concurrent first login of the same person won: drop our duplicate
+      // a concurrent first login of the same person won: drop our duplicate (nobody has seen it)
       await store.deleteUser(created.id);
       return owner;
     }
     this.deps.log.info({ provider: profile.provider, user_id: created.id, username: created.username, groups }, 'user created from single sign-on');
-    this.deps.bus.emit('iam:permissions_changed', { user_id: created.id });
     return created;
   }
 
@@ -160,9 +165,8 @@ export class IdentityLinker {
     const unique = [...new Set([...user.groups.filter((g) => !managed.has(g)), ...mapped])];
     const same = unique.length === user.groups.length && unique.every((g) => user.groups.includes(g));
     if (same) return false;
-    await this.deps.store.updateUser(user.id, { groups: unique });
+    await this.deps.users.setGroupsFromLogin(user, unique, this.deps.log);
     this.deps.log.info({ provider: profile.provider, user_id: user.id, from: user.groups, to: unique }, 'groups follow the provider mapping');
-    this.deps.bus.emit('iam:permissions_changed', { user_id: user.id });
     return true;
   }
 }

@@ -1,24 +1,42 @@
 import type { Logger } from '../log.js';
 import { DomainError, fieldError, fieldErrorsText } from '../errors.js';
+import { guardHostBoundary, hostPermissionsOfGroups, type Actor } from '../iam/policy.js';
 import type { IamStore } from '../iam/store.js';
 import { buildProviders } from './chain.js';
 import type { LocalProvider } from './providers/local.js';
-import type { AuthSettingsStore } from './settings.js';
+import type { AuthSettings, AuthSettingsStore } from './settings.js';
+
+/** Every local group the login settings hand to people signing in: defaults and mapped groups. */
+export function groupsGrantedByLogin(s: AuthSettings): string[] {
+  const mapped = [s.ldap.groupMapping, s.oidc.groupMapping].flatMap((m) => Object.values(m).flat());
+  return [...new Set([...s.ssoDefaultGroups, ...mapped])];
+}
 
 /**
  * Checks and stores a change of the auth settings, for the settings API and the CLI alike: read
  * again first (another instance may have changed them), the default SSO groups must exist, and
- * the login chain the result would build must build. Returns the stored changes; the caller
+ * the login chain the result would build must build. The host boundary (src/iam/policy.ts):
+ * while the settings before or after the change hand a group that reaches the host to people
+ * signing in, any change is for a trusted actor (whoever points LDAP at a directory of their
+ * own, or names such a group, hands out the host). Returns the stored changes; the caller
  * rebuilds its chain and tells the other instances.
  */
-export async function changeAuthSettings(deps: { settings: AuthSettingsStore; store: IamStore; local: LocalProvider; log: Logger }, patch: Record<string, unknown>): Promise<Record<string, unknown>> {
+export async function changeAuthSettings(
+  deps: { settings: AuthSettingsStore; store: IamStore; local: LocalProvider; log: Logger },
+  actor: Actor,
+  patch: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
   await deps.settings.load();
+  const before = deps.settings.current();
   const { settings, changes } = deps.settings.preview(patch);
   if ('sso_default_groups' in changes && settings.ssoDefaultGroups.length) {
     const found = new Set((await deps.store.groupsNamed(settings.ssoDefaultGroups)).map((g) => g.name));
     const missing = settings.ssoDefaultGroups.filter((g) => !found.has(g));
     if (missing.length) throw fieldError('sso_default_groups', `unknown group ${missing.join(', ')}`);
   }
+  const named = [...new Set([...groupsGrantedByLogin(before), ...groupsGrantedByLogin(settings)])];
+  const host = named.length ? hostPermissionsOfGroups(await deps.store.groupsNamed(named), named) : [];
+  guardHostBoundary(actor, host, 'change the login settings while they hand a group that reaches the host to people signing in');
   const { errors } = buildProviders(settings, deps.local, deps.log);
   if (errors.length) {
     const problems = errors.map((e) => ({ field: e.provider, message: e.message }));

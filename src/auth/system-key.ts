@@ -1,4 +1,5 @@
 import type { SecretsStore } from '../iam/secrets.js';
+import { guardHostBoundary, type Actor } from '../iam/policy.js';
 import { safeEqual, sha256 } from './tokens.js';
 
 export const SYSTEM_KEY_NS = 'core/settings';
@@ -47,6 +48,11 @@ export class SystemKey {
   async stamp(): Promise<string | null> {
     const key = await this.current();
     return key ? sha256(key) : null;
+  }
+
+  /** Setting, rotating or clearing the key hands out everything it passes: for trusted actors only. */
+  mayChange(actor: Actor): void {
+    guardHostBoundary(actor, ['the system key'], 'set, rotate or clear the system key');
   }
 
   async set(value: string): Promise<void> {

@@ -110,7 +110,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       const { users } = await ctx.iam();
       const target = await users.find({ username: who });
       await ctx.announceChanges();
-      await users.setPassword(target, password);
+      await users.setPassword(CLI_ACTOR, target, password);
       out(cmd).result({ username: target.username, password_set: true }, `password of ${target.username} set; their web sessions ended`);
     });
 }
@@ -158,12 +158,9 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
         { label: opts.label, scopes: opts.scope, expires_at: expiry(opts.expires) },
         { label: '--label', scopes: '--scope', expires_at: '--expires' },
       );
-      const { users, apiKeys, catalog } = await ctx.iam();
-      requireKnownPermissions('--scope', body.scopes, (p) => isKnownPermission(catalog, p));
+      const { users, keys } = await ctx.iam();
       const target = await users.find({ username: owner });
-      if (target.disabled) throw new DomainError('conflict', `${target.username} is disabled: enable the user first`);
-      const { token, key: row } = await apiKeys.create(target.id, 'key', { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at?.getTime() ?? null });
-      ctx.log.info({ audit: 'api_key_issued', actor: 'cli', user_id: target.id, username: target.username, key_id: row.id, scopes: row.scopes }, 'audit: API key issued');
+      const { token, key: row } = await keys.issue(CLI_ACTOR, target, { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at?.getTime() ?? null }, ctx.log, { scopesField: '--scope' });
       out(cmd).result({ ...publicKey(row), username: target.username, token }, [`issued key ${row.id} for ${target.username}; the token is shown this once:`, token]);
     });
 
@@ -183,11 +180,11 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
     .description('revoke an API key or web session by its id')
     .action(async (id: string, _opts, cmd: Command) => {
       const keyId = check<string>('id', Joi.string().max(128).pattern(/^[A-Za-z0-9-]+$/), id);
-      const { apiKeys } = await ctx.iam();
+      const { apiKeys, users, keys } = await ctx.iam();
       const row = await apiKeys.get(keyId);
       if (!row || row.revokedAt) throw new DomainError('not_found', `no live key ${keyId}`);
       await ctx.announceChanges();
-      await apiKeys.revoke(row.userId, row.id);
+      await keys.revoke(CLI_ACTOR, await users.find({ id: row.userId }), row.id);
       out(cmd).result({ id: row.id, revoked: true }, `revoked ${row.kind} ${row.id}`);
     });
 }

@@ -1,4 +1,5 @@
 import type Router from '@koa/router';
+import type { Context } from 'koa';
 import Joi from 'joi';
 import { ApiRouter } from './api.js';
 import { conflict } from './errors.js';
@@ -26,6 +27,10 @@ export interface SecretRoutesOptions {
   /** what clearing it does, for the API docs */
   clearing: string;
   secret: LockableSecret;
+  /** who may set or clear it beyond the route's permission: throws to refuse (before the body is read) */
+  authorize?: (ctx: Context) => void;
+  /** the answer of that refusal, for the API docs */
+  refusal?: string;
 }
 
 /**
@@ -38,23 +43,25 @@ export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
   const ADMIN = { permission: 'feature:admin.settings' };
   const LOCKED = `the ${o.what} is set by ${o.setting.env} (locked)`;
   const body = Joi.object({ [o.field]: o.setting.rule!.required().description(`the new ${o.what}`) });
-  const unlocked = () => {
+  const unlocked = (ctx: Context) => {
+    o.authorize?.(ctx);
     if (o.secret.lockedByEnv) throw conflict(`the ${o.what} is set by ${o.setting.env} and cannot be changed here`);
   };
+  const refused: Record<number, string> = o.refusal ? { 403: o.refusal } : {};
   api.endpoint(
     { method: 'GET', path: '/', summary: `Is a ${o.what} configured`, auth: ADMIN, responses: { 200: { description: 'never the value itself', schema: Joi.object({ configured: Joi.boolean(), locked: Joi.boolean() }) } } },
     async () => ({ configured: await o.secret.configured(), locked: o.secret.lockedByEnv }),
   );
   // the lock (409) is checked before the body (400): bodyMode manual
-  api.endpoint({ method: 'PUT', path: '/', summary: `Set or rotate the ${o.what}`, auth: ADMIN, body, bodyMode: 'manual', responses: { 204: 'stored encrypted', 409: LOCKED } }, async (ctx) => {
-    unlocked();
+  api.endpoint({ method: 'PUT', path: '/', summary: `Set or rotate the ${o.what}`, auth: ADMIN, body, bodyMode: 'manual', responses: { 204: 'stored encrypted', ...refused, 409: LOCKED } }, async (ctx) => {
+    unlocked(ctx);
     const value = (validate(body, jsonBody(ctx)) as Record<string, string>)[o.field]!;
     await o.secret.set(value);
     ctx.log.info(`${o.what} set`);
     ctx.status = 204;
   });
-  api.endpoint({ method: 'DELETE', path: '/', summary: `Clear the ${o.what} (${o.clearing})`, auth: ADMIN, responses: { 204: 'cleared', 409: LOCKED } }, async (ctx) => {
-    unlocked();
+  api.endpoint({ method: 'DELETE', path: '/', summary: `Clear the ${o.what} (${o.clearing})`, auth: ADMIN, responses: { 204: 'cleared', ...refused, 409: LOCKED } }, async (ctx) => {
+    unlocked(ctx);
     await o.secret.clear();
     ctx.log.info(`${o.what} cleared`);
     ctx.status = 204;

@@ -11,6 +11,7 @@ import { CORE_CATALOG, isKnownPermission, type CatalogEntry } from './permission
 import { RoleLedger } from './ledger.js';
 import { Passwords } from './passwords.js';
 import { UserAdmin } from './users.js';
+import { GroupAdmin } from './groups.js';
 
 export interface PluginAccessEntry {
   id: string;
@@ -37,6 +38,7 @@ export class IamComponent {
   readonly passwords: Passwords;
   readonly ledger: RoleLedger;
   readonly users: UserAdmin;
+  readonly groups: GroupAdmin;
   /**
    * What a new password ends besides the proofs it made (set by the auth area: the user's web
    * sessions but `keep`, the one that set it).
@@ -65,6 +67,7 @@ export class IamComponent {
       isKnownPermission: (p) => this.isKnownPermission(p),
       passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
     });
+    this.groups = new GroupAdmin({ store: this.store, bus, isKnownPermission: (p) => this.isKnownPermission(p) });
     bus.on('plugin:state_changed', ({ plugin_id, state, enabled }) => {
       if (enabled && (state === 'loaded' || state === 'degraded')) this.runningPlugins.add(plugin_id);
       else this.runningPlugins.delete(plugin_id);
@@ -79,7 +82,7 @@ export class IamComponent {
     if (applied.length) log.info({ applied }, 'migrations applied');
     const seeded = await seedIam(db, config, this.passwords);
     for (const id of seeded.passwordChanged) await this.passwordChanged(id, null);
-    if (seeded.changed) bus.emit('iam:permissions_changed', { all: true });
+    if (seeded.changed) bus.emit('iam:permissions_changed', { scope: 'all' });
   }
 
   /**

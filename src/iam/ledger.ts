@@ -2,6 +2,7 @@ import type { PluginRole } from '../client/api-types.js';
 import type { IamStore } from './store.js';
 import type { EventBus } from '../bus/bus.js';
 import { DEFAULT_GROUP_NAMES } from './permissions.js';
+import { reachesHost } from './policy.js';
 
 /** A role a plugin's manifest declares (the API shows it as it is). */
 export type ManifestRole = PluginRole;
@@ -77,11 +78,12 @@ export class RoleLedger {
     }
     for (const g of ['INT_USER', 'INT_ADMIN']) wanted.push({ role: 'baseline', group: g, permission: `plugin:${id}:api:write` });
     for (const role of plugin.roles ?? []) {
-      for (const g of role.auto_map_groups ?? []) for (const p of role.permissions) wanted.push({ role: role.id, group: g, permission: p });
+      // a role grants only its plugin's own ids (src/plugins/manifest.ts); never one that reaches the host
+      for (const g of role.auto_map_groups ?? []) for (const p of role.permissions) if (!reachesHost(p)) wanted.push({ role: role.id, group: g, permission: p });
     }
     const applied: { group: string; permission: string }[] = [];
     for (const w of wanted) if (await this.grantOnce(id, w.role, w.group, w.permission)) applied.push({ group: w.group, permission: w.permission });
-    if (applied.length) this.bus.emit('iam:permissions_changed', { all: true });
+    if (applied.length) this.bus.emit('iam:permissions_changed', { scope: 'all' });
     return applied;
   }
 

@@ -1,8 +1,12 @@
+import { DomainError } from '../errors.js';
+import { CORE_FEATURES, grantsInclude } from './permissions.js';
 import type { Group, User } from './store.js';
 
 /** Who changes the model: what the policies need of an identity. */
 export interface Actor {
   username: string;
+  /** the acting user's id (null: the system key, the CLI, the login mapping) */
+  userId?: string | null;
   isSystem: boolean;
   isSuperadmin: boolean;
 }
@@ -20,9 +24,20 @@ export function reachesHost(permission: string): boolean {
   return permission.startsWith('socket:');
 }
 
-/** Superadmin and bot accounts: their credentials, groups and keys change only by a trusted actor. */
-export function isProtectedAccount(user: Pick<User, 'roles'>): boolean {
-  return user.roles.includes('superadmin') || user.roles.includes('bot');
+/** The roles that make an account trusted (superadmin) or a machine account (bot). */
+export const PROTECTED_ROLES = ['superadmin', 'bot'] as const;
+
+/**
+ * The host boundary, the one rule every writer of users, groups, keys and login settings keeps
+ * (docs/security.md, "Who may hand out the host"): only a trusted actor may make any account,
+ * key or connection gain a permission that reaches the host, or the trusted status itself.
+ * `handsOut` is what the change would hand out (host permissions, `role:superadmin`, `system key`,
+ * or the host access of an account it takes over); empty, the change hands nothing out.
+ */
+export function guardHostBoundary(actor: Actor, handsOut: readonly string[], what: string): void {
+  if (handsOut.length && !isTrusted(actor)) {
+    throw new DomainError('forbidden', `only a superadmin may ${what} (${[...new Set(handsOut)].join(', ')})`);
+  }
 }
 
 /** The host permissions in `after` that `before` did not grant. */
@@ -35,4 +50,42 @@ export function addedHostPermissions(before: Iterable<string>, after: Iterable<s
 export function hostPermissionsOfGroups(groups: readonly Group[], added: readonly string[]): string[] {
   const joining = new Set(added);
   return [...new Set(groups.filter((g) => joining.has(g.name)).flatMap((g) => g.permissions.filter(reachesHost)))];
+}
+
+/**
+ * What an account holds that a takeover would hand out: its protected roles and the host
+ * permissions among its effective ones (`groups`: the account's groups as stored now).
+ */
+export function hostAccessOf(user: Pick<User, 'roles' | 'extraPermissions' | 'groups'>, groups: readonly Group[]): string[] {
+  const roles = user.roles.filter((r) => (PROTECTED_ROLES as readonly string[]).includes(r)).map((r) => `role:${r}`);
+  return [...new Set([...roles, ...user.extraPermissions.filter(reachesHost), ...hostPermissionsOfGroups(groups, user.groups)])];
+}
+
+/** An account with the superadmin or bot role: even taking its access away is for trusted actors. */
+export function hasProtectedRole(user: Pick<User, 'roles'>): boolean {
+  return user.roles.some((r) => (PROTECTED_ROLES as readonly string[]).includes(r));
+}
+
+const ADMIN_FEATURES = CORE_FEATURES.filter((f) => f.startsWith('feature:admin.'));
+
+/**
+ * An account that administers the service or reaches the host: no login may be joined to it
+ * by e-mail alone (an address in a directory is only as trustworthy as whoever can edit it).
+ */
+export function isPrivilegedAccount(user: Pick<User, 'roles' | 'extraPermissions' | 'groups'>, groups: readonly Group[]): boolean {
+  if (hostAccessOf(user, groups).length) return true;
+  const perms = new Set([...user.extraPermissions, ...groups.filter((g) => user.groups.includes(g.name)).flatMap((g) => g.permissions)]);
+  return ADMIN_FEATURES.some((f) => grantsInclude(perms, f));
+}
+
+/** Does a change of a user only take access away (disable, leave groups, drop extra permissions)? */
+export function onlyTakesAway(user: Pick<User, 'groups' | 'extraPermissions'>, change: object): boolean {
+  const subset = (next: unknown, now: readonly string[]) => Array.isArray(next) && next.every((x) => now.includes(x));
+  return Object.entries(change).every(([field, value]) => {
+    if (value === undefined) return true;
+    if (field === 'disabled') return value === true;
+    if (field === 'groups') return subset(value, user.groups);
+    if (field === 'extraPermissions') return subset(value, user.extraPermissions);
+    return false;
+  });
 }

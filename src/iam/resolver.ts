@@ -16,9 +16,9 @@ export class PermissionResolver {
   private readonly cache = new Map<string, { value: ResolvedUser | null; expires: number }>();
 
   constructor(private readonly store: IamStore, private readonly ttlMs: number, bus: EventBus) {
-    bus.on('iam:permissions_changed', (e) => {
-      if (e.all || e.group) this.cache.clear();
-      else if (e.user_id) this.cache.delete(e.user_id);
+    bus.on('iam:permissions_changed', (change) => {
+      if (change.scope === 'user') this.cache.delete(change.user_id);
+      else this.cache.clear();
     });
     // the cached record holds the password hash that Basic and live connections are checked against
     bus.on('iam:password_changed', ({ user_id }) => {

@@ -4,7 +4,17 @@ import type { Logger } from '../log.js';
 import { isUniqueViolation } from '../db/knex.js';
 import { ADMIN_GROUP, requireKnownPermissions } from './permissions.js';
 import type { Passwords } from './passwords.js';
-import { addedHostPermissions, hostPermissionsOfGroups, isProtectedAccount, isTrusted, type Actor } from './policy.js';
+import {
+  addedHostPermissions,
+  guardHostBoundary,
+  hasProtectedRole,
+  hostAccessOf,
+  hostPermissionsOfGroups,
+  isPrivilegedAccount,
+  isTrusted,
+  onlyTakesAway,
+  type Actor,
+} from './policy.js';
 import type { IamStore, User } from './store.js';
 
 /** What a user is created with (already validated in shape: createUserSchema). */
@@ -38,13 +48,20 @@ export interface UserAdminDeps {
   passwordChanged(userId: string, keep: string | null): Promise<void>;
 }
 
+/**
+ * The login chain applying the login settings (default groups, group mappings): whatever those
+ * hand out, a trusted actor configured (src/auth/settings-change.ts), so it acts as one.
+ */
+export const LOGIN_MAPPING_ACTOR: Actor = { username: 'login-mapping', userId: null, isSystem: true, isSuperadmin: false };
+
 const refused = (message: string) => new DomainError('forbidden', message);
 
 /**
- * Creating, changing and deleting users under the rules every caller obeys (the admin API and
- * the CLI alike): groups and permissions must exist, INT_ADMIN keeps an enabled member,
- * protected accounts and host permissions are changed only by a trusted actor, and each host
- * grant is an audit line. Errors are DomainErrors.
+ * The only writer of users: creating, changing and deleting them under the rules every caller
+ * obeys (the admin API, the CLI, the login chain): groups and permissions must exist, INT_ADMIN
+ * keeps an enabled member, and the host boundary of src/iam/policy.ts holds: host permissions
+ * are granted, and accounts that reach the host taken over, only by a trusted actor.
+ * Errors are DomainErrors.
  */
 export class UserAdmin {
   constructor(private readonly deps: UserAdminDeps) {}
@@ -78,14 +95,15 @@ export class UserAdmin {
     }
     // a user created without a password is SSO-only: no local identity until one is set
     if (input.password) await store.linkIdentity(user.id, 'local', user.username);
+    this.changed(user.id);
     audit(user.id, user.username);
     return user;
   }
 
   /** `keepSession`: the web session making the change, which a new password does not end. */
   async update(actor: Actor, user: User, change: UserChange, log: Logger, keepSession: string | null = null): Promise<User> {
-    const { store, passwords, bus } = this.deps;
-    this.guardPrivileged(actor, user);
+    const { store, passwords } = this.deps;
+    await this.guardTakeover(actor, user, change);
     if (change.roles) this.rolesAllowed(actor);
     await this.checkRefs(change);
     const audit = await this.guardHostGrants(actor, user, change, log);
@@ -100,35 +118,77 @@ export class UserAdmin {
       await store.linkIdentity(user.id, 'local', user.username);
       await this.deps.passwordChanged(user.id, keepSession);
     }
-    bus.emit('iam:permissions_changed', { user_id: user.id });
+    this.changed(user.id);
     audit(user.id, user.username);
     return (await store.userById(user.id))!;
   }
 
   async remove(actor: Actor, user: User): Promise<void> {
-    this.guardPrivileged(actor, user);
+    await this.guardTakeover(actor, user);
     await this.guardLastAdmin(user, null);
     await this.deps.store.deleteUser(user.id);
-    this.deps.bus.emit('iam:permissions_changed', { user_id: user.id });
+    this.changed(user.id);
     this.deps.bus.emit('iam:password_changed', { user_id: user.id });
   }
 
-  /** Sets a password (the caller has checked who may: oneself, or guardPrivileged); `keepSession` as in update(). */
-  async setPassword(user: User, password: string, keepSession: string | null = null): Promise<void> {
+  /**
+   * Sets a password: oneself (the caller has checked the current one) or an actor the host
+   * boundary lets take the account over. `keepSession` as in update().
+   */
+  async setPassword(actor: Actor, user: User, password: string, keepSession: string | null = null): Promise<void> {
+    await this.guardTakeover(actor, user);
     await this.deps.store.updateUser(user.id, { hashedPassword: await this.deps.passwords.hash(password) });
     await this.deps.store.linkIdentity(user.id, 'local', user.username);
     await this.deps.passwordChanged(user.id, keepSession);
   }
 
-  /** A superadmin or bot account is changed only by a superadmin, the system key, or (its password) itself. */
-  guardPrivileged(actor: Actor, user: User): void {
-    if (isProtectedAccount(user) && !isTrusted(actor)) {
+  /**
+   * Whether `actor` may act on `user`'s credentials or account (a new password, a key, a
+   * re-enabling, any change but taking access away): oneself and trusted actors always; others
+   * not when the account holds a protected role or reaches the host. `change` omitted: the
+   * action hands the account over (a password, a key, deletion).
+   */
+  async guardTakeover(actor: Actor, user: User, change?: UserChange): Promise<void> {
+    if (isTrusted(actor) || (actor.userId && actor.userId === user.id)) return;
+    if (hasProtectedRole(user)) {
+      throw refused(`only a superadmin may change the ${user.roles.includes('superadmin') ? 'superadmin' : 'bot'} account ${user.username}`);
+    }
+    if (change && onlyTakesAway(user, change)) return;
+    const holds = hostAccessOf(user, await this.deps.store.groupsNamed(user.groups));
+    guardHostBoundary(actor, holds, `take over ${user.username}, whose access reaches the host`);
+  }
+
+  /** A superadmin or bot account: even taking its access away (revoking a key) is for trusted actors. */
+  guardProtectedRole(actor: Actor, user: User): void {
+    if (hasProtectedRole(user) && !isTrusted(actor)) {
       throw refused(`only a superadmin may change the ${user.roles.includes('superadmin') ? 'superadmin' : 'bot'} account ${user.username}`);
     }
   }
 
+  /** Does the account administer the service or reach the host (no login joins it by e-mail)? */
+  async isPrivileged(user: User): Promise<boolean> {
+    return isPrivilegedAccount(user, await this.deps.store.groupsNamed(user.groups));
+  }
+
+  /**
+   * Groups a login provider's mapping decides (every other group the user has stays): the
+   * login chain's write, under the same refs and host rules as every other (LOGIN_MAPPING_ACTOR).
+   */
+  async setGroupsFromLogin(user: User, groups: string[], log: Logger): Promise<void> {
+    await this.checkRefs({ groups });
+    const audit = await this.guardHostGrants(LOGIN_MAPPING_ACTOR, user, { groups }, log);
+    await this.deps.store.updateUser(user.id, { groups });
+    this.changed(user.id);
+    audit(user.id, user.username);
+  }
+
+  /** Every form of iam:permissions_changed about one user comes from here. */
+  private changed(userId: string): void {
+    this.deps.bus.emit('iam:permissions_changed', { scope: 'user', user_id: userId });
+  }
+
   private rolesAllowed(actor: Actor): void {
-    if (!isTrusted(actor)) throw refused('only a superadmin may set roles');
+    guardHostBoundary(actor, isTrusted(actor) ? [] : ['role:superadmin'], 'set roles');
   }
 
   private async checkRefs(change: { groups?: string[]; extraPermissions?: string[] }): Promise<void> {
@@ -163,7 +223,7 @@ export class UserAdmin {
     const viaGroups = joined.length ? hostPermissionsOfGroups(await this.deps.store.groupsNamed(joined), joined) : [];
     const granted = [...new Set([...direct, ...viaGroups])];
     if (granted.length === 0) return () => undefined;
-    if (!isTrusted(actor)) throw refused(`only a superadmin may grant permissions that reach the host (${granted.join(', ')})`);
+    guardHostBoundary(actor, granted, 'grant permissions that reach the host');
     return (userId, username) =>
       log.info({ audit: 'host_permission_granted', actor: actor.username, user_id: userId, username, permissions: granted, groups: joined }, 'audit: host permission granted');
   }

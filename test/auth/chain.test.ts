@@ -26,6 +26,8 @@ describe('provider chain with a real LDAP server (slapd)', function () {
         SERVICE_LDAP_BIND_PASSWORD: slapd.bindPassword,
         SERVICE_LDAP_BASE_DN: slapd.baseDN,
         SERVICE_LDAP_GROUP_MAPPING: JSON.stringify({ [LDAP_GROUPS.admins]: ['INT_ADMIN'], [LDAP_GROUPS.developers]: ['INT_USER'] }),
+        // bob and carol are one person locally and in the directory (off by default)
+        SERVICE_LDAP_LINK_BY_EMAIL: 'true',
       },
     });
     // bob exists locally with the same password as in the directory; carol with a different one

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import request from 'supertest';
 import { startService, adminAuth, basic, SYSTEM_KEY, type TestService } from '../support/service.js';
+import { capturingLogger } from '../sockets/helpers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -18,7 +19,7 @@ describe('credential methods', () => {
   describe('with SERVICE_SYSTEM_API_KEY set', () => {
     let svc: TestService;
     before(async () => {
-      svc = await startService({ env: { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY } });
+      svc = await startService({ env: { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY, SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' } });
     });
     after(async () => svc.destroy());
 
@@ -45,7 +46,7 @@ describe('credential methods', () => {
   describe('with no system key configured', () => {
     let svc: TestService;
     before(async () => {
-      svc = await startService({ env: { SERVICE_SYSTEM_API_KEY: '   ' } });
+      svc = await startService({ env: { SERVICE_SYSTEM_API_KEY: '   ', SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' } });
     });
     after(async () => svc.destroy());
 
@@ -269,5 +270,30 @@ describe('credential methods', () => {
       await request(svc.url).delete('/api/groups/auditors').set('Authorization', adminAuth()).expect(204);
       await request(svc.url).get('/api/users').set('Authorization', a.auth).expect(403);
     });
+  });
+});
+
+describe('the current password, given to change one\'s own', function () {
+  let svc: TestService;
+  const logs = capturingLogger('info');
+  before(async () => {
+    svc = await startService({ logger: logs.logger });
+  });
+  after(async () => svc?.destroy());
+
+  it('is a guess like a login: five wrong ones lock the pair (429), each a login_failed line', async () => {
+    const u = await makeUser(svc, 'guessed', ['INT_VIEWER']);
+    const token = (await request(svc.url).post('/api/auth/login').send({ username: u.username, password: u.password }).expect(200)).body.token;
+    const change = (current: string) => request(svc.url).post(`/api/users/${u.id}/password`).set('Authorization', `Bearer ${token}`).send({ new_password: 'a-new-password-1', current_password: current });
+    for (let i = 0; i < 5; i++) expect((await change(`wrong-guess-${i}`)).status).to.equal(400);
+    const locked = await change(u.password).expect(429);
+    expect(locked.headers['retry-after']).to.match(/^\d+$/);
+    expect(locked.body.error.code).to.equal('rate_limited');
+    // the password did not change, and the same lockout holds for a login from this address
+    await request(svc.url).post('/api/auth/login').send({ username: u.username, password: u.password }).expect(429);
+    const lines = logs.lines.map((l) => JSON.parse(l)).filter((l) => l.event === 'login_failed' && l.via === 'password_change');
+    expect(lines.map((l) => l.reason)).to.deep.equal([...Array(5).fill('invalid_credentials'), 'locked_out']);
+    expect(lines[0]).to.include({ username: 'guessed', provider: 'local' });
+    expect(logs.text()).not.to.include('wrong-guess-');
   });
 });

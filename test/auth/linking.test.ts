@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import request from 'supertest';
-import { startService, type TestService } from '../support/service.js';
+import { adminAuth, startService, type TestService } from '../support/service.js';
 import { LDAP_GROUPS, LDAP_PEOPLE, startSlapd, type Slapd } from '../support/slapd.js';
 import { followToCallback, startIdp, type RunningIdp } from '../support/oidc-idp.js';
 import { createUser, getUser, ORIGIN, patchAuthSettings } from './helpers.js';
@@ -24,6 +24,8 @@ describe('identity linking across local, LDAP and OIDC (real slapd and IdP)', fu
           'idp-alice': { email: LDAP_PEOPLE.alice.mail, email_verified: true, preferred_username: 'alice.l', groups: ['idp-staff'] },
           // same address but unverified: must not join alice
           'idp-eve': { email: LDAP_PEOPLE.alice.mail, email_verified: false, preferred_username: 'alice' },
+          // the verified address of a local administrator: must never join that account
+          'idp-mallory': { email: 'ops-lead@example.org', email_verified: true, preferred_username: 'ops-lead' },
         },
       }),
     ]);
@@ -34,11 +36,13 @@ describe('identity linking across local, LDAP and OIDC (real slapd and IdP)', fu
       ldap_bind_dn: slapd.bindDN,
       ldap_bind_password: slapd.bindPassword,
       ldap_base_dn: slapd.baseDN,
-      ldap_group_mapping: { [LDAP_GROUPS.admins]: 'INT_ADMIN' },
+      // joining by e-mail is off for LDAP unless turned on (and never onto an administrator)
+      ldap_link_by_email: true,
+      ldap_group_mapping: { [LDAP_GROUPS.admins]: 'INT_USER' },
       oidc_issuer: idp.issuer,
       oidc_client_id: CLIENT_ID,
       oidc_client_secret: CLIENT_SECRET,
-      oidc_group_mapping: { 'idp-staff': ['INT_USER'] },
+      oidc_group_mapping: { 'idp-staff': ['INT_VIEWER'] },
     }).expect(200);
   });
 
@@ -73,8 +77,8 @@ describe('identity linking across local, LDAP and OIDC (real slapd and IdP)', fu
       { provider: 'oidc', provider_user_id: 'idp-alice' },
     ]);
     // each provider's mapping added its group; nothing else was taken away
-    expect(user.groups).to.have.members(['INT_ADMIN', 'INT_USER']);
-    const all = await request(svc.url).get('/api/users').set('Authorization', `Bearer ${local.body.token}`).expect(200);
+    expect(user.groups).to.have.members(['INT_USER', 'INT_VIEWER']);
+    const all = await request(svc.url).get('/api/users').set('Authorization', adminAuth()).expect(200);
     expect(all.body.users.filter((u: any) => u.username.startsWith('alice'))).to.have.length(1);
   });
 
@@ -85,6 +89,28 @@ describe('identity linking across local, LDAP and OIDC (real slapd and IdP)', fu
     expect(eve.email).to.equal(null);
     expect(eve.identities).to.deep.equal([{ provider: 'oidc', provider_user_id: 'idp-eve' }]);
     expect(eve.groups).to.deep.equal(['INT_VIEWER']);
+  });
+
+  it('never joins a login to an administrator by e-mail, and joins LDAP logins by e-mail only when turned on', async function () {
+    // a directory or IdP address is only as trustworthy as whoever edits it: an administrator's
+    // address at the IdP or in the directory gets a separate account, never the administrator's
+    const leadId = await createUser(svc.url, { username: 'ops-lead', password: 'ops-lead-password', email: 'ops-lead@example.org', groups: ['INT_ADMIN'] });
+    const malloryId = await oidcLogin('idp-mallory');
+    expect(malloryId).not.to.equal(leadId);
+    const mallory = await getUser(svc.url, malloryId);
+    expect(mallory.groups).to.deep.equal(['INT_VIEWER']);
+    const carolAdmin = await createUser(svc.url, { username: 'carol-admin', password: 'carol-admin-password', email: LDAP_PEOPLE.carol.mail, groups: ['INT_VIEWER', 'INT_ADMIN'] });
+    const carol = await request(svc.url).post('/api/auth/login').send({ username: 'carol', password: LDAP_PEOPLE.carol.password }).expect(200);
+    expect(carol.body.user.id).not.to.equal(carolAdmin);
+    expect((await getUser(svc.url, carolAdmin)).identities).to.deep.equal([{ provider: 'local', provider_user_id: 'carol-admin' }]);
+    expect((await getUser(svc.url, leadId)).identities).to.deep.equal([{ provider: 'local', provider_user_id: 'ops-lead' }]);
+
+    // LDAP with e-mail linking off (the default): bob's directory login does not join bobby
+    await patchAuthSettings(svc.url, { ldap_link_by_email: null }).expect(200);
+    const bobby = await createUser(svc.url, { username: 'bobby', password: 'bobby-local-password', email: LDAP_PEOPLE.bob.mail, groups: ['INT_VIEWER'] });
+    const bob = await request(svc.url).post('/api/auth/login').send({ username: 'bob', password: LDAP_PEOPLE.bob.password }).expect(200);
+    expect(bob.body.user.id).not.to.equal(bobby);
+    expect(bob.body.user.username).to.equal('bob');
   });
 
   it('makes usable usernames out of whatever a provider calls someone', function () {

@@ -88,9 +88,13 @@ describe('auth settings API and plugin providers', function () {
         { ldap_url: trapUrl, ldap_bind_password: '********', auth_providers: 'ldap,local' },
         { ldap_url: trapUrl, auth_providers: 'ldap,local' },
         { ldap_bind_dn: 'cn=attacker,dc=evil,dc=test', ldap_bind_password: '********' },
+        // turning certificate checks off would hand the password to whoever sits on the network
+        { ldap_tls_verify: false },
+        { ldap_tls_verify: false, ldap_bind_password: '********' },
       ]) {
         const res = await patchAuthSettings(svc.url, patch).expect(400);
-        expect(res.body.error.details, JSON.stringify(patch)).to.deep.equal([{ field: 'ldap_bind_password', message: `must be entered again when ${'ldap_url' in patch ? 'ldap_url' : 'ldap_bind_dn'} changes` }]);
+        const moved = Object.keys(patch).find((f) => ['ldap_url', 'ldap_bind_dn', 'ldap_tls_verify'].includes(f));
+        expect(res.body.error.details, JSON.stringify(patch)).to.deep.equal([{ field: 'ldap_bind_password', message: `must be entered again when ${moved} changes` }]);
       }
       // nothing changed: a login does not reach the trap
       await request(svc.url).post('/api/auth/login').send({ username: 'someone', password: 'whatever-it-is' }).expect(401);

@@ -15,7 +15,7 @@ describe('ws gateway: live connections end with their credential', function () {
 
   before(async () => {
     // the periodic sweep is far away: only the change itself may close the connections in time
-    svc = await startService({ env: { SERVICE_SYSTEM_API_KEY: '' } });
+    svc = await startService({ env: { SERVICE_SYSTEM_API_KEY: '', SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' } });
     svc.service.gateway.gateway.options.revalidateMs = 600_000;
     await api(svc).put('/api/settings/system-api-key').set(ADMIN_SETTINGS).send({ key: SYSTEM_KEY }).expect(204);
   });

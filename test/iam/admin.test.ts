@@ -37,7 +37,7 @@ describe('IAM model and admin API', () => {
     const u = (await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'sneaky', password: 'sneaky-password', groups: ['INT_VIEWER'] }).expect(201)).body;
     // even a role string that names a group grants nothing
     await svc.service.db('users').where({ id: u.id }).update({ roles: JSON.stringify(['INT_ADMIN']) });
-    svc.service.bus.emit('iam:permissions_changed', { user_id: u.id });
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: u.id });
     const access = (await request(svc.url).get('/api/me/access').set('Authorization', basic('sneaky', 'sneaky-password')).expect(200)).body;
     expect(access.permissions).to.deep.equal(['api:read', 'feature:dashboard.view']);
   });
@@ -85,7 +85,7 @@ describe('IAM model and admin API', () => {
     // the root account, made through the database as an operator would with the system key
     const root = (await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'root1', password: 'root1-password', groups: ['INT_VIEWER'] }).expect(201)).body;
     await svc.service.db('users').where({ id: root.id }).update({ roles: JSON.stringify(['superadmin']) });
-    svc.service.bus.emit('iam:permissions_changed', { user_id: root.id });
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: root.id });
     await request(svc.url).patch(`/api/users/${root.id}`).set('Authorization', admin()).send({ password: 'taken-over-password' }).expect(403);
     await request(svc.url).post(`/api/users/${root.id}/password`).set('Authorization', admin()).send({ new_password: 'taken-over-password' }).expect(403);
     await request(svc.url).delete(`/api/users/${root.id}`).set('Authorization', admin()).expect(403);

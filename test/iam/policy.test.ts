@@ -51,9 +51,12 @@ describe('IAM policy: host permissions and protected accounts', () => {
 
   it('a plain administrator still manages everything else, and may take host permissions away', async () => {
     const u = (await request(svc.url).post('/api/users').set('X-API-Key', SYSTEM_KEY).send({ username: 'runner-op', password: 'runner-op-password', groups: ['INT_VIEWER', 'runners'] }).expect(201)).body;
-    await request(svc.url).patch(`/api/users/${u.id}`).set('Authorization', plain).send({ display_name: 'Runner operator', extra_permissions: ['feature:notifications.send'] }).expect(200);
+    // while the account reaches the host, only taking access away is open to a plain administrator
+    await request(svc.url).patch(`/api/users/${u.id}`).set('Authorization', plain).send({ display_name: 'Runner operator', extra_permissions: ['feature:notifications.send'] }).expect(403);
     await request(svc.url).patch(`/api/users/${u.id}`).set('Authorization', plain).send({ groups: ['INT_VIEWER'] }).expect(200);
     expect(await access(basic('runner-op', 'runner-op-password'))).not.to.include('socket:container:spawn');
+    // then it is an ordinary account again
+    await request(svc.url).patch(`/api/users/${u.id}`).set('Authorization', plain).send({ display_name: 'Runner operator', extra_permissions: ['feature:notifications.send'] }).expect(200);
   });
 
   it('a superadmin or the system key grants them, and each grant is an audit line', async () => {

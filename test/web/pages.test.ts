@@ -70,8 +70,15 @@ describe('web pages: access, headers, assets', function () {
     expect(userDash.text).not.to.include('data-send-form');
     const viewerDash = await request(svc.url).get('/').set('Authorization', basic(viewer.username, viewer.password)).expect(200);
     expect(viewerDash.text).not.to.include('status-title');
+    // the system key hands out the host: its panel is for superadmins (and the system key) only
     const adminSettings = await request(svc.url).get('/settings').set('Authorization', adminAuth()).expect(200);
-    expect(adminSettings.text).to.include('data-system-key').and.include('data-auth-settings').and.include('data-webhook-secret');
+    expect(adminSettings.text).to.include('data-auth-settings').and.include('data-webhook-secret');
+    expect(adminSettings.text).not.to.include('data-system-key');
+    const root = (await request(svc.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'root-pages', password: 'root-pages-password', groups: ['INT_ADMIN'] }).expect(201)).body;
+    await svc.service.db('users').where({ id: root.id }).update({ roles: JSON.stringify(['superadmin']) });
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: root.id });
+    const rootSettings = await request(svc.url).get('/settings').set('Authorization', basic('root-pages', 'root-pages-password')).expect(200);
+    expect(rootSettings.text).to.include('data-system-key').and.include('data-auth-settings').and.include('data-webhook-secret');
     const viewerSettings = await request(svc.url).get('/settings').set('Authorization', basic(viewer.username, viewer.password)).expect(200);
     expect(viewerSettings.text).not.to.include('data-system-key');
     expect(viewerSettings.text).to.include('data-key-form');

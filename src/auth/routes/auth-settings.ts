@@ -8,6 +8,7 @@ import { ApiRouter } from '../../http/api.js';
 import { patchSchema } from '../settings.js';
 import { changeAuthSettings } from '../settings-change.js';
 import { noStore } from '../sessions.js';
+import { identity } from '../guards.js';
 
 /** GET|PATCH /api/settings/auth: the login providers' settings, and the chain they build. */
 export function authSettingsRoutes(auth: AuthComponent): Router {
@@ -46,19 +47,19 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
       path: '/api/settings/auth',
       tag: 'settings',
       summary: 'Change authentication provider settings (rebuilds the provider chain)',
-      description: 'null removes a stored value; a secret sent back as its mask keeps its value. An env-set field is 409.',
+      description: 'null removes a stored value; a secret sent back as its mask keeps its value. An env-set field is 409. While the default groups or a group mapping name a group that reaches the host (before or after the change), only a superadmin changes these settings (403).',
       auth: ADMIN,
       body: patchSchema,
       // 409 for a locked field comes before validation of its value
       bodyMode: 'manual',
-      responses: { 200: { description: 'the new settings', schema: settingsResponse }, 409: 'a field is set in the environment' },
+      responses: { 200: { description: 'the new settings', schema: settingsResponse }, 403: 'hands out host access', 409: 'a field is set in the environment' },
     },
     async (ctx) => {
       noStore(ctx);
       const body = jsonBody(ctx);
       if (body && typeof body === 'object' && !Array.isArray(body)) auth.authSettings.assertUnlocked(Object.keys(body));
       const patch = validate(patchSchema, body) as Record<string, unknown>;
-      const changes = await changeAuthSettings({ settings: auth.authSettings, store: auth.iam.store, local: auth.local, log: ctx.log }, patch);
+      const changes = await changeAuthSettings({ settings: auth.authSettings, store: auth.iam.store, local: auth.local, log: ctx.log }, identity(ctx), patch);
       auth.rebuildChain();
       // every other instance rebuilds its chain too
       auth.iam.bus.emit('auth:settings_changed', {});

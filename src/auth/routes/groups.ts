@@ -1,13 +1,7 @@
 import type Router from '@koa/router';
 import type { IamComponent } from '../../iam/component.js';
-import type { EventBus } from '../../bus/bus.js';
 import { ApiRouter } from '../../http/api.js';
-import type { Context } from 'koa';
 import { identity } from '../guards.js';
-import { conflict, forbiddenBecause, notFound } from '../../http/errors.js';
-import { addedHostPermissions, isTrusted } from '../../iam/policy.js';
-import { isUniqueViolation } from '../../db/knex.js';
-import { DEFAULT_GROUP_NAMES, requireKnownPermissions } from '../../iam/permissions.js';
 import { createGroupSchema, GROUP_NAME, patchGroupSchema } from '../../iam/schemas.js';
 import type { Group } from '../../iam/store.js';
 import Joi from 'joi';
@@ -25,7 +19,7 @@ const catalogView = Joi.object({
   permissions: Joi.array().items(Joi.object({ id: Joi.string(), description: Joi.string(), plugin: Joi.string() })),
 });
 
-export function groupRoutes(iam: IamComponent, bus: EventBus): Router {
+export function groupRoutes(iam: IamComponent): Router {
   const api = new ApiRouter({ tag: 'groups' });
   const ADMIN = { permission: 'feature:admin.groups' };
 
@@ -36,22 +30,7 @@ export function groupRoutes(iam: IamComponent, bus: EventBus): Router {
     members: (await iam.store.membersOf(g.name)).map((u) => u.username),
   });
 
-  const load = async (name: string) => {
-    const g = await iam.store.group(name);
-    if (!g) throw notFound('group');
-    return g;
-  };
-
-  const checkPermissions = (perms: string[] | undefined) => requireKnownPermissions('permissions', perms, (p) => iam.isKnownPermission(p));
-
-  /** Host permissions added to a group: a superadmin's grant only, logged as an audit line. */
-  const guardHostGrants = (ctx: Context, before: string[], after: string[] | undefined) => {
-    const granted = after ? addedHostPermissions(before, after) : [];
-    if (granted.length === 0) return () => undefined;
-    const actor = identity(ctx);
-    if (!isTrusted(actor)) throw forbiddenBecause(`only a superadmin may grant permissions that reach the host (${granted.join(', ')})`);
-    return (group: string) => ctx.log.info({ audit: 'host_permission_granted', actor: actor.username, group, permissions: granted }, 'audit: host permission granted');
-  };
+  const groups = iam.groups;
 
   api.endpoint(
     { method: 'GET', path: '/api/permissions', summary: 'The permission catalog (core and plugin-declared ids)', auth: 'identity', responses: { 200: { description: 'the catalog', schema: catalogView } } },
@@ -64,25 +43,17 @@ export function groupRoutes(iam: IamComponent, bus: EventBus): Router {
   );
 
   api.endpoint(
-    { method: 'POST', path: '/api/groups', summary: 'Create a group', auth: ADMIN, body: createGroupSchema, responses: { 201: { description: 'the group', schema: groupView }, 409: 'the name is taken' } },
+    { method: 'POST', path: '/api/groups', summary: 'Create a group', auth: ADMIN, body: createGroupSchema, responses: { 201: { description: 'the group', schema: groupView }, 403: 'a permission that reaches the host, from a plain administrator', 409: 'the name is taken' } },
     async (ctx, { body }) => {
-      checkPermissions(body.permissions);
-      const audit = guardHostGrants(ctx, [], body.permissions);
-      try {
-        const g = await iam.store.createGroup(body);
-        audit(g.name);
-        ctx.status = 201;
-        return await view(g);
-      } catch (err) {
-        if (isUniqueViolation(err)) throw conflict(`group ${body.name} exists`);
-        throw err;
-      }
+      const g = await groups.create(identity(ctx), body, ctx.log);
+      ctx.status = 201;
+      return view(g);
     },
   );
 
   api.endpoint(
     { method: 'GET', path: '/api/groups/:name', summary: 'One group', auth: ADMIN, params: nameParams, responses: { 200: { description: 'the group', schema: groupView }, 404: 'no such group' } },
-    async (_ctx, { params }) => view(await load(params.name)),
+    async (_ctx, { params }) => view(await groups.find(params.name)),
   );
 
   api.endpoint(
@@ -90,42 +61,19 @@ export function groupRoutes(iam: IamComponent, bus: EventBus): Router {
       method: 'PATCH',
       path: '/api/groups/:name',
       summary: 'Change a group (rename, description, permissions)',
-      description: 'Renaming updates every member. Built-in groups cannot be renamed.',
+      description: 'Renaming updates every member. Built-in groups cannot be renamed. Adding a permission that reaches the host, or renaming a group that holds one, is for a superadmin.',
       auth: ADMIN,
       params: nameParams,
       body: patchGroupSchema,
-      responses: { 200: { description: 'the group', schema: groupView }, 404: 'no such group', 409: 'built-in group or name taken' },
+      responses: { 200: { description: 'the group', schema: groupView }, 403: 'hands out host access', 404: 'no such group', 409: 'built-in group or name taken' },
     },
-    async (ctx, { params, body }) => {
-      const g = await load(params.name);
-      checkPermissions(body.permissions);
-      const audit = guardHostGrants(ctx, g.permissions, body.permissions);
-      let name = g.name;
-      if (body.name && body.name !== g.name) {
-        if (DEFAULT_GROUP_NAMES.includes(g.name)) throw conflict(`built-in group ${g.name} cannot be renamed`);
-        if (await iam.store.group(body.name)) throw conflict(`group ${body.name} exists`);
-        try {
-          await iam.store.renameOrDeleteGroup(g.name, body.name);
-        } catch (err) {
-          if (isUniqueViolation(err)) throw conflict(`group ${body.name} exists`);
-          throw err;
-        }
-        name = body.name;
-      }
-      await iam.store.updateGroup(name, { description: body.description, permissions: body.permissions });
-      bus.emit('iam:permissions_changed', { group: name });
-      audit(name);
-      return view((await iam.store.group(name))!);
-    },
+    async (ctx, { params, body }) => view(await groups.update(identity(ctx), await groups.find(params.name), body, ctx.log)),
   );
 
   api.endpoint(
     { method: 'DELETE', path: '/api/groups/:name', summary: 'Delete a group (removed from every member)', auth: ADMIN, params: nameParams, responses: { 204: 'deleted', 404: 'no such group', 409: 'built-in group' } },
     async (ctx, { params }) => {
-      const g = await load(params.name);
-      if (DEFAULT_GROUP_NAMES.includes(g.name)) throw conflict(`built-in group ${g.name} cannot be deleted`);
-      await iam.store.renameOrDeleteGroup(g.name, null);
-      bus.emit('iam:permissions_changed', { group: g.name });
+      await groups.remove(identity(ctx), await groups.find(params.name));
       ctx.status = 204;
     },
   );

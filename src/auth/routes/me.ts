@@ -5,9 +5,9 @@ import type { Context } from 'koa';
 import { identity } from '../guards.js';
 import { publicKey, publicKeySchema } from '../api-keys.js';
 import { ApiRouter } from '../../http/api.js';
-import { badField, forbiddenBecause, notFound } from '../../http/errors.js';
+import { forbiddenBecause, notFound } from '../../http/errors.js';
 import { sendJson } from '../../http/body.js';
-import { expandGrants, requireKnownPermissions } from '../../iam/permissions.js';
+import { expandGrants } from '../../iam/permissions.js';
 import { createKeySchema } from '../../iam/schemas.js';
 import type { ApiIdentity } from '../identity.js';
 
@@ -132,18 +132,9 @@ export function meRoutes(auth: AuthComponent): Router {
     },
     async (ctx, { body }) => {
       const id = ownerOf(ctx);
-      requireKnownPermissions('scopes', body.scopes, (p) => auth.iam.isKnownPermission(p));
-      // a scoped key cannot mint a broader one
-      if (id.keyScopes) {
-        if (!body.scopes?.length) throw badField('scopes', 'a scoped key can only create keys with scopes within its own');
-        const outside = body.scopes.filter((s: string) => !id.allows(s));
-        if (outside.length) throw badField('scopes', `outside this key's scopes: ${outside.join(', ')}`);
-      }
-      const { token, key } = await auth.apiKeys.create(id.userId!, 'key', {
-        label: body.label,
-        scopes: body.scopes ?? null,
-        expiresAt: body.expires_at ? body.expires_at.getTime() : null,
-      });
+      const owner = await auth.iam.users.find({ id: id.userId! });
+      // a scoped key cannot mint a broader one (issuedWith)
+      const { token, key } = await auth.keys.issue(id, owner, { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at ? body.expires_at.getTime() : null }, ctx.log, { issuedWith: id });
       ctx.status = 201;
       return { ...publicKey(key), token };
     },
@@ -155,7 +146,7 @@ export function meRoutes(auth: AuthComponent): Router {
       const id = ownerOf(ctx);
       // a scoped key may revoke itself, not its owner's other keys and sessions
       if (id.keyScopes && params.id !== id.credentialId) throw forbiddenBecause('a scoped API key can only revoke itself');
-      if (!(await auth.apiKeys.revoke(id.userId!, params.id))) throw notFound('key');
+      if (!(await auth.keys.revoke(id, await auth.iam.users.find({ id: id.userId! }), params.id))) throw notFound('key');
       ctx.status = 204;
     },
   );

@@ -5,6 +5,7 @@ import type { AuthComponent } from '../component.js';
 import { identity } from '../guards.js';
 import { ApiRouter } from '../../http/api.js';
 import { publicKey, publicKeySchema } from '../api-keys.js';
+import { verifyCurrentPassword } from '../reauth.js';
 import { jsonBody } from '../../http/body.js';
 import { validate } from '../../http/validate.js';
 import { badField, forbidden, forbiddenBecause, notFound } from '../../http/errors.js';
@@ -80,11 +81,11 @@ export function userRoutes(auth: AuthComponent): Router {
       method: 'PATCH',
       path: '/:id',
       summary: 'Change a user (groups, extra permissions, profile, disabled, password)',
-      description: 'The last enabled member of INT_ADMIN cannot leave it or be disabled (409).',
+      description: 'The last enabled member of INT_ADMIN cannot leave it or be disabled (409). An account that reaches the host (or a superadmin or bot account) is changed only by itself or a superadmin, but for taking access away (disabling, leaving groups, dropping permissions).',
       auth: ADMIN,
       params: idParams,
       body: patchUserSchema,
-      responses: { 200: { description: 'the user', schema: userView }, 404: 'no such user', 409: 'last administrator' },
+      responses: { 200: { description: 'the user', schema: userView }, 403: 'the change hands out host access', 404: 'no such user', 409: 'last administrator' },
     },
     async (ctx, { params, body }) => {
       const updated = await users.update(identity(ctx), await load(params.id), userFieldsOf(body), ctx.log, sessionOf(ctx, params.id));
@@ -106,29 +107,27 @@ export function userRoutes(auth: AuthComponent): Router {
       method: 'POST',
       path: '/:id/password',
       summary: 'Set a password',
-      description: `Oneself (with \`current_password\`) or a caller holding \`${ADMIN_USERS}\`.`,
+      description: `Oneself (with \`current_password\`, counted like a login attempt) or a caller holding \`${ADMIN_USERS}\` (a superadmin for an account that reaches the host).`,
       auth: 'identity',
       params: idParams,
       body: passwordSchema,
       bodyMode: 'manual',
-      responses: { 204: 'changed', 403: `neither oneself nor ${ADMIN_USERS}`, 404: 'no such user' },
+      responses: { 204: 'changed', 403: `neither oneself nor ${ADMIN_USERS}`, 404: 'no such user', 429: 'too many wrong current passwords' },
     },
     async (ctx, { params }) => {
       const id = identity(ctx);
       const user = await load(params.id);
       const self = id.userId === user.id;
       if (!self && !id.allows(ADMIN_USERS)) throw forbidden(ADMIN_USERS);
-      if (!self) users.guardPrivileged(id, user);
+      if (!self) await users.guardTakeover(id, user);
       // a narrowly scoped key must not be able to take over its owner's account
       if (id.keyScopes) throw forbiddenBecause('a scoped API key cannot change passwords');
       const body = validate(passwordSchema, jsonBody(ctx));
       if (self) {
         if (!body.current_password) throw badField('current_password', 'is required to change your own password');
-        if (!(await auth.iam.passwords.verify(body.current_password, user.hashedPassword))) {
-          throw badField('current_password', 'is not correct');
-        }
+        await verifyCurrentPassword(auth, ctx, user, body.current_password);
       }
-      await users.setPassword(user, body.new_password, sessionOf(ctx, user.id));
+      await users.setPassword(id, user, body.new_password, sessionOf(ctx, user.id));
       ctx.status = 204;
     },
   );
@@ -147,8 +146,7 @@ export function userRoutes(auth: AuthComponent): Router {
     { method: 'DELETE', path: '/:id/api-keys/:keyId', summary: "Revoke a user's API key or session", auth: ADMIN, params: keyParams, responses: { 204: 'revoked', 404: 'no such user or key' } },
     async (ctx, { params }) => {
       const user = await load(params.id);
-      users.guardPrivileged(identity(ctx), user);
-      if (!(await auth.apiKeys.revoke(user.id, params.keyId))) throw notFound('key');
+      if (!(await auth.keys.revoke(identity(ctx), user, params.keyId))) throw notFound('key');
       ctx.status = 204;
     },
   );

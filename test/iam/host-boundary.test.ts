@@ -1,0 +1,197 @@
+import { expect } from 'chai';
+import request from 'supertest';
+import { startService, adminAuth, basic, testEnv, SYSTEM_KEY, type TestService } from '../support/service.js';
+import { capturingLogger } from '../sockets/helpers.js';
+import { cli } from '../cli/helpers.js';
+import { DomainError } from '../../src/errors.js';
+import { WsClient, sleep } from '../gateway/helpers.js';
+
+/**
+ * The host boundary (docs/security.md, "Who may hand out the host"): only a trusted actor (the
+ * system key, a superadmin) makes any account, key or connection gain a permission that reaches
+ * the host, or trust itself. Every path that changes a permission, a group, a membership, a
+ * credential or a login mapping is walked as a plain administrator (INT_ADMIN, no superadmin
+ * role) and must answer 403 where it would hand out host access, changing nothing; the same
+ * paths stay open to trusted actors and the CLI, and taking access away stays open to all
+ * administrators.
+ */
+describe('IAM host boundary: every path, as a plain administrator', function () {
+  this.timeout(60_000);
+  let svc: TestService;
+  const logs = capturingLogger('info');
+  const superadmin = () => adminAuth(); // SERVICE_ADMIN_FORCE_SUPERADMIN below
+  const plain = basic('plainadmin', 'plainadmin-password');
+  const ids: Record<string, string> = {};
+  const api = () => request(svc.url);
+  const sys = { 'X-API-Key': SYSTEM_KEY };
+
+  before(async () => {
+    svc = await startService({ logger: logs.logger, env: { SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' } });
+    // the system key through the API (a key set in the environment would be locked)
+    await api().put('/api/settings/system-api-key').set('Authorization', superadmin()).send({ key: SYSTEM_KEY }).expect(204);
+    ids.plain = (await api().post('/api/users').set(sys).send({ username: 'plainadmin', password: 'plainadmin-password', groups: ['INT_ADMIN'] }).expect(201)).body.id;
+    await api().post('/api/groups').set(sys).send({ name: 'runners', permissions: ['socket:container:spawn'] }).expect(201);
+    ids.operator = (await api().post('/api/users').set(sys).send({ username: 'operator', password: 'operator-password', email: 'operator@example.org', groups: ['INT_VIEWER', 'runners'] }).expect(201)).body.id;
+    ids.sleeper = (await api().post('/api/users').set(sys).send({ username: 'sleeper', password: 'sleeper-password', extra_permissions: ['socket:mounts:repair'] }).expect(201)).body.id;
+    await api().patch(`/api/users/${ids.sleeper}`).set(sys).send({ disabled: true }).expect(200);
+    const users = (await api().get('/api/users').set(sys).expect(200)).body.users as Array<{ id: string; username: string }>;
+    ids.bot = users.find((u) => u.username === 'bot')!.id;
+    ids.admin = users.find((u) => u.username === 'admin')!.id;
+  });
+  after(async () => svc?.destroy());
+
+  type Row = [what: string, method: 'post' | 'patch' | 'put' | 'delete', path: () => string, body: Record<string, unknown>];
+
+  const PASSWORD = 'taken-over-password';
+  /** Each hands out host access (or trust): 403 for a plain administrator. */
+  const handsOutHost: Row[] = [
+    ['create a user with a host permission', 'post', () => '/api/users', { username: 'acc1', password: PASSWORD, extra_permissions: ['socket:container:spawn'] }],
+    ['create a user with the socket wildcard', 'post', () => '/api/users', { username: 'acc2', password: PASSWORD, extra_permissions: ['socket:*'] }],
+    ['create a user in a group that reaches the host', 'post', () => '/api/users', { username: 'acc3', password: PASSWORD, groups: ['runners'] }],
+    ['create a superadmin', 'post', () => '/api/users', { username: 'acc4', password: PASSWORD, roles: ['superadmin'] }],
+    ['give oneself a host permission', 'patch', () => `/api/users/${ids.plain}`, { extra_permissions: ['socket:mounts:repair'] }],
+    ['join a group that reaches the host', 'patch', () => `/api/users/${ids.plain}`, { groups: ['INT_ADMIN', 'runners'] }],
+    ['make oneself a superadmin', 'patch', () => `/api/users/${ids.plain}`, { roles: ['superadmin'] }],
+    ['set the password of an account that reaches the host', 'patch', () => `/api/users/${ids.operator}`, { password: PASSWORD }],
+    ['set it through the password route', 'post', () => `/api/users/${ids.operator}/password`, { new_password: PASSWORD }],
+    ['change its e-mail (a login mapping)', 'patch', () => `/api/users/${ids.operator}`, { email: 'attacker@example.org' }],
+    ['change its profile and permissions together', 'patch', () => `/api/users/${ids.operator}`, { display_name: 'x', groups: ['INT_VIEWER'] }],
+    ['re-enable a disabled account that reaches the host', 'patch', () => `/api/users/${ids.sleeper}`, { disabled: false }],
+    ['delete an account that reaches the host', 'delete', () => `/api/users/${ids.operator}`, {}],
+    ["set the bot's password", 'post', () => `/api/users/${ids.bot}/password`, { new_password: PASSWORD }],
+    ["change a superadmin's groups", 'patch', () => `/api/users/${ids.admin}`, { groups: ['INT_ADMIN', 'INT_USER'] }],
+    ['create a group with a host permission', 'post', () => '/api/groups', { name: 'escalate', permissions: ['socket:container:cleanup'] }],
+    ['add a host permission to a built-in group', 'patch', () => '/api/groups/INT_VIEWER', { permissions: ['feature:dashboard.view', 'api:read', 'socket:container:spawn'] }],
+    ['rename a group that reaches the host (onto a name a mapping points at)', 'patch', () => '/api/groups/runners', { name: 'directory-ops' }],
+    ['hand a host group to every new SSO user', 'patch', () => '/api/settings/auth', { sso_default_groups: ['INT_VIEWER', 'runners'] }],
+    ['map an LDAP group onto a host group', 'patch', () => '/api/settings/auth', { ldap_group_mapping: { 'cn=ops,dc=example,dc=org': ['runners'] } }],
+    ['map an OIDC claim onto a host group', 'patch', () => '/api/settings/auth', { oidc_group_mapping: { staff: ['runners'] } }],
+    ['set the system key', 'put', () => '/api/settings/system-api-key', { key: 'attacker-chosen-system-key-0123456789abcdef' }],
+    ['clear the system key', 'delete', () => '/api/settings/system-api-key', {}],
+  ];
+
+  it('answers 403 to each path that would hand out host access, and changes nothing', async () => {
+    const before = logs.lines.length;
+    for (const [what, method, path, body] of handsOutHost) {
+      const res = await (api() as any)[method](path()).set('Authorization', plain).send(body);
+      expect(res.status, `${what}: ${JSON.stringify(res.body)}`).to.equal(403);
+      expect(res.body.error.code, what).to.equal('forbidden');
+      expect(res.body.error.message, what).to.match(/only a superadmin may/);
+    }
+    // nothing was handed out
+    const access = (await api().get('/api/me/access').set('Authorization', plain).expect(200)).body;
+    expect(access.permissions.filter((p: string) => p.startsWith('socket:'))).to.deep.equal([]);
+    expect(access.is_superadmin).to.equal(false);
+    await api().get('/api/me').set('Authorization', basic('operator', 'operator-password')).expect(200);
+    await api().get('/api/me').set('Authorization', basic('bot', 'bot-test-password')).expect(200);
+    await api().get('/api/me').set(sys).expect(200);
+    const operator = (await api().get(`/api/users/${ids.operator}`).set(sys).expect(200)).body;
+    expect(operator).to.deep.include({ email: 'operator@example.org', display_name: null, disabled: false });
+    expect(operator.groups).to.deep.equal(['INT_VIEWER', 'runners']);
+    expect((await api().get(`/api/users/${ids.sleeper}`).set(sys).expect(200)).body.disabled).to.equal(true);
+    expect((await api().get('/api/groups/INT_VIEWER').set(sys).expect(200)).body.permissions).not.to.include('socket:container:spawn');
+    await api().get('/api/groups/runners').set(sys).expect(200);
+    await api().get('/api/groups/escalate').set(sys).expect(404);
+    const settings = (await api().get('/api/settings/auth').set(sys).expect(200)).body.settings;
+    expect(settings.sso_default_groups.value).to.deep.equal(['INT_VIEWER']);
+    expect(settings.ldap_group_mapping.value).to.deep.equal({});
+    expect(settings.oidc_group_mapping.value).to.deep.equal({});
+    const users = (await api().get('/api/users').set(sys).expect(200)).body.users.map((u: { username: string }) => u.username);
+    expect(users.filter((u: string) => u.startsWith('acc'))).to.deep.equal([]);
+    expect(logs.lines.slice(before).join('')).not.to.include('host_permission_granted');
+  });
+
+  it('a key for an account that reaches the host is issued by itself or a trusted actor only', async () => {
+    const iam = svc.service.iam;
+    const operator = await iam.users.find({ username: 'operator' });
+    const plainActor = { username: 'plainadmin', userId: ids.plain, isSystem: false, isSuperadmin: false };
+    const refused = await svc.service.auth.keys.issue(plainActor, operator, { label: 'stolen' }, svc.service.log).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(refused).to.be.instanceOf(DomainError);
+    expect((refused as DomainError).code).to.equal('forbidden');
+    expect((await api().get(`/api/users/${ids.operator}/api-keys`).set(sys).expect(200)).body.keys).to.deep.equal([]);
+    // itself, over the API
+    await api().post('/api/me/api-keys').set('Authorization', basic('operator', 'operator-password')).send({ label: 'own' }).expect(201);
+  });
+
+  it('while a login mapping hands a host group out, only a trusted actor changes the login settings', async () => {
+    await api().patch('/api/settings/auth').set('Authorization', superadmin()).send({ oidc_group_mapping: { 'ops-team': ['runners'] } }).expect(200);
+    for (const body of [{ oidc_label: 'Company SSO' }, { ldap_url: 'ldap://127.0.0.1:1' }, { auth_providers: ['local', 'oidc'] }, { oidc_group_mapping: null }]) {
+      const res = await api().patch('/api/settings/auth').set('Authorization', plain).send(body).expect(403);
+      expect(res.body.error.message).to.match(/only a superadmin may change the login settings/);
+    }
+    await api().patch('/api/settings/auth').set(sys).send({ oidc_group_mapping: null }).expect(200);
+    // with no host group named, a plain administrator runs the login settings again
+    await api().patch('/api/settings/auth').set('Authorization', plain).send({ oidc_label: 'Company SSO', oidc_group_mapping: { staff: ['INT_USER'] } }).expect(200);
+  });
+
+  it('taking access away stays open to administrators', async () => {
+    const key = (await api().post('/api/me/api-keys').set('Authorization', basic('operator', 'operator-password')).send({ label: 'to revoke' }).expect(201)).body;
+    await api().delete(`/api/users/${ids.operator}/api-keys/${key.id}`).set('Authorization', plain).expect(204);
+    await api().patch(`/api/users/${ids.operator}`).set('Authorization', plain).send({ groups: ['INT_VIEWER'] }).expect(200);
+    // no longer reaching the host, the account is an ordinary one again
+    await api().patch(`/api/users/${ids.operator}`).set('Authorization', plain).send({ display_name: 'Operator' }).expect(200);
+    await api().patch(`/api/users/${ids.sleeper}`).set('Authorization', plain).send({ extra_permissions: [] }).expect(200);
+    await api().delete('/api/groups/runners').set('Authorization', plain).expect(204);
+  });
+
+  it('trusted actors and the CLI hand host access out through the same services, each grant an audit line', async () => {
+    const before = logs.lines.length;
+    await api().post('/api/groups').set('Authorization', superadmin()).send({ name: 'runners', permissions: ['socket:container:spawn'] }).expect(201);
+    await api().patch('/api/groups/runners').set(sys).send({ name: 'runner-ops' }).expect(200);
+    await api().patch(`/api/users/${ids.operator}`).set('Authorization', superadmin()).send({ groups: ['INT_VIEWER', 'runner-ops'] }).expect(200);
+    await api().post(`/api/users/${ids.operator}/password`).set(sys).send({ new_password: 'operator-password-2' }).expect(204);
+    const env = testEnv(svc.dataDir, svc.databaseUrl, { SERVICE_LOG_LEVEL: 'info' });
+    const add = await cli(env, ['user', 'add-group', 'plainadmin', 'runner-ops']);
+    expect(add.code, add.stderr).to.equal(0);
+    expect(add.stderr).to.include('host_permission_granted');
+    const issued = await cli(env, ['key', 'issue', '--user', 'operator', '--json']);
+    expect(issued.code, issued.stderr).to.equal(0);
+    const pw = await cli(env, ['user', 'set-password', 'operator'], 'operator-password-3\n');
+    expect(pw.code, pw.stderr).to.equal(0);
+    const mapped = await cli(env, ['settings', 'set', 'sso_default_groups', 'INT_VIEWER,runner-ops']);
+    expect(mapped.code, mapped.stderr).to.equal(0);
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
+    expect((await api().get('/api/me/access').set('Authorization', plain).expect(200)).body.permissions).to.include('socket:container:spawn');
+    expect((await api().get('/api/me/access').set('X-API-Key', issued.json().token).expect(200)).body.permissions).to.include('socket:container:spawn');
+    const audit = logs.lines.slice(before).map((l) => JSON.parse(l)).filter((l) => l.audit === 'host_permission_granted');
+    expect(audit.map((a) => a.actor)).to.deep.equal(['admin', 'admin']);
+  });
+});
+
+describe('IAM host boundary: a group change reaches live connections at once', function () {
+  this.timeout(30_000);
+  let svc: TestService;
+  before(async () => {
+    svc = await startService();
+    // the periodic sweep is far away: only the change itself may update the connection
+    svc.service.gateway.gateway.options.revalidateMs = 600_000;
+  });
+  after(async () => svc?.destroy());
+
+  it('re-resolves every connection when a group, not a user, changed', async () => {
+    const api = () => request(svc.url);
+    await api().post('/api/groups').set('Authorization', adminAuth()).send({ name: 'senders', permissions: ['feature:notifications.send'] }).expect(201);
+    await api().post('/api/users').set('Authorization', adminAuth()).send({ username: 'member', password: 'member-password', groups: ['INT_VIEWER', 'senders'] }).expect(201);
+    const ws = await WsClient.connect(svc, { headers: { Authorization: basic('member', 'member-password') } });
+    try {
+      const gateway = svc.service.gateway.gateway;
+      const push = (n: number) => gateway.push({ event: 'system:notify', payload: { title: `probe ${n}`, message: 'm' }, audience: { permission: 'feature:notifications.send' } });
+      push(1);
+      await ws.next('system:notify', (f) => f.payload.title === 'probe 1');
+      await api().patch('/api/groups/senders').set('Authorization', adminAuth()).send({ permissions: [] }).expect(200);
+      await sleep(300);
+      push(2);
+      await sleep(300);
+      expect(ws.all('system:notify').map((f) => f.payload.title)).to.deep.equal(['probe 1']);
+      await api().patch('/api/groups/senders').set('Authorization', adminAuth()).send({ permissions: ['feature:notifications.send'] }).expect(200);
+      await sleep(300);
+      push(3);
+      await ws.next('system:notify', (f) => f.payload.title === 'probe 3');
+    } finally {
+      await ws.close();
+    }
+  });
+});
