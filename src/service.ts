@@ -121,6 +121,7 @@ export class Service {
     if (config.redisUrl) {
       this.metrics.gauge('bus_bridge_up', '1 while the Redis link to the other instances is up', () => (this.bridge?.isUp ? 1 : 0));
       this.metrics.gauge('bus_bridge_messages_dropped', 'malformed or foreign bus messages dropped', () => this.bridge?.stats.dropped ?? 0);
+      this.metrics.countersOf('service_bus_messages_dropped_total', 'bus messages from Redis dropped: unsigned, badly signed, stale, replayed, unknown or invalid', 'reason', () => this.bridge?.stats.droppedBy ?? {});
     }
     // the access-management API, the login and session API, the pages; then the other areas
     const auth = this.auth;
@@ -181,7 +182,7 @@ export class Service {
     // Redis may come later (or go): boot and requests never wait for it (ioredis is loaded only when used)
     if (this.config.redisUrl) {
       const { RedisBridge } = await import('./bus/redis-bridge.js');
-      this.bridge = new RedisBridge({ url: this.config.redisUrl, bus: this.bus, log: this.log.child({ component: 'bus-bridge' }), instanceId: this.instanceId });
+      this.bridge = new RedisBridge({ url: this.config.redisUrl, bus: this.bus, log: this.log.child({ component: 'bus-bridge' }), secretKey: this.config.secretKey, instanceId: this.instanceId });
       this.bridge.start();
     }
     this.bootPromise = this.boot();

@@ -95,6 +95,28 @@ export interface NotificationPush {
 
 const id = Joi.string().max(128);
 const userId = Joi.string().max(64);
+const pushSeq = Joi.number().integer().min(1).allow(null);
+/** What a push hands clients (src/notifications/rows.ts): a notification, field by field, or a clear of one. */
+const pushedNotification = Joi.alternatives().try(
+  Joi.object({
+    id: id.required(),
+    seq: pushSeq.required(),
+    title: Joi.string().max(200).required(),
+    message: Joi.string().max(4000).allow('').required(),
+    level: Joi.valid('info', 'success', 'warning', 'error').required(),
+    source: Joi.string().max(128).allow(null).required(),
+    link: Joi.string().max(2048).allow(null).required(),
+    created_at: Joi.string().isoDate().required(),
+    updated_at: Joi.string().isoDate().required(),
+    read: Joi.boolean().required(),
+    broadcast: Joi.boolean().required(),
+    toast: Joi.boolean().required(),
+    cleared: Joi.valid(true),
+    persist: Joi.valid(false),
+  }),
+  Joi.object({ id: id.required(), seq: pushSeq.required(), action: Joi.valid('clear').required(), broadcast: Joi.boolean().required() }),
+);
+
 
 /**
  * Events that happen once and matter to every instance: the instance where one happens
@@ -105,9 +127,9 @@ export const CLUSTER_EVENTS: Partial<Record<EventName, Joi.Schema>> = {
   'notification:push': Joi.object({
     event: Joi.valid('system:notify', 'user:notify').required(),
     user_id: userId.allow(null).required(),
-    seq: Joi.number().integer().min(1).allow(null).required(),
-    payload: Joi.object({ id: Joi.string().max(128).required(), seq: Joi.number().integer().min(1).allow(null).required() }).unknown(true).required(),
-  }),
+    seq: pushSeq.required(),
+    payload: pushedNotification.required(),
+  }).custom((push: NotificationPush, helpers) => (push.payload.seq === push.seq ? push : helpers.error('any.invalid'))),
   'iam:permissions_changed': Joi.object({ user_id: userId, group: Joi.string().max(64), all: Joi.boolean() }),
   'iam:password_changed': Joi.object({ user_id: userId.required() }),
   'auth:credentials_revoked': Joi.object({ user_id: userId.required() }),

@@ -133,7 +133,7 @@ export class CliContext {
   async announceChanges(): Promise<void> {
     if (!this.config.redisUrl || this.bridge) return;
     const { RedisBridge } = await import('../bus/redis-bridge.js');
-    this.bridge = new RedisBridge({ url: this.config.redisUrl, bus: this.bus, log: this.log, instanceId: `cli:${os.hostname()}:${process.pid}` });
+    this.bridge = new RedisBridge({ url: this.config.redisUrl, bus: this.bus, log: this.log, secretKey: this.config.secretKey, instanceId: `cli:${os.hostname()}:${process.pid}` });
     const up = this.bus.waitFor('bus:bridge_state', { match: (s) => s.up, timeoutMs: 3000 }).then(
       () => true,
       () => false,

@@ -28,6 +28,20 @@ export class Metrics {
     return new client.Counter({ name, help, labelNames, registers: [this.registry] });
   }
 
+  /** A counter by one label whose values are kept elsewhere (`read` answers them, label value to count, at each scrape). */
+  countersOf(name: string, help: string, label: string, read: () => Record<string, number>): void {
+    new client.Counter({
+      name,
+      help,
+      labelNames: [label],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [value, n] of Object.entries(read())) this.inc({ [label]: value }, n);
+      },
+    });
+  }
+
   /** GET /metrics */
   async serve(ctx: Context): Promise<void> {
     ctx.type = this.registry.contentType;

@@ -21,7 +21,13 @@ export class NotificationChannels {
     private readonly deps: { channels: ClientChannels; service: NotificationsService; bus: EventBus; log: Logger },
   ) {
     const { channels, service, bus } = deps;
-    this.fanout = new OrderedFanout({ channels, committedBetween: (a, b) => service.committedBetween(a, b), log: deps.log });
+    this.fanout = new OrderedFanout({
+      channels,
+      committedBetween: (a, b) => service.committedBetween(a, b),
+      lastSeq: () => service.lastSeq(),
+      committedHere: () => service.committedSeq,
+      log: deps.log,
+    });
     bus.on('notification:push', (push) => this.fanout.accept(push));
     // once the link to the other instances is back, clients fetch what they missed meanwhile
     bus.on('bus:bridge_state', ({ up }) => {

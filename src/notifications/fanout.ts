@@ -8,9 +8,18 @@ export interface FanoutDeps {
   /** committed changes with after < seq < before, from the database */
   committedBetween(after: number, before: number): Promise<PushFrame[]>;
   log: Logger;
+  /** the highest seq the database holds now (the counter) */
+  lastSeq(): Promise<number>;
+  /** the highest seq this instance committed itself: its own pushes need no look at the database */
+  committedHere(): number;
   /** how long a missing seq is waited for before it is read from the database */
   gapWaitMs?: number;
 }
+
+/** pushes waiting for the database to confirm their seq, at most (beyond: dropped, resume serves them) */
+const MAX_UNCHECKED = 10_000;
+/** one log line about refused pushes at most this often */
+const REFUSAL_LOG_EVERY_MS = 10_000;
 
 /**
  * Delivers committed notifications to this instance's ws clients in seq order, whichever
@@ -19,6 +28,12 @@ export interface FanoutDeps {
  * counter row lock), so a push with seq N means every seq below N is committed: a missing one is
  * waited for briefly, then read from the database. So a client never sees seq 6 before 5, and
  * one that resumes from its last seq misses nothing. Pushes without a seq (not stored) go at once.
+ *
+ * A seq is never taken on another's word: a push this instance did not commit, with a seq beyond
+ * the highest one known to be in the database, waits until the database's counter is read again,
+ * and is dropped if the counter is still below it. So nothing arriving from elsewhere (another
+ * instance over the bus) moves the stream, and with it `last_seq` and every client's cursor,
+ * past what the database holds.
  */
 export class OrderedFanout {
   /** the highest seq delivered in order (everything up to it has gone out or was superseded) */
@@ -27,6 +42,15 @@ export class OrderedFanout {
   private gapTimer: NodeJS.Timeout | null = null;
   private filling: Promise<void> | null = null;
   private readonly gapWaitMs: number;
+  /** the highest seq known to be committed (read from the database, or committed here) */
+  private known = -1;
+  /** pushes whose seq is beyond `known`, waiting for the counter to be read */
+  private unchecked: PushFrame[] = [];
+  private checking: Promise<void> | null = null;
+  private stopped = false;
+  private lastRefusalLog = 0;
+  /** pushes dropped for a seq the database does not hold (tests, logs) */
+  refused = 0;
 
   constructor(private readonly deps: FanoutDeps) {
     this.gapWaitMs = deps.gapWaitMs ?? 100;
@@ -35,6 +59,7 @@ export class OrderedFanout {
   /** Starts after `lastSeq` (the counter at boot): earlier seqs are history, served by resume. */
   start(lastSeq: number): void {
     this.delivered = lastSeq;
+    this.known = Math.max(this.known, lastSeq);
   }
 
   get position(): number {
@@ -43,10 +68,60 @@ export class OrderedFanout {
 
   accept(push: NotificationPush): void {
     const frame: PushFrame = { event: push.event, userId: push.user_id, seq: push.seq, payload: push.payload as unknown as PushFrame['payload'] };
-    if (frame.seq === null || this.delivered < 0) return this.send(frame);
-    if (frame.seq <= this.delivered || this.pending.has(frame.seq)) return; // already out
-    this.pending.set(frame.seq, frame);
+    if (frame.seq === null) return this.send(frame);
+    if (frame.seq > this.known) this.known = Math.max(this.known, this.deps.committedHere());
+    if (frame.seq > this.known) return this.check(frame);
+    this.place(frame);
+  }
+
+  /** A push whose seq the database holds: out now, or in order once the seqs before it are out. */
+  private place(frame: PushFrame): void {
+    const seq = frame.seq!;
+    if (this.delivered < 0) return this.send(frame);
+    if (seq <= this.delivered || this.pending.has(seq)) return; // already out
+    this.pending.set(seq, frame);
     this.drain();
+  }
+
+  private check(frame: PushFrame): void {
+    if (this.unchecked.length >= MAX_UNCHECKED) return this.refuse(frame, 'too many pushes waiting for the database');
+    this.unchecked.push(frame);
+    this.startChecking();
+  }
+
+  /** One read of the counter at a time; what arrives meanwhile waits for the next one. */
+  private startChecking(): void {
+    if (this.checking || this.stopped || !this.unchecked.length) return;
+    this.checking = this.checkWaiting().finally(() => {
+      this.checking = null;
+      this.startChecking();
+    });
+  }
+
+  /** Reads the counter once for every push waiting now: those it covers go on, the others are dropped. */
+  private async checkWaiting(): Promise<void> {
+    const batch = this.unchecked.splice(0);
+    try {
+      this.known = Math.max(this.known, await this.deps.lastSeq());
+    } catch (err) {
+      // the database is away: they wait, and the counter is read again shortly
+      this.unchecked.unshift(...batch);
+      this.deps.log.warn({ err: (err as Error).message }, 'reading the notification counter failed');
+      await new Promise((r) => setTimeout(r, this.gapWaitMs * 10).unref());
+      return;
+    }
+    for (const f of batch) {
+      if (f.seq! <= this.known) this.place(f);
+      else this.refuse(f, 'its seq is beyond the database');
+    }
+  }
+
+  private refuse(frame: PushFrame, why: string): void {
+    this.refused++;
+    const now = Date.now();
+    if (now - this.lastRefusalLog < REFUSAL_LOG_EVERY_MS) return;
+    this.lastRefusalLog = now;
+    this.deps.log.warn({ seq: frame.seq, known: this.known, refused: this.refused, why }, 'notification push dropped');
   }
 
   private drain(): void {
@@ -99,6 +174,8 @@ export class OrderedFanout {
   }
 
   stop(): void {
+    this.stopped = true;
+    this.unchecked = [];
     if (this.gapTimer) clearTimeout(this.gapTimer);
     this.gapTimer = null;
   }

@@ -46,6 +46,8 @@ export class NotificationsService {
   /** resolves when the schema exists (iam:ready: migrations ran) */
   readonly ready: Promise<void> = new Promise((resolve) => (this.markReady = resolve));
   private readonly writer: NotificationWriter;
+  /** the highest seq this instance committed (the database holds at least this one) */
+  committedSeq = 0;
   /** the highest seq retention deleted: a history from before it is partial (set by the component) */
   truncatedBefore: () => Promise<number> = async () => 0;
 
@@ -99,6 +101,7 @@ export class NotificationsService {
     const committed = await this.writer.submit(jobs);
     // committed: now tell the connected clients and the integrations, in seq order
     for (const c of committed) {
+      if (c.push.seq !== null && c.push.seq > this.committedSeq) this.committedSeq = c.push.seq;
       this.publish(c.push);
       if (c.view) this.outbound(c.view, c.target);
     }
