@@ -1,6 +1,6 @@
 import type { Logger } from '../log.js';
 import { DomainError, fieldError, fieldErrorsText } from '../errors.js';
-import { guardHostBoundary, hostPermissionsOfGroups, type Actor } from '../iam/policy.js';
+import { guardHostBoundary, hostAccessOf, hostPermissionsOfGroups, isTrusted, type Actor } from '../iam/policy.js';
 import type { IamStore } from '../iam/store.js';
 import { buildProviders } from './chain.js';
 import type { LocalProvider } from './providers/local.js';
@@ -12,13 +12,37 @@ export function groupsGrantedByLogin(s: AuthSettings): string[] {
   return [...new Set([...s.ssoDefaultGroups, ...mapped])];
 }
 
+/** The settings that decide who a provider says someone is (pointing them elsewhere lets another server answer). */
+const IDENTITY_FIELDS: Record<string, (field: string) => boolean> = {
+  ldap: (f) => f.startsWith('ldap_') && !['ldap_group_mapping', 'ldap_link_by_email'].includes(f),
+  oidc: (f) => f.startsWith('oidc_') && !['oidc_group_mapping', 'oidc_link_by_email', 'oidc_label'].includes(f),
+};
+
+/**
+ * A provider's server speaks for every account linked to it: whoever points LDAP at a directory
+ * of their own (or OIDC at their own IdP) signs in as any linked account by presenting its DN,
+ * SID or subject. So while an account that reaches the host (or a superadmin or bot) is linked
+ * to a provider, where that provider points is a trusted actor's to change.
+ */
+async function guardLinkedAccounts(store: IamStore, actor: Actor, changed: string[]): Promise<void> {
+  for (const [provider, decides] of Object.entries(IDENTITY_FIELDS)) {
+    if (!changed.some(decides)) continue;
+    const linked = await store.usersLinkedTo(provider);
+    if (linked.length === 0) continue;
+    const groups = await store.groupsNamed([...new Set(linked.flatMap((u) => u.groups))]);
+    const held = linked.filter((u) => hostAccessOf(u, groups).length > 0);
+    guardHostBoundary(actor, held.map((u) => `the ${provider} login of ${u.username}`), `repoint the ${provider} provider while accounts that reach the host sign in through it`);
+  }
+}
+
 /**
  * Checks and stores a change of the auth settings, for the settings API and the CLI alike: read
  * again first (another instance may have changed them), the default SSO groups must exist, and
  * the login chain the result would build must build. The host boundary (src/iam/policy.ts):
  * while the settings before or after the change hand a group that reaches the host to people
  * signing in, any change is for a trusted actor (whoever points LDAP at a directory of their
- * own, or names such a group, hands out the host). Returns the stored changes; the caller
+ * own, or names such a group, hands out the host); so is repointing a provider that accounts
+ * reaching the host sign in through (guardLinkedAccounts). Returns the stored changes; the caller
  * rebuilds its chain and tells the other instances.
  */
 export async function changeAuthSettings(
@@ -37,6 +61,7 @@ export async function changeAuthSettings(
   const named = [...new Set([...groupsGrantedByLogin(before), ...groupsGrantedByLogin(settings)])];
   const host = named.length ? hostPermissionsOfGroups(await deps.store.groupsNamed(named), named) : [];
   guardHostBoundary(actor, host, 'change the login settings while they hand a group that reaches the host to people signing in');
+  if (!isTrusted(actor)) await guardLinkedAccounts(deps.store, actor, Object.keys(changes));
   const { errors } = buildProviders(settings, deps.local, deps.log);
   if (errors.length) {
     const problems = errors.map((e) => ({ field: e.provider, message: e.message }));

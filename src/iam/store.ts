@@ -155,6 +155,11 @@ export class IamStore {
     return user ?? null;
   }
 
+  /** The users with an identity at `provider`. */
+  async usersLinkedTo(provider: string): Promise<User[]> {
+    return UserModel.query(this.db).joinRelated('identities').where('identities.provider', provider).select('users.*');
+  }
+
   async linkIdentity(userId: string, provider: string, providerUserId: string, trx: Knex = this.db): Promise<void> {
     await IdentityModel.query(trx)
       .insert({ userId, provider, providerUserId, createdAt: Date.now() } as Partial<IdentityModel>)

@@ -127,6 +127,24 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
     await api().patch('/api/settings/auth').set('Authorization', plain).send({ oidc_label: 'Company SSO', oidc_group_mapping: { staff: ['INT_USER'] } }).expect(200);
   });
 
+  it('while an account that reaches the host signs in through a provider, only a trusted actor repoints that provider', async () => {
+    // operator (in runners) has a directory identity: a directory of the attacker's own with
+    // the same DN would sign in as operator
+    await svc.service.iam.store.linkIdentity(ids.operator, 'ldap', 'uid=operator,ou=people,dc=example,dc=org');
+    try {
+      for (const body of [{ ldap_url: 'ldap://attacker.example.test', ldap_bind_password: 'attacker-bind-password' }, { ldap_base_dn: 'dc=attacker,dc=test' }, { ldap_user_filter: '(cn={username})' }]) {
+        const res = await api().patch('/api/settings/auth').set('Authorization', plain).send(body).expect(403);
+        expect(res.body.error.message).to.match(/only a superadmin may repoint the ldap provider.*the ldap login of operator/);
+      }
+      // another provider, and the LDAP settings that do not decide who someone is, stay open
+      await api().patch('/api/settings/auth').set('Authorization', plain).send({ oidc_issuer: 'https://idp.example.test', ldap_link_by_email: false }).expect(200);
+      await api().patch('/api/settings/auth').set('Authorization', superadmin()).send({ ldap_base_dn: 'dc=example,dc=org' }).expect(200);
+    } finally {
+      await svc.service.db('user_identities').where({ user_id: ids.operator, provider: 'ldap' }).delete();
+      await api().patch('/api/settings/auth').set(sys).send({ oidc_issuer: null, ldap_base_dn: null, ldap_link_by_email: null }).expect(200);
+    }
+  });
+
   it('taking access away stays open to administrators', async () => {
     const key = (await api().post('/api/me/api-keys').set('Authorization', basic('operator', 'operator-password')).send({ label: 'to revoke' }).expect(201)).body;
     await api().delete(`/api/users/${ids.operator}/api-keys/${key.id}`).set('Authorization', plain).expect(204);
