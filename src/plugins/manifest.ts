@@ -3,6 +3,7 @@ import path from 'node:path';
 import Joi from 'joi';
 import { PERMISSION_ID, type CatalogEntry } from '../iam/permissions.js';
 import type { FieldError } from '../http/errors.js';
+import { CLUSTER_EVENTS } from '../bus/events.js';
 
 /**
  * plugin.json: the manifest every plugin folder carries. It is the plugin's whole claim on the
@@ -24,10 +25,13 @@ const GROUP_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 const VERSION = /^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?$/;
 
 /**
- * Topics a plugin may never emit, even when listed: the boot sequence, IAM signals, and the
- * events only their owner produces (a forged notification:outbound would reach every integration).
+ * Topics a plugin may never emit, even when listed: the boot sequence, IAM signals, the events
+ * only their owner produces (a forged notification:outbound would reach every integration), and
+ * every event the bus carries between instances (each instance signs what it publishes: a
+ * plugin's forged one would reach them all).
  */
 export const RESERVED_EMIT = new Set([
+  ...Object.keys(CLUSTER_EVENTS),
   'db:connected',
   'iam:ready',
   'system:boot_complete',

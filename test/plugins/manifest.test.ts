@@ -73,10 +73,11 @@ describe('plugin manifest', () => {
 
   it('reserved topics cannot be claimed; custom permissions cannot shadow api / route', () => {
     const raw: any = valid();
-    raw.permissions.emit = ['system:notify', 'notification:outbound', 'db:connected'];
+    // the core's own events, and every event the bus carries between instances
+    raw.permissions.emit = ['system:notify', 'notification:outbound', 'db:connected', 'plugin:admin_changed', 'notification:push', 'auth:system_key_changed', 'auth:credentials_revoked'];
     raw.permissions.subscribe = ['socket:request'];
     raw.permissions_declared = [{ id: 'api:write' }];
-    expect(fieldsOf(raw)).to.have.members(['permissions.emit[1]', 'permissions.emit[2]', 'permissions.subscribe[0]', 'permissions_declared[0].id']);
+    expect(fieldsOf(raw)).to.have.members(['permissions.emit[1]', 'permissions.emit[2]', 'permissions.emit[3]', 'permissions.emit[4]', 'permissions.emit[5]', 'permissions.emit[6]', 'permissions.subscribe[0]', 'permissions_declared[0].id']);
     const both: any = valid();
     both.socket_providers.uses = ['demosock'];
     expect(fieldsOf(both)).to.deep.equal(['socket_providers.uses']);
