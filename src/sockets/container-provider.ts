@@ -120,12 +120,13 @@ export class ContainerProvider extends SocketProvider {
   private health: { answer: Promise<Record<string, unknown>>; until: number } | null = null;
 
   /**
-   * Health costs the daemon two calls (version and info), and anyone may ask: so it is asked at
-   * most once per availabilityTtlMs (2 s), and callers meanwhile share that one call.
+   * Health as the `health` operation serves it, to anyone (over HTTP too): each answer costs the
+   * daemon two calls (version and info), so it is asked at most once per availabilityTtlMs (2 s)
+   * and callers meanwhile share that one call. health_check() itself always asks.
    */
-  override async health_check(): Promise<Record<string, unknown>> {
+  private async sharedHealth(): Promise<Record<string, unknown>> {
     if (!this.health || Date.now() >= this.health.until) {
-      const entry = { answer: this.daemonHealth(), until: Infinity };
+      const entry = { answer: this.health_check(), until: Infinity };
       const keep = () => void (entry.until = Date.now() + this.availabilityTtlMs);
       entry.answer.then(keep, keep);
       this.health = entry;
@@ -134,7 +135,7 @@ export class ContainerProvider extends SocketProvider {
     return structuredClone(await this.health.answer);
   }
 
-  private async daemonHealth(): Promise<Record<string, unknown>> {
+  override async health_check(): Promise<Record<string, unknown>> {
     try {
       const docker = await this.docker();
       const [version, info] = await Promise.all([docker.version(), docker.info()]);
@@ -360,7 +361,7 @@ export class ContainerProvider extends SocketProvider {
     const none = Joi.object({});
     const prefix = prefixSchema.default(this.runnerPrefix).description('name prefix of the runner containers; default SERVICE_RUNNER_PREFIX');
     return {
-      health: { schema: none, permission: null, requires_available: false, run: () => this.health_check(), http: { method: 'GET', summary: 'Container daemon health', response: '{healthy, daemon: {version, api_version}, containers_running, containers_total, images, error?}' } },
+      health: { schema: none, permission: null, requires_available: false, run: () => this.sharedHealth(), http: { method: 'GET', summary: 'Container daemon health', response: '{healthy, daemon: {version, api_version}, containers_running, containers_total, images, error?}' } },
       mounts: { schema: none, permission: null, run: () => this.get_mounts(), http: { method: 'GET', summary: 'Container mount mappings', response: '{mounts: {<container id>: {<destination>: <source>}}}' } },
       storage_root: { schema: none, permission: null, run: async () => ({ storage_root: await this.detect_storage_root() }), http: { method: 'GET', summary: 'The host storage root as seen inside containers', response: '{storage_root: "<host path>" | null}' } },
       resolve_mounts: {
