@@ -15,6 +15,8 @@ import { ensureSchema, type TableDef } from '../src/db/schema.js';
  *   The subject is the user id, or `system:<name>` for the system identity.
  * - `webhook_deliveries`: (provider, delivery_id) unique, so a re-sent delivery is never
  *   notified twice, whichever instance receives it.
+ * - `webhook_payload_digests`: the digest of a signed body is the key, across forges, so the
+ *   same body is never notified twice under another forge's headers either.
  */
 const now = (t: Knex.CreateTableBuilder, name: string) => t.bigInteger(name).notNullable().defaultTo(0);
 
@@ -89,6 +91,18 @@ export const notificationTables: TableDef[] = [
       { name: 'webhook_deliveries_received', columns: ['received_at'] },
       { name: 'webhook_deliveries_payload_unique', columns: ['provider', 'payload_sha256'], unique: true },
     ],
+  },
+  {
+    // SHA-256 of each signed body (Gitea, GitHub) once, whatever the forge: both sign the body
+    // with the same hex HMAC, so a GitHub delivery re-sent as Gitea (or back) is a duplicate
+    name: 'webhook_payload_digests',
+    columns: {
+      payload_sha256: (t) => t.string('payload_sha256', 64).primary(),
+      provider: (t) => t.string('provider', 16).notNullable(),
+      delivery_id: (t) => t.string('delivery_id', 200).nullable(),
+      received_at: (t) => now(t, 'received_at'),
+    },
+    indexes: [{ name: 'webhook_payload_digests_received', columns: ['received_at'] }],
   },
 ];
 

@@ -59,6 +59,8 @@ export interface Config {
   sessionTtlMs: number;
   permissionCacheTtlMs: number;
   scmWebhookSecret: string | null;
+  /** SERVICE_SCM_WEBHOOK_SECRET_<FORGE>: a forge's own webhook secret, verifying only its deliveries */
+  scmWebhookForgeSecrets: { gitea: string | null; github: string | null; gitlab: string | null };
   containerSocket: string;
   /** the socket reads (provider list, health, mounts) answer signed-in callers only */
   socketReadsRequireAuth: boolean;
@@ -231,6 +233,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     sessionTtlMs: parseDuration(v.SERVICE_SESSION_TTL)!,
     permissionCacheTtlMs: v.SERVICE_PERMISSION_CACHE_TTL_MS,
     scmWebhookSecret: v.SERVICE_SCM_WEBHOOK_SECRET ?? null,
+    scmWebhookForgeSecrets: {
+      gitea: v.SERVICE_SCM_WEBHOOK_SECRET_GITEA ?? null,
+      github: v.SERVICE_SCM_WEBHOOK_SECRET_GITHUB ?? null,
+      gitlab: v.SERVICE_SCM_WEBHOOK_SECRET_GITLAB ?? null,
+    },
     containerSocket: v.SERVICE_CONTAINER_SOCKET,
     socketReadsRequireAuth: v.SERVICE_SOCKET_READS_REQUIRE_AUTH,
     runnerPrefix: v.SERVICE_RUNNER_PREFIX,

@@ -100,6 +100,7 @@ export class Service {
       users,
       secrets: this.iam.secrets,
       webhookSecret: config.scmWebhookSecret,
+      webhookForgeSecrets: config.scmWebhookForgeSecrets,
       retention: { retentionMs: config.notificationRetentionMs, maxPerUser: config.notificationMaxPerUser },
     });
     this.gateway = new GatewayComponent({

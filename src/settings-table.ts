@@ -56,6 +56,16 @@ const duration = (minMs: number) =>
   });
 const noWhitespace = { 'string.pattern.base': '{{#label}} must not contain whitespace' };
 const count = (max: number) => Joi.number().integer().min(1).max(max);
+const webhookSecret = Joi.string().trim().min(16).max(256).pattern(/^\S+$/).messages(noWhitespace);
+/** One forge's own webhook secret (src/notifications/webhook.ts): same rule as the shared one. */
+const forgeWebhookSecret = (env: string, api: string, forge: string, why = ''): SettingDef => ({
+  env,
+  kind: 'secret',
+  rule: webhookSecret,
+  about: `${forge} deliveries' own webhook secret${why}, the only one they are verified with; unset: the one set through the API, else the shared secret ([docs/security.md](docs/security.md#webhooks))`,
+  api,
+  label: `${forge} webhook secret`,
+});
 const groupList = Joi.array().items(Joi.string().pattern(GROUP_NAME).message('{{#label}} must be a group name (a letter or digit, then up to 63 letters, digits or . _ -)')).max(100).unique();
 /** external group (LDAP DN, OIDC claim value) -> local groups */
 const GROUP_MAPPING = Joi.object().pattern(Joi.string().min(1).max(1024), Joi.array().items(Joi.string().pattern(GROUP_NAME)).max(100).single()).max(500);
@@ -142,11 +152,14 @@ export const SETTINGS: readonly SettingDef[] = [
   {
     env: 'SERVICE_SCM_WEBHOOK_SECRET',
     kind: 'secret',
-    rule: Joi.string().trim().min(16).max(256).pattern(/^\S+$/).messages(noWhitespace),
-    about: 'webhook secret (16–256 characters, no whitespace); unset: the one set through the API, else the intake answers 503',
+    rule: webhookSecret,
+    about: 'shared webhook secret of the forges without their own (16–256 characters, no whitespace); once GitLab has sent it as its token it no longer verifies GitHub or Gitea; unset: the one set through the API; no secret at all: the intake answers 503',
     api: 'scm_webhook_secret',
     label: 'Source-control webhook secret',
   },
+  forgeWebhookSecret('SERVICE_SCM_WEBHOOK_SECRET_GITEA', 'scm_webhook_secret_gitea', 'Gitea'),
+  forgeWebhookSecret('SERVICE_SCM_WEBHOOK_SECRET_GITHUB', 'scm_webhook_secret_github', 'GitHub'),
+  forgeWebhookSecret('SERVICE_SCM_WEBHOOK_SECRET_GITLAB', 'scm_webhook_secret_gitlab', 'GitLab', ' (its token travels in clear: give GitLab its own)'),
   { env: 'SERVICE_CONTAINER_SOCKET', kind: 'string', rule: Joi.string().min(1), default: '/var/run/docker.sock', about: 'container daemon socket' },
   {
     env: 'SERVICE_SOCKET_READS_REQUIRE_AUTH',

@@ -11,6 +11,7 @@ import { NotificationChannels } from './channels.js';
 import { NotificationRetention, type RetentionOptions } from './retention.js';
 import type { ClientChannels } from '../bus/channels.js';
 import type { NotifyKind } from './schema.js';
+import type { ScmProvider } from './scm/index.js';
 
 export interface NotificationsDeps {
   db: Knex;
@@ -20,6 +21,8 @@ export interface NotificationsDeps {
   secrets: SecretStore;
   /** SERVICE_SCM_WEBHOOK_SECRET */
   webhookSecret: string | null;
+  /** SERVICE_SCM_WEBHOOK_SECRET_<FORGE> */
+  webhookForgeSecrets?: Partial<Record<ScmProvider, string | null>>;
   retention: RetentionOptions;
 }
 
@@ -42,7 +45,7 @@ export class NotificationsComponent {
   constructor(private readonly deps: NotificationsDeps) {
     const { db, bus, log, users } = deps;
     this.service = new NotificationsService({ db, bus, log, users });
-    this.webhook = new ScmWebhook({ db, log: log.child({ part: 'scm-webhook' }), notifications: this.service, secrets: deps.secrets, envSecret: deps.webhookSecret });
+    this.webhook = new ScmWebhook({ db, log: log.child({ part: 'scm-webhook' }), notifications: this.service, secrets: deps.secrets, envSecret: deps.webhookSecret, envForgeSecrets: deps.webhookForgeSecrets ?? {} });
     this.retention = new NotificationRetention(db, log.child({ part: 'retention' }), deps.retention);
     this.service.truncatedBefore = () => this.retention.watermark();
     this.detach.push(
@@ -82,7 +85,7 @@ export class NotificationsComponent {
   }
 
   routers(): Router[] {
-    return [webhookRoutes(this.webhook), notificationRoutes(this.service), webhookSecretRoutes(this.webhook)];
+    return [webhookRoutes(this.webhook), notificationRoutes(this.service), ...webhookSecretRoutes(this.webhook)];
   }
 
   async stop(): Promise<void> {

@@ -4,23 +4,34 @@ import Joi from 'joi';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.js';
 import { ApiRouter } from '../http/api.js';
-import { lockableSecretRoutes } from '../http/secret-routes.js';
+import { lockableSecretRoutes, type LockableSecret } from '../http/secret-routes.js';
 import { DomainError, fieldError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
-import { detectScmRequest, normalizeScmEvent, verifyScmSignature, ScmPayloadError, type ScmProvider, type ScmRequest } from './scm/index.js';
+import { detectScmRequest, headerValue, normalizeScmEvent, tokenMatches, verifyScmSignature, ScmPayloadError, type ScmProvider, type ScmRequest } from './scm/index.js';
 import { MESSAGE_MAX, TITLE_MAX } from './schema.js';
 import type { NotificationsService } from './service.js';
 import { setting } from '../settings-table.js';
 
 export const SCM_PROVIDERS: readonly ScmProvider[] = ['gitea', 'github', 'gitlab'];
 export const WEBHOOK_SECRET_NAMESPACE = 'core/settings';
+/** the shared secret's key in the store (and its API name) */
 export const WEBHOOK_SECRET_KEY = 'scm_webhook_secret';
+/** a forge's own secret in the store (and its API name): scm_webhook_secret_github */
+export const forgeSecretKey = (forge: ScmProvider): string => `${WEBHOOK_SECRET_KEY}_${forge}`;
+/**
+ * `<a secret's key>_sent_in_clear` holds the SHA-256 of that secret's value once it has arrived
+ * as a GitLab token: that value never verifies a GitHub or Gitea signature again. One mark per
+ * secret, so instances marking at once write the same row; a new value is not marked.
+ */
+const SENT_IN_CLEAR = '_sent_in_clear';
+const FORGE_NAME: Record<ScmProvider, string> = { gitea: 'Gitea', github: 'GitHub', gitlab: 'GitLab' };
 const DELIVERY_RETENTION_MS = 30 * 24 * 3600_000;
 const PRUNE_EVERY_MS = 3600_000;
 
 /** The encrypted settings store (IamComponent.secrets). */
 export interface SecretStore {
   get(namespace: string, key: string): Promise<string | null>;
+  getAll(namespace: string): Promise<Record<string, string>>;
   set(namespace: string, key: string, value: string): Promise<void>;
   delete(namespace: string, key: string): Promise<void>;
 }
@@ -32,6 +43,47 @@ export interface ScmWebhookDeps {
   secrets: SecretStore;
   /** SERVICE_SCM_WEBHOOK_SECRET; when set it wins and the settings API cannot change it */
   envSecret: string | null;
+  /** SERVICE_SCM_WEBHOOK_SECRET_<FORGE>: the same, per forge */
+  envForgeSecrets?: Partial<Record<ScmProvider, string | null>>;
+}
+
+/** The webhook secrets as they stand: environment first, then the store. */
+interface SecretsView {
+  shared: string | null;
+  own: Record<ScmProvider, string | null>;
+  /** SHA-256 of every value GitLab has sent in clear (the marks) */
+  sentInClear: Set<string>;
+}
+
+/** The secret a forge's deliveries are verified with, and why it may not be, if it may not. */
+interface ForgeKey {
+  value: string;
+  source: 'own' | 'shared';
+  refused: null | 'gitlab_secret' | 'sent_in_clear';
+}
+
+const sha256 = (value: string) => createHash('sha256').update(value, 'utf8').digest('hex');
+
+/**
+ * A forge's own secret, else the shared one. GitHub and Gitea never verify with a value GitLab
+ * sends in clear: GitLab's own secret, or any value marked as having arrived as a GitLab token
+ * (the shared secret, once a GitLab delivery has carried it).
+ */
+function keyOf(forge: ScmProvider, v: SecretsView): ForgeKey | null {
+  const own = v.own[forge];
+  const value = own ?? v.shared;
+  if (!value) return null;
+  let refused: ForgeKey['refused'] = null;
+  if (forge !== 'gitlab') {
+    if (v.own.gitlab !== null && value === v.own.gitlab) refused = 'gitlab_secret';
+    else if (v.sentInClear.has(sha256(value))) refused = 'sent_in_clear';
+  }
+  return { value, source: own ? 'own' : 'shared', refused };
+}
+
+function refusal(forge: ScmProvider, key: ForgeKey): string {
+  const why = key.refused === 'gitlab_secret' ? "it is also GitLab's secret, which GitLab sends in clear" : 'GitLab has sent it in clear as its token';
+  return `${FORGE_NAME[forge]} deliveries are not verified with the ${key.source === 'own' ? `${FORGE_NAME[forge]} webhook secret` : 'shared webhook secret'}: ${why}; give ${FORGE_NAME[forge]} its own secret (${forgeSecretKey(forge)})`;
 }
 
 class DuplicateDelivery extends Error {}
@@ -39,27 +91,57 @@ class DuplicateDelivery extends Error {}
 const DELIVERY_HEADER: Record<ScmProvider, string> = { gitea: 'X-Gitea-Delivery', github: 'X-GitHub-Delivery', gitlab: 'X-Gitlab-Event-UUID' };
 
 /**
- * SCM webhook intake: verify the raw bytes, then parse, de-duplicate by
- * delivery id in the database, normalise, and broadcast one notification.
+ * SCM webhook intake: verify the raw bytes with the forge's secret, then parse, de-duplicate by
+ * delivery id and by the signed body's digest in the database, normalise, and broadcast one
+ * notification.
  */
 export class ScmWebhook {
   private lastPrune = 0;
 
   constructor(private readonly deps: ScmWebhookDeps) {}
 
-  get lockedByEnv(): boolean {
-    return Boolean(this.deps.envSecret);
+  private envOf(forge: ScmProvider | null): string | null {
+    return (forge ? this.deps.envForgeSecrets?.[forge] : this.deps.envSecret) || null;
   }
 
-  /** Environment first, then the secrets store; null = intake disabled. */
-  async secret(): Promise<string | null> {
-    if (this.deps.envSecret) return this.deps.envSecret;
-    const stored = await this.deps.secrets.get(WEBHOOK_SECRET_NAMESPACE, WEBHOOK_SECRET_KEY);
-    return stored ? stored : null;
+  /** One read of the store for a whole delivery. */
+  private async view(): Promise<SecretsView> {
+    const stored = await this.deps.secrets.getAll(WEBHOOK_SECRET_NAMESPACE);
+    const pick = (forge: ScmProvider | null) => this.envOf(forge) ?? (stored[forge ? forgeSecretKey(forge) : WEBHOOK_SECRET_KEY] || null);
+    const marks = Object.keys(stored).filter((k) => k.startsWith(WEBHOOK_SECRET_KEY) && k.endsWith(SENT_IN_CLEAR));
+    return {
+      shared: pick(null),
+      own: { gitea: pick('gitea'), github: pick('github'), gitlab: pick('gitlab') },
+      sentInClear: new Set(marks.map((k) => stored[k]!)),
+    };
+  }
+
+  /** The shared secret (null) or a forge's own, as the settings API sees it. */
+  secretSetting(forge: ScmProvider | null): LockableSecret {
+    const key = forge ? forgeSecretKey(forge) : WEBHOOK_SECRET_KEY;
+    return {
+      lockedByEnv: Boolean(this.envOf(forge)),
+      configured: async () => Boolean(this.envOf(forge) ?? (await this.deps.secrets.get(WEBHOOK_SECRET_NAMESPACE, key))),
+      set: (value) => this.deps.secrets.set(WEBHOOK_SECRET_NAMESPACE, key, value),
+      clear: () => this.deps.secrets.delete(WEBHOOK_SECRET_NAMESPACE, key),
+    };
   }
 
   async health() {
-    const configured = Boolean(await this.secret());
+    const view = await this.view();
+    const forges = {} as Record<ScmProvider, { secret_configured: boolean; secret_source: 'own' | 'shared' | null }>;
+    const warnings: string[] = [];
+    for (const forge of SCM_PROVIDERS) {
+      const key = keyOf(forge, view);
+      forges[forge] = { secret_configured: Boolean(key && !key.refused), secret_source: key?.source ?? null };
+      if (key?.refused) warnings.push(refusal(forge, key));
+    }
+    const onShared = SCM_PROVIDERS.filter((f) => f !== 'gitlab' && forges[f].secret_configured && forges[f].secret_source === 'shared').map((f) => FORGE_NAME[f]);
+    if (forges.gitlab.secret_source === 'shared' && onShared.length) {
+      const names = onShared.join(' and ');
+      warnings.push(`GitLab shares the shared webhook secret with ${names} and sends it in clear: once a GitLab delivery has carried it, it no longer verifies ${names}; give GitLab its own secret (${forgeSecretKey('gitlab')})`);
+    }
+    const configured = SCM_PROVIDERS.some((f) => forges[f].secret_configured);
     const row = await this.deps.db('webhook_deliveries').max({ at: 'received_at' }).first();
     const at = row?.at == null ? null : Number(row.at);
     return {
@@ -67,19 +149,50 @@ export class ScmWebhook {
       secret_configured: configured,
       accepts: [...SCM_PROVIDERS],
       last_delivery_at: at ? new Date(at).toISOString() : null,
+      forges,
+      warnings,
     };
+  }
+
+  /**
+   * A GitLab token that is one of the secrets in use has travelled in clear: mark its value
+   * (whether or not this delivery is then accepted), so it never verifies an HMAC again.
+   */
+  private async markSentInClear(token: string | undefined, view: SecretsView): Promise<void> {
+    const slots: [string, string | null][] = [
+      [WEBHOOK_SECRET_KEY, view.shared],
+      [forgeSecretKey('gitea'), view.own.gitea],
+      [forgeSecretKey('github'), view.own.github],
+    ];
+    for (const [key, value] of slots) {
+      if (!value || !tokenMatches(token, value)) continue;
+      const digest = sha256(value);
+      if (view.sentInClear.has(digest)) continue;
+      await this.deps.secrets.set(WEBHOOK_SECRET_NAMESPACE, `${key}${SENT_IN_CLEAR}`, digest);
+      view.sentInClear.add(digest);
+      this.deps.log.warn({ setting: key }, 'a webhook secret arrived as a GitLab token (in clear): it no longer verifies GitHub or Gitea deliveries');
+    }
   }
 
   /** Handles one delivery: what became of it, or a DomainError saying why it was refused. */
   async receive(headers: Record<string, string | string[] | undefined>, rawBody: Buffer): Promise<DeliveryOutcome> {
-    const secret = await this.secret();
-    if (!secret) throw new DomainError('unavailable', 'the SCM webhook is disabled: no webhook secret is configured');
+    const view = await this.view();
+    if (!SCM_PROVIDERS.some((f) => keyOf(f, view))) throw new DomainError('unavailable', 'the SCM webhook is disabled: no webhook secret is configured');
     const request = detectScmRequest(headers);
     if (!request) throw fieldError('headers', 'expected an X-Gitea-Event, X-GitHub-Event or X-Gitlab-Event header');
+    const { provider } = request;
+    if (provider === 'gitlab') await this.markSentInClear(headerValue(headers, 'x-gitlab-token'), view);
+    const key = keyOf(provider, view);
+    if (!key) throw new DomainError('unavailable', `no webhook secret verifies ${FORGE_NAME[provider]} deliveries`);
     // verify the exact bytes before anything looks inside them
-    if (!verifyScmSignature(request, headers, rawBody, secret)) {
-      this.deps.log.warn({ provider: request.provider, event: request.event }, 'webhook signature rejected');
+    if (!verifyScmSignature(request, headers, rawBody, key.value)) {
+      this.deps.log.warn({ provider, event: request.event }, 'webhook signature rejected');
       throw new DomainError('unauthorized', 'bad or missing webhook signature');
+    }
+    // signed with a secret GitLab sends in clear: whoever saw a GitLab delivery could have made it
+    if (key.refused) {
+      this.deps.log.error({ provider, event: request.event, reason: key.refused }, 'webhook refused: its secret travels in clear as a GitLab token');
+      throw new DomainError('unauthorized', refusal(provider, key));
     }
     let payload: unknown;
     try {
@@ -92,7 +205,8 @@ export class ScmWebhook {
     if (!request.deliveryId && request.provider !== 'gitlab') {
       throw fieldError(DELIVERY_HEADER[request.provider], 'is required: the delivery id de-duplicates re-sent events');
     }
-    // the HMAC covers the body only: the same signed body under another delivery id is a replay
+    // the HMAC covers the body only, and Gitea and GitHub sign it alike: the same signed body under
+    // another delivery id, or another forge's headers, is a replay
     if (request.provider !== 'gitlab') request.payloadSha256 = createHash('sha256').update(rawBody).digest('hex');
 
     if ((request.deliveryId || request.payloadSha256) && (await this.seen(request))) return duplicate(request);
@@ -108,11 +222,11 @@ export class ScmWebhook {
 
     try {
       if (normalized.kind === 'ping') {
-        await this.record(this.deps.db, request, 'ping', null);
+        await this.deps.db.transaction((trx) => this.record(trx, request, 'ping', null));
         return { status: 'ok' };
       }
       if (normalized.kind === 'ignored') {
-        await this.record(this.deps.db, request, 'ignored', null);
+        await this.deps.db.transaction((trx) => this.record(trx, request, 'ignored', null));
         this.deps.log.info({ provider: request.provider, event: request.event, reason: normalized.reason }, 'webhook event ignored');
         return { status: 'ignored', reason: normalized.reason };
       }
@@ -138,19 +252,16 @@ export class ScmWebhook {
     }
   }
 
+  /** The delivery id seen before from this forge, or the signed body seen before from any. */
   private async seen(request: ScmRequest): Promise<boolean> {
-    const row = await this.deps
-      .db('webhook_deliveries')
-      .where({ provider: request.provider })
-      .andWhere((q) => {
-        if (request.deliveryId) q.orWhere({ delivery_id: request.deliveryId });
-        if (request.payloadSha256) q.orWhere({ payload_sha256: request.payloadSha256 });
-      })
-      .first('id');
-    return Boolean(row);
+    const { db } = this.deps;
+    if (request.deliveryId && (await db('webhook_deliveries').where({ provider: request.provider, delivery_id: request.deliveryId }).first('id'))) return true;
+    return Boolean(request.payloadSha256 && (await db('webhook_payload_digests').where({ payload_sha256: request.payloadSha256 }).first('payload_sha256')));
   }
 
+  /** Records the delivery (and the digest of a signed body) in `db`, a transaction. */
   private async record(db: Knex, request: ScmRequest, status: string, notificationId: string | null): Promise<void> {
+    const receivedAt = Date.now();
     try {
       await db('webhook_deliveries').insert({
         provider: request.provider,
@@ -159,33 +270,31 @@ export class ScmWebhook {
         event: request.event.slice(0, 64),
         status,
         notification_id: notificationId,
-        received_at: Date.now(),
+        received_at: receivedAt,
       });
+      if (request.payloadSha256) {
+        await db('webhook_payload_digests').insert({ payload_sha256: request.payloadSha256, provider: request.provider, delivery_id: request.deliveryId, received_at: receivedAt });
+      }
     } catch (err) {
-      // the same delivery arrived twice at once: the unique index decides who wins
+      // the same delivery (or body) arrived twice at once: the unique keys decide who wins
       if (isUniqueViolation(err)) throw new DuplicateDelivery();
       throw err;
     }
   }
 
-  /** Forgets delivery ids after 30 days (forges re-send within hours); at most once an hour. */
+  /** Forgets delivery ids and body digests after 30 days (forges re-send within hours); at most once an hour. */
   private prune(): void {
     const now = Date.now();
     if (now - this.lastPrune < PRUNE_EVERY_MS) return;
     this.lastPrune = now;
-    this.deps
-      .db('webhook_deliveries')
-      .where('received_at', '<', now - DELIVERY_RETENTION_MS)
-      .delete()
-      .catch((err: unknown) => this.deps.log.warn({ err }, 'pruning webhook deliveries failed'));
+    this.sweep(now).catch((err: unknown) => this.deps.log.warn({ err }, 'pruning webhook deliveries failed'));
   }
 
-  async setSecret(secret: string): Promise<void> {
-    await this.deps.secrets.set(WEBHOOK_SECRET_NAMESPACE, WEBHOOK_SECRET_KEY, secret);
-  }
-
-  async clearSecret(): Promise<void> {
-    await this.deps.secrets.delete(WEBHOOK_SECRET_NAMESPACE, WEBHOOK_SECRET_KEY);
+  /** Deletes delivery rows and body digests older than the retention; idempotent, on any instance. */
+  async sweep(now = Date.now()): Promise<void> {
+    const cutoff = now - DELIVERY_RETENTION_MS;
+    await this.deps.db('webhook_deliveries').where('received_at', '<', cutoff).delete();
+    await this.deps.db('webhook_payload_digests').where('received_at', '<', cutoff).delete();
   }
 }
 
@@ -212,7 +321,19 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
       responses: {
         200: {
           description: 'the intake state',
-          schema: Joi.object({ status: Joi.string().valid('ok', 'disabled'), secret_configured: Joi.boolean(), accepts: Joi.array().items(Joi.string()), last_delivery_at: Joi.string().isoDate().allow(null) }),
+          schema: Joi.object({
+            status: Joi.string().valid('ok', 'disabled'),
+            secret_configured: Joi.boolean().description('some forge has a secret its deliveries may be verified with'),
+            accepts: Joi.array().items(Joi.string()),
+            last_delivery_at: Joi.string().isoDate().allow(null),
+            forges: Joi.object()
+              .pattern(
+                Joi.string().valid(...SCM_PROVIDERS),
+                Joi.object({ secret_configured: Joi.boolean(), secret_source: Joi.string().valid('own', 'shared').allow(null).description('its own secret or the shared one') }),
+              )
+              .description('per forge: false while it has no secret, or only one GitLab sends in clear'),
+            warnings: Joi.array().items(Joi.string()).description('secrets that GitLab sends, or would send, in clear'),
+          }),
         },
       },
     },
@@ -224,16 +345,16 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
       path: '/',
       summary: 'Receive a Gitea, GitHub or GitLab event',
       description:
-        'Authenticated by the webhook secret, verified over the raw body before parsing: `X-Gitea-Signature` (hex HMAC-SHA256), `X-Hub-Signature-256` (`sha256=<hex>`) or `X-Gitlab-Token`. A delivery id seen before answers `duplicate`.',
+        "Authenticated by the forge's own webhook secret, else the shared one, verified over the raw body before parsing: `X-Gitea-Signature` (hex HMAC-SHA256), `X-Hub-Signature-256` (`sha256=<hex>`) or `X-Gitlab-Token`. A secret GitLab sends in clear never verifies a GitHub or Gitea signature. A delivery id seen before, or a signed body seen before from any forge, answers `duplicate`.",
       auth: 'none',
       bodyMode: 'raw',
       bodyContentType: 'application/json',
       responses: {
         200: 'ping, or a duplicate delivery',
         202: 'accepted (`notification_id`) or ignored',
-        401: 'bad or missing signature',
+        401: 'bad or missing signature, or one made with a secret GitLab sends in clear',
         413: 'body over 1 MiB',
-        503: 'no webhook secret is configured',
+        503: "no webhook secret verifies the forge's deliveries",
       },
     },
     async (ctx) => {
@@ -245,19 +366,29 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
   return api.router;
 }
 
-/** PUT|DELETE /api/settings/webhook-secret [feature:admin.settings]; env-set -> 409. */
-export function webhookSecretRoutes(webhook: ScmWebhook): Router {
-  return lockableSecretRoutes({
-    prefix: '/api/settings/webhook-secret',
-    what: 'webhook secret',
-    setting: setting('SERVICE_SCM_WEBHOOK_SECRET'),
-    field: 'secret',
-    clearing: 'the intake answers 503',
-    secret: {
-      lockedByEnv: webhook.lockedByEnv,
-      configured: async () => Boolean(await webhook.secret()),
-      set: (value) => webhook.setSecret(value),
-      clear: () => webhook.clearSecret(),
-    },
-  });
+/**
+ * GET|PUT|DELETE /api/settings/webhook-secret (shared) and /api/settings/webhook-secret/<forge>
+ * [feature:admin.settings]; set in the environment -> 409.
+ */
+export function webhookSecretRoutes(webhook: ScmWebhook): Router[] {
+  return [
+    lockableSecretRoutes({
+      prefix: '/api/settings/webhook-secret',
+      what: 'webhook secret',
+      setting: setting('SERVICE_SCM_WEBHOOK_SECRET'),
+      field: 'secret',
+      clearing: 'forges without their own secret answer 503',
+      secret: webhook.secretSetting(null),
+    }),
+    ...SCM_PROVIDERS.map((forge) =>
+      lockableSecretRoutes({
+        prefix: `/api/settings/webhook-secret/${forge}`,
+        what: `${FORGE_NAME[forge]} webhook secret`,
+        setting: setting(`SERVICE_SCM_WEBHOOK_SECRET_${forge.toUpperCase()}`),
+        field: 'secret',
+        clearing: `${FORGE_NAME[forge]} deliveries are verified with the shared secret again`,
+        secret: webhook.secretSetting(forge),
+      }),
+    ),
+  ];
 }

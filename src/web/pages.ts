@@ -133,10 +133,26 @@ ${admin
 <p data-chain></p>
 <form data-auth-form class="settings-form"></form>
 <p class="form-msg" data-msg role="status"></p>
-</section>`
+</section>
+${FORGE_SECRET_PANELS}`
     : ''}
 </div>`;
 }
+
+/** Each forge's own webhook secret (rows of the settings table), and what the intake warns about. */
+const FORGE_SECRET_PANELS = html`<section class="panel wide" aria-labelledby="webhook-warnings-title" data-webhook-warnings hidden>
+<h2 id="webhook-warnings-title">Webhook secrets: warnings</h2>
+<ul></ul>
+</section>
+${(
+  [
+    ['gitea', 'Gitea', html`Verifies only Gitea deliveries; unset, the shared webhook secret does.`],
+    ['github', 'GitHub', html`Verifies only GitHub deliveries; unset, the shared webhook secret does.`],
+    ['gitlab', 'GitLab', html`GitLab sends its token in clear: with its own secret, the shared one stays a signing key for Gitea and GitHub only.`],
+  ] as const
+).map(([forge, name, note]) =>
+  secretPanel({ key: `webhook-secret-${forge}`, title: `${name} webhook secret`, note, label: 'New secret', field: 'secret', save: 'Save secret', setting: setting(`SERVICE_SCM_WEBHOOK_SECRET_${forge.toUpperCase()}`) }),
+)}`;
 
 export function usersContent(): SafeHtml {
   return html`<section class="panel wide">

@@ -1,10 +1,12 @@
 import { expect } from 'chai';
-import { randomUUID } from 'node:crypto';
-import { startService, adminAuth, type TestService } from '../support/service.js';
+import { createHash, randomUUID } from 'node:crypto';
+import { startService, startPeer, adminAuth, type TestService } from '../support/service.js';
 import { WsClient, api, createUser, type TestUser } from '../gateway/helpers.js';
 import { fixture, githubExample, hmacHex } from './scm/fixtures/load.js';
 
 const SECRET = 'webhook-secret-for-tests-0123456789';
+// GitLab sends its token in clear: in the main suite it has its own, and the shared SECRET stays an HMAC key
+const GITLAB_SECRET = 'gitlab-own-secret-for-tests-0123456789';
 const PATH = '/api/notifications/webhook/scm';
 
 type Headers = Record<string, string>;
@@ -28,7 +30,7 @@ const giteaHeaders = (event: string, body: Buffer, secret = SECRET, delivery = r
   'X-GitHub-Delivery': delivery,
 });
 
-const gitlabHeaders = (event: string, token = SECRET, uuid = randomUUID()): Headers => ({
+const gitlabHeaders = (event: string, token = GITLAB_SECRET, uuid = randomUUID()): Headers => ({
   'Content-Type': 'application/json',
   'X-Gitlab-Event': event,
   'X-Gitlab-Token': token,
@@ -60,7 +62,8 @@ describe('SCM webhook intake', function () {
     it('reports disabled and answers 503', async () => {
       const health = await api(svc).get(`${PATH}/health`);
       expect(health.status).to.equal(200);
-      expect(health.body).to.deep.equal({ status: 'disabled', secret_configured: false, accepts: ['gitea', 'github', 'gitlab'], last_delivery_at: null });
+      const none = { secret_configured: false, secret_source: null };
+      expect(health.body).to.deep.equal({ status: 'disabled', secret_configured: false, accepts: ['gitea', 'github', 'gitlab'], last_delivery_at: null, forges: { gitea: none, github: none, gitlab: none }, warnings: [] });
       const body = json(githubExample('ping'));
       const res = await deliver(githubHeaders('ping', body), body);
       expect(res.status).to.equal(503);
@@ -80,6 +83,17 @@ describe('SCM webhook intake', function () {
       expect(JSON.stringify(status.body)).to.not.contain(SECRET);
       const health = await api(svc).get(`${PATH}/health`);
       expect(health.body).to.include({ status: 'ok', secret_configured: true });
+      // GitLab on the shared secret too: the health warns
+      expect(health.body.warnings).to.have.length(1);
+      expect(health.body.warnings[0]).to.match(/GitLab shares the shared webhook secret with Gitea and GitHub/);
+      expect((await api(svc).put('/api/settings/webhook-secret/gitlab').set('Authorization', adminAuth()).send({ secret: GITLAB_SECRET })).status).to.equal(204);
+      const after = await api(svc).get(`${PATH}/health`);
+      expect(after.body.forges).to.deep.equal({
+        gitea: { secret_configured: true, secret_source: 'shared' },
+        github: { secret_configured: true, secret_source: 'shared' },
+        gitlab: { secret_configured: true, secret_source: 'own' },
+      });
+      expect(after.body.warnings).to.deep.equal([]);
     });
   });
 
@@ -297,6 +311,41 @@ describe('SCM webhook intake', function () {
       expect(notifyFrames(first.body.notification_id)).to.have.length(1);
     });
 
+    it('a signed GitHub delivery re-sent as Gitea (same body and signature, new id) is a duplicate, notified once', async () => {
+      const body = pushBody();
+      const before = ws.all('system:notify').length;
+      const rowsBefore = Number((await svc.service.db('notifications').count({ c: '*' }).first())!.c);
+      const github = githubHeaders('push', body);
+      const first = await deliver(github, body);
+      expect(first.status, JSON.stringify(first.body)).to.equal(202);
+      // Gitea signs the same way: the hex HMAC-SHA256 of the raw body
+      const asGitea = giteaHeaders('push', body, SECRET, randomUUID());
+      expect(asGitea['X-Gitea-Signature']).to.equal(github['X-Hub-Signature-256']!.slice('sha256='.length));
+      const replay = await deliver(asGitea, body);
+      expect(replay.status, JSON.stringify(replay.body)).to.equal(200);
+      expect(replay.body.status).to.equal('duplicate');
+      // and the other way round: a Gitea delivery re-sent as GitHub
+      const gitea = json({ ...fixture('gitea-push'), after: randomUUID() });
+      const fromGitea = await deliver(giteaHeaders('push', gitea), gitea);
+      expect(fromGitea.status).to.equal(202);
+      const back = await deliver(githubHeaders('push', gitea, SECRET, randomUUID()), gitea);
+      expect(back.status, JSON.stringify(back.body)).to.equal(200);
+      expect(back.body.status).to.equal('duplicate');
+      await ws.next('system:notify', (f) => f.payload.id === fromGitea.body.notification_id);
+      await ws.roundTrip();
+      expect(ws.all('system:notify').length - before).to.equal(2);
+      expect(Number((await svc.service.db('notifications').count({ c: '*' }).first())!.c) - rowsBefore).to.equal(2);
+    });
+
+    it('lets one of simultaneous GitHub and Gitea copies of a signed body through', async () => {
+      const body = pushBody();
+      const before = Number((await svc.service.db('notifications').count({ c: '*' }).first())!.c);
+      const copies = Array.from({ length: 6 }, (_, i) => (i % 2 ? giteaHeaders('push', body) : githubHeaders('push', body)));
+      const answers = await Promise.all(copies.map((h) => deliver(h, body)));
+      expect(answers.map((a) => a.status).sort()).to.deep.equal([200, 200, 200, 200, 200, 202]);
+      expect(Number((await svc.service.db('notifications').count({ c: '*' }).first())!.c) - before).to.equal(1);
+    });
+
     it('GitLab: de-duplicated by its event UUID or idempotency key when sent', async () => {
       const uuid = randomUUID();
       const body = json(fixture('gitlab-push'));
@@ -319,6 +368,26 @@ describe('SCM webhook intake', function () {
       expect(Number(after) - Number(before)).to.equal(1);
     });
 
+    it('forgets delivery ids and body digests after 30 days, keeping the newer ones', async () => {
+      const db = svc.service.db;
+      const old = pushBody();
+      const recent = pushBody();
+      const first = await deliver(githubHeaders('push', old), old);
+      expect(first.status).to.equal(202);
+      expect((await deliver(githubHeaders('push', recent), recent)).status).to.equal(202);
+      const digest = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+      const longAgo = Date.now() - 31 * 24 * 3600_000;
+      await db('webhook_deliveries').where({ payload_sha256: digest(old) }).update({ received_at: longAgo });
+      await db('webhook_payload_digests').where({ payload_sha256: digest(old) }).update({ received_at: longAgo });
+      await svc.service.notifications.webhook.sweep();
+      expect(await db('webhook_deliveries').where({ payload_sha256: digest(old) })).to.have.length(0);
+      expect(await db('webhook_payload_digests').where({ payload_sha256: digest(old) })).to.have.length(0);
+      expect(await db('webhook_deliveries').where({ payload_sha256: digest(recent) })).to.have.length(1);
+      expect(await db('webhook_payload_digests').where({ payload_sha256: digest(recent) })).to.have.length(1);
+      // within the 30 days the recent body stays a duplicate under any forge's headers
+      expect((await deliver(giteaHeaders('push', recent), recent)).body.status).to.equal('duplicate');
+    });
+
     it('reports the last delivery in health and is disabled again once the secret is deleted', async () => {
       const health = await api(svc).get(`${PATH}/health`);
       expect(health.body.last_delivery_at).to.be.a('string');
@@ -326,7 +395,234 @@ describe('SCM webhook intake', function () {
       expect((await api(svc).delete('/api/settings/webhook-secret').set('Authorization', adminAuth())).status).to.equal(204);
       const body = pushBody();
       expect((await deliver(githubHeaders('push', body), body)).status).to.equal(503);
+      // GitLab keeps its own secret
+      const partly = (await api(svc).get(`${PATH}/health`)).body;
+      expect(partly.status).to.equal('ok');
+      expect(partly.forges.github).to.deep.equal({ secret_configured: false, secret_source: null });
+      expect((await deliver(gitlabHeaders('Push Hook'), json(fixture('gitlab-push')))).status).to.equal(202);
+      expect((await api(svc).delete('/api/settings/webhook-secret/gitlab').set('Authorization', adminAuth())).status).to.equal(204);
+      expect((await deliver(gitlabHeaders('Push Hook'), json(fixture('gitlab-push')))).status).to.equal(503);
       expect((await api(svc).get(`${PATH}/health`)).body.status).to.equal('disabled');
+    });
+  });
+
+  describe('a secret per forge', () => {
+    const GITHUB_SECRET = 'github-own-secret-for-tests-0123456789';
+    let forgeSvc: TestService;
+    const send = (headers: Headers, body: Buffer) => api(forgeSvc).post(PATH).set(headers).send(body.toString());
+    const put = (path: string, secret: string) => api(forgeSvc).put(`/api/settings/webhook-secret${path}`).set('Authorization', adminAuth()).send({ secret });
+    const push = () => json({ ...githubExample('push', (e) => e.ref === 'refs/heads/master' && !e.deleted), after: randomUUID().replace(/-/g, '').padEnd(40, '0') });
+    const giteaPush = () => json({ ...fixture('gitea-push'), after: randomUUID() });
+    const notes = async () => Number((await forgeSvc.service.db('notifications').count({ c: '*' }).first())!.c);
+
+    let bob: TestUser;
+
+    before(async () => {
+      forgeSvc = await startService();
+      bob = await createUser(forgeSvc, 'bob');
+      expect((await put('', SECRET)).status).to.equal(204);
+      expect((await put('/github', GITHUB_SECRET)).status).to.equal(204);
+      expect((await put('/gitlab', GITLAB_SECRET)).status).to.equal(204);
+    });
+    after(async () => {
+      await forgeSvc?.destroy();
+    });
+
+    it('verifies a forge with its own secret only: GitHub signed with the GitLab secret (or the shared one) is 401', async () => {
+      const before = await notes();
+      const body = push();
+      const withGitlab = await send(githubHeaders('push', body, GITLAB_SECRET), body);
+      expect(withGitlab.status).to.equal(401);
+      expect(withGitlab.body.error.code).to.equal('unauthorized');
+      expect((await send(githubHeaders('push', body, SECRET), body)).status).to.equal(401);
+      expect(await notes()).to.equal(before);
+      expect((await send(githubHeaders('push', body, GITHUB_SECRET), body)).status).to.equal(202);
+      // GitLab: its own token only (another secret in use would also be marked as sent in clear: below)
+      expect((await send(gitlabHeaders('Push Hook', 'not-the-secret-0123456789'), json(fixture('gitlab-push')))).status).to.equal(401);
+      expect((await send(gitlabHeaders('Push Hook', GITLAB_SECRET), json(fixture('gitlab-push')))).status).to.equal(202);
+      expect(await notes()).to.equal(before + 2);
+    });
+
+    it('falls back to the shared secret for a forge without its own', async () => {
+      const body = giteaPush();
+      expect((await send(giteaHeaders('push', body, GITLAB_SECRET), body)).status).to.equal(401);
+      expect((await send(giteaHeaders('push', body, GITHUB_SECRET), body)).status).to.equal(401);
+      const res = await send(giteaHeaders('push', body, SECRET), body);
+      expect(res.status, JSON.stringify(res.body)).to.equal(202);
+      const health = (await api(forgeSvc).get(`${PATH}/health`)).body;
+      expect(health).to.include({ status: 'ok', secret_configured: true });
+      expect(health.forges).to.deep.equal({
+        gitea: { secret_configured: true, secret_source: 'shared' },
+        github: { secret_configured: true, secret_source: 'own' },
+        gitlab: { secret_configured: true, secret_source: 'own' },
+      });
+      expect(health.warnings).to.deep.equal([]);
+      expect(JSON.stringify(health)).to.not.contain(SECRET).and.not.contain(GITLAB_SECRET);
+    });
+
+    it("never verifies Gitea or GitHub with GitLab's own secret, even when set as theirs", async () => {
+      expect((await put('/gitea', GITLAB_SECRET)).status).to.equal(204);
+      const body = giteaPush();
+      const res = await send(giteaHeaders('push', body, GITLAB_SECRET), body);
+      expect(res.status).to.equal(401);
+      expect(res.body.error.message).to.match(/also GitLab's secret/);
+      // a wrong signature learns nothing about why
+      expect((await send(giteaHeaders('push', body, 'not-the-secret-0123456789'), body)).body.error.message).to.equal('bad or missing webhook signature');
+      const health = (await api(forgeSvc).get(`${PATH}/health`)).body;
+      expect(health.forges.gitea).to.deep.equal({ secret_configured: false, secret_source: 'own' });
+      expect(health.warnings).to.have.length(1);
+      expect(health.warnings[0]).to.match(/^Gitea deliveries are not verified/);
+      // cleared: Gitea is back on the shared secret
+      expect((await api(forgeSvc).delete('/api/settings/webhook-secret/gitea').set('Authorization', adminAuth())).status).to.equal(204);
+      expect((await send(giteaHeaders('push', body, SECRET), body)).status).to.equal(202);
+    });
+
+    it('the per-forge settings routes: admin only, the same rule, never the value', async () => {
+      expect((await api(forgeSvc).put('/api/settings/webhook-secret/github').set('Authorization', bob.auth).send({ secret: GITHUB_SECRET })).status).to.equal(403);
+      expect((await api(forgeSvc).delete('/api/settings/webhook-secret/github').set('Authorization', bob.auth)).status).to.equal(403);
+      expect((await api(forgeSvc).get('/api/settings/webhook-secret/github')).status).to.equal(401);
+      const short = await put('/gitlab', 'short');
+      expect(short.status).to.equal(400);
+      expect(short.body.error.details[0].field).to.equal('secret');
+      const github = await api(forgeSvc).get('/api/settings/webhook-secret/github').set('Authorization', adminAuth());
+      expect(github.body).to.deep.equal({ configured: true, locked: false });
+      expect((await api(forgeSvc).get('/api/settings/webhook-secret/gitea').set('Authorization', adminAuth())).body).to.deep.equal({ configured: false, locked: false });
+      expect((await api(forgeSvc).get('/api/settings/webhook-secret/bitbucket').set('Authorization', adminAuth())).status).to.equal(404);
+    });
+
+    it('the settings page has a panel per forge, from the settings table, and room for the warnings', async () => {
+      const page = await api(forgeSvc).get('/settings').set('Authorization', adminAuth());
+      expect(page.status).to.equal(200);
+      for (const forge of ['gitea', 'github', 'gitlab']) expect(page.text).to.include(`data-webhook-secret-${forge}`);
+      expect(page.text).to.include('data-webhook-warnings').and.include('minlength="16" maxlength="256"');
+      const user = await api(forgeSvc).get('/settings').set('Authorization', bob.auth);
+      expect(user.status).to.equal(200);
+      expect(user.text).to.not.include('data-webhook-secret-github');
+    });
+  });
+
+  describe('the shared secret and GitLab', () => {
+    const ROTATED = 'rotated-shared-secret-for-tests-0123456789';
+    const GITHUB_SECRET = 'github-own-secret-for-tests-0123456789';
+    let sharedSvc: TestService;
+    const send = (headers: Headers, body: Buffer) => api(sharedSvc).post(PATH).set(headers).send(body.toString());
+    const put = (path: string, secret: string) => api(sharedSvc).put(`/api/settings/webhook-secret${path}`).set('Authorization', adminAuth()).send({ secret });
+    const push = () => json({ ...githubExample('push', (e) => e.ref === 'refs/heads/master' && !e.deleted), after: randomUUID().replace(/-/g, '').padEnd(40, '0') });
+    const giteaPush = () => json({ ...fixture('gitea-push'), after: randomUUID() });
+    const health = async () => (await api(sharedSvc).get(`${PATH}/health`)).body;
+
+    before(async () => {
+      sharedSvc = await startService();
+      expect((await put('', SECRET)).status).to.equal(204);
+    });
+    after(async () => {
+      await sharedSvc?.destroy();
+    });
+
+    it('verifies every forge as before until GitLab sends it, then no longer GitHub or Gitea', async () => {
+      let body = push();
+      expect((await send(githubHeaders('push', body), body)).status).to.equal(202);
+      let gitea = giteaPush();
+      expect((await send(giteaHeaders('push', gitea), gitea)).status).to.equal(202);
+      expect((await health()).warnings).to.have.length(1);
+      expect((await health()).warnings[0]).to.match(/^GitLab shares the shared webhook secret with Gitea and GitHub/);
+      // a wrong GitLab token proves nothing
+      expect((await send(gitlabHeaders('Push Hook', 'wrong-token-0123456789'), json(fixture('gitlab-push')))).status).to.equal(401);
+      body = push();
+      expect((await send(githubHeaders('push', body), body)).status).to.equal(202);
+
+      expect((await send(gitlabHeaders('Push Hook', SECRET), json(fixture('gitlab-push')))).status).to.equal(202);
+      const before = Number((await sharedSvc.service.db('notifications').count({ c: '*' }).first())!.c);
+      body = push();
+      const refused = await send(githubHeaders('push', body), body);
+      expect(refused.status).to.equal(401);
+      expect(refused.body.error.message).to.match(/GitLab has sent it in clear/).and.match(/scm_webhook_secret_github/);
+      gitea = giteaPush();
+      expect((await send(giteaHeaders('push', gitea), gitea)).status).to.equal(401);
+      expect(Number((await sharedSvc.service.db('notifications').count({ c: '*' }).first())!.c)).to.equal(before);
+      // GitLab itself goes on
+      expect((await send(gitlabHeaders('Push Hook', SECRET), json(fixture('gitlab-push')))).status).to.equal(202);
+      const h = await health();
+      expect(h.status).to.equal('ok');
+      expect(h.forges).to.deep.equal({
+        gitea: { secret_configured: false, secret_source: 'shared' },
+        github: { secret_configured: false, secret_source: 'shared' },
+        gitlab: { secret_configured: true, secret_source: 'shared' },
+      });
+      expect(h.warnings.map((w: string) => w.split(' ')[0])).to.deep.equal(['Gitea', 'GitHub']);
+    });
+
+    it('is remembered in the database: another instance refuses it too', async () => {
+      const peer = await startPeer(sharedSvc);
+      try {
+        const body = push();
+        expect((await api(peer).post(PATH).set(githubHeaders('push', body)).send(body.toString())).status).to.equal(401);
+      } finally {
+        await peer.stop();
+      }
+    });
+
+    it('a forge given its own secret works again; a rotated shared secret is new until GitLab sends it', async () => {
+      expect((await put('/github', GITHUB_SECRET)).status).to.equal(204);
+      const body = push();
+      expect((await send(githubHeaders('push', body, GITHUB_SECRET), body)).status).to.equal(202);
+      expect((await put('', ROTATED)).status).to.equal(204);
+      let gitea = giteaPush();
+      expect((await send(giteaHeaders('push', gitea, ROTATED), gitea)).status).to.equal(202);
+      // the old value stays refused
+      gitea = giteaPush();
+      expect((await send(giteaHeaders('push', gitea, SECRET), gitea)).status).to.equal(401);
+      expect((await send(gitlabHeaders('Push Hook', ROTATED), json(fixture('gitlab-push')))).status).to.equal(202);
+      gitea = giteaPush();
+      expect((await send(giteaHeaders('push', gitea, ROTATED), gitea)).status).to.equal(401);
+    });
+
+    it("GitHub's own secret arriving as a GitLab token is refused there and stops verifying GitHub", async () => {
+      const res = await send(gitlabHeaders('Push Hook', GITHUB_SECRET), json(fixture('gitlab-push')));
+      expect(res.status).to.equal(401);
+      const body = push();
+      const refused = await send(githubHeaders('push', body, GITHUB_SECRET), body);
+      expect(refused.status).to.equal(401);
+      expect(refused.body.error.message).to.match(/GitLab has sent it in clear/);
+      expect((await health()).forges.github).to.deep.equal({ secret_configured: false, secret_source: 'own' });
+    });
+  });
+
+  describe('secrets per forge from the environment', () => {
+    const GITHUB_SECRET = 'github-env-secret-for-tests-0123456789';
+    let envSvc: TestService;
+    before(async () => {
+      envSvc = await startService({ env: { SERVICE_SCM_WEBHOOK_SECRET_GITHUB: GITHUB_SECRET, SERVICE_SCM_WEBHOOK_SECRET_GITLAB: GITLAB_SECRET } });
+    });
+    after(async () => {
+      await envSvc?.destroy();
+    });
+
+    it('uses them; the settings API cannot change them (409) but can set the other forges', async () => {
+      const ping = json(githubExample('ping'));
+      expect((await api(envSvc).post(PATH).set(githubHeaders('ping', ping, GITHUB_SECRET)).send(ping.toString())).status).to.equal(200);
+      const other = json({ ...githubExample('ping'), zen: randomUUID() });
+      expect((await api(envSvc).post(PATH).set(githubHeaders('ping', other, GITLAB_SECRET)).send(other.toString())).status).to.equal(401);
+      for (const forge of ['github', 'gitlab']) {
+        const path = `/api/settings/webhook-secret/${forge}`;
+        const put = await api(envSvc).put(path).set('Authorization', adminAuth()).send({ secret: 'another-secret-0123456789' });
+        expect(put.status, forge).to.equal(409);
+        expect(put.body.error.message).to.contain(`SERVICE_SCM_WEBHOOK_SECRET_${forge.toUpperCase()}`);
+        expect((await api(envSvc).delete(path).set('Authorization', adminAuth())).status).to.equal(409);
+        expect((await api(envSvc).get(path).set('Authorization', adminAuth())).body).to.deep.equal({ configured: true, locked: true });
+      }
+      // Gitea has none (and there is no shared secret): 503 until it is given one
+      const gitea = json({ ...fixture('gitea-push'), after: randomUUID() });
+      const off = await api(envSvc).post(PATH).set(giteaHeaders('push', gitea)).send(gitea.toString());
+      expect(off.status).to.equal(503);
+      expect((await api(envSvc).get('/api/settings/webhook-secret/gitea').set('Authorization', adminAuth())).body).to.deep.equal({ configured: false, locked: false });
+      expect((await api(envSvc).put('/api/settings/webhook-secret/gitea').set('Authorization', adminAuth()).send({ secret: SECRET })).status).to.equal(204);
+      expect((await api(envSvc).post(PATH).set(giteaHeaders('push', gitea)).send(gitea.toString())).status).to.equal(202);
+      expect((await api(envSvc).get(`${PATH}/health`)).body.forges).to.deep.equal({
+        gitea: { secret_configured: true, secret_source: 'own' },
+        github: { secret_configured: true, secret_source: 'own' },
+        gitlab: { secret_configured: true, secret_source: 'own' },
+      });
     });
   });
 

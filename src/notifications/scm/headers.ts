@@ -80,7 +80,8 @@ function hmacMatches(hex: string | undefined, rawBody: Buffer, secret: string): 
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
-function tokenMatches(token: string | undefined, secret: string): boolean {
+/** Constant-time equality of a token and a secret, whatever their lengths; false without a token. */
+export function tokenMatches(token: string | undefined, secret: string): boolean {
   if (!token) return false;
   // Hash both sides so the comparison is constant time whatever the lengths.
   const given = createHash('sha256').update(token, 'utf8').digest();
@@ -89,7 +90,7 @@ function tokenMatches(token: string | undefined, secret: string): boolean {
 }
 
 /**
- * Checks the request against the shared secret, on the raw body bytes, before any parsing.
+ * Checks the request against its forge's secret, on the raw body bytes, before any parsing.
  * Gitea: X-Gitea-Signature = hex HMAC-SHA256; GitHub: X-Hub-Signature-256 = `sha256=<hex>`;
  * GitLab: X-Gitlab-Token = the secret. Anything missing, malformed or wrong is false, never a throw.
  */

@@ -1,4 +1,4 @@
-export { detectScmRequest, verifyScmSignature, headerValue, type RequestHeaders } from './headers.js';
+export { detectScmRequest, verifyScmSignature, headerValue, tokenMatches, type RequestHeaders } from './headers.js';
 export { normalizeScmEvent } from './normalize.js';
 export { safeLink } from './common.js';
 export {

@@ -1,5 +1,5 @@
 // Settings: password, my API keys (token shown once), my sessions; for administrators the
-// system API key, the webhook secret and the authentication provider settings.
+// system API key, the webhook secrets (shared and per forge) and the authentication provider settings.
 import { $, api, boot, busy, clearOnEdit, confirmButton, control, copyText, errorText, h, must, randomSecret, say, submitter, text, texts, when } from './app.js';
 import { authSettings } from './auth-form.js';
 import { permissionText, type CatalogEntry } from './permission-list.js';
@@ -148,7 +148,7 @@ interface SecretState {
 
 const capitalised = (s: string) => `${s.charAt(0).toUpperCase()}${s.slice(1)}`;
 
-function secretSection(section: HTMLElement | null, { path, field, label }: { path: string; field: string; label: string }): void {
+function secretSection(section: HTMLElement | null, { path, field, label, changed }: { path: string; field: string; label: string; changed?: () => void }): void {
   if (!section) return;
   const state = must('[data-state]', section);
   const form = must<HTMLFormElement>('form', section);
@@ -173,6 +173,7 @@ function secretSection(section: HTMLElement | null, { path, field, label }: { pa
       say(msg, `${capitalised(label)} saved.`);
       input.value = '';
       await show();
+      changed?.();
     }
   });
   confirmButton(must<HTMLButtonElement>('[data-clear]', section), 'Confirm clear', async () => {
@@ -180,13 +181,29 @@ function secretSection(section: HTMLElement | null, { path, field, label }: { pa
     if (ok) {
       say(msg, `${capitalised(label)} cleared.`);
       await show();
+      changed?.();
     }
   });
   show().catch((err: unknown) => say(msg, errorText(err), 'error'));
 }
 
 secretSection($('[data-system-key]'), { path: '/api/settings/system-api-key', field: 'key', label: 'system key' });
-secretSection($('[data-webhook-secret]'), { path: '/api/settings/webhook-secret', field: 'secret', label: 'webhook secret' });
+// the intake's warnings: a webhook secret GitLab sends, or would send, in clear
+const webhookWarnings = $('[data-webhook-warnings]');
+const loadWebhookWarnings = () => {
+  if (!webhookWarnings) return;
+  api<{ warnings?: string[] }>('GET', '/api/notifications/webhook/scm/health')
+    .then(({ warnings = [] }) => {
+      must('ul', webhookWarnings).replaceChildren(...warnings.map((w) => h('li', {}, w)));
+      webhookWarnings.hidden = warnings.length === 0;
+    })
+    .catch(() => undefined);
+};
+secretSection($('[data-webhook-secret]'), { path: '/api/settings/webhook-secret', field: 'secret', label: 'webhook secret', changed: loadWebhookWarnings });
+for (const [forge, name] of [['gitea', 'Gitea'], ['github', 'GitHub'], ['gitlab', 'GitLab']]) {
+  secretSection($(`[data-webhook-secret-${forge}]`), { path: `/api/settings/webhook-secret/${forge}`, field: 'secret', label: `${name} webhook secret`, changed: loadWebhookWarnings });
+}
+loadWebhookWarnings();
 
 const authSection = $('[data-auth-settings]');
 if (authSection) authSettings(authSection);
