@@ -23,6 +23,8 @@ export interface LdapConfig {
   groupAttr: string;
   groupMapping: Record<string, string[]>;
   tlsVerify: boolean;
+  /** join a first LDAP login to the one existing user with its e-mail (never an administrator) */
+  linkByEmail: boolean;
 }
 
 export interface OidcConfig {
@@ -33,6 +35,8 @@ export interface OidcConfig {
   groupsClaim: string;
   groupMapping: Record<string, string[]>;
   label: string;
+  /** join a first OIDC login to the one existing user with its verified e-mail (never an administrator) */
+  linkByEmail: boolean;
 }
 
 export interface Config {
@@ -219,6 +223,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
       groupAttr: v.SERVICE_LDAP_GROUP_ATTR,
       groupMapping: v.SERVICE_LDAP_GROUP_MAPPING ?? {},
       tlsVerify: v.SERVICE_LDAP_TLS_VERIFY,
+      linkByEmail: v.SERVICE_LDAP_LINK_BY_EMAIL,
     },
     oidc: {
       issuer: v.SERVICE_OIDC_ISSUER ?? null,
@@ -228,6 +233,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
       groupsClaim: v.SERVICE_OIDC_GROUPS_CLAIM,
       groupMapping: v.SERVICE_OIDC_GROUP_MAPPING ?? {},
       label: v.SERVICE_OIDC_LABEL,
+      linkByEmail: v.SERVICE_OIDC_LINK_BY_EMAIL,
     },
     systemApiKey: v.SERVICE_SYSTEM_API_KEY ?? null,
     sessionTtlMs: parseDuration(v.SERVICE_SESSION_TTL)!,

@@ -126,7 +126,7 @@ export class Service {
     }
     // the access-management API, the login and session API, the pages; then the other areas
     const auth = this.auth;
-    const routers: Router[] = [meRoutes(auth), userRoutes(auth), groupRoutes(this.iam, this.bus), systemKeyRoutes(auth), authRoutes(auth), oidcRoutes(auth), authSettingsRoutes(auth), ...webRouters(auth, () => [this.plugins.documentedRoutes(), this.sockets.documentedRoutes()]), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
+    const routers: Router[] = [meRoutes(auth), userRoutes(auth), groupRoutes(this.iam), systemKeyRoutes(auth), authRoutes(auth), oidcRoutes(auth), authSettingsRoutes(auth), ...webRouters(auth, () => [this.plugins.documentedRoutes(), this.sockets.documentedRoutes()]), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     // plugin host: its admin API first, then the one dispatch middleware of every
     // plugin's routes under /api/plugins/<id>/ (a disabled plugin's routes vanish at once)
     this.plugins = new PluginHost({

@@ -127,6 +127,7 @@ export const SETTINGS: readonly SettingDef[] = [
   ldap('group_attr', 'LDAP group attribute', { kind: 'string', rule: Joi.string().pattern(/^[A-Za-z][A-Za-z0-9-]*$/).max(128), default: 'memberOf', about: "attribute listing a user's groups" }, 'groupAttr'),
   ldap('group_mapping', 'LDAP group mapping', { kind: 'mapping', rule: GROUP_MAPPING, about: 'JSON: group DN -> local groups' }, 'groupMapping'),
   ldap('tls_verify', 'Verify the LDAP server certificate', { kind: 'boolean', default: 'true', about: "check the server's certificate (trust a CA with `NODE_EXTRA_CA_CERTS`)" }, 'tlsVerify'),
+  ldap('link_by_email', 'Link LDAP logins by e-mail', { kind: 'boolean', default: 'false', about: "a first LDAP login joins the one user with the entry's `mail` (never an administrator's account)" }, 'linkByEmail'),
   oidc('issuer', 'OIDC issuer URL', { kind: 'string', rule: Joi.string().trim().uri({ scheme: ['http', 'https'] }).max(2048), about: 'issuer; discovery at `<issuer>/.well-known/openid-configuration`' }, 'issuer'),
   oidc('client_id', 'OIDC client ID', { kind: 'string', rule: Joi.string().trim().max(512), about: 'client registered at the provider' }, 'clientId'),
   oidc('client_secret', 'OIDC client secret', { kind: 'secret', rule: Joi.string().min(1).max(4096), about: "the client's secret" }, 'clientSecret'),
@@ -138,6 +139,7 @@ export const SETTINGS: readonly SettingDef[] = [
   ),
   oidc('groups_claim', 'OIDC groups claim', { kind: 'string', rule: Joi.string().trim().min(1).max(256), default: 'groups', about: 'claim holding the groups' }, 'groupsClaim'),
   oidc('group_mapping', 'OIDC group mapping', { kind: 'mapping', rule: GROUP_MAPPING, about: 'JSON: claim value -> local groups' }, 'groupMapping'),
+  oidc('link_by_email', 'Link OIDC logins by verified e-mail', { kind: 'boolean', default: 'true', about: 'a first OIDC login joins the one user with its verified e-mail (never an administrator\'s account)' }, 'linkByEmail'),
   oidc('label', 'OIDC button label', { kind: 'string', rule: Joi.string().trim().min(1).max(64), default: 'SSO', about: 'login button text' }, 'label'),
   {
     env: 'SERVICE_SYSTEM_API_KEY',

@@ -58,7 +58,8 @@ export interface EventMap {
   /** a plugin registers an authentication provider (the provider object travels in-process) */
   'auth:register_provider': { provider: unknown; plugin_name?: string };
   /** any change to a user, a group or a membership: drop cached permissions */
-  'iam:permissions_changed': { user_id?: string; group?: string; all?: boolean };
+  /** who may have gained or lost permissions: one user, every member of a group, or anyone */
+  'iam:permissions_changed': { scope: 'user'; user_id: string } | { scope: 'group'; group: string } | { scope: 'all' };
   /** password of a user changed: drop cached Basic verifications, end what it proved */
   'iam:password_changed': { user_id: string };
   /** a key or web session of this user was revoked: live connections made with it end */
@@ -117,7 +118,6 @@ const pushedNotification = Joi.alternatives().try(
   Joi.object({ id: id.required(), seq: pushSeq.required(), action: Joi.valid('clear').required(), broadcast: Joi.boolean().required() }),
 );
 
-
 /**
  * Events that happen once and matter to every instance: the instance where one happens
  * publishes it (src/bus/redis-bridge.ts); every other instance validates it with this schema
@@ -130,7 +130,11 @@ export const CLUSTER_EVENTS: Partial<Record<EventName, Joi.Schema>> = {
     seq: pushSeq.required(),
     payload: pushedNotification.required(),
   }).custom((push: NotificationPush, helpers) => (push.payload.seq === push.seq ? push : helpers.error('any.invalid'))),
-  'iam:permissions_changed': Joi.object({ user_id: userId, group: Joi.string().max(64), all: Joi.boolean() }),
+  'iam:permissions_changed': Joi.object({
+    scope: Joi.string().valid('user', 'group', 'all').required(),
+    user_id: userId.when('scope', { is: 'user', then: Joi.required(), otherwise: Joi.forbidden() }),
+    group: Joi.string().max(64).when('scope', { is: 'group', then: Joi.required(), otherwise: Joi.forbidden() }),
+  }),
   'iam:password_changed': Joi.object({ user_id: userId.required() }),
   'auth:credentials_revoked': Joi.object({ user_id: userId.required() }),
   'auth:system_key_changed': Joi.object({}),

@@ -13,6 +13,7 @@ import { IamStore } from '../iam/store.js';
 import { Passwords } from '../iam/passwords.js';
 import { SecretsStore } from '../iam/secrets.js';
 import { UserAdmin } from '../iam/users.js';
+import { KeyAdmin } from '../iam/keys.js';
 import { CORE_CATALOG, isKnownPermission } from '../iam/permissions.js';
 import type { Actor } from '../iam/policy.js';
 import { ApiKeyStore } from '../auth/api-keys.js';
@@ -31,7 +32,7 @@ export interface CliIo {
  * key, so it acts as a superadmin would (host grants and protected accounts included); every
  * change it makes is logged like one made through the API, with `cli` as the actor.
  */
-export const CLI_ACTOR: Actor = { username: 'cli', isSystem: true, isSuperadmin: true };
+export const CLI_ACTOR: Actor = { username: 'cli', userId: null, isSystem: true, isSuperadmin: true };
 
 /**
  * What a command works with, made on first use: the configuration, the database (migrated and
@@ -108,7 +109,8 @@ export class CliContext {
         this.bus.emit('iam:password_changed', { user_id: userId });
       },
     });
-    return { db, store, apiKeys, users, catalog };
+    const keys = new KeyAdmin({ users, vault: apiKeys, isKnownPermission: (p) => isKnownPermission(catalog, p) });
+    return { db, store, apiKeys, users, keys, catalog };
   }
 
   /**

@@ -76,9 +76,10 @@ function secretPanel(o: { key: string; title: string; note: SafeHtml; label: str
 </section>`;
 }
 
+/** The same for every trusted actor (superadmin, system key): the system key hands out the host. Made once. */
+const SYSTEM_KEY_PANEL = html`${secretPanel({ key: 'system-key', title: 'System API key', note: html`The machine-to-machine master key: it passes every permission check. Stored encrypted.`, label: 'New key', field: 'key', save: 'Save key', setting: setting('SERVICE_SYSTEM_API_KEY') })}`;
 /** The same for every administrator: made once. */
-const SECRET_PANELS = html`${secretPanel({ key: 'system-key', title: 'System API key', note: html`The machine-to-machine master key: it passes every permission check. Stored encrypted.`, label: 'New key', field: 'key', save: 'Save key', setting: setting('SERVICE_SYSTEM_API_KEY') })}
-${secretPanel({ key: 'webhook-secret', title: 'Webhook secret', note: html`Verifies deliveries to <code>/api/notifications/webhook/scm</code> from Gitea, GitHub and GitLab.`, label: 'New secret', field: 'secret', save: 'Save secret', setting: setting('SERVICE_SCM_WEBHOOK_SECRET') })}`;
+const SECRET_PANELS = html`${secretPanel({ key: 'webhook-secret', title: 'Webhook secret', note: html`Verifies deliveries to <code>/api/notifications/webhook/scm</code> from Gitea, GitHub and GitLab.`, label: 'New secret', field: 'secret', save: 'Save secret', setting: setting('SERVICE_SCM_WEBHOOK_SECRET') })}`;
 
 export function settingsContent(id: ApiIdentity, user: User | null): SafeHtml {
   const admin = id.allows('feature:admin.settings');
@@ -126,7 +127,7 @@ ${user
 </section>`
     : ''}
 ${admin
-    ? html`${SECRET_PANELS}
+    ? html`${id.isSystem || id.isSuperadmin ? SYSTEM_KEY_PANEL : ''}${SECRET_PANELS}
 <section class="panel wide" aria-labelledby="auth-title" data-auth-settings>
 <h2 id="auth-title">Authentication providers</h2>
 <p class="note">Fields set in the environment are read-only here. Secrets are never shown; leave them masked to keep them.</p>
