@@ -187,7 +187,7 @@ export const SETTINGS: readonly SettingDef[] = [
     default: 'false',
     about: 'behind a reverse proxy (`true`, or the number of proxies in a row): the client address is the `X-Forwarded-For` entry the nearest proxy added',
   },
-  { env: 'SERVICE_REDIS_URL', kind: 'string', rule: Joi.string().uri({ scheme: ['redis', 'rediss'] }), about: 'several instances: the Redis that carries the bus between them ([docs/deploy.md](docs/deploy.md)); unset: one instance, no Redis needed' },
+  { env: 'SERVICE_REDIS_URL', kind: 'string', rule: Joi.string().uri({ scheme: ['redis', 'rediss'] }), about: 'several instances: the Redis that carries the (signed) bus between them, `redis://user:password@host:6379/0` or `rediss://` for TLS ([docs/deploy.md](docs/deploy.md)); unset: one instance, no Redis needed' },
   { env: 'SERVICE_LOGIN_ATTEMPTS_PER_MINUTE', kind: 'string', rule: count(100_000), default: '60', about: 'password checks (and OIDC starts) per client address, before any hashing; over it 429' },
   { env: 'SERVICE_PASSWORD_QUEUE', kind: 'string', rule: count(100_000), default: '64', about: 'password checks waiting for a hashing thread; beyond it 503 with Retry-After' },
   { env: 'SERVICE_WS_MAX_CONNECTIONS_PER_USER', kind: 'string', rule: count(100_000), default: '20', about: 'open WebSocket connections per user on an instance' },

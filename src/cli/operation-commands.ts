@@ -15,7 +15,7 @@ import { LocalProvider } from '../auth/providers/local.js';
 import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS } from '../auth/system-key.js';
 import { apiSetting } from '../settings-table.js';
 import type { AuthSettingView } from '../client/api-types.js';
-import { WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE } from '../notifications/webhook.js';
+import { forgeSecretKey, SCM_PROVIDERS, WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE } from '../notifications/webhook.js';
 import { NotificationsService } from '../notifications/service.js';
 import { userDirectory } from '../notifications/users.js';
 import { NotifyError } from '../notifications/types.js';
@@ -36,6 +36,8 @@ const stored = (name: string, namespace: string, key: string, changed?: EventNam
 const SECRET_SETTINGS: Record<string, { env: string; label: string; namespace: string; key: string; schema: Joi.Schema; changed?: EventName }> = {
   system_api_key: stored('system_api_key', SYSTEM_KEY_NS, SYSTEM_KEY_NAME, 'auth:system_key_changed'),
   scm_webhook_secret: stored('scm_webhook_secret', WEBHOOK_SECRET_NAMESPACE, WEBHOOK_SECRET_KEY),
+  // a forge's own secret (scm_webhook_secret_github, ...)
+  ...Object.fromEntries(SCM_PROVIDERS.map((forge) => [forgeSecretKey(forge), stored(forgeSecretKey(forge), WEBHOOK_SECRET_NAMESPACE, forgeSecretKey(forge))])),
 };
 
 const SETTING_NAMES = [...Object.keys(FIELDS), ...Object.keys(SECRET_SETTINGS)];

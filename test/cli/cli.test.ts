@@ -210,6 +210,11 @@ describe('CLI backup', function () {
       }
       expect((await cli(env, ['user', 'create', 'erin', '--password-stdin'], 'erin-password-1\n')).code).to.equal(0);
       expect((await cli(env, ['settings', 'set', 'scm_webhook_secret'], 'webhook-secret-5678\n')).code).to.equal(0);
+      // a forge's own secret, as the settings API sets it
+      expect((await cli(env, ['settings', 'set', 'scm_webhook_secret_github'], 'github-own-secret-5678\n')).code).to.equal(0);
+      const github = await request(svc.url).get('/api/settings/webhook-secret/github').set('Authorization', basic('admin', 'admin-test-password')).expect(200);
+      expect(github.body).to.deep.equal({ configured: true, locked: false });
+      expect((await cli(env, ['--json', 'settings', 'get', 'scm_webhook_secret_gitlab'])).json().settings.scm_webhook_secret_gitlab).to.include({ configured: false, source: 'default' });
       // notifications written before, and more arriving during the backup
       const auth = basic('admin', 'admin-test-password');
       const before = await request(svc.url).post('/api/notifications/batch').set('Authorization', auth).send({ notifications: Array.from({ length: 20 }, (_, i) => ({ title: `b${i}`, message: 'm' })) }).expect(202);
