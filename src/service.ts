@@ -15,8 +15,9 @@ import { webSessionMiddleware } from './auth/web-session.js';
 import { IamComponent } from './iam/component.js';
 import { AuthComponent } from './auth/component.js';
 import { meRoutes } from './auth/routes/me.js';
-import { userRoutes } from './auth/routes/users.js';
-import { groupRoutes } from './auth/routes/groups.js';
+import { userCredentialRoutes } from './auth/routes/user-credentials.js';
+import { userRoutes } from './iam/routes/users.js';
+import { groupRoutes } from './iam/routes/groups.js';
 import { systemKeyRoutes } from './auth/routes/system-key.js';
 import { authRoutes } from './auth/routes/login.js';
 import { oidcRoutes } from './auth/routes/oidc.js';
@@ -126,7 +127,7 @@ export class Service {
     }
     // the access-management API, the login and session API, the pages; then the other areas
     const auth = this.auth;
-    const routers: Router[] = [meRoutes(auth), userRoutes(auth), groupRoutes(this.iam), systemKeyRoutes(auth), authRoutes(auth), oidcRoutes(auth), authSettingsRoutes(auth), ...webRouters(auth, () => [this.plugins.documentedRoutes(), this.sockets.documentedRoutes()]), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
+    const routers: Router[] = [meRoutes(auth), userRoutes(this.iam), userCredentialRoutes(auth), groupRoutes(this.iam), systemKeyRoutes(auth), authRoutes(auth), oidcRoutes(auth), authSettingsRoutes(auth), ...webRouters(auth, () => [this.plugins.documentedRoutes(), this.sockets.documentedRoutes()]), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     // plugin host: its admin API first, then the one dispatch middleware of every
     // plugin's routes under /api/plugins/<id>/ (a disabled plugin's routes vanish at once)
     this.plugins = new PluginHost({

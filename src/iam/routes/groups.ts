@@ -1,9 +1,9 @@
 import type Router from '@koa/router';
-import type { IamComponent } from '../../iam/component.js';
+import type { IamComponent } from '../component.js';
 import { ApiRouter } from '../../http/api.js';
-import { identity } from '../guards.js';
-import { createGroupSchema, GROUP_NAME, patchGroupSchema } from '../../iam/schemas.js';
-import type { Group } from '../../iam/store.js';
+import { callerOf } from './caller.js';
+import { createGroupSchema, GROUP_NAME, patchGroupSchema } from '../schemas.js';
+import type { Group } from '../store.js';
 import Joi from 'joi';
 
 const nameParams = Joi.object({ name: Joi.string().pattern(GROUP_NAME).required().description('the group name') });
@@ -45,7 +45,7 @@ export function groupRoutes(iam: IamComponent): Router {
   api.endpoint(
     { method: 'POST', path: '/api/groups', summary: 'Create a group', auth: ADMIN, body: createGroupSchema, responses: { 201: { description: 'the group', schema: groupView }, 403: 'a permission that reaches the host, from a plain administrator', 409: 'the name is taken' } },
     async (ctx, { body }) => {
-      const g = await groups.create(identity(ctx), body, ctx.log);
+      const g = await groups.create(callerOf(ctx), body, ctx.log);
       ctx.status = 201;
       return view(g);
     },
@@ -67,13 +67,13 @@ export function groupRoutes(iam: IamComponent): Router {
       body: patchGroupSchema,
       responses: { 200: { description: 'the group', schema: groupView }, 403: 'hands out host access', 404: 'no such group', 409: 'built-in group or name taken' },
     },
-    async (ctx, { params, body }) => view(await groups.update(identity(ctx), await groups.find(params.name), body, ctx.log)),
+    async (ctx, { params, body }) => view(await groups.update(callerOf(ctx), await groups.find(params.name), body, ctx.log)),
   );
 
   api.endpoint(
     { method: 'DELETE', path: '/api/groups/:name', summary: 'Delete a group (removed from every member)', auth: ADMIN, params: nameParams, responses: { 204: 'deleted', 404: 'no such group', 409: 'built-in group' } },
     async (ctx, { params }) => {
-      await groups.remove(identity(ctx), await groups.find(params.name));
+      await groups.remove(callerOf(ctx), await groups.find(params.name));
       ctx.status = 204;
     },
   );

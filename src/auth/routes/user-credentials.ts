@@ -1,0 +1,76 @@
+import type Router from '@koa/router';
+import Joi from 'joi';
+import type { AuthComponent } from '../component.js';
+import { identity } from '../guards.js';
+import { ApiRouter } from '../../http/api.js';
+import { publicKey, publicKeySchema } from '../api-keys.js';
+import { verifyCurrentPassword } from '../reauth.js';
+import { jsonBody } from '../../http/body.js';
+import { validate } from '../../http/validate.js';
+import { badField, forbidden, forbiddenBecause, notFound } from '../../http/errors.js';
+import { passwordSchema, uuidParam } from '../../iam/schemas.js';
+import { ADMIN_USERS, userIdParams as idParams } from '../../iam/routes/users.js';
+import { ownSession } from '../../iam/routes/caller.js';
+
+const keyParams = Joi.object({ id: uuidParam.description('the user id (UUID)'), keyId: Joi.string().max(128).required().description('the key id') });
+
+/** A user's credentials under /api/users/:id: their password, their API keys and sessions. */
+export function userCredentialRoutes(auth: AuthComponent): Router {
+  const api = new ApiRouter({ prefix: '/api/users', tag: 'users' });
+  const ADMIN = { permission: ADMIN_USERS };
+
+  const users = auth.iam.users;
+  const load = (id: string) => users.find({ id });
+
+  // oneself (current password required) or an administrator of users
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/:id/password',
+      summary: 'Set a password',
+      description: `Oneself (with \`current_password\`, counted like a login attempt) or a caller holding \`${ADMIN_USERS}\` (a superadmin for an account that reaches the host).`,
+      auth: 'identity',
+      params: idParams,
+      body: passwordSchema,
+      bodyMode: 'manual',
+      responses: { 204: 'changed', 403: `neither oneself nor ${ADMIN_USERS}`, 404: 'no such user', 429: 'too many wrong current passwords' },
+    },
+    async (ctx, { params }) => {
+      const id = identity(ctx);
+      const user = await load(params.id);
+      const self = id.userId === user.id;
+      if (!self && !id.allows(ADMIN_USERS)) throw forbidden(ADMIN_USERS);
+      if (!self) await users.guardTakeover(id, user);
+      // a narrowly scoped key must not be able to take over its owner's account
+      if (id.keyScopes) throw forbiddenBecause('a scoped API key cannot change passwords');
+      const body = validate(passwordSchema, jsonBody(ctx));
+      if (self) {
+        if (!body.current_password) throw badField('current_password', 'is required to change your own password');
+        await verifyCurrentPassword(auth, ctx, user, body.current_password);
+      }
+      await users.setPassword(id, user, body.new_password, ownSession(ctx, user.id));
+      ctx.status = 204;
+    },
+  );
+
+  const keyView = Joi.object(publicKeySchema);
+
+  api.endpoint(
+    { method: 'GET', path: '/:id/api-keys', summary: "A user's API keys and sessions", auth: ADMIN, params: idParams, responses: { 200: { description: 'the keys', schema: Joi.object({ keys: Joi.array().items(keyView) }) }, 404: 'no such user' } },
+    async (_ctx, { params }) => {
+      const user = await load(params.id);
+      return { keys: (await auth.apiKeys.listFor(user.id)).map(publicKey) };
+    },
+  );
+
+  api.endpoint(
+    { method: 'DELETE', path: '/:id/api-keys/:keyId', summary: "Revoke a user's API key or session", auth: ADMIN, params: keyParams, responses: { 204: 'revoked', 404: 'no such user or key' } },
+    async (ctx, { params }) => {
+      const user = await load(params.id);
+      if (!(await auth.keys.revoke(identity(ctx), user, params.keyId))) throw notFound('key');
+      ctx.status = 204;
+    },
+  );
+
+  return api.router;
+}
