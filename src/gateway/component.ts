@@ -8,7 +8,7 @@ import { CLIENT_EVENTS, type ClientAudience, type EventName } from '../bus/event
 import type { Logger } from '../log.js';
 import { Gateway, type GatewayOptions } from './gateway.js';
 import { WsTickets } from './tickets.js';
-import { authenticateUpgrade, cookieIdentityResolver } from './upgrade-auth.js';
+import { appClientAddress, authenticateUpgrade, cookieIdentityResolver } from './upgrade-auth.js';
 import { gatewayRoutes } from './routes.js';
 
 export interface GatewayComponentDeps {
@@ -34,10 +34,11 @@ export class GatewayComponent {
     this.tickets = new WsTickets(deps.oneTime);
     const cookieIdentity = cookieIdentityResolver(deps.app, deps.sessionMiddleware, (ctx) => auth.fromCookie(ctx));
     const selfOrigin = (req: http.IncomingMessage) => requestOrigin(deps.app.createContext(req, new http.ServerResponse(req)));
+    const clientAddress = appClientAddress(deps.app);
     this.gateway = new Gateway({
       log: deps.log,
       state: deps.state,
-      authenticate: (req) => authenticateUpgrade(req, { auth, tickets: this.tickets, cookieIdentity, selfOrigin }),
+      authenticate: (req) => authenticateUpgrade(req, { auth, tickets: this.tickets, cookieIdentity, selfOrigin, clientAddress }),
       refreshIdentity: (id) => (id.userId ? auth.identityOf(id.userId, id.method, { scopes: id.keyScopes, proof: id.proof }) : Promise.resolve(id)),
       revalidate: (ids) => auth.revalidate(ids),
       options: deps.options,

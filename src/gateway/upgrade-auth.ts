@@ -21,6 +21,8 @@ export interface UpgradeAuthDeps {
   cookieIdentity?: CookieIdentity;
   /** the origin the request was sent to (scheme and Host, as the HTTP app reads them) */
   selfOrigin?: (req: http.IncomingMessage) => string;
+  /** the client's address, as the HTTP app reads it (`appClientAddress`): Basic's budget, lockout and log name it */
+  clientAddress: (req: http.IncomingMessage) => string;
 }
 
 export type UpgradeAuthResult = { ok: true; identity: ApiIdentity } | { ok: false; status: 401; message: string };
@@ -57,7 +59,7 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: Upgra
   const hasHeaderCredential = Boolean(req.headers['x-api-key']) || authz !== '';
   if (hasHeaderCredential) {
     if (/^Basic\s/i.test(authz) && origin !== null && !originOk) return refuse('Basic credentials are not accepted from this Origin');
-    const identity = await deps.auth.fromHeaders(req.headers, req.socket.remoteAddress ?? '');
+    const identity = await deps.auth.fromHeaders(req.headers, deps.clientAddress(req));
     if (identity) return { ok: true, identity };
   }
 
@@ -67,6 +69,15 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: Upgra
     if (identity) return { ok: true, identity };
   }
   return refuse('authentication required');
+}
+
+/**
+ * The client address of an upgrade request by the HTTP app's own rule, Koa's `ctx.ip` (with
+ * SERVICE_TRUST_PROXY the X-Forwarded-For entry the nearest trusted proxy added, else the TCP
+ * peer): one client behind a proxy is one client over ws as over HTTP, in the lockout and the log.
+ */
+export function appClientAddress(app: Koa): (req: http.IncomingMessage) => string {
+  return (req) => app.createContext(req, new http.ServerResponse(req)).ip;
 }
 
 /**
