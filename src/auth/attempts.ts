@@ -55,6 +55,8 @@ export interface LoginFailure {
   /** the provider that refused, or the chain's credential providers when none matched */
   provider: string;
   reason: 'invalid_credentials' | 'locked_out' | 'rate_limited' | 'account_disabled' | 'busy';
+  /** a known device's tag (src/auth/device-cookie.ts) when the attempt came with a valid device cookie */
+  device?: string;
   via: 'login' | 'form' | 'basic';
 }
 

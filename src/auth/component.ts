@@ -8,6 +8,7 @@ import { ApiKeyStore } from './api-keys.js';
 import { AttemptLimiter } from './attempts.js';
 import { Authenticator } from './authenticate.js';
 import { BasicVerifier } from './basic.js';
+import { KnownDevices } from './device-cookie.js';
 import { ProviderChain, type BuildError } from './chain.js';
 import { sweepExpired } from './housekeeping.js';
 import { IdentityCache } from './identity-cache.js';
@@ -42,6 +43,8 @@ export class AuthComponent {
   readonly attempts: AttemptLimiter;
   readonly local: LocalProvider;
   readonly lockout: LoginLockout;
+  /** device cookies: known browsers' own login budget, lockout and password lane */
+  readonly devices: KnownDevices;
   readonly authenticator: Authenticator;
   readonly oneTime: OneTimeStore;
   readonly authSettings: AuthSettingsStore;
@@ -65,6 +68,14 @@ export class AuthComponent {
     this.attempts = new AttemptLimiter(config.loginAttemptsPerMinute);
     this.local = new LocalProvider(iam.store, iam.passwords);
     this.lockout = new LoginLockout(db);
+    this.devices = new KnownDevices({
+      secretKey: config.secretKey,
+      secure: config.publicUrl.startsWith('https:'),
+      perMinute: config.loginAttemptsPerMinute,
+      attempts: this.attempts,
+      lockout: this.lockout,
+      passwords: iam.passwords,
+    });
     // resolved identities by credential: every change that could end or narrow one drops it
     const identities = new IdentityCache(config.permissionCacheTtlMs);
     bus.on('iam:permissions_changed', ({ user_id }) => (user_id ? identities.forgetUser(user_id) : identities.clear()));

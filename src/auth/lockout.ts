@@ -4,10 +4,29 @@ import { lockoutKey } from './attempts.js';
 export const MAX_FAILURES = 5;
 export const WINDOW_MS = 60_000;
 
+/** How many failures a client may have within a window before it must wait. */
+export interface LockoutRule {
+  max: number;
+  windowMs: number;
+}
+
+/** The rule for a client address: five failures in 60 s. */
+export const ADDRESS_RULE: LockoutRule = { max: MAX_FAILURES, windowMs: WINDOW_MS };
+
 /**
- * Login failures per (username, client IP), counted in the database so every instance sees
- * them. Five within 60 s lock that pair until the oldest failure leaves the window.
- * A success clears only that pair: another IP's counter is untouched.
+ * The rule for a known device (src/auth/device-cookie.ts): ten failures in a day, and its
+ * standing is gone until the oldest of them is a day old (no success between them).
+ */
+export const DEVICE_RULE: LockoutRule = { max: 10, windowMs: 86_400_000 };
+
+/** The client key of a known device in `login_failures.ip`, beside the addresses. */
+export const DEVICE_CLIENT_PREFIX = 'device:';
+
+/**
+ * Login failures per (username, client), counted in the database so every instance sees
+ * them. The client is an address (five failures within 60 s lock that pair until the oldest
+ * failure leaves the window), or a known device (`device:<id>`, under DEVICE_RULE).
+ * A success clears only that pair: another client's counter is untouched.
  *
  * An attempt is recorded as a failure *before* the password is checked, and cleared on
  * success: so a burst of parallel guesses cannot all pass the check before any failure lands.
@@ -23,30 +42,35 @@ export class LoginLockout {
    * Starts an attempt. Returns 0 when it may proceed (it now counts as a failure until
    * succeed()), or the seconds until the pair may try again (nothing is recorded then).
    */
-  async begin(username: string, ip: string): Promise<number> {
+  async begin(username: string, client: string, rule: LockoutRule = ADDRESS_RULE): Promise<number> {
     const now = Date.now();
     const key = this.key(username);
-    const [row] = await this.db('login_failures').insert({ username: key, ip, at: now }).returning('id');
+    const [row] = await this.db('login_failures').insert({ username: key, ip: client, at: now }).returning('id');
     const id = Number(typeof row === 'object' ? row.id : row);
     // the attempts recorded before this one, within the window
     const earlier = await this.db('login_failures')
-      .where({ username: key, ip })
-      .andWhere('at', '>', now - WINDOW_MS)
+      .where({ username: key, ip: client })
+      .andWhere('at', '>', now - rule.windowMs)
       .andWhere('id', '<', id)
       .orderBy('id', 'desc')
-      .limit(MAX_FAILURES)
+      .limit(rule.max)
       .select('at');
-    if (earlier.length < MAX_FAILURES) {
-      // keep the table small: drop what left the window long ago
-      if (Math.random() < 0.05) await this.db('login_failures').where('at', '<', now - 10 * WINDOW_MS).delete();
+    if (earlier.length < rule.max) {
+      // keep the table small: drop what left its window long ago (a device's failures count for a day)
+      if (Math.random() < 0.05) {
+        await this.db('login_failures')
+          .where('at', '<', now - DEVICE_RULE.windowMs)
+          .orWhere((q) => q.where('at', '<', now - 10 * WINDOW_MS).andWhereNot('ip', 'like', `${DEVICE_CLIENT_PREFIX}%`))
+          .delete();
+      }
       return 0;
     }
     await this.db('login_failures').where({ id }).delete();
     const oldestCounted = Math.min(...earlier.map((r: { at: number }) => Number(r.at)));
-    return Math.max(1, Math.ceil((oldestCounted + WINDOW_MS - now) / 1000));
+    return Math.max(1, Math.ceil((oldestCounted + rule.windowMs - now) / 1000));
   }
 
-  async succeed(username: string, ip: string): Promise<void> {
-    await this.db('login_failures').where({ username: this.key(username), ip }).delete();
+  async succeed(username: string, client: string): Promise<void> {
+    await this.db('login_failures').where({ username: this.key(username), ip: client }).delete();
   }
 }

@@ -9,6 +9,7 @@ import { requestOrigin } from './authenticate.js';
 import { safeEqual, sha256 } from './tokens.js';
 import { logLoginFailure, normalizeLogin, type LoginFailure } from './attempts.js';
 import { SESSION_COOKIE } from './web-session.js';
+import { KnownDevices } from './device-cookie.js';
 
 /**
  * Signing in and out, shared by the login API, the OIDC flow and the login page: web sessions
@@ -77,20 +78,18 @@ export async function credentialsLogin(auth: AuthComponent, ctx: Context, typed:
   // one name for the providers and the lockout: ' bob' and 'bob' share bob's five guesses
   const username = normalizeLogin(typed);
   const chainIds = auth.chain.credentials().map((p) => p.id).join(',');
-  const failed = (reason: LoginFailure['reason'], provider = chainIds) => logLoginFailure(ctx.log, { username: typed, ip, provider, reason, via });
-  // before any hashing: one address cannot keep the password pool busy for everyone
-  const slow = auth.attempts.take(ip);
-  if (slow > 0) {
-    failed('rate_limited');
-    return { ok: false, retryAfter: slow };
+  let device: string | undefined;
+  const failed = (reason: LoginFailure['reason'], provider = chainIds) => logLoginFailure(ctx.log, { username: typed, ip, provider, reason, via, ...(device ? { device } : {}) });
+  // before any hashing: a known device's own budget and lockout, else this address's, so one
+  // address cannot keep the password pool busy for everyone (src/auth/device-cookie.ts)
+  const admission = await auth.devices.admit(ctx, username);
+  if (!admission.ok) {
+    failed(admission.reason);
+    return { ok: false, retryAfter: admission.retryAfter };
   }
   // the attempt counts as a failure from here until it succeeds
-  const wait = await auth.lockout.begin(username, ip);
-  if (wait > 0) {
-    failed('locked_out');
-    return { ok: false, retryAfter: wait };
-  }
-  const result = await auth.chain.authenticate(username, password);
+  device = admission.device ? KnownDevices.tag(admission.device) : undefined;
+  const result = await auth.devices.check(admission, () => auth.chain.authenticate(username, password));
   let user: User | null = null;
   if (result) {
     user = (await auth.linker.link(result.profile)).user;
@@ -102,7 +101,7 @@ export async function credentialsLogin(auth: AuthComponent, ctx: Context, typed:
     failed('invalid_credentials');
   }
   if (!user || !result) return { ok: false, retryAfter: 0 };
-  await auth.lockout.succeed(username, ip);
+  await auth.devices.succeed(ctx, username, admission);
   const session = await mintSession(auth, user, result.provider.id);
   ctx.log.info({ provider: result.provider.id, user_id: user.id }, 'login');
   return { ok: true, user, session };

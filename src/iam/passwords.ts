@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,20 +20,41 @@ export interface PasswordOptions {
   cost?: number;
 }
 
+interface Waiting {
+  task: HashTask;
+  resolve(value: string | boolean): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * The lane of the checks started inside `Passwords.prioritized`: it travels with the async
+ * context, so the login chain and its providers between the caller and the pool need not carry it.
+ */
+const priorityLane = new AsyncLocalStorage<true>();
+
 /**
  * bcrypt off the event loop: a small pool of worker threads (one fewer than the cores, at
  * least one, at a lower priority than the event loop: src/iam/hash-worker.ts) with a bounded queue, so a storm of logins or Basic requests with new passwords
  * costs those callers a wait or a 503, never the latency of every other request.
+ *
+ * Two lanes wait for a thread, each bounded by `maxQueue`: the priority lane (checks started
+ * inside `prioritized()`: logins from a known device, src/auth/device-cookie.ts) is served
+ * first, so a storm that fills the common lane does not reach it.
  */
 export class Passwords {
   private readonly pool: Piscina<HashTask, string | boolean> | null;
   private readonly cost: number;
   private readonly maxQueue: number;
+  private readonly threads: number;
+  /** tasks handed to the pool: never more than its threads, so the order of the lanes holds */
+  private running = 0;
+  private readonly lanes: { priority: Waiting[]; common: Waiting[] } = { priority: [], common: [] };
 
   constructor(opts: PasswordOptions = {}) {
     this.cost = opts.cost ?? BCRYPT_COST;
     this.maxQueue = opts.maxQueue ?? 64;
     const threads = opts.threads ?? Math.max(1, (os.availableParallelism?.() ?? os.cpus().length) - 1);
+    this.threads = threads;
     if (threads === 0) {
       this.pool = null;
       return;
@@ -43,7 +65,6 @@ export class Passwords {
       filename: path.join(path.dirname(here), `hash-worker${path.extname(here)}`),
       minThreads: threads,
       maxThreads: threads,
-      maxQueue: this.maxQueue,
       idleTimeout: 60_000,
     });
   }
@@ -57,16 +78,35 @@ export class Passwords {
     return this.run({ op: 'verify', password, hash: hash ?? DUMMY_HASH }).then((ok) => ok === true && hash !== null);
   }
 
+  /** Runs `fn` with every password check it starts in the priority lane. */
+  prioritized<T>(fn: () => Promise<T>): Promise<T> {
+    return priorityLane.run(true, fn);
+  }
+
   private async run(task: HashTask): Promise<string | boolean> {
     if (task.password.length > PASSWORD_MAX) throw new DomainError('validation_failed', `password must be at most ${PASSWORD_MAX} characters`, [{ field: 'password', message: `must be at most ${PASSWORD_MAX} characters` }]);
     if (!this.pool) return runInline(task);
-    if (this.pool.queueSize >= this.maxQueue) {
+    if (this.running < this.threads) return this.start(task);
+    const lane = priorityLane.getStore() ? this.lanes.priority : this.lanes.common;
+    if (lane.length >= this.maxQueue) {
       throw new DomainError('unavailable', 'too many password checks in progress; try again shortly', undefined, 1);
     }
-    return this.pool.run(task);
+    return new Promise((resolve, reject) => lane.push({ task, resolve, reject }));
+  }
+
+  private start(task: HashTask): Promise<string | boolean> {
+    this.running++;
+    return this.pool!.run(task).finally(() => {
+      this.running--;
+      const next = this.lanes.priority.shift() ?? this.lanes.common.shift();
+      if (next) this.start(next.task).then(next.resolve, next.reject);
+    });
   }
 
   async close(): Promise<void> {
+    for (const waiting of [...this.lanes.priority.splice(0), ...this.lanes.common.splice(0)]) {
+      waiting.reject(new DomainError('unavailable', 'the password pool is closing', undefined, 1));
+    }
     await this.pool?.close({ force: true });
   }
 }

@@ -35,6 +35,7 @@ describe('behind a reverse proxy', () => {
     const cookies = ([] as string[]).concat(res.headers['set-cookie'] ?? []);
     expect(cookies.length).to.be.greaterThan(0);
     for (const c of cookies) expect(c).to.match(/;\s*secure/i).and.match(/httponly/i);
+    expect(cookies.some((c) => c.startsWith('svc.device=')), 'the device cookie is one of them').to.equal(true);
   });
 
   it('counts login failures per real client (X-Forwarded-For), not per proxy', async () => {

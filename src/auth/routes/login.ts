@@ -37,11 +37,17 @@ export function authRoutes(auth: AuthComponent): Router {
       method: 'POST',
       path: '/api/auth/login',
       summary: 'Log in with username and password (runs the provider chain)',
-      description: 'Five failures per (username, client IP) within 60 s answer 429 with Retry-After.',
+      description:
+        'Five failures per (username, client IP) within 60 s answer 429 with Retry-After. A success also sets the device cookie `svc.device` (HttpOnly, SameSite=Lax, 180 days): a later login for the same name presenting it is counted apart from its address and checked ahead of unknown clients (docs/security.md, "Known devices").',
       auth: 'none',
       body: loginSchema,
       middleware: [sameOrigin],
-      responses: { 200: { description: 'the session', schema: sessionResponse }, 401: 'wrong credentials', 429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } } },
+      responses: {
+        200: { description: 'the session', schema: sessionResponse },
+        401: 'wrong credentials',
+        429: { description: 'locked out, or over the per-address budget', headers: { 'Retry-After': 'seconds' } },
+        503: { description: 'too many password checks waiting', headers: { 'Retry-After': 'seconds' } },
+      },
     },
     async (ctx, { body }) => {
       const outcome = await credentialsLogin(auth, ctx, body.username, body.password, 'login');
