@@ -57,7 +57,8 @@ export interface LoginFailure {
   reason: 'invalid_credentials' | 'locked_out' | 'rate_limited' | 'account_disabled' | 'busy';
   /** a known device's tag (src/auth/device-cookie.ts) when the attempt came with a valid device cookie */
   device?: string;
-  via: 'login' | 'form' | 'basic';
+  /** password_change: the current password given to change one's own */
+  via: 'login' | 'form' | 'basic' | 'password_change';
 }
 
 /** One line per failed password login, never the password. */

@@ -4,7 +4,7 @@ import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
 import { dialectOf, sqliteFile } from '../db/knex.js';
 import type { IamComponent } from '../iam/component.js';
-import { ApiKeyStore } from './api-keys.js';
+import { ApiKeyStore, type ApiKey } from './api-keys.js';
 import { AttemptLimiter } from './attempts.js';
 import { Authenticator } from './authenticate.js';
 import { BasicVerifier } from './basic.js';
@@ -18,6 +18,7 @@ import { OneTimeStore } from './one-time.js';
 import { LocalProvider } from './providers/local.js';
 import { AuthSettingsStore, AUTH_NS } from './settings.js';
 import { SystemKey } from './system-key.js';
+import { KeyAdmin } from '../iam/keys.js';
 
 /** without the bus bridge: how often an instance looks for auth settings changed by another instance */
 const AUTH_SETTINGS_POLL_MS = 5000;
@@ -39,6 +40,8 @@ export interface AuthDeps {
 export class AuthComponent {
   readonly iam: IamComponent;
   readonly apiKeys: ApiKeyStore;
+  /** issuing and revoking keys under the model's rules (the only writer of keys) */
+  readonly keys: KeyAdmin<ApiKey>;
   readonly systemKey: SystemKey;
   readonly attempts: AttemptLimiter;
   readonly local: LocalProvider;
@@ -59,6 +62,7 @@ export class AuthComponent {
     this.iam = iam;
     this.apiKeys = new ApiKeyStore(db, dialectOf(config) === 'sqlite' ? sqliteFile(config) : null);
     this.apiKeys.onRevoked = (userId) => bus.emit('auth:credentials_revoked', { user_id: userId });
+    this.keys = new KeyAdmin({ users: iam.users, vault: this.apiKeys, isKnownPermission: (p) => iam.isKnownPermission(p) });
     // a new password ends the user's web sessions (but the one that set it)
     iam.endSessions = async (userId, keep) => {
       await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep });
@@ -78,7 +82,7 @@ export class AuthComponent {
     });
     // resolved identities by credential: every change that could end or narrow one drops it
     const identities = new IdentityCache(config.permissionCacheTtlMs);
-    bus.on('iam:permissions_changed', ({ user_id }) => (user_id ? identities.forgetUser(user_id) : identities.clear()));
+    bus.on('iam:permissions_changed', (change) => (change.scope === 'user' ? identities.forgetUser(change.user_id) : identities.clear()));
     bus.on('iam:password_changed', ({ user_id }) => identities.forgetUser(user_id));
     bus.on('auth:credentials_revoked', ({ user_id }) => identities.forgetUser(user_id));
     // a new system key may equal a token cached as someone's key: everything is looked up again
@@ -102,10 +106,14 @@ export class AuthComponent {
     this.chain = new ProviderChain(this.local, deps.log.child({ part: 'auth-chain' }));
     this.linker = new IdentityLinker({
       store: iam.store,
-      bus,
+      users: iam.users,
       log: deps.log.child({ part: 'linking' }),
       defaultGroups: () => this.authSettings.current().ssoDefaultGroups,
       managedGroups: (providerId) => this.chain.managedGroups(providerId),
+      linkByEmail: (providerId) => {
+        const s = this.authSettings.current();
+        return providerId === 'ldap' ? s.ldap.linkByEmail : providerId === 'oidc' ? s.oidc.linkByEmail : false;
+      },
     });
     // plugin providers may arrive before or after the chain is built; a rebuild keeps them
     bus.on('auth:register_provider', ({ provider, plugin_name }) => {

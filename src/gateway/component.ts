@@ -44,7 +44,8 @@ export class GatewayComponent {
       options: deps.options,
     });
     // whatever ends a credential ends the connections it opened, within moments
-    bus.on('iam:permissions_changed', ({ user_id }) => void (user_id && this.gateway.recheckUser(user_id)));
+    // a group's change reaches every member: every connection is checked (a cache hit for the others)
+    bus.on('iam:permissions_changed', (change) => void (change.scope === 'user' ? this.gateway.recheckUser(change.user_id) : this.gateway.revalidate()));
     bus.on('iam:password_changed', ({ user_id }) => void this.gateway.recheckUser(user_id));
     bus.on('auth:credentials_revoked', ({ user_id }) => void this.gateway.recheckUser(user_id));
     bus.on('auth:system_key_changed', () => void this.gateway.recheckSystem());
