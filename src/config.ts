@@ -1,18 +1,81 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { ENV_SCHEMA, parseDuration } from './settings-table.js';
+import { ENV_SCHEMA, SETTINGS, parseDuration } from './settings-table.js';
 
 export { AUTH_PROVIDER_IDS, parseDuration } from './settings-table.js';
 
 /**
  * The SERVICE_* environment -> typed Config. The variables, their rules and defaults are the
- * table in src/settings-table.ts; this file works out what follows from them. A bad value is a
- * ConfigError naming the variable; main.ts prints it as one line and exits 2.
+ * table in src/settings-table.ts; this file works out what follows from them. Every bad value
+ * is found at once: a ConfigError lists them all, each naming its variable; main.ts prints one
+ * line per problem and exits 2. What is allowed but probably not meant (a variable nobody
+ * reads) is a warning on Config.
  */
 
 export const DEFAULT_ADMIN_PASSWORD = 'admin-dev-password';
 export const DEFAULT_BOT_PASSWORD = 'bot-dev-password';
+
+/**
+ * Passwords everybody knows: the development defaults (in the README), the placeholders of
+ * docs/deploy/service-core.env and of its earlier versions, and the usual first guesses.
+ * Production refuses them, and so does any mode on an address other hosts reach.
+ */
+const KNOWN_PASSWORDS = new Set([DEFAULT_ADMIN_PASSWORD, DEFAULT_BOT_PASSWORD, 'admin-test-password', 'bot-test-password', 'change-me', 'change-me-too', 'changeme', 'password', 'password1', 'administrator', '12345678', '123456789', 'qwertyui', 'letmein1']);
+const isKnownPassword = (p: string) => KNOWN_PASSWORDS.has(p.trim().toLowerCase()) || /^change[-_ .]?me/i.test(p.trim());
+/** The master key placeholder of earlier versions of the env file template, and its kin. */
+const isPlaceholderKey = (k: string) => /change[-_ .]?me/i.test(k);
+
+/** Is `host` an address only this machine reaches (127.0.0.0/8, ::1, localhost)? */
+export function isLoopback(host: string): boolean {
+  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  if (h === 'localhost' || h.endsWith('.localhost')) return true;
+  if (net.isIPv4(h)) return h.startsWith('127.');
+  if (net.isIPv6(h)) return h === '::1' || /^::ffff:127\./.test(h) || /^(0{1,4}:){7}0{0,3}1$/.test(h);
+  return false;
+}
+
+/** SERVICE_* variables that are nobody's setting by name but known by their shape. */
+const KNOWN_PATTERNS = [
+  // a plugin's setting, SERVICE_PLUGIN_<ID>_<KEY> (src/plugins/settings.ts)
+  /^SERVICE_PLUGIN_[A-Z0-9]+(_[A-Z0-9]+)*_[A-Z0-9]+$/,
+  // the test suite's and the benchmarks' own (README.md)
+  /^SERVICE_(TEST|BENCH)_[A-Z0-9_]+$/,
+];
+
+/** Optimal string alignment distance (a swap of two neighbours counts one). */
+function editDistance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
+    }
+  }
+  return d[a.length]![b.length]!;
+}
+
+/** The known variable nearest to `name` (a typo's likely intent). */
+export function closestSetting(name: string): string {
+  let best = SETTINGS[0]!.env;
+  let bestDistance = Infinity;
+  for (const s of SETTINGS) {
+    const distance = editDistance(name, s.env);
+    if (distance < bestDistance) [best, bestDistance] = [s.env, distance];
+  }
+  return best;
+}
+
+/** A warning for each SERVICE_* variable that no setting reads (set but ignored). */
+export function unknownVariables(env: NodeJS.ProcessEnv): string[] {
+  const known = new Set(SETTINGS.map((s) => s.env));
+  return Object.keys(env)
+    .filter((k) => k.startsWith('SERVICE_') && !known.has(k) && !KNOWN_PATTERNS.some((p) => p.test(k)))
+    .sort()
+    .map((k) => `${k} is not a setting and is ignored; did you mean ${closestSetting(k)}?`);
+}
 
 export interface LdapConfig {
   url: string | null;
@@ -48,6 +111,11 @@ export interface Config {
   env: 'development' | 'production' | 'test';
   secretKey: string;
   secretKeyGenerated: boolean;
+  /**
+   * false only for a key made up now and written nowhere (LoadOptions.writeFiles false, no
+   * secret.key yet): nothing sealed or keyed with it could be read by a later process
+   */
+  secretKeyKept: boolean;
   adminUser: string;
   adminPassword: string;
   adminPasswordConfigured: boolean;
@@ -94,12 +162,49 @@ export interface Config {
   fromEnv: Set<string>;
   /** SERVICE_PLUGIN_<ID>_<KEY> variables: plugin settings, read by the plugin host */
   pluginEnv: Record<string, string>;
+  /** what is allowed but probably not meant (a SERVICE_* variable no setting reads): logged at start */
+  warnings: string[];
 }
 
+export interface ConfigProblem {
+  variable: string;
+  reason: string;
+}
+
+/**
+ * The configuration cannot be used: every problem found, each naming its variable. `variable`
+ * and `reason` are the first one's; `lines()` says them all, one line for the variables that
+ * share a reason.
+ */
 export class ConfigError extends Error {
-  constructor(readonly variable: string, readonly reason: string) {
-    super(`${variable}: ${reason}`);
+  readonly problems: readonly ConfigProblem[];
+
+  constructor(variable: string, reason: string);
+  constructor(problems: readonly ConfigProblem[]);
+  constructor(first: string | readonly ConfigProblem[], reason?: string) {
+    const problems = typeof first === 'string' ? [{ variable: first, reason: reason! }] : first;
+    super(ConfigError.linesOf(problems).join('; '));
     this.name = 'ConfigError';
+    this.problems = problems;
+  }
+
+  get variable(): string {
+    return this.problems[0]!.variable;
+  }
+
+  get reason(): string {
+    return this.problems[0]!.reason;
+  }
+
+  /** `VAR: reason`, or `VAR_A, VAR_B: reason` for variables that share it, in the order found. */
+  lines(): string[] {
+    return ConfigError.linesOf(this.problems);
+  }
+
+  private static linesOf(problems: readonly ConfigProblem[]): string[] {
+    const byReason = new Map<string, string[]>();
+    for (const p of problems) byReason.set(p.reason, [...(byReason.get(p.reason) ?? []), p.variable]);
+    return [...byReason].map(([reason, variables]) => `${variables.join(', ')}: ${reason}`);
   }
 }
 
@@ -137,12 +242,12 @@ export function privateDir(dir: string, opts: { tighten: boolean }): string | nu
 }
 
 /** The master key: from the environment, else generated once into the data dir (0600). */
-function resolveSecretKey(dataDir: string, fromEnv: string | undefined, writeFiles: boolean): { key: string; generated: boolean } {
-  if (fromEnv) return { key: fromEnv, generated: false };
+function resolveSecretKey(dataDir: string, fromEnv: string | undefined, writeFiles: boolean): { key: string; generated: boolean; kept: boolean } {
+  if (fromEnv) return { key: fromEnv, generated: false, kept: true };
   const file = path.join(dataDir, 'secret.key');
   try {
     const existing = fs.readFileSync(file, 'utf8').trim();
-    if (existing.length >= 32) return { key: existing, generated: true };
+    if (existing.length >= 32) return { key: existing, generated: true, kept: true };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new ConfigError('SERVICE_DATA_DIR', `cannot read ${file}: ${(err as Error).message}`);
   }
@@ -157,7 +262,7 @@ function resolveSecretKey(dataDir: string, fromEnv: string | undefined, writeFil
       throw new ConfigError('SERVICE_DATA_DIR', `cannot write ${file}: ${(err as Error).message}`);
     }
   }
-  return { key, generated: true };
+  return { key, generated: true, kept: writeFiles };
 }
 
 export interface LoadOptions {
@@ -165,33 +270,70 @@ export interface LoadOptions {
   writeFiles?: boolean;
 }
 
+/** What is wrong with the bootstrap passwords and the master key in this mode (nothing: []). */
+function credentialProblems(v: Record<string, any>): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const passwords = [
+    ['SERVICE_ADMIN_PASSWORD', v.SERVICE_ADMIN_PASSWORD],
+    ['SERVICE_BOT_PASSWORD', v.SERVICE_BOT_PASSWORD],
+  ] as const;
+  if (v.SERVICE_ENV === 'production') {
+    // one reason for everything unset, so that an unedited env file fails with one line
+    const unset = 'must be set in production: passwords of your own (8 characters or more), and the key from `openssl rand -base64 48`';
+    for (const [variable, value] of passwords) {
+      if (!value) problems.push({ variable, reason: unset });
+      else if (isKnownPassword(value)) problems.push({ variable, reason: 'is a development or placeholder password, which production refuses: set a password of your own (8 characters or more)' });
+    }
+    if (!v.SERVICE_SECRET_KEY) problems.push({ variable: 'SERVICE_SECRET_KEY', reason: unset });
+    else if (isPlaceholderKey(v.SERVICE_SECRET_KEY)) problems.push({ variable: 'SERVICE_SECRET_KEY', reason: 'is a placeholder, which production refuses: generate one with `openssl rand -base64 48`' });
+  } else if (!isLoopback(v.SERVICE_HOST)) {
+    // the development passwords are in the README: on an address others reach they are anyone's
+    for (const [variable, value] of passwords) {
+      if (!value || isKnownPassword(value)) {
+        problems.push({
+          variable,
+          reason: `${value ? 'is a development or placeholder password' : 'is unset (the public development password)'}, refused while SERVICE_HOST=${v.SERVICE_HOST} is reachable from other hosts: set a password of your own, or listen on 127.0.0.1`,
+        });
+      }
+    }
+  }
+  return problems;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptions = {}): Config {
-  const { error, value } = ENV_SCHEMA.validate(env, { abortEarly: true, convert: true });
-  if (error) {
-    const d = error.details[0];
+  const { error, value } = ENV_SCHEMA.validate(env, { abortEarly: false, convert: true });
+  const problems: ConfigProblem[] = [];
+  for (const d of error?.details ?? []) {
     const variable = String(d.path[0] ?? d.context?.key ?? 'environment');
+    // one problem per variable: the first thing wrong with it
+    if (problems.some((p) => p.variable === variable)) continue;
     const reason = d.type === 'any.custom' ? String(d.context?.error?.message ?? d.message) : d.message.replace(/^"[^"]*"\s*/, '');
-    throw new ConfigError(variable, reason);
+    problems.push({ variable, reason });
   }
   const v = value as Record<string, any>;
-  const fromEnv = new Set(Object.keys(env).filter((k) => k.startsWith('SERVICE_') && env[k] !== undefined && String(env[k]).trim() !== ''));
-
+  const bad = (variable: string) => problems.some((p) => p.variable === variable);
+  // refused before anything is written: production never leaves a generated key behind
+  if (!bad('SERVICE_ENV') && !bad('SERVICE_HOST')) problems.push(...credentialProblems(v).filter((p) => !bad(p.variable)));
+  const allowedOrigins = new Set<string>();
+  const origin = (url: string, variable: string) => {
+    try {
+      allowedOrigins.add(originOf(url, variable));
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      if (!bad(variable)) problems.push(...err.problems);
+    }
+  };
   const port: number = v.SERVICE_PORT;
   const publicUrl: string = (v.SERVICE_PUBLIC_URL ?? `http://localhost:${port || 8080}`).replace(/\/+$/, '');
+  if (!bad('SERVICE_PUBLIC_URL') && !bad('SERVICE_PORT')) origin(publicUrl, 'SERVICE_PUBLIC_URL');
+  if (!bad('SERVICE_ALLOWED_ORIGINS')) for (const o of (v.SERVICE_ALLOWED_ORIGINS ?? []) as string[]) origin(o, 'SERVICE_ALLOWED_ORIGINS');
+  if (problems.length) throw new ConfigError(problems);
+
+  const fromEnv = new Set(Object.keys(env).filter((k) => k.startsWith('SERVICE_') && env[k] !== undefined && String(env[k]).trim() !== ''));
   const dataDir = path.resolve(v.SERVICE_DATA_DIR);
   const env_: Config['env'] = v.SERVICE_ENV;
 
-  // refused before anything is written: production never leaves a generated key behind
-  if (env_ === 'production') {
-    if (!v.SERVICE_ADMIN_PASSWORD) throw new ConfigError('SERVICE_ADMIN_PASSWORD', 'must be set in production (the default password is for development only)');
-    if (!v.SERVICE_BOT_PASSWORD) throw new ConfigError('SERVICE_BOT_PASSWORD', 'must be set in production (the default password is for development only)');
-    if (!v.SERVICE_SECRET_KEY) throw new ConfigError('SERVICE_SECRET_KEY', 'must be set in production (a generated key is for development only)');
-  }
-
-  const { key: secretKey, generated: secretKeyGenerated } = resolveSecretKey(dataDir, v.SERVICE_SECRET_KEY, opts.writeFiles ?? true);
-
-  const allowedOrigins = new Set([originOf(publicUrl, 'SERVICE_PUBLIC_URL')]);
-  for (const o of (v.SERVICE_ALLOWED_ORIGINS ?? []) as string[]) allowedOrigins.add(originOf(o, 'SERVICE_ALLOWED_ORIGINS'));
+  const { key: secretKey, generated: secretKeyGenerated, kept: secretKeyKept } = resolveSecretKey(dataDir, v.SERVICE_SECRET_KEY, opts.writeFiles ?? true);
 
   // never the data dir itself: it holds the master key and the database (src/sockets/host-paths.ts)
   const managedDirs = ((v.SERVICE_MANAGED_DIRS ?? [path.join(dataDir, 'managed')]) as string[]).map((d) => path.resolve(d));
@@ -205,6 +347,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     env: env_,
     secretKey,
     secretKeyGenerated,
+    secretKeyKept,
     adminUser: v.SERVICE_ADMIN_USER,
     adminPassword: v.SERVICE_ADMIN_PASSWORD ?? DEFAULT_ADMIN_PASSWORD,
     adminPasswordConfigured: Boolean(v.SERVICE_ADMIN_PASSWORD),
@@ -260,5 +403,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     logLevel: v.SERVICE_LOG_LEVEL,
     fromEnv,
     pluginEnv: Object.fromEntries(Object.entries(env).filter(([k, val]) => k.startsWith('SERVICE_PLUGIN_') && typeof val === 'string')) as Record<string, string>,
+    warnings: unknownVariables(env),
   };
 }

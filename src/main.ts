@@ -8,12 +8,20 @@ async function main() {
     config = loadConfig(process.env);
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`configuration error: ${err.message}\n`);
+      // every problem at once, one line each (variables that share a reason share a line)
+      for (const line of err.lines()) process.stderr.write(`configuration error: ${line}\n`);
       process.exit(2);
     }
     throw err;
   }
   const service = new Service(config);
+  for (const warning of config.warnings) service.log.warn({ warning }, 'configuration warning');
+  if (config.env === 'development') {
+    service.log.warn(
+      { default_passwords: [config.adminPasswordConfigured ? null : config.adminUser, config.botPasswordConfigured ? null : config.botUser].filter(Boolean), generated_master_key: config.secretKeyGenerated },
+      'development mode: the public development passwords (on a loopback address only) and a generated secret key are accepted; a deployment sets SERVICE_ENV=production (docs/deploy.md)',
+    );
+  }
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;
@@ -44,8 +52,13 @@ async function main() {
     process.exit(1);
   }
   service.booted().then(
-    () => service.log.info({ url: config.publicUrl, admin: config.adminUser }, 'ready'),
-    (err) => service.log.error({ reason: (err as Error).message }, 'boot failed; /readyz stays 503'),
+    () => {
+      // a stop before the end of boot ends the boot too: that is no readiness to announce
+      if (service.state.bootComplete && !service.state.stopping) service.log.info({ url: config.publicUrl, admin: config.adminUser }, 'ready');
+    },
+    (err) => {
+      if (!service.state.stopping) service.log.error({ reason: (err as Error).message }, 'boot failed; /readyz stays 503');
+    },
   );
 }
 

@@ -14,7 +14,7 @@ import { createHttpApp, mountRouters, type BootState } from './http/app.js';
 import { webSessionMiddleware } from './auth/web-session.js';
 import { IamComponent } from './iam/component.js';
 import { AuthComponent } from './auth/component.js';
-import { meRoutes } from './auth/routes/me.js';
+import { accessView, meRoutes } from './auth/routes/me.js';
 import { userCredentialRoutes } from './auth/routes/user-credentials.js';
 import { userRoutes } from './iam/routes/users.js';
 import { groupRoutes } from './iam/routes/groups.js';
@@ -70,7 +70,7 @@ export class Service {
   constructor(readonly config: Config, private readonly opts: ServiceOptions = {}) {
     this.log = opts.logger ?? createLogger(config.logLevel);
     this.bus = new EventBus(this.log.child({ component: 'bus' }));
-    this.db = createDb(config);
+    this.db = createDb(config, this.log);
     this.iam = new IamComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'iam' }) });
     this.auth = new AuthComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'auth' }), iam: this.iam });
     this.sockets = new SocketsComponent({ config, bus: this.bus, log: this.log.child({ component: 'sockets' }), instanceId: this.instanceId });
@@ -112,6 +112,8 @@ export class Service {
       auth: this.auth.authenticator,
       app: this.app,
       sessionMiddleware: sessions,
+      // the system key's (and a superadmin's) welcome lists what /api/me/access lists
+      allPermissions: (id) => accessView(this.auth, id).permissions,
       options: { maxConnectionsPerUser: config.wsMaxConnectionsPerUser, ...opts.gateway },
     });
     // the areas that reach ws clients plug into the gateway (it knows none of them)
@@ -201,10 +203,11 @@ export class Service {
     const dialect = dialectOf(this.config);
     await this.connectWithRetry();
     if (this.stopped) return;
+    // IAM starts its migrations and seeding at db:connected; then the credentials on the model
+    // (settings, login chain)
     this.bus.emit('db:connected', { dialect });
-    // the model first (migrations, seeding), then the credentials on it (settings, login chain)
     try {
-      await this.iam.init();
+      await this.iam.initialised();
       await this.auth.init();
     } catch (err) {
       this.log.error({ err }, 'IAM initialisation failed');

@@ -3,9 +3,29 @@ import { spawnSync } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import fs from 'node:fs';
-import { loadConfig, ConfigError } from '../src/config.js';
+import { loadConfig, ConfigError, isLoopback } from '../src/config.js';
 import { apiRule, SETTINGS } from '../src/settings-table.js';
+import { parseEnvFile } from '../src/cli/input.js';
 import { README, readmeWithTable } from '../scripts/settings-doc.js';
+
+const TEMPLATE = path.resolve(import.meta.dirname, '../docs/deploy/service-core.env');
+
+/** The ConfigError of `env` (fails when it loads). */
+function problemsOf(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig({ ...base(), ...env }, { writeFiles: false });
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw err;
+  }
+  throw new Error(`expected ${JSON.stringify(env)} to be refused`);
+}
+
+/** src/main.ts as a process with exactly `env` (and PATH): its exit code and stderr lines. */
+function runMain(env: Record<string, string>) {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { PATH: process.env.PATH!, ...env }, encoding: 'utf8', timeout: 25000 });
+  return { status: r.status, lines: r.stderr.trim().split('\n'), stderr: r.stderr, stdout: r.stdout };
+}
 
 const base = () => ({ SERVICE_DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cfg-')) });
 
@@ -131,6 +151,80 @@ describe('config', () => {
     expect(lines).to.have.length(1);
     expect(lines[0]).to.match(/^configuration error: SERVICE_PORT: /);
     expect(r.stderr).not.to.match(/at .*\.ts:\d+/);
+  });
+
+  it('refuses the shipped env file template, unedited, in one line naming what to set, writing nothing', function () {
+    this.timeout(30000);
+    const template = parseEnvFile(fs.readFileSync(TEMPLATE, 'utf8'), TEMPLATE);
+    expect(template.SERVICE_ENV).to.equal('production');
+    const err = problemsOf(template);
+    expect(err.problems.map((p) => p.variable)).to.deep.equal(['SERVICE_ADMIN_PASSWORD', 'SERVICE_BOT_PASSWORD', 'SERVICE_SECRET_KEY']);
+    // as the service: the template's own values, but where this test may write and listen
+    const dir = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cfg-')), 'data');
+    const r = runMain({ ...template, SERVICE_DATA_DIR: dir, SERVICE_PORT: '0' });
+    expect(r.status, r.stderr + r.stdout).to.equal(2);
+    expect(r.lines).to.deep.equal([
+      'configuration error: SERVICE_ADMIN_PASSWORD, SERVICE_BOT_PASSWORD, SERVICE_SECRET_KEY: must be set in production: passwords of your own (8 characters or more), and the key from `openssl rand -base64 48`',
+    ]);
+    expect(r.stdout).to.equal('');
+    expect(fs.existsSync(dir)).to.equal(false);
+  });
+
+  it('refuses placeholder and development passwords, and a placeholder key, in production', () => {
+    const prod = { SERVICE_ENV: 'production', SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one', SERVICE_SECRET_KEY: 'k'.repeat(40) };
+    for (const weak of ['admin-dev-password', 'bot-dev-password', 'change-me', 'change-me-too', 'CHANGE-ME-please', 'changeme', 'password']) {
+      rejects({ ...prod, SERVICE_ADMIN_PASSWORD: weak }, 'SERVICE_ADMIN_PASSWORD', /development or placeholder password/);
+      rejects({ ...prod, SERVICE_BOT_PASSWORD: weak }, 'SERVICE_BOT_PASSWORD', /development or placeholder password/);
+    }
+    // under the length rule, whatever the mode
+    rejects({ ...prod, SERVICE_ADMIN_PASSWORD: 'short' }, 'SERVICE_ADMIN_PASSWORD', /at least 8/);
+    // the key placeholder of earlier templates
+    rejects({ ...prod, SERVICE_SECRET_KEY: 'change-me-to-48-random-bytes-in-base64-000000000000' }, 'SERVICE_SECRET_KEY', /openssl rand/);
+    const err = problemsOf({ ...prod, SERVICE_ADMIN_PASSWORD: 'admin-dev-password', SERVICE_BOT_PASSWORD: 'bot-dev-password' });
+    expect(err.lines()).to.have.length(1);
+    expect(err.lines()[0]).to.match(/^SERVICE_ADMIN_PASSWORD, SERVICE_BOT_PASSWORD: /);
+  });
+
+  it('refuses the development passwords on a listener other hosts reach, saying how to set real ones', () => {
+    for (const host of ['0.0.0.0', '::', '10.0.0.5', 'server.lan']) {
+      const err = problemsOf({ SERVICE_HOST: host });
+      expect(err.problems.map((p) => p.variable), host).to.deep.equal(['SERVICE_ADMIN_PASSWORD', 'SERVICE_BOT_PASSWORD']);
+      expect(err.lines(), host).to.have.length(1);
+      expect(err.lines()[0]).to.include(`SERVICE_HOST=${host}`).and.to.match(/set a password of your own, or listen on 127\.0\.0\.1$/);
+      rejects({ SERVICE_HOST: host, SERVICE_ADMIN_PASSWORD: 'own-admin-password', SERVICE_BOT_PASSWORD: 'bot-dev-password' }, 'SERVICE_BOT_PASSWORD', /development or placeholder password/);
+      const ok = loadConfig({ ...base(), SERVICE_HOST: host, SERVICE_ADMIN_PASSWORD: 'own-admin-password', SERVICE_BOT_PASSWORD: 'own-bot-password' }, { writeFiles: false });
+      expect(ok.host).to.equal(host);
+    }
+    for (const host of ['127.0.0.1', '127.0.1.1', '::1', 'localhost']) {
+      expect(isLoopback(host), host).to.equal(true);
+      expect(loadConfig({ ...base(), SERVICE_HOST: host }, { writeFiles: false }).adminPasswordConfigured).to.equal(false);
+    }
+  });
+
+  it('reports every configuration problem at once: one line each from main, exit 2', function () {
+    this.timeout(30000);
+    const err = problemsOf({ SERVICE_PORT: 'eighty', SERVICE_LOG_LEVEL: 'loud', SERVICE_SESSION_TTL: 'forever', SERVICE_PUBLIC_URL: 'not a url' });
+    expect(err.problems.map((p) => p.variable).sort()).to.deep.equal(['SERVICE_LOG_LEVEL', 'SERVICE_PORT', 'SERVICE_PUBLIC_URL', 'SERVICE_SESSION_TTL']);
+    expect(err.message.split('; ')).to.have.length(4);
+    const r = runMain({ ...base(), SERVICE_PORT: 'eighty', SERVICE_LOG_LEVEL: 'loud', SERVICE_HOST: '0.0.0.0' });
+    expect(r.status).to.equal(2);
+    expect(r.lines).to.have.length(3);
+    expect(r.lines[0]).to.match(/^configuration error: SERVICE_PORT: /);
+    expect(r.lines[1]).to.match(/^configuration error: SERVICE_LOG_LEVEL: /);
+    expect(r.lines[2]).to.match(/^configuration error: SERVICE_ADMIN_PASSWORD, SERVICE_BOT_PASSWORD: .*SERVICE_HOST=0\.0\.0\.0/);
+    expect(r.stderr).not.to.match(/at .*\.ts:\d+/);
+  });
+
+  it('warns of a SERVICE_* variable no setting reads, naming the closest known one', () => {
+    const c = loadConfig({ ...base(), SERVICE_PROT: '9000', SERVICE_PLUGIN_DIR: './p', SERVICE_LDAP_URI: 'ldap://x', SERVICE_PLUGIN_REPORTS_REGION: 'eu', SERVICE_PLUGIN_OUTBOUND_FORWARDER_MAX_ATTEMPTS: '3', SERVICE_TEST_DATABASE_URL: 'postgres://x' }, { writeFiles: false });
+    expect(c.port).to.equal(8080);
+    expect(c.warnings).to.deep.equal([
+      'SERVICE_LDAP_URI is not a setting and is ignored; did you mean SERVICE_LDAP_URL?',
+      'SERVICE_PLUGIN_DIR is not a setting and is ignored; did you mean SERVICE_PLUGINS_DIR?',
+      'SERVICE_PROT is not a setting and is ignored; did you mean SERVICE_PORT?',
+    ]);
+    expect(c.pluginEnv).to.include({ SERVICE_PLUGIN_REPORTS_REGION: 'eu' });
+    expect(loadConfig(base(), { writeFiles: false }).warnings).to.deep.equal([]);
   });
 
   it('takes from the environment exactly what the settings API takes, setting by setting', () => {

@@ -6,9 +6,10 @@ import { loadConfig, type Config } from '../config.js';
 import { createLogger, type Logger } from '../log.js';
 import { EventBus } from '../bus/bus.js';
 import type { RedisBridge } from '../bus/redis-bridge.js';
-import { createDb, probeDb, type Knex } from '../db/knex.js';
+import { createDb, dialectOf, probeDb, sqliteFile, type Knex } from '../db/knex.js';
+import { DomainError } from '../errors.js';
 import { migrateLatest } from '../db/migrate.js';
-import { seedIam } from '../iam/seed.js';
+import { seedIam, type EnvPasswordApplied } from '../iam/seed.js';
 import { IamStore } from '../iam/store.js';
 import { Passwords } from '../iam/passwords.js';
 import { SecretsStore } from '../iam/secrets.js';
@@ -34,14 +35,34 @@ export interface CliIo {
  */
 export const CLI_ACTOR: Actor = { username: 'cli', userId: null, isSystem: true, isSuperadmin: true };
 
+/** What the CLI says when its seeding (as boot's) set a bootstrap account's password from the environment. */
+export function envAppliedText(a: EnvPasswordApplied): string {
+  return `${a.variable} set ${a.username}'s password (${a.why === 'changed' ? 'the variable has a new value' : 'it differed, and no earlier value of the variable is known here'})`;
+}
+
+/** A database URL as it may be shown: without its password. */
+export function shownUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return url.replace(/:[^:@/]*@/, ':***@');
+  }
+}
+
 /**
- * What a command works with, made on first use: the configuration, the database (migrated and
- * seeded as boot does, so a command works before the service ever started), the IAM model, and
- * (with SERVICE_REDIS_URL) the bus bridge that tells running instances about a change at once.
+ * What a command works with, made on first use: the configuration (the process's environment,
+ * with an --env-file's variables over it), the database (migrated and seeded as boot does; only
+ * `migrate` and `seed` may create one), the IAM model, and (with SERVICE_REDIS_URL) the bus
+ * bridge that tells running instances about a change at once.
  */
 export class CliContext {
-  readonly log: Logger;
-  readonly bus: EventBus;
+  /** what a warning is written as (program.ts: a line, or JSON with --json) */
+  warn: (text: string) => void;
+  private logger: Logger | null = null;
+  private eventBus: EventBus | null = null;
+  private env: NodeJS.ProcessEnv;
   private cachedConfig: Config | null = null;
   private database: Knex | null = null;
   private bridge: RedisBridge | null = null;
@@ -49,21 +70,43 @@ export class CliContext {
   private preparing: Promise<Knex> | null = null;
 
   constructor(readonly io: CliIo) {
-    // log lines (audit lines among them) go to stderr; stdout is the command's answer
-    this.log = createLogger(io.env.SERVICE_LOG_LEVEL || 'warn', { write: (line: string) => io.stderr(line) });
-    this.bus = new EventBus(this.log);
+    this.env = io.env;
+    this.warn = (text) => io.stderr(`warning: ${text}\n`);
+  }
+
+  get bus(): EventBus {
+    this.eventBus ??= new EventBus(this.log);
+    return this.eventBus;
+  }
+
+  /** Log lines (audit lines among them) go to stderr as JSON; stdout is the command's answer. */
+  get log(): Logger {
+    this.logger ??= createLogger(this.env.SERVICE_LOG_LEVEL || 'warn', { write: (line: string) => this.io.stderr(line) } as never);
+    return this.logger;
+  }
+
+  /**
+   * Takes the variables of an environment file (--env-file: the one the service's unit reads)
+   * over the process's own, before anything is read: the CLI then finds what the service finds.
+   */
+  useEnv(variables: Record<string, string>): void {
+    if (this.cachedConfig || this.logger) throw new Error('the environment is set before the configuration is read');
+    this.env = { ...this.io.env, ...variables };
   }
 
   /** The service's configuration; nothing is written (no secret key is generated here). */
   get config(): Config {
-    this.cachedConfig ??= loadConfig(this.io.env, { writeFiles: false });
+    if (!this.cachedConfig) {
+      this.cachedConfig = loadConfig(this.env, { writeFiles: false });
+      for (const w of this.cachedConfig.warnings) this.warn(w);
+    }
     return this.cachedConfig;
   }
 
-  /** The database, reachable now (no retries: a script wants to know at once). */
+  /** The database, reachable now (no retries: a script wants to know at once); made when missing. */
   async db(): Promise<Knex> {
     if (!this.database) {
-      const db = createDb(this.config);
+      const db = createDb(this.config, this.log);
       try {
         await probeDb(db, this.config);
       } catch (err) {
@@ -75,12 +118,34 @@ export class CliContext {
     return this.database;
   }
 
+  /**
+   * The database the configuration names, which must be one the service (or `migrate`) made: a
+   * missing SQLite file, or a PostgreSQL database without the migrations table, is refused
+   * (naming where it looked) rather than made empty, which is what a CLI run without the
+   * service's environment would otherwise do.
+   */
+  async existingDb(): Promise<Knex> {
+    const config = this.config;
+    const hint = "run it with the service's environment (--env-file /etc/service-core/env), or create the database with `service-core migrate`";
+    if (dialectOf(config) === 'sqlite') {
+      const file = sqliteFile(config);
+      if (file !== ':memory:' && !fs.existsSync(file)) throw new DomainError('not_found', `no database at ${path.resolve(file)}: ${hint}`);
+    }
+    const db = await this.db();
+    if (!(await db.schema.hasTable('knex_migrations'))) {
+      const where = dialectOf(config) === 'postgres' ? shownUrl(config.databaseUrl!) : path.resolve(sqliteFile(config));
+      throw new DomainError('not_found', `no service-core database at ${where} (it has no knex_migrations table): ${hint}`);
+    }
+    return db;
+  }
+
   /** The schema and the seeded groups and accounts, exactly as the service makes them at boot. */
   prepared(): Promise<Knex> {
     this.preparing ??= (async () => {
-      const db = await this.db();
+      const db = await this.existingDb();
       await migrateLatest(db);
-      await seedIam(db, this.config, this.passwords);
+      const { envApplied } = await seedIam(db, this.config, this.passwords);
+      for (const a of envApplied) this.warn(envAppliedText(a));
       return db;
     })();
     return this.preparing;
@@ -122,7 +187,7 @@ export class CliContext {
   async secrets(forWriting: boolean): Promise<SecretsStore> {
     const db = await this.prepared();
     if (forWriting && !this.config.fromEnv.has('SERVICE_SECRET_KEY') && !fs.existsSync(path.join(this.config.dataDir, 'secret.key'))) {
-      this.cachedConfig = loadConfig(this.io.env, { writeFiles: true });
+      this.cachedConfig = loadConfig(this.env, { writeFiles: true });
     }
     return new SecretsStore(db, this.config.secretKey);
   }

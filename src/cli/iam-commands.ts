@@ -7,6 +7,7 @@ import { createKeySchema, createUserSchema, GROUP_NAME, PASSWORD, publicUser, us
 import type { User } from '../iam/store.js';
 import type { UserChange } from '../iam/users.js';
 import { isKnownPermission, requireKnownPermissions } from '../iam/permissions.js';
+import { envPasswordPin } from '../iam/seed.js';
 import { CLI_ACTOR } from './context.js';
 import { readSecret } from './input.js';
 import { table, UsageError, type CommandEnv } from './output.js';
@@ -112,6 +113,10 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       await ctx.announceChanges();
       await users.setPassword(CLI_ACTOR, target, password);
       out(cmd).result({ username: target.username, password_set: true }, `password of ${target.username} set; their web sessions ended`);
+      // a bootstrap account: the environment sets its password again when the variable changes
+      const pin = await envPasswordPin(await ctx.prepared(), ctx.config, target.username);
+      if (pin?.inEnvironment) out(cmd).warn(`${pin.variable} is set: the service applies it to ${target.username} again at a start where its value has changed`);
+      else if (pin) out(cmd).warn(`an earlier start set ${target.username}'s password from ${pin.variable}: if the service's environment still has it, a changed value there replaces this password at its next start`);
     });
 }
 

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import readline from 'node:readline';
 import { Writable } from 'node:stream';
 import type { CliIo } from './context.js';
@@ -42,4 +43,68 @@ function askHidden(io: CliIo, question: string): Promise<string> {
     });
     muted = true;
   });
+}
+
+/**
+ * The variables of an environment file in systemd's EnvironmentFile format (as
+ * docs/deploy/service-core.env): `KEY=VALUE` lines; blank lines and lines starting with `#` or
+ * `;` are skipped; a value may be in double quotes (with `\"`, `\\`, `\$`, `` \` `` and `\n`
+ * escapes) or single quotes (taken as written); an unquoted value is trimmed, and a backslash
+ * at the end of a line continues it on the next. A line that is not an assignment is a usage
+ * error naming the file and the line.
+ */
+export function parseEnvFile(text: string, file: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const lines = text.replace(/^\uFEFF/, '').split(/\r?\n/);
+  for (let i = 0; i < lines.length; i++) {
+    const lineNo = i + 1;
+    const line = lines[i]!.trimStart();
+    if (line === '' || line.startsWith('#') || line.startsWith(';')) continue;
+    const eq = line.indexOf('=');
+    const key = eq < 0 ? '' : line.slice(0, eq).trim();
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) throw new UsageError(`--env-file: ${file} line ${lineNo} is not a KEY=VALUE assignment`);
+    let rest = line.slice(eq + 1).trimStart();
+    const quote = rest[0];
+    if (quote === '"' || quote === "'") {
+      // a quoted value may span lines
+      let value = '';
+      let j = 1;
+      for (;;) {
+        if (j >= rest.length) {
+          if (i + 1 >= lines.length) throw new UsageError(`--env-file: ${file} line ${lineNo}: the ${quote === '"' ? 'double' : 'single'} quote is not closed`);
+          value += '\n';
+          rest += '\n' + lines[++i]!;
+          j++;
+          continue;
+        }
+        const c = rest[j]!;
+        if (c === quote) break;
+        if (quote === '"' && c === '\\' && j + 1 < rest.length) {
+          const next = rest[j + 1]!;
+          value += next === 'n' ? '\n' : '"\\$`'.includes(next) ? next : `\\${next}`;
+          j += 2;
+          continue;
+        }
+        value += c;
+        j++;
+      }
+      out[key] = value;
+      continue;
+    }
+    // unquoted: a trailing backslash joins the next line
+    while (rest.endsWith('\\') && i + 1 < lines.length) rest = rest.slice(0, -1) + lines[++i]!.trimStart();
+    out[key] = rest.trimEnd();
+  }
+  return out;
+}
+
+/** parseEnvFile of the file at `file`; a file that cannot be read is a usage error naming it. */
+export function readEnvFile(file: string): Record<string, string> {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`--env-file: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  return parseEnvFile(text, file);
 }

@@ -21,7 +21,7 @@ import { userDirectory } from '../notifications/users.js';
 import { NotifyError } from '../notifications/types.js';
 import { IamStore } from '../iam/store.js';
 import { readSecret } from './input.js';
-import { CLI_ACTOR } from './context.js';
+import { CLI_ACTOR, envAppliedText } from './context.js';
 import { table, UsageError, type CommandEnv } from './output.js';
 import type { EventName } from '../bus/events.js';
 
@@ -128,8 +128,9 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
     .action(async (_opts, cmd: Command) => {
       const db = await ctx.db();
       const applied = await migrateLatest(db);
-      const { changed } = await seedIam(db, ctx.config, ctx.passwords);
+      const { changed, envApplied } = await seedIam(db, ctx.config, ctx.passwords);
       out(cmd).result({ applied, changed }, changed ? 'seeded the default groups and accounts' : 'nothing to seed: the default groups and accounts exist');
+      for (const a of envApplied) out(cmd).warn(envAppliedText(a));
     });
 
   program

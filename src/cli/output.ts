@@ -15,6 +15,12 @@ export class Output {
     if (this.json) this.io.stdout(JSON.stringify(data, null, 2) + '\n');
     else this.io.stdout((Array.isArray(text) ? text.join('\n') : text) + '\n');
   }
+
+  /** Something the operator should know though the command succeeded: one line on stderr (JSON with --json). */
+  warn(text: string): void {
+    if (this.json) this.io.stderr(JSON.stringify({ warning: text }) + '\n');
+    else this.io.stderr(`warning: ${text}\n`);
+  }
 }
 
 /** Columns aligned with two spaces, for people (scripts use --json). */

@@ -7,9 +7,11 @@ import { CliContext, type CliIo } from './context.js';
 import { EXIT, Output, UsageError, type CommandEnv } from './output.js';
 import { userCommands, groupCommands, keyCommands } from './iam-commands.js';
 import { operationCommands } from './operation-commands.js';
+import { readEnvFile } from './input.js';
 
 function describe(err: unknown): { code: string; message: string; exit: number } {
   if (err instanceof UsageError) return { code: 'usage', message: err.message, exit: EXIT.usage };
+  // every problem of the configuration, in one line
   if (err instanceof ConfigError) return { code: 'configuration', message: `configuration error: ${err.message}`, exit: EXIT.usage };
   if (err instanceof DomainError) return { code: err.code, message: err.message, exit: err.code === 'validation_failed' ? EXIT.usage : EXIT.failed };
   // the message only, never a stack: a connection string may carry a password, and a stack helps no script
@@ -18,37 +20,57 @@ function describe(err: unknown): { code: string; message: string; exit: number }
   return { code: 'failed', message, exit: EXIT.failed };
 }
 
+/** What commander says of a usage error, as our one line: its text without the `error: ` it starts with. */
+function commanderMessage(err: CommanderError): string {
+  // a command with subcommands but none given: commander shows the help instead of a message
+  if (err.code === 'commander.help') return 'a command is missing: service-core --help lists them';
+  return err.message.replace(/^error: /, '');
+}
+
 /**
  * Runs one command line (`argv` without the node and script paths) and returns its exit code:
  * 0 done, 1 it could not be done (not found, refused, database away), 2 bad arguments or
- * configuration. Errors are one line on stderr (JSON with --json), never a stack trace.
+ * configuration. Errors are one line on stderr (JSON with --json, commander's own usage errors
+ * included), never a stack trace; warnings too.
  */
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
+  const json = argv.includes('--json');
   const ctx = new CliContext(io);
+  if (json) ctx.warn = (text) => io.stderr(JSON.stringify({ warning: text }) + '\n');
+  // with --json, commander's text (an unknown command, a missing argument, the help it shows
+  // for a missing subcommand) is not written: the catch below writes it as JSON
+  const output = json ? { writeOut: io.stdout, writeErr: () => undefined, outputError: () => undefined } : { writeOut: io.stdout, writeErr: io.stderr };
   const program = new Command('service-core')
     .description('Administer service-core: users, groups, API keys, settings, notifications and the database schema')
     .option('--json', 'print results (and errors) as JSON')
+    .option('--env-file <path>', "read the service's environment file first (systemd EnvironmentFile format, e.g. /etc/service-core/env); its variables win over the shell's")
     .version(VERSION, '-V, --version', 'print the version')
-    .configureOutput({ writeOut: io.stdout, writeErr: io.stderr })
-    .exitOverride();
+    .configureOutput(output)
+    .exitOverride()
+    .hook('preAction', (_program, action) => {
+      const file = action.optsWithGlobals().envFile as string | undefined;
+      if (file) ctx.useEnv(readEnvFile(file));
+    });
   const env: CommandEnv = { ctx, out: (cmd) => new Output(io, Boolean(cmd.optsWithGlobals().json)) };
   userCommands(program, env);
   groupCommands(program, env);
   keyCommands(program, env);
   operationCommands(program, env);
   // every subcommand answers like the program: usage errors are thrown to us, not exit()ed
-  const overrideAll = (cmd: Command) => cmd.commands.forEach((c) => overrideAll(c.exitOverride().configureOutput({ writeOut: io.stdout, writeErr: io.stderr })));
+  const overrideAll = (cmd: Command) => cmd.commands.forEach((c) => overrideAll(c.exitOverride().configureOutput(output)));
   overrideAll(program);
   try {
     await program.parseAsync(argv, { from: 'user' });
     return EXIT.ok;
   } catch (err) {
     if (err instanceof CommanderError) {
-      // commander has printed its line (unknown option, missing argument, help)
-      return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+      if (err.exitCode === 0) return EXIT.ok; // --help, --version
+      // without --json commander has printed its line (unknown option, missing argument, help)
+      if (json) io.stderr(JSON.stringify({ error: { code: 'usage', message: commanderMessage(err) } }) + '\n');
+      return EXIT.usage;
     }
     const d = describe(err);
-    if (argv.includes('--json')) io.stderr(JSON.stringify({ error: { code: d.code, message: d.message } }) + '\n');
+    if (json) io.stderr(JSON.stringify({ error: { code: d.code, message: d.message } }) + '\n');
     else io.stderr(`service-core: ${d.message}\n`);
     return d.exit;
   } finally {

@@ -5,6 +5,7 @@ import knex, { type Knex } from 'knex';
 import pg from 'pg';
 import { withTimeout } from '../errors.js';
 import { privateDir } from '../config.js';
+import { createLogger, type Logger } from '../log.js';
 
 export type { Knex };
 export type Dialect = 'sqlite' | 'postgres';
@@ -77,12 +78,35 @@ const migrationSource: Knex.MigrationSource<string> = {
   getMigration: (base) => import(pathToFileURL(path.join(MIGRATIONS_DIR, `${base}${EXT}`)).href),
 };
 
-/** knex configuration shared by the service and the knex CLI (knexfile.config.ts) */
-export function knexConfig(settings: DbSettings): Knex.Config {
+/** The first line of what knex says, without the stack it may append (a stack helps nobody in a log line). */
+const firstLine = (message: unknown): string => String(message instanceof Error ? message.message : message).split('\n')[0]!.slice(0, 500);
+
+/**
+ * knex's own messages as log lines of `log` (component knex), never its console output: the
+ * service's stdout is JSON lines, the CLI's is its answer. "Acquire connection error" is said
+ * at every failed connection while the database is away; whoever asked gets the error itself
+ * (the service logs "database unreachable", the CLI fails), so it is a debug line.
+ */
+export function knexLog(log: Logger): Knex.Config['log'] {
+  const knexLogger = log.child({ component: 'knex' });
+  return {
+    warn: (m: unknown) => (/^Acquire connection error/.test(firstLine(m)) ? knexLogger.debug({ reason: firstLine(m) }, 'knex: no connection') : knexLogger.warn(firstLine(m))),
+    error: (m: unknown) => knexLogger.error(firstLine(m)),
+    deprecate: (m: unknown) => knexLogger.warn(firstLine(m)),
+    debug: (m: unknown) => knexLogger.debug(typeof m === 'string' ? m : { knex: m }, 'knex'),
+  };
+}
+
+/** Where knex's messages go when nobody says: warnings and errors as JSON lines on stderr. */
+const stderrLog = () => createLogger('warn', { write: (line: string) => process.stderr.write(line) } as never);
+
+/** knex configuration shared by the service, the CLI and the knex CLI (knexfile.ts) */
+export function knexConfig(settings: DbSettings, log: Logger = stderrLog()): Knex.Config {
   const migrations = { migrationSource, tableName: 'knex_migrations' };
   const seeds = { directory: SEEDS_DIR, loadExtensions: [EXT] };
   if (dialectOf(settings) === 'postgres') {
     return {
+      log: knexLog(log),
       client: 'pg',
       // an unreachable server is an error within 2 s (503 to the caller), never a request that hangs
       connection: { connectionString: settings.databaseUrl!, connectionTimeoutMillis: 1500 },
@@ -94,6 +118,7 @@ export function knexConfig(settings: DbSettings): Knex.Config {
   }
   const filename = sqliteFile(settings);
   return {
+    log: knexLog(log),
     client: 'better-sqlite3',
     // asked before the connection is opened, so the file is private before SQLite touches it
     // (whatever opens it first); `filename` on the function too, where knex's SQLite client looks
@@ -126,8 +151,9 @@ export function knexConfig(settings: DbSettings): Knex.Config {
   };
 }
 
-export function createDb(settings: DbSettings): Knex {
-  return knex(knexConfig(settings));
+/** The database of `settings`; knex's own messages become log lines of `log` (default: stderr). */
+export function createDb(settings: DbSettings, log?: Logger): Knex {
+  return knex(knexConfig(settings, log));
 }
 
 /** One connectivity probe; for SQLite it first makes the file and its folder, private (a failure is retried). */

@@ -3,6 +3,7 @@ import http from 'node:http';
 import type Koa from 'koa';
 import { requestOrigin, type Authenticator } from '../auth/authenticate.js';
 import type { OneTimeStore } from '../auth/one-time.js';
+import type { ApiIdentity } from '../auth/identity.js';
 import type { EventBus } from '../bus/bus.js';
 import { CLIENT_EVENTS, type ClientAudience, type EventName } from '../bus/events.js';
 import type { Logger } from '../log.js';
@@ -21,6 +22,8 @@ export interface GatewayComponentDeps {
   /** the Koa app and its session middleware, to read the cookie session at the upgrade */
   app: Koa;
   sessionMiddleware: Koa.Middleware;
+  /** the welcome's permissions of an identity that holds them all (GatewayDeps.allPermissions) */
+  allPermissions?: (identity: ApiIdentity) => string[];
   options?: Partial<GatewayOptions>;
 }
 
@@ -41,6 +44,7 @@ export class GatewayComponent {
       authenticate: (req) => authenticateUpgrade(req, { auth, tickets: this.tickets, cookieIdentity, selfOrigin, clientAddress }),
       refreshIdentity: (id) => (id.userId ? auth.identityOf(id.userId, id.method, { scopes: id.keyScopes, proof: id.proof }) : Promise.resolve(id)),
       revalidate: (ids) => auth.revalidate(ids),
+      allPermissions: deps.allPermissions,
       options: deps.options,
     });
     // whatever ends a credential ends the connections it opened, within moments

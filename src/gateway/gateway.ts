@@ -25,6 +25,12 @@ export interface GatewayDeps {
    * expired, owner disabled or deleted, password or system key changed): fresh identity or null.
    */
   revalidate?: (identities: readonly ApiIdentity[]) => Promise<Array<ApiIdentity | null>>;
+  /**
+   * The permissions the welcome lists for an identity that holds them all (the system key, a
+   * superadmin): every one the catalog has, as /api/me/access lists them. Without it, or for
+   * anyone else, the welcome lists the identity's own grants.
+   */
+  allPermissions?: (identity: ApiIdentity) => string[];
   options?: Partial<GatewayOptions>;
 }
 
@@ -236,7 +242,7 @@ export class Gateway implements ClientChannels {
     try {
       const id = conn.identity;
       // what this connection may actually do: a scoped key narrows the user's permissions
-      const permissions = [...id.permissions].filter((p) => id.allows(p)).sort();
+      const permissions = (id.isSystem || id.isSuperadmin) && this.deps.allPermissions ? this.deps.allPermissions(id) : [...id.permissions].filter((p) => id.allows(p)).sort();
       const extra = await Promise.all(this.welcomes.map((w) => w(conn)));
       conn.send('gateway:welcome', Object.assign({ username: id.username, permissions }, ...extra));
     } catch (err) {

@@ -166,7 +166,9 @@ async function readiness(ctx: Context, state: BootState, version: string, databa
   if (!state.bootComplete || state.stopping) {
     ctx.status = 503;
     ctx.set('Retry-After', '5');
-    ctx.body = { error: { code: state.stopping ? 'unavailable' : 'booting', message: state.bootError ?? (state.stopping ? 'shutting down' : 'booting') } };
+    // the shape of the database-away answer below, with the error body beside it
+    const reason = state.stopping ? 'stopping' : state.bootError ? 'boot_failed' : 'booting';
+    ctx.body = { status: 'unavailable', reason, error: { code: state.stopping ? 'unavailable' : 'booting', message: state.bootError ?? (state.stopping ? 'shutting down' : 'booting') } };
     return;
   }
   // a balancer stops sending traffic here while the database is away

@@ -6,7 +6,7 @@ import { migrateLatest } from '../db/migrate.js';
 import { IamStore } from './store.js';
 import { PermissionResolver } from './resolver.js';
 import { SecretsStore } from './secrets.js';
-import { seedIam } from './seed.js';
+import { envPasswordVariable, seedIam } from './seed.js';
 import { CORE_CATALOG, isKnownPermission, type CatalogEntry } from './permissions.js';
 import { RoleLedger } from './ledger.js';
 import { Passwords } from './passwords.js';
@@ -28,8 +28,8 @@ export interface IamDeps {
 
 /**
  * Identity and access management, the model: users, groups, permissions and their resolver,
- * the encrypted secrets, the role ledger and the rules of user administration. `init()`
- * migrates the schema and seeds it (src/service.ts runs it at db:connected).
+ * the encrypted secrets, the role ledger and the rules of user administration. At db:connected
+ * it migrates the schema and seeds it (`init()`); boot waits for that with `initialised()`.
  */
 export class IamComponent {
   readonly store: IamStore;
@@ -52,6 +52,8 @@ export class IamComponent {
   private readonly runningPlugins = new Set<string>();
   /** changes whenever the catalog or the running plugins change: views derived from them are stale */
   accessVersion = 0;
+  /** the initialisation db:connected started, or null before it came */
+  private initialising: Promise<void> | null = null;
 
   constructor(private readonly deps: IamDeps) {
     const { config, db, bus } = deps;
@@ -68,6 +70,12 @@ export class IamComponent {
       passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
     });
     this.groups = new GroupAdmin({ store: this.store, bus, isKnownPermission: (p) => this.isKnownPermission(p) });
+    // the database answers: the schema and the seed come first (boot waits: initialised())
+    bus.on('db:connected', () => {
+      this.initialising ??= this.init();
+      // boot reports a failure (it awaits initialised()); nothing is left unhandled meanwhile
+      this.initialising.catch(() => undefined);
+    });
     bus.on('plugin:state_changed', ({ plugin_id, state, enabled }) => {
       if (enabled && (state === 'loaded' || state === 'degraded')) this.runningPlugins.add(plugin_id);
       else this.runningPlugins.delete(plugin_id);
@@ -81,8 +89,27 @@ export class IamComponent {
     const applied = await migrateLatest(db);
     if (applied.length) log.info({ applied }, 'migrations applied');
     const seeded = await seedIam(db, config, this.passwords);
+    for (const a of seeded.envApplied) {
+      log.warn(
+        { user: a.username, variable: a.variable },
+        a.why === 'changed' ? 'password set from the environment: the variable has a new value' : 'password set from the environment: it differed from the account\'s, and no value of the variable was applied here before',
+      );
+    }
     for (const id of seeded.passwordChanged) await this.passwordChanged(id, null);
     if (seeded.changed) bus.emit('iam:permissions_changed', { scope: 'all' });
+  }
+
+  /** Settles when the initialisation that db:connected started has (rejects when it failed or never started). */
+  initialised(): Promise<void> {
+    return this.initialising ?? Promise.reject(new Error('db:connected has not been emitted'));
+  }
+
+  /**
+   * The variable of this service's environment that sets `username`'s password whenever its
+   * value changes (SERVICE_ADMIN_PASSWORD, SERVICE_BOT_PASSWORD), or null.
+   */
+  passwordPinnedBy(username: string): string | null {
+    return envPasswordVariable(this.deps.config, username);
   }
 
   /**

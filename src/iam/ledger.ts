@@ -21,9 +21,10 @@ export class RoleLedger {
   private readonly sources = new Map<string, PluginGrantSource>();
 
   constructor(private readonly store: IamStore, private readonly bus: EventBus) {
-    // boot applies the grants before it completes (src/service.ts), and again whenever a plugin
-    // changes state; the ledger makes the repetition harmless
+    // boot applies the grants before it completes (src/service.ts), again at boot_complete and
+    // whenever a plugin changes state; the ledger makes the repetition harmless
     bus.on('plugin:state_changed', () => void this.applyAll());
+    bus.on('system:boot_complete', () => void this.applyAll());
   }
 
   setPlugin(source: PluginGrantSource): void {

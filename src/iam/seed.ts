@@ -1,29 +1,66 @@
+import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Config } from '../config.js';
 import { DEFAULT_GROUPS, ADMIN_GROUP } from './permissions.js';
 import { IamStore } from './store.js';
 import { Passwords } from './passwords.js';
+import { SecretsStore } from './secrets.js';
 
-type SeedConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'adminPasswordConfigured' | 'botUser' | 'botPassword' | 'botPasswordConfigured' | 'adminForceSuperadmin'>;
+type SeedConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'adminPasswordConfigured' | 'botUser' | 'botPassword' | 'botPasswordConfigured' | 'adminForceSuperadmin' | 'secretKey' | 'secretKeyKept'>;
+type PinConfig = Pick<Config, 'adminUser' | 'adminPasswordConfigured' | 'botUser' | 'botPasswordConfigured'>;
+
+export type PasswordVariable = 'SERVICE_ADMIN_PASSWORD' | 'SERVICE_BOT_PASSWORD';
 
 /**
- * Idempotent seeding, run on every boot and by `knex seed:run`:
- * default groups are created if missing and never overwritten (operator edits survive);
- * the admin and bot users are created if missing; an explicitly configured password is applied;
- * the superadmin flag follows SERVICE_ADMIN_FORCE_SUPERADMIN.
- * Returns the ids of users whose password changed (their cached verifications must go).
+ * Where the fingerprint of the password last applied from the environment is kept, one entry per
+ * bootstrap account (`<variable>:<username>`), encrypted like every entry of the secrets store.
+ * The fingerprint is an HMAC under a key derived from the master key: it tells whether the
+ * environment's value changed, and never gives the password back.
  */
-export async function seedIam(db: Knex, config: SeedConfig, passwords: Passwords = new Passwords({ threads: 0 })): Promise<{ passwordChanged: string[]; changed: boolean }> {
+export const ENV_PASSWORD_NAMESPACE = 'core/bootstrap';
+const entryKey = (variable: PasswordVariable, username: string) => `${variable}:${username}`;
+
+function fingerprint(masterKey: string, username: string, password: string): string {
+  const key = Buffer.from(crypto.hkdfSync('sha256', masterKey, 'service-bootstrap-password', username, 32));
+  return crypto.createHmac('sha256', key).update(password, 'utf8').digest('base64url');
+}
+
+/** A password the environment applied to an existing account, replacing the one it had. */
+export interface EnvPasswordApplied {
+  username: string;
+  variable: PasswordVariable;
+  /** `changed`: the variable has a new value; `first`: no earlier value of it is known here */
+  why: 'changed' | 'first';
+}
+
+/**
+ * Idempotent seeding, run on every boot, by the CLI and by `knex seed:run`:
+ * default groups are created if missing and never overwritten (operator edits survive);
+ * the admin and bot users are created if missing; the superadmin flag follows
+ * SERVICE_ADMIN_FORCE_SUPERADMIN. A password set in the environment is applied when its value
+ * is new: differs from the value last applied from the environment. A password set since then
+ * (CLI, UI, API) therefore stays until the variable changes. Returns the ids of users whose
+ * password changed (their cached verifications must go) and what the environment replaced.
+ */
+export async function seedIam(
+  db: Knex,
+  config: SeedConfig,
+  passwords: Passwords = new Passwords({ threads: 0 }),
+): Promise<{ passwordChanged: string[]; changed: boolean; envApplied: EnvPasswordApplied[] }> {
   const store = new IamStore(db);
+  const secrets = new SecretsStore(db, config.secretKey);
   let changed = false;
   for (const g of DEFAULT_GROUPS) if (await store.createGroupIfMissing(g)) changed = true;
 
   const passwordChanged: string[] = [];
+  const envApplied: EnvPasswordApplied[] = [];
   const bootstrap = [
-    { username: config.adminUser, password: config.adminPassword, configured: config.adminPasswordConfigured, groups: [ADMIN_GROUP], roles: config.adminForceSuperadmin ? ['superadmin'] : [] },
-    { username: config.botUser, password: config.botPassword, configured: config.botPasswordConfigured, groups: ['INT_USER'], roles: ['bot'] },
+    { username: config.adminUser, variable: 'SERVICE_ADMIN_PASSWORD' as const, password: config.adminPassword, configured: config.adminPasswordConfigured, groups: [ADMIN_GROUP], roles: config.adminForceSuperadmin ? ['superadmin'] : [] },
+    { username: config.botUser, variable: 'SERVICE_BOT_PASSWORD' as const, password: config.botPassword, configured: config.botPasswordConfigured, groups: ['INT_USER'], roles: ['bot'] },
   ];
   for (const b of bootstrap) {
+    const key = entryKey(b.variable, b.username);
+    const print = fingerprint(config.secretKey, b.username, b.password);
     const existing = await store.userByUsername(b.username);
     if (!existing) {
       const hashed = await passwords.hash(b.password);
@@ -34,13 +71,23 @@ export async function seedIam(db: Knex, config: SeedConfig, passwords: Passwords
         // another instance seeded it first
         if (!(await store.userByUsername(b.username))) throw err;
       }
+      if (b.configured && config.secretKeyKept) await secrets.set(ENV_PASSWORD_NAMESPACE, key, print);
       changed = true;
       continue;
     }
     const patch: { hashedPassword?: string; roles?: string[] } = {};
-    if (b.configured && !(await passwords.verify(b.password, existing.hashedPassword))) {
-      patch.hashedPassword = await passwords.hash(b.password);
-      passwordChanged.push(existing.id);
+    if (b.configured) {
+      // unreadable (written under another master key) counts as unknown
+      const last = await secrets.get(ENV_PASSWORD_NAMESPACE, key);
+      if (last !== print) {
+        if (!(await passwords.verify(b.password, existing.hashedPassword))) {
+          patch.hashedPassword = await passwords.hash(b.password);
+          passwordChanged.push(existing.id);
+          envApplied.push({ username: b.username, variable: b.variable, why: last === null ? 'first' : 'changed' });
+        }
+        // under a key nobody keeps (a CLI before the first start), nothing is worth recording
+        if (config.secretKeyKept) await secrets.set(ENV_PASSWORD_NAMESPACE, key, print);
+      }
     }
     if (b.username === config.adminUser) {
       const has = existing.roles.includes('superadmin');
@@ -53,5 +100,25 @@ export async function seedIam(db: Knex, config: SeedConfig, passwords: Passwords
       changed = true;
     }
   }
-  return { passwordChanged, changed };
+  return { passwordChanged, changed, envApplied };
+}
+
+/**
+ * Whether the environment sets `username`'s password: its variable, and whether this process's
+ * environment has it (`inEnvironment`) or only an earlier start applied it (a process without
+ * the service's environment, such as the CLI run by hand, can tell only that). Null: it does not.
+ */
+export async function envPasswordPin(db: Knex, config: PinConfig, username: string): Promise<{ variable: PasswordVariable; inEnvironment: boolean } | null> {
+  const variable = envPasswordVariable(config, username);
+  if (variable) return { variable, inEnvironment: true };
+  const keys: { key: string }[] = await db('secrets').where({ namespace: ENV_PASSWORD_NAMESPACE }).select('key');
+  const entry = keys.map(({ key }) => [key.slice(0, key.indexOf(':')), key.slice(key.indexOf(':') + 1)]).find(([, user]) => user === username);
+  return entry ? { variable: entry[0] as PasswordVariable, inEnvironment: false } : null;
+}
+
+/** The variable of this environment that sets `username`'s password (when its value changes), or null. */
+export function envPasswordVariable(config: PinConfig, username: string): PasswordVariable | null {
+  if (username === config.adminUser && config.adminPasswordConfigured) return 'SERVICE_ADMIN_PASSWORD';
+  if (username === config.botUser && config.botPasswordConfigured) return 'SERVICE_BOT_PASSWORD';
+  return null;
 }

@@ -9,6 +9,10 @@ import { basic, freshDatabase, startService, testEnv, SYSTEM_KEY, type TestDb, t
 import { startRedis, type TestRedis } from '../support/redis.js';
 import { WsClient } from '../gateway/helpers.js';
 import { cli } from './helpers.js';
+import { createDb } from '../../src/db/knex.js';
+import { shownUrl } from '../../src/cli/context.js';
+import { parseEnvFile } from '../../src/cli/input.js';
+import { unusedPort } from '../auth/helpers.js';
 
 const STACK = /\n\s+at /;
 
@@ -19,6 +23,12 @@ function refused(run: { code: number; stdout: string; stderr: string }, code: 1 
   expect(run.stderr.trimEnd().split('\n'), run.stderr).to.have.length(1);
   expect(run.stderr).to.match(names);
   expect(run.stderr).not.to.match(STACK);
+}
+
+/** The database made as `service-core migrate` makes it (only migrate and seed create one). */
+async function migrated(env: Record<string, string>) {
+  const run = await cli(env, ['migrate']);
+  expect(run.code, run.stderr).to.equal(0);
 }
 
 describe('CLI with the service stopped', function () {
@@ -36,7 +46,6 @@ describe('CLI with the service stopped', function () {
     await db.drop();
     fs.rmSync(dir, { recursive: true, force: true });
   });
-
   it('prints its version, as text and as JSON', async () => {
     const text = await cli(env, ['version']);
     expect(text.code).to.equal(0);
@@ -59,6 +68,7 @@ describe('CLI with the service stopped', function () {
   });
 
   it('creates, lists, disables and enables users; refuses what the API refuses', async () => {
+    await migrated(env);
     const created = await cli(env, ['--json', 'user', 'create', 'alice', '--group', 'INT_USER', '--email', 'alice@example.org', '--password-stdin'], 'alice-password-1\n');
     expect(created.code, created.stderr).to.equal(0);
     expect(created.json()).to.include({ username: 'alice', email: 'alice@example.org', disabled: false });
@@ -83,6 +93,7 @@ describe('CLI with the service stopped', function () {
   });
 
   it('refuses bad arguments with exit code 2 and one line naming the argument', async () => {
+    await migrated(env);
     refused(await cli(env, ['user', 'create', 'bad name']), 2, /username: must be/);
     refused(await cli(env, ['user', 'create', 'carol', '--email', 'not-an-email']), 2, /email/);
     refused(await cli(env, ['user', 'create', 'carol', '--group', '-x']), 2, /group/);
@@ -115,6 +126,7 @@ describe('CLI with the service stopped', function () {
   });
 
   it('issues a key once, lists it without its token and revokes it', async () => {
+    await migrated(env);
     const issued = await cli(env, ['--json', 'key', 'issue', '--user', 'admin', '--scope', 'api:read', '--scope', 'feature:admin.users', '--expires', '30d', '--label', 'backup job']);
     expect(issued.code, issued.stderr).to.equal(0);
     const key = issued.json();
@@ -132,6 +144,7 @@ describe('CLI with the service stopped', function () {
   });
 
   it('reads and changes lockable settings; secrets only from stdin and never shown', async () => {
+    await migrated(env);
     const set = await cli(env, ['settings', 'set', 'ldap_url', 'ldap://ldap.example.org']);
     expect(set.code, set.stderr).to.equal(0);
     expect((await cli(env, ['settings', 'set', 'ldap_bind_password'], 'bind-secret-1\n')).code).to.equal(0);
@@ -162,6 +175,7 @@ describe('CLI with the service stopped', function () {
   it('makes the master key only when a secret is stored, never for anything else', async () => {
     const noKey = { ...env };
     delete (noKey as Record<string, string>).SERVICE_SECRET_KEY;
+    await migrated(noKey);
     expect((await cli(noKey, ['user', 'list'])).code).to.equal(0);
     expect((await cli(noKey, ['seed'])).code).to.equal(0);
     expect((await cli(noKey, ['settings', 'get'])).code).to.equal(0);
@@ -171,6 +185,7 @@ describe('CLI with the service stopped', function () {
   });
 
   it('sends a notification that the history shows', async () => {
+    await migrated(env);
     const sent = await cli(env, ['--json', 'notify', '--user', 'admin', '--title', 'Backup done', '--message', 'all good', '--level', 'success']);
     expect(sent.code, sent.stderr).to.equal(0);
     expect(sent.json()).to.include({ action: 'created' });
@@ -194,6 +209,194 @@ describe('CLI with the service stopped', function () {
     expect(bad.stderr.trim()).to.equal('service-core: username: must be 1-64 letters, digits or . _ @ -');
     const pkg = JSON.parse(fs.readFileSync('package.json', 'utf8'));
     expect(pkg.bin['service-core']).to.equal('dist/src/cli/main.js');
+  });
+});
+
+describe('CLI finds the right database', function () {
+  this.timeout(60_000);
+  let dir: string;
+  let db: TestDb;
+  let env: Record<string, string>;
+
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cli-find-'));
+    db = await freshDatabase();
+    env = testEnv(path.join(dir, 'data'), db.url);
+  });
+  afterEach(async () => {
+    await db.drop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Where the CLI looks: the SQLite file, or the PostgreSQL URL. */
+  const where = () => (db.url ? db.url : path.join(dir, 'data', 'service.sqlite'));
+  const hasSchema = async () => {
+    if (!db.url) return fs.existsSync(where());
+    const check = createDb({ databaseUrl: db.url, dataDir: dir });
+    try {
+      return await check.schema.hasTable('knex_migrations');
+    } finally {
+      await check.destroy();
+    }
+  };
+
+  it('refuses to make a database: only migrate and seed do; the refusal names where it looked', async () => {
+    const commands: [string[], string?][] = [
+      [['user', 'set-password', 'admin'], 'a-new-admin-password\n'],
+      [['user', 'list']],
+      [['group', 'list']],
+      [['key', 'list', '--user', 'admin']],
+      [['settings', 'get']],
+      [['settings', 'set', 'scm_webhook_secret'], 'webhook-secret-1234\n'],
+      [['notify', '--broadcast', '--title', 't', '--message', 'm']],
+    ];
+    for (const [args, stdin] of commands) {
+      const run = await cli(env, args, stdin);
+      refused(run, 1, /service-core migrate/);
+      expect(run.stderr, args.join(' ')).to.include(where());
+      const json = await cli(env, ['--json', ...args], stdin);
+      expect(json.code).to.equal(1);
+      expect(JSON.parse(json.stderr).error).to.include({ code: 'not_found' });
+    }
+    expect(await hasSchema(), 'a database was made').to.equal(false);
+    if (!db.url) expect(fs.existsSync(path.join(dir, 'data', 'secret.key'))).to.equal(false);
+    expect((await cli(env, ['version'])).code).to.equal(0);
+    expect((await cli(env, ['migrate'])).code).to.equal(0);
+    expect((await cli(env, ['user', 'set-password', 'admin'], 'a-new-admin-password\n')).code).to.equal(0);
+  });
+
+  it('refuses an empty PostgreSQL database or SQLite file the same way; seed makes one', async () => {
+    if (!db.url) fs.mkdirSync(path.join(dir, 'data'), { mode: 0o700 });
+    // a database that answers but was never migrated (an SQLite file made by something else)
+    const empty = createDb({ databaseUrl: db.url, dataDir: path.join(dir, 'data') });
+    await empty.raw('select 1');
+    await empty.destroy();
+    refused(await cli(env, ['user', 'list']), 1, /has no knex_migrations table/);
+    const seeded = await cli(env, ['seed']);
+    expect(seeded.code, seeded.stderr).to.equal(0);
+    expect((await cli(env, ['--json', 'user', 'list'])).json().users.map((u: { username: string }) => u.username)).to.include('admin');
+  });
+
+  it('shows a database URL without its password', () => {
+    expect(shownUrl('postgres://service:s3cret@db.internal:5432/service')).to.equal('postgres://service:***@db.internal:5432/service');
+    expect(shownUrl('postgres://service@db.internal/service')).to.equal('postgres://service@db.internal/service');
+  });
+
+  it("--env-file takes the service's environment file (systemd format) over the shell's variables", async () => {
+    await migrated(env);
+    // the shell points elsewhere (where nothing is): the file wins
+    const shell: Record<string, string> = { ...env, SERVICE_DATA_DIR: path.join(dir, 'elsewhere') };
+    delete shell.SERVICE_DATABASE_URL;
+    refused(await cli(shell, ['user', 'list']), 1, /no database at .*elsewhere/);
+    const file = path.join(dir, 'service-core.env');
+    fs.writeFileSync(
+      file,
+      [
+        '# /etc/service-core/env',
+        '; a comment in the other style',
+        '',
+        `SERVICE_DATA_DIR="${path.join(dir, 'data')}"`,
+        ...(db.url ? [`  SERVICE_DATABASE_URL = '${db.url}'`] : []),
+        'SERVICE_SECRET_KEY=test-secret-key-0123456789abcdef0123456789',
+        'SERVICE_LOG_LEVEL=silent',
+        '',
+      ].join('\n'),
+    );
+    const listed = await cli(shell, ['--env-file', file, '--json', 'user', 'list']);
+    expect(listed.code, listed.stderr).to.equal(0);
+    expect(listed.json().users.map((u: { username: string }) => u.username)).to.include.members(['admin', 'bot']);
+    // anywhere on the line, like --json
+    expect((await cli(shell, ['user', 'list', '--env-file', file])).code).to.equal(0);
+    refused(await cli(shell, ['--env-file', path.join(dir, 'missing.env'), 'user', 'list']), 2, /--env-file: cannot read .*missing\.env: ENOENT/);
+    fs.writeFileSync(path.join(dir, 'bad.env'), 'SERVICE_PORT=8080\nnot an assignment\n');
+    refused(await cli(shell, ['--env-file', path.join(dir, 'bad.env'), 'user', 'list']), 2, /bad\.env line 2 is not a KEY=VALUE assignment/);
+  });
+
+  it('reads the systemd environment file format', () => {
+    const parsed = parseEnvFile(
+      [
+        '# comment',
+        '; comment',
+        'PLAIN=value with spaces   ',
+        'EMPTY=',
+        '  SPACED = padded',
+        'DOUBLE="a \\"quoted\\" \\\\ value # not a comment"',
+        "SINGLE='as \\ written'",
+        'JOINED=first \\',
+        '  second',
+        'MULTI="line one',
+        'line two"',
+        'EQUALS=a=b=c',
+      ].join('\n'),
+      'test.env',
+    );
+    expect(parsed).to.deep.equal({
+      PLAIN: 'value with spaces',
+      EMPTY: '',
+      SPACED: 'padded',
+      DOUBLE: 'a "quoted" \\ value # not a comment',
+      SINGLE: 'as \\ written',
+      JOINED: 'first second',
+      MULTI: 'line one\nline two',
+      EQUALS: 'a=b=c',
+    });
+    expect(() => parseEnvFile('KEY="open', 'q.env')).to.throw(/q\.env line 1: the double quote is not closed/);
+  });
+
+  it('warns of unknown SERVICE_* variables and reports every configuration problem in one line', async () => {
+    await migrated(env);
+    const typo = await cli({ ...env, SERVICE_PROT: '9000' }, ['--json', 'user', 'list']);
+    expect(typo.code, typo.stderr).to.equal(0);
+    expect(typo.stderr.trim().split('\n').map((l) => JSON.parse(l))).to.deep.equal([{ warning: 'SERVICE_PROT is not a setting and is ignored; did you mean SERVICE_PORT?' }]);
+    expect((await cli({ ...env, SERVICE_PROT: '9000' }, ['user', 'list'])).stderr).to.equal('warning: SERVICE_PROT is not a setting and is ignored; did you mean SERVICE_PORT?\n');
+    const bad = await cli({ ...env, SERVICE_PORT: 'eighty', SERVICE_LOG_LEVEL: 'loud' }, ['user', 'list']);
+    refused(bad, 2, /^service-core: configuration error: SERVICE_PORT: .*; SERVICE_LOG_LEVEL: /);
+  });
+});
+
+describe('CLI output: --json errors are JSON on stderr, stdout is the answer only', function () {
+  this.timeout(60_000);
+  const env = testEnv(os.tmpdir(), null);
+
+  it("commander's usage errors are JSON with --json, text without", async () => {
+    const cases: [string[], RegExp][] = [
+      [['frob'], /^unknown command 'frob'$/],
+      [['user', 'frob'], /^unknown command 'frob'$/],
+      [['user', 'create'], /^missing required argument 'username'$/],
+      [['user', 'list', '--frobnicate'], /^unknown option '--frobnicate'$/],
+      [['key', 'issue'], /^required option '--user <username>' not specified$/],
+      [['user'], /^a command is missing: service-core --help lists them$/],
+    ];
+    for (const [args, message] of cases) {
+      const json = await cli(env, ['--json', ...args]);
+      expect(json.code, args.join(' ')).to.equal(2);
+      expect(json.stdout, args.join(' ')).to.equal('');
+      const lines = json.stderr.trimEnd().split('\n');
+      expect(lines, json.stderr).to.have.length(1);
+      const body = JSON.parse(lines[0]!);
+      expect(body.error.code).to.equal('usage');
+      expect(body.error.message, args.join(' ')).to.match(message);
+      const text = await cli(env, args);
+      expect(text.code).to.equal(2);
+      expect(text.stderr).to.match(/^error: |^Usage: /);
+    }
+  });
+
+  it('as a process: --json with an unknown command, and with the database away, writes JSON on stderr and nothing on stdout', async () => {
+    const port = await unusedPort();
+    const run = (args: string[], extra: Record<string, string> = {}) =>
+      spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { env: { PATH: process.env.PATH!, ...env, ...extra }, encoding: 'utf8', timeout: 30_000 });
+    const unknown = run(['--json', 'frob']);
+    expect(unknown.status).to.equal(2);
+    expect(unknown.stdout).to.equal('');
+    expect(JSON.parse(unknown.stderr)).to.deep.equal({ error: { code: 'usage', message: "unknown command 'frob'" } });
+    // nothing listens there: knex fails to connect (and says so through the CLI's logger, not on stdout)
+    const away = run(['--json', 'user', 'list'], { SERVICE_DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/service`, SERVICE_LOG_LEVEL: 'debug' });
+    expect(away.status, away.stderr).to.equal(1);
+    expect(away.stdout).to.equal('');
+    const lines = away.stderr.trimEnd().split('\n').map((l) => JSON.parse(l));
+    expect(lines.at(-1).error.code).to.equal('unavailable');
+    expect(away.stderr).not.to.match(STACK);
   });
 });
 

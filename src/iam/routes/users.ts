@@ -60,11 +60,15 @@ export function userRoutes(iam: IamComponent): Router {
     },
   );
 
+  // a bootstrap account's password may be set by the environment whenever its value changes
+  const oneUserView = userView.keys({
+    password_pinned_by: Joi.string().allow(null).description('the environment variable (SERVICE_ADMIN_PASSWORD, SERVICE_BOT_PASSWORD) that sets this password again at a start where its value has changed; null: none'),
+  });
   api.endpoint(
-    { method: 'GET', path: '/:id', summary: 'One user with linked identities', auth: ADMIN, params: idParams, responses: { 200: { description: 'the user', schema: userView }, 404: 'no such user' } },
+    { method: 'GET', path: '/:id', summary: 'One user with linked identities', auth: ADMIN, params: idParams, responses: { 200: { description: 'the user', schema: oneUserView }, 404: 'no such user' } },
     async (_ctx, { params }) => {
       const user = await load(params.id);
-      return publicUser(user, (await iam.store.identitiesOf([user.id])).get(user.id));
+      return { ...publicUser(user, (await iam.store.identitiesOf([user.id])).get(user.id)), password_pinned_by: iam.passwordPinnedBy(user.username) };
     },
   );
 

@@ -1,0 +1,151 @@
+import { expect } from 'chai';
+import request from 'supertest';
+import { startService, testEnv, basic, ADMIN, type TestService } from '../support/service.js';
+import { capturingLogger } from '../sockets/helpers.js';
+import { SecretsStore } from '../../src/iam/secrets.js';
+import { ENV_PASSWORD_NAMESPACE } from '../../src/iam/seed.js';
+import { cli } from '../cli/helpers.js';
+
+const KEY = 'test-secret-key-0123456789abcdef0123456789';
+const adminWith = (password: string) => basic(ADMIN.username, password);
+
+/** The admin's own password change through the API (as the settings page makes it). */
+async function changeOwnPassword(svc: TestService, current: string, next: string): Promise<void> {
+  const me = (await request(svc.url).get('/api/me').set('Authorization', adminWith(current)).expect(200)).body;
+  const res = await request(svc.url).post(`/api/users/${me.id}/password`).set('Authorization', adminWith(current)).send({ current_password: current, new_password: next });
+  expect(res.status, JSON.stringify(res.body)).to.equal(204);
+}
+
+/** The log lines (parsed) of a capturing logger that say the environment set a password. */
+const envApplied = (lines: string[]) => lines.map((l) => JSON.parse(l)).filter((l) => /^password set from the environment/.test(l.msg));
+
+describe('bootstrap passwords across restarts', function () {
+  this.timeout(60_000);
+  let first: TestService;
+  const restart = (env: Record<string, string> = {}, logger = capturingLogger('info')) =>
+    startService({ dataDir: first.dataDir, databaseUrl: first.databaseUrl, env, logger: logger.logger }).then((svc) => ({ svc, log: logger }));
+
+  beforeEach(async () => {
+    first = await startService();
+  });
+  afterEach(async () => {
+    await first.destroy();
+  });
+
+  it('a password changed in the UI stays at the next start; a new value of the variable replaces it, logged', async () => {
+    await changeOwnPassword(first, ADMIN.password, 'changed-in-the-ui-1');
+    await first.stop();
+
+    // the same environment (SERVICE_ADMIN_PASSWORD unchanged): the change is not undone
+    const second = await restart();
+    try {
+      await request(second.svc.url).get('/api/me').set('Authorization', adminWith('changed-in-the-ui-1')).expect(200);
+      await request(second.svc.url).get('/api/me').set('Authorization', adminWith(ADMIN.password)).expect(401);
+      expect(envApplied(second.log.lines)).to.deep.equal([]);
+      // the API says which variable still holds the password
+      const me = (await request(second.svc.url).get('/api/me').set('Authorization', adminWith('changed-in-the-ui-1')).expect(200)).body;
+      const shown = (await request(second.svc.url).get(`/api/users/${me.id}`).set('Authorization', adminWith('changed-in-the-ui-1')).expect(200)).body;
+      expect(shown.password_pinned_by).to.equal('SERVICE_ADMIN_PASSWORD');
+      const bot = (await request(second.svc.url).get('/api/users').set('Authorization', adminWith('changed-in-the-ui-1')).expect(200)).body.users.find((u: { username: string }) => u.username === 'bot');
+      const botShown = (await request(second.svc.url).get(`/api/users/${bot.id}`).set('Authorization', adminWith('changed-in-the-ui-1')).expect(200)).body;
+      expect(botShown.password_pinned_by).to.equal('SERVICE_BOT_PASSWORD');
+    } finally {
+      await second.svc.stop();
+    }
+
+    // the operator sets a new value: it is applied, and the log says so
+    const third = await restart({ SERVICE_ADMIN_PASSWORD: 'rotated-by-the-operator' });
+    try {
+      await request(third.svc.url).get('/api/me').set('Authorization', adminWith('rotated-by-the-operator')).expect(200);
+      await request(third.svc.url).get('/api/me').set('Authorization', adminWith('changed-in-the-ui-1')).expect(401);
+      expect(envApplied(third.log.lines).map((l) => ({ user: l.user, variable: l.variable, level: l.level }))).to.deep.equal([{ user: 'admin', variable: 'SERVICE_ADMIN_PASSWORD', level: 'warn' }]);
+      expect(third.log.text()).not.to.include('rotated-by-the-operator');
+    } finally {
+      await third.svc.stop();
+    }
+
+    // and once applied, it is not applied again
+    const fourth = await restart({ SERVICE_ADMIN_PASSWORD: 'rotated-by-the-operator' });
+    try {
+      expect(envApplied(fourth.log.lines)).to.deep.equal([]);
+    } finally {
+      await fourth.svc.stop();
+    }
+  });
+
+  it('a password set with the CLI stays at the next start, and the CLI says the variable holds it', async () => {
+    await first.stop();
+    const env = testEnv(first.dataDir, first.databaseUrl);
+    const run = await cli(env, ['user', 'set-password', 'admin'], 'set-by-the-console-1\n');
+    expect(run.code, run.stderr).to.equal(0);
+    expect(run.stderr.trim().split('\n')).to.deep.equal(['warning: SERVICE_ADMIN_PASSWORD is set: the service applies it to admin again at a start where its value has changed']);
+    const json = await cli(env, ['--json', 'user', 'set-password', 'admin'], 'set-by-the-console-2\n');
+    expect(json.code, json.stderr).to.equal(0);
+    expect(JSON.parse(json.stderr).warning).to.match(/^SERVICE_ADMIN_PASSWORD is set/);
+    // run without the service's environment, the CLI still knows an earlier start set it
+    const bare = { ...env };
+    delete (bare as Record<string, string>).SERVICE_ADMIN_PASSWORD;
+    const blind = await cli(bare, ['user', 'set-password', 'admin'], 'set-by-the-console-3\n');
+    expect(blind.code, blind.stderr).to.equal(0);
+    expect(blind.stderr).to.match(/^warning: an earlier start set admin's password from SERVICE_ADMIN_PASSWORD/);
+    // no warning for an account the environment does not set
+    expect((await cli(env, ['user', 'create', 'carol', '--password-stdin'], 'carol-password-1\n')).code).to.equal(0);
+    const carol = await cli(env, ['user', 'set-password', 'carol'], 'carol-password-2\n');
+    expect(carol.stderr).to.equal('');
+
+    const second = await restart();
+    try {
+      await request(second.svc.url).get('/api/me').set('Authorization', adminWith('set-by-the-console-3')).expect(200);
+      expect(envApplied(second.log.lines)).to.deep.equal([]);
+    } finally {
+      await second.svc.stop();
+    }
+  });
+
+  it('the CLI says when its seeding (as boot does) sets a password from a changed variable', async () => {
+    await first.stop();
+    const env = testEnv(first.dataDir, first.databaseUrl, { SERVICE_ADMIN_PASSWORD: 'rotated-for-the-console' });
+    const listed = await cli(env, ['user', 'list']);
+    expect(listed.code, listed.stderr).to.equal(0);
+    expect(listed.stderr).to.equal("warning: SERVICE_ADMIN_PASSWORD set admin's password (the variable has a new value)\n");
+    expect((await cli(env, ['user', 'list'])).stderr).to.equal('');
+    const seeded = await cli({ ...env, SERVICE_BOT_PASSWORD: 'rotated-bot-password' }, ['--json', 'seed']);
+    expect(seeded.code, seeded.stderr).to.equal(0);
+    expect(JSON.parse(seeded.stderr)).to.deep.equal({ warning: "SERVICE_BOT_PASSWORD set bot's password (the variable has a new value)" });
+  });
+
+  it('keeps a keyed fingerprint of the applied value, never the password', async () => {
+    const rows: { key: string; ciphertext: string }[] = await first.service.db('secrets').where({ namespace: ENV_PASSWORD_NAMESPACE }).select('key', 'ciphertext');
+    expect(rows.map((r) => r.key).sort()).to.deep.equal(['SERVICE_ADMIN_PASSWORD:admin', 'SERVICE_BOT_PASSWORD:bot']);
+    const secrets = new SecretsStore(first.service.db, KEY);
+    for (const r of rows) {
+      const stored = (await secrets.get(ENV_PASSWORD_NAMESPACE, r.key))!;
+      expect(stored).to.match(/^[A-Za-z0-9_-]{43}$/);
+      for (const text of [r.ciphertext, stored]) {
+        expect(text).not.to.include(ADMIN.password);
+        expect(text).not.to.include('bot-test-password');
+      }
+    }
+  });
+
+  it('a database from before (no value recorded) takes a differing variable once, logged; an equal one silently', async () => {
+    // an older release applied the variable at every start and recorded nothing
+    await first.service.db('secrets').where({ namespace: ENV_PASSWORD_NAMESPACE }).delete();
+    await first.stop();
+    const same = await restart();
+    try {
+      expect(envApplied(same.log.lines)).to.deep.equal([]);
+      await request(same.svc.url).get('/api/me').set('Authorization', adminWith(ADMIN.password)).expect(200);
+      await same.svc.service.db('secrets').where({ namespace: ENV_PASSWORD_NAMESPACE }).delete();
+    } finally {
+      await same.svc.stop();
+    }
+    const other = await restart({ SERVICE_BOT_PASSWORD: 'a-new-bot-password' });
+    try {
+      expect(envApplied(other.log.lines).map((l) => [l.user, l.variable])).to.deep.equal([['bot', 'SERVICE_BOT_PASSWORD']]);
+      await request(other.svc.url).get('/api/me').set('Authorization', basic('bot', 'a-new-bot-password')).expect(200);
+    } finally {
+      await other.svc.stop();
+    }
+  });
+});
