@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `npm test`: the whole suite, as CI runs it, on SQLite and then on PostgreSQL.
 #
-# The tests start real servers (OpenLDAP slapd, a private dockerd, Redis, nginx, headless
-# Chromium, throwaway PostgreSQL clusters), so on a fresh Debian machine this first installs the
-# packages they need with apt-get: run it as root there. Already installed, nothing is touched.
+# The tests start real servers (OpenLDAP slapd, a Samba AD domain controller, a private dockerd,
+# Redis, nginx, headless Chromium, throwaway PostgreSQL clusters), so on a fresh Debian machine
+# this first installs the packages they need with apt-get: run it as root there. Already
+# installed, nothing is touched.
 #
 # PostgreSQL: SERVICE_TEST_DATABASE_URL (a server the suite may create databases on) when set;
 # else the machine's server on 127.0.0.1:5432 if it lets `postgres` in without a password
@@ -17,7 +18,7 @@ export DEBIAN_FRONTEND=noninteractive
 say() { printf '\n=== %s\n' "$*"; }
 
 # --- Debian packages the tests use
-PACKAGES=(slapd ldap-utils docker.io busybox-static chromium redis-server nginx postgresql postgresql-client)
+PACKAGES=(slapd ldap-utils samba docker.io busybox-static chromium redis-server nginx postgresql postgresql-client)
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

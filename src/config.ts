@@ -88,6 +88,18 @@ export interface LdapConfig {
   tlsVerify: boolean;
   /** join a first LDAP login to the one existing user with its e-mail (never an administrator) */
   linkByEmail: boolean;
+  /** PEM CA bundle trusted for LDAPS and StartTLS (null: the system's CAs) */
+  caCert: string | null;
+  /** upgrade ldap:// with StartTLS */
+  startTls: boolean;
+  /** the attribute naming a new user locally */
+  usernameAttr: string;
+  /** nested groups: on Active Directory only ('auto'), always, never */
+  nestedGroups: 'auto' | boolean;
+  connectTimeoutMs: number;
+  timeoutMs: number;
+  /** how often directory accounts are checked again, as written ('15m'; '0': never) */
+  recheckInterval: string;
 }
 
 export interface OidcConfig {
@@ -367,6 +379,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
       groupMapping: v.SERVICE_LDAP_GROUP_MAPPING ?? {},
       tlsVerify: v.SERVICE_LDAP_TLS_VERIFY,
       linkByEmail: v.SERVICE_LDAP_LINK_BY_EMAIL,
+      caCert: v.SERVICE_LDAP_CA_CERT ?? null,
+      startTls: v.SERVICE_LDAP_STARTTLS,
+      usernameAttr: v.SERVICE_LDAP_USERNAME_ATTR,
+      nestedGroups: v.SERVICE_LDAP_NESTED_GROUPS,
+      connectTimeoutMs: v.SERVICE_LDAP_CONNECT_TIMEOUT_MS,
+      timeoutMs: v.SERVICE_LDAP_TIMEOUT_MS,
+      recheckInterval: v.SERVICE_LDAP_RECHECK_INTERVAL,
     },
     oidc: {
       issuer: v.SERVICE_OIDC_ISSUER ?? null,

@@ -122,6 +122,11 @@ export class Service {
     this.metrics.gauge('ws_connections', 'open WebSocket connections', () => this.gateway.gateway.connectionCount);
     this.metrics.gauge('notifications_written', 'notifications this instance committed since it started', () => this.notifications.service.stats.notifications);
     this.metrics.gauge('notification_write_batches', 'group-commit transactions that wrote them', () => this.notifications.service.stats.batches);
+    // the directory recheck (src/auth/directory-recheck.ts)
+    const recheck = this.auth.directoryRecheck.stats;
+    this.metrics.gauge('ldap_directory_up', '0 after a directory account recheck the directory did not answer, until one it answers', () => (recheck.directoryUp ? 1 : 0));
+    this.metrics.countersOf('ldap_recheck_rounds_total', 'directory account recheck rounds: checked, unavailable (nothing ended), skipped (another instance had the round), suspect (nobody found: nothing ended)', 'outcome', () => recheck.rounds);
+    this.metrics.countersOf('ldap_recheck_accounts_ended_total', 'users whose sessions and keys the recheck revoked, by what the directory said of the account', 'state', () => recheck.ended);
     if (config.redisUrl) {
       this.metrics.gauge('bus_bridge_up', '1 while the Redis link to the other instances is up', () => (this.bridge?.isUp ? 1 : 0));
       this.metrics.gauge('bus_bridge_messages_dropped', 'malformed or foreign bus messages dropped', () => this.bridge?.stats.dropped ?? 0);

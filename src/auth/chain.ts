@@ -3,6 +3,7 @@ import { DomainError, errorText, withTimeout } from '../errors.js';
 import type { AuthSettings } from './settings.js';
 import type { LocalProvider } from './providers/local.js';
 import { LdapProvider } from './providers/ldap.js';
+import { LoginRefused } from './providers/refusal.js';
 import { OidcProvider } from './providers/oidc.js';
 import type { AuthProvider, CredentialsProvider, ExternalProfile, RedirectProvider } from './providers/types.js';
 import { AUTH_PROVIDER_IDS } from '../config.js';
@@ -69,9 +70,16 @@ function buildLdap(s: AuthSettings, log: Logger): LdapProvider {
       userFilter: l.userFilter,
       groupAttr: l.groupAttr,
       groupMapping: l.groupMapping,
+      usernameAttr: l.usernameAttr,
+      nestedGroups: l.nestedGroups,
       tlsVerify: l.tlsVerify,
+      caCert: l.caCert,
+      startTls: l.startTls,
+      connectTimeoutMs: l.connectTimeoutMs,
+      timeoutMs: l.timeoutMs,
     },
-    log.child({ provider: 'ldap' }),
+    // the provider names itself in its log lines
+    log,
   );
 }
 
@@ -222,9 +230,12 @@ export class ProviderChain {
   /**
    * Runs every credentials provider in chain order; the first success wins. A provider that
    * fails (server down, misconfiguration, a bad plugin) is logged and skipped: the chain goes
-   * on and the caller never sees a 500 for it.
+   * on and the caller never sees a 500 for it. A provider that refuses the account though the
+   * password was right (LoginRefused: disabled in the directory, password expired) does not
+   * stop the chain either; when no provider lets the person in, that first refusal is thrown.
    */
   async authenticate(username: string, password: string): Promise<ChainLogin | null> {
+    let refused: LoginRefused | null = null;
     for (const entry of this.entries()) {
       const provider = entry.provider;
       if (provider.kind !== 'credentials') continue;
@@ -235,10 +246,15 @@ export class ProviderChain {
       } catch (err) {
         // the password pool is full: the caller waits and tries again (503), no provider is at fault
         if (err instanceof DomainError) throw err;
+        if (err instanceof LoginRefused) {
+          refused ??= err;
+          continue;
+        }
         // the message only: never the password, and a stack adds nothing for an unreachable server
         this.log.warn({ provider: provider.id, reason: errorText(err) }, 'auth provider failed; trying the next one');
       }
     }
+    if (refused) throw refused;
     return null;
   }
 }

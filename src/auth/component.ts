@@ -10,6 +10,10 @@ import { Authenticator } from './authenticate.js';
 import { BasicVerifier } from './basic.js';
 import { KnownDevices } from './device-cookie.js';
 import { ProviderChain, type BuildError } from './chain.js';
+import { DirectoryRecheck } from './directory-recheck.js';
+import { LdapProvider } from './providers/ldap.js';
+import { parseDuration } from '../settings-table.js';
+import { sha256 } from './tokens.js';
 import { sweepExpired } from './housekeeping.js';
 import { IdentityCache } from './identity-cache.js';
 import { IdentityLinker } from './linking.js';
@@ -53,9 +57,13 @@ export class AuthComponent {
   readonly authSettings: AuthSettingsStore;
   readonly chain: ProviderChain;
   readonly linker: IdentityLinker;
+  /** checks the directory accounts behind live sessions and keys again (SERVICE_LDAP_RECHECK_INTERVAL) */
+  readonly directoryRecheck: DirectoryRecheck;
   private sweeper: NodeJS.Timeout | null = null;
   private settingsWatch: NodeJS.Timeout | null = null;
   private authSettingsStamp = '';
+  /** digest of the settings the chain was last built from: a change seen again (our own) builds nothing */
+  private builtFrom = '';
 
   constructor(private readonly deps: AuthDeps) {
     const { config, db, bus, iam } = deps;
@@ -104,6 +112,13 @@ export class AuthComponent {
     this.oneTime = new OneTimeStore(db);
     this.authSettings = new AuthSettingsStore(config, iam.secrets);
     this.chain = new ProviderChain(this.local, deps.log.child({ part: 'auth-chain' }));
+    this.directoryRecheck = new DirectoryRecheck({
+      db,
+      apiKeys: this.apiKeys,
+      log: deps.log.child({ part: 'ldap-recheck' }),
+      provider: () => this.chain.providers().find((p): p is LdapProvider => p instanceof LdapProvider) ?? null,
+      intervalMs: () => parseDuration(this.authSettings.current().ldap.recheckInterval) ?? 0,
+    });
     this.linker = new IdentityLinker({
       store: iam.store,
       users: iam.users,
@@ -134,6 +149,7 @@ export class AuthComponent {
     const { db, bus, config, log } = this.deps;
     await this.authSettings.load();
     this.rebuildChain();
+    this.directoryRecheck.start();
     // hourly, and once now: expired sessions, one-time values and old failures go
     const sweep = () => sweepExpired(db).catch((err) => log.warn({ err }, 'housekeeping failed'));
     void sweep();
@@ -160,7 +176,16 @@ export class AuthComponent {
 
   /** Rebuilds the configured part of the provider chain from the current auth settings. */
   rebuildChain(): BuildError[] {
-    return this.chain.rebuild(this.authSettings.current());
+    const settings = this.authSettings.current();
+    const errors = this.chain.rebuild(settings);
+    this.builtFrom = sha256(JSON.stringify(settings));
+    this.directoryRecheck.reschedule();
+    return errors;
+  }
+
+  /** The stored settings differ from those the chain was built from (not a change of this instance's own, seen again). */
+  private changedSinceBuilt(): boolean {
+    return sha256(JSON.stringify(this.authSettings.current())) !== this.builtFrom;
   }
 
   /**
@@ -175,6 +200,7 @@ export class AuthComponent {
     this.authSettingsStamp = stamp;
     if (first) return false;
     await this.authSettings.load();
+    if (!this.changedSinceBuilt()) return false;
     this.rebuildChain();
     this.deps.log.info('auth settings changed elsewhere: provider chain rebuilt');
     return true;
@@ -184,13 +210,14 @@ export class AuthComponent {
   private async reloadAuthSettings(): Promise<void> {
     try {
       await this.authSettings.load();
-      this.rebuildChain();
+      if (this.changedSinceBuilt()) this.rebuildChain();
     } catch (err) {
       this.deps.log.warn({ err }, 'reloading auth settings failed');
     }
   }
 
   stop(): void {
+    this.directoryRecheck.stop();
     if (this.sweeper) clearInterval(this.sweeper);
     if (this.settingsWatch) clearInterval(this.settingsWatch);
     this.apiKeys.close();

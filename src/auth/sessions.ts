@@ -10,6 +10,7 @@ import { safeEqual, sha256 } from './tokens.js';
 import { logLoginFailure, normalizeLogin, type LoginFailure } from './attempts.js';
 import { SESSION_COOKIE } from './web-session.js';
 import { KnownDevices } from './device-cookie.js';
+import { LoginRefused, type RefusalReason } from './providers/refusal.js';
 
 /**
  * Signing in and out, shared by the login API, the OIDC flow and the login page: web sessions
@@ -67,7 +68,8 @@ export async function startCookieSession(ctx: Context, keyId: string): Promise<v
   await session?.regenerate?.();
 }
 
-export type CredentialsOutcome = { ok: true; user: User; session: IssuedSession } | { ok: false; retryAfter: number };
+/** `refusal`: the directory proved the password and refused the account, and the person may be told why */
+export type CredentialsOutcome = { ok: true; user: User; session: IssuedSession } | { ok: false; retryAfter: number; refusal?: RefusalReason };
 
 /**
  * The credentials login shared by the API and the login form: lockout check, provider chain,
@@ -89,7 +91,14 @@ export async function credentialsLogin(auth: AuthComponent, ctx: Context, typed:
   }
   // the attempt counts as a failure from here until it succeeds
   device = admission.device ? KnownDevices.tag(admission.device) : undefined;
-  const result = await auth.devices.check(admission, () => auth.chain.authenticate(username, password));
+  const result = await auth.devices.check(admission, () => auth.chain.authenticate(username, password)).catch((err: unknown) => {
+    if (err instanceof LoginRefused) return err;
+    throw err;
+  });
+  if (result instanceof LoginRefused) {
+    failed('account_disabled', result.provider);
+    return { ok: false, retryAfter: 0, refusal: result.reason };
+  }
   let user: User | null = null;
   if (result) {
     user = (await auth.linker.link(result.profile)).user;

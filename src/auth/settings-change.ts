@@ -12,9 +12,15 @@ export function groupsGrantedByLogin(s: AuthSettings): string[] {
   return [...new Set([...s.ssoDefaultGroups, ...mapped])];
 }
 
-/** The settings that decide who a provider says someone is (pointing them elsewhere lets another server answer). */
+/**
+ * The settings that decide who a provider says someone is (pointing them elsewhere lets another
+ * server answer). For LDAP: the URL, bind, base, filter, username attribute and TLS (verify,
+ * CA, StartTLS); not the mapping and what only tunes it (nested groups count for the mapping,
+ * which the host rule of changeAuthSettings guards; timeouts; the recheck interval).
+ */
+const LDAP_NOT_IDENTITY = ['ldap_group_mapping', 'ldap_link_by_email', 'ldap_nested_groups', 'ldap_connect_timeout_ms', 'ldap_timeout_ms', 'ldap_recheck_interval'];
 const IDENTITY_FIELDS: Record<string, (field: string) => boolean> = {
-  ldap: (f) => f.startsWith('ldap_') && !['ldap_group_mapping', 'ldap_link_by_email'].includes(f),
+  ldap: (f) => f.startsWith('ldap_') && !LDAP_NOT_IDENTITY.includes(f),
   oidc: (f) => f.startsWith('oidc_') && !['oidc_group_mapping', 'oidc_link_by_email', 'oidc_label'].includes(f),
 };
 

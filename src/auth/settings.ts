@@ -36,8 +36,9 @@ export const FIELDS: Record<string, FieldDef> = Object.fromEntries(
 
 /** A secret and the fields naming where it is sent: when one of those changes, the secret is entered anew. */
 const SECRET_BOUND_TO: Record<string, string[]> = {
-  // turning certificate checks off lets whoever sits on the network read the bind password
-  ldap_bind_password: ['ldap_url', 'ldap_bind_dn', 'ldap_tls_verify'],
+  // turning certificate checks off lets whoever sits on the network read the bind password, and
+  // another CA (or StartTLS) decides which server may present itself as the directory
+  ldap_bind_password: ['ldap_url', 'ldap_bind_dn', 'ldap_tls_verify', 'ldap_ca_cert', 'ldap_starttls'],
   oidc_client_secret: ['oidc_issuer', 'oidc_client_id'],
 };
 

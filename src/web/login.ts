@@ -3,6 +3,7 @@ import Joi from 'joi';
 import type { Context } from 'koa';
 import type { AuthComponent } from '../auth/component.js';
 import { checkOrigin, credentialsLogin, loginSchema, nextSchema, providerList, startCookieSession } from '../auth/sessions.js';
+import { isRefusalReason, REFUSAL_TEXT } from '../auth/providers/refusal.js';
 import { requestOrigin } from '../auth/authenticate.js';
 import { formBody } from '../http/body.js';
 import { HttpError } from '../http/errors.js';
@@ -77,7 +78,7 @@ export function renderLoginPage(auth: AuthComponent, opts: { error?: string; nex
   const redirects = providers.filter((p): p is typeof p & { start_url: string } => p.kind === 'redirect' && 'start_url' in p);
   let message: string | null = null;
   if (!auth.chain.ready) message = MESSAGES.unavailable!;
-  else if (opts.error) message = MESSAGES[opts.error] ?? 'Sign-in failed. Please try again.';
+  else if (opts.error) message = MESSAGES[opts.error] ?? (isRefusalReason(opts.error) ? REFUSAL_TEXT[opts.error] : 'Sign-in failed. Please try again.');
   if (opts.error === 'locked_out' && opts.retryAfter) message = `Too many failed attempts. Try again in ${opts.retryAfter} seconds.`;
   const nextParam = opts.next !== '/' ? opts.next : null;
   const ssoHref = (startUrl: string) => {
@@ -148,7 +149,7 @@ export function loginPageRoutes(auth: AuthComponent): Router {
     }
     const outcome = await credentialsLogin(auth, ctx, value.username, value.password, 'form');
     if (!outcome.ok) {
-      return outcome.retryAfter > 0 ? back({ error: 'locked_out', retry_after: String(outcome.retryAfter) }) : back({ error: 'invalid_credentials' });
+      return outcome.retryAfter > 0 ? back({ error: 'locked_out', retry_after: String(outcome.retryAfter) }) : back({ error: outcome.refusal ?? 'invalid_credentials' });
     }
     await startCookieSession(ctx, outcome.session.key_id);
     ctx.status = 303;

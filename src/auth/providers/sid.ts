@@ -33,3 +33,34 @@ export function decodeObjectSid(buf: Buffer): string {
   for (let i = 0; i < count; i++) parts.push(String(buf.readUInt32LE(HEADER_BYTES + i * SUB_AUTHORITY_BYTES)));
   return parts.join('-');
 }
+
+/** The binary form of a SID in string form (`S-1-5-21-…`), as objectSid holds it: for search filters. */
+export function encodeObjectSid(text: string): Buffer {
+  const m = /^S-1-(\d+|0x[0-9A-Fa-f]{12})((?:-\d+){0,15})$/.exec(text);
+  if (!m) throw new Error(`"${text}" is not a SID`);
+  const authority = m[1]!.startsWith('0x') ? parseInt(m[1]!.slice(2), 16) : Number(m[1]);
+  if (!Number.isSafeInteger(authority) || authority >= 2 ** 48) throw new Error(`"${text}": identifier authority out of range`);
+  const subs = m[2] ? m[2].slice(1).split('-').map(Number) : [];
+  const buf = Buffer.alloc(HEADER_BYTES + subs.length * SUB_AUTHORITY_BYTES);
+  buf[0] = 1;
+  buf[1] = subs.length;
+  buf.writeUIntBE(authority, 2, 6);
+  subs.forEach((sub, i) => {
+    if (!Number.isInteger(sub) || sub < 0 || sub > 0xffffffff) throw new Error(`"${text}": sub-authority out of range`);
+    buf.writeUInt32LE(sub, HEADER_BYTES + i * SUB_AUTHORITY_BYTES);
+  });
+  return buf;
+}
+
+/**
+ * The SID of the same domain with another relative id: a user's objectSid and its
+ * primaryGroupID give the primary group's objectSid (a domain SID followed by the RID).
+ */
+export function sidWithRid(sid: Buffer, rid: number): Buffer {
+  decodeObjectSid(sid); // one well-formed SID
+  if (sid[1]! < 1) throw new Error('objectSid: a SID without sub-authorities has no relative id');
+  if (!Number.isInteger(rid) || rid < 0 || rid > 0xffffffff) throw new Error(`relative id ${rid} out of range`);
+  const out = Buffer.from(sid);
+  out.writeUInt32LE(rid, out.length - SUB_AUTHORITY_BYTES);
+  return out;
+}

@@ -2,9 +2,10 @@ import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Context, Next } from 'koa';
 import type { AuthComponent } from '../component.js';
-import { rateLimited, unauthorized } from '../../http/errors.js';
+import { HttpError, rateLimited, unauthorized } from '../../http/errors.js';
 import { ApiRouter } from '../../http/api.js';
 import { checkOrigin, credentialsLogin, loginBody, loginSchema, logout, noStore, providerList, startCookieSession } from '../sessions.js';
+import { REFUSAL_TEXT } from '../providers/refusal.js';
 
 /** The login API: password login, logout, and the providers a login page offers. */
 
@@ -44,7 +45,7 @@ export function authRoutes(auth: AuthComponent): Router {
       middleware: [sameOrigin],
       responses: {
         200: { description: 'the session', schema: sessionResponse },
-        401: 'wrong credentials',
+        401: 'wrong credentials; or the directory proved the password and refused the account: `details.reason` says why (`account_disabled`, `account_expired`, `password_expired`, `password_must_change`, `logon_restricted`)',
         429: { description: 'locked out, or over the per-address budget', headers: { 'Retry-After': 'seconds' } },
         503: { description: 'too many password checks waiting', headers: { 'Retry-After': 'seconds' } },
       },
@@ -53,6 +54,7 @@ export function authRoutes(auth: AuthComponent): Router {
       const outcome = await credentialsLogin(auth, ctx, body.username, body.password, 'login');
       if (!outcome.ok) {
         if (outcome.retryAfter > 0) throw rateLimited(outcome.retryAfter);
+        if (outcome.refusal) throw new HttpError(401, 'unauthorized', REFUSAL_TEXT[outcome.refusal], { reason: outcome.refusal }, { 'WWW-Authenticate': 'Bearer, Basic realm="service"' });
         throw unauthorized('invalid username or password');
       }
       await startCookieSession(ctx, outcome.session.key_id);

@@ -1,0 +1,284 @@
+import { expect } from 'chai';
+import net from 'node:net';
+import request from 'supertest';
+import { adminAuth, ADMIN, startPeer, startService, type TestService } from '../support/service.js';
+import { startSambaDc, type AdUser, type SambaDc } from '../support/samba.js';
+import { startRedis, type TestRedis } from '../support/redis.js';
+import { capturingLogger } from '../sockets/helpers.js';
+import { WsClient } from '../gateway/helpers.js';
+import { REFUSAL_TEXT } from '../../src/auth/providers/refusal.js';
+import { createUser, getUser, patchAuthSettings } from './helpers.js';
+
+/**
+ * The service with an Active Directory as companies run it (a real Samba AD DC): the names
+ * people type, why a login was refused, e-mail linking, TLS with a private CA changed at run
+ * time, and directory accounts checked again while their sessions live.
+ */
+
+const AD_FILTER = '(&(objectCategory=person)(objectClass=user)(|(sAMAccountName={username})(userPrincipalName={username})))';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A listener that accepts connections and never answers (a hung directory). */
+async function silentServer(): Promise<{ url: string; accepted: () => number; close: () => Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  let accepted = 0;
+  const server = net.createServer((s) => {
+    accepted++;
+    sockets.add(s);
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `ldap://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    accepted: () => accepted,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+function ldapSettings(dc: SambaDc): Record<string, unknown> {
+  return {
+    auth_providers: 'ldap,local',
+    ldap_url: dc.ldapsUrl,
+    ldap_ca_cert: dc.caPem,
+    ldap_bind_dn: dc.bindDN,
+    ldap_bind_password: dc.bindPassword,
+    ldap_base_dn: dc.baseDN,
+    ldap_user_filter: AD_FILTER,
+    ldap_username_attr: 'sAMAccountName',
+  };
+}
+
+const login = (svc: TestService, username: string, password: string) => request(svc.url).post('/api/auth/login').send({ username, password });
+
+async function metric(svc: TestService, name: string): Promise<number> {
+  const text = (await request(svc.url).get('/metrics').expect(200)).text;
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return line ? Number(line.split(' ')[1]) : 0;
+}
+
+describe('Active Directory sign-in through the service (real Samba AD DC)', function () {
+  this.timeout(60_000);
+  let dc: SambaDc;
+  let svc: TestService;
+  const logs = capturingLogger('info');
+  const people: Record<string, AdUser> = {};
+  let platform: string;
+
+  before(async function () {
+    this.timeout(240_000);
+    dc = await startSambaDc();
+    await dc.tool('ou', 'add', 'OU=People');
+    await dc.tool('ou', 'add', 'OU=Groups');
+    const add = async (sam: string, mail?: string, mustChange = false) => {
+      const password = `${sam[0]!.toUpperCase()}${sam.slice(1)}-Pass-1!`;
+      people[sam] = await dc.addUser(sam, password, { ou: 'OU=People', mail, mustChange, given: sam, surname: 'Test' });
+    };
+    for (const sam of ['alice', 'dora', 'rita', 'sam', 'tom']) await add(sam);
+    await add('fay', undefined, true);
+    await add('uma', 'uma@corp.example');
+    await add('una', 'una@corp.example');
+    await add('vic', 'vic@corp.example');
+    platform = await dc.addGroup('Platform', 'OU=Groups');
+    await dc.addGroup('Ops', 'OU=Groups');
+    await dc.addMembers('Platform', ['Ops']);
+    await dc.addMembers('Ops', ['alice']);
+    await dc.disable('dora');
+    svc = await startService({ logger: logs.logger });
+    await patchAuthSettings(svc.url, { ...ldapSettings(dc), ldap_group_mapping: { [platform]: ['INT_USER'] } }).expect(200);
+  });
+
+  after(async () => {
+    await svc?.destroy();
+    await dc?.stop();
+  });
+
+  it('CORP\\alice, alice@corp.example and alice sign in as one user named alice, mapped through a nested group', async () => {
+    const ids = new Set<string>();
+    for (const typed of ['CORP\\alice', 'alice@corp.example', 'alice']) {
+      const res = await login(svc, typed, people.alice!.password).expect(200);
+      expect(res.body.user.username, typed).to.equal('alice');
+      ids.add(res.body.user.id);
+    }
+    expect(ids.size).to.equal(1);
+    const user = await getUser(svc.url, [...ids][0]!);
+    expect(user.identities).to.deep.equal([{ provider: 'ldap', provider_user_id: people.alice!.sid }]);
+    // Platform holds Ops, Ops holds alice
+    expect(user.groups).to.have.members(['INT_VIEWER', 'INT_USER']);
+  });
+
+  it('a refused account says why (401 details.reason, the login page\'s text); a wrong password or an unknown name stays the generic 401', async () => {
+    const disabled = await login(svc, 'dora', people.dora!.password).expect(401);
+    expect(disabled.body.error).to.deep.equal({ code: 'unauthorized', message: REFUSAL_TEXT.account_disabled, details: { reason: 'account_disabled' } });
+    const mustChange = await login(svc, 'CORP\\fay', people.fay!.password).expect(401);
+    expect(mustChange.body.error.details).to.deep.equal({ reason: 'password_must_change' });
+
+    const wrong = await login(svc, 'dora', 'Not-Her-Password-1!').expect(401);
+    const unknown = await login(svc, 'nobody-here', 'Not-Her-Password-1!').expect(401);
+    expect(wrong.body).to.deep.equal(unknown.body);
+    expect(wrong.body.error).to.deep.equal({ code: 'unauthorized', message: 'invalid username or password' });
+
+    const failures = logs.lines.map((l) => JSON.parse(l)).filter((l) => l.event === 'login_failed');
+    expect(failures.find((l) => l.username === 'dora')).to.include({ reason: 'account_disabled', provider: 'ldap', via: 'login' });
+    const refused = logs.lines.map((l) => JSON.parse(l)).filter((l) => l.event === 'ldap_bind_refused');
+    expect(refused.map((l) => l.reason)).to.include.members(['account_disabled', 'password_must_change']);
+    expect(logs.text()).not.to.include(people.dora!.password);
+
+    // the login form lands on the page with the reason's text
+    const form = await request(svc.url).post('/login').type('form').send({ username: 'fay', password: people.fay!.password, next: '/' }).expect(303);
+    expect(form.headers.location).to.equal('/login?error=password_must_change');
+    const page = await request(svc.url).get(form.headers.location).expect(200);
+    expect(page.text).to.include(REFUSAL_TEXT.password_must_change);
+    const generic = await request(svc.url).post('/login').type('form').send({ username: 'fay', password: 'Not-Her-Password-1!', next: '/' }).expect(303);
+    expect(generic.headers.location).to.equal('/login?error=invalid_credentials');
+  });
+
+  it('joins a login to a local user by e-mail only when turned on, and never to an administrator', async () => {
+    // off by default: uma's directory address matches a local user, who stays apart
+    const umaLocal = await createUser(svc.url, { username: 'uma-local', password: 'uma-local-password', email: 'uma@corp.example', groups: ['INT_VIEWER'] });
+    const uma = await login(svc, 'uma', people.uma!.password).expect(200);
+    expect(uma.body.user.id).not.to.equal(umaLocal);
+    expect(uma.body.user.username).to.equal('uma');
+
+    await patchAuthSettings(svc.url, { ldap_link_by_email: true }).expect(200);
+    try {
+      const unaLocal = await createUser(svc.url, { username: 'una-local', password: 'una-local-password', email: 'una@corp.example', groups: ['INT_VIEWER'] });
+      const una = await login(svc, 'una@corp.example', people.una!.password).expect(200);
+      expect(una.body.user.id, 'a plain user is joined').to.equal(unaLocal);
+      expect((await getUser(svc.url, unaLocal)).identities).to.deep.include({ provider: 'ldap', provider_user_id: people.una!.sid });
+
+      const vicAdmin = await createUser(svc.url, { username: 'vic-admin', password: 'vic-admin-password', email: 'vic@corp.example', groups: ['INT_VIEWER', 'INT_ADMIN'] });
+      const vic = await login(svc, 'vic', people.vic!.password).expect(200);
+      expect(vic.body.user.id, 'never an administrator').not.to.equal(vicAdmin);
+      expect(vic.body.user.groups).not.to.include('INT_ADMIN');
+      expect((await getUser(svc.url, vicAdmin)).identities).to.deep.equal([{ provider: 'local', provider_user_id: 'vic-admin' }]);
+    } finally {
+      await patchAuthSettings(svc.url, { ldap_link_by_email: null }).expect(200);
+    }
+  });
+
+  it('TLS settings take effect without a restart; a new CA or StartTLS needs the bind password again', async () => {
+    const moved = await patchAuthSettings(svc.url, { ldap_ca_cert: dc.otherCaPem }).expect(400);
+    expect(moved.body.error.details).to.deep.equal([{ field: 'ldap_bind_password', message: 'must be entered again when ldap_ca_cert changes' }]);
+    const startTls = await patchAuthSettings(svc.url, { ldap_starttls: true }).expect(400);
+    expect(startTls.body.error.details).to.deep.equal([{ field: 'ldap_bind_password', message: 'must be entered again when ldap_starttls changes' }]);
+
+    // a CA that did not sign the DC's certificate: directory logins fail, local ones go on
+    await patchAuthSettings(svc.url, { ldap_ca_cert: dc.otherCaPem, ldap_bind_password: dc.bindPassword }).expect(200);
+    await login(svc, 'alice', people.alice!.password).expect(401);
+    await login(svc, ADMIN.username, ADMIN.password).expect(200);
+
+    // StartTLS on ldap://, the CA typed into a one-line field (line breaks became spaces)
+    const oneLine = dc.caPem.replace(/\n/g, ' ');
+    await patchAuthSettings(svc.url, { ldap_url: dc.url, ldap_starttls: true, ldap_ca_cert: oneLine, ldap_bind_password: dc.bindPassword }).expect(200);
+    const view = (await request(svc.url).get('/api/settings/auth').set('Authorization', adminAuth()).expect(200)).body.settings;
+    expect(view.ldap_ca_cert.value).to.equal(dc.caPem.trim());
+    await login(svc, 'alice', people.alice!.password).expect(200);
+
+    // an address the certificate does not name: refused
+    await patchAuthSettings(svc.url, { ldap_url: `ldap://${dc.otherAddress}`, ldap_bind_password: dc.bindPassword }).expect(200);
+    await login(svc, 'alice', people.alice!.password).expect(401);
+    expect(logs.text()).to.match(/StartTLS with 127\.[0-9.]+ failed: [^"]*(altnames|ALTNAME)/);
+
+    for (const bad of ['not a certificate', '-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----', '-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----']) {
+      const res = await patchAuthSettings(svc.url, { ldap_ca_cert: bad, ldap_bind_password: dc.bindPassword }).expect(400);
+      expect(res.body.error.details[0].field).to.equal('ldap_ca_cert');
+    }
+    await patchAuthSettings(svc.url, { ...ldapSettings(dc), ldap_starttls: null }).expect(200);
+    await login(svc, 'alice', people.alice!.password).expect(200);
+  });
+
+  it('the directory recheck: an account disabled there loses its session and ws connection within the interval; a directory that does not answer ends nothing', async function () {
+    this.timeout(90_000);
+    await patchAuthSettings(svc.url, { ldap_recheck_interval: '2s' }).expect(200);
+    const silent = await silentServer();
+    const open: WsClient[] = [];
+    try {
+      const rita = (await login(svc, 'rita', people.rita!.password).expect(200)).body;
+      const sam = (await login(svc, 'sam', people.sam!.password).expect(200)).body;
+      const ritaWs = await WsClient.connect(svc, { headers: { Authorization: `Bearer ${rita.token}` } });
+      const samWs = await WsClient.connect(svc, { headers: { Authorization: `Bearer ${sam.token}` } });
+      open.push(ritaWs, samWs);
+
+      await dc.disable('rita');
+      const closed = await Promise.race([ritaWs.closed, sleep(2000 + 2500).then(() => null)]);
+      expect(closed, 'rita\'s connection is still open a recheck interval later').to.not.equal(null);
+      expect(closed!.code).to.equal(1008);
+      await request(svc.url).get('/api/me').set('Authorization', `Bearer ${rita.token}`).expect(401);
+      await request(svc.url).get('/api/me').set('Authorization', `Bearer ${sam.token}`).expect(200);
+      await samWs.roundTrip();
+      expect(await metric(svc, 'ldap_recheck_accounts_ended_total{state="disabled"}')).to.equal(1);
+      const ended = logs.lines.map((l) => JSON.parse(l)).find((l) => l.event === 'ldap_account_ended');
+      expect(ended).to.include({ username: 'rita', state: 'disabled' });
+
+      // the local user stays enabled: the directory decides, and enabling her there lets her in again
+      await login(svc, 'rita', people.rita!.password).expect(401);
+      await dc.enable('rita');
+      await login(svc, 'rita', people.rita!.password).expect(200);
+
+      // the directory hangs: nothing ends, it is reported, and logins go on without waiting for it
+      await patchAuthSettings(svc.url, { ldap_url: silent.url, ldap_bind_password: dc.bindPassword, ldap_connect_timeout_ms: 300, ldap_timeout_ms: 300 }).expect(200);
+      const deadline = Date.now() + 10_000;
+      while ((await metric(svc, 'ldap_recheck_rounds_total{outcome="unavailable"}')) < 1 && Date.now() < deadline) await sleep(200);
+      expect(await metric(svc, 'ldap_recheck_rounds_total{outcome="unavailable"}')).to.be.at.least(1);
+      expect(await metric(svc, 'ldap_directory_up')).to.equal(0);
+      await request(svc.url).get('/api/me').set('Authorization', `Bearer ${sam.token}`).expect(200);
+      await samWs.roundTrip();
+      // the timeout started the backoff: the chain goes straight to the local account
+      const before = silent.accepted();
+      await login(svc, ADMIN.username, ADMIN.password).expect(200);
+      expect(silent.accepted(), 'LDAP was skipped').to.equal(before);
+      expect(logs.text()).to.include('the directory could not be asked; no session ended');
+    } finally {
+      await Promise.all(open.map((c) => c.close()));
+      await silent.close();
+      await patchAuthSettings(svc.url, { ...ldapSettings(dc), ldap_connect_timeout_ms: null, ldap_timeout_ms: null, ldap_recheck_interval: null }).expect(200);
+    }
+  });
+});
+
+describe('the directory recheck on several instances (real Samba AD DC, Redis)', function () {
+  this.timeout(60_000);
+  let dc: SambaDc;
+  let redis: TestRedis;
+  let a: TestService;
+  let b: TestService;
+  let wes: AdUser;
+
+  before(async function () {
+    this.timeout(240_000);
+    [dc, redis] = await Promise.all([startSambaDc(), startRedis()]);
+    wes = await dc.addUser('wes', 'Wes-Pass-1!');
+    const env = { SERVICE_REDIS_URL: redis.url };
+    a = await startService({ env });
+    b = await startPeer(a, env);
+    await patchAuthSettings(a.url, { ...ldapSettings(dc), ldap_recheck_interval: '2s' }).expect(200);
+    await b.service.auth.followAuthSettings();
+  });
+
+  after(async () => {
+    await b?.stop();
+    await a?.destroy();
+    await Promise.all([dc?.stop(), redis?.stop()]);
+  });
+
+  it('each round is done by one instance; the connections on both end within the interval', async () => {
+    const token = (await login(a, 'wes', wes.password).expect(200)).body.token;
+    const onA = await WsClient.connect(a, { headers: { Authorization: `Bearer ${token}` } });
+    const onB = await WsClient.connect(b, { headers: { Authorization: `Bearer ${token}` } });
+    // let both instances see a few rounds
+    await sleep(4500);
+    const rounds = (svc: TestService) => svc.service.auth.directoryRecheck.stats.rounds;
+    expect(rounds(a).checked + rounds(b).checked).to.be.at.least(1);
+    expect(rounds(a).skipped + rounds(b).skipped, 'the other instance skips a round already claimed').to.be.at.least(1);
+
+    await dc.disable('wes');
+    const closes = await Promise.all([onA, onB].map((c) => Promise.race([c.closed, sleep(2000 + 2500).then(() => null)])));
+    expect(closes.map((c) => c?.code)).to.deep.equal([1008, 1008]);
+    const ended = (svc: TestService) => svc.service.auth.directoryRecheck.stats.ended.disabled;
+    expect(ended(a) + ended(b), 'one instance revoked').to.equal(1);
+    await request(b.url).get('/api/me').set('Authorization', `Bearer ${token}`).expect(401);
+  });
+});
