@@ -91,8 +91,11 @@ describe('Active Directory sign-in through the service (real Samba AD DC)', func
   });
 
   after(async () => {
-    await svc?.destroy();
-    await dc?.stop();
+    try {
+      await svc?.destroy();
+    } finally {
+      await dc?.stop();
+    }
   });
 
   it('CORP\\alice, alice@corp.example and alice sign in as one user named alice, mapped through a nested group', async () => {
@@ -259,9 +262,12 @@ describe('the directory recheck on several instances (real Samba AD DC, Redis)',
   });
 
   after(async () => {
-    await b?.stop();
-    await a?.destroy();
-    await Promise.all([dc?.stop(), redis?.stop()]);
+    try {
+      await b?.stop();
+      await a?.destroy();
+    } finally {
+      await Promise.all([dc?.stop(), redis?.stop()]);
+    }
   });
 
   it('each round is done by one instance; the connections on both end within the interval', async () => {

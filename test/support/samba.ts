@@ -20,7 +20,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
-import { constants as fsConstants, readFileSync } from 'node:fs';
+import { constants as fsConstants, readFileSync, rmSync } from 'node:fs';
 import { access, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -285,8 +285,11 @@ export async function startSambaDc(): Promise<SambaDc> {
   }
 
   const running = child;
-  // never leave a DC behind if the test process ends without calling stop()
-  const killOnExit = () => running.kill('SIGKILL');
+  // never leave a DC (or its files) behind if the test process ends without calling stop()
+  const killOnExit = () => {
+    running.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
   process.once('exit', killOnExit);
   const [address, otherAddress] = addresses;
   const adminDN = `CN=Administrator,CN=Users,${AD_BASE_DN}`;
