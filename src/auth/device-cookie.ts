@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { Context } from 'koa';
 import type { Passwords } from '../iam/passwords.js';
-import { AttemptLimiter, lockoutKey } from './attempts.js';
+import { AttemptLimiter, lockoutKey, normalizeLogin } from './attempts.js';
 import { DEVICE_CLIENT_PREFIX, DEVICE_RULE, type LoginLockout } from './lockout.js';
 import { safeEqual } from './tokens.js';
 
@@ -39,9 +39,12 @@ export class DeviceCookies {
     this.key = Buffer.from(crypto.hkdfSync('sha256', secretKey, 'service-core', 'device cookie v1', 32));
   }
 
-  /** A cookie value for `username` (its lockout key: normalised, case-folded); a fresh nonce unless one is given. */
+  /**
+   * A cookie value for `username` (normalised, case kept: the lockout folds case, so a device of
+   * `Admin`, another account, must never count as one of `admin`); a fresh nonce unless one is given.
+   */
   mint(username: string, nonce: string = crypto.randomBytes(16).toString('base64url'), now = Date.now()): string {
-    const body = `${VERSION}.${Buffer.from(lockoutKey(username)).toString('base64url')}.${nonce}.${now.toString(36)}`;
+    const body = `${VERSION}.${Buffer.from(normalizeLogin(username)).toString('base64url')}.${nonce}.${now.toString(36)}`;
     return `${body}.${this.mac(body)}`;
   }
 
@@ -55,7 +58,7 @@ export class DeviceCookies {
     if (!safeEqual(mac, this.mac(parts.slice(0, 4).join('.')))) return null;
     const issuedAt = parseInt(issued, 36);
     if (!(issuedAt <= now + 60_000 && now - issuedAt < DEVICE_COOKIE_MAX_AGE_MS)) return null;
-    if (Buffer.from(name, 'base64url').toString('utf8') !== lockoutKey(username)) return null;
+    if (Buffer.from(name, 'base64url').toString('utf8') !== normalizeLogin(username)) return null;
     return { nonce, client: DEVICE_CLIENT_PREFIX + crypto.createHash('sha256').update(nonce).digest('base64url') };
   }
 

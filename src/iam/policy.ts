@@ -9,11 +9,21 @@ export interface Actor {
   userId?: string | null;
   isSystem: boolean;
   isSuperadmin: boolean;
+  /** an API key narrowed to these permissions (null or absent: not a scoped key) */
+  keyScopes?: readonly string[] | null;
 }
 
-/** The system key and superadmins: the only actors trusted with the host and with protected accounts. */
+/**
+ * The system key and superadmins: the only actors trusted with the host and with protected
+ * accounts. A superadmin's scoped API key is not: it was made to do less than its owner.
+ */
 export function isTrusted(actor: Actor): boolean {
-  return actor.isSystem || actor.isSuperadmin;
+  return actor.isSystem || (actor.isSuperadmin && !actor.keyScopes);
+}
+
+/** Is the actor this user, acting with a credential of their own that is not narrowed (a scoped key is not the whole person)? */
+export function isSelf(actor: Actor, userId: string): boolean {
+  return Boolean(actor.userId) && actor.userId === userId && !actor.keyScopes;
 }
 
 /**

@@ -117,6 +117,15 @@ describe('known devices (device cookies)', function () {
     expect((await login('127.0.10.3', 'walt', 'not-the-password', walt)).status).to.equal(401);
   });
 
+  it("a device of another account whose name differs only in case is not a device of this one", async () => {
+    // the lockout folds case ('Walt' and 'walt' share five guesses an address): a device cookie
+    // must not, or whoever has an account 'Walt' mints cookies that guess at walt past the lockout
+    await createUser(svc.url, { username: 'Walt', password: 'other-walt-password', groups: ['INT_VIEWER'] });
+    const other = deviceOf(await login('127.0.11.1', 'Walt', 'other-walt-password'));
+    for (let i = 0; i < 5; i++) expect((await login('127.0.11.2', 'walt', `guess-${i}`)).status).to.equal(401);
+    expect((await login('127.0.11.2', 'walt', 'guess-5', other)).status).to.equal(429);
+  });
+
   it('a device that fails the password ten times is an unknown client again; its failures are logged with its tag', async () => {
     const before = logs.lines.length;
     const device = deviceOf(await login('127.0.11.1', 'walt', 'walt-password-1'));
