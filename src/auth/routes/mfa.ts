@@ -1,0 +1,194 @@
+import type Router from '@koa/router';
+import Joi from 'joi';
+import type { Context } from 'koa';
+import type { AuthComponent } from '../component.js';
+import { actor, identity } from '../guards.js';
+import type { ApiIdentity } from '../identity.js';
+import { ApiRouter } from '../../http/api.js';
+import { forbiddenBecause, HttpError, notFound, rateLimited, unauthorized } from '../../http/errors.js';
+import { uuidParam } from '../../iam/schemas.js';
+import { ADMIN_USERS, userIdParams } from '../../iam/routes/users.js';
+import { passSecondStep } from '../complete-login.js';
+import { logLoginFailure } from '../attempts.js';
+import { loginBody, noStore, startCookieSession } from '../sessions.js';
+import { sameOriginOnly, sessionResponse } from './login.js';
+
+const code = Joi.string().trim().min(6).max(64).description('a 6-digit code of the authenticator app, or a recovery code');
+const codeBody = Joi.object({ code: code.required() });
+/** a WebAuthn assertion as @simplewebauthn/browser answers it (checked by the WebAuthn area) */
+const assertion = Joi.object().unknown(true).max(16).description('the WebAuthn assertion (startAuthentication() of @simplewebauthn/browser)');
+const proofBody = Joi.object({ code, webauthn: assertion }).xor('code', 'webauthn');
+
+const statusView = Joi.object({
+  totp: Joi.boolean(),
+  totp_created_at: Joi.string().isoDate().allow(null),
+  totp_last_used_at: Joi.string().isoDate().allow(null),
+  webauthn: Joi.array().items(Joi.object({ id: Joi.string(), label: Joi.string().allow(''), created_at: Joi.string().isoDate(), last_used_at: Joi.string().isoDate().allow(null) })),
+  recovery_codes_left: Joi.number().integer(),
+  required: Joi.boolean().description('a group of yours requires a second factor'),
+});
+const recoveryView = Joi.object({ recovery_codes: Joi.array().items(Joi.string()).description('shown this once: each works once') });
+
+/** Enrolling and removing a factor: a web session only, never an API key or Basic. */
+function sessionUser(ctx: Context): ApiIdentity & { userId: string } {
+  const id = identity(ctx);
+  if (!id.userId || (id.method !== 'session_cookie' && id.method !== 'session_token')) throw forbiddenBecause('second factors are managed from a signed-in session, not with an API key, Basic or the system key');
+  return id as ApiIdentity & { userId: string };
+}
+
+/**
+ * The second factor over HTTP (docs/auth.md, "Second factor"): one's own factors under
+ * /api/me/mfa, the second step of a sign-in, step-up, and an administrator's reset. The rules
+ * are MfaService's and SecondStep's; WebAuthn's ceremonies are in src/auth/routes/webauthn.ts.
+ */
+export function mfaRoutes(auth: AuthComponent): Router {
+  const api = new ApiRouter({ tag: 'mfa' });
+  const me = async (ctx: Context) => auth.iam.users.find({ id: sessionUser(ctx).userId });
+
+  api.endpoint({ method: 'GET', path: '/api/me/mfa', summary: 'My second factors', auth: 'identity', responses: { 200: { description: 'the factors (never a secret)', schema: statusView } } }, async (ctx) => {
+    const id = identity(ctx);
+    if (!id.userId) throw forbiddenBecause('the system key has no second factor');
+    noStore(ctx);
+    return auth.mfa.status(await auth.iam.users.find({ id: id.userId }));
+  });
+
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/api/me/mfa/totp',
+      summary: 'Start enrolling an authenticator app',
+      description: 'Answers the secret (also as an `otpauth://` URI and a QR code) of an enrolment that becomes active with `POST /api/me/mfa/totp/confirm`. A user who has a factor already verifies it first (a stolen session must not add its own).',
+      auth: 'identity',
+      stepUp: true,
+      responses: { 200: { description: 'the new secret', schema: Joi.object({ secret: Joi.string(), otpauth_uri: Joi.string(), qr_svg: Joi.string().description('the URI as an SVG QR code') }) }, 409: 'an authenticator app is enrolled already' },
+    },
+    async (ctx) => {
+      noStore(ctx);
+      return auth.mfa.startTotp(await me(ctx));
+    },
+  );
+
+  api.endpoint(
+    { method: 'POST', path: '/api/me/mfa/totp/confirm', summary: 'Confirm the authenticator app with a code: it becomes active', auth: 'identity', body: codeBody, responses: { 200: { description: 'ten recovery codes, shown this once', schema: recoveryView }, 409: 'no enrolment was started' } },
+    async (ctx, { body }) => {
+      noStore(ctx);
+      const user = await me(ctx);
+      const codes = await auth.mfa.confirmTotp(user, body.code, actor(ctx));
+      await markVerified(auth, ctx);
+      return { recovery_codes: codes };
+    },
+  );
+
+  api.endpoint(
+    { method: 'DELETE', path: '/api/me/mfa/totp', summary: 'Remove the authenticator app (with one of its codes or a recovery code)', auth: 'identity', body: codeBody, responses: { 204: 'removed', 404: 'none enrolled' } },
+    async (ctx, { body }) => {
+      await auth.mfa.removeTotp(await me(ctx), body.code, actor(ctx));
+      ctx.status = 204;
+    },
+  );
+
+  api.endpoint(
+    { method: 'POST', path: '/api/me/mfa/recovery-codes', summary: 'New recovery codes (the old ones stop working)', auth: 'identity', stepUp: true, responses: { 200: { description: 'ten recovery codes, shown this once', schema: recoveryView }, 409: 'no second factor enrolled' } },
+    async (ctx) => {
+      noStore(ctx);
+      return { recovery_codes: await auth.mfa.regenerateRecoveryCodes(await me(ctx)) };
+    },
+  );
+
+  const sameOrigin = sameOriginOnly(auth);
+
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/api/auth/login/mfa',
+      summary: 'The second step of a sign-in: a code or a passkey',
+      description: 'Wrong codes count toward the lockout of wrong passwords. A wrong code spends the token and answers a new one in `details.mfa_token` (same expiry), to try again with.',
+      auth: 'none',
+      body: proofBody.keys({ mfa_token: Joi.string().min(16).max(512).required().description('from the answer of POST /api/auth/login') }),
+      middleware: [sameOrigin],
+      responses: {
+        200: { description: 'the session', schema: sessionResponse },
+        401: 'the token expired or was used, or the code is wrong (details.mfa_token to retry)',
+        429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } },
+      },
+    },
+    async (ctx, { body }) => {
+      const outcome = await passSecondStep(auth, ctx, body.mfa_token, body.webauthn !== undefined ? { webauthn: body.webauthn } : { code: body.code });
+      if (!outcome.ok) {
+        const details = outcome.mfaToken ? { reason: outcome.reason, mfa_token: outcome.mfaToken } : { reason: outcome.reason };
+        if (outcome.retryAfter) throw new HttpError(429, 'rate_limited', 'too many attempts, try again later', { ...details, retry_after: outcome.retryAfter }, { 'Retry-After': String(outcome.retryAfter) });
+        throw new HttpError(401, 'unauthorized', outcome.reason === 'invalid_code' ? 'wrong code' : 'sign in again: the second step expired', details);
+      }
+      await startCookieSession(ctx, outcome.session.key_id);
+      return loginBody(outcome.user, outcome.session);
+    },
+  );
+
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/api/auth/step-up',
+      summary: 'Verify the second factor again (step-up)',
+      description: 'Covers the actions that reach the host or change who is trusted for `SERVICE_MFA_STEP_UP_MINUTES`. A wrong code counts toward the lockout of wrong passwords.',
+      auth: 'identity',
+      body: proofBody,
+      responses: { 204: 'verified', 401: 'wrong code', 403: 'not a web session, or no second factor', 429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } } },
+    },
+    async (ctx, { body }) => {
+      const id = identity(ctx);
+      const sessionId = id.userId ? await auth.secondStep.sessionOf(id) : null;
+      if (!sessionId) throw forbiddenBecause('step-up is for web sessions (API keys and the system key need none)');
+      const user = await auth.iam.users.find({ id: id.userId! });
+      if (!user.mfaEnabled) throw forbiddenBecause('enrol a second factor first');
+      const failed = (reason: 'invalid_credentials' | 'locked_out' | 'rate_limited') => logLoginFailure(ctx.log, { username: user.username, ip: ctx.ip, provider: 'second_factor', reason, via: 'step_up' }, auth.iam.audit);
+      const admission = await auth.devices.admit(ctx, user.username);
+      if (!admission.ok) {
+        failed(admission.reason);
+        throw rateLimited(admission.retryAfter);
+      }
+      const by = await auth.secondStep.verify(user, body.webauthn !== undefined ? { webauthn: body.webauthn } : { code: body.code });
+      if (!by) {
+        failed('invalid_credentials');
+        throw unauthorized('wrong code');
+      }
+      await auth.lockout.succeed(user.username, admission.client);
+      await auth.apiKeys.markVerified(sessionId);
+      ctx.log.info({ user_id: user.id, factor: by }, 'step-up verified');
+      auth.iam.audit.record({ action: 'auth.step_up', actor: actor(ctx), target: { type: 'user', id: user.id, name: user.username }, details: { factor: by } });
+      ctx.status = 204;
+    },
+  );
+
+  api.endpoint(
+    {
+      method: 'DELETE',
+      path: '/api/users/:id/mfa',
+      summary: "Reset a user's second factors (every factor and recovery code; their sessions end)",
+      description: 'For a user who lost their device. An account that reaches the host is reset by a superadmin only.',
+      auth: { permission: ADMIN_USERS },
+      stepUp: true,
+      params: userIdParams,
+      responses: { 204: 'reset', 404: 'no such user' },
+    },
+    async (ctx, { params }) => {
+      await auth.mfa.reset(actor(ctx), await auth.iam.users.find({ id: params.id }));
+      ctx.status = 204;
+    },
+  );
+
+  api.endpoint(
+    { method: 'DELETE', path: '/api/me/mfa/webauthn/:id', summary: 'Remove one of my passkeys or security keys', auth: 'identity', stepUp: true, params: Joi.object({ id: uuidParam }), responses: { 204: 'removed', 404: 'no such passkey of mine' } },
+    async (ctx, { params }) => {
+      if (!(await auth.mfa.removePasskey(await me(ctx), params.id, actor(ctx)))) throw notFound('passkey');
+      ctx.status = 204;
+    },
+  );
+
+  return api.router;
+}
+
+/** Confirming a factor proves it: the session counts as verified (no step-up right after enrolling). */
+async function markVerified(auth: AuthComponent, ctx: Context): Promise<void> {
+  const sessionId = await auth.secondStep.sessionOf(identity(ctx));
+  if (sessionId) await auth.apiKeys.markVerified(sessionId);
+}

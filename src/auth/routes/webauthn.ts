@@ -1,0 +1,217 @@
+import type Router from '@koa/router';
+import Joi from 'joi';
+import type { Context } from 'koa';
+import type { AuthComponent } from '../component.js';
+import { actor, identity } from '../guards.js';
+import type { ApiIdentity } from '../identity.js';
+import { ApiRouter } from '../../http/api.js';
+import { conflict, forbiddenBecause, HttpError, rateLimited } from '../../http/errors.js';
+import type { User } from '../../iam/store.js';
+import { completeLogin, passSecondStep, type SecondStepOutcome } from '../complete-login.js';
+import { logLoginFailure, type LoginFailure } from '../attempts.js';
+import { loginBody, noStore, startCookieSession } from '../sessions.js';
+import { sameOriginOnly, sessionResponse } from './login.js';
+
+/** PublicKeyCredential*OptionsJSON, as @simplewebauthn/browser's startRegistration() / startAuthentication() take them */
+const optionsView = Joi.object().unknown(true);
+const flowView = (flows: string[], what: string) =>
+  Joi.object({ flow: Joi.string().valid(...flows), options: optionsView.description(what) });
+const credential = Joi.object().unknown(true).max(16);
+
+const passkeyView = Joi.object({
+  id: Joi.string(),
+  label: Joi.string(),
+  created_at: Joi.string().isoDate(),
+  last_used_at: Joi.string().isoDate().allow(null),
+  recovery_codes: Joi.array().items(Joi.string()).description('only when this passkey is your first second factor: ten recovery codes, shown this once'),
+});
+
+/** The web session an identity signs with (cookie or session token), else 403: factors are managed from a session. */
+async function webSession(auth: AuthComponent, ctx: Context): Promise<{ id: ApiIdentity; sessionId: string; user: User }> {
+  const id = identity(ctx);
+  const sessionId = id.userId && (id.method === 'session_cookie' || id.method === 'session_token') ? await auth.secondStep.sessionOf(id) : null;
+  if (!sessionId) throw forbiddenBecause('passkeys are managed from a signed-in session, not with an API key, Basic or the system key');
+  return { id, sessionId, user: await auth.iam.users.find({ id: id.userId! }) };
+}
+
+/**
+ * The options of a second step with a passkey, for the holder of its token (the API's
+ * `mfa_token`, the login page's cookie): that account's passkeys. The token is not spent.
+ */
+export async function secondStepOptions(auth: AuthComponent, ctx: Context, token: unknown) {
+  // each challenge is a row: callers spend the address's budget, like a password check
+  const slow = auth.attempts.take(ctx.ip);
+  if (slow > 0) throw rateLimited(slow);
+  const userId = await auth.webauthn.secondStepUser(ctx, token);
+  const user = userId ? await auth.iam.store.userById(userId) : null;
+  if (!user || user.disabled) throw new HttpError(401, 'unauthorized', 'sign in again: the second step expired', { reason: 'expired' });
+  if (!(await auth.mfa.passkeysOf(user.id)).length) throw conflict('no passkey is registered for this account');
+  return { flow: 'second_step' as const, options: await auth.webauthn.authenticationOptions('second_step', user) };
+}
+
+/** The answer of a second step that did not pass (the same as POST /api/auth/login/mfa's). */
+function secondStepRefused(outcome: Extract<SecondStepOutcome, { ok: false }>): HttpError {
+  const details = outcome.mfaToken ? { reason: outcome.reason, mfa_token: outcome.mfaToken } : { reason: outcome.reason };
+  if (outcome.retryAfter) return new HttpError(429, 'rate_limited', 'too many attempts, try again later', { ...details, retry_after: outcome.retryAfter }, { 'Retry-After': String(outcome.retryAfter) });
+  return new HttpError(401, 'unauthorized', outcome.reason === 'invalid_code' ? 'the passkey was not accepted' : 'sign in again: the second step expired', details);
+}
+
+/**
+ * Passkeys and security keys over HTTP (docs/auth.md, "Passkeys"): registering one from a web
+ * session, and the options and answers of a sign-in with one. The ceremonies are
+ * src/auth/mfa/webauthn.ts; the second step and step-up take an assertion at their own
+ * endpoints too (POST /api/auth/login/mfa, POST /api/auth/step-up with `webauthn`).
+ */
+export function webauthnRoutes(auth: AuthComponent): Router {
+  const api = new ApiRouter({ tag: 'mfa' });
+  const sameOrigin = sameOriginOnly(auth);
+
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/api/me/mfa/webauthn/options',
+      summary: 'Start registering a passkey or security key',
+      description:
+        'Answers the options for `navigator.credentials.create()` (`startRegistration()` of @simplewebauthn/browser), with a challenge good for two minutes, once, from this session. A user who has a factor already verifies it first (step-up).',
+      auth: 'identity',
+      stepUp: true,
+      responses: { 200: { description: 'the registration options', schema: flowView(['registration'], 'PublicKeyCredentialCreationOptionsJSON') }, 403: 'not a web session' },
+    },
+    async (ctx) => {
+      noStore(ctx);
+      const { sessionId, user } = await webSession(auth, ctx);
+      return { flow: 'registration', options: await auth.webauthn.registrationOptions(user, sessionId) };
+    },
+  );
+
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/api/me/mfa/webauthn',
+      summary: 'Register a passkey or security key',
+      description:
+        'Verifies the answer of `startRegistration()` to the options of `POST /api/me/mfa/webauthn/options` (same session) and keeps the key. When it is your first second factor, the answer also carries ten recovery codes, shown this once.',
+      auth: 'identity',
+      body: Joi.object({
+        label: Joi.string().trim().min(1).max(100).required().description('how you will recognise it: "Laptop", "YubiKey"'),
+        response: credential.required().description('the answer of startRegistration()'),
+      }),
+      responses: { 201: { description: 'the passkey', schema: passkeyView }, 400: 'the answer could not be verified, or its registration expired', 409: 'this passkey is registered already' },
+    },
+    async (ctx, { body }) => {
+      noStore(ctx);
+      const { sessionId, user } = await webSession(auth, ctx);
+      // the first factor comes with recovery codes, to be shown once
+      const { passkey, recoveryCodes: codes } = await auth.webauthn.register(user, sessionId, body.label, body.response, actor(ctx));
+      // the registration proved the key: no step-up right after enrolling
+      await auth.apiKeys.markVerified(sessionId);
+      ctx.status = 201;
+      return codes ? { ...passkey, recovery_codes: codes } : passkey;
+    },
+  );
+
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/api/auth/webauthn/options',
+      summary: 'Start a sign-in or verification with a passkey',
+      description:
+        'With no body: a passwordless sign-in (any passkey of this site, user verification required). With `mfa_token` (the answer of `POST /api/auth/login`): the second step, offering that account\'s passkeys; the token is not spent here. With `purpose: "step_up"` (signed in with a web session): step-up. The challenge is good for two minutes, once.',
+      auth: 'optional',
+      body: Joi.object({
+        mfa_token: Joi.string().min(16).max(512).description('the second step of this sign-in'),
+        purpose: Joi.string().valid('step_up').description('verify again, signed in (step-up)'),
+      }).oxor('mfa_token', 'purpose'),
+      middleware: [sameOrigin],
+      responses: {
+        200: { description: 'the flow and the options for startAuthentication()', schema: flowView(['passwordless', 'second_step', 'step_up'], 'PublicKeyCredentialRequestOptionsJSON') },
+        401: 'the second-step token expired or was used; step-up without a sign-in',
+        403: 'step-up from something other than a web session',
+        409: 'the account has no passkey',
+        429: { description: 'over the per-address budget', headers: { 'Retry-After': 'seconds' } },
+      },
+    },
+    async (ctx, { body }) => {
+      if (body.purpose === 'step_up') {
+        const id = ctx.state.identity;
+        if (!id) throw new HttpError(401, 'unauthorized', 'sign in first');
+        const sessionId = id.userId ? await auth.secondStep.sessionOf(id) : null;
+        if (!sessionId) throw forbiddenBecause('step-up is for web sessions (API keys and the system key need none)');
+        const user = await auth.iam.users.find({ id: id.userId! });
+        if (!(await auth.mfa.passkeysOf(user.id)).length) throw conflict('no passkey is registered for this account');
+        return { flow: 'step_up', options: await auth.webauthn.authenticationOptions('step_up', user) };
+      }
+      if (body.mfa_token !== undefined) return secondStepOptions(auth, ctx, body.mfa_token);
+      // each challenge is a row: anonymous callers spend the address's budget, like a password check
+      const slow = auth.attempts.take(ctx.ip);
+      if (slow > 0) throw rateLimited(slow);
+      return { flow: 'passwordless', options: await auth.webauthn.authenticationOptions('passwordless', null) };
+    },
+  );
+
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/api/auth/webauthn',
+      summary: 'Sign in with a passkey',
+      description:
+        '`flow: "passwordless"` (the default): the answer of `startAuthentication()` to passwordless options; the passkey names the account, and counts as both factors. `flow: "second_step"` with `mfa_token`: the same as `POST /api/auth/login/mfa` with `webauthn`. Failures are logged as `login_failed` and count toward the lockout of the account the passkey belongs to.',
+      auth: 'none',
+      body: Joi.object({
+        flow: Joi.string().valid('passwordless', 'second_step').default('passwordless'),
+        response: credential.required().description('the answer of startAuthentication()'),
+        mfa_token: Joi.string().min(16).max(512).when('flow', { is: 'second_step', then: Joi.required(), otherwise: Joi.forbidden() }),
+      }),
+      middleware: [sameOrigin],
+      responses: {
+        200: { description: 'the session', schema: sessionResponse },
+        401: 'not accepted: `details.reason` is `expired` (the challenge: two minutes, once), `invalid_passkey` or `account_disabled`',
+        429: { description: 'locked out, or over the per-address budget', headers: { 'Retry-After': 'seconds' } },
+      },
+    },
+    async (ctx, { body }) => {
+      if (body.flow === 'second_step') {
+        const outcome = await passSecondStep(auth, ctx, body.mfa_token, { webauthn: body.response });
+        if (!outcome.ok) throw secondStepRefused(outcome);
+        await startCookieSession(ctx, outcome.session.key_id);
+        return loginBody(outcome.user, outcome.session);
+      }
+      const failed = (username: string, reason: LoginFailure['reason']) => logLoginFailure(ctx.log, { username, ip: ctx.ip, provider: 'webauthn', reason, via: 'passkey' }, auth.iam.audit);
+      const refused = (reason: 'expired' | 'invalid_passkey' | 'account_disabled') =>
+        new HttpError(401, 'unauthorized', reason === 'expired' ? 'the passkey sign-in expired: try again' : reason === 'account_disabled' ? 'this account is disabled' : 'the passkey was not accepted', { reason });
+      // before anything is looked up: the address's budget
+      const slow = auth.attempts.take(ctx.ip);
+      if (slow > 0) {
+        failed('', 'rate_limited');
+        throw rateLimited(slow);
+      }
+      const begun = await auth.webauthn.begin(body.response, ['passwordless'], null);
+      if (!begun.ok) {
+        failed('', 'invalid_credentials');
+        throw refused(begun.reason === 'expired' ? 'expired' : 'invalid_passkey');
+      }
+      const user = await auth.iam.store.userById(begun.pending.passkey.userId);
+      if (!user || user.disabled) {
+        failed(user?.username ?? '', 'account_disabled');
+        throw refused('account_disabled');
+      }
+      // counted like a password guess at this account: the attempt is a failure until it passes
+      const admission = await auth.devices.admit(ctx, user.username);
+      if (!admission.ok) {
+        failed(user.username, admission.reason);
+        throw rateLimited(admission.retryAfter);
+      }
+      if (!(await auth.webauthn.finish(begun.pending, { requireUserVerification: true }))) {
+        failed(user.username, 'invalid_credentials');
+        throw refused('invalid_passkey');
+      }
+      await auth.lockout.succeed(user.username, admission.client);
+      const done = await completeLogin(auth, ctx, user, { provider: 'webauthn', via: 'passkey', secondFactor: true });
+      if (done.kind !== 'session') throw new Error('a passkey sign-in must end in a session');
+      await startCookieSession(ctx, done.session.key_id);
+      return loginBody(done.user, done.session);
+    },
+  );
+
+  return api.router;
+}

@@ -1,0 +1,237 @@
+import { expect } from 'chai';
+import request from 'supertest';
+import { Secret, TOTP } from 'otpauth';
+import { startService, adminAuth, basic, testEnv, SYSTEM_KEY, type TestService } from '../support/service.js';
+import { capturingLogger } from '../sockets/helpers.js';
+import { cli } from '../cli/helpers.js';
+import { setCookies } from './helpers.js';
+
+/** The code an authenticator app shows for `secret` at `at` (ms), computed here from the secret the API returned. */
+function codeAt(secret: string, at = Date.now()): string {
+  return new TOTP({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 }).generate({ timestamp: at });
+}
+const STEP = 30_000;
+/** A time whose step is at least `steps` away from the current one's codes (drift tests). */
+const stepsAway = (steps: number) => Date.now() + steps * STEP;
+
+/**
+ * The second factor over HTTP (authenticator app and recovery codes): enrolment, the second step
+ * of a sign-in, replay, drift, lockout, Basic, the required-groups wall, step-up, resets.
+ */
+describe('second factor: TOTP and recovery codes', function () {
+  this.timeout(60_000);
+  let svc: TestService;
+  const logs = capturingLogger('info');
+  const api = () => request(svc.url);
+  const sys = { 'X-API-Key': SYSTEM_KEY };
+
+  before(async () => {
+    svc = await startService({ logger: logs.logger, env: { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY } });
+  });
+  after(async () => svc?.destroy());
+
+  async function newUser(username: string, groups = ['INT_USER'], extra: Record<string, unknown> = {}) {
+    const password = `${username}-password-1`;
+    const id = (await api().post('/api/users').set(sys).send({ username, password, groups, ...extra }).expect(201)).body.id as string;
+    return { id, username, password };
+  }
+
+  /** Signs in with the password only (no second factor yet): the session token. */
+  async function session(u: { username: string; password: string }): Promise<string> {
+    const res = await api().post('/api/auth/login').send({ username: u.username, password: u.password }).expect(200);
+    expect(res.body.token, JSON.stringify(res.body)).to.be.a('string');
+    return res.body.token;
+  }
+
+  /** Enrols an authenticator app from a session: the secret and the recovery codes. */
+  async function enrol(token: string, at = Date.now()): Promise<{ secret: string; recovery: string[] }> {
+    const started = await api().post('/api/me/mfa/totp').set('Authorization', `Bearer ${token}`).expect(200);
+    expect(started.body.otpauth_uri).to.match(/^otpauth:\/\/totp\/.*secret=/);
+    expect(started.body.qr_svg).to.match(/^<svg/);
+    const secret = started.body.secret as string;
+    const confirmed = await api().post('/api/me/mfa/totp/confirm').set('Authorization', `Bearer ${token}`).send({ code: codeAt(secret, at) }).expect(200);
+    return { secret, recovery: confirmed.body.recovery_codes };
+  }
+
+  /** The first step of a sign-in of an account with a factor: the mfa token. */
+  async function firstStep(u: { username: string; password: string }): Promise<string> {
+    const res = await api().post('/api/auth/login').send({ username: u.username, password: u.password }).expect(200);
+    expect(res.body).to.include({ mfa_required: true });
+    expect(res.body).not.to.have.property('token');
+    expect(setCookies(res)).not.to.have.property('svc.sid');
+    return res.body.mfa_token;
+  }
+
+  it('enrols an authenticator app; signing in then needs a code, taken once, with one step of drift', async () => {
+    const alice = await newUser('alice');
+    const token = await session(alice);
+    // confirming with a wrong code leaves nothing active
+    await api().post('/api/me/mfa/totp').set('Authorization', `Bearer ${token}`).expect(200);
+    const wrong = await api().post('/api/me/mfa/totp/confirm').set('Authorization', `Bearer ${token}`).send({ code: '000000' }).expect(400);
+    expect(wrong.body.error.details[0].field).to.equal('code');
+    expect((await api().get('/api/me/mfa').set('Authorization', `Bearer ${token}`).expect(200)).body.totp).to.equal(false);
+
+    // confirmed with the previous step's code: one step of drift
+    const { secret, recovery } = await enrol(token, stepsAway(-1));
+    expect(recovery).to.have.length(10);
+    expect(new Set(recovery).size).to.equal(10);
+    const status = (await api().get('/api/me/mfa').set('Authorization', `Bearer ${token}`).expect(200)).body;
+    expect(status).to.deep.include({ totp: true, webauthn: [], recovery_codes_left: 10, required: false });
+    expect(Date.parse(status.totp_created_at)).to.be.closeTo(Date.now(), 60_000);
+    expect(status.totp_last_used_at).to.be.a('string');
+    const listed = (await api().get('/api/users').set(sys).expect(200)).body.users.find((u: { username: string }) => u.username === 'alice');
+    expect(listed.mfa).to.equal(true);
+    // the secret is stored encrypted, never in clear
+    expect(JSON.stringify(await svc.service.db('mfa_factors').select('*'))).not.to.include(secret);
+
+    // the current code: a session, and the methods offered
+    const first = await api().post('/api/auth/login').send({ username: 'alice', password: alice.password }).expect(200);
+    expect(first.body.methods).to.have.members(['totp', 'recovery_code']);
+    const now = codeAt(secret);
+    const done = await api().post('/api/auth/login/mfa').send({ mfa_token: first.body.mfa_token, code: now }).expect(200);
+    expect(done.body.user.username).to.equal('alice');
+    await api().get('/api/me').set('Authorization', `Bearer ${done.body.token}`).expect(200);
+    // the same code again: refused (no replay), and the token it came with is spent
+    const again = await api().post('/api/auth/login/mfa').send({ mfa_token: await firstStep(alice), code: now }).expect(401);
+    expect(again.body.error.details.reason).to.equal('invalid_code');
+    await api().post('/api/auth/login/mfa').send({ mfa_token: first.body.mfa_token, code: codeAt(secret, stepsAway(1)) }).expect(401);
+    // three steps away: refused
+    const far = await api().post('/api/auth/login/mfa').send({ mfa_token: again.body.error.details.mfa_token, code: codeAt(secret, stepsAway(3)) }).expect(401);
+    // the token a wrong code answers works with a right one: the next step's code (drift the other way)
+    await api().post('/api/auth/login/mfa').send({ mfa_token: far.body.error.details.mfa_token, code: codeAt(secret, stepsAway(1)) }).expect(200);
+    // codes are taken in order: once a later step's code was used, an earlier one is refused
+    await api().post('/api/auth/login/mfa').send({ mfa_token: await firstStep(alice), code: codeAt(secret) }).expect(401);
+  });
+
+  it('a recovery code works once; wrong codes lock like wrong passwords; each failure is a log line', async () => {
+    const bob = await newUser('bob');
+    const { recovery } = await enrol(await session(bob));
+    const first = await firstStep(bob);
+    await api().post('/api/auth/login/mfa').send({ mfa_token: first, code: recovery[0]!.toUpperCase() }).expect(200);
+    const reused = await api().post('/api/auth/login/mfa').send({ mfa_token: await firstStep(bob), code: recovery[0] }).expect(401);
+    expect(reused.body.error.details.reason).to.equal('invalid_code');
+    expect((await api().get('/api/users').set(sys).expect(200)).body.users.find((u: { username: string }) => u.username === 'bob')).to.include({ mfa: true });
+
+    const before = logs.lines.length;
+    let token: string = reused.body.error.details.mfa_token;
+    let locked: request.Response | null = null;
+    for (let i = 0; i < 6 && !locked; i++) {
+      const res = await api().post('/api/auth/login/mfa').send({ mfa_token: token, code: '123456' });
+      if (res.status === 429) locked = res;
+      else {
+        expect(res.status).to.equal(401);
+        token = res.body.error.details.mfa_token;
+      }
+    }
+    expect(locked, 'five wrong codes lock the pair').not.to.equal(null);
+    expect(locked!.headers['retry-after']).to.match(/^\d+$/);
+    // the password's lockout is the same: the password alone is now locked too
+    await api().post('/api/auth/login').send({ username: 'bob', password: bob.password }).expect(429);
+    const failures = logs.lines.slice(before).map((l) => JSON.parse(l)).filter((l) => l.event === 'login_failed' && l.via === 'second_step');
+    expect(failures.length).to.be.at.least(5);
+    expect(logs.text()).not.to.include(recovery[1]!);
+  });
+
+  it('HTTP Basic never bypasses the second factor (401 mfa_required); API keys work', async () => {
+    const carol = await newUser('carol');
+    const token = await session(carol);
+    const key = (await api().post('/api/me/api-keys').set('Authorization', `Bearer ${token}`).send({ label: 'program' }).expect(201)).body.token;
+    await api().get('/api/me').set('Authorization', basic('carol', carol.password)).expect(200);
+    await enrol(token);
+    const refused = await api().get('/api/me').set('Authorization', basic('carol', carol.password)).expect(401);
+    expect(refused.body.error.code).to.equal('mfa_required');
+    // a wrong password stays the usual 401
+    expect((await api().get('/api/me').set('Authorization', basic('carol', 'not-her-password')).expect(401)).body.error.code).to.equal('unauthorized');
+    await api().get('/api/me').set('X-API-Key', key).expect(200);
+  });
+
+  it('enrolling and removing need a session; removal needs a code; an administrator resets, the CLI too', async () => {
+    const dave = await newUser('dave');
+    const token = await session(dave);
+    const key = (await api().post('/api/me/api-keys').set('Authorization', `Bearer ${token}`).send({ label: 'k' }).expect(201)).body.token;
+    await api().post('/api/me/mfa/totp').set('X-API-Key', key).expect(403);
+    await api().post('/api/me/mfa/totp').set('Authorization', basic('dave', dave.password)).expect(403);
+    const { secret } = await enrol(token);
+    await api().delete('/api/me/mfa/totp').set('Authorization', `Bearer ${token}`).send({ code: '999999' }).expect(400);
+    await api().delete('/api/me/mfa/totp').set('Authorization', `Bearer ${token}`).send({ code: codeAt(secret, stepsAway(1)) }).expect(204);
+    expect((await api().get('/api/me/mfa').set('Authorization', `Bearer ${token}`).expect(200)).body).to.deep.include({ totp: false, recovery_codes_left: 0 });
+
+    // an administrator resets a user's factors: every session of theirs ends
+    const t2 = await session(dave);
+    await enrol(t2);
+    const daveSession = (await api().post('/api/auth/login/mfa').send({ mfa_token: await firstStep(dave), code: (await svcCodes(dave.id))[0] }).expect(200)).body.token;
+    await api().delete(`/api/users/${dave.id}/mfa`).set('Authorization', adminAuth()).expect(204);
+    await api().get('/api/me').set('Authorization', `Bearer ${daveSession}`).expect(401);
+    expect((await api().get(`/api/users/${dave.id}`).set(sys).expect(200)).body.mfa).to.equal(false);
+    await session(dave); // the password alone signs in again
+
+    // the CLI recovers a locked-out operator
+    const t3 = await session(dave);
+    await enrol(t3);
+    const run = await cli(testEnv(svc.dataDir, svc.databaseUrl), ['--json', 'user', 'mfa-reset', 'dave']);
+    expect(run.code, run.stderr).to.equal(0);
+    expect(run.json()).to.deep.equal({ username: 'dave', mfa_reset: true });
+    await session(dave);
+  });
+
+  /** Recovery codes cannot be read back: a fresh set through the API, for tests that need one. */
+  async function svcCodes(userId: string): Promise<string[]> {
+    return svc.service.auth.mfa.newRecoveryCodes(userId);
+  }
+  it('members of a required group reach only their profile and the enrolment until they enrol', async () => {
+    await api().patch('/api/settings/auth').set(sys).send({ mfa_required_groups: ['INT_VIEWER'] }).expect(200);
+    try {
+      const erin = await newUser('erin', ['INT_VIEWER']);
+      const token = await session(erin);
+      const auth = { Authorization: `Bearer ${token}` };
+      await api().get('/api/me').set(auth).expect(200);
+      expect((await api().get('/api/me/mfa').set(auth).expect(200)).body.required).to.equal(true);
+      const walled = await api().get('/api/notifications').set(auth).expect(403);
+      expect(walled.body.error.code).to.equal('mfa_enrollment_required');
+      await api().post('/api/me/api-keys').set(auth).send({ label: 'x' }).expect(403);
+      // another group is not walled
+      const frank = await newUser('frank', ['INT_USER']);
+      await api().get('/api/notifications').set('Authorization', `Bearer ${await session(frank)}`).expect(200);
+      await enrol(token);
+      await api().get('/api/notifications').set(auth).expect(200);
+    } finally {
+      await api().patch('/api/settings/auth').set(sys).send({ mfa_required_groups: null }).expect(200);
+    }
+  });
+
+  it('the login form hands over to the second step page; the session starts only after it', async () => {
+    const hugo = await newUser('hugo');
+    const { secret } = await enrol(await session(hugo), Date.now() - 30_000);
+    const browser = request.agent(svc.url);
+    const first = await browser.post('/login').set('Origin', 'http://localhost:8080').type('form').send(`username=hugo&password=${hugo.password}&next=%2Fsettings`).expect(303);
+    expect(first.headers.location).to.equal('/login/mfa?next=%2Fsettings');
+    await browser.get('/api/me').expect(401);
+    const page = await browser.get('/login/mfa?next=%2Fsettings').expect(200);
+    expect(page.text).to.include('autocomplete="one-time-code"').and.include('recovery codes');
+    const done = await browser.post('/login/mfa').set('Origin', 'http://localhost:8080').type('form').send(`code=${codeAt(secret)}&next=%2Fsettings`).expect(303);
+    expect(done.headers.location).to.equal('/settings');
+    expect((await browser.get('/api/me').expect(200)).body.username).to.equal('hugo');
+    // the page without a pending second step sends the browser back to sign in
+    const stale = await request(svc.url).get('/login/mfa').expect(303);
+    expect(stale.headers.location).to.equal('/login?error=second_step_expired');
+  });
+
+  it('a second step begun in a browser is bound to it', async () => {
+    const gina = await newUser('gina');
+    await enrol(await session(gina));
+    const first = await api().post('/api/auth/login').set('Origin', 'http://localhost:8080').send({ username: 'gina', password: gina.password }).expect(200);
+    const binding = setCookies(first)['svc.mfa'];
+    expect(binding, 'a binding cookie').to.be.a('string');
+    const code = (await svcCodes(gina.id))[0];
+    // another browser (no cookie) with the stolen token: refused, and the token is spent
+    const stolen = await api().post('/api/auth/login/mfa').set('Origin', 'http://localhost:8080').send({ mfa_token: first.body.mfa_token, code }).expect(401);
+    expect(stolen.body.error.details.reason).to.equal('expired');
+    const again = await api().post('/api/auth/login').set('Origin', 'http://localhost:8080').send({ username: 'gina', password: gina.password }).expect(200);
+    await api()
+      .post('/api/auth/login/mfa')
+      .set('Origin', 'http://localhost:8080')
+      .set('Cookie', `svc.mfa=${setCookies(again)['svc.mfa']}`)
+      .send({ mfa_token: again.body.mfa_token, code })
+      .expect(200);
+  });
+});
