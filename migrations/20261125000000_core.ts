@@ -23,6 +23,8 @@ export const coreTables: TableDef[] = [
       disabled: (t) => t.boolean('disabled').notNullable().defaultTo(false),
       created_at: (t) => now(t, 'created_at'),
       updated_at: (t) => now(t, 'updated_at'),
+      // kept by the second-factor service: whether the user has a confirmed factor (read with the user, no join)
+      mfa_enabled: (t) => t.boolean('mfa_enabled').notNullable().defaultTo(false),
     },
     indexes: [{ name: 'users_email_idx', columns: ['email'] }],
   },
@@ -65,6 +67,10 @@ export const coreTables: TableDef[] = [
       last_used_at: (t) => t.bigInteger('last_used_at').nullable(),
       expires_at: (t) => t.bigInteger('expires_at').nullable(),
       revoked_at: (t) => t.bigInteger('revoked_at').nullable(),
+      // a web session: when its holder last proved a second factor (sign-in or step-up)
+      mfa_at: (t) => t.bigInteger('mfa_at').nullable(),
+      // a key minted with another key: it ends when that one is revoked
+      parent_id: (t) => t.string('parent_id', 36).nullable(),
     },
     indexes: [{ name: 'api_keys_user_idx', columns: ['user_id'] }],
   },

@@ -136,6 +136,10 @@ export interface Config {
   botPasswordConfigured: boolean;
   adminForceSuperadmin: boolean;
   ssoDefaultGroups: string[];
+  /** members of these groups must enrol a second factor */
+  mfaRequiredGroups: string[];
+  /** how long a verified second factor covers step-up actions */
+  mfaStepUpMs: number;
   authProviders: string[];
   ldap: LdapConfig;
   oidc: OidcConfig;
@@ -167,6 +171,8 @@ export interface Config {
   redisUrl: string | null;
   /** notifications not updated for longer are deleted */
   notificationRetentionMs: number;
+  /** audit events older than this are pruned */
+  auditRetentionMs: number;
   /** notifications kept per user (and broadcasts kept) at most */
   notificationMaxPerUser: number;
   logLevel: string;
@@ -368,6 +374,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     botPasswordConfigured: Boolean(v.SERVICE_BOT_PASSWORD),
     adminForceSuperadmin: v.SERVICE_ADMIN_FORCE_SUPERADMIN,
     ssoDefaultGroups: v.SERVICE_SSO_DEFAULT_GROUPS,
+    mfaRequiredGroups: v.SERVICE_MFA_REQUIRED_GROUPS ?? [],
+    mfaStepUpMs: v.SERVICE_MFA_STEP_UP_MINUTES * 60_000,
     authProviders: v.SERVICE_AUTH_PROVIDERS,
     ldap: {
       url: v.SERVICE_LDAP_URL ?? null,
@@ -418,6 +426,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     wsMaxConnectionsPerUser: v.SERVICE_WS_MAX_CONNECTIONS_PER_USER,
     redisUrl: v.SERVICE_REDIS_URL ?? null,
     notificationRetentionMs: parseDuration(v.SERVICE_NOTIFICATION_RETENTION)!,
+    auditRetentionMs: parseDuration(v.SERVICE_AUDIT_RETENTION)!,
     notificationMaxPerUser: v.SERVICE_NOTIFICATION_MAX_PER_USER,
     logLevel: v.SERVICE_LOG_LEVEL,
     fromEnv,

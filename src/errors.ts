@@ -4,7 +4,20 @@ export interface FieldError {
   message: string;
 }
 
-export type DomainErrorCode = 'unavailable' | 'rate_limited' | 'validation_failed' | 'unauthorized' | 'forbidden' | 'not_found' | 'conflict';
+export type DomainErrorCode =
+  | 'unavailable'
+  | 'rate_limited'
+  | 'validation_failed'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'not_found'
+  | 'conflict'
+  /** 401: a password alone does not sign this account in (a second factor is enrolled) */
+  | 'mfa_required'
+  /** 403: the action needs a second factor verified within the step-up window */
+  | 'step_up_required'
+  /** 403: the account must enrol a second factor before anything else */
+  | 'mfa_enrollment_required';
 
 /** A problem with one field: a validation_failed DomainError naming it. */
 export function fieldError(field: string, message: string): DomainError {

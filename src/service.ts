@@ -16,8 +16,19 @@ import { IamComponent } from './iam/component.js';
 import { AuthComponent } from './auth/component.js';
 import { accessView, meRoutes } from './auth/routes/me.js';
 import { userCredentialRoutes } from './auth/routes/user-credentials.js';
+import { mfaRoutes } from './auth/routes/mfa.js';
+import { webauthnRoutes } from './auth/routes/webauthn.js';
+import { reachesHost, type Actor } from './iam/policy.js';
+
+const isActor = (v: object): v is Actor => typeof (v as Actor).username === 'string' && typeof (v as Actor).isSystem === 'boolean';
+
+/** Operation args as an audit event keeps them: what was asked, but never values that may be secrets (environments, tokens). */
+function withoutSecrets(args: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(args).map(([k, v]) => [k, /env|secret|password|token|key|credential/i.test(k) ? '[not recorded]' : v]));
+}
 import { userRoutes } from './iam/routes/users.js';
 import { groupRoutes } from './iam/routes/groups.js';
+import { auditRoutes } from './iam/routes/audit.js';
 import { systemKeyRoutes } from './auth/routes/system-key.js';
 import { authRoutes } from './auth/routes/login.js';
 import { oidcRoutes } from './auth/routes/oidc.js';
@@ -73,7 +84,23 @@ export class Service {
     this.db = createDb(config, this.log);
     this.iam = new IamComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'iam' }) });
     this.auth = new AuthComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'auth' }), iam: this.iam });
-    this.sockets = new SocketsComponent({ config, bus: this.bus, log: this.log.child({ component: 'sockets' }), instanceId: this.instanceId });
+    this.sockets = new SocketsComponent({
+      config,
+      bus: this.bus,
+      log: this.log.child({ component: 'sockets' }),
+      instanceId: this.instanceId,
+      // an operation that reaches the host, from a web session with a second factor: step-up
+      stepUp: (caller, permissions) => (permissions.some(reachesHost) ? this.auth.secondStep.require(caller) : Promise.resolve()),
+      // who did what on the host (a request on the bus: the core or a plugin)
+      record: (e) =>
+        this.iam.audit.record({
+          action: 'socket.operation',
+          actor: e.trusted || !e.caller || !isActor(e.caller) ? { user_id: null, username: e.trusted ? 'bus' : 'anonymous', method: e.trusted ? 'bus' : null, ip: null } : e.caller,
+          target: { type: 'socket', id: e.operation, name: e.provider },
+          outcome: e.outcome,
+          details: { args: withoutSecrets(e.args), ...(e.error ? { error: e.error.code } : {}) },
+        }),
+    });
 
     this.app = createHttpApp({
       log: this.log.child({ component: 'http' }),
@@ -89,7 +116,7 @@ export class Service {
     // kept in a variable: the ws gateway reads the cookie session with it
     const sessions = webSessionMiddleware(this.app, this.db, { ttlMs: config.sessionTtlMs, secure: config.publicUrl.startsWith('https:') });
     // the cookie session (only when the request carries one) and then the identity, in one step
-    const identify = this.auth.authenticator.middleware();
+    const identify = this.auth.middleware();
     this.app.use((ctx, next) => sessions(ctx, () => identify(ctx, next)));
     const users = userDirectory(this.iam.store);
     // a user deleted or renamed is no longer a target (every instance: the event is cluster-wide)
@@ -102,6 +129,7 @@ export class Service {
       secrets: this.iam.secrets,
       webhookSecret: config.scmWebhookSecret,
       webhookForgeSecrets: config.scmWebhookForgeSecrets,
+      audit: this.iam.audit,
       retention: { retentionMs: config.notificationRetentionMs, maxPerUser: config.notificationMaxPerUser },
     });
     this.gateway = new GatewayComponent({
@@ -134,7 +162,7 @@ export class Service {
     }
     // the access-management API, the login and session API, the pages; then the other areas
     const auth = this.auth;
-    const routers: Router[] = [meRoutes(auth), userRoutes(this.iam), userCredentialRoutes(auth), groupRoutes(this.iam), systemKeyRoutes(auth), authRoutes(auth), oidcRoutes(auth), authSettingsRoutes(auth), ...webRouters(auth, () => [this.plugins.documentedRoutes(), this.sockets.documentedRoutes()]), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
+    const routers: Router[] = [meRoutes(auth), userRoutes(this.iam), userCredentialRoutes(auth), mfaRoutes(auth), webauthnRoutes(auth), groupRoutes(this.iam), auditRoutes(this.iam), systemKeyRoutes(auth), authRoutes(auth), oidcRoutes(auth), authSettingsRoutes(auth), ...webRouters(auth, () => [this.plugins.documentedRoutes(), this.sockets.documentedRoutes()]), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     // plugin host: its admin API first, then the one dispatch middleware of every
     // plugin's routes under /api/plugins/<id>/ (a disabled plugin's routes vanish at once)
     this.plugins = new PluginHost({

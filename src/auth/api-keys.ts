@@ -20,6 +20,10 @@ export interface ApiKey {
   lastUsedAt: number | null;
   expiresAt: number | null;
   revokedAt: number | null;
+  /** a web session: when its holder last proved a second factor (sign-in or step-up) */
+  mfaAt: number | null;
+  /** the key this one was minted with (it ends with it) */
+  parentId?: string | null;
 }
 
 /** The objection model of `api_keys`; `owner` is the user the credential acts as. */
@@ -65,7 +69,7 @@ export function publicKey(key: ApiKey) {
 
 /** The public fields of a model instance (the token hash stays here). */
 function apiKeyOf(m: ApiKeyModel): ApiKey {
-  return { id: m.id, userId: m.userId, kind: m.kind, label: m.label, prefix: m.prefix, scopes: m.scopes ?? null, createdAt: m.createdAt, lastUsedAt: m.lastUsedAt ?? null, expiresAt: m.expiresAt ?? null, revokedAt: m.revokedAt ?? null };
+  return { id: m.id, userId: m.userId, kind: m.kind, label: m.label, prefix: m.prefix, scopes: m.scopes ?? null, createdAt: m.createdAt, lastUsedAt: m.lastUsedAt ?? null, expiresAt: m.expiresAt ?? null, revokedAt: m.revokedAt ?? null, mfaAt: m.mfaAt ?? null };
 }
 
 const TOUCH_INTERVAL_MS = 60_000;
@@ -105,9 +109,9 @@ export class ApiKeyStore {
     this.reader = null;
   }
 
-  async create(userId: string, kind: CredentialKind, opts: { label?: string; scopes?: string[] | null; expiresAt?: number | null }) {
+  async create(userId: string, kind: CredentialKind, opts: { label?: string; scopes?: string[] | null; expiresAt?: number | null; mfaAt?: number | null; parentId?: string | null }, trx: Knex = this.db) {
     const token = newToken(kind);
-    const key = await ApiKeyModel.query(this.db).insert({
+    const key = await ApiKeyModel.query(trx).insert({
       id: crypto.randomUUID(),
       userId,
       kind,
@@ -119,6 +123,8 @@ export class ApiKeyStore {
       lastUsedAt: null,
       expiresAt: opts.expiresAt ?? null,
       revokedAt: null,
+      mfaAt: opts.mfaAt ?? null,
+      parentId: opts.parentId ?? null,
     });
     return { token, key: apiKeyOf(key) };
   }
@@ -202,10 +208,31 @@ export class ApiKeyStore {
     return key ? apiKeyOf(key) : null;
   }
 
+  /** Notes that the holder of a web session has just proved a second factor (step-up). */
+  async markVerified(id: string, at = Date.now()): Promise<void> {
+    await ApiKeyModel.query(this.db).findById(id).patch({ mfaAt: at });
+  }
+
+  /** When the holder of a web session last proved a second factor (null: never, or no such session). */
+  async verifiedAt(id: string): Promise<number | null> {
+    const row = await ApiKeyModel.query(this.db).findById(id).select('mfa_at');
+    return row?.mfaAt ?? null;
+  }
+
   /** Revokes one credential of a user; false when it is not theirs or already gone. */
-  async revoke(userId: string, id: string): Promise<boolean> {
-    const n = await ApiKeyModel.query(this.db).where({ id, user_id: userId }).whereNull('revoked_at').patch({ revokedAt: Date.now() });
-    if (n > 0) this.onRevoked(userId);
+  async revoke(userId: string, id: string, trx: Knex = this.db): Promise<boolean> {
+    const now = Date.now();
+    const n = await ApiKeyModel.query(trx).where({ id, user_id: userId }).whereNull('revoked_at').patch({ revokedAt: now });
+    if (n > 0) {
+      // the keys minted with it, and theirs, end with it
+      let parents = [id];
+      for (let depth = 0; parents.length && depth < 32; depth++) {
+        const children = (await ApiKeyModel.query(trx).whereIn('parent_id', parents).whereNull('revoked_at').select('id')).map((k) => k.id);
+        if (children.length) await ApiKeyModel.query(trx).whereIn('id', children).patch({ revokedAt: now });
+        parents = children;
+      }
+      this.onRevoked(userId);
+    }
     return n > 0;
   }
 

@@ -1,3 +1,4 @@
+import type { AuditTrail } from '../iam/audit.js';
 /**
  * A login name as every provider and the lockout see it: Unicode NFKC, the characters LDAP's
  * string preparation maps to nothing (RFC 4518: zero-width, soft hyphen, variation selectors,
@@ -58,10 +59,17 @@ export interface LoginFailure {
   /** a known device's tag (src/auth/device-cookie.ts) when the attempt came with a valid device cookie */
   device?: string;
   /** password_change: the current password given to change one's own */
-  via: 'login' | 'form' | 'basic' | 'password_change';
+  via: 'login' | 'form' | 'basic' | 'password_change' | 'second_step' | 'step_up' | 'passkey';
 }
 
-/** One line per failed password login, never the password. */
-export function logLoginFailure(log: { warn(obj: object, msg: string): void }, failure: LoginFailure): void {
+/** One line per failed password login, never the password; with `audit`, an event too (auth.locked for a lockout). */
+export function logLoginFailure(log: { warn(obj: object, msg: string): void }, failure: LoginFailure, audit?: Pick<AuditTrail, 'record'>): void {
   log.warn({ event: 'login_failed', ...failure }, 'login failed');
+  audit?.record({
+    action: failure.reason === 'locked_out' ? 'auth.locked' : 'auth.login_failed',
+    actor: { user_id: null, username: failure.username.slice(0, 256), method: failure.via, ip: failure.ip },
+    target: { type: 'user', name: failure.username.slice(0, 256) },
+    outcome: failure.reason === 'locked_out' || failure.reason === 'rate_limited' ? 'denied' : 'failure',
+    details: { reason: failure.reason, provider: failure.provider, via: failure.via, ...(failure.device ? { device: failure.device } : {}) },
+  });
 }

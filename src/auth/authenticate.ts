@@ -11,13 +11,18 @@ import { sha256 } from './tokens.js';
 import type { IdentityCache } from './identity-cache.js';
 import type { PermissionResolver, ResolvedUser } from '../iam/resolver.js';
 import { PASSWORD_MAX } from '../iam/passwords.js';
-import { badField, crossOriginRefused, rateLimited } from '../http/errors.js';
+import { badField, crossOriginRefused, HttpError, rateLimited } from '../http/errors.js';
 import type { Logger } from '../log.js';
+import type { AuditTrail } from '../iam/audit.js';
 import { SESSION_COOKIE, hasSessionCookie } from './web-session.js';
 
 declare module 'koa' {
   interface DefaultState {
     identity: ApiIdentity | null;
+    /** step-up for routes that declare it (src/auth/mfa/step.ts) */
+    stepUp?: { require(identity: unknown): Promise<void> };
+    /** records a refusal by a permission check (src/http/guards.ts) */
+    denials?: { denied(ctx: import('koa').Context, permission: string): void };
   }
 }
 
@@ -36,6 +41,8 @@ export interface AuthenticatorDeps {
   attempts: AttemptLimiter;
   allowedOrigins: readonly string[];
   log: Logger;
+  /** failed Basic logins are audit events too */
+  audit?: AuditTrail;
 }
 
 /** The proof of a Basic login: the stored hash it was checked against, hashed again. */
@@ -60,7 +67,7 @@ export class Authenticator {
   private build(r: ResolvedUser, method: CredentialMethod, extra: { scopes?: readonly string[] | null; proof?: CredentialProof | null }): ApiIdentity | null {
     const u = r.user;
     if (u.disabled) return null;
-    return new ApiIdentity(u.username, u.id, method, false, r.permissions, extra.scopes ?? null, u.roles.includes('superadmin'), u.groups, u.roles, extra.proof ?? null);
+    return new ApiIdentity(u.username, u.id, method, false, r.permissions, extra.scopes ?? null, u.roles.includes('superadmin'), u.groups, u.roles, extra.proof ?? null, u.mfaEnabled);
   }
 
   /** Methods 1-3 (headers only): shared by HTTP and the WebSocket upgrade. */
@@ -85,7 +92,7 @@ export class Authenticator {
       const key = await this.deps.apiKeys.lookupHash(hash);
       if (key) {
         const method = key.kind === 'session' ? 'session_token' : 'api_key';
-        const proof: CredentialProof = { kind: 'credential', id: key.id, expires_at: key.expiresAt };
+        const proof: CredentialProof = { kind: 'credential', id: key.id, expires_at: key.expiresAt, ...(key.kind === 'session' ? { signed_in_at: key.createdAt, mfa_at: key.mfaAt } : {}) };
         const identity = await this.identityOf(key.userId, method, { scopes: key.kind === 'key' ? key.scopes : null, proof });
         if (identity) return this.remember(`t:${hash}`, identity, key.expiresAt);
       }
@@ -102,6 +109,8 @@ export class Authenticator {
         const verified = await this.basicUser(username, creds.password, ip, creds.username);
         if (verified) {
           const identity = await this.identityOf(verified.userId, 'basic', { proof: passwordProof(verified.hash) });
+          // a password alone never signs in an account with a second factor (programs use API keys)
+          if (identity?.mfaEnabled) throw mfaRequired();
           return identity ? this.remember(cacheKey, identity) : null;
         }
       }
@@ -121,7 +130,7 @@ export class Authenticator {
   }
 
   private async checkBasic(username: string, password: string, ip: string, typed: string): Promise<CachedVerification | null> {
-    const failed = (reason: 'locked_out' | 'rate_limited' | 'invalid_credentials') => logLoginFailure(this.deps.log, { username: typed, ip, provider: 'local', reason, via: 'basic' });
+    const failed = (reason: 'locked_out' | 'rate_limited' | 'invalid_credentials') => logLoginFailure(this.deps.log, { username: typed, ip, provider: 'local', reason, via: 'basic' }, this.deps.audit);
     // before any hashing: a flood of new names from one address costs it a 429, nobody else anything
     const slow = this.deps.attempts.take(ip);
     if (slow > 0) {
@@ -151,7 +160,7 @@ export class Authenticator {
     if (cached) return cached;
     const key = await this.deps.apiKeys.lookupById(keyId);
     if (!key || key.kind !== 'session') return null;
-    const identity = await this.identityOf(key.userId, 'session_cookie', { proof: { kind: 'credential', id: key.id, expires_at: key.expiresAt } });
+    const identity = await this.identityOf(key.userId, 'session_cookie', { proof: { kind: 'credential', id: key.id, expires_at: key.expiresAt, signed_in_at: key.createdAt, mfa_at: key.mfaAt } });
     return identity ? this.remember(`c:${keyId}`, identity, key.expiresAt) : null;
   }
 
@@ -182,7 +191,8 @@ export class Authenticator {
         continue;
       }
       const r = await this.deps.resolver.resolve(identity.userId);
-      if (!r || (proof.kind === 'password' && passwordProof(r.user.hashedPassword).stamp !== proof.stamp)) {
+      // Basic ends with its password, and when the account enrols a second factor
+      if (!r || (proof.kind === 'password' && (r.user.mfaEnabled || passwordProof(r.user.hashedPassword).stamp !== proof.stamp))) {
         out.push(null);
         continue;
       }
@@ -217,6 +227,10 @@ export class Authenticator {
     };
   }
 }
+
+/** Basic for an account with a second factor: refused whatever the password (docs/auth.md). */
+export const mfaRequired = () =>
+  new HttpError(401, 'mfa_required', 'this account uses a second factor: sign in through the login page, or use an API key');
 
 /**
  * The origin the request was sent to: scheme and Host as the app reads them (the forwarded ones

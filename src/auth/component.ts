@@ -19,10 +19,19 @@ import { IdentityCache } from './identity-cache.js';
 import { IdentityLinker } from './linking.js';
 import { LoginLockout } from './lockout.js';
 import { OneTimeStore } from './one-time.js';
+import { MfaService } from './mfa/service.js';
+import { SecondStep } from './mfa/step.js';
+import { WebAuthn } from './mfa/webauthn.js';
 import { LocalProvider } from './providers/local.js';
 import { AuthSettingsStore, AUTH_NS } from './settings.js';
 import { SystemKey } from './system-key.js';
 import { KeyAdmin } from '../iam/keys.js';
+import type { Context, Middleware } from 'koa';
+import { actingFrom } from '../request-context.js';
+import { DomainError } from '../errors.js';
+
+/** What a member who must still enrol a second factor may reach: their profile and access view, the enrolment, signing in and out. */
+const ENROLMENT_PATHS = /^\/api\/(me|me\/access|me\/mfa(\/.*)?|auth\/.*)$/;
 
 /** without the bus bridge: how often an instance looks for auth settings changed by another instance */
 const AUTH_SETTINGS_POLL_MS = 5000;
@@ -54,6 +63,12 @@ export class AuthComponent {
   readonly devices: KnownDevices;
   readonly authenticator: Authenticator;
   readonly oneTime: OneTimeStore;
+  /** second factors: TOTP, passkeys, recovery codes */
+  readonly mfa: MfaService;
+  /** the second step of a sign-in, and step-up before what reaches the host */
+  readonly secondStep: SecondStep;
+  /** the WebAuthn ceremonies of passkeys and security keys */
+  readonly webauthn: WebAuthn;
   readonly authSettings: AuthSettingsStore;
   readonly chain: ProviderChain;
   readonly linker: IdentityLinker;
@@ -70,12 +85,12 @@ export class AuthComponent {
     this.iam = iam;
     this.apiKeys = new ApiKeyStore(db, dialectOf(config) === 'sqlite' ? sqliteFile(config) : null);
     this.apiKeys.onRevoked = (userId) => bus.emit('auth:credentials_revoked', { user_id: userId });
-    this.keys = new KeyAdmin({ users: iam.users, vault: this.apiKeys, isKnownPermission: (p) => iam.isKnownPermission(p) });
+    this.keys = new KeyAdmin({ users: iam.users, vault: this.apiKeys, audit: iam.audit, isKnownPermission: (p) => iam.isKnownPermission(p) });
     // a new password ends the user's web sessions (but the one that set it)
     iam.endSessions = async (userId, keep) => {
       await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep });
     };
-    this.systemKey = new SystemKey(config.systemApiKey, iam.secrets);
+    this.systemKey = new SystemKey(config.systemApiKey, iam.secrets, iam.audit);
     this.systemKey.onChange = () => bus.emit('auth:system_key_changed', {});
     this.attempts = new AttemptLimiter(config.loginAttemptsPerMinute);
     this.local = new LocalProvider(iam.store, iam.passwords);
@@ -108,8 +123,35 @@ export class AuthComponent {
       attempts: this.attempts,
       allowedOrigins: config.allowedOrigins,
       log: deps.log.child({ part: 'auth' }),
+      audit: iam.audit,
     });
     this.oneTime = new OneTimeStore(db);
+    this.mfa = new MfaService({
+      db,
+      store: iam.store,
+      users: iam.users,
+      secrets: iam.secrets,
+      bus,
+      log: deps.log.child({ part: 'mfa' }),
+      issuer: new URL(config.publicUrl).host,
+      requiredGroups: () => this.authSettings.current().mfaRequiredGroups,
+      audit: iam.audit,
+      endSessions: async (userId) => {
+        await this.apiKeys.revokeAllOf(userId, { kind: 'session' });
+      },
+    });
+    this.secondStep = new SecondStep({ mfa: this.mfa, oneTime: this.oneTime, apiKeys: this.apiKeys, resolver: iam.resolver, secure: config.publicUrl.startsWith('https:'), stepUpMs: config.mfaStepUpMs });
+    this.webauthn = new WebAuthn({ publicUrl: config.publicUrl, mfa: this.mfa, oneTime: this.oneTime, log: deps.log.child({ part: 'webauthn' }) });
+    // a passkey answers the second step and step-up
+    this.secondStep.checkAssertion = (user, response) => this.webauthn.checkAssertion(user, response);
+    // the model asks for a fresh second factor before a trusted actor hands out host access
+    iam.requireStepUp = (actor) => this.secondStep.require(actor);
+    iam.loginGroups = (providers) => {
+      const s = this.authSettings.current();
+      const mapped = (m: Record<string, string[]>) => Object.values(m).flat();
+      const wanted = (p: string) => providers === null || providers.includes(p);
+      return [...new Set([...(providers === null ? s.ssoDefaultGroups : []), ...(wanted('ldap') ? mapped(s.ldap.groupMapping) : []), ...(wanted('oidc') ? mapped(s.oidc.groupMapping) : [])])];
+    };
     this.authSettings = new AuthSettingsStore(config, iam.secrets);
     this.chain = new ProviderChain(this.local, deps.log.child({ part: 'auth-chain' }));
     this.directoryRecheck = new DirectoryRecheck({
@@ -177,6 +219,7 @@ export class AuthComponent {
   /** Rebuilds the configured part of the provider chain from the current auth settings. */
   rebuildChain(): BuildError[] {
     const settings = this.authSettings.current();
+    this.mfaRequiredGroups = settings.mfaRequiredGroups;
     const errors = this.chain.rebuild(settings);
     this.builtFrom = sha256(JSON.stringify(settings));
     this.directoryRecheck.reschedule();
@@ -186,6 +229,44 @@ export class AuthComponent {
   /** The stored settings differ from those the chain was built from (not a change of this instance's own, seen again). */
   private changedSinceBuilt(): boolean {
     return sha256(JSON.stringify(this.authSettings.current())) !== this.builtFrom;
+  }
+
+  /** A privileged request refused by a permission check (src/http/guards.ts): a `denied` audit event. */
+  private readonly denials = {
+    denied: (ctx: Context, permission: string) => {
+      const id = ctx.state.identity;
+      if (!id) return;
+      this.iam.audit.record({
+        action: 'request.denied',
+        actor: actingFrom(id, ctx.ip),
+        target: { type: 'route', id: `${ctx.method} ${ctx.path}`.slice(0, 256), name: null },
+        outcome: 'denied',
+        details: { permission },
+      });
+    },
+  };
+
+  /** SERVICE_MFA_REQUIRED_GROUPS as currently set (kept with the chain: read on every request) */
+  private mfaRequiredGroups: readonly string[] = [];
+
+  /**
+   * The authentication step of every request: the identity (src/auth/authenticate.ts), what
+   * routes declared `stepUp` call (ctx.state.stepUp), and the enrolment wall: a member of a
+   * group that must use a second factor reaches only their profile, the enrolment and the
+   * sign-in API until they have one (403 mfa_enrollment_required).
+   */
+  middleware(): Middleware {
+    const identify = this.authenticator.middleware();
+    return (ctx, next) =>
+      identify(ctx, () => {
+        ctx.state.stepUp = this.secondStep;
+        ctx.state.denials = this.denials;
+        const id = ctx.state.identity;
+        if (this.mfaRequiredGroups.length && id?.userId && !id.mfaEnabled && !id.isSystem && ctx.path.startsWith('/api/') && !ENROLMENT_PATHS.test(ctx.path) && id.groups.some((g) => this.mfaRequiredGroups.includes(g))) {
+          throw new DomainError('mfa_enrollment_required', 'your groups require a second factor: enrol one first (Settings, Security)');
+        }
+        return next();
+      });
   }
 
   /**

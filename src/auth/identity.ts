@@ -10,7 +10,8 @@ export type CredentialMethod = 'system_key' | 'api_key' | 'session_token' | 'bas
  */
 export type CredentialProof =
   | { kind: 'system_key'; stamp: string }
-  | { kind: 'credential'; id: string; expires_at: number | null }
+  /** a key or web session; a web session also says when it was signed in and when its holder last proved a second factor */
+  | { kind: 'credential'; id: string; expires_at: number | null; signed_in_at?: number; mfa_at?: number | null }
   | { kind: 'password'; stamp: string };
 
 /**
@@ -29,6 +30,8 @@ export class ApiIdentity {
     readonly groups: readonly string[] = [],
     readonly roles: readonly string[] = [],
     readonly proof: CredentialProof | null = null,
+    /** the user has a second factor (a web session of theirs may need a step-up) */
+    readonly mfaEnabled = false,
   ) {}
 
   static system(stamp: string, method: CredentialMethod = 'system_key'): ApiIdentity {

@@ -106,7 +106,9 @@ export class IdentityLinker {
     // an address in a directory or at an IdP is only as trustworthy as whoever can edit it there:
     // never hand an administrator, an account that reaches the host, a superadmin or a bot to
     // an external login by email alone
-    if (await this.deps.users.isPrivileged(candidate)) {
+    // judged with the groups this login maps onto it too: an account made ready in advance must
+    // not catch an administrator's or an operator's first sign-on
+    if (await this.deps.users.isPrivileged(candidate, profile.groups ?? [])) {
       this.deps.log.warn({ provider: profile.provider, user_id: candidate.id }, 'email matches a privileged account: not linking by email');
       return null;
     }
@@ -136,11 +138,7 @@ export class IdentityLinker {
       const username = n === 1 ? base : n <= 50 ? `${base}-${n}` : `${base}-${crypto.randomBytes(3).toString('hex')}`;
       if (n <= 50 && (await store.userByUsername(username))) continue;
       try {
-        created = await this.deps.users.create(
-          LOGIN_MAPPING_ACTOR,
-          { username, email: profile.email_verified ? (profile.email ?? null) : null, displayName: profile.display_name?.slice(0, 256) ?? null, groups },
-          this.deps.log,
-        );
+        created = await this.deps.users.create(LOGIN_MAPPING_ACTOR, { username, email: profile.email_verified ? (profile.email ?? null) : null, displayName: profile.display_name?.slice(0, 256) ?? null, groups });
       } catch (err) {
         if (!(err instanceof DomainError && err.code === 'conflict')) throw err; // taken in between: try the next name
       }
@@ -165,7 +163,7 @@ export class IdentityLinker {
     const unique = [...new Set([...user.groups.filter((g) => !managed.has(g)), ...mapped])];
     const same = unique.length === user.groups.length && unique.every((g) => user.groups.includes(g));
     if (same) return false;
-    await this.deps.users.setGroupsFromLogin(user, unique, this.deps.log);
+    await this.deps.users.setGroupsFromLogin(user, unique, profile.provider);
     this.deps.log.info({ provider: profile.provider, user_id: user.id, from: user.groups, to: unique }, 'groups follow the provider mapping');
     return true;
   }

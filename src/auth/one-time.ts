@@ -3,12 +3,14 @@ import type { Knex } from 'knex';
 import { newToken, sha256 } from './tokens.js';
 
 /** What a one-time value is for; also the HKDF context, so a value of one purpose never opens another's data. */
-export type OneTimePurpose = 'oidc_state' | 'exchange_code' | 'ws_ticket';
+export type OneTimePurpose = 'oidc_state' | 'exchange_code' | 'ws_ticket' | 'mfa_token' | 'webauthn_challenge';
 
-const PURPOSE_TAG: Record<OneTimePurpose, 'state' | 'code' | 'ticket'> = {
+const PURPOSE_TAG: Record<OneTimePurpose, 'state' | 'code' | 'ticket' | 'mfa' | 'challenge'> = {
   oidc_state: 'state',
   exchange_code: 'code',
   ws_ticket: 'ticket',
+  mfa_token: 'mfa',
+  webauthn_challenge: 'challenge',
 };
 
 const MAX_VALUE_LENGTH = 512;
@@ -34,7 +36,7 @@ function open(value: string, purpose: OneTimePurpose, sealed: string): unknown {
 
 /**
  * Single-use, short-lived secrets kept in the database so every instance can redeem them
- * (OIDC login states, exchange codes, WebSocket tickets). The table holds only the
+ * (OIDC login states, exchange codes, WebSocket tickets, second-step tokens, WebAuthn challenges). The table holds only the
  * SHA-256 of the value and its data encrypted under a key derived from the value, so a read of
  * the table yields neither usable values nor what they carry (e.g. a session token).
  * `take` deletes the row; of two concurrent redeemers only the one whose delete hit wins.
@@ -64,6 +66,22 @@ export class OneTimeStore {
     const consumed = await this.db('one_time_values').where({ hash, purpose }).delete();
     if (consumed !== 1) return null; // someone else redeemed it in between
     if (Number(row.expires_at) <= Date.now()) return null;
+    try {
+      return open(value, purpose, row.data) as T;
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * Reads a value's data without redeeming it: null when unknown, of another purpose, expired
+   * or unreadable. For a look at what a value is for (the user of a second-step token, to offer
+   * their passkeys) where only a later step may spend it.
+   */
+  async peek<T = unknown>(purpose: OneTimePurpose, value: string | null | undefined): Promise<T | null> {
+    if (typeof value !== 'string' || value.length < 16 || value.length > MAX_VALUE_LENGTH) return null;
+    const row = await this.db('one_time_values').where({ hash: sha256(value), purpose }).first('data', 'expires_at');
+    if (!row || Number(row.expires_at) <= Date.now()) return null;
     try {
       return open(value, purpose, row.data) as T;
     } catch {

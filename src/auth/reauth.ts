@@ -13,7 +13,7 @@ import { logLoginFailure } from './attempts.js';
 export async function verifyCurrentPassword(auth: AuthComponent, ctx: Context, user: User, password: string, field = 'current_password'): Promise<void> {
   const ip = ctx.ip;
   const failed = (reason: 'invalid_credentials' | 'locked_out' | 'rate_limited') =>
-    logLoginFailure(ctx.log, { username: user.username, ip, provider: 'local', reason, via: 'password_change' });
+    logLoginFailure(ctx.log, { username: user.username, ip, provider: 'local', reason, via: 'password_change' }, auth.iam.audit);
   const slow = auth.attempts.take(ip);
   if (slow > 0) {
     failed('rate_limited');

@@ -10,6 +10,7 @@ import { safeEqual, sha256 } from './tokens.js';
 import { logLoginFailure, normalizeLogin, type LoginFailure } from './attempts.js';
 import { SESSION_COOKIE } from './web-session.js';
 import { KnownDevices } from './device-cookie.js';
+import { completeLogin, type IssuedSession, type LoginCompletion } from './complete-login.js';
 import { LoginRefused, type RefusalReason } from './providers/refusal.js';
 
 /**
@@ -33,11 +34,6 @@ export const loginSchema = Joi.object({
   password: Joi.string().min(1).max(PASSWORD_MAX).required(),
 });
 
-export interface IssuedSession {
-  token: string;
-  key_id: string;
-  expires_at: number;
-}
 
 export function loginBody(user: User, session: { token: string; expires_at: number }) {
   return {
@@ -54,12 +50,6 @@ export function checkOrigin(auth: AuthComponent, ctx: Context): void {
   if (origin && !auth.authenticator.originAllowed(origin, requestOrigin(ctx))) throw crossOriginRefused();
 }
 
-/** Mints a web-session token (kind session) that expires with SERVICE_SESSION_TTL. */
-export async function mintSession(auth: AuthComponent, user: User, via: string): Promise<IssuedSession> {
-  const expiresAt = Date.now() + auth.config.sessionTtlMs;
-  const { token, key } = await auth.apiKeys.create(user.id, 'session', { label: `web session (${via})`, expiresAt });
-  return { token, key_id: key.id, expires_at: expiresAt };
-}
 
 /** Starts the UI cookie session under a fresh session id (the old id, if any, is destroyed). */
 export async function startCookieSession(ctx: Context, keyId: string): Promise<void> {
@@ -69,7 +59,9 @@ export async function startCookieSession(ctx: Context, keyId: string): Promise<v
 }
 
 /** `refusal`: the directory proved the password and refused the account, and the person may be told why */
-export type CredentialsOutcome = { ok: true; user: User; session: IssuedSession } | { ok: false; retryAfter: number; refusal?: RefusalReason };
+export type { IssuedSession };
+
+export type CredentialsOutcome = ({ ok: true } & LoginCompletion) | { ok: false; retryAfter: number; refusal?: RefusalReason };
 
 /**
  * The credentials login shared by the API and the login form: lockout check, provider chain,
@@ -81,7 +73,7 @@ export async function credentialsLogin(auth: AuthComponent, ctx: Context, typed:
   const username = normalizeLogin(typed);
   const chainIds = auth.chain.credentials().map((p) => p.id).join(',');
   let device: string | undefined;
-  const failed = (reason: LoginFailure['reason'], provider = chainIds) => logLoginFailure(ctx.log, { username: typed, ip, provider, reason, via, ...(device ? { device } : {}) });
+  const failed = (reason: LoginFailure['reason'], provider = chainIds) => logLoginFailure(ctx.log, { username: typed, ip, provider, reason, via, ...(device ? { device } : {}) }, auth.iam.audit);
   // before any hashing: a known device's own budget and lockout, else this address's, so one
   // address cannot keep the password pool busy for everyone (src/auth/device-cookie.ts)
   const admission = await auth.devices.admit(ctx, username);
@@ -111,9 +103,7 @@ export async function credentialsLogin(auth: AuthComponent, ctx: Context, typed:
   }
   if (!user || !result) return { ok: false, retryAfter: 0 };
   await auth.devices.succeed(ctx, username, admission);
-  const session = await mintSession(auth, user, result.provider.id);
-  ctx.log.info({ provider: result.provider.id, user_id: user.id }, 'login');
-  return { ok: true, user, session };
+  return { ok: true, ...(await completeLogin(auth, ctx, user, { provider: result.provider.id, via })) };
 }
 
 /** Revokes the session token behind the request and the cookie session's token, and ends the cookie session. */
@@ -132,6 +122,7 @@ export async function logout(auth: AuthComponent, ctx: Context): Promise<boolean
     }
     ctx.session = null;
   }
+  if (id?.userId) auth.iam.audit.record({ action: 'auth.logout', actor: { user_id: id.userId, username: id.username, method: id.method, ip: ctx.ip }, target: { type: 'user', id: id.userId, name: id.username } });
   return ended || Boolean(id);
 }
 

@@ -2,6 +2,7 @@ import type { Logger } from '../log.js';
 import { DomainError, fieldError, fieldErrorsText } from '../errors.js';
 import { guardHostBoundary, hostAccessOf, hostPermissionsOfGroups, isTrusted, type Actor } from '../iam/policy.js';
 import type { IamStore } from '../iam/store.js';
+import type { AuditTrail } from '../iam/audit.js';
 import { buildProviders } from './chain.js';
 import type { LocalProvider } from './providers/local.js';
 import type { AuthSettings, AuthSettingsStore } from './settings.js';
@@ -52,7 +53,7 @@ async function guardLinkedAccounts(store: IamStore, actor: Actor, changed: strin
  * rebuilds its chain and tells the other instances.
  */
 export async function changeAuthSettings(
-  deps: { settings: AuthSettingsStore; store: IamStore; local: LocalProvider; log: Logger },
+  deps: { settings: AuthSettingsStore; store: IamStore; local: LocalProvider; log: Logger; audit: AuditTrail },
   actor: Actor,
   patch: Record<string, unknown>,
 ): Promise<Record<string, unknown>> {
@@ -73,6 +74,11 @@ export async function changeAuthSettings(
     const problems = errors.map((e) => ({ field: e.provider, message: e.message }));
     throw new DomainError('validation_failed', fieldErrorsText(problems), problems);
   }
-  await deps.settings.save(changes);
+  await deps.audit.within(
+    (trx) => deps.settings.save(changes, trx),
+    // the names of what changed, never a value (a bind password, a client secret)
+    () => ({ action: 'settings.changed', actor, target: { type: 'settings', id: 'auth', name: 'login settings' }, details: { fields: Object.keys(changes) } }),
+  );
+  await deps.settings.load();
   return changes;
 }

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import Joi from 'joi';
 import type { Config } from '../config.js';
 import { apiRule, SETTINGS, type SettingKind } from '../settings-table.js';
@@ -14,7 +15,7 @@ export const AUTH_NS = 'core/auth';
 export const MASK = '********';
 
 /** The settings the login chain is built from: the same shape as in Config. */
-export type AuthSettings = Pick<Config, 'authProviders' | 'ssoDefaultGroups' | 'ldap' | 'oidc'>;
+export type AuthSettings = Pick<Config, 'authProviders' | 'ssoDefaultGroups' | 'mfaRequiredGroups' | 'ldap' | 'oidc'>;
 
 /** A field of GET|PATCH /api/settings/auth: a row of src/settings-table.ts with an API name and a path. */
 export interface FieldDef {
@@ -52,6 +53,7 @@ function clone(c: Config): AuthSettings {
   return {
     authProviders: [...c.authProviders],
     ssoDefaultGroups: [...c.ssoDefaultGroups],
+    mfaRequiredGroups: [...c.mfaRequiredGroups],
     ldap: { ...c.ldap, groupMapping: { ...c.ldap.groupMapping } },
     oidc: { ...c.oidc, groupMapping: { ...c.oidc.groupMapping } },
   };
@@ -157,12 +159,11 @@ export class AuthSettingsStore {
   }
 
   /** Persists changes produced by preview(); null removes the stored value. */
-  async save(changes: Record<string, unknown>): Promise<AuthSettings> {
+  async save(changes: Record<string, unknown>, trx?: Knex): Promise<void> {
     for (const [name, value] of Object.entries(changes)) {
-      if (value === null) await this.secrets.delete(AUTH_NS, name);
-      else await this.secrets.set(AUTH_NS, name, JSON.stringify(value));
+      if (value === null) await this.secrets.delete(AUTH_NS, name, trx);
+      else await this.secrets.set(AUTH_NS, name, JSON.stringify(value), trx);
     }
-    return this.load();
   }
 
   /** The API view: every field with its source and lock; secrets masked (never returned). */

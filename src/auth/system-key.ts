@@ -1,5 +1,9 @@
 import type { SecretsStore } from '../iam/secrets.js';
+import type { Knex } from 'knex';
 import { guardHostBoundary, type Actor } from '../iam/policy.js';
+import type { AuditTrail } from '../iam/audit.js';
+
+const isActor = (v: unknown): v is Actor => typeof v === 'object' && v !== null && typeof (v as Actor).username === 'string' && typeof (v as Actor).isSystem === 'boolean';
 import { safeEqual, sha256 } from './tokens.js';
 
 export const SYSTEM_KEY_NS = 'core/settings';
@@ -18,7 +22,12 @@ export class SystemKey {
   /** called after the stored key was set or cleared (live connections made with the old one end) */
   onChange: () => void = () => undefined;
 
-  constructor(private readonly envValue: string | null, private readonly secrets: SecretsStore) {}
+  constructor(
+    private readonly envValue: string | null,
+    private readonly secrets: SecretsStore,
+    /** setting or clearing it is an event, in the same transaction */
+    private readonly audit?: AuditTrail,
+  ) {}
 
   get lockedByEnv(): boolean {
     return Boolean(this.envValue && this.envValue.trim());
@@ -55,14 +64,18 @@ export class SystemKey {
     guardHostBoundary(actor, ['the system key'], 'set, rotate or clear the system key');
   }
 
-  async set(value: string): Promise<void> {
-    await this.secrets.set(SYSTEM_KEY_NS, SYSTEM_KEY_NAME, value);
-    this.cached = null;
-    this.onChange();
+  async set(value: string, by?: unknown): Promise<void> {
+    await this.store((trx) => this.secrets.set(SYSTEM_KEY_NS, SYSTEM_KEY_NAME, value, trx), 'set', by);
   }
 
-  async clear(): Promise<void> {
-    await this.secrets.delete(SYSTEM_KEY_NS, SYSTEM_KEY_NAME);
+  async clear(by?: unknown): Promise<void> {
+    await this.store((trx) => this.secrets.delete(SYSTEM_KEY_NS, SYSTEM_KEY_NAME, trx), 'cleared', by);
+  }
+
+  private async store(write: (trx?: Knex) => Promise<void>, change: 'set' | 'cleared', by: unknown): Promise<void> {
+    const actor = isActor(by) ? by : { username: 'unknown', userId: null, isSystem: false, isSuperadmin: false };
+    if (this.audit) await this.audit.within(write, () => ({ action: 'system_key.changed', actor, target: { type: 'settings', id: 'system_api_key', name: 'system API key' }, details: { change } }));
+    else await write();
     this.cached = null;
     this.onChange();
   }

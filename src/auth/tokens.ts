@@ -1,8 +1,8 @@
 import crypto from 'node:crypto';
 
 /** 256 random bits, URL-safe; the kind prefix makes a leaked token recognisable to scanners. */
-export function newToken(kind: 'key' | 'session' | 'code' | 'ticket' | 'state'): string {
-  const tag = { key: 'svk_', session: 'svs_', code: 'svc_', ticket: 'svt_', state: '' }[kind];
+export function newToken(kind: 'key' | 'session' | 'code' | 'ticket' | 'state' | 'mfa' | 'challenge'): string {
+  const tag = { key: 'svk_', session: 'svs_', code: 'svc_', ticket: 'svt_', state: '', mfa: 'svm_', challenge: '' }[kind];
   return tag + crypto.randomBytes(32).toString('base64url');
 }
 

@@ -1,5 +1,5 @@
 import Joi from 'joi';
-import type { SocketResponse } from '../client/types.js';
+import type { AuditEventFrame, SocketResponse } from '../client/types.js';
 
 /**
  * The one place that lists every bus event and its payload type.
@@ -45,6 +45,9 @@ export interface SocketRequestPayload {
 /** The answer to a socket:request: the frame the gateway client reads (src/client/types.ts). */
 export type SocketResponsePayload = SocketResponse;
 
+/** An event of the audit trail (src/iam/audit.ts), as GET /api/audit answers it and the `audit:event` frame carries it. */
+export type AuditEventPayload = AuditEventFrame;
+
 export interface EventMap {
   /** database ready: starts IAM initialisation */
   'db:connected': { dialect: 'sqlite' | 'postgres' };
@@ -62,6 +65,8 @@ export interface EventMap {
   'iam:permissions_changed': { scope: 'user'; user_id: string } | { scope: 'group'; group: string } | { scope: 'all' };
   /** password of a user changed: drop cached Basic verifications, end what it proved */
   'iam:password_changed': { user_id: string };
+  /** an event was appended to the audit trail (every instance forwards it to holders of feature:admin.audit) */
+  'audit:event': AuditEventPayload;
   /** a key or web session of this user was revoked: live connections made with it end */
   'auth:credentials_revoked': { user_id: string };
   /** the system key was set, rotated or cleared: live connections made with the old one end */
@@ -136,6 +141,17 @@ export const CLUSTER_EVENTS: Partial<Record<EventName, Joi.Schema>> = {
     group: Joi.string().max(64).when('scope', { is: 'group', then: Joi.required(), otherwise: Joi.forbidden() }),
   }),
   'iam:password_changed': Joi.object({ user_id: userId.required() }),
+  'audit:event': Joi.object({
+    seq: Joi.number().integer().min(1).required(),
+    id: id.required(),
+    at: Joi.string().isoDate().required(),
+    actor: Joi.object({ user_id: userId.allow(null).required(), username: Joi.string().max(256).required(), method: Joi.string().max(32).allow(null).required(), ip: Joi.string().max(64).allow(null).required() }).required(),
+    action: Joi.string().max(64).required(),
+    target: Joi.object({ type: Joi.string().max(32).required(), id: Joi.string().max(256).allow(null).required(), name: Joi.string().max(256).allow(null).required() }).required(),
+    outcome: Joi.valid('success', 'failure', 'denied').required(),
+    details: Joi.object().unknown(true).required(),
+    hash: Joi.string().hex().length(64).required(),
+  }),
   'auth:credentials_revoked': Joi.object({ user_id: userId.required() }),
   'auth:system_key_changed': Joi.object({}),
   'auth:settings_changed': Joi.object({}),
@@ -153,4 +169,5 @@ export type ClientAudience = 'authenticated' | { permission: string };
  */
 export const CLIENT_EVENTS: Partial<Record<EventName, ClientAudience>> = {
   'socket:providers_changed': 'authenticated',
+  'audit:event': { permission: 'feature:admin.audit' },
 };

@@ -15,6 +15,7 @@ import { Passwords } from '../iam/passwords.js';
 import { SecretsStore } from '../iam/secrets.js';
 import { UserAdmin } from '../iam/users.js';
 import { KeyAdmin } from '../iam/keys.js';
+import { AuditTrail } from '../iam/audit.js';
 import { CORE_CATALOG, isKnownPermission } from '../iam/permissions.js';
 import type { Actor } from '../iam/policy.js';
 import { ApiKeyStore } from '../auth/api-keys.js';
@@ -68,6 +69,7 @@ export class CliContext {
   private bridge: RedisBridge | null = null;
   private passwordPool: Passwords | null = null;
   private preparing: Promise<Knex> | null = null;
+  private auditTrail: AuditTrail | null = null;
 
   constructor(readonly io: CliIo) {
     this.env = io.env;
@@ -164,18 +166,21 @@ export class CliContext {
     apiKeys.onRevoked = (userId) => this.bus.emit('auth:credentials_revoked', { user_id: userId });
     // plugins are not loaded here: their permissions come from the manifests installed
     const catalog = [...CORE_CATALOG, ...installedCatalog(this.config.pluginsDir)];
+    this.auditTrail ??= new AuditTrail({ db, bus: this.bus, log: this.log });
+    const audit = this.auditTrail;
     const users = new UserAdmin({
       store,
       passwords: this.passwords,
       bus: this.bus,
+      audit,
       isKnownPermission: (p) => isKnownPermission(catalog, p),
       passwordChanged: async (userId) => {
         await apiKeys.revokeAllOf(userId, { kind: 'session' });
         this.bus.emit('iam:password_changed', { user_id: userId });
       },
     });
-    const keys = new KeyAdmin({ users, vault: apiKeys, isKnownPermission: (p) => isKnownPermission(catalog, p) });
-    return { db, store, apiKeys, users, keys, catalog };
+    const keys = new KeyAdmin({ users, vault: apiKeys, audit, isKnownPermission: (p) => isKnownPermission(catalog, p) });
+    return { db, store, apiKeys, users, keys, catalog, audit };
   }
 
   /**
@@ -210,6 +215,8 @@ export class CliContext {
   }
 
   async close(): Promise<void> {
+    // what the command recorded reaches the trail (and, over Redis, the running instances' live tail)
+    await this.auditTrail?.flush().catch(() => undefined);
     await this.bridge?.close();
     await this.passwordPool?.close();
     await this.database?.destroy();

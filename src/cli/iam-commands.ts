@@ -9,6 +9,7 @@ import type { UserChange } from '../iam/users.js';
 import { isKnownPermission, requireKnownPermissions } from '../iam/permissions.js';
 import { envPasswordPin } from '../iam/seed.js';
 import { CLI_ACTOR } from './context.js';
+import { MfaService } from '../auth/mfa/service.js';
 import { readSecret } from './input.js';
 import { table, UsageError, type CommandEnv } from './output.js';
 import { fieldErrorsOf } from '../errors.js';
@@ -53,7 +54,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       }, { email: '--email', display_name: '--display-name', groups: '--group' });
       const password = opts.passwordStdin ? check<string>('password', PASSWORD, await readSecret(ctx.io, 'Password')) : undefined;
       const { users } = await ctx.iam();
-      const created = await users.create(CLI_ACTOR, { ...userFieldsOf(input), password }, ctx.log);
+      const created = await users.create(CLI_ACTOR, { ...userFieldsOf(input), password });
       out(cmd).result(publicUser(created), `created user ${created.username} (${created.id})${password ? '' : ', single sign-on only until a password is set'}`);
     });
 
@@ -79,7 +80,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
         const { users } = await ctx.iam();
         const target = await users.find({ username: username(positional[0]!) });
         await ctx.announceChanges();
-        const updated = await users.update(CLI_ACTOR, target, patch(target, positional.slice(1)), ctx.log);
+        const updated = await users.update(CLI_ACTOR, target, patch(target, positional.slice(1)));
         out(cmd).result(publicUser(updated), done(updated));
       });
 
@@ -117,6 +118,30 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       const pin = await envPasswordPin(await ctx.prepared(), ctx.config, target.username);
       if (pin?.inEnvironment) out(cmd).warn(`${pin.variable} is set: the service applies it to ${target.username} again at a start where its value has changed`);
       else if (pin) out(cmd).warn(`an earlier start set ${target.username}'s password from ${pin.variable}: if the service's environment still has it, a changed value there replaces this password at its next start`);
+    });
+
+  user
+    .command('mfa-reset <username>')
+    .description("remove every second factor and recovery code of a user (a lost device, a locked-out operator); their web sessions end")
+    .action(async (name: string, _opts, cmd: Command) => {
+      const who = username(name);
+      const { users, store, apiKeys, db } = await ctx.iam();
+      const target = await users.find({ username: who });
+      await ctx.announceChanges();
+      const mfa = new MfaService({
+        db,
+        store,
+        users,
+        secrets: await ctx.secrets(false),
+        bus: ctx.bus,
+        log: ctx.log,
+        issuer: 'service-core',
+        requiredGroups: () => [],
+        audit: (await ctx.iam()).audit,
+        endSessions: async (userId) => void (await apiKeys.revokeAllOf(userId, { kind: 'session' })),
+      });
+      await mfa.reset(CLI_ACTOR, target);
+      out(cmd).result({ username: target.username, mfa_reset: true }, `second factors of ${target.username} removed; their web sessions ended`);
     });
 }
 
@@ -165,7 +190,7 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
       );
       const { users, keys } = await ctx.iam();
       const target = await users.find({ username: owner });
-      const { token, key: row } = await keys.issue(CLI_ACTOR, target, { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at?.getTime() ?? null }, ctx.log, { scopesField: '--scope' });
+      const { token, key: row } = await keys.issue(CLI_ACTOR, target, { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at?.getTime() ?? null }, { scopesField: '--scope' });
       out(cmd).result({ ...publicKey(row), username: target.username, token }, [`issued key ${row.id} for ${target.username}; the token is shown this once:`, token]);
     });
 

@@ -180,15 +180,23 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
     const secret = SECRET_SETTINGS[name];
     if (secret) {
       if (ctx.config.fromEnv.has(secret.env)) throw new DomainError('conflict', `set in the environment and locked: ${name} (${secret.env})`);
-      if (value === null) await secrets.delete(secret.namespace, secret.key);
-      else await secrets.set(secret.namespace, secret.key, value as string);
+      const { audit } = await ctx.iam();
+      await audit.within(
+        (trx) => (value === null ? secrets.delete(secret.namespace, secret.key, trx) : secrets.set(secret.namespace, secret.key, value as string, trx)),
+        () => ({
+          action: name === 'system_api_key' ? 'system_key.changed' : 'settings.changed',
+          actor: CLI_ACTOR,
+          target: { type: 'settings', id: name, name: secret.label },
+          details: { fields: [name], change: value === null ? 'cleared' : 'set' },
+        }),
+      );
       if (secret.changed) ctx.bus.emit(secret.changed, {} as never);
     } else {
       const { error, value: checked } = Joi.object({ [name]: FIELDS[name]!.schema.allow(null) }).validate({ [name]: value });
       if (error) throw new UsageError(`value: ${fieldErrorsOf(error)[0]!.message}`);
       // the same checks as the settings API: groups that exist, a login chain that builds
-      const { store } = await ctx.iam();
-      await changeAuthSettings({ settings: new AuthSettingsStore(ctx.config, secrets), store, local: new LocalProvider(store, ctx.passwords), log: ctx.log }, CLI_ACTOR, checked);
+      const { store, audit } = await ctx.iam();
+      await changeAuthSettings({ settings: new AuthSettingsStore(ctx.config, secrets), store, local: new LocalProvider(store, ctx.passwords), log: ctx.log, audit }, CLI_ACTOR, checked);
       ctx.bus.emit('auth:settings_changed', {});
     }
     out(cmd).result({ name, changed: true }, value === null ? `${name} reset to its default` : `${name} set`);

@@ -23,8 +23,12 @@ export class Output {
   }
 }
 
+/** A cell as a terminal may show it: control characters (escape sequences a label could carry) as `?`. */
+const printable = (cell: string) => cell.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+
 /** Columns aligned with two spaces, for people (scripts use --json). */
-export function table(header: string[], rows: string[][]): string[] {
+export function table(header: string[], cells: string[][]): string[] {
+  const rows = cells.map((r) => r.map(printable));
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
   return [line(header), ...rows.map(line)];

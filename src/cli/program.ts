@@ -7,6 +7,7 @@ import { CliContext, type CliIo } from './context.js';
 import { EXIT, Output, UsageError, type CommandEnv } from './output.js';
 import { userCommands, groupCommands, keyCommands } from './iam-commands.js';
 import { operationCommands } from './operation-commands.js';
+import { auditCommands } from './audit-commands.js';
 import { readEnvFile } from './input.js';
 
 function describe(err: unknown): { code: string; message: string; exit: number } {
@@ -56,6 +57,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   groupCommands(program, env);
   keyCommands(program, env);
   operationCommands(program, env);
+  auditCommands(program, env);
   // every subcommand answers like the program: usage errors are thrown to us, not exit()ed
   const overrideAll = (cmd: Command) => cmd.commands.forEach((c) => overrideAll(c.exitOverride().configureOutput(output)));
   overrideAll(program);

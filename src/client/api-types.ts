@@ -46,3 +46,23 @@ export interface PluginView {
   auth_providers: string[];
   updated_at: string;
 }
+
+/** A passkey or security key as its owner sees it (GET /api/me/mfa). */
+export interface PasskeyView {
+  id: string;
+  label: string;
+  created_at: string;
+  last_used_at: string | null;
+}
+
+/** GET /api/me/mfa: a user's second factors (never a secret). */
+export interface MfaStatus {
+  totp: boolean;
+  /** the authenticator app: when it was enrolled and last used (null: none) */
+  totp_created_at: string | null;
+  totp_last_used_at: string | null;
+  webauthn: PasskeyView[];
+  recovery_codes_left: number;
+  /** a group of the user's requires a second factor */
+  required: boolean;
+}

@@ -29,6 +29,19 @@ export interface SocketResponse {
 }
 
 /** Frames the server sends (plugins add their own `plugin:<id>:<name>` events). */
+/** An event of the audit trail, as GET /api/audit answers it (to holders of feature:admin.audit). */
+export interface AuditEventFrame {
+  seq: number;
+  id: string;
+  at: string;
+  actor: { user_id: string | null; username: string; method: string | null; ip: string | null };
+  action: string;
+  target: { type: string; id: string | null; name: string | null };
+  outcome: 'success' | 'failure' | 'denied';
+  details: Record<string, unknown>;
+  hash: string;
+}
+
 export interface ServerEvents {
   'gateway:welcome': { username: string; permissions: string[]; last_seq: number };
   'gateway:pong': { time: string };
@@ -39,6 +52,7 @@ export interface ServerEvents {
   'notifications:catch_up': Record<string, never>;
   'socket:response': SocketResponse;
   'socket:providers_changed': { instance: string; providers: string[] };
+  'audit:event': AuditEventFrame;
 }
 
 export type ClientState = 'connecting' | 'resuming' | 'live' | 'reconnecting' | 'refused' | 'closed';

@@ -14,7 +14,8 @@ export type TicketSubject =
 
 const proofSchema = Joi.alternatives(
   Joi.object({ kind: Joi.valid('system_key', 'password').required(), stamp: Joi.string().hex().length(64).required() }),
-  Joi.object({ kind: Joi.valid('credential').required(), id: Joi.string().required(), expires_at: Joi.number().allow(null).required() }),
+  // a web session's proof also says when it signed in and last proved a second factor (src/auth/identity.ts)
+  Joi.object({ kind: Joi.valid('credential').required(), id: Joi.string().required(), expires_at: Joi.number().allow(null).required(), signed_in_at: Joi.number(), mfa_at: Joi.number().allow(null) }),
 );
 
 const subjectSchema = Joi.alternatives(

@@ -59,6 +59,18 @@ export interface EndpointDef<P = any, Q = any, B = any> {
   hidden?: boolean;
   /** bodies up to this many bytes (default 1 MiB); for fixed paths only */
   bodyLimit?: number;
+  /**
+   * The action reaches the host or changes who is trusted: a web session of an account with a
+   * second factor must have verified it recently (403 step_up_required). Checked after the
+   * guard, before the body, by the function the authentication middleware puts on ctx.state.
+   */
+  stepUp?: boolean;
+}
+
+/** What the authentication middleware offers routes beside the identity (src/auth). */
+interface StepUpState {
+  identity?: unknown;
+  stepUp?: { require(identity: unknown): Promise<void> };
 }
 
 export interface Input<P = any, Q = any, B = any> {
@@ -111,6 +123,10 @@ export class ApiRouter {
     const guard = guardFor(def.auth);
     const parseBody = def.body !== undefined && (def.bodyMode ?? 'json') === 'json';
     const run = async (ctx: Context) => {
+      if (def.stepUp) {
+        const state = ctx.state as StepUpState;
+        await state.stepUp?.require(state.identity);
+      }
       const input: Input = {
         params: def.params ? validate(def.params, { ...ctx.params }, 'params') : ctx.params,
         query: def.query ? validate(def.query, { ...ctx.query }, 'query') : undefined,

@@ -54,6 +54,9 @@ const STATUS_BY_DOMAIN_CODE: Record<DomainErrorCode, number> = {
   conflict: 409,
   rate_limited: 429,
   unavailable: 503,
+  mfa_required: 401,
+  step_up_required: 403,
+  mfa_enrollment_required: 403,
 };
 
 export function renderError(ctx: Context, status: number, code: string, message: string, details?: unknown) {

@@ -15,7 +15,10 @@ export type ErrorCode =
   | 'unavailable'
   | 'booting'
   | 'bad_gateway'
-  | 'internal';
+  | 'internal'
+  | 'mfa_required'
+  | 'step_up_required'
+  | 'mfa_enrollment_required';
 
 import type { FieldError } from '../errors.js';
 

@@ -12,6 +12,11 @@ interface Caller {
 
 const callerOf = (ctx: Context): Caller | null | undefined => (ctx.state as { identity?: Caller | null }).identity;
 
+/** Where the authentication middleware records a refusal (the audit trail's request.denied), when it does. */
+interface Denials {
+  denied(ctx: Context, permission: string): void;
+}
+
 /** The 401 of every guard, made once. */
 const UNAUTHORIZED = unauthorized();
 const UNAUTHORIZED_BODY = JSON.stringify({ error: { code: UNAUTHORIZED.code, message: UNAUTHORIZED.message } });
@@ -34,7 +39,10 @@ export function requirePermission(permission: string) {
   return (ctx: Context, next: Next) => {
     const id = callerOf(ctx);
     if (!id) return refuseUnauthenticated(ctx);
-    if (!id.allows(permission)) return refuse(ctx, forbidden(permission));
+    if (!id.allows(permission)) {
+      (ctx.state as { denials?: Denials }).denials?.denied(ctx, permission);
+      return refuse(ctx, forbidden(permission));
+    }
     return next();
   };
 }

@@ -33,7 +33,7 @@ const errorSchema: JsonSchema = {
       properties: {
         code: {
           type: 'string',
-          enum: ['unauthorized', 'forbidden', 'not_found', 'validation_failed', 'conflict', 'payload_too_large', 'unsupported_media_type', 'method_not_allowed', 'rate_limited', 'unavailable', 'booting', 'bad_gateway', 'internal'],
+          enum: ['unauthorized', 'forbidden', 'not_found', 'validation_failed', 'conflict', 'payload_too_large', 'unsupported_media_type', 'method_not_allowed', 'rate_limited', 'unavailable', 'booting', 'bad_gateway', 'internal', 'mfa_required', 'step_up_required', 'mfa_enrollment_required'],
         },
         message: { type: 'string' },
         details: { description: 'for validation_failed: [{field, message}]' },
@@ -86,6 +86,11 @@ function operation(e: Endpoint, pathNames: string[]): Record<string, unknown> {
   else if (e.auth === 'optional') notes.push('Works anonymously; a presented credential is used when valid.');
   if (notes.length) op.description = notes.join('\n\n');
   if (typeof e.auth === 'object') op['x-permission'] = e.auth.permission;
+  if (e.stepUp) {
+    notes.push('Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.');
+    op.description = notes.join('\n\n');
+    op['x-step-up'] = true;
+  }
 
   const parameters: Record<string, unknown>[] = [];
   const paramFields = e.params ? objectFields(e.params) : [];
@@ -111,7 +116,7 @@ function operation(e: Endpoint, pathNames: string[]): Record<string, unknown> {
   if (!Object.keys(given).some((s) => Number(s) < 300)) responses['200'] = { description: 'OK' };
   if ((e.params || e.query || e.body) && !responses['400']) responses['400'] = errorRef('validation_failed: the field named in details is invalid');
   if (e.auth !== 'none' && e.auth !== 'optional' && !responses['401']) responses['401'] = errorRef('unauthorized: no valid credential');
-  if (typeof e.auth === 'object' && !responses['403']) responses['403'] = errorRef(`forbidden: the caller lacks ${e.auth.permission}`);
+  if (typeof e.auth === 'object' && !responses['403']) responses['403'] = errorRef(`forbidden: the caller lacks ${e.auth.permission}${e.stepUp ? '; or step_up_required: verify the second factor again' : ''}`);
   op.responses = responses;
   op.security = securityOf(e.auth);
   return op;

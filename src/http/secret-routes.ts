@@ -5,14 +5,16 @@ import { ApiRouter } from './api.js';
 import { conflict } from './errors.js';
 import { jsonBody } from './body.js';
 import { validate } from './validate.js';
+import { actingFrom } from '../request-context.js';
 import type { SettingDef } from '../settings-table.js';
 
 /** A secret kept encrypted in the settings store, unless the environment sets it (then locked). */
 export interface LockableSecret {
   readonly lockedByEnv: boolean;
   configured(): Promise<boolean>;
-  set(value: string): Promise<void>;
-  clear(): Promise<void>;
+  /** `by`: the identity of the request (for the audit trail of whoever keeps the secret) */
+  set(value: string, by?: unknown): Promise<void>;
+  clear(by?: unknown): Promise<void>;
 }
 
 export interface SecretRoutesOptions {
@@ -31,6 +33,8 @@ export interface SecretRoutesOptions {
   authorize?: (ctx: Context) => void;
   /** the answer of that refusal, for the API docs */
   refusal?: string;
+  /** setting or clearing it needs a fresh second factor (step-up) */
+  stepUp?: boolean;
 }
 
 /**
@@ -53,16 +57,16 @@ export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
     async () => ({ configured: await o.secret.configured(), locked: o.secret.lockedByEnv }),
   );
   // the lock (409) is checked before the body (400): bodyMode manual
-  api.endpoint({ method: 'PUT', path: '/', summary: `Set or rotate the ${o.what}`, auth: ADMIN, body, bodyMode: 'manual', responses: { 204: 'stored encrypted', ...refused, 409: LOCKED } }, async (ctx) => {
+  api.endpoint({ method: 'PUT', path: '/', summary: `Set or rotate the ${o.what}`, auth: ADMIN, body, bodyMode: 'manual', stepUp: o.stepUp, responses: { 204: 'stored encrypted', ...refused, 409: LOCKED } }, async (ctx) => {
     unlocked(ctx);
     const value = (validate(body, jsonBody(ctx)) as Record<string, string>)[o.field]!;
-    await o.secret.set(value);
+    await o.secret.set(value, ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : null);
     ctx.log.info(`${o.what} set`);
     ctx.status = 204;
   });
-  api.endpoint({ method: 'DELETE', path: '/', summary: `Clear the ${o.what} (${o.clearing})`, auth: ADMIN, responses: { 204: 'cleared', ...refused, 409: LOCKED } }, async (ctx) => {
+  api.endpoint({ method: 'DELETE', path: '/', summary: `Clear the ${o.what} (${o.clearing})`, auth: ADMIN, stepUp: o.stepUp, responses: { 204: 'cleared', ...refused, 409: LOCKED } }, async (ctx) => {
     unlocked(ctx);
-    await o.secret.clear();
+    await o.secret.clear(ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : null);
     ctx.log.info(`${o.what} cleared`);
     ctx.status = 204;
   });

@@ -11,7 +11,9 @@ import { CORE_CATALOG, isKnownPermission, type CatalogEntry } from './permission
 import { RoleLedger } from './ledger.js';
 import { Passwords } from './passwords.js';
 import { UserAdmin } from './users.js';
+import type { Actor } from './policy.js';
 import { GroupAdmin } from './groups.js';
+import { AuditTrail } from './audit.js';
 
 export interface PluginAccessEntry {
   id: string;
@@ -39,11 +41,24 @@ export class IamComponent {
   readonly ledger: RoleLedger;
   readonly users: UserAdmin;
   readonly groups: GroupAdmin;
+  /** the audit trail: every privileged action and sign-in (src/iam/audit.ts) */
+  readonly audit: AuditTrail;
+  private pruner: NodeJS.Timeout | null = null;
   /**
    * What a new password ends besides the proofs it made (set by the auth area: the user's web
    * sessions but `keep`, the one that set it).
    */
   endSessions: (userId: string, keep: string | null) => Promise<void> = async () => undefined;
+  /**
+   * Before a trusted actor hands out host access or trust: a fresh second factor when the
+   * actor's session has one (set by the auth area; step-up, docs/auth.md).
+   */
+  requireStepUp: (actor: Actor) => Promise<void> = async () => undefined;
+  /**
+   * The local groups the login settings hand to people signing in through these providers (all
+   * of them when null): the default groups and the group mappings (set by the auth area).
+   */
+  loginGroups: (providers: readonly string[] | null) => string[] = () => [];
   /** permission ids declared by plugins, by plugin id */
   private readonly pluginCatalog = new Map<string, CatalogEntry[]>();
   /** per-plugin UI routes, for the access view */
@@ -61,15 +76,29 @@ export class IamComponent {
     this.secrets = new SecretsStore(db, config.secretKey);
     this.resolver = new PermissionResolver(this.store, config.permissionCacheTtlMs, bus);
     this.passwords = new Passwords({ maxQueue: config.passwordQueue });
+    this.audit = new AuditTrail({ db, bus, log: deps.log.child({ part: 'audit' }) });
     this.ledger = new RoleLedger(this.store, bus);
     this.users = new UserAdmin({
       store: this.store,
       passwords: this.passwords,
       bus,
+      audit: this.audit,
       isKnownPermission: (p) => this.isKnownPermission(p),
       passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
+      requireStepUp: (actor) => this.requireStepUp(actor),
+      loginGroupsOf: async (user) => {
+        const providers = ((await this.store.identitiesOf([user.id])).get(user.id) ?? []).map((i) => i.provider);
+        return providers.length ? this.loginGroups(providers) : [];
+      },
     });
-    this.groups = new GroupAdmin({ store: this.store, bus, isKnownPermission: (p) => this.isKnownPermission(p) });
+    this.groups = new GroupAdmin({
+      store: this.store,
+      bus,
+      audit: this.audit,
+      isKnownPermission: (p) => this.isKnownPermission(p),
+      requireStepUp: (actor) => this.requireStepUp(actor),
+      namedByLogin: (name) => this.loginGroups(null).includes(name),
+    });
     // the database answers: the schema and the seed come first (boot waits: initialised())
     bus.on('db:connected', () => {
       this.initialising ??= this.init();
@@ -97,6 +126,11 @@ export class IamComponent {
     }
     for (const id of seeded.passwordChanged) await this.passwordChanged(id, null);
     if (seeded.changed) bus.emit('iam:permissions_changed', { scope: 'all' });
+    // hourly, and once now: audit events past SERVICE_AUDIT_RETENTION go (the chain keeps verifying)
+    const prune = () => this.audit.prune(config.auditRetentionMs).catch((err) => log.warn({ err }, 'audit pruning failed'));
+    void prune();
+    this.pruner = setInterval(prune, 3_600_000);
+    this.pruner.unref();
   }
 
   /** Settles when the initialisation that db:connected started has (rejects when it failed or never started). */
@@ -156,6 +190,8 @@ export class IamComponent {
   }
 
   async stop(): Promise<void> {
+    if (this.pruner) clearInterval(this.pruner);
+    await this.audit.flush().catch(() => undefined);
     await this.ledger.idle();
     await this.passwords.close();
   }

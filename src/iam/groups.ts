@@ -1,15 +1,23 @@
 import type { EventBus } from '../bus/bus.js';
 import { DomainError } from '../errors.js';
-import type { Logger } from '../log.js';
 import { isUniqueViolation } from '../db/knex.js';
 import { DEFAULT_GROUP_NAMES, requireKnownPermissions } from './permissions.js';
 import { addedHostPermissions, guardHostBoundary, hostPermissionsOfGroups, reachesHost, type Actor } from './policy.js';
 import type { Group, IamStore } from './store.js';
+import type { AuditAction, AuditTrail } from './audit.js';
+
+const groupTarget = (name: string) => ({ type: 'group', id: name, name });
 
 export interface GroupAdminDeps {
   store: IamStore;
   bus: EventBus;
+  /** every change is an event, in the change's transaction */
+  audit: AuditTrail;
   isKnownPermission(p: string): boolean;
+  /** before a trusted actor hands out host access: a fresh second factor (step-up) */
+  requireStepUp?(actor: Actor): Promise<void>;
+  /** do the login settings (default groups, mappings) name this group? */
+  namedByLogin?(name: string): boolean;
 }
 
 /** A change to a group (already validated in shape: patchGroupSchema). */
@@ -42,50 +50,98 @@ export class GroupAdmin {
     return hostPermissionsOfGroups(await this.deps.store.groupsNamed(names), names);
   }
 
-  async create(actor: Actor, input: { name: string; description?: string; permissions?: string[] }, log: Logger): Promise<Group> {
-    this.checkPermissions(input.permissions);
-    const audit = this.guardHostGrants(actor, [], input.permissions, log);
-    if (await this.deps.store.group(input.name)) throw conflict(`group ${input.name} exists`);
-    let g: Group;
-    try {
-      g = await this.deps.store.createGroup(input);
-    } catch (err) {
-      if (isUniqueViolation(err)) throw conflict(`group ${input.name} exists`);
-      throw err;
-    }
-    audit(g.name);
-    return g;
+  async create(actor: Actor, input: { name: string; description?: string; permissions?: string[] }): Promise<Group> {
+    return this.audited('group.created', actor, input.name, async () => {
+      this.checkPermissions(input.permissions);
+      const granted = await this.guardHostGrants(actor, [], input.permissions);
+      if (await this.deps.store.group(input.name)) throw conflict(`group ${input.name} exists`);
+      // a name users still list (a membership written while the group was deleted) grants nothing: it must not start to
+      await this.deps.store.forgetGroupName(input.name);
+      let g: Group;
+      try {
+        g = await this.deps.audit.within(
+          (trx) => this.deps.store.createGroup(input, trx),
+          (created) => ({ action: 'group.created', actor, target: groupTarget(created.name), details: { permissions: created.permissions, ...(granted.length ? { host_permissions: granted } : {}) } }),
+        );
+      } catch (err) {
+        if (isUniqueViolation(err)) throw conflict(`group ${input.name} exists`);
+        throw err;
+      }
+      this.changed(g.name);
+      return g;
+    });
   }
 
-  async update(actor: Actor, group: Group, change: GroupChange, log: Logger): Promise<Group> {
+  async update(actor: Actor, group: Group, change: GroupChange): Promise<Group> {
     const { store } = this.deps;
-    this.checkPermissions(change.permissions);
-    const audit = this.guardHostGrants(actor, group.permissions, change.permissions, log);
-    let name = group.name;
-    if (change.name && change.name !== group.name) {
-      if (DEFAULT_GROUP_NAMES.includes(group.name)) throw conflict(`built-in group ${group.name} cannot be renamed`);
-      guardHostBoundary(actor, group.permissions.filter(reachesHost), 'rename a group whose permissions reach the host');
-      if (await store.group(change.name)) throw conflict(`group ${change.name} exists`);
+    return this.audited('group.updated', actor, group.name, async () => {
+      this.checkPermissions(change.permissions);
+      const granted = await this.guardHostGrants(actor, group.permissions, change.permissions);
+      const renaming = Boolean(change.name && change.name !== group.name);
+      if (renaming) {
+        if (DEFAULT_GROUP_NAMES.includes(group.name)) throw conflict(`built-in group ${group.name} cannot be renamed`);
+        guardHostBoundary(actor, group.permissions.filter(reachesHost), 'rename a group whose permissions reach the host');
+        if (await store.group(change.name!)) throw conflict(`group ${change.name} exists`);
+        await store.forgetGroupName(change.name!);
+      }
+      const name = renaming ? change.name! : group.name;
+      let updated: Group;
       try {
-        await store.renameOrDeleteGroup(group.name, change.name);
+        updated = await this.deps.audit.within(
+          async (trx) => {
+            if (renaming) await store.renameOrDeleteGroup(group.name, name, trx);
+            await store.updateGroup(name, { description: change.description, permissions: change.permissions }, trx);
+            return (await store.group(name, trx))!;
+          },
+          (g) => ({
+            action: 'group.updated',
+            actor,
+            target: groupTarget(g.name),
+            details: {
+              fields: Object.keys(change).filter((k) => change[k as keyof GroupChange] !== undefined),
+              ...(renaming ? { previous_name: group.name } : {}),
+              ...(change.permissions ? { permissions: g.permissions, previous_permissions: group.permissions } : {}),
+              ...(granted.length ? { host_permissions: granted } : {}),
+            },
+          }),
+        );
       } catch (err) {
         if (isUniqueViolation(err)) throw conflict(`group ${change.name} exists`);
         throw err;
       }
-      this.changed(group.name);
-      name = change.name;
-    }
-    await store.updateGroup(name, { description: change.description, permissions: change.permissions });
-    this.changed(name);
-    audit(name);
-    return (await store.group(name))!;
+      if (renaming) this.changed(group.name);
+      this.changed(name);
+      return updated;
+    });
   }
 
-  /** Deleting takes access away: open to every administrator of groups (built-in ones stay). */
-  async remove(_actor: Actor, group: Group): Promise<void> {
-    if (DEFAULT_GROUP_NAMES.includes(group.name)) throw conflict(`built-in group ${group.name} cannot be deleted`);
-    await this.deps.store.renameOrDeleteGroup(group.name, null);
-    this.changed(group.name);
+  /**
+   * Deleting takes access away: open to every administrator of groups (built-in ones stay), but
+   * for a group that reaches the host and that the login settings name: its deletion would
+   * unlock those settings (src/auth/settings-change.ts) while the mapping still points at the name.
+   */
+  async remove(actor: Actor, group: Group): Promise<void> {
+    await this.audited('group.deleted', actor, group.name, async () => {
+      if (DEFAULT_GROUP_NAMES.includes(group.name)) throw conflict(`built-in group ${group.name} cannot be deleted`);
+      if (this.deps.namedByLogin?.(group.name)) guardHostBoundary(actor, group.permissions.filter(reachesHost), 'delete a group that reaches the host while the login settings name it');
+      await this.deps.audit.within(
+        (trx) => this.deps.store.renameOrDeleteGroup(group.name, null, trx),
+        (members) => ({ action: 'group.deleted', actor, target: groupTarget(group.name), details: { permissions: group.permissions, members: members.length } }),
+      );
+      this.changed(group.name);
+    });
+  }
+
+  /** A refusal by a rule is recorded as `denied` (src/iam/users.ts does the same). */
+  private async audited<T>(action: AuditAction, actor: Actor, name: string, run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (err) {
+      if (err instanceof DomainError && (err.code === 'forbidden' || err.code === 'step_up_required')) {
+        this.deps.audit.record({ action, actor, target: groupTarget(name), outcome: 'denied', details: { reason: err.message } });
+      }
+      throw err;
+    }
   }
 
   private changed(group: string): void {
@@ -96,11 +152,13 @@ export class GroupAdmin {
     requireKnownPermissions('permissions', perms, (p) => this.deps.isKnownPermission(p));
   }
 
-  /** Host permissions added to a group: a trusted actor's grant only, logged as an audit line. */
-  private guardHostGrants(actor: Actor, before: string[], after: string[] | undefined, log: Logger): (group: string) => void {
+  /** Host permissions added to a group: a trusted actor's grant only, with a fresh second factor; answers them (the event says it). */
+  private async guardHostGrants(actor: Actor, before: string[], after: string[] | undefined): Promise<string[]> {
     const granted = after ? addedHostPermissions(before, after) : [];
-    if (granted.length === 0) return () => undefined;
+    if (granted.length === 0) return [];
     guardHostBoundary(actor, granted, 'grant permissions that reach the host');
-    return (group) => log.info({ audit: 'host_permission_granted', actor: actor.username, group, permissions: granted }, 'audit: host permission granted');
+    await this.deps.requireStepUp?.(actor);
+    return granted;
   }
+
 }

@@ -1,5 +1,6 @@
 import { DomainError, fieldError } from '../errors.js';
-import type { Logger } from '../log.js';
+import type { Knex } from 'knex';
+import type { AuditTrail } from './audit.js';
 import { requireKnownPermissions } from './permissions.js';
 import type { Actor } from './policy.js';
 import type { User } from './store.js';
@@ -7,8 +8,8 @@ import type { UserAdmin } from './users.js';
 
 /** Where keys are kept (the auth area's ApiKeyStore): the model only asks it to make and end them. */
 export interface KeyVault<K> {
-  create(userId: string, kind: 'key', opts: { label: string; scopes: string[] | null; expiresAt: number | null }): Promise<{ token: string; key: K }>;
-  revoke(userId: string, id: string): Promise<boolean>;
+  create(userId: string, kind: 'key', opts: { label: string; scopes: string[] | null; expiresAt: number | null; parentId?: string | null }, trx?: Knex): Promise<{ token: string; key: K }>;
+  revoke(userId: string, id: string, trx?: Knex): Promise<boolean>;
 }
 
 export interface KeyRequest {
@@ -17,10 +18,14 @@ export interface KeyRequest {
   expiresAt?: number | null;
 }
 
-/** The credential a key is asked for with: a scoped key mints only keys within its scopes. */
+/**
+ * The credential a key is asked for with: a scoped key mints only keys within its scopes; a key
+ * minted with a key (`parent`) expires no later than it and ends when it is revoked.
+ */
 export interface KeyIssuingCredential {
   keyScopes: readonly string[] | null;
   allows(permission: string): boolean;
+  parent?: { id: string; expiresAt: number | null } | null;
 }
 
 /**
@@ -30,10 +35,10 @@ export interface KeyIssuingCredential {
  * host); a disabled owner gets none; revoking takes access away and is open to administrators
  * (but for superadmin and bot accounts).
  */
-export class KeyAdmin<K> {
-  constructor(private readonly deps: { users: UserAdmin; vault: KeyVault<K>; isKnownPermission(p: string): boolean }) {}
+export class KeyAdmin<K extends { id: string }> {
+  constructor(private readonly deps: { users: UserAdmin; vault: KeyVault<K>; audit: AuditTrail; isKnownPermission(p: string): boolean }) {}
 
-  async issue(actor: Actor, owner: User, request: KeyRequest, log: Logger, opts: { scopesField?: string; issuedWith?: KeyIssuingCredential } = {}): Promise<{ token: string; key: K }> {
+  async issue(actor: Actor, owner: User, request: KeyRequest, opts: { scopesField?: string; issuedWith?: KeyIssuingCredential } = {}): Promise<{ token: string; key: K }> {
     const field = opts.scopesField ?? 'scopes';
     requireKnownPermissions(field, request.scopes, (p) => this.deps.isKnownPermission(p));
     const via = opts.issuedWith;
@@ -42,18 +47,37 @@ export class KeyAdmin<K> {
       const outside = request.scopes.filter((s) => !via.allows(s));
       if (outside.length) throw fieldError(field, `outside this key's scopes: ${outside.join(', ')}`);
     }
-    await this.deps.users.guardTakeover(actor, owner);
+    // oneself, with any credential of one's own: a scoped key mints only keys within its scopes
+    if (actor.userId !== owner.id) await this.deps.users.guardTakeover(actor, owner);
     if (owner.disabled) throw new DomainError('conflict', `${owner.username} is disabled: enable the user first`);
-    const issued = await this.deps.vault.create(owner.id, 'key', { label: request.label, scopes: request.scopes?.length ? request.scopes : null, expiresAt: request.expiresAt ?? null });
-    if (actor.userId !== owner.id) {
-      log.info({ audit: 'api_key_issued', actor: actor.username, user_id: owner.id, username: owner.username, scopes: request.scopes ?? null }, 'audit: API key issued');
-    }
-    return issued;
+    const parent = via?.parent ?? null;
+    let expiresAt = request.expiresAt ?? null;
+    if (parent?.expiresAt != null && (expiresAt === null || expiresAt > parent.expiresAt)) expiresAt = parent.expiresAt;
+    const scopes = request.scopes?.length ? request.scopes : null;
+    return this.deps.audit.within(
+      (trx) => this.deps.vault.create(owner.id, 'key', { label: request.label, scopes, expiresAt, parentId: parent?.id ?? null }, trx),
+      ({ key }) => ({
+        action: 'key.issued',
+        actor,
+        target: { type: 'key', id: key.id, name: request.label },
+        details: { owner: owner.username, owner_id: owner.id, scopes, expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(), ...(parent ? { parent_id: parent.id } : {}) },
+      }),
+    );
   }
 
   /** Ends one key or web session of `owner`; false when there is no such live one. */
   async revoke(actor: Actor, owner: User, keyId: string): Promise<boolean> {
-    if (actor.userId !== owner.id) this.deps.users.guardProtectedRole(actor, owner);
-    return this.deps.vault.revoke(owner.id, keyId);
+    if (actor.userId !== owner.id) {
+      try {
+        this.deps.users.guardProtectedRole(actor, owner);
+      } catch (err) {
+        this.deps.audit.record({ action: 'key.revoked', actor, target: { type: 'key', id: keyId }, outcome: 'denied', details: { owner: owner.username, reason: (err as Error).message } });
+        throw err;
+      }
+    }
+    return this.deps.audit.within(
+      (trx) => this.deps.vault.revoke(owner.id, keyId, trx),
+      (done) => (done ? { action: 'key.revoked', actor, target: { type: 'key', id: keyId }, details: { owner: owner.username, owner_id: owner.id } } : null),
+    );
   }
 }

@@ -12,10 +12,11 @@ export const CORE_FEATURES = [
   'feature:admin.groups',
   'feature:admin.settings',
   'feature:admin.plugins',
+  'feature:admin.audit',
 ] as const;
 
 /** Server-rendered UI pages, each gated by route:<ui_route> */
-export const UI_ROUTES = ['/', '/settings', '/admin/users', '/admin/groups', '/admin/plugins', '/docs'] as const;
+export const UI_ROUTES = ['/', '/settings', '/admin/users', '/admin/groups', '/admin/plugins', '/admin/audit', '/docs'] as const;
 
 export interface CatalogEntry {
   id: string;
@@ -32,6 +33,7 @@ export const CORE_CATALOG: CatalogEntry[] = [
   { id: 'feature:admin.groups', description: 'manage groups and their permissions' },
   { id: 'feature:admin.settings', description: 'manage authentication settings, the system key and the webhook secret' },
   { id: 'feature:admin.plugins', description: 'enable and disable plugins' },
+  { id: 'feature:admin.audit', description: 'read the audit trail (and its live tail)' },
   { id: 'feature:*', description: 'every core feature' },
   { id: 'api:read', description: 'read through the API (also satisfies every plugin:<id>:api:read)' },
   { id: 'api:write', description: 'write through the API (also satisfies every plugin:<id>:api:write)' },

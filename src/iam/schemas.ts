@@ -87,6 +87,8 @@ export function publicUser(u: User, identities: Identity[] = []) {
     roles: u.roles,
     extra_permissions: u.extraPermissions,
     disabled: u.disabled,
+    /** has a second factor */
+    mfa: Boolean(u.mfaEnabled),
     identities: identities.map((i) => ({ provider: i.provider, provider_user_id: i.providerUserId })),
     created_at: new Date(u.createdAt).toISOString(),
   };

@@ -26,6 +26,20 @@ export class SecretsStore {
     return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString('utf8');
   }
 
+  /** A value encrypted as the store keeps its own (for a secret kept in another table: a TOTP secret). */
+  seal(plain: string): string {
+    return this.encrypt(plain);
+  }
+
+  /** The value of seal(), or null when it was sealed under another master key or altered. */
+  unseal(stored: string): string | null {
+    try {
+      return this.decrypt(stored);
+    } catch {
+      return null;
+    }
+  }
+
   async get(namespace: string, key: string): Promise<string | null> {
     const row = await this.db('secrets').where({ namespace, key }).first('ciphertext');
     if (!row) return null;
@@ -50,12 +64,12 @@ export class SecretsStore {
     return out;
   }
 
-  async set(namespace: string, key: string, value: string): Promise<void> {
+  async set(namespace: string, key: string, value: string, trx: Knex = this.db): Promise<void> {
     const row = { namespace, key, ciphertext: this.encrypt(value), updated_at: Date.now() };
-    await this.db('secrets').insert(row).onConflict(['namespace', 'key']).merge(['ciphertext', 'updated_at']);
+    await trx('secrets').insert(row).onConflict(['namespace', 'key']).merge(['ciphertext', 'updated_at']);
   }
 
-  async delete(namespace: string, key: string): Promise<void> {
-    await this.db('secrets').where({ namespace, key }).delete();
+  async delete(namespace: string, key: string, trx: Knex = this.db): Promise<void> {
+    await trx('secrets').where({ namespace, key }).delete();
   }
 }

@@ -14,6 +14,8 @@ export interface User {
   groups: string[];
   extraPermissions: string[];
   disabled: boolean;
+  /** has a confirmed second factor (kept by src/auth/mfa/) */
+  mfaEnabled: boolean;
   createdAt: number;
   updatedAt: number;
 }
@@ -39,7 +41,7 @@ export interface UserModel extends User {}
 export class UserModel extends BaseModel {
   static override tableName = 'users';
   static override jsonAttributes = ['roles', 'groups', 'extraPermissions'];
-  static override booleanAttributes = ['disabled'];
+  static override booleanAttributes = ['disabled', 'mfaEnabled'];
   static override get relationMappings() {
     return { identities: { relation: BaseModel.HasManyRelation, modelClass: IdentityModel, join: { from: 'users.id', to: 'user_identities.user_id' } } };
   }
@@ -68,11 +70,12 @@ export interface NewUser {
   groups?: string[];
   extraPermissions?: string[];
   disabled?: boolean;
+  mfaEnabled?: boolean;
 }
 
 export type UserPatch = Partial<Omit<NewUser, 'username'>> & { username?: string };
 
-const USER_FIELDS = ['username', 'email', 'displayName', 'hashedPassword', 'roles', 'groups', 'extraPermissions', 'disabled'] as const;
+const USER_FIELDS = ['username', 'email', 'displayName', 'hashedPassword', 'roles', 'groups', 'extraPermissions', 'disabled', 'mfaEnabled'] as const;
 const GROUP_FIELDS = ['name', 'description', 'permissions'] as const;
 
 /**
@@ -134,8 +137,8 @@ export class IamStore {
     await UserModel.query(trx).findById(id).patch({ ...fieldsOf(patch, USER_FIELDS), updatedAt: Date.now() });
   }
 
-  async deleteUser(id: string): Promise<void> {
-    await UserModel.query(this.db).deleteById(id);
+  async deleteUser(id: string, trx: Knex = this.db): Promise<void> {
+    await UserModel.query(trx).deleteById(id);
   }
 
   /** The external identities linked to each of these users, oldest first. */
@@ -211,9 +214,20 @@ export class IamStore {
     return users.filter((u) => u.groups.includes(group));
   }
 
+  /** Removes `name` from every user's `groups` while no group has that name (a stale membership). */
+  async forgetGroupName(name: string): Promise<void> {
+    await this.db.transaction(async (trx) => {
+      if (await this.group(name, trx)) return;
+      for (const u of await this.membersOf(name, trx)) {
+        await UserModel.query(trx).findById(u.id).patch({ groups: u.groups.filter((g) => g !== name), updatedAt: Date.now() });
+      }
+    });
+  }
+
   /** Renames (newName) or deletes (null) a group and rewrites every member's `groups`, in one transaction. */
-  async renameOrDeleteGroup(name: string, newName: string | null): Promise<string[]> {
-    return this.db.transaction(async (trx) => {
+  async renameOrDeleteGroup(name: string, newName: string | null, outer: Knex | null = null): Promise<string[]> {
+    const run = (fn: (trx: Knex) => Promise<string[]>) => (outer ? fn(outer) : this.db.transaction(fn));
+    return run(async (trx) => {
       const group = await this.group(name, trx);
       if (!group) return [];
       // locked (PostgreSQL; SQLite has one writer anyway) so a concurrent membership edit cannot be overwritten

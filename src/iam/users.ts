@@ -11,11 +11,27 @@ import {
   hostAccessOf,
   hostPermissionsOfGroups,
   isPrivilegedAccount,
+  isSelf,
   isTrusted,
   onlyTakesAway,
   type Actor,
 } from './policy.js';
 import type { IamStore, User } from './store.js';
+import type { AuditAction, AuditTrail } from './audit.js';
+
+/** A user as the audit trail names it. */
+export const userTarget = (u: Pick<User, 'id' | 'username'>) => ({ type: 'user', id: u.id, name: u.username });
+
+/** What changed, for the event: names of fields, and the values that are access (never a password). */
+function changeDetails(before: User, after: User, fields: string[], granted: string[]): Record<string, unknown> {
+  const details: Record<string, unknown> = { fields };
+  if (fields.includes('groups')) Object.assign(details, { groups: after.groups, previous_groups: before.groups });
+  if (fields.includes('extraPermissions')) Object.assign(details, { extra_permissions: after.extraPermissions, previous_extra_permissions: before.extraPermissions });
+  if (fields.includes('roles')) Object.assign(details, { roles: after.roles, previous_roles: before.roles });
+  if (fields.includes('disabled')) details.disabled = after.disabled;
+  if (granted.length) details.host_permissions = granted;
+  return details;
+}
 
 /** What a user is created with (already validated in shape: createUserSchema). */
 export interface NewUserInput {
@@ -43,9 +59,15 @@ export interface UserAdminDeps {
   store: IamStore;
   passwords: Passwords;
   bus: EventBus;
+  /** every change is an event, in the change's transaction */
+  audit: AuditTrail;
   isKnownPermission(p: string): boolean;
   /** ends the user's web sessions but `keep` and drops what the old password proved */
   passwordChanged(userId: string, keep: string | null): Promise<void>;
+  /** before a trusted actor hands out host access or trust: a fresh second factor (step-up) */
+  requireStepUp?(actor: Actor): Promise<void>;
+  /** the groups the login mappings of the providers this user signs in through can give them */
+  loginGroupsOf?(user: User): Promise<string[]>;
 }
 
 /**
@@ -73,62 +95,84 @@ export class UserAdmin {
     return user;
   }
 
-  async create(actor: Actor, input: NewUserInput, log: Logger): Promise<User> {
+  async create(actor: Actor, input: NewUserInput): Promise<User> {
     const { store, passwords } = this.deps;
-    if (input.roles?.length) this.rolesAllowed(actor);
-    await this.checkRefs(input);
-    const audit = await this.guardHostGrants(actor, { groups: [], extraPermissions: [] }, input, log);
-    let user: User;
-    try {
-      user = await store.createUser({
-        username: input.username,
-        email: input.email ?? null,
-        displayName: input.displayName || null,
-        hashedPassword: input.password ? await passwords.hash(input.password) : null,
-        groups: input.groups ?? [],
-        extraPermissions: input.extraPermissions ?? [],
-        roles: input.roles ?? [],
-      });
-    } catch (err) {
-      if (isUniqueViolation(err)) throw new DomainError('conflict', `username ${input.username} is taken`);
-      throw err;
-    }
-    // a user created without a password is SSO-only: no local identity until one is set
-    if (input.password) await store.linkIdentity(user.id, 'local', user.username);
-    this.changed(user.id);
-    audit(user.id, user.username);
-    return user;
+    return this.audited('user.created', actor, { type: 'user', name: input.username }, async () => {
+      if (input.roles?.length) await this.rolesAllowed(actor);
+      await this.checkRefs(input);
+      const granted = await this.guardHostGrants(actor, { groups: [], extraPermissions: [] }, input);
+      const hashedPassword = input.password ? await passwords.hash(input.password) : null;
+      let user: User;
+      try {
+        user = await this.deps.audit.within(
+          async (trx) => {
+            const u = await store.createUser(
+              { username: input.username, email: input.email ?? null, displayName: input.displayName || null, hashedPassword, groups: input.groups ?? [], extraPermissions: input.extraPermissions ?? [], roles: input.roles ?? [] },
+              trx,
+            );
+            // a user created without a password is SSO-only: no local identity until one is set
+            if (input.password) await store.linkIdentity(u.id, 'local', u.username, trx);
+            return u;
+          },
+          (u) => ({
+            action: 'user.created',
+            actor,
+            target: userTarget(u),
+            details: { groups: u.groups, extra_permissions: u.extraPermissions, roles: u.roles, password: Boolean(input.password), ...(granted.length ? { host_permissions: granted } : {}) },
+          }),
+        );
+      } catch (err) {
+        if (isUniqueViolation(err)) throw new DomainError('conflict', `username ${input.username} is taken`);
+        throw err;
+      }
+      this.changed(user.id);
+      return user;
+    });
   }
 
   /** `keepSession`: the web session making the change, which a new password does not end. */
-  async update(actor: Actor, user: User, change: UserChange, log: Logger, keepSession: string | null = null): Promise<User> {
+  async update(actor: Actor, user: User, change: UserChange, keepSession: string | null = null): Promise<User> {
     const { store, passwords } = this.deps;
-    await this.guardTakeover(actor, user, change);
-    if (change.roles) this.rolesAllowed(actor);
-    await this.checkRefs(change);
-    const audit = await this.guardHostGrants(actor, user, change, log);
-    await this.guardLastAdmin(user, { groups: change.groups ?? user.groups, disabled: change.disabled ?? user.disabled });
-    const { password, ...rest } = change;
-    await store.updateUser(user.id, {
-      ...rest,
-      displayName: rest.displayName === '' ? null : rest.displayName,
-      ...(password ? { hashedPassword: await passwords.hash(password) } : {}),
+    return this.audited('user.updated', actor, userTarget(user), async () => {
+      await this.guardTakeover(actor, user, change);
+      if (change.roles && change.roles.some((r) => !user.roles.includes(r))) await this.rolesAllowed(actor);
+      else if (change.roles) guardHostBoundary(actor, isTrusted(actor) ? [] : ['role:superadmin'], 'set roles');
+      // a scoped key is not its owner (src/iam/policy.ts isSelf): not for its owner's credentials
+      if (actor.keyScopes && (change.password || change.email !== undefined)) throw refused('a scoped API key cannot change a password or an e-mail address');
+      await this.checkRefs(change);
+      const granted = await this.guardHostGrants(actor, user, change);
+      await this.guardLastAdmin(user, { groups: change.groups ?? user.groups, disabled: change.disabled ?? user.disabled });
+      const { password, ...rest } = change;
+      const hashedPassword = password ? await passwords.hash(password) : undefined;
+      const fields = Object.keys(rest).filter((k) => rest[k as keyof typeof rest] !== undefined);
+      const updated = await this.deps.audit.within(
+        async (trx) => {
+          await store.updateUser(user.id, { ...rest, displayName: rest.displayName === '' ? null : rest.displayName, ...(hashedPassword ? { hashedPassword } : {}) }, trx);
+          if (password) await store.linkIdentity(user.id, 'local', user.username, trx);
+          return (await store.userById(user.id, trx))!;
+        },
+        (u) => [
+          ...(fields.length ? [{ action: 'user.updated' as const, actor, target: userTarget(u), details: changeDetails(user, u, fields, granted) }] : []),
+          ...(password ? [{ action: 'user.password_changed' as const, actor, target: userTarget(u) }] : []),
+        ],
+      );
+      if (password) await this.deps.passwordChanged(user.id, keepSession);
+      this.changed(user.id);
+      return updated;
     });
-    if (password) {
-      await store.linkIdentity(user.id, 'local', user.username);
-      await this.deps.passwordChanged(user.id, keepSession);
-    }
-    this.changed(user.id);
-    audit(user.id, user.username);
-    return (await store.userById(user.id))!;
   }
 
   async remove(actor: Actor, user: User): Promise<void> {
-    await this.guardTakeover(actor, user);
-    await this.guardLastAdmin(user, null);
-    await this.deps.store.deleteUser(user.id);
-    this.changed(user.id);
-    this.deps.bus.emit('iam:password_changed', { user_id: user.id });
+    await this.audited('user.deleted', actor, userTarget(user), async () => {
+      await this.guardTakeover(actor, user);
+      await this.guardLastAdmin(user, null);
+      await this.deps.audit.within(
+        (trx) => this.deps.store.deleteUser(user.id, trx),
+        () => ({ action: 'user.deleted', actor, target: userTarget(user), details: { groups: user.groups } }),
+      );
+      this.changed(user.id);
+      this.deps.bus.emit('iam:password_changed', { user_id: user.id });
+    });
   }
 
   /**
@@ -136,10 +180,33 @@ export class UserAdmin {
    * boundary lets take the account over. `keepSession` as in update().
    */
   async setPassword(actor: Actor, user: User, password: string, keepSession: string | null = null): Promise<void> {
-    await this.guardTakeover(actor, user);
-    await this.deps.store.updateUser(user.id, { hashedPassword: await this.deps.passwords.hash(password) });
-    await this.deps.store.linkIdentity(user.id, 'local', user.username);
-    await this.deps.passwordChanged(user.id, keepSession);
+    await this.audited('user.password_changed', actor, userTarget(user), async () => {
+      await this.guardTakeover(actor, user);
+      const hashedPassword = await this.deps.passwords.hash(password);
+      await this.deps.audit.within(
+        async (trx) => {
+          await this.deps.store.updateUser(user.id, { hashedPassword }, trx);
+          await this.deps.store.linkIdentity(user.id, 'local', user.username, trx);
+        },
+        () => ({ action: 'user.password_changed', actor, target: userTarget(user), details: { own: actor.userId === user.id } }),
+      );
+      await this.deps.passwordChanged(user.id, keepSession);
+    });
+  }
+
+  /**
+   * Runs a change; a refusal by a rule (forbidden, step-up) is recorded as `denied` before it
+   * goes back to the caller: the trail shows who tried what they may not do.
+   */
+  private async audited<T>(action: AuditAction, actor: Actor, target: { type: string; id?: string | null; name?: string | null }, run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (err) {
+      if (err instanceof DomainError && (err.code === 'forbidden' || err.code === 'step_up_required')) {
+        this.deps.audit.record({ action, actor, target, outcome: 'denied', details: { reason: err.message } });
+      }
+      throw err;
+    }
   }
 
   /**
@@ -149,12 +216,16 @@ export class UserAdmin {
    * action hands the account over (a password, a key, deletion).
    */
   async guardTakeover(actor: Actor, user: User, change?: UserChange): Promise<void> {
-    if (isTrusted(actor) || (actor.userId && actor.userId === user.id)) return;
+    if (isTrusted(actor) || isSelf(actor, user.id)) return;
     if (hasProtectedRole(user)) {
       throw refused(`only a superadmin may change the ${user.roles.includes('superadmin') ? 'superadmin' : 'bot'} account ${user.username}`);
     }
     if (change && onlyTakesAway(user, change)) return;
-    const holds = hostAccessOf(user, await this.deps.store.groupsNamed(user.groups));
+    // what the account holds now, and what its next single sign-on would give it back: taking
+    // its host groups away first and its password next must not make it anyone's
+    const mapped = (await this.deps.loginGroupsOf?.(user)) ?? [];
+    const groups = await this.deps.store.groupsNamed([...new Set([...user.groups, ...mapped])]);
+    const holds = [...hostAccessOf(user, groups), ...hostPermissionsOfGroups(groups, mapped)];
     guardHostBoundary(actor, holds, `take over ${user.username}, whose access reaches the host`);
   }
 
@@ -165,21 +236,27 @@ export class UserAdmin {
     }
   }
 
-  /** Does the account administer the service or reach the host (no login joins it by e-mail)? */
-  async isPrivileged(user: User): Promise<boolean> {
-    return isPrivilegedAccount(user, await this.deps.store.groupsNamed(user.groups));
+  /**
+   * Does the account administer the service or reach the host, now or once it has `joining`
+   * too (the groups a login would map onto it)? No login joins such an account by e-mail.
+   */
+  async isPrivileged(user: User, joining: readonly string[] = []): Promise<boolean> {
+    const all = [...new Set([...user.groups, ...joining])];
+    return isPrivilegedAccount({ ...user, groups: all }, await this.deps.store.groupsNamed(all));
   }
 
   /**
    * Groups a login provider's mapping decides (every other group the user has stays): the
    * login chain's write, under the same refs and host rules as every other (LOGIN_MAPPING_ACTOR).
    */
-  async setGroupsFromLogin(user: User, groups: string[], log: Logger): Promise<void> {
+  async setGroupsFromLogin(user: User, groups: string[], provider: string): Promise<void> {
     await this.checkRefs({ groups });
-    const audit = await this.guardHostGrants(LOGIN_MAPPING_ACTOR, user, { groups }, log);
-    await this.deps.store.updateUser(user.id, { groups });
+    const granted = await this.guardHostGrants(LOGIN_MAPPING_ACTOR, user, { groups });
+    await this.deps.audit.within(
+      (trx) => this.deps.store.updateUser(user.id, { groups }, trx),
+      () => ({ action: 'user.updated', actor: LOGIN_MAPPING_ACTOR, target: userTarget(user), details: { fields: ['groups'], groups, previous_groups: user.groups, provider, ...(granted.length ? { host_permissions: granted } : {}) } }),
+    );
     this.changed(user.id);
-    audit(user.id, user.username);
   }
 
   /** Every form of iam:permissions_changed about one user comes from here. */
@@ -187,8 +264,10 @@ export class UserAdmin {
     this.deps.bus.emit('iam:permissions_changed', { scope: 'user', user_id: userId });
   }
 
-  private rolesAllowed(actor: Actor): void {
+  /** Roles hand out trust: a trusted actor's, with a fresh second factor. */
+  private async rolesAllowed(actor: Actor): Promise<void> {
     guardHostBoundary(actor, isTrusted(actor) ? [] : ['role:superadmin'], 'set roles');
+    await this.deps.requireStepUp?.(actor);
   }
 
   private async checkRefs(change: { groups?: string[]; extraPermissions?: string[] }): Promise<void> {
@@ -210,21 +289,17 @@ export class UserAdmin {
 
   /**
    * Permissions that reach the host, directly or through a group joined, are granted only by a
-   * trusted actor; each such grant is an audit line (returned, to be written once the change is made).
+   * trusted actor with a fresh second factor; answers what the change grants (the event says it).
    */
-  private async guardHostGrants(
-    actor: Actor,
-    before: { groups: string[]; extraPermissions: string[] },
-    after: { groups?: string[]; extraPermissions?: string[] },
-    log: Logger,
-  ): Promise<(userId: string, username: string) => void> {
+  private async guardHostGrants(actor: Actor, before: { groups: string[]; extraPermissions: string[] }, after: { groups?: string[]; extraPermissions?: string[] }): Promise<string[]> {
     const direct = after.extraPermissions ? addedHostPermissions(before.extraPermissions, after.extraPermissions) : [];
     const joined = (after.groups ?? []).filter((g) => !before.groups.includes(g));
     const viaGroups = joined.length ? hostPermissionsOfGroups(await this.deps.store.groupsNamed(joined), joined) : [];
     const granted = [...new Set([...direct, ...viaGroups])];
-    if (granted.length === 0) return () => undefined;
+    if (granted.length === 0) return [];
     guardHostBoundary(actor, granted, 'grant permissions that reach the host');
-    return (userId, username) =>
-      log.info({ audit: 'host_permission_granted', actor: actor.username, user_id: userId, username, permissions: granted, groups: joined }, 'audit: host permission granted');
+    await this.deps.requireStepUp?.(actor);
+    return granted;
   }
+
 }

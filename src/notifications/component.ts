@@ -1,5 +1,6 @@
 import type Router from '@koa/router';
 import type { Knex } from 'knex';
+import type { AuditTrail } from '../iam/audit.js';
 import type { EventBus } from '../bus/bus.js';
 import type { NotifyPayload } from '../bus/events.js';
 import type { Logger } from '../log.js';
@@ -24,6 +25,8 @@ export interface NotificationsDeps {
   /** SERVICE_SCM_WEBHOOK_SECRET_<FORGE> */
   webhookForgeSecrets?: Partial<Record<ScmProvider, string | null>>;
   retention: RetentionOptions;
+  /** webhook secret changes and refused deliveries are audit events */
+  audit?: AuditTrail;
 }
 
 /** how often old notifications are deleted (each instance; the passes are idempotent) */
@@ -45,7 +48,7 @@ export class NotificationsComponent {
   constructor(private readonly deps: NotificationsDeps) {
     const { db, bus, log, users } = deps;
     this.service = new NotificationsService({ db, bus, log, users });
-    this.webhook = new ScmWebhook({ db, log: log.child({ part: 'scm-webhook' }), notifications: this.service, secrets: deps.secrets, envSecret: deps.webhookSecret, envForgeSecrets: deps.webhookForgeSecrets ?? {} });
+    this.webhook = new ScmWebhook({ db, log: log.child({ part: 'scm-webhook' }), notifications: this.service, secrets: deps.secrets, envSecret: deps.webhookSecret, envForgeSecrets: deps.webhookForgeSecrets ?? {}, audit: deps.audit });
     this.retention = new NotificationRetention(db, log.child({ part: 'retention' }), deps.retention);
     this.service.truncatedBefore = () => this.retention.watermark();
     this.detach.push(

@@ -5,6 +5,8 @@ import type { Knex } from 'knex';
 import type { Logger } from '../log.js';
 import { ApiRouter } from '../http/api.js';
 import { lockableSecretRoutes, type LockableSecret } from '../http/secret-routes.js';
+import type { AuditTrail } from '../iam/audit.js';
+import type { Actor } from '../iam/policy.js';
 import { DomainError, fieldError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
 import { detectScmRequest, headerValue, normalizeScmEvent, tokenMatches, verifyScmSignature, ScmPayloadError, type ScmProvider, type ScmRequest } from './scm/index.js';
@@ -32,8 +34,8 @@ const PRUNE_EVERY_MS = 3600_000;
 export interface SecretStore {
   get(namespace: string, key: string): Promise<string | null>;
   getAll(namespace: string): Promise<Record<string, string>>;
-  set(namespace: string, key: string, value: string): Promise<void>;
-  delete(namespace: string, key: string): Promise<void>;
+  set(namespace: string, key: string, value: string, trx?: Knex): Promise<void>;
+  delete(namespace: string, key: string, trx?: Knex): Promise<void>;
 }
 
 export interface ScmWebhookDeps {
@@ -45,6 +47,8 @@ export interface ScmWebhookDeps {
   envSecret: string | null;
   /** SERVICE_SCM_WEBHOOK_SECRET_<FORGE>: the same, per forge */
   envForgeSecrets?: Partial<Record<ScmProvider, string | null>>;
+  /** secret changes and refused deliveries are audit events */
+  audit?: AuditTrail;
 }
 
 /** The webhook secrets as they stand: environment first, then the store. */
@@ -122,8 +126,8 @@ export class ScmWebhook {
     return {
       lockedByEnv: Boolean(this.envOf(forge)),
       configured: async () => Boolean(this.envOf(forge) ?? (await this.deps.secrets.get(WEBHOOK_SECRET_NAMESPACE, key))),
-      set: (value) => this.deps.secrets.set(WEBHOOK_SECRET_NAMESPACE, key, value),
-      clear: () => this.deps.secrets.delete(WEBHOOK_SECRET_NAMESPACE, key),
+      set: (value, by) => this.changeSecret(key, by, 'set', (trx) => this.deps.secrets.set(WEBHOOK_SECRET_NAMESPACE, key, value, trx)),
+      clear: (by) => this.changeSecret(key, by, 'cleared', (trx) => this.deps.secrets.delete(WEBHOOK_SECRET_NAMESPACE, key, trx)),
     };
   }
 
@@ -175,7 +179,34 @@ export class ScmWebhook {
   }
 
   /** Handles one delivery: what became of it, or a DomainError saying why it was refused. */
-  async receive(headers: Record<string, string | string[] | undefined>, rawBody: Buffer): Promise<DeliveryOutcome> {
+  /** A webhook secret set or cleared through the settings API: an event naming it (never its value). */
+  private async changeSecret(key: string, by: unknown, change: 'set' | 'cleared', write: (trx?: Knex) => Promise<void>): Promise<void> {
+    const audit = this.deps.audit;
+    if (!audit) return write();
+    const actor = typeof by === 'object' && by !== null && typeof (by as { username?: unknown }).username === 'string' ? (by as Actor) : { username: 'unknown', userId: null, isSystem: false, isSuperadmin: false };
+    await audit.within(write, () => ({ action: 'settings.changed', actor, target: { type: 'settings', id: key, name: key }, details: { fields: [key], change } }));
+  }
+
+  /** Handles one delivery (receiveChecked); a delivery refused for its signature or secret is an audit event. */
+  async receive(headers: Record<string, string | string[] | undefined>, rawBody: Buffer, ip: string | null = null): Promise<DeliveryOutcome> {
+    try {
+      return await this.receiveChecked(headers, rawBody);
+    } catch (err) {
+      if (err instanceof DomainError && err.code === 'unauthorized') {
+        const forge = detectScmRequest(headers)?.provider ?? null;
+        this.deps.audit?.record({
+          action: 'webhook.rejected',
+          actor: { user_id: null, username: forge ? `webhook:${forge}` : 'webhook', method: 'webhook', ip },
+          target: { type: 'webhook', id: forge, name: forge ? FORGE_NAME[forge] : null },
+          outcome: 'denied',
+          details: { reason: err.message },
+        });
+      }
+      throw err;
+    }
+  }
+
+  private async receiveChecked(headers: Record<string, string | string[] | undefined>, rawBody: Buffer): Promise<DeliveryOutcome> {
     const view = await this.view();
     if (!SCM_PROVIDERS.some((f) => keyOf(f, view))) throw new DomainError('unavailable', 'the SCM webhook is disabled: no webhook secret is configured');
     const request = detectScmRequest(headers);
@@ -358,7 +389,7 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
       },
     },
     async (ctx) => {
-      const outcome = await webhook.receive(ctx.req.headers, ctx.request.rawBody);
+      const outcome = await webhook.receive(ctx.req.headers, ctx.request.rawBody, ctx.ip);
       ctx.status = outcome.status === 'ok' || outcome.status === 'duplicate' ? 200 : 202;
       ctx.body = outcome;
     },

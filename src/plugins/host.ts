@@ -7,6 +7,8 @@ import type { Logger } from '../log.js';
 import { DomainError, errorText, withTimeout } from '../errors.js';
 import type { CatalogEntry } from '../iam/permissions.js';
 import type { ManifestRole } from '../iam/ledger.js';
+import type { AuditTrail } from '../iam/audit.js';
+import type { Actor } from '../iam/policy.js';
 import type { SocketRegistry } from '../sockets/registry.js';
 import type { SocketRequestHandler } from '../sockets/bus-handler.js';
 import { pluginCatalog, type PluginManifest } from './manifest.js';
@@ -32,6 +34,8 @@ export interface PluginHostDeps {
     removePluginCatalog(pluginId: string): void;
     ledger: { setPlugin(source: { id: string; roles?: ManifestRole[] }): void; removePlugin(id: string): void; applyAll(): Promise<void> };
     secrets: SecretsLike;
+    /** an administrator's enabling, disabling and settings of a plugin are audit events */
+    audit?: Pick<AuditTrail, 'record'>;
   };
   sockets: { registry: SocketRegistry; requests: { handle: SocketRequestHandler } };
   /** the login chain: plugin auth providers are removed from it when their plugin stops */
@@ -114,12 +118,25 @@ export class PluginHost {
       }
       return true;
     });
-    // an administrator acted on another instance: this one follows (the database row is already written)
+    // an administrator acted on another instance: this one follows what the database says (the
+    // row is written before the message goes out), never the message's word alone: a message
+    // replayed to an instance that started since cannot turn a disabled plugin back on
     deps.bus.on('plugin:admin_changed', ({ plugin_id, action, instance }) => {
       if (instance === this.instanceId || !this.records.has(plugin_id)) return;
-      const done = action === 'enable' ? this.enable(plugin_id, false) : action === 'disable' ? this.disable(plugin_id, false) : this.restart(plugin_id);
-      done.catch((err) => deps.log.warn({ plugin: plugin_id, action, reason: (err as Error).message }, 'following a plugin change made elsewhere failed'));
+      const follow = async () => {
+        const enabled = (await this.store.all()).get(plugin_id)?.enabled ?? false;
+        if (!enabled) await this.disable(plugin_id, false);
+        else if (action === 'restart') await this.restart(plugin_id);
+        else await this.enable(plugin_id, false);
+      };
+      follow().catch((err) => deps.log.warn({ plugin: plugin_id, action, reason: (err as Error).message }, 'following a plugin change made elsewhere failed'));
     });
+  }
+
+  /** An administrator's change of a plugin, for the audit trail (a change followed from another instance is that instance's event). */
+  private recordChange(by: Actor | undefined, id: string, action: 'plugin.state_changed' | 'settings.changed', details: Record<string, unknown>): void {
+    if (!by) return;
+    this.deps.iam.audit?.record({ action, actor: by, target: { type: 'plugin', id, name: this.records.get(id)?.manifest?.name ?? id }, details });
   }
 
   private get instanceId(): string {
@@ -298,7 +315,7 @@ export class PluginHost {
   }
 
   /** Enables and starts a plugin here; `announce`: the other instances follow. */
-  async enable(id: string, announce = true): Promise<PluginView> {
+  async enable(id: string, announce = true, by?: Actor): Promise<PluginView> {
     const rec = this.record(id);
     if (!rec.manifest) throw new PluginConflictError(`plugin ${id} cannot be enabled: ${rec.error}`);
     await this.serial(rec, async () => {
@@ -308,11 +325,12 @@ export class PluginHost {
     });
     await this.deps.iam.ledger.applyAll();
     if (announce) this.announce(id, 'enable');
+    this.recordChange(by, id, 'plugin.state_changed', { enabled: true, state: rec.state });
     return this.view(rec);
   }
 
   /** Stops and disables a plugin here; `announce`: the other instances follow. */
-  async disable(id: string, announce = true): Promise<PluginView> {
+  async disable(id: string, announce = true, by?: Actor): Promise<PluginView> {
     const rec = this.record(id);
     await this.serial(rec, async () => {
       rec.enabled = false;
@@ -320,14 +338,17 @@ export class PluginHost {
       await this.setState(rec, rec.manifest ? 'disabled' : 'failed', rec.manifest ? null : rec.error);
     });
     if (announce) this.announce(id, 'disable');
+    this.recordChange(by, id, 'plugin.state_changed', { enabled: false, state: rec.state });
     return this.view(rec);
   }
 
   /** Stores settings and restarts the plugin when it is enabled, so it sees the new values (here and everywhere). */
-  async updateSettings(id: string, changes: Record<string, string | null>): Promise<PluginView> {
+  async updateSettings(id: string, changes: Record<string, string | null>, by?: Actor): Promise<PluginView> {
     const m = this.record(id).manifest;
     if (!m) throw new PluginConflictError(`plugin ${id} has no valid manifest: ${this.record(id).error}`);
     await this.settings.update(m, changes);
+    // the names of the settings, never their values (a plugin's secrets among them)
+    this.recordChange(by, id, 'settings.changed', { fields: Object.keys(changes) });
     const view = await this.restart(id);
     this.announce(id, 'restart');
     return view;

@@ -6,6 +6,11 @@ import { unavailable } from '../http/errors.js';
 import { PLUGIN_ID_MAX } from './manifest.js';
 import { PluginConflictError, type PluginHost } from './host.js';
 import { settingsView } from './settings.js';
+import { actingFrom } from '../request-context.js';
+import type { Actor } from '../iam/policy.js';
+
+/** The administrator of a request, with its client address (for the audit trail). */
+const byWhom = (ctx: Context): Actor | undefined => (ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : undefined);
 
 /**
  * Administration of plugins [feature:admin.plugins]: list, enable, disable, settings.
@@ -81,7 +86,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
       middleware: [loaded],
       responses: { 200: { description: 'the plugin', schema: pluginView }, 404: 'no such plugin', 409: 'the manifest is invalid' },
     },
-    (_ctx, { params }) => host.enable(params.id),
+    (ctx, { params }) => host.enable(params.id, true, byWhom(ctx)),
   );
 
   api.endpoint(
@@ -94,7 +99,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
       middleware: [loaded],
       responses: { 200: { description: 'the plugin', schema: pluginView }, 404: 'no such plugin' },
     },
-    (_ctx, { params }) => host.disable(params.id),
+    (ctx, { params }) => host.disable(params.id, true, byWhom(ctx)),
   );
 
   api.endpoint(
@@ -125,11 +130,11 @@ export function pluginAdminRoutes(host: PluginHost): Router {
         409: 'the setting is set in the environment, or the manifest is invalid',
       },
     },
-    async (_ctx, { params, body }) => {
+    async (ctx, { params, body }) => {
       const m = validManifest(params.id);
       const changes = body as Record<string, string | null>;
       await host.settings.check(m, changes);
-      const plugin = await host.updateSettings(params.id, changes);
+      const plugin = await host.updateSettings(params.id, changes, byWhom(ctx));
       return { plugin, settings: settingsView(await host.settings.resolve(m)) };
     },
   );

@@ -6,7 +6,20 @@ import { fullCapabilities, type ProviderOperation } from './base-provider.js';
 import { SocketError } from './errors.js';
 import { checkPathsSchema, repairSchema, type MountGuardian, type RepairOptions } from './mount-guardian.js';
 import type { SocketRegistry } from './registry.js';
-import { fieldErrorsOf, fieldErrorsText } from '../errors.js';
+import { DomainError, fieldErrorsOf, fieldErrorsText } from '../errors.js';
+
+/** A privileged socket operation as the audit trail records it (the composition root hands it on). */
+export interface SocketAuditEntry {
+  /** the caller; TRUSTED_CALLER for a request on the bus (a plugin or the core itself) */
+  caller: SocketCaller | null;
+  trusted: boolean;
+  operation: string;
+  provider: string | null;
+  outcome: 'success' | 'failure' | 'denied';
+  /** the args' shape, never their secrets: the validated args of the operation */
+  args: Record<string, unknown>;
+  error: { code: string; message: string } | null;
+}
 
 /** Who asks. null = no identity: only operations without a permission are allowed. */
 export interface SocketCaller {
@@ -43,23 +56,66 @@ export class SocketRequests {
   /** the operations of the registry itself, made once */
   private readonly builtins: Record<string, BuiltinOperation>;
 
-  constructor(private readonly deps: { registry: SocketRegistry; mountGuardian?: MountGuardian; logger: Logger }) {
+  constructor(
+    private readonly deps: {
+      registry: SocketRegistry;
+      mountGuardian?: MountGuardian;
+      logger: Logger;
+      /**
+       * Before an operation needing these permissions runs for this caller: throws (a
+       * `step_up_required` DomainError) when the caller's session must verify its second factor
+       * again (the composition root decides which permissions need it: those reaching the host).
+       */
+      stepUp?: (caller: SocketCaller | null, permissions: readonly string[]) => Promise<void>;
+      /** every operation that needs a permission, done, failed or refused (the audit trail's socket.operation) */
+      record?: (entry: SocketAuditEntry) => void;
+    },
+  ) {
     this.builtins = this.builtinOperations();
   }
 
+  /** Serves one request; a privileged operation (one with a permission) is recorded, whatever came of it. */
   readonly handle: SocketRequestHandler = async (request, caller) => {
+    const response = await this.serve(request, caller);
+    const op = this.privileged.get(response);
+    if (op && this.deps.record) {
+      const denied = response.error?.code === 'forbidden' || response.error?.code === 'step_up_required';
+      this.deps.record({
+        caller,
+        trusted: caller === TRUSTED_CALLER,
+        operation: response.operation,
+        provider: response.provider,
+        outcome: response.ok ? 'success' : denied ? 'denied' : 'failure',
+        args: op.args,
+        error: response.error ? { code: response.error.code, message: response.error.message } : null,
+      });
+    }
+    return response;
+  };
+
+  /** the responses of privileged operations, with their args, for handle() to record */
+  private readonly privileged = new WeakMap<object, { args: Record<string, unknown> }>();
+
+  private readonly serve: SocketRequestHandler = async (request, caller) => {
     const raw = (typeof request === 'object' && request !== null ? request : {}) as Record<string, unknown>;
     const base = {
       request_id: typeof raw.request_id === 'string' ? raw.request_id.slice(0, 200) : '',
       operation: typeof raw.operation === 'string' ? raw.operation.slice(0, 200) : '',
       provider: null as string | null,
     };
-    const fail = (code: string, message: string, details?: unknown): SocketResponsePayload => ({
-      ...base,
-      ok: false,
-      result: null,
-      error: details === undefined ? { code, message } : { code, message, details },
-    });
+    // set once the operation turns out to need a permission: what handle() records
+    let privileged: { args: Record<string, unknown> } | null = null;
+    const mark = (response: SocketResponsePayload): SocketResponsePayload => {
+      if (privileged) this.privileged.set(response, privileged);
+      return response;
+    };
+    const fail = (code: string, message: string, details?: unknown): SocketResponsePayload =>
+      mark({
+        ...base,
+        ok: false,
+        result: null,
+        error: details === undefined ? { code, message } : { code, message, details },
+      });
 
     const { value, error } = envelopeSchema.validate(request, { convert: false, abortEarly: false });
     if (error) {
@@ -100,15 +156,26 @@ export class SocketRequests {
     }
     if (!op) return fail('unknown_operation', `unknown operation ${req.operation}${providerName ? ` for provider ${providerName}` : ''}`);
 
+    if (op.permission !== null) privileged = { args: req.args };
     if (op.permission !== null && !allows(caller, op.permission)) return fail('forbidden', `missing permission ${op.permission}`);
 
     const checked = op.schema.validate(req.args, ARGS_OPTIONS);
+    if (privileged && !checked.error) privileged = { args: checked.value as Record<string, unknown> };
     if (checked.error) {
       const problems = fieldErrorsOf(checked.error);
       return fail('invalid_args', fieldErrorsText(problems), problems);
     }
-    for (const permission of op.permissionsFor?.(checked.value) ?? []) {
+    const further = op.permissionsFor?.(checked.value) ?? [];
+    for (const permission of further) {
       if (!allows(caller, permission)) return fail('forbidden', `missing permission ${permission}`);
+    }
+    if (this.deps.stepUp && caller !== TRUSTED_CALLER && op.permission !== null) {
+      try {
+        await this.deps.stepUp(caller, [op.permission, ...further]);
+      } catch (err) {
+        if (err instanceof DomainError && err.code === 'step_up_required') return fail('step_up_required', err.message, err.details);
+        throw err;
+      }
     }
 
     try {
@@ -116,7 +183,7 @@ export class SocketRequests {
         return fail('unavailable', `socket provider ${providerName} is not available`);
       }
       const result = await op.run(checked.value);
-      return { ...base, ok: true, result, error: null };
+      return mark({ ...base, ok: true, result, error: null });
     } catch (err) {
       if (err instanceof SocketError) return fail(err.code, err.message, err.details);
       this.deps.logger.error({ err, operation: req.operation, provider: providerName }, 'socket operation failed');

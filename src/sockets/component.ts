@@ -13,10 +13,11 @@ import { validate } from '../http/validate.js';
 import { SocketRegistry } from './registry.js';
 import { MountGuardian, repairSchema } from './mount-guardian.js';
 import { HostPaths } from './host-paths.js';
-import { SocketRequests, type SocketCaller } from './bus-handler.js';
+import { SocketRequests, type SocketAuditEntry, type SocketCaller } from './bus-handler.js';
 import { ContainerProvider } from './container-provider.js';
 import type { OperationHttp, ProviderOperation, SocketProvider } from './base-provider.js';
 import { socketErrorToHttp } from './errors.js';
+import { actingFrom } from '../request-context.js';
 
 /**
  * The socket provider registry with its bus operations and the HTTP API under /api/socket
@@ -28,7 +29,18 @@ export class SocketsComponent {
   readonly guardian: MountGuardian;
   readonly requests: SocketRequests;
 
-  constructor(private readonly deps: { config: Config; bus: EventBus; log: Logger; instanceId?: string }) {
+  constructor(
+    private readonly deps: {
+      config: Config;
+      bus: EventBus;
+      log: Logger;
+      instanceId?: string;
+      /** step-up before an operation with these permissions (src/sockets/bus-handler.ts) */
+      stepUp?: (caller: SocketCaller | null, permissions: readonly string[]) => Promise<void>;
+      /** privileged operations for the audit trail (src/sockets/bus-handler.ts) */
+      record?: (entry: SocketAuditEntry) => void;
+    },
+  ) {
     this.registry = new SocketRegistry({ logger: deps.log, instanceId: deps.instanceId });
     const { managedDirs, dataDir } = deps.config;
     // the data dir holds the master key and the database: other users may not enter it
@@ -38,7 +50,7 @@ export class SocketsComponent {
     const folder = HostPaths.managedFolderOf(dataDir);
     if (managedDirs.includes(folder)) fs.mkdirSync(folder, { recursive: true, mode: 0o755 });
     this.guardian = new MountGuardian({ managedDirs, dataDir, logger: deps.log });
-    this.requests = new SocketRequests({ registry: this.registry, mountGuardian: this.guardian, logger: deps.log });
+    this.requests = new SocketRequests({ registry: this.registry, mountGuardian: this.guardian, logger: deps.log, stepUp: deps.stepUp, record: deps.record });
     this.registry.attachBus(deps.bus);
     this.requests.attachBus(deps.bus);
   }
@@ -63,7 +75,7 @@ export class SocketsComponent {
   }
 
   private async run(ctx: Context, operation: string, args: Record<string, unknown> = {}, provider?: string) {
-    const caller: SocketCaller | null = ctx.state.identity ?? null;
+    const caller: SocketCaller | null = ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : null;
     const res = await this.requests.handle({ request_id: ctx.state.requestId, operation, args, ...(provider ? { provider } : {}) }, caller);
     // a permission the args asked for (permissionsFor), refused to nobody in particular: sign in first
     if (!res.ok && res.error!.code === 'forbidden' && !caller) throw unauthorized();

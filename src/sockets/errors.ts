@@ -11,6 +11,8 @@ export type SocketErrorCode =
   | 'unavailable'
   | 'forbidden'
   | 'not_found'
+  /** the caller's session must verify its second factor again first (POST /api/auth/step-up) */
+  | 'step_up_required'
   | 'failed';
 
 /** A socket operation failed for a reason the caller may see (no secrets in the message). */
@@ -49,6 +51,7 @@ export class ProviderRegistrationError extends Error {
 const HTTP_BY_CODE: Record<SocketErrorCode, [number, HttpError['code']]> = {
   invalid_args: [400, 'validation_failed'],
   forbidden: [403, 'forbidden'],
+  step_up_required: [403, 'step_up_required'],
   not_found: [404, 'not_found'],
   unknown_provider: [404, 'not_found'],
   unknown_operation: [404, 'not_found'],

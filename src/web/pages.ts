@@ -1,5 +1,6 @@
 import type { ApiIdentity } from '../auth/identity.js';
 import type { User } from '../iam/store.js';
+import { AUDIT_ACTIONS } from '../iam/audit.js';
 import type Joi from 'joi';
 import { setting, type SettingDef } from '../settings-table.js';
 import { html, type SafeHtml } from './html.js';
@@ -104,6 +105,7 @@ ${user.hashedPassword
         : html`<p class="note">This account signs in through single sign-on only.</p>`}`
     : html`<p class="note">Signed in with the system key: it has no profile, keys or sessions.</p>`}
 </section>
+${user ? SECURITY_PANEL : ''}
 ${user
     ? html`<section class="panel wide" aria-labelledby="keys-title">
 <h2 id="keys-title">API keys</h2>
@@ -140,6 +142,53 @@ ${FORGE_SECRET_PANELS}`
 </div>`;
 }
 
+/**
+ * Security: one's second factors (src/web/browser/security.ts fills it from GET /api/me/mfa):
+ * each factor with its last use, enrolling an authenticator app (QR code, key as text, a code to
+ * confirm), adding passkeys, removing, recovery codes shown once with a download. Made once.
+ */
+const SECURITY_PANEL = html`<section class="panel wide" id="security" aria-labelledby="security-title" data-security>
+<h2 id="security-title">Security</h2>
+<p class="notice" data-mfa-required role="alert" hidden>Your groups require a second factor: set one up here to use the service.</p>
+<p class="note">A second factor protects your account beyond your password: sign-ins ask for it, and so do actions that reach the host or change who is trusted (again after a while).</p>
+<table class="list" data-factors><thead><tr><th>Factor</th><th>Added</th><th>Last used</th><th></th></tr></thead><tbody></tbody></table>
+<form data-totp-remove class="row" hidden>
+<label>Code from the app, or a recovery code <input name="code" autocomplete="one-time-code" maxlength="64" required spellcheck="false"></label>
+<button type="submit" class="danger">Remove the app</button><button type="button" data-cancel>Cancel</button>
+</form>
+<p class="form-msg" data-security-msg role="status"></p>
+<div class="secret-once" data-recovery-codes hidden>
+<p><strong>Save your recovery codes now.</strong> They are shown only this once. Each signs you in once when your app or passkey is not at hand.</p>
+<ol class="codes" data-codes></ol>
+<div class="row"><button type="button" data-download>Download</button><button type="button" data-copy-codes>Copy</button><button type="button" data-codes-done>Done</button></div>
+</div>
+<div class="security-add">
+<div data-totp-block>
+<h3>Authenticator app</h3>
+<p class="note">An app such as FreeOTP, Aegis or Google Authenticator shows a new 6-digit code every 30 seconds.</p>
+<button type="button" data-totp-start>Set up an authenticator app</button>
+<div class="totp-enrol" data-totp-enrol hidden>
+<img class="qr" data-totp-qr alt="QR code of the key for your authenticator app">
+<form data-totp-confirm class="stack">
+<p>Scan the code with the app, or type this key into it:</p>
+<p class="totp-secret" data-totp-secret></p>
+<label>Code the app shows <input name="code" inputmode="numeric" autocomplete="one-time-code" maxlength="64" required spellcheck="false"></label>
+<div class="row"><button type="submit">Confirm</button><button type="button" data-cancel>Cancel</button></div>
+</form>
+</div>
+</div>
+<div data-passkey-block>
+<h3>Passkeys and security keys</h3>
+<p class="note">Your device's screen lock, a phone or a USB key. A passkey also signs you in without your password.</p>
+<form data-passkey-add class="stack">
+<label>Label <input name="label" value="Passkey" required maxlength="100" autocomplete="off"></label>
+<button type="submit">Add a passkey</button>
+</form>
+<p class="note" data-passkey-unsupported hidden>This browser cannot use passkeys here.</p>
+</div>
+</div>
+</section>`;
+
 /** Each forge's own webhook secret (rows of the settings table), and what the intake warns about. */
 const FORGE_SECRET_PANELS = html`<section class="panel wide" aria-labelledby="webhook-warnings-title" data-webhook-warnings hidden>
 <h2 id="webhook-warnings-title">Webhook secrets: warnings</h2>
@@ -171,7 +220,7 @@ export function usersContent(): SafeHtml {
 <p class="form-msg" data-msg role="status"></p>
 </form>
 <p class="form-msg" data-list-msg role="status"></p>
-<table class="list" data-users><thead><tr><th>Username</th><th>Name</th><th>Email</th><th>Groups</th><th>Sign-in</th><th>State</th><th></th></tr></thead><tbody></tbody></table>
+<table class="list" data-users><thead><tr><th>Username</th><th>Name</th><th>Email</th><th>Groups</th><th>Sign-in</th><th>State</th><th>Second factor</th><th></th></tr></thead><tbody></tbody></table>
 </section>`;
 }
 
@@ -218,6 +267,45 @@ export function pluginsContent(): SafeHtml {
 <div data-settings class="stack"></div>
 </section>
 </div>`;
+}
+
+/** The families of audit actions with more than one member (`user.` …): filtering by one takes them all. */
+const AUDIT_PREFIXES = [...new Set(AUDIT_ACTIONS.map((a) => a.slice(0, a.indexOf('.') + 1)))]
+  .map((prefix) => ({ prefix, count: AUDIT_ACTIONS.filter((a) => a.startsWith(prefix)).length }))
+  .filter((p) => p.count > 1);
+
+/**
+ * The audit trail (src/web/browser/audit.ts fills it from GET /api/audit and the live
+ * `audit:event` frames): filters, the events newest first, each one's details on demand. Made once.
+ */
+const AUDIT_CONTENT = html`<section class="panel wide" aria-labelledby="audit-title">
+<div class="panel-head">
+<h2 id="audit-title">Events</h2>
+<div class="tools">
+<span class="live-state" data-live-state data-state="connecting" role="status">connecting</span>
+<button type="button" class="small secondary" data-pause aria-pressed="false">Pause</button>
+</div>
+</div>
+<form data-filters class="audit-filters">
+<label>Action <select name="action">
+<option value="">any action</option>
+<optgroup label="Every action of">${AUDIT_PREFIXES.map((p) => html`<option value="${p.prefix}">${p.prefix}* (${p.count} actions)</option>`)}</optgroup>
+<optgroup label="One action">${AUDIT_ACTIONS.map((a) => html`<option>${a}</option>`)}</optgroup>
+</select></label>
+<label>Outcome <select name="outcome"><option value="">any outcome</option><option>success</option><option>failure</option><option>denied</option></select></label>
+<label>Actor <input name="actor" maxlength="256" placeholder="username or user id" autocomplete="off" spellcheck="false"></label>
+<label>Target <input name="target" maxlength="256" placeholder="name or id" autocomplete="off" spellcheck="false"></label>
+<label>Since <input name="since" type="datetime-local" step="1"></label>
+<div class="row"><button type="submit">Filter</button><button type="button" data-clear-filters>Clear</button></div>
+</form>
+<p class="form-msg" data-msg role="status"></p>
+<table class="list audit-events" data-events><thead><tr><th>Time</th><th>Actor</th><th>Action</th><th>Target</th><th>Outcome</th><th></th></tr></thead><tbody></tbody></table>
+<p class="empty" data-empty hidden>No events match these filters.</p>
+<button type="button" class="secondary" data-load-older hidden>Load older</button>
+</section>`;
+
+export function auditContent(): SafeHtml {
+  return AUDIT_CONTENT;
 }
 
 /** Swagger UI fills this; its files come first in the head (see DOCS_HEAD in routes.ts). */

@@ -9,7 +9,7 @@ import { buildOpenApi } from '../http/openapi.js';
 import { VERSION } from '../version.js';
 import { DOCS_PAGE, PAGES, pageAllowed, type PageDef } from './access.js';
 import { appPage, forbiddenPage, sendHtml } from './layout.js';
-import { dashboardContent, docsContent, groupsContent, pluginsContent, settingsContent, usersContent } from './pages.js';
+import { auditContent, dashboardContent, docsContent, groupsContent, pluginsContent, settingsContent, usersContent } from './pages.js';
 import { serveStatic } from './static.js';
 import { loginPageRoutes } from './login.js';
 import { html, type SafeHtml } from './html.js';
@@ -92,6 +92,7 @@ export function webRoutes(auth: AuthComponent, extraEndpoints?: ExtraEndpoints):
   page(PAGES.users, () => usersContent());
   page(PAGES.groups, (ctx) => groupsContent(ctx.state.identity!));
   page(PAGES.plugins, () => pluginsContent());
+  page(PAGES.audit, () => auditContent());
 
   /** Sign out without script: ends the session and lands on the login page. */
   r.post('/logout', async (ctx) => {

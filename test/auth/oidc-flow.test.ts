@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { Secret, TOTP } from 'otpauth';
 import request from 'supertest';
 import { adminAuth, startService, type TestService } from '../support/service.js';
 import { followToCallback, startIdp, type RunningIdp } from '../support/oidc-idp.js';
@@ -264,6 +265,34 @@ describe('OIDC login flow end to end (real oidc-provider IdP)', function () {
     } finally {
       await tight.destroy();
     }
+  });
+
+  it('a user with a second factor passes it on our page after the IdP, then the session is handed over as usual', async function () {
+    // alice signed in by OIDC before (mapped groups); she enrols an authenticator app
+    const agent = request.agent(svc.url);
+    await fullWebLogin(agent, 'alice-sub');
+    const alice = await userNamed(svc.url, 'alice');
+    const secret = (await agent.post('/api/me/mfa/totp').set('Origin', ORIGIN).expect(200)).body.secret;
+    const code = (at: number) => new TOTP({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 }).generate({ timestamp: at });
+    await agent.post('/api/me/mfa/totp/confirm').set('Origin', ORIGIN).send({ code: code(Date.now() - 30_000) }).expect(200);
+
+    const browser = request.agent(svc.url);
+    const callback = await browser.get(await idpLogin(await start(browser, { next: '/board' }), 'alice-sub')).expect(303);
+    expect(callback.headers.location).to.equal('/login/mfa?next=%2Fboard');
+    expect(setCookieLine(callback, 'svc.mfa_token')!.toLowerCase()).to.include('httponly');
+    // the second step's page, then a wrong code, then the right one
+    expect((await browser.get('/login/mfa?next=%2Fboard').expect(200)).text).to.include('data-second-step');
+    const wrong = await browser.post('/login/mfa').set('Origin', ORIGIN).type('form').send('code=000000&next=%2Fboard').expect(303);
+    expect(wrong.headers.location).to.equal('/login/mfa?error=invalid_code&next=%2Fboard');
+    const right = await browser.post('/login/mfa').set('Origin', ORIGIN).type('form').send(`code=${code(Date.now())}&next=%2Fboard`).expect(302);
+    expect(right.headers.location).to.match(/^\/auth\/complete\?code=/);
+    const complete = await browser.get(right.headers.location).expect(302);
+    expect(complete.headers.location).to.equal('/board');
+    const me = await browser.get('/api/me').expect(200);
+    expect(me.body.id).to.equal(alice.id);
+    // no session was made before the second step: the callback alone opened nothing
+    await request(svc.url).get('/api/me').set('Cookie', (callback.headers['set-cookie'] as unknown as string[]).map((c) => c.split(';')[0]).join('; ')).expect(401);
+    await request(svc.url).delete(`/api/users/${alice.id}/mfa`).set('Authorization', adminAuth()).expect(204);
   });
 
   it('refuses a plain-http issuer that is not a loopback address', async function () {

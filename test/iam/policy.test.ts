@@ -46,7 +46,7 @@ describe('IAM policy: host permissions and protected accounts', () => {
     await request(svc.url).get('/api/groups/escalate').set('Authorization', plain).expect(404);
     const all = (await request(svc.url).get('/api/users').set('Authorization', plain).expect(200)).body.users;
     expect(all.map((u: { username: string }) => u.username)).not.to.include('accomplice');
-    expect(logs.lines.slice(before).join('')).not.to.include('host_permission_granted');
+    expect(logs.lines.slice(before).join('')).not.to.include('host_permissions');
   });
 
   it('a plain administrator still manages everything else, and may take host permissions away', async () => {
@@ -64,11 +64,14 @@ describe('IAM policy: host permissions and protected accounts', () => {
     await request(svc.url).patch(`/api/users/${plainId}`).set('Authorization', superadmin()).send({ extra_permissions: ['socket:container:cleanup'] }).expect(200);
     await request(svc.url).post('/api/groups').set('X-API-Key', SYSTEM_KEY).send({ name: 'repairers', permissions: ['socket:mounts:repair'] }).expect(201);
     expect(await access(plain)).to.include('socket:container:cleanup');
-    const audit = logs.lines.slice(before).map((l) => JSON.parse(l)).filter((l) => l.audit === 'host_permission_granted');
+    // each grant is an audit event (a JSON log line with "audit": true) naming what it handed out
+    const audit = logs.lines.slice(before).map((l) => JSON.parse(l)).filter((l) => l.audit === true && l.details?.host_permissions);
     expect(audit).to.have.length(2);
-    expect(audit[0]).to.include({ actor: 'admin', user_id: plainId, username: 'plainadmin' });
-    expect(audit[0].permissions).to.deep.equal(['socket:container:cleanup']);
-    expect(audit[1]).to.include({ actor: 'system', group: 'repairers' });
+    expect(audit[0]).to.deep.include({ action: 'user.updated', outcome: 'success', target: { type: 'user', id: plainId, name: 'plainadmin' } });
+    expect(audit[0].actor.username).to.equal('admin');
+    expect(audit[0].details.host_permissions).to.deep.equal(['socket:container:cleanup']);
+    expect(audit[1]).to.deep.include({ action: 'group.created', target: { type: 'group', id: 'repairers', name: 'repairers' } });
+    expect(audit[1].actor.username).to.equal('system');
   });
 
   it('the bot account is protected like a superadmin: a plain administrator cannot take it over', async () => {

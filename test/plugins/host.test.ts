@@ -268,6 +268,17 @@ describe('plugin host', () => {
     await patch({ endpoint: 'https://relay3.example.com/in' }).expect(200);
   });
 
+  it("follows another instance's plugin change by what the database says, never by the message alone", async () => {
+    // as a message replayed (to an instance that started since) would say: enable sneaky, which
+    // an administrator disabled
+    await request(svc.url).post('/api/plugins/sneaky/disable').set('Authorization', admin()).expect(200);
+    svc.service.bus.emit('plugin:admin_changed', { plugin_id: 'sneaky', action: 'enable', instance: 'another-instance' });
+    await new Promise((r) => setTimeout(r, 200));
+    const p = Object.fromEntries((await request(svc.url).get('/api/plugins').set('Authorization', admin()).expect(200)).body.plugins.map((x: any) => [x.id, x]));
+    expect(p.sneaky).to.include({ state: 'disabled', enabled: false });
+    expect(svc.service.sockets.registry.names()).not.to.include('sneakysock');
+  });
+
   it('the enabled flag survives a restart', async () => {
     await request(svc.url).post('/api/plugins/liar/disable').set('Authorization', admin()).expect(200);
     await dbIdle(svc.service.db);

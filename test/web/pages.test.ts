@@ -64,6 +64,28 @@ describe('web pages: access, headers, assets', function () {
     }
   });
 
+  it('gates the Audit page by feature:admin.audit or route:/admin/audit (its data by the API)', async function () {
+    const viewerAuth = basic(viewer.username, viewer.password);
+    const anonymous = await request(svc.url).get('/admin/audit').expect(302);
+    expect(new URL(anonymous.headers.location, svc.url).searchParams.get('next')).to.equal('/admin/audit');
+    const refused = await request(svc.url).get('/admin/audit').set('Authorization', viewerAuth).expect(403);
+    expect(refused.text).to.include('Access denied').and.include('feature:admin.audit').and.include('route:/admin/audit');
+    expect(refused.text).not.to.include('data-events');
+    const admin = await request(svc.url).get('/admin/audit').set('Authorization', adminAuth()).expect(200);
+    expect(admin.text).to.include('data-events').and.include('src="/static/audit.js"').and.include('<option value="user.">').and.include('<option>request.denied</option>');
+    expect(admin.text).to.include('<a href="/admin/audit" aria-current="page">Audit</a>');
+    const viewerHome = await request(svc.url).get('/').set('Authorization', viewerAuth).expect(200);
+    expect(viewerHome.text).not.to.include('href="/admin/audit"');
+    await request(svc.url).patch('/api/groups/INT_VIEWER').set('Authorization', adminAuth()).send({ permissions: ['feature:dashboard.view', 'api:read', 'route:/admin/audit'] }).expect(200);
+    try {
+      await request(svc.url).get('/admin/audit').set('Authorization', viewerAuth).expect(200);
+      // the page opens; the trail still needs feature:admin.audit
+      await request(svc.url).get('/api/audit').set('Authorization', viewerAuth).expect(403);
+    } finally {
+      await request(svc.url).patch('/api/groups/INT_VIEWER').set('Authorization', adminAuth()).send({ permissions: ['feature:dashboard.view', 'api:read'] }).expect(200);
+    }
+  });
+
   it('renders the admin-only sections only for those who may use them', async function () {
     const userDash = await request(svc.url).get('/').set('Authorization', basic(user.username, user.password)).expect(200);
     expect(userDash.text).to.include('status-title'); // INT_USER has feature:dashboard.admin_sections

@@ -8,7 +8,7 @@ import { ApiRouter } from '../../http/api.js';
 import { patchSchema } from '../settings.js';
 import { changeAuthSettings } from '../settings-change.js';
 import { noStore } from '../sessions.js';
-import { identity } from '../guards.js';
+import { actor } from '../guards.js';
 
 /** GET|PATCH /api/settings/auth: the login providers' settings, and the chain they build. */
 export function authSettingsRoutes(auth: AuthComponent): Router {
@@ -49,6 +49,7 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
       summary: 'Change authentication provider settings (rebuilds the provider chain)',
       description: 'null removes a stored value; a secret sent back as its mask keeps its value. An env-set field is 409. While the default groups or a group mapping name a group that reaches the host (before or after the change), only a superadmin changes these settings (403).',
       auth: ADMIN,
+      stepUp: true,
       body: patchSchema,
       // 409 for a locked field comes before validation of its value
       bodyMode: 'manual',
@@ -59,7 +60,7 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
       const body = jsonBody(ctx);
       if (body && typeof body === 'object' && !Array.isArray(body)) auth.authSettings.assertUnlocked(Object.keys(body));
       const patch = validate(patchSchema, body) as Record<string, unknown>;
-      const changes = await changeAuthSettings({ settings: auth.authSettings, store: auth.iam.store, local: auth.local, log: ctx.log }, identity(ctx), patch);
+      const changes = await changeAuthSettings({ settings: auth.authSettings, store: auth.iam.store, local: auth.local, log: ctx.log, audit: auth.iam.audit }, actor(ctx), patch);
       auth.rebuildChain();
       // every other instance rebuilds its chain too
       auth.iam.bus.emit('auth:settings_changed', {});

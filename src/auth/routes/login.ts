@@ -16,6 +16,13 @@ export const sessionResponse = Joi.object({
   user: Joi.object({ id: Joi.string().guid(), username: Joi.string(), display_name: Joi.string().allow(null), email: Joi.string().allow(null), groups: Joi.array().items(Joi.string()) }),
 });
 
+/** An account with a second factor: no session yet, the second step (POST /api/auth/login/mfa) first. */
+export const secondStepResponse = Joi.object({
+  mfa_required: Joi.valid(true),
+  mfa_token: Joi.string().description('single use, five minutes; bound to this browser when a browser asked'),
+  methods: Joi.array().items(Joi.string().valid('totp', 'webauthn', 'recovery_code')),
+});
+
 const providersResponse = Joi.object({
   providers: Joi.array().items(Joi.object({ id: Joi.string(), kind: Joi.string().valid('credentials', 'redirect'), label: Joi.string(), start_url: Joi.string().uri() })),
 });
@@ -27,6 +34,10 @@ export function sameOriginOnly(auth: AuthComponent) {
     checkOrigin(auth, ctx);
     await next();
   };
+}
+
+export function secondStepBody(outcome: { mfaToken: string; methods: string[] }) {
+  return { mfa_required: true as const, mfa_token: outcome.mfaToken, methods: outcome.methods };
 }
 
 export function authRoutes(auth: AuthComponent): Router {
@@ -44,7 +55,7 @@ export function authRoutes(auth: AuthComponent): Router {
       body: loginSchema,
       middleware: [sameOrigin],
       responses: {
-        200: { description: 'the session', schema: sessionResponse },
+        200: { description: 'the session; or, for an account with a second factor, the second step it must pass first (`mfa_required`)', schema: Joi.alternatives().try(sessionResponse, secondStepResponse) },
         401: 'wrong credentials; or the directory proved the password and refused the account: `details.reason` says why (`account_disabled`, `account_expired`, `password_expired`, `password_must_change`, `logon_restricted`)',
         429: { description: 'locked out, or over the per-address budget', headers: { 'Retry-After': 'seconds' } },
         503: { description: 'too many password checks waiting', headers: { 'Retry-After': 'seconds' } },
@@ -57,6 +68,7 @@ export function authRoutes(auth: AuthComponent): Router {
         if (outcome.refusal) throw new HttpError(401, 'unauthorized', REFUSAL_TEXT[outcome.refusal], { reason: outcome.refusal }, { 'WWW-Authenticate': 'Bearer, Basic realm="service"' });
         throw unauthorized('invalid username or password');
       }
+      if (outcome.kind === 'second_step') return secondStepBody(outcome);
       await startCookieSession(ctx, outcome.session.key_id);
       return loginBody(outcome.user, outcome.session);
     },

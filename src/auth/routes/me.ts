@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import Joi from 'joi';
 import type { AuthComponent } from '../component.js';
 import type { Context } from 'koa';
-import { identity } from '../guards.js';
+import { actor, identity } from '../guards.js';
 import { publicKey, publicKeySchema } from '../api-keys.js';
 import { ApiRouter } from '../../http/api.js';
 import { forbiddenBecause, notFound } from '../../http/errors.js';
@@ -100,7 +100,7 @@ export function meRoutes(auth: AuthComponent): Router {
   );
 
   const ownerOf = (ctx: Context) => {
-    const id = identity(ctx);
+    const id = actor(ctx);
     if (!id.userId) throw forbiddenBecause('the system key owns no keys');
     return id;
   };
@@ -134,7 +134,10 @@ export function meRoutes(auth: AuthComponent): Router {
       const id = ownerOf(ctx);
       const owner = await auth.iam.users.find({ id: id.userId! });
       // a scoped key cannot mint a broader one (issuedWith)
-      const { token, key } = await auth.keys.issue(id, owner, { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at ? body.expires_at.getTime() : null }, ctx.log, { issuedWith: id });
+      const parent = id.method === 'api_key' && id.proof?.kind === 'credential' ? { id: id.proof.id, expiresAt: id.proof.expires_at } : null;
+      const { token, key } = await auth.keys.issue(id, owner, { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at ? body.expires_at.getTime() : null }, {
+        issuedWith: { keyScopes: id.keyScopes, allows: (p) => id.allows(p), parent },
+      });
       ctx.status = 201;
       return { ...publicKey(key), token };
     },

@@ -9,6 +9,8 @@ import { badField, notFound, unauthorized } from '../../http/errors.js';
 import { ApiRouter } from '../../http/api.js';
 import { sameOriginOnly, sessionResponse } from './login.js';
 import { sha256 } from '../tokens.js';
+import { completeLogin, toSecondStep } from '../complete-login.js';
+import type { RedirectResume } from '../mfa/step.js';
 import {
   bindingMatches,
   bindingOf,
@@ -18,8 +20,8 @@ import {
   LOGIN_BINDING_COOKIE,
   loginBody,
   loginErrorUrl,
-  mintSession,
   nextSchema,
+  type IssuedSession,
   noStore,
   OIDC_STATE_TTL_MS,
   startCookieSession,
@@ -48,6 +50,26 @@ interface StateRecord {
   next: string;
   client_redirect: string | null;
   binding: string;
+}
+
+/**
+ * The end of a redirect sign-in (right after the callback, or after its second step): the
+ * session goes under a one-time exchange code to /auth/complete (this browser) or to the
+ * client's redirect_uri. The token itself is never in a URL.
+ */
+export async function handOverSession(auth: AuthComponent, ctx: Context, user: User, session: IssuedSession, resume: RedirectResume): Promise<void> {
+  const code = await auth.oneTime.put(
+    'exchange_code',
+    { user_id: user.id, key_id: session.key_id, token: session.token, expires_at: session.expires_at, binding: resume.binding } satisfies CodeRecord,
+    EXCHANGE_CODE_TTL_MS,
+  );
+  if (resume.client_redirect) {
+    const target = new URL(resume.client_redirect);
+    target.searchParams.set('code', code);
+    ctx.redirect(target.href);
+  } else {
+    ctx.redirect(`/auth/complete?${new URLSearchParams({ code, next: resume.next })}`);
+  }
 }
 
 interface CodeRecord {
@@ -165,20 +187,12 @@ export function oidcRoutes(auth: AuthComponent): Router {
       }
       if (user.disabled) return fail('account_disabled', `user ${user.id} is disabled`);
 
-      const session = await mintSession(auth, user, provider.id);
-      const code = await auth.oneTime.put(
-        'exchange_code',
-        { user_id: user.id, key_id: session.key_id, token: session.token, expires_at: session.expires_at, binding: record.client_redirect ? null : record.binding } satisfies CodeRecord,
-        EXCHANGE_CODE_TTL_MS,
-      );
+      const resume: RedirectResume = { next: record.next, client_redirect: record.client_redirect, binding: record.client_redirect ? null : record.binding };
+      const done = await completeLogin(auth, ctx, user, { provider: provider.id, via: 'redirect', resume });
+      // an account with a second factor passes it on our login page first
+      if (done.kind === 'second_step') return toSecondStep(auth, ctx, done.mfaToken, record.next);
       ctx.log.info({ provider: provider.id, user_id: user.id }, 'redirect login');
-      if (record.client_redirect) {
-        const target = new URL(record.client_redirect);
-        target.searchParams.set('code', code);
-        ctx.redirect(target.href);
-      } else {
-        ctx.redirect(`/auth/complete?${new URLSearchParams({ code, next: record.next })}`);
-      }
+      await handOverSession(auth, ctx, user, done.session, resume);
     },
   );
 

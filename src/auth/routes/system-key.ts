@@ -16,5 +16,6 @@ export function systemKeyRoutes(auth: AuthComponent): Router {
     // whoever holds the system key passes every check: setting it is handing out the host
     authorize: (ctx) => auth.systemKey.mayChange(identity(ctx)),
     refusal: 'not a superadmin or the system key',
+    stepUp: true,
   });
 }

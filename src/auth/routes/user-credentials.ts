@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import Joi from 'joi';
 import type { AuthComponent } from '../component.js';
-import { identity } from '../guards.js';
+import { actor } from '../guards.js';
 import { ApiRouter } from '../../http/api.js';
 import { publicKey, publicKeySchema } from '../api-keys.js';
 import { verifyCurrentPassword } from '../reauth.js';
@@ -36,7 +36,7 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
       responses: { 204: 'changed', 403: `neither oneself nor ${ADMIN_USERS}`, 404: 'no such user', 429: 'too many wrong current passwords' },
     },
     async (ctx, { params }) => {
-      const id = identity(ctx);
+      const id = actor(ctx);
       const user = await load(params.id);
       const self = id.userId === user.id;
       if (!self && !id.allows(ADMIN_USERS)) throw forbidden(ADMIN_USERS);
@@ -67,7 +67,7 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
     { method: 'DELETE', path: '/:id/api-keys/:keyId', summary: "Revoke a user's API key or session", auth: ADMIN, params: keyParams, responses: { 204: 'revoked', 404: 'no such user or key' } },
     async (ctx, { params }) => {
       const user = await load(params.id);
-      if (!(await auth.keys.revoke(identity(ctx), user, params.keyId))) throw notFound('key');
+      if (!(await auth.keys.revoke(actor(ctx), user, params.keyId))) throw notFound('key');
       ctx.status = 204;
     },
   );

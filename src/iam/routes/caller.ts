@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 import { unauthorized } from '../../http/errors.js';
 import type { Actor } from '../policy.js';
+import { actingFrom } from '../../request-context.js';
 
 /**
  * What the IAM routes need of the identity the authentication middleware put on the request
@@ -14,11 +15,11 @@ export interface Caller extends Actor {
   allows(permission: string): boolean;
 }
 
-/** The caller of a route behind the guards of src/http/guards.ts (401 when there is none). */
+/** The caller of a route behind the guards of src/http/guards.ts (401 when there is none), with this request's client address. */
 export function callerOf(ctx: Context): Caller {
   const id = (ctx.state as { identity?: Caller | null }).identity;
   if (!id) throw unauthorized();
-  return id;
+  return actingFrom(id, ctx.ip);
 }
 
 /** The web session a user changes their own password from: it stays, their others end. */

@@ -45,7 +45,7 @@ export function groupRoutes(iam: IamComponent): Router {
   api.endpoint(
     { method: 'POST', path: '/api/groups', summary: 'Create a group', auth: ADMIN, body: createGroupSchema, responses: { 201: { description: 'the group', schema: groupView }, 403: 'a permission that reaches the host, from a plain administrator', 409: 'the name is taken' } },
     async (ctx, { body }) => {
-      const g = await groups.create(callerOf(ctx), body, ctx.log);
+      const g = await groups.create(callerOf(ctx), body);
       ctx.status = 201;
       return view(g);
     },
@@ -67,7 +67,7 @@ export function groupRoutes(iam: IamComponent): Router {
       body: patchGroupSchema,
       responses: { 200: { description: 'the group', schema: groupView }, 403: 'hands out host access', 404: 'no such group', 409: 'built-in group or name taken' },
     },
-    async (ctx, { params, body }) => view(await groups.update(callerOf(ctx), await groups.find(params.name), body, ctx.log)),
+    async (ctx, { params, body }) => view(await groups.update(callerOf(ctx), await groups.find(params.name), body)),
   );
 
   api.endpoint(

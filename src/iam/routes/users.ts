@@ -18,6 +18,7 @@ const userView = Joi.object({
   roles: Joi.array().items(Joi.string()),
   extra_permissions: Joi.array().items(Joi.string()),
   disabled: Joi.boolean(),
+  mfa: Joi.boolean().description('has a second factor (an authenticator app or a passkey)'),
   identities: Joi.array().items(Joi.object({ provider: Joi.string(), provider_user_id: Joi.string() })),
   created_at: Joi.string().isoDate(),
 });
@@ -54,7 +55,7 @@ export function userRoutes(iam: IamComponent): Router {
       responses: { 201: { description: 'the user', schema: userView }, 409: 'the username is taken' },
     },
     async (ctx, { body }) => {
-      const user = await users.create(callerOf(ctx), userFieldsOf(body), ctx.log);
+      const user = await users.create(callerOf(ctx), userFieldsOf(body));
       ctx.status = 201;
       return publicUser(user, body.password ? [{ provider: 'local', providerUserId: user.username }] : []);
     },
@@ -84,7 +85,7 @@ export function userRoutes(iam: IamComponent): Router {
       responses: { 200: { description: 'the user', schema: userView }, 403: 'the change hands out host access', 404: 'no such user', 409: 'last administrator' },
     },
     async (ctx, { params, body }) => {
-      const updated = await users.update(callerOf(ctx), await load(params.id), userFieldsOf(body), ctx.log, ownSession(ctx, params.id));
+      const updated = await users.update(callerOf(ctx), await load(params.id), userFieldsOf(body), ownSession(ctx, params.id));
       return publicUser(updated, (await iam.store.identitiesOf([updated.id])).get(updated.id));
     },
   );

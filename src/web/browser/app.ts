@@ -3,6 +3,7 @@
 // (textContent / attributes), never as HTML.
 import { CredentialRefusedError, GatewayClient, type ClientState, type NotificationFrame } from '../../client/gateway-client.js';
 import { ApiError } from './forms.js';
+import { stepUp, type StepUpDetails } from './step-up.js';
 
 export * from './forms.js';
 
@@ -20,8 +21,21 @@ function toLogin(): void {
   location.assign(`/login?${new URLSearchParams({ next: location.pathname + location.search })}`);
 }
 
-/** One JSON call with the session cookie; 401 sends the browser to the login page. */
-export async function api<T = unknown>(method: string, path: string, payload?: unknown): Promise<T> {
+/** Sent on document when the API says this account must enrol a second factor first (on /settings, where the Security panel is). */
+export const ENROLMENT_EVENT = 'mfa-enrollment-required';
+
+/** A member of a group that requires a second factor goes to the Security panel, once. */
+function toEnrolment(): void {
+  if (location.pathname === '/settings') document.dispatchEvent(new CustomEvent(ENROLMENT_EVENT));
+  else location.assign('/settings?mfa=required#security');
+}
+
+/**
+ * One JSON call with the session cookie; 401 sends the browser to the login page. A 403
+ * `step_up_required` opens the step-up dialog and, once the factor is verified, sends the call
+ * again (once); a 403 `mfa_enrollment_required` goes to the Security panel of the settings page.
+ */
+export async function api<T = unknown>(method: string, path: string, payload?: unknown, retried = false): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
   const init: RequestInit = { method, credentials: 'same-origin', headers };
   if (payload !== undefined) {
@@ -36,6 +50,8 @@ export async function api<T = unknown>(method: string, path: string, payload?: u
   }
   if (!res.ok) {
     const err = (data as { error?: { code?: string; message?: string; details?: unknown } } | null)?.error ?? {};
+    if (res.status === 403 && err.code === 'step_up_required' && !retried && (await stepUp(err.details as StepUpDetails))) return api<T>(method, path, payload, true);
+    if (res.status === 403 && err.code === 'mfa_enrollment_required') toEnrolment();
     throw new ApiError(res.status, err.code ?? 'error', err.message ?? `${res.status} ${res.statusText}`, err.details);
   }
   return data as T;
@@ -219,6 +235,14 @@ export const onNotification = (fn: (n: NotificationFrame) => void): void => void
 export const onLiveState = (fn: (s: LiveState) => void): void => void stateListeners.add(fn);
 export const currentLiveState = (): LiveState => liveState;
 
+const frameListeners: Array<[string, (payload: unknown) => void]> = [];
+/** Every live frame of one server event (e.g. `audit:event`), from now on; frames are not replayed after a reconnect. */
+export function onFrame<T>(event: string, fn: (payload: T) => void): void {
+  const listener = fn as (payload: unknown) => void;
+  frameListeners.push([event, listener]);
+  client?.on(event, listener);
+}
+
 const connBanner = $('[data-conn-state]');
 function showLiveState(s: LiveState): void {
   liveState = s;
@@ -246,6 +270,7 @@ function startLive(since: number): void {
     keepalive: { intervalMs: 20_000, timeoutMs: 5_000 },
   });
   client = live;
+  for (const [event, fn] of frameListeners) live.on(event, fn);
   let missed: NotificationFrame[] = [];
   live.on('state', ({ state }) => {
     showLiveState(liveStateOf(state));
@@ -299,7 +324,9 @@ export async function boot(page: HistoryPage | null = null): Promise<void> {
     page ??= await api<HistoryPage>('GET', '/api/notifications?limit=1');
     setUnread(page.unread);
     since = page.last_seq;
-  } catch {
+  } catch (err) {
+    // an account that must enrol a second factor first gets no live connection until it has
+    if (err instanceof ApiError && err.code === 'mfa_enrollment_required') return;
     /* notifications unavailable: the live connection still tries */
   }
   if (!client) startLive(since);

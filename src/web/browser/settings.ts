@@ -1,8 +1,12 @@
-// Settings: password, my API keys (token shown once), my sessions; for administrators the
+// Settings: password, my second factors (Security, security.ts), my API keys (token shown once), my sessions; for administrators the
 // system API key, the webhook secrets (shared and per forge) and the authentication provider settings.
 import { $, api, boot, busy, clearOnEdit, confirmButton, control, copyText, errorText, h, must, randomSecret, say, submitter, text, texts, when } from './app.js';
 import { authSettings } from './auth-form.js';
 import { permissionText, type CatalogEntry } from './permission-list.js';
+import { securityPanel } from './security.js';
+
+const security = $('[data-security]');
+if (security) securityPanel(security);
 
 // ---- password ------------------------------------------------------------------------------
 

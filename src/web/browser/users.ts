@@ -1,5 +1,6 @@
 // Administration of users [feature:admin.users]: list, create, edit (groups, extra
-// permissions, profile, disabled, password), delete.
+// permissions, profile, disabled, password), delete; whether each has a second factor, and
+// resetting it (a lost device).
 import { api, boot, busy, clearOnEdit, confirmButton, control, errorText, explainPattern, h, markInvalid, must, say, submitter, text, texts } from './app.js';
 import { grantable, grantedIn, permissionChecks, withUnknown, type CatalogEntry, type Grant } from './permission-list.js';
 
@@ -14,6 +15,8 @@ interface UserView {
   extra_permissions: string[];
   disabled: boolean;
   identities: Array<{ provider: string; provider_user_id: string }>;
+  /** has a second factor (an authenticator app or a passkey) */
+  mfa?: boolean;
 }
 
 interface UserBody {
@@ -86,6 +89,16 @@ function row(u: UserView): HTMLTableRowElement {
       await load();
     }
   });
+  // every factor and recovery code goes, and the user's sessions end: they sign in with the password and enrol again
+  const reset = u.mfa
+    ? confirmButton(h('button', { type: 'button', class: 'small secondary', 'data-reset-mfa': '' }, 'Reset second factor'), 'Confirm reset', async () => {
+        const ok = await busy(null, listMsg, () => api('DELETE', `/api/users/${u.id}/mfa`).then(() => true));
+        if (ok) {
+          say(listMsg, `Reset the second factor of ${u.username}: their sessions ended; they sign in with the password and enrol again.`);
+          await load();
+        }
+      })
+    : null;
   return h(
     'tr',
     { dataset: { username: u.username } },
@@ -95,7 +108,8 @@ function row(u: UserView): HTMLTableRowElement {
     h('td', {}, u.groups.map((g) => h('span', { class: 'pill' }, g)), u.extra_permissions.map((p) => h('span', { class: 'pill', title: `extra permission: ${describe(p) ?? p}` }, `+${p}`))),
     h('td', {}, u.identities.map((i) => h('span', { class: 'pill', title: i.provider_user_id }, i.provider))),
     h('td', {}, h('span', { class: `pill ${u.disabled ? 'off' : 'on'}` }, u.disabled ? 'disabled' : 'active')),
-    h('td', {}, edit, ' ', del),
+    h('td', { 'data-mfa': u.mfa ? 'on' : 'off' }, u.mfa ? h('span', { class: 'pill on' }, 'on') : h('span', { class: 'note' }, 'none')),
+    h('td', {}, edit, ' ', del, reset ? [' ', reset] : null),
   );
 }
 

@@ -1,0 +1,378 @@
+import crypto from 'node:crypto';
+import type { Knex } from 'knex';
+import type { EventBus } from '../bus/bus.js';
+import type { Logger } from '../log.js';
+import { addressOf } from '../request-context.js';
+import type { Actor } from './policy.js';
+
+/**
+ * The audit trail: who did what, when, from where, and whether it was allowed, in one
+ * append-only hash chain per database (docs/security.md, "Audit trail"). Each event's `hash` is
+ * the SHA-256 of the previous event's hash and this event's canonical JSON; the chain's head
+ * (last seq and hash) and start (after pruning) live in `audit_chain`. An event is appended in
+ * the transaction of the change it records (`append`, `within`), taking the head row's lock,
+ * so seq has no gaps and the chain no forks across instances; events that record no change
+ * (sign-ins, refusals) are batched (`record`).
+ */
+
+export const AUDIT_ACTIONS = [
+  'auth.login',
+  'auth.login_failed',
+  'auth.logout',
+  'auth.locked',
+  'auth.mfa_enrolled',
+  'auth.mfa_removed',
+  'auth.mfa_reset',
+  'auth.step_up',
+  'user.created',
+  'user.updated',
+  'user.deleted',
+  'user.password_changed',
+  'group.created',
+  'group.updated',
+  'group.deleted',
+  'key.issued',
+  'key.revoked',
+  'settings.changed',
+  'system_key.changed',
+  'socket.operation',
+  'plugin.state_changed',
+  'webhook.rejected',
+  'request.denied',
+] as const;
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+export type AuditOutcome = 'success' | 'failure' | 'denied';
+
+export interface AuditActor {
+  user_id: string | null;
+  username: string;
+  /** how the actor proved who they are (session_cookie, api_key, basic, system_key, cli, ...) */
+  method: string | null;
+  ip: string | null;
+}
+
+export interface AuditTarget {
+  type: string;
+  id: string | null;
+  name: string | null;
+}
+
+export interface AuditEvent {
+  seq: number;
+  id: string;
+  at: string;
+  actor: AuditActor;
+  action: AuditAction;
+  target: AuditTarget;
+  outcome: AuditOutcome;
+  details: Record<string, unknown>;
+  hash: string;
+}
+
+/** What a caller records: the actor as the model knows it (an Actor, or already an AuditActor). */
+export interface AuditInput {
+  action: AuditAction;
+  actor: Actor | AuditActor;
+  target?: Partial<AuditTarget> & { type: string };
+  outcome?: AuditOutcome;
+  /** never a secret: names of what changed, never values of secret settings */
+  details?: Record<string, unknown>;
+}
+
+export interface AuditFilter {
+  action?: string;
+  actor?: string;
+  target?: string;
+  outcome?: AuditOutcome;
+  since?: number;
+  before?: number;
+  limit?: number;
+}
+
+export type VerifyResult =
+  | { ok: true; events: number; first_seq: number | null; last_seq: number | null }
+  | { ok: false; seq: number; reason: string };
+
+const GENESIS = crypto.createHash('sha256').update('service-core audit trail').digest('hex');
+const BATCH_MS = 50;
+const BATCH_MAX = 500;
+
+/** JSON with every object's keys sorted: the same event always hashes the same. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value ?? null);
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const entries = Object.entries(value as Record<string, unknown>)
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+}
+
+/** The hash of an event (everything but `hash`) chained to the previous one's. */
+export function eventHash(prevHash: string, event: Omit<AuditEvent, 'hash'>): string {
+  return crypto.createHash('sha256').update(prevHash).update('\n').update(canonicalJson(event)).digest('hex');
+}
+
+function isAuditActor(a: Actor | AuditActor): a is AuditActor {
+  return 'user_id' in a;
+}
+
+/** An Actor as the trail records it, with the client address it carries (src/request-context.ts). */
+export function auditActor(actor: Actor | AuditActor): AuditActor {
+  if (isAuditActor(actor)) return actor;
+  const method = (actor as { method?: unknown }).method;
+  return {
+    user_id: actor.userId ?? null,
+    username: actor.username,
+    method: typeof method === 'string' ? method : actor.isSystem ? (actor.username === 'cli' ? 'cli' : 'system') : null,
+    ip: addressOf(actor),
+  };
+}
+
+interface Row {
+  seq: number | string;
+  id: string;
+  at: number | string;
+  actor_user_id: string | null;
+  actor_username: string;
+  actor_method: string | null;
+  actor_ip: string | null;
+  action: string;
+  target_type: string;
+  target_id: string | null;
+  target_name: string | null;
+  outcome: string;
+  details: string;
+  hash: string;
+}
+
+function eventOf(r: Row): AuditEvent {
+  return {
+    seq: Number(r.seq),
+    id: r.id,
+    at: new Date(Number(r.at)).toISOString(),
+    actor: { user_id: r.actor_user_id, username: r.actor_username, method: r.actor_method, ip: r.actor_ip },
+    action: r.action as AuditAction,
+    target: { type: r.target_type, id: r.target_id, name: r.target_name },
+    outcome: r.outcome as AuditOutcome,
+    details: JSON.parse(r.details) as Record<string, unknown>,
+    hash: r.hash,
+  };
+}
+
+function rowOf(e: AuditEvent) {
+  return {
+    seq: e.seq,
+    id: e.id,
+    at: Date.parse(e.at),
+    actor_user_id: e.actor.user_id,
+    actor_username: e.actor.username,
+    actor_method: e.actor.method,
+    actor_ip: e.actor.ip,
+    action: e.action,
+    target_type: e.target.type,
+    target_id: e.target.id,
+    target_name: e.target.name,
+    outcome: e.outcome,
+    details: JSON.stringify(e.details),
+    hash: e.hash,
+  };
+}
+
+export interface AuditDeps {
+  db: Knex;
+  bus: EventBus;
+  log: Logger;
+}
+
+export class AuditTrail {
+  private queue: Array<Omit<AuditEvent, 'seq' | 'hash'>> = [];
+  private timer: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> | null = null;
+  private readonly postgres: boolean;
+
+  constructor(private readonly deps: AuditDeps) {
+    this.postgres = String((deps.db.client as { config?: { client?: unknown } }).config?.client ?? '').startsWith('p');
+  }
+
+  /** An event as it will be chained (no seq or hash yet). */
+  private draft(input: AuditInput): Omit<AuditEvent, 'seq' | 'hash'> {
+    return {
+      id: crypto.randomUUID(),
+      at: new Date().toISOString(),
+      actor: auditActor(input.actor),
+      action: input.action,
+      target: { type: input.target?.type ?? 'none', id: input.target?.id ?? null, name: input.target?.name ?? null },
+      outcome: input.outcome ?? 'success',
+      details: input.details ?? {},
+    };
+  }
+
+  /**
+   * Appends events in `trx`, the transaction of the change they record: the chain head is
+   * locked, so the events get the next seqs and chain to the head, or (the transaction rolled
+   * back) never existed. Published (bus, log) once the caller's transaction committed: call
+   * `published()` with the result then, or use within().
+   */
+  async append(trx: Knex, inputs: Array<AuditInput | Omit<AuditEvent, 'seq' | 'hash'>>): Promise<AuditEvent[]> {
+    if (inputs.length === 0) return [];
+    // the head row (made by the migration) is locked: appends of every instance take turns
+    const q = trx('audit_chain').where({ id: 1 });
+    const head = await (this.postgres ? q.forUpdate() : q).first('head_seq', 'head_hash');
+    if (!head) throw new Error('the audit chain has no head row (run the migrations)');
+    let seq = Number(head.head_seq);
+    let prev: string = head.head_hash;
+    const out: AuditEvent[] = [];
+    for (const input of inputs) {
+      const draft = 'id' in input ? input : this.draft(input);
+      seq += 1;
+      const event = { seq, ...draft };
+      const full: AuditEvent = { ...event, hash: eventHash(prev, event) };
+      out.push(full);
+      prev = full.hash;
+    }
+    await trx('audit_events').insert(out.map(rowOf));
+    await trx('audit_chain').where({ id: 1 }).update({ head_seq: seq, head_hash: prev });
+    return out;
+  }
+
+  /** Runs `change` and appends its event in one transaction; the event is published after the commit. */
+  async within<T>(change: (trx: Knex.Transaction) => Promise<T>, event: (result: T) => AuditInput | AuditInput[] | null): Promise<T> {
+    let events: AuditEvent[] = [];
+    const result = await this.deps.db.transaction(async (trx) => {
+      const r = await change(trx);
+      const e = event(r);
+      events = await this.append(trx, e === null ? [] : Array.isArray(e) ? e : [e]);
+      return r;
+    });
+    this.published(events);
+    return result;
+  }
+
+  /** Records an event that goes with no change (a sign-in, a refusal): batched, appended within ~50 ms. */
+  record(input: AuditInput): void {
+    this.queue.push(this.draft(input));
+    if (this.queue.length >= BATCH_MAX) void this.flush();
+    else if (!this.timer) {
+      this.timer = setTimeout(() => void this.flush(), BATCH_MS);
+      this.timer.unref();
+    }
+  }
+
+  /** Appends what record() queued (one transaction for the batch). */
+  async flush(): Promise<void> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    while (this.flushing) await this.flushing;
+    if (this.queue.length === 0) return;
+    const batch = this.queue.splice(0, this.queue.length);
+    this.flushing = (async () => {
+      try {
+        const events = await this.deps.db.transaction((trx) => this.append(trx, batch));
+        this.published(events);
+      } catch (err) {
+        // the database is away: keep them for the next try rather than lose them
+        this.queue.unshift(...batch);
+        this.deps.log.warn({ err, pending: this.queue.length }, 'audit events not written yet');
+        if (!this.timer) {
+          this.timer = setTimeout(() => void this.flush(), 1000);
+          this.timer.unref();
+        }
+      }
+    })();
+    try {
+      await this.flushing;
+    } finally {
+      this.flushing = null;
+    }
+  }
+
+  /** After the commit: a JSON log line per event (`"audit": true`) and the `audit:event` bus event. */
+  published(events: AuditEvent[]): void {
+    for (const e of events) {
+      this.deps.log.info({ audit: true, ...e }, `audit: ${e.action} ${e.outcome}`);
+      this.deps.bus.emit('audit:event', e);
+    }
+  }
+
+  /** Newest first; `before` is a seq (the next page's cursor is the last seq answered). */
+  async list(filter: AuditFilter = {}): Promise<{ events: AuditEvent[]; next_before: number | null }> {
+    const limit = Math.min(Math.max(filter.limit ?? 50, 1), 500);
+    const q = this.deps.db<Row>('audit_events').orderBy('seq', 'desc').limit(limit + 1);
+    if (filter.action) q.where('action', filter.action.endsWith('.') ? 'like' : '=', filter.action.endsWith('.') ? `${filter.action}%` : filter.action);
+    if (filter.actor) q.where((w) => w.where('actor_username', filter.actor!).orWhere('actor_user_id', filter.actor!));
+    if (filter.target) q.where((w) => w.where('target_id', filter.target!).orWhere('target_name', filter.target!));
+    if (filter.outcome) q.where('outcome', filter.outcome);
+    if (filter.since !== undefined) q.where('at', '>=', filter.since);
+    if (filter.before !== undefined) q.where('seq', '<', filter.before);
+    const rows = await q;
+    const events = rows.slice(0, limit).map(eventOf);
+    return { events, next_before: rows.length > limit ? events[events.length - 1]!.seq : null };
+  }
+
+  /** Every event from `since` (ms), oldest first, in pages (for export). */
+  async *export(since = 0): AsyncGenerator<AuditEvent> {
+    let after = 0;
+    for (;;) {
+      const rows = await this.deps.db<Row>('audit_events').where('seq', '>', after).andWhere('at', '>=', since).orderBy('seq').limit(1000);
+      for (const r of rows) yield eventOf(r);
+      if (rows.length < 1000) return;
+      after = Number(rows[rows.length - 1]!.seq);
+    }
+  }
+
+  /**
+   * Checks the chain from its start to its head: seqs without gaps, each hash recomputed and
+   * chained to the previous one, the head at the last event. The first event that does not
+   * match is named.
+   */
+  async verify(): Promise<VerifyResult> {
+    await this.flush();
+    const chain = await this.deps.db('audit_chain').where({ id: 1 }).first();
+    let expectedSeq = Number(chain?.start_seq ?? 1);
+    let prev: string = chain?.start_prev_hash ?? GENESIS;
+    let count = 0;
+    let first: number | null = null;
+    for (;;) {
+      const rows = await this.deps.db<Row>('audit_events').where('seq', '>=', expectedSeq).orderBy('seq').limit(1000);
+      for (const r of rows) {
+        const e = eventOf(r);
+        if (e.seq !== expectedSeq) return { ok: false, seq: expectedSeq, reason: `event ${expectedSeq} is missing (the next is ${e.seq})` };
+        const { hash, ...body } = e;
+        if (eventHash(prev, body) !== hash) return { ok: false, seq: e.seq, reason: `event ${e.seq} does not match its hash (edited, or moved from elsewhere in the chain)` };
+        first ??= e.seq;
+        prev = hash;
+        expectedSeq += 1;
+        count += 1;
+      }
+      if (rows.length < 1000) break;
+    }
+    const headSeq = Number(chain?.head_seq ?? 0);
+    if (chain && headSeq !== expectedSeq - 1) {
+      return { ok: false, seq: expectedSeq, reason: headSeq > expectedSeq - 1 ? `events ${expectedSeq}..${headSeq} are missing (the chain was cut short)` : `event ${headSeq + 1} is beyond the recorded head` };
+    }
+    if (chain && count > 0 && chain.head_hash !== prev) return { ok: false, seq: expectedSeq - 1, reason: `event ${expectedSeq - 1} is not the recorded head` };
+    return { ok: true, events: count, first_seq: first, last_seq: count ? expectedSeq - 1 : null };
+  }
+
+  /**
+   * Deletes events older than `retentionMs`, and records where the chain now starts (the first
+   * kept event and the hash it chains to), so what is left still verifies.
+   */
+  async prune(retentionMs: number, now = Date.now()): Promise<number> {
+    await this.flush();
+    return this.deps.db.transaction(async (trx) => {
+      const q = trx('audit_chain').where({ id: 1 });
+      const chain = await (this.postgres ? q.forUpdate() : q).first();
+      if (!chain) return 0;
+      const cut = await trx<Row>('audit_events').where('at', '<', now - retentionMs).max({ seq: 'seq' }).first();
+      const lastOld = cut?.seq === null || cut?.seq === undefined ? null : Number(cut.seq);
+      if (lastOld === null) return 0;
+      const boundary = await trx<Row>('audit_events').where({ seq: lastOld }).first('hash');
+      const n = await trx('audit_events').where('seq', '<=', lastOld).delete();
+      await trx('audit_chain').where({ id: 1 }).update({ start_seq: lastOld + 1, start_prev_hash: boundary!.hash });
+      return n;
+    });
+  }
+}

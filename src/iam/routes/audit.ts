@@ -1,0 +1,51 @@
+import type Router from '@koa/router';
+import Joi from 'joi';
+import type { IamComponent } from '../component.js';
+import { ApiRouter } from '../../http/api.js';
+import { AUDIT_ACTIONS } from '../audit.js';
+
+const query = Joi.object({
+  action: Joi.string()
+    .max(64)
+    .pattern(/^[a-z_]+(\.[a-z_]*)?$/)
+    .description(`an action (${AUDIT_ACTIONS.join(', ')}), or a prefix ending in a dot (\`user.\`)`),
+  actor: Joi.string().max(256).description('a username or user id'),
+  target: Joi.string().max(256).description("a target's id or name"),
+  outcome: Joi.string().valid('success', 'failure', 'denied'),
+  since: Joi.date().iso().description('events at or after this time (ISO 8601)'),
+  before: Joi.number().integer().min(1).description('events before this seq (the next page: `next_before`)'),
+  limit: Joi.number().integer().min(1).max(500).default(50),
+});
+
+const eventView = Joi.object({
+  seq: Joi.number().integer(),
+  id: Joi.string(),
+  at: Joi.string().isoDate(),
+  actor: Joi.object({ user_id: Joi.string().allow(null), username: Joi.string(), method: Joi.string().allow(null), ip: Joi.string().allow(null) }),
+  action: Joi.string(),
+  target: Joi.object({ type: Joi.string(), id: Joi.string().allow(null), name: Joi.string().allow(null) }),
+  outcome: Joi.string().valid('success', 'failure', 'denied'),
+  details: Joi.object().unknown(true).description('what changed (names of settings, never their values)'),
+  hash: Joi.string().description("SHA-256 of the previous event's hash and this event's canonical JSON"),
+});
+
+/** GET /api/audit: the audit trail, newest first, filtered and paged by seq. */
+export function auditRoutes(iam: IamComponent): Router {
+  const api = new ApiRouter({ prefix: '/api/audit', tag: 'audit' });
+  api.endpoint(
+    {
+      method: 'GET',
+      path: '/',
+      summary: 'The audit trail: who did what, when, from where, and whether it was allowed',
+      description: 'Newest first. Holders of the permission also receive each new event live as an `audit:event` ws frame.',
+      auth: { permission: 'feature:admin.audit' },
+      query,
+      responses: { 200: { description: 'a page of events', schema: Joi.object({ events: Joi.array().items(eventView), next_before: Joi.number().integer().allow(null) }) } },
+    },
+    async (ctx, { query: q }) => {
+      ctx.set('Cache-Control', 'no-store');
+      return iam.audit.list({ action: q.action, actor: q.actor, target: q.target, outcome: q.outcome, since: q.since ? (q.since as Date).getTime() : undefined, before: q.before, limit: q.limit });
+    },
+  );
+  return api.router;
+}

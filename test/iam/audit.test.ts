@@ -1,0 +1,279 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { expect } from 'chai';
+import request from 'supertest';
+import { startService, startPeer, adminAuth, basic, testEnv, SYSTEM_KEY, type TestService } from '../support/service.js';
+import { capturingLogger } from '../sockets/helpers.js';
+import { cli } from '../cli/helpers.js';
+import { WsClient, sleep } from '../gateway/helpers.js';
+
+interface Event {
+  seq: number;
+  action: string;
+  outcome: string;
+  actor: { user_id: string | null; username: string; method: string | null; ip: string | null };
+  target: { type: string; id: string | null; name: string | null };
+  details: Record<string, any>;
+}
+
+/**
+ * The audit trail (docs/security.md, "Audit trail"): every privileged action and sign-in is one
+ * event in a hash chain that `audit verify` checks, searchable over HTTP, streamed over ws,
+ * exported by the CLI, and free of secrets.
+ */
+describe('audit trail', function () {
+  this.timeout(60_000);
+  let svc: TestService;
+  const logs = capturingLogger('info');
+  const api = () => request(svc.url);
+  const sys = { 'X-API-Key': SYSTEM_KEY };
+  const SECRETS = {
+    password: 'a-password-nobody-may-see-1',
+    systemKey: 'system-key-that-must-never-be-logged-0123456789',
+    webhook: 'webhook-secret-never-logged-42',
+    bind: 'bind-password-never-logged-42',
+  };
+
+  before(async () => {
+    svc = await startService({ logger: logs.logger, env: { SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' } });
+    await api().put('/api/settings/system-api-key').set('Authorization', adminAuth()).send({ key: SYSTEM_KEY }).expect(204);
+  });
+  after(async () => svc?.destroy());
+
+  /** The events after `seq`, oldest first (the recorder's batches flushed first). */
+  async function since(seq: number): Promise<Event[]> {
+    await svc.service.iam.audit.flush();
+    const page = await api().get('/api/audit').query({ limit: 500 }).set(sys).expect(200);
+    return (page.body.events as Event[]).filter((e) => e.seq > seq).reverse();
+  }
+  async function head(): Promise<number> {
+    await svc.service.iam.audit.flush();
+    return ((await api().get('/api/audit').query({ limit: 1 }).set(sys).expect(200)).body.events[0]?.seq as number) ?? 0;
+  }
+  /** Exactly one event of `action` among `events`, and it. */
+  function one(events: Event[], action: string, match: (e: Event) => boolean = () => true): Event {
+    const found = events.filter((e) => e.action === action && match(e));
+    expect(found, `${action} in ${JSON.stringify(events.map((e) => e.action))}`).to.have.length(1);
+    return found[0]!;
+  }
+
+  it('records each administrative action over HTTP once, with the actor as resolved, the target and the outcome', async () => {
+    const start = await head();
+    const created = (await api().post('/api/users').set('Authorization', adminAuth()).set('X-Forwarded-For', '203.0.113.9').send({ username: 'ann', password: SECRETS.password, groups: ['INT_USER'] }).expect(201)).body;
+    await api().patch(`/api/users/${created.id}`).set('Authorization', adminAuth()).send({ groups: ['INT_VIEWER'], display_name: 'Ann' }).expect(200);
+    await api().post(`/api/users/${created.id}/password`).set('Authorization', adminAuth()).send({ new_password: `${SECRETS.password}-2` }).expect(204);
+    await api().post('/api/groups').set('Authorization', adminAuth()).send({ name: 'auditors', permissions: ['feature:admin.audit'] }).expect(201);
+    await api().patch('/api/groups/auditors').set('Authorization', adminAuth()).send({ description: 'read the trail' }).expect(200);
+    const key = (await api().post('/api/me/api-keys').set('Authorization', basic('ann', `${SECRETS.password}-2`)).send({ label: 'ci' }).expect(201)).body;
+    await api().delete(`/api/users/${created.id}/api-keys/${key.id}`).set('Authorization', adminAuth()).expect(204);
+    await api().put('/api/settings/webhook-secret').set('Authorization', adminAuth()).send({ secret: SECRETS.webhook }).expect(204);
+    await api().patch('/api/settings/auth').set('Authorization', adminAuth()).send({ oidc_label: 'Company SSO' }).expect(200);
+    await api().put('/api/settings/system-api-key').set('Authorization', adminAuth()).send({ key: SECRETS.systemKey }).expect(204);
+    await api().put('/api/settings/system-api-key').set('Authorization', adminAuth()).send({ key: SYSTEM_KEY }).expect(204);
+    await api().delete('/api/groups/auditors').set('Authorization', adminAuth()).expect(204);
+    await api().delete(`/api/users/${created.id}`).set('Authorization', adminAuth()).expect(204);
+    const events = await since(start);
+
+    const userCreated = one(events, 'user.created');
+    expect(userCreated).to.deep.include({ outcome: 'success', target: { type: 'user', id: created.id, name: 'ann' } });
+    expect(userCreated.actor).to.include({ username: 'admin', method: 'basic' });
+    expect(userCreated.actor.ip).to.be.a('string');
+    expect(userCreated.details).to.deep.include({ groups: ['INT_USER'], password: true });
+    expect(one(events, 'user.updated').details).to.deep.include({ groups: ['INT_VIEWER'], previous_groups: ['INT_USER'] });
+    expect(one(events, 'user.password_changed').details).to.deep.equal({ own: false });
+    expect(one(events, 'group.created').target).to.deep.equal({ type: 'group', id: 'auditors', name: 'auditors' });
+    expect(one(events, 'group.updated').details.fields).to.deep.equal(['description']);
+    expect(one(events, 'key.issued').actor.username).to.equal('ann');
+    expect(one(events, 'key.revoked').target.id).to.equal(key.id);
+    expect(one(events, 'settings.changed', (e) => e.target.id === 'auth').details).to.deep.equal({ fields: ['oidc_label'] });
+    expect(one(events, 'settings.changed', (e) => e.target.id === 'scm_webhook_secret').details).to.deep.include({ change: 'set' });
+    expect(events.filter((e) => e.action === 'system_key.changed')).to.have.length(2);
+    one(events, 'group.deleted');
+    one(events, 'user.deleted');
+  });
+
+  it('records sign-ins, failures, lockouts, refusals and sign-outs', async () => {
+    const start = await head();
+    await api().post('/api/users').set(sys).send({ username: 'bea', password: SECRETS.password, groups: ['INT_VIEWER'] }).expect(201);
+    const ok = await api().post('/api/auth/login').send({ username: 'bea', password: SECRETS.password }).expect(200);
+    for (let i = 0; i < 5; i++) await api().post('/api/auth/login').send({ username: 'bea', password: `wrong-${i}` }).expect(401);
+    await api().post('/api/auth/login').send({ username: 'bea', password: SECRETS.password }).expect(429);
+    await api().get('/api/users').set('Authorization', `Bearer ${ok.body.token}`).expect(403);
+    await api().post('/api/auth/logout').set('Authorization', `Bearer ${ok.body.token}`).expect(204);
+    const events = await since(start);
+    const login = one(events, 'auth.login');
+    expect(login).to.deep.include({ outcome: 'success', target: { type: 'user', id: ok.body.user.id, name: 'bea' } });
+    expect(login.details).to.include({ provider: 'local', second_factor: false });
+    const failures = events.filter((e) => e.action === 'auth.login_failed');
+    expect(failures).to.have.length(5);
+    expect(failures[0]).to.deep.include({ outcome: 'failure' });
+    expect(failures[0]!.details).to.include({ reason: 'invalid_credentials', via: 'login' });
+    expect(one(events, 'auth.locked').outcome).to.equal('denied');
+    const denied = one(events, 'request.denied');
+    expect(denied).to.deep.include({ outcome: 'denied', target: { type: 'route', id: 'GET /api/users', name: null } });
+    expect(denied.details).to.deep.equal({ permission: 'feature:admin.users' });
+    expect(one(events, 'auth.logout').actor.username).to.equal('bea');
+  });
+
+  it('records refusals by the host boundary, a socket operation over ws, and a refused webhook', async () => {
+    const start = await head();
+    await api().post('/api/users').set(sys).send({ username: 'plain', password: SECRETS.password, groups: ['INT_ADMIN'] }).expect(201);
+    await api().post('/api/groups').set('Authorization', basic('plain', SECRETS.password)).send({ name: 'evil', permissions: ['socket:*'] }).expect(403);
+    fs.mkdirSync(path.join(svc.dataDir, 'managed', 'work'), { recursive: true });
+    const ws = await WsClient.connect(svc, { headers: { 'X-API-Key': SYSTEM_KEY } });
+    try {
+      ws.send({ event: 'socket:request', payload: { request_id: 'r1', operation: 'mounts:repair', args: { target_dir: path.join(svc.dataDir, 'managed', 'work'), mode: '0750' } } });
+      expect((await ws.next('socket:response', (f) => f.payload.request_id === 'r1')).payload.ok).to.equal(true);
+    } finally {
+      await ws.close();
+    }
+    await api().post('/api/notifications/webhook/scm').set('X-GitHub-Event', 'ping').set('X-GitHub-Delivery', 'd-1').set('X-Hub-Signature-256', `sha256=${'0'.repeat(64)}`).set('Content-Type', 'application/json').send('{}').expect(401);
+    const events = await since(start);
+    const refused = one(events, 'group.created');
+    expect(refused).to.deep.include({ outcome: 'denied', target: { type: 'group', id: 'evil', name: 'evil' } });
+    expect(refused.details.reason).to.match(/only a superadmin/);
+    const op = one(events, 'socket.operation');
+    expect(op).to.deep.include({ outcome: 'success', target: { type: 'socket', id: 'mounts:repair', name: null } });
+    expect(op.actor).to.include({ username: 'system', method: 'system_key' });
+    expect(op.details.args).to.include({ mode: '0750' });
+    expect(one(events, 'webhook.rejected')).to.deep.include({ outcome: 'denied', target: { type: 'webhook', id: 'github', name: 'GitHub' } });
+  });
+
+  it('records what the CLI does, as the cli actor', async () => {
+    const start = await head();
+    const env = testEnv(svc.dataDir, svc.databaseUrl);
+    expect((await cli(env, ['user', 'create', 'cara', '--group', 'INT_VIEWER'])).code).to.equal(0);
+    expect((await cli(env, ['key', 'issue', '--user', 'cara'])).code).to.equal(0);
+    expect((await cli(env, ['settings', 'set', 'oidc_label', 'From the console'])).code).to.equal(0);
+    const events = await since(start);
+    for (const action of ['user.created', 'key.issued', 'settings.changed']) expect(one(events, action).actor).to.include({ username: 'cli', method: 'cli', user_id: null });
+  });
+
+  it('streams events to holders of feature:admin.audit over ws, to nobody else', async () => {
+    await api().post('/api/users').set(sys).send({ username: 'watcher', password: SECRETS.password, groups: ['INT_ADMIN'] }).expect(201);
+    await api().post('/api/users').set(sys).send({ username: 'viewer', password: SECRETS.password, groups: ['INT_VIEWER'] }).expect(201);
+    const watcher = await WsClient.connect(svc, { headers: { Authorization: basic('watcher', SECRETS.password) } });
+    const viewer = await WsClient.connect(svc, { headers: { Authorization: basic('viewer', SECRETS.password) } });
+    try {
+      const started = Date.now();
+      await api().post('/api/groups').set(sys).send({ name: 'live-one' }).expect(201);
+      const frame = await watcher.next('audit:event', (f) => f.payload.action === 'group.created' && f.payload.target.name === 'live-one', 1000);
+      expect(Date.now() - started).to.be.below(1000);
+      expect(frame.payload.hash).to.match(/^[0-9a-f]{64}$/);
+      await sleep(200);
+      expect(viewer.all('audit:event')).to.deep.equal([]);
+    } finally {
+      await Promise.all([watcher.close(), viewer.close()]);
+    }
+  });
+
+  it('filters and pages GET /api/audit; needs feature:admin.audit', async () => {
+    await api().get('/api/audit').set('Authorization', basic('viewer', SECRETS.password)).expect(403);
+    const users = (await api().get('/api/audit').query({ action: 'user.' }).set(sys).expect(200)).body.events as Event[];
+    expect(users.length).to.be.greaterThan(2);
+    expect(users.every((e) => e.action.startsWith('user.'))).to.equal(true);
+    const page = (await api().get('/api/audit').query({ limit: 2 }).set(sys).expect(200)).body;
+    expect(page.events).to.have.length(2);
+    const next = (await api().get('/api/audit').query({ limit: 2, before: page.next_before }).set(sys).expect(200)).body.events as Event[];
+    expect(next[0]!.seq).to.equal(page.events[1].seq - 1);
+    expect((await api().get('/api/audit').query({ outcome: 'denied', actor: 'plain' }).set(sys).expect(200)).body.events.every((e: Event) => e.outcome === 'denied' && e.actor.username === 'plain')).to.equal(true);
+    const bad = await api().get('/api/audit').query({ outcome: 'maybe' }).set(sys).expect(400);
+    expect(bad.body.error.details[0].field).to.equal('outcome');
+  });
+
+  it('never records a secret, in the table or in the log', async () => {
+    await api().patch('/api/settings/auth').set('Authorization', adminAuth()).send({ ldap_url: 'ldap://127.0.0.1:1', ldap_bind_dn: 'cn=reader', ldap_bind_password: SECRETS.bind, ldap_base_dn: 'dc=example' }).expect(200);
+    await svc.service.iam.audit.flush();
+    const table = JSON.stringify(await svc.service.db('audit_events').select('*'));
+    const logged = logs.text();
+    for (const [what, value] of Object.entries(SECRETS)) {
+      expect(table, `${what} in the audit table`).not.to.include(value);
+      expect(logged, `${what} in the log`).not.to.include(value);
+    }
+    expect(table).to.include('ldap_bind_password'); // the name of what changed is there
+  });
+
+  it('verifies; an edit, a deletion, a reordering or a cut-off head is found and named', async () => {
+    const env = testEnv(svc.dataDir, svc.databaseUrl);
+    const ok = await cli(env, ['--json', 'audit', 'verify']);
+    expect(ok.code, ok.stderr).to.equal(0);
+    expect(ok.json().ok).to.equal(true);
+    const db = svc.service.db;
+    const rows = await db('audit_events').orderBy('seq').select('seq', 'details', 'at');
+    const mid = rows[Math.floor(rows.length / 2)]!;
+    const restore = async (fn: () => Promise<unknown>, undo: () => Promise<unknown>, expected: RegExp) => {
+      await fn();
+      const run = await cli(env, ['audit', 'verify']);
+      expect(run.code, run.stdout).to.equal(1);
+      expect(run.stderr).to.match(expected);
+      await undo();
+      expect((await cli(env, ['audit', 'verify'])).code).to.equal(0);
+    };
+    // an edited event
+    await restore(() => db('audit_events').where({ seq: mid.seq }).update({ details: '{"forged":true}' }), () => db('audit_events').where({ seq: mid.seq }).update({ details: mid.details }), new RegExp(`event ${mid.seq} does not match`));
+    // a deleted event
+    const deleted = await db('audit_events').where({ seq: mid.seq }).first();
+    await restore(() => db('audit_events').where({ seq: mid.seq }).delete(), () => db('audit_events').insert(deleted), new RegExp(`event ${mid.seq} is missing`));
+    // two events swapped in order
+    const a = await db('audit_events').where({ seq: mid.seq }).first();
+    const b = await db('audit_events').where({ seq: Number(mid.seq) + 1 }).first();
+    await restore(
+      async () => {
+        await db('audit_events').where({ seq: a.seq }).delete();
+        await db('audit_events').where({ seq: b.seq }).delete();
+        await db('audit_events').insert([{ ...b, seq: a.seq }, { ...a, seq: b.seq }]);
+      },
+      async () => {
+        await db('audit_events').whereIn('seq', [a.seq, b.seq]).delete();
+        await db('audit_events').insert([a, b]);
+      },
+      new RegExp(`event ${mid.seq} does not match`),
+    );
+    // the newest events cut off
+    const last = await db('audit_events').orderBy('seq', 'desc').first();
+    await restore(() => db('audit_events').where({ seq: last.seq }).delete(), () => db('audit_events').insert(last), new RegExp(`events ${last.seq}\\.\\.${last.seq} are missing`));
+  });
+
+  it('prunes past the retention where the chain then starts, and what is left still verifies; export is JSON lines', async () => {
+    const db = svc.service.db;
+    const rows = await db('audit_events').orderBy('seq').select('seq');
+    const cut = Number(rows[5]!.seq);
+    await db('audit_events').where('seq', '<=', cut).update({ at: Date.now() - 500 * 86_400_000 });
+    const pruned = await svc.service.iam.audit.prune(400 * 86_400_000);
+    expect(pruned).to.equal(cut - Number(rows[0]!.seq) + 1);
+    const verified = await svc.service.iam.audit.verify();
+    expect(verified).to.deep.include({ ok: true, first_seq: cut + 1 });
+    const exported = await cli(testEnv(svc.dataDir, svc.databaseUrl), ['audit', 'export']);
+    expect(exported.code, exported.stderr).to.equal(0);
+    const lines = exported.stdout.trim().split('\n').map((l) => JSON.parse(l) as Event);
+    expect(lines[0]!.seq).to.equal(cut + 1);
+    expect(lines.every((e, i) => i === 0 || e.seq === lines[i - 1]!.seq + 1)).to.equal(true);
+  });
+});
+
+describe('audit trail: two instances writing at once', function () {
+  this.timeout(60_000);
+  let a: TestService;
+  let b: TestService;
+  before(async () => {
+    a = await startService({ env: { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY } });
+    b = await startPeer(a, { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY });
+  });
+  after(async () => {
+    await b?.stop();
+    await a?.destroy();
+  });
+
+  it('gives one chain without gaps or forks', async () => {
+    const writes = Array.from({ length: 30 }, (_, i) => request((i % 2 ? a : b).url).post('/api/groups').set('X-API-Key', SYSTEM_KEY).send({ name: `g-${i}` }));
+    const logins = Array.from({ length: 10 }, (_, i) => request((i % 2 ? b : a).url).post('/api/auth/login').send({ username: 'nobody', password: `guess-${i}` }));
+    const answers = await Promise.all([...writes, ...logins]);
+    expect(answers.slice(0, 30).map((r) => r.status)).to.deep.equal(Array(30).fill(201));
+    await Promise.all([a.service.iam.audit.flush(), b.service.iam.audit.flush()]);
+    const verified = await a.service.iam.audit.verify();
+    expect(verified.ok, JSON.stringify(verified)).to.equal(true);
+    const seqs = (await a.service.db('audit_events').orderBy('seq').select('seq')).map((r: { seq: number | string }) => Number(r.seq));
+    expect(seqs).to.deep.equal(Array.from({ length: seqs.length }, (_, i) => seqs[0]! + i));
+    expect(seqs.length).to.be.at.least(40);
+  });
+});
