@@ -137,8 +137,8 @@ export class UserAdmin {
       await this.guardTakeover(actor, user, change);
       if (change.roles && change.roles.some((r) => !user.roles.includes(r))) await this.rolesAllowed(actor);
       else if (change.roles) guardHostBoundary(actor, isTrusted(actor) ? [] : ['role:superadmin'], 'set roles');
-      // a scoped key is not its owner (src/iam/policy.ts isSelf): not for its owner's credentials
-      if (actor.keyScopes && (change.password || change.email !== undefined)) throw refused('a scoped API key cannot change a password or an e-mail address');
+      // a scoped key is not its owner (src/iam/policy.ts isSelf): it never changes its owner's credentials
+      if (actor.keyScopes && actor.userId === user.id && (change.password || change.email !== undefined)) throw refused("a scoped API key cannot change its owner's password or e-mail address");
       await this.checkRefs(change);
       const granted = await this.guardHostGrants(actor, user, change);
       await this.guardLastAdmin(user, { groups: change.groups ?? user.groups, disabled: change.disabled ?? user.disabled });
