@@ -38,7 +38,8 @@ export const CLI_ACTOR: Actor = { username: 'cli', userId: null, isSystem: true,
 
 /** What the CLI says when its seeding (as boot's) set a bootstrap account's password from the environment. */
 export function envAppliedText(a: EnvPasswordApplied): string {
-  return `${a.variable} set ${a.username}'s password (${a.why === 'changed' ? 'the variable has a new value' : 'it differed, and no earlier value of the variable is known here'})`;
+  const why = a.why === 'changed' ? 'the variable has a new value' : a.why === 'promoted' ? 'the account became superadmin' : 'it differed, and no earlier value of the variable is known here';
+  return `${a.variable} set ${a.username}'s password (${why})`;
 }
 
 /** A database URL as it may be shown: without its password. */
@@ -146,7 +147,8 @@ export class CliContext {
     this.preparing ??= (async () => {
       const db = await this.existingDb();
       await migrateLatest(db);
-      const { envApplied } = await seedIam(db, this.config, this.passwords);
+      // a command run by hand, without the service's environment, never takes the superadmin flag away
+      const { envApplied } = await seedIam(db, this.config, this.passwords, this.config.fromEnv.has('SERVICE_ADMIN_FORCE_SUPERADMIN') ? 'follow' : 'keep');
       for (const a of envApplied) this.warn(envAppliedText(a));
       return db;
     })();

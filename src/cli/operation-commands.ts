@@ -128,7 +128,7 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
     .action(async (_opts, cmd: Command) => {
       const db = await ctx.db();
       const applied = await migrateLatest(db);
-      const { changed, envApplied } = await seedIam(db, ctx.config, ctx.passwords);
+      const { changed, envApplied } = await seedIam(db, ctx.config, ctx.passwords, ctx.config.fromEnv.has('SERVICE_ADMIN_FORCE_SUPERADMIN') ? 'follow' : 'keep');
       out(cmd).result({ applied, changed }, changed ? 'seeded the default groups and accounts' : 'nothing to seed: the default groups and accounts exist');
       for (const a of envApplied) out(cmd).warn(envAppliedText(a));
     });

@@ -121,7 +121,11 @@ export class IamComponent {
     for (const a of seeded.envApplied) {
       log.warn(
         { user: a.username, variable: a.variable },
-        a.why === 'changed' ? 'password set from the environment: the variable has a new value' : 'password set from the environment: it differed from the account\'s, and no value of the variable was applied here before',
+        a.why === 'changed'
+          ? 'password set from the environment: the variable has a new value'
+          : a.why === 'promoted'
+            ? 'password set from the environment: the account became superadmin (SERVICE_ADMIN_FORCE_SUPERADMIN), and no password set before becomes trusted'
+            : 'password set from the environment: it differed from the account\'s, and no value of the variable was applied here before',
       );
     }
     for (const id of seeded.passwordChanged) await this.passwordChanged(id, null);

@@ -29,8 +29,11 @@ function fingerprint(masterKey: string, username: string, password: string): str
 export interface EnvPasswordApplied {
   username: string;
   variable: PasswordVariable;
-  /** `changed`: the variable has a new value; `first`: no earlier value of it is known here */
-  why: 'changed' | 'first';
+  /**
+   * `changed`: the variable has a new value; `first`: no earlier value of it is known here;
+   * `promoted`: the account became superadmin (SERVICE_ADMIN_FORCE_SUPERADMIN) with another password
+   */
+  why: 'changed' | 'first' | 'promoted';
 }
 
 /**
@@ -46,6 +49,12 @@ export async function seedIam(
   db: Knex,
   config: SeedConfig,
   passwords: Passwords = new Passwords({ threads: 0 }),
+  /**
+   * `follow` (the service): the admin's superadmin flag follows SERVICE_ADMIN_FORCE_SUPERADMIN,
+   * set or cleared. `keep` (a CLI run whose environment does not say): it is left as it is, so
+   * a command run by hand never takes it away.
+   */
+  superadminFlag: 'follow' | 'keep' = 'follow',
 ): Promise<{ passwordChanged: string[]; changed: boolean; envApplied: EnvPasswordApplied[] }> {
   const store = new IamStore(db);
   const secrets = new SecretsStore(db, config.secretKey);
@@ -89,10 +98,22 @@ export async function seedIam(
         if (config.secretKeyKept) await secrets.set(ENV_PASSWORD_NAMESPACE, key, print);
       }
     }
-    if (b.username === config.adminUser) {
+    if (b.username === config.adminUser && superadminFlag === 'follow') {
       const has = existing.roles.includes('superadmin');
       if (has !== config.adminForceSuperadmin) {
         patch.roles = config.adminForceSuperadmin ? [...existing.roles, 'superadmin'] : existing.roles.filter((r) => r !== 'superadmin');
+        if (config.adminForceSuperadmin) {
+          // whoever held this name until now may have set its password or made its keys (a
+          // plain administrator may take over the admin account while it is no superadmin):
+          // none of that becomes trusted; its keys and sessions end, and the environment's
+          // password replaces any other
+          await db('api_keys').where({ user_id: existing.id }).whereNull('revoked_at').update({ revoked_at: Date.now() });
+          if (b.configured && !patch.hashedPassword && !(await passwords.verify(b.password, existing.hashedPassword))) {
+            patch.hashedPassword = await passwords.hash(b.password);
+            envApplied.push({ username: b.username, variable: b.variable, why: 'promoted' });
+          }
+          if (!passwordChanged.includes(existing.id)) passwordChanged.push(existing.id);
+        }
       }
     }
     if (Object.keys(patch).length) {

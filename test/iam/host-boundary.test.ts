@@ -273,3 +273,30 @@ describe('IAM host boundary: a group change reaches live connections at once', f
     }
   });
 });
+
+describe('IAM host boundary: the bootstrap admin made superadmin by the environment', function () {
+  this.timeout(60_000);
+  let svc: TestService;
+  after(async () => svc?.destroy());
+
+  it('keeps nothing a plain administrator set on it before; a CLI run by hand never takes the flag away', async () => {
+    svc = await startService();
+    const api = () => request(svc.url);
+    await api().post('/api/users').set('Authorization', adminAuth()).send({ username: 'mallory', password: 'mallory-password-1', groups: ['INT_ADMIN'] }).expect(201);
+    const admin = (await api().get('/api/users').set('Authorization', adminAuth()).expect(200)).body.users.find((u: { username: string }) => u.username === 'admin');
+    // while the admin account is an ordinary administrator, another one may take it over...
+    await api().post(`/api/users/${admin.id}/password`).set('Authorization', basic('mallory', 'mallory-password-1')).send({ new_password: 'mallory-owns-admin' }).expect(204);
+    const key = (await api().post('/api/me/api-keys').set('Authorization', basic('admin', 'mallory-owns-admin')).send({ label: 'kept' }).expect(201)).body.token;
+    await svc.stop();
+    // ...but when the operator makes it superadmin, none of what was set on it is trusted
+    svc = await startService({ dataDir: svc.dataDir, databaseUrl: svc.databaseUrl, env: { SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' } });
+    await request(svc.url).get('/api/me').set('X-API-Key', key).expect(401);
+    await request(svc.url).get('/api/me').set('Authorization', basic('admin', 'mallory-owns-admin')).expect(401);
+    expect((await request(svc.url).get('/api/me/access').set('Authorization', adminAuth()).expect(200)).body.is_superadmin).to.equal(true);
+    // the CLI run without the service's environment leaves the flag as it is
+    const run = await cli(testEnv(svc.dataDir, svc.databaseUrl), ['user', 'list']);
+    expect(run.code, run.stderr).to.equal(0);
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
+    expect((await request(svc.url).get('/api/me/access').set('Authorization', adminAuth()).expect(200)).body.is_superadmin).to.equal(true);
+  });
+});
