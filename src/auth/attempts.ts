@@ -71,5 +71,7 @@ export function logLoginFailure(log: { warn(obj: object, msg: string): void }, f
     target: { type: 'user', name: failure.username.slice(0, 256) },
     outcome: failure.reason === 'locked_out' || failure.reason === 'rate_limited' ? 'denied' : 'failure',
     details: { reason: failure.reason, provider: failure.provider, via: failure.via, ...(failure.device ? { device: failure.device } : {}) },
-  });
+  // a wrong password is an event each time (the budget bounds them); a refusal before any check
+  // (locked, over budget) that repeats is counted into the next, not written each time
+  }, failure.reason === 'locked_out' || failure.reason === 'rate_limited' ? `${failure.reason}\0${failure.username}\0${failure.ip}` : undefined);
 }

@@ -231,18 +231,19 @@ export class AuthComponent {
     return sha256(JSON.stringify(this.authSettings.current())) !== this.builtFrom;
   }
 
-  /** A privileged request refused by a permission check (src/http/guards.ts): a `denied` audit event. */
+  /**
+   * A privileged request refused by a permission check (src/http/guards.ts): a `denied` audit
+   * event, the same refusal within a minute counted into the next (AuditTrail.record coalesce).
+   */
   private readonly denials = {
     denied: (ctx: Context, permission: string) => {
       const id = ctx.state.identity;
       if (!id) return;
-      this.iam.audit.record({
-        action: 'request.denied',
-        actor: actingFrom(id, ctx.ip),
-        target: { type: 'route', id: `${ctx.method} ${ctx.path}`.slice(0, 256), name: null },
-        outcome: 'denied',
-        details: { permission },
-      });
+      const route = `${ctx.method} ${ctx.path}`.slice(0, 256);
+      this.iam.audit.record(
+        { action: 'request.denied', actor: actingFrom(id, ctx.ip), target: { type: 'route', id: route, name: null }, outcome: 'denied', details: { permission } },
+        `denied\0${id.userId ?? id.username}\0${route}\0${permission}`,
+      );
     },
   };
 

@@ -96,6 +96,7 @@ export type VerifyResult =
 const GENESIS = crypto.createHash('sha256').update('service-core audit trail').digest('hex');
 const BATCH_MS = 50;
 const BATCH_MAX = 500;
+const COALESCE_MS = 60_000;
 
 /** JSON with every object's keys sorted: the same event always hashes the same. */
 export function canonicalJson(value: unknown): string {
@@ -189,6 +190,8 @@ export class AuditTrail {
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
   private readonly postgres: boolean;
+  /** the refusals lately recorded by their coalescing key, and how often they came again since */
+  private readonly repeats = new Map<string, { at: number; count: number }>();
 
   constructor(private readonly deps: AuditDeps) {
     this.postgres = String((deps.db.client as { config?: { client?: unknown } }).config?.client ?? '').startsWith('p');
@@ -215,7 +218,10 @@ export class AuditTrail {
    */
   async append(trx: Knex, inputs: Array<AuditInput | Omit<AuditEvent, 'seq' | 'hash'>>): Promise<AuditEvent[]> {
     if (inputs.length === 0) return [];
-    // the head row (made by the migration) is locked: appends of every instance take turns
+    // the head row (made by the migration) is locked: appends of every instance take turns. On
+    // SQLite a write takes the lock first: a transaction that read before writing could find
+    // another connection's in the way with no way to wait (SQLITE_BUSY)
+    if (!this.postgres) await trx('audit_chain').where({ id: 1 }).update({ head_seq: trx.raw('head_seq') });
     const q = trx('audit_chain').where({ id: 1 });
     const head = await (this.postgres ? q.forUpdate() : q).first('head_seq', 'head_hash');
     if (!head) throw new Error('the audit chain has no head row (run the migrations)');
@@ -248,8 +254,25 @@ export class AuditTrail {
     return result;
   }
 
-  /** Records an event that goes with no change (a sign-in, a refusal): batched, appended within ~50 ms. */
-  record(input: AuditInput): void {
+  /**
+   * Records an event that goes with no change (a sign-in, a refusal): batched, appended within
+   * ~50 ms. `coalesce`: a key of refusals that repeat (the same actor refused the same thing);
+   * the same key again within a minute is counted into the next event (`details.repeats_before`)
+   * rather than written, so a script hammering a refusal cannot flood the trail.
+   */
+  record(input: AuditInput, coalesce?: string): void {
+    if (coalesce !== undefined) {
+      const now = Date.now();
+      const last = this.repeats.get(coalesce);
+      if (last && now - last.at < COALESCE_MS) {
+        last.count += 1;
+        return;
+      }
+      this.repeats.delete(coalesce);
+      this.repeats.set(coalesce, { at: now, count: 0 });
+      if (this.repeats.size > 10_000) this.repeats.delete(this.repeats.keys().next().value!);
+      if (last?.count) input = { ...input, details: { ...input.details, repeats_before: last.count } };
+    }
     this.queue.push(this.draft(input));
     if (this.queue.length >= BATCH_MAX) void this.flush();
     else if (!this.timer) {
@@ -268,16 +291,25 @@ export class AuditTrail {
     if (this.queue.length === 0) return;
     const batch = this.queue.splice(0, this.queue.length);
     this.flushing = (async () => {
-      try {
-        const events = await this.deps.db.transaction((trx) => this.append(trx, batch));
-        this.published(events);
-      } catch (err) {
-        // the database is away: keep them for the next try rather than lose them
-        this.queue.unshift(...batch);
-        this.deps.log.warn({ err, pending: this.queue.length }, 'audit events not written yet');
-        if (!this.timer) {
-          this.timer = setTimeout(() => void this.flush(), 1000);
-          this.timer.unref();
+      // a busy database (another writer) is tried again at once, a few times; one that is away
+      // keeps the events for the next try rather than lose them
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const events = await this.deps.db.transaction((trx) => this.append(trx, batch));
+          this.published(events);
+          return;
+        } catch (err) {
+          if (attempt < 3) {
+            await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+            continue;
+          }
+          this.queue.unshift(...batch);
+          this.deps.log.warn({ err, pending: this.queue.length }, 'audit events not written yet');
+          if (!this.timer) {
+            this.timer = setTimeout(() => void this.flush(), 1000);
+            this.timer.unref();
+          }
+          return;
         }
       }
     })();
@@ -363,6 +395,7 @@ export class AuditTrail {
   async prune(retentionMs: number, now = Date.now()): Promise<number> {
     await this.flush();
     return this.deps.db.transaction(async (trx) => {
+      if (!this.postgres) await trx('audit_chain').where({ id: 1 }).update({ head_seq: trx.raw('head_seq') });
       const q = trx('audit_chain').where({ id: 1 });
       const chain = await (this.postgres ? q.forUpdate() : q).first();
       if (!chain) return 0;
