@@ -82,7 +82,7 @@ export class Service {
     this.log = opts.logger ?? createLogger(config.logLevel);
     this.bus = new EventBus(this.log.child({ component: 'bus' }));
     this.db = createDb(config, this.log);
-    this.iam = new IamComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'iam' }) });
+    this.iam = new IamComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'iam' }), instanceId: this.instanceId });
     this.auth = new AuthComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'auth' }), iam: this.iam });
     this.sockets = new SocketsComponent({
       config,

@@ -231,7 +231,11 @@ export class ApiKeyStore {
         if (children.length) await ApiKeyModel.query(trx).whereIn('id', children).patch({ revokedAt: now });
         parents = children;
       }
-      this.onRevoked(userId);
+      // live connections are checked again once the revocation is visible: after the caller's
+      // transaction commits, when it gave one
+      const committed = (trx as unknown as Partial<Knex.Transaction>).executionPromise;
+      if (committed) committed.then(() => this.onRevoked(userId), () => undefined);
+      else this.onRevoked(userId);
     }
     return n > 0;
   }

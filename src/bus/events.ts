@@ -65,8 +65,10 @@ export interface EventMap {
   'iam:permissions_changed': { scope: 'user'; user_id: string } | { scope: 'group'; group: string } | { scope: 'all' };
   /** password of a user changed: drop cached Basic verifications, end what it proved */
   'iam:password_changed': { user_id: string };
-  /** an event was appended to the audit trail (every instance forwards it to holders of feature:admin.audit) */
+  /** an event was appended to the audit trail (this instance's ws clients holding feature:admin.audit get it) */
   'audit:event': AuditEventPayload;
+  /** events [from, to] were appended by `origin`: every other instance reads them from the database for its live tail */
+  'audit:appended': { from: number; to: number; origin: string };
   /** a key or web session of this user was revoked: live connections made with it end */
   'auth:credentials_revoked': { user_id: string };
   /** the system key was set, rotated or cleared: live connections made with the old one end */
@@ -141,17 +143,7 @@ export const CLUSTER_EVENTS: Partial<Record<EventName, Joi.Schema>> = {
     group: Joi.string().max(64).when('scope', { is: 'group', then: Joi.required(), otherwise: Joi.forbidden() }),
   }),
   'iam:password_changed': Joi.object({ user_id: userId.required() }),
-  'audit:event': Joi.object({
-    seq: Joi.number().integer().min(1).required(),
-    id: id.required(),
-    at: Joi.string().isoDate().required(),
-    actor: Joi.object({ user_id: userId.allow(null).required(), username: Joi.string().max(256).required(), method: Joi.string().max(32).allow(null).required(), ip: Joi.string().max(64).allow(null).required() }).required(),
-    action: Joi.string().max(64).required(),
-    target: Joi.object({ type: Joi.string().max(32).required(), id: Joi.string().max(256).allow(null).required(), name: Joi.string().max(256).allow(null).required() }).required(),
-    outcome: Joi.valid('success', 'failure', 'denied').required(),
-    details: Joi.object().unknown(true).required(),
-    hash: Joi.string().hex().length(64).required(),
-  }),
+  'audit:appended': Joi.object({ from: Joi.number().integer().min(1).required(), to: Joi.number().integer().min(Joi.ref('from')).required(), origin: Joi.string().max(200).required() }),
   'auth:credentials_revoked': Joi.object({ user_id: userId.required() }),
   'auth:system_key_changed': Joi.object({}),
   'auth:settings_changed': Joi.object({}),

@@ -168,7 +168,7 @@ export class CliContext {
     apiKeys.onRevoked = (userId) => this.bus.emit('auth:credentials_revoked', { user_id: userId });
     // plugins are not loaded here: their permissions come from the manifests installed
     const catalog = [...CORE_CATALOG, ...installedCatalog(this.config.pluginsDir)];
-    this.auditTrail ??= new AuditTrail({ db, bus: this.bus, log: this.log });
+    this.auditTrail ??= new AuditTrail({ db, bus: this.bus, log: this.log, instanceId: `cli:${os.hostname()}:${process.pid}` });
     const audit = this.auditTrail;
     const users = new UserAdmin({
       store,

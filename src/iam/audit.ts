@@ -183,6 +183,8 @@ export interface AuditDeps {
   db: Knex;
   bus: EventBus;
   log: Logger;
+  /** this process's name in `audit:appended` (the others read what it appended from the database) */
+  instanceId?: string;
 }
 
 export class AuditTrail {
@@ -195,6 +197,22 @@ export class AuditTrail {
 
   constructor(private readonly deps: AuditDeps) {
     this.postgres = String((deps.db.client as { config?: { client?: unknown } }).config?.client ?? '').startsWith('p');
+    // another instance (or the CLI) appended events: they are read from the database, never
+    // taken from the message, and handed to this instance's live tail
+    deps.bus.on('audit:appended', ({ from, to, origin }) => {
+      if (origin === this.origin) return;
+      void this.announce(from, to).catch((err) => deps.log.warn({ err }, 'audit events appended elsewhere could not be read'));
+    });
+  }
+
+  private get origin(): string {
+    return this.deps.instanceId ?? 'local';
+  }
+
+  /** Events [from, to] (at most 500) as `audit:event` on this instance's bus. */
+  private async announce(from: number, to: number): Promise<void> {
+    const rows = await this.deps.db<Row>('audit_events').whereBetween('seq', [from, Math.min(to, from + 499)]).orderBy('seq');
+    for (const r of rows) this.deps.bus.emit('audit:event', eventOf(r));
   }
 
   /** An event as it will be chained (no seq or hash yet). */
@@ -320,12 +338,16 @@ export class AuditTrail {
     }
   }
 
-  /** After the commit: a JSON log line per event (`"audit": true`) and the `audit:event` bus event. */
+  /**
+   * After the commit: a JSON log line per event (`"audit": true`), the `audit:event` bus event
+   * here, and `audit:appended` (just the seqs) for the other instances.
+   */
   published(events: AuditEvent[]): void {
     for (const e of events) {
       this.deps.log.info({ audit: true, ...e }, `audit: ${e.action} ${e.outcome}`);
       this.deps.bus.emit('audit:event', e);
     }
+    if (events.length) this.deps.bus.emit('audit:appended', { from: events[0]!.seq, to: events[events.length - 1]!.seq, origin: this.origin });
   }
 
   /** Newest first; `before` is a seq (the next page's cursor is the last seq answered). */

@@ -26,6 +26,8 @@ export interface IamDeps {
   db: Knex;
   bus: EventBus;
   log: Logger;
+  /** this instance's name: events it appends are announced to the others under it */
+  instanceId?: string;
 }
 
 /**
@@ -76,7 +78,7 @@ export class IamComponent {
     this.secrets = new SecretsStore(db, config.secretKey);
     this.resolver = new PermissionResolver(this.store, config.permissionCacheTtlMs, bus);
     this.passwords = new Passwords({ maxQueue: config.passwordQueue });
-    this.audit = new AuditTrail({ db, bus, log: deps.log.child({ part: 'audit' }) });
+    this.audit = new AuditTrail({ db, bus, log: deps.log.child({ part: 'audit' }), instanceId: deps.instanceId });
     this.ledger = new RoleLedger(this.store, bus);
     this.users = new UserAdmin({
       store: this.store,

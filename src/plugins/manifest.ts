@@ -41,6 +41,8 @@ export const RESERVED_EMIT = new Set([
   'iam:password_changed',
   'notification:outbound',
   'socket:response',
+  // an audit event a plugin made up would reach administrators as the trail
+  'audit:event',
 ]);
 /** Topics a plugin may never subscribe to: their payloads carry other plugins' code or requests. */
 export const RESERVED_SUBSCRIBE = new Set(['auth:register_provider', 'socket:provider:register', 'socket:request']);

@@ -6,6 +6,7 @@ import { startService, startPeer, adminAuth, basic, testEnv, SYSTEM_KEY, type Te
 import { capturingLogger } from '../sockets/helpers.js';
 import { cli } from '../cli/helpers.js';
 import { WsClient, sleep } from '../gateway/helpers.js';
+import { startRedis, type TestRedis } from '../support/redis.js';
 
 interface Event {
   seq: number;
@@ -290,5 +291,37 @@ describe('audit trail: two instances writing at once', function () {
     const actions = (await a.service.db('audit_events').select('action')).map((r: { action: string }) => r.action);
     expect(actions.filter((x: string) => x === 'group.created'), JSON.stringify(answers.slice(30).map((r) => r.status))).to.have.length(30);
     expect(actions.filter((x: string) => x === 'auth.login_failed'), JSON.stringify(answers.slice(30).map((r) => r.status))).to.have.length(10);
+  });
+});
+
+describe('audit trail: the live tail across instances (Redis)', function () {
+  this.timeout(60_000);
+  let redis: TestRedis;
+  let a: TestService;
+  let b: TestService;
+  before(async () => {
+    redis = await startRedis();
+    a = await startService({ env: { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY, SERVICE_REDIS_URL: redis.url } });
+    b = await startPeer(a, { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY, SERVICE_REDIS_URL: redis.url });
+  });
+  after(async () => {
+    await b?.stop();
+    await a?.destroy();
+    await redis?.stop();
+  });
+
+  it('an event appended on one instance reaches the live tail on the other, read from the database', async () => {
+    const ws = await WsClient.connect(b, { headers: { 'X-API-Key': SYSTEM_KEY } });
+    try {
+      await b.service.bus.waitFor('bus:bridge_state', { match: (s) => s.up, timeoutMs: 5000 }).catch(() => undefined);
+      const started = Date.now();
+      await request(a.url).post('/api/groups').set('X-API-Key', SYSTEM_KEY).send({ name: 'made-on-a' }).expect(201);
+      const frame = await ws.next('audit:event', (f) => f.payload.target?.name === 'made-on-a', 3000);
+      expect(Date.now() - started).to.be.below(2000);
+      const stored = (await request(b.url).get('/api/audit').query({ limit: 1, action: 'group.created' }).set('X-API-Key', SYSTEM_KEY).expect(200)).body.events[0];
+      expect(frame.payload).to.deep.equal(stored);
+    } finally {
+      await ws.close();
+    }
   });
 });

@@ -81,7 +81,14 @@ describe('browser: passkeys and the second factor', function () {
     );
 
   /** Ages a user's web sessions past the step-up window (as 16 minutes passing would). */
-  const ageSessions = (userId: string) => svc.service.db('api_keys').where({ user_id: userId, kind: 'session' }).update({ mfa_at: Date.now() - 16 * 60_000 });
+  /**
+   * The sessions' last verification moved out of the window, as 16 minutes passing would (the
+   * identities resolved before, which carry when it was, are forgotten as time would expire them).
+   */
+  const ageSessions = async (userId: string) => {
+    await svc.service.db('api_keys').where({ user_id: userId, kind: 'session' }).update({ mfa_at: Date.now() - 16 * 60_000 });
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: userId });
+  };
 
   /** Checks the page fits its width, then saves the viewport (or just `element`) as <name>-<width>.png. */
   const shoot = async (name: string, width: number, element?: string) => {
