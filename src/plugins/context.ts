@@ -76,7 +76,8 @@ export class PluginContextImpl implements PluginContext {
     this.log = deps.log;
     this.router = new Router({ prefix: `/api/plugins/${m.id}` });
     const own = `plugin:${m.id}`;
-    this.selfCaller = { allows: (p: string) => p === own || p.startsWith(`${own}:`) };
+    // who the audit trail names for the plugin's own socket requests
+    this.selfCaller = Object.assign({ allows: (p: string) => p === own || p.startsWith(`${own}:`) }, { username: `plugin:${m.id}`, userId: null, isSystem: false, isSuperadmin: false });
     this.bus = {
       on: (topic: string, handler: PluginHandler<any>) => this.subscribe(topic, handler),
       emit: (topic: string, payload: unknown) => this.publish(topic, payload),

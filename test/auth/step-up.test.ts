@@ -64,6 +64,7 @@ describe('second factor: step-up before what reaches the host', function () {
     ['grant a host permission to a user', 'patch', () => `/api/users/${targetId}`, { extra_permissions: ['socket:container:cleanup'] }, 200],
     ['grant the superadmin role', 'patch', () => `/api/users/${targetId}`, { roles: ['superadmin'] }, 200],
     ["remove another user's factors", 'delete', () => `/api/users/${targetId}/mfa`, {}, 204],
+    ['issue an API key (it needs no second factor afterwards)', 'post', () => '/api/me/api-keys', { label: 'made after step-up' }, 201],
     ['repair a managed directory (a host operation)', 'post', () => '/api/socket/repair', () => ({ target_dir: path.join(svc.dataDir, 'managed', 'work'), mode: '0750' }), 200],
   ];
 
@@ -105,8 +106,10 @@ describe('second factor: step-up before what reaches the host', function () {
   });
 
   it('API keys, the system key and accounts without a factor need no step-up; step-up itself needs a session', async () => {
-    await age();
+    // issuing the key is itself a step-up action; using it needs none
+    await api().post('/api/auth/step-up').set('Authorization', `Bearer ${token}`).send({ code: nextCode() }).expect(204);
     const key = (await api().post('/api/me/api-keys').set('Authorization', `Bearer ${token}`).send({ label: 'automation' }).expect(201)).body.token;
+    await age();
     await api().patch('/api/settings/auth').set('X-API-Key', key).send({ oidc_label: 'Via key' }).expect(200);
     // (the first test rotated the system key)
     await api().patch('/api/settings/auth').set('X-API-Key', `${SYSTEM_KEY}-rotated`).send({ oidc_label: 'Via system key' }).expect(200);

@@ -125,8 +125,10 @@ export function meRoutes(auth: AuthComponent): Router {
       method: 'POST',
       path: '/api-keys',
       summary: 'Create an API key',
-      description: 'The token is in this answer only. `scopes` limits the key to these permissions (within the owner\'s); a key created with a scoped key must be scoped within it.',
+      description:
+        'The token is in this answer only. `scopes` limits the key to these permissions (within the owner\'s); a key created with a scoped key must be scoped within it. A key outlives its session and needs no second factor: from a web session of an account with one, the factor must have been verified lately (step-up).',
       auth: 'identity',
+      stepUp: true,
       body: createKeySchema,
       responses: { 201: { description: 'the key with its token (shown once)', schema: Joi.object({ ...publicKeySchema, token: Joi.string() }) } },
     },
