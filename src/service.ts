@@ -22,9 +22,11 @@ import { reachesHost, type Actor } from './iam/policy.js';
 
 const isActor = (v: object): v is Actor => typeof (v as Actor).username === 'string' && typeof (v as Actor).isSystem === 'boolean';
 
-/** Operation args as an audit event keeps them: what was asked, but never values that may be secrets (environments, tokens). */
-function withoutSecrets(args: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(args).map(([k, v]) => [k, /env|secret|password|token|key|credential/i.test(k) ? '[not recorded]' : v]));
+/** Operation args as an audit event keeps them: what was asked, but never values that may be secrets (environments, tokens), at any depth. */
+function withoutSecrets(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutSecrets);
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, /env|secret|password|passwd|token|key|credential|auth|cookie/i.test(k) ? '[not recorded]' : withoutSecrets(v)]));
 }
 import { userRoutes } from './iam/routes/users.js';
 import { groupRoutes } from './iam/routes/groups.js';
@@ -92,14 +94,14 @@ export class Service {
       // an operation that reaches the host, from a web session with a second factor: step-up
       stepUp: (caller, permissions) => (permissions.some(reachesHost) ? this.auth.secondStep.require(caller) : Promise.resolve()),
       // who did what on the host (a request on the bus: the core or a plugin)
-      record: (e) =>
-        this.iam.audit.record({
-          action: 'socket.operation',
-          actor: e.trusted || !e.caller || !isActor(e.caller) ? { user_id: null, username: e.trusted ? 'bus' : 'anonymous', method: e.trusted ? 'bus' : null, ip: null } : e.caller,
-          target: { type: 'socket', id: e.operation, name: e.provider },
-          outcome: e.outcome,
-          details: { args: withoutSecrets(e.args), ...(e.error ? { error: e.error.code } : {}) },
-        }),
+      record: (e) => {
+        const actor = e.trusted || !e.caller || !isActor(e.caller) ? { user_id: null, username: e.trusted ? 'bus' : 'anonymous', method: e.trusted ? 'bus' : null, ip: null } : e.caller;
+        this.iam.audit.record(
+          { action: 'socket.operation', actor, target: { type: 'socket', id: e.operation, name: e.provider }, outcome: e.outcome, details: { args: withoutSecrets(e.args), ...(e.error ? { error: e.error.code } : {}) } },
+          // a refusal repeated by the same caller is counted into the next event, not written each time
+          e.outcome === 'denied' ? `socket\0${'user_id' in actor ? (actor.user_id ?? actor.username) : (actor.userId ?? actor.username)}\0${e.operation}\0${e.error?.code}` : undefined,
+        );
+      },
     });
 
     this.app = createHttpApp({

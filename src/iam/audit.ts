@@ -97,6 +97,43 @@ const GENESIS = crypto.createHash('sha256').update('service-core audit trail').d
 const BATCH_MS = 50;
 const BATCH_MAX = 500;
 const COALESCE_MS = 60_000;
+/** events waiting for the database at most (then the oldest go) */
+const QUEUE_MAX = 100_000;
+
+/** How deep, and how large, an event's details may be: beyond, they are cut (an event is a record, not a payload store). */
+const DETAILS_DEPTH = 6;
+const DETAILS_BYTES = 8192;
+const TEXT_MAX = 512;
+/** Rows a single insert statement carries (SQLite's compound-select limit is 500, PostgreSQL's bind limit 65,535). */
+const INSERT_CHUNK = 100;
+
+/** A string the database stores as given: lone surrogates (cut emoji) as U+FFFD, at most `max` code points. */
+export function wellFormed(text: string, max = TEXT_MAX): string {
+  const fixed = text.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
+  const points = Array.from(fixed);
+  return points.length > max ? points.slice(0, max).join('') : fixed;
+}
+
+/** Details as an event keeps them: plain JSON, well-formed strings, bounded depth and size. */
+function boundedDetails(value: unknown, depth = 0): unknown {
+  if (value === null || typeof value === 'boolean') return value;
+  if (typeof value === 'number') return Number.isFinite(value) ? value : String(value);
+  if (typeof value === 'string') return wellFormed(value);
+  if (typeof value !== 'object') return String(value);
+  if (depth >= DETAILS_DEPTH) return '[deeper not recorded]';
+  if (Array.isArray(value)) return value.slice(0, 100).map((v) => boundedDetails(v, depth + 1));
+  return Object.fromEntries(
+    Object.entries(value as Record<string, unknown>)
+      .slice(0, 100)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => [wellFormed(k, 128), boundedDetails(v, depth + 1)]),
+  );
+}
+
+function detailsOf(details: Record<string, unknown> | undefined): Record<string, unknown> {
+  const bounded = (boundedDetails(details ?? {}) ?? {}) as Record<string, unknown>;
+  return JSON.stringify(bounded).length <= DETAILS_BYTES ? bounded : { truncated: true, fields: Object.keys(bounded).slice(0, 50) };
+}
 
 /** JSON with every object's keys sorted: the same event always hashes the same. */
 export function canonicalJson(value: unknown): string {
@@ -194,6 +231,8 @@ export class AuditTrail {
   private readonly postgres: boolean;
   /** the refusals lately recorded by their coalescing key, and how often they came again since */
   private readonly repeats = new Map<string, { at: number; count: number }>();
+  /** events dropped because the database took none for too long */
+  private dropped = 0;
 
   constructor(private readonly deps: AuditDeps) {
     this.postgres = String((deps.db.client as { config?: { client?: unknown } }).config?.client ?? '').startsWith('p');
@@ -217,14 +256,16 @@ export class AuditTrail {
 
   /** An event as it will be chained (no seq or hash yet). */
   private draft(input: AuditInput): Omit<AuditEvent, 'seq' | 'hash'> {
+    const actor = auditActor(input.actor);
+    const text = (v: string | null | undefined, max: number) => (v === null || v === undefined ? null : wellFormed(String(v), max));
     return {
       id: crypto.randomUUID(),
       at: new Date().toISOString(),
-      actor: auditActor(input.actor),
+      actor: { user_id: text(actor.user_id, 36), username: text(actor.username, 256) ?? '', method: text(actor.method, 32), ip: text(actor.ip, 64) },
       action: input.action,
-      target: { type: input.target?.type ?? 'none', id: input.target?.id ?? null, name: input.target?.name ?? null },
+      target: { type: text(input.target?.type, 32) ?? 'none', id: text(input.target?.id, 256), name: text(input.target?.name, 256) },
       outcome: input.outcome ?? 'success',
-      details: input.details ?? {},
+      details: detailsOf(input.details),
     };
   }
 
@@ -254,7 +295,8 @@ export class AuditTrail {
       out.push(full);
       prev = full.hash;
     }
-    await trx('audit_events').insert(out.map(rowOf));
+    const rows = out.map(rowOf);
+    for (let i = 0; i < rows.length; i += INSERT_CHUNK) await trx('audit_events').insert(rows.slice(i, i + INSERT_CHUNK));
     await trx('audit_chain').where({ id: 1 }).update({ head_seq: seq, head_hash: prev });
     return out;
   }
@@ -279,6 +321,12 @@ export class AuditTrail {
    * rather than written, so a script hammering a refusal cannot flood the trail.
    */
   record(input: AuditInput, coalesce?: string): void {
+    // the database away for long: the oldest waiting events go (with an error line) rather than the process's memory
+    if (this.queue.length >= QUEUE_MAX) {
+      this.queue.shift();
+      this.dropped += 1;
+      if (this.dropped === 1 || this.dropped % 1000 === 0) this.deps.log.error({ dropped: this.dropped }, 'audit events dropped: the database has not taken them for too long');
+    }
     if (coalesce !== undefined) {
       const now = Date.now();
       const last = this.repeats.get(coalesce);
@@ -307,7 +355,8 @@ export class AuditTrail {
     }
     while (this.flushing) await this.flushing;
     if (this.queue.length === 0) return;
-    const batch = this.queue.splice(0, this.queue.length);
+    const batch = this.queue.splice(0, BATCH_MAX);
+    let written = false;
     this.flushing = (async () => {
       // a busy database (another writer) is tried again at once, a few times; one that is away
       // keeps the events for the next try rather than lose them
@@ -315,11 +364,25 @@ export class AuditTrail {
         try {
           const events = await this.deps.db.transaction((trx) => this.append(trx, batch));
           this.published(events);
+          written = true;
           return;
         } catch (err) {
           if (attempt < 3) {
             await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
             continue;
+          }
+          // the database answers, yet the batch does not go in: one event of it cannot; each is
+          // written alone, and one that still fails is dropped with an error line (never the queue stuck)
+          if (await this.databaseAnswers()) {
+            for (const event of batch) {
+              try {
+                this.published(await this.deps.db.transaction((trx) => this.append(trx, [event])));
+              } catch (one) {
+                this.deps.log.error({ err: one, action: event.action, id: event.id }, 'audit event could not be written: dropped');
+              }
+            }
+            written = true;
+            return;
           }
           this.queue.unshift(...batch);
           this.deps.log.warn({ err, pending: this.queue.length }, 'audit events not written yet');
@@ -335,6 +398,21 @@ export class AuditTrail {
       await this.flushing;
     } finally {
       this.flushing = null;
+    }
+    // more than a batch was queued: the rest goes in the next transaction (while the database takes them)
+    if (written && this.queue.length >= BATCH_MAX) await this.flush();
+    else if (this.queue.length && !this.timer) {
+      this.timer = setTimeout(() => void this.flush(), BATCH_MS);
+      this.timer.unref();
+    }
+  }
+
+  private async databaseAnswers(): Promise<boolean> {
+    try {
+      await this.deps.db.raw('select 1');
+      return true;
+    } catch {
+      return false;
     }
   }
 

@@ -199,6 +199,11 @@ export class IamStore {
 
   /** The group, its row locked until `trx` ends (PostgreSQL; SQLite has one writer anyway). */
   async lockGroup(name: string, trx: Knex): Promise<Group | null> {
+    // SQLite has no row locks (knex drops forUpdate): a write takes the database's write lock
+    // first, so two connections that both read before writing cannot end in "database is locked"
+    if (!String((this.db.client as { config?: { client?: unknown } }).config?.client ?? '').startsWith('p')) {
+      await GroupModel.query(trx).findById(name).patch({ updatedAt: GroupModel.raw('updated_at') } as never);
+    }
     return (await GroupModel.query(trx).findById(name).forUpdate()) ?? null;
   }
 

@@ -156,7 +156,8 @@ export class SocketRequests {
     }
     if (!op) return fail('unknown_operation', `unknown operation ${req.operation}${providerName ? ` for provider ${providerName}` : ''}`);
 
-    if (op.permission !== null) privileged = { args: req.args };
+    // until the args are validated only their names are recorded: a refused request's raw args are anyone's
+    if (op.permission !== null) privileged = { args: { fields: Object.keys(req.args ?? {}).slice(0, 50) } };
     if (op.permission !== null && !allows(caller, op.permission)) return fail('forbidden', `missing permission ${op.permission}`);
 
     const checked = op.schema.validate(req.args, ARGS_OPTIONS);

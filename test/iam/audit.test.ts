@@ -207,6 +207,30 @@ describe('audit trail', function () {
     expect(table).to.include('ldap_bind_password'); // the name of what changed is there
   });
 
+  it('keeps what it cannot store faithfully bounded: cut emoji, deep or huge details, the raw args of a refused request', async () => {
+    const start = await head();
+    const deep: Record<string, unknown> = {};
+    let at = deep;
+    for (let i = 0; i < 20; i++) at = (at.next = {}) as Record<string, unknown>;
+    svc.service.iam.audit.record({ action: 'settings.changed', actor: { user_id: null, username: 'cut\uD83D', method: null, ip: null }, target: { type: 'settings', id: 'x\uDC00y', name: null }, outcome: 'success', details: { deep, big: 'z'.repeat(20_000) } });
+    // a refused socket request: whatever the caller put in its args is not recorded, only their names
+    const ws = await WsClient.connect(svc, { headers: { Authorization: basic('viewer', SECRETS.password) } });
+    try {
+      ws.send({ event: 'socket:request', payload: { request_id: 'r2', operation: 'mounts:repair', args: { target_dir: 'free-text-never-recorded', mode: '0750' } } });
+      expect((await ws.next('socket:response', (f) => f.payload.request_id === 'r2')).payload.ok).to.equal(false);
+    } finally {
+      await ws.close();
+    }
+    const events = await since(start);
+    const odd = one(events, 'settings.changed', (e) => e.target.id === 'x\uFFFDy');
+    expect(odd.actor.username).to.equal('cut\uFFFD');
+    expect(JSON.stringify(odd.details).length).to.be.at.most(8192);
+    const refused = one(events, 'socket.operation', (e) => e.outcome === 'denied');
+    expect(refused.details.args).to.deep.equal({ fields: ['target_dir', 'mode'] });
+    expect(JSON.stringify(events)).not.to.include('free-text-never-recorded');
+    expect((await svc.service.iam.audit.verify()).ok).to.equal(true);
+  });
+
   it('verifies; an edit, a deletion, a reordering or a cut-off head is found and named', async () => {
     const env = testEnv(svc.dataDir, svc.databaseUrl);
     const ok = await cli(env, ['--json', 'audit', 'verify']);
