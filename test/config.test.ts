@@ -27,7 +27,14 @@ function runMain(env: Record<string, string>) {
   return { status: r.status, lines: r.stderr.trim().split('\n'), stderr: r.stderr, stdout: r.stdout };
 }
 
-const base = () => ({ SERVICE_DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cfg-')) });
+/** temp dirs the current test made (removed after it) */
+const made: string[] = [];
+const tempDir = () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cfg-'));
+  made.push(dir);
+  return dir;
+};
+const base = () => ({ SERVICE_DATA_DIR: tempDir() });
 
 function rejects(env: Record<string, string>, variable: string, reason?: RegExp) {
   let err: unknown;
@@ -42,6 +49,10 @@ function rejects(env: Record<string, string>, variable: string, reason?: RegExp)
 }
 
 describe('config', () => {
+  afterEach(() => {
+    for (const dir of made.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
   it('has working defaults', () => {
     const c = loadConfig(base(), { writeFiles: false });
     expect(c.port).to.equal(8080);
@@ -124,7 +135,7 @@ describe('config', () => {
   });
 
   it('refuses production without writing anything (no secret.key, no data dir)', () => {
-    const dir = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cfg-')), 'data');
+    const dir = path.join(tempDir(), 'data');
     expect(() => loadConfig({ SERVICE_DATA_DIR: dir, SERVICE_ENV: 'production', SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one' })).to.throw(ConfigError, /SERVICE_SECRET_KEY/);
     expect(fs.existsSync(dir)).to.equal(false);
   });
@@ -160,7 +171,7 @@ describe('config', () => {
     const err = problemsOf(template);
     expect(err.problems.map((p) => p.variable)).to.deep.equal(['SERVICE_ADMIN_PASSWORD', 'SERVICE_BOT_PASSWORD', 'SERVICE_SECRET_KEY']);
     // as the service: the template's own values, but where this test may write and listen
-    const dir = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cfg-')), 'data');
+    const dir = path.join(tempDir(), 'data');
     const r = runMain({ ...template, SERVICE_DATA_DIR: dir, SERVICE_PORT: '0' });
     expect(r.status, r.stderr + r.stdout).to.equal(2);
     expect(r.lines).to.deep.equal([

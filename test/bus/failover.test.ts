@@ -4,7 +4,7 @@ import WebSocket from 'ws';
 import { GatewayClient, type SocketFactory } from '../../src/client/gateway-client.js';
 import { adminAuth, startPeer, startService, type TestService } from '../support/service.js';
 import { startRedis, type TestRedis } from '../support/redis.js';
-import { spawnService, type ServiceProcess } from '../support/process.js';
+import { READY_TIMEOUT_MS, spawnService, type ServiceProcess } from '../support/process.js';
 import { eventually } from '../plugins/helpers.js';
 
 /** An instance that dies: its clients reconnect to another and resume with nothing missing. */
@@ -16,7 +16,9 @@ describe('an instance killed with SIGKILL', function () {
   let doomed: ServiceProcess;
   const clients: GatewayClient[] = [];
 
-  before(async () => {
+  before(async function () {
+    // one of them a process: its start may take long on a loaded machine
+    this.timeout(READY_TIMEOUT_MS + 60_000);
     redis = await startRedis();
     const env = { SERVICE_REDIS_URL: redis.url, SERVICE_WS_MAX_CONNECTIONS_PER_USER: '500' };
     a = await startService({ env });

@@ -10,7 +10,7 @@ import { EventBus } from '../../src/bus/bus.js';
 import { RedisBridge } from '../../src/bus/redis-bridge.js';
 import { adminAuth, basic, freshDatabase, startService, testEnv, type TestDb, type TestService } from '../support/service.js';
 import { startRedis, type TestRedis } from '../support/redis.js';
-import { spawnService, type ServiceProcess } from '../support/process.js';
+import { READY_TIMEOUT_MS, spawnService, type ServiceProcess } from '../support/process.js';
 import { capturingLogger } from '../sockets/helpers.js';
 import { eventually } from '../plugins/helpers.js';
 import { cli } from '../cli/helpers.js';
@@ -134,7 +134,9 @@ describe('Redis over TLS: rediss://', function () {
   const procs: ServiceProcess[] = [];
   let client: GatewayClient | undefined;
 
-  before(async () => {
+  before(async function () {
+    // two of them processes: each start may take long on a loaded machine
+    this.timeout(2 * READY_TIMEOUT_MS + 60_000);
     redis = await startRedis({ tls: true, users: [BUS_ACL('bususer', password), 'default off'] });
     url = redis.urlFor('bususer', password);
     // the database, migrated and seeded by an instance without Redis

@@ -277,10 +277,15 @@ describe('IAM host boundary: a group change reaches live connections at once', f
 describe('IAM host boundary: the bootstrap admin made superadmin by the environment', function () {
   this.timeout(60_000);
   let svc: TestService;
-  after(async () => svc?.destroy());
+  let first: TestService | undefined;
+  after(async () => {
+    await svc?.stop();
+    // the first service made the data dir and the database: its destroy() removes them
+    await first?.destroy();
+  });
 
   it('keeps nothing a plain administrator set on it before; a CLI run by hand never takes the flag away', async () => {
-    svc = await startService();
+    svc = first = await startService();
     const api = () => request(svc.url);
     await api().post('/api/users').set('Authorization', adminAuth()).send({ username: 'mallory', password: 'mallory-password-1', groups: ['INT_ADMIN'] }).expect(201);
     const admin = (await api().get('/api/users').set('Authorization', adminAuth()).expect(200)).body.users.find((u: { username: string }) => u.username === 'admin');

@@ -36,7 +36,8 @@ describe('notifications when the database goes away', function () {
       svc = await startService({ databaseUrl: pg.url.replace(/\/postgres$/, '/outage') });
     });
     after(async () => {
-      await svc?.stop();
+      // its data dir goes too; the database goes with the throwaway cluster
+      await svc?.destroy();
       await pg?.destroy();
     });
 

@@ -9,6 +9,7 @@ import { loadConfig } from '../../src/config.js';
 import { Service } from '../../src/service.js';
 import { createLogger } from '../../src/log.js';
 import { freshDatabase, testEnv, PG_URL, adminAuth } from '../support/service.js';
+import { trackDatabase } from '../support/leftovers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -47,7 +48,10 @@ describe('boot sequence', () => {
       u.pathname = `/${name}`;
       databaseUrl = u.toString();
       const admin = knex({ client: 'pg', connection: PG_URL, pool: { min: 0, max: 1 } });
-      makeReachable = async () => void (await admin.raw(`CREATE DATABASE "${name}"`));
+      makeReachable = async () => {
+        await admin.raw(`CREATE DATABASE "${name}"`);
+        trackDatabase(PG_URL, name);
+      };
       cleanup = async () => {
         await admin.raw(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
         await admin.destroy();

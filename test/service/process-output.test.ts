@@ -3,8 +3,8 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { testEnv, freshDatabase } from '../support/service.js';
-import { spawnService } from '../support/process.js';
+import { testEnv, freshDatabase, type TestDb } from '../support/service.js';
+import { READY_TIMEOUT_MS, spawnService } from '../support/process.js';
 import { unusedPort } from '../auth/helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -47,7 +47,9 @@ describe('the service process: stdout is JSON lines', function () {
       child.kill('SIGTERM');
       expect(await exited).to.equal(0);
     } finally {
+      // gone before its data dir is
       if (child.exitCode === null) child.kill('SIGKILL');
+      await exited;
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
     const lines = jsonLines(stdout);
@@ -61,10 +63,13 @@ describe('the service process: stdout is JSON lines', function () {
     expect(stderr).to.equal('');
   });
 
-  it('warns at every start in development mode, and of a SERVICE_* variable nobody reads', async () => {
+  it('warns at every start in development mode, and of a SERVICE_* variable nobody reads', async function () {
+    // three starts, each allowed what a start may take on a loaded machine
+    this.timeout(3 * READY_TIMEOUT_MS);
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-dev-'));
-    const db = await freshDatabase();
+    let db: TestDb | undefined;
     try {
+      db = await freshDatabase();
       for (let start = 1; start <= 2; start++) {
         const svc = await spawnService({ dataDir, databaseUrl: db.url, env: { SERVICE_ENV: 'development', SERVICE_PROT: '9000' } });
         expect((await svc.kill()).code).to.equal(0);
@@ -81,7 +86,7 @@ describe('the service process: stdout is JSON lines', function () {
       await quiet.kill();
       expect(jsonLines(quiet.output()).filter((l) => /^development mode/.test(l.msg))).to.deep.equal([]);
     } finally {
-      await db.drop();
+      await db?.drop();
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
   });

@@ -4,22 +4,25 @@ import net from 'node:net';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freshDatabase, testEnv, adminAuth } from '../support/service.js';
-import { spawnService } from '../support/process.js';
+import { freshDatabase, testEnv, adminAuth, type TestDb } from '../support/service.js';
+import { READY_TIMEOUT_MS, spawnService, type ServiceProcess } from '../support/process.js';
 
 describe('graceful shutdown', () => {
   it('SIGTERM stops accepting, answers the request in flight and exits 0', async function () {
-    this.timeout(40000);
+    this.timeout(READY_TIMEOUT_MS + 30_000);
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-term-'));
-    const db = await freshDatabase();
-    const env = { ...process.env, ...testEnv(dataDir, db.url, { SERVICE_LOG_LEVEL: 'info' }) };
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    let db: TestDb | undefined;
+    let child: ReturnType<typeof spawn> | undefined;
+    let exited: Promise<number | null> = Promise.resolve(null);
     let out = '';
     try {
+      db = await freshDatabase();
+      const env = { ...process.env, ...testEnv(dataDir, db.url, { SERVICE_LOG_LEVEL: 'info' }) };
+      child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      exited = new Promise<number | null>((resolve) => child!.on('exit', (code) => resolve(code)));
       const port = await new Promise<number>((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error('service did not get ready: ' + out)), 30000);
-        child.stdout.on('data', (d) => {
+        const t = setTimeout(() => reject(new Error(`service did not get ready within ${READY_TIMEOUT_MS / 1000} s: ${out}`)), READY_TIMEOUT_MS);
+        child!.stdout!.on('data', (d) => {
           out += d;
           const listening = /"port":(\d+),[^}]*"msg":"listening"/.exec(out);
           if (listening && out.includes('"msg":"ready"')) {
@@ -60,19 +63,23 @@ describe('graceful shutdown', () => {
       expect(code).to.equal(0);
       expect(out).to.contain('"msg":"stopped"');
     } finally {
-      child.kill('SIGKILL');
-      await db.drop();
+      // gone before its data dir and database are
+      child?.kill('SIGKILL');
+      await exited;
+      await db?.drop();
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
   });
 
   it('SIGTERM sent to `npm start` reaches the server: it drains, and npm and the server exit 0', async function () {
-    this.timeout(60_000);
+    this.timeout(READY_TIMEOUT_MS + 30_000);
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-npm-'));
-    const db = await freshDatabase();
-    // the build that `npm start` runs (npm ci makes it); what a service manager stops
-    const svc = await spawnService({ dataDir, databaseUrl: db.url, command: ['npm', 'start', '--silent'] });
+    let db: TestDb | undefined;
+    let svc: ServiceProcess | undefined;
     try {
+      db = await freshDatabase();
+      // the build that `npm start` runs (npm ci makes it); what a service manager stops
+      svc = await spawnService({ dataDir, databaseUrl: db.url, command: ['npm', 'start', '--silent'] });
       const { code } = await svc.kill('SIGTERM');
       expect(code, svc.output().slice(-2000)).to.equal(0);
       expect(svc.output()).to.contain('"msg":"stopped"');
@@ -80,8 +87,8 @@ describe('graceful shutdown', () => {
       const gone = await fetch(`${svc.url}/healthz`).then(() => false, () => true);
       expect(gone).to.equal(true);
     } finally {
-      svc.child.kill('SIGKILL');
-      await db.drop();
+      await svc?.kill('SIGKILL');
+      await db?.drop();
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
   });

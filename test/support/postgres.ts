@@ -34,9 +34,7 @@ export async function startPostgres(): Promise<TestPostgres> {
   const port = await unusedPort();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-'));
   const data = path.join(dir, 'data');
-  fs.chownSync(dir, uidOf('postgres'), gidOf('postgres'));
   const as = (cmd: string, args: string[]) => run('runuser', ['-u', 'postgres', '--', path.join(bin, cmd), ...args], { cwd: dir });
-  await as('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync']);
   const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off`;
   const start = async () => {
     await as('pg_ctl', ['-D', data, '-o', opts, '-l', path.join(dir, 'server.log'), '-w', '-t', '30', 'start']);
@@ -44,7 +42,16 @@ export async function startPostgres(): Promise<TestPostgres> {
   const stop = async () => {
     await as('pg_ctl', ['-D', data, '-m', 'fast', '-w', '-t', '30', 'stop']).catch(() => undefined);
   };
-  await start();
+  try {
+    fs.chownSync(dir, uidOf('postgres'), gidOf('postgres'));
+    await as('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync']);
+    await start();
+  } catch (err) {
+    // a cluster that did not start leaves nothing behind
+    await as('pg_ctl', ['-D', data, '-m', 'immediate', 'stop']).catch(() => undefined);
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
   const onExit = () => {
     try {
       execFileSync('runuser', ['-u', 'postgres', '--', path.join(bin, 'pg_ctl'), '-D', data, '-m', 'immediate', 'stop']);

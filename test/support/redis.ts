@@ -68,7 +68,15 @@ export async function startRedis(opts: RedisOptions = {}): Promise<TestRedis> {
   };
   const onExit = () => child?.kill('SIGKILL');
   process.once('exit', onExit);
-  await run();
+  try {
+    await run();
+  } catch (err) {
+    // nothing of it stays behind
+    process.off('exit', onExit);
+    await kill();
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
   const base = opts.tls ? `rediss://localhost:${port}` : `redis://127.0.0.1:${port}`;
   return {
     url: base,

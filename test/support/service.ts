@@ -6,6 +6,7 @@ import knex from 'knex';
 import { loadConfig, type Config } from '../../src/config.js';
 import { Service } from '../../src/service.js';
 import { createLogger, type Logger } from '../../src/log.js';
+import { trackDatabase } from './leftovers.js';
 
 /**
  * Test harness: each service gets its own temp data dir and its own database, so test files
@@ -31,6 +32,7 @@ export async function freshDatabase(base: string = PG_URL): Promise<TestDb> {
   const admin = knex({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
   await admin.raw(`CREATE DATABASE "${name}"`);
   await admin.destroy();
+  trackDatabase(base, name);
   const u = new URL(base);
   u.pathname = `/${name}`;
   return {

@@ -62,13 +62,19 @@ export interface TestBrowser {
 export async function openBrowser(): Promise<TestBrowser> {
   if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium is not installed at ${CHROMIUM}: install Debian's chromium package (apt-get install chromium)`);
   const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ARGS,
-    viewport: { width: 1280, height: 800 },
-    timeout: 30_000,
-  });
+  let context: BrowserContext;
+  try {
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ARGS,
+      viewport: { width: 1280, height: 800 },
+      timeout: 30_000,
+    });
+  } catch (err) {
+    fs.rmSync(userDataDir, { recursive: true, force: true });
+    throw err;
+  }
   context.setDefaultTimeout(5_000);
   const problems: string[] = [];
   const watch = (page: Page) => {
