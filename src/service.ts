@@ -133,6 +133,8 @@ export class Service {
       webhookForgeSecrets: config.scmWebhookForgeSecrets,
       audit: this.iam.audit,
       retention: { retentionMs: config.notificationRetentionMs, maxPerUser: config.notificationMaxPerUser },
+      // without Redis: what another process commits (the CLI, another instance) reaches this one's clients within about a second
+      followDatabase: !config.redisUrl,
     });
     this.gateway = new GatewayComponent({
       oneTime: this.auth.oneTime,

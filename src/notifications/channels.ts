@@ -16,6 +16,9 @@ export const RESUME_LIMIT = 1000;
  */
 export class NotificationChannels {
   readonly fanout: OrderedFanout;
+  private followTimer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private lastFollowWarning = 0;
 
   constructor(
     private readonly deps: { channels: ClientChannels; service: NotificationsService; bus: EventBus; log: Logger },
@@ -43,6 +46,33 @@ export class NotificationChannels {
   /** The schema exists: pushes go out in order from the current counter on. */
   async start(): Promise<void> {
     this.fanout.start(await this.deps.service.lastSeq());
+  }
+
+  /**
+   * Without the bus bridge nothing tells this instance of what another process commits (the
+   * CLI, another instance on the same database): every `everyMs` it reads the counter, and what
+   * is new goes out through the same ordered fan-out as its own commits (`OrderedFanout.catchUp`).
+   */
+  follow(everyMs: number): void {
+    const tick = async () => {
+      this.followTimer = null;
+      try {
+        await this.fanout.catchUp();
+      } catch (err) {
+        // the database is away: the next look tries again; one line a minute at most
+        const now = Date.now();
+        if (!this.stopped && now - this.lastFollowWarning >= 60_000) {
+          this.lastFollowWarning = now;
+          this.deps.log.warn({ err: (err as Error).message }, 'looking for notifications of other processes failed');
+        }
+      }
+      if (this.stopped) return;
+      this.followTimer = setTimeout(tick, everyMs);
+      this.followTimer.unref();
+    };
+    if (this.stopped || this.followTimer) return;
+    this.followTimer = setTimeout(tick, everyMs);
+    this.followTimer.unref();
   }
 
   private async notify(session: ClientSession, kind: NotifyKind, payload: unknown, ref: string | null): Promise<void> {
@@ -73,6 +103,9 @@ export class NotificationChannels {
   }
 
   stop(): void {
+    this.stopped = true;
+    if (this.followTimer) clearTimeout(this.followTimer);
+    this.followTimer = null;
     this.fanout.stop();
   }
 }

@@ -27,10 +27,17 @@ export interface NotificationsDeps {
   retention: RetentionOptions;
   /** webhook secret changes and refused deliveries are audit events */
   audit?: AuditTrail;
+  /**
+   * no bus bridge carries other processes' pushes (SERVICE_REDIS_URL unset): look in the
+   * database for what they committed (FOLLOW_EVERY_MS)
+   */
+  followDatabase?: boolean;
 }
 
 /** how often old notifications are deleted (each instance; the passes are idempotent) */
 const RETENTION_EVERY_MS = 3_600_000;
+/** without the bus bridge: how often the counter is read for what other processes committed */
+export const FOLLOW_EVERY_MS = 1000;
 
 /**
  * Notifications: consumes system:notify and user:notify from the bus, owns the history API,
@@ -71,7 +78,12 @@ export class NotificationsComponent {
   attachChannels(channels: ClientChannels): void {
     const ws = new NotificationChannels({ channels, service: this.service, bus: this.deps.bus, log: this.deps.log });
     this.channels = ws;
-    this.detach.push(this.deps.bus.on('iam:ready', () => ws.start()));
+    this.detach.push(
+      this.deps.bus.on('iam:ready', async () => {
+        await ws.start();
+        if (this.deps.followDatabase) ws.follow(FOLLOW_EVERY_MS);
+      }),
+    );
   }
 
   private async fromBus(kind: NotifyKind, payload: NotifyPayload): Promise<void> {

@@ -74,6 +74,32 @@ export class OrderedFanout {
     this.place(frame);
   }
 
+  /**
+   * Reads the counter and sends, in seq order, what was committed up to it and has not gone out:
+   * notifications another process wrote (the CLI, an instance without the bus bridge), which
+   * reach this one as no push at all. Never beyond the counter just read, so the stream (and
+   * `last_seq`) stays within what the database holds. One call at a time (the caller's loop).
+   */
+  async catchUp(): Promise<void> {
+    if (this.delivered < 0 || this.stopped) return;
+    const counter = await this.deps.lastSeq();
+    this.known = Math.max(this.known, counter);
+    if (counter <= this.delivered) return;
+    const committed = await this.deps.committedBetween(this.delivered, counter + 1);
+    if (this.stopped) return;
+    // with the pushes already waiting here (a local commit after one of another process), in seq order
+    for (const f of committed) if (f.seq !== null && f.seq > this.delivered) this.pending.set(f.seq, f);
+    const due = [...this.pending.keys()].filter((seq) => seq <= counter).sort((x, y) => x - y);
+    for (const seq of due) {
+      const next = this.pending.get(seq)!;
+      this.pending.delete(seq);
+      if (seq > this.delivered) this.send(next);
+    }
+    // seqs up to the counter that were not found were superseded (an update moves a notification to a new seq)
+    this.delivered = Math.max(this.delivered, counter);
+    this.drain();
+  }
+
   /** A push whose seq the database holds: out now, or in order once the seqs before it are out. */
   private place(frame: PushFrame): void {
     const seq = frame.seq!;
