@@ -146,6 +146,7 @@ export class Service {
       sessionMiddleware: sessions,
       // the system key's (and a superadmin's) welcome lists what /api/me/access lists
       allPermissions: (id) => accessView(this.auth, id).permissions,
+      mustEnrol: (id) => this.auth.mustEnrol(id),
       options: { maxConnectionsPerUser: config.wsMaxConnectionsPerUser, ...opts.gateway },
     });
     // the areas that reach ws clients plug into the gateway (it knows none of them)

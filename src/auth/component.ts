@@ -29,9 +29,21 @@ import { KeyAdmin } from '../iam/keys.js';
 import type { Context, Middleware } from 'koa';
 import { actingFrom } from '../request-context.js';
 import { DomainError } from '../errors.js';
+import type { ApiIdentity } from './identity.js';
 
 /** What a member who must still enrol a second factor may reach: their profile and access view, the enrolment, signing in and out. */
 const ENROLMENT_PATHS = /^\/api\/(me|me\/access|me\/mfa(\/.*)?|auth\/.*)$/;
+
+/** A request path as the router matches it: percent-decoded, in lower case, without repeated or trailing slashes. */
+function routedPath(raw: string): string {
+  let path = raw;
+  try {
+    path = decodeURIComponent(raw);
+  } catch {
+    // undecodable: matched as sent
+  }
+  return path.toLowerCase().replace(/\/{2,}/g, '/').replace(/(.)\/$/, '$1');
+}
 
 /** without the bus bridge: how often an instance looks for auth settings changed by another instance */
 const AUTH_SETTINGS_POLL_MS = 5000;
@@ -136,8 +148,8 @@ export class AuthComponent {
       issuer: new URL(config.publicUrl).host,
       requiredGroups: () => this.authSettings.current().mfaRequiredGroups,
       audit: iam.audit,
-      endSessions: async (userId) => {
-        await this.apiKeys.revokeAllOf(userId, { kind: 'session' });
+      endSessions: async (userId, keep) => {
+        await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep ?? null });
       },
     });
     this.secondStep = new SecondStep({ mfa: this.mfa, oneTime: this.oneTime, apiKeys: this.apiKeys, resolver: iam.resolver, secure: config.publicUrl.startsWith('https:'), stepUpMs: config.mfaStepUpMs });
@@ -239,7 +251,8 @@ export class AuthComponent {
     denied: (ctx: Context, permission: string) => {
       const id = ctx.state.identity;
       if (!id) return;
-      const route = `${ctx.method} ${ctx.path}`.slice(0, 256);
+      // the route as declared (/api/users/:id): one refusal per route, whatever id or case the path had
+      const route = `${ctx.method} ${(ctx as { _matchedRoute?: string })._matchedRoute ?? ctx.path}`.slice(0, 256);
       this.iam.audit.record(
         { action: 'request.denied', actor: actingFrom(id, ctx.ip), target: { type: 'route', id: route, name: null }, outcome: 'denied', details: { permission } },
         `denied\0${id.userId ?? id.username}\0${route}\0${permission}`,
@@ -263,11 +276,18 @@ export class AuthComponent {
         ctx.state.stepUp = this.secondStep;
         ctx.state.denials = this.denials;
         const id = ctx.state.identity;
-        if (this.mfaRequiredGroups.length && id?.userId && !id.mfaEnabled && !id.isSystem && ctx.path.startsWith('/api/') && !ENROLMENT_PATHS.test(ctx.path) && id.groups.some((g) => this.mfaRequiredGroups.includes(g))) {
-          throw new DomainError('mfa_enrollment_required', 'your groups require a second factor: enrol one first (Settings, Security)');
+        if (id && this.mustEnrol(id)) {
+          // the router matches paths decoded and in any case (/API/users, /%61pi/users): so does the wall
+          const path = routedPath(ctx.path);
+          if (path.startsWith('/api/') && !ENROLMENT_PATHS.test(path)) throw new DomainError('mfa_enrollment_required', 'your groups require a second factor: enrol one first (Settings, Security)');
         }
         return next();
       });
+  }
+
+  /** Is `identity` a member of a group that must use a second factor, without one yet? (The wall: HTTP above, the ws upgrade.) */
+  mustEnrol(identity: ApiIdentity): boolean {
+    return this.mfaRequiredGroups.length > 0 && Boolean(identity.userId) && !identity.mfaEnabled && !identity.isSystem && identity.groups.some((g) => this.mfaRequiredGroups.includes(g));
   }
 
   /**

@@ -23,6 +23,14 @@ export const DEVICE_RULE: LockoutRule = { max: 10, windowMs: 86_400_000 };
 export const DEVICE_CLIENT_PREFIX = 'device:';
 
 /**
+ * Wrong second factors of an account, from wherever they come (the second step, step-up): ten
+ * within an hour stop its second step until the oldest is an hour old. Someone who has the
+ * password and many addresses still gets at most 240 guesses a day at a six-digit code.
+ */
+export const SECOND_FACTOR_CLIENT = 'second_factor';
+export const SECOND_FACTOR_RULE: LockoutRule = { max: 10, windowMs: 3_600_000 };
+
+/**
  * Login failures per (username, client), counted in the database so every instance sees
  * them. The client is an address (five failures within 60 s lock that pair until the oldest
  * failure leaves the window), or a known device (`device:<id>`, under DEVICE_RULE).
@@ -60,7 +68,7 @@ export class LoginLockout {
       if (Math.random() < 0.05) {
         await this.db('login_failures')
           .where('at', '<', now - DEVICE_RULE.windowMs)
-          .orWhere((q) => q.where('at', '<', now - 10 * WINDOW_MS).andWhereNot('ip', 'like', `${DEVICE_CLIENT_PREFIX}%`))
+          .orWhere((q) => q.where('at', '<', now - 10 * WINDOW_MS).andWhereNot('ip', 'like', `${DEVICE_CLIENT_PREFIX}%`).andWhereNot('ip', SECOND_FACTOR_CLIENT))
           .delete();
       }
       return 0;

@@ -11,6 +11,7 @@ import { Gateway, type GatewayOptions } from './gateway.js';
 import { WsTickets } from './tickets.js';
 import { appClientAddress, authenticateUpgrade, cookieIdentityResolver } from './upgrade-auth.js';
 import { gatewayRoutes } from './routes.js';
+import { HttpError } from '../http/errors.js';
 
 export interface GatewayComponentDeps {
   /** the auth area's shared one-time values: tickets are one of their purposes */
@@ -24,6 +25,8 @@ export interface GatewayComponentDeps {
   sessionMiddleware: Koa.Middleware;
   /** the welcome's permissions of an identity that holds them all (GatewayDeps.allPermissions) */
   allPermissions?: (identity: ApiIdentity) => string[];
+  /** a member who must enrol a second factor first reaches no socket (the HTTP enrolment wall's rule) */
+  mustEnrol?: (identity: ApiIdentity) => boolean;
   options?: Partial<GatewayOptions>;
 }
 
@@ -41,7 +44,11 @@ export class GatewayComponent {
     this.gateway = new Gateway({
       log: deps.log,
       state: deps.state,
-      authenticate: (req) => authenticateUpgrade(req, { auth, tickets: this.tickets, cookieIdentity, selfOrigin, clientAddress }),
+      authenticate: async (req) => {
+        const result = await authenticateUpgrade(req, { auth, tickets: this.tickets, cookieIdentity, selfOrigin, clientAddress });
+        if (result.ok && deps.mustEnrol?.(result.identity)) throw new HttpError(403, 'mfa_enrollment_required', 'your groups require a second factor: enrol one first (Settings, Security)');
+        return result;
+      },
       refreshIdentity: (id) => (id.userId ? auth.identityOf(id.userId, id.method, { scopes: id.keyScopes, proof: id.proof }) : Promise.resolve(id)),
       revalidate: (ids) => auth.revalidate(ids),
       allPermissions: deps.allPermissions,

@@ -23,6 +23,8 @@ export const AUDIT_ACTIONS = [
   'auth.mfa_enrolled',
   'auth.mfa_removed',
   'auth.mfa_reset',
+  'auth.recovery_codes_regenerated',
+  'auth.recovery_code_used',
   'auth.step_up',
   'user.created',
   'user.updated',

@@ -80,7 +80,10 @@ export class GroupAdmin {
       const renaming = Boolean(change.name && change.name !== group.name);
       if (renaming) {
         if (DEFAULT_GROUP_NAMES.includes(group.name)) throw conflict(`built-in group ${group.name} cannot be renamed`);
-        guardHostBoundary(actor, group.permissions.filter(reachesHost), 'rename a group whose permissions reach the host');
+        const hostPermissions = group.permissions.filter(reachesHost);
+        guardHostBoundary(actor, hostPermissions, 'rename a group whose permissions reach the host');
+        // the old name may be one a login maps to, or become one: renaming hands the host to whoever holds it
+        if (hostPermissions.length) await this.deps.requireStepUp?.(actor);
         if (await store.group(change.name!)) throw conflict(`group ${change.name} exists`);
         await store.forgetGroupName(change.name!);
       }

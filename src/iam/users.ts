@@ -211,13 +211,15 @@ export class UserAdmin {
 
   /**
    * Whether `actor` may act on `user`'s credentials or account (a new password, a key, a
-   * re-enabling, any change but taking access away): oneself and trusted actors always; others
-   * not when the account holds a protected role or reaches the host. `change` omitted: the
+   * re-enabling, any change but taking access away): oneself always; trusted actors too, with a
+   * fresh second factor when the account holds a protected role or reaches the host; others not
+   * then. `change` omitted: the
    * action hands the account over (a password, a key, deletion).
    */
   async guardTakeover(actor: Actor, user: User, change?: UserChange): Promise<void> {
-    if (isTrusted(actor) || isSelf(actor, user.id)) return;
-    if (hasProtectedRole(user)) {
+    if (isSelf(actor, user.id)) return;
+    const trusted = isTrusted(actor);
+    if (!trusted && hasProtectedRole(user)) {
       throw refused(`only a superadmin may change the ${user.roles.includes('superadmin') ? 'superadmin' : 'bot'} account ${user.username}`);
     }
     if (change && onlyTakesAway(user, change)) return;
@@ -226,6 +228,8 @@ export class UserAdmin {
     const mapped = (await this.deps.loginGroupsOf?.(user)) ?? [];
     const groups = await this.deps.store.groupsNamed([...new Set([...user.groups, ...mapped])]);
     const holds = [...hostAccessOf(user, groups), ...hostPermissionsOfGroups(groups, mapped)];
+    // a trusted actor may, with a fresh second factor: taking over such an account hands out the host
+    if (trusted) return holds.length || hasProtectedRole(user) ? this.deps.requireStepUp?.(actor) : undefined;
     guardHostBoundary(actor, holds, `take over ${user.username}, whose access reaches the host`);
   }
 

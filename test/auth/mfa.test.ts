@@ -5,6 +5,7 @@ import { startService, adminAuth, basic, testEnv, SYSTEM_KEY, type TestService }
 import { capturingLogger } from '../sockets/helpers.js';
 import { cli } from '../cli/helpers.js';
 import { setCookies } from './helpers.js';
+import { WsClient, refusedStatus } from '../gateway/helpers.js';
 
 /** The code an authenticator app shows for `secret` at `at` (ms), computed here from the secret the API returned. */
 function codeAt(secret: string, at = Date.now()): string {
@@ -26,7 +27,7 @@ describe('second factor: TOTP and recovery codes', function () {
   const sys = { 'X-API-Key': SYSTEM_KEY };
 
   before(async () => {
-    svc = await startService({ logger: logs.logger, env: { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY } });
+    svc = await startService({ logger: logs.logger, env: { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY, SERVICE_TRUST_PROXY: 'true' } });
   });
   after(async () => svc?.destroy());
 
@@ -188,12 +189,19 @@ describe('second factor: TOTP and recovery codes', function () {
       expect((await api().get('/api/me/mfa').set(auth).expect(200)).body.required).to.equal(true);
       const walled = await api().get('/api/notifications').set(auth).expect(403);
       expect(walled.body.error.code).to.equal('mfa_enrollment_required');
+      // the router matches any case and percent-decodes: so does the wall
+      for (const path of ['/API/notifications', '/%61pi/notifications', '/api/Notifications/', '/api/%6Dotifications']) {
+        expect((await api().get(path).set(auth)).body.error?.code, path).to.equal('mfa_enrollment_required');
+      }
+      // and no socket either: refused at the upgrade
+      expect(await refusedStatus(svc, { headers: auth })).to.equal(403);
       await api().post('/api/me/api-keys').set(auth).send({ label: 'x' }).expect(403);
       // another group is not walled
       const frank = await newUser('frank', ['INT_USER']);
       await api().get('/api/notifications').set('Authorization', `Bearer ${await session(frank)}`).expect(200);
       await enrol(token);
       await api().get('/api/notifications').set(auth).expect(200);
+      (await WsClient.connect(svc, { headers: auth })).close();
     } finally {
       await api().patch('/api/settings/auth').set(sys).send({ mfa_required_groups: null }).expect(200);
     }
@@ -223,15 +231,71 @@ describe('second factor: TOTP and recovery codes', function () {
     const binding = setCookies(first)['svc.mfa'];
     expect(binding, 'a binding cookie').to.be.a('string');
     const code = (await svcCodes(gina.id))[0];
-    // another browser (no cookie) with the stolen token: refused, and the token is spent
+    // another browser (no cookie) with the stolen token: refused, and the owner's token is not spent by it
     const stolen = await api().post('/api/auth/login/mfa').set('Origin', 'http://localhost:8080').send({ mfa_token: first.body.mfa_token, code }).expect(401);
     expect(stolen.body.error.details.reason).to.equal('expired');
-    const again = await api().post('/api/auth/login').set('Origin', 'http://localhost:8080').send({ username: 'gina', password: gina.password }).expect(200);
+    expect(stolen.body.error.details).not.to.have.property('mfa_token');
     await api()
       .post('/api/auth/login/mfa')
       .set('Origin', 'http://localhost:8080')
-      .set('Cookie', `svc.mfa=${setCookies(again)['svc.mfa']}`)
-      .send({ mfa_token: again.body.mfa_token, code })
+      .set('Cookie', `svc.mfa=${binding}`)
+      .send({ mfa_token: first.body.mfa_token, code })
       .expect(200);
+    // used once: gone
+    await api().post('/api/auth/login/mfa').set('Origin', 'http://localhost:8080').set('Cookie', `svc.mfa=${binding}`).send({ mfa_token: first.body.mfa_token, code: (await svcCodes(gina.id))[1] }).expect(401);
+  });
+
+  it('an enrolment started before the account had a factor cannot be confirmed after; a first factor ends the other sessions', async () => {
+    const ivan = await newUser('ivan');
+    const stale = await session(ivan); // opened before any factor (as if stolen)
+    const mine = await session(ivan);
+    // the stale session starts an app enrolment while there is no factor to step up with
+    const planted = (await api().post('/api/me/mfa/totp').set('Authorization', `Bearer ${stale}`).expect(200)).body.secret as string;
+    // the owner enrols from their session: the other sessions end, this one stays
+    const { secret } = await enrol(mine);
+    await api().get('/api/me').set('Authorization', `Bearer ${mine}`).expect(200);
+    await api().get('/api/me').set('Authorization', `Bearer ${stale}`).expect(401);
+    // and the planted enrolment is void: confirming it is refused even from a verified session
+    const again = await api().post('/api/me/mfa/totp/confirm').set('Authorization', `Bearer ${mine}`).send({ code: codeAt(planted) });
+    expect(again.status, JSON.stringify(again.body)).to.equal(409);
+    const rows = await svc.service.db('mfa_factors').where({ user_id: ivan.id }).select('kind', 'confirmed');
+    expect(rows.map((r) => [r.kind, Boolean(r.confirmed)])).to.deep.equal([['totp', true]]);
+    expect(codeAt(secret)).to.match(/^\d{6}$/);
+  });
+
+  it('a session older than the step-up window must verify again before confirming another factor', async () => {
+    const jane = await newUser('jane');
+    const token = await session(jane);
+    const { secret } = await enrol(token);
+    // the session's verification ages past the window
+    await svc.service.db('api_keys').where({ user_id: jane.id, kind: 'session' }).update({ mfa_at: Date.now() - 24 * 3_600_000 });
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'all' }); // identities resolved before forget it, as time would
+    const refused = await api().post('/api/me/mfa/webauthn').set('Authorization', `Bearer ${token}`).send({ label: 'x', response: { id: 'a', rawId: 'a', type: 'public-key', response: {} } });
+    expect(refused.status, JSON.stringify(refused.body)).to.equal(403);
+    expect(refused.body.error.code).to.equal('step_up_required');
+    const confirm = await api().post('/api/me/mfa/totp/confirm').set('Authorization', `Bearer ${token}`).send({ code: codeAt(secret) });
+    expect(confirm.body.error.code).to.equal('step_up_required');
+  });
+
+  it("wrong second factors from many addresses lock the account's second step", async () => {
+    const kate = await newUser('kate');
+    const { secret } = await enrol(await session(kate));
+    let locked: request.Response | null = null;
+    for (let i = 0; i < 12 && !locked; i++) {
+      // every attempt from a different address: the per-address lockout never trips
+      const first = await api().post('/api/auth/login').set('X-Forwarded-For', `203.0.113.${i + 1}`).send({ username: 'kate', password: kate.password }).expect(200);
+      const res = await api().post('/api/auth/login/mfa').set('X-Forwarded-For', `203.0.113.${i + 1}`).send({ mfa_token: first.body.mfa_token, code: '000000' });
+      if (res.status === 429) locked = res;
+      else expect(res.status, JSON.stringify(res.body)).to.equal(401);
+    }
+    expect(locked, 'ten wrong codes lock the second step').not.to.equal(null);
+    expect(Number(locked!.headers['retry-after'])).to.be.greaterThan(60);
+    // even the right code waits now, from yet another address
+    const first = await api().post('/api/auth/login').set('X-Forwarded-For', '198.51.100.7').send({ username: 'kate', password: kate.password }).expect(200);
+    await api().post('/api/auth/login/mfa').set('X-Forwarded-For', '198.51.100.7').send({ mfa_token: first.body.mfa_token, code: codeAt(secret) }).expect(429);
+    // a passed second step (after the wait, here: the count cleared) clears it
+    await svc.service.db('login_failures').where({ ip: 'second_factor' }).delete();
+    const next = await api().post('/api/auth/login').set('X-Forwarded-For', '198.51.100.7').send({ username: 'kate', password: kate.password }).expect(200);
+    await api().post('/api/auth/login/mfa').set('X-Forwarded-For', '198.51.100.7').send({ mfa_token: next.body.mfa_token, code: codeAt(secret, stepsAway(1)) }).expect(200);
   });
 });

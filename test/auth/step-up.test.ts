@@ -28,11 +28,15 @@ describe('second factor: step-up before what reaches the host', function () {
   let recovery: string[] = [];
   const nextCode = () => recovery.shift()!;
   let targetId: string;
+  let operatorId: string;
 
   before(async () => {
     svc = await startService({ env: { SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' } });
     await api().put('/api/settings/system-api-key').set('Authorization', basic('admin', 'admin-test-password')).send({ key: SYSTEM_KEY }).expect(204);
     targetId = (await api().post('/api/users').set(sys).send({ username: 'target', password: 'target-password', groups: ['INT_USER'] }).expect(201)).body.id;
+    // an account whose group reaches the host (the system key needs no step-up to set it up)
+    await api().post('/api/groups').set(sys).send({ name: 'hostops', permissions: ['socket:mounts:repair'] }).expect(201);
+    operatorId = (await api().post('/api/users').set(sys).send({ username: 'operator', password: 'operator-password', groups: ['INT_USER', 'hostops'] }).expect(201)).body.id;
     // the superadmin enrols an authenticator app from a session, then signs in with both factors
     const first = await api().post('/api/auth/login').send({ username: 'admin', password: 'admin-test-password' }).expect(200);
     const bearer = { Authorization: `Bearer ${first.body.token}` };
@@ -63,6 +67,8 @@ describe('second factor: step-up before what reaches the host', function () {
     ['grant a host permission through a group', 'post', () => '/api/groups', { name: 'repairers', permissions: ['socket:mounts:repair'] }, 201],
     ['grant a host permission to a user', 'patch', () => `/api/users/${targetId}`, { extra_permissions: ['socket:container:cleanup'] }, 200],
     ['grant the superadmin role', 'patch', () => `/api/users/${targetId}`, { roles: ['superadmin'] }, 200],
+    ['set the password of an account that reaches the host', 'post', () => `/api/users/${operatorId}/password`, { new_password: 'operator-password-2' }, 204],
+    ['rename a group that reaches the host', 'patch', () => '/api/groups/hostops', { name: 'hostops-renamed' }, 200],
     ["remove another user's factors", 'delete', () => `/api/users/${targetId}/mfa`, {}, 204],
     ['issue an API key (it needs no second factor afterwards)', 'post', () => '/api/me/api-keys', { label: 'made after step-up' }, 201],
     ['repair a managed directory (a host operation)', 'post', () => '/api/socket/repair', () => ({ target_dir: path.join(svc.dataDir, 'managed', 'work'), mode: '0750' }), 200],
@@ -79,6 +85,8 @@ describe('second factor: step-up before what reaches the host', function () {
     // nothing happened
     expect((await api().get(`/api/users/${targetId}`).set(sys).expect(200)).body).to.deep.include({ roles: [], extra_permissions: [] });
     await api().get('/api/groups/repairers').set(sys).expect(404);
+    await api().get('/api/groups/hostops').set(sys).expect(200);
+    await api().post('/api/auth/login').send({ username: 'operator', password: 'operator-password' }).expect(200);
 
     await api().post('/api/auth/step-up').set(bearer).send({ code: '000000' }).expect(401);
     await api().post('/api/auth/step-up').set(bearer).send({ code: nextCode() }).expect(204);

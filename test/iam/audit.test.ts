@@ -188,6 +188,13 @@ describe('audit trail', function () {
     const denied = (await since(start)).filter((e) => e.action === 'request.denied' && e.actor.username === 'viewer');
     expect(denied).to.have.length(1);
     expect(denied[0]!.target.id).to.equal('GET /api/groups');
+    // the route as declared: other ids, another case, are the same refusal
+    const again = await head();
+    for (const path of ['/api/users/00000000-0000-4000-8000-000000000001', '/API/users/00000000-0000-4000-8000-000000000002', '/api/users/00000000-0000-4000-8000-000000000003']) {
+      await api().get(path).set('Authorization', basic('viewer', SECRETS.password)).expect(403);
+    }
+    const byRoute = (await since(again)).filter((e) => e.action === 'request.denied' && e.actor.username === 'viewer');
+    expect(byRoute.map((e) => e.target.id)).to.deep.equal(['GET /api/users/:id']);
     // a locked-out name hammered: one auth.locked, not one a request
     await api().post('/api/users').set(sys).send({ username: 'dora', password: SECRETS.password, groups: ['INT_VIEWER'] }).expect(201);
     const locked = await head();

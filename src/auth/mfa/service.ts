@@ -52,11 +52,10 @@ function normaliseRecovery(code: string): string {
   return code.toLowerCase().replace(/[\s-]/g, '');
 }
 
-/** Ten characters of a 32-letter alphabet (50 bits), shown as xxxxx-xxxxx. */
+/** Ten characters drawn evenly from a 31-letter alphabet (about 49 bits), shown as xxxxx-xxxxx. */
 function newRecoveryCode(): string {
   const alphabet = 'abcdefghjkmnpqrstuvwxyz23456789';
-  const bytes = crypto.randomBytes(10);
-  const chars = [...bytes].map((b) => alphabet[b % alphabet.length]).join('');
+  const chars = Array.from({ length: 10 }, () => alphabet[crypto.randomInt(alphabet.length)]).join('');
   return `${chars.slice(0, 5)}-${chars.slice(5)}`;
 }
 
@@ -71,8 +70,8 @@ export interface MfaDeps {
   issuer: string;
   /** the groups whose members must have a factor (current setting) */
   requiredGroups(): readonly string[];
-  /** ends every web session of the user (after their factors were reset) */
-  endSessions(userId: string): Promise<void>;
+  /** ends the user's web sessions but `keep` (after their factors were reset, or a first one enrolled) */
+  endSessions(userId: string, keep?: string | null): Promise<void>;
   /** enrolments, removals and resets are audit events */
   audit?: AuditTrail;
 }
@@ -138,17 +137,34 @@ export class MfaService {
     return { secret, otpauth_uri: uri, qr_svg: qr };
   }
 
-  /** Makes the pending enrolment active with a code from the app; answers the new recovery codes. */
-  async confirmTotp(user: User, code: string, by?: Actor): Promise<string[]> {
+  /**
+   * Makes the pending enrolment active with a code from the app; answers the new recovery
+   * codes. `session` is the web session that enrolled (see enrolled()).
+   */
+  async confirmTotp(user: User, code: string, by?: Actor, session: string | null = null): Promise<string[]> {
     const pending = await this.factors(user.id).andWhere({ kind: 'totp', confirmed: false }).first();
     if (!pending) throw new DomainError('conflict', 'no authenticator enrolment was started (POST /api/me/mfa/totp)');
     if (!(await this.takeTotp(pending, code))) throw fieldError('code', 'is not the current code of the authenticator app');
+    const first = !(await this.hasFactor(user.id));
     await this.deps.db('mfa_factors').where({ id: pending.id }).update({ confirmed: true, last_used_at: Date.now() });
     const codes = await this.newRecoveryCodes(user.id);
-    await this.sync(user.id);
-    this.deps.log.info({ user_id: user.id, factor: 'totp' }, 'second factor enrolled');
-    this.event('auth.mfa_enrolled', user, by, { factor: 'totp' });
+    await this.enrolled(user, by, session, first, { factor: 'totp' });
     return codes;
+  }
+
+  /**
+   * After a factor was confirmed: mfa_enabled follows, and a first factor ends every other web
+   * session of the user (one opened before, maybe by someone else, did not pass it).
+   */
+  private async enrolled(user: User, by: Actor | undefined, session: string | null, first: boolean, details: Record<string, unknown>): Promise<void> {
+    await this.sync(user.id);
+    if (first) await this.deps.endSessions(user.id, session);
+    this.deps.log.info({ user_id: user.id, factor: details.factor }, 'second factor enrolled');
+    this.event('auth.mfa_enrolled', user, by, { ...details, ...(first ? { other_sessions_ended: true } : {}) });
+  }
+
+  private async hasFactor(userId: string): Promise<boolean> {
+    return Boolean(await this.factors(userId).andWhere({ confirmed: true }).first('id'));
   }
 
   /** Removes the authenticator app, given one of its codes (or a recovery code). */
@@ -179,7 +195,7 @@ export class MfaService {
    * A second step by code: a current TOTP code not used before, or an unused recovery code
    * (spent now). The method that matched, or null.
    */
-  async verifyCode(user: Pick<User, 'id'>, code: string): Promise<VerifiedBy | null> {
+  async verifyCode(user: Pick<User, 'id' | 'username'>, code: string): Promise<VerifiedBy | null> {
     if (typeof code !== 'string' || code.length > 64) return null;
     const totp = await this.factors(user.id).andWhere({ kind: 'totp', confirmed: true }).first();
     if (totp && (await this.takeTotp(totp, code))) return 'totp';
@@ -187,6 +203,8 @@ export class MfaService {
     const spent = await this.deps.db('mfa_recovery_codes').where({ user_id: user.id, code_hash: hash }).whereNull('used_at').update({ used_at: Date.now() });
     if (spent === 1) {
       this.deps.log.warn({ user_id: user.id }, 'recovery code used');
+      const left = await this.deps.db('mfa_recovery_codes').where({ user_id: user.id }).whereNull('used_at').count({ n: '*' }).first();
+      this.deps.audit?.record({ action: 'auth.recovery_code_used', actor: { user_id: user.id, username: user.username, method: null, ip: null }, target: { type: 'user', id: user.id, name: user.username }, details: { left: Number(left?.n ?? 0) } });
       return 'recovery_code';
     }
     return null;
@@ -204,10 +222,11 @@ export class MfaService {
   }
 
   /** Regenerates the recovery codes of a user who has a factor. */
-  async regenerateRecoveryCodes(user: User): Promise<string[]> {
-    if (!(await this.factors(user.id).andWhere({ confirmed: true }).first('id'))) throw new DomainError('conflict', 'enrol a second factor first');
+  async regenerateRecoveryCodes(user: User, by?: Actor): Promise<string[]> {
+    if (!(await this.hasFactor(user.id))) throw new DomainError('conflict', 'enrol a second factor first');
     const codes = await this.newRecoveryCodes(user.id);
     this.deps.log.info({ user_id: user.id }, 'recovery codes regenerated');
+    this.event('auth.recovery_codes_regenerated', user, by, {});
     return codes;
   }
 
@@ -224,9 +243,10 @@ export class MfaService {
   }
 
   /** Stores a verified passkey; a first factor also gets its recovery codes (answered, to be shown once). */
-  async addPasskey(user: User, key: { credentialId: string; publicKey: string; counter: number; transports: string[]; label: string }, by?: Actor): Promise<{ passkey: PasskeyView; recoveryCodes: string[] | null }> {
+  async addPasskey(user: User, key: { credentialId: string; publicKey: string; counter: number; transports: string[]; label: string }, by?: Actor, session: string | null = null): Promise<{ passkey: PasskeyView; recoveryCodes: string[] | null }> {
     const id = crypto.randomUUID();
     const now = Date.now();
+    const firstFactor = !(await this.hasFactor(user.id));
     try {
       await this.deps.db('mfa_factors').insert({
         id,
@@ -246,9 +266,7 @@ export class MfaService {
     }
     const first = !(await this.hadCodes(user.id));
     const recoveryCodes = first ? await this.newRecoveryCodes(user.id) : null;
-    await this.sync(user.id);
-    this.deps.log.info({ user_id: user.id, factor: 'webauthn' }, 'second factor enrolled');
-    this.event('auth.mfa_enrolled', user, by, { factor: 'webauthn', label: key.label });
+    await this.enrolled(user, by, session, firstFactor, { factor: 'webauthn', label: key.label });
     return { passkey: { id, label: key.label, created_at: new Date(now).toISOString(), last_used_at: null }, recoveryCodes };
   }
 
@@ -299,15 +317,17 @@ export class MfaService {
   }
 
   /** An event about `user`'s factors, by `by` (themselves when not said). */
-  private event(action: 'auth.mfa_enrolled' | 'auth.mfa_removed' | 'auth.mfa_reset', user: User, by: Actor | undefined, details: Record<string, unknown>): void {
+  private event(action: 'auth.mfa_enrolled' | 'auth.mfa_removed' | 'auth.mfa_reset' | 'auth.recovery_codes_regenerated', user: User, by: Actor | undefined, details: Record<string, unknown>): void {
     this.deps.audit?.record({ action, actor: by ?? { user_id: user.id, username: user.username, method: null, ip: null }, target: { type: 'user', id: user.id, name: user.username }, details });
   }
 
   /** users.mfa_enabled follows the confirmed factors; a change reaches every cached identity. */
   private async sync(userId: string): Promise<void> {
-    const has = Boolean(await this.factors(userId).andWhere({ confirmed: true }).first('id'));
+    const has = await this.hasFactor(userId);
     await this.deps.store.updateUser(userId, { mfaEnabled: has });
     if (!has) await this.deps.db('mfa_recovery_codes').where({ user_id: userId }).delete();
+    // an app enrolment started before the account had a factor was not covered by step-up: it is void now
+    else await this.factors(userId).andWhere({ kind: 'totp', confirmed: false }).delete();
     this.deps.bus.emit('iam:permissions_changed', { scope: 'user', user_id: userId });
   }
 }

@@ -82,13 +82,20 @@ export class SecondStep {
 
   /** Redeems a second-step token (once): its record, or null when unknown, used, expired or from another browser. */
   async redeem(ctx: Context, token: unknown): Promise<MfaTokenRecord | null> {
-    const record = await this.deps.oneTime.take<MfaTokenRecord>('mfa_token', typeof token === 'string' ? token : null);
-    if (!record || record.expires_at <= Date.now()) return null;
-    if (record.binding) {
-      const cookie = ctx.cookies.get(MFA_BINDING_COOKIE);
-      if (!cookie || !safeEqual(sha256(cookie), record.binding)) return null;
-    }
+    const value = typeof token === 'string' ? token : null;
+    // another browser's attempt (a leaked token without its cookie) must not spend the owner's token
+    const seen = await this.deps.oneTime.peek<MfaTokenRecord>('mfa_token', value);
+    if (!seen || !this.boundHere(ctx, seen)) return null;
+    const record = await this.deps.oneTime.take<MfaTokenRecord>('mfa_token', value);
+    if (!record || record.expires_at <= Date.now() || !this.boundHere(ctx, record)) return null;
     return record;
+  }
+
+  /** Does this request bring the browser binding of `record` (or does it have none)? */
+  private boundHere(ctx: Context, record: MfaTokenRecord): boolean {
+    if (!record.binding) return true;
+    const cookie = ctx.cookies.get(MFA_BINDING_COOKIE);
+    return Boolean(cookie) && safeEqual(sha256(cookie!), record.binding);
   }
 
   /** Ends the browser binding once the second step is done. */

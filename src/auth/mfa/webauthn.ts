@@ -179,13 +179,15 @@ export class WebAuthn {
     }
     if (!verified.verified) throw fieldError('response', 'could not be verified');
     const { credential } = verified.registrationInfo;
+    // the credential id is the authenticator's to choose; WebAuthn bounds it at 1023 bytes
+    if (credential.id.length > 1364) throw fieldError('response', 'has a credential id longer than WebAuthn allows');
     return this.deps.mfa.addPasskey(user, {
       credentialId: credential.id,
       publicKey: Buffer.from(credential.publicKey).toString('base64url'),
       counter: credential.counter,
       transports: credential.transports ?? [],
       label,
-    }, by);
+    }, by, sessionId);
   }
 
   // ---- assertions ------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import { ApiRouter } from '../../http/api.js';
 import { forbiddenBecause, HttpError, notFound, rateLimited, unauthorized } from '../../http/errors.js';
 import { uuidParam } from '../../iam/schemas.js';
 import { ADMIN_USERS, userIdParams } from '../../iam/routes/users.js';
-import { passSecondStep } from '../complete-login.js';
+import { admitSecondFactor, passSecondStep, secondFactorPassed } from '../complete-login.js';
 import { logLoginFailure } from '../attempts.js';
 import { loginBody, noStore, startCookieSession } from '../sessions.js';
 import { sameOriginOnly, sessionResponse } from './login.js';
@@ -69,11 +69,20 @@ export function mfaRoutes(auth: AuthComponent): Router {
   );
 
   api.endpoint(
-    { method: 'POST', path: '/api/me/mfa/totp/confirm', summary: 'Confirm the authenticator app with a code: it becomes active', auth: 'identity', body: codeBody, responses: { 200: { description: 'ten recovery codes, shown this once', schema: recoveryView }, 409: 'no enrolment was started' } },
+    {
+      method: 'POST',
+      path: '/api/me/mfa/totp/confirm',
+      summary: 'Confirm the authenticator app with a code: it becomes active',
+      description: 'A first second factor ends your other web sessions (this one stays).',
+      auth: 'identity',
+      stepUp: true,
+      body: codeBody,
+      responses: { 200: { description: 'ten recovery codes, shown this once', schema: recoveryView }, 409: 'no enrolment was started' },
+    },
     async (ctx, { body }) => {
       noStore(ctx);
       const user = await me(ctx);
-      const codes = await auth.mfa.confirmTotp(user, body.code, actor(ctx));
+      const codes = await auth.mfa.confirmTotp(user, body.code, actor(ctx), await auth.secondStep.sessionOf(identity(ctx)));
       await markVerified(auth, ctx);
       return { recovery_codes: codes };
     },
@@ -91,7 +100,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     { method: 'POST', path: '/api/me/mfa/recovery-codes', summary: 'New recovery codes (the old ones stop working)', auth: 'identity', stepUp: true, responses: { 200: { description: 'ten recovery codes, shown this once', schema: recoveryView }, 409: 'no second factor enrolled' } },
     async (ctx) => {
       noStore(ctx);
-      return { recovery_codes: await auth.mfa.regenerateRecoveryCodes(await me(ctx)) };
+      return { recovery_codes: await auth.mfa.regenerateRecoveryCodes(await me(ctx), actor(ctx)) };
     },
   );
 
@@ -102,7 +111,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       method: 'POST',
       path: '/api/auth/login/mfa',
       summary: 'The second step of a sign-in: a code or a passkey',
-      description: 'Wrong codes count toward the lockout of wrong passwords. A wrong code spends the token and answers a new one in `details.mfa_token` (same expiry), to try again with.',
+      description: 'Wrong codes count toward the lockout of wrong passwords, and toward the account\'s own second-factor lockout (ten wrong in an hour, from any address). A wrong code spends the token and answers a new one in `details.mfa_token` (same expiry), to try again with.',
       auth: 'none',
       body: proofBody.keys({ mfa_token: Joi.string().min(16).max(512).required().description('from the answer of POST /api/auth/login') }),
       middleware: [sameOrigin],
@@ -129,7 +138,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       method: 'POST',
       path: '/api/auth/step-up',
       summary: 'Verify the second factor again (step-up)',
-      description: 'Covers the actions that reach the host or change who is trusted for `SERVICE_MFA_STEP_UP_MINUTES`. A wrong code counts toward the lockout of wrong passwords.',
+      description: 'Covers the actions that reach the host or change who is trusted for `SERVICE_MFA_STEP_UP_MINUTES`. A wrong code counts toward the lockout of wrong passwords, and toward the account\'s own second-factor lockout (ten wrong in an hour).',
       auth: 'identity',
       body: proofBody,
       responses: { 204: 'verified', 401: 'wrong code', 403: 'not a web session, or no second factor', 429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } } },
@@ -141,7 +150,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       const user = await auth.iam.users.find({ id: id.userId! });
       if (!user.mfaEnabled) throw forbiddenBecause('enrol a second factor first');
       const failed = (reason: 'invalid_credentials' | 'locked_out' | 'rate_limited') => logLoginFailure(ctx.log, { username: user.username, ip: ctx.ip, provider: 'second_factor', reason, via: 'step_up' }, auth.iam.audit);
-      const admission = await auth.devices.admit(ctx, user.username);
+      const admission = await admitSecondFactor(auth, ctx, user);
       if (!admission.ok) {
         failed(admission.reason);
         throw rateLimited(admission.retryAfter);
@@ -151,7 +160,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
         failed('invalid_credentials');
         throw unauthorized('wrong code');
       }
-      await auth.lockout.succeed(user.username, admission.client);
+      await secondFactorPassed(auth, user, admission);
       await auth.apiKeys.markVerified(sessionId);
       ctx.log.info({ user_id: user.id, factor: by }, 'step-up verified');
       auth.iam.audit.record({ action: 'auth.step_up', actor: actor(ctx), target: { type: 'user', id: user.id, name: user.username }, details: { factor: by } });

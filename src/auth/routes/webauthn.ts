@@ -90,8 +90,9 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       path: '/api/me/mfa/webauthn',
       summary: 'Register a passkey or security key',
       description:
-        'Verifies the answer of `startRegistration()` to the options of `POST /api/me/mfa/webauthn/options` (same session) and keeps the key. When it is your first second factor, the answer also carries ten recovery codes, shown this once.',
+        'Verifies the answer of `startRegistration()` to the options of `POST /api/me/mfa/webauthn/options` (same session) and keeps the key. When it is your first second factor, the answer also carries ten recovery codes, shown this once, and your other web sessions end (this one stays).',
       auth: 'identity',
+      stepUp: true,
       body: Joi.object({
         label: Joi.string().trim().min(1).max(100).required().description('how you will recognise it: "Laptop", "YubiKey"'),
         response: credential.required().description('the answer of startRegistration()'),
