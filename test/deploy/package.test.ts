@@ -1,0 +1,283 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import { builtinModules } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { expect } from 'chai';
+import { unusedPort } from '../auth/helpers.js';
+import { freshDatabase, type TestDb } from '../support/service.js';
+
+const run = promisify(execFile);
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const TSC = path.join(ROOT, 'node_modules/typescript/bin/tsc');
+/** an install from the registry, with better-sqlite3 built from source where no prebuilt binary can be fetched */
+const INSTALL_TIMEOUT_MS = 10 * 60_000;
+const READY_TIMEOUT_MS = 90_000;
+
+interface PackageJson {
+  name: string;
+  version: string;
+  bin: Record<string, string>;
+  exports: Record<string, { types: string; default: string }>;
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+  allowScripts?: Record<string, boolean>;
+}
+
+const repoPackage = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as PackageJson;
+
+/** The environment of an operator's shell: none of the npm run variables of the suite, no SERVICE_* of the tests. */
+function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!/^npm_/i.test(k) && !k.startsWith('SERVICE_')) env[k] = v;
+  return { ...env, ...extra };
+}
+
+/** Every file under `dir`, relative to `base`, with / separators. */
+function filesUnder(dir: string, base: string): string[] {
+  return fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => path.relative(base, path.join(e.parentPath, e.name)).split(path.sep).join('/'));
+}
+
+/** The packages a built module imports by name (not node builtins, not relative paths). */
+function packagesImported(source: string): string[] {
+  const names = new Set<string>();
+  // as tsc writes them: import/export … from at the start of a line, a bare import, import(), require(), require.resolve()
+  const patterns = [
+    /^\s*(?:import|export)\s[^'";]*?\bfrom\s*['"]([^'"]+)['"]/gm,
+    /^\s*import\s*['"]([^'"]+)['"]/gm,
+    /\bimport\(\s*['"]([^'"]+)['"]\s*\)/g,
+    /\brequire\(\s*['"]([^'"]+)['"]\s*\)/g,
+    /\.resolve\(\s*['"]([^'"]+\/package\.json)['"]\s*\)/g,
+  ];
+  for (const [, spec] of patterns.flatMap((p) => [...source.matchAll(p)])) {
+    if (!spec || spec.startsWith('.') || spec.startsWith('/') || spec.startsWith('node:') || builtinModules.includes(spec.split('/')[0]!)) continue;
+    const parts = spec.split('/');
+    names.add(spec.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!);
+  }
+  return [...names];
+}
+
+/** The ```ts blocks of docs/client.md that import the published client. */
+function clientDocExamples(): string[] {
+  const doc = fs.readFileSync(path.join(ROOT, 'docs/client.md'), 'utf8');
+  return [...doc.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!).filter((code) => code.includes("from 'service-core/client'"));
+}
+
+/**
+ * The release as an operator installs it: `npm pack` of this tree (its dist/ as built), installed
+ * with `npm install --omit=dev` into an empty folder, started with node from there, on SQLite or
+ * (with SERVICE_TEST_DATABASE_URL) PostgreSQL; and the published client (`service-core/client`)
+ * type-checked and run by a project of its own against it. One install for every check.
+ */
+describe('the npm package, installed without dev dependencies', function () {
+  this.timeout(60_000);
+  let tmp: string;
+  let app: string;
+  let packed: string[];
+  let tarball: string;
+  let installed: PackageJson;
+  let db: TestDb | null = null;
+  let service: ChildProcess | null = null;
+  let exited: Promise<number | null>;
+  let output = '';
+  let url: string;
+  let serviceEnv: NodeJS.ProcessEnv;
+  const admin = { username: 'admin', password: crypto.randomBytes(12).toString('hex') };
+
+  before(async function () {
+    this.timeout(INSTALL_TIMEOUT_MS + READY_TIMEOUT_MS);
+    for (const built of ['dist/src/main.js', 'dist/static/dashboard.js']) {
+      if (!fs.existsSync(path.join(ROOT, built))) throw new Error(`${built} is missing: build first (npm run build; npm ci runs it)`);
+    }
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-package-'));
+    // --ignore-scripts: pack the dist/ that is there (prepare would rebuild it under other tests' feet)
+    const pack = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', tmp], { cwd: ROOT, env: cleanEnv(), maxBuffer: 16 * 1024 * 1024 });
+    const [info] = JSON.parse(pack.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
+    packed = info!.files.map((f) => f.path);
+    tarball = path.join(tmp, info!.filename);
+
+    app = path.join(tmp, 'app');
+    fs.mkdirSync(app);
+    // a project of its own: the client's caller brings ws (and its types) itself
+    fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'service-core-consumer', private: true, type: 'module', allowScripts: repoPackage.allowScripts ?? {} }, null, 2));
+    await run('npm', ['install', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', '--prefix', app, tarball, `ws@${repoPackage.dependencies.ws}`, '@types/ws@8'], {
+      cwd: app,
+      env: cleanEnv(),
+      timeout: INSTALL_TIMEOUT_MS,
+      maxBuffer: 16 * 1024 * 1024,
+    }).catch((err: { stderr?: string; message: string }) => {
+      throw new Error(`npm install of the tarball failed: ${err.stderr?.slice(-3000) ?? err.message}`);
+    });
+    installed = JSON.parse(fs.readFileSync(path.join(app, 'node_modules/service-core/package.json'), 'utf8')) as PackageJson;
+
+    db = await freshDatabase();
+    const port = await unusedPort();
+    url = `http://127.0.0.1:${port}`;
+    serviceEnv = cleanEnv({
+      SERVICE_ENV: 'production',
+      SERVICE_HOST: '127.0.0.1',
+      SERVICE_PORT: String(port),
+      SERVICE_PUBLIC_URL: url,
+      SERVICE_DATA_DIR: path.join(tmp, 'data'),
+      SERVICE_SECRET_KEY: crypto.randomBytes(48).toString('base64'),
+      SERVICE_ADMIN_PASSWORD: admin.password,
+      SERVICE_BOT_PASSWORD: crypto.randomBytes(12).toString('hex'),
+      SERVICE_LOG_LEVEL: 'warn',
+      ...(db.url ? { SERVICE_DATABASE_URL: db.url } : {}),
+    });
+    // as the systemd unit runs it, from the installed package (its default plugins dir, ./plugins, is absent)
+    const child = spawn(process.execPath, ['node_modules/service-core/dist/src/main.js'], { cwd: app, env: serviceEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    service = child;
+    child.stdout!.on('data', (d) => (output += d.toString()));
+    child.stderr!.on('data', (d) => (output += d.toString()));
+    exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    while ((await fetch(`${url}/readyz`).then((r) => r.status, () => 0)) !== 200) {
+      if (child.exitCode !== null) throw new Error(`the installed service exited (${child.exitCode}):\n${output.slice(-3000)}`);
+      if (Date.now() > deadline) throw new Error(`the installed service was not ready within ${READY_TIMEOUT_MS / 1000} s:\n${output.slice(-3000)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  });
+
+  after(async function () {
+    this.timeout(30_000);
+    if (service && service.exitCode === null && service.signalCode === null) {
+      service.kill('SIGKILL');
+      await exited;
+    }
+    await db?.drop();
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('the tarball holds the whole build and no sources, tests or data', function () {
+    const dist = filesUnder(path.join(ROOT, 'dist'), ROOT);
+    expect(dist.length).to.be.greaterThan(100);
+    expect(packed).to.include.members(dist);
+    expect(packed).to.include.members(['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md']);
+    // what package.json points at is in it
+    for (const target of [...Object.values(repoPackage.bin), ...Object.values(repoPackage.exports).flatMap((e) => [e.types, e.default])]) {
+      expect(packed, target).to.include(path.posix.normalize(target));
+    }
+    const migrations = fs.readdirSync(path.join(ROOT, 'migrations')).filter((f) => f.endsWith('.ts')).map((f) => `dist/migrations/${f.replace(/\.ts$/, '.js')}`);
+    expect(packed).to.include.members(migrations);
+    expect(packed.filter((f) => !f.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md'].includes(f))).to.deep.equal([]);
+  });
+
+  it('every package the build imports is a dependency, installed; no type packages and no dev tools are', function () {
+    const modules = filesUnder(path.join(app, 'node_modules/service-core/dist'), app).filter((f) => f.endsWith('.js') && !f.includes('/dist/static/'));
+    expect(modules.length).to.be.greaterThan(50);
+    const imported = new Map<string, string>();
+    for (const file of modules) for (const name of packagesImported(fs.readFileSync(path.join(app, file), 'utf8'))) imported.set(name, file);
+    expect(imported.size).to.be.greaterThan(15);
+    for (const [name, file] of imported) {
+      expect(installed.dependencies, `${name} (imported by ${file}) is not in dependencies`).to.have.property(name);
+      expect(fs.existsSync(path.join(app, 'node_modules', name, 'package.json')), `${name} is not installed`).to.equal(true);
+    }
+    expect(Object.keys(installed.dependencies).filter((d) => d.startsWith('@types/'))).to.deep.equal([]);
+    // (@types/node is there: the consumer's own @types/ws brings it)
+    for (const dev of ['@types/koa', '@types/koa__router', '@types/better-sqlite3', 'mocha', 'chai', 'playwright-core', 'supertest']) {
+      expect(fs.existsSync(path.join(app, 'node_modules', dev)), dev).to.equal(false);
+    }
+  });
+
+  it('the installed service is ready and serves its pages, assets and API document', async () => {
+    const ready = await fetch(`${url}/readyz`);
+    expect(ready.status).to.equal(200);
+    expect(await ready.json()).to.deep.include({ status: 'ready', version: installed.version });
+    for (const [asset, type] of [
+      ['/static/app.css', 'text/css'],
+      ['/static/dashboard.js', 'javascript'],
+      ['/static/swagger/swagger-ui.css', 'text/css'],
+      ['/openapi.json', 'application/json'],
+      ['/login', 'text/html'],
+    ] as const) {
+      const res = await fetch(`${url}${asset}`);
+      expect(res.status, asset).to.equal(200);
+      expect(res.headers.get('content-type'), asset).to.include(type);
+    }
+    const me = await fetch(`${url}/api/me`, { headers: { Authorization: `Basic ${Buffer.from(`${admin.username}:${admin.password}`).toString('base64')}` } });
+    expect(me.status).to.equal(200);
+    expect((await me.json()).username).to.equal(admin.username);
+  });
+
+  it('the CLI of the package answers (version, and a command on the database)', async () => {
+    const cli = path.join(app, 'node_modules/.bin/service-core');
+    const version = await run(cli, ['version'], { cwd: app, env: serviceEnv });
+    expect(version.stdout.trim()).to.equal(installed.version);
+    expect(JSON.parse((await run(cli, ['version', '--json'], { cwd: app, env: serviceEnv })).stdout)).to.deep.equal({ version: installed.version });
+    const { users } = JSON.parse((await run(cli, ['user', 'list', '--json'], { cwd: app, env: serviceEnv })).stdout) as { users: Array<{ username: string }> };
+    expect(users.map((u) => u.username)).to.include.members(['admin', 'bot']);
+  });
+
+  it('a project imports GatewayClient from service-core/client, type-checks it with tsc and gets the welcome frame', async function () {
+    this.timeout(120_000);
+    const exportTypes = installed.exports['./client']!.types;
+    expect(fs.existsSync(path.join(app, 'node_modules/service-core', exportTypes)), exportTypes).to.equal(true);
+    const source = `import WebSocket from 'ws';
+import { GatewayClient, type ClientState, type SocketFactory } from 'service-core/client';
+
+const [url, username, password] = process.argv.slice(2) as [string, string, string];
+const client = new GatewayClient({
+  url,
+  WebSocket: WebSocket as unknown as SocketFactory,
+  headers: { Authorization: \`Basic \${Buffer.from(\`\${username}:\${password}\`).toString('base64')}\` },
+  requestTimeoutMs: 5000,
+});
+client.on('gateway:welcome', (welcome) => console.log(JSON.stringify({ welcome })));
+await client.ready(10_000);
+const state: ClientState = client.state;
+console.log(JSON.stringify({ state, lastSeq: client.lastSeq }));
+client.close();
+
+// the types are the package's, not any: a wrong option does not type-check (never called)
+export const typesOnly = (): GatewayClient =>
+  // @ts-expect-error requestTimeoutMs is a number
+  new GatewayClient({ url, requestTimeoutMs: 'soon' });
+`;
+    fs.writeFileSync(path.join(app, 'client.ts'), source);
+    fs.writeFileSync(
+      path.join(app, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: false, types: ['node'], outDir: 'out' }, files: ['client.ts'] }),
+    );
+    await run(process.execPath, [TSC, '-p', app], { cwd: app }).catch((err: { stdout?: string; message: string }) => {
+      throw new Error(`tsc refused the client program:\n${err.stdout || err.message}`);
+    });
+    const { stdout } = await run(process.execPath, [path.join(app, 'out/client.js'), `${url.replace(/^http/, 'ws')}/ws`, admin.username, admin.password], { cwd: app, timeout: 30_000 });
+    const lines = stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>);
+    expect(lines[0]!.welcome).to.include({ username: admin.username });
+    expect(lines[0]!.welcome.last_seq).to.be.a('number');
+    expect(lines[1]).to.deep.include({ state: 'live' });
+  });
+
+  it('the examples of docs/client.md type-check against the published types', async function () {
+    this.timeout(120_000);
+    const examples = clientDocExamples();
+    expect(examples.length).to.be.at.least(3);
+    // the names the examples leave to the reader
+    const given = `declare function readStoredCursor(): Promise<string | null>;
+declare function storeCursor(seq: number | null): Promise<void>;
+declare function show(notification: unknown, opts: { toast: boolean }): void;
+export {};
+`;
+    const files = examples.map((code, i) => {
+      const name = `doc-example-${i + 1}.ts`;
+      fs.writeFileSync(path.join(app, name), `${given}${code}`);
+      return name;
+    });
+    // the browser example as a bundler sees it, the Node one as Node would
+    fs.writeFileSync(
+      path.join(app, 'tsconfig.docs.json'),
+      JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'ESNext', moduleResolution: 'Bundler', lib: ['ES2022', 'DOM'], strict: true, noEmit: true, skipLibCheck: false, types: ['node'] }, files }),
+    );
+    await run(process.execPath, [TSC, '-p', path.join(app, 'tsconfig.docs.json')], { cwd: app }).catch((err: { stdout?: string; message: string }) => {
+      throw new Error(`an example of docs/client.md does not type-check:\n${err.stdout || err.message}`);
+    });
+  });
+
+  it('stops on SIGTERM with exit code 0', async function () {
+    service!.kill('SIGTERM');
+    expect(await exited, output.slice(-2000)).to.equal(0);
+  });
+});
