@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 import { html } from './html.js';
-import { htmlDocument, sendHtml, siteFooter } from './layout.js';
+import type { PageDef } from './access.js';
+import { appPage, htmlDocument, sendHtml, siteFooter } from './layout.js';
 
 const TITLES: Record<number, string> = {
   400: 'Bad request',
@@ -17,7 +18,9 @@ const TITLES: Record<number, string> = {
 /**
  * An error a browser asked for, as a page of the site (the API keeps the JSON error body):
  * what went wrong in words, the request id to quote, and a way back. A cross-origin refusal
- * names the address the service expects to be used at.
+ * names the address the service expects to be used at. Someone signed in keeps the top bar of
+ * the other pages, with the shared page code behind it (error.ts: the bell, live toasts, Sign
+ * out, which posts with fetch as on every page); anyone else gets the card of the login page.
  */
 export function errorPage(ctx: Context, status: number, { code, message, details }: { code: string; message: string; details?: unknown }, publicUrl: string): void {
   const title = TITLES[status] ?? (status >= 500 ? TITLES[500]! : TITLES[400]!);
@@ -30,6 +33,14 @@ export function errorPage(ctx: Context, status: number, { code, message, details
         : status >= 500 && code === 'internal'
           ? html`<p>The service could not answer this request. Try again; if it keeps happening, give the request id below to an administrator.</p>`
           : html`<p>${message}</p>`;
+  const footnote = html`<p class="note">Error ${status} · request id <code>${ctx.state.requestId}</code></p>
+<p><a href="/">Go to the start page</a></p>`;
+  const id = ctx.state.identity;
+  if (id) {
+    const page: PageDef = { key: 'error', path: ctx.path, title, anyOf: [], module: 'error.js', admin: false };
+    sendHtml(ctx, appPage(id, page, html`<section class="panel">${explanation}${footnote}</section>`), { status });
+    return;
+  }
   sendHtml(
     ctx,
     htmlDocument({
@@ -39,8 +50,7 @@ export function errorPage(ctx: Context, status: number, { code, message, details
 <a class="brand" href="/">service-core</a>
 <h1>${title}</h1>
 ${explanation}
-<p class="note">Error ${status} · request id <code>${ctx.state.requestId}</code></p>
-<p><a href="/">Go to the start page</a></p>
+${footnote}
 </main>
 ${siteFooter()}`,
     }),

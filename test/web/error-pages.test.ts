@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import net from 'node:net';
 import request from 'supertest';
-import { startService, adminAuth, ADMIN, type TestService } from '../support/service.js';
+import { startService, adminAuth, basic, ADMIN, type TestService } from '../support/service.js';
+import { createUser } from '../auth/helpers.js';
 import { WsClient } from '../gateway/helpers.js';
 
 const BROWSER = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
@@ -30,6 +31,24 @@ describe('web: error pages and other addresses', function () {
     expect(api.body.error.code).to.equal('not_found');
     // a client that asks for JSON (or anything) outside /api still gets the error body
     expect((await request(here).get('/nope').expect(404)).body.error.code).to.equal('not_found');
+  });
+
+  it('someone signed in keeps the top bar on an error page; a card for anyone else', async () => {
+    const agent = request.agent(here);
+    await agent.post('/login').type('form').set('Origin', here).send({ username: ADMIN.username, password: ADMIN.password }).expect(303);
+    const page = await agent.get('/no/such/page').set('Accept', BROWSER).expect(404);
+    expect(page.text).to.include('<header class="topbar">').and.include('href="/admin/users"').and.include('data-logout').and.include('data-bell');
+    expect(page.text).to.include('<h1>Page not found</h1>').and.include('<code>/no/such/page</code>').and.match(/request id <code>[0-9a-f-]{36}<\/code>/);
+    // no page of the navigation is the current one; the shared page code runs the bar
+    expect(page.text).not.to.include('aria-current');
+    expect(page.text).to.include('<script type="module" src="/static/error.js"></script>');
+    expect(page.headers['content-security-policy']).to.include("script-src 'self'");
+    // the navigation is the identity's own: a viewer sees no administration
+    await createUser(here, { username: 'vic', password: 'vic-password-1', groups: ['INT_VIEWER'] });
+    const viewer = await request(here).get('/nope').set('Authorization', basic('vic', 'vic-password-1')).set('Accept', BROWSER).expect(404);
+    expect(viewer.text).to.include('<header class="topbar">').and.not.include('href="/admin/users"');
+    const anonymous = await request(here).get('/no/such/page').set('Accept', BROWSER).expect(404);
+    expect(anonymous.text).to.include('<main class="card">').and.not.include('class="topbar"');
   });
 
   it('a failure is a 500 page that tells nothing of the cause', async () => {

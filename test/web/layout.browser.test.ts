@@ -7,7 +7,7 @@ import type { Page } from 'playwright-core';
 import { ADMIN, adminAuth } from '../support/service.js';
 import { createUser } from '../auth/helpers.js';
 import { VERSION } from '../../src/version.js';
-import { ARTIFACTS, expectNoProblems, openBrowser, signIn, startWebService, type TestBrowser, type WebService } from './helpers.js';
+import { ARTIFACTS, expectNoProblems, openBrowser, signIn, signOut, startWebService, waitLive, type TestBrowser, type WebService } from './helpers.js';
 import { measureFit, reportsPlugin } from './support.js';
 
 const SHOTS = path.join(ARTIFACTS, 'screenshots');
@@ -22,7 +22,7 @@ const PAGES: Array<{ name: string; path: string; ready: string[] }> = [
   { name: 'plugins', path: '/admin/plugins', ready: ['[data-plugins] tr[data-plugin="reports"] [data-state="loaded"]', '[data-plugin-settings="reports"]'] },
   { name: 'docs', path: '/docs', ready: ['.swagger-ui .opblock'] },
   { name: 'login', path: '/login', ready: ['#username'] },
-  { name: 'error-404', path: '/nope', ready: ['.card h1'] },
+  { name: 'error-404', path: '/nope', ready: ['main h1'] },
 ];
 
 /** In Chromium at desktop and phone width: no page scrolls sideways, one top bar, one footer, one date style. */
@@ -74,7 +74,7 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
         const fit = await measureFit(page);
         expect(fit.scrollWidth, `${p.name} at ${width}: page ${fit.scrollWidth} px wide`).to.be.at.most(fit.innerWidth);
         expect(fit.wrappedBadges, `${p.name} at ${width}: badges broken over lines`).to.deep.equal([]);
-        if (p.name !== 'login' && p.name !== 'error-404') {
+        if (p.name !== 'login') {
           expect(fit.navRows, `${p.name} at ${width}: navigation rows`).to.equal(1);
           expect(fit.barHeadAligned, `${p.name} at ${width}: brand and account on one row`).to.equal(true);
         }
@@ -100,6 +100,92 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
       const height = await pill.evaluate((el) => el.getBoundingClientRect().height);
       expect(height, text).to.be.lessThan(24);
     }
+  });
+
+  /** The send form's labels (each holding its field) and buttons that a toast covers, in the page as it is. */
+  const coveredFields = (): Promise<{ covered: string[]; toast: { top: number; bottom: number }; viewport: number }> =>
+    page.evaluate(() => {
+      const t = document.querySelector('[data-toasts]')!.getBoundingClientRect();
+      const covered = [...document.querySelectorAll('[data-send-form] label, [data-send-form] button')]
+        .filter((el) => {
+          const r = el.getBoundingClientRect();
+          return r.bottom > t.top && r.top < t.bottom && r.right > t.left && r.left < t.right;
+        })
+        .map((el) => (el.textContent ?? '').trim().split('\n')[0]!.trim());
+      return { covered, toast: { top: t.top, bottom: t.bottom }, viewport: window.innerHeight };
+    });
+
+  const sendLive = async (n: Record<string, string>): Promise<string> => {
+    const sent = await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send(n).expect(202);
+    await page.waitForSelector(`.toast[data-toast="${sent.body.id}"]`, { timeout: 5_000 });
+    return sent.body.id as string;
+  };
+
+  it('at 390 px a live toast covers none of the send form, wherever the form is on the screen', async function () {
+    await open(PAGES[0]!, 390);
+    await waitLive(page);
+    // an error stays 12 s: one toast for every position
+    await sendLive({ title: 'Runner runner-3 stopped', message: 'exit code 137 (out of memory) after 2 h 14 min', level: 'error', source: 'monitor' });
+    await page.waitForTimeout(250); // the toast's entry animation
+    for (const where of ['as opened', 'end', 'center', 'start'] as const) {
+      if (where !== 'as opened') {
+        await page.evaluate((block) => document.querySelector('[data-send-form]')!.scrollIntoView({ block }), where);
+        await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+      }
+      const { covered, toast, viewport } = await coveredFields();
+      expect(covered, `form scrolled to ${where}: fields under the toast`).to.deep.equal([]);
+      // and the toast is still on the screen, whole
+      expect(toast.top, where).to.be.at.least(0);
+      expect(toast.bottom, where).to.be.at.most(viewport);
+      if (where === 'as opened') await page.screenshot({ path: path.join(SHOTS, 'dashboard-toast-390.png') });
+    }
+    expectNoProblems(browser);
+  });
+
+  it('at 1280 px the dashboard with a live toast beside the form (the picture of the README and docs/web.md)', async function () {
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.goto(`${svc.origin}/`, { waitUntil: 'load' });
+    for (const sel of PAGES[0]!.ready) await page.locator(sel).first().waitFor({ timeout: 15_000 });
+    await waitLive(page);
+    await sendLive({ title: 'Deploy of service-core finished', message: `Version ${VERSION} is live on production.`, level: 'success', source: 'ci', link: 'https://ci.example.test/builds/1289' });
+    await page.waitForTimeout(250); // the toast's entry animation
+    const { covered } = await coveredFields();
+    expect(covered).to.deep.equal([]);
+    const file = path.join(SHOTS, 'dashboard-toast-1280.png');
+    await page.screenshot({ path: file });
+    expect(fs.statSync(file).size, file).to.be.greaterThan(10_000);
+    expectNoProblems(browser);
+  });
+
+  it('a page that does not exist keeps the top bar when signed in (a card without it when not)', async function () {
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.goto(`${svc.origin}/`);
+    const dashboardNav = await page.$$eval('.topbar nav a', (as) => as.map((a) => a.getAttribute('href')));
+    for (const width of WIDTHS) {
+      await page.setViewportSize({ width, height: width < 600 ? 844 : 900 });
+      const res = await page.goto(`${svc.origin}/no/such/page`);
+      expect(res!.status()).to.equal(404);
+      expect(await page.$$eval('.topbar nav a', (as) => as.map((a) => a.getAttribute('href'))), `at ${width}`).to.deep.equal(dashboardNav);
+      expect(await page.$$('.topbar nav a[aria-current]'), 'no page of the navigation is the current one').to.have.length(0);
+      expect(await page.textContent('.topbar .username')).to.equal(ADMIN.username);
+      expect(await page.isVisible('.topbar [data-bell]')).to.equal(true);
+      expect(await page.isVisible('.topbar [data-logout]')).to.equal(true);
+      expect(await page.textContent('main h1')).to.equal('Page not found');
+      expect(await page.textContent('main')).to.include('/no/such/page').and.match(/request id [0-9a-f-]{36}/);
+      const fit = await measureFit(page);
+      expect(fit.scrollWidth, `at ${width}`).to.be.at.most(fit.innerWidth);
+      expect(fit.navRows, `at ${width}`).to.equal(1);
+    }
+    const anonymous = await request(svc.url).get('/no/such/page').set('Accept', 'text/html').expect(404);
+    expect(anonymous.text).to.include('<main class="card">').and.include('Page not found').and.not.include('class="topbar"');
+    // its Sign out works like every page's (and the bell counts the unread)
+    await page.waitForFunction(() => !document.querySelector('[data-bell-count]')?.hasAttribute('hidden'), undefined, { timeout: 10_000 });
+    const session = (await browser.context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
+    await request(svc.url).get('/api/me').set('Cookie', session).expect(200);
+    await signOut(page);
+    await request(svc.url).get('/api/me').set('Cookie', session).expect(401);
+    await signIn(page, svc.origin, ADMIN.username, ADMIN.password);
+    expectNoProblems(browser);
   });
 
   it('every page ends with the footer naming the release', async function () {

@@ -163,6 +163,49 @@ sendForm?.addEventListener('submit', async (e) => {
   }
 });
 
+// ---- toasts beside the send form ----------------------------------------------------------
+// The toasts keep to the bottom right of the screen; on a phone they take its width, and there
+// they would sit on the send form's fields whenever the form is low on the screen. Then they go
+// to the top, under the bar, if they cover none of it there (else to whichever place covers
+// less). Checked when a toast comes or goes and while the page scrolls or resizes.
+
+const toastArea = $('[data-toasts]');
+const topBar = $('.topbar');
+
+/** The area of the send form's fields and buttons (a label holds its field) the toasts cover where they are now. */
+function coveredByToasts(area: HTMLElement, form: HTMLFormElement): number {
+  const t = area.getBoundingClientRect();
+  let covered = 0;
+  for (const el of form.querySelectorAll('label, button')) {
+    const r = el.getBoundingClientRect();
+    const w = Math.min(r.right, t.right) - Math.max(r.left, t.left);
+    const hgt = Math.min(r.bottom, t.bottom) - Math.max(r.top, t.top);
+    if (w > 0 && hgt > 0) covered += w * hgt;
+  }
+  return covered;
+}
+
+function placeToasts(): void {
+  if (!toastArea || !sendForm) return;
+  toastArea.classList.remove('at-top');
+  if (!toastArea.childElementCount) return;
+  const below = coveredByToasts(toastArea, sendForm);
+  if (below === 0) return;
+  // the bar is sticky: its bottom is where the page's visible content starts
+  toastArea.style.setProperty('--toasts-top', `${Math.max(0, topBar?.getBoundingClientRect().bottom ?? 0)}px`);
+  toastArea.classList.add('at-top');
+  if (coveredByToasts(toastArea, sendForm) >= below) toastArea.classList.remove('at-top');
+}
+
+if (toastArea && sendForm) {
+  new MutationObserver(placeToasts).observe(toastArea, { childList: true });
+  const whileShown = () => {
+    if (toastArea.childElementCount) placeToasts();
+  };
+  window.addEventListener('scroll', whileShown, { passive: true });
+  window.addEventListener('resize', whileShown);
+}
+
 // ---- service status (feature:dashboard.admin_sections) ---------------------------------------
 
 interface ProviderList {
