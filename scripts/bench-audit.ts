@@ -41,7 +41,7 @@ function denied(url: string, key: string): Promise<autocannon.Result> {
 
 async function main(): Promise<void> {
   const db = await benchDatabase();
-  const svc = await startService({ databaseUrl: db.url || null, env: { SERVICE_LOG_LEVEL: 'warn', SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: '100000' } });
+  const svc = await startService({ databaseUrl: db.url || null, env: { SERVICE_LOG_LEVEL: 'warn', SERVICE_BCRYPT_COST: '10', SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: '100000' } });
   try {
     await request(svc.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'viewer', password: 'viewer-password-1', groups: ['INT_VIEWER'] }).expect(201);
     const key = (await request(svc.url).post('/api/me/api-keys').set('Authorization', 'Basic ' + Buffer.from('viewer:viewer-password-1').toString('base64')).send({ label: 'bench' }).expect(201)).body.token as string;

@@ -165,6 +165,8 @@ export interface Config {
   loginAttemptsPerMinute: number;
   /** password checks waiting for a hashing thread at most; beyond, 503 at once */
   passwordQueue: number;
+  /** bcrypt cost of new hashes (SERVICE_BCRYPT_COST) */
+  bcryptCost: number;
   /** open WebSocket connections per user (or system key) and instance */
   wsMaxConnectionsPerUser: number;
   /** Redis for several instances (the bus bridge); null: one instance, nothing shared live */
@@ -302,6 +304,7 @@ function credentialProblems(v: Record<string, any>): ConfigProblem[] {
       if (!value) problems.push({ variable, reason: unset });
       else if (isKnownPassword(value)) problems.push({ variable, reason: 'is a development or placeholder password, which production refuses: set a password of your own (8 characters or more)' });
     }
+    if (v.SERVICE_BCRYPT_COST < 10) problems.push({ variable: 'SERVICE_BCRYPT_COST', reason: 'is below 10, which production refuses: a stolen database would be guessed too cheaply' });
     if (!v.SERVICE_SECRET_KEY) problems.push({ variable: 'SERVICE_SECRET_KEY', reason: unset });
     else if (isPlaceholderKey(v.SERVICE_SECRET_KEY)) problems.push({ variable: 'SERVICE_SECRET_KEY', reason: 'is a placeholder, which production refuses: generate one with `openssl rand -base64 48`' });
   } else if (!isLoopback(v.SERVICE_HOST)) {
@@ -423,6 +426,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     proxyHops: typeof v.SERVICE_TRUST_PROXY === 'number' ? v.SERVICE_TRUST_PROXY : v.SERVICE_TRUST_PROXY ? 1 : 0,
     loginAttemptsPerMinute: v.SERVICE_LOGIN_ATTEMPTS_PER_MINUTE,
     passwordQueue: v.SERVICE_PASSWORD_QUEUE,
+    bcryptCost: v.SERVICE_BCRYPT_COST,
     wsMaxConnectionsPerUser: v.SERVICE_WS_MAX_CONNECTIONS_PER_USER,
     redisUrl: v.SERVICE_REDIS_URL ?? null,
     notificationRetentionMs: parseDuration(v.SERVICE_NOTIFICATION_RETENTION)!,

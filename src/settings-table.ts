@@ -261,6 +261,7 @@ export const SETTINGS: readonly SettingDef[] = [
   },
   { env: 'SERVICE_REDIS_URL', kind: 'string', rule: Joi.string().uri({ scheme: ['redis', 'rediss'] }), about: 'several instances: the Redis that carries the (signed) bus between them, `redis://user:password@host:6379/0` or `rediss://` for TLS ([docs/deploy.md](docs/deploy.md)); unset: one instance, no Redis needed' },
   { env: 'SERVICE_LOGIN_ATTEMPTS_PER_MINUTE', kind: 'string', rule: count(100_000), default: '60', about: 'password checks (and OIDC starts) per client address, before any hashing, over it 429; a browser that signed in before (device cookie) has this budget of its own per account' },
+  { env: 'SERVICE_BCRYPT_COST', kind: 'string', rule: Joi.number().integer().min(4).max(14), default: '10', about: 'bcrypt cost of new password hashes (each step doubles the work); production refuses less than 10; existing hashes keep their cost until the password changes' },
   { env: 'SERVICE_PASSWORD_QUEUE', kind: 'string', rule: count(100_000), default: '64', about: 'password checks waiting for a hashing thread, per lane (known devices go first); beyond it 503 with Retry-After' },
   { env: 'SERVICE_WS_MAX_CONNECTIONS_PER_USER', kind: 'string', rule: count(100_000), default: '20', about: 'open WebSocket connections per user on an instance' },
   { env: 'SERVICE_NOTIFICATION_RETENTION', kind: 'string', rule: duration(60_000), default: '90d', about: 'notifications not updated for longer are deleted (hourly)' },

@@ -191,6 +191,11 @@ describe('config', () => {
     rejects({ ...prod, SERVICE_ADMIN_PASSWORD: 'short' }, 'SERVICE_ADMIN_PASSWORD', /at least 8/);
     // the key placeholder of earlier templates
     rejects({ ...prod, SERVICE_SECRET_KEY: 'change-me-to-48-random-bytes-in-base64-000000000000' }, 'SERVICE_SECRET_KEY', /openssl rand/);
+    // a bcrypt cost below 10 is for tests; any mode checks the range
+    rejects({ ...prod, SERVICE_BCRYPT_COST: '9' }, 'SERVICE_BCRYPT_COST', /below 10/);
+    expect(loadConfig({ ...base(), ...prod, SERVICE_BCRYPT_COST: '12' }).bcryptCost).to.equal(12);
+    expect(loadConfig({ ...base(), SERVICE_BCRYPT_COST: '4' }).bcryptCost).to.equal(4);
+    rejects({ SERVICE_BCRYPT_COST: '3' }, 'SERVICE_BCRYPT_COST');
     const err = problemsOf({ ...prod, SERVICE_ADMIN_PASSWORD: 'admin-dev-password', SERVICE_BOT_PASSWORD: 'bot-dev-password' });
     expect(err.lines()).to.have.length(1);
     expect(err.lines()[0]).to.match(/^SERVICE_ADMIN_PASSWORD, SERVICE_BOT_PASSWORD: /);

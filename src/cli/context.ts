@@ -157,7 +157,7 @@ export class CliContext {
 
   /** bcrypt on this thread: a CLI hashes one password, a worker pool would only delay the exit */
   get passwords(): Passwords {
-    this.passwordPool ??= new Passwords({ threads: 0 });
+    this.passwordPool ??= new Passwords({ threads: 0, cost: this.config.bcryptCost });
     return this.passwordPool;
   }
 

@@ -77,7 +77,7 @@ export class IamComponent {
     this.store = new IamStore(db);
     this.secrets = new SecretsStore(db, config.secretKey);
     this.resolver = new PermissionResolver(this.store, config.permissionCacheTtlMs, bus);
-    this.passwords = new Passwords({ maxQueue: config.passwordQueue });
+    this.passwords = new Passwords({ maxQueue: config.passwordQueue, cost: config.bcryptCost });
     this.audit = new AuditTrail({ db, bus, log: deps.log.child({ part: 'audit' }), instanceId: deps.instanceId });
     this.ledger = new RoleLedger(this.store, bus);
     this.users = new UserAdmin({

@@ -1,4 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import crypto from 'node:crypto';
+import bcrypt from 'bcryptjs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,7 +11,7 @@ import runInline, { type HashTask } from './hash-worker.js';
 export const BCRYPT_COST = 10;
 /** The longest password accepted anywhere; a longer one is refused before any hashing. */
 export const PASSWORD_MAX = 1024;
-/** bcrypt of a random value: compared against when a user is unknown, so timing tells nobody who exists. */
+/** bcrypt of a random value at BCRYPT_COST: compared against when a user is unknown, so timing tells nobody who exists. */
 const DUMMY_HASH = '$2b$10$BNQfVp7u55aVkTTjvEw6su4r/7b6hVDm5HC0jll90gLYP/rsyhSIi';
 
 export interface PasswordOptions {
@@ -44,6 +46,8 @@ const priorityLane = new AsyncLocalStorage<true>();
 export class Passwords {
   private readonly pool: Piscina<HashTask, string | boolean> | null;
   private readonly cost: number;
+  /** what an unknown user's password is compared against: a hash at this pool's cost */
+  private readonly dummy: string;
   private readonly maxQueue: number;
   private readonly threads: number;
   /** tasks handed to the pool: never more than its threads, so the order of the lanes holds */
@@ -52,6 +56,7 @@ export class Passwords {
 
   constructor(opts: PasswordOptions = {}) {
     this.cost = opts.cost ?? BCRYPT_COST;
+    this.dummy = this.cost === BCRYPT_COST ? DUMMY_HASH : bcrypt.hashSync(crypto.randomBytes(16).toString('hex'), this.cost);
     this.maxQueue = opts.maxQueue ?? 64;
     const threads = opts.threads ?? Math.max(1, (os.availableParallelism?.() ?? os.cpus().length) - 1);
     this.threads = threads;
@@ -75,7 +80,7 @@ export class Passwords {
 
   /** True when `password` matches `hash`; against a dummy hash when there is none (same cost either way). */
   verify(password: string, hash: string | null): Promise<boolean> {
-    return this.run({ op: 'verify', password, hash: hash ?? DUMMY_HASH }).then((ok) => ok === true && hash !== null);
+    return this.run({ op: 'verify', password, hash: hash ?? this.dummy }).then((ok) => ok === true && hash !== null);
   }
 
   /** Runs `fn` with every password check it starts in the priority lane. */

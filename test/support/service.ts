@@ -73,6 +73,8 @@ export function testEnv(dataDir: string, databaseUrl: string | null, extra: Reco
     SERVICE_HOST: '127.0.0.1',
     SERVICE_DATA_DIR: dataDir,
     SERVICE_ENV: 'test',
+    // the cheapest cost bcrypt allows: the suite hashes thousands of passwords (production refuses it)
+    SERVICE_BCRYPT_COST: '4',
     SERVICE_LOG_LEVEL: process.env.TEST_LOG_LEVEL || 'silent',
     SERVICE_ADMIN_PASSWORD: ADMIN.password,
     SERVICE_BOT_PASSWORD: 'bot-test-password',
