@@ -70,9 +70,10 @@ if [ -z "${SERVICE_TEST_DATABASE_URL:-}" ]; then
   fi
 fi
 
-# --- the two runs, side by side (the suite is parallel-safe: free ports, temp dirs, a database
-#     per service; most of a test's time is waiting on a server). Every file runs on SQLite; on
-#     PostgreSQL the files whose imports reach a database (scripts/test-files.mjs database).
+# --- the two runs, side by side, each with two mocha workers (the suite is parallel-safe: free
+#     ports, temp dirs, a database per service; most of a test's time is waiting on a server).
+#     Every file runs on SQLite; on PostgreSQL the files whose imports reach a database
+#     (scripts/test-files.mjs database).
 passed=0
 failed=0
 run_dir="$(mktemp -d /tmp/svc-test-run-XXXXXX)"
@@ -81,7 +82,7 @@ suite() {
   local name="$1" files="$2"; shift 2
   # shellcheck disable=SC2046
   local rc=0
-  env "$@" npx mocha --forbid-only --forbid-pending $(node scripts/test-files.mjs "$files") >"$run_dir/$name.out" 2>&1 || rc=$?
+  env "$@" npx mocha --forbid-only --forbid-pending --parallel --jobs 2 $(node scripts/test-files.mjs "$files") >"$run_dir/$name.out" 2>&1 || rc=$?
   echo "$rc" >"$run_dir/$name.rc"
 }
 tally() {

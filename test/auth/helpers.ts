@@ -1,6 +1,4 @@
 import http from 'node:http';
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import request from 'supertest';
 import { adminAuth } from '../support/service.js';
 
@@ -92,11 +90,4 @@ export function patchAuthSettings(url: string, patch: Record<string, unknown>) {
   return request(url).patch('/api/settings/auth').set('Authorization', adminAuth()).send(patch);
 }
 
-/** A port nobody listens on (bound then released). */
-export async function unusedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+export { unusedPort } from '../support/ports.js';

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { unusedPort } from '../auth/helpers.js';
+import { unusedPort } from './ports.js';
 
 export interface RedisOptions {
   /** `requirepass`: clients must AUTH with this password (as the `default` user) */
