@@ -102,9 +102,17 @@ describe('the npm package, installed without dev dependencies', function () {
     fs.mkdirSync(app);
     // a project of its own: the client's caller brings ws (and its types) itself
     fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'service-core-consumer', private: true, type: 'module', allowScripts: repoPackage.allowScripts ?? {} }, null, 2));
+    // better-sqlite3 installs a prebuilt binary where it can download one (an operator's install
+    // does); here nothing can be downloaded, so it gets the one this tree built, as a local
+    // prebuild, instead of a minute and more of compiling
+    const prebuilds = path.join(tmp, 'prebuilds');
+    const sqlite = path.join(ROOT, 'node_modules/better-sqlite3');
+    const sqliteVersion = (JSON.parse(fs.readFileSync(path.join(sqlite, 'package.json'), 'utf8')) as { version: string }).version;
+    fs.mkdirSync(prebuilds);
+    await run('tar', ['-czf', path.join(prebuilds, `better-sqlite3-v${sqliteVersion}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`), '-C', sqlite, 'build/Release/better_sqlite3.node']);
     await run('npm', ['install', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', '--prefix', app, tarball, `ws@${repoPackage.dependencies.ws}`, '@types/ws@8'], {
       cwd: app,
-      env: cleanEnv(),
+      env: { ...cleanEnv(), npm_config_better_sqlite3_local_prebuilds: prebuilds },
       timeout: INSTALL_TIMEOUT_MS,
       maxBuffer: 16 * 1024 * 1024,
     }).catch((err: { stderr?: string; message: string }) => {
