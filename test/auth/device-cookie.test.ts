@@ -19,7 +19,7 @@ describe('known devices (device cookies)', function () {
 
   before(async () => {
     // a short password queue: a storm fills it at once, even on a fast machine
-    svc = await startService({ logger: logs.logger, env: { SERVICE_PASSWORD_QUEUE: '4' } });
+    svc = await startService({ logger: logs.logger, env: { SERVICE_PASSWORD_QUEUE: '4', SERVICE_BCRYPT_COST: '10' } });
     await createUser(svc.url, { username: 'vera', password: 'vera-password-1', groups: ['INT_USER'] });
     await createUser(svc.url, { username: 'walt', password: 'walt-password-1', groups: ['INT_USER'] });
   });

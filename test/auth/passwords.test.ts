@@ -14,7 +14,8 @@ describe('password hashing off the event loop', function () {
   const USERS = 24;
 
   before(async () => {
-    svc = await startService({ env: { SERVICE_PASSWORD_QUEUE: '8' } });
+    // production's bcrypt cost (the suite's default is the cheapest): logins really are in flight
+    svc = await startService({ env: { SERVICE_PASSWORD_QUEUE: '8', SERVICE_BCRYPT_COST: '10' } });
     for (let i = 0; i < USERS; i++) await createUser(svc.url, { username: `storm${i}`, password: `storm-password-${i}` });
   });
   after(async () => svc?.destroy());
