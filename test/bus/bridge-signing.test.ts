@@ -218,7 +218,13 @@ describe('bus bridge: signed envelopes', function () {
   it('the replay memory is bounded, and still refuses a copy of a message it forgot', async () => {
     const small = await peer('instance-small-memory', { maxSeen: 3 });
     const before = drops(small);
-    for (let i = 0; i < 5; i++) a.bus.emit('iam:password_changed', { user_id: `u-bounded-${i}` });
+    // a millisecond apart: the memory's floor is a timestamp, so more messages than it holds
+    // within one millisecond would have the last refused (it fails closed; the real memory holds
+    // far more than any millisecond carries)
+    for (let i = 0; i < 5; i++) {
+      a.bus.emit('iam:password_changed', { user_id: `u-bounded-${i}` });
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
     await eventually(() => expect(small.seen('iam:password_changed').filter((p) => (p as { user_id: string }).user_id.startsWith('u-bounded-'))).to.have.length(5), 2000);
     await raw.publish(CHANNEL, capturedWith('u-bounded-0')!);
     await raw.publish(CHANNEL, capturedWith('u-bounded-4')!);
