@@ -4,18 +4,8 @@
 // again, so nothing written while the socket was down is missing.
 import { api, boot, busy, clearOnEdit, currentLiveState, errorText, h, markInvalid, must, onFrame, onLiveState, say, text, when, type LiveState } from './app.js';
 
-/** GET /api/audit, one event (src/iam/audit.ts). */
-interface AuditEvent {
-  seq: number;
-  id: string;
-  at: string;
-  actor: { user_id: string | null; username: string; method: string | null; ip: string | null };
-  action: string;
-  target: { type: string; id: string | null; name: string | null };
-  outcome: 'success' | 'failure' | 'denied';
-  details: Record<string, unknown>;
-  hash: string;
-}
+import type { AuditEventFrame as AuditEvent } from '../../client/types.js';
+
 interface AuditPage {
   events: AuditEvent[];
   next_before: number | null;
