@@ -35,7 +35,7 @@ import { systemKeyRoutes } from './auth/routes/system-key.js';
 import { authRoutes } from './auth/routes/login.js';
 import { oidcRoutes } from './auth/routes/oidc.js';
 import { authSettingsRoutes } from './auth/routes/auth-settings.js';
-import { webRouters } from './web/routes.js';
+import { openApiDocument, webRouters, type ExtraEndpoints } from './web/routes.js';
 import { SocketsComponent } from './sockets/component.js';
 import { Metrics } from './http/metrics.js';
 import { NotificationsComponent } from './notifications/component.js';
@@ -167,7 +167,7 @@ export class Service {
     }
     // the access-management API, the login and session API, the pages; then the other areas
     const auth = this.auth;
-    const routers: Router[] = [meRoutes(auth), userRoutes(this.iam), userCredentialRoutes(auth), mfaRoutes(auth), webauthnRoutes(auth), groupRoutes(this.iam), auditRoutes(this.iam), systemKeyRoutes(auth), authRoutes(auth), oidcRoutes(auth), authSettingsRoutes(auth), ...webRouters(auth, () => [this.plugins.documentedRoutes(), this.sockets.documentedRoutes()]), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
+    const routers: Router[] = [meRoutes(auth), userRoutes(this.iam), userCredentialRoutes(auth), mfaRoutes(auth), webauthnRoutes(auth), groupRoutes(this.iam), auditRoutes(this.iam), systemKeyRoutes(auth), authRoutes(auth), oidcRoutes(auth), authSettingsRoutes(auth), ...webRouters(auth, this.extraEndpoints), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
     // plugin host: its admin API first, then the one dispatch middleware of every
     // plugin's routes under /api/plugins/<id>/ (a disabled plugin's routes vanish at once)
     this.plugins = new PluginHost({
@@ -203,6 +203,14 @@ export class Service {
       this.state.bootError = `${stage}: ${error}`;
       this.log.error({ stage, error }, 'boot failed');
     });
+  }
+
+  /** Routes that come and go with plugins and socket providers (the API document's moving part). */
+  private readonly extraEndpoints: ExtraEndpoints = () => [this.plugins.documentedRoutes(), this.sockets.documentedRoutes()];
+
+  /** The OpenAPI document served at /openapi.json, as it is now (plugins and providers included). */
+  openApiDocument(): string {
+    return openApiDocument(this.app, this.extraEndpoints);
   }
 
   get url(): string {

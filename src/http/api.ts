@@ -45,6 +45,11 @@ export interface EndpointDef<P = any, Q = any, B = any> {
   query?: Joi.ObjectSchema<Q>;
   body?: Joi.Schema<B>;
   /**
+   * Request headers the route reads, documented as header parameters (keys as the headers'
+   * names; the handler checks them, e.g. a webhook's event and delivery headers).
+   */
+  headers?: Joi.ObjectSchema;
+  /**
    * `json` (default): the JSON body is parsed and validated before the handler.
    * `manual`: documented only; the handler validates (e.g. a 409 that must come before a 400).
    * `raw`: the handler reads ctx.request.rawBody itself (signature checks over the raw bytes).

@@ -2,23 +2,28 @@
  * One error type for every non-2xx answer. The error middleware renders
  * {"error": {"code", "message", "details"?}}.
  */
-export type ErrorCode =
-  | 'unauthorized'
-  | 'forbidden'
-  | 'not_found'
-  | 'validation_failed'
-  | 'conflict'
-  | 'payload_too_large'
-  | 'unsupported_media_type'
-  | 'method_not_allowed'
-  | 'rate_limited'
-  | 'unavailable'
-  | 'booting'
-  | 'bad_gateway'
-  | 'internal'
-  | 'mfa_required'
-  | 'step_up_required'
-  | 'mfa_enrollment_required';
+/** Every error code an answer carries (the API document's enum of Error.code is this list). */
+export const ERROR_CODES = [
+  'unauthorized',
+  'forbidden',
+  'not_found',
+  'validation_failed',
+  'conflict',
+  'payload_too_large',
+  'unsupported_media_type',
+  'method_not_allowed',
+  'rate_limited',
+  'unavailable',
+  'booting',
+  'bad_gateway',
+  'internal',
+  'mfa_required',
+  'step_up_required',
+  'mfa_enrollment_required',
+  'upgrade_required',
+] as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[number];
 
 import type { FieldError } from '../errors.js';
 

@@ -8,8 +8,8 @@ import OpenApi31Parser from 'joi-to-json/lib/parsers/open-api-3.1.js';
  * library shows there): maps written as `object().pattern(...)`, a bare `object()`, object
  * sizes, `integer()` after other rules, `length()`, regex flags and inverted or repeated
  * patterns, `allow('')` beside `min()` or a pattern, `allow(null)` on alternatives, dates
- * without `iso()`, `single()`, schema ids, and conditions on another field that only change
- * presence. The validator stays the authority: where a rule cannot be said, the document is
+ * without `iso()`, `single()`, and conditions on another field that only change
+ * presence. Shapes named with `.id()` become components of the document. The validator stays the authority: where a rule cannot be said, the document is
  * looser, never stricter.
  */
 export type JsonSchema = Record<string, unknown>;
@@ -140,22 +140,68 @@ class ApiSchemaParser extends OpenApi31Parser {
     else super._addNullTypeIfNullable(s, d);
   }
 
+  /** Shapes named with joi's `.id()`, collected for the document's components while parsing. */
+  components: Record<string, JsonSchema> | null = null;
+
   override parse(d: Described, definitions: Record<string, unknown> = {}, level = 0): JsonSchema {
-    // a schema id would become a $ref into components this document does not have: inline it
-    const spec = d?.flags?.id ? { ...d, flags: { ...d.flags, id: undefined } } : d;
-    const s = super.parse(spec, definitions, level);
-    if (spec?.type !== 'array' || !spec.flags?.single || s.type !== 'array') return s;
+    const id = d?.flags?.id;
+    if (typeof id === 'string') return this.named(id, d, definitions, level);
+    const s = super.parse(d, definitions, level);
+    if (d?.type !== 'array' || !d.flags?.single || s.type !== 'array') return s;
     // single(): one item is taken for an array of it
     const { description, default: byDefault, ...array } = s;
     return { anyOf: [array, s.items], ...(description === undefined ? {} : { description }), ...(byDefault === undefined ? {} : { default: byDefault }) };
+  }
+
+  /**
+   * A shape named with `.id('User')`: its schema goes to the components once, and each use is a
+   * $ref (with the use's description, and null beside it when the use allows null). The same
+   * name for two different shapes is a mistake in the route definitions: it throws.
+   */
+  private named(id: string, d: Described, definitions: Record<string, unknown>, level: number): JsonSchema {
+    const description = (d as { flags?: { description?: string } }).flags?.description;
+    const nullable = d.allow?.includes(null) ?? false;
+    const shape: Described = { ...d, flags: { ...d.flags, id: undefined, description: undefined }, allow: d.allow?.filter((v) => v !== null) };
+    const schema = this.parse(shape, definitions, level + 1);
+    if (this.components) {
+      const known = this.components[id];
+      if (known && JSON.stringify(known) !== JSON.stringify(schema)) throw new Error(`two different shapes are named ${id} in the API document`);
+      this.components[id] = schema;
+    } else {
+      // no document to hold it (a schema converted on its own): inline
+      return { ...schema, ...(description === undefined ? {} : { description }) };
+    }
+    const ref: JsonSchema = { $ref: `#/components/schemas/${id}`, ...(description === undefined ? {} : { description }) };
+    return nullable ? { anyOf: [ref, { type: 'null' }] } : ref;
   }
 }
 
 const parser = new ApiSchemaParser();
 
+export interface ConvertOptions {
+  /**
+   * Where shapes named with `.id()` go (the document's components.schemas); without it they
+   * are written inline.
+   */
+  components?: Record<string, JsonSchema>;
+  /**
+   * `required`: every object key is required unless it says `.optional()` (what the server
+   * answers: a field it always sends is required in the document, so generated clients type
+   * it as present).
+   */
+  presence?: 'required';
+}
+
 /** The JSON Schema of a joi schema. */
-export function joiToJsonSchema(schema: Joi.Schema): JsonSchema {
-  return parser.parse(schema.describe() as Described);
+export function joiToJsonSchema(schema: Joi.Schema, opts: ConvertOptions = {}): JsonSchema {
+  const d = schema.describe() as Described & { preferences?: Record<string, unknown> };
+  const spec = opts.presence ? { ...d, preferences: { presence: opts.presence, ...d.preferences } } : d;
+  parser.components = opts.components ?? null;
+  try {
+    return parser.parse(spec);
+  } finally {
+    parser.components = null;
+  }
 }
 
 /** The top-level keys of an object schema with their JSON Schema and whether each is required. */

@@ -1,5 +1,6 @@
 import Joi from 'joi';
 import type { Endpoint, ResponseDoc, RouteAuth } from './api.js';
+import { ERROR_CODES } from './errors.js';
 import { joiToJsonSchema, objectFields, type JsonSchema } from './joi-schema.js';
 
 /**
@@ -26,23 +27,57 @@ const ANY_CREDENTIAL = [{ ApiKeyAuth: [] }, { bearerAuth: [] }, { basicAuth: [] 
 const errorSchema: JsonSchema = {
   type: 'object',
   required: ['error'],
+  additionalProperties: false,
   properties: {
     error: {
       type: 'object',
       required: ['code', 'message'],
+      additionalProperties: false,
       properties: {
-        code: {
-          type: 'string',
-          enum: ['unauthorized', 'forbidden', 'not_found', 'validation_failed', 'conflict', 'payload_too_large', 'unsupported_media_type', 'method_not_allowed', 'rate_limited', 'unavailable', 'booting', 'bad_gateway', 'internal', 'mfa_required', 'step_up_required', 'mfa_enrollment_required'],
-        },
+        code: { type: 'string', enum: [...ERROR_CODES] },
         message: { type: 'string' },
-        details: { description: 'for validation_failed: [{field, message}]' },
+        details: {
+          description: 'validation_failed: one entry per invalid field; other codes: what the message says, as data (e.g. the missing permission, the byte limit)',
+          anyOf: [
+            { type: 'array', items: { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } } },
+            { type: 'object' },
+          ],
+        },
       },
     },
   },
 };
 
-const errorRef = (description: string) => ({ description, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } });
+const errorContent = { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } };
+const errorRef = (description: string) => ({ description, content: errorContent });
+
+/**
+ * Answers any route may give, documented once (components.responses) and referenced by every
+ * operation they apply to: the body and header limits, the Basic lockout, the boot gate, the
+ * database away, a fault of ours.
+ */
+const COMMON_RESPONSES: Record<string, { status: number; description: string; headers?: Record<string, string> }> = {
+  BadRequest: { status: 400, description: 'validation_failed: the field named in details is invalid' },
+  Unauthorized: { status: 401, description: 'unauthorized: no valid credential (mfa_required: HTTP Basic for an account with a second factor)', headers: { 'WWW-Authenticate': 'the schemes accepted' } },
+  Forbidden: { status: 403, description: 'forbidden: the caller lacks the permission (details.permission); or a cookie request from an origin not allowed; or mfa_enrollment_required' },
+  PayloadTooLarge: { status: 413, description: 'payload_too_large: the body is over the limit (1 MiB unless the route says otherwise)' },
+  UnsupportedMediaType: { status: 415, description: 'unsupported_media_type: the body is not JSON' },
+  TooManyRequests: { status: 429, description: 'rate_limited: the HTTP Basic user is locked out for a while after failed attempts', headers: { 'Retry-After': 'seconds to wait' } },
+  RequestHeaderFieldsTooLarge: { status: 431, description: 'the request headers are over 16 KiB (answered by the HTTP server with no body)' },
+  InternalError: { status: 500, description: 'internal: a fault of the service (logged with the request id)' },
+  Unavailable: { status: 503, description: 'booting (the service is starting) or unavailable (the database is not reachable); try again after Retry-After', headers: { 'Retry-After': 'seconds to wait' } },
+};
+
+function commonResponse(name: string): Record<string, unknown> {
+  const c = COMMON_RESPONSES[name]!;
+  return {
+    description: c.description,
+    ...(c.status === 431 ? {} : { content: errorContent }),
+    ...(c.headers ? { headers: Object.fromEntries(Object.entries(c.headers).map(([k, v]) => [k, { description: v, schema: { type: 'string' } }])) } : {}),
+  };
+}
+
+const commonRef = (name: string) => ({ $ref: `#/components/responses/${name}` });
 
 function securityOf(auth: RouteAuth): unknown[] {
   if (auth === 'none') return [];
@@ -60,20 +95,22 @@ function openApiPath(path: string): { path: string; names: string[] } {
   return { path: converted, names };
 }
 
-function schemaOf(schema: Joi.Schema | JsonSchema): JsonSchema {
-  return Joi.isSchema(schema) ? joiToJsonSchema(schema as Joi.Schema) : (schema as JsonSchema);
-}
+/** Components collected while the document is built (shapes named with joi's `.id()`). */
+type Components = Record<string, JsonSchema>;
 
-function responseObject(doc: string | ResponseDoc, status: number): Record<string, unknown> {
+function responseObject(doc: string | ResponseDoc, status: number, components: Components): Record<string, unknown> {
   const d: ResponseDoc = typeof doc === 'string' ? { description: doc } : doc;
   const out: Record<string, unknown> = { description: d.description };
-  if (d.schema) out.content = { [d.contentType ?? 'application/json']: { schema: schemaOf(d.schema) } };
-  else if (status >= 400) out.content = { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } };
+  if (d.schema) {
+    // an answer's fields are all present unless the schema says optional
+    const schema = Joi.isSchema(d.schema) ? joiToJsonSchema(d.schema as Joi.Schema, { components, presence: 'required' }) : (d.schema as JsonSchema);
+    out.content = { [d.contentType ?? 'application/json']: { schema } };
+  } else if (status >= 400) out.content = errorContent;
   if (d.headers) out.headers = Object.fromEntries(Object.entries(d.headers).map(([k, v]) => [k, { description: v, schema: { type: 'string' } }]));
   return out;
 }
 
-function operation(e: Endpoint, pathNames: string[]): Record<string, unknown> {
+function operation(e: Endpoint, pathNames: string[], components: Components): Record<string, unknown> {
   const op: Record<string, unknown> = {
     tags: [e.tag],
     summary: e.summary,
@@ -101,22 +138,39 @@ function operation(e: Endpoint, pathNames: string[]): Record<string, unknown> {
   for (const f of e.query ? objectFields(e.query) : []) {
     parameters.push({ name: f.name, in: 'query', required: f.required, schema: f.schema, ...(f.description ? { description: f.description } : {}) });
   }
+  for (const f of e.headers ? objectFields(e.headers) : []) {
+    parameters.push({ name: f.name, in: 'header', required: f.required, schema: f.schema, ...(f.description ? { description: f.description } : {}) });
+  }
   if (parameters.length) op.parameters = parameters;
 
   if (e.body || e.bodyMode === 'raw') {
     const contentType = e.bodyMode === 'raw' ? (e.bodyContentType ?? 'application/json') : 'application/json';
-    const schema = e.body ? joiToJsonSchema(e.body) : {};
+    const schema = e.body ? joiToJsonSchema(e.body, { components }) : {};
     const required = e.bodyMode === 'raw' || (Array.isArray(schema.required) && schema.required.length > 0) || (typeof schema.minProperties === 'number' && schema.minProperties > 0);
     op.requestBody = { required, content: { [contentType]: { schema } } };
   }
 
   const responses: Record<string, unknown> = {};
   const given = e.responses ?? {};
-  for (const [status, doc] of Object.entries(given)) responses[status] = responseObject(doc, Number(status));
+  for (const [status, doc] of Object.entries(given)) responses[status] = responseObject(doc, Number(status), components);
   if (!Object.keys(given).some((s) => Number(s) < 300)) responses['200'] = { description: 'OK' };
-  if ((e.params || e.query || e.body) && !responses['400']) responses['400'] = errorRef('validation_failed: the field named in details is invalid');
-  if (e.auth !== 'none' && e.auth !== 'optional' && !responses['401']) responses['401'] = errorRef('unauthorized: no valid credential');
-  if (typeof e.auth === 'object' && !responses['403']) responses['403'] = errorRef(`forbidden: the caller lacks ${e.auth.permission}${e.stepUp ? '; or step_up_required: verify the second factor again' : ''}`);
+  const common = (status: number, name: string) => {
+    responses[status] ??= commonRef(name);
+  };
+  const readsBody = e.body !== undefined || e.bodyMode === 'raw';
+  if (e.params || e.query || e.body || e.headers) common(400, 'BadRequest');
+  if (e.auth !== 'none' && e.auth !== 'optional') common(401, 'Unauthorized');
+  if (typeof e.auth === 'object') {
+    if (!responses['403']) responses['403'] = errorRef(`forbidden: the caller lacks ${e.auth.permission}${e.stepUp ? '; or step_up_required: verify the second factor again' : ''}`);
+  }
+  if (readsBody) {
+    common(413, 'PayloadTooLarge');
+    if (e.bodyMode !== 'raw') common(415, 'UnsupportedMediaType');
+  }
+  common(429, 'TooManyRequests');
+  common(431, 'RequestHeaderFieldsTooLarge');
+  common(500, 'InternalError');
+  common(503, 'Unavailable');
   op.responses = responses;
   op.security = securityOf(e.auth);
   return op;
@@ -133,11 +187,12 @@ export interface OpenApiInfo {
 /** The OpenAPI 3.1 document of these endpoints (hidden ones left out). */
 export function buildOpenApi(endpoints: readonly Endpoint[], info: OpenApiInfo): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
+  const components: Components = {};
   const visible = endpoints.filter((e) => !e.hidden).slice().sort((a, b) => a.fullPath.localeCompare(b.fullPath));
   for (const e of visible) {
     const { path, names } = openApiPath(e.fullPath);
     paths[path] ??= {};
-    paths[path]![e.method.toLowerCase()] = operation(e, names);
+    paths[path]![e.method.toLowerCase()] = operation(e, names, components);
   }
   const used = new Set(visible.map((e) => e.tag));
   return {
@@ -154,7 +209,8 @@ export function buildOpenApi(endpoints: readonly Endpoint[], info: OpenApiInfo):
         basicAuth: { type: 'http', scheme: 'basic', description: 'Username and password of a local account' },
         cookieAuth: { type: 'apiKey', in: 'cookie', name: info.sessionCookie, description: 'The UI session cookie set by the login page (unsafe methods need an allowed Origin)' },
       },
-      schemas: { Error: errorSchema },
+      schemas: { Error: errorSchema, ...Object.fromEntries(Object.entries(components).sort(([a], [b]) => a.localeCompare(b))) },
+      responses: Object.fromEntries(Object.keys(COMMON_RESPONSES).map((name) => [name, commonResponse(name)])),
     },
   };
 }

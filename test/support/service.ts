@@ -7,6 +7,7 @@ import { loadConfig, type Config } from '../../src/config.js';
 import { Service } from '../../src/service.js';
 import { createLogger, type Logger } from '../../src/log.js';
 import { trackDatabase } from './leftovers.js';
+import { checkResponses } from './contract.js';
 
 /**
  * Test harness: each service gets its own temp data dir and its own database, so test files
@@ -96,6 +97,8 @@ export async function startService(opts: TestServiceOptions = {}): Promise<TestS
   }
   const config = loadConfig(testEnv(dataDir, databaseUrl, opts.env));
   const service = new Service(config, { logger: opts.logger ?? createLogger(config.logLevel), dbRetryMs: 100 });
+  // every response it sends is checked against its API document (test/support/contract.ts)
+  checkResponses(service);
   try {
     await service.start();
     if (opts.wait !== false) await service.booted();

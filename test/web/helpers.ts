@@ -101,6 +101,16 @@ export async function openBrowser(): Promise<TestBrowser> {
 }
 
 /** Signs in through the login form; lands on `next` (default /). */
+/**
+ * Drops the browser's session: its pages leave for about:blank first, so a live page that loses
+ * its cookie cannot go to the login page by itself while the test navigates (a race that
+ * interrupts the test's own navigation).
+ */
+export async function forgetSession(browser: TestBrowser): Promise<void> {
+  for (const p of browser.context.pages()) await p.goto('about:blank');
+  await browser.context.clearCookies();
+}
+
 export async function signIn(page: Page, origin: string, username: string, password: string, next = '/'): Promise<void> {
   await page.goto(`${origin}/login?${new URLSearchParams({ next })}`);
   await page.fill('#username', username);

@@ -4,7 +4,7 @@ import type { Page } from 'playwright-core';
 import { ADMIN, adminAuth } from '../support/service.js';
 import { createUser } from '../auth/helpers.js';
 import { startIdp, type RunningIdp } from '../support/oidc-idp.js';
-import { expectNoProblems, openBrowser, signIn, signOut, startWebService, waitLive, type TestBrowser, type WebService } from './helpers.js';
+import { expectNoProblems, openBrowser, signIn, signOut, startWebService, waitLive, type TestBrowser, type WebService, forgetSession } from './helpers.js';
 
 /** In Chromium: local login and logout, page access of a viewer, OIDC login end to end. */
 describe('browser: sign-in and page access', function () {
@@ -24,7 +24,7 @@ describe('browser: sign-in and page access', function () {
     await svc?.destroy();
   });
   afterEach(async function () {
-    await browser.context.clearCookies();
+    await forgetSession(browser);
   });
 
   it('local login and logout', async function () {

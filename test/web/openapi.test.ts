@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { expect } from 'chai';
 import Joi from 'joi';
 import request from 'supertest';
@@ -75,7 +76,7 @@ describe('OpenAPI document', function () {
     expect(cleanup['x-permission']).to.equal('socket:container:cleanup');
     expect(cleanup.security).to.deep.equal([{ ApiKeyAuth: [] }, { bearerAuth: [] }, { basicAuth: [] }, { cookieAuth: [] }]);
     // derived from the container provider's declaration: its rule is the body, 502 when the daemon fails the operation, 503 when it is down
-    expect(cleanup.responses).to.have.keys('200', '401', '403', '400', '502', '503');
+    expect(cleanup.responses).to.have.keys('200', '401', '403', '400', '502', '503', '413', '415', '429', '431', '500');
     expect(Object.keys(cleanup.requestBody.content['application/json'].schema.properties)).to.deep.equal(['prefix', 'max_age_minutes', 'dry_run']);
     expect(op('get', '/api/socket/container/storage-root').security[0]).to.deep.equal({});
     // operations that declare no HTTP route have none
@@ -88,7 +89,8 @@ describe('OpenAPI document', function () {
     expect(op('get', '/api/notifications/webhook/scm/health').security).to.deep.equal([]);
     const me = op('get', '/api/me');
     expect(me.security).to.have.length(4);
-    expect(me.responses['401'].content['application/json'].schema).to.deep.equal({ $ref: '#/components/schemas/Error' });
+    expect(me.responses['401']).to.deep.equal({ $ref: '#/components/responses/Unauthorized' });
+    expect(doc.components.responses.Unauthorized.content['application/json'].schema).to.deep.equal({ $ref: '#/components/schemas/Error' });
     const users = op('get', '/api/users');
     expect(users['x-permission']).to.equal('feature:admin.users');
     expect(users.description).to.include('feature:admin.users');
@@ -129,8 +131,71 @@ describe('OpenAPI document', function () {
   it('has unique operation ids and only refs that resolve', function () {
     const ids = Object.values<any>(doc.paths).flatMap((p) => Object.values<any>(p).map((o) => o.operationId));
     expect(new Set(ids).size).to.equal(ids.length);
-    const refs = JSON.stringify(doc).match(/"\$ref":"([^"]+)"/g) ?? [];
-    for (const r of refs) expect(r).to.equal('"$ref":"#/components/schemas/Error"');
+    const refs = new Set((JSON.stringify(doc).match(/"\$ref":"([^"]+)"/g) ?? []).map((r) => r.slice(8, -1)));
+    for (const r of refs) {
+      const [, kind, name] = /^#\/components\/(schemas|responses)\/([A-Za-z0-9]+)$/.exec(r) ?? [];
+      expect(doc.components[kind!]?.[name!], r).to.be.an('object');
+    }
+    // every component is used
+    for (const name of Object.keys(doc.components.schemas)) expect(refs, name).to.include(`#/components/schemas/${name}`);
+  });
+
+  it('documents the answers every route may give once, and refers to them from each operation they apply to', function () {
+    expect(doc.components.responses).to.have.keys('BadRequest', 'Unauthorized', 'Forbidden', 'PayloadTooLarge', 'UnsupportedMediaType', 'TooManyRequests', 'RequestHeaderFieldsTooLarge', 'InternalError', 'Unavailable');
+    for (const [path, item] of Object.entries<any>(doc.paths)) {
+      for (const [method, o] of Object.entries<any>(item)) {
+        const at = `${method} ${path}`;
+        // any request: its headers, a locked Basic user, a fault, the database away or the boot gate
+        // (a route may say more of one of them in its own words, with the same error body)
+        for (const [status, name] of [['429', 'TooManyRequests'], ['431', 'RequestHeaderFieldsTooLarge'], ['500', 'InternalError'], ['503', 'Unavailable']]) {
+          const r = o.responses[status];
+          if (r?.$ref) expect(r.$ref, at).to.equal(`#/components/responses/${name}`);
+          else expect(r?.content?.['application/json']?.schema, `${at} ${status}`).to.deep.equal({ $ref: '#/components/schemas/Error' });
+        }
+        if (o.requestBody) expect(o.responses, at).to.include.keys('413');
+        // (415 where the service parses the body as JSON; a raw body such as the webhook's is the route's own)
+        if (o.parameters?.length || o.requestBody) expect(o.responses, at).to.include.keys('400');
+        if (o.security.length && !o.security.some((s: object) => Object.keys(s).length === 0)) expect(o.responses, at).to.include.keys('401');
+        if (o['x-permission']) expect(o.responses, at).to.include.keys('403');
+      }
+    }
+    expect(doc.components.schemas.Error.properties.error.properties.code.enum).to.include.members(['upgrade_required', 'step_up_required', 'booting']);
+  });
+
+  it('names every shape it uses more than once as a component, and lists the fields an answer always has as required', function () {
+    // an object shape written out twice (not a $ref) in answers would be two generated types
+    const seen = new Map<string, string>();
+    const walk = (node: unknown, at: string) => {
+      if (!node || typeof node !== 'object') return;
+      const o = node as Record<string, unknown>;
+      if (o.type === 'object' && o.properties && Object.keys(o.properties).length >= 3) {
+        const key = JSON.stringify(o);
+        expect(seen.get(key), `the same shape at ${at} and ${seen.get(key)}`).to.equal(undefined);
+        seen.set(key, at);
+      }
+      for (const [k, v] of Object.entries(o)) walk(v, `${at}/${k}`);
+    };
+    for (const [path, item] of Object.entries<any>(doc.paths)) for (const [method, o] of Object.entries<any>(item)) for (const [status, r] of Object.entries<any>(o.responses)) walk(r.content, `${method} ${path} ${status}`);
+    for (const [name, schema] of Object.entries<any>(doc.components.schemas)) walk(schema, name);
+    // every JSON answer says its shape
+    for (const [path, item] of Object.entries<any>(doc.paths)) {
+      for (const [method, o] of Object.entries<any>(item)) {
+        for (const [status, r] of Object.entries<any>(o.responses)) {
+          const json = r.content?.['application/json'];
+          if (json) expect(json.schema, `${method} ${path} ${status}`).to.be.an('object').that.is.not.empty;
+        }
+      }
+    }
+    const me = op('get', '/api/me').responses['200'].content['application/json'].schema;
+    expect(me.required).to.include.members(['id', 'username', 'display_name', 'groups', 'roles', 'method', 'is_system']);
+  });
+
+  it('is the document in docs/openapi.json (a service without plugins), and src/client/openapi.d.ts its types', async function () {
+    this.timeout(60_000);
+    const { DOCUMENT_FILE, TYPES_FILE, typesOf } = await import('../../scripts/api-types.js');
+    const served = JSON.stringify(doc, null, 2) + '\n';
+    expect(fs.readFileSync(DOCUMENT_FILE, 'utf8') === served, 'docs/openapi.json is not the served document: run npm run api:types').to.equal(true);
+    expect(fs.readFileSync(TYPES_FILE, 'utf8') === (await typesOf(served)), 'src/client/openapi.d.ts is not generated from it: run npm run api:types').to.equal(true);
   });
 
   describe('joi -> JSON Schema (joi-to-json with our corrections)', function () {
@@ -185,7 +250,7 @@ describe('OpenAPI document', function () {
       ['a date with a description', Joi.date().iso().description('when'), { type: 'string', format: 'date-time', description: 'when' }],
       ['a timestamp', Joi.date().timestamp('unix'), { type: 'number' }],
       ['single()', Joi.array().items(Joi.string()).single().description('one or more'), { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'string' }], description: 'one or more' }],
-      ['a schema id', Joi.object({ a: Joi.string().id('A') }), { type: 'object', properties: { a: { type: 'string' } }, additionalProperties: false }],
+      ['a schema id (inline without a document)', Joi.object({ a: Joi.string().id('A') }), { type: 'object', properties: { a: { type: 'string' } }, additionalProperties: false }],
       ["allow('') beside min()", Joi.string().min(1).allow(''), { type: 'string' }],
       ["allow('') beside a pattern", Joi.string().pattern(/^a+$/).allow(''), { type: 'string', pattern: '^$|(?:^a+$)' }],
       ['null among alternatives', Joi.alternatives(Joi.array().items(Joi.string()), Joi.string()).allow(null), { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'string' }, { type: 'null' }] }],
@@ -195,6 +260,25 @@ describe('OpenAPI document', function () {
         expect(joiToJsonSchema(schema)).to.deep.equal(expected);
       });
     }
+
+    it('names a shape with an id as a component; a nullable use is the $ref or null; two shapes with one name throw', function () {
+      const item = Joi.object({ id: Joi.string(), note: Joi.string().optional() }).id('Item');
+      const components: Record<string, Record<string, unknown>> = {};
+      const answer = joiToJsonSchema(Joi.object({ first: item, all: Joi.array().items(item) }), { components, presence: 'required' });
+      expect(answer).to.deep.equal({
+        type: 'object',
+        properties: { first: { $ref: '#/components/schemas/Item' }, all: { type: 'array', items: { $ref: '#/components/schemas/Item' } } },
+        required: ['first', 'all'],
+        additionalProperties: false,
+      });
+      // (joi itself refuses two schemas with one id in one object: a nullable use stands in another)
+      const maybe = joiToJsonSchema(Joi.object({ maybe: item.allow(null).description('or none') }), { components, presence: 'required' });
+      expect((maybe.properties as any).maybe).to.deep.equal({ anyOf: [{ $ref: '#/components/schemas/Item', description: 'or none' }, { type: 'null' }] });
+      // an answer's fields are required unless they say optional
+      expect(components).to.deep.equal({ Item: { type: 'object', properties: { id: { type: 'string' }, note: { type: 'string' } }, required: ['id'], additionalProperties: false } });
+      const other = Joi.object({ id: Joi.number() }).id('Item');
+      expect(() => joiToJsonSchema(other, { components })).to.throw('two different shapes are named Item');
+    });
 
     it('keeps the type of a field whose presence depends on another field', function () {
       const schema = Joi.object({

@@ -7,7 +7,7 @@ import type { CDPSession, Page } from 'playwright-core';
 import { ADMIN, adminAuth, startService } from '../support/service.js';
 import { createUser, unusedPort } from '../auth/helpers.js';
 import { capturingLogger, eventually } from '../sockets/helpers.js';
-import { ARTIFACTS, expectNoProblems, openBrowser, signIn, type TestBrowser, type WebService } from './helpers.js';
+import { ARTIFACTS, expectNoProblems, openBrowser, signIn, type TestBrowser, type WebService, forgetSession } from './helpers.js';
 import { measureFit } from './support.js';
 
 const SHOTS = path.join(ARTIFACTS, 'screenshots');
@@ -157,7 +157,7 @@ describe('browser: passkeys and the second factor', function () {
   });
 
   it('signs in with the passkey alone (passwordless); its answer cannot be used twice', async function () {
-    await browser.context.clearCookies();
+    await forgetSession(browser);
     let posted: string | null = null;
     const watch = (r: { url(): string; method(): string; postData(): string | null }) => {
       if (new URL(r.url()).pathname === '/api/auth/webauthn' && r.method() === 'POST') posted = r.postData();
@@ -191,7 +191,7 @@ describe('browser: passkeys and the second factor', function () {
   });
 
   it('takes the passkey as the second step after the password', async function () {
-    await browser.context.clearCookies();
+    await forgetSession(browser);
     await page.goto(`${svc.origin}/login?next=%2Fsettings`);
     await page.fill('#username', paula.username);
     await page.fill('#password', paula.password);
@@ -253,14 +253,14 @@ describe('browser: passkeys and the second factor', function () {
     expect(credentials).to.have.length(1);
     const stale = credentials[0]!;
     // used once more: the service records the higher counter
-    await browser.context.clearCookies();
+    await forgetSession(browser);
     await page.goto(`${svc.origin}/login`);
     await Promise.all([page.waitForURL(`${svc.origin}/`), page.click('[data-passkey-signin]')]);
     // the copy, on another authenticator, still at the old counter
     await cdp.send('WebAuthn.removeVirtualAuthenticator', { authenticatorId });
     authenticatorId = await addAuthenticator();
     await cdp.send('WebAuthn.addCredential', { authenticatorId, credential: { credentialId: stale.credentialId, isResidentCredential: stale.isResidentCredential, rpId: stale.rpId, privateKey: stale.privateKey, userHandle: stale.userHandle, signCount: stale.signCount } });
-    await browser.context.clearCookies();
+    await forgetSession(browser);
     await page.goto(`${svc.origin}/login`);
     const [answer] = await Promise.all([page.waitForResponse((r) => new URL(r.url()).pathname === '/api/auth/webauthn'), page.click('[data-passkey-signin]')]);
     expect(answer.status()).to.equal(401);
@@ -273,7 +273,7 @@ describe('browser: passkeys and the second factor', function () {
   });
 
   it('over the API: a second step and step-up take a passkey, the options leave the token unspent, a challenge answers only its own flow', async function () {
-    await browser.context.clearCookies();
+    await forgetSession(browser);
     await page.goto(`${svc.origin}/login`);
     // WebAuthn by hand, as an API client in the browser would (a string: evaluated as written)
     await page.evaluate(String.raw`(() => {
@@ -335,7 +335,7 @@ describe('browser: passkeys and the second factor', function () {
   });
 
   it('enrols an authenticator app through the Security panel: QR code, key as text, a code; then signs in with it and with a recovery code', async function () {
-    await browser.context.clearCookies();
+    await forgetSession(browser);
     await signIn(page, svc.origin, tom.username, tom.password, '/settings');
     await page.locator('[data-factors] td.empty').waitFor();
     await page.click('[data-totp-start]');
@@ -368,7 +368,7 @@ describe('browser: passkeys and the second factor', function () {
     await atWidth(1280);
 
     // signing in now asks for the app's code (no passkey offered: tom has none)
-    await browser.context.clearCookies();
+    await forgetSession(browser);
     await page.goto(`${svc.origin}/login?next=%2Fsettings`);
     await page.fill('#username', tom.username);
     await page.fill('#password', tom.password);
@@ -384,7 +384,7 @@ describe('browser: passkeys and the second factor', function () {
     await Promise.all([page.waitForURL(`${svc.origin}/settings`), page.click('[data-second-step] button[type=submit]')]);
 
     // and with a recovery code, through "Use a recovery code"
-    await browser.context.clearCookies();
+    await forgetSession(browser);
     await page.goto(`${svc.origin}/login?next=%2Fsettings`);
     await page.fill('#username', tom.username);
     await page.fill('#password', tom.password);
@@ -412,7 +412,7 @@ describe('browser: passkeys and the second factor', function () {
   });
 
   it('the users page shows who has a second factor, and an administrator resets it', async function () {
-    await browser.context.clearCookies();
+    await forgetSession(browser);
     await signIn(page, svc.origin, ADMIN.username, ADMIN.password, '/admin/users');
     const row = page.locator('[data-users] tr[data-username=paula]');
     await row.waitFor();
@@ -432,7 +432,7 @@ describe('browser: passkeys and the second factor', function () {
     await request(svc.url).patch('/api/settings/auth').set('Authorization', adminAuth()).send({ mfa_required_groups: ['INT_VIEWER'] }).expect(200);
     try {
       await createUser(svc.url, { username: 'rita', password: 'rita-password-1', groups: ['INT_VIEWER'] });
-      await browser.context.clearCookies();
+      await forgetSession(browser);
       await page.goto(`${svc.origin}/login`);
       await page.fill('#username', 'rita');
       await page.fill('#password', 'rita-password-1');

@@ -6,7 +6,7 @@ import request from 'supertest';
 import type { Page } from 'playwright-core';
 import { adminAuth, ADMIN } from '../support/service.js';
 import { createUser } from '../auth/helpers.js';
-import { expectNoProblems, openBrowser, signIn, startWebService, type TestBrowser, type WebService } from './helpers.js';
+import { expectNoProblems, openBrowser, signIn, startWebService, type TestBrowser, type WebService, forgetSession } from './helpers.js';
 
 /** A plugin folder for the plugins page: loads, does nothing. */
 function helloPlugin(dir: string): void {
@@ -76,7 +76,7 @@ describe('browser: settings, administration and API docs', function () {
   });
 
   it('lets a superadmin set and clear the system key and change provider settings', async function () {
-    await browser.context.clearCookies();
+    await forgetSession(browser);
     await signIn(page, svc.origin, ADMIN.username, ADMIN.password, '/settings');
     const section = page.locator('[data-system-key]');
     await section.locator('[data-state]:has-text("not set")').waitFor();
@@ -149,7 +149,7 @@ describe('browser: settings, administration and API docs', function () {
 
   it('/docs: Authorize with an API key, then "Try it out" on /api/me answers 200', async function () {
     const created = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).send({ label: 'docs' }).expect(201);
-    await browser.context.clearCookies(); // the key, not a session, must authenticate the call
+    await forgetSession(browser); // the key, not a session, must authenticate the call
     const docs = await browser.newPage();
     await docs.goto(`${svc.origin}/docs`);
     await docs.waitForSelector('.swagger-ui .btn.authorize', { timeout: 15_000 });
