@@ -2,12 +2,15 @@
  * The API document and the types generated from it, as files in the repository:
  *
  *   docs/openapi.json        the document a service without plugins serves at /openapi.json
- *   src/client/openapi.d.ts  its types, by openapi-typescript (the browser code and the
+ *   src/client/openapi.ts  its types, by openapi-typescript (the browser code and the
  *                            client library read the API's shapes from here)
  *
  * `npm run api:types` writes both; `npm run typecheck` first runs this with --check, which
  * fails while either is not what the server code makes now. So a server change that changes
  * an answer shows in the type check of every client of it, once the files are written again.
+ * Either way it also writes docs/client-example/service-core.ts (not kept in git) from the
+ * current document, as a program's own `npx openapi-typescript` would: the type check of the
+ * example in docs/client.md runs against the server as it is.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -20,7 +23,8 @@ import { Service } from '../src/service.js';
 
 const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const DOCUMENT_FILE = path.join(ROOT, 'docs', 'openapi.json');
-export const TYPES_FILE = path.join(ROOT, 'src', 'client', 'openapi.d.ts');
+export const TYPES_FILE = path.join(ROOT, 'src', 'client', 'openapi.ts');
+const EXAMPLE_TYPES_FILE = path.join(ROOT, 'docs', 'client-example', 'service-core.ts');
 
 /** The document of a service on a throwaway SQLite file, with no plugins. */
 export async function currentDocument(): Promise<string> {
@@ -56,13 +60,16 @@ const HEADER = `/**
 `;
 
 export async function typesOf(document: string): Promise<string> {
-  return HEADER + astToString(await openapiTS(JSON.parse(document)));
+  // a field with a default is one a request may leave out: optional (answers list what they
+  // always send as required); an object that names no properties holds any (JSON Schema's reading)
+  return HEADER + astToString(await openapiTS(JSON.parse(document), { defaultNonNullable: false, emptyObjectsUnknown: true }));
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
   const check = process.argv.includes('--check');
   const document = await currentDocument();
   const types = await typesOf(document);
+  fs.writeFileSync(EXAMPLE_TYPES_FILE, types);
   const stale = [
     [DOCUMENT_FILE, document],
     [TYPES_FILE, types],
@@ -74,7 +81,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.a
     }
   } else {
     for (const [file, text] of stale) fs.writeFileSync(file!, text!);
-    console.log(stale.length ? `written: ${stale.map(([f]) => path.relative(ROOT, f!)).join(', ')}` : 'docs/openapi.json and src/client/openapi.d.ts are current');
+    console.log(stale.length ? `written: ${stale.map(([f]) => path.relative(ROOT, f!)).join(', ')}` : 'docs/openapi.json and src/client/openapi.ts are current');
   }
   process.exit(0);
 }

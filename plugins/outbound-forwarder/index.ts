@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 // type-only imports: erased at run time, so this folder works wherever SERVICE_PLUGINS_DIR points
 import type { Context } from 'koa';
 import type { OutboundNotification } from '../../src/bus/events.js';
-import type { PluginContext } from '../../src/plugins/types.js';
+import type { PluginContext, PluginSdk } from '../../src/plugins/types.js';
 
 /**
  * Example plugin 1: forwards every `notification:outbound` as a signed JSON POST.
@@ -30,19 +30,28 @@ const MAX_BACKOFF_MS = 60_000;
 
 let stopController: AbortController | null = null;
 
-export function setup(ctx: PluginContext): void {
-  const { Joi } = ctx.sdk;
-  const { value, error } = Joi.object({
+/**
+ * The forwarder's settings and their rules: the host checks a change against them before it
+ * stores it (400 naming the field), and setup receives the converted values as ctx.settings.
+ */
+export function settingsSchema({ Joi }: PluginSdk) {
+  return Joi.object({
     url: Joi.string().uri({ scheme: ['http', 'https'] }).allow(null),
-    secret: Joi.string().min(16).allow(null),
+    // deliveries are always signed: a url needs a secret
+    secret: Joi.when('url', {
+      is: Joi.string().required(),
+      then: Joi.string().min(16).required().messages({ 'string.base': '{{#label}} is required when url is set: deliveries are always signed' }),
+      otherwise: Joi.string().min(16).allow(null),
+    }),
     max_attempts: Joi.number().integer().min(1).max(20).required(),
     backoff_ms: Joi.number().integer().min(0).max(MAX_BACKOFF_MS).required(),
     timeout_ms: Joi.number().integer().min(100).max(120_000).required(),
-  }).validate(ctx.config, { abortEarly: false, convert: true });
-  // joi's messages name the setting, never its value (the secret stays out of state and logs)
-  if (error) throw new Error(`invalid settings: ${error.message}`);
-  const settings = value as Settings;
-  if (settings.url && !settings.secret) throw new Error('setting secret is required when url is set: deliveries are always signed');
+  });
+}
+
+export function setup(ctx: PluginContext): void {
+  const { Joi } = ctx.sdk;
+  const settings = ctx.settings as unknown as Settings;
 
   const stop = new AbortController();
   stopController = stop;
@@ -50,16 +59,56 @@ export function setup(ctx: PluginContext): void {
   const stats = { delivered: 0, failed: 0, retries: 0, pending: 0, dropped: 0, last_error: null as string | null, last_delivery_at: null as string | null };
   const target = settings.url ? new URL(settings.url).origin : null;
 
-  ctx.router.get('/status', ctx.requirePermission(`plugin:${ctx.id}:deliveries.read`), (koa: Context) => {
-    // the origin only: a path or query may carry a token of the receiver
-    koa.body = { configured: Boolean(settings.url), target, ...stats };
-  });
+  ctx.endpoint(
+    {
+      method: 'GET',
+      path: '/status',
+      summary: 'Outbound forwarder: what it delivered, retried, dropped, and the last failure',
+      permission: `plugin:${ctx.id}:deliveries.read`,
+      responses: {
+        200: {
+          description: 'the delivery statistics since the plugin started',
+          schema: Joi.object({
+            configured: Joi.boolean().description('a url is set'),
+            target: Joi.string().allow(null).description('the origin of the url (never its path or query); null when idle'),
+            delivered: Joi.number().integer().min(0),
+            failed: Joi.number().integer().min(0).description('notifications given up'),
+            retries: Joi.number().integer().min(0),
+            pending: Joi.number().integer().min(0).description('deliveries waiting or in flight'),
+            dropped: Joi.number().integer().min(0).description('notifications dropped because too many were pending'),
+            last_error: Joi.string().allow(null),
+            last_delivery_at: Joi.string().isoDate().allow(null),
+          }),
+        },
+      },
+    },
+    () => ({ configured: Boolean(settings.url), target, ...stats }),
+  );
+
+  // a synthetic notification, to check the receiver end to end
+  ctx.endpoint(
+    {
+      method: 'POST',
+      path: '/test',
+      summary: 'Outbound forwarder: queue a test delivery',
+      responses: {
+        202: { description: 'queued', schema: Joi.object({ status: Joi.string().valid('queued') }) },
+        409: 'conflict: no url is configured (the forwarder idles)',
+        503: 'unavailable: too many deliveries pending (or the service is starting, or its database is away)',
+      },
+    },
+    (koa: Context) => {
+      if (!settings.url) throw new ctx.sdk.HttpError(409, 'conflict', 'the forwarder has no url configured');
+      const now = new Date().toISOString();
+      const accepted = enqueue({ id: `forwarder-test-${crypto.randomUUID()}`, seq: null, title: 'Forwarder test', message: 'A test delivery of the outbound forwarder', level: 'info', source: `plugin:${ctx.id}`, link: null, user: null, created_at: now });
+      if (!accepted) throw new ctx.sdk.HttpError(503, 'unavailable', 'too many deliveries pending');
+      koa.status = 202;
+      return { status: 'queued' };
+    },
+  );
 
   if (!settings.url) {
     ctx.log.info('no url configured (setting url); the forwarder idles');
-    ctx.router.post('/test', () => {
-      throw new ctx.sdk.HttpError(409, 'conflict', 'the forwarder has no url configured');
-    });
     return;
   }
   const url = settings.url;
@@ -121,7 +170,7 @@ export function setup(ctx: PluginContext): void {
     return deliveryId;
   }
 
-  /** Runs a delivery in the background, bounded so a dead receiver cannot pile up memory. */
+  /** Runs a delivery in the background, bounded so a dead receiver cannot pile up memory (only called once a url is set). */
   function enqueue(notification: OutboundNotification): string | null {
     if (stats.pending >= MAX_PENDING) {
       stats.dropped += 1;
@@ -138,15 +187,6 @@ export function setup(ctx: PluginContext): void {
 
   ctx.bus.on('notification:outbound', (n) => {
     enqueue(n);
-  });
-
-  // a synthetic notification, to check the receiver end to end
-  ctx.router.post('/test', async (koa: Context) => {
-    const now = new Date().toISOString();
-    const accepted = enqueue({ id: `forwarder-test-${crypto.randomUUID()}`, seq: null, title: 'Forwarder test', message: 'A test delivery of the outbound forwarder', level: 'info', source: `plugin:${ctx.id}`, link: null, user: null, created_at: now });
-    if (!accepted) throw new ctx.sdk.HttpError(503, 'unavailable', 'too many deliveries pending');
-    koa.status = 202;
-    koa.body = { status: 'queued' };
   });
 
   ctx.log.info({ target, max_attempts: settings.max_attempts }, 'forwarding outbound notifications');

@@ -2,7 +2,7 @@ import { promises as fsp } from 'node:fs';
 import path from 'node:path';
 // type-only imports: erased at run time, so this folder works wherever SERVICE_PLUGINS_DIR points
 import type { ProviderCapabilities, ProviderOperation } from '../../src/sockets/base-provider.js';
-import type { PluginContext } from '../../src/plugins/types.js';
+import type { PluginContext, PluginSdk } from '../../src/plugins/types.js';
 import { sslProbe, startupProbe } from './pg-wire.js';
 
 /**
@@ -18,16 +18,19 @@ import { sslProbe, startupProbe } from './pg-wire.js';
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_$-]{0,62}$/;
 
-export function setup(ctx: PluginContext): void {
-  const { Joi, SocketError } = ctx.sdk;
-  const { value, error } = Joi.object({
+/** The settings' rules: checked by the host before a change is stored; setup gets the values converted. */
+export function settingsSchema({ Joi }: PluginSdk) {
+  return Joi.object({
     socket_path: Joi.string().pattern(/^\//, 'absolute path').max(4096).required(),
     user: Joi.string().pattern(IDENT, 'role name').required(),
     database: Joi.string().pattern(IDENT, 'database name').required(),
     timeout_ms: Joi.number().integer().min(100).max(60_000).required(),
-  }).validate(ctx.config, { abortEarly: false, convert: true });
-  if (error) throw new Error(`invalid settings: ${error.message}`);
-  const settings = value as { socket_path: string; user: string; database: string; timeout_ms: number };
+  });
+}
+
+export function setup(ctx: PluginContext): void {
+  const { Joi, SocketError } = ctx.sdk;
+  const settings = ctx.settings as unknown as { socket_path: string; user: string; database: string; timeout_ms: number };
   const socketPath = path.normalize(settings.socket_path);
 
   class PgSocketProvider extends ctx.sdk.SocketProvider {
@@ -66,7 +69,15 @@ export function setup(ctx: PluginContext): void {
           // health reports an outage itself instead of answering `unavailable`
           requires_available: false,
           run: () => this.health_check(),
-          http: { method: 'GET', summary: 'PostgreSQL server health (protocol probe, no password sent)', response: '{healthy, reachable, ssl_supported, latency_ms, socket_path, error}' },
+          result: Joi.object({
+            healthy: Joi.boolean(),
+            socket_path: Joi.string(),
+            reachable: Joi.boolean().description('the server answered the SSLRequest'),
+            ssl_supported: Joi.boolean().optional().description('when reachable'),
+            latency_ms: Joi.number().min(0).optional().description('when reachable'),
+            error: Joi.string().allow(null).description('why it is not reachable (an errno code such as ENOENT, or a message)'),
+          }),
+          http: { method: 'GET', summary: 'PostgreSQL server health (protocol probe, no password sent)', response: 'the probe; a server that is not reachable is healthy: false, not an error' },
         },
         server_info: {
           schema: Joi.object({ database: Joi.string().pattern(IDENT, 'database name') }),
@@ -80,7 +91,18 @@ export function setup(ctx: PluginContext): void {
               throw new SocketError('unavailable', `PostgreSQL socket ${this.socket_path}: ${e.code ?? e.message}`);
             }
           },
-          http: { method: 'GET', summary: "The authentication PostgreSQL asks of the role, and its startup parameters when it lets the role in", response: '{socket_path, user, database, accepted, auth, sasl_mechanisms?, parameters, error, latency_ms}' },
+          result: Joi.object({
+            socket_path: Joi.string(),
+            user: Joi.string(),
+            database: Joi.string(),
+            accepted: Joi.boolean().description('the server let the role in without a password (trust / peer)'),
+            auth: Joi.string().allow(null).description('the authentication the server asked for (ok = none; md5_password, sasl, ...); null when it answered with an error first'),
+            sasl_mechanisms: Joi.array().items(Joi.string()).optional().description('for auth sasl: the mechanisms offered'),
+            parameters: Joi.object().pattern(Joi.string(), Joi.string()).description('the startup parameters (server_version, encodings, TimeZone) when accepted'),
+            error: Joi.object({ code: Joi.string().allow(null), message: Joi.string() }).allow(null).description('an error the server answered with (e.g. no such database)'),
+            latency_ms: Joi.number().min(0),
+          }),
+          http: { method: 'GET', summary: "The authentication PostgreSQL asks of the role, and its startup parameters when it lets the role in", response: 'what the server answered the startup message' },
         },
       };
     }

@@ -173,7 +173,8 @@ export class AuthSettingsStore {
     for (const [name, f] of Object.entries(FIELDS)) {
       const locked = this.isLocked(name);
       const source: AuthSettingView['source'] = locked ? 'env' : name in this.stored ? 'store' : 'default';
-      const value = readSetting(s, name);
+      // a field holds a value of its kind (FIELDS), which is what the view's type lists
+      const value = readSetting(s, name) as AuthSettingView['value'];
       const configured = value !== null && value !== undefined && value !== '';
       out[name] = {
         label: f.label,

@@ -1,68 +1,41 @@
 /**
- * Shapes of HTTP API answers that the browser pages and other clients read, declared once: the
- * server builds its answers to these types and the pages read them (no server code here).
+ * The HTTP API's shapes under short names, for the browser pages, the client library and the
+ * server code that builds those answers. Nothing here is written by hand: each is a component
+ * or an operation of the API document, as openapi-typescript wrote them into ./openapi.ts
+ * (`npm run api:types`, from the route definitions' joi schemas). A server change that changes
+ * an answer changes these types, and the type check shows every reader it breaks.
  */
+import type { components, paths } from './openapi.js';
 
-/** How a setting is written: see src/settings-table.ts. */
-export type SettingKind = 'string' | 'secret' | 'boolean' | 'list' | 'mapping';
+export type Schemas = components['schemas'];
+
+type Method = 'get' | 'put' | 'post' | 'patch' | 'delete';
+type Operation<P extends keyof paths, M extends Method> = NonNullable<paths[P][M]>;
+type JsonOf<R> = R extends { content: { 'application/json': infer B } } ? B : never;
+
+/** The JSON answer of an operation's success (200, 201 or 202). */
+export type Answer<P extends keyof paths, M extends Method> =
+  Operation<P, M> extends { responses: infer R } ? { [S in keyof R & (200 | 201 | 202)]: JsonOf<R[S]> }[keyof R & (200 | 201 | 202)] : never;
+
+/** The JSON body an operation takes. */
+export type RequestBody<P extends keyof paths, M extends Method> =
+  Operation<P, M> extends { requestBody?: infer B } ? JsonOf<NonNullable<B>> : never;
 
 /** GET /api/settings/auth: one field. */
-export interface AuthSettingView {
-  /** how the settings page shows it */
-  label: string;
-  kind: SettingKind;
-  value: unknown;
-  source: 'env' | 'store' | 'default';
-  locked: boolean;
-  secret: boolean;
-  configured: boolean;
-}
-
-export type PluginState = 'loaded' | 'degraded' | 'failed' | 'disabled';
-
-/** A role a plugin's manifest declares. */
-export interface PluginRole {
-  id: string;
-  label?: string;
-  permissions: string[];
-  auto_map_groups?: string[];
-}
+export type AuthSettingView = Schemas['AuthSettingView'];
+/** How a setting is written: see src/settings-table.ts. */
+export type SettingKind = AuthSettingView['kind'];
 
 /** GET /api/plugins: one plugin. */
-export interface PluginView {
-  id: string;
-  folder: string;
-  name: string | null;
-  version: string | null;
-  description: string | null;
-  enabled: boolean;
-  state: PluginState;
-  error: string | null;
-  permissions: { subscribe: string[]; emit: string[] };
-  permissions_declared: { id: string; description: string }[];
-  roles: PluginRole[];
-  routes: { path: string; label: string }[];
-  socket_providers: { provides: string[]; uses: string[]; registered: string[] };
-  auth_providers: string[];
-  updated_at: string;
-}
+export type PluginView = Schemas['PluginView'];
+export type PluginState = PluginView['state'];
+/** A role a plugin's manifest declares. */
+export type PluginRole = Schemas['PluginRole'];
 
 /** A passkey or security key as its owner sees it (GET /api/me/mfa). */
-export interface PasskeyView {
-  id: string;
-  label: string;
-  created_at: string;
-  last_used_at: string | null;
-}
-
+export type PasskeyView = Schemas['PasskeyView'];
 /** GET /api/me/mfa: a user's second factors (never a secret). */
-export interface MfaStatus {
-  totp: boolean;
-  /** the authenticator app: when it was enrolled and last used (null: none) */
-  totp_created_at: string | null;
-  totp_last_used_at: string | null;
-  webauthn: PasskeyView[];
-  recovery_codes_left: number;
-  /** a group of the user's requires a second factor */
-  required: boolean;
-}
+export type MfaStatus = Schemas['MfaStatus'];
+
+/** The error body of every failed call. */
+export type ErrorBody = Schemas['Error'];

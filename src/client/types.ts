@@ -1,4 +1,5 @@
 /** The frames and options of the gateway client (src/client/gateway-client.ts re-exports them). */
+import type { components } from './openapi.js';
 
 /** A notification as pushed (`system:notify` / `user:notify`), or a clear of one. */
 export interface NotificationFrame {
@@ -29,18 +30,8 @@ export interface SocketResponse {
 }
 
 /** Frames the server sends (plugins add their own `plugin:<id>:<name>` events). */
-/** An event of the audit trail, as GET /api/audit answers it (to holders of feature:admin.audit). */
-export interface AuditEventFrame {
-  seq: number;
-  id: string;
-  at: string;
-  actor: { user_id: string | null; username: string; method: string | null; ip: string | null };
-  action: string;
-  target: { type: string; id: string | null; name: string | null };
-  outcome: 'success' | 'failure' | 'denied';
-  details: Record<string, unknown>;
-  hash: string;
-}
+/** An event of the audit trail, as GET /api/audit answers it (to holders of feature:admin.audit): the API document's AuditEvent. */
+export type AuditEventFrame = components['schemas']['AuditEvent'];
 
 export interface ServerEvents {
   'gateway:welcome': { username: string; permissions: string[]; last_seq: number };

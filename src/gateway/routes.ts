@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import Joi from 'joi';
 import { identity } from '../auth/guards.js';
 import { ApiRouter } from '../http/api.js';
-import type { WsTickets } from './tickets.js';
+import { TICKET, type WsTickets } from './tickets.js';
 
 /** POST /api/ws/ticket (any identity) and a plain GET /ws that explains itself. */
 export function gatewayRoutes(tickets: WsTickets): Router {
@@ -14,7 +14,13 @@ export function gatewayRoutes(tickets: WsTickets): Router {
       summary: 'A one-time ticket for GET /ws?ticket=…',
       description: 'For clients that cannot send headers or cookies with the WebSocket upgrade (browsers on another origin). Valid once, for 30 s, with the permissions (and key scopes) of the caller.',
       auth: 'identity',
-      responses: { 200: { description: 'the ticket', schema: Joi.object({ ticket: Joi.string(), expires_in: Joi.number().integer() }) } },
+      responses: {
+        200: {
+          description: 'the ticket',
+          schema: Joi.object({ ticket: Joi.string().pattern(TICKET), expires_in: Joi.number().integer().description('seconds') }),
+          headers: { 'Cache-Control': 'no-store' },
+        },
+      },
     },
     async (ctx) => {
       ctx.set('Cache-Control', 'no-store');
@@ -30,7 +36,11 @@ export function gatewayRoutes(tickets: WsTickets): Router {
       description:
         'Authenticated at the upgrade by `?ticket=`, X-API-Key, Bearer, Basic or the cookie session (with an allowed Origin). Frames are JSON `{event, payload, ref?}`: the server sends `gateway:welcome`, then `system:notify` / `user:notify` with `seq`; the client may send `notifications:resume {since}`, `gateway:ping`, `socket:request`, `system:notify`, `user:notify`. A plain GET answers 426.',
       auth: 'none',
-      responses: { 101: 'switching to WebSocket', 401: 'no valid credential at the upgrade', 426: 'not an Upgrade request' },
+      responses: {
+        101: 'switching to WebSocket',
+        401: { description: 'no valid credential at the upgrade (a ticket unknown, used or expired; a cookie or Basic from an Origin not allowed)', headers: { 'WWW-Authenticate': 'the schemes accepted' } },
+        426: { description: 'upgrade_required: not an Upgrade request', headers: { Upgrade: 'websocket' } },
+      },
     },
     (ctx) => {
       ctx.set('Upgrade', 'websocket');

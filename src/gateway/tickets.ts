@@ -2,7 +2,8 @@ import Joi from 'joi';
 import type { ApiIdentity, CredentialProof } from '../auth/identity.js';
 import type { OneTimeStore } from '../auth/one-time.js';
 
-const TICKET = /^svt_[A-Za-z0-9_-]{43}$/;
+/** A ticket as minted: svt_ and 256 bits in base64url. */
+export const TICKET = /^svt_[A-Za-z0-9_-]{43}$/;
 
 /**
  * Who a ticket stands for: the system identity, or a user with the scopes of the minting key;

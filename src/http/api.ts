@@ -57,7 +57,8 @@ export interface EndpointDef<P = any, Q = any, B = any> {
   bodyMode?: 'json' | 'manual' | 'raw';
   /** content type documented for a `raw` body */
   bodyContentType?: string;
-  responses?: Record<number, string | ResponseDoc>;
+  /** by status; `default`: any other status (an answer the route does not describe) */
+  responses?: Partial<Record<number | 'default', string | ResponseDoc>>;
   /** run after the guard and before validation (e.g. a "still loading" check) */
   middleware?: Middleware[];
   /** served, but left out of the OpenAPI document */

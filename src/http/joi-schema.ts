@@ -62,6 +62,28 @@ function jsonPattern(literal: string): string | undefined {
 const presenceOnly = (d: Described | undefined): boolean =>
   !d || (d.type === 'any' && !d.rules?.length && !d.allow?.length && Object.keys(d.flags ?? {}).every((k) => k === 'presence'));
 
+/**
+ * Two shapes picked by one field's value (`alternatives().conditional(object({k: valid(v)
+ * .required()}).unknown(), {then, otherwise})`) come out as if/then/else, which client
+ * generators type as `unknown`. Said as anyOf of the two shapes, the second one with `k` not `v`
+ * (the same set of bodies), they become a union type.
+ */
+function discriminated(s: JsonSchema): JsonSchema {
+  const cond = s.if as JsonSchema | undefined;
+  const then = s.then as JsonSchema | undefined;
+  const otherwise = s.else as JsonSchema | undefined;
+  if (!cond || !then || !otherwise || Object.keys(s).some((k) => !['if', 'then', 'else', 'description'].includes(k))) return s;
+  const required = cond.required as string[] | undefined;
+  const props = cond.properties as Record<string, JsonSchema> | undefined;
+  if (required?.length !== 1 || !props || Object.keys(props).length !== 1 || props[required[0]!]?.const === undefined) return s;
+  const key = required[0]!;
+  const value = props[key]!.const;
+  const elseProps = otherwise.properties as Record<string, JsonSchema> | undefined;
+  if (otherwise.type !== 'object' || !elseProps) return s;
+  const other = elseProps[key] ? { ...otherwise, properties: { ...elseProps, [key]: { ...elseProps[key], not: { const: value } } } } : otherwise;
+  return { anyOf: [then, other], ...(s.description === undefined ? {} : { description: s.description }) };
+}
+
 class ApiSchemaParser extends OpenApi31Parser {
   override _getFieldType(d: Described): string {
     return d.type === 'number' && d.rules?.some((r) => r.name === 'integer') ? 'integer' : d.type;
@@ -146,7 +168,7 @@ class ApiSchemaParser extends OpenApi31Parser {
   override parse(d: Described, definitions: Record<string, unknown> = {}, level = 0): JsonSchema {
     const id = d?.flags?.id;
     if (typeof id === 'string') return this.named(id, d, definitions, level);
-    const s = super.parse(d, definitions, level);
+    const s = discriminated(super.parse(d, definitions, level));
     if (d?.type !== 'array' || !d.flags?.single || s.type !== 'array') return s;
     // single(): one item is taken for an array of it
     const { description, default: byDefault, ...array } = s;
@@ -163,11 +185,8 @@ class ApiSchemaParser extends OpenApi31Parser {
     const nullable = d.allow?.includes(null) ?? false;
     const shape: Described = { ...d, flags: { ...d.flags, id: undefined, description: undefined }, allow: d.allow?.filter((v) => v !== null) };
     const schema = this.parse(shape, definitions, level + 1);
-    if (this.components) {
-      const known = this.components[id];
-      if (known && JSON.stringify(known) !== JSON.stringify(schema)) throw new Error(`two different shapes are named ${id} in the API document`);
-      this.components[id] = schema;
-    } else {
+    if (this.components) addComponent(this.components, id, schema);
+    else {
       // no document to hold it (a schema converted on its own): inline
       return { ...schema, ...(description === undefined ? {} : { description }) };
     }
@@ -192,16 +211,39 @@ export interface ConvertOptions {
   presence?: 'required';
 }
 
-/** The JSON Schema of a joi schema. */
+/** Conversions made, by joi schema and options: the document is built again for every service and every plugin change. */
+const converted = new WeakMap<Joi.Schema, Map<string, { schema: JsonSchema; named: Record<string, JsonSchema> }>>();
+
+/**
+ * The JSON Schema of a joi schema. Made once per schema object and options, and shared: callers
+ * must not change what they get.
+ */
 export function joiToJsonSchema(schema: Joi.Schema, opts: ConvertOptions = {}): JsonSchema {
-  const d = schema.describe() as Described & { preferences?: Record<string, unknown> };
-  const spec = opts.presence ? { ...d, preferences: { presence: opts.presence, ...d.preferences } } : d;
-  parser.components = opts.components ?? null;
-  try {
-    return parser.parse(spec);
-  } finally {
-    parser.components = null;
+  const key = `${opts.presence ?? ''}:${opts.components ? 'named' : 'inline'}`;
+  let byOptions = converted.get(schema);
+  let hit = byOptions?.get(key);
+  if (!hit) {
+    const d = schema.describe() as Described & { preferences?: Record<string, unknown> };
+    const spec = opts.presence ? { ...d, preferences: { presence: opts.presence, ...d.preferences } } : d;
+    const named: Record<string, JsonSchema> = {};
+    parser.components = opts.components ? named : null;
+    try {
+      hit = { schema: parser.parse(spec), named };
+    } finally {
+      parser.components = null;
+    }
+    if (!byOptions) converted.set(schema, (byOptions = new Map()));
+    byOptions.set(key, hit);
   }
+  for (const [id, shape] of Object.entries(hit.named)) addComponent(opts.components!, id, shape);
+  return hit.schema;
+}
+
+/** One named shape into the document's components; the same name for another shape throws. */
+function addComponent(components: Record<string, JsonSchema>, id: string, shape: JsonSchema): void {
+  const known = components[id];
+  if (known && known !== shape && JSON.stringify(known) !== JSON.stringify(shape)) throw new Error(`two different shapes are named ${id} in the API document`);
+  components[id] = shape;
 }
 
 /** The top-level keys of an object schema with their JSON Schema and whether each is required. */

@@ -40,7 +40,7 @@ const errorSchema: JsonSchema = {
           description: 'validation_failed: one entry per invalid field; other codes: what the message says, as data (e.g. the missing permission, the byte limit)',
           anyOf: [
             { type: 'array', items: { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } } },
-            { type: 'object' },
+            { type: 'object', additionalProperties: true },
           ],
         },
       },
@@ -57,9 +57,9 @@ const errorRef = (description: string) => ({ description, content: errorContent 
  * database away, a fault of ours.
  */
 const COMMON_RESPONSES: Record<string, { status: number; description: string; headers?: Record<string, string> }> = {
-  BadRequest: { status: 400, description: 'validation_failed: the field named in details is invalid' },
+  BadRequest: { status: 400, description: 'validation_failed: the field named in details is invalid (a parameter, the body, or a credential header such as an over-long Basic password)' },
   Unauthorized: { status: 401, description: 'unauthorized: no valid credential (mfa_required: HTTP Basic for an account with a second factor)', headers: { 'WWW-Authenticate': 'the schemes accepted' } },
-  Forbidden: { status: 403, description: 'forbidden: the caller lacks the permission (details.permission); or a cookie request from an origin not allowed; or mfa_enrollment_required' },
+  Forbidden: { status: 403, description: 'forbidden: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer' },
   PayloadTooLarge: { status: 413, description: 'payload_too_large: the body is over the limit (1 MiB unless the route says otherwise)' },
   UnsupportedMediaType: { status: 415, description: 'unsupported_media_type: the body is not JSON' },
   TooManyRequests: { status: 429, description: 'rate_limited: the HTTP Basic user is locked out for a while after failed attempts', headers: { 'Retry-After': 'seconds to wait' } },
@@ -110,6 +110,18 @@ function responseObject(doc: string | ResponseDoc, status: number, components: C
   return out;
 }
 
+const emptyRefused = new WeakMap<Joi.Schema, boolean>();
+
+/** A body is required when the service refuses an empty one (a missing body is read as {}). */
+function refusesEmpty(body: Joi.Schema): boolean {
+  let refused = emptyRefused.get(body);
+  if (refused === undefined) {
+    refused = body.validate({}, { abortEarly: true, errors: { render: false } }).error !== undefined;
+    emptyRefused.set(body, refused);
+  }
+  return refused;
+}
+
 function operation(e: Endpoint, pathNames: string[], components: Components): Record<string, unknown> {
   const op: Record<string, unknown> = {
     tags: [e.tag],
@@ -146,23 +158,27 @@ function operation(e: Endpoint, pathNames: string[], components: Components): Re
   if (e.body || e.bodyMode === 'raw') {
     const contentType = e.bodyMode === 'raw' ? (e.bodyContentType ?? 'application/json') : 'application/json';
     const schema = e.body ? joiToJsonSchema(e.body, { components }) : {};
-    const required = e.bodyMode === 'raw' || (Array.isArray(schema.required) && schema.required.length > 0) || (typeof schema.minProperties === 'number' && schema.minProperties > 0);
+    const required = e.bodyMode === 'raw' || (e.body !== undefined && refusesEmpty(e.body));
     op.requestBody = { required, content: { [contentType]: { schema } } };
   }
 
   const responses: Record<string, unknown> = {};
   const given = e.responses ?? {};
-  for (const [status, doc] of Object.entries(given)) responses[status] = responseObject(doc, Number(status), components);
-  if (!Object.keys(given).some((s) => Number(s) < 300)) responses['200'] = { description: 'OK' };
+  for (const [status, doc] of Object.entries(given)) if (doc) responses[status] = responseObject(doc, Number(status), components);
+  // a route that documents no success, no redirect and no default answers 200
+  if (!Object.keys(given).some((s) => Number(s) < 400 || s === 'default')) responses['200'] = { description: 'OK' };
   const common = (status: number, name: string) => {
     responses[status] ??= commonRef(name);
   };
   const readsBody = e.body !== undefined || e.bodyMode === 'raw';
-  if (e.params || e.query || e.body || e.headers) common(400, 'BadRequest');
+  // any route: a credential header that is malformed (an over-long Basic password) is a 400 too
+  common(400, 'BadRequest');
   if (e.auth !== 'none' && e.auth !== 'optional') common(401, 'Unauthorized');
   if (typeof e.auth === 'object') {
     if (!responses['403']) responses['403'] = errorRef(`forbidden: the caller lacks ${e.auth.permission}${e.stepUp ? '; or step_up_required: verify the second factor again' : ''}`);
   }
+  // any route: a member of a group that requires a second factor who has none yet, a cookie request from another origin
+  common(403, 'Forbidden');
   if (readsBody) {
     common(413, 'PayloadTooLarge');
     if (e.bodyMode !== 'raw') common(415, 'UnsupportedMediaType');

@@ -31,11 +31,17 @@ export interface SecretRoutesOptions {
   secret: LockableSecret;
   /** who may set or clear it beyond the route's permission: throws to refuse (before the body is read) */
   authorize?: (ctx: Context) => void;
-  /** the answer of that refusal, for the API docs */
+  /** who that refuses, for the API docs: "not a superadmin or the system key" */
   refusal?: string;
   /** setting or clearing it needs a fresh second factor (step-up) */
   stepUp?: boolean;
 }
+
+/** GET of every lockable secret: whether it is set, and whether the environment sets it. */
+export const secretStatusView = Joi.object({
+  configured: Joi.boolean().description('a value is set (in the environment or stored)'),
+  locked: Joi.boolean().description('set in the environment: PUT and DELETE answer 409'),
+}).id('SecretStatus');
 
 /**
  * GET (configured? locked?), PUT (set or rotate) and DELETE (clear) of one env-lockable secret,
@@ -51,20 +57,25 @@ export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
     o.authorize?.(ctx);
     if (o.secret.lockedByEnv) throw conflict(`the ${o.what} is set by ${o.setting.env} and cannot be changed here`);
   };
-  const refused: Record<number, string> = o.refusal ? { 403: o.refusal } : {};
+  // the permission, the route's own refusal, step-up, and the cookie of a foreign page
+  const refused = [
+    `forbidden: the caller lacks ${ADMIN.permission}${o.refusal ? `, or is ${o.refusal}` : ''}`,
+    ...(o.stepUp ? ['step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up)'] : []),
+    'a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`)',
+  ].join('; or ');
   api.endpoint(
-    { method: 'GET', path: '/', summary: `Is a ${o.what} configured`, auth: ADMIN, responses: { 200: { description: 'never the value itself', schema: Joi.object({ configured: Joi.boolean(), locked: Joi.boolean() }) } } },
+    { method: 'GET', path: '/', summary: `Is a ${o.what} configured`, auth: ADMIN, responses: { 200: { description: 'never the value itself', schema: secretStatusView } } },
     async () => ({ configured: await o.secret.configured(), locked: o.secret.lockedByEnv }),
   );
   // the lock (409) is checked before the body (400): bodyMode manual
-  api.endpoint({ method: 'PUT', path: '/', summary: `Set or rotate the ${o.what}`, auth: ADMIN, body, bodyMode: 'manual', stepUp: o.stepUp, responses: { 204: 'stored encrypted', ...refused, 409: LOCKED } }, async (ctx) => {
+  api.endpoint({ method: 'PUT', path: '/', summary: `Set or rotate the ${o.what}`, auth: ADMIN, body, bodyMode: 'manual', stepUp: o.stepUp, responses: { 204: 'stored encrypted', 403: refused, 409: LOCKED } }, async (ctx) => {
     unlocked(ctx);
     const value = (validate(body, jsonBody(ctx)) as Record<string, string>)[o.field]!;
     await o.secret.set(value, ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : null);
     ctx.log.info(`${o.what} set`);
     ctx.status = 204;
   });
-  api.endpoint({ method: 'DELETE', path: '/', summary: `Clear the ${o.what} (${o.clearing})`, auth: ADMIN, stepUp: o.stepUp, responses: { 204: 'cleared', ...refused, 409: LOCKED } }, async (ctx) => {
+  api.endpoint({ method: 'DELETE', path: '/', summary: `Clear the ${o.what} (${o.clearing})`, auth: ADMIN, stepUp: o.stepUp, responses: { 204: 'cleared', 403: refused, 409: LOCKED } }, async (ctx) => {
     unlocked(ctx);
     await o.secret.clear(ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : null);
     ctx.log.info(`${o.what} cleared`);

@@ -4,8 +4,8 @@ import type { EventBus } from '../bus/bus.js';
 import { DEFAULT_GROUP_NAMES } from './permissions.js';
 import { reachesHost } from './policy.js';
 
-/** A role a plugin's manifest declares (the API shows it as it is). */
-export type ManifestRole = PluginRole;
+/** A role a plugin's manifest declares: the API's view of it (PluginRole) before the manifest fills in its defaults. */
+export type ManifestRole = Pick<PluginRole, 'id' | 'permissions'> & Partial<Pick<PluginRole, 'label' | 'auto_map_groups'>>;
 
 export interface PluginGrantSource {
   id: string;

@@ -1,5 +1,7 @@
 import Joi from 'joi';
+import { AUDIT_ACTIONS } from './audit.js';
 import { PERMISSION_ID } from './permissions.js';
+import { PROTECTED_ROLES } from './policy.js';
 import type { Identity, User } from './store.js';
 
 import { GROUP_NAME, USERNAME } from '../settings-table.js';
@@ -9,6 +11,7 @@ export const PASSWORD = Joi.string().min(8).max(200);
 
 const permissionList = Joi.array().items(Joi.string().max(256)).max(500).unique();
 const groupList = Joi.array().items(Joi.string().pattern(GROUP_NAME)).max(100).unique();
+const roleList = Joi.array().items(Joi.string().valid(...PROTECTED_ROLES)).unique();
 
 /** The bodies of POST /api/users and PATCH /api/users/:id, as clients write them. */
 export interface CreateUserBody {
@@ -29,7 +32,7 @@ export const createUserSchema = Joi.object<CreateUserBody>({
   display_name: Joi.string().trim().max(256).allow(null, ''),
   groups: groupList,
   extra_permissions: permissionList,
-  roles: Joi.array().items(Joi.string().valid('superadmin', 'bot')).unique(),
+  roles: roleList,
 });
 
 export const patchUserSchema = Joi.object<PatchUserBody>({
@@ -37,7 +40,7 @@ export const patchUserSchema = Joi.object<PatchUserBody>({
   display_name: Joi.string().trim().max(256).allow(null, ''),
   groups: groupList,
   extra_permissions: permissionList,
-  roles: Joi.array().items(Joi.string().valid('superadmin', 'bot')).unique(),
+  roles: roleList,
   disabled: Joi.boolean(),
   password: PASSWORD,
 }).min(1);
@@ -94,3 +97,60 @@ export function publicUser(u: User, identities: Identity[] = []) {
   };
 }
 
+
+/*
+ * The answers of the IAM routes, each shape named once (components of the API document). Every
+ * key is sent unless it says optional.
+ */
+
+/** A user as publicUser() writes it: the list, a creation and a change answer it. */
+export const userView = Joi.object({
+  id: Joi.string().guid(),
+  username: Joi.string(),
+  display_name: Joi.string().allow(null),
+  email: Joi.string().allow(null),
+  groups: Joi.array().items(Joi.string()),
+  // not an enum: the column may hold a value written outside the API, shown as it is (it grants nothing)
+  roles: Joi.array().items(Joi.string()).description(`the roles the account holds (the API sets ${PROTECTED_ROLES.join(', ')})`),
+  extra_permissions: Joi.array().items(Joi.string()),
+  disabled: Joi.boolean(),
+  mfa: Joi.boolean().description('has a second factor (an authenticator app or a passkey)'),
+  identities: Joi.array().items(Joi.object({ provider: Joi.string(), provider_user_id: Joi.string() })),
+  created_at: Joi.string().isoDate(),
+}).id('User');
+
+/** One user (GET /api/users/:id): a bootstrap account's password may be set by the environment whenever its value changes. */
+export const userDetailView = userView
+  .keys({
+    password_pinned_by: Joi.string().allow(null).description('the environment variable (SERVICE_ADMIN_PASSWORD, SERVICE_BOT_PASSWORD) that sets this password again at a start where its value has changed; null: none'),
+  })
+  .id('UserDetail');
+
+export const groupView = Joi.object({
+  name: Joi.string(),
+  description: Joi.string().allow(''),
+  permissions: Joi.array().items(Joi.string()),
+  members: Joi.array().items(Joi.string()).description('usernames'),
+}).id('Group');
+
+/** An entry of the permission catalog (CatalogEntry). */
+export const permissionView = Joi.object({
+  id: Joi.string(),
+  description: Joi.string(),
+  plugin: Joi.string().optional().description('the plugin that declares it; absent for core permissions'),
+}).id('Permission');
+
+/** An event of the audit trail as AuditTrail.list() answers it (the `audit:event` frame carries the same). */
+export const auditEventView = Joi.object({
+  seq: Joi.number().integer(),
+  id: Joi.string(),
+  at: Joi.string().isoDate(),
+  actor: Joi.object({ user_id: Joi.string().allow(null), username: Joi.string(), method: Joi.string().allow(null), ip: Joi.string().allow(null) }),
+  // not an enum: events recorded by an older version stay in the trail with the actions of their time
+  action: Joi.string().description(`what was done (this version records ${AUDIT_ACTIONS.join(', ')})`),
+  target: Joi.object({ type: Joi.string(), id: Joi.string().allow(null), name: Joi.string().allow(null) }),
+  outcome: Joi.string().valid('success', 'failure', 'denied'),
+  // each action has its own details: an open object by design
+  details: Joi.object().unknown(true).description('what changed (names of settings, never their values)'),
+  hash: Joi.string().description("SHA-256 of the previous event's hash and this event's canonical JSON"),
+}).id('AuditEvent');

@@ -4,31 +4,13 @@ import { identity } from '../auth/guards.js';
 import { ApiRouter } from '../http/api.js';
 import { jsonBody } from '../http/body.js';
 import { badField, forbidden, notFound } from '../http/errors.js';
-import { broadcastSchema, historyQuerySchema, MAX_BATCH, NOTIFICATION_ID } from './schema.js';
+import { historyQuerySchema, MAX_BATCH, NOTIFICATION_ID, sendSchema } from './schema.js';
 import { validate } from '../http/validate.js';
 import { viewerOf } from './types.js';
 import type { NotificationsService } from './service.js';
+import { historyPageView, notificationReceipt } from './views.js';
 
 const idParams = Joi.object({ id: Joi.string().pattern(NOTIFICATION_ID).required().description('the notification id') });
-
-const notificationView = Joi.object({
-  id: Joi.string(),
-  seq: Joi.number().integer().allow(null),
-  title: Joi.string(),
-  message: Joi.string().allow(''),
-  level: Joi.string().valid('info', 'success', 'warning', 'error'),
-  source: Joi.string().allow(null),
-  link: Joi.string().allow(null),
-  created_at: Joi.string().isoDate(),
-  updated_at: Joi.string().isoDate(),
-  read: Joi.boolean(),
-  broadcast: Joi.boolean(),
-  toast: Joi.boolean(),
-  cleared: Joi.boolean().description('only on cleared notifications listed with `since`'),
-});
-
-// documents the body; the service validates it (the same check as bus and ws frames)
-const sendBody = broadcastSchema.keys({ user: Joi.string().max(128).description('username or id: only this user gets it (needs feature:notifications.send)') });
 
 /** The notification history API and sending (POST, batch). */
 export function notificationRoutes(notifications: NotificationsService): Router {
@@ -40,10 +22,11 @@ export function notificationRoutes(notifications: NotificationsService): Router 
       method: 'GET',
       path: '/',
       summary: 'My notification history',
-      description: 'Without `since`: the newest first. With `since`: everything after that seq, oldest first (cleared ones included, marked `cleared`).',
+      description:
+        'Without `since`: the newest first (`before` for the older pages). With `since`: everything after that seq, oldest first (cleared ones included, marked `cleared`). `since` and `before` together are a 400.',
       auth: 'identity',
       query: historyQuerySchema,
-      responses: { 200: { description: 'a page of history', schema: Joi.object({ notifications: Joi.array().items(notificationView), unread: Joi.number().integer(), last_seq: Joi.number().integer() }) } },
+      responses: { 200: { description: 'a page of history', schema: historyPageView } },
     },
     async (ctx, { query }) => notifications.history(viewerOf(identity(ctx)), query),
   );
@@ -71,9 +54,10 @@ export function notificationRoutes(notifications: NotificationsService): Router 
       summary: 'Send a notification',
       description: 'To everyone (needs `feature:notifications.broadcast`) or, with `user`, to one user (needs `feature:notifications.send`). Reusing an id updates that notification.',
       auth: 'identity',
-      body: sendBody,
+      // checked by the service (as bus and ws frames are) after the permission, with the schema of its kind
+      body: sendSchema,
       bodyMode: 'manual',
-      responses: { 202: { description: 'stored and pushed', schema: Joi.object({ id: Joi.string(), seq: Joi.number().integer().allow(null) }) }, 403: 'missing the permission of the kind', 409: 'the id belongs to another audience' },
+      responses: { 202: { description: 'stored and pushed', schema: notificationReceipt }, 403: 'missing the permission of the kind', 409: 'the id belongs to another audience' },
     },
     async (ctx) => {
       const caller = identity(ctx);
@@ -101,7 +85,7 @@ export function notificationRoutes(notifications: NotificationsService): Router 
       // a thousand notifications of a few KiB each
       bodyLimit: 8 * 1024 * 1024,
       responses: {
-        202: { description: 'stored and pushed, in input order', schema: Joi.object({ notifications: Joi.array().items(Joi.object({ id: Joi.string(), seq: Joi.number().integer() })) }) },
+        202: { description: 'stored and pushed, in input order', schema: Joi.object({ notifications: Joi.array().items(notificationReceipt) }) },
         400: 'an item (or the list) is invalid: nothing was written',
         403: 'missing the permission of a kind the batch holds',
         409: 'an id belongs to another audience: nothing was written',
@@ -127,4 +111,4 @@ export function notificationRoutes(notifications: NotificationsService): Router 
 const batchEnvelope = Joi.object({
   notifications: Joi.array().items(Joi.object().unknown(true)).min(1).max(MAX_BATCH).required(),
 });
-const batchBody = Joi.object({ notifications: Joi.array().items(sendBody).min(1).max(MAX_BATCH).required() });
+const batchBody = Joi.object({ notifications: Joi.array().items(sendSchema).min(1).max(MAX_BATCH).required() });

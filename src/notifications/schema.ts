@@ -35,16 +35,28 @@ const base = {
   action: Joi.string().valid('clear'),
 };
 
-/** `action: "clear"` needs only an id; everything else needs a title and a message. */
-const notifySchema = Joi.object({
-  ...base,
-  title: base.title.when('action', { is: 'clear', then: Joi.optional(), otherwise: Joi.required() }),
-  message: base.message.when('action', { is: 'clear', then: Joi.optional(), otherwise: Joi.required() }),
-  id: base.id.when('action', { is: 'clear', then: Joi.required() }),
-});
+const isClear = Joi.object({ action: Joi.valid('clear').required() }).unknown();
 
-export const broadcastSchema = notifySchema.keys({ user: Joi.any().forbidden().messages({ 'any.unknown': 'is only allowed in user:notify' }) });
-export const targetedSchema = notifySchema.keys({ user: base.user.required() });
+/**
+ * `action: "clear"` needs only an id; everything else needs a title and a message. Written as two
+ * shapes picked by `action` (not as conditions on single fields), so the API document states
+ * which fields each one requires.
+ */
+function notifyShape(user: Joi.Schema): Joi.AlternativesSchema {
+  const keys = { ...base, user };
+  return Joi.alternatives().conditional(isClear, {
+    then: Joi.object({ ...keys, id: base.id.required(), action: base.action.required() }),
+    otherwise: Joi.object({ ...keys, title: base.title.required(), message: base.message.required() }),
+  });
+}
+
+export const broadcastSchema = notifyShape(Joi.any().forbidden().messages({ 'any.unknown': 'is only allowed in user:notify' }));
+export const targetedSchema = notifyShape(base.user.required());
+/**
+ * A POST /api/notifications body (and a batch item): with `user` it is checked as targeted,
+ * without as a broadcast, by the schemas above.
+ */
+export const sendSchema = notifyShape(base.user.description('username or id: only this user gets it (needs feature:notifications.send)')).id('NotificationSend');
 
 export interface ValidNotify {
   id?: string;
@@ -88,8 +100,9 @@ export function checkNotify(kind: NotifyKind, raw: unknown): { value: ValidNotif
 export const MAX_BATCH = 1000;
 
 export const historyQuerySchema = Joi.object({
-  since: Joi.number().integer().min(0).description('everything after this seq, oldest first'),
-  before: Joi.number().integer().min(1).description('the page older than this seq, newest first (the dashboard\'s "load older")'),
+  // `since` with `before` is a 400 (oxor below); a query's parameters are listed one by one in the document, so their descriptions say it
+  since: Joi.number().integer().min(0).description('everything after this seq, oldest first; not with `before`'),
+  before: Joi.number().integer().min(1).description('the page older than this seq, newest first (the dashboard\'s "load older"); not with `since`'),
   limit: Joi.number().integer().min(1).max(200).default(50),
   unread: Joi.boolean().truthy('1').falsy('0').default(false),
 }).oxor('since', 'before');

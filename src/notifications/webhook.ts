@@ -9,7 +9,20 @@ import type { AuditTrail } from '../iam/audit.js';
 import type { Actor } from '../iam/policy.js';
 import { DomainError, fieldError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
-import { detectScmRequest, headerValue, normalizeScmEvent, tokenMatches, verifyScmSignature, ScmPayloadError, type ScmProvider, type ScmRequest } from './scm/index.js';
+import {
+  DELIVERY_ID,
+  EVENT_NAME,
+  GITHUB_SIGNATURE,
+  HEX_SHA256,
+  detectScmRequest,
+  headerValue,
+  normalizeScmEvent,
+  tokenMatches,
+  verifyScmSignature,
+  ScmPayloadError,
+  type ScmProvider,
+  type ScmRequest,
+} from './scm/index.js';
 import { MESSAGE_MAX, TITLE_MAX } from './schema.js';
 import type { NotificationsService } from './service.js';
 import { setting } from '../settings-table.js';
@@ -340,6 +353,44 @@ export type DeliveryOutcome =
   | { status: 'ignored'; reason: string }
   | { status: 'accepted'; notification_id: string };
 
+const forgeHealthView = Joi.object({
+  secret_configured: Joi.boolean().description('false while it has no secret, or only one GitLab sends in clear'),
+  secret_source: Joi.string().valid('own', 'shared').allow(null).description('its own secret or the shared one'),
+}).id('WebhookForgeHealth');
+
+const healthView = Joi.object({
+  status: Joi.string().valid('ok', 'disabled'),
+  secret_configured: Joi.boolean().description('some forge has a secret its deliveries may be verified with'),
+  accepts: Joi.array().items(Joi.string().valid(...SCM_PROVIDERS)),
+  last_delivery_at: Joi.string().isoDate().allow(null),
+  forges: Joi.object(Object.fromEntries(SCM_PROVIDERS.map((forge) => [forge, forgeHealthView]))),
+  warnings: Joi.array().items(Joi.string()).description('secrets that GitLab sends, or would send, in clear'),
+});
+
+/** DeliveryOutcome, by the status it is answered with. */
+const deliveryDoneView = Joi.alternatives().try(
+  Joi.object({ status: Joi.string().valid('ok').description('a ping') }),
+  Joi.object({ status: Joi.string().valid('duplicate'), delivery_id: Joi.string().allow(null) }),
+);
+const deliveryTakenView = Joi.alternatives().try(
+  Joi.object({ status: Joi.string().valid('accepted'), notification_id: Joi.string().description('the broadcast notification') }),
+  Joi.object({ status: Joi.string().valid('ignored'), reason: Joi.string().description('why no notification was made (an event or action not handled)') }),
+);
+
+/** The headers the intake reads (detectScmRequest, verifyScmSignature): documentation only, the intake checks them. */
+const webhookHeaders = Joi.object({
+  'X-Gitea-Event': Joi.string().pattern(EVENT_NAME).description('the Gitea event (wins over the X-GitHub-Event Gitea also sends); one of the three event headers is required'),
+  'X-GitHub-Event': Joi.string().pattern(EVENT_NAME).description('the GitHub event; not with X-Gitlab-Event'),
+  'X-Gitlab-Event': Joi.string().pattern(EVENT_NAME).description('the GitLab event, e.g. `Push Hook`; not with X-GitHub-Event'),
+  'X-Gitea-Delivery': Joi.string().pattern(DELIVERY_ID).description('the Gitea delivery id: required with X-Gitea-Event'),
+  'X-GitHub-Delivery': Joi.string().pattern(DELIVERY_ID).description('the GitHub delivery id: required with X-GitHub-Event'),
+  'Idempotency-Key': Joi.string().description('the GitLab delivery id (GitLab 17.4 and later; the same when GitLab re-sends a delivery)'),
+  'X-Gitlab-Event-UUID': Joi.string().description('the GitLab delivery id without Idempotency-Key; GitLab deliveries without either are not de-duplicated'),
+  'X-Gitea-Signature': Joi.string().pattern(HEX_SHA256).description('Gitea: hex HMAC-SHA256 of the raw body'),
+  'X-Hub-Signature-256': Joi.string().pattern(GITHUB_SIGNATURE).description('GitHub: `sha256=` and the hex HMAC-SHA256 of the raw body'),
+  'X-Gitlab-Token': Joi.string().description('GitLab: the secret itself'),
+});
+
 /** Public intake and health under /api/notifications/webhook/scm. */
 export function webhookRoutes(webhook: ScmWebhook): Router {
   const api = new ApiRouter({ prefix: '/api/notifications/webhook/scm', tag: 'webhooks' });
@@ -349,24 +400,7 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
       path: '/health',
       summary: 'Health of the webhook intake',
       auth: 'none',
-      responses: {
-        200: {
-          description: 'the intake state',
-          schema: Joi.object({
-            status: Joi.string().valid('ok', 'disabled'),
-            secret_configured: Joi.boolean().description('some forge has a secret its deliveries may be verified with'),
-            accepts: Joi.array().items(Joi.string()),
-            last_delivery_at: Joi.string().isoDate().allow(null),
-            forges: Joi.object()
-              .pattern(
-                Joi.string().valid(...SCM_PROVIDERS),
-                Joi.object({ secret_configured: Joi.boolean(), secret_source: Joi.string().valid('own', 'shared').allow(null).description('its own secret or the shared one') }),
-              )
-              .description('per forge: false while it has no secret, or only one GitLab sends in clear'),
-            warnings: Joi.array().items(Joi.string()).description('secrets that GitLab sends, or would send, in clear'),
-          }),
-        },
-      },
+      responses: { 200: { description: 'the intake state', schema: healthView } },
     },
     () => webhook.health(),
   );
@@ -378,14 +412,19 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
       description:
         "Authenticated by the forge's own webhook secret, else the shared one, verified over the raw body before parsing: `X-Gitea-Signature` (hex HMAC-SHA256), `X-Hub-Signature-256` (`sha256=<hex>`) or `X-Gitlab-Token`. A secret GitLab sends in clear never verifies a GitHub or Gitea signature. A delivery id seen before, or a signed body seen before from any forge, answers `duplicate`.",
       auth: 'none',
+      headers: webhookHeaders,
+      body: Joi.object().description("the forge's event payload, as the forge sends it"),
       bodyMode: 'raw',
       bodyContentType: 'application/json',
       responses: {
-        200: 'ping, or a duplicate delivery',
-        202: 'accepted (`notification_id`) or ignored',
+        200: { description: 'a ping, or a duplicate delivery (nothing more happens)', schema: deliveryDoneView },
+        202: { description: 'accepted (`notification_id`: the notification broadcast) or ignored (`reason`)', schema: deliveryTakenView },
+        400: 'validation_failed: no (or an unreadable) event header, or X-Gitlab-Event with X-GitHub-Event; no delivery id from Gitea or GitHub; a body that is not a JSON object; or an event payload without a field it needs (details name the header or field)',
         401: 'bad or missing signature, or one made with a secret GitLab sends in clear',
-        413: 'body over 1 MiB',
-        503: "no webhook secret verifies the forge's deliveries",
+        503: {
+          description: "unavailable: no webhook secret verifies the forge's deliveries (or none is configured at all); or booting, or the database is not reachable",
+          headers: { 'Retry-After': 'seconds to wait (booting, database away)' },
+        },
       },
     },
     async (ctx) => {

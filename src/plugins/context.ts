@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import Joi from 'joi';
 import type { EventBus } from '../bus/bus.js';
 import type { EventName, SocketRequestPayload, SocketResponsePayload } from '../bus/events.js';
@@ -12,14 +12,16 @@ import { HttpError } from '../http/errors.js';
 import { jsonBody } from '../http/body.js';
 import { validate } from '../http/validate.js';
 import { identity } from '../auth/guards.js';
-import { requirePermission } from '../http/guards.js';
+import { ApiRouter, type EndpointDef, type EndpointHandler } from '../http/api.js';
 import { ApiIdentity } from '../auth/identity.js';
 import type { AuthProvider } from '../auth/providers/types.js';
 import type { PluginManifest } from './manifest.js';
+import { routeGuard } from './routing.js';
 import {
   PluginPermissionError,
   type PluginBus,
   type PluginContext,
+  type PluginEndpointDef,
   type PluginHandler,
   type PluginSdk,
   type PluginSocketRequest,
@@ -32,6 +34,8 @@ export const SDK: PluginSdk = Object.freeze({ SocketProvider, SocketError, HttpE
 export interface ContextDeps {
   manifest: PluginManifest;
   config: Record<string, string | null>;
+  /** the settings as the module's settingsSchema made them (default: config) */
+  settings?: Record<string, unknown>;
   log: Logger;
   bus: EventBus;
   registry: SocketRegistry;
@@ -55,8 +59,11 @@ export class PluginContextImpl implements PluginContext {
   readonly id: string;
   readonly manifest: Readonly<PluginManifest>;
   readonly config: Readonly<Record<string, string | null>>;
+  readonly settings: Readonly<Record<string, unknown>>;
   readonly log: Logger;
   readonly router: Router;
+  /** the plugin's routes: the plain ones of `router` and those declared with endpoint() */
+  private readonly api: ApiRouter;
   readonly sdk = SDK;
   readonly bus: PluginBus;
   private readonly abort = new AbortController();
@@ -73,8 +80,10 @@ export class PluginContextImpl implements PluginContext {
     this.id = m.id;
     this.manifest = deepFreeze(structuredClone(m));
     this.config = Object.freeze({ ...deps.config });
+    this.settings = Object.freeze({ ...(deps.settings ?? deps.config) });
     this.log = deps.log;
-    this.router = new Router({ prefix: `/api/plugins/${m.id}` });
+    this.api = new ApiRouter({ prefix: `/api/plugins/${m.id}`, tag: `plugin:${m.id}` });
+    this.router = this.api.router;
     const own = `plugin:${m.id}`;
     // who the audit trail names for the plugin's own socket requests
     this.selfCaller = Object.assign({ allows: (p: string) => p === own || p.startsWith(`${own}:`) }, { username: `plugin:${m.id}`, userId: null, isSystem: false, isSuperadmin: false });
@@ -222,7 +231,15 @@ export class PluginContextImpl implements PluginContext {
   }
 
   requirePermission(permission: string) {
-    return requirePermission(permission);
+    return routeGuard(permission);
+  }
+
+  endpoint(def: PluginEndpointDef, handler: EndpointHandler): void {
+    this.ensureOpen('adding a route');
+    // what only the core's own routes may set (a larger body limit is process-wide) is dropped
+    const { permission, bodyLimit: _limit, hidden: _hidden, stepUp: _stepUp, middleware: _middleware, tag: _tag, ...rest } = def as PluginEndpointDef & Partial<EndpointDef>;
+    // the dispatch has checked api:read / api:write; the route adds its own permission, if any
+    this.api.endpoint({ ...rest, auth: permission ? { permission } : 'optional' }, handler);
   }
 
   /** Stops delivery of every bus event and refuses further calls. */

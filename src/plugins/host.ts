@@ -4,7 +4,7 @@ import type { Middleware } from 'koa';
 import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
-import { DomainError, errorText, withTimeout } from '../errors.js';
+import { DomainError, errorText, fieldErrorsOf, fieldErrorsText, withTimeout, type FieldError } from '../errors.js';
 import type { CatalogEntry } from '../iam/permissions.js';
 import type { ManifestRole } from '../iam/ledger.js';
 import type { AuditTrail } from '../iam/audit.js';
@@ -12,7 +12,7 @@ import type { Actor } from '../iam/policy.js';
 import type { SocketRegistry } from '../sockets/registry.js';
 import type { SocketRequestHandler } from '../sockets/bus-handler.js';
 import { pluginCatalog, type PluginManifest } from './manifest.js';
-import { PluginContextImpl, type AuthChainLike } from './context.js';
+import { PluginContextImpl, SDK, type AuthChainLike } from './context.js';
 import { PluginSettings, type SecretsLike } from './settings.js';
 import { PluginStore } from './store.js';
 import { importPluginModule, readManifest } from './loader.js';
@@ -74,12 +74,31 @@ interface PluginRecord {
   updatedAt: number;
   /** the context while setup runs or the plugin runs (the registry policy reads it) */
   context: PluginContextImpl | null;
+  /** the module last imported (its settingsSchema checks settings changes while the plugin is stopped) */
+  module: PluginModule | null;
   running: Running | null;
   /** serialises enable / disable / settings changes of one plugin */
   queue: Promise<unknown>;
   announced: boolean;
 }
 
+
+/**
+ * Settings against the plugin's own rules (its module's settingsSchema): the converted values,
+ * or what is wrong, field by field. Messages name the field, never its value (a secret's).
+ */
+function settingProblems(mod: PluginModule, values: Record<string, string | null>): { value: Record<string, unknown>; problems: FieldError[] } {
+  if (typeof mod.settingsSchema !== 'function') return { value: values, problems: [] };
+  let schema: ReturnType<NonNullable<PluginModule['settingsSchema']>>;
+  try {
+    schema = mod.settingsSchema(SDK);
+  } catch (err) {
+    return { value: values, problems: [{ field: 'settings', message: `the plugin's settingsSchema failed: ${errorText(err)}` }] };
+  }
+  const { value, error } = schema.validate(values, { abortEarly: false, convert: true });
+  const problems = error ? fieldErrorsOf(error, 'settings') : [];
+  return { value: (value ?? values) as Record<string, unknown>, problems };
+}
 
 export class PluginNotFoundError extends DomainError {
   constructor(message: string) {
@@ -196,6 +215,7 @@ export class PluginHost {
       error,
       updatedAt: Date.now(),
       context: null,
+      module: null,
       running: null,
       queue: Promise.resolve(),
       announced: false,
@@ -233,24 +253,30 @@ export class PluginHost {
       await this.setState(rec, 'failed', `settings unreadable: ${errorText(err)}`);
       return;
     }
-    const ctx = new PluginContextImpl({
-      manifest: m,
-      config,
-      log,
-      bus: this.deps.bus,
-      registry: this.deps.sockets.registry,
-      socketRequests: this.deps.sockets.requests.handle,
-      authChain: this.deps.authChain,
-    });
-    rec.context = ctx;
     let mod: PluginModule | null = null;
+    let ctx: PluginContextImpl | null = null;
     try {
-      mod = await importPluginModule(rec.folder, rec.manifest!.entry);
+      mod = await importPluginModule(rec.folder, m.entry);
+      rec.module = mod;
+      // settings that break the plugin's own rules (set in the environment): it does not start
+      const checked = settingProblems(mod, config);
+      if (checked.problems.length) throw new Error(`invalid settings: ${fieldErrorsText(checked.problems)}`);
+      ctx = new PluginContextImpl({
+        manifest: m,
+        config,
+        settings: checked.value,
+        log,
+        bus: this.deps.bus,
+        registry: this.deps.sockets.registry,
+        socketRequests: this.deps.sockets.requests.handle,
+        authChain: this.deps.authChain,
+      });
+      rec.context = ctx;
       await withTimeout(Promise.resolve(mod.setup(ctx)), this.deps.setupTimeoutMs ?? 10_000, 'setup');
     } catch (err) {
       const reason = `setup failed: ${errorText(err)}`;
       log.error({ reason }, 'plugin failed to start');
-      await this.release(rec, ctx, mod);
+      if (ctx) await this.release(rec, ctx, mod);
       await this.setState(rec, 'failed', reason);
       return;
     }
@@ -259,6 +285,8 @@ export class PluginHost {
       return this.deps.clientEvents?.forward(e.topic, e.permission) ?? (() => undefined);
     });
     rec.running = { ctx, module: mod, dispatch: routerDispatch(ctx.router), unforward };
+    // its routes are new (a restart may bring other ones): the document is made again
+    this.routesVersion++;
     const problems = providerProblems(this.deps.sockets.registry, m);
     this.deps.iam.ledger.setPlugin({ id: m.id, roles: m.roles });
     await this.setState(rec, problems.length ? 'degraded' : 'loaded', problems.length ? problems.join('; ') : null);
@@ -270,6 +298,7 @@ export class PluginHost {
   private async stop(rec: PluginRecord): Promise<void> {
     const running = rec.running;
     rec.running = null;
+    this.routesVersion++;
     for (const off of running?.unforward ?? []) off();
     this.deps.iam.ledger.removePlugin(rec.key);
     if (rec.context) await this.release(rec, rec.context, running?.module ?? null);
@@ -342,11 +371,28 @@ export class PluginHost {
     return this.view(rec);
   }
 
-  /** Stores settings and restarts the plugin when it is enabled, so it sees the new values (here and everywhere). */
+  /**
+   * Stores settings and restarts the plugin when it is enabled, so it sees the new values (here
+   * and everywhere). The values as they would be after the change must pass the plugin's own
+   * rules (its module's settingsSchema) first: else 400 naming each field, nothing is stored
+   * and a running plugin keeps running.
+   */
   async updateSettings(id: string, changes: Record<string, string | null>, by?: Actor): Promise<PluginView> {
-    const m = this.record(id).manifest;
-    if (!m) throw new PluginConflictError(`plugin ${id} has no valid manifest: ${this.record(id).error}`);
-    await this.settings.update(m, changes);
+    const rec = this.record(id);
+    const m = rec.manifest;
+    if (!m) throw new PluginConflictError(`plugin ${id} has no valid manifest: ${rec.error}`);
+    // checked and stored in one turn of the plugin's queue: two changes at once are each checked
+    // against what the other stored
+    await this.serial(rec, async () => {
+      const mod = rec.running?.module ?? rec.module ?? (await importPluginModule(rec.folder, m.entry).catch(() => null));
+      // a module that cannot be imported has no rules to check against (and fails its start anyway)
+      if (mod) {
+        rec.module = mod;
+        const checked = settingProblems(mod, await this.settings.valuesAfter(m, changes));
+        if (checked.problems.length) throw new DomainError('validation_failed', fieldErrorsText(checked.problems), checked.problems);
+      }
+      await this.settings.update(m, changes);
+    });
     // the names of the settings, never their values (a plugin's secrets among them)
     this.recordChange(by, id, 'settings.changed', { fields: Object.keys(changes) });
     const view = await this.restart(id);

@@ -43,7 +43,8 @@ let importGeneration = 0;
 
 /**
  * Imports a plugin's entry module: `entry` must resolve (symlinks included) inside the plugin's
- * own folder, and export setup(ctx) (and optionally teardown), by name or as its default.
+ * own folder, and export setup(ctx) (and optionally teardown and settingsSchema), by name or as
+ * its default.
  */
 export async function importPluginModule(pluginFolder: string, entry: string): Promise<PluginModule> {
   const folder = await fsp.realpath(pluginFolder);
@@ -58,7 +59,11 @@ export async function importPluginModule(pluginFolder: string, entry: string): P
   const ns = await import(`${pathToFileURL(file).href}?generation=${++importGeneration}`);
   const source = typeof ns.setup === 'function' ? ns : ns.default;
   if (!source || typeof source.setup !== 'function') throw new Error(`entry ${entry} does not export setup(ctx)`);
-  return { setup: source.setup.bind(source), teardown: typeof source.teardown === 'function' ? source.teardown.bind(source) : undefined };
+  return {
+    setup: source.setup.bind(source),
+    teardown: typeof source.teardown === 'function' ? source.teardown.bind(source) : undefined,
+    settingsSchema: typeof source.settingsSchema === 'function' ? source.settingsSchema.bind(source) : undefined,
+  };
 }
 
 let tsLoader: Promise<unknown> | null = null;

@@ -3,7 +3,8 @@ import Joi from 'joi';
 import type { Context, Next } from 'koa';
 import { ApiRouter } from '../http/api.js';
 import { unavailable } from '../http/errors.js';
-import { PLUGIN_ID_MAX } from './manifest.js';
+import { PLUGIN_ID_MAX, SETTING_KEY } from './manifest.js';
+import { pluginSettingView, pluginView } from './schemas.js';
 import { PluginConflictError, type PluginHost } from './host.js';
 import { settingsView } from './settings.js';
 import { actingFrom } from '../request-context.js';
@@ -22,36 +23,8 @@ const idParams = Joi.object({
   id: Joi.string().max(PLUGIN_ID_MAX + 8).pattern(/^[A-Za-z0-9._~-]+$/).required().description('the plugin id'),
 });
 
-const pluginView = Joi.object({
-  id: Joi.string(),
-  folder: Joi.string(),
-  name: Joi.string().allow(null),
-  version: Joi.string().allow(null),
-  description: Joi.string().allow(null, ''),
-  enabled: Joi.boolean(),
-  state: Joi.string().valid('loaded', 'degraded', 'failed', 'disabled'),
-  error: Joi.string().allow(null).description('why the plugin failed or is degraded'),
-  permissions: Joi.object({ subscribe: Joi.array().items(Joi.string()), emit: Joi.array().items(Joi.string()) }),
-  permissions_declared: Joi.array().items(Joi.object({ id: Joi.string(), description: Joi.string().allow('') })),
-  roles: Joi.array().items(Joi.object({ id: Joi.string(), label: Joi.string(), permissions: Joi.array().items(Joi.string()), auto_map_groups: Joi.array().items(Joi.string()) })),
-  routes: Joi.array().items(Joi.object({ path: Joi.string(), label: Joi.string().allow('') })),
-  socket_providers: Joi.object({ provides: Joi.array().items(Joi.string()), uses: Joi.array().items(Joi.string()), registered: Joi.array().items(Joi.string()) }),
-  auth_providers: Joi.array().items(Joi.string()),
-  updated_at: Joi.string().isoDate(),
-});
-
-const settingView = Joi.object({
-  key: Joi.string(),
-  description: Joi.string().allow(''),
-  secret: Joi.boolean(),
-  value: Joi.string().allow(null, '').description('null for secret settings'),
-  configured: Joi.boolean(),
-  source: Joi.string().valid('env', 'store', 'default', 'unset'),
-  locked: Joi.boolean().description('set by SERVICE_PLUGIN_<ID>_<KEY>; the API cannot change it'),
-});
-
 const settingsBody = Joi.object()
-  .pattern(Joi.string().max(64), Joi.string().allow('').max(4096).allow(null))
+  .pattern(Joi.string().pattern(SETTING_KEY, 'setting key'), Joi.string().allow('').max(4096).allow(null))
   .min(1)
   .description('{<key>: "value" | null}; null removes the stored value (the manifest default applies again)');
 
@@ -110,7 +83,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
       auth: ADMIN,
       params: idParams,
       middleware: [loaded],
-      responses: { 200: { description: 'the settings', schema: Joi.object({ plugin: Joi.string(), settings: Joi.array().items(settingView) }) }, 404: 'no such plugin', 409: 'the manifest is invalid' },
+      responses: { 200: { description: 'the settings', schema: Joi.object({ plugin: Joi.string(), settings: Joi.array().items(pluginSettingView) }) }, 404: 'no such plugin', 409: 'the manifest is invalid' },
     },
     async (_ctx, { params }) => ({ plugin: params.id, settings: settingsView(await host.settings.resolve(validManifest(params.id))) }),
   );
@@ -120,12 +93,15 @@ export function pluginAdminRoutes(host: PluginHost): Router {
       method: 'PATCH',
       path: '/:id/settings',
       summary: 'Store plugin settings (encrypted) and restart the plugin when it is enabled',
+      description:
+        "The settings as they would be after the change are checked against the plugin's own rules (its settingsSchema) before anything is stored: a value it would refuse is 400 naming the field, and the plugin keeps running as it was.",
       auth: ADMIN,
       params: idParams,
       body: settingsBody,
       middleware: [loaded],
       responses: {
-        200: { description: 'the plugin after the restart and its settings', schema: Joi.object({ plugin: pluginView, settings: Joi.array().items(settingView) }) },
+        200: { description: 'the plugin after the restart and its settings', schema: Joi.object({ plugin: pluginView, settings: Joi.array().items(pluginSettingView) }) },
+        400: "validation_failed: a key the plugin does not declare, a value its rules refuse, or a secret not entered again when a setting it is sent to changed (details name each field)",
         404: 'no such plugin',
         409: 'the setting is set in the environment, or the manifest is invalid',
       },

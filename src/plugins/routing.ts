@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { Context, Middleware, Next } from 'koa';
 import { requirePermission } from '../http/guards.js';
-import type { Endpoint } from '../http/api.js';
+import { endpointsOf, type Endpoint } from '../http/api.js';
 
 const PLUGIN_PATH = /^\/api\/plugins\/([^/]+)(?:\/|$)/;
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -31,25 +31,56 @@ export function routerDispatch(router: Router): Middleware {
   return (koa, next) => routes(koa as any, () => allowed(koa as any, next)) as Promise<void>;
 }
 
+/** The permission of each guard made by ctx.requirePermission, so the document can name it. */
+const routeGuards = new WeakMap<Middleware, string>();
+
+/** A route's own guard (ctx.requirePermission): what it checks is readable by routeEndpoints. */
+export function routeGuard(permission: string): Middleware {
+  const guard = requirePermission(permission) as Middleware;
+  routeGuards.set(guard, permission);
+  return guard;
+}
+
 /**
- * A plugin's routes as the OpenAPI document lists them: path, method and the permission the
- * dispatch above asks for. A plugin describes no schemas, so none are claimed.
+ * A plugin's routes as the OpenAPI document lists them. A route declared with ctx.endpoint
+ * brings its own definition (input, answers, its further permission); a plain one of
+ * ctx.router is listed with the guards found on it and an answer it does not describe. Either
+ * way the permission documented is what a caller needs beyond the dispatch's
+ * plugin:<id>:api:read / write, or that one when the route asks nothing more.
  */
 export function routeEndpoints(pluginId: string, pluginName: string, router: Router): Endpoint[] {
+  const declared = new Map(endpointsOf(router).map((e) => [`${e.method} ${e.fullPath}`, e]));
   const out: Endpoint[] = [];
   for (const layer of router.stack) {
     if (typeof layer.path !== 'string') continue;
     for (const method of layer.methods) {
       if (method === 'HEAD' || method === 'OPTIONS') continue;
-      const access = READ_METHODS.has(method) ? 'read' : 'write';
-      out.push({
+      const dispatch = `plugin:${pluginId}:api:${READ_METHODS.has(method) ? 'read' : 'write'}`;
+      const def = declared.get(`${method} ${layer.path}`);
+      const own = def ? (typeof def.auth === 'object' ? [def.auth.permission] : []) : layer.stack.flatMap((mw) => routeGuards.get(mw as Middleware) ?? []);
+      const permission = own.length ? own[own.length - 1]! : dispatch;
+      const needs = [dispatch, ...own];
+      const base = {
         method: method as Endpoint['method'],
         path: layer.path,
         fullPath: layer.path,
         tag: `plugin:${pluginId}`,
+        auth: { permission },
+      };
+      const forbidden: Record<number, string> = own.length ? { 403: `forbidden: the caller lacks one of ${needs.join(', ')} (details.permission names it)` } : {};
+      if (def) {
+        const said = own.length ? `Besides ${dispatch} (the plugin dispatch), it needs the permission below.` : undefined;
+        out.push({ ...def, ...base, description: [def.description, said].filter(Boolean).join('\n\n') || undefined, responses: { ...forbidden, ...def.responses } });
+        continue;
+      }
+      out.push({
+        ...base,
         summary: `${pluginName}: ${method} ${layer.path.slice(`/api/plugins/${pluginId}`.length) || '/'}`,
-        description: `A route of the ${pluginName} plugin; its request and answer are the plugin's own (docs/plugins.md).`,
-        auth: { permission: `plugin:${pluginId}:api:${access}` },
+        description: `A route of the ${pluginName} plugin that does not describe its request and answer (routes made with ctx.endpoint do; docs/plugins.md).${own.length ? ` Besides ${dispatch} (the plugin dispatch), it needs the permission below.` : ''}`,
+        responses: {
+          ...forbidden,
+          default: { description: "the plugin's answer (any status), not described", schema: { description: 'any JSON value: the route does not describe its answer' } },
+        },
       });
     }
   }

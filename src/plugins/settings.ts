@@ -62,6 +62,17 @@ export class PluginSettings {
     return Object.fromEntries((await this.resolve(m)).map((s) => [s.key, s.value]));
   }
 
+  /** The values the plugin would read once `changes` are stored (null: back to the manifest default). */
+  async valuesAfter(m: PluginManifest, changes: Record<string, string | null>): Promise<Record<string, string | null>> {
+    const now = await this.values(m);
+    for (const [key, value] of Object.entries(changes)) {
+      // a locked key is refused by check(); the environment would win anyway
+      if (this.isLocked(m, key) || !Object.prototype.hasOwnProperty.call(m.settings, key)) continue;
+      now[key] = value ?? m.settings[key]!.default;
+    }
+    return now;
+  }
+
   /** Stores (string) or removes (null) values; `check` has passed. */
   async update(m: PluginManifest, changes: Record<string, string | null>): Promise<void> {
     const ns = settingsNamespace(m.id);

@@ -2,6 +2,7 @@ import type Router from '@koa/router';
 import type Joi from 'joi';
 import type { Context, Middleware } from 'koa';
 import type { Logger } from '../log.js';
+import type { EndpointDef, EndpointHandler } from '../http/api.js';
 import type { EventMap, EventName, SocketResponsePayload } from '../bus/events.js';
 import type { SocketProvider } from '../sockets/base-provider.js';
 import type { SocketError } from '../sockets/errors.js';
@@ -61,11 +62,27 @@ export interface PluginSdk {
   identity(ctx: Context): ApiIdentity;
 }
 
+/**
+ * A route of the plugin declared like the core's own (src/http/api.ts): its query and body are
+ * validated before the handler, and its answers (each status with its joi schema) are what the
+ * API document lists. Mounted under /api/plugins/<id>/; the plugin dispatch still requires
+ * plugin:<id>:api:read (GET) or plugin:<id>:api:write (other methods) first.
+ */
+export type PluginEndpointDef = Omit<EndpointDef, 'auth' | 'tag' | 'hidden' | 'bodyLimit' | 'stepUp' | 'middleware'> & {
+  /** a further permission the route needs, on top of the dispatch's api:read / api:write */
+  permission?: string;
+};
+
 export interface PluginContext {
   readonly id: string;
   readonly manifest: Readonly<PluginManifest>;
   /** the plugin's settings: environment, then the settings API, then the manifest default; null = unset */
   readonly config: Readonly<Record<string, string | null>>;
+  /**
+   * The settings as the module's `settingsSchema` validated and converted them (the same
+   * values as `config` when the module declares no schema).
+   */
+  readonly settings: Readonly<Record<string, unknown>>;
   /** a logger bound to this plugin ({plugin: id}) */
   readonly log: Logger;
   readonly bus: PluginBus;
@@ -80,13 +97,22 @@ export interface PluginContext {
   socketRequest(request: PluginSocketRequest, opts?: SocketRequestOptions): Promise<SocketResponsePayload>;
   /** adds an authentication provider whose id the manifest lists in auth_providers to the login chain */
   registerAuthProvider(provider: AuthProvider): void;
-  /** an extra guard for one route (on top of the api:read / api:write default) */
+  /** an extra guard for one route (on top of the api:read / api:write default); the API document names it */
   requirePermission(permission: string): Middleware;
+  /** a documented route (PluginEndpointDef): validated input, answers listed in /openapi.json */
+  endpoint(def: PluginEndpointDef, handler: EndpointHandler): void;
 }
 
 export interface PluginModule {
   setup(ctx: PluginContext): void | Promise<void>;
   teardown?(): void | Promise<void>;
+  /**
+   * The rules of the plugin's settings (every key of the manifest's `settings`, as strings or
+   * null): the host checks a change against them before storing it (400 naming the field), and
+   * setup gets the validated, converted values as `ctx.settings`. The host may import the
+   * module for this while the plugin is disabled: its top level must not act.
+   */
+  settingsSchema?(sdk: PluginSdk): Joi.ObjectSchema;
 }
 
 /** Thrown when a plugin reaches beyond its manifest. The message names the topic, provider or id. */

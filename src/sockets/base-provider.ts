@@ -16,9 +16,15 @@ export interface ProviderCapabilities {
 export const REQUIRED_CAPABILITIES = ['can_verify_mounts', 'can_repair_permissions'] as const;
 export const OPTIONAL_CAPABILITIES = ['can_spawn', 'can_cleanup', 'can_query_mounts'] as const;
 
-/** Every flag as a boolean (the optional ones false unless set). */
+/** Every flag as a boolean (the optional ones false unless set), and nothing else a provider added. */
 export function fullCapabilities(caps: ProviderCapabilities): Required<ProviderCapabilities> {
-  return { can_spawn: false, can_cleanup: false, can_query_mounts: false, ...caps };
+  return {
+    can_verify_mounts: caps.can_verify_mounts,
+    can_repair_permissions: caps.can_repair_permissions,
+    can_spawn: caps.can_spawn ?? false,
+    can_cleanup: caps.can_cleanup ?? false,
+    can_query_mounts: caps.can_query_mounts ?? false,
+  };
 }
 
 /**
@@ -31,7 +37,7 @@ export interface OperationHttp {
   method: 'GET' | 'POST';
   summary: string;
   description?: string;
-  /** what a 200 answers, in words */
+  /** what a 200 answers, in words (its shape is the operation's `result`) */
   response?: string;
 }
 
@@ -49,6 +55,11 @@ export interface ProviderOperation {
   /** further permissions that these (validated) args need, e.g. a read-write mount */
   permissionsFor?(args: any): string[];
   run(args: any): Promise<unknown>;
+  /**
+   * joi schema of what `run` resolves to: the `result` of its socket:response, and the 200 body
+   * its HTTP route documents (every key the result may leave out says `.optional()`)
+   */
+  result?: Joi.Schema;
   /** also an HTTP route (see OperationHttp); without it, bus and ws only */
   http?: OperationHttp;
 }

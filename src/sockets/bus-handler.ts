@@ -6,6 +6,7 @@ import { fullCapabilities, type ProviderOperation } from './base-provider.js';
 import { SocketError } from './errors.js';
 import { checkPathsSchema, repairSchema, type MountGuardian, type RepairOptions } from './mount-guardian.js';
 import type { SocketRegistry } from './registry.js';
+import { mountCheckResult, providerListResult, repairResult } from './schemas.js';
 import { DomainError, fieldErrorsOf, fieldErrorsText } from '../errors.js';
 
 /** A privileged socket operation as the audit trail records it (the composition root hands it on). */
@@ -211,6 +212,7 @@ export class SocketRequests {
           // which instance answered: each one lists the providers of its own host
           return { providers, available: providers.filter((p) => p.available).map((p) => p.name), total: providers.length, instance: this.deps.registry.instance };
         },
+        result: providerListResult,
       },
     };
     const guardian = this.deps.mountGuardian;
@@ -220,12 +222,14 @@ export class SocketRequests {
         permission: null,
         capability: 'can_verify_mounts',
         run: (a: { paths: string[] }) => guardian.check(a.paths),
+        result: mountCheckResult,
       };
       ops['mounts:repair'] = {
         schema: repairSchema,
         permission: 'socket:mounts:repair',
         capability: 'can_repair_permissions',
         run: ({ target_dir, ...options }: { target_dir: string } & RepairOptions) => guardian.repair(target_dir, options),
+        result: repairResult,
       };
     }
     return ops;

@@ -6,18 +6,20 @@ import { privateDir, type Config } from '../config.js';
 import type { EventBus } from '../bus/bus.js';
 import type { ClientChannels } from '../bus/channels.js';
 import type { Logger } from '../log.js';
-import { ApiRouter, guardFor, type Endpoint, type RouteAuth } from '../http/api.js';
+import { ApiRouter, guardFor, type Endpoint, type ResponseDoc, type RouteAuth } from '../http/api.js';
 import { HttpError, notFound, unauthorized } from '../http/errors.js';
 import { jsonBody } from '../http/body.js';
 import { validate } from '../http/validate.js';
 import { SocketRegistry } from './registry.js';
-import { MountGuardian, repairSchema } from './mount-guardian.js';
+import { CHECK_PATH_MAX_LENGTH, CHECK_PATHS_MAX, checkPathsSchema, MountGuardian, repairSchema } from './mount-guardian.js';
+import { mountCheckResult, providerListResult, repairResult } from './schemas.js';
 import { HostPaths } from './host-paths.js';
 import { SocketRequests, type SocketAuditEntry, type SocketCaller } from './bus-handler.js';
 import { ContainerProvider } from './container-provider.js';
 import type { OperationHttp, ProviderOperation, SocketProvider } from './base-provider.js';
 import { socketErrorToHttp } from './errors.js';
 import { actingFrom } from '../request-context.js';
+import { reachesHost } from '../iam/policy.js';
 
 /**
  * The socket provider registry with its bus operations and the HTTP API under /api/socket
@@ -132,7 +134,13 @@ export class SocketsComponent {
 
   routers(): Router[] {
     const api = new ApiRouter({ prefix: '/api/socket', tag: 'socket-management' });
-    const dirs = Joi.object({ required_dirs: Joi.string().max(16_384).description('comma-separated paths; default: SERVICE_MANAGED_DIRS') });
+    // the limits of mounts:check (checkPathsSchema), refused here under the parameter's own name;
+    // the header limit (431) bounds the whole string
+    const dirs = Joi.object({
+      required_dirs: Joi.string()
+        .custom((value: string, helpers) => (checkPathsSchema.validate(splitPaths(value)).error ? helpers.message({ custom: `{{#label}} must hold 1 to ${CHECK_PATHS_MAX} paths of at most ${CHECK_PATH_MAX_LENGTH} characters each` }) : value))
+        .description(`comma-separated paths (spaces around each trimmed, empty entries skipped): at most ${CHECK_PATHS_MAX} paths of at most ${CHECK_PATH_MAX_LENGTH} characters each; default: SERVICE_MANAGED_DIRS`),
+    });
     // the reads: open to anyone, or (SERVICE_SOCKET_READS_REQUIRE_AUTH) to signed-in callers only
     const reads: RouteAuth = this.deps.config.socketReadsRequireAuth ? 'identity' : 'optional';
 
@@ -144,10 +152,10 @@ export class SocketsComponent {
         description: 'Paths outside SERVICE_MANAGED_DIRS are reported with error `not_managed`.',
         auth: reads,
         query: dirs,
-        responses: { 200: { description: '{healthy, mounts: {<path>: {exists, writable, is_mount_point, owner_uid, mode, error}}}', schema: Joi.object({ healthy: Joi.boolean(), mounts: Joi.object().unknown(true) }) } },
+        responses: { 200: { description: 'each directory and its status', schema: mountCheckResult } },
       },
       async (ctx, { query: q }) => {
-        const paths = q.required_dirs ? q.required_dirs.split(',').map((p: string) => p.trim()).filter(Boolean) : this.guardian.managedDirs;
+        const paths = q.required_dirs ? splitPaths(q.required_dirs) : this.guardian.managedDirs;
         return this.run(ctx, 'mounts:check', { paths });
       },
     );
@@ -157,7 +165,7 @@ export class SocketsComponent {
         path: '/providers',
         summary: 'Registered socket providers, which are available, and why the others are not (`reason`)',
         auth: reads,
-        responses: { 200: { description: 'the providers of the instance that answered', schema: Joi.object({ providers: Joi.array().items(Joi.object().unknown(true)), available: Joi.array().items(Joi.string()), total: Joi.number().integer(), instance: Joi.string() }) } },
+        responses: { 200: { description: 'the providers of the instance that answered', schema: providerListResult } },
       },
       (ctx) => this.run(ctx, 'provider:list'),
     );
@@ -176,7 +184,11 @@ export class SocketsComponent {
         auth: { permission: 'socket:mounts:repair' },
         body: repairSchema,
         bodyMode: 'manual',
-        responses: { 200: '{status: "repaired", target_dir, changed}', 404: 'no such directory' },
+        responses: {
+          200: { description: 'the directory repaired and what changed', schema: repairResult },
+          403: 'forbidden: the caller lacks socket:mounts:repair; or step_up_required: verify the second factor again; or target_dir (symlinks resolved) lies outside SERVICE_MANAGED_DIRS or in the data dir (details name target_dir)',
+          404: 'not_found: no such directory',
+        },
       },
       (ctx) => this.run(ctx, 'mounts:repair', objectBody(ctx)),
     );
@@ -200,6 +212,22 @@ function httpAuth(op: ProviderOperation, owner: string | undefined, readsRequire
 
 function operationEndpoint(providerName: string, name: string, op: ProviderOperation, http: OperationHttp, owner: string | undefined, readsRequireAuth: boolean): Endpoint {
   const fullPath = `/api/socket/${providerName}/${name.replace(/_/g, '-')}`;
+  const auth = httpAuth(op, owner, readsRequireAuth);
+  const responses: Record<number, string | ResponseDoc> = {
+    200: {
+      description: http.response ?? 'the result',
+      // an operation that does not declare its result: any JSON, and the document says so
+      schema: op.result ?? { description: 'any JSON value: the provider does not describe the result of this operation' },
+    },
+    502: 'bad_gateway: the operation failed in the provider or the service behind it',
+  };
+  if (op.requires_available !== false) responses[503] = 'unavailable: the provider is not available';
+  // args that ask for more (permissionsFor): a further permission, refused to nobody in particular as 401
+  const stepUp = op.permission !== null && reachesHost(op.permission);
+  if (op.permissionsFor) {
+    if (auth === 'optional') responses[401] = 'unauthorized: the args ask for a permission and no valid credential was given';
+    responses[403] = `forbidden: the caller lacks ${op.permission ? `${op.permission} or ` : ''}a permission these args ask for (the message names it)${stepUp ? '; or step_up_required: verify the second factor again' : ''}`;
+  }
   return {
     method: http.method,
     path: fullPath,
@@ -207,14 +235,20 @@ function operationEndpoint(providerName: string, name: string, op: ProviderOpera
     tag: 'socket-management',
     summary: http.summary,
     description: http.description,
-    auth: httpAuth(op, owner, readsRequireAuth),
+    auth,
+    // an operation that reaches the host needs a recent second factor from a web session (the bus handler's stepUp)
+    stepUp,
     ...(http.method === 'GET' ? { query: op.schema } : { body: op.schema, bodyMode: 'manual' as const }),
-    responses: Object.fromEntries([
-      [200, http.response ?? 'the result'],
-      [502, 'bad_gateway: the operation failed in the provider or the service behind it'],
-      ...(op.requires_available === false ? [] : [[503, 'the provider is not available']]),
-    ]),
+    responses,
   };
+}
+
+/** required_dirs as paths: comma-separated, each trimmed, empty entries skipped. */
+function splitPaths(list: string): string[] {
+  return list
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
 }
 
 function objectBody(ctx: Context): Record<string, unknown> {

@@ -22,6 +22,7 @@ import {
   primaryName,
   realOrResolved,
   realpathOrSelf,
+  RESULTS,
   RUNNER_LABEL,
   SPAWN_PERMISSION,
   spawnSchema,
@@ -361,18 +362,27 @@ export class ContainerProvider extends SocketProvider {
     const none = Joi.object({});
     const prefix = prefixSchema.default(this.runnerPrefix).description('name prefix of the runner containers; default SERVICE_RUNNER_PREFIX');
     return {
-      health: { schema: none, permission: null, requires_available: false, run: () => this.sharedHealth(), http: { method: 'GET', summary: 'Container daemon health', response: '{healthy, daemon: {version, api_version}, containers_running, containers_total, images, error?}' } },
-      mounts: { schema: none, permission: null, run: () => this.get_mounts(), http: { method: 'GET', summary: 'Container mount mappings', response: '{mounts: {<container id>: {<destination>: <source>}}}' } },
-      storage_root: { schema: none, permission: null, run: async () => ({ storage_root: await this.detect_storage_root() }), http: { method: 'GET', summary: 'The host storage root as seen inside containers', response: '{storage_root: "<host path>" | null}' } },
+      health: {
+        schema: none,
+        permission: null,
+        requires_available: false,
+        run: () => this.sharedHealth(),
+        result: RESULTS.health,
+        http: { method: 'GET', summary: 'Container daemon health', response: 'the daemon\'s health; a daemon that does not answer is healthy: false, not an error' },
+      },
+      mounts: { schema: none, permission: null, run: () => this.get_mounts(), result: RESULTS.mounts, http: { method: 'GET', summary: 'Container mount mappings', response: 'the mounts of each running container' } },
+      storage_root: { schema: none, permission: null, run: async () => ({ storage_root: await this.detect_storage_root() }), result: RESULTS.storage_root, http: { method: 'GET', summary: 'The host storage root as seen inside containers', response: 'the storage root' } },
       resolve_mounts: {
         schema: Joi.object({ targets: Joi.array().items(absolutePath).min(1).max(64).required() }),
         permission: null,
         run: (a: { targets: string[] }) => this.resolve_mounts(a.targets),
+        result: RESULTS.resolve_mounts,
       },
       runners: {
         schema: Joi.object({ prefix }),
         permission: null,
         run: async (a: { prefix: string }) => ({ runners: await this.runners(a.prefix) }),
+        result: RESULTS.runners,
       },
       cleanup: {
         schema: Joi.object({
@@ -383,13 +393,15 @@ export class ContainerProvider extends SocketProvider {
         permission: 'socket:container:cleanup',
         run: (a: { prefix: string; max_age_minutes: number; dry_run: boolean }) =>
           this.cleanup_stale(a.prefix, a.max_age_minutes, { dry_run: a.dry_run }),
-        http: { method: 'POST', summary: 'Remove stale runner containers', description: 'Only containers whose name starts with the prefix are touched.', response: '{removed: [{id, name}], errors: []}' },
+        result: RESULTS.cleanup,
+        http: { method: 'POST', summary: 'Remove stale runner containers', description: 'Only containers whose name starts with the prefix are touched.', response: 'what was removed (or would be, with dry_run), and what could not be' },
       },
       spawn: {
         schema: spawnSchema(this.runnerPrefix),
         permission: SPAWN_PERMISSION,
         permissionsFor: (a: SpawnRequest) => (a.mounts?.some((m) => m.read_only === false) ? [MOUNT_RW_PERMISSION] : []),
         run: (a: SpawnRequest) => this.spawn(a),
+        result: RESULTS.spawn,
       },
     };
   }

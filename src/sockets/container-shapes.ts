@@ -167,3 +167,37 @@ export function daemonFailure(err: unknown, what: string): { down: boolean; erro
   const detail = (e?.json?.message ?? e?.message ?? String(err)).slice(0, 300);
   return { down: false, error: new SocketError('failed', `${what} failed: ${detail}`, e?.statusCode ? { status: e.statusCode } : undefined) };
 }
+
+/** What the container provider's operations answer (their `result`; the HTTP routes' 200 bodies). */
+const containerRef = { id: Joi.string(), name: Joi.string() };
+
+export const RESULTS = {
+  health: Joi.object({
+    healthy: Joi.boolean(),
+    daemon: Joi.object({ version: Joi.string().allow(null), api_version: Joi.string().allow(null) }),
+    containers_running: Joi.number().integer().min(0).allow(null).description('null when the daemon did not answer'),
+    containers_total: Joi.number().integer().min(0).allow(null),
+    images: Joi.number().integer().min(0).allow(null),
+    error: Joi.string().optional().description('why the daemon is not healthy (only then)'),
+  }),
+  mounts: Joi.object({
+    mounts: Joi.object()
+      .pattern(Joi.string(), Joi.object().pattern(Joi.string(), Joi.string().allow('')).description('{<destination>: <source>}'))
+      .description('the running containers by id'),
+  }),
+  storage_root: Joi.object({ storage_root: Joi.string().allow(null).description('the host path of the data dir; null when the service does not run in a container of this daemon') }),
+  resolve_mounts: Joi.object({
+    in_container: Joi.boolean(),
+    container_id: Joi.string().allow(null),
+    resolved: Joi.object().pattern(Joi.string(), Joi.string().allow(null)).description('{<target>: <host path> | null}'),
+  }),
+  runners: Joi.object({
+    runners: Joi.array().items(Joi.object({ ...containerRef, state: Joi.string(), created_at: Joi.string().isoDate(), image: Joi.string() })),
+  }),
+  cleanup: Joi.object({
+    dry_run: Joi.boolean(),
+    removed: Joi.array().items(Joi.object(containerRef)).description('removed (with dry_run: what would be)'),
+    errors: Joi.array().items(Joi.object({ ...containerRef, error: Joi.string() })).description('containers that could not be removed'),
+  }),
+  spawn: Joi.object(containerRef),
+} as const;

@@ -47,7 +47,11 @@ export interface RepairResult {
 
 const MAX_ID = 4_294_967_294;
 
-export const checkPathsSchema = Joi.array().items(Joi.string().min(1).max(4096)).min(1).max(64);
+/** how many paths one mounts:check takes, and how long each may be */
+export const CHECK_PATHS_MAX = 64;
+export const CHECK_PATH_MAX_LENGTH = 4096;
+
+export const checkPathsSchema = Joi.array().items(Joi.string().min(1).max(CHECK_PATH_MAX_LENGTH)).min(1).max(CHECK_PATHS_MAX);
 
 export const repairSchema = Joi.object({
   target_dir: Joi.string().min(1).max(4096).required(),

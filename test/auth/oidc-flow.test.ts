@@ -112,6 +112,19 @@ describe('OIDC login flow end to end (real oidc-provider IdP)', function () {
     expect((await userNamed(svc.url, 'alice-2'))).to.equal(undefined);
   });
 
+  it('the sign-in redirects carry their Location and no body, whatever the client accepts', async function () {
+    const agent = request.agent(svc.url);
+    const startRes = await agent.get('/api/auth/oidc/start').set('Accept', 'text/html').expect(302);
+    const callback = await agent.get(await idpLogin(startRes.headers.location, 'alice-sub')).set('Accept', 'text/html').expect(302);
+    const complete = await agent.get(callback.headers.location).set('Accept', 'application/json').expect(302);
+    const refused = await request(svc.url).get('/auth/complete').query({ code: 'svc_not-a-code' }).expect(302);
+    for (const res of [startRes, callback, complete, refused]) {
+      expect(res.headers.location).to.be.a('string').that.is.not.empty;
+      expect(res.text).to.equal('');
+      expect(res.headers['content-type']).to.equal(undefined);
+    }
+  });
+
   it('token-exchange for a client redirect_uri: login body once, then 401', async function () {
     const agent = request.agent(svc.url);
     const authUrl = await start(agent, { redirect_uri: `${ORIGIN}/app/callback` });

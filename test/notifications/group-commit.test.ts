@@ -126,6 +126,16 @@ describe('notifications: group commit, bulk sends, history pages', function () {
     await request(svc.url).post('/api/notifications/batch').set('Authorization', 'Basic ' + Buffer.from('gina:gina-password-1').toString('base64')).send({ notifications: [{ title: 'a', message: 'm', user: 'hank' }] }).expect(403);
   });
 
+  it('bulk: a clear of an id never stored is pushed without a seq', async () => {
+    const res = await request(svc.url)
+      .post('/api/notifications/batch')
+      .set(admin)
+      .send({ notifications: [{ id: 'bulk-never-stored', action: 'clear' }, { title: 'after it', message: 'm' }] })
+      .expect(202);
+    expect(res.body.notifications[0]).to.deep.equal({ id: 'bulk-never-stored', seq: null });
+    expect(res.body.notifications[1].seq).to.be.a('number');
+  });
+
   it('a database error inside a batch fails exactly the callers of that batch, and none of it is visible', async () => {
     const db = svc.service.db;
     const pg = db.client.config.client === 'pg';

@@ -53,6 +53,18 @@ describe('notifications history API', function () {
       expect((await api(svc).post('/api/notifications').set('Authorization', adminAuth()).type('json').send('{nope')).status).to.equal(400);
       expect((await post(adminAuth(), [1, 2])).status).to.equal(400);
     });
+
+    it('requires a title and a message, or for a clear only the id', async () => {
+      const empty = await post(adminAuth(), {});
+      expect(empty.status).to.equal(400);
+      expect(empty.body.error.details.map((d: any) => d.field).sort()).to.deep.equal(['message', 'title']);
+      const clearNoId = await post(adminAuth(), { action: 'clear' });
+      expect(clearNoId.status).to.equal(400);
+      expect(clearNoId.body.error.details.map((d: any) => d.field)).to.deep.equal(['id']);
+      const clear = await post(adminAuth(), { id: 'never-stored', action: 'clear' });
+      expect(clear.status).to.equal(202);
+      expect(clear.body).to.deep.equal({ id: 'never-stored', seq: null });
+    });
   });
 
   describe('visibility and read state', () => {
@@ -176,7 +188,7 @@ describe('notifications history API', function () {
     });
 
     it('validates the query', async () => {
-      for (const q of ['?limit=0', '?limit=201', '?since=-1', '?since=abc', '?unread=maybe', '?other=1']) {
+      for (const q of ['?limit=0', '?limit=201', '?since=-1', '?since=abc', '?unread=maybe', '?other=1', '?since=1&before=5']) {
         const res = await api(svc).get(`/api/notifications${q}`).set('Authorization', alice.auth);
         expect(res.status, q).to.equal(400);
       }

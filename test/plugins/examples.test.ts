@@ -90,19 +90,35 @@ describe('example plugins', () => {
       const res = await request(svc.url).get('/api/plugins/outbound-forwarder/status').set('Authorization', viewer).expect(403);
       expect(res.body.error.message).to.equal('missing permission plugin:outbound-forwarder:deliveries.read');
       await request(svc.url).post('/api/plugins/outbound-forwarder/test').set('Authorization', admin()).expect(409);
+      // the document says what the server does: status needs deliveries.read, test answers 202 or 409
+      const paths = (await request(svc.url).get('/openapi.json').expect(200)).body.paths;
+      expect(paths['/api/plugins/outbound-forwarder/status'].get['x-permission']).to.equal('plugin:outbound-forwarder:deliveries.read');
+      expect(paths['/api/plugins/outbound-forwarder/test'].post.responses).to.include.keys('202', '409').and.not.have.property('200');
     });
 
-    it('settings: secrets masked, environment values locked, unknown keys refused, bad values fail the plugin', async () => {
-      await request(svc.url).patch('/api/plugins/outbound-forwarder/settings').set('Authorization', admin()).send({ nope: 'x' }).expect(400);
-      const locked = await request(svc.url).patch('/api/plugins/outbound-forwarder/settings').set('Authorization', admin()).send({ timeout_ms: '5' }).expect(409);
+    it("settings: secrets masked, environment values locked, unknown keys refused, values the plugin's rules refuse never stored", async () => {
+      const patch = (changes: Record<string, string | null>) => request(svc.url).patch('/api/plugins/outbound-forwarder/settings').set('Authorization', admin()).send(changes);
+      await patch({ nope: 'x' }).expect(400);
+      const locked = await patch({ timeout_ms: '5' }).expect(409);
       expect(locked.body.error.message).to.contain('timeout_ms');
       await request(svc.url).patch('/api/plugins/outbound-forwarder/settings').set('Authorization', viewer).send({ url: receiverUrl }).expect(403);
 
-      const failed = await configure({ url: receiverUrl, secret: SECRET, max_attempts: '0' });
-      expect(failed.plugin).to.include({ state: 'failed' });
-      expect(failed.plugin.error).to.contain('"max_attempts" must be greater than or equal to 1');
-      expect(failed.plugin.error).not.to.contain(SECRET);
+      // a value out of the plugin's range: 400 naming it, nothing stored, the plugin runs on
+      for (const max_attempts of ['999', '0']) {
+        const refused = await patch({ url: receiverUrl, secret: SECRET, max_attempts }).expect(400);
+        expect(refused.body.error.details, max_attempts).to.deep.equal([{ field: 'max_attempts', message: max_attempts === '0' ? 'must be greater than or equal to 1' : 'must be less than or equal to 20' }]);
+        expect(JSON.stringify(refused.body)).not.to.contain(SECRET);
+      }
+      // a url without the secret that signs its deliveries
+      const unsigned = await patch({ url: receiverUrl }).expect(400);
+      expect(unsigned.body.error.details.map((d: { field: string }) => d.field)).to.deep.equal(['secret']);
+      const settings = (await request(svc.url).get('/api/plugins/outbound-forwarder/settings').set('Authorization', admin()).expect(200)).body.settings;
+      expect(settings.filter((x: { source: string }) => x.source === 'store')).to.deep.equal([]);
+      const plugin = (await request(svc.url).get('/api/plugins').set('Authorization', admin()).expect(200)).body.plugins.find((x: any) => x.id === 'outbound-forwarder');
+      expect(plugin).to.include({ state: 'loaded', error: null });
+      expect(await status()).to.include({ configured: false });
 
+      await configure({ url: receiverUrl, secret: SECRET });
       const ok = await configure({ max_attempts: '4', backoff_ms: '40' });
       expect(ok.plugin).to.include({ state: 'loaded', error: null });
       const byKey = Object.fromEntries(ok.settings.map((s: any) => [s.key, s]));

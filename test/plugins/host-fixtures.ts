@@ -45,8 +45,14 @@ export async function setup(ctx) {
   ctx.registerSocketProvider(${PROVIDER_CLASS('goodsock')});
   probe.own = await ctx.socketRequest({ operation: 'goodsock:ping' });
   probe.config = ctx.config;
-  ctx.router.get('/hello', (koa) => { koa.body = { hello: ctx.sdk.identity(koa).username }; });
-  ctx.router.post('/echo', (koa) => { ctx.bus.emit('plugin:good:hello', {}); koa.body = { echo: ctx.sdk.jsonBody(koa) }; });
+  const { Joi } = ctx.sdk;
+  // declared routes: validated input, answers in the API document
+  ctx.endpoint({ method: 'GET', path: '/hello', summary: 'greets the caller', responses: { 200: { description: 'the greeting', schema: Joi.object({ hello: Joi.string() }) } } }, (koa) => ({ hello: ctx.sdk.identity(koa).username }));
+  ctx.endpoint(
+    { method: 'POST', path: '/echo', summary: 'answers its body', body: Joi.object({ a: Joi.number().integer() }), responses: { 200: { description: 'the body', schema: Joi.object({ echo: Joi.object({ a: Joi.number().integer().optional() }) }) } } },
+    (_koa, { body }) => { ctx.bus.emit('plugin:good:hello', {}); return { echo: body }; },
+  );
+  // a plain route with a guard of its own: the document names the guard's permission
   ctx.router.get('/run', ctx.requirePermission('plugin:good:run'), (koa) => { koa.body = { ran: true }; });
 }
 export function teardown() { P.good.teardowns += 1; }
@@ -122,7 +128,15 @@ export function teardown() { P.thrower.teardowns += 1; }
       entry: 'index.mjs',
       settings: { endpoint: { description: 'where to send' }, token: { description: 'bearer token sent there', secret: true, sent_to: ['endpoint'] } },
     },
-    { 'index.mjs': 'export function setup() {}\n' },
+    {
+      // the settings' rules, declared once: the host checks changes against them, setup gets the values
+      'index.mjs': `const P = (globalThis.__pluginProbe ??= {});
+export function settingsSchema({ Joi }) {
+  return Joi.object({ endpoint: Joi.string().uri({ scheme: ['https'] }).allow(null), token: Joi.string().min(16).allow(null) });
+}
+export function setup(ctx) { P.relay = { settings: ctx.settings }; }
+`,
+    },
   );
 
   writePlugin(pluginsDir, 'broken', { id: 'broken', name: '', version: 'one', entry: 'index.mjs', permissions: { subscribe: ['bad topic'], emit: ['db:connected'] }, extra: 1 });

@@ -170,6 +170,22 @@ describe('plugin host', () => {
     await request(svc.url).get('/api/plugins/nosuch/hello').set('Authorization', admin()).expect(404);
   });
 
+  it("documents each plugin route as the server serves it: a declared route's input and answers, a plain route's own guard", async () => {
+    // a declared route validates its body before the handler runs
+    const bad = await request(svc.url).post('/api/plugins/good/echo').set('Authorization', users.user).send({ a: 'x' }).expect(400);
+    expect(bad.body.error.details.map((d: { field: string }) => d.field)).to.deep.equal(['a']);
+    const paths = (await request(svc.url).get('/openapi.json').expect(200)).body.paths;
+    const echo = paths['/api/plugins/good/echo'].post;
+    expect(echo).to.include({ summary: 'answers its body', 'x-permission': 'plugin:good:api:write' });
+    expect(echo.requestBody.content['application/json'].schema.properties).to.have.keys('a');
+    expect(echo.responses['200'].content['application/json'].schema.required).to.deep.equal(['echo']);
+    // the route's own guard is what a caller needs beyond the dispatch's api:read
+    const run = paths['/api/plugins/good/run'].get;
+    expect(run).to.include({ 'x-permission': 'plugin:good:run' });
+    expect(run.description).to.contain('plugin:good:api:read');
+    expect(paths['/api/plugins/good/hello'].get).to.include({ 'x-permission': 'plugin:good:api:read' });
+  });
+
   it('/api/me/access fills the plugin entries for viewer, user and admin', async () => {
     const access = async (auth: string) => (await request(svc.url).get('/api/me/access').set('Authorization', auth).expect(200)).body;
     const viewer = await access(users.viewer);
@@ -266,6 +282,34 @@ describe('plugin host', () => {
     // without a stored secret there is nothing to follow the endpoint
     await patch({ token: null }).expect(200);
     await patch({ endpoint: 'https://relay3.example.com/in' }).expect(200);
+  });
+
+  it("checks settings against the plugin's own rules before storing them, running or disabled", async () => {
+    const patch = (body: Record<string, unknown>) => request(svc.url).patch('/api/plugins/relay/settings').set('Authorization', admin()).send(body);
+    const endpoint = async () => (await request(svc.url).get('/api/plugins/relay/settings').set('Authorization', admin()).expect(200)).body.settings.find((x: { key: string }) => x.key === 'endpoint').value;
+    const before = await endpoint();
+    // each setup leaves its settings in the probe: a refused change runs no setup
+    expect(probe().relay).to.be.an('object');
+    delete probe().relay;
+    const refused = await patch({ endpoint: 'http://relay.example.com/in', token: 'short' }).expect(400);
+    expect(refused.body.error.details.map((d: { field: string }) => d.field)).to.deep.equal(['endpoint', 'token']);
+    expect(refused.body.error.message).not.to.contain('short');
+    // nothing stored, and the plugin was not restarted
+    expect(await endpoint()).to.equal(before);
+    expect(probe().relay).to.equal(undefined);
+    expect((await list()).relay).to.include({ state: 'loaded', error: null });
+    // setup receives the values the rules made
+    await patch({ endpoint: 'https://relay4.example.com/in', token: 'relay-token-0123456789' }).expect(200);
+    expect(probe().relay.settings).to.deep.equal({ endpoint: 'https://relay4.example.com/in', token: 'relay-token-0123456789' });
+    // a disabled plugin's settings are checked against the same rules
+    await request(svc.url).post('/api/plugins/relay/disable').set('Authorization', admin()).expect(200);
+    try {
+      const disabled = await patch({ endpoint: 'ftp://relay.example.com/in', token: 'relay-token-0123456789' }).expect(400);
+      expect(disabled.body.error.details.map((d: { field: string }) => d.field)).to.deep.equal(['endpoint']);
+      expect(await endpoint()).to.equal('https://relay4.example.com/in');
+    } finally {
+      await request(svc.url).post('/api/plugins/relay/enable').set('Authorization', admin()).expect(200);
+    }
   });
 
   it("follows another instance's plugin change by what the database says, never by the message alone", async () => {

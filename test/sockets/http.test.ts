@@ -167,6 +167,7 @@ describe('socket HTTP API', function () {
             permission: null,
             permissionsFor: (a: { deep: boolean }) => (a.deep ? ['socket:probe:deep'] : []),
             run: async (a: { deep: boolean }) => ({ poked: true, deep: a.deep }),
+            result: Joi.object({ poked: Joi.boolean(), deep: Joi.boolean() }),
             http: { method: 'POST' as const, summary: 'poke' },
           },
           crash: { schema: Joi.object({}), permission: null, run: async () => Promise.reject(new Error('secret detail /etc/x')), http: { method: 'POST' as const, summary: 'crash' } },
@@ -195,6 +196,10 @@ describe('socket HTTP API', function () {
       expect(refused.body.error).to.deep.equal({ code: 'bad_gateway', message: 'the daemon said no', details: { status: 500 } });
       const doc = (await request(svc.url).get('/openapi.json').expect(200)).body;
       expect(doc.paths).to.have.property('/api/socket/probe/poke');
+      // the declared result is the 200's schema; args that ask for a permission can be 401 and 403
+      const poke = doc.paths['/api/socket/probe/poke'].post.responses;
+      expect(poke['200'].content['application/json'].schema).to.deep.include({ required: ['poked', 'deep'], additionalProperties: false });
+      expect(poke).to.include.keys('401', '403');
       expect(doc.paths['/api/socket/probe/crash'].post.responses).to.have.property('502');
       expect(Object.keys(doc.paths).filter((p) => p.startsWith('/api/socket/broken'))).to.deep.equal([]);
     } finally {
@@ -221,6 +226,16 @@ describe('socket HTTP API', function () {
     expect(Object.keys(all.mounts)).to.deep.equal(svc.config.managedDirs);
     expect(all.mounts[svc.config.managedDirs[0]]).to.include({ exists: true, writable: true });
     expect(all.healthy).to.equal(true);
+    // the limits the document states: 64 paths, 4,096 characters each
+    const many = Array.from({ length: 65 }, (_, i) => `/p${i}`).join(',');
+    for (const required_dirs of [many, `/${'x'.repeat(4096)}`]) {
+      const res = await request(svc.url).get('/api/socket/health').query({ required_dirs }).expect(400);
+      expect(res.body.error.details.map((d: { field: string }) => d.field)).to.deep.equal(['required_dirs']);
+    }
+    await request(svc.url).get('/api/socket/health').query({ required_dirs: Array.from({ length: 64 }, (_, i) => `/p${i}`).join(',') }).expect(200);
+    const documented = (await request(svc.url).get('/openapi.json').expect(200)).body.paths['/api/socket/health'].get.parameters[0];
+    expect(documented.description).to.contain('at most 64 paths of at most 4096 characters each');
+    expect(documented.schema).not.to.have.property('maxLength');
   });
 
   it('repair: guarded, inside managed dirs only, symlink escapes 403, missing 404, bad mode 400', async () => {
@@ -353,6 +368,12 @@ describe('socket HTTP API', function () {
     expect(h.error).to.be.a('string');
     const c = await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', operator).send({ max_age_minutes: 0 }).expect(503);
     expect(c.body.error.code).to.equal('unavailable');
+    // a bad body is the caller's 400 whether the daemon is up or not: the args are checked first
+    for (const body of [{ max_age_minutes: -1 }, { prefix: '.*' }, { surprise: 1 }]) {
+      const bad = await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', operator).send(body);
+      expect(bad.status, JSON.stringify(body)).to.equal(400);
+      expect(bad.body.error.code).to.equal('validation_failed');
+    }
     await request(svc.url).get('/readyz').expect(200);
   });
 });

@@ -148,6 +148,16 @@ describe('sockets/registry', () => {
     expect(registry.ownerOf('dhcp')).to.equal('net-plugin');
   });
 
+  it('lists the capability flags and nothing else a provider put beside them', async () => {
+    class ChattyProvider extends EchoProvider {
+      override readonly name = 'chatty';
+      override readonly capabilities = { can_verify_mounts: true, can_repair_permissions: false, can_fly: true } as unknown as ProviderCapabilities;
+    }
+    registry.register(ChattyProvider as never, { owner: 'core' });
+    const [entry] = await registry.list();
+    expect(entry!.capabilities).to.deep.equal({ ...NO_CAPS, can_verify_mounts: true });
+  });
+
   it('applies the registration policy (e.g. the plugin manifest)', () => {
     registry.setPolicy((owner, name) => (owner === 'core' || name === 'dhcp' ? true : `${owner} did not declare ${name}`));
     expectRejected(() => registry.register(EchoProvider as never, { owner: 'rogue' }), 'not_allowed');

@@ -85,10 +85,22 @@ function mediaType(contentType: string | undefined): string {
   return (contentType ?? '').split(';')[0]!.trim().toLowerCase();
 }
 
+/** The path as the service routes it: without the query, percent-decoded (`/api/%6De` is `/api/me`). */
+function routedPath(url: string): string {
+  const path = url.split('?')[0]!;
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path;
+  }
+}
+
+/** Answers given before routing (src/http/app.ts, the authentication middleware), to any path. */
+const NOT_ROUTED = new Set([400, 401, 403, 413, 429, 500, 503]);
+
 /** One response against the document; returns what is wrong, or null. */
 function check(c: Checker, method: string, url: string, status: number, contentType: string | undefined, body: Buffer): string | null {
-  const path = url.split('?')[0]!;
-  const found = c.router.find(method as FindMyWay.HTTPMethod, path);
+  const found = c.router.find(method as FindMyWay.HTTPMethod, routedPath(url));
   const type = mediaType(contentType);
   const json = type === 'application/json' || type.endsWith('+json');
   let parsed: unknown;
@@ -105,15 +117,17 @@ function check(c: Checker, method: string, url: string, status: number, contentT
     return `the body does not match ${ref}: ${c.ajv.errorsText(v.errors, { separator: '; ' })}\n      body: ${JSON.stringify(parsed).slice(0, 400)}`;
   };
   if (!found) {
-    // not an operation of the document: only "no such route" or "not this method"
-    if (status === 404 || status === 405 || status === 503) return json ? validate('#/components/schemas/Error') : `answered ${status} without the error body`;
+    // not an operation of the document: "no such route", "not this method", or an answer any
+    // request may get before it is routed (a refused credential, the enrolment wall, the limits)
+    if (status === 404 || status === 405 || NOT_ROUTED.has(status)) return json ? validate('#/components/schemas/Error') : `answered ${status} without the error body`;
     return `answered ${status} to a request the document has no operation for`;
   }
   const docPath = (found.store as { path: string }).path;
   const op = c.doc.paths[docPath]![method.toLowerCase()]!;
-  let response = op.responses[String(status)] ?? op.responses[`${String(status)[0]}XX`] ?? op.responses.default;
-  let at = pointer('paths', docPath, method.toLowerCase(), 'responses', String(status));
-  if (!response) return `status ${status} is not documented for ${method} ${docPath} (documented: ${Object.keys(op.responses).join(', ')})`;
+  const key = [String(status), `${String(status)[0]}XX`, 'default'].find((k) => op.responses[k]);
+  if (!key) return `status ${status} is not documented for ${method} ${docPath} (documented: ${Object.keys(op.responses).join(', ')})`;
+  let response = op.responses[key]!;
+  let at = pointer('paths', docPath, method.toLowerCase(), 'responses', key);
   if (response.$ref) {
     at = response.$ref;
     const shared = c.doc.components.responses?.[response.$ref.split('/').pop()!];
@@ -133,7 +147,7 @@ function check(c: Checker, method: string, url: string, status: number, contentT
 /** Under /api, and the few paths outside it the document names (the ws endpoint, the sign-in redirects); not pages or assets. */
 function inScope(service: Service, url: string): boolean {
   if (url === '/api' || url.startsWith('/api/') || url.startsWith('/api?')) return true;
-  const path = url.split('?')[0]!;
+  const path = routedPath(url);
   if (path.startsWith('/static/')) return false;
   const router = checkerFor(service.openApiDocument()).router;
   return ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].some((m) => router.find(m as FindMyWay.HTTPMethod, path));

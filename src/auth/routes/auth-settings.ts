@@ -9,6 +9,35 @@ import { patchSchema } from '../settings.js';
 import { changeAuthSettings } from '../settings-change.js';
 import { noStore } from '../sessions.js';
 import { actor } from '../guards.js';
+import { CROSS_ORIGIN, STEP_UP } from './views.js';
+
+/** One field of the settings (AuthSettingView of src/client/api-types.ts). */
+const authSettingView = Joi.object({
+  label: Joi.string().description('how the settings page shows it'),
+  kind: Joi.string().valid('string', 'secret', 'boolean', 'list', 'mapping'),
+  value: Joi.alternatives()
+    .try(Joi.string(), Joi.number(), Joi.boolean(), Joi.array().items(Joi.string()), Joi.object().pattern(Joi.string(), Joi.array().items(Joi.string())))
+    .allow(null)
+    .description('as `kind` says: a string (or a number, or `auto` or a boolean, for the fields that take one), a boolean, a list, a mapping of names to lists of groups; a secret answers its mask; null: not set'),
+  source: Joi.string().valid('env', 'store', 'default'),
+  locked: Joi.boolean().description('set in the environment: not changeable here'),
+  secret: Joi.boolean(),
+  configured: Joi.boolean(),
+}).id('AuthSettingView');
+
+/** GET and PATCH /api/settings/auth: every field by its API name, and the provider chain built from them. */
+const authSettingsView = Joi.object({
+  settings: Joi.object().pattern(Joi.string(), authSettingView),
+  chain: Joi.array().items(
+    Joi.object({
+      id: Joi.string(),
+      kind: Joi.string().valid('credentials', 'redirect'),
+      label: Joi.string(),
+      source: Joi.string().valid('config', 'plugin'),
+      plugin: Joi.string().allow(null).description('the plugin that registered it'),
+    }),
+  ),
+}).id('AuthSettings');
 
 /** GET|PATCH /api/settings/auth: the login providers' settings, and the chain they build. */
 export function authSettingsRoutes(auth: AuthComponent): Router {
@@ -18,13 +47,6 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
     settings: auth.authSettings.view(),
     chain: auth.chain.entries().map((e: ChainEntry) => ({ id: e.provider.id, kind: e.provider.kind, label: e.provider.label, source: e.source, plugin: e.plugin })),
   });
-  const settingsResponse = Joi.object({
-    settings: Joi.object().pattern(
-      Joi.string(),
-      Joi.object({ label: Joi.string(), kind: Joi.string().valid('string', 'secret', 'boolean', 'list', 'mapping'), value: Joi.any(), source: Joi.string().valid('env', 'store', 'default'), locked: Joi.boolean(), secret: Joi.boolean(), configured: Joi.boolean() }),
-    ),
-    chain: Joi.array().items(Joi.object({ id: Joi.string(), kind: Joi.string(), label: Joi.string(), source: Joi.string(), plugin: Joi.string().allow(null) })),
-  });
 
   api.endpoint(
     {
@@ -33,7 +55,7 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
       tag: 'settings',
       summary: 'Authentication provider settings (secrets masked, env-set fields locked)',
       auth: ADMIN,
-      responses: { 200: { description: 'every field with its source and lock, and the built chain', schema: settingsResponse } },
+      responses: { 200: { description: 'every field with its source and lock, and the built chain', schema: authSettingsView } },
     },
     (ctx) => {
       noStore(ctx);
@@ -53,7 +75,11 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
       body: patchSchema,
       // 409 for a locked field comes before validation of its value
       bodyMode: 'manual',
-      responses: { 200: { description: 'the new settings', schema: settingsResponse }, 403: 'hands out host access', 409: 'a field is set in the environment' },
+      responses: {
+        200: { description: 'the new settings', schema: authSettingsView },
+        403: 'forbidden: the caller lacks feature:admin.settings; or the default groups or a group mapping hand out host access and the caller is not a superadmin; or ' + `${STEP_UP}; or ${CROSS_ORIGIN}`,
+        409: 'conflict: a field is set in the environment (`details.locked` names them)',
+      },
     },
     async (ctx) => {
       noStore(ctx);

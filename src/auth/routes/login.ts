@@ -6,25 +6,17 @@ import { HttpError, rateLimited, unauthorized } from '../../http/errors.js';
 import { ApiRouter } from '../../http/api.js';
 import { checkOrigin, credentialsLogin, loginBody, loginSchema, logout, noStore, providerList, startCookieSession } from '../sessions.js';
 import { REFUSAL_TEXT } from '../providers/refusal.js';
+import { CROSS_ORIGIN, FOREIGN_PAGE, secondStepView, sessionView } from './views.js';
 
 /** The login API: password login, logout, and the providers a login page offers. */
 
-export const sessionResponse = Joi.object({
-  token: Joi.string().description('the web-session token (Bearer); also starts the UI cookie session'),
-  token_type: Joi.string().valid('session'),
-  expires_at: Joi.string().isoDate(),
-  user: Joi.object({ id: Joi.string().guid(), username: Joi.string(), display_name: Joi.string().allow(null), email: Joi.string().allow(null), groups: Joi.array().items(Joi.string()) }),
-});
-
-/** An account with a second factor: no session yet, the second step (POST /api/auth/login/mfa) first. */
-export const secondStepResponse = Joi.object({
-  mfa_required: Joi.valid(true),
-  mfa_token: Joi.string().description('single use, five minutes; bound to this browser when a browser asked'),
-  methods: Joi.array().items(Joi.string().valid('totp', 'webauthn', 'recovery_code')),
-});
-
 const providersResponse = Joi.object({
-  providers: Joi.array().items(Joi.object({ id: Joi.string(), kind: Joi.string().valid('credentials', 'redirect'), label: Joi.string(), start_url: Joi.string().uri() })),
+  providers: Joi.array().items(
+    Joi.alternatives().try(
+      Joi.object({ id: Joi.string(), kind: Joi.string().valid('credentials'), label: Joi.string() }),
+      Joi.object({ id: Joi.string(), kind: Joi.string().valid('redirect'), label: Joi.string(), start_url: Joi.string().uri().description('where the SSO button leads (GET /api/auth/oidc/start)') }),
+    ),
+  ),
 });
 
 /** A foreign page may not post here (checked before the body is read): browsers only. */
@@ -55,10 +47,11 @@ export function authRoutes(auth: AuthComponent): Router {
       body: loginSchema,
       middleware: [sameOrigin],
       responses: {
-        200: { description: 'the session; or, for an account with a second factor, the second step it must pass first (`mfa_required`)', schema: Joi.alternatives().try(sessionResponse, secondStepResponse) },
+        200: { description: 'the session; or, for an account with a second factor, the second step it must pass first (`mfa_required`)', schema: Joi.alternatives().try(sessionView, secondStepView) },
         401: 'wrong credentials; or the directory proved the password and refused the account: `details.reason` says why (`account_disabled`, `account_expired`, `password_expired`, `password_must_change`, `logon_restricted`)',
+        403: FOREIGN_PAGE,
         429: { description: 'locked out, or over the per-address budget', headers: { 'Retry-After': 'seconds' } },
-        503: { description: 'too many password checks waiting', headers: { 'Retry-After': 'seconds' } },
+        503: { description: 'unavailable: too many password checks waiting; or booting / the database not reachable (as on every route)', headers: { 'Retry-After': 'seconds to wait' } },
       },
     },
     async (ctx, { body }) => {
@@ -75,7 +68,7 @@ export function authRoutes(auth: AuthComponent): Router {
   );
 
   api.endpoint(
-    { method: 'POST', path: '/api/auth/logout', summary: 'Log out: revokes the presented session token and the cookie session', auth: 'none', responses: { 204: 'logged out', 401: 'no session presented' } },
+    { method: 'POST', path: '/api/auth/logout', summary: 'Log out: revokes the presented session token and the cookie session', auth: 'none', responses: { 204: 'logged out', 401: 'no session presented', 403: `forbidden: ${CROSS_ORIGIN}` } },
     async (ctx) => {
       noStore(ctx);
       if (!(await logout(auth, ctx))) throw unauthorized();

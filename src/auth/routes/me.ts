@@ -105,6 +105,10 @@ export function meRoutes(auth: AuthComponent): Router {
     return id;
   };
 
+  // what refuses any call under /api/me/api-keys (besides what each adds)
+  const NO_KEYS = 'forbidden: the system key owns no keys; or mfa_enrollment_required: a group of yours requires a second factor and you have none yet';
+  const UNSAFE_REFUSALS = 'or a cookie session sent from a page of another origin (`details.reason` is `cross_origin`)';
+
   api.endpoint(
     {
       method: 'GET',
@@ -112,7 +116,10 @@ export function meRoutes(auth: AuthComponent): Router {
       summary: 'My API keys and web sessions',
       description: 'Never shows a token. Web sessions are listed with `kind: "session"`; `current` marks the credential of this request.',
       auth: 'identity',
-      responses: { 200: { description: 'the keys', schema: Joi.object({ keys: Joi.array().items(Joi.object({ ...publicKeySchema, current: Joi.boolean() })) }) } },
+      responses: {
+        200: { description: 'the keys', schema: Joi.object({ keys: Joi.array().items(Joi.object({ ...publicKeySchema, current: Joi.boolean().description('the credential of this request') })) }) },
+        403: NO_KEYS,
+      },
     },
     async (ctx) => {
       const id = ownerOf(ctx);
@@ -130,7 +137,10 @@ export function meRoutes(auth: AuthComponent): Router {
       auth: 'identity',
       stepUp: true,
       body: createKeySchema,
-      responses: { 201: { description: 'the key with its token (shown once)', schema: Joi.object({ ...publicKeySchema, token: Joi.string() }) } },
+      responses: {
+        201: { description: 'the key with its token (shown once)', schema: Joi.object({ ...publicKeySchema, token: Joi.string().description('the API key (X-API-Key or Bearer), shown this once') }) },
+        403: `${NO_KEYS}; or step_up_required: verify the second factor again first; ${UNSAFE_REFUSALS}`,
+      },
     },
     async (ctx, { body }) => {
       const id = ownerOf(ctx);
@@ -146,7 +156,18 @@ export function meRoutes(auth: AuthComponent): Router {
   );
 
   api.endpoint(
-    { method: 'DELETE', path: '/api-keys/:id', summary: 'Revoke one of my API keys or sessions', auth: 'identity', params: keyIdParams, responses: { 204: 'revoked', 404: 'no such key of mine' } },
+    {
+      method: 'DELETE',
+      path: '/api-keys/:id',
+      summary: 'Revoke one of my API keys or sessions',
+      auth: 'identity',
+      params: keyIdParams,
+      responses: {
+        204: 'revoked',
+        403: `${NO_KEYS}; or a scoped API key revoking anything but itself; ${UNSAFE_REFUSALS}`,
+        404: 'no such key of mine',
+      },
+    },
     async (ctx, { params }) => {
       const id = ownerOf(ctx);
       // a scoped key may revoke itself, not its owner's other keys and sessions

@@ -11,7 +11,8 @@ import { ADMIN_USERS, userIdParams } from '../../iam/routes/users.js';
 import { admitSecondFactor, passSecondStep, secondFactorPassed } from '../complete-login.js';
 import { logLoginFailure } from '../attempts.js';
 import { loginBody, noStore, startCookieSession } from '../sessions.js';
-import { sameOriginOnly, sessionResponse } from './login.js';
+import { sameOriginOnly } from './login.js';
+import { CROSS_ORIGIN, FOREIGN_PAGE, mfaStatusView, recoveryCodesView, sessionView, STEP_UP } from './views.js';
 
 const code = Joi.string().trim().min(6).max(64).description('a 6-digit code of the authenticator app, or a recovery code');
 const codeBody = Joi.object({ code: code.required() });
@@ -19,15 +20,9 @@ const codeBody = Joi.object({ code: code.required() });
 const assertion = Joi.object().unknown(true).max(16).description('the WebAuthn assertion (startAuthentication() of @simplewebauthn/browser)');
 const proofBody = Joi.object({ code, webauthn: assertion }).xor('code', 'webauthn');
 
-const statusView = Joi.object({
-  totp: Joi.boolean(),
-  totp_created_at: Joi.string().isoDate().allow(null),
-  totp_last_used_at: Joi.string().isoDate().allow(null),
-  webauthn: Joi.array().items(Joi.object({ id: Joi.string(), label: Joi.string().allow(''), created_at: Joi.string().isoDate(), last_used_at: Joi.string().isoDate().allow(null) })),
-  recovery_codes_left: Joi.number().integer(),
-  required: Joi.boolean().description('a group of yours requires a second factor'),
-});
-const recoveryView = Joi.object({ recovery_codes: Joi.array().items(Joi.string()).description('shown this once: each works once') });
+/** The 403 of the routes that manage one's own factors (sessionUser), with what else refuses them. */
+const NOT_A_SESSION = 'forbidden: not a web session (an API key, Basic or the system key)';
+const managing = (stepUp: boolean) => `${NOT_A_SESSION}; or ${CROSS_ORIGIN}${stepUp ? `; or ${STEP_UP}` : ''}`;
 
 /** Enrolling and removing a factor: a web session only, never an API key or Basic. */
 function sessionUser(ctx: Context): ApiIdentity & { userId: string } {
@@ -45,7 +40,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
   const api = new ApiRouter({ tag: 'mfa' });
   const me = async (ctx: Context) => auth.iam.users.find({ id: sessionUser(ctx).userId });
 
-  api.endpoint({ method: 'GET', path: '/api/me/mfa', summary: 'My second factors', auth: 'identity', responses: { 200: { description: 'the factors (never a secret)', schema: statusView } } }, async (ctx) => {
+  api.endpoint({ method: 'GET', path: '/api/me/mfa', summary: 'My second factors', auth: 'identity', responses: { 200: { description: 'the factors (never a secret)', schema: mfaStatusView }, 403: 'forbidden: the system key has no second factor' } }, async (ctx) => {
     const id = identity(ctx);
     if (!id.userId) throw forbiddenBecause('the system key has no second factor');
     noStore(ctx);
@@ -60,7 +55,11 @@ export function mfaRoutes(auth: AuthComponent): Router {
       description: 'Answers the secret (also as an `otpauth://` URI and a QR code) of an enrolment that becomes active with `POST /api/me/mfa/totp/confirm`. A user who has a factor already verifies it first (a stolen session must not add its own).',
       auth: 'identity',
       stepUp: true,
-      responses: { 200: { description: 'the new secret', schema: Joi.object({ secret: Joi.string(), otpauth_uri: Joi.string(), qr_svg: Joi.string().description('the URI as an SVG QR code') }) }, 409: 'an authenticator app is enrolled already' },
+      responses: {
+        200: { description: 'the new secret', schema: Joi.object({ secret: Joi.string().description('base32'), otpauth_uri: Joi.string(), qr_svg: Joi.string().description('the URI as an SVG QR code') }) },
+        403: managing(true),
+        409: 'an authenticator app is enrolled already',
+      },
     },
     async (ctx) => {
       noStore(ctx);
@@ -77,7 +76,12 @@ export function mfaRoutes(auth: AuthComponent): Router {
       auth: 'identity',
       stepUp: true,
       body: codeBody,
-      responses: { 200: { description: 'ten recovery codes, shown this once', schema: recoveryView }, 409: 'no enrolment was started' },
+      responses: {
+        200: { description: 'ten recovery codes, shown this once', schema: recoveryCodesView },
+        400: 'validation_failed: the body is invalid, or `code` is not the current code of the app',
+        403: managing(true),
+        409: 'no enrolment was started',
+      },
     },
     async (ctx, { body }) => {
       noStore(ctx);
@@ -89,7 +93,19 @@ export function mfaRoutes(auth: AuthComponent): Router {
   );
 
   api.endpoint(
-    { method: 'DELETE', path: '/api/me/mfa/totp', summary: 'Remove the authenticator app (with one of its codes or a recovery code)', auth: 'identity', body: codeBody, responses: { 204: 'removed', 404: 'none enrolled' } },
+    {
+      method: 'DELETE',
+      path: '/api/me/mfa/totp',
+      summary: 'Remove the authenticator app (with one of its codes or a recovery code)',
+      auth: 'identity',
+      body: codeBody,
+      responses: {
+        204: 'removed',
+        400: 'validation_failed: the body is invalid, or `code` is not a current code or an unused recovery code',
+        403: managing(false),
+        404: 'none enrolled',
+      },
+    },
     async (ctx, { body }) => {
       await auth.mfa.removeTotp(await me(ctx), body.code, actor(ctx));
       ctx.status = 204;
@@ -97,7 +113,14 @@ export function mfaRoutes(auth: AuthComponent): Router {
   );
 
   api.endpoint(
-    { method: 'POST', path: '/api/me/mfa/recovery-codes', summary: 'New recovery codes (the old ones stop working)', auth: 'identity', stepUp: true, responses: { 200: { description: 'ten recovery codes, shown this once', schema: recoveryView }, 409: 'no second factor enrolled' } },
+    {
+      method: 'POST',
+      path: '/api/me/mfa/recovery-codes',
+      summary: 'New recovery codes (the old ones stop working)',
+      auth: 'identity',
+      stepUp: true,
+      responses: { 200: { description: 'ten recovery codes, shown this once', schema: recoveryCodesView }, 403: managing(true), 409: 'no second factor enrolled' },
+    },
     async (ctx) => {
       noStore(ctx);
       return { recovery_codes: await auth.mfa.regenerateRecoveryCodes(await me(ctx), actor(ctx)) };
@@ -116,9 +139,10 @@ export function mfaRoutes(auth: AuthComponent): Router {
       body: proofBody.keys({ mfa_token: Joi.string().min(16).max(512).required().description('from the answer of POST /api/auth/login') }),
       middleware: [sameOrigin],
       responses: {
-        200: { description: 'the session', schema: sessionResponse },
+        200: { description: 'the session', schema: sessionView },
         401: 'the token expired or was used, or the code is wrong (details.mfa_token to retry)',
-        429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } },
+        403: FOREIGN_PAGE,
+        429: { description: 'locked out (details.mfa_token to retry later, when the token was spent)', headers: { 'Retry-After': 'seconds' } },
       },
     },
     async (ctx, { body }) => {
@@ -141,7 +165,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       description: 'Covers the actions that reach the host or change who is trusted for `SERVICE_MFA_STEP_UP_MINUTES`. A wrong code counts toward the lockout of wrong passwords, and toward the account\'s own second-factor lockout (ten wrong in an hour).',
       auth: 'identity',
       body: proofBody,
-      responses: { 204: 'verified', 401: 'wrong code', 403: 'not a web session, or no second factor', 429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } } },
+      responses: { 204: 'verified', 401: 'wrong code', 403: `forbidden: not a web session, or no second factor; or ${CROSS_ORIGIN}`, 429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } } },
     },
     async (ctx, { body }) => {
       const id = identity(ctx);
@@ -177,7 +201,11 @@ export function mfaRoutes(auth: AuthComponent): Router {
       auth: { permission: ADMIN_USERS },
       stepUp: true,
       params: userIdParams,
-      responses: { 204: 'reset', 404: 'no such user' },
+      responses: {
+        204: 'reset',
+        403: `forbidden: the caller lacks ${ADMIN_USERS}, or resets a superadmin or bot account, or one that reaches the host, without being a superadmin; or ${STEP_UP}; or ${CROSS_ORIGIN}`,
+        404: 'no such user',
+      },
     },
     async (ctx, { params }) => {
       await auth.mfa.reset(actor(ctx), await auth.iam.users.find({ id: params.id }));
@@ -186,7 +214,15 @@ export function mfaRoutes(auth: AuthComponent): Router {
   );
 
   api.endpoint(
-    { method: 'DELETE', path: '/api/me/mfa/webauthn/:id', summary: 'Remove one of my passkeys or security keys', auth: 'identity', stepUp: true, params: Joi.object({ id: uuidParam }), responses: { 204: 'removed', 404: 'no such passkey of mine' } },
+    {
+      method: 'DELETE',
+      path: '/api/me/mfa/webauthn/:id',
+      summary: 'Remove one of my passkeys or security keys',
+      auth: 'identity',
+      stepUp: true,
+      params: Joi.object({ id: uuidParam }),
+      responses: { 204: 'removed', 403: managing(true), 404: 'no such passkey of mine' },
+    },
     async (ctx, { params }) => {
       if (!(await auth.mfa.removePasskey(await me(ctx), params.id, actor(ctx)))) throw notFound('passkey');
       ctx.status = 204;

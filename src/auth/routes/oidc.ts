@@ -1,13 +1,14 @@
 import type Router from '@koa/router';
 import Joi from 'joi';
 import crypto from 'node:crypto';
-import type { Context } from 'koa';
+import type { Context, Next } from 'koa';
 import type { AuthComponent } from '../component.js';
 import type { User } from '../../iam/store.js';
 import { checkedProfile } from '../chain.js';
 import { badField, notFound, unauthorized } from '../../http/errors.js';
 import { ApiRouter } from '../../http/api.js';
-import { sameOriginOnly, sessionResponse } from './login.js';
+import { sameOriginOnly } from './login.js';
+import { FOREIGN_PAGE, sessionView } from './views.js';
 import { sha256 } from '../tokens.js';
 import { completeLogin, toSecondStep } from '../complete-login.js';
 import type { RedirectResume } from '../mfa/step.js';
@@ -40,6 +41,18 @@ const startSchema = Joi.object({
   redirect_uri: Joi.string().max(2048).uri({ scheme: ['http', 'https'] }),
   provider: Joi.string().pattern(/^[a-z0-9][a-z0-9_.-]{0,63}$/).default('oidc'),
 });
+
+/**
+ * The redirects of the sign-in carry no body: Koa's redirect writes a "Redirecting to …" text,
+ * HTML or plain by the Accept header, which no browser shows (they follow the Location).
+ */
+async function bareRedirect(ctx: Context, next: Next): Promise<void> {
+  await next();
+  if (ctx.status >= 300 && ctx.status < 400) {
+    ctx.body = '';
+    ctx.remove('Content-Type');
+  }
+}
 
 interface StateRecord {
   provider: string;
@@ -102,7 +115,14 @@ export function oidcRoutes(auth: AuthComponent): Router {
       description: '`next` is a local path to land on after login; `redirect_uri` (an allowed origin) receives a one-time `code` for POST /api/auth/token-exchange instead.',
       auth: 'none',
       query: startSchema,
-      responses: { 302: 'to the identity provider', 404: 'no such redirect provider' },
+      middleware: [bareRedirect],
+      responses: {
+        302: {
+          description: "to the identity provider's authorization endpoint (the login binding cookie is set); or, when the start fails or this address is over its budget, to the login page with `error` (`/login?error=…`)",
+          headers: { Location: "the identity provider's authorization URL, or /login?error=<code>&next=<next>" },
+        },
+        404: 'no such redirect provider',
+      },
     },
     async (ctx, { query: q }) => {
       noStore(ctx);
@@ -157,9 +177,16 @@ export function oidcRoutes(auth: AuthComponent): Router {
       method: 'GET',
       path: CALLBACK_PATH,
       summary: 'OIDC redirect callback (browser)',
-      description: 'Validates state, nonce and the ID token, links the identity and redirects to /auth/complete with a one-time code. Failures redirect to /login?error=<code>.',
+      description: 'The identity provider sends the browser here with `code` and `state` (or `error`). Validates state, nonce and the ID token, links the identity and redirects to /auth/complete with a one-time code. Failures redirect to /login?error=<code>.',
       auth: 'none',
-      responses: { 302: 'to /auth/complete, the client redirect_uri, or /login?error=…' },
+      middleware: [bareRedirect],
+      responses: {
+        302: {
+          description: 'signed in: to /auth/complete with a one-time code, or to the client redirect_uri with `code`; failed: to the login page with `error`',
+          headers: { Location: '/auth/complete?code=…&next=…, <redirect_uri>?code=…, or /login?error=<code>' },
+        },
+        303: { description: 'an account with a second factor: to the second step page (the token in an HttpOnly cookie)', headers: { Location: '/login/mfa?next=…' } },
+      },
     },
     async (ctx) => {
       noStore(ctx);
@@ -216,8 +243,12 @@ export function oidcRoutes(auth: AuthComponent): Router {
       method: 'GET',
       path: '/auth/complete',
       summary: 'Single sign-on handoff (browser): redeems the one-time code and starts the cookie session',
+      description: 'Query: `code`, the one-time code of the callback (bound to this browser); `next`, a local path to land on. Anything unusable lands on the login page rather than an error body.',
       auth: 'none',
-      responses: { 302: 'to `next`, or /login?error=invalid_code' },
+      middleware: [bareRedirect],
+      responses: {
+        302: { description: 'the cookie session is started: to `next`; or the code is refused: to the login page', headers: { Location: '`next` (a local path, / by default), or /login?error=invalid_code&next=…' } },
+      },
     },
     async (ctx) => {
       noStore(ctx);
@@ -242,7 +273,7 @@ export function oidcRoutes(auth: AuthComponent): Router {
       auth: 'none',
       body: exchangeSchema,
       middleware: [sameOrigin],
-      responses: { 200: { description: 'the session', schema: sessionResponse }, 401: 'code invalid, used or expired' },
+      responses: { 200: { description: 'the session', schema: sessionView }, 401: 'code invalid, used or expired', 403: FOREIGN_PAGE },
     },
     async (ctx, { body }) => {
       const redeemed = await redeem(ctx, body.code, false);

@@ -12,6 +12,9 @@ import { passwordSchema, uuidParam } from '../../iam/schemas.js';
 import { ADMIN_USERS, userIdParams as idParams } from '../../iam/routes/users.js';
 import { ownSession } from '../../iam/routes/caller.js';
 
+/** A user's API key or web session as an administrator sees it (publicKey(): never the token). */
+export const apiKeyView = Joi.object(publicKeySchema).id('ApiKey');
+
 const keyParams = Joi.object({ id: uuidParam.description('the user id (UUID)'), keyId: Joi.string().max(128).required().description('the key id') });
 
 /** A user's credentials under /api/users/:id: their password, their API keys and sessions. */
@@ -33,7 +36,13 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
       params: idParams,
       body: passwordSchema,
       bodyMode: 'manual',
-      responses: { 204: 'changed', 403: `neither oneself nor ${ADMIN_USERS}`, 404: 'no such user', 429: 'too many wrong current passwords' },
+      responses: {
+        204: 'changed',
+        400: 'validation_failed: the body is invalid, or (oneself) `current_password` is missing or not correct',
+        403: `forbidden: neither oneself nor ${ADMIN_USERS}; or an account that reaches the host (or a superadmin or bot account) and the caller is not a superadmin; or a scoped API key; or step_up_required: a superadmin must verify the second factor again first`,
+        404: 'no such user',
+        429: { description: 'rate_limited: too many wrong current passwords (the login lockout), or too many attempts from this address', headers: { 'Retry-After': 'seconds to wait' } },
+      },
     },
     async (ctx, { params }) => {
       const id = actor(ctx);
@@ -53,10 +62,8 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
     },
   );
 
-  const keyView = Joi.object(publicKeySchema);
-
   api.endpoint(
-    { method: 'GET', path: '/:id/api-keys', summary: "A user's API keys and sessions", auth: ADMIN, params: idParams, responses: { 200: { description: 'the keys', schema: Joi.object({ keys: Joi.array().items(keyView) }) }, 404: 'no such user' } },
+    { method: 'GET', path: '/:id/api-keys', summary: "A user's API keys and sessions", auth: ADMIN, params: idParams, responses: { 200: { description: 'the keys', schema: Joi.object({ keys: Joi.array().items(apiKeyView) }) }, 404: 'no such user' } },
     async (_ctx, { params }) => {
       const user = await load(params.id);
       return { keys: (await auth.apiKeys.listFor(user.id)).map(publicKey) };
@@ -64,7 +71,7 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
   );
 
   api.endpoint(
-    { method: 'DELETE', path: '/:id/api-keys/:keyId', summary: "Revoke a user's API key or session", auth: ADMIN, params: keyParams, responses: { 204: 'revoked', 404: 'no such user or key' } },
+    { method: 'DELETE', path: '/:id/api-keys/:keyId', summary: "Revoke a user's API key or session", auth: ADMIN, params: keyParams, responses: { 204: 'revoked', 403: `forbidden: the caller lacks ${ADMIN_USERS}, or revokes a key of a superadmin or bot account without being a superadmin`, 404: 'no such user or key' } },
     async (ctx, { params }) => {
       const user = await load(params.id);
       if (!(await auth.keys.revoke(actor(ctx), user, params.keyId))) throw notFound('key');

@@ -10,21 +10,55 @@ import type { User } from '../../iam/store.js';
 import { completeLogin, passSecondStep, type SecondStepOutcome } from '../complete-login.js';
 import { logLoginFailure, type LoginFailure } from '../attempts.js';
 import { loginBody, noStore, startCookieSession } from '../sessions.js';
-import { sameOriginOnly, sessionResponse } from './login.js';
+import { sameOriginOnly } from './login.js';
+import { CROSS_ORIGIN, FOREIGN_PAGE, passkeyFields, sessionView, STEP_UP } from './views.js';
 
-/** PublicKeyCredential*OptionsJSON, as @simplewebauthn/browser's startRegistration() / startAuthentication() take them */
-const optionsView = Joi.object().unknown(true);
-const flowView = (flows: string[], what: string) =>
-  Joi.object({ flow: Joi.string().valid(...flows), options: optionsView.description(what) });
+/*
+ * The options as @simplewebauthn/server makes them (PublicKeyCredentialCreationOptionsJSON and
+ * PublicKeyCredentialRequestOptionsJSON of the WebAuthn spec), for startRegistration() and
+ * startAuthentication() of @simplewebauthn/browser. Byte strings are base64url.
+ */
+const credentialDescriptor = Joi.object({ id: Joi.string(), type: Joi.string().valid('public-key'), transports: Joi.array().items(Joi.string()).optional() }).id('PublicKeyCredentialDescriptor');
+// extension inputs are an open dictionary in the spec
+const extensions = Joi.object().unknown(true).optional().description('WebAuthn extension inputs');
+const hints = Joi.array().items(Joi.string().valid('hybrid', 'security-key', 'client-device')).optional();
+const creationOptions = Joi.object({
+  challenge: Joi.string(),
+  rp: Joi.object({ name: Joi.string(), id: Joi.string().optional() }),
+  user: Joi.object({ id: Joi.string(), name: Joi.string(), displayName: Joi.string().allow('') }),
+  pubKeyCredParams: Joi.array().items(Joi.object({ alg: Joi.number().integer(), type: Joi.string().valid('public-key') })),
+  timeout: Joi.number().integer().optional().description('milliseconds'),
+  excludeCredentials: Joi.array().items(credentialDescriptor).optional().description('the passkeys registered already'),
+  authenticatorSelection: Joi.object({
+    authenticatorAttachment: Joi.string().valid('platform', 'cross-platform').optional(),
+    requireResidentKey: Joi.boolean().optional(),
+    residentKey: Joi.string().valid('discouraged', 'preferred', 'required').optional(),
+    userVerification: Joi.string().valid('discouraged', 'preferred', 'required').optional(),
+  }).optional(),
+  hints,
+  attestation: Joi.string().valid('none', 'indirect', 'direct', 'enterprise').optional(),
+  attestationFormats: Joi.array().items(Joi.string()).optional(),
+  extensions,
+}).description('PublicKeyCredentialCreationOptionsJSON');
+const requestOptions = Joi.object({
+  challenge: Joi.string(),
+  timeout: Joi.number().integer().optional().description('milliseconds'),
+  rpId: Joi.string().optional(),
+  allowCredentials: Joi.array().items(credentialDescriptor).optional().description("the account's passkeys (empty for a passwordless sign-in: any passkey of this site)"),
+  userVerification: Joi.string().valid('discouraged', 'preferred', 'required').optional(),
+  hints,
+  extensions,
+}).description('PublicKeyCredentialRequestOptionsJSON');
 const credential = Joi.object().unknown(true).max(16);
 
-const passkeyView = Joi.object({
-  id: Joi.string(),
-  label: Joi.string(),
-  created_at: Joi.string().isoDate(),
-  last_used_at: Joi.string().isoDate().allow(null),
-  recovery_codes: Joi.array().items(Joi.string()).description('only when this passkey is your first second factor: ten recovery codes, shown this once'),
+/** A registered passkey; the first second factor comes with its recovery codes. */
+const registeredPasskeyView = Joi.object({
+  ...passkeyFields,
+  recovery_codes: Joi.array().items(Joi.string()).optional().description('only when this passkey is your first second factor: ten recovery codes, shown this once'),
 });
+
+/** The 403 of managing one's passkeys (webSession), with what else refuses these routes. */
+const NOT_A_SESSION = `forbidden: not a web session (an API key, Basic or the system key); or ${CROSS_ORIGIN}; or ${STEP_UP}`;
 
 /** The web session an identity signs with (cookie or session token), else 403: factors are managed from a session. */
 async function webSession(auth: AuthComponent, ctx: Context): Promise<{ id: ApiIdentity; sessionId: string; user: User }> {
@@ -75,7 +109,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
         'Answers the options for `navigator.credentials.create()` (`startRegistration()` of @simplewebauthn/browser), with a challenge good for two minutes, once, from this session. A user who has a factor already verifies it first (step-up).',
       auth: 'identity',
       stepUp: true,
-      responses: { 200: { description: 'the registration options', schema: flowView(['registration'], 'PublicKeyCredentialCreationOptionsJSON') }, 403: 'not a web session' },
+      responses: { 200: { description: 'the registration options', schema: Joi.object({ flow: Joi.string().valid('registration'), options: creationOptions }) }, 403: NOT_A_SESSION },
     },
     async (ctx) => {
       noStore(ctx);
@@ -97,7 +131,12 @@ export function webauthnRoutes(auth: AuthComponent): Router {
         label: Joi.string().trim().min(1).max(100).required().description('how you will recognise it: "Laptop", "YubiKey"'),
         response: credential.required().description('the answer of startRegistration()'),
       }),
-      responses: { 201: { description: 'the passkey', schema: passkeyView }, 400: 'the answer could not be verified, or its registration expired', 409: 'this passkey is registered already' },
+      responses: {
+        201: { description: 'the passkey', schema: registeredPasskeyView },
+        400: 'validation_failed: the body is invalid, or the answer could not be verified, or its registration expired',
+        403: NOT_A_SESSION,
+        409: 'this passkey is registered already',
+      },
     },
     async (ctx, { body }) => {
       noStore(ctx);
@@ -125,9 +164,9 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       }).oxor('mfa_token', 'purpose'),
       middleware: [sameOrigin],
       responses: {
-        200: { description: 'the flow and the options for startAuthentication()', schema: flowView(['passwordless', 'second_step', 'step_up'], 'PublicKeyCredentialRequestOptionsJSON') },
+        200: { description: 'the flow and the options for startAuthentication()', schema: Joi.object({ flow: Joi.string().valid('passwordless', 'second_step', 'step_up'), options: requestOptions }) },
         401: 'the second-step token expired or was used; step-up without a sign-in',
-        403: 'step-up from something other than a web session',
+        403: `${FOREIGN_PAGE}; or step-up from something other than a web session`,
         409: 'the account has no passkey',
         429: { description: 'over the per-address budget', headers: { 'Retry-After': 'seconds' } },
       },
@@ -165,8 +204,9 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       }),
       middleware: [sameOrigin],
       responses: {
-        200: { description: 'the session', schema: sessionResponse },
+        200: { description: 'the session', schema: sessionView },
         401: 'not accepted: `details.reason` is `expired` (the challenge: two minutes, once), `invalid_passkey` or `account_disabled`',
+        403: FOREIGN_PAGE,
         429: { description: 'locked out, or over the per-address budget', headers: { 'Retry-After': 'seconds' } },
       },
     },

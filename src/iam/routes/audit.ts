@@ -3,6 +3,7 @@ import Joi from 'joi';
 import type { IamComponent } from '../component.js';
 import { ApiRouter } from '../../http/api.js';
 import { AUDIT_ACTIONS } from '../audit.js';
+import { auditEventView } from '../schemas.js';
 
 const query = Joi.object({
   action: Joi.string()
@@ -17,18 +18,6 @@ const query = Joi.object({
   limit: Joi.number().integer().min(1).max(500).default(50),
 });
 
-const eventView = Joi.object({
-  seq: Joi.number().integer(),
-  id: Joi.string(),
-  at: Joi.string().isoDate(),
-  actor: Joi.object({ user_id: Joi.string().allow(null), username: Joi.string(), method: Joi.string().allow(null), ip: Joi.string().allow(null) }),
-  action: Joi.string(),
-  target: Joi.object({ type: Joi.string(), id: Joi.string().allow(null), name: Joi.string().allow(null) }),
-  outcome: Joi.string().valid('success', 'failure', 'denied'),
-  details: Joi.object().unknown(true).description('what changed (names of settings, never their values)'),
-  hash: Joi.string().description("SHA-256 of the previous event's hash and this event's canonical JSON"),
-});
-
 /** GET /api/audit: the audit trail, newest first, filtered and paged by seq. */
 export function auditRoutes(iam: IamComponent): Router {
   const api = new ApiRouter({ prefix: '/api/audit', tag: 'audit' });
@@ -40,7 +29,7 @@ export function auditRoutes(iam: IamComponent): Router {
       description: 'Newest first. Holders of the permission also receive each new event live as an `audit:event` ws frame.',
       auth: { permission: 'feature:admin.audit' },
       query,
-      responses: { 200: { description: 'a page of events', schema: Joi.object({ events: Joi.array().items(eventView), next_before: Joi.number().integer().allow(null) }) } },
+      responses: { 200: { description: 'a page of events', schema: Joi.object({ events: Joi.array().items(auditEventView), next_before: Joi.number().integer().allow(null).description('the `before` of the next page; null: this is the last') }) } },
     },
     async (ctx, { query: q }) => {
       ctx.set('Cache-Control', 'no-store');

@@ -2,26 +2,17 @@ import type Router from '@koa/router';
 import type { IamComponent } from '../component.js';
 import { ApiRouter } from '../../http/api.js';
 import { callerOf } from './caller.js';
-import { createGroupSchema, GROUP_NAME, patchGroupSchema } from '../schemas.js';
+import { createGroupSchema, GROUP_NAME, groupView, patchGroupSchema, permissionView } from '../schemas.js';
 import type { Group } from '../store.js';
 import Joi from 'joi';
 
 const nameParams = Joi.object({ name: Joi.string().pattern(GROUP_NAME).required().description('the group name') });
 
-const groupView = Joi.object({
-  name: Joi.string(),
-  description: Joi.string().allow(''),
-  permissions: Joi.array().items(Joi.string()),
-  members: Joi.array().items(Joi.string()).description('usernames'),
-});
-
-const catalogView = Joi.object({
-  permissions: Joi.array().items(Joi.object({ id: Joi.string(), description: Joi.string(), plugin: Joi.string() })),
-});
-
 export function groupRoutes(iam: IamComponent): Router {
   const api = new ApiRouter({ tag: 'groups' });
-  const ADMIN = { permission: 'feature:admin.groups' };
+  const ADMIN_GROUPS = 'feature:admin.groups';
+  const ADMIN = { permission: ADMIN_GROUPS };
+  const STEP_UP = 'or step_up_required: a superadmin must verify the second factor again first';
 
   const view = async (g: Group) => ({
     name: g.name,
@@ -33,7 +24,7 @@ export function groupRoutes(iam: IamComponent): Router {
   const groups = iam.groups;
 
   api.endpoint(
-    { method: 'GET', path: '/api/permissions', summary: 'The permission catalog (core and plugin-declared ids)', auth: 'identity', responses: { 200: { description: 'the catalog', schema: catalogView } } },
+    { method: 'GET', path: '/api/permissions', summary: 'The permission catalog (core and plugin-declared ids)', auth: 'identity', responses: { 200: { description: 'the catalog', schema: Joi.object({ permissions: Joi.array().items(permissionView) }) } } },
     () => ({ permissions: iam.catalog() }),
   );
 
@@ -43,7 +34,7 @@ export function groupRoutes(iam: IamComponent): Router {
   );
 
   api.endpoint(
-    { method: 'POST', path: '/api/groups', summary: 'Create a group', auth: ADMIN, body: createGroupSchema, responses: { 201: { description: 'the group', schema: groupView }, 403: 'a permission that reaches the host, from a plain administrator', 409: 'the name is taken' } },
+    { method: 'POST', path: '/api/groups', summary: 'Create a group', auth: ADMIN, body: createGroupSchema, responses: { 201: { description: 'the group', schema: groupView }, 403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or grants a permission that reaches the host without being a superadmin; ${STEP_UP}`, 409: 'the name is taken' } },
     async (ctx, { body }) => {
       const g = await groups.create(callerOf(ctx), body);
       ctx.status = 201;
@@ -65,13 +56,13 @@ export function groupRoutes(iam: IamComponent): Router {
       auth: ADMIN,
       params: nameParams,
       body: patchGroupSchema,
-      responses: { 200: { description: 'the group', schema: groupView }, 403: 'hands out host access', 404: 'no such group', 409: 'built-in group or name taken' },
+      responses: { 200: { description: 'the group', schema: groupView }, 403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or adds a permission that reaches the host, or renames a group that holds one, without being a superadmin; ${STEP_UP}`, 404: 'no such group', 409: 'built-in group or name taken' },
     },
     async (ctx, { params, body }) => view(await groups.update(callerOf(ctx), await groups.find(params.name), body)),
   );
 
   api.endpoint(
-    { method: 'DELETE', path: '/api/groups/:name', summary: 'Delete a group (removed from every member)', auth: ADMIN, params: nameParams, responses: { 204: 'deleted', 404: 'no such group', 409: 'built-in group' } },
+    { method: 'DELETE', path: '/api/groups/:name', summary: 'Delete a group (removed from every member)', auth: ADMIN, params: nameParams, responses: { 204: 'deleted', 403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or deletes a group that reaches the host while the login settings name it without being a superadmin`, 404: 'no such group', 409: 'built-in group' } },
     async (ctx, { params }) => {
       await groups.remove(callerOf(ctx), await groups.find(params.name));
       ctx.status = 204;

@@ -3,25 +3,11 @@ import Joi from 'joi';
 import type { IamComponent } from '../component.js';
 import { ApiRouter } from '../../http/api.js';
 import { callerOf, ownSession } from './caller.js';
-import { createUserSchema, patchUserSchema, publicUser, userFieldsOf, uuidParam } from '../schemas.js';
+import { createUserSchema, patchUserSchema, publicUser, userDetailView, userFieldsOf, userView, uuidParam } from '../schemas.js';
 
 export const ADMIN_USERS = 'feature:admin.users';
 
 export const userIdParams = Joi.object({ id: uuidParam.description('the user id (UUID)') });
-
-const userView = Joi.object({
-  id: Joi.string().guid(),
-  username: Joi.string(),
-  display_name: Joi.string().allow(null),
-  email: Joi.string().allow(null),
-  groups: Joi.array().items(Joi.string()),
-  roles: Joi.array().items(Joi.string()),
-  extra_permissions: Joi.array().items(Joi.string()),
-  disabled: Joi.boolean(),
-  mfa: Joi.boolean().description('has a second factor (an authenticator app or a passkey)'),
-  identities: Joi.array().items(Joi.object({ provider: Joi.string(), provider_user_id: Joi.string() })),
-  created_at: Joi.string().isoDate(),
-});
 
 /**
  * /api/users: the user administration of the model, translated to HTTP; the rules are
@@ -34,6 +20,8 @@ export function userRoutes(iam: IamComponent): Router {
   const users = iam.users;
   const load = (id: string) => users.find({ id });
   const idParams = userIdParams;
+  // the host boundary (src/iam/policy.ts) and a second factor not fresh enough also answer 403
+  const HOST_REFUSAL = 'or step_up_required: a superadmin must verify the second factor again first';
 
   api.endpoint(
     { method: 'GET', path: '/', summary: 'List users', auth: ADMIN, responses: { 200: { description: 'the users', schema: Joi.object({ users: Joi.array().items(userView) }) } } },
@@ -52,7 +40,11 @@ export function userRoutes(iam: IamComponent): Router {
       description: 'Without a password the user can only sign in through single sign-on. `roles` only by a superadmin or the system key.',
       auth: ADMIN,
       body: createUserSchema,
-      responses: { 201: { description: 'the user', schema: userView }, 409: 'the username is taken' },
+      responses: {
+        201: { description: 'the user', schema: userView },
+        403: `forbidden: the caller lacks ${ADMIN_USERS}, or hands out \`roles\` or permissions that reach the host (directly or through a group) without being a superadmin; ${HOST_REFUSAL}`,
+        409: 'the username is taken',
+      },
     },
     async (ctx, { body }) => {
       const user = await users.create(callerOf(ctx), userFieldsOf(body));
@@ -61,12 +53,8 @@ export function userRoutes(iam: IamComponent): Router {
     },
   );
 
-  // a bootstrap account's password may be set by the environment whenever its value changes
-  const oneUserView = userView.keys({
-    password_pinned_by: Joi.string().allow(null).description('the environment variable (SERVICE_ADMIN_PASSWORD, SERVICE_BOT_PASSWORD) that sets this password again at a start where its value has changed; null: none'),
-  });
   api.endpoint(
-    { method: 'GET', path: '/:id', summary: 'One user with linked identities', auth: ADMIN, params: idParams, responses: { 200: { description: 'the user', schema: oneUserView }, 404: 'no such user' } },
+    { method: 'GET', path: '/:id', summary: 'One user with linked identities', auth: ADMIN, params: idParams, responses: { 200: { description: 'the user', schema: userDetailView }, 404: 'no such user' } },
     async (_ctx, { params }) => {
       const user = await load(params.id);
       return { ...publicUser(user, (await iam.store.identitiesOf([user.id])).get(user.id)), password_pinned_by: iam.passwordPinnedBy(user.username) };
@@ -82,7 +70,12 @@ export function userRoutes(iam: IamComponent): Router {
       auth: ADMIN,
       params: idParams,
       body: patchUserSchema,
-      responses: { 200: { description: 'the user', schema: userView }, 403: 'the change hands out host access', 404: 'no such user', 409: 'last administrator' },
+      responses: {
+        200: { description: 'the user', schema: userView },
+        403: `forbidden: the caller lacks ${ADMIN_USERS}, or the change hands out host access or \`roles\`, or changes an account that reaches the host (or a superadmin or bot account) without being a superadmin, or a scoped API key changes its owner's password or e-mail address; ${HOST_REFUSAL}`,
+        404: 'no such user',
+        409: 'last administrator',
+      },
     },
     async (ctx, { params, body }) => {
       const updated = await users.update(callerOf(ctx), await load(params.id), userFieldsOf(body), ownSession(ctx, params.id));
@@ -91,7 +84,19 @@ export function userRoutes(iam: IamComponent): Router {
   );
 
   api.endpoint(
-    { method: 'DELETE', path: '/:id', summary: 'Delete a user', auth: ADMIN, params: idParams, responses: { 204: 'deleted', 404: 'no such user', 409: 'last administrator' } },
+    {
+      method: 'DELETE',
+      path: '/:id',
+      summary: 'Delete a user',
+      auth: ADMIN,
+      params: idParams,
+      responses: {
+        204: 'deleted',
+        403: `forbidden: the caller lacks ${ADMIN_USERS}, or deletes an account that reaches the host (or a superadmin or bot account) without being a superadmin; ${HOST_REFUSAL}`,
+        404: 'no such user',
+        409: 'last administrator',
+      },
+    },
     async (ctx, { params }) => {
       await users.remove(callerOf(ctx), await load(params.id));
       ctx.status = 204;

@@ -26,9 +26,9 @@ function trimmed(headers: RequestHeaders, name: string): string | undefined {
 }
 
 // GitLab event names contain spaces ("Merge Request Hook"); anything else is not an event name.
-const EVENT_NAME = /^[A-Za-z0-9_. -]{1,64}$/;
+export const EVENT_NAME = /^[A-Za-z0-9_. -]{1,64}$/;
 // Delivery ids are UUIDs in practice; accept any short visible-ASCII token, refuse the rest.
-const DELIVERY_ID = /^[\x21-\x7e]{1,200}$/;
+export const DELIVERY_ID = /^[\x21-\x7e]{1,200}$/;
 
 function deliveryId(value: string | undefined): string | null {
   return value !== undefined && DELIVERY_ID.test(value) ? value : null;
@@ -70,8 +70,8 @@ export function detectScmRequest(headers: RequestHeaders): ScmRequest | null {
   return { provider, event, deliveryId: deliveryId(delivery) };
 }
 
-const HEX_SHA256 = /^[0-9a-fA-F]{64}$/;
-const GITHUB_SIGNATURE = /^sha256=([0-9a-fA-F]{64})$/;
+export const HEX_SHA256 = /^[0-9a-fA-F]{64}$/;
+export const GITHUB_SIGNATURE = /^sha256=([0-9a-fA-F]{64})$/;
 
 function hmacMatches(hex: string | undefined, rawBody: Buffer, secret: string): boolean {
   if (hex === undefined || !HEX_SHA256.test(hex)) return false;

@@ -1,4 +1,4 @@
-export { detectScmRequest, verifyScmSignature, headerValue, tokenMatches, type RequestHeaders } from './headers.js';
+export { detectScmRequest, verifyScmSignature, headerValue, tokenMatches, DELIVERY_ID, EVENT_NAME, GITHUB_SIGNATURE, HEX_SHA256, type RequestHeaders } from './headers.js';
 export { normalizeScmEvent } from './normalize.js';
 export { safeLink } from './common.js';
 export {

@@ -1,6 +1,7 @@
 // Shared by every signed-in page: API calls, DOM helpers, toasts, the bell and the live
 // connection (the typed gateway client, bundled in). Data is always put into the page as text
 // (textContent / attributes), never as HTML.
+import type { Answer, Schemas } from '../../client/api-types.js';
 import { CredentialRefusedError, GatewayClient, type ClientState, type NotificationFrame } from '../../client/gateway-client.js';
 import { ApiError } from './forms.js';
 import { stepUp, type StepUpDetails } from './step-up.js';
@@ -170,24 +171,9 @@ export function toast(n: ToastContent): void {
 
 // ---- bell ----------------------------------------------------------------------------
 
-/** GET /api/notifications: a page of the history. */
-export interface NotificationView {
-  id: string;
-  seq: number;
-  title: string;
-  message: string;
-  level: Level;
-  source: string | null;
-  link: string | null;
-  created_at: string;
-  read: boolean;
-  broadcast: boolean;
-}
-export interface HistoryPage {
-  notifications: NotificationView[];
-  unread: number;
-  last_seq: number;
-}
+/** GET /api/notifications: a page of the history, and one notification of it. */
+export type HistoryPage = Answer<'/api/notifications', 'get'>;
+export type NotificationView = Schemas['Notification'];
 
 const bellCount = $('[data-bell-count]');
 let bellTimer: ReturnType<typeof setTimeout> | undefined;

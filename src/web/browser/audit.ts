@@ -4,12 +4,10 @@
 // again, so nothing written while the socket was down is missing.
 import { api, boot, busy, clearOnEdit, currentLiveState, errorText, h, markInvalid, must, onFrame, onLiveState, say, text, when, type LiveState } from './app.js';
 
-import type { AuditEventFrame as AuditEvent } from '../../client/types.js';
+import type { Answer, Schemas } from '../../client/api-types.js';
 
-interface AuditPage {
-  events: AuditEvent[];
-  next_before: number | null;
-}
+type AuditEvent = Schemas['AuditEvent'];
+type AuditPage = Answer<'/api/audit', 'get'>;
 
 /** The filters as the API takes them ('' = any); `since` is an ISO time. */
 interface Filters {

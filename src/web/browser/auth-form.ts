@@ -1,12 +1,9 @@
 // The authentication provider settings on the settings page (feature:admin.settings): each
 // field under a human label, env-set fields read-only, secrets masked, only changes sent.
-import type { AuthSettingView as FieldView, SettingKind as FieldKind } from '../../client/api-types.js';
+import type { Answer, AuthSettingView as FieldView, SettingKind as FieldKind } from '../../client/api-types.js';
 import { api, busy, clearOnEdit, control, errorText, fieldProblems, h, markInvalid, must, say, submitter } from './app.js';
 
-interface AuthView {
-  settings: Record<string, FieldView>;
-  chain: Array<{ id: string; label: string }>;
-}
+type AuthView = Answer<'/api/settings/auth', 'get'>;
 type FieldControl = HTMLInputElement | HTMLTextAreaElement;
 
 const HINTS: Partial<Record<FieldKind, string>> = {

@@ -1,5 +1,6 @@
 // Dashboard: the notification history (read, dismiss, read all, load older) kept current by the
 // live connection, the send form, and the service status for administrators.
+import type { Answer } from '../../client/api-types.js';
 import type { NotificationFrame } from '../../client/gateway-client.js';
 import {
   $,
@@ -126,8 +127,10 @@ function view(n: NotificationFrame): NotificationView {
     source: n.source ?? null,
     link: n.link ?? null,
     created_at: n.created_at ?? new Date().toISOString(),
+    updated_at: n.updated_at ?? n.created_at ?? new Date().toISOString(),
     read: n.read ?? false,
     broadcast: n.broadcast,
+    toast: n.toast ?? true,
   };
 }
 
@@ -208,13 +211,8 @@ if (toastArea && sendForm) {
 
 // ---- service status (feature:dashboard.admin_sections) ---------------------------------------
 
-interface ProviderList {
-  providers: Array<{ name: string; available: boolean; reason?: string | null }>;
-}
-interface WebhookHealth {
-  status: 'ok' | 'disabled';
-  last_delivery_at: string | null;
-}
+type ProviderList = Answer<'/api/socket/providers', 'get'>;
+type WebhookHealth = Answer<'/api/notifications/webhook/scm/health', 'get'>;
 
 async function loadStatus(status: HTMLElement): Promise<void> {
   const providers = must('[data-providers]', status);

@@ -1,21 +1,11 @@
 // Administration of groups [feature:admin.groups]: permissions from the catalog, rename,
 // delete; members (changing them needs feature:admin.users, as the API does).
+import type { Schemas } from '../../client/api-types.js';
 import { $, api, boot, busy, can, clearOnEdit, confirmButton, control, errorText, explainPattern, h, markInvalid, must, say, submitter, text } from './app.js';
 import { grantable, grantedIn, permissionChecks, withUnknown, type CatalogEntry } from './permission-list.js';
 
-/** GET /api/groups, one group. */
-interface GroupView {
-  name: string;
-  description: string | null;
-  permissions: string[];
-  /** usernames */
-  members: string[];
-}
-interface UserView {
-  id: string;
-  username: string;
-  groups: string[];
-}
+type GroupView = Schemas['Group'];
+type UserView = Schemas['User'];
 
 const list = must('[data-group-list]');
 const editor = must('[data-group-editor]');

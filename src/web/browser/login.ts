@@ -1,6 +1,7 @@
 // The login pages' one script (/login and /login/mfa; the forms work without it): "Sign in with
 // a passkey" (passwordless), the passkey of the second step, and switching the second step's
 // field to a recovery code. Nothing else of the app is loaded here.
+import type { Schemas } from '../../client/api-types.js';
 import { assertPasskey, passkeyErrorText, passkeysSupported, type FlowOptions, type PublicKeyCredentialRequestOptionsJSON } from './passkeys.js';
 
 async function post(path: string, payload: unknown): Promise<{ status: number; data: unknown }> {
@@ -8,9 +9,8 @@ async function post(path: string, payload: unknown): Promise<{ status: number; d
   return { status: res.status, data: await res.json().catch(() => null) };
 }
 
-interface ErrorBody {
-  error?: { message?: string; details?: { reason?: string } };
-}
+/** What a failed call may answer (the error body; or nothing readable). */
+type ErrorBody = Partial<Schemas['Error']>;
 
 function say(el: Element | null, message: string, kind: 'ok' | 'error' = 'error'): void {
   if (!el) return;
@@ -18,9 +18,15 @@ function say(el: Element | null, message: string, kind: 'ok' | 'error' = 'error'
   el.className = `form-msg ${message ? kind : ''}`;
 }
 
+/** details.reason of an error body (refusals that are not about a field say why there). */
+function reasonOf(data: unknown): unknown {
+  const details = (data as ErrorBody | null)?.error?.details;
+  return details && !Array.isArray(details) ? details.reason : undefined;
+}
+
 /** The answer of a refused passkey sign-in, in words. */
 function refusalText(status: number, data: unknown): string {
-  const reason = (data as ErrorBody | null)?.error?.details?.reason;
+  const reason = reasonOf(data);
   if (status === 429) return 'Too many sign-in attempts. Please wait a minute and try again.';
   if (reason === 'expired') return 'The passkey sign-in took too long. Please try again.';
   if (reason === 'account_disabled') return 'This account is disabled.';
@@ -70,7 +76,7 @@ if (step && stepForm && verify && passkeysSupported()) {
       // the token of this second step is the page's HttpOnly cookie: the options come from the page's own route
       const started = await post('/login/mfa/options', {});
       if (started.status !== 200) {
-        if ((started.data as ErrorBody | null)?.error?.details?.reason === 'expired') return location.assign('/login?error=second_step_expired');
+        if (reasonOf(started.data) === 'expired') return location.assign('/login?error=second_step_expired');
         return say(msg, refusalText(started.status, started.data));
       }
       const response = await assertPasskey((started.data as FlowOptions<PublicKeyCredentialRequestOptionsJSON>).options);

@@ -1,14 +1,11 @@
 // Permissions as people read them: each id with its description from the catalog, grouped by
 // namespace; what another grant already covers (a wildcard, a group) shows as granted, with
 // where it comes from. Used by the group editor, the user editor and the access view.
+import type { Schemas } from '../../client/api-types.js';
 import { h } from './app.js';
 
 /** GET /api/permissions, one entry. */
-export interface CatalogEntry {
-  id: string;
-  description: string;
-  plugin?: string;
-}
+export type CatalogEntry = Schemas['Permission'];
 
 /** A grant that may cover other ids, and how to name it to the reader ("feature:*", "group INT_ADMIN"). */
 export interface Grant {

@@ -1,18 +1,10 @@
 // The settings form of one plugin on the plugins page: what the manifest declares, each value
 // with where it comes from; environment values read-only, secrets never shown.
+import type { Answer, Schemas } from '../../client/api-types.js';
 import { api, busy, clearOnEdit, control, h, markInvalid, say, submitter } from './app.js';
 
 /** GET /api/plugins/:id/settings, one setting. */
-export interface SettingView {
-  key: string;
-  description: string;
-  secret: boolean;
-  /** null for secrets */
-  value: string | null;
-  configured: boolean;
-  source: 'env' | 'store' | 'default' | 'unset';
-  locked: boolean;
-}
+export type SettingView = Schemas['PluginSettingView'];
 
 const SOURCES: Record<SettingView['source'], string> = { env: 'environment (locked)', store: 'saved here', default: 'manifest default', unset: 'not set' };
 const CLEAR = (key: string) => `clear:${key}`;
@@ -48,10 +40,7 @@ function readPatch(form: HTMLFormElement, settings: SettingView[]): Record<strin
   return patch;
 }
 
-interface Saved {
-  plugin: { state: string; error: string | null };
-  settings: SettingView[];
-}
+type Saved = Answer<'/api/plugins/{id}/settings', 'patch'>;
 
 /** A form for one plugin; `saved` runs after a save (the plugin restarted: its state may differ). */
 export function settingsForm(plugin: { id: string; name: string | null }, initial: SettingView[], saved: () => Promise<void>): HTMLFormElement {

@@ -2,15 +2,11 @@
 // the key as text, confirmed with a code), add passkeys and security keys, remove a factor (the
 // app with one of its codes), new recovery codes; recovery codes are shown once, with a download.
 // What needs a fresh verification (step-up) opens the dialog by itself (api() in app.ts).
-import type { MfaStatus, PasskeyView } from '../../client/api-types.js';
+import type { Answer, MfaStatus, PasskeyView } from '../../client/api-types.js';
 import { $, api, busy, clearOnEdit, confirmButton, control, copyText, ENROLMENT_EVENT, h, me, must, say, submitter, text, when } from './app.js';
 import { createPasskey, passkeyErrorText, passkeysSupported, type FlowOptions, type PublicKeyCredentialCreationOptionsJSON } from './passkeys.js';
 
-interface TotpStart {
-  secret: string;
-  otpauth_uri: string;
-  qr_svg: string;
-}
+type TotpStart = Answer<'/api/me/mfa/totp', 'post'>;
 
 export function securityPanel(section: HTMLElement): void {
   const rows = must<HTMLTableSectionElement>('[data-factors] tbody', section);

@@ -1,5 +1,6 @@
 // Settings: password, my second factors (Security, security.ts), my API keys (token shown once), my sessions; for administrators the
 // system API key, the webhook secrets (shared and per forge) and the authentication provider settings.
+import type { Answer, RequestBody, Schemas } from '../../client/api-types.js';
 import { $, api, boot, busy, clearOnEdit, confirmButton, control, copyText, errorText, h, must, randomSecret, say, submitter, text, texts, when } from './app.js';
 import { authSettings } from './auth-form.js';
 import { permissionText, type CatalogEntry } from './permission-list.js';
@@ -27,23 +28,8 @@ pwForm?.addEventListener('submit', async (e) => {
 // ---- API keys and sessions -------------------------------------------------------------------
 
 /** GET /api/me/api-keys: my keys and my web sessions. */
-interface KeyView {
-  id: string;
-  kind: 'key' | 'session';
-  label: string;
-  prefix: string;
-  scopes: string[] | null;
-  created_at: string;
-  expires_at: string | null;
-  last_used_at: string | null;
-  /** a session: the one of this browser */
-  current?: boolean;
-}
-interface NewKeyBody {
-  label: string;
-  scopes?: string[];
-  expires_at?: string;
-}
+type KeyView = Answer<'/api/me/api-keys', 'get'>['keys'][number];
+type NewKeyBody = RequestBody<'/api/me/api-keys', 'post'>;
 
 const keyForm = $<HTMLFormElement>('[data-key-form]');
 const keyMsg = keyForm && $('[data-msg]', keyForm);
@@ -145,10 +131,7 @@ if (keyForm && newToken) {
 
 // ---- administrators: system key and webhook secret -------------------------------------------
 
-interface SecretState {
-  configured: boolean;
-  locked: boolean;
-}
+type SecretState = Schemas['SecretStatus'];
 
 const capitalised = (s: string) => `${s.charAt(0).toUpperCase()}${s.slice(1)}`;
 

@@ -2,14 +2,11 @@
 // answered 403 step_up_required: the second factor again (a passkey, a code of the
 // authenticator app or a recovery code) through POST /api/auth/step-up; the call is then retried.
 // Its own calls use fetch() directly, never api(), which would open the dialog again.
+import type { MfaStatus } from '../../client/api-types.js';
 import { assertPasskey, passkeyErrorText, passkeysSupported, type FlowOptions, type PublicKeyCredentialRequestOptionsJSON } from './passkeys.js';
 
 /** GET /api/me/mfa (the parts the dialog needs). */
-interface Factors {
-  totp: boolean;
-  webauthn: unknown[];
-  recovery_codes_left: number;
-}
+type Factors = Pick<MfaStatus, 'totp' | 'webauthn' | 'recovery_codes_left'>;
 
 /** What the 403 said (details.step_up of the error body). */
 export interface StepUpDetails {

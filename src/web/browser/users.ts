@@ -1,23 +1,12 @@
 // Administration of users [feature:admin.users]: list, create, edit (groups, extra
 // permissions, profile, disabled, password), delete; whether each has a second factor, and
 // resetting it (a lost device).
+import type { Schemas } from '../../client/api-types.js';
 import { api, boot, busy, clearOnEdit, confirmButton, control, errorText, explainPattern, h, markInvalid, must, say, submitter, text, texts } from './app.js';
 import { grantable, grantedIn, permissionChecks, withUnknown, type CatalogEntry, type Grant } from './permission-list.js';
 
 /** GET /api/users, one user. */
-interface UserView {
-  id: string;
-  username: string;
-  display_name: string | null;
-  email: string | null;
-  groups: string[];
-  roles: string[];
-  extra_permissions: string[];
-  disabled: boolean;
-  identities: Array<{ provider: string; provider_user_id: string }>;
-  /** has a second factor (an authenticator app or a passkey) */
-  mfa?: boolean;
-}
+type UserView = Schemas['User'];
 
 interface UserBody {
   username?: string;

@@ -1,0 +1,55 @@
+import Joi from 'joi';
+
+/**
+ * The answers of the sign-in and second-factor routes that more than one route gives, each
+ * defined once and named (`.id()`): the API document has one component per shape. MfaStatus
+ * and PasskeyView are read by the browser pages under these names (src/client/api-types.ts).
+ */
+
+/** A new web session: the answer of every sign-in that ends in one. */
+export const sessionView = Joi.object({
+  token: Joi.string().description('the web-session token (Bearer); also starts the UI cookie session'),
+  token_type: Joi.string().valid('session'),
+  expires_at: Joi.string().isoDate(),
+  user: Joi.object({ id: Joi.string().guid(), username: Joi.string(), display_name: Joi.string().allow(null), email: Joi.string().allow(null), groups: Joi.array().items(Joi.string()) }),
+}).id('Session');
+
+/** An account with a second factor: no session yet, the second step (POST /api/auth/login/mfa) first. */
+export const secondStepView = Joi.object({
+  mfa_required: Joi.valid(true),
+  mfa_token: Joi.string().description('single use, five minutes; bound to this browser when a browser asked'),
+  methods: Joi.array().items(Joi.string().valid('totp', 'webauthn', 'recovery_code')),
+}).id('SecondStep');
+
+/** The fields of a passkey as its owner sees it (a registration adds its recovery codes). */
+export const passkeyFields = {
+  id: Joi.string().guid(),
+  label: Joi.string(),
+  created_at: Joi.string().isoDate(),
+  last_used_at: Joi.string().isoDate().allow(null),
+};
+
+export const passkeyView = Joi.object(passkeyFields).id('PasskeyView');
+
+/** GET /api/me/mfa: a user's second factors (never a secret). */
+export const mfaStatusView = Joi.object({
+  totp: Joi.boolean().description('an authenticator app is enrolled'),
+  totp_created_at: Joi.string().isoDate().allow(null),
+  totp_last_used_at: Joi.string().isoDate().allow(null),
+  webauthn: Joi.array().items(passkeyView),
+  recovery_codes_left: Joi.number().integer().min(0),
+  required: Joi.boolean().description('a group of yours requires a second factor'),
+}).id('MfaStatus');
+
+export const recoveryCodesView = Joi.object({
+  recovery_codes: Joi.array().items(Joi.string()).description('shown this once: each works once'),
+}).id('RecoveryCodes');
+
+/** The 403 of the sign-in routes behind sameOriginOnly (login CSRF). */
+export const FOREIGN_PAGE = 'forbidden: posted from a page of another origin (`details.reason` is `cross_origin`)';
+
+/** Part of a 403's description on unsafe routes: the cookie session (or Basic) of a foreign page. */
+export const CROSS_ORIGIN = 'a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`)';
+
+/** Part of a 403's description on routes that declare `stepUp`. */
+export const STEP_UP = 'step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up)';
