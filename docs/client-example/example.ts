@@ -31,7 +31,10 @@ export class ServiceError extends Error {
 }
 
 function failed(response: Response, error: unknown): ServiceError {
-  return new ServiceError(response.status, error as ErrorBody);
+  const body = error as Partial<ErrorBody> | undefined;
+  // a proxy in front may answer without the service's error body (a 502 page, a 431 with none)
+  if (!body?.error) return new ServiceError(response.status, { error: { code: 'internal', message: response.statusText || 'no error body' } });
+  return new ServiceError(response.status, body as ErrorBody);
 }
 
 /** Who the key belongs to. */

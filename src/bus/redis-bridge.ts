@@ -349,7 +349,12 @@ export class RedisBridge {
       clearTimeout(timer);
     }
     this.up = false;
-    this.pub.disconnect();
-    this.sub.disconnect();
+    for (const c of [this.pub, this.sub]) {
+      // a TLS connection torn down mid-handshake can still report its failure, a second time, on
+      // its socket (which ioredis listens to once): nobody waits for it any more, and unheard it
+      // would end the process
+      (c as unknown as { stream?: NodeJS.EventEmitter }).stream?.on('error', () => undefined);
+      c.disconnect();
+    }
   }
 }

@@ -1773,7 +1773,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.audit */
+            /** @description forbidden: the caller lacks feature:admin.audit; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1823,7 +1823,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description forbidden: posted from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: posted from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1899,7 +1899,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description forbidden: posted from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: posted from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1952,7 +1952,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description forbidden: a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1990,6 +1990,7 @@ export interface operations {
                 content?: never;
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             /** @description no such redirect provider */
             404: {
@@ -2042,6 +2043,7 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
@@ -2084,7 +2086,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description forbidden: not a web session, or no second factor; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: not a web session, or no second factor; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2145,7 +2147,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description forbidden: posted from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: posted from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2203,7 +2205,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description forbidden: posted from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: posted from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2287,7 +2289,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description forbidden: posted from a page of another origin (`details.reason` is `cross_origin`); or step-up from something other than a web session */
+            /** @description forbidden: forbidden: posted from a page of another origin (`details.reason` is `cross_origin`); or step-up from something other than a web session; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2345,7 +2347,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.groups */
+            /** @description forbidden: the caller lacks feature:admin.groups; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2388,7 +2390,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.groups, or grants a permission that reaches the host without being a superadmin; or step_up_required: a superadmin must verify the second factor again first */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.groups, or grants a permission that reaches the host without being a superadmin; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2437,7 +2439,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.groups */
+            /** @description forbidden: the caller lacks feature:admin.groups; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2482,7 +2484,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.groups, or deletes a group that reaches the host while the login settings name it without being a superadmin */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.groups, or deletes a group that reaches the host while the login settings name it without being a superadmin; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2546,7 +2548,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.groups, or adds a permission that reaches the host, or renames a group that holds one, without being a superadmin; or step_up_required: a superadmin must verify the second factor again first */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.groups, or adds a permission that reaches the host, or renames a group that holds one, without being a superadmin; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2697,7 +2699,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the system key owns no keys; or mfa_enrollment_required: a group of yours requires a second factor and you have none yet */
+            /** @description forbidden: forbidden: the system key owns no keys; or mfa_enrollment_required: a group of yours requires a second factor and you have none yet; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2759,7 +2761,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the system key owns no keys; or mfa_enrollment_required: a group of yours requires a second factor and you have none yet; or step_up_required: verify the second factor again first; or a cookie session sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the system key owns no keys; or mfa_enrollment_required: a group of yours requires a second factor and you have none yet; or step_up_required: verify the second factor again first; or a cookie session sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2797,7 +2799,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the system key owns no keys; or mfa_enrollment_required: a group of yours requires a second factor and you have none yet; or a scoped API key revoking anything but itself; or a cookie session sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the system key owns no keys; or mfa_enrollment_required: a group of yours requires a second factor and you have none yet; or a scoped API key revoking anything but itself; or a cookie session sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2841,7 +2843,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the system key has no second factor */
+            /** @description forbidden: forbidden: the system key has no second factor; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2876,7 +2878,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up) */
+            /** @description forbidden: forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2926,7 +2928,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up) */
+            /** @description forbidden: forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2983,7 +2985,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3044,7 +3046,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up) */
+            /** @description forbidden: forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3117,7 +3119,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up) */
+            /** @description forbidden: forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3163,7 +3165,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up) */
+            /** @description forbidden: forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3247,7 +3249,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up) */
+            /** @description forbidden: forbidden: not a web session (an API key, Basic or the system key); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3331,7 +3333,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description missing the permission of the kind */
+            /** @description forbidden: missing the permission of the kind; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3467,7 +3469,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description missing the permission of a kind the batch holds */
+            /** @description forbidden: missing the permission of a kind the batch holds; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3660,6 +3662,7 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
@@ -3718,7 +3721,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.plugins */
+            /** @description forbidden: the caller lacks feature:admin.plugins; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3764,7 +3767,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.plugins */
+            /** @description forbidden: the caller lacks feature:admin.plugins; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3811,7 +3814,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.plugins */
+            /** @description forbidden: the caller lacks feature:admin.plugins; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3870,7 +3873,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.plugins */
+            /** @description forbidden: the caller lacks feature:admin.plugins; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3943,7 +3946,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.plugins */
+            /** @description forbidden: the caller lacks feature:admin.plugins; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -3998,7 +4001,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings */
+            /** @description forbidden: the caller lacks feature:admin.settings; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4071,7 +4074,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings; or the default groups or a group mapping hand out host access and the caller is not a superadmin; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.settings; or the default groups or a group mapping hand out host access and the caller is not a superadmin; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4117,7 +4120,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings */
+            /** @description forbidden: the caller lacks feature:admin.settings; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4157,7 +4160,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings, or is not a superadmin or the system key; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.settings, or is not a superadmin or the system key; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4201,7 +4204,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings, or is not a superadmin or the system key; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.settings, or is not a superadmin or the system key; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4245,7 +4248,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings */
+            /** @description forbidden: the caller lacks feature:admin.settings; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4285,7 +4288,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4329,7 +4332,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4373,7 +4376,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings */
+            /** @description forbidden: the caller lacks feature:admin.settings; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4413,7 +4416,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4457,7 +4460,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4501,7 +4504,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings */
+            /** @description forbidden: the caller lacks feature:admin.settings; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4541,7 +4544,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4585,7 +4588,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4629,7 +4632,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings */
+            /** @description forbidden: the caller lacks feature:admin.settings; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4669,7 +4672,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4713,7 +4716,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.settings; or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4790,7 +4793,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks socket:container:cleanup; or step_up_required: verify the second factor again */
+            /** @description forbidden: the caller lacks socket:container:cleanup; or step_up_required: verify the second factor again; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4855,6 +4858,7 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
@@ -4897,6 +4901,7 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
@@ -4943,6 +4948,7 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
@@ -5009,6 +5015,7 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
@@ -5057,6 +5064,7 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
@@ -5107,7 +5115,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks socket:mounts:repair; or step_up_required: verify the second factor again; or target_dir (symlinks resolved) lies outside SERVICE_MANAGED_DIRS or in the data dir (details name target_dir) */
+            /** @description forbidden: forbidden: the caller lacks socket:mounts:repair; or step_up_required: verify the second factor again; or target_dir (symlinks resolved) lies outside SERVICE_MANAGED_DIRS or in the data dir (details name target_dir); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5155,7 +5163,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.users */
+            /** @description forbidden: the caller lacks feature:admin.users; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5203,7 +5211,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.users, or hands out `roles` or permissions that reach the host (directly or through a group) without being a superadmin; or step_up_required: a superadmin must verify the second factor again first */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.users, or hands out `roles` or permissions that reach the host (directly or through a group) without being a superadmin; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5252,7 +5260,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.users */
+            /** @description forbidden: the caller lacks feature:admin.users; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5297,7 +5305,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.users, or deletes an account that reaches the host (or a superadmin or bot account) without being a superadmin; or step_up_required: a superadmin must verify the second factor again first */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.users, or deletes an account that reaches the host (or a superadmin or bot account) without being a superadmin; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5366,7 +5374,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.users, or the change hands out host access or `roles`, or changes an account that reaches the host (or a superadmin or bot account) without being a superadmin, or a scoped API key changes its owner's password or e-mail address; or step_up_required: a superadmin must verify the second factor again first */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.users, or the change hands out host access or `roles`, or changes an account that reaches the host (or a superadmin or bot account) without being a superadmin, or a scoped API key changes its owner's password or e-mail address; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5426,7 +5434,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.users */
+            /** @description forbidden: the caller lacks feature:admin.users; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5473,7 +5481,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.users, or revokes a key of a superadmin or bot account without being a superadmin */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.users, or revokes a key of a superadmin or bot account without being a superadmin; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5518,7 +5526,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.users, or resets a superadmin or bot account, or one that reaches the host, without being a superadmin; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`) */
+            /** @description forbidden: forbidden: the caller lacks feature:admin.users, or resets a superadmin or bot account, or one that reaches the host, without being a superadmin; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`); or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5578,7 +5586,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: neither oneself nor feature:admin.users; or an account that reaches the host (or a superadmin or bot account) and the caller is not a superadmin; or a scoped API key; or step_up_required: a superadmin must verify the second factor again first */
+            /** @description forbidden: forbidden: neither oneself nor feature:admin.users; or an account that reaches the host (or a superadmin or bot account) and the caller is not a superadmin; or a scoped API key; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5675,6 +5683,7 @@ export interface operations {
                 content?: never;
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
@@ -5701,6 +5710,7 @@ export interface operations {
                 content?: never;
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];

@@ -78,6 +78,9 @@ function discriminated(s: JsonSchema): JsonSchema {
   if (required?.length !== 1 || !props || Object.keys(props).length !== 1 || props[required[0]!]?.const === undefined) return s;
   const key = required[0]!;
   const value = props[key]!.const;
+  // the first shape must hold the key at that value itself, or anyOf would take more than if/then/else
+  const thenKey = (then.properties as Record<string, JsonSchema> | undefined)?.[key];
+  if (thenKey?.const !== value || !(then.required as string[] | undefined)?.includes(key)) return s;
   const elseProps = otherwise.properties as Record<string, JsonSchema> | undefined;
   if (otherwise.type !== 'object' || !elseProps) return s;
   const other = elseProps[key] ? { ...otherwise, properties: { ...elseProps, [key]: { ...elseProps[key], not: { const: value } } } } : otherwise;
@@ -85,6 +88,9 @@ function discriminated(s: JsonSchema): JsonSchema {
 }
 
 class ApiSchemaParser extends OpenApi31Parser {
+  /** the library's stack of preferences inherited from parent schemas */
+  declare inheritedPreferences: unknown[];
+
   override _getFieldType(d: Described): string {
     return d.type === 'number' && d.rules?.some((r) => r.name === 'integer') ? 'integer' : d.type;
   }
@@ -231,6 +237,8 @@ export function joiToJsonSchema(schema: Joi.Schema, opts: ConvertOptions = {}): 
       hit = { schema: parser.parse(spec), named };
     } finally {
       parser.components = null;
+      // the library pushes inherited preferences without a finally: a throw must not leave them for the next schema
+      parser.inheritedPreferences = [];
     }
     if (!byOptions) converted.set(schema, (byOptions = new Map()));
     byOptions.set(key, hit);

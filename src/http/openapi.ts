@@ -173,12 +173,13 @@ function operation(e: Endpoint, pathNames: string[], components: Components): Re
   const readsBody = e.body !== undefined || e.bodyMode === 'raw';
   // any route: a credential header that is malformed (an over-long Basic password) is a 400 too
   common(400, 'BadRequest');
-  if (e.auth !== 'none' && e.auth !== 'optional') common(401, 'Unauthorized');
-  if (typeof e.auth === 'object') {
-    if (!responses['403']) responses['403'] = errorRef(`forbidden: the caller lacks ${e.auth.permission}${e.stepUp ? '; or step_up_required: verify the second factor again' : ''}`);
-  }
-  // any route: a member of a group that requires a second factor who has none yet, a cookie request from another origin
-  common(403, 'Forbidden');
+  // any route: a credential that is refused (a route that needs none still refuses HTTP Basic of an account with a second factor: mfa_required)
+  common(401, 'Unauthorized');
+  // any route: a member of a group that requires a second factor who has none yet, a cookie
+  // request from another origin; a route's own reasons come first
+  const own = responses['403'] as { description: string } | undefined;
+  const reasons = [typeof e.auth === 'object' && !own ? `the caller lacks ${e.auth.permission}${e.stepUp ? '; or step_up_required: verify the second factor again' : ''}` : null, own?.description ?? null].filter(Boolean);
+  responses['403'] = reasons.length ? errorRef(`forbidden: ${reasons.join('; ')}; or, on any route: ${COMMON_RESPONSES.Forbidden!.description.replace(/^forbidden: /, '')}`) : commonRef('Forbidden');
   if (readsBody) {
     common(413, 'PayloadTooLarge');
     if (e.bodyMode !== 'raw') common(415, 'UnsupportedMediaType');
@@ -190,6 +191,26 @@ function operation(e: Endpoint, pathNames: string[], components: Components): Re
   op.responses = responses;
   op.security = securityOf(e.auth);
   return op;
+}
+
+/**
+ * A plugin's route whose schemas cannot be documented (e.g. a shape named like another one) is
+ * listed without them rather than taking the whole document down; the service's own routes
+ * throw (test/web/openapi.test.ts builds the document).
+ */
+function pluginSafe(e: Endpoint, build: () => Record<string, unknown>): Record<string, unknown> {
+  if (!e.tag.startsWith('plugin:')) return build();
+  try {
+    return build();
+  } catch (err) {
+    return {
+      tags: [e.tag],
+      summary: e.summary,
+      description: `Its schemas could not be documented: ${(err as Error).message}`,
+      responses: { default: { description: 'not documented' } },
+      security: securityOf(e.auth),
+    };
+  }
 }
 
 export interface OpenApiInfo {
@@ -208,7 +229,7 @@ export function buildOpenApi(endpoints: readonly Endpoint[], info: OpenApiInfo):
   for (const e of visible) {
     const { path, names } = openApiPath(e.fullPath);
     paths[path] ??= {};
-    paths[path]![e.method.toLowerCase()] = operation(e, names, components);
+    paths[path]![e.method.toLowerCase()] = pluginSafe(e, () => operation(e, names, components));
   }
   const used = new Set(visible.map((e) => e.tag));
   return {

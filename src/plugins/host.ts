@@ -1,6 +1,7 @@
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
 import type { Middleware } from 'koa';
+import Joi from 'joi';
 import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
@@ -85,19 +86,24 @@ interface PluginRecord {
 
 /**
  * Settings against the plugin's own rules (its module's settingsSchema): the converted values,
- * or what is wrong, field by field. Messages name the field, never its value (a secret's).
+ * or what is wrong, field by field. What is said of a secret setting is generic: a plugin's
+ * message (a custom rule's, an exception's) could repeat the value. A schema that fails itself
+ * is a problem of the settings as a whole, in words of our own.
  */
-function settingProblems(mod: PluginModule, values: Record<string, string | null>): { value: Record<string, unknown>; problems: FieldError[] } {
+function settingProblems(mod: PluginModule, manifest: PluginManifest, values: Record<string, string | null>): { value: Record<string, unknown>; problems: FieldError[] } {
   if (typeof mod.settingsSchema !== 'function') return { value: values, problems: [] };
-  let schema: ReturnType<NonNullable<PluginModule['settingsSchema']>>;
+  let checked: Joi.ValidationResult;
   try {
-    schema = mod.settingsSchema(SDK);
-  } catch (err) {
-    return { value: values, problems: [{ field: 'settings', message: `the plugin's settingsSchema failed: ${errorText(err)}` }] };
+    const schema = mod.settingsSchema(SDK);
+    if (!Joi.isSchema(schema)) throw new Error('settingsSchema did not return a joi schema');
+    checked = schema.validate(values, { abortEarly: false, convert: true });
+  } catch {
+    return { value: values, problems: [{ field: 'settings', message: "cannot be checked: the plugin's settingsSchema failed" }] };
   }
-  const { value, error } = schema.validate(values, { abortEarly: false, convert: true });
-  const problems = error ? fieldErrorsOf(error, 'settings') : [];
-  return { value: (value ?? values) as Record<string, unknown>, problems };
+  const problems = (checked.error ? fieldErrorsOf(checked.error, 'settings') : []).map((p) =>
+    manifest.settings[p.field.split('.')[0]!]?.secret ? { field: p.field, message: 'is not a value the plugin accepts (not shown: the setting is secret)' } : p,
+  );
+  return { value: (checked.value ?? values) as Record<string, unknown>, problems };
 }
 
 export class PluginNotFoundError extends DomainError {
@@ -259,7 +265,7 @@ export class PluginHost {
       mod = await importPluginModule(rec.folder, m.entry);
       rec.module = mod;
       // settings that break the plugin's own rules (set in the environment): it does not start
-      const checked = settingProblems(mod, config);
+      const checked = settingProblems(mod, m, config);
       if (checked.problems.length) throw new Error(`invalid settings: ${fieldErrorsText(checked.problems)}`);
       ctx = new PluginContextImpl({
         manifest: m,
@@ -384,11 +390,13 @@ export class PluginHost {
     // checked and stored in one turn of the plugin's queue: two changes at once are each checked
     // against what the other stored
     await this.serial(rec, async () => {
-      const mod = rec.running?.module ?? rec.module ?? (await importPluginModule(rec.folder, m.entry).catch(() => null));
+      // the service's rules (declared keys, the environment's locks, secrets sent to a new place) first
+      await this.settings.check(m, changes);
+      const mod = rec.running?.module ?? rec.module ?? (await withTimeout(importPluginModule(rec.folder, m.entry), this.deps.setupTimeoutMs ?? 10_000, 'import').catch(() => null));
       // a module that cannot be imported has no rules to check against (and fails its start anyway)
       if (mod) {
         rec.module = mod;
-        const checked = settingProblems(mod, await this.settings.valuesAfter(m, changes));
+        const checked = settingProblems(mod, m, await this.settings.valuesAfter(m, changes));
         if (checked.problems.length) throw new DomainError('validation_failed', fieldErrorsText(checked.problems), checked.problems);
       }
       await this.settings.update(m, changes);

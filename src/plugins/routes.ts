@@ -109,7 +109,6 @@ export function pluginAdminRoutes(host: PluginHost): Router {
     async (ctx, { params, body }) => {
       const m = validManifest(params.id);
       const changes = body as Record<string, string | null>;
-      await host.settings.check(m, changes);
       const plugin = await host.updateSettings(params.id, changes, byWhom(ctx));
       return { plugin, settings: settingsView(await host.settings.resolve(m)) };
     },

@@ -79,7 +79,7 @@ export function routeEndpoints(pluginId: string, pluginName: string, router: Rou
         description: `A route of the ${pluginName} plugin that does not describe its request and answer (routes made with ctx.endpoint do; docs/plugins.md).${own.length ? ` Besides ${dispatch} (the plugin dispatch), it needs the permission below.` : ''}`,
         responses: {
           ...forbidden,
-          default: { description: "the plugin's answer (any status), not described", schema: { description: 'any JSON value: the route does not describe its answer' } },
+          default: { description: "the plugin's answer (any status and content), not described", contentType: '*/*', schema: { description: 'the route does not describe its answer' } },
         },
       });
     }

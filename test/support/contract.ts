@@ -29,8 +29,18 @@ const violations: Violation[] = [];
 interface Checker {
   router: FindMyWay.Instance<FindMyWay.HTTPVersion.V1>;
   doc: OpenApiDoc;
-  ajv: Ajv2020;
+  schemas: SchemaSet;
+  /** by JSON pointer into doc */
   validators: Map<string, ValidateFunction>;
+}
+
+/**
+ * Compiled schemas for one set of components. Documents differ mostly in plugins' paths while
+ * their components stay the same: a schema is compiled once per text, not once per document.
+ */
+interface SchemaSet {
+  ajv: Ajv2020;
+  compiled: Map<string, ValidateFunction>;
 }
 
 interface OpenApiDoc {
@@ -48,21 +58,32 @@ const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const;
 
 /** Checkers by document text: a service's document changes when plugins or providers do. */
 const checkers = new Map<string, Checker>();
+const schemaSets = new Map<string, SchemaSet>();
+
+function schemaSetFor(components: unknown): SchemaSet {
+  const text = JSON.stringify(components);
+  let set = schemaSets.get(text);
+  if (!set) {
+    // the OpenAPI keywords beside the schemas (example, x-*) are not JSON Schema: not strict
+    const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true });
+    addFormats.default(ajv);
+    ajv.addSchema({ components }, 'doc');
+    set = { ajv, compiled: new Map() };
+    schemaSets.set(text, set);
+  }
+  return set;
+}
 
 function checkerFor(text: string): Checker {
   let c = checkers.get(text);
   if (c) return c;
   const doc = JSON.parse(text) as OpenApiDoc;
-  // the OpenAPI keywords beside the schemas (example, x-*) are not JSON Schema: not strict
-  const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true });
-  addFormats.default(ajv);
-  ajv.addSchema(doc as object, 'openapi');
   const router = FindMyWay({ ignoreTrailingSlash: true, caseSensitive: false });
   for (const [path, item] of Object.entries(doc.paths)) {
     const methods = METHODS.filter((m) => item[m]).map((m) => m.toUpperCase() as FindMyWay.HTTPMethod);
     if (methods.length) router.on(methods, path.replace(/\{([^}]+)\}/g, ':$1'), () => undefined, { path });
   }
-  c = { router, doc, ajv, validators: new Map() };
+  c = { router, doc, schemas: schemaSetFor(doc.components), validators: new Map() };
   if (checkers.size > 20) checkers.clear();
   checkers.set(text, c);
   return c;
@@ -74,8 +95,16 @@ const pointer = (...parts: string[]) => '#/' + parts.map((p) => encodeURICompone
 function validatorFor(c: Checker, ref: string): ValidateFunction {
   let v = c.validators.get(ref);
   if (!v) {
-    v = c.ajv.getSchema(`openapi${ref}`);
-    if (!v) throw new Error(`the document has no schema at ${ref}`);
+    let at: unknown = c.doc;
+    for (const part of ref.slice(2).split('/')) at = (at as Record<string, unknown> | undefined)?.[decodeURIComponent(part).replace(/~1/g, '/').replace(/~0/g, '~')];
+    if (!at) throw new Error(`the document has no schema at ${ref}`);
+    // its references into the components point into the set's copy of them
+    const text = JSON.stringify(at).replaceAll('"#/components/', '"doc#/components/');
+    v = c.schemas.compiled.get(text);
+    if (!v) {
+      v = c.schemas.ajv.compile(JSON.parse(text));
+      c.schemas.compiled.set(text, v);
+    }
     c.validators.set(ref, v);
   }
   return v;
@@ -100,7 +129,8 @@ const NOT_ROUTED = new Set([400, 401, 403, 413, 429, 500, 503]);
 
 /** One response against the document; returns what is wrong, or null. */
 function check(c: Checker, method: string, url: string, status: number, contentType: string | undefined, body: Buffer): string | null {
-  const found = c.router.find(method as FindMyWay.HTTPMethod, routedPath(url));
+  // HEAD is answered as GET without the body
+  const found = c.router.find((method === 'HEAD' ? 'GET' : method) as FindMyWay.HTTPMethod, routedPath(url));
   const type = mediaType(contentType);
   const json = type === 'application/json' || type.endsWith('+json');
   let parsed: unknown;
@@ -114,7 +144,7 @@ function check(c: Checker, method: string, url: string, status: number, contentT
   const validate = (ref: string): string | null => {
     const v = validatorFor(c, ref);
     if (v(parsed)) return null;
-    return `the body does not match ${ref}: ${c.ajv.errorsText(v.errors, { separator: '; ' })}\n      body: ${JSON.stringify(parsed).slice(0, 400)}`;
+    return `the body does not match ${ref}: ${c.schemas.ajv.errorsText(v.errors, { separator: '; ' })}\n      body: ${JSON.stringify(parsed).slice(0, 400)}`;
   };
   if (!found) {
     // not an operation of the document: "no such route", "not this method", or an answer any
@@ -123,20 +153,21 @@ function check(c: Checker, method: string, url: string, status: number, contentT
     return `answered ${status} to a request the document has no operation for`;
   }
   const docPath = (found.store as { path: string }).path;
-  const op = c.doc.paths[docPath]![method.toLowerCase()]!;
+  const op = c.doc.paths[docPath]![method === 'HEAD' ? 'get' : method.toLowerCase()]!;
   const key = [String(status), `${String(status)[0]}XX`, 'default'].find((k) => op.responses[k]);
   if (!key) return `status ${status} is not documented for ${method} ${docPath} (documented: ${Object.keys(op.responses).join(', ')})`;
   let response = op.responses[key]!;
-  let at = pointer('paths', docPath, method.toLowerCase(), 'responses', key);
+  let at = pointer('paths', docPath, method === 'HEAD' ? 'get' : method.toLowerCase(), 'responses', key);
   if (response.$ref) {
     at = response.$ref;
     const shared = c.doc.components.responses?.[response.$ref.split('/').pop()!];
     if (!shared) return `the document's ${at} does not resolve`;
     response = shared;
   }
-  if (!body.length || status === 204 || status === 304 || method === 'HEAD') return null;
+  if (status === 204 || status === 304 || method === 'HEAD') return null;
   const content = response.content ?? {};
   const documented = Object.keys(content);
+  if (!body.length) return content['application/json']?.schema ? `${status} has no body where the document says JSON` : null;
   if (!documented.length) return `${status} has a body (${type || 'no content type'}) where the document says none`;
   const entry = documented.find((t) => t.toLowerCase() === type) ?? documented.find((t) => t === '*/*' || (t.endsWith('/*') && type.startsWith(t.slice(0, -1))));
   if (!entry) return `${status} answered ${type || 'no content type'}; the document says ${documented.join(', ')}`;
@@ -162,7 +193,12 @@ export function checkResponses(service: Service): void {
   const listeners = server.listeners('request') as Array<(req: http.IncomingMessage, res: http.ServerResponse) => void>;
   server.removeAllListeners('request');
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
-    if (inScope(service, req.url ?? '')) capture(service, req, res);
+    try {
+      if (inScope(service, req.url ?? '')) capture(service, req, res);
+    } catch (err) {
+      // the check never stands between a request and its answer
+      violations.push({ request: `${req.method} ${req.url}`, problem: `the check failed: ${(err as Error).stack}` });
+    }
     for (const l of listeners) l.call(server, req, res);
   });
 }
@@ -210,10 +246,26 @@ function report(): Error | null {
   return new Error(`responses that are not what /openapi.json documents:\n${lines.join('\n')}`);
 }
 
+const WRAPPED = Symbol('contract-checked');
+
 export const mochaHooks: RootHookObject = {
-  afterEach(this: Context) {
-    const err = report();
-    if (err) throw err;
+  /**
+   * The test itself fails when a response it received broke the contract: its function is
+   * wrapped to check after it ran (a failing root afterEach hook would stop the file's other
+   * tests). What hooks received before it is reported with it; what came after the last test,
+   * by the root afterAll hook.
+   */
+  beforeEach(this: Context) {
+    const test = this.currentTest as (Mocha.Test & { [WRAPPED]?: true }) | undefined;
+    const fn = test?.fn;
+    // a test written with a done callback is left as it is (its violations: the next test, or afterAll)
+    if (!test || !fn || fn.length > 0 || test[WRAPPED]) return;
+    test[WRAPPED] = true;
+    test.fn = async function (this: Context) {
+      await (fn as (this: Context) => unknown).call(this);
+      const err = report();
+      if (err) throw err;
+    };
   },
   afterAll() {
     const err = report();

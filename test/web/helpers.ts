@@ -100,7 +100,6 @@ export async function openBrowser(): Promise<TestBrowser> {
   };
 }
 
-/** Signs in through the login form; lands on `next` (default /). */
 /**
  * Drops the browser's session: its pages leave for about:blank first, so a live page that loses
  * its cookie cannot go to the login page by itself while the test navigates (a race that
@@ -111,6 +110,7 @@ export async function forgetSession(browser: TestBrowser): Promise<void> {
   await browser.context.clearCookies();
 }
 
+/** Signs in through the login form; lands on `next` (default /). */
 export async function signIn(page: Page, origin: string, username: string, password: string, next = '/'): Promise<void> {
   await page.goto(`${origin}/login?${new URLSearchParams({ next })}`);
   await page.fill('#username', username);
