@@ -70,8 +70,8 @@ describe('Active Directory sign-in through the service (real Samba AD DC)', func
   before(async function () {
     this.timeout(240_000);
     dc = await startSambaDc();
-    await dc.tool('ou', 'add', 'OU=People');
-    await dc.tool('ou', 'add', 'OU=Groups');
+    await dc.addOu('OU=People');
+    await dc.addOu('OU=Groups');
     const add = async (sam: string, mail?: string, mustChange = false) => {
       const password = `${sam[0]!.toUpperCase()}${sam.slice(1)}-Pass-1!`;
       people[sam] = await dc.addUser(sam, password, { ou: 'OU=People', mail, mustChange, given: sam, surname: 'Test' });

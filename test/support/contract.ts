@@ -219,7 +219,9 @@ function capture(service: Service, req: http.IncomingMessage, res: http.ServerRe
     keep(chunk, encoding);
     try {
       const method = req.method ?? 'GET';
-      if (method !== 'OPTIONS') {
+      // a client that left receives nothing (koa ends such a response without its body)
+      const gone = !res.socket || res.socket.destroyed || !res.socket.writable;
+      if (method !== 'OPTIONS' && !gone) {
         const problem = check(checkerFor(service.openApiDocument()), method, req.url ?? '/', res.statusCode, res.getHeader('content-type') as string | undefined, Buffer.concat(chunks));
         if (problem) violations.push({ request: `${method} ${(req.url ?? '').split('?')[0]} -> ${res.statusCode}`, problem });
       }

@@ -21,7 +21,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { constants as fsConstants, readFileSync, rmSync } from 'node:fs';
-import { access, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { access, cp, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -86,6 +86,8 @@ export interface SambaDc {
   otherCaPem: string;
   /** runs samba-tool on this DC (its smb.conf), resolving with its output */
   tool(...args: string[]): Promise<string>;
+  /** an organizational unit, e.g. 'OU=People' (relative to the base DN) */
+  addOu(ou: string): Promise<void>;
   addUser(sam: string, password: string, opts?: AddUserOptions): Promise<AdUser>;
   addGroup(name: string, ou?: string): Promise<string>;
   addMembers(group: string, members: string[]): Promise<void>;
@@ -226,9 +228,81 @@ function sidText(buf: Buffer): string {
   return parts.join('-');
 }
 
+/** What a provisioned domain holds besides its files (kept next to them in the template). */
+interface Provisioned {
+  adminPassword: string;
+  bindPassword: string;
+}
+
 /**
- * Provisions and starts a DC (a few seconds to provision, more on a busy machine: give the
- * calling hook a minute or two). Share one per test file.
+ * The domain as provisioned (samba-tool domain provision, the password policy, the service
+ * account), made once per machine and Samba version: provisioning takes the better part of half
+ * a minute of CPU, and every DC of a test run starts from the same domain. Each DC runs on a
+ * copy of it (startSambaDc). Kept in the temp dir under a name of its own (not a temp dir of a
+ * test: the run does not own it); TEMPLATE_VERSION changes when the provisioning below does.
+ */
+const TEMPLATE_VERSION = 1;
+
+async function provisionedTemplate(): Promise<{ dir: string; provisioned: Provisioned }> {
+  const version = (await run(SAMBA, ['--version'])).trim().replace(/[^A-Za-z0-9.-]+/g, '_');
+  const dir = path.join(os.tmpdir(), `service-core-samba-template-${TEMPLATE_VERSION}-${version}`);
+  const ready = path.join(dir, 'provisioned.json');
+  const lock = `${dir}.lock`;
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    try {
+      return { dir, provisioned: JSON.parse(await readFile(ready, 'utf8')) as Provisioned };
+    } catch {
+      // not made yet
+    }
+    try {
+      await mkdir(lock);
+      break; // ours to make
+    } catch {
+      // another test process is making it (or died doing so: a lock older than the deadline is stale)
+      const age = Date.now() - (await stat(lock).catch(() => ({ mtimeMs: Date.now() }))).mtimeMs;
+      if (age > 180_000) await rm(lock, { recursive: true, force: true });
+      if (Date.now() > deadline) throw new Error(`waited 180 s for another process to provision the Samba template at ${dir}`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+  try {
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true });
+    const provisioned: Provisioned = { adminPassword: `Adm1n-${randomBytes(9).toString('base64url')}`, bindPassword: `Svc-${randomBytes(9).toString('base64url')}-1` };
+    const conf = path.join(dir, 'etc', 'smb.conf');
+    const tool = (...args: string[]) => run(SAMBA_TOOL, [...args, '-s', conf]);
+    await run(SAMBA_TOOL, [
+      'domain',
+      'provision',
+      `--targetdir=${dir}`,
+      `--realm=${AD_REALM}`,
+      `--domain=${AD_DOMAIN}`,
+      `--adminpass=${provisioned.adminPassword}`,
+      '--server-role=dc',
+      '--dns-backend=NONE',
+      '--use-rfc2307',
+      '--host-name=dc1',
+      // replaced by each copy's own addresses (adjustConfig)
+      '--option=interfaces = 127.0.0.1/8',
+      '--option=bind interfaces only = yes',
+    ]);
+    await tool('domain', 'passwordsettings', 'set', `--account-lockout-threshold=${LOCKOUT_THRESHOLD}`, '--account-lockout-duration=30', '--reset-account-lockout-after=30');
+    await tool('ou', 'add', 'OU=Service Accounts');
+    await tool('user', 'add', 'svc-login', provisioned.bindPassword, '--userou=OU=Service Accounts');
+    await writeFile(ready, JSON.stringify(provisioned));
+    return { dir, provisioned };
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  } finally {
+    await rm(lock, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Starts a DC on a copy of the provisioned domain (provisioning it first when this machine has
+ * none: give the calling hook a minute or two). Share one per test file.
  */
 export async function startSambaDc(): Promise<SambaDc> {
   for (const binary of [SAMBA, SAMBA_TOOL, OPENSSL]) {
@@ -240,9 +314,9 @@ export async function startSambaDc(): Promise<SambaDc> {
   }
   if (process.getuid?.() !== 0) throw new Error('a Samba AD DC runs as root: run these tests as root');
 
+  const template = await provisionedTemplate();
+  const { adminPassword, bindPassword } = template.provisioned;
   const dir = await mkdtemp(path.join(os.tmpdir(), 'samba-dc-test-'));
-  const adminPassword = `Adm1n-${randomBytes(9).toString('base64url')}`;
-  const bindPassword = `Svc-${randomBytes(9).toString('base64url')}-1`;
   let child: ChildProcess | undefined;
   let output = '';
   const conf = path.join(dir, 'etc', 'smb.conf');
@@ -254,24 +328,10 @@ export async function startSambaDc(): Promise<SambaDc> {
     await mkdir(path.join(dir, 'run'));
     await mkdir(path.join(dir, 'log'));
     await makeCertificates(path.join(dir, 'tls'), AD_HOSTNAME, addresses[0]);
-    await run(SAMBA_TOOL, [
-      'domain',
-      'provision',
-      `--targetdir=${dir}`,
-      `--realm=${AD_REALM}`,
-      `--domain=${AD_DOMAIN}`,
-      `--adminpass=${adminPassword}`,
-      '--server-role=dc',
-      '--dns-backend=NONE',
-      '--use-rfc2307',
-      '--host-name=dc1',
-      `--option=interfaces = ${addresses.map((a) => `${a}/8`).join(' ')}`,
-      '--option=bind interfaces only = yes',
-    ]);
-    await writeFile(conf, adjustConfig(await readFile(conf, 'utf8'), dir, addresses));
-    await tool('domain', 'passwordsettings', 'set', `--account-lockout-threshold=${LOCKOUT_THRESHOLD}`, '--account-lockout-duration=30', '--reset-account-lockout-after=30');
-    await tool('ou', 'add', 'OU=Service Accounts');
-    await tool('user', 'add', 'svc-login', bindPassword, '--userou=OU=Service Accounts');
+    // the domain's files, with the paths in its smb.conf moved here
+    await cp(template.dir, dir, { recursive: true, preserveTimestamps: true, filter: (src) => path.basename(src) !== 'provisioned.json' });
+    const provisionedConf = (await readFile(conf, 'utf8')).split(template.dir).join(dir);
+    await writeFile(conf, adjustConfig(provisionedConf, dir, addresses));
 
     child = spawn(SAMBA, ['-i', '-M', 'single', '-s', conf, '--debug-stdout', '-d', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
     const keep = (d: Buffer) => (output = (output + d.toString()).slice(-20_000));
@@ -294,17 +354,33 @@ export async function startSambaDc(): Promise<SambaDc> {
   const [address, otherAddress] = addresses;
   const adminDN = `CN=Administrator,CN=Users,${AD_BASE_DN}`;
 
-  /** One search as the administrator. */
-  async function search(filter: string | EqualityFilter, attributes: string[]) {
-    const client = new Client({ url: `ldap://${address}`, connectTimeout: 5000, timeout: 10_000 });
+  const caPem = await readFile(path.join(dir, 'tls', 'ca.pem'), 'utf8');
+  /**
+   * Something done as the domain's administrator over LDAPS, as an administrator's tool does
+   * (a password is written only over an encrypted connection); far quicker than a samba-tool
+   * process (a second of Python start-up each).
+   */
+  async function asAdmin<T>(work: (client: Client) => Promise<T>): Promise<T> {
+    const client = new Client({ url: `ldaps://${address}`, connectTimeout: 5000, timeout: 10_000, tlsOptions: { ca: [caPem], servername: AD_HOSTNAME } });
     try {
       await client.bind(adminDN, adminPassword);
-      const { searchEntries } = await client.search(AD_BASE_DN, { scope: 'sub', filter, attributes, explicitBufferAttributes: ['objectSid'] });
-      return searchEntries;
+      return await work(client);
     } finally {
       await client.unbind().catch(() => undefined);
     }
   }
+  const search = (filter: string | EqualityFilter, attributes: string[]) =>
+    asAdmin(async (client) => (await client.search(AD_BASE_DN, { scope: 'sub', filter, attributes, explicitBufferAttributes: ['objectSid'] })).searchEntries);
+  const replace = (dn: string, type: string, values: string[] | Buffer[]) => asAdmin((client) => client.modify(dn, new Change({ operation: 'replace', modification: new Attribute({ type, values }) })));
+  /** userAccountControl with `bit` set or cleared (ACCOUNTDISABLE is 2) */
+  const accountControl = async (sam: string, bit: number, on: boolean) => {
+    const [entry] = await search(new EqualityFilter({ attribute: 'sAMAccountName', value: sam }), ['userAccountControl']);
+    if (!entry) throw new Error(`no account ${sam} in the test DC`);
+    const now = Number(entry.userAccountControl);
+    await replace(entry.dn, 'userAccountControl', [String(on ? now | bit : now & ~bit)]);
+  };
+  /** a time as AD writes it: 100 ns steps since 1601 */
+  const fileTime = (ms: number) => String(BigInt(Math.round(ms)) * 10_000n + 116_444_736_000_000_000n);
   const bySam = async (sam: string) => {
     const [entry] = await search(new EqualityFilter({ attribute: 'sAMAccountName', value: sam }), ['objectSid', 'userPrincipalName', 'mail']);
     if (!entry) throw new Error(`no account ${sam} in the test DC`);
@@ -336,38 +412,58 @@ export async function startSambaDc(): Promise<SambaDc> {
     bindPassword,
     adminDN,
     adminPassword,
-    caPem: await readFile(path.join(dir, 'tls', 'ca.pem'), 'utf8'),
+    caPem,
     otherCaPem: await readFile(path.join(dir, 'tls', 'other-ca.pem'), 'utf8'),
     tool,
+    async addOu(ou) {
+      await asAdmin((client) => client.add(`${ou},${AD_BASE_DN}`, { objectClass: ['top', 'organizationalUnit'] }));
+    },
     async addUser(sam, password, opts = {}) {
-      const args = ['user', 'add', sam, password];
-      if (opts.given) args.push(`--given-name=${opts.given}`);
-      if (opts.surname) args.push(`--surname=${opts.surname}`);
-      if (opts.mail) args.push(`--mail-address=${opts.mail}`);
-      if (opts.ou) args.push(`--userou=${opts.ou}`);
-      if (opts.mustChange) args.push('--must-change-at-next-login');
-      await tool(...args);
+      // named as samba-tool names a user: "Given Surname" when given, else the account name
+      const display = [opts.given, opts.surname].filter(Boolean).join(' ');
+      const cn = display || sam;
+      const dn = `CN=${cn},${opts.ou ?? 'CN=Users'},${AD_BASE_DN}`;
+      const fields: Record<string, string | string[] | Buffer> = {
+        objectClass: ['top', 'person', 'organizationalPerson', 'user'],
+        sAMAccountName: sam,
+        userPrincipalName: `${sam}@${AD_DNS_DOMAIN}`,
+        ...(display ? { displayName: display } : {}),
+        ...(opts.given ? { givenName: opts.given } : {}),
+        ...(opts.surname ? { sn: opts.surname } : {}),
+        ...(opts.mail ? { mail: opts.mail } : {}),
+        // AD takes a password as the quoted string in UTF-16LE; a normal, enabled account
+        unicodePwd: Buffer.from(`"${password}"`, 'utf16le'),
+        userAccountControl: '512',
+      };
+      const attributes = Object.entries(fields).map(([type, v]) => new Attribute({ type, values: Buffer.isBuffer(v) ? [v] : Array.isArray(v) ? v : [v] }));
+      await asAdmin((client) => client.add(dn, attributes));
+      if (opts.mustChange) await replace(dn, 'pwdLastSet', ['0']);
       const entry = await bySam(sam);
       return { sam, password, dn: entry.dn, upn: String(entry.userPrincipalName), sid: sidText(entry.objectSid as Buffer), mail: opts.mail ?? null };
     },
     async addGroup(name, ou) {
-      await tool('group', 'add', name, ...(ou ? [`--groupou=${ou}`] : []));
+      const dn = `CN=${name},${ou ?? 'CN=Users'},${AD_BASE_DN}`;
+      await asAdmin((client) => client.add(dn, { objectClass: ['top', 'group'], sAMAccountName: name }));
       return (await bySam(name)).dn;
     },
     async addMembers(group, members) {
-      await tool('group', 'addmembers', group, members.join(','));
+      const groupDn = (await bySam(group)).dn;
+      const dns = await Promise.all(members.map(async (m) => (await bySam(m)).dn));
+      await asAdmin((client) => client.modify(groupDn, new Change({ operation: 'add', modification: new Attribute({ type: 'member', values: dns }) })));
     },
     async removeMembers(group, members) {
-      await tool('group', 'removemembers', group, members.join(','));
+      const groupDn = (await bySam(group)).dn;
+      const dns = await Promise.all(members.map(async (m) => (await bySam(m)).dn));
+      await asAdmin((client) => client.modify(groupDn, new Change({ operation: 'delete', modification: new Attribute({ type: 'member', values: dns }) })));
     },
     async disable(sam) {
-      await tool('user', 'disable', sam);
+      await accountControl(sam, 2, true);
     },
     async enable(sam) {
-      await tool('user', 'enable', sam);
+      await accountControl(sam, 2, false);
     },
     async setExpiry(sam, days) {
-      await tool('user', 'setexpiry', sam, `--days=${days}`);
+      await replace((await bySam(sam)).dn, 'accountExpires', [fileTime(Date.now() + days * 86_400_000)]);
     },
     async agePassword(sam, days) {
       // pwdLastSet takes only 0 and -1 over LDAP; the DC's own database takes a date with the
@@ -396,7 +492,8 @@ export async function startSambaDc(): Promise<SambaDc> {
       }
     },
     async deleteUser(sam) {
-      await tool('user', 'delete', sam);
+      const dn = (await bySam(sam)).dn;
+      await asAdmin((client) => client.del(dn));
     },
     async groupDN(name) {
       return (await bySam(name)).dn;
@@ -405,13 +502,7 @@ export async function startSambaDc(): Promise<SambaDc> {
       return sidText((await bySam(name)).objectSid as Buffer);
     },
     async modify(dn, attribute, values) {
-      const client = new Client({ url: `ldap://${address}`, connectTimeout: 5000, timeout: 10_000 });
-      try {
-        await client.bind(adminDN, adminPassword);
-        await client.modify(dn, new Change({ operation: 'replace', modification: new Attribute({ type: attribute, values }) }));
-      } finally {
-        await client.unbind().catch(() => undefined);
-      }
+      await replace(dn, attribute, values);
     },
     stop() {
       stopped ??= (async () => {

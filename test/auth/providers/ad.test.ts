@@ -73,8 +73,8 @@ describe('LdapProvider against a real Active Directory (Samba AD DC)', function 
   before(async function () {
     this.timeout(180_000);
     dc = await startSambaDc();
-    await dc.tool('ou', 'add', 'OU=People');
-    await dc.tool('ou', 'add', 'OU=Groups');
+    await dc.addOu('OU=People');
+    await dc.addOu('OU=Groups');
     alice = await dc.addUser('alice', 'Alice-Pass-1!', { given: 'Alice', surname: 'Liddell', mail: 'alice@corp.example', ou: 'OU=People' });
     groups = {
       platform: await dc.addGroup('Platform', 'OU=Groups'),
