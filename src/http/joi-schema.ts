@@ -218,7 +218,12 @@ export interface ConvertOptions {
 }
 
 /** Conversions made, by joi schema and options: the document is built again for every service and every plugin change. */
-const converted = new WeakMap<Joi.Schema, Map<string, { schema: JsonSchema; named: Record<string, JsonSchema> }>>();
+const converted = new WeakMap<Joi.Schema, Map<string, Converted>>();
+const convertedText = new Map<string, Converted>();
+interface Converted {
+  schema: JsonSchema;
+  named: Record<string, JsonSchema>;
+}
 
 /**
  * The JSON Schema of a joi schema. Made once per schema object and options, and shared: callers
@@ -230,15 +235,22 @@ export function joiToJsonSchema(schema: Joi.Schema, opts: ConvertOptions = {}): 
   let hit = byOptions?.get(key);
   if (!hit) {
     const d = schema.describe() as Described & { preferences?: Record<string, unknown> };
-    const spec = opts.presence ? { ...d, preferences: { presence: opts.presence, ...d.preferences } } : d;
-    const named: Record<string, JsonSchema> = {};
-    parser.components = opts.components ? named : null;
-    try {
-      hit = { schema: parser.parse(spec), named };
-    } finally {
-      parser.components = null;
-      // the library pushes inherited preferences without a finally: a throw must not leave them for the next schema
-      parser.inheritedPreferences = [];
+    // a schema made anew for each service (inside a route factory) describes itself the same way each time
+    const text = `${key}|${JSON.stringify(d)}`;
+    hit = convertedText.get(text);
+    if (!hit) {
+      const spec = opts.presence ? { ...d, preferences: { presence: opts.presence, ...d.preferences } } : d;
+      const named: Record<string, JsonSchema> = {};
+      parser.components = opts.components ? named : null;
+      try {
+        hit = { schema: parser.parse(spec), named };
+      } finally {
+        parser.components = null;
+        // the library pushes inherited preferences without a finally: a throw must not leave them for the next schema
+        parser.inheritedPreferences = [];
+      }
+      if (convertedText.size >= 5000) convertedText.clear();
+      convertedText.set(text, hit);
     }
     if (!byOptions) converted.set(schema, (byOptions = new Map()));
     byOptions.set(key, hit);

@@ -217,19 +217,26 @@ function capture(service: Service, req: http.IncomingMessage, res: http.ServerRe
   }) as typeof res.write;
   res.end = ((chunk?: unknown, encoding?: unknown, cb?: unknown) => {
     keep(chunk, encoding);
-    try {
-      const method = req.method ?? 'GET';
-      // a client that left receives nothing (koa ends such a response without its body)
-      const gone = !res.socket || res.socket.destroyed || !res.socket.writable;
-      if (method !== 'OPTIONS' && !gone) {
+    const method = req.method ?? 'GET';
+    // a client that left receives nothing (koa ends such a response without its body)
+    const gone = !res.socket || res.socket.destroyed || !res.socket.writable;
+    // the answer goes out first: checking it must not make the client wait (timed tests)
+    const ended = end(chunk, encoding, cb);
+    if (method !== 'OPTIONS' && !gone) {
+      try {
         const problem = check(checkerFor(service.openApiDocument()), method, req.url ?? '/', res.statusCode, res.getHeader('content-type') as string | undefined, Buffer.concat(chunks));
         if (problem) violations.push({ request: `${method} ${(req.url ?? '').split('?')[0]} -> ${res.statusCode}`, problem });
+      } catch (err) {
+        violations.push({ request: `${req.method} ${req.url}`, problem: `the check failed: ${(err as Error).stack}` });
       }
-    } catch (err) {
-      violations.push({ request: `${req.method} ${req.url}`, problem: `the check failed: ${(err as Error).stack}` });
     }
-    return end(chunk, encoding, cb);
+    return ended;
   }) as typeof res.end;
+}
+
+/** Builds the checker of a service's document now (after boot), not during its first answer. */
+export function prepareCheck(service: Service): void {
+  checkerFor(service.openApiDocument());
 }
 
 /**

@@ -7,7 +7,7 @@ import { loadConfig, type Config } from '../../src/config.js';
 import { Service } from '../../src/service.js';
 import { createLogger, type Logger } from '../../src/log.js';
 import { trackDatabase } from './leftovers.js';
-import { checkResponses } from './contract.js';
+import { checkResponses, prepareCheck } from './contract.js';
 
 /**
  * Test harness: each service gets its own temp data dir and its own database, so test files
@@ -101,7 +101,10 @@ export async function startService(opts: TestServiceOptions = {}): Promise<TestS
   checkResponses(service);
   try {
     await service.start();
-    if (opts.wait !== false) await service.booted();
+    if (opts.wait !== false) {
+      await service.booted();
+      prepareCheck(service);
+    }
   } catch (err) {
     // e.g. the port was taken (callers retry): what was made for this service goes with it
     await service.stop(2000).catch(() => undefined);
