@@ -442,14 +442,18 @@ export class PluginHost {
 
   /** The routes of every running plugin, for the OpenAPI document (src/plugins/routing.ts). */
   documentedRoutes(): { version: number; endpoints: Endpoint[] } {
+    // a route a plugin adds after its setup counts as a change too
+    let layers = 0;
+    for (const rec of this.records.values()) layers += rec.running?.ctx.router.stack.length ?? 0;
+    if (this.documented && this.documented.layers !== layers) this.routesVersion++;
     if (this.documented?.version !== this.routesVersion) {
       const endpoints = [...this.records.values()].flatMap((rec) => (rec.running ? routeEndpoints(rec.key, rec.manifest!.name, rec.running.ctx.router) : []));
-      this.documented = { version: this.routesVersion, endpoints };
+      this.documented = { version: this.routesVersion, layers, endpoints };
     }
     return this.documented;
   }
 
-  private documented: { version: number; endpoints: Endpoint[] } | null = null;
+  private documented: { version: number; layers: number; endpoints: Endpoint[] } | null = null;
 
   /** The one dispatch middleware of every running plugin's routes (src/plugins/routing.ts). */
   middleware(): Middleware {

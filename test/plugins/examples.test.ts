@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { Validator } from '@seriousme/openapi-schema-validator';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -94,6 +95,10 @@ describe('example plugins', () => {
       const paths = (await request(svc.url).get('/openapi.json').expect(200)).body.paths;
       expect(paths['/api/plugins/outbound-forwarder/status'].get['x-permission']).to.equal('plugin:outbound-forwarder:deliveries.read');
       expect(paths['/api/plugins/outbound-forwarder/test'].post.responses).to.include.keys('202', '409').and.not.have.property('200');
+      // with the plugin's routes in it, the document is still valid OpenAPI 3.1
+      const validator = new Validator();
+      const result = await validator.validate((await request(svc.url).get('/openapi.json').expect(200)).body);
+      expect(result.valid, JSON.stringify(result.errors)).to.equal(true);
     });
 
     it("settings: secrets masked, environment values locked, unknown keys refused, values the plugin's rules refuse never stored", async () => {

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { expect } from 'chai';
+import { Validator } from '@seriousme/openapi-schema-validator';
 import Joi from 'joi';
 import request from 'supertest';
 import { startService, type TestService } from '../support/service.js';
@@ -35,6 +36,13 @@ describe('OpenAPI document', function () {
     expect(doc.components.securitySchemes.bearerAuth).to.include({ type: 'http', scheme: 'bearer' });
     expect(doc.components.securitySchemes.basicAuth).to.include({ type: 'http', scheme: 'basic' });
     expect(doc.components.securitySchemes.cookieAuth).to.include({ type: 'apiKey', in: 'cookie', name: 'svc.sid' });
+  });
+
+  it('is valid OpenAPI 3.1 to a validator of its own (the specification\'s schemas)', async function () {
+    const validator = new Validator();
+    const result = await validator.validate(doc);
+    expect(validator.version).to.equal('3.1');
+    expect(result.valid, JSON.stringify(result.errors)).to.equal(true);
   });
 
   it('covers the endpoints of every area', function () {
