@@ -79,10 +79,10 @@ failed=0
 run_dir="$(mktemp -d /tmp/svc-test-run-XXXXXX)"
 trap 'rm -rf "$run_dir"; cleanup' EXIT
 suite() {
-  local name="$1" files="$2"; shift 2
+  local name="$1" files="$2" mode="$3"; shift 3
   # shellcheck disable=SC2046
   local rc=0
-  env "$@" npx mocha --forbid-only --forbid-pending --parallel --jobs 2 $(node scripts/test-files.mjs "$files") >"$run_dir/$name.out" 2>&1 || rc=$?
+  env "$@" npx mocha --forbid-only --forbid-pending $mode $(node scripts/test-files.mjs "$files") >"$run_dir/$name.out" 2>&1 || rc=$?
   echo "$rc" >"$run_dir/$name.rc"
 }
 tally() {
@@ -101,14 +101,22 @@ tally() {
 
 pg_db="svc_test_$(date +%s)_$$"
 psql "$pg_admin_url" -qc "CREATE DATABASE \"$pg_db\"" >/dev/null
-say "tests on SQLite and PostgreSQL, side by side (each printed when both are done)"
+say "tests on SQLite and PostgreSQL, side by side (each printed when all are done)"
 started=$(date +%s)
-suite sqlite all SERVICE_TEST_DATABASE_URL= &
-suite postgres database "SERVICE_TEST_DATABASE_URL=${pg_admin_url%/*}/$pg_db" &
+suite sqlite all '--parallel --jobs 2' SERVICE_TEST_DATABASE_URL= &
+suite postgres database '--parallel --jobs 2' "SERVICE_TEST_DATABASE_URL=${pg_admin_url%/*}/$pg_db" &
 wait
+both=$(( $(date +%s) - started ))
+# the files that time the service under a load they make themselves, alone (scripts/test-files.mjs)
+started=$(date +%s)
+suite quiet-sqlite quiet '' SERVICE_TEST_DATABASE_URL=
+suite quiet-postgres quiet-database '' "SERVICE_TEST_DATABASE_URL=${pg_admin_url%/*}/$pg_db"
+quiet=$(( $(date +%s) - started ))
 tally SQLite sqlite
 tally PostgreSQL postgres
-say "both runs took $(( $(date +%s) - started )) s"
+tally 'SQLite, alone (answer times under load)' quiet-sqlite
+tally 'PostgreSQL, alone (answer times under load)' quiet-postgres
+say "both runs took $both s, then the files timed under load $quiet s"
 
 echo
 echo "${passed} passed, ${failed} failed"
