@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { expect } from 'chai';
 import { Validator } from '@seriousme/openapi-schema-validator';
+import { DOCUMENT_FILE } from '../../scripts/api-types.js';
 import Joi from 'joi';
 import request from 'supertest';
 import { startService, type TestService } from '../support/service.js';
@@ -198,12 +199,9 @@ describe('OpenAPI document', function () {
     expect(me.required).to.include.members(['id', 'username', 'display_name', 'groups', 'roles', 'method', 'is_system']);
   });
 
-  it('is the document in docs/openapi.json (a service without plugins), and src/client/openapi.ts its types', async function () {
-    this.timeout(60_000);
-    const { DOCUMENT_FILE, TYPES_FILE, typesOf } = await import('../../scripts/api-types.js');
+  it('is the document in docs/openapi.json (a service without plugins)', async function () {
     const served = JSON.stringify(doc, null, 2) + '\n';
     expect(fs.readFileSync(DOCUMENT_FILE, 'utf8') === served, 'docs/openapi.json is not the served document: run npm run api:types').to.equal(true);
-    expect(fs.readFileSync(TYPES_FILE, 'utf8') === (await typesOf(served)), 'src/client/openapi.ts is not generated from it: run npm run api:types').to.equal(true);
   });
 
   describe('joi -> JSON Schema (joi-to-json with our corrections)', function () {
