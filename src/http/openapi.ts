@@ -59,7 +59,7 @@ const errorRef = (description: string) => ({ description, content: errorContent 
 const COMMON_RESPONSES: Record<string, { status: number; description: string; headers?: Record<string, string> }> = {
   BadRequest: { status: 400, description: 'validation_failed: the field named in details is invalid (a parameter, the body, or a credential header such as an over-long Basic password)' },
   Unauthorized: { status: 401, description: 'unauthorized: no valid credential (mfa_required: HTTP Basic for an account with a second factor)', headers: { 'WWW-Authenticate': 'the schemes accepted' } },
-  Forbidden: { status: 403, description: 'forbidden: an unsafe request with the session cookie (or Basic) from an origin not allowed (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer' },
+  Forbidden: { status: 403, description: 'forbidden: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer' },
   PayloadTooLarge: { status: 413, description: 'payload_too_large: the body is over the limit (1 MiB unless the route says otherwise)' },
   UnsupportedMediaType: { status: 415, description: 'unsupported_media_type: the body is not JSON' },
   TooManyRequests: { status: 429, description: 'rate_limited: the HTTP Basic user is locked out for a while after failed attempts', headers: { 'Retry-After': 'seconds to wait' } },
@@ -177,9 +177,12 @@ function operation(e: Endpoint, pathNames: string[], components: Components): Re
   common(401, 'Unauthorized');
   // any route: a member of a group that requires a second factor who has none yet, a cookie
   // request from another origin; a route's own reasons come first
-  const own = responses['403'] as { description: string } | undefined;
-  const reasons = [typeof e.auth === 'object' && !own ? `the caller lacks ${e.auth.permission}${e.stepUp ? '; or step_up_required: verify the second factor again' : ''}` : null, own?.description ?? null].filter(Boolean);
-  responses['403'] = reasons.length ? errorRef(`forbidden: ${reasons.join('; ')}; or, on any route: ${COMMON_RESPONSES.Forbidden!.description.replace(/^forbidden: /, '')}`) : commonRef('Forbidden');
+  const own = (responses['403'] as { description: string } | undefined)?.description.replace(/^forbidden: /, '');
+  const reasons = [
+    own ?? (typeof e.auth === 'object' ? `the caller lacks ${e.auth.permission}` : null),
+    e.stepUp && !own?.includes('step_up_required') ? 'step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up)' : null,
+  ].filter(Boolean);
+  responses['403'] = reasons.length ? errorRef(`forbidden: ${reasons.join('; or ')}; or, on any route: ${COMMON_RESPONSES.Forbidden!.description.replace(/^forbidden: /, '')}`) : commonRef('Forbidden');
   if (readsBody) {
     common(413, 'PayloadTooLarge');
     if (e.bodyMode !== 'raw') common(415, 'UnsupportedMediaType');

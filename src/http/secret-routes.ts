@@ -57,12 +57,8 @@ export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
     o.authorize?.(ctx);
     if (o.secret.lockedByEnv) throw conflict(`the ${o.what} is set by ${o.setting.env} and cannot be changed here`);
   };
-  // the permission, the route's own refusal, step-up, and the cookie of a foreign page
-  const refused = [
-    `forbidden: the caller lacks ${ADMIN.permission}${o.refusal ? `, or is ${o.refusal}` : ''}`,
-    ...(o.stepUp ? ['step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up)'] : []),
-    'a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`)',
-  ].join('; or ');
+  // the permission and the route's own refusal (the document adds step-up and what refuses any route)
+  const refused = `the caller lacks ${ADMIN.permission}${o.refusal ? `, or is ${o.refusal}` : ''}`;
   api.endpoint(
     { method: 'GET', path: '/', summary: `Is a ${o.what} configured`, auth: ADMIN, responses: { 200: { description: 'never the value itself', schema: secretStatusView } } },
     async () => ({ configured: await o.secret.configured(), locked: o.secret.lockedByEnv }),

@@ -15,8 +15,9 @@
  * DNS, SMB or RPC). Passwords must meet AD's complexity rules. Accounts lock after
  * LOCKOUT_THRESHOLD bad passwords. Simple binds over plain ldap:// are allowed
  * (`ldap server require strong auth = no`), so that plain, LDAPS and StartTLS can all be tried.
- * Users and groups are made with samba-tool on the DC's own database while it runs, as an
- * administrator does on a DC.
+ * The domain is provisioned once per machine (provisionedTemplate) and each DC runs on a copy;
+ * users, groups and OUs are made over LDAPS as the domain's administrator, as an administrator's
+ * tool does.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
@@ -26,6 +27,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Attribute, Change, Client, EqualityFilter } from 'ldapts';
+import { runTool } from './run-tool.js';
 
 const SAMBA = '/usr/sbin/samba';
 const SAMBA_TOOL = '/usr/bin/samba-tool';
@@ -84,8 +86,6 @@ export interface SambaDc {
   caPem: string;
   /** PEM of another CA, which signed nothing this DC presents */
   otherCaPem: string;
-  /** runs samba-tool on this DC (its smb.conf), resolving with its output */
-  tool(...args: string[]): Promise<string>;
   /** an organizational unit, e.g. 'OU=People' (relative to the base DN) */
   addOu(ou: string): Promise<void>;
   addUser(sam: string, password: string, opts?: AddUserOptions): Promise<AdUser>;
@@ -109,18 +109,6 @@ export interface SambaDc {
   modify(dn: string, attribute: string, values: string[]): Promise<void>;
   /** stops samba and removes the temp dir; safe to call twice */
   stop(): Promise<void>;
-}
-
-function run(cmd: string, args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    // no stdin: writing to a tool that has already exited would be an EPIPE
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-    child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve(output) : reject(new Error(`${path.basename(cmd)} ${args.slice(0, 3).join(' ')} exited with ${code}: ${output.trim().slice(-2000)}`))));
-  });
 }
 
 function canConnect(host: string, port: number): Promise<boolean> {
@@ -156,11 +144,11 @@ function sambaPython(): string {
 /** A private CA and a server certificate for `hostname` and `address`; another CA that signed nothing. */
 async function makeCertificates(dir: string, hostname: string, address: string): Promise<void> {
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
-  await run(OPENSSL, ['req', '-x509', ...ec, '-keyout', path.join(dir, 'ca.key'), '-out', path.join(dir, 'ca.pem'), '-days', '2', '-subj', '/CN=service-core test CA', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
-  await run(OPENSSL, ['req', '-x509', ...ec, '-keyout', path.join(dir, 'other-ca.key'), '-out', path.join(dir, 'other-ca.pem'), '-days', '2', '-subj', '/CN=some other CA', '-addext', 'basicConstraints=critical,CA:TRUE']);
-  await run(OPENSSL, ['req', ...ec, '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'server.csr'), '-subj', `/CN=${hostname}`]);
+  await runTool(OPENSSL, ['req', '-x509', ...ec, '-keyout', path.join(dir, 'ca.key'), '-out', path.join(dir, 'ca.pem'), '-days', '2', '-subj', '/CN=service-core test CA', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+  await runTool(OPENSSL, ['req', '-x509', ...ec, '-keyout', path.join(dir, 'other-ca.key'), '-out', path.join(dir, 'other-ca.pem'), '-days', '2', '-subj', '/CN=some other CA', '-addext', 'basicConstraints=critical,CA:TRUE']);
+  await runTool(OPENSSL, ['req', ...ec, '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'server.csr'), '-subj', `/CN=${hostname}`]);
   await writeFile(path.join(dir, 'server.ext'), `subjectAltName=DNS:${hostname},IP:${address}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n`);
-  await run(OPENSSL, ['x509', '-req', '-in', path.join(dir, 'server.csr'), '-CA', path.join(dir, 'ca.pem'), '-CAkey', path.join(dir, 'ca.key'), '-CAcreateserial', '-out', path.join(dir, 'cert.pem'), '-days', '2', '-extfile', path.join(dir, 'server.ext')]);
+  await runTool(OPENSSL, ['x509', '-req', '-in', path.join(dir, 'server.csr'), '-CA', path.join(dir, 'ca.pem'), '-CAkey', path.join(dir, 'ca.key'), '-CAcreateserial', '-out', path.join(dir, 'cert.pem'), '-days', '2', '-extfile', path.join(dir, 'server.ext')]);
 }
 
 /** The provisioned smb.conf, made to run only the LDAP server, on our addresses, with our certificate, all state in `dir`. */
@@ -244,7 +232,7 @@ interface Provisioned {
 const TEMPLATE_VERSION = 1;
 
 async function provisionedTemplate(): Promise<{ dir: string; provisioned: Provisioned }> {
-  const version = (await run(SAMBA, ['--version'])).trim().replace(/[^A-Za-z0-9.-]+/g, '_');
+  const version = (await runTool(SAMBA, ['--version'])).trim().replace(/[^A-Za-z0-9.-]+/g, '_');
   const dir = path.join(os.tmpdir(), `service-core-samba-template-${TEMPLATE_VERSION}-${version}`);
   const ready = path.join(dir, 'provisioned.json');
   const lock = `${dir}.lock`;
@@ -271,8 +259,8 @@ async function provisionedTemplate(): Promise<{ dir: string; provisioned: Provis
     await mkdir(dir, { recursive: true });
     const provisioned: Provisioned = { adminPassword: `Adm1n-${randomBytes(9).toString('base64url')}`, bindPassword: `Svc-${randomBytes(9).toString('base64url')}-1` };
     const conf = path.join(dir, 'etc', 'smb.conf');
-    const tool = (...args: string[]) => run(SAMBA_TOOL, [...args, '-s', conf]);
-    await run(SAMBA_TOOL, [
+    const tool = (...args: string[]) => runTool(SAMBA_TOOL, [...args, '-s', conf]);
+    await runTool(SAMBA_TOOL, [
       'domain',
       'provision',
       `--targetdir=${dir}`,
@@ -320,7 +308,6 @@ export async function startSambaDc(): Promise<SambaDc> {
   let child: ChildProcess | undefined;
   let output = '';
   const conf = path.join(dir, 'etc', 'smb.conf');
-  const tool = (...args: string[]) => run(SAMBA_TOOL, [...args, '-s', conf]);
   let addresses: [string, string];
   try {
     addresses = await freeAddresses();
@@ -414,7 +401,6 @@ export async function startSambaDc(): Promise<SambaDc> {
     adminPassword,
     caPem,
     otherCaPem: await readFile(path.join(dir, 'tls', 'other-ca.pem'), 'utf8'),
-    tool,
     async addOu(ou) {
       await asAdmin((client) => client.add(`${ou},${AD_BASE_DN}`, { objectClass: ['top', 'organizationalUnit'] }));
     },
@@ -481,7 +467,7 @@ export async function startSambaDc(): Promise<SambaDc> {
         "m['pwdLastSet'] = ldb.MessageElement(str(ft), ldb.FLAG_MOD_REPLACE, 'pwdLastSet')",
         "db.modify(m, controls=['local_oid:1.3.6.1.4.1.7165.4.3.12:0'])",
       ].join('\n');
-      await run(python, ['-c', script, conf, dn, String(days)]);
+      await runTool(python, ['-c', script, conf, dn, String(days)]);
     },
     async lockOut(sam) {
       const upn = String((await bySam(sam)).userPrincipalName);

@@ -23,6 +23,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { unusedPort } from '../auth/helpers.js';
+import { runTool } from './run-tool.js';
 
 const SLAPD = '/usr/sbin/slapd';
 const SLAPADD = '/usr/sbin/slapadd';
@@ -168,17 +169,6 @@ function buildLdif(service: { dn: string; password: string }): string {
   return entries.join('\n\n') + '\n';
 }
 
-function run(cmd: string, args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-    child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${path.basename(cmd)} exited with ${code}: ${output.trim()}`))));
-  });
-}
-
 function canConnect(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect({ host: '127.0.0.1', port });
@@ -240,7 +230,7 @@ export async function startSlapd(options: StartSlapdOptions = {}): Promise<Slapd
     await writeFile(conf, buildConfig(dir, rootDN, rootPassword, options), { mode: 0o600 });
     const ldif = path.join(dir, 'data.ldif');
     await writeFile(ldif, buildLdif(service), { mode: 0o600 });
-    await run(SLAPADD, ['-q', '-f', conf, '-l', ldif]);
+    await runTool(SLAPADD, ['-q', '-f', conf, '-l', ldif]);
 
     // The port is probed free then handed to slapd; another process may grab it in between, so retry.
     let lastError: unknown;

@@ -9,7 +9,6 @@ import { patchSchema } from '../settings.js';
 import { changeAuthSettings } from '../settings-change.js';
 import { noStore } from '../sessions.js';
 import { actor } from '../guards.js';
-import { CROSS_ORIGIN, STEP_UP } from './views.js';
 
 /** One field of the settings (AuthSettingView of src/client/api-types.ts). */
 const authSettingView = Joi.object({
@@ -77,7 +76,7 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
       bodyMode: 'manual',
       responses: {
         200: { description: 'the new settings', schema: authSettingsView },
-        403: 'forbidden: the caller lacks feature:admin.settings; or the default groups or a group mapping hand out host access and the caller is not a superadmin; or ' + `${STEP_UP}; or ${CROSS_ORIGIN}`,
+        403: 'the caller lacks feature:admin.settings; or the default groups or a group mapping hand out host access and the caller is not a superadmin',
         409: 'conflict: a field is set in the environment (`details.locked` names them)',
       },
     },

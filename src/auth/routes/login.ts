@@ -6,7 +6,7 @@ import { HttpError, rateLimited, unauthorized } from '../../http/errors.js';
 import { ApiRouter } from '../../http/api.js';
 import { checkOrigin, credentialsLogin, loginBody, loginSchema, logout, noStore, providerList, startCookieSession } from '../sessions.js';
 import { REFUSAL_TEXT } from '../providers/refusal.js';
-import { CROSS_ORIGIN, FOREIGN_PAGE, secondStepView, sessionView } from './views.js';
+import { secondStepView, sessionView } from './views.js';
 
 /** The login API: password login, logout, and the providers a login page offers. */
 
@@ -49,7 +49,6 @@ export function authRoutes(auth: AuthComponent): Router {
       responses: {
         200: { description: 'the session; or, for an account with a second factor, the second step it must pass first (`mfa_required`)', schema: Joi.alternatives().try(sessionView, secondStepView) },
         401: 'wrong credentials; or the directory proved the password and refused the account: `details.reason` says why (`account_disabled`, `account_expired`, `password_expired`, `password_must_change`, `logon_restricted`)',
-        403: FOREIGN_PAGE,
         429: { description: 'locked out, or over the per-address budget', headers: { 'Retry-After': 'seconds' } },
         503: { description: 'unavailable: too many password checks waiting; or booting / the database not reachable (as on every route)', headers: { 'Retry-After': 'seconds to wait' } },
       },
@@ -68,7 +67,7 @@ export function authRoutes(auth: AuthComponent): Router {
   );
 
   api.endpoint(
-    { method: 'POST', path: '/api/auth/logout', summary: 'Log out: revokes the presented session token and the cookie session', auth: 'none', responses: { 204: 'logged out', 401: 'no session presented', 403: `forbidden: ${CROSS_ORIGIN}` } },
+    { method: 'POST', path: '/api/auth/logout', summary: 'Log out: revokes the presented session token and the cookie session', auth: 'none', responses: { 204: 'logged out', 401: 'no session presented' } },
     async (ctx) => {
       noStore(ctx);
       if (!(await logout(auth, ctx))) throw unauthorized();

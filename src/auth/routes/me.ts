@@ -106,8 +106,8 @@ export function meRoutes(auth: AuthComponent): Router {
   };
 
   // what refuses any call under /api/me/api-keys (besides what each adds)
-  const NO_KEYS = 'forbidden: the system key owns no keys; or mfa_enrollment_required: a group of yours requires a second factor and you have none yet';
-  const UNSAFE_REFUSALS = 'or a cookie session sent from a page of another origin (`details.reason` is `cross_origin`)';
+  // the document adds step-up where declared, another origin and the enrolment wall
+  const NO_KEYS = 'the system key owns no keys';
 
   api.endpoint(
     {
@@ -139,7 +139,7 @@ export function meRoutes(auth: AuthComponent): Router {
       body: createKeySchema,
       responses: {
         201: { description: 'the key with its token (shown once)', schema: Joi.object({ ...publicKeySchema, token: Joi.string().description('the API key (X-API-Key or Bearer), shown this once') }) },
-        403: `${NO_KEYS}; or step_up_required: verify the second factor again first; ${UNSAFE_REFUSALS}`,
+        403: NO_KEYS,
       },
     },
     async (ctx, { body }) => {
@@ -164,7 +164,7 @@ export function meRoutes(auth: AuthComponent): Router {
       params: keyIdParams,
       responses: {
         204: 'revoked',
-        403: `${NO_KEYS}; or a scoped API key revoking anything but itself; ${UNSAFE_REFUSALS}`,
+        403: `${NO_KEYS}; or a scoped API key revoking anything but itself`,
         404: 'no such key of mine',
       },
     },

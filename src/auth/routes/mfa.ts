@@ -12,7 +12,7 @@ import { admitSecondFactor, passSecondStep, secondFactorPassed } from '../comple
 import { logLoginFailure } from '../attempts.js';
 import { loginBody, noStore, startCookieSession } from '../sessions.js';
 import { sameOriginOnly } from './login.js';
-import { CROSS_ORIGIN, FOREIGN_PAGE, mfaStatusView, recoveryCodesView, sessionView, STEP_UP } from './views.js';
+import { mfaStatusView, NOT_A_SESSION, recoveryCodesView, sessionView } from './views.js';
 
 const code = Joi.string().trim().min(6).max(64).description('a 6-digit code of the authenticator app, or a recovery code');
 const codeBody = Joi.object({ code: code.required() });
@@ -20,9 +20,6 @@ const codeBody = Joi.object({ code: code.required() });
 const assertion = Joi.object().unknown(true).max(16).description('the WebAuthn assertion (startAuthentication() of @simplewebauthn/browser)');
 const proofBody = Joi.object({ code, webauthn: assertion }).xor('code', 'webauthn');
 
-/** The 403 of the routes that manage one's own factors (sessionUser), with what else refuses them. */
-const NOT_A_SESSION = 'forbidden: not a web session (an API key, Basic or the system key)';
-const managing = (stepUp: boolean) => `${NOT_A_SESSION}; or ${CROSS_ORIGIN}${stepUp ? `; or ${STEP_UP}` : ''}`;
 
 /** Enrolling and removing a factor: a web session only, never an API key or Basic. */
 function sessionUser(ctx: Context): ApiIdentity & { userId: string } {
@@ -57,7 +54,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       stepUp: true,
       responses: {
         200: { description: 'the new secret', schema: Joi.object({ secret: Joi.string().description('base32'), otpauth_uri: Joi.string(), qr_svg: Joi.string().description('the URI as an SVG QR code') }) },
-        403: managing(true),
+        403: NOT_A_SESSION,
         409: 'an authenticator app is enrolled already',
       },
     },
@@ -79,7 +76,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       responses: {
         200: { description: 'ten recovery codes, shown this once', schema: recoveryCodesView },
         400: 'validation_failed: the body is invalid, or `code` is not the current code of the app',
-        403: managing(true),
+        403: NOT_A_SESSION,
         409: 'no enrolment was started',
       },
     },
@@ -102,7 +99,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       responses: {
         204: 'removed',
         400: 'validation_failed: the body is invalid, or `code` is not a current code or an unused recovery code',
-        403: managing(false),
+        403: NOT_A_SESSION,
         404: 'none enrolled',
       },
     },
@@ -119,7 +116,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       summary: 'New recovery codes (the old ones stop working)',
       auth: 'identity',
       stepUp: true,
-      responses: { 200: { description: 'ten recovery codes, shown this once', schema: recoveryCodesView }, 403: managing(true), 409: 'no second factor enrolled' },
+      responses: { 200: { description: 'ten recovery codes, shown this once', schema: recoveryCodesView }, 403: NOT_A_SESSION, 409: 'no second factor enrolled' },
     },
     async (ctx) => {
       noStore(ctx);
@@ -141,7 +138,6 @@ export function mfaRoutes(auth: AuthComponent): Router {
       responses: {
         200: { description: 'the session', schema: sessionView },
         401: 'the token expired or was used, or the code is wrong (details.mfa_token to retry)',
-        403: FOREIGN_PAGE,
         429: { description: 'locked out (details.mfa_token to retry later, when the token was spent)', headers: { 'Retry-After': 'seconds' } },
       },
     },
@@ -165,7 +161,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       description: 'Covers the actions that reach the host or change who is trusted for `SERVICE_MFA_STEP_UP_MINUTES`. A wrong code counts toward the lockout of wrong passwords, and toward the account\'s own second-factor lockout (ten wrong in an hour).',
       auth: 'identity',
       body: proofBody,
-      responses: { 204: 'verified', 401: 'wrong code', 403: `forbidden: not a web session, or no second factor; or ${CROSS_ORIGIN}`, 429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } } },
+      responses: { 204: 'verified', 401: 'wrong code', 403: 'not a web session, or no second factor', 429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } } },
     },
     async (ctx, { body }) => {
       const id = identity(ctx);
@@ -203,7 +199,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       params: userIdParams,
       responses: {
         204: 'reset',
-        403: `forbidden: the caller lacks ${ADMIN_USERS}, or resets a superadmin or bot account, or one that reaches the host, without being a superadmin; or ${STEP_UP}; or ${CROSS_ORIGIN}`,
+        403: `the caller lacks ${ADMIN_USERS}, or resets a superadmin or bot account, or one that reaches the host, without being a superadmin`,
         404: 'no such user',
       },
     },
@@ -221,7 +217,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       auth: 'identity',
       stepUp: true,
       params: Joi.object({ id: uuidParam }),
-      responses: { 204: 'removed', 403: managing(true), 404: 'no such passkey of mine' },
+      responses: { 204: 'removed', 403: NOT_A_SESSION, 404: 'no such passkey of mine' },
     },
     async (ctx, { params }) => {
       if (!(await auth.mfa.removePasskey(await me(ctx), params.id, actor(ctx)))) throw notFound('passkey');

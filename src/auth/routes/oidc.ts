@@ -8,7 +8,7 @@ import { checkedProfile } from '../chain.js';
 import { badField, notFound, unauthorized } from '../../http/errors.js';
 import { ApiRouter } from '../../http/api.js';
 import { sameOriginOnly } from './login.js';
-import { FOREIGN_PAGE, sessionView } from './views.js';
+import { sessionView } from './views.js';
 import { sha256 } from '../tokens.js';
 import { completeLogin, toSecondStep } from '../complete-login.js';
 import type { RedirectResume } from '../mfa/step.js';
@@ -273,7 +273,7 @@ export function oidcRoutes(auth: AuthComponent): Router {
       auth: 'none',
       body: exchangeSchema,
       middleware: [sameOrigin],
-      responses: { 200: { description: 'the session', schema: sessionView }, 401: 'code invalid, used or expired', 403: FOREIGN_PAGE },
+      responses: { 200: { description: 'the session', schema: sessionView }, 401: 'code invalid, used or expired' },
     },
     async (ctx, { body }) => {
       const redeemed = await redeem(ctx, body.code, false);

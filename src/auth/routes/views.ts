@@ -45,11 +45,8 @@ export const recoveryCodesView = Joi.object({
   recovery_codes: Joi.array().items(Joi.string()).description('shown this once: each works once'),
 }).id('RecoveryCodes');
 
-/** The 403 of the sign-in routes behind sameOriginOnly (login CSRF). */
-export const FOREIGN_PAGE = 'forbidden: posted from a page of another origin (`details.reason` is `cross_origin`)';
-
-/** Part of a 403's description on unsafe routes: the cookie session (or Basic) of a foreign page. */
-export const CROSS_ORIGIN = 'a cookie session or HTTP Basic sent from a page of another origin (`details.reason` is `cross_origin`)';
-
-/** Part of a 403's description on routes that declare `stepUp`. */
-export const STEP_UP = 'step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up)';
+/**
+ * The 403 of the routes that manage one's own factors. The document adds what refuses any route
+ * (another origin, the enrolment wall) and, on a route that declares `stepUp`, the step-up.
+ */
+export const NOT_A_SESSION = 'not a web session (an API key, Basic or the system key)';

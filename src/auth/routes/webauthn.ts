@@ -11,7 +11,7 @@ import { completeLogin, passSecondStep, type SecondStepOutcome } from '../comple
 import { logLoginFailure, type LoginFailure } from '../attempts.js';
 import { loginBody, noStore, startCookieSession } from '../sessions.js';
 import { sameOriginOnly } from './login.js';
-import { CROSS_ORIGIN, FOREIGN_PAGE, passkeyFields, sessionView, STEP_UP } from './views.js';
+import { NOT_A_SESSION, passkeyFields, sessionView } from './views.js';
 
 /*
  * The options as @simplewebauthn/server makes them (PublicKeyCredentialCreationOptionsJSON and
@@ -57,8 +57,6 @@ const registeredPasskeyView = Joi.object({
   recovery_codes: Joi.array().items(Joi.string()).optional().description('only when this passkey is your first second factor: ten recovery codes, shown this once'),
 });
 
-/** The 403 of managing one's passkeys (webSession), with what else refuses these routes. */
-const NOT_A_SESSION = `forbidden: not a web session (an API key, Basic or the system key); or ${CROSS_ORIGIN}; or ${STEP_UP}`;
 
 /** The web session an identity signs with (cookie or session token), else 403: factors are managed from a session. */
 async function webSession(auth: AuthComponent, ctx: Context): Promise<{ id: ApiIdentity; sessionId: string; user: User }> {
@@ -166,7 +164,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       responses: {
         200: { description: 'the flow and the options for startAuthentication()', schema: Joi.object({ flow: Joi.string().valid('passwordless', 'second_step', 'step_up'), options: requestOptions }) },
         401: 'the second-step token expired or was used; step-up without a sign-in',
-        403: `${FOREIGN_PAGE}; or step-up from something other than a web session`,
+        403: 'step-up from something other than a web session',
         409: 'the account has no passkey',
         429: { description: 'over the per-address budget', headers: { 'Retry-After': 'seconds' } },
       },
@@ -206,7 +204,6 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       responses: {
         200: { description: 'the session', schema: sessionView },
         401: 'not accepted: `details.reason` is `expired` (the challenge: two minutes, once), `invalid_passkey` or `account_disabled`',
-        403: FOREIGN_PAGE,
         429: { description: 'locked out, or over the per-address budget', headers: { 'Retry-After': 'seconds' } },
       },
     },
