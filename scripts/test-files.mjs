@@ -1,23 +1,66 @@
-// The test files of one suite run (scripts/test.sh): `all`, or `database`, the files whose
-// imports reach the service or a database (test/support/service.ts), which run on every
-// database; the others (normalisers, config, providers, the layer check) run once, and so do
-// the browser tests (*.browser.test.ts): they drive the pages, whose every call is an API route
-// the API tests run on each database, and they are the suite's heaviest part (a Chromium each).
-// `quiet` / `quiet-database`: the files that load the machine on purpose (production-cost
-// password hashing from dozens of clients) and hold the service to answer times under that
-// load; they run after the others, alone, where their own load is the only one (the first two
-// lists leave them out).
+// The test files of each mocha run of scripts/test.sh, in the order they are started:
+//
+//   sqlite, postgres   the two runs side by side. Each has every file whose imports reach the
+//                      service or a database (test/support/service.ts). The files that reach
+//                      none (normalisers, config, providers, Docker, the layer check, the package
+//                      test) run once, and so do the browser tests (*.browser.test.ts): they
+//                      drive the pages, whose every call is an API route the API tests run on
+//                      each database. Each of those run-once files goes to the run that has the
+//                      less to do at that point, so that both end together.
+//   quiet, quiet-database
+//                      the files that load the machine on purpose (production-cost password
+//                      hashing from dozens of clients) and hold the service to answer times
+//                      under that load; they run after the others, alone, where their own load
+//                      is the only one (the two runs above leave them out).
+//
+// Within a run the longest files start first: a long file started last would leave one worker
+// busy alone at the end while the other waits. SECONDS is what the longer files took in the
+// SQLite run of the whole suite (see "The test suite" in docs/performance.md for how a file's
+// time is measured); the others count 3 s. A file that starts services takes about
+// POSTGRES_FACTOR times as long on PostgreSQL. The figures only order and share out the work: a
+// wrong one costs time, never a test.
 import fs from 'node:fs';
 import path from 'node:path';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const DATABASE_MODULES = new Set([path.join(root, 'test/support/service.ts')]);
-const QUIET = new Set(['test/auth/device-cookie.test.ts', 'test/auth/passwords.test.ts'].map((f) => path.join(root, f)));
+const QUIET = new Set(['test/auth/device-cookie.test.ts', 'test/auth/passwords.test.ts']);
+const SECONDS = {
+  'test/deploy/package.test.ts': 105,
+  'test/web/layout.browser.test.ts': 55,
+  'test/cli/cli.test.ts': 39,
+  'test/bus/redis-auth.test.ts': 38,
+  'test/service/process-output.test.ts': 37,
+  'test/web/passkeys.browser.test.ts': 36,
+  'test/auth/ad-service.test.ts': 29,
+  'test/sockets/container-provider.test.ts': 28,
+  'test/config.test.ts': 23,
+  'test/web/forms.browser.test.ts': 21,
+  'test/web/audit.browser.test.ts': 21,
+  'test/web/settings.browser.test.ts': 20,
+  'test/service/shutdown.test.ts': 20,
+  'test/db/migrations.test.ts': 20,
+  'test/bus/failover.test.ts': 18,
+  'test/auth/providers/ad.test.ts': 18,
+  'test/sockets/container-mounts.test.ts': 17,
+  'test/notifications/other-writers.test.ts': 15,
+  'test/web/dashboard.browser.test.ts': 13,
+  'test/bus/cluster.test.ts': 13,
+  'test/architecture.test.ts': 13,
+  'test/web/login.browser.test.ts': 12,
+  'test/plugins/host.test.ts': 12,
+  'test/notifications/outage.test.ts': 12,
+  'test/iam/audit.test.ts': 12,
+  'test/sockets/http.test.ts': 11,
+  'test/sockets/bus-handler.test.ts': 9,
+};
+const OTHERS_SECONDS = 3;
+const POSTGRES_FACTOR = 1.4;
 
 function testFiles(dir) {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const p = path.join(dir, e.name);
-    return e.isDirectory() ? testFiles(p) : e.name.endsWith('.test.ts') ? [p] : [];
+    return e.isDirectory() ? testFiles(p) : e.name.endsWith('.test.ts') ? [path.relative(root, p)] : [];
   });
 }
 
@@ -34,7 +77,7 @@ function imports(file) {
 /** Does `file` reach a database module through its imports? */
 function usesDatabase(file) {
   const seen = new Set();
-  const stack = [file];
+  const stack = [path.join(root, file)];
   while (stack.length) {
     const f = stack.pop();
     if (seen.has(f)) continue;
@@ -45,10 +88,33 @@ function usesDatabase(file) {
   return false;
 }
 
-const which = process.argv[2] ?? 'all';
-const quiet = which.startsWith('quiet');
-const files = testFiles(path.join(root, 'test'))
-  .sort()
-  .filter((f) => QUIET.has(f) === quiet);
-const onEveryDatabase = (f) => usesDatabase(f) && !f.endsWith('.browser.test.ts');
-for (const f of which.endsWith('database') ? files.filter(onEveryDatabase) : files) console.log(path.relative(root, f));
+const seconds = (file) => SECONDS[file] ?? OTHERS_SECONDS;
+const longestFirst = (files, factor = 1) => files.map((f) => [f, seconds(f) * factor]).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+
+const which = process.argv[2];
+const files = testFiles(path.join(root, 'test')).sort();
+let chosen;
+if (which === 'quiet' || which === 'quiet-database') {
+  chosen = files.filter((f) => QUIET.has(f) && (which === 'quiet' || usesDatabase(f)));
+} else if (which === 'sqlite' || which === 'postgres') {
+  const everyDatabase = (f) => usesDatabase(f) && !f.endsWith('.browser.test.ts');
+  const runs = {
+    sqlite: { files: [], load: 0, factor: 1 },
+    postgres: { files: [], load: 0, factor: POSTGRES_FACTOR },
+  };
+  const add = (run, [file, load]) => {
+    run.files.push([file, load]);
+    run.load += load;
+  };
+  const regular = files.filter((f) => !QUIET.has(f));
+  for (const run of Object.values(runs)) for (const entry of longestFirst(regular.filter(everyDatabase), run.factor)) add(run, entry);
+  for (const [file] of longestFirst(regular.filter((f) => !everyDatabase(f)))) {
+    const run = runs.sqlite.load <= runs.postgres.load ? runs.sqlite : runs.postgres;
+    add(run, [file, seconds(file) * (usesDatabase(file) ? run.factor : 1)]);
+  }
+  chosen = runs[which].files.sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([f]) => f);
+} else {
+  console.error('usage: test-files.mjs sqlite|postgres|quiet|quiet-database');
+  process.exit(2);
+}
+for (const f of chosen) console.log(f);

@@ -44,7 +44,9 @@ fi
 # --- PostgreSQL for the second run
 pg_tmp=""
 cleanup() {
-  if [ -n "${pg_db:-}" ]; then psql "$pg_admin_url" -qc "DROP DATABASE IF EXISTS \"$pg_db\" WITH (FORCE)" >/dev/null 2>&1 || true; fi
+  if [ -n "${pg_db:-}" ]; then
+    for db in "$pg_db" "${pg_db}_migrated"; do psql "$pg_admin_url" -qc "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 || true; done
+  fi
   if [ -n "$pg_tmp" ]; then
     runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_tmp/data" -m immediate stop >/dev/null 2>&1 || true
     rm -rf "$pg_tmp"
@@ -72,8 +74,8 @@ fi
 
 # --- the two runs, side by side, each with two mocha workers (the suite is parallel-safe: free
 #     ports, temp dirs, a database per service; most of a test's time is waiting on a server).
-#     Every file runs on SQLite; on PostgreSQL the files whose imports reach a database
-#     (scripts/test-files.mjs database).
+#     Each run has the files whose imports reach a database; the others (and the browser
+#     tests) run once, in whichever run has less to do (scripts/test-files.mjs).
 passed=0
 failed=0
 run_dir="$(mktemp -d /tmp/svc-test-run-XXXXXX)"
@@ -101,16 +103,19 @@ tally() {
 
 pg_db="svc_test_$(date +%s)_$$"
 psql "$pg_admin_url" -qc "CREATE DATABASE \"$pg_db\"" >/dev/null
+# the services of the PostgreSQL run start on copies of one migrated database (test/support/migrated-template.ts)
+node --import tsx test/support/migrated-template.ts "$pg_admin_url" "${pg_db}_migrated"
+pg_env=("SERVICE_TEST_DATABASE_URL=${pg_admin_url%/*}/$pg_db" "SERVICE_TEST_MIGRATED_TEMPLATE=${pg_db}_migrated")
 say "tests on SQLite and PostgreSQL, side by side (each printed when all are done)"
 started=$(date +%s)
-suite sqlite all '--parallel --jobs 2' SERVICE_TEST_DATABASE_URL= &
-suite postgres database '--parallel --jobs 2' "SERVICE_TEST_DATABASE_URL=${pg_admin_url%/*}/$pg_db" &
+suite sqlite sqlite '--parallel --jobs 3' SERVICE_TEST_DATABASE_URL= &
+suite postgres postgres '--parallel --jobs 3' "${pg_env[@]}" &
 wait
 both=$(( $(date +%s) - started ))
 # the files that time the service under a load they make themselves, alone (scripts/test-files.mjs)
 started=$(date +%s)
 suite quiet-sqlite quiet '' SERVICE_TEST_DATABASE_URL=
-suite quiet-postgres quiet-database '' "SERVICE_TEST_DATABASE_URL=${pg_admin_url%/*}/$pg_db"
+suite quiet-postgres quiet-database '' "${pg_env[@]}"
 quiet=$(( $(date +%s) - started ))
 tally SQLite sqlite
 tally PostgreSQL postgres

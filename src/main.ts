@@ -1,5 +1,4 @@
 import { loadConfig, ConfigError } from './config.js';
-import { Service } from './service.js';
 
 /** Process entry: config -> service -> listen; SIGTERM / SIGINT drain and exit 0 within 10 s. */
 async function main() {
@@ -14,6 +13,8 @@ async function main() {
     }
     throw err;
   }
+  // the service's modules are loaded once the configuration holds: a refused one is said at once
+  const { Service } = await import('./service.js');
   const service = new Service(config);
   for (const warning of config.warnings) service.log.warn({ warning }, 'configuration warning');
   if (config.env === 'development') {

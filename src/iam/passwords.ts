@@ -35,9 +35,10 @@ interface Waiting {
 const priorityLane = new AsyncLocalStorage<true>();
 
 /**
- * bcrypt off the event loop: a small pool of worker threads (one fewer than the cores, at
- * least one, at a lower priority than the event loop: src/iam/hash-worker.ts) with a bounded queue, so a storm of logins or Basic requests with new passwords
- * costs those callers a wait or a 503, never the latency of every other request.
+ * bcrypt off the event loop: the process's worker threads (one fewer than the cores, at least
+ * one, at a lower priority than the event loop: src/iam/hash-worker.ts; processPool below) with
+ * a bounded queue, so a storm of logins or Basic requests with new passwords costs those callers
+ * a wait or a 503, never the latency of every other request.
  *
  * Two lanes wait for a thread, each bounded by `maxQueue`: the priority lane (checks started
  * inside `prioritized()`: logins from a known device, src/auth/device-cookie.ts) is served
@@ -64,14 +65,7 @@ export class Passwords {
       this.pool = null;
       return;
     }
-    // the worker runs the same build as this module: hash-worker.ts under tsx, .js when compiled
-    const here = fileURLToPath(import.meta.url);
-    this.pool = new Piscina({
-      filename: path.join(path.dirname(here), `hash-worker${path.extname(here)}`),
-      minThreads: threads,
-      maxThreads: threads,
-      idleTimeout: 60_000,
-    });
+    this.pool = processPool(threads);
   }
 
   hash(password: string): Promise<string> {
@@ -108,10 +102,30 @@ export class Passwords {
     });
   }
 
+  /** Refuses the checks still waiting; those on a thread finish (the threads are the process's: processPool). */
   async close(): Promise<void> {
     for (const waiting of [...this.lanes.priority.splice(0), ...this.lanes.common.splice(0)]) {
       waiting.reject(new DomainError('unavailable', 'the password pool is closing', undefined, 1));
     }
-    await this.pool?.close({ force: true });
   }
+}
+
+const pools = new Map<number, Piscina<HashTask, string | boolean>>();
+
+/**
+ * The process's bcrypt threads, one pool per thread count, shared by every Passwords in it, as
+ * libuv's thread pool is: a service stopped and started again in one process (the test suite
+ * does that hundreds of times) finds its threads there instead of starting new ones, each of
+ * which loads the worker module anew. Idle threads do not keep the process alive (piscina unrefs
+ * them), so a pool is never closed.
+ */
+function processPool(threads: number): Piscina<HashTask, string | boolean> {
+  let pool = pools.get(threads);
+  if (!pool) {
+    // the worker runs the same build as this module: hash-worker.ts under tsx, .js when compiled
+    const here = fileURLToPath(import.meta.url);
+    pool = new Piscina({ filename: path.join(path.dirname(here), `hash-worker${path.extname(here)}`), minThreads: threads, maxThreads: threads });
+    pools.set(threads, pool);
+  }
+  return pool;
 }

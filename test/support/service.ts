@@ -15,6 +15,8 @@ import { checkResponses, prepareCheck } from './contract.js';
  * service gets a fresh PostgreSQL database created from it; otherwise an SQLite file.
  */
 export const PG_URL = process.env.SERVICE_TEST_DATABASE_URL || '';
+/** a database of PG_URL's server with every migration applied (test/support/migrated-template.ts), when scripts/test.sh made one */
+const MIGRATED_TEMPLATE = process.env.SERVICE_TEST_MIGRATED_TEMPLATE || '';
 export const ADMIN = { username: 'admin', password: 'admin-test-password' };
 export const SYSTEM_KEY = 'test-system-key-0123456789abcdef0123456789';
 
@@ -25,13 +27,15 @@ export interface TestDb {
 
 /**
  * A fresh database: a new PostgreSQL database on the server of `base` (by default the one the
- * tests run on), else null (SQLite).
+ * tests run on), else null (SQLite). Empty, unless `migrated` and the run has a migrated
+ * template on that server: then a copy of it (its boot finds no migration pending).
  */
-export async function freshDatabase(base: string = PG_URL): Promise<TestDb> {
+export async function freshDatabase(base: string = PG_URL, opts: { migrated?: boolean } = {}): Promise<TestDb> {
   if (!base) return { url: null, drop: async () => {} };
   const name = `svc_t_${crypto.randomBytes(6).toString('hex')}`;
   const admin = knex({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
-  await admin.raw(`CREATE DATABASE "${name}"`);
+  const template = opts.migrated && base === PG_URL && MIGRATED_TEMPLATE ? ` TEMPLATE "${MIGRATED_TEMPLATE}"` : '';
+  await admin.raw(`CREATE DATABASE "${name}"${template}`);
   await admin.destroy();
   trackDatabase(base, name);
   const u = new URL(base);
@@ -92,7 +96,7 @@ export async function startService(opts: TestServiceOptions = {}): Promise<TestS
   let db: TestDb | null = null;
   let databaseUrl = opts.databaseUrl;
   if (databaseUrl === undefined) {
-    db = await freshDatabase();
+    db = await freshDatabase(PG_URL, { migrated: true });
     databaseUrl = db.url;
   }
   const config = loadConfig(testEnv(dataDir, databaseUrl, opts.env));

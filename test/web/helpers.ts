@@ -75,7 +75,9 @@ export async function openBrowser(): Promise<TestBrowser> {
     fs.rmSync(userDataDir, { recursive: true, force: true });
     throw err;
   }
-  context.setDefaultTimeout(5_000);
+  // how long a wait may take before it fails, not a speed the pages are held to: with the whole
+  // suite running on two cores a page load has taken more than 5 s
+  context.setDefaultTimeout(20_000);
   const problems: string[] = [];
   const watch = (page: Page) => {
     page.on('pageerror', (err) => problems.push(`pageerror ${page.url()}: ${err.message}`));

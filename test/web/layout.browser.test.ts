@@ -117,7 +117,7 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
 
   const sendLive = async (n: Record<string, string>): Promise<string> => {
     const sent = await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send(n).expect(202);
-    await page.waitForSelector(`.toast[data-toast="${sent.body.id}"]`, { timeout: 5_000 });
+    await page.waitForSelector(`.toast[data-toast="${sent.body.id}"]`, { timeout: 15_000 });
     return sent.body.id as string;
   };
 
