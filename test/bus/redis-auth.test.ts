@@ -10,7 +10,7 @@ import { EventBus } from '../../src/bus/bus.js';
 import { RedisBridge } from '../../src/bus/redis-bridge.js';
 import { adminAuth, basic, freshDatabase, startService, testEnv, type TestDb, type TestService } from '../support/service.js';
 import { startRedis, type TestRedis } from '../support/redis.js';
-import { READY_TIMEOUT_MS, spawnService, type ServiceProcess } from '../support/process.js';
+import { READY_TIMEOUT_MS, serviceCommand, spawnService, type ServiceProcess } from '../support/process.js';
 import { capturingLogger } from '../sockets/helpers.js';
 import { eventually } from '../plugins/helpers.js';
 import { cli } from '../cli/helpers.js';
@@ -168,7 +168,8 @@ describe('Redis over TLS: rediss://', function () {
 
     const env = { ...process.env, ...testEnv(dataDir, db.url, { SERVICE_REDIS_URL: url, NODE_EXTRA_CA_CERTS: redis.caFile! }) };
     const out = await new Promise<{ code: number; stderr: string }>((resolve) => {
-      execFile(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'notify', '--user', 'ada', '--title', 'CLI over TLS', '--message', 'm'], { cwd: path.resolve(import.meta.dirname, '../..'), env }, (err, _stdout, stderr) =>
+      const [node, ...cli] = serviceCommand('cli');
+      execFile(node!, [...cli, 'notify', '--user', 'ada', '--title', 'CLI over TLS', '--message', 'm'], { cwd: path.resolve(import.meta.dirname, '../..'), env }, (err, _stdout, stderr) =>
         resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stderr }),
       );
     });

@@ -9,6 +9,7 @@ import { basic, freshDatabase, startService, testEnv, SYSTEM_KEY, type TestDb, t
 import { startRedis, type TestRedis } from '../support/redis.js';
 import { WsClient } from '../gateway/helpers.js';
 import { cli } from './helpers.js';
+import { serviceCommand } from '../support/process.js';
 import { createDb } from '../../src/db/knex.js';
 import { shownUrl } from '../../src/cli/context.js';
 import { parseEnvFile } from '../../src/cli/input.js';
@@ -200,7 +201,8 @@ describe('CLI with the service stopped', function () {
   });
 
   it('runs as the installed command: exit codes from a real process', () => {
-    const run = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 20_000 });
+    const [node, ...entry] = serviceCommand('cli');
+    const run = (args: string[]) => spawnSync(node!, [...entry, ...args], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 20_000 });
     const ok = run(['--json', 'version']);
     expect(ok.status, ok.stderr).to.equal(0);
     expect(JSON.parse(ok.stdout)).to.deep.equal({ version: VERSION });
@@ -384,8 +386,9 @@ describe('CLI output: --json errors are JSON on stderr, stdout is the answer onl
 
   it('as a process: --json with an unknown command, and with the database away, writes JSON on stderr and nothing on stdout', async () => {
     const port = await unusedPort();
+    const [node, ...entry] = serviceCommand('cli');
     const run = (args: string[], extra: Record<string, string> = {}) =>
-      spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { env: { PATH: process.env.PATH!, ...env, ...extra }, encoding: 'utf8', timeout: 30_000 });
+      spawnSync(node!, [...entry, ...args], { env: { PATH: process.env.PATH!, ...env, ...extra }, encoding: 'utf8', timeout: 30_000 });
     const unknown = run(['--json', 'frob']);
     expect(unknown.status).to.equal(2);
     expect(unknown.stdout).to.equal('');

@@ -5,7 +5,7 @@ import request from 'supertest';
 import type { ClientPush } from '../../src/bus/channels.js';
 import { OrderedFanout } from '../../src/notifications/fanout.js';
 import { adminAuth, ADMIN, startService, testEnv, type TestService } from '../support/service.js';
-import { READY_TIMEOUT_MS } from '../support/process.js';
+import { READY_TIMEOUT_MS, serviceCommand } from '../support/process.js';
 import { createUser, WsClient, type Frame } from '../gateway/helpers.js';
 import { capturingLogger } from '../sockets/helpers.js';
 import { eventually } from '../plugins/helpers.js';
@@ -16,7 +16,8 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 /** `service-core …` as a process of its own, with the service's environment. */
 function cliProcess(env: Record<string, string>, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd: ROOT, env: { ...process.env, ...env }, timeout: READY_TIMEOUT_MS }, (err, stdout, stderr) =>
+    const [node, ...cli] = serviceCommand('cli');
+    execFile(node!, [...cli, ...args], { cwd: ROOT, env: { ...process.env, ...env }, timeout: READY_TIMEOUT_MS }, (err, stdout, stderr) =>
       resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { testEnv, freshDatabase, type TestDb } from '../support/service.js';
-import { READY_TIMEOUT_MS, spawnService } from '../support/process.js';
+import { READY_TIMEOUT_MS, serviceCommand, spawnService } from '../support/process.js';
 import { unusedPort } from '../auth/helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -31,7 +31,8 @@ describe('the service process: stdout is JSON lines', function () {
     // nothing listens there: every connection knex tries fails
     const databaseUrl = `postgres://postgres@127.0.0.1:${await unusedPort()}/service`;
     const env = { ...process.env, ...testEnv(dataDir, databaseUrl, { SERVICE_LOG_LEVEL: 'debug', SERVICE_PORT: '0' }) };
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const main = serviceCommand('main');
+    const child = spawn(main[0]!, main.slice(1), { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));

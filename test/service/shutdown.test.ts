@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { freshDatabase, testEnv, adminAuth, type TestDb } from '../support/service.js';
-import { READY_TIMEOUT_MS, spawnService, type ServiceProcess } from '../support/process.js';
+import { READY_TIMEOUT_MS, serviceCommand, spawnService, type ServiceProcess } from '../support/process.js';
 
 describe('graceful shutdown', () => {
   it('SIGTERM stops accepting, answers the request in flight and exits 0', async function () {
@@ -18,7 +18,8 @@ describe('graceful shutdown', () => {
     try {
       db = await freshDatabase();
       const env = { ...process.env, ...testEnv(dataDir, db.url, { SERVICE_LOG_LEVEL: 'info' }) };
-      child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const [node, ...args] = serviceCommand('main');
+      child = spawn(node!, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
       exited = new Promise<number | null>((resolve) => child!.on('exit', (code) => resolve(code)));
       const port = await new Promise<number>((resolve, reject) => {
         const t = setTimeout(() => reject(new Error(`service did not get ready within ${READY_TIMEOUT_MS / 1000} s: ${out}`)), READY_TIMEOUT_MS);

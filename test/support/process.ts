@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { unusedPort } from '../auth/helpers.js';
 import { testEnv } from './service.js';
@@ -24,14 +25,42 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
  */
 export const READY_TIMEOUT_MS = 90_000;
 
+/** What the build in dist/ is made from (scripts/build.mjs): an edit to any of them makes it stale. */
+const BUILD_SOURCES = ['src', 'migrations', 'seeds', 'knexfile.ts', 'package.json', 'tsconfig.json', 'tsconfig.build.json'];
+
+function newestChange(p: string): number {
+  const stat = fs.statSync(p, { throwIfNoEntry: false });
+  if (!stat) return 0;
+  if (!stat.isDirectory()) return stat.mtimeMs;
+  return Math.max(stat.mtimeMs, ...fs.readdirSync(p).map((name) => newestChange(path.join(p, name))));
+}
+
+let buildIsCurrent: boolean | undefined;
+
 /**
- * The service as its own process (`node --import tsx src/main.ts`), for what an in-process
- * service cannot show: a SIGKILL, signals, the exit code. Waits for /readyz 200.
+ * The command line of the service (`main`) or of the CLI (`cli`) as a process of its own: the
+ * build in dist/ (what `npm start` and the installed command run) when it is newer than every
+ * source it is made from, else the sources under tsx; a build older than an edit is never what
+ * a test runs. `npm ci` builds it; from the build a process starts on half the CPU of tsx, which
+ * compiles and loads every module first.
+ */
+export function serviceCommand(entry: 'main' | 'cli'): string[] {
+  buildIsCurrent ??= (() => {
+    const builtAt = fs.statSync(path.join(ROOT, 'dist/src/main.js'), { throwIfNoEntry: false })?.mtimeMs ?? 0;
+    return builtAt > 0 && BUILD_SOURCES.every((source) => newestChange(path.join(ROOT, source)) < builtAt);
+  })();
+  const file = entry === 'main' ? 'main' : 'cli/main';
+  return buildIsCurrent ? [process.execPath, path.join(ROOT, `dist/src/${file}.js`)] : [process.execPath, '--import', 'tsx', path.join(ROOT, `src/${file}.ts`)];
+}
+
+/**
+ * The service as its own process (serviceCommand), for what an in-process service cannot
+ * show: a SIGKILL, signals, the exit code. Waits for /readyz 200.
  */
 export async function spawnService(opts: { dataDir: string; databaseUrl: string | null; env?: Record<string, string>; command?: string[]; pollMs?: number }): Promise<ServiceProcess> {
   const port = await unusedPort();
   const env = { ...process.env, ...testEnv(opts.dataDir, opts.databaseUrl, { SERVICE_LOG_LEVEL: 'info', ...opts.env }), SERVICE_PORT: String(port) };
-  const command = opts.command ?? [process.execPath, '--import', 'tsx', 'src/main.ts'];
+  const command = opts.command ?? serviceCommand('main');
   const child = spawn(command[0], command.slice(1), { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d) => (out += d.toString()));
