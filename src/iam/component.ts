@@ -79,7 +79,7 @@ export class IamComponent {
     this.resolver = new PermissionResolver(this.store, config.permissionCacheTtlMs, bus);
     this.passwords = new Passwords({ maxQueue: config.passwordQueue, cost: config.bcryptCost });
     this.audit = new AuditTrail({ db, bus, log: deps.log.child({ part: 'audit' }), instanceId: deps.instanceId });
-    this.ledger = new RoleLedger(this.store, bus);
+    this.ledger = new RoleLedger(this.store, bus, deps.log.child({ part: 'role-ledger' }));
     this.users = new UserAdmin({
       store: this.store,
       passwords: this.passwords,

@@ -1,6 +1,7 @@
 import type { PluginRole } from '../client/api-types.js';
 import type { IamStore } from './store.js';
 import type { EventBus } from '../bus/bus.js';
+import type { Logger } from '../log.js';
 import { DEFAULT_GROUP_NAMES } from './permissions.js';
 import { reachesHost } from './policy.js';
 
@@ -20,11 +21,18 @@ export class RoleLedger {
   /** the plugins whose grants apply (the plugin host keeps this current) */
   private readonly sources = new Map<string, PluginGrantSource>();
 
-  constructor(private readonly store: IamStore, private readonly bus: EventBus) {
+  constructor(
+    private readonly store: IamStore,
+    private readonly bus: EventBus,
+    private readonly log: Logger,
+  ) {
     // boot applies the grants before it completes (src/service.ts), again at boot_complete and
-    // whenever a plugin changes state; the ledger makes the repetition harmless
-    bus.on('plugin:state_changed', () => void this.applyAll());
-    bus.on('system:boot_complete', () => void this.applyAll());
+    // whenever a plugin changes state; the ledger makes the repetition harmless, and a pass the
+    // database refused is done by the next one
+    const again = () =>
+      void this.applyAll().catch((err: unknown) => this.log.warn({ reason: (err as Error).message }, 'plugin role grants not applied; the next pass applies them'));
+    bus.on('plugin:state_changed', again);
+    bus.on('system:boot_complete', again);
   }
 
   setPlugin(source: PluginGrantSource): void {
@@ -90,6 +98,10 @@ export class RoleLedger {
 
   /** Records (group, permission) in the ledger and adds it to the group, unless recorded before. */
   async grantOnce(pluginId: string, roleId: string, group: string, permission: string): Promise<boolean> {
+    // recorded before (every pass after the first, on every instance): nothing to write, so no
+    // write lock is taken; on SQLite, instances booting together on one file would otherwise
+    // queue for its one writer at every pass
+    if (await this.store.db('role_grants').where({ group_name: group, permission }).first('id')) return false;
     return this.store.db.transaction(async (trx) => {
       const locked = await this.store.lockGroup(group, trx);
       if (!locked) return false; // a group that does not exist gets nothing, and nothing is recorded

@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import request from 'supertest';
 import { adminAuth, startService, type TestService } from '../support/service.js';
-import { writePlugin } from './helpers.js';
+import { eventually, writePlugin } from './helpers.js';
+import { capturingLogger } from '../sockets/helpers.js';
 
 /** A plugin's grants are in place when the service says it is ready, not some moments later. */
 describe('plugin grants at boot', function () {
@@ -52,5 +53,47 @@ describe('plugin grants at boot', function () {
     // and its routes leave the API document with it
     const paths = (await request(svc.url).get('/openapi.json').expect(200)).body.paths;
     expect(paths).not.to.have.property('/api/plugins/early/status');
+  });
+});
+
+/** The ledger's passes after the first write nothing; one the database refuses is a log line, and the next pass applies it. */
+describe('plugin grants after boot', function () {
+  this.timeout(30_000);
+  let svc: TestService;
+  const log = capturingLogger('warn');
+
+  before(async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-grants-'));
+    writePlugin(path.join(dataDir, 'plugins'), 'again', { id: 'again', name: 'Again', version: '1.0.0', entry: 'index.mjs' }, { 'index.mjs': 'export function setup() {}\n' });
+    svc = await startService({ dataDir, logger: log.logger });
+  });
+  after(() => svc?.destroy());
+
+  it('a pass over grants recorded before reads the ledger and writes nothing (no write lock for instances booting together)', async () => {
+    const statements: string[] = [];
+    const record = (q: { sql: string }) => statements.push(q.sql);
+    svc.service.db.on('query', record);
+    try {
+      await svc.service.iam.ledger.applyAll();
+    } finally {
+      svc.service.db.off('query', record);
+    }
+    expect(statements.length).to.be.greaterThan(0);
+    expect(statements.filter((sql) => !/^select /i.test(sql.trim()))).to.deep.equal([]);
+  });
+
+  it('a pass the database refuses is logged, not an unhandled rejection; the next pass applies the grants', async () => {
+    const db = svc.service.db;
+    await db('role_grants').where({ plugin_id: 'again' }).delete();
+    await db.schema.renameTable('role_grants', 'role_grants_away');
+    try {
+      svc.service.bus.emit('plugin:state_changed', { plugin_id: 'again', state: 'loaded', enabled: true });
+      await eventually(() => expect(log.text()).to.include('plugin role grants not applied'), 5000);
+    } finally {
+      await db.schema.renameTable('role_grants_away', 'role_grants');
+    }
+    await svc.service.iam.ledger.applyAll();
+    const rows = await db('role_grants').where({ plugin_id: 'again' });
+    expect(rows.map((r) => `${r.group_name} ${r.permission}`)).to.include('INT_VIEWER plugin:again');
   });
 });
