@@ -27,10 +27,10 @@ export class RoleLedger {
     private readonly log: Logger,
   ) {
     // boot applies the grants before it completes (src/service.ts), again at boot_complete and
-    // whenever a plugin changes state; the ledger makes the repetition harmless, and a pass the
-    // database refused is done by the next one
+    // whenever a plugin changes state; the ledger makes the repetition harmless, and what a pass
+    // the database refused is applied by the next one
     const again = () =>
-      void this.applyAll().catch((err: unknown) => this.log.warn({ reason: (err as Error).message }, 'plugin role grants not applied; the next pass applies them'));
+      void this.applyAll().catch((err: unknown) => this.log.warn({ reason: (err as Error).message }, 'plugin role grants not applied; the next plugin change or start applies them'));
     bus.on('plugin:state_changed', again);
     bus.on('system:boot_complete', again);
   }
