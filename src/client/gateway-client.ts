@@ -27,6 +27,8 @@ const OPEN = 1;
 /** closes after which reconnecting would repeat the refusal: policy (1008) */
 const FINAL_CLOSES = new Set([1008]);
 const DEFAULT_KEEPALIVE: KeepaliveOptions = { intervalMs: 20_000, timeoutMs: 5_000 };
+/** the ref of the client's notifications:resume frames (an error answering one names it) */
+const RESUME_REF = 'resume';
 
 export class GatewayClient {
   private socket: SocketLike | null = null;
@@ -173,8 +175,9 @@ export class GatewayClient {
     let opened = false;
     let refusal: string | null = null;
     socket.onopen = () => {
+      // the backoff starts again once the client is live, not when a socket opens: a server that
+      // accepts connections but cannot resume them is tried ever less often
       opened = true;
-      this.attempt = 0;
       this.startKeepalive(socket);
     };
     socket.onerror = (ev) => {
@@ -291,7 +294,10 @@ export class GatewayClient {
         if (resumed.truncated) this.emit('truncated', { last_seq: resumed.last_seq });
         this.flushResumed();
         if (resumed.more) this.resume();
-        else this.setState('live');
+        else {
+          this.attempt = 0;
+          this.setState('live');
+        }
         break;
       }
       case 'notifications:catch_up':
@@ -308,7 +314,10 @@ export class GatewayClient {
       }
       case 'gateway:error': {
         const error = payload as ServerEvents['gateway:error'];
-        if (ref) this.settle(ref, (p) => p.reject(new Error(`${error.code}: ${error.message}`)));
+        // a resume the server could not answer (its database away): connect again, with backoff
+        // (to the next URL), and resume from the same cursor; waiting on would never be live
+        if (ref === RESUME_REF) this.drop(`resume refused: ${error.code}`);
+        else if (ref) this.settle(ref, (p) => p.reject(new Error(`${error.code}: ${error.message}`)));
         break;
       }
     }
@@ -355,7 +364,7 @@ export class GatewayClient {
   private resume(): void {
     this.setState('resuming');
     try {
-      this.send('notifications:resume', { since: this.cursor ?? 0 }, 'resume');
+      this.send('notifications:resume', { since: this.cursor ?? 0 }, RESUME_REF);
     } catch {
       /* the close handler reconnects */
     }

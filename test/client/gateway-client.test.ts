@@ -231,6 +231,33 @@ describe('GatewayClient', function () {
     expect(minted).to.equal(2);
   });
 
+  it('a resume the server cannot answer (its database away) is asked again on a new connection, with backoff, until it is answered', async () => {
+    const t = track();
+    await t.client.ready();
+    const before = await post('before the outage');
+    await eventually(() => expect(t.seqs()).to.deep.equal([before]), 2000);
+    // the service's read of missed notifications fails as it does while the database is away (a
+    // pool that hands out no connection): the gateway answers the resume with gateway:error unavailable
+    const notifications = svc.service.notifications.service;
+    const missedSince = notifications.missedSince.bind(notifications);
+    let refused = 0;
+    notifications.missedSince = async () => {
+      refused++;
+      throw Object.assign(new Error('Knex: Timeout acquiring a connection. The pool is probably full.'), { name: 'KnexTimeoutError' });
+    };
+    try {
+      t.client.drop('the network went away');
+      await eventually(() => expect(refused).to.be.at.least(3), 5000, 20);
+      expect(t.client.state).not.to.equal('live');
+    } finally {
+      notifications.missedSince = missedSince;
+    }
+    const after = await post('after the outage');
+    await t.client.ready(5000);
+    await eventually(() => expect(t.seqs()).to.deep.equal([before, after]), 2000);
+    expect(t.states.filter((s) => s === 'reconnecting:resume refused: unavailable').length).to.be.at.least(3);
+  });
+
   it('the keepalive drops a connection whose peer stopped answering, and reconnects', async () => {
     const r = await relay();
     const t = track({ url: r.url(), keepalive: { intervalMs: 150, timeoutMs: 300 } });
