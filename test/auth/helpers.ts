@@ -1,5 +1,6 @@
 import http from 'node:http';
 import request from 'supertest';
+import { Secret, TOTP } from 'otpauth';
 import { adminAuth } from '../support/service.js';
 
 /** The origin every test service accepts (SERVICE_PUBLIC_URL of the harness). */
@@ -91,3 +92,23 @@ export function patchAuthSettings(url: string, patch: Record<string, unknown>) {
 }
 
 export { unusedPort } from '../support/ports.js';
+
+/** An authenticator app's time step (RFC 6238 defaults, as the service uses them). */
+export const TOTP_STEP_MS = 30_000;
+
+/** The code an authenticator app shows for `secret` at `at` (ms), computed from the secret the API returned. */
+export function totpCode(secret: string, at = Date.now()): string {
+  return new TOTP({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: TOTP_STEP_MS / 1000 }).generate({ timestamp: at });
+}
+
+/**
+ * The code of the step before the current one (within the one step of drift the service allows,
+ * and leaving the current step's code unused). When less than `margin` ms is left of the current
+ * step it waits for the next one first: a code made just before a step ends would be two steps
+ * old by the time a slow request reaches the service.
+ */
+export async function previousStepCode(secret: string, margin = 5_000): Promise<string> {
+  const left = TOTP_STEP_MS - (Date.now() % TOTP_STEP_MS);
+  if (left < margin) await new Promise((r) => setTimeout(r, left + 50));
+  return totpCode(secret, Date.now() - TOTP_STEP_MS);
+}

@@ -1,19 +1,13 @@
 import { expect } from 'chai';
 import request from 'supertest';
-import { Secret, TOTP } from 'otpauth';
 import { startService, adminAuth, basic, testEnv, SYSTEM_KEY, type TestService } from '../support/service.js';
 import { capturingLogger } from '../sockets/helpers.js';
 import { cli } from '../cli/helpers.js';
-import { setCookies } from './helpers.js';
+import { previousStepCode, setCookies, totpCode as codeAt, TOTP_STEP_MS } from './helpers.js';
 import { WsClient, refusedStatus } from '../gateway/helpers.js';
 
-/** The code an authenticator app shows for `secret` at `at` (ms), computed here from the secret the API returned. */
-function codeAt(secret: string, at = Date.now()): string {
-  return new TOTP({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 }).generate({ timestamp: at });
-}
-const STEP = 30_000;
 /** A time whose step is at least `steps` away from the current one's codes (drift tests). */
-const stepsAway = (steps: number) => Date.now() + steps * STEP;
+const stepsAway = (steps: number) => Date.now() + steps * TOTP_STEP_MS;
 
 /**
  * The second factor over HTTP (authenticator app and recovery codes): enrolment, the second step
@@ -45,12 +39,12 @@ describe('second factor: TOTP and recovery codes', function () {
   }
 
   /** Enrols an authenticator app from a session: the secret and the recovery codes. */
-  async function enrol(token: string, at = Date.now()): Promise<{ secret: string; recovery: string[] }> {
+  async function enrol(token: string, step: 'current' | 'previous' = 'current'): Promise<{ secret: string; recovery: string[] }> {
     const started = await api().post('/api/me/mfa/totp').set('Authorization', `Bearer ${token}`).expect(200);
     expect(started.body.otpauth_uri).to.match(/^otpauth:\/\/totp\/.*secret=/);
     expect(started.body.qr_svg).to.match(/^<svg/);
     const secret = started.body.secret as string;
-    const confirmed = await api().post('/api/me/mfa/totp/confirm').set('Authorization', `Bearer ${token}`).send({ code: codeAt(secret, at) }).expect(200);
+    const confirmed = await api().post('/api/me/mfa/totp/confirm').set('Authorization', `Bearer ${token}`).send({ code: step === 'previous' ? await previousStepCode(secret) : codeAt(secret) }).expect(200);
     return { secret, recovery: confirmed.body.recovery_codes };
   }
 
@@ -73,7 +67,7 @@ describe('second factor: TOTP and recovery codes', function () {
     expect((await api().get('/api/me/mfa').set('Authorization', `Bearer ${token}`).expect(200)).body.totp).to.equal(false);
 
     // confirmed with the previous step's code: one step of drift
-    const { secret, recovery } = await enrol(token, stepsAway(-1));
+    const { secret, recovery } = await enrol(token, 'previous');
     expect(recovery).to.have.length(10);
     expect(new Set(recovery).size).to.equal(10);
     const status = (await api().get('/api/me/mfa').set('Authorization', `Bearer ${token}`).expect(200)).body;
@@ -209,7 +203,7 @@ describe('second factor: TOTP and recovery codes', function () {
 
   it('the login form hands over to the second step page; the session starts only after it', async () => {
     const hugo = await newUser('hugo');
-    const { secret } = await enrol(await session(hugo), Date.now() - 30_000);
+    const { secret } = await enrol(await session(hugo), 'previous');
     const browser = request.agent(svc.url);
     const first = await browser.post('/login').set('Origin', 'http://localhost:8080').type('form').send(`username=hugo&password=${hugo.password}&next=%2Fsettings`).expect(303);
     expect(first.headers.location).to.equal('/login/mfa?next=%2Fsettings');

@@ -1,9 +1,8 @@
 import { expect } from 'chai';
-import { Secret, TOTP } from 'otpauth';
 import request from 'supertest';
 import { adminAuth, startService, type TestService } from '../support/service.js';
 import { followToCallback, startIdp, type RunningIdp } from '../support/oidc-idp.js';
-import { createUser, getUser, ORIGIN, patchAuthSettings, setCookieLine, unusedPort, userNamed } from './helpers.js';
+import { createUser, getUser, ORIGIN, patchAuthSettings, previousStepCode, setCookieLine, totpCode, unusedPort, userNamed } from './helpers.js';
 
 const CLIENT_ID = 'service-core';
 const CLIENT_SECRET = 'oidc-flow-client-secret-0123456789';
@@ -286,8 +285,7 @@ describe('OIDC login flow end to end (real oidc-provider IdP)', function () {
     await fullWebLogin(agent, 'alice-sub');
     const alice = await userNamed(svc.url, 'alice');
     const secret = (await agent.post('/api/me/mfa/totp').set('Origin', ORIGIN).expect(200)).body.secret;
-    const code = (at: number) => new TOTP({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 }).generate({ timestamp: at });
-    await agent.post('/api/me/mfa/totp/confirm').set('Origin', ORIGIN).send({ code: code(Date.now() - 30_000) }).expect(200);
+    await agent.post('/api/me/mfa/totp/confirm').set('Origin', ORIGIN).send({ code: await previousStepCode(secret) }).expect(200);
 
     const browser = request.agent(svc.url);
     const callback = await browser.get(await idpLogin(await start(browser, { next: '/board' }), 'alice-sub')).expect(303);
@@ -297,7 +295,7 @@ describe('OIDC login flow end to end (real oidc-provider IdP)', function () {
     expect((await browser.get('/login/mfa?next=%2Fboard').expect(200)).text).to.include('data-second-step');
     const wrong = await browser.post('/login/mfa').set('Origin', ORIGIN).type('form').send('code=000000&next=%2Fboard').expect(303);
     expect(wrong.headers.location).to.equal('/login/mfa?error=invalid_code&next=%2Fboard');
-    const right = await browser.post('/login/mfa').set('Origin', ORIGIN).type('form').send(`code=${code(Date.now())}&next=%2Fboard`).expect(302);
+    const right = await browser.post('/login/mfa').set('Origin', ORIGIN).type('form').send(`code=${totpCode(secret)}&next=%2Fboard`).expect(302);
     expect(right.headers.location).to.match(/^\/auth\/complete\?code=/);
     const complete = await browser.get(right.headers.location).expect(302);
     expect(complete.headers.location).to.equal('/board');

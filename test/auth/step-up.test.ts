@@ -2,11 +2,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import request from 'supertest';
-import { Secret, TOTP } from 'otpauth';
 import { startService, basic, SYSTEM_KEY, type TestService } from '../support/service.js';
 import { WsClient } from '../gateway/helpers.js';
+import { previousStepCode, totpCode as codeAt } from './helpers.js';
 
-const codeAt = (secret: string, at: number) => new TOTP({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 }).generate({ timestamp: at });
 
 /**
  * Step-up: a web session of an account with a second factor verifies it again before an action
@@ -41,7 +40,7 @@ describe('second factor: step-up before what reaches the host', function () {
     const first = await api().post('/api/auth/login').send({ username: 'admin', password: 'admin-test-password' }).expect(200);
     const bearer = { Authorization: `Bearer ${first.body.token}` };
     secret = (await api().post('/api/me/mfa/totp').set(bearer).expect(200)).body.secret;
-    recovery = (await api().post('/api/me/mfa/totp/confirm').set(bearer).send({ code: codeAt(secret, Date.now() - 30_000) }).expect(200)).body.recovery_codes;
+    recovery = (await api().post('/api/me/mfa/totp/confirm').set(bearer).send({ code: await previousStepCode(secret) }).expect(200)).body.recovery_codes;
     const again = await api().post('/api/auth/login').send({ username: 'admin', password: 'admin-test-password' }).expect(200);
     const done = await api().post('/api/auth/login/mfa').send({ mfa_token: again.body.mfa_token, code: codeAt(secret, Date.now()) }).expect(200);
     token = done.body.token;
