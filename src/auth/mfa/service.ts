@@ -1,6 +1,5 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import QRCode from 'qrcode';
 import type { EventBus } from '../../bus/bus.js';
 import { DomainError, fieldError } from '../../errors.js';
 import type { Logger } from '../../log.js';
@@ -133,6 +132,8 @@ export class MfaService {
     await this.factors(user.id).andWhere({ kind: 'totp', confirmed: false }).delete();
     await this.deps.db('mfa_factors').insert({ id: crypto.randomUUID(), user_id: user.id, kind: 'totp', label: 'Authenticator app', secret: this.deps.secrets.seal(secret), confirmed: false, created_at: Date.now() });
     const uri = totpUri(secret, user.username, this.deps.issuer);
+    // loaded here, at the first enrolment: nothing else needs it (sixty modules a start would load)
+    const { default: QRCode } = await import('qrcode');
     const qr = await QRCode.toString(uri, { type: 'svg', errorCorrectionLevel: 'M', margin: 1 });
     return { secret, otpauth_uri: uri, qr_svg: qr };
   }

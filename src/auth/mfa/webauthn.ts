@@ -1,15 +1,11 @@
 import crypto from 'node:crypto';
 import type { Context } from 'koa';
-import {
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
-  type AuthenticationResponseJSON,
-  type AuthenticatorTransportFuture,
-  type PublicKeyCredentialCreationOptionsJSON,
-  type PublicKeyCredentialRequestOptionsJSON,
-  type RegistrationResponseJSON,
+import type {
+  AuthenticationResponseJSON,
+  AuthenticatorTransportFuture,
+  PublicKeyCredentialCreationOptionsJSON,
+  PublicKeyCredentialRequestOptionsJSON,
+  RegistrationResponseJSON,
 } from '@simplewebauthn/server';
 import { fieldError } from '../../errors.js';
 import type { Logger } from '../../log.js';
@@ -19,6 +15,14 @@ import type { OneTimeStore } from '../one-time.js';
 import { safeEqual, sha256 } from '../tokens.js';
 import type { MfaService, PasskeyView, StoredPasskey } from './service.js';
 import { MFA_BINDING_COOKIE, type MfaTokenRecord } from './step.js';
+
+/**
+ * The WebAuthn library, loaded at the first ceremony: it is a third of a second of CPU to
+ * import, which every start (and every CLI command) would otherwise pay for passkeys it may
+ * never see.
+ */
+let library: Promise<typeof import('@simplewebauthn/server')> | undefined;
+const simpleWebAuthn = () => (library ??= import('@simplewebauthn/server'));
 
 /** How long a challenge may be answered: single use, and gone after this. */
 export const CHALLENGE_TTL_MS = 2 * 60_000;
@@ -136,6 +140,7 @@ export class WebAuthn {
   /** Options for navigator.credentials.create(): a passkey for `user`, asked by web session `sessionId`. */
   async registrationOptions(user: User, sessionId: string): Promise<PublicKeyCredentialCreationOptionsJSON> {
     const existing = await this.deps.mfa.passkeysOf(user.id);
+    const { generateRegistrationOptions } = await simpleWebAuthn();
     return generateRegistrationOptions({
       rpName: this.rpName,
       rpID: this.rpID,
@@ -164,6 +169,7 @@ export class WebAuthn {
     if (!taken || taken.record.flow !== 'registration' || taken.record.user_id !== user.id || taken.record.session_id !== sessionId) {
       throw fieldError('response', 'answers no pending registration of this session (it expired after two minutes, or was used): start again');
     }
+    const { verifyRegistrationResponse } = await simpleWebAuthn();
     let verified;
     try {
       verified = await verifyRegistrationResponse({
@@ -198,6 +204,7 @@ export class WebAuthn {
    */
   async authenticationOptions(flow: Exclude<WebAuthnFlow, 'registration'>, user: User | null): Promise<PublicKeyCredentialRequestOptionsJSON> {
     const keys = flow === 'passwordless' || !user ? [] : await this.deps.mfa.passkeysOf(user.id);
+    const { generateAuthenticationOptions } = await simpleWebAuthn();
     return generateAuthenticationOptions({
       rpID: this.rpID,
       challenge: await this.challenge({ flow, user_id: flow === 'passwordless' ? null : (user?.id ?? null) }),
@@ -231,6 +238,7 @@ export class WebAuthn {
    */
   async finish(pending: PendingAssertion, opts: { requireUserVerification: boolean }): Promise<boolean> {
     const { passkey, response } = pending;
+    const { verifyAuthenticationResponse } = await simpleWebAuthn();
     let newCounter: number;
     try {
       const verified = await verifyAuthenticationResponse({
