@@ -25,6 +25,19 @@ import path from 'node:path';
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const DATABASE_MODULES = new Set([path.join(root, 'test/support/service.ts')]);
 const QUIET = new Set(['test/auth/device-cookie.test.ts', 'test/auth/passwords.test.ts']);
+/**
+ * Files that start services on a database of the run, but whose subject is not the database:
+ * they run once, like the files that reach none. What they touch in the database is tested on
+ * both databases by the files named here.
+ */
+const ONE_DATABASE = new Set([
+  // the bridge's Redis credentials and TLS; delivery between instances over each database: test/bus/cluster.test.ts
+  'test/bus/redis-auth.test.ts',
+  // the process's stdout and start-up warnings (one test has no database at all); boot on each database: test/service/boot.test.ts
+  'test/service/process-output.test.ts',
+  // signals and draining; a service stopped on each database: every file that starts one
+  'test/service/shutdown.test.ts',
+]);
 const SECONDS = {
   'test/deploy/package.test.ts': 105,
   'test/web/layout.browser.test.ts': 55,
@@ -97,7 +110,7 @@ let chosen;
 if (which === 'quiet' || which === 'quiet-database') {
   chosen = files.filter((f) => QUIET.has(f) && (which === 'quiet' || usesDatabase(f)));
 } else if (which === 'sqlite' || which === 'postgres') {
-  const everyDatabase = (f) => usesDatabase(f) && !f.endsWith('.browser.test.ts');
+  const everyDatabase = (f) => usesDatabase(f) && !f.endsWith('.browser.test.ts') && !ONE_DATABASE.has(f);
   const runs = {
     sqlite: { files: [], load: 0, factor: 1 },
     postgres: { files: [], load: 0, factor: POSTGRES_FACTOR },

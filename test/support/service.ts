@@ -33,21 +33,36 @@ export interface TestDb {
 export async function freshDatabase(base: string = PG_URL, opts: { migrated?: boolean } = {}): Promise<TestDb> {
   if (!base) return { url: null, drop: async () => {} };
   const name = `svc_t_${crypto.randomBytes(6).toString('hex')}`;
-  const admin = knex({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
   const template = opts.migrated && base === PG_URL && MIGRATED_TEMPLATE ? ` TEMPLATE "${MIGRATED_TEMPLATE}"` : '';
-  await admin.raw(`CREATE DATABASE "${name}"${template}`);
-  await admin.destroy();
+  await adminQuery(base, `CREATE DATABASE "${name}"${template}`);
   trackDatabase(base, name);
   const u = new URL(base);
   u.pathname = `/${name}`;
   return {
     url: u.toString(),
-    drop: async () => {
-      const a = knex({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
-      await a.raw(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch(() => undefined);
-      await a.destroy();
-    },
+    drop: () => adminQuery(base, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch(() => undefined),
   };
+}
+
+/**
+ * The run's server (PG_URL) is there for the whole run: its databases are made and dropped over
+ * one connection per test process, not a new server process for each (two per service, more
+ * than half of the connections a run opened). Other servers (throwaway clusters a test stops)
+ * get a connection per statement.
+ */
+let runServerAdmin: knex.Knex | undefined;
+async function adminQuery(base: string, sql: string): Promise<void> {
+  if (base === PG_URL) {
+    runServerAdmin ??= knex({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
+    await runServerAdmin.raw(sql);
+    return;
+  }
+  const admin = knex({ client: 'pg', connection: base, pool: { min: 0, max: 1 } });
+  try {
+    await admin.raw(sql);
+  } finally {
+    await admin.destroy();
+  }
 }
 
 export interface TestServiceOptions {

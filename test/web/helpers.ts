@@ -69,6 +69,9 @@ export async function openBrowser(): Promise<TestBrowser> {
       headless: true,
       args: ARGS,
       viewport: { width: 1280, height: 800 },
+      // as a visitor who asks for less motion (app.css honours it): the live indicator's endless
+      // pulse would otherwise keep Chromium painting frames for as long as a page is open
+      reducedMotion: 'reduce',
       timeout: 30_000,
     });
   } catch (err) {
