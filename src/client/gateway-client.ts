@@ -56,6 +56,8 @@ export class GatewayClient {
   constructor(private readonly options: GatewayClientOptions) {
     this.urls = Array.isArray(options.url) ? [...options.url] : [options.url];
     if (this.urls.length === 0) throw new Error('GatewayClient needs a url');
+    // the server refuses any other cursor, and a refused resume is asked again on each connection
+    if (options.since !== undefined && !(Number.isSafeInteger(options.since) && options.since >= 0)) throw new TypeError(`GatewayClient: since must be a whole number of 0 or more, not ${String(options.since)}`);
     this.cursor = options.since ?? null;
     this.keepalive = options.keepalive === false ? null : (options.keepalive ?? DEFAULT_KEEPALIVE);
     void this.open();
@@ -228,7 +230,7 @@ export class GatewayClient {
     this.flushResumed();
   }
 
-  /** Next attempt after a delay (doubling, full jitter), on the next URL. */
+  /** Next attempt after a delay (doubling; each between half and all of its ceiling), on the next URL. */
   private retry(reason: string): void {
     if (this.stopped) return;
     this.setState('reconnecting', reason);

@@ -98,7 +98,7 @@ export interface GatewayClientOptions {
   ticket?: () => Promise<string>;
   /** the seq to resume from (e.g. the last_seq of the history the page loaded); default: the welcome's */
   since?: number;
-  /** reconnect delays: the first, doubling to the last, each with full jitter */
+  /** reconnect delays: the first, doubling to the last, each picked between half and all of it */
   backoff?: { initialMs: number; maxMs: number };
   /** default timeout of request() */
   requestTimeoutMs?: number;

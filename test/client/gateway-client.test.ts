@@ -241,21 +241,26 @@ describe('GatewayClient', function () {
     const notifications = svc.service.notifications.service;
     const missedSince = notifications.missedSince.bind(notifications);
     let refused = 0;
+    const refusedAt: number[] = [];
+    t.client.on('state', ({ state, reason }) => state === 'reconnecting' && reason === 'resume refused: unavailable' && refusedAt.push(Date.now()));
     notifications.missedSince = async () => {
       refused++;
       throw Object.assign(new Error('Knex: Timeout acquiring a connection. The pool is probably full.'), { name: 'KnexTimeoutError' });
     };
     try {
       t.client.drop('the network went away');
-      await eventually(() => expect(refused).to.be.at.least(3), 5000, 20);
+      await eventually(() => expect(refusedAt.length).to.be.at.least(4), 5000, 20);
       expect(t.client.state).not.to.equal('live');
+      // the backoff grows across refused resumes (50 ms doubling: the fourth try waits 200-400 ms);
+      // it is not started again by each connection that opens
+      expect(refusedAt[3]! - refusedAt[2]!).to.be.at.least(195);
     } finally {
       notifications.missedSince = missedSince;
     }
     const after = await post('after the outage');
     await t.client.ready(5000);
     await eventually(() => expect(t.seqs()).to.deep.equal([before, after]), 2000);
-    expect(t.states.filter((s) => s === 'reconnecting:resume refused: unavailable').length).to.be.at.least(3);
+    expect(refused).to.be.at.least(4);
   });
 
   it('the keepalive drops a connection whose peer stopped answering, and reconnects', async () => {
