@@ -1,9 +1,10 @@
 // The test files of each mocha run of scripts/test.sh, in the order they are started:
 //
 //   sqlite, postgres   the two runs side by side. Each has every file whose imports reach the
-//                      service or a database (test/support/service.ts). The files that reach
-//                      none (normalisers, config, providers, Docker, the layer check, the package
-//                      test) run once, and so do the browser tests (*.browser.test.ts): they
+//                      service or a database (test/support/service.ts), but those of
+//                      ONE_DATABASE below. The files that reach none (normalisers, config,
+//                      providers, Docker, the layer check, the package test) run once, and so
+//                      do ONE_DATABASE's and the browser tests (*.browser.test.ts), which
 //                      drive the pages, whose every call is an API route the API tests run on
 //                      each database. Each of those run-once files goes to the run that has the
 //                      less to do at that point, so that both end together.
@@ -33,9 +34,9 @@ const QUIET = new Set(['test/auth/device-cookie.test.ts', 'test/auth/passwords.t
 const ONE_DATABASE = new Set([
   // the bridge's Redis credentials and TLS; delivery between instances over each database: test/bus/cluster.test.ts
   'test/bus/redis-auth.test.ts',
-  // the process's stdout and start-up warnings (one test has no database at all); boot on each database: test/service/boot.test.ts
+  // the process's stdout and start-up warnings (one test's database never answers); boot on each database: test/service/boot.test.ts
   'test/service/process-output.test.ts',
-  // signals and draining; a service stopped on each database: every file that starts one
+  // signals and draining; a service stopped on each database: every in-process service of every file
   'test/service/shutdown.test.ts',
 ]);
 const SECONDS = {
@@ -67,6 +68,9 @@ const SECONDS = {
   'test/sockets/http.test.ts': 11,
   'test/sockets/bus-handler.test.ts': 9,
 };
+for (const file of [...QUIET, ...ONE_DATABASE]) {
+  if (!fs.existsSync(path.join(root, file))) throw new Error(`scripts/test-files.mjs names ${file}, which is not there (renamed?)`);
+}
 const OTHERS_SECONDS = 3;
 const POSTGRES_FACTOR = 1.4;
 

@@ -280,6 +280,8 @@ describe('OIDC login flow end to end (real oidc-provider IdP)', function () {
   });
 
   it('a user with a second factor passes it on our page after the IdP, then the session is handed over as usual', async function () {
+    // the enrolment may wait up to 5 s for a TOTP step with time left (previousStepCode)
+    this.timeout(60_000);
     // alice signed in by OIDC before (mapped groups); she enrols an authenticator app
     const agent = request.agent(svc.url);
     await fullWebLogin(agent, 'alice-sub');
