@@ -178,7 +178,7 @@ export class GatewayClient {
     let refusal: string | null = null;
     socket.onopen = () => {
       // the backoff starts again once the client is live, not when a socket opens: a server that
-      // accepts connections but cannot resume them is tried ever less often
+      // accepts connections but cannot resume them is tried less and less often (up to maxMs apart)
       opened = true;
       this.startKeepalive(socket);
     };

@@ -6,7 +6,6 @@ import { startService, basic, SYSTEM_KEY, type TestService } from '../support/se
 import { WsClient } from '../gateway/helpers.js';
 import { previousStepCode, totpCode as codeAt } from './helpers.js';
 
-
 /**
  * Step-up: a web session of an account with a second factor verifies it again before an action
  * that reaches the host or changes who is trusted, then not again for the window.
