@@ -104,12 +104,13 @@ tally() {
 suite_started=$(date +%s)
 pg_db="svc_test_$(date +%s)_$$"
 psql "$pg_admin_url" -qc "CREATE DATABASE \"$pg_db\"" >/dev/null
-# the services of the PostgreSQL run start on copies of one migrated database (test/support/migrated-template.ts)
-node --import tsx test/support/migrated-template.ts "$pg_admin_url" "${pg_db}_migrated"
+# the in-process services start on copies of one migrated database of each kind (test/support/migrated-template.ts)
+node --import tsx test/support/migrated-template.ts --postgres "$pg_admin_url" "${pg_db}_migrated" --sqlite "$run_dir/migrated.sqlite"
 pg_env=("SERVICE_TEST_DATABASE_URL=${pg_admin_url%/*}/$pg_db" "SERVICE_TEST_MIGRATED_TEMPLATE=${pg_db}_migrated")
+sqlite_env=(SERVICE_TEST_DATABASE_URL= "SERVICE_TEST_MIGRATED_SQLITE=$run_dir/migrated.sqlite")
 say "tests on SQLite and PostgreSQL, side by side (each printed when all are done)"
 started=$(date +%s)
-suite sqlite sqlite '--parallel --jobs 3' SERVICE_TEST_DATABASE_URL= &
+suite sqlite sqlite '--parallel --jobs 3' "${sqlite_env[@]}" &
 suite postgres postgres '--parallel --jobs 3' "${pg_env[@]}" &
 wait
 both=$(( $(date +%s) - started ))
@@ -117,7 +118,7 @@ both=$(( $(date +%s) - started ))
 # (scripts/test-files.mjs), the two databases side by side: the load of each is hashing threads
 # at a lower priority than the event loops the other one times
 started=$(date +%s)
-suite quiet-sqlite quiet '' SERVICE_TEST_DATABASE_URL= &
+suite quiet-sqlite quiet '' "${sqlite_env[@]}" &
 suite quiet-postgres quiet-database '' "${pg_env[@]}" &
 wait
 quiet=$(( $(date +%s) - started ))

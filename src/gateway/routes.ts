@@ -4,6 +4,8 @@ import { identity } from '../auth/guards.js';
 import { ApiRouter } from '../http/api.js';
 import { TICKET, type WsTickets } from './tickets.js';
 
+const ticketView = Joi.object({ ticket: Joi.string().pattern(TICKET), expires_in: Joi.number().integer().description('seconds') });
+
 /** POST /api/ws/ticket (any identity) and a plain GET /ws that explains itself. */
 export function gatewayRoutes(tickets: WsTickets): Router {
   const api = new ApiRouter({ tag: 'gateway' });
@@ -17,7 +19,7 @@ export function gatewayRoutes(tickets: WsTickets): Router {
       responses: {
         200: {
           description: 'the ticket',
-          schema: Joi.object({ ticket: Joi.string().pattern(TICKET), expires_in: Joi.number().integer().description('seconds') }),
+          schema: ticketView,
           headers: { 'Cache-Control': 'no-store' },
         },
       },

@@ -43,6 +43,17 @@ export const secretStatusView = Joi.object({
   locked: Joi.boolean().description('set in the environment: PUT and DELETE answer 409'),
 }).id('SecretStatus');
 
+/** The body of PUT, made once per setting and field: every service's routes share it (and its conversion into the API document). */
+const putBodies = new WeakMap<SettingDef, Map<string, Joi.ObjectSchema>>();
+function putBody(o: SecretRoutesOptions): Joi.ObjectSchema {
+  const bySetting = putBodies.get(o.setting) ?? new Map<string, Joi.ObjectSchema>();
+  putBodies.set(o.setting, bySetting);
+  const key = `${o.field}\n${o.what}`;
+  let body = bySetting.get(key);
+  if (!body) bySetting.set(key, (body = Joi.object({ [o.field]: o.setting.rule!.required().description(`the new ${o.what}`) })));
+  return body;
+}
+
 /**
  * GET (configured? locked?), PUT (set or rotate) and DELETE (clear) of one env-lockable secret,
  * needing feature:admin.settings: set in the environment, PUT and DELETE answer 409 before
@@ -52,7 +63,7 @@ export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
   const api = new ApiRouter({ prefix: o.prefix, tag: 'settings' });
   const ADMIN = { permission: 'feature:admin.settings' };
   const LOCKED = `the ${o.what} is set by ${o.setting.env} (locked)`;
-  const body = Joi.object({ [o.field]: o.setting.rule!.required().description(`the new ${o.what}`) });
+  const body = putBody(o);
   const unlocked = (ctx: Context) => {
     o.authorize?.(ctx);
     if (o.secret.lockedByEnv) throw conflict(`the ${o.what} is set by ${o.setting.env} and cannot be changed here`);

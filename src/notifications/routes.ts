@@ -12,6 +12,8 @@ import { historyPageView, notificationReceipt } from './views.js';
 
 const idParams = Joi.object({ id: Joi.string().pattern(NOTIFICATION_ID).required().description('the notification id') });
 
+const batchReceiptView = Joi.object({ notifications: Joi.array().items(notificationReceipt) });
+
 /** The notification history API and sending (POST, batch). */
 export function notificationRoutes(notifications: NotificationsService): Router {
   const api = new ApiRouter({ prefix: '/api/notifications', tag: 'notifications' });
@@ -85,7 +87,7 @@ export function notificationRoutes(notifications: NotificationsService): Router 
       // a thousand notifications of a few KiB each
       bodyLimit: 8 * 1024 * 1024,
       responses: {
-        202: { description: 'stored and pushed, in input order', schema: Joi.object({ notifications: Joi.array().items(notificationReceipt) }) },
+        202: { description: 'stored and pushed, in input order', schema: batchReceiptView },
         400: 'an item (or the list) is invalid: nothing was written',
         403: 'missing the permission of a kind the batch holds',
         409: 'an id belongs to another audience: nothing was written',

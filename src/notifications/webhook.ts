@@ -391,6 +391,8 @@ const webhookHeaders = Joi.object({
   'X-Gitlab-Token': Joi.string().description('GitLab: the secret itself'),
 });
 
+const forgePayload = Joi.object().description("the forge's event payload, as the forge sends it");
+
 /** Public intake and health under /api/notifications/webhook/scm. */
 export function webhookRoutes(webhook: ScmWebhook): Router {
   const api = new ApiRouter({ prefix: '/api/notifications/webhook/scm', tag: 'webhooks' });
@@ -413,7 +415,7 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
         "Authenticated by the forge's own webhook secret, else the shared one, verified over the raw body before parsing: `X-Gitea-Signature` (hex HMAC-SHA256), `X-Hub-Signature-256` (`sha256=<hex>`) or `X-Gitlab-Token`. A secret GitLab sends in clear never verifies a GitHub or Gitea signature. A delivery id seen before, or a signed body seen before from any forge, answers `duplicate`.",
       auth: 'none',
       headers: webhookHeaders,
-      body: Joi.object().description("the forge's event payload, as the forge sends it"),
+      body: forgePayload,
       bodyMode: 'raw',
       bodyContentType: 'application/json',
       responses: {

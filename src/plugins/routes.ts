@@ -10,6 +10,10 @@ import { settingsView } from './settings.js';
 import { actingFrom } from '../request-context.js';
 import type { Actor } from '../iam/policy.js';
 
+const pluginListView = Joi.object({ plugins: Joi.array().items(pluginView) });
+const pluginSettingsView = Joi.object({ plugin: Joi.string(), settings: Joi.array().items(pluginSettingView) });
+const restartedPluginView = Joi.object({ plugin: pluginView, settings: Joi.array().items(pluginSettingView) });
+
 /** The administrator of a request, with its client address (for the audit trail). */
 const byWhom = (ctx: Context): Actor | undefined => (ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : undefined);
 
@@ -44,7 +48,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
   };
 
   api.endpoint(
-    { method: 'GET', path: '/', summary: 'List plugins with their manifest claims and state', auth: ADMIN, middleware: [loaded], responses: { 200: { description: 'the plugins', schema: Joi.object({ plugins: Joi.array().items(pluginView) }) }, 503: 'plugins are still loading' } },
+    { method: 'GET', path: '/', summary: 'List plugins with their manifest claims and state', auth: ADMIN, middleware: [loaded], responses: { 200: { description: 'the plugins', schema: pluginListView }, 503: 'plugins are still loading' } },
     () => ({ plugins: host.list() }),
   );
 
@@ -83,7 +87,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
       auth: ADMIN,
       params: idParams,
       middleware: [loaded],
-      responses: { 200: { description: 'the settings', schema: Joi.object({ plugin: Joi.string(), settings: Joi.array().items(pluginSettingView) }) }, 404: 'no such plugin', 409: 'the manifest is invalid' },
+      responses: { 200: { description: 'the settings', schema: pluginSettingsView }, 404: 'no such plugin', 409: 'the manifest is invalid' },
     },
     async (_ctx, { params }) => ({ plugin: params.id, settings: settingsView(await host.settings.resolve(validManifest(params.id))) }),
   );
@@ -100,7 +104,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
       body: settingsBody,
       middleware: [loaded],
       responses: {
-        200: { description: 'the plugin after the restart and its settings', schema: Joi.object({ plugin: pluginView, settings: Joi.array().items(pluginSettingView) }) },
+        200: { description: 'the plugin after the restart and its settings', schema: restartedPluginView },
         400: "validation_failed: a key the plugin does not declare, a value its rules refuse, or a secret not entered again when a setting it is sent to changed (details name each field)",
         404: 'no such plugin',
         409: 'the setting is set in the environment, or the manifest is invalid',

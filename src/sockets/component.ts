@@ -21,6 +21,14 @@ import { socketErrorToHttp } from './errors.js';
 import { actingFrom } from '../request-context.js';
 import { reachesHost } from '../iam/policy.js';
 
+// the limits of mounts:check (checkPathsSchema), refused here under the parameter's own name;
+// the header limit (431) bounds the whole string
+const requiredDirsQuery = Joi.object({
+  required_dirs: Joi.string()
+    .custom((value: string, helpers) => (checkPathsSchema.validate(splitPaths(value)).error ? helpers.message({ custom: `{{#label}} must hold 1 to ${CHECK_PATHS_MAX} paths of at most ${CHECK_PATH_MAX_LENGTH} characters each` }) : value))
+    .description(`comma-separated paths (spaces around each trimmed, empty entries skipped): at most ${CHECK_PATHS_MAX} paths of at most ${CHECK_PATH_MAX_LENGTH} characters each; default: SERVICE_MANAGED_DIRS`),
+});
+
 /**
  * The socket provider registry with its bus operations and the HTTP API under /api/socket
  * (OpenAPI tag socket-management). Every HTTP route is a thin shell over the same operation the
@@ -134,13 +142,6 @@ export class SocketsComponent {
 
   routers(): Router[] {
     const api = new ApiRouter({ prefix: '/api/socket', tag: 'socket-management' });
-    // the limits of mounts:check (checkPathsSchema), refused here under the parameter's own name;
-    // the header limit (431) bounds the whole string
-    const dirs = Joi.object({
-      required_dirs: Joi.string()
-        .custom((value: string, helpers) => (checkPathsSchema.validate(splitPaths(value)).error ? helpers.message({ custom: `{{#label}} must hold 1 to ${CHECK_PATHS_MAX} paths of at most ${CHECK_PATH_MAX_LENGTH} characters each` }) : value))
-        .description(`comma-separated paths (spaces around each trimmed, empty entries skipped): at most ${CHECK_PATHS_MAX} paths of at most ${CHECK_PATH_MAX_LENGTH} characters each; default: SERVICE_MANAGED_DIRS`),
-    });
     // the reads: open to anyone, or (SERVICE_SOCKET_READS_REQUIRE_AUTH) to signed-in callers only
     const reads: RouteAuth = this.deps.config.socketReadsRequireAuth ? 'identity' : 'optional';
 
@@ -151,7 +152,7 @@ export class SocketsComponent {
         summary: 'Mount health of directories (read-only)',
         description: 'Paths outside SERVICE_MANAGED_DIRS are reported with error `not_managed`.',
         auth: reads,
-        query: dirs,
+        query: requiredDirsQuery,
         responses: { 200: { description: 'each directory and its status', schema: mountCheckResult } },
       },
       async (ctx, { query: q }) => {

@@ -37,6 +37,28 @@ import { fieldErrorsOf, fieldErrorsText } from '../errors.js';
 export { containerIdFromProc, hostPathFor, JOI_OPTIONS, MOUNT_RW_PERMISSION, PREFIX_PATTERN, RUNNER_LABEL, SPAWN_PERMISSION };
 export type { CleanupOptions, CleanupResult, ContainerProviderOptions, RunnerInfo, SpawnRequest };
 
+/** the operations that take no arguments */
+const NO_ARGS = Joi.object({});
+
+/**
+ * The argument schemas whose default is the runner prefix (SERVICE_RUNNER_PREFIX), made once per
+ * prefix: the services of a process share them (and their conversion into the API document).
+ */
+const argsByPrefix = new Map<string, { runners: Joi.ObjectSchema; cleanup: Joi.ObjectSchema }>();
+function argsFor(runnerPrefix: string) {
+  let args = argsByPrefix.get(runnerPrefix);
+  if (!args) {
+    const prefix = prefixSchema.default(runnerPrefix).description('name prefix of the runner containers; default SERVICE_RUNNER_PREFIX');
+    const cleanup = Joi.object({
+      prefix,
+      max_age_minutes: Joi.number().min(0).max(MAX_AGE_MINUTES).default(60).description('only containers older than this'),
+      dry_run: Joi.boolean().default(false).description('list what would be removed, remove nothing'),
+    });
+    argsByPrefix.set(runnerPrefix, (args = { runners: Joi.object({ prefix }), cleanup }));
+  }
+  return args;
+}
+
 export class ContainerProvider extends SocketProvider {
   readonly name = 'container';
   readonly socket_path: string;
@@ -359,19 +381,18 @@ export class ContainerProvider extends SocketProvider {
   }
 
   override operations(): Record<string, ProviderOperation> {
-    const none = Joi.object({});
-    const prefix = prefixSchema.default(this.runnerPrefix).description('name prefix of the runner containers; default SERVICE_RUNNER_PREFIX');
+    const { runners, cleanup } = argsFor(this.runnerPrefix);
     return {
       health: {
-        schema: none,
+        schema: NO_ARGS,
         permission: null,
         requires_available: false,
         run: () => this.sharedHealth(),
         result: RESULTS.health,
         http: { method: 'GET', summary: 'Container daemon health', response: 'the daemon\'s health; a daemon that does not answer is healthy: false, not an error' },
       },
-      mounts: { schema: none, permission: null, run: () => this.get_mounts(), result: RESULTS.mounts, http: { method: 'GET', summary: 'Container mount mappings', response: 'the mounts of each running container' } },
-      storage_root: { schema: none, permission: null, run: async () => ({ storage_root: await this.detect_storage_root() }), result: RESULTS.storage_root, http: { method: 'GET', summary: 'The host storage root as seen inside containers', response: 'the storage root' } },
+      mounts: { schema: NO_ARGS, permission: null, run: () => this.get_mounts(), result: RESULTS.mounts, http: { method: 'GET', summary: 'Container mount mappings', response: 'the mounts of each running container' } },
+      storage_root: { schema: NO_ARGS, permission: null, run: async () => ({ storage_root: await this.detect_storage_root() }), result: RESULTS.storage_root, http: { method: 'GET', summary: 'The host storage root as seen inside containers', response: 'the storage root' } },
       resolve_mounts: {
         schema: Joi.object({ targets: Joi.array().items(absolutePath).min(1).max(64).required() }),
         permission: null,
@@ -379,17 +400,13 @@ export class ContainerProvider extends SocketProvider {
         result: RESULTS.resolve_mounts,
       },
       runners: {
-        schema: Joi.object({ prefix }),
+        schema: runners,
         permission: null,
         run: async (a: { prefix: string }) => ({ runners: await this.runners(a.prefix) }),
         result: RESULTS.runners,
       },
       cleanup: {
-        schema: Joi.object({
-          prefix,
-          max_age_minutes: Joi.number().min(0).max(MAX_AGE_MINUTES).default(60).description('only containers older than this'),
-          dry_run: Joi.boolean().default(false).description('list what would be removed, remove nothing'),
-        }),
+        schema: cleanup,
         permission: 'socket:container:cleanup',
         run: (a: { prefix: string; max_age_minutes: number; dry_run: boolean }) =>
           this.cleanup_stale(a.prefix, a.max_age_minutes, { dry_run: a.dry_run }),

@@ -1,26 +1,42 @@
 /**
- * `node --import tsx test/support/migrated-template.ts URL NAME`: creates the database NAME on
- * the PostgreSQL server of URL and applies every migration to it (scripts/test.sh, before the
- * suite). The in-process test services are then given copies of it (freshDatabase in
- * test/support/service.ts, SERVICE_TEST_MIGRATED_TEMPLATE) instead of migrating a database of
- * their own each: on PostgreSQL that is half a second of CPU per service, a hundred times a
- * run. The services still run their migrations at boot and find none pending; an empty
- * database's first boot is what the spawned services, the CLI tests and the migration tests see.
+ * `node --import tsx test/support/migrated-template.ts [--postgres URL NAME] [--sqlite FILE]`:
+ * databases with every migration applied, made by scripts/test.sh before the suite: NAME on
+ * the PostgreSQL server of URL, and the SQLite file FILE. The in-process test services are
+ * given copies of them (startService and freshDatabase in test/support/service.ts,
+ * SERVICE_TEST_MIGRATED_TEMPLATE and SERVICE_TEST_MIGRATED_SQLITE) instead of migrating a
+ * database of their own each: on PostgreSQL that is half a second of CPU per service, on SQLite
+ * a quarter of what a start costs, hundreds of times a run. The services still run their
+ * migrations at boot and find none pending; an empty database's first boot is what the spawned
+ * services, the CLI tests and the migration tests see.
  */
 import knex from 'knex';
 import { createDb } from '../../src/db/knex.js';
 import { migrateLatest } from '../../src/db/migrate.js';
 
-const [url, name] = process.argv.slice(2);
-if (!url || !name) {
-  console.error('usage: migrated-template.ts POSTGRES_URL NAME');
+const args = process.argv.slice(2);
+const usage = () => {
+  console.error('usage: migrated-template.ts [--postgres URL NAME] [--sqlite FILE]');
   process.exit(2);
+};
+if (!args.length) usage();
+while (args.length) {
+  const option = args.shift();
+  if (option === '--postgres' && args.length >= 2) {
+    const [url, name] = args.splice(0, 2) as [string, string];
+    const admin = knex({ client: 'pg', connection: url, pool: { min: 0, max: 1 } });
+    await admin.raw('CREATE DATABASE ??', [name]);
+    await admin.destroy();
+    const target = new URL(url);
+    target.pathname = `/${name}`;
+    await migrated(target.toString(), '');
+  } else if (option === '--sqlite' && args.length >= 1) {
+    await migrated(`sqlite://${args.shift()!}`, '');
+  } else usage();
 }
-const admin = knex({ client: 'pg', connection: url, pool: { min: 0, max: 1 } });
-await admin.raw('CREATE DATABASE ??', [name]);
-await admin.destroy();
-const target = new URL(url);
-target.pathname = `/${name}`;
-const db = createDb({ databaseUrl: target.toString(), dataDir: '' });
-await migrateLatest(db);
-await db.destroy();
+
+async function migrated(databaseUrl: string, dataDir: string): Promise<void> {
+  const db = createDb({ databaseUrl, dataDir });
+  await migrateLatest(db);
+  // closed: SQLite writes its WAL back into the file, which is then all a copy needs
+  await db.destroy();
+}

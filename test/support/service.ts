@@ -4,6 +4,7 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import knex from 'knex';
 import { loadConfig, type Config } from '../../src/config.js';
+import { sqliteFile } from '../../src/db/knex.js';
 import { Service } from '../../src/service.js';
 import { createLogger, type Logger } from '../../src/log.js';
 import { trackDatabase } from './leftovers.js';
@@ -17,6 +18,8 @@ import { checkResponses, prepareCheck } from './contract.js';
 export const PG_URL = process.env.SERVICE_TEST_DATABASE_URL || '';
 /** a database of PG_URL's server with every migration applied (test/support/migrated-template.ts), when scripts/test.sh made one */
 const MIGRATED_TEMPLATE = process.env.SERVICE_TEST_MIGRATED_TEMPLATE || '';
+/** an SQLite file with every migration applied (test/support/migrated-template.ts), when scripts/test.sh made one */
+const MIGRATED_SQLITE = process.env.SERVICE_TEST_MIGRATED_SQLITE || '';
 export const ADMIN = { username: 'admin', password: 'admin-test-password' };
 export const SYSTEM_KEY = 'test-system-key-0123456789abcdef0123456789';
 
@@ -113,6 +116,8 @@ export async function startService(opts: TestServiceOptions = {}): Promise<TestS
   if (databaseUrl === undefined) {
     db = await freshDatabase(PG_URL, { migrated: true });
     databaseUrl = db.url;
+    // SQLite in a data dir of its own: a copy of the migrated file, as PostgreSQL gets a copy of the migrated database
+    if (!databaseUrl && !opts.dataDir && MIGRATED_SQLITE) fs.copyFileSync(MIGRATED_SQLITE, sqliteFile({ databaseUrl: '', dataDir }));
   }
   const config = loadConfig(testEnv(dataDir, databaseUrl, opts.env));
   const service = new Service(config, { logger: opts.logger ?? createLogger(config.logLevel), dbRetryMs: 100 });

@@ -6,6 +6,7 @@ import Joi from 'joi';
 import request from 'supertest';
 import { startService, type TestService } from '../support/service.js';
 import { joiToJsonSchema } from '../../src/http/joi-schema.js';
+import { collectEndpoints } from '../../src/http/api.js';
 
 /** GET /openapi.json: generated from the route definitions and their joi schemas. */
 describe('OpenAPI document', function () {
@@ -202,6 +203,27 @@ describe('OpenAPI document', function () {
   it('is the document in docs/openapi.json (a service without plugins)', async function () {
     const served = JSON.stringify(doc, null, 2) + '\n';
     expect(fs.readFileSync(DOCUMENT_FILE, 'utf8') === served, 'docs/openapi.json is not the served document: run npm run api:types').to.equal(true);
+  });
+
+  it("is made from the same schema objects in every service (each converted once per process, not at every start)", async function () {
+    const other = await startService();
+    try {
+      const schemasOf = (service: TestService) => {
+        const found = new Map<string, unknown>();
+        // the service's own routes and the socket providers' operations
+        for (const e of [...collectEndpoints(service.service.app).endpoints, ...service.service.sockets.documentedRoutes().endpoints]) {
+          for (const slot of ['params', 'query', 'headers', 'body'] as const) if (e[slot]) found.set(`${e.method} ${e.fullPath} ${slot}`, e[slot]);
+          for (const [status, answer] of Object.entries(e.responses ?? {})) if (typeof answer === 'object' && answer.schema) found.set(`${e.method} ${e.fullPath} ${status}`, answer.schema);
+        }
+        return found;
+      };
+      const mine = schemasOf(svc);
+      const theirs = schemasOf(other);
+      expect(mine.size).to.be.greaterThan(60);
+      expect([...mine].filter(([where, schema]) => theirs.get(where) !== schema).map(([where]) => where), 'schemas made anew for each service (make them module constants)').to.deep.equal([]);
+    } finally {
+      await other.destroy();
+    }
   });
 
   describe('joi -> JSON Schema (joi-to-json with our corrections)', function () {

@@ -19,6 +19,8 @@ const providersResponse = Joi.object({
   ),
 });
 
+const loginAnswerView = Joi.alternatives().try(sessionView, secondStepView);
+
 /** A foreign page may not post here (checked before the body is read): browsers only. */
 export function sameOriginOnly(auth: AuthComponent) {
   return async (ctx: Context, next: Next) => {
@@ -47,7 +49,7 @@ export function authRoutes(auth: AuthComponent): Router {
       body: loginSchema,
       middleware: [sameOrigin],
       responses: {
-        200: { description: 'the session; or, for an account with a second factor, the second step it must pass first (`mfa_required`)', schema: Joi.alternatives().try(sessionView, secondStepView) },
+        200: { description: 'the session; or, for an account with a second factor, the second step it must pass first (`mfa_required`)', schema: loginAnswerView },
         401: 'wrong credentials; or the directory proved the password and refused the account: `details.reason` says why (`account_disabled`, `account_expired`, `password_expired`, `password_must_change`, `logon_restricted`)',
         429: { description: 'locked out, or over the per-address budget', headers: { 'Retry-After': 'seconds' } },
         503: { description: 'unavailable: too many password checks waiting; or booting / the database not reachable (as on every route)', headers: { 'Retry-After': 'seconds to wait' } },

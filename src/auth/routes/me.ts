@@ -12,6 +12,9 @@ import { createKeySchema } from '../../iam/schemas.js';
 import type { ApiIdentity } from '../identity.js';
 
 
+const myKeysView = Joi.object({ keys: Joi.array().items(Joi.object({ ...publicKeySchema, current: Joi.boolean().description('the credential of this request') })) });
+const newKeyView = Joi.object({ ...publicKeySchema, token: Joi.string().description('the API key (X-API-Key or Bearer), shown this once') });
+
 /** The access view: effective permissions and what each plugin lets this caller do. */
 export function accessView(auth: AuthComponent, id: ApiIdentity) {
   const catalog = auth.iam.catalog();
@@ -117,7 +120,7 @@ export function meRoutes(auth: AuthComponent): Router {
       description: 'Never shows a token. Web sessions are listed with `kind: "session"`; `current` marks the credential of this request.',
       auth: 'identity',
       responses: {
-        200: { description: 'the keys', schema: Joi.object({ keys: Joi.array().items(Joi.object({ ...publicKeySchema, current: Joi.boolean().description('the credential of this request') })) }) },
+        200: { description: 'the keys', schema: myKeysView },
         403: NO_KEYS,
       },
     },
@@ -138,7 +141,7 @@ export function meRoutes(auth: AuthComponent): Router {
       stepUp: true,
       body: createKeySchema,
       responses: {
-        201: { description: 'the key with its token (shown once)', schema: Joi.object({ ...publicKeySchema, token: Joi.string().description('the API key (X-API-Key or Bearer), shown this once') }) },
+        201: { description: 'the key with its token (shown once)', schema: newKeyView },
         403: NO_KEYS,
       },
     },

@@ -19,6 +19,9 @@ const codeBody = Joi.object({ code: code.required() });
 /** a WebAuthn assertion as @simplewebauthn/browser answers it (checked by the WebAuthn area) */
 const assertion = Joi.object().unknown(true).max(16).description('the WebAuthn assertion (startAuthentication() of @simplewebauthn/browser)');
 const proofBody = Joi.object({ code, webauthn: assertion }).xor('code', 'webauthn');
+const secondStepBody = proofBody.keys({ mfa_token: Joi.string().min(16).max(512).required().description('from the answer of POST /api/auth/login') });
+const totpEnrolmentView = Joi.object({ secret: Joi.string().description('base32'), otpauth_uri: Joi.string(), qr_svg: Joi.string().description('the URI as an SVG QR code') });
+const passkeyIdParams = Joi.object({ id: uuidParam });
 
 
 /** Enrolling and removing a factor: a web session only, never an API key or Basic. */
@@ -53,7 +56,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       auth: 'identity',
       stepUp: true,
       responses: {
-        200: { description: 'the new secret', schema: Joi.object({ secret: Joi.string().description('base32'), otpauth_uri: Joi.string(), qr_svg: Joi.string().description('the URI as an SVG QR code') }) },
+        200: { description: 'the new secret', schema: totpEnrolmentView },
         403: NOT_A_SESSION,
         409: 'an authenticator app is enrolled already',
       },
@@ -133,7 +136,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       summary: 'The second step of a sign-in: a code or a passkey',
       description: 'Wrong codes count toward the lockout of wrong passwords, and toward the account\'s own second-factor lockout (ten wrong in an hour, from any address). A wrong code spends the token and answers a new one in `details.mfa_token` (same expiry), to try again with.',
       auth: 'none',
-      body: proofBody.keys({ mfa_token: Joi.string().min(16).max(512).required().description('from the answer of POST /api/auth/login') }),
+      body: secondStepBody,
       middleware: [sameOrigin],
       responses: {
         200: { description: 'the session', schema: sessionView },
@@ -216,7 +219,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       summary: 'Remove one of my passkeys or security keys',
       auth: 'identity',
       stepUp: true,
-      params: Joi.object({ id: uuidParam }),
+      params: passkeyIdParams,
       responses: { 204: 'removed', 403: NOT_A_SESSION, 404: 'no such passkey of mine' },
     },
     async (ctx, { params }) => {

@@ -17,6 +17,8 @@ export const apiKeyView = Joi.object(publicKeySchema).id('ApiKey');
 
 const keyParams = Joi.object({ id: uuidParam.description('the user id (UUID)'), keyId: Joi.string().max(128).required().description('the key id') });
 
+const userKeysView = Joi.object({ keys: Joi.array().items(apiKeyView) });
+
 /** A user's credentials under /api/users/:id: their password, their API keys and sessions. */
 export function userCredentialRoutes(auth: AuthComponent): Router {
   const api = new ApiRouter({ prefix: '/api/users', tag: 'users' });
@@ -63,7 +65,7 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
   );
 
   api.endpoint(
-    { method: 'GET', path: '/:id/api-keys', summary: "A user's API keys and sessions", auth: ADMIN, params: idParams, responses: { 200: { description: 'the keys', schema: Joi.object({ keys: Joi.array().items(apiKeyView) }) }, 404: 'no such user' } },
+    { method: 'GET', path: '/:id/api-keys', summary: "A user's API keys and sessions", auth: ADMIN, params: idParams, responses: { 200: { description: 'the keys', schema: userKeysView }, 404: 'no such user' } },
     async (_ctx, { params }) => {
       const user = await load(params.id);
       return { keys: (await auth.apiKeys.listFor(user.id)).map(publicKey) };

@@ -51,6 +51,22 @@ const requestOptions = Joi.object({
 }).description('PublicKeyCredentialRequestOptionsJSON');
 const credential = Joi.object().unknown(true).max(16);
 
+const registrationOptionsView = Joi.object({ flow: Joi.string().valid('registration'), options: creationOptions });
+const authenticationOptionsView = Joi.object({ flow: Joi.string().valid('passwordless', 'second_step', 'step_up'), options: requestOptions });
+const registerPasskeyBody = Joi.object({
+  label: Joi.string().trim().min(1).max(100).required().description('how you will recognise it: "Laptop", "YubiKey"'),
+  response: credential.required().description('the answer of startRegistration()'),
+});
+const authenticationOptionsBody = Joi.object({
+  mfa_token: Joi.string().min(16).max(512).description('the second step of this sign-in'),
+  purpose: Joi.string().valid('step_up').description('verify again, signed in (step-up)'),
+}).oxor('mfa_token', 'purpose');
+const passkeySignInBody = Joi.object({
+  flow: Joi.string().valid('passwordless', 'second_step').default('passwordless'),
+  response: credential.required().description('the answer of startAuthentication()'),
+  mfa_token: Joi.string().min(16).max(512).when('flow', { is: 'second_step', then: Joi.required(), otherwise: Joi.forbidden() }),
+});
+
 /** A registered passkey; the first second factor comes with its recovery codes. */
 const registeredPasskeyView = Joi.object({
   ...passkeyFields,
@@ -107,7 +123,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
         'Answers the options for `navigator.credentials.create()` (`startRegistration()` of @simplewebauthn/browser), with a challenge good for two minutes, once, from this session. A user who has a factor already verifies it first (step-up).',
       auth: 'identity',
       stepUp: true,
-      responses: { 200: { description: 'the registration options', schema: Joi.object({ flow: Joi.string().valid('registration'), options: creationOptions }) }, 403: NOT_A_SESSION },
+      responses: { 200: { description: 'the registration options', schema: registrationOptionsView }, 403: NOT_A_SESSION },
     },
     async (ctx) => {
       noStore(ctx);
@@ -125,10 +141,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
         'Verifies the answer of `startRegistration()` to the options of `POST /api/me/mfa/webauthn/options` (same session) and keeps the key. When it is your first second factor, the answer also carries ten recovery codes, shown this once, and your other web sessions end (this one stays).',
       auth: 'identity',
       stepUp: true,
-      body: Joi.object({
-        label: Joi.string().trim().min(1).max(100).required().description('how you will recognise it: "Laptop", "YubiKey"'),
-        response: credential.required().description('the answer of startRegistration()'),
-      }),
+      body: registerPasskeyBody,
       responses: {
         201: { description: 'the passkey', schema: registeredPasskeyView },
         400: 'validation_failed: the body is invalid, or the answer could not be verified, or its registration expired',
@@ -156,13 +169,10 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       description:
         'With no body: a passwordless sign-in (any passkey of this site, user verification required). With `mfa_token` (the answer of `POST /api/auth/login`): the second step, offering that account\'s passkeys; the token is not spent here. With `purpose: "step_up"` (signed in with a web session): step-up. The challenge is good for two minutes, once.',
       auth: 'optional',
-      body: Joi.object({
-        mfa_token: Joi.string().min(16).max(512).description('the second step of this sign-in'),
-        purpose: Joi.string().valid('step_up').description('verify again, signed in (step-up)'),
-      }).oxor('mfa_token', 'purpose'),
+      body: authenticationOptionsBody,
       middleware: [sameOrigin],
       responses: {
-        200: { description: 'the flow and the options for startAuthentication()', schema: Joi.object({ flow: Joi.string().valid('passwordless', 'second_step', 'step_up'), options: requestOptions }) },
+        200: { description: 'the flow and the options for startAuthentication()', schema: authenticationOptionsView },
         401: 'the second-step token expired or was used; step-up without a sign-in',
         403: 'step-up from something other than a web session',
         409: 'the account has no passkey',
@@ -195,11 +205,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       description:
         '`flow: "passwordless"` (the default): the answer of `startAuthentication()` to passwordless options; the passkey names the account, and counts as both factors. `flow: "second_step"` with `mfa_token`: the same as `POST /api/auth/login/mfa` with `webauthn`. Failures are logged as `login_failed` and count toward the lockout of the account the passkey belongs to.',
       auth: 'none',
-      body: Joi.object({
-        flow: Joi.string().valid('passwordless', 'second_step').default('passwordless'),
-        response: credential.required().description('the answer of startAuthentication()'),
-        mfa_token: Joi.string().min(16).max(512).when('flow', { is: 'second_step', then: Joi.required(), otherwise: Joi.forbidden() }),
-      }),
+      body: passkeySignInBody,
       middleware: [sameOrigin],
       responses: {
         200: { description: 'the session', schema: sessionView },

@@ -18,6 +18,8 @@ const query = Joi.object({
   limit: Joi.number().integer().min(1).max(500).default(50),
 });
 
+const auditPageView = Joi.object({ events: Joi.array().items(auditEventView), next_before: Joi.number().integer().allow(null).description('the `before` of the next page; null: this is the last') });
+
 /** GET /api/audit: the audit trail, newest first, filtered and paged by seq. */
 export function auditRoutes(iam: IamComponent): Router {
   const api = new ApiRouter({ prefix: '/api/audit', tag: 'audit' });
@@ -29,7 +31,7 @@ export function auditRoutes(iam: IamComponent): Router {
       description: 'Newest first. Holders of the permission also receive each new event live as an `audit:event` ws frame.',
       auth: { permission: 'feature:admin.audit' },
       query,
-      responses: { 200: { description: 'a page of events', schema: Joi.object({ events: Joi.array().items(auditEventView), next_before: Joi.number().integer().allow(null).description('the `before` of the next page; null: this is the last') }) } },
+      responses: { 200: { description: 'a page of events', schema: auditPageView } },
     },
     async (ctx, { query: q }) => {
       ctx.set('Cache-Control', 'no-store');

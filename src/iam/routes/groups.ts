@@ -8,6 +8,9 @@ import Joi from 'joi';
 
 const nameParams = Joi.object({ name: Joi.string().pattern(GROUP_NAME).required().description('the group name') });
 
+const catalogView = Joi.object({ permissions: Joi.array().items(permissionView) });
+const groupListView = Joi.object({ groups: Joi.array().items(groupView) });
+
 export function groupRoutes(iam: IamComponent): Router {
   const api = new ApiRouter({ tag: 'groups' });
   const ADMIN_GROUPS = 'feature:admin.groups';
@@ -24,12 +27,12 @@ export function groupRoutes(iam: IamComponent): Router {
   const groups = iam.groups;
 
   api.endpoint(
-    { method: 'GET', path: '/api/permissions', summary: 'The permission catalog (core and plugin-declared ids)', auth: 'identity', responses: { 200: { description: 'the catalog', schema: Joi.object({ permissions: Joi.array().items(permissionView) }) } } },
+    { method: 'GET', path: '/api/permissions', summary: 'The permission catalog (core and plugin-declared ids)', auth: 'identity', responses: { 200: { description: 'the catalog', schema: catalogView } } },
     () => ({ permissions: iam.catalog() }),
   );
 
   api.endpoint(
-    { method: 'GET', path: '/api/groups', summary: 'List groups with their permissions and members', auth: ADMIN, responses: { 200: { description: 'the groups', schema: Joi.object({ groups: Joi.array().items(groupView) }) } } },
+    { method: 'GET', path: '/api/groups', summary: 'List groups with their permissions and members', auth: ADMIN, responses: { 200: { description: 'the groups', schema: groupListView } } },
     async () => ({ groups: await Promise.all((await iam.store.listGroups()).map(view)) }),
   );
 

@@ -9,6 +9,8 @@ export const ADMIN_USERS = 'feature:admin.users';
 
 export const userIdParams = Joi.object({ id: uuidParam.description('the user id (UUID)') });
 
+const userListView = Joi.object({ users: Joi.array().items(userView) });
+
 /**
  * /api/users: the user administration of the model, translated to HTTP; the rules are
  * UserAdmin's (src/iam/users.ts). A user's password and keys are credentials: src/auth/routes/user-credentials.ts.
@@ -24,7 +26,7 @@ export function userRoutes(iam: IamComponent): Router {
   const HOST_REFUSAL = 'or step_up_required: a superadmin must verify the second factor again first';
 
   api.endpoint(
-    { method: 'GET', path: '/', summary: 'List users', auth: ADMIN, responses: { 200: { description: 'the users', schema: Joi.object({ users: Joi.array().items(userView) }) } } },
+    { method: 'GET', path: '/', summary: 'List users', auth: ADMIN, responses: { 200: { description: 'the users', schema: userListView } } },
     async () => {
       const all = await iam.store.listUsers();
       const ids = await iam.store.identitiesOf(all.map((u) => u.id));
