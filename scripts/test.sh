@@ -2,7 +2,7 @@
 # `npm test`: the whole suite, as CI runs it, on SQLite and on PostgreSQL (side by side).
 #
 # The tests start real servers (OpenLDAP slapd, a Samba AD domain controller, a private dockerd,
-# Redis, nginx, headless Chromium, throwaway PostgreSQL clusters), so on a fresh Debian machine
+# Redis, nginx, Chromium's headless shell, throwaway PostgreSQL clusters), so on a fresh Debian machine
 # this first installs the packages they need with apt-get: run it as root there. Already
 # installed, nothing is touched.
 #
@@ -18,7 +18,7 @@ export DEBIAN_FRONTEND=noninteractive
 say() { printf '\n=== %s\n' "$*"; }
 
 # --- Debian packages the tests use
-PACKAGES=(slapd ldap-utils samba docker.io busybox-static chromium redis-server nginx postgresql postgresql-client)
+PACKAGES=(slapd ldap-utils samba docker.io busybox-static chromium-headless-shell redis-server nginx postgresql postgresql-client)
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
@@ -83,13 +83,14 @@ trap 'rm -rf "$run_dir"; cleanup' EXIT
 suite() {
   local name="$1" files="$2" mode="$3"; shift 3
   # shellcheck disable=SC2046
-  local rc=0
+  local rc=0 began=$SECONDS
   env "$@" npx mocha --forbid-only --forbid-pending $mode $(node scripts/test-files.mjs "$files") >"$run_dir/$name.out" 2>&1 || rc=$?
   echo "$rc" >"$run_dir/$name.rc"
+  echo $((SECONDS - began)) >"$run_dir/$name.secs"
 }
 tally() {
   local label="$1" name="$2" out rc p f s
-  say "tests on $label"
+  say "tests on $label ($(cat "$run_dir/$name.secs") s)"
   out="$run_dir/$name.out"
   cat "$out"
   rc=$(cat "$run_dir/$name.rc")
