@@ -43,11 +43,11 @@ export const secretStatusView = Joi.object({
   locked: Joi.boolean().description('set in the environment: PUT and DELETE answer 409'),
 }).id('SecretStatus');
 
-/** The body of PUT, made once per setting and field: every service's routes share it (and its conversion into the API document). */
+/** The body of PUT, made once per setting, field and name: every service's routes share it (and its conversion into the API document). */
 const putBodies = new WeakMap<SettingDef, Map<string, Joi.ObjectSchema>>();
 function putBody(o: SecretRoutesOptions): Joi.ObjectSchema {
-  const bySetting = putBodies.get(o.setting) ?? new Map<string, Joi.ObjectSchema>();
-  putBodies.set(o.setting, bySetting);
+  let bySetting = putBodies.get(o.setting);
+  if (!bySetting) putBodies.set(o.setting, (bySetting = new Map()));
   const key = `${o.field}\n${o.what}`;
   let body = bySetting.get(key);
   if (!body) bySetting.set(key, (body = Joi.object({ [o.field]: o.setting.rule!.required().description(`the new ${o.what}`) })));

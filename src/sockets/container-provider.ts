@@ -40,11 +40,14 @@ export type { CleanupOptions, CleanupResult, ContainerProviderOptions, RunnerInf
 /** the operations that take no arguments */
 const NO_ARGS = Joi.object({});
 
+const RESOLVE_MOUNTS_ARGS = Joi.object({ targets: Joi.array().items(absolutePath).min(1).max(64).required() });
+
 /**
- * The argument schemas whose default is the runner prefix (SERVICE_RUNNER_PREFIX), made once per
- * prefix: the services of a process share them (and their conversion into the API document).
+ * The argument schemas that depend on the runner prefix (SERVICE_RUNNER_PREFIX), made once per
+ * prefix: operations() is asked at every request, and the services of a process share them (and
+ * their conversion into the API document).
  */
-const argsByPrefix = new Map<string, { runners: Joi.ObjectSchema; cleanup: Joi.ObjectSchema }>();
+const argsByPrefix = new Map<string, { runners: Joi.ObjectSchema; cleanup: Joi.ObjectSchema; spawn: Joi.ObjectSchema }>();
 function argsFor(runnerPrefix: string) {
   let args = argsByPrefix.get(runnerPrefix);
   if (!args) {
@@ -54,7 +57,7 @@ function argsFor(runnerPrefix: string) {
       max_age_minutes: Joi.number().min(0).max(MAX_AGE_MINUTES).default(60).description('only containers older than this'),
       dry_run: Joi.boolean().default(false).description('list what would be removed, remove nothing'),
     });
-    argsByPrefix.set(runnerPrefix, (args = { runners: Joi.object({ prefix }), cleanup }));
+    argsByPrefix.set(runnerPrefix, (args = { runners: Joi.object({ prefix }), cleanup, spawn: spawnSchema(runnerPrefix) }));
   }
   return args;
 }
@@ -269,7 +272,7 @@ export class ContainerProvider extends SocketProvider {
    * be swapped in between the check and the mount.
    */
   async spawn(request: SpawnRequest): Promise<{ id: string; name: string }> {
-    const { value, error } = spawnSchema(this.runnerPrefix).validate(request, JOI_OPTIONS);
+    const { value, error } = argsFor(this.runnerPrefix).spawn.validate(request, JOI_OPTIONS);
     if (error) {
       const problems = fieldErrorsOf(error);
       throw new SocketError('invalid_args', fieldErrorsText(problems), problems);
@@ -381,7 +384,7 @@ export class ContainerProvider extends SocketProvider {
   }
 
   override operations(): Record<string, ProviderOperation> {
-    const { runners, cleanup } = argsFor(this.runnerPrefix);
+    const { runners, cleanup, spawn } = argsFor(this.runnerPrefix);
     return {
       health: {
         schema: NO_ARGS,
@@ -394,7 +397,7 @@ export class ContainerProvider extends SocketProvider {
       mounts: { schema: NO_ARGS, permission: null, run: () => this.get_mounts(), result: RESULTS.mounts, http: { method: 'GET', summary: 'Container mount mappings', response: 'the mounts of each running container' } },
       storage_root: { schema: NO_ARGS, permission: null, run: async () => ({ storage_root: await this.detect_storage_root() }), result: RESULTS.storage_root, http: { method: 'GET', summary: 'The host storage root as seen inside containers', response: 'the storage root' } },
       resolve_mounts: {
-        schema: Joi.object({ targets: Joi.array().items(absolutePath).min(1).max(64).required() }),
+        schema: RESOLVE_MOUNTS_ARGS,
         permission: null,
         run: (a: { targets: string[] }) => this.resolve_mounts(a.targets),
         result: RESULTS.resolve_mounts,
@@ -414,7 +417,7 @@ export class ContainerProvider extends SocketProvider {
         http: { method: 'POST', summary: 'Remove stale runner containers', description: 'Only containers whose name starts with the prefix are touched.', response: 'what was removed (or would be, with dry_run), and what could not be' },
       },
       spawn: {
-        schema: spawnSchema(this.runnerPrefix),
+        schema: spawn,
         permission: SPAWN_PERMISSION,
         permissionsFor: (a: SpawnRequest) => (a.mounts?.some((m) => m.read_only === false) ? [MOUNT_RW_PERMISSION] : []),
         run: (a: SpawnRequest) => this.spawn(a),

@@ -14,28 +14,30 @@ import { createDb } from '../../src/db/knex.js';
 import { migrateLatest } from '../../src/db/migrate.js';
 
 const args = process.argv.slice(2);
-const usage = () => {
+const usage = (): never => {
   console.error('usage: migrated-template.ts [--postgres URL NAME] [--sqlite FILE]');
   process.exit(2);
 };
 if (!args.length) usage();
+// an option's values are the words after it that are not options themselves
+const values = (n: number) => (args.length >= n && !args.slice(0, n).some((a) => a.startsWith('--')) ? args.splice(0, n) : usage());
 while (args.length) {
   const option = args.shift();
-  if (option === '--postgres' && args.length >= 2) {
-    const [url, name] = args.splice(0, 2) as [string, string];
+  if (option === '--postgres') {
+    const [url, name] = values(2) as [string, string];
     const admin = knex({ client: 'pg', connection: url, pool: { min: 0, max: 1 } });
     await admin.raw('CREATE DATABASE ??', [name]);
     await admin.destroy();
     const target = new URL(url);
     target.pathname = `/${name}`;
-    await migrated(target.toString(), '');
-  } else if (option === '--sqlite' && args.length >= 1) {
-    await migrated(`sqlite://${args.shift()!}`, '');
+    await migrate(target.toString());
+  } else if (option === '--sqlite') {
+    await migrate(`sqlite://${values(1)[0]!}`);
   } else usage();
 }
 
-async function migrated(databaseUrl: string, dataDir: string): Promise<void> {
-  const db = createDb({ databaseUrl, dataDir });
+async function migrate(databaseUrl: string): Promise<void> {
+  const db = createDb({ databaseUrl, dataDir: '' });
   await migrateLatest(db);
   // closed: SQLite writes its WAL back into the file, which is then all a copy needs
   await db.destroy();
