@@ -19,8 +19,8 @@
 // SQLite run of the whole suite (a run-once file that was in the PostgreSQL run: its time there
 // over POSTGRES_FACTOR; see "The test suite" in docs/performance.md for how a file's time is
 // measured); the others count 3 s. A file that starts services takes about POSTGRES_FACTOR
-// times as long on PostgreSQL (the files on both databases took 1.6 times as long there). The figures only order and share out the work: a
-// wrong one costs time, never a test.
+// times as long on PostgreSQL (the files on both databases took 1.6 times as long there). The
+// figures only order and share out the work: a wrong one costs time, never a test.
 import fs from 'node:fs';
 import path from 'node:path';
 

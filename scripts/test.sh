@@ -2,9 +2,9 @@
 # `npm test`: the whole suite, as CI runs it, on SQLite and on PostgreSQL (side by side).
 #
 # The tests start real servers (OpenLDAP slapd, a Samba AD domain controller, a private dockerd,
-# Redis, nginx, Chromium's headless shell, throwaway PostgreSQL clusters), so on a fresh Debian machine
-# this first installs the packages they need with apt-get: run it as root there. Already
-# installed, nothing is touched.
+# Redis, nginx, Chromium's headless shell, throwaway PostgreSQL clusters), so on a fresh Debian
+# machine this first installs the packages they need with apt-get: run it as root there.
+# Already installed, nothing is touched.
 #
 # PostgreSQL: SERVICE_TEST_DATABASE_URL (a server the suite may create databases on) when set;
 # else the machine's server on 127.0.0.1:5432 if it lets `postgres` in without a password
