@@ -84,7 +84,7 @@ suite() {
   local name="$1" files="$2" mode="$3"; shift 3
   local rc=0 began=$SECONDS
   # shellcheck disable=SC2046
-  env "$@" npx mocha --forbid-only --forbid-pending $mode $(node scripts/test-files.mjs "$files") >"$run_dir/$name.out" 2>&1 || rc=$?
+  env "$@" node_modules/.bin/mocha --forbid-only --forbid-pending $mode $(node scripts/test-files.mjs "$files") >"$run_dir/$name.out" 2>&1 || rc=$?
   echo "$rc" >"$run_dir/$name.rc"
   echo $((SECONDS - began)) >"$run_dir/$name.secs"
 }
