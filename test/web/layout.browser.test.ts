@@ -199,7 +199,6 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
     expectNoProblems(browser);
   });
 
-
   it('/docs, to someone who is not signed in, has the top bar with a way to sign in; /healthz names the release of the footer', async function () {
     // signed in: the layout tests above
     const res = await request(svc.url).get('/docs').expect(200);
