@@ -23,8 +23,9 @@ import type { AccountState, LdapProvider } from './providers/ldap.js';
  * either and is reported: that is a wrong base DN or filter, not an exodus.
  *
  * Several instances: each round (the interval's time slot) is claimed once, with a row in the
- * one-time values table that only one instance can insert; the others skip it. Revoking is
- * idempotent, so two instances doing it would do no harm.
+ * one-time values table that only one instance can insert; the others skip it. Rounds of two
+ * slots can still overlap (one running late): revoking is idempotent, and a user is reported
+ * ended by the round whose revocation took their credentials, once.
  */
 
 /** one round's row in one_time_values (swept by housekeeping once expired) */
@@ -147,6 +148,9 @@ export class DirectoryRecheck {
       // disabled or expired says more than gone, when a user has several identities
       const state = (['disabled', 'expired', 'gone'] as const).find((s) => u.states.includes(s))!;
       const revoked = await this.deps.apiKeys.revokeAllOf(userId);
+      // nothing left to revoke: another instance's round, running late beside this one, ended
+      // them first; it reports them, so that a user ended is one log line and one count
+      if (revoked === 0) continue;
       this.stats.ended[state]++;
       log.warn({ event: 'ldap_account_ended', user_id: userId, username: u.username, state, revoked }, `ldap recheck: the directory account is ${state}; its sessions and keys are revoked`);
     }

@@ -287,4 +287,19 @@ describe('the directory recheck on several instances (real Samba AD DC, Redis)',
     expect(ended(a) + ended(b), 'one instance revoked').to.equal(1);
     await request(b.url).get('/api/me').set('Authorization', `Bearer ${token}`).expect(401);
   });
+
+  it('rounds of two instances that overlap (one running late on a busy machine) end a user once', async () => {
+    const vic = await dc.addUser('vic', 'Vic-Pass-1!');
+    const token = (await login(a, 'vic', vic.password).expect(200)).body.token;
+    await dc.disable('vic');
+    const recheck = (svc: TestService) => svc.service.auth.directoryRecheck;
+    const ended = () => recheck(a).stats.ended.disabled + recheck(b).stats.ended.disabled;
+    const before = ended();
+    // two slots ahead of the scheduled rounds: each instance claims a round of its own, and both
+    // find vic with a live session before either has revoked it
+    const slot = Math.floor(Date.now() / 2000) + 10;
+    await Promise.all([recheck(a).runOnce(slot * 2000), recheck(b).runOnce((slot + 1) * 2000)]);
+    expect(ended() - before, 'ended (and logged, and counted in the metric) by the round that revoked').to.equal(1);
+    await request(a.url).get('/api/me').set('Authorization', `Bearer ${token}`).expect(401);
+  });
 });
