@@ -6,7 +6,7 @@ import { IamStore } from './store.js';
 import { Passwords } from './passwords.js';
 import { SecretsStore } from './secrets.js';
 
-type SeedConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'adminPasswordConfigured' | 'botUser' | 'botPassword' | 'botPasswordConfigured' | 'adminForceSuperadmin' | 'secretKey' | 'secretKeyKept'>;
+type SeedConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'adminPasswordConfigured' | 'botUser' | 'botPassword' | 'botPasswordConfigured' | 'adminForceSuperadmin' | 'secretKey' | 'secretKeyKept' | 'bcryptCost'>;
 type PinConfig = Pick<Config, 'adminUser' | 'adminPasswordConfigured' | 'botUser' | 'botPasswordConfigured'>;
 
 export type PasswordVariable = 'SERVICE_ADMIN_PASSWORD' | 'SERVICE_BOT_PASSWORD';
@@ -48,7 +48,8 @@ export interface EnvPasswordApplied {
 export async function seedIam(
   db: Knex,
   config: SeedConfig,
-  passwords: Passwords = new Passwords({ threads: 0 }),
+  // hashing on this thread at the configured cost (`knex seed:run`, which has no pool of its own)
+  passwords: Passwords = new Passwords({ threads: 0, cost: config.bcryptCost }),
   /**
    * `follow` (the service): the admin's superadmin flag follows SERVICE_ADMIN_FORCE_SUPERADMIN,
    * set or cleared. `keep` (a CLI run whose environment does not say): it is left as it is, so

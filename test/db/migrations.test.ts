@@ -81,10 +81,12 @@ describe('migrations', () => {
     expect(fs.existsSync(path.join(fresh, 'secret.key'))).to.equal(false);
     if (!tdb.url) expect(fs.readdirSync(fresh).filter((f) => !f.startsWith('service.sqlite'))).to.deep.equal([]);
     const check = createDb({ databaseUrl: tdb.url, dataDir: fresh });
-    return Promise.all([check('groups').select('name'), check('users').select('username')])
+    return Promise.all([check('groups').select('name'), check('users').select('username', 'hashed_password')])
       .then(([groups, users]) => {
         expect(groups.map((g) => g.name).sort()).to.deep.equal(['INT_ADMIN', 'INT_USER', 'INT_VIEWER']);
         expect(users.map((u) => u.username).sort()).to.deep.equal(['admin', 'bot']);
+        // hashed at SERVICE_BCRYPT_COST (testEnv's 4), as the service and the CLI hash
+        for (const u of users) expect(u.hashed_password, u.username).to.match(/^\$2[aby]\$04\$/);
       })
       .finally(() => check.destroy());
   });
