@@ -97,7 +97,7 @@ describe('browser: dashboard with live notifications', function () {
 
     await browser.context.setOffline(false);
     await waitLive(page);
-    await page.waitForFunction((n) => document.querySelectorAll('[data-feed] li').length === n, before.length + missed.length, { timeout: 15_000 });
+    await page.waitForFunction((n) => document.querySelectorAll('[data-feed] li').length === n, before.length + missed.length);
     const ids = await feedIds();
     for (const m of missed) expect(ids).to.include(m.id);
     expect(new Set(ids).size).to.equal(ids.length);

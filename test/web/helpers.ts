@@ -84,8 +84,9 @@ export async function openBrowser(): Promise<TestBrowser> {
     throw err;
   }
   // how long a wait may take before it fails, not a speed the pages are held to: with the whole
-  // suite running on two cores a page load has taken more than 5 s
-  context.setDefaultTimeout(20_000);
+  // suite running on two cores a page load has taken more than 5 s, and Swagger UI's more than
+  // 15 s on a machine loaded further (a profiler in every process). The waits use it.
+  context.setDefaultTimeout(30_000);
   const problems: string[] = [];
   const watch = (page: Page) => {
     page.on('pageerror', (err) => problems.push(`pageerror ${page.url()}: ${err.message}`));

@@ -64,7 +64,7 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
   const open = async (p: (typeof PAGES)[number], width: number) => {
     await page.setViewportSize({ width, height: width < 600 ? 844 : 900 });
     await page.goto(`${svc.origin}${p.path}`, { waitUntil: 'load' });
-    for (const sel of p.ready) await page.locator(sel).first().waitFor({ timeout: 15_000 });
+    for (const sel of p.ready) await page.locator(sel).first().waitFor();
   };
 
   for (const width of WIDTHS) {
@@ -128,7 +128,7 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
 
   const sendLive = async (n: Record<string, string>): Promise<string> => {
     const sent = await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send(n).expect(202);
-    await page.waitForSelector(`.toast[data-toast="${sent.body.id}"]`, { timeout: 15_000 });
+    await page.waitForSelector(`.toast[data-toast="${sent.body.id}"]`);
     return sent.body.id as string;
   };
 
@@ -156,7 +156,7 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
   it('at 1280 px the dashboard with a live toast beside the form (the picture of the README and docs/web.md)', async function () {
     await page.setViewportSize({ width: 1280, height: 800 });
     await page.goto(`${svc.origin}/`, { waitUntil: 'load' });
-    for (const sel of PAGES[0]!.ready) await page.locator(sel).first().waitFor({ timeout: 15_000 });
+    for (const sel of PAGES[0]!.ready) await page.locator(sel).first().waitFor();
     await waitLive(page);
     await sendLive({ title: 'Deploy of service-core finished', message: `Version ${VERSION} is live on production.`, level: 'success', source: 'ci', link: 'https://ci.example.test/builds/1289' });
     await page.waitForTimeout(250); // the toast's entry animation

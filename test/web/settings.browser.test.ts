@@ -152,7 +152,7 @@ describe('browser: settings, administration and API docs', function () {
     await forgetSession(browser); // the key, not a session, must authenticate the call
     const docs = await browser.newPage();
     await docs.goto(`${svc.origin}/docs`);
-    await docs.waitForSelector('.swagger-ui .btn.authorize', { timeout: 15_000 });
+    await docs.waitForSelector('.swagger-ui .btn.authorize');
     await docs.click('.swagger-ui .btn.authorize');
     const dialog = docs.locator('.swagger-ui .dialog-ux');
     const apiKeyBlock = dialog.locator('.auth-container').filter({ hasText: 'ApiKeyAuth' });
