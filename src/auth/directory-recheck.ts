@@ -144,18 +144,21 @@ export class DirectoryRecheck {
       log.error({ accounts: ending.length }, 'ldap recheck: the directory found none of the accounts; nothing ended (check ldap_base_dn and ldap_user_filter)');
       return 'suspect';
     }
+    let ended = 0;
     for (const [userId, u] of ending) {
       // disabled or expired says more than gone, when a user has several identities
       const state = (['disabled', 'expired', 'gone'] as const).find((s) => u.states.includes(s))!;
       const revoked = await this.deps.apiKeys.revokeAllOf(userId);
-      // nothing left to revoke: another instance's round, running late beside this one, ended
-      // them first; it reports them, so that a user ended is one log line and one count
+      // nothing left to revoke: they were ended since the candidates were read, most often by
+      // another instance's round running late beside this one, which reports them (a user ended
+      // is one log line and one count)
       if (revoked === 0) continue;
+      ended++;
       this.stats.ended[state]++;
       log.warn({ event: 'ldap_account_ended', user_id: userId, username: u.username, state, revoked }, `ldap recheck: the directory account is ${state}; its sessions and keys are revoked`);
     }
     this.stats.rounds.checked++;
-    log.debug({ accounts: byUser.size, ended: ending.length }, 'ldap recheck: round done');
+    log.debug({ accounts: byUser.size, ended }, 'ldap recheck: round done');
     return 'checked';
   }
 

@@ -68,7 +68,7 @@ describe('migrations', () => {
     const knexCli = (...args: string[]) => spawnSync('node_modules/.bin/knex', args, { env, encoding: 'utf8', timeout: 30_000 });
     for (let run = 1; run <= 2; run++) {
       const seeded = knexCli('seed:run');
-      expect(seeded.status, seeded.stderr + seeded.stdout).to.equal(0);
+      expect(seeded.status, seeded.error ? String(seeded.error) : seeded.stderr + seeded.stdout).to.equal(0);
       // knex's answer only: no loader announcement (knexfile.js, not .mjs), nothing on stderr
       expect(seeded.stdout).not.to.include('Requiring external module');
       expect(seeded.stdout).to.match(/^Ran \d+ seed files?\n$/);
