@@ -96,11 +96,8 @@ export class Service {
       // who did what on the host (a request on the bus: the core or a plugin)
       record: (e) => {
         const actor = e.trusted || !e.caller || !isActor(e.caller) ? { user_id: null, username: e.trusted ? 'bus' : 'anonymous', method: e.trusted ? 'bus' : null, ip: null } : e.caller;
-        this.iam.audit.record(
-          { action: 'socket.operation', actor, target: { type: 'socket', id: e.operation, name: e.provider }, outcome: e.outcome, details: { args: withoutSecrets(e.args), ...(e.error ? { error: e.error.code } : {}) } },
-          // a refusal repeated by the same caller is counted into the next event, not written each time
-          e.outcome === 'denied' ? `socket\0${'user_id' in actor ? (actor.user_id ?? actor.username) : (actor.userId ?? actor.username)}\0${e.operation}\0${e.error?.code}` : undefined,
-        );
+        // a refusal repeated by the same caller is coalesced by the trail (one event with its count)
+        this.iam.audit.record({ action: 'socket.operation', actor, target: { type: 'socket', id: e.operation, name: e.provider }, outcome: e.outcome, details: { args: withoutSecrets(e.args), ...(e.error ? { error: e.error.code } : {}) } });
       },
     });
 

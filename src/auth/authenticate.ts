@@ -5,15 +5,13 @@ import { ApiIdentity, type CredentialMethod, type CredentialProof } from './iden
 import type { ApiKeyStore } from './api-keys.js';
 import type { SystemKey } from './system-key.js';
 import { parseBasic, type BasicVerifier, type CachedVerification } from './basic.js';
-import type { LoginLockout } from './lockout.js';
-import { logLoginFailure, normalizeLogin, type AttemptLimiter } from './attempts.js';
+import type { AttemptGate } from './attempt-gate.js';
+import { normalizeLogin } from './attempts.js';
 import { sha256 } from './tokens.js';
 import type { IdentityCache } from './identity-cache.js';
 import type { PermissionResolver, ResolvedUser } from '../iam/resolver.js';
 import { PASSWORD_MAX } from '../iam/passwords.js';
-import { badField, crossOriginRefused, HttpError, rateLimited } from '../http/errors.js';
-import type { Logger } from '../log.js';
-import type { AuditTrail } from '../iam/audit.js';
+import { badField, crossOriginRefused, HttpError } from '../http/errors.js';
 import { SESSION_COOKIE, hasSessionCookie } from './web-session.js';
 
 declare module 'koa' {
@@ -36,13 +34,9 @@ export interface AuthenticatorDeps {
   apiKeys: ApiKeyStore;
   resolver: PermissionResolver;
   basic: BasicVerifier;
-  lockout: LoginLockout;
-  /** password checks per client address, before any hashing */
-  attempts: AttemptLimiter;
+  /** Basic's password checks pass the attempt gate (budget and lockout per address, failure events) */
+  gate: AttemptGate;
   allowedOrigins: readonly string[];
-  log: Logger;
-  /** failed Basic logins are audit events too */
-  audit?: AuditTrail;
 }
 
 /** The proof of a Basic login: the stored hash it was checked against, hashed again. */
@@ -130,22 +124,7 @@ export class Authenticator {
   }
 
   private async checkBasic(username: string, password: string, ip: string, typed: string): Promise<CachedVerification | null> {
-    const failed = (reason: 'locked_out' | 'rate_limited' | 'invalid_credentials') => logLoginFailure(this.deps.log, { username: typed, ip, provider: 'local', reason, via: 'basic' }, this.deps.audit);
-    // before any hashing: a flood of new names from one address costs it a 429, nobody else anything
-    const slow = this.deps.attempts.take(ip);
-    if (slow > 0) {
-      failed('rate_limited');
-      throw rateLimited(slow);
-    }
-    const wait = await this.deps.lockout.begin(username, ip);
-    if (wait > 0) {
-      failed('locked_out');
-      throw rateLimited(wait);
-    }
-    const verified = await this.deps.basic.verify(username, password);
-    if (verified) await this.deps.lockout.succeed(username, ip);
-    else failed('invalid_credentials');
-    return verified;
+    return this.deps.gate.guard({ secret: 'password', username: typed, ip, via: 'basic', provider: 'local' }, () => this.deps.basic.verify(username, password));
   }
 
   /** Method 4: the UI cookie session; unsafe requests must come from an allowed Origin. */

@@ -1,9 +1,7 @@
 import type { Context } from 'koa';
 import type { User } from '../iam/store.js';
 import type { AuthComponent } from './component.js';
-import { logLoginFailure } from './attempts.js';
-import type { Admission } from './device-cookie.js';
-import { SECOND_FACTOR_CLIENT, SECOND_FACTOR_RULE } from './lockout.js';
+import { HttpError } from '../http/errors.js';
 import { MFA_TOKEN_TTL_MS, type MfaTokenRecord, type RedirectResume, type SecondFactorProof } from './mfa/step.js';
 
 export interface IssuedSession {
@@ -79,43 +77,23 @@ export async function passSecondStep(auth: AuthComponent, ctx: Context, token: u
   const user = await auth.iam.store.userById(record.user_id);
   if (!user || user.disabled) return { ok: false, reason: 'account_disabled' };
   const again = () => auth.secondStep.issue(ctx, user, { provider: record.provider, via: record.via, browser: false }, record);
-  const failed = (reason: 'invalid_credentials' | 'locked_out' | 'rate_limited') =>
-    logLoginFailure(ctx.log, { username: user.username, ip: ctx.ip, provider: 'second_factor', reason, via: 'second_step' }, auth.iam.audit);
-  const admission = await admitSecondFactor(auth, ctx, user);
-  if (!admission.ok) {
-    failed(admission.reason);
-    return { ok: false, reason: admission.reason, retryAfter: admission.retryAfter, mfaToken: await again() };
+  const proved = await auth.secondStep.prove(ctx, user, proof, 'second_step');
+  if (!proved.ok) {
+    const reason = proved.reason === 'invalid_credentials' || proved.reason === 'account_disabled' ? 'invalid_code' : proved.reason;
+    return { ok: false, reason, retryAfter: proved.retryAfter || undefined, mfaToken: await again() };
   }
-  const by = await auth.secondStep.verify(user, proof);
-  if (!by) {
-    failed('invalid_credentials');
-    return { ok: false, reason: 'invalid_code', mfaToken: await again() };
-  }
-  await secondFactorPassed(auth, user, admission);
   auth.secondStep.clearBinding(ctx);
   const done = await completeLogin(auth, ctx, user, { provider: record.provider, via: 'second_step', secondFactor: true });
   if (done.kind !== 'session') throw new Error('a verified second step must end in a session');
-  ctx.log.info({ user_id: user.id, factor: by }, 'second step passed');
+  ctx.log.info({ user_id: user.id, factor: proved.value }, 'second step passed');
   return { ok: true, user, session: done.session, record };
 }
 
-/**
- * Admits an attempt at `user`'s second factor (the second step, step-up): the address's (or
- * known device's) budget and lockout as for a password, then the account's own second-factor
- * lockout (SECOND_FACTOR_RULE), which guesses spread over many addresses cannot escape. Like a
- * password guess, the attempt counts as a failure until secondFactorPassed().
- */
-export async function admitSecondFactor(auth: AuthComponent, ctx: Context, user: User): Promise<Admission> {
-  const admission = await auth.devices.admit(ctx, user.username);
-  if (!admission.ok) return admission;
-  const wait = await auth.lockout.begin(user.username, SECOND_FACTOR_CLIENT, SECOND_FACTOR_RULE);
-  return wait > 0 ? { ok: false, reason: 'locked_out', retryAfter: wait } : admission;
-}
-
-/** A passed second factor clears the client's failures and the account's second-factor count. */
-export async function secondFactorPassed(auth: AuthComponent, user: User, admission: Extract<Admission, { ok: true }>): Promise<void> {
-  await auth.lockout.succeed(user.username, admission.client);
-  await auth.lockout.succeed(user.username, SECOND_FACTOR_CLIENT);
+/** The answer of a second step that did not pass (429 with a token to retry later, or 401). */
+export function secondStepRefused(outcome: Extract<SecondStepOutcome, { ok: false }>, wrong = 'wrong code'): HttpError {
+  const details = outcome.mfaToken ? { reason: outcome.reason, mfa_token: outcome.mfaToken } : { reason: outcome.reason };
+  if (outcome.retryAfter) return new HttpError(429, 'rate_limited', 'too many attempts, try again later', { ...details, retry_after: outcome.retryAfter }, { 'Retry-After': String(outcome.retryAfter) });
+  return new HttpError(401, 'unauthorized', outcome.reason === 'invalid_code' ? wrong : 'sign in again: the second step expired', details);
 }
 
 /** Carries the second-step token of a form or redirect sign-in between the pages (never in a URL). */

@@ -5,10 +5,9 @@ import type { Logger } from '../log.js';
 import { dialectOf, sqliteFile } from '../db/knex.js';
 import type { IamComponent } from '../iam/component.js';
 import { ApiKeyStore, type ApiKey } from './api-keys.js';
-import { AttemptLimiter } from './attempts.js';
+import { AttemptGate } from './attempt-gate.js';
 import { Authenticator } from './authenticate.js';
 import { BasicVerifier } from './basic.js';
-import { KnownDevices } from './device-cookie.js';
 import { ProviderChain, type BuildError } from './chain.js';
 import { DirectoryRecheck } from './directory-recheck.js';
 import { LdapProvider } from './providers/ldap.js';
@@ -68,11 +67,9 @@ export class AuthComponent {
   /** issuing and revoking keys under the model's rules (the only writer of keys) */
   readonly keys: KeyAdmin<ApiKey>;
   readonly systemKey: SystemKey;
-  readonly attempts: AttemptLimiter;
   readonly local: LocalProvider;
-  readonly lockout: LoginLockout;
-  /** device cookies: known browsers' own login budget, lockout and password lane */
-  readonly devices: KnownDevices;
+  /** every secret a caller presents passes here: budgets, lockouts, known devices, failure events */
+  readonly gate: AttemptGate;
   readonly authenticator: Authenticator;
   readonly oneTime: OneTimeStore;
   /** second factors: TOTP, passkeys, recovery codes */
@@ -104,16 +101,14 @@ export class AuthComponent {
     };
     this.systemKey = new SystemKey(config.systemApiKey, iam.secrets, iam.audit);
     this.systemKey.onChange = () => bus.emit('auth:system_key_changed', {});
-    this.attempts = new AttemptLimiter(config.loginAttemptsPerMinute);
     this.local = new LocalProvider(iam.store, iam.passwords);
-    this.lockout = new LoginLockout(db);
-    this.devices = new KnownDevices({
-      secretKey: config.secretKey,
-      secure: config.publicUrl.startsWith('https:'),
+    this.gate = new AttemptGate({
       perMinute: config.loginAttemptsPerMinute,
-      attempts: this.attempts,
-      lockout: this.lockout,
-      passwords: iam.passwords,
+      lockout: new LoginLockout(db),
+      secretKey: config.secretKey,
+      prioritized: (fn) => iam.passwords.prioritized(fn),
+      log: deps.log.child({ part: 'auth' }),
+      audit: iam.audit,
     });
     // resolved identities by credential: every change that could end or narrow one drops it
     const identities = new IdentityCache(config.permissionCacheTtlMs);
@@ -131,11 +126,8 @@ export class AuthComponent {
       apiKeys: this.apiKeys,
       resolver: iam.resolver,
       basic: new BasicVerifier(this.local, bus),
-      lockout: this.lockout,
-      attempts: this.attempts,
+      gate: this.gate,
       allowedOrigins: config.allowedOrigins,
-      log: deps.log.child({ part: 'auth' }),
-      audit: iam.audit,
     });
     this.oneTime = new OneTimeStore(db);
     this.mfa = new MfaService({
@@ -152,7 +144,7 @@ export class AuthComponent {
         await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep ?? null });
       },
     });
-    this.secondStep = new SecondStep({ mfa: this.mfa, oneTime: this.oneTime, apiKeys: this.apiKeys, resolver: iam.resolver, secure: config.publicUrl.startsWith('https:'), stepUpMs: config.mfaStepUpMs });
+    this.secondStep = new SecondStep({ gate: this.gate, mfa: this.mfa, oneTime: this.oneTime, apiKeys: this.apiKeys, resolver: iam.resolver, secure: config.publicUrl.startsWith('https:'), stepUpMs: config.mfaStepUpMs });
     this.webauthn = new WebAuthn({ publicUrl: config.publicUrl, mfa: this.mfa, oneTime: this.oneTime, log: deps.log.child({ part: 'webauthn' }) });
     // a passkey answers the second step and step-up
     this.secondStep.checkAssertion = (user, response) => this.webauthn.checkAssertion(user, response);
@@ -245,7 +237,7 @@ export class AuthComponent {
 
   /**
    * A privileged request refused by a permission check (src/http/guards.ts): a `denied` audit
-   * event, the same refusal within a minute counted into the next (AuditTrail.record coalesce).
+   * event (the trail coalesces repeats into one event with their count).
    */
   private readonly denials = {
     denied: (ctx: Context, permission: string) => {
@@ -253,10 +245,7 @@ export class AuthComponent {
       if (!id) return;
       // the route as declared (/api/users/:id): one refusal per route, whatever id or case the path had
       const route = `${ctx.method} ${(ctx as { _matchedRoute?: string })._matchedRoute ?? ctx.path}`.slice(0, 256);
-      this.iam.audit.record(
-        { action: 'request.denied', actor: actingFrom(id, ctx.ip), target: { type: 'route', id: route, name: null }, outcome: 'denied', details: { permission } },
-        `denied\0${id.userId ?? id.username}\0${route}\0${permission}`,
-      );
+      this.iam.audit.record({ action: 'request.denied', actor: actingFrom(id, ctx.ip), target: { type: 'route', id: route, name: null }, outcome: 'denied', details: { permission } });
     },
   };
 

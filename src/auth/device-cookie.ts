@@ -1,8 +1,7 @@
 import crypto from 'node:crypto';
 import type { Context } from 'koa';
-import type { Passwords } from '../iam/passwords.js';
-import { AttemptLimiter, lockoutKey, normalizeLogin } from './attempts.js';
-import { DEVICE_CLIENT_PREFIX, DEVICE_RULE, type LoginLockout } from './lockout.js';
+import { normalizeLogin } from './attempts.js';
+import { DEVICE_CLIENT_PREFIX } from './lockout.js';
 import { safeEqual } from './tokens.js';
 
 /**
@@ -67,74 +66,24 @@ export class DeviceCookies {
   }
 }
 
-/** Who a password attempt counts against, decided before any hashing; or why it may not run. */
-export type Admission =
-  | { ok: true; client: string; device: KnownDevice | null }
-  | { ok: false; reason: 'rate_limited' | 'locked_out'; retryAfter: number };
-
-export interface KnownDevicesDeps {
-  secretKey: string;
-  /** the public URL is https: the cookie is Secure */
-  secure: boolean;
-  /** password checks a minute for the known devices of one login name, together */
-  perMinute: number;
-  /** the per-address budget of unknown clients */
-  attempts: AttemptLimiter;
-  lockout: LoginLockout;
-  passwords: Passwords;
+/**
+ * After a successful sign-in: (re)issues the device cookie naming the login name, for another
+ * 180 days, keeping the device's nonce when it came with one (src/auth/attempt-gate.ts counts
+ * what it does wrong).
+ */
+export function rememberDevice(ctx: Context, cookies: DeviceCookies, username: string, device: KnownDevice | null, secure: boolean): void {
+  ctx.cookies.set(DEVICE_COOKIE, cookies.mint(username, device?.nonce), {
+    httpOnly: true,
+    sameSite: 'lax',
+    secure,
+    signed: false,
+    path: '/',
+    maxAge: DEVICE_COOKIE_MAX_AGE_MS,
+    overwrite: true,
+  });
 }
 
-/**
- * The gate of a credentials login (the API and the login form): a known device's own budget
- * and lockout when it presents a valid cookie for the name, else the address's. A device
- * never gets less than an unknown client would: when its budget or standing is spent, its
- * login goes on as its address's (what dropping the cookie would give it anyway).
- */
-export class KnownDevices {
-  readonly cookies: DeviceCookies;
-  /** per login name: one name's devices cannot flood the priority lane (this instance's CPU) */
-  private readonly budget: AttemptLimiter;
-
-  constructor(private readonly deps: KnownDevicesDeps) {
-    this.cookies = new DeviceCookies(deps.secretKey);
-    this.budget = new AttemptLimiter(deps.perMinute);
-  }
-
-  /** Takes the budget and starts the lockout attempt of the client this login counts against. */
-  async admit(ctx: Context, username: string): Promise<Admission> {
-    const device = this.cookies.read(ctx.cookies.get(DEVICE_COOKIE, { signed: false }), username);
-    if (device && this.budget.take(lockoutKey(username)) === 0) {
-      if ((await this.deps.lockout.begin(username, device.client, DEVICE_RULE)) === 0) return { ok: true, client: device.client, device };
-    }
-    const ip = ctx.ip;
-    const slow = this.deps.attempts.take(ip);
-    if (slow > 0) return { ok: false, reason: 'rate_limited', retryAfter: slow };
-    const wait = await this.deps.lockout.begin(username, ip);
-    if (wait > 0) return { ok: false, reason: 'locked_out', retryAfter: wait };
-    return { ok: true, client: ip, device: null };
-  }
-
-  /** Runs the password check: a known device's in the priority lane of the password pool. */
-  check<T>(admission: Extract<Admission, { ok: true }>, fn: () => Promise<T>): Promise<T> {
-    return admission.device ? this.deps.passwords.prioritized(fn) : fn();
-  }
-
-  /** After a successful login: clears the client's failures and (re)issues the device cookie, for another 180 days. */
-  async succeed(ctx: Context, username: string, admission: Extract<Admission, { ok: true }>): Promise<void> {
-    await this.deps.lockout.succeed(username, admission.client);
-    ctx.cookies.set(DEVICE_COOKIE, this.cookies.mint(username, admission.device?.nonce), {
-      httpOnly: true,
-      sameSite: 'lax',
-      secure: this.deps.secure,
-      signed: false,
-      path: '/',
-      maxAge: DEVICE_COOKIE_MAX_AGE_MS,
-      overwrite: true,
-    });
-  }
-
-  /** A short, stable tag of a device for log lines (never the nonce). */
-  static tag(device: KnownDevice): string {
-    return device.client.slice(DEVICE_CLIENT_PREFIX.length, DEVICE_CLIENT_PREFIX.length + 12);
-  }
+/** The device cookie a request carries, as the gate reads it. */
+export function deviceCookieOf(ctx: Context): string | undefined {
+  return ctx.cookies.get(DEVICE_COOKIE, { signed: false });
 }

@@ -7,9 +7,10 @@ import { crossOriginRefused } from '../http/errors.js';
 import { isLocalPath } from '../http/links.js';
 import { requestOrigin } from './authenticate.js';
 import { safeEqual, sha256 } from './tokens.js';
-import { logLoginFailure, normalizeLogin, type LoginFailure } from './attempts.js';
+import { normalizeLogin } from './attempts.js';
 import { SESSION_COOKIE } from './web-session.js';
-import { KnownDevices } from './device-cookie.js';
+import { deviceCookieOf, rememberDevice } from './device-cookie.js';
+import { Refused, type Attempt } from './attempt-gate.js';
 import { completeLogin, type IssuedSession, type LoginCompletion } from './complete-login.js';
 import { LoginRefused, type RefusalReason } from './providers/refusal.js';
 
@@ -68,42 +69,37 @@ export type CredentialsOutcome = ({ ok: true } & LoginCompletion) | { ok: false;
  * linking, session token. `retryAfter` > 0 means locked out (429), 0 means wrong credentials.
  */
 export async function credentialsLogin(auth: AuthComponent, ctx: Context, typed: string, password: string, via: 'login' | 'form'): Promise<CredentialsOutcome> {
-  const ip = ctx.ip;
   // one name for the providers and the lockout: ' bob' and 'bob' share bob's five guesses
   const username = normalizeLogin(typed);
-  const chainIds = auth.chain.credentials().map((p) => p.id).join(',');
-  let device: string | undefined;
-  const failed = (reason: LoginFailure['reason'], provider = chainIds) => logLoginFailure(ctx.log, { username: typed, ip, provider, reason, via, ...(device ? { device } : {}) }, auth.iam.audit);
-  // before any hashing: a known device's own budget and lockout, else this address's, so one
-  // address cannot keep the password pool busy for everyone (src/auth/device-cookie.ts)
-  const admission = await auth.devices.admit(ctx, username);
-  if (!admission.ok) {
-    failed(admission.reason);
-    return { ok: false, retryAfter: admission.retryAfter };
-  }
-  // the attempt counts as a failure from here until it succeeds
-  device = admission.device ? KnownDevices.tag(admission.device) : undefined;
-  const result = await auth.devices.check(admission, () => auth.chain.authenticate(username, password)).catch((err: unknown) => {
-    if (err instanceof LoginRefused) return err;
-    throw err;
-  });
-  if (result instanceof LoginRefused) {
-    failed('account_disabled', result.provider);
-    return { ok: false, retryAfter: 0, refusal: result.reason };
-  }
-  let user: User | null = null;
-  if (result) {
-    user = (await auth.linker.link(result.profile)).user;
-    if (user.disabled) {
-      failed('account_disabled', result.provider.id);
-      user = null;
+  const attempt: Attempt = {
+    secret: 'password',
+    username: typed,
+    ip: ctx.ip,
+    deviceCookie: deviceCookieOf(ctx),
+    via,
+    provider: auth.chain.credentials().map((p) => p.id).join(','),
+    log: ctx.log,
+  };
+  const checked = await auth.gate.check<{ user: User; provider: string }, RefusalReason | null>(attempt, async () => {
+    let result;
+    try {
+      result = await auth.chain.authenticate(username, password);
+    } catch (err) {
+      // the directory proved the password and refused the account: the person may be told why
+      if (err instanceof LoginRefused) return new Refused(err.provider, err.reason);
+      throw err;
     }
-  } else {
-    failed('invalid_credentials');
+    if (!result) return null;
+    const { user } = await auth.linker.link(result.profile);
+    return user.disabled ? new Refused(result.provider.id, null) : { user, provider: result.provider.id };
+  });
+  if (!checked.ok) {
+    const refusal = checked.reason === 'account_disabled' ? checked.refused.cause : null;
+    return refusal ? { ok: false, retryAfter: 0, refusal } : { ok: false, retryAfter: checked.retryAfter };
   }
-  if (!user || !result) return { ok: false, retryAfter: 0 };
-  await auth.devices.succeed(ctx, username, admission);
-  return { ok: true, ...(await completeLogin(auth, ctx, user, { provider: result.provider.id, via })) };
+  const { user, provider } = checked.value;
+  rememberDevice(ctx, auth.gate.cookies, username, checked.admitted.device, auth.config.publicUrl.startsWith('https:'));
+  return { ok: true, ...(await completeLogin(auth, ctx, user, { provider, via })) };
 }
 
 /** Revokes the session token behind the request and the cookie session's token, and ends the cookie session. */

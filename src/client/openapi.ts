@@ -406,8 +406,10 @@ export interface paths {
          */
         post: operations["postApiMeMfaTotp"];
         /**
-         * Remove the authenticator app (with one of its codes or a recovery code)
-         * @description Requires an authenticated caller.
+         * Remove the authenticator app (with one of its codes or a recovery code, or after step-up)
+         * @description Needs a second factor proved within the step-up window: `code` (a current code of the app, or an unused recovery code) is that proof; without it, the session must have verified a factor lately (`POST /api/auth/step-up`). A wrong code counts toward the lockout of wrong passwords and toward the account's own second-factor lockout (ten wrong in an hour).
+         *
+         *     Requires an authenticated caller.
          */
         delete: operations["deleteApiMeMfaTotp"];
         options?: never;
@@ -2919,11 +2921,11 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": {
                     /** @description a 6-digit code of the authenticator app, or a recovery code */
-                    code: string;
+                    code?: string;
                 };
             };
         };
@@ -2945,7 +2947,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: not a web session (an API key, Basic or the system key); or step_up_required: no code and no second factor verified lately; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2965,7 +2967,17 @@ export interface operations {
             };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["TooManyRequests"];
+            /** @description locked out */
+            429: {
+                headers: {
+                    /** @description seconds */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

@@ -98,7 +98,10 @@ export type VerifyResult =
 const GENESIS = crypto.createHash('sha256').update('service-core audit trail').digest('hex');
 const BATCH_MS = 50;
 const BATCH_MAX = 500;
-const COALESCE_MS = 60_000;
+/** repeats of a refusal within this window after its first event become one event with their `count` */
+export const COALESCE_MS = 5_000;
+/** refusal windows open at most (beyond, the oldest is closed early: its count written) */
+const WINDOWS_MAX = 10_000;
 /** events waiting for the database at most (then the oldest go) */
 const QUEUE_MAX = 100_000;
 
@@ -199,6 +202,14 @@ function eventOf(r: Row): AuditEvent {
   };
 }
 
+/** The group a refusal is coalesced in: who (user, else name) from where, what, on what, how it ended, and why. */
+function coalesceKey(input: AuditInput): string {
+  const actor = auditActor(input.actor);
+  const t = input.target;
+  const reason = input.details?.reason ?? input.details?.error;
+  return [input.action, actor.user_id ?? `name:${actor.username}`, actor.ip ?? '', t?.type ?? '', t?.id ?? '', t?.name ?? '', input.outcome ?? '', typeof reason === 'string' ? reason : ''].join('\0');
+}
+
 function rowOf(e: AuditEvent) {
   return {
     seq: e.seq,
@@ -224,6 +235,8 @@ export interface AuditDeps {
   log: Logger;
   /** this process's name in `audit:appended` (the others read what it appended from the database) */
   instanceId?: string;
+  /** the window of a refusal's repeats (COALESCE_MS; shorter in tests) */
+  coalesceMs?: number;
 }
 
 export class AuditTrail {
@@ -231,8 +244,9 @@ export class AuditTrail {
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
   private readonly postgres: boolean;
-  /** the refusals lately recorded by their coalescing key, and how often they came again since */
-  private readonly repeats = new Map<string, { at: number; count: number }>();
+  /** refusals by their group (coalesceKey): until when the window is open, and its repeats so far */
+  private readonly windows = new Map<string, { until: number; count: number; last: AuditInput | null }>();
+  private windowTimer: NodeJS.Timeout | null = null;
   /** events dropped because the database took none for too long */
   private dropped = 0;
 
@@ -318,39 +332,83 @@ export class AuditTrail {
 
   /**
    * Records an event that goes with no change (a sign-in, a refusal): batched, appended within
-   * ~50 ms. `coalesce`: a key of refusals that repeat (the same actor refused the same thing);
-   * the same key again within a minute is counted into the next event (`details.repeats_before`)
-   * rather than written, so a script hammering a refusal cannot flood the trail.
+   * ~50 ms. A refusal or failure (outcome `denied` or `failure`) that repeats is coalesced: the
+   * first of its group (coalesceKey: actor or address, action, target, outcome, reason) is
+   * written at once, and the repeats within the next COALESCE_MS become one event carrying
+   * their `count` (details.count), written when the window closes. So a script hammering a
+   * refusal cannot flood the trail, and every attempt is still counted.
    */
-  record(input: AuditInput, coalesce?: string): void {
+  record(input: AuditInput): void {
+    if (input.outcome === 'denied' || input.outcome === 'failure') {
+      const key = coalesceKey(input);
+      const now = Date.now();
+      const open = this.windows.get(key);
+      if (open && now < open.until) {
+        open.count += 1;
+        open.last = input;
+        this.scheduleWindows(open.until - now);
+        return;
+      }
+      if (open) this.closeWindow(key, open);
+      this.windows.set(key, { until: now + (this.deps.coalesceMs ?? COALESCE_MS), count: 0, last: null });
+      if (this.windows.size > WINDOWS_MAX) {
+        const [oldest, w] = this.windows.entries().next().value!;
+        this.closeWindow(oldest, w);
+      }
+    }
+    this.enqueue(input);
+  }
+
+  private enqueue(input: AuditInput): void {
     // the database away for long: the oldest waiting events go (with an error line) rather than the process's memory
     if (this.queue.length >= QUEUE_MAX) {
       this.queue.shift();
       this.dropped += 1;
       if (this.dropped === 1 || this.dropped % 1000 === 0) this.deps.log.error({ dropped: this.dropped }, 'audit events dropped: the database has not taken them for too long');
     }
-    if (coalesce !== undefined) {
-      const now = Date.now();
-      const last = this.repeats.get(coalesce);
-      if (last && now - last.at < COALESCE_MS) {
-        last.count += 1;
-        return;
-      }
-      this.repeats.delete(coalesce);
-      this.repeats.set(coalesce, { at: now, count: 0 });
-      if (this.repeats.size > 10_000) this.repeats.delete(this.repeats.keys().next().value!);
-      if (last?.count) input = { ...input, details: { ...input.details, repeats_before: last.count } };
-    }
     this.queue.push(this.draft(input));
-    if (this.queue.length >= BATCH_MAX) void this.flush();
+    if (this.queue.length >= BATCH_MAX) void this.drain();
     else if (!this.timer) {
-      this.timer = setTimeout(() => void this.flush(), BATCH_MS);
+      this.timer = setTimeout(() => void this.drain(), BATCH_MS);
       this.timer.unref();
     }
   }
 
-  /** Appends what record() queued (one transaction for the batch). */
+  /** Ends a refusal window: its repeats, if any, as one event with their count. */
+  private closeWindow(key: string, w: { count: number; last: AuditInput | null }): void {
+    this.windows.delete(key);
+    if (w.count > 0 && w.last) this.enqueue({ ...w.last, details: { ...w.last.details, count: w.count } });
+  }
+
+  /** Closes the windows whose time is up (every window when `all`); runs again for those still counting. */
+  private closeWindows(all = false): void {
+    if (this.windowTimer) {
+      clearTimeout(this.windowTimer);
+      this.windowTimer = null;
+    }
+    const now = Date.now();
+    let next = Infinity;
+    for (const [key, w] of this.windows) {
+      if (all || now >= w.until) this.closeWindow(key, w);
+      else if (w.count > 0) next = Math.min(next, w.until);
+    }
+    if (next !== Infinity) this.scheduleWindows(next - now);
+  }
+
+  private scheduleWindows(inMs: number): void {
+    if (this.windowTimer) return;
+    this.windowTimer = setTimeout(() => this.closeWindows(), Math.max(0, inMs));
+    this.windowTimer.unref();
+  }
+
+  /** Appends everything recorded so far, the counts of open refusal windows included (shutdown, reading, tests). */
   async flush(): Promise<void> {
+    this.closeWindows(true);
+    await this.drain();
+  }
+
+  /** Appends what record() queued (one transaction for the batch). */
+  private async drain(): Promise<void> {
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = null;
@@ -389,7 +447,7 @@ export class AuditTrail {
           this.queue.unshift(...batch);
           this.deps.log.warn({ err, pending: this.queue.length }, 'audit events not written yet');
           if (!this.timer) {
-            this.timer = setTimeout(() => void this.flush(), 1000);
+            this.timer = setTimeout(() => void this.drain(), 1000);
             this.timer.unref();
           }
           return;
@@ -402,9 +460,9 @@ export class AuditTrail {
       this.flushing = null;
     }
     // more than a batch was queued: the rest goes in the next transaction (while the database takes them)
-    if (written && this.queue.length >= BATCH_MAX) await this.flush();
+    if (written && this.queue.length >= BATCH_MAX) await this.drain();
     else if (this.queue.length && !this.timer) {
-      this.timer = setTimeout(() => void this.flush(), BATCH_MS);
+      this.timer = setTimeout(() => void this.drain(), BATCH_MS);
       this.timer.unref();
     }
   }

@@ -292,4 +292,40 @@ describe('second factor: TOTP and recovery codes', function () {
     const next = await api().post('/api/auth/login').set('X-Forwarded-For', '198.51.100.7').send({ username: 'kate', password: kate.password }).expect(200);
     await api().post('/api/auth/login/mfa').set('X-Forwarded-For', '198.51.100.7').send({ mfa_token: next.body.mfa_token, code: codeAt(secret, stepsAway(1)) }).expect(200);
   });
+
+  it('removing the app takes its code through the attempt gate: guesses end in 429 and are in the trail; without a code it needs step-up', async () => {
+    const lena = await newUser('lena');
+    const token = await session(lena);
+    const { secret } = await enrol(token);
+    const bearer = { Authorization: `Bearer ${token}` };
+    const before = (await svc.service.db('audit_events').max({ n: 'seq' }).first())?.n ?? 0;
+    const statuses: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      statuses.push((await api().delete('/api/me/mfa/totp').set(bearer).send({ code: String(100000 + i) })).status);
+    }
+    // five wrong from this address within a minute, then the lockout answers (no more guesses are checked)
+    expect(statuses.slice(0, 5)).to.deep.equal([400, 400, 400, 400, 400]);
+    expect(new Set(statuses.slice(5))).to.deep.equal(new Set([429]));
+    const locked = await api().delete('/api/me/mfa/totp').set(bearer).send({ code: codeAt(secret, stepsAway(1)) });
+    expect(locked.status).to.equal(429);
+    expect(Number(locked.headers['retry-after'])).to.be.greaterThan(0);
+    expect((await api().get('/api/me/mfa').set(bearer).expect(200)).body.totp).to.equal(true);
+    await svc.service.iam.audit.flush();
+    const events = await svc.service.db('audit_events').where('seq', '>', before).andWhere({ target_name: 'lena' }).whereIn('action', ['auth.login_failed', 'auth.locked']);
+    const count = (rows: Array<{ details: string }>) => rows.reduce((n, r) => n + ((JSON.parse(r.details) as { count?: number }).count ?? 1), 0);
+    expect(count(events.filter((e) => e.action === 'auth.login_failed'))).to.equal(5);
+    expect(count(events.filter((e) => e.action === 'auth.locked'))).to.equal(8);
+    expect(events.every((e) => JSON.parse(e.details).via === 'factor_removal')).to.equal(true);
+
+    // without a code, removal needs a factor verified within the step-up window
+    await svc.service.db('login_failures').where({ username: 'lena' }).delete();
+    await svc.service.db('api_keys').where({ user_id: lena.id, kind: 'session' }).update({ mfa_at: Date.now() - 24 * 3_600_000 });
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
+    const stale = await api().delete('/api/me/mfa/totp').set(bearer).send({});
+    expect(stale.status, JSON.stringify(stale.body)).to.equal(403);
+    expect(stale.body.error.code).to.equal('step_up_required');
+    await api().post('/api/auth/step-up').set(bearer).send({ code: codeAt(secret, stepsAway(1)) }).expect(204);
+    await api().delete('/api/me/mfa/totp').set(bearer).expect(204);
+    expect((await api().get('/api/me/mfa').set(bearer).expect(200)).body.totp).to.equal(false);
+  });
 });

@@ -7,6 +7,7 @@ import { capturingLogger } from '../sockets/helpers.js';
 import { cli } from '../cli/helpers.js';
 import { WsClient, sleep } from '../gateway/helpers.js';
 import { startRedis, type TestRedis } from '../support/redis.js';
+import { AuditTrail } from '../../src/iam/audit.js';
 
 interface Event {
   seq: number;
@@ -105,10 +106,12 @@ describe('audit trail', function () {
     const login = one(events, 'auth.login');
     expect(login).to.deep.include({ outcome: 'success', target: { type: 'user', id: ok.body.user.id, name: 'bea' } });
     expect(login.details).to.include({ provider: 'local', second_factor: false });
+    // the first wrong password at once, the four after it within the window as one event with their count
     const failures = events.filter((e) => e.action === 'auth.login_failed');
-    expect(failures).to.have.length(5);
+    expect(failures.map((e) => e.details.count)).to.deep.equal([undefined, 4]);
     expect(failures[0]).to.deep.include({ outcome: 'failure' });
     expect(failures[0]!.details).to.include({ reason: 'invalid_credentials', via: 'login' });
+    expect(failures[1]!.details).to.include({ reason: 'invalid_credentials', via: 'login' });
     expect(one(events, 'auth.locked').outcome).to.equal('denied');
     const denied = one(events, 'request.denied');
     expect(denied).to.deep.include({ outcome: 'denied', target: { type: 'route', id: 'GET /api/users', name: null } });
@@ -182,24 +185,46 @@ describe('audit trail', function () {
     expect(bad.body.error.details[0].field).to.equal('outcome');
   });
 
-  it('a refusal repeated within a minute is one event, not a flood', async () => {
+  /** How many attempts a list of events stands for: each one, or the count it carries. */
+  const counted = (events: Event[]) => events.reduce((n, e) => n + (typeof e.details.count === 'number' ? e.details.count : 1), 0);
+
+  it('a refusal repeated within the window is one event with its count, not a flood, and none goes uncounted', async () => {
     const start = await head();
     for (let i = 0; i < 20; i++) await api().get('/api/groups').set('Authorization', basic('viewer', SECRETS.password)).expect(403);
     const denied = (await since(start)).filter((e) => e.action === 'request.denied' && e.actor.username === 'viewer');
-    expect(denied).to.have.length(1);
-    expect(denied[0]!.target.id).to.equal('GET /api/groups');
+    expect(denied.map((e) => e.details.count)).to.deep.equal([undefined, 19]);
+    expect(denied.map((e) => e.target.id)).to.deep.equal(['GET /api/groups', 'GET /api/groups']);
     // the route as declared: other ids, another case, are the same refusal
     const again = await head();
     for (const path of ['/api/users/00000000-0000-4000-8000-000000000001', '/API/users/00000000-0000-4000-8000-000000000002', '/api/users/00000000-0000-4000-8000-000000000003']) {
       await api().get(path).set('Authorization', basic('viewer', SECRETS.password)).expect(403);
     }
     const byRoute = (await since(again)).filter((e) => e.action === 'request.denied' && e.actor.username === 'viewer');
-    expect(byRoute.map((e) => e.target.id)).to.deep.equal(['GET /api/users/:id']);
-    // a locked-out name hammered: one auth.locked, not one a request
+    expect(byRoute.map((e) => e.target.id)).to.deep.equal(['GET /api/users/:id', 'GET /api/users/:id']);
+    expect(counted(byRoute)).to.equal(3);
+    // 30 wrong logins at one name: five failures, then lockouts; four events stand for all thirty
     await api().post('/api/users').set(sys).send({ username: 'dora', password: SECRETS.password, groups: ['INT_VIEWER'] }).expect(201);
     const locked = await head();
-    for (let i = 0; i < 20; i++) await api().post('/api/auth/login').send({ username: 'dora', password: `again-${i}` });
-    expect((await since(locked)).filter((e) => e.action === 'auth.locked')).to.have.length(1);
+    const statuses: number[] = [];
+    for (let i = 0; i < 30; i++) statuses.push((await api().post('/api/auth/login').send({ username: 'dora', password: `again-${i}` })).status);
+    expect(statuses.filter((s) => s === 401)).to.have.length(5);
+    expect(statuses.filter((s) => s === 429)).to.have.length(25);
+    const trail = (await since(locked)).filter((e) => e.target.name === 'dora');
+    const failed = trail.filter((e) => e.action === 'auth.login_failed');
+    const lockouts = trail.filter((e) => e.action === 'auth.locked');
+    expect([counted(failed), counted(lockouts)]).to.deep.equal([5, 25]);
+    expect(trail).to.have.length(4);
+  });
+
+  it('writes the count of a window when it closes, without being asked to flush', async () => {
+    const trail = new AuditTrail({ db: svc.service.db, bus: svc.service.bus, log: svc.service.log, coalesceMs: 300 });
+    const start = await head();
+    const refusal = { action: 'request.denied' as const, actor: { user_id: null, username: 'window-probe', method: 'api_key', ip: '203.0.113.9' }, target: { type: 'route', id: 'GET /api/x' }, outcome: 'denied' as const };
+    for (let i = 0; i < 7; i++) trail.record(refusal);
+    await sleep(600);
+    const page = await api().get('/api/audit').query({ actor: 'window-probe' }).set(sys).expect(200);
+    const events = (page.body.events as Event[]).filter((e) => e.seq > start).reverse();
+    expect(events.map((e) => e.details.count)).to.deep.equal([undefined, 6]);
   });
 
   it('never records a secret, in the table or in the log', async () => {

@@ -168,11 +168,10 @@ export class MfaService {
     return Boolean(await this.factors(userId).andWhere({ confirmed: true }).first('id'));
   }
 
-  /** Removes the authenticator app, given one of its codes (or a recovery code). */
-  async removeTotp(user: User, code: string, by?: Actor): Promise<void> {
+  /** Removes the authenticator app (the caller proved a fresh second factor: src/auth/routes/mfa.ts). */
+  async removeTotp(user: User, by?: Actor): Promise<void> {
     const factor = await this.factors(user.id).andWhere({ kind: 'totp', confirmed: true }).first();
     if (!factor) throw new DomainError('not_found', 'no authenticator app is enrolled');
-    if (!(await this.verifyCode(user, code))) throw fieldError('code', 'is not a current code or an unused recovery code');
     await this.deps.db('mfa_factors').where({ id: factor.id }).delete();
     await this.sync(user.id);
     this.deps.log.info({ user_id: user.id, factor: 'totp' }, 'second factor removed');

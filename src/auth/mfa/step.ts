@@ -9,6 +9,8 @@ import type { OneTimeStore } from '../one-time.js';
 import { ApiIdentity } from '../identity.js';
 import { safeEqual, sha256 } from '../tokens.js';
 import type { MfaService, VerifiedBy } from './service.js';
+import type { AttemptGate, AttemptVia, GateResult } from '../attempt-gate.js';
+import { deviceCookieOf } from '../device-cookie.js';
 
 export const MFA_TOKEN_TTL_MS = 5 * 60_000;
 /** binds a second step to the browser that entered the password */
@@ -55,6 +57,7 @@ export class SecondStep {
 
   constructor(
     private readonly deps: {
+      gate: AttemptGate;
       mfa: MfaService;
       oneTime: OneTimeStore;
       apiKeys: ApiKeyStore;
@@ -103,8 +106,19 @@ export class SecondStep {
     if (ctx.cookies.get(MFA_BINDING_COOKIE)) ctx.cookies.set(MFA_BINDING_COOKIE, null, { path: '/', overwrite: true });
   }
 
-  /** Checks a second factor of `user`: how it was proved, or null. */
-  async verify(user: User, proof: SecondFactorProof): Promise<VerifiedBy | null> {
+  /**
+   * A second factor of `user` presented in this request, for the second step, step-up or
+   * removing a factor: through the attempt gate (the client's budget and lockout, and the
+   * account's own count of wrong factors). How it was proved, or why not.
+   */
+  prove(ctx: Context, user: User, proof: SecondFactorProof, via: Extract<AttemptVia, 'second_step' | 'step_up' | 'factor_removal'>): Promise<GateResult<VerifiedBy>> {
+    return this.deps.gate.check({ secret: 'second_factor', username: user.username, ip: ctx.ip, deviceCookie: deviceCookieOf(ctx), via, provider: 'second_factor', log: ctx.log }, () =>
+      this.verify(user, proof),
+    );
+  }
+
+  /** Checks a second factor of `user`: how it was proved, or null. Only prove() calls it (never past the gate). */
+  private async verify(user: User, proof: SecondFactorProof): Promise<VerifiedBy | null> {
     if (proof.webauthn !== undefined) {
       return this.checkAssertion && (await this.checkAssertion(user, proof.webauthn)) ? 'webauthn' : null;
     }

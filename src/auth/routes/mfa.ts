@@ -5,11 +5,11 @@ import type { AuthComponent } from '../component.js';
 import { actor, identity } from '../guards.js';
 import type { ApiIdentity } from '../identity.js';
 import { ApiRouter } from '../../http/api.js';
-import { forbiddenBecause, HttpError, notFound, rateLimited, unauthorized } from '../../http/errors.js';
+import { badField, forbiddenBecause, notFound, unauthorized } from '../../http/errors.js';
 import { uuidParam } from '../../iam/schemas.js';
 import { ADMIN_USERS, userIdParams } from '../../iam/routes/users.js';
-import { admitSecondFactor, passSecondStep, secondFactorPassed } from '../complete-login.js';
-import { logLoginFailure } from '../attempts.js';
+import { passSecondStep, secondStepRefused } from '../complete-login.js';
+import { lockedOut } from '../attempt-gate.js';
 import { loginBody, noStore, startCookieSession } from '../sessions.js';
 import { sameOriginOnly } from './login.js';
 import { mfaStatusView, NOT_A_SESSION, recoveryCodesView, sessionView } from './views.js';
@@ -96,18 +96,31 @@ export function mfaRoutes(auth: AuthComponent): Router {
     {
       method: 'DELETE',
       path: '/api/me/mfa/totp',
-      summary: 'Remove the authenticator app (with one of its codes or a recovery code)',
+      summary: 'Remove the authenticator app (with one of its codes or a recovery code, or after step-up)',
+      description:
+        'Needs a second factor proved within the step-up window: `code` (a current code of the app, or an unused recovery code) is that proof; without it, the session must have verified a factor lately (`POST /api/auth/step-up`). A wrong code counts toward the lockout of wrong passwords and toward the account\'s own second-factor lockout (ten wrong in an hour).',
       auth: 'identity',
-      body: codeBody,
+      body: Joi.object({ code }),
       responses: {
         204: 'removed',
         400: 'validation_failed: the body is invalid, or `code` is not a current code or an unused recovery code',
-        403: NOT_A_SESSION,
+        403: `${NOT_A_SESSION}; or step_up_required: no code and no second factor verified lately`,
         404: 'none enrolled',
+        429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } },
       },
     },
     async (ctx, { body }) => {
-      await auth.mfa.removeTotp(await me(ctx), body.code, actor(ctx));
+      const user = await me(ctx);
+      if (!(await auth.mfa.methods(user.id)).includes('totp')) throw notFound('authenticator app');
+      if (body?.code !== undefined) {
+        // the code is the fresh second factor removal needs: through the gate like any other
+        const proved = await auth.secondStep.prove(ctx, user, { code: body.code }, 'factor_removal');
+        if (!proved.ok) throw proved.retryAfter ? lockedOut(proved.retryAfter) : badField('code', 'is not a current code or an unused recovery code');
+        await markVerified(auth, ctx);
+      } else {
+        await auth.secondStep.require(actor(ctx));
+      }
+      await auth.mfa.removeTotp(user, actor(ctx));
       ctx.status = 204;
     },
   );
@@ -146,11 +159,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     },
     async (ctx, { body }) => {
       const outcome = await passSecondStep(auth, ctx, body.mfa_token, body.webauthn !== undefined ? { webauthn: body.webauthn } : { code: body.code });
-      if (!outcome.ok) {
-        const details = outcome.mfaToken ? { reason: outcome.reason, mfa_token: outcome.mfaToken } : { reason: outcome.reason };
-        if (outcome.retryAfter) throw new HttpError(429, 'rate_limited', 'too many attempts, try again later', { ...details, retry_after: outcome.retryAfter }, { 'Retry-After': String(outcome.retryAfter) });
-        throw new HttpError(401, 'unauthorized', outcome.reason === 'invalid_code' ? 'wrong code' : 'sign in again: the second step expired', details);
-      }
+      if (!outcome.ok) throw secondStepRefused(outcome);
       await startCookieSession(ctx, outcome.session.key_id);
       return loginBody(outcome.user, outcome.session);
     },
@@ -172,18 +181,9 @@ export function mfaRoutes(auth: AuthComponent): Router {
       if (!sessionId) throw forbiddenBecause('step-up is for web sessions (API keys and the system key need none)');
       const user = await auth.iam.users.find({ id: id.userId! });
       if (!user.mfaEnabled) throw forbiddenBecause('enrol a second factor first');
-      const failed = (reason: 'invalid_credentials' | 'locked_out' | 'rate_limited') => logLoginFailure(ctx.log, { username: user.username, ip: ctx.ip, provider: 'second_factor', reason, via: 'step_up' }, auth.iam.audit);
-      const admission = await admitSecondFactor(auth, ctx, user);
-      if (!admission.ok) {
-        failed(admission.reason);
-        throw rateLimited(admission.retryAfter);
-      }
-      const by = await auth.secondStep.verify(user, body.webauthn !== undefined ? { webauthn: body.webauthn } : { code: body.code });
-      if (!by) {
-        failed('invalid_credentials');
-        throw unauthorized('wrong code');
-      }
-      await secondFactorPassed(auth, user, admission);
+      const proved = await auth.secondStep.prove(ctx, user, body.webauthn !== undefined ? { webauthn: body.webauthn } : { code: body.code }, 'step_up');
+      if (!proved.ok) throw proved.retryAfter ? lockedOut(proved.retryAfter) : unauthorized('wrong code');
+      const by = proved.value;
       await auth.apiKeys.markVerified(sessionId);
       ctx.log.info({ user_id: user.id, factor: by }, 'step-up verified');
       auth.iam.audit.record({ action: 'auth.step_up', actor: actor(ctx), target: { type: 'user', id: user.id, name: user.username }, details: { factor: by } });

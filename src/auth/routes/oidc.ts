@@ -141,7 +141,7 @@ export function oidcRoutes(auth: AuthComponent): Router {
       const provider = auth.chain.redirect(q.provider);
       if (!provider) throw notFound(`redirect provider ${q.provider}`);
       // each start stores a state row: one address cannot fill the table (the same budget as password attempts)
-      if (auth.attempts.take(ctx.ip) > 0) {
+      if (auth.gate.spend(ctx.ip) > 0) {
         ctx.redirect(loginErrorUrl('rate_limited', q.next));
         return;
       }

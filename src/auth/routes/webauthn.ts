@@ -5,10 +5,11 @@ import type { AuthComponent } from '../component.js';
 import { actor, identity } from '../guards.js';
 import type { ApiIdentity } from '../identity.js';
 import { ApiRouter } from '../../http/api.js';
-import { conflict, forbiddenBecause, HttpError, rateLimited } from '../../http/errors.js';
+import { conflict, forbiddenBecause, HttpError } from '../../http/errors.js';
 import type { User } from '../../iam/store.js';
-import { completeLogin, passSecondStep, type SecondStepOutcome } from '../complete-login.js';
-import { logLoginFailure, type LoginFailure } from '../attempts.js';
+import { completeLogin, passSecondStep, secondStepRefused } from '../complete-login.js';
+import { lockedOut, type Attempt } from '../attempt-gate.js';
+import { deviceCookieOf } from '../device-cookie.js';
 import { loginBody, noStore, startCookieSession } from '../sessions.js';
 import { sameOriginOnly } from './login.js';
 import { NOT_A_SESSION, passkeyFields, sessionView } from './views.js';
@@ -88,20 +89,13 @@ async function webSession(auth: AuthComponent, ctx: Context): Promise<{ id: ApiI
  */
 export async function secondStepOptions(auth: AuthComponent, ctx: Context, token: unknown) {
   // each challenge is a row: callers spend the address's budget, like a password check
-  const slow = auth.attempts.take(ctx.ip);
-  if (slow > 0) throw rateLimited(slow);
+  const slow = auth.gate.spend(ctx.ip);
+  if (slow > 0) throw lockedOut(slow);
   const userId = await auth.webauthn.secondStepUser(ctx, token);
   const user = userId ? await auth.iam.store.userById(userId) : null;
   if (!user || user.disabled) throw new HttpError(401, 'unauthorized', 'sign in again: the second step expired', { reason: 'expired' });
   if (!(await auth.mfa.passkeysOf(user.id)).length) throw conflict('no passkey is registered for this account');
   return { flow: 'second_step' as const, options: await auth.webauthn.authenticationOptions('second_step', user) };
-}
-
-/** The answer of a second step that did not pass (the same as POST /api/auth/login/mfa's). */
-function secondStepRefused(outcome: Extract<SecondStepOutcome, { ok: false }>): HttpError {
-  const details = outcome.mfaToken ? { reason: outcome.reason, mfa_token: outcome.mfaToken } : { reason: outcome.reason };
-  if (outcome.retryAfter) return new HttpError(429, 'rate_limited', 'too many attempts, try again later', { ...details, retry_after: outcome.retryAfter }, { 'Retry-After': String(outcome.retryAfter) });
-  return new HttpError(401, 'unauthorized', outcome.reason === 'invalid_code' ? 'the passkey was not accepted' : 'sign in again: the second step expired', details);
 }
 
 /**
@@ -191,8 +185,8 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       }
       if (body.mfa_token !== undefined) return secondStepOptions(auth, ctx, body.mfa_token);
       // each challenge is a row: anonymous callers spend the address's budget, like a password check
-      const slow = auth.attempts.take(ctx.ip);
-      if (slow > 0) throw rateLimited(slow);
+      const slow = auth.gate.spend(ctx.ip);
+      if (slow > 0) throw lockedOut(slow);
       return { flow: 'passwordless', options: await auth.webauthn.authenticationOptions('passwordless', null) };
     },
   );
@@ -216,40 +210,29 @@ export function webauthnRoutes(auth: AuthComponent): Router {
     async (ctx, { body }) => {
       if (body.flow === 'second_step') {
         const outcome = await passSecondStep(auth, ctx, body.mfa_token, { webauthn: body.response });
-        if (!outcome.ok) throw secondStepRefused(outcome);
+        if (!outcome.ok) throw secondStepRefused(outcome, 'the passkey was not accepted');
         await startCookieSession(ctx, outcome.session.key_id);
         return loginBody(outcome.user, outcome.session);
       }
-      const failed = (username: string, reason: LoginFailure['reason']) => logLoginFailure(ctx.log, { username, ip: ctx.ip, provider: 'webauthn', reason, via: 'passkey' }, auth.iam.audit);
+      const attempt = (username: string): Attempt => ({ secret: 'passkey', username, ip: ctx.ip, deviceCookie: deviceCookieOf(ctx), via: 'passkey', provider: 'webauthn', log: ctx.log });
       const refused = (reason: 'expired' | 'invalid_passkey' | 'account_disabled') =>
         new HttpError(401, 'unauthorized', reason === 'expired' ? 'the passkey sign-in expired: try again' : reason === 'account_disabled' ? 'this account is disabled' : 'the passkey was not accepted', { reason });
       // before anything is looked up: the address's budget
-      const slow = auth.attempts.take(ctx.ip);
-      if (slow > 0) {
-        failed('', 'rate_limited');
-        throw rateLimited(slow);
-      }
+      const slow = auth.gate.spend(ctx.ip, attempt(''));
+      if (slow > 0) throw lockedOut(slow);
       const begun = await auth.webauthn.begin(body.response, ['passwordless'], null);
       if (!begun.ok) {
-        failed('', 'invalid_credentials');
+        auth.gate.fail(attempt(''), 'invalid_credentials');
         throw refused(begun.reason === 'expired' ? 'expired' : 'invalid_passkey');
       }
       const user = await auth.iam.store.userById(begun.pending.passkey.userId);
       if (!user || user.disabled) {
-        failed(user?.username ?? '', 'account_disabled');
+        auth.gate.fail(attempt(user?.username ?? ''), 'account_disabled');
         throw refused('account_disabled');
       }
       // counted like a password guess at this account: the attempt is a failure until it passes
-      const admission = await auth.devices.admit(ctx, user.username);
-      if (!admission.ok) {
-        failed(user.username, admission.reason);
-        throw rateLimited(admission.retryAfter);
-      }
-      if (!(await auth.webauthn.finish(begun.pending, { requireUserVerification: true }))) {
-        failed(user.username, 'invalid_credentials');
-        throw refused('invalid_passkey');
-      }
-      await auth.lockout.succeed(user.username, admission.client);
+      const checked = await auth.gate.check(attempt(user.username), () => auth.webauthn.finish(begun.pending, { requireUserVerification: true }));
+      if (!checked.ok) throw checked.retryAfter ? lockedOut(checked.retryAfter) : refused('invalid_passkey');
       const done = await completeLogin(auth, ctx, user, { provider: 'webauthn', via: 'passkey', secondFactor: true });
       if (done.kind !== 'session') throw new Error('a passkey sign-in must end in a session');
       await startCookieSession(ctx, done.session.key_id);

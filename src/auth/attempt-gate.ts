@@ -1,0 +1,201 @@
+import { DomainError } from '../errors.js';
+import type { AuditTrail } from '../iam/audit.js';
+import { AttemptLimiter, lockoutKey } from './attempts.js';
+import { DeviceCookies, type KnownDevice } from './device-cookie.js';
+import { DEVICE_CLIENT_PREFIX, DEVICE_RULE, SECOND_FACTOR_CLIENT, SECOND_FACTOR_RULE, type LoginLockout } from './lockout.js';
+
+/** The kinds of secret a caller presents. */
+export type Secret = 'password' | 'second_factor' | 'passkey';
+
+/** The door a secret came through: the login API, the form, Basic (HTTP or ws), a current password, a second factor's uses. */
+export type AttemptVia = 'login' | 'form' | 'basic' | 'password_change' | 'second_step' | 'step_up' | 'factor_removal' | 'passkey';
+
+export type FailureReason = 'invalid_credentials' | 'locked_out' | 'rate_limited' | 'account_disabled' | 'busy';
+
+/** One presentation of a secret: what, at which account, from where, through which door. */
+export interface Attempt {
+  secret: Secret;
+  /** the login name the guess is at: as typed for a password, the account's own for a factor or passkey */
+  username: string;
+  ip: string;
+  /**
+   * the device cookie the request carried (src/auth/device-cookie.ts): a known device's own
+   * budget and lockout; absent where the door has no such standing (Basic, a current password)
+   */
+  deviceCookie?: string | null;
+  via: AttemptVia;
+  /** the provider that checks it (local, the chain's ids, second_factor, webauthn) */
+  provider: string;
+  /** the request's logger (its request id), else the gate's */
+  log?: LogSink;
+}
+
+interface LogSink {
+  warn(obj: object, msg: string): void;
+}
+
+/** Who an admitted attempt counts against: a known device, or the client address. */
+export interface Admitted {
+  client: string;
+  device: KnownDevice | null;
+}
+
+/**
+ * What a check answers when the secret was right yet the account may not go on (disabled,
+ * refused by its directory): a failure like a wrong secret, that the caller may explain.
+ */
+export class Refused<C = unknown> {
+  constructor(
+    /** the provider that refused */
+    readonly provider: string,
+    readonly cause: C,
+  ) {}
+}
+
+export type GateRefusal<C = unknown> =
+  | { ok: false; reason: 'rate_limited' | 'locked_out'; retryAfter: number }
+  | { ok: false; reason: 'invalid_credentials'; retryAfter: 0 }
+  | { ok: false; reason: 'account_disabled'; retryAfter: 0; refused: Refused<C> };
+export type GateResult<T, C = unknown> = { ok: true; value: T; admitted: Admitted } | GateRefusal<C>;
+
+type Verify<T, C> = () => Promise<T | Refused<C> | null | undefined | false>;
+
+export interface AttemptGateDeps {
+  /** checks a minute per client address, and per login name for its known devices together */
+  perMinute: number;
+  lockout: LoginLockout;
+  /** SERVICE_SECRET_KEY: the device cookies' key */
+  secretKey: string;
+  /** the password pool's priority lane (a known device's password check waits there) */
+  prioritized<T>(fn: () => Promise<T>): Promise<T>;
+  log: LogSink;
+  audit?: Pick<AuditTrail, 'record'>;
+}
+
+/** The one lockout answer: 429 with Retry-After. */
+export function lockedOut(retryAfter: number): DomainError {
+  return new DomainError('rate_limited', 'too many attempts, try again later', { retry_after: retryAfter }, retryAfter);
+}
+
+/**
+ * The one gate every secret a caller presents goes through: passwords (the login API and form,
+ * Basic over HTTP and ws, the current password), second factors (the second step, step-up,
+ * removing a factor, recovery codes) and passkey assertions. It holds every limit (docs/security.md):
+ *
+ * - per client address: a token bucket taken before any hashing (this instance's CPU), and the
+ *   lockout per (name, address), five failures in 60 s, shared by every instance;
+ * - per known device (a valid device cookie for the name): its own budget and lockout, ten
+ *   failures a day, instead of its address's; spent, the attempt counts as its address's;
+ * - per account, for second factors only: ten wrong in an hour, from anywhere. Passwords have
+ *   no account-wide limit: anyone could lock anyone out.
+ *
+ * An attempt counts as a failure from admission until it succeeds, so parallel guesses cannot
+ * all pass before one lands. Every refusal is one log line and one audit event (the trail
+ * coalesces repeats). A new secret check is a call of check(); nothing else takes a budget.
+ */
+export class AttemptGate {
+  private readonly addresses: AttemptLimiter;
+  /** per login name: one name's devices cannot flood the priority lane */
+  private readonly devices: AttemptLimiter;
+  readonly cookies: DeviceCookies;
+
+  constructor(private readonly deps: AttemptGateDeps) {
+    this.addresses = new AttemptLimiter(deps.perMinute);
+    this.devices = new AttemptLimiter(deps.perMinute);
+    this.cookies = new DeviceCookies(deps.secretKey);
+  }
+
+  /**
+   * Admits the attempt, runs `verify` (a truthy answer: the secret was right; a Refused: right,
+   * but the account may not go on), and counts the outcome. Refused before `verify` runs: over
+   * a budget or locked out. An error `verify` throws leaves the attempt counted as a failure
+   * and reaches the caller.
+   */
+  async check<T, C = unknown>(attempt: Attempt, verify: Verify<T, C>): Promise<GateResult<T, C>> {
+    const admission = await this.admit(attempt);
+    if ('reason' in admission) {
+      this.failed(attempt, admission.reason);
+      return { ok: false, ...admission };
+    }
+    const value = await (attempt.secret === 'password' && admission.device ? this.deps.prioritized(verify) : verify());
+    if (value instanceof Refused) {
+      this.failed({ ...attempt, provider: value.provider }, 'account_disabled', admission.device);
+      return { ok: false, reason: 'account_disabled', retryAfter: 0, refused: value };
+    }
+    if (!value) {
+      this.failed(attempt, 'invalid_credentials', admission.device);
+      return { ok: false, reason: 'invalid_credentials', retryAfter: 0 };
+    }
+    await this.deps.lockout.succeed(attempt.username, admission.client);
+    if (attempt.secret === 'second_factor') await this.deps.lockout.succeed(attempt.username, SECOND_FACTOR_CLIENT);
+    return { ok: true, value, admitted: admission };
+  }
+
+  /** check() that throws the lockout answer; a wrong secret answers null. */
+  async guard<T>(attempt: Attempt, verify: () => Promise<T | null | undefined | false>): Promise<T | null> {
+    const result = await this.check(attempt, verify);
+    if (result.ok) return result.value;
+    if (result.reason === 'rate_limited' || result.reason === 'locked_out') throw lockedOut(result.retryAfter);
+    return null;
+  }
+
+  /** An attempt that ended before a secret could be checked (an unknown passkey, a disabled account). */
+  fail(attempt: Attempt, reason: 'invalid_credentials' | 'account_disabled'): void {
+    this.failed(attempt, reason);
+  }
+
+  /**
+   * Work an anonymous caller asks for before any secret (a passkey challenge, a redirect
+   * sign-in's state row): the address's budget. 0 when it may run, else the seconds to wait
+   * (recorded as a refusal when `attempt` says whose).
+   */
+  spend(ip: string, attempt?: Omit<Attempt, 'ip'>): number {
+    const wait = this.addresses.take(ip);
+    if (wait > 0 && attempt) this.failed({ ...attempt, ip }, 'rate_limited');
+    return wait;
+  }
+
+  /** A refusal or failure: one log line (fail2ban-style tools match on it) and one audit event. */
+  private failed(attempt: Attempt, reason: FailureReason, device: KnownDevice | null = null): void {
+    const username = attempt.username.slice(0, 256);
+    const tag = device ? deviceTag(device) : undefined;
+    const failure = { username: attempt.username, ip: attempt.ip, provider: attempt.provider, reason, via: attempt.via, ...(tag ? { device: tag } : {}) };
+    (attempt.log ?? this.deps.log).warn({ event: 'login_failed', ...failure }, 'login failed');
+    const refusedBefore = reason === 'locked_out' || reason === 'rate_limited';
+    this.deps.audit?.record({
+      action: reason === 'locked_out' ? 'auth.locked' : 'auth.login_failed',
+      actor: { user_id: null, username, method: attempt.via, ip: attempt.ip },
+      target: { type: 'user', name: username },
+      outcome: refusedBefore ? 'denied' : 'failure',
+      details: { reason, provider: attempt.provider, via: attempt.via, ...(tag ? { device: tag } : {}) },
+    });
+  }
+
+  /** Takes the budget and starts the lockout attempt of whoever this one counts against. */
+  private async admit(attempt: Attempt): Promise<Admitted | { reason: 'rate_limited' | 'locked_out'; retryAfter: number }> {
+    let admitted: Admitted | null = null;
+    const device = attempt.deviceCookie ? this.cookies.read(attempt.deviceCookie, attempt.username) : null;
+    // a device never gets less than an unknown client would: spent, it counts as its address
+    if (device && this.devices.take(lockoutKey(attempt.username)) === 0) {
+      if ((await this.deps.lockout.begin(attempt.username, device.client, DEVICE_RULE)) === 0) admitted = { client: device.client, device };
+    }
+    if (!admitted) {
+      const slow = this.addresses.take(attempt.ip);
+      if (slow > 0) return { reason: 'rate_limited', retryAfter: slow };
+      const wait = await this.deps.lockout.begin(attempt.username, attempt.ip);
+      if (wait > 0) return { reason: 'locked_out', retryAfter: wait };
+      admitted = { client: attempt.ip, device: null };
+    }
+    if (attempt.secret === 'second_factor') {
+      // the account's own count, which guesses spread over many addresses cannot escape
+      const wait = await this.deps.lockout.begin(attempt.username, SECOND_FACTOR_CLIENT, SECOND_FACTOR_RULE);
+      if (wait > 0) return { reason: 'locked_out', retryAfter: wait };
+    }
+    return admitted;
+  }
+}
+
+/** A short, stable tag of a device for log lines and events (never the nonce). */
+export function deviceTag(device: KnownDevice): string {
+  return device.client.slice(DEVICE_CLIENT_PREFIX.length, DEVICE_CLIENT_PREFIX.length + 12);
+}
