@@ -122,7 +122,7 @@ export const SETTINGS: readonly SettingDef[] = [
   { env: 'SERVICE_ADMIN_PASSWORD', kind: 'secret', rule: Joi.string().min(8).max(200), defaultText: 'dev default', about: "the bootstrap admin's password; applied at a start where its value differs from the one last applied, so a password set since (CLI, UI) stays until the variable changes" },
   { env: 'SERVICE_BOT_USER', kind: 'string', rule: Joi.string().pattern(USERNAME), default: 'bot', about: 'bootstrap bot (roles `[bot]`, INT_USER)' },
   { env: 'SERVICE_BOT_PASSWORD', kind: 'secret', rule: Joi.string().min(8).max(200), defaultText: 'dev default', about: "the bootstrap bot's password; applied like the admin's" },
-  { env: 'SERVICE_ADMIN_FORCE_SUPERADMIN', kind: 'boolean', default: 'false', about: 'sets (or clears) the superadmin flag on the admin' },
+  { env: 'SERVICE_ADMIN_FORCE_SUPERADMIN', kind: 'boolean', default: 'false', about: "at the service's boot, sets (or clears) the superadmin flag on the admin, as an audited action" },
   {
     env: 'SERVICE_AUTH_PROVIDERS',
     kind: 'list',

@@ -9,7 +9,7 @@ import type { RedisBridge } from '../bus/redis-bridge.js';
 import { createDb, dialectOf, probeDb, sqliteFile, type Knex } from '../db/knex.js';
 import { DomainError } from '../errors.js';
 import { migrateLatest } from '../db/migrate.js';
-import { seedIam, type EnvPasswordApplied } from '../iam/seed.js';
+import type { EnvPasswordApplied } from '../iam/seed.js';
 import { IamStore } from '../iam/store.js';
 import { Passwords } from '../iam/passwords.js';
 import { SecretsStore } from '../iam/secrets.js';
@@ -34,9 +34,9 @@ export interface CliIo {
  * key, so it acts as a superadmin would (host grants and protected accounts included); every
  * change it makes is logged like one made through the API, with `cli` as the actor.
  */
-export const CLI_ACTOR: Actor = { username: 'cli', userId: null, isSystem: true, isSuperadmin: true };
+export { CLI_ACTOR } from '../iam/policy.js';
 
-/** What the CLI says when its seeding (as boot's) set a bootstrap account's password from the environment. */
+/** What the CLI says when `seed` set a bootstrap account's password from the environment. */
 export function envAppliedText(a: EnvPasswordApplied): string {
   const why = a.why === 'changed' ? 'the variable has a new value' : a.why === 'promoted' ? 'the account became superadmin' : 'it differed, and no earlier value of the variable is known here';
   return `${a.variable} set ${a.username}'s password (${why})`;
@@ -55,8 +55,8 @@ export function shownUrl(url: string): string {
 
 /**
  * What a command works with, made on first use: the configuration (the process's environment,
- * with an --env-file's variables over it), the database (migrated and seeded as boot does; only
- * `migrate` and `seed` may create one), the IAM model, and (with SERVICE_REDIS_URL) the bus
+ * with an --env-file's variables over it), the database (migrated; only `migrate` and `seed`
+ * may create one, and only `seed` seeds: a command that reads writes nothing), the IAM model, and (with SERVICE_REDIS_URL) the bus
  * bridge that tells running instances about a change at once.
  */
 export class CliContext {
@@ -142,14 +142,15 @@ export class CliContext {
     return db;
   }
 
-  /** The schema and the seeded groups and accounts, exactly as the service makes them at boot. */
+  /**
+   * The service's database at the current schema (migrations pending are applied, as boot
+   * would). Nothing is seeded here: the service's boot and `seed` do that, so a command that
+   * only reads changes no account (no password from the environment, no role).
+   */
   prepared(): Promise<Knex> {
     this.preparing ??= (async () => {
       const db = await this.existingDb();
       await migrateLatest(db);
-      // a command run by hand, without the service's environment, never takes the superadmin flag away
-      const { envApplied } = await seedIam(db, this.config, this.passwords, this.config.fromEnv.has('SERVICE_ADMIN_FORCE_SUPERADMIN') ? 'follow' : 'keep');
-      for (const a of envApplied) this.warn(envAppliedText(a));
       return db;
     })();
     return this.preparing;

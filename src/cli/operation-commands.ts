@@ -124,11 +124,12 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
 
   program
     .command('seed')
-    .description('migrate, then create the default groups and the admin and bot accounts when missing (boot does the same)')
+    .description('migrate, then create the default groups and the admin and bot accounts when missing (boot does the same; roles of existing accounts are left as they are)')
     .action(async (_opts, cmd: Command) => {
       const db = await ctx.db();
       const applied = await migrateLatest(db);
-      const { changed, envApplied } = await seedIam(db, ctx.config, ctx.passwords, ctx.config.fromEnv.has('SERVICE_ADMIN_FORCE_SUPERADMIN') ? 'follow' : 'keep');
+      const { audit } = await ctx.iam();
+      const { changed, envApplied } = await seedIam(db, ctx.config, { mode: 'command', actor: CLI_ACTOR, audit, passwords: ctx.passwords });
       out(cmd).result({ applied, changed }, changed ? 'seeded the default groups and accounts' : 'nothing to seed: the default groups and accounts exist');
       for (const a of envApplied) out(cmd).warn(envAppliedText(a));
     });

@@ -11,7 +11,7 @@ import { CORE_CATALOG, isKnownPermission, type CatalogEntry } from './permission
 import { RoleLedger } from './ledger.js';
 import { Passwords } from './passwords.js';
 import { UserAdmin } from './users.js';
-import type { Actor } from './policy.js';
+import { SERVICE_ACTOR, type Actor } from './policy.js';
 import { GroupAdmin } from './groups.js';
 import { AuditTrail } from './audit.js';
 
@@ -119,7 +119,7 @@ export class IamComponent {
     const { db, bus, config, log } = this.deps;
     const applied = await migrateLatest(db);
     if (applied.length) log.info({ applied }, 'migrations applied');
-    const seeded = await seedIam(db, config, this.passwords);
+    const seeded = await seedIam(db, config, { mode: 'boot', actor: SERVICE_ACTOR, audit: this.audit, passwords: this.passwords });
     for (const a of seeded.envApplied) {
       log.warn(
         { user: a.username, variable: a.variable },

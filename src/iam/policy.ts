@@ -13,6 +13,12 @@ export interface Actor {
   keyScopes?: readonly string[] | null;
 }
 
+/** The service itself at boot (seeding, the environment's superadmin flag): trusted, recorded as `service` by `boot`. */
+export const SERVICE_ACTOR: Actor & { method: string } = { username: 'service', userId: null, isSystem: true, isSuperadmin: true, method: 'boot' };
+
+/** The admin CLI on the host (and `npx knex seed:run`): trusted, whoever may run it holds the host already. */
+export const CLI_ACTOR: Actor = { username: 'cli', userId: null, isSystem: true, isSuperadmin: true };
+
 /**
  * The system key and superadmins: the only actors trusted with the host and with protected
  * accounts. A superadmin's scoped API key is not: it was made to do less than its owner.

@@ -5,6 +5,8 @@ import { DEFAULT_GROUPS, ADMIN_GROUP } from './permissions.js';
 import { IamStore } from './store.js';
 import { Passwords } from './passwords.js';
 import { SecretsStore } from './secrets.js';
+import type { Actor } from './policy.js';
+import type { AuditInput, AuditTrail } from './audit.js';
 
 type SeedConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'adminPasswordConfigured' | 'botUser' | 'botPassword' | 'botPasswordConfigured' | 'adminForceSuperadmin' | 'secretKey' | 'secretKeyKept' | 'bcryptCost'>;
 type PinConfig = Pick<Config, 'adminUser' | 'adminPasswordConfigured' | 'botUser' | 'botPasswordConfigured'>;
@@ -36,31 +38,45 @@ export interface EnvPasswordApplied {
   why: 'changed' | 'first' | 'promoted';
 }
 
-/**
- * Idempotent seeding, run on every boot, by the CLI and by `knex seed:run`:
- * default groups are created if missing and never overwritten (operator edits survive);
- * the admin and bot users are created if missing; the superadmin flag follows
- * SERVICE_ADMIN_FORCE_SUPERADMIN. A password set in the environment is applied when its value
- * is new: differs from the value last applied from the environment. A password set since then
- * (CLI, UI, API) therefore stays until the variable changes. Returns the ids of users whose
- * password changed (their cached verifications must go) and what the environment replaced.
- */
-export async function seedIam(
-  db: Knex,
-  config: SeedConfig,
-  // hashing on this thread at the configured cost (`knex seed:run`, which has no pool of its own)
-  passwords: Passwords = new Passwords({ threads: 0, cost: config.bcryptCost }),
+/** How a seeding runs: the service's boot, or a seed command (`service-core seed`, `npx knex seed:run`). */
+export interface SeedOptions {
   /**
-   * `follow` (the service): the admin's superadmin flag follows SERVICE_ADMIN_FORCE_SUPERADMIN,
-   * set or cleared. `keep` (a CLI run whose environment does not say): it is left as it is, so
-   * a command run by hand never takes it away.
+   * `boot`: the admin's superadmin flag follows SERVICE_ADMIN_FORCE_SUPERADMIN, set or cleared
+   * (DESIGN: applied by the service's boot only). `command`: what is missing is created, and
+   * no existing account's roles change.
    */
-  superadminFlag: 'follow' | 'keep' = 'follow',
-): Promise<{ passwordChanged: string[]; changed: boolean; envApplied: EnvPasswordApplied[] }> {
+  mode: 'boot' | 'command';
+  /** who seeds, as the trail records it: SERVICE_ACTOR at boot, CLI_ACTOR for the commands */
+  actor: Actor;
+  /** every change is an event, in the change's transaction */
+  audit: Pick<AuditTrail, 'within'>;
+  /** hashing on this thread at the configured cost (`knex seed:run`, which has no pool of its own) */
+  passwords?: Passwords;
+}
+
+/**
+ * Idempotent seeding, run on every boot and by the seed commands: default groups are created
+ * if missing and never overwritten (operator edits survive); the admin and bot users are
+ * created if missing; at boot only, the superadmin flag follows SERVICE_ADMIN_FORCE_SUPERADMIN.
+ * A password set in the environment is applied when its value is new: differs from the value
+ * last applied from the environment. A password set since then (CLI, UI, API) therefore stays
+ * until the variable changes. Each change is an audit event by `actor`. Returns the ids of
+ * users whose password changed (their cached verifications must go) and what the environment
+ * replaced.
+ */
+export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): Promise<{ passwordChanged: string[]; changed: boolean; envApplied: EnvPasswordApplied[] }> {
+  const { actor, audit } = opts;
+  const passwords = opts.passwords ?? new Passwords({ threads: 0, cost: config.bcryptCost });
   const store = new IamStore(db);
   const secrets = new SecretsStore(db, config.secretKey);
   let changed = false;
-  for (const g of DEFAULT_GROUPS) if (await store.createGroupIfMissing(g)) changed = true;
+  for (const g of DEFAULT_GROUPS) {
+    const created = await audit.within(
+      (trx) => new IamStore(trx).createGroupIfMissing(g),
+      (made) => (made ? { action: 'group.created', actor, target: { type: 'group', id: g.name, name: g.name }, details: { permissions: g.permissions ?? [], default_group: true } } : null),
+    );
+    if (created) changed = true;
+  }
 
   const passwordChanged: string[] = [];
   const envApplied: EnvPasswordApplied[] = [];
@@ -74,9 +90,17 @@ export async function seedIam(
     const existing = await store.userByUsername(b.username);
     if (!existing) {
       const hashed = await passwords.hash(b.password);
+      // a seed command never hands out a role the boot would decide: the superadmin flag is the boot's
+      const roles = opts.mode === 'boot' ? b.roles : b.roles.filter((r) => r !== 'superadmin');
       try {
-        await store.createUser({ username: b.username, hashedPassword: hashed, groups: b.groups, roles: b.roles });
-        await store.linkIdentity((await store.userByUsername(b.username))!.id, 'local', b.username);
+        await audit.within(
+          async (trx) => {
+            const made = await new IamStore(trx).createUser({ username: b.username, hashedPassword: hashed, groups: b.groups, roles });
+            await new IamStore(trx).linkIdentity(made.id, 'local', b.username);
+            return made;
+          },
+          (made) => ({ action: 'user.created', actor, target: { type: 'user', id: made.id, name: made.username }, details: { groups: b.groups, roles, bootstrap: true } }),
+        );
       } catch (err) {
         // another instance seeded it first
         if (!(await store.userByUsername(b.username))) throw err;
@@ -86,41 +110,55 @@ export async function seedIam(
       continue;
     }
     const patch: { hashedPassword?: string; roles?: string[] } = {};
+    let why: EnvPasswordApplied['why'] | null = null;
     if (b.configured) {
       // unreadable (written under another master key) counts as unknown
       const last = await secrets.get(ENV_PASSWORD_NAMESPACE, key);
       if (last !== print) {
         if (!(await passwords.verify(b.password, existing.hashedPassword))) {
           patch.hashedPassword = await passwords.hash(b.password);
-          passwordChanged.push(existing.id);
-          envApplied.push({ username: b.username, variable: b.variable, why: last === null ? 'first' : 'changed' });
+          why = last === null ? 'first' : 'changed';
         }
         // under a key nobody keeps (a CLI before the first start), nothing is worth recording
         if (config.secretKeyKept) await secrets.set(ENV_PASSWORD_NAMESPACE, key, print);
       }
     }
-    if (b.username === config.adminUser && superadminFlag === 'follow') {
-      const has = existing.roles.includes('superadmin');
-      if (has !== config.adminForceSuperadmin) {
-        patch.roles = config.adminForceSuperadmin ? [...existing.roles, 'superadmin'] : existing.roles.filter((r) => r !== 'superadmin');
-        if (config.adminForceSuperadmin) {
-          // whoever held this name until now may have set its password or made its keys (a
-          // plain administrator may take over the admin account while it is no superadmin):
-          // none of that becomes trusted; its keys and sessions end, and the environment's
-          // password replaces any other
-          await db('api_keys').where({ user_id: existing.id }).whereNull('revoked_at').update({ revoked_at: Date.now() });
-          if (b.configured && !patch.hashedPassword && !(await passwords.verify(b.password, existing.hashedPassword))) {
-            patch.hashedPassword = await passwords.hash(b.password);
-            envApplied.push({ username: b.username, variable: b.variable, why: 'promoted' });
-          }
-          if (!passwordChanged.includes(existing.id)) passwordChanged.push(existing.id);
-        }
+    let promotion: 'granted' | 'removed' | null = null;
+    if (b.username === config.adminUser && opts.mode === 'boot' && existing.roles.includes('superadmin') !== config.adminForceSuperadmin) {
+      promotion = config.adminForceSuperadmin ? 'granted' : 'removed';
+      patch.roles = config.adminForceSuperadmin ? [...existing.roles, 'superadmin'] : existing.roles.filter((r) => r !== 'superadmin');
+      // whoever held this name until now may have set its password or made its keys (a plain
+      // administrator may take over the admin account while it is no superadmin): none of that
+      // becomes trusted; its keys and sessions end, and the environment's password replaces any other
+      if (promotion === 'granted' && b.configured && !patch.hashedPassword && !(await passwords.verify(b.password, existing.hashedPassword))) {
+        patch.hashedPassword = await passwords.hash(b.password);
+        why = 'promoted';
       }
     }
-    if (Object.keys(patch).length) {
-      await store.updateUser(existing.id, patch);
-      changed = true;
-    }
+    if (Object.keys(patch).length === 0) continue;
+    await audit.within(
+      async (trx) => {
+        await new IamStore(trx).updateUser(existing.id, patch);
+        return promotion === 'granted' ? trx('api_keys').where({ user_id: existing.id }).whereNull('revoked_at').update({ revoked_at: Date.now() }) : 0;
+      },
+      (keysRevoked) => {
+        const target = { type: 'user', id: existing.id, name: existing.username };
+        const events: AuditInput[] = [];
+        if (promotion) {
+          events.push({
+            action: 'user.updated',
+            actor,
+            target,
+            details: { [promotion === 'granted' ? 'roles_added' : 'roles_removed']: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN', ...(promotion === 'granted' ? { credentials_revoked: keysRevoked } : {}) },
+          });
+        }
+        if (why) events.push({ action: 'user.password_changed', actor, target, details: { from: b.variable, why } });
+        return events;
+      },
+    );
+    if (why) envApplied.push({ username: b.username, variable: b.variable, why });
+    if (patch.hashedPassword || promotion === 'granted') passwordChanged.push(existing.id);
+    changed = true;
   }
   return { passwordChanged, changed, envApplied };
 }

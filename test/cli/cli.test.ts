@@ -26,9 +26,9 @@ function refused(run: { code: number; stdout: string; stderr: string }, code: 1 
   expect(run.stderr).not.to.match(STACK);
 }
 
-/** The database made as `service-core migrate` makes it (only migrate and seed create one). */
-async function migrated(env: Record<string, string>) {
-  const run = await cli(env, ['migrate']);
+/** The database made and seeded as `service-core seed` makes it (only migrate and seed create one; only seed and the service's boot seed). */
+async function seeded(env: Record<string, string>) {
+  const run = await cli(env, ['seed']);
   expect(run.code, run.stderr).to.equal(0);
 }
 
@@ -69,7 +69,7 @@ describe('CLI with the service stopped', function () {
   });
 
   it('creates, lists, disables and enables users; refuses what the API refuses', async () => {
-    await migrated(env);
+    await seeded(env);
     const created = await cli(env, ['--json', 'user', 'create', 'alice', '--group', 'INT_USER', '--email', 'alice@example.org', '--password-stdin'], 'alice-password-1\n');
     expect(created.code, created.stderr).to.equal(0);
     expect(created.json()).to.include({ username: 'alice', email: 'alice@example.org', disabled: false });
@@ -94,7 +94,7 @@ describe('CLI with the service stopped', function () {
   });
 
   it('refuses bad arguments with exit code 2 and one line naming the argument', async () => {
-    await migrated(env);
+    await seeded(env);
     refused(await cli(env, ['user', 'create', 'bad name']), 2, /username: must be/);
     refused(await cli(env, ['user', 'create', 'carol', '--email', 'not-an-email']), 2, /email/);
     refused(await cli(env, ['user', 'create', 'carol', '--group', '-x']), 2, /group/);
@@ -127,7 +127,7 @@ describe('CLI with the service stopped', function () {
   });
 
   it('issues a key once, lists it without its token and revokes it', async () => {
-    await migrated(env);
+    await seeded(env);
     const issued = await cli(env, ['--json', 'key', 'issue', '--user', 'admin', '--scope', 'api:read', '--scope', 'feature:admin.users', '--expires', '30d', '--label', 'backup job']);
     expect(issued.code, issued.stderr).to.equal(0);
     const key = issued.json();
@@ -145,7 +145,7 @@ describe('CLI with the service stopped', function () {
   });
 
   it('reads and changes lockable settings; secrets only from stdin and never shown', async () => {
-    await migrated(env);
+    await seeded(env);
     const set = await cli(env, ['settings', 'set', 'ldap_url', 'ldap://ldap.example.org']);
     expect(set.code, set.stderr).to.equal(0);
     expect((await cli(env, ['settings', 'set', 'ldap_bind_password'], 'bind-secret-1\n')).code).to.equal(0);
@@ -176,7 +176,7 @@ describe('CLI with the service stopped', function () {
   it('makes the master key only when a secret is stored, never for anything else', async () => {
     const noKey = { ...env };
     delete (noKey as Record<string, string>).SERVICE_SECRET_KEY;
-    await migrated(noKey);
+    await seeded(noKey);
     expect((await cli(noKey, ['user', 'list'])).code).to.equal(0);
     expect((await cli(noKey, ['seed'])).code).to.equal(0);
     expect((await cli(noKey, ['settings', 'get'])).code).to.equal(0);
@@ -186,7 +186,7 @@ describe('CLI with the service stopped', function () {
   });
 
   it('sends a notification that the history shows', async () => {
-    await migrated(env);
+    await seeded(env);
     const sent = await cli(env, ['--json', 'notify', '--user', 'admin', '--title', 'Backup done', '--message', 'all good', '--level', 'success']);
     expect(sent.code, sent.stderr).to.equal(0);
     expect(sent.json()).to.include({ action: 'created' });
@@ -264,6 +264,9 @@ describe('CLI finds the right database', function () {
     if (!db.url) expect(fs.existsSync(path.join(dir, 'data', 'secret.key'))).to.equal(false);
     expect((await cli(env, ['version'])).code).to.equal(0);
     expect((await cli(env, ['migrate'])).code).to.equal(0);
+    // migrate seeds nothing: the accounts come with seed (or the service's first boot)
+    refused(await cli(env, ['user', 'set-password', 'admin'], 'a-new-admin-password\n'), 1, /no user named admin/);
+    expect((await cli(env, ['seed'])).code).to.equal(0);
     expect((await cli(env, ['user', 'set-password', 'admin'], 'a-new-admin-password\n')).code).to.equal(0);
   });
 
@@ -285,7 +288,7 @@ describe('CLI finds the right database', function () {
   });
 
   it("--env-file takes the service's environment file (systemd format) over the shell's variables", async () => {
-    await migrated(env);
+    await seeded(env);
     // the shell points elsewhere (where nothing is): the file wins
     const shell: Record<string, string> = { ...env, SERVICE_DATA_DIR: path.join(dir, 'elsewhere') };
     delete shell.SERVICE_DATABASE_URL;
@@ -346,7 +349,7 @@ describe('CLI finds the right database', function () {
   });
 
   it('warns of unknown SERVICE_* variables and reports every configuration problem in one line', async () => {
-    await migrated(env);
+    await seeded(env);
     const typo = await cli({ ...env, SERVICE_PROT: '9000' }, ['--json', 'user', 'list']);
     expect(typo.code, typo.stderr).to.equal(0);
     expect(typo.stderr.trim().split('\n').map((l) => JSON.parse(l))).to.deep.equal([{ warning: 'SERVICE_PROT is not a setting and is ignored; did you mean SERVICE_PORT?' }]);

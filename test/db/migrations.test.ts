@@ -59,35 +59,50 @@ describe('migrations', () => {
     expect(Boolean(row.disabled)).to.equal(false);
   });
 
-  it('knex seed:run and migrate:latest (`npx knex`) work on a fresh data dir, idempotently, writing nothing else', function () {
+  it('knex seed:run and migrate:latest (`npx knex`) work on a fresh data dir, idempotently, writing nothing else; seeding is audited and keeps roles', async function () {
     this.timeout(60_000);
     const fresh = path.join(dataDir, 'fresh');
     const env = { ...process.env, ...testEnv(fresh, tdb.url) };
     delete env.SERVICE_SECRET_KEY;
     // the command npx runs (without npm's own half second of start-up for each call)
     const knexCli = (...args: string[]) => spawnSync('node_modules/.bin/knex', args, { env, encoding: 'utf8', timeout: 30_000 });
-    for (let run = 1; run <= 2; run++) {
+    const seedRun = () => {
       const seeded = knexCli('seed:run');
       expect(seeded.status, seeded.error ? String(seeded.error) : seeded.stderr + seeded.stdout).to.equal(0);
       // knex's answer only: no loader announcement (knexfile.js, not .mjs), nothing on stderr
       expect(seeded.stdout).not.to.include('Requiring external module');
       expect(seeded.stdout).to.match(/^Ran \d+ seed files?\n$/);
       expect(seeded.stderr).to.equal('');
-    }
-    const migrated = knexCli('migrate:latest');
-    expect(migrated.status, migrated.stderr).to.equal(0);
-    expect(migrated.stdout).to.equal('Already up to date\n');
-    // seeding migrated first, as boot does; the master key is not needed, so none was written
-    expect(fs.existsSync(path.join(fresh, 'secret.key'))).to.equal(false);
-    if (!tdb.url) expect(fs.readdirSync(fresh).filter((f) => !f.startsWith('service.sqlite'))).to.deep.equal([]);
+    };
+    seedRun();
     const check = createDb({ databaseUrl: tdb.url, dataDir: fresh });
-    return Promise.all([check('groups').select('name'), check('users').select('username', 'hashed_password')])
-      .then(([groups, users]) => {
-        expect(groups.map((g) => g.name).sort()).to.deep.equal(['INT_ADMIN', 'INT_USER', 'INT_VIEWER']);
-        expect(users.map((u) => u.username).sort()).to.deep.equal(['admin', 'bot']);
-        // hashed at SERVICE_BCRYPT_COST (testEnv's 4), as the service and the CLI hash
-        for (const u of users) expect(u.hashed_password, u.username).to.match(/^\$2[aby]\$04\$/);
-      })
-      .finally(() => check.destroy());
+    try {
+      // the superadmin flag the service's boot set (SERVICE_ADMIN_FORCE_SUPERADMIN) is not the seed's to take away
+      await check('users').where({ username: 'admin' }).update({ roles: JSON.stringify(['superadmin']) });
+      seedRun();
+      const migrated = knexCli('migrate:latest');
+      expect(migrated.status, migrated.stderr).to.equal(0);
+      expect(migrated.stdout).to.equal('Already up to date\n');
+      // seeding migrated first, as boot does; the master key is not needed, so none was written
+      expect(fs.existsSync(path.join(fresh, 'secret.key'))).to.equal(false);
+      if (!tdb.url) expect(fs.readdirSync(fresh).filter((f) => !f.startsWith('service.sqlite'))).to.deep.equal([]);
+      const [groups, users] = await Promise.all([check('groups').select('name'), check('users').select('username', 'hashed_password', 'roles')]);
+      expect(groups.map((g) => g.name).sort()).to.deep.equal(['INT_ADMIN', 'INT_USER', 'INT_VIEWER']);
+      expect(users.map((u) => u.username).sort()).to.deep.equal(['admin', 'bot']);
+      expect(JSON.parse(users.find((u) => u.username === 'admin')!.roles)).to.deep.equal(['superadmin']);
+      // hashed at SERVICE_BCRYPT_COST (testEnv's 4), as the service and the CLI hash
+      for (const u of users) expect(u.hashed_password, u.username).to.match(/^\$2[aby]\$04\$/);
+      // what it made is in the trail, by the cli actor, once
+      const events = await check('audit_events').orderBy('seq').select('action', 'actor_username', 'target_name');
+      expect(events.map((e) => `${e.actor_username} ${e.action} ${e.target_name}`)).to.deep.equal([
+        'cli group.created INT_VIEWER',
+        'cli group.created INT_USER',
+        'cli group.created INT_ADMIN',
+        'cli user.created admin',
+        'cli user.created bot',
+      ]);
+    } finally {
+      await check.destroy();
+    }
   });
 });

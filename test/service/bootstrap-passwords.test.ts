@@ -102,16 +102,49 @@ describe('bootstrap passwords across restarts', function () {
     }
   });
 
-  it('the CLI says when its seeding (as boot does) sets a password from a changed variable', async () => {
+  it('a CLI command that reads writes nothing; seed says when it sets a password from a changed variable', async () => {
     await first.stop();
     const env = testEnv(first.dataDir, first.databaseUrl, { SERVICE_ADMIN_PASSWORD: 'rotated-for-the-console' });
+    const before = await cli(env, ['--json', 'audit', 'verify']);
     const listed = await cli(env, ['user', 'list']);
     expect(listed.code, listed.stderr).to.equal(0);
-    expect(listed.stderr).to.equal("warning: SERVICE_ADMIN_PASSWORD set admin's password (the variable has a new value)\n");
-    expect((await cli(env, ['user', 'list'])).stderr).to.equal('');
+    expect(listed.stderr).to.equal('');
+    // no event, no password applied: the trail's head is where it was
+    expect((await cli(env, ['--json', 'audit', 'verify'])).json()).to.deep.equal(before.json());
+    const rotated = await cli(env, ['seed']);
+    expect(rotated.code, rotated.stderr).to.equal(0);
+    expect(rotated.stderr).to.equal("warning: SERVICE_ADMIN_PASSWORD set admin's password (the variable has a new value)\n");
+    const events = (await cli(env, ['--json', 'audit', 'list', '--action', 'user.password_changed'])).json();
+    expect(JSON.stringify(events)).to.include('"username":"cli"').and.include('SERVICE_ADMIN_PASSWORD');
+    expect((await cli(env, ['seed'])).stderr).to.equal('');
     const seeded = await cli({ ...env, SERVICE_BOT_PASSWORD: 'rotated-bot-password' }, ['--json', 'seed']);
     expect(seeded.code, seeded.stderr).to.equal(0);
     expect(JSON.parse(seeded.stderr)).to.deep.equal({ warning: "SERVICE_BOT_PASSWORD set bot's password (the variable has a new value)" });
+  });
+
+  it("the boot's superadmin promotion is an event by the service, naming the credentials it ended; its removal too", async () => {
+    const key = (await request(first.url).post('/api/me/api-keys').set('Authorization', adminWith(ADMIN.password)).send({ label: 'before' }).expect(201)).body.token as string;
+    await first.stop();
+    const promoted = await restart({ SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' });
+    let events: Array<{ actor: { username: string; method: string }; action: string; target: { id: string; name: string }; details: Record<string, unknown> }>;
+    try {
+      await request(promoted.svc.url).get('/api/me').set('X-API-Key', key).expect(401);
+      await promoted.svc.service.iam.audit.flush();
+      events = (await request(promoted.svc.url).get('/api/audit').query({ action: 'user.updated' }).set('Authorization', adminWith(ADMIN.password)).expect(200)).body.events;
+      expect(events).to.have.length(1);
+      expect(events[0]).to.deep.include({ actor: { user_id: null, username: 'service', method: 'boot', ip: null }, target: { type: 'user', id: events[0]!.target.id, name: 'admin' } } as object);
+      expect(events[0]!.details).to.deep.equal({ roles_added: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN', credentials_revoked: 1 });
+    } finally {
+      await promoted.svc.stop();
+    }
+    const demoted = await restart();
+    try {
+      await demoted.svc.service.iam.audit.flush();
+      events = (await request(demoted.svc.url).get('/api/audit').query({ action: 'user.updated' }).set('Authorization', adminWith(ADMIN.password)).expect(200)).body.events;
+      expect(events.map((e) => e.details)).to.deep.equal([{ roles_removed: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN' }, { roles_added: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN', credentials_revoked: 1 }]);
+    } finally {
+      await demoted.svc.stop();
+    }
   });
 
   it('keeps a keyed fingerprint of the applied value, never the password', async () => {
