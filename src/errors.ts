@@ -83,3 +83,18 @@ export function fieldErrorsOf(error: JoiDetails, whole = 'payload'): FieldError[
 export function fieldErrorsText(errors: readonly FieldError[]): string {
   return errors.map((e) => `${e.field}: ${e.message}`).join('; ');
 }
+
+const RECORDED = new WeakSet<object>();
+
+/** Marks a refusal the audit trail has recorded (src/iam/commands.ts): the transport answering it records nothing more. */
+export function markRecorded(err: unknown): void {
+  if (typeof err === 'object' && err !== null) RECORDED.add(err);
+}
+
+/** Was this refusal recorded on its way up? */
+export function isRecorded(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && RECORDED.has(err);
+}
+
+/** The codes that say a caller was refused (a rule, a permission, a fresh factor, the enrolment wall, a lockout): each is a `denied` audit event. */
+export const REFUSAL_CODES: ReadonlySet<string> = new Set(['forbidden', 'step_up_required', 'mfa_enrollment_required', 'rate_limited']);

@@ -1,8 +1,40 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+/** The transports through which someone acts. */
+export type Transport = 'http' | 'ws' | 'cli' | 'bus' | 'boot';
+
 /**
- * Who acts, as seen from the request that carries the action: the resolved identity (cached and
- * shared between requests) with this request's client address on top (behind a trusted proxy,
- * the address the nearest proxy saw). The audit trail reads `ip` from it; everything else reads
- * through to the identity (its methods, `instanceof`), which is never changed.
+ * Who acts, through which transport, from which address, in which request: set once at each
+ * transport's entry (the HTTP authentication step, a ws frame, a CLI command, the service's
+ * boot) and carried with the async context, so nothing below takes an actor it did not need for
+ * a rule: the command path and the audit trail read it here (src/iam/commands.ts).
+ */
+export interface Acting {
+  /** the caller as resolved (an identity with its address: actingFrom), or null when anonymous */
+  actor: object | null;
+  transport: Transport;
+  /** the client address (behind a trusted proxy, the one the nearest proxy saw) */
+  ip: string | null;
+  requestId: string | null;
+}
+
+const storage = new AsyncLocalStorage<Acting>();
+
+/** Runs `fn` (and everything it awaits) as `acting`. */
+export function actingAs<T>(acting: Acting, fn: () => T): T {
+  return storage.run(acting, fn);
+}
+
+/** The acting context of this async flow, if a transport set one. */
+export function currentActing(): Acting | undefined {
+  return storage.getStore();
+}
+
+/**
+ * An identity as seen from the request that carries the action: the resolved identity (cached
+ * and shared between requests) with this request's client address on top (behind a trusted
+ * proxy, the address the nearest proxy saw). The audit trail reads `ip` from it; everything else
+ * reads through to the identity (its methods, `instanceof`), which is never changed.
  */
 export function actingFrom<T extends object>(identity: T, ip: string | null): T & { ip: string | null } {
   return Object.assign(Object.create(identity) as T, { ip });

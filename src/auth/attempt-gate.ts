@@ -1,4 +1,4 @@
-import { DomainError } from '../errors.js';
+import { DomainError, markRecorded } from '../errors.js';
 import type { AuditTrail } from '../iam/audit.js';
 import { AttemptLimiter, lockoutKey } from './attempts.js';
 import { DeviceCookies, type KnownDevice } from './device-cookie.js';
@@ -72,9 +72,11 @@ export interface AttemptGateDeps {
   audit?: Pick<AuditTrail, 'record'>;
 }
 
-/** The one lockout answer: 429 with Retry-After. */
+/** The one lockout answer: 429 with Retry-After (the gate recorded the refusal: no transport records it again). */
 export function lockedOut(retryAfter: number): DomainError {
-  return new DomainError('rate_limited', 'too many attempts, try again later', { retry_after: retryAfter }, retryAfter);
+  const err = new DomainError('rate_limited', 'too many attempts, try again later', { retry_after: retryAfter }, retryAfter);
+  markRecorded(err);
+  return err;
 }
 
 /**

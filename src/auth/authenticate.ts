@@ -19,8 +19,8 @@ declare module 'koa' {
     identity: ApiIdentity | null;
     /** step-up for routes that declare it (src/auth/mfa/step.ts) */
     stepUp?: { require(identity: unknown): Promise<void> };
-    /** records a refusal by a permission check (src/http/guards.ts) */
-    denials?: { denied(ctx: import('koa').Context, permission: string): void };
+    /** records a refusal by a permission check (src/http/guards.ts), or one a route threw (src/http/app.ts) */
+    denials?: { denied(ctx: import('koa').Context, permission: string): void; refused(ctx: import('koa').Context, err: unknown): void };
   }
 }
 

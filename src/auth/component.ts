@@ -26,7 +26,7 @@ import { AuthSettingsStore, AUTH_NS } from './settings.js';
 import { SystemKey } from './system-key.js';
 import { KeyAdmin } from '../iam/keys.js';
 import type { Context, Middleware } from 'koa';
-import { actingFrom } from '../request-context.js';
+import { actingAs, actingFrom } from '../request-context.js';
 import { DomainError } from '../errors.js';
 import type { ApiIdentity } from './identity.js';
 
@@ -42,6 +42,11 @@ function routedPath(raw: string): string {
     // undecodable: matched as sent
   }
   return path.toLowerCase().replace(/\/{2,}/g, '/').replace(/(.)\/$/, '$1');
+}
+
+/** A request's route as declared (/api/users/:id): one refusal per route, whatever id or case the path had. */
+function routeTarget(ctx: Context) {
+  return { type: 'route', id: `${ctx.method} ${(ctx as { _matchedRoute?: string })._matchedRoute ?? ctx.path}`.slice(0, 256), name: null };
 }
 
 /** without the bus bridge: how often an instance looks for auth settings changed by another instance */
@@ -94,7 +99,7 @@ export class AuthComponent {
     this.iam = iam;
     this.apiKeys = new ApiKeyStore(db, dialectOf(config) === 'sqlite' ? sqliteFile(config) : null);
     this.apiKeys.onRevoked = (userId) => bus.emit('auth:credentials_revoked', { user_id: userId });
-    this.keys = new KeyAdmin({ users: iam.users, vault: this.apiKeys, audit: iam.audit, isKnownPermission: (p) => iam.isKnownPermission(p) });
+    this.keys = new KeyAdmin({ users: iam.users, vault: this.apiKeys, commands: iam.commands, isKnownPermission: (p) => iam.isKnownPermission(p) });
     // a new password ends the user's web sessions (but the one that set it)
     iam.endSessions = async (userId, keep) => {
       await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep });
@@ -236,16 +241,18 @@ export class AuthComponent {
   }
 
   /**
-   * A privileged request refused by a permission check (src/http/guards.ts): a `denied` audit
-   * event (the trail coalesces repeats into one event with their count).
+   * Refusals of an identified caller that reached the transport unrecorded: by a permission
+   * check (src/http/guards.ts), or thrown by a route (its own rule, its step-up, the enrolment
+   * wall). Each is a `request.denied` event on the route as declared (the trail coalesces repeats).
    */
   private readonly denials = {
     denied: (ctx: Context, permission: string) => {
       const id = ctx.state.identity;
-      if (!id) return;
-      // the route as declared (/api/users/:id): one refusal per route, whatever id or case the path had
-      const route = `${ctx.method} ${(ctx as { _matchedRoute?: string })._matchedRoute ?? ctx.path}`.slice(0, 256);
-      this.iam.audit.record({ action: 'request.denied', actor: actingFrom(id, ctx.ip), target: { type: 'route', id: route, name: null }, outcome: 'denied', details: { permission } });
+      if (id) this.iam.commands.record({ action: 'request.denied', actor: actingFrom(id, ctx.ip), target: routeTarget(ctx), outcome: 'denied', details: { permission } });
+    },
+    refused: (ctx: Context, err: unknown) => {
+      const id = ctx.state.identity;
+      if (id) this.iam.commands.refused({ action: 'request.denied', actor: actingFrom(id, ctx.ip), target: routeTarget(ctx) }, err);
     },
   };
 
@@ -270,7 +277,8 @@ export class AuthComponent {
           const path = routedPath(ctx.path);
           if (path.startsWith('/api/') && !ENROLMENT_PATHS.test(path)) throw new DomainError('mfa_enrollment_required', 'your groups require a second factor: enrol one first (Settings, Security)');
         }
-        return next();
+        // who acts in this request, for everything below it (src/request-context.ts)
+        return actingAs({ actor: id ? actingFrom(id, ctx.ip) : null, transport: 'http', ip: ctx.ip, requestId: (ctx.state.requestId as string | undefined) ?? null }, next);
       });
   }
 

@@ -16,6 +16,7 @@ import { SecretsStore } from '../iam/secrets.js';
 import { UserAdmin } from '../iam/users.js';
 import { KeyAdmin } from '../iam/keys.js';
 import { AuditTrail } from '../iam/audit.js';
+import { CommandPath } from '../iam/commands.js';
 import { CORE_CATALOG, isKnownPermission } from '../iam/permissions.js';
 import type { Actor } from '../iam/policy.js';
 import { ApiKeyStore } from '../auth/api-keys.js';
@@ -171,19 +172,20 @@ export class CliContext {
     const catalog = [...CORE_CATALOG, ...installedCatalog(this.config.pluginsDir)];
     this.auditTrail ??= new AuditTrail({ db, bus: this.bus, log: this.log, instanceId: `cli:${os.hostname()}:${process.pid}` });
     const audit = this.auditTrail;
+    const commands = new CommandPath(audit);
     const users = new UserAdmin({
       store,
       passwords: this.passwords,
       bus: this.bus,
-      audit,
+      commands,
       isKnownPermission: (p) => isKnownPermission(catalog, p),
       passwordChanged: async (userId) => {
         await apiKeys.revokeAllOf(userId, { kind: 'session' });
         this.bus.emit('iam:password_changed', { user_id: userId });
       },
     });
-    const keys = new KeyAdmin({ users, vault: apiKeys, audit, isKnownPermission: (p) => isKnownPermission(catalog, p) });
-    return { db, store, apiKeys, users, keys, catalog, audit };
+    const keys = new KeyAdmin({ users, vault: apiKeys, commands, isKnownPermission: (p) => isKnownPermission(catalog, p) });
+    return { db, store, apiKeys, users, keys, catalog, audit, commands };
   }
 
   /**

@@ -5,7 +5,7 @@ import compose from 'koa-compose';
 import crypto from 'node:crypto';
 import type { Logger } from '../log.js';
 import { HttpError, notFound, type ErrorCode } from './errors.js';
-import { DomainError, type DomainErrorCode } from '../errors.js';
+import { DomainError, isRecorded, type DomainErrorCode } from '../errors.js';
 import { isDbUnavailable } from '../db/knex.js';
 import { readBody } from './body.js';
 import type { Metrics } from './metrics.js';
@@ -136,6 +136,8 @@ function core(deps: HttpAppDeps) {
       // while draining, a finished request closes its connection instead of idling on keep-alive
       if (state.stopping) ctx.set('Connection', 'close');
     } catch (err) {
+      // a refusal no writer recorded on its way up (a route's rule, its step-up, the enrolment wall) is recorded here, once
+      if (ctx.state.identity && !isRecorded(err)) (ctx.state as { denials?: { refused(ctx: Context, err: unknown): void } }).denials?.refused(ctx, err);
       renderFailure(ctx, err);
     }
     try {

@@ -14,6 +14,7 @@ import { UserAdmin } from './users.js';
 import { SERVICE_ACTOR, type Actor } from './policy.js';
 import { GroupAdmin } from './groups.js';
 import { AuditTrail } from './audit.js';
+import { CommandPath } from './commands.js';
 
 export interface PluginAccessEntry {
   id: string;
@@ -45,6 +46,8 @@ export class IamComponent {
   readonly groups: GroupAdmin;
   /** the audit trail: every privileged action and sign-in (src/iam/audit.ts) */
   readonly audit: AuditTrail;
+  /** every privileged change and its refusals run here (src/iam/commands.ts) */
+  readonly commands: CommandPath;
   private pruner: NodeJS.Timeout | null = null;
   /**
    * What a new password ends besides the proofs it made (set by the auth area: the user's web
@@ -79,12 +82,13 @@ export class IamComponent {
     this.resolver = new PermissionResolver(this.store, config.permissionCacheTtlMs, bus);
     this.passwords = new Passwords({ maxQueue: config.passwordQueue, cost: config.bcryptCost });
     this.audit = new AuditTrail({ db, bus, log: deps.log.child({ part: 'audit' }), instanceId: deps.instanceId });
+    this.commands = new CommandPath(this.audit);
     this.ledger = new RoleLedger(this.store, bus, deps.log.child({ part: 'role-ledger' }));
     this.users = new UserAdmin({
       store: this.store,
       passwords: this.passwords,
       bus,
-      audit: this.audit,
+      commands: this.commands,
       isKnownPermission: (p) => this.isKnownPermission(p),
       passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
       requireStepUp: (actor) => this.requireStepUp(actor),
@@ -96,7 +100,7 @@ export class IamComponent {
     this.groups = new GroupAdmin({
       store: this.store,
       bus,
-      audit: this.audit,
+      commands: this.commands,
       isKnownPermission: (p) => this.isKnownPermission(p),
       requireStepUp: (actor) => this.requireStepUp(actor),
       namedByLogin: (name) => this.loginGroups(null).includes(name),

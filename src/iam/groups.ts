@@ -4,7 +4,7 @@ import { isUniqueViolation } from '../db/knex.js';
 import { DEFAULT_GROUP_NAMES, requireKnownPermissions } from './permissions.js';
 import { addedHostPermissions, guardHostBoundary, hostPermissionsOfGroups, reachesHost, type Actor } from './policy.js';
 import type { Group, IamStore } from './store.js';
-import type { AuditAction, AuditTrail } from './audit.js';
+import type { CommandPath } from './commands.js';
 
 const groupTarget = (name: string) => ({ type: 'group', id: name, name });
 
@@ -12,7 +12,8 @@ export interface GroupAdminDeps {
   store: IamStore;
   bus: EventBus;
   /** every change is an event, in the change's transaction */
-  audit: AuditTrail;
+  /** every change runs here: its event in its transaction, a refusal recorded */
+  commands: CommandPath;
   isKnownPermission(p: string): boolean;
   /** before a trusted actor hands out host access: a fresh second factor (step-up) */
   requireStepUp?(actor: Actor): Promise<void>;
@@ -51,7 +52,7 @@ export class GroupAdmin {
   }
 
   async create(actor: Actor, input: { name: string; description?: string; permissions?: string[] }): Promise<Group> {
-    return this.audited('group.created', actor, input.name, async () => {
+    return this.deps.commands.run({ action: 'group.created', actor, target: groupTarget(input.name) }, async () => {
       this.checkPermissions(input.permissions);
       const granted = await this.guardHostGrants(actor, [], input.permissions);
       if (await this.deps.store.group(input.name)) throw conflict(`group ${input.name} exists`);
@@ -59,7 +60,7 @@ export class GroupAdmin {
       await this.deps.store.forgetGroupName(input.name);
       let g: Group;
       try {
-        g = await this.deps.audit.within(
+        g = await this.deps.commands.within(
           (trx) => this.deps.store.createGroup(input, trx),
           (created) => ({ action: 'group.created', actor, target: groupTarget(created.name), details: { permissions: created.permissions, ...(granted.length ? { host_permissions: granted } : {}) } }),
         );
@@ -74,7 +75,7 @@ export class GroupAdmin {
 
   async update(actor: Actor, group: Group, change: GroupChange): Promise<Group> {
     const { store } = this.deps;
-    return this.audited('group.updated', actor, group.name, async () => {
+    return this.deps.commands.run({ action: 'group.updated', actor, target: groupTarget(group.name) }, async () => {
       this.checkPermissions(change.permissions);
       const granted = await this.guardHostGrants(actor, group.permissions, change.permissions);
       const renaming = Boolean(change.name && change.name !== group.name);
@@ -90,7 +91,7 @@ export class GroupAdmin {
       const name = renaming ? change.name! : group.name;
       let updated: Group;
       try {
-        updated = await this.deps.audit.within(
+        updated = await this.deps.commands.within(
           async (trx) => {
             if (renaming) await store.renameOrDeleteGroup(group.name, name, trx);
             await store.updateGroup(name, { description: change.description, permissions: change.permissions }, trx);
@@ -124,27 +125,15 @@ export class GroupAdmin {
    * unlock those settings (src/auth/settings-change.ts) while the mapping still points at the name.
    */
   async remove(actor: Actor, group: Group): Promise<void> {
-    await this.audited('group.deleted', actor, group.name, async () => {
+    await this.deps.commands.run({ action: 'group.deleted', actor, target: groupTarget(group.name) }, async () => {
       if (DEFAULT_GROUP_NAMES.includes(group.name)) throw conflict(`built-in group ${group.name} cannot be deleted`);
       if (this.deps.namedByLogin?.(group.name)) guardHostBoundary(actor, group.permissions.filter(reachesHost), 'delete a group that reaches the host while the login settings name it');
-      await this.deps.audit.within(
+      await this.deps.commands.within(
         (trx) => this.deps.store.renameOrDeleteGroup(group.name, null, trx),
         (members) => ({ action: 'group.deleted', actor, target: groupTarget(group.name), details: { permissions: group.permissions, members: members.length } }),
       );
       this.changed(group.name);
     });
-  }
-
-  /** A refusal by a rule is recorded as `denied` (src/iam/users.ts does the same). */
-  private async audited<T>(action: AuditAction, actor: Actor, name: string, run: () => Promise<T>): Promise<T> {
-    try {
-      return await run();
-    } catch (err) {
-      if (err instanceof DomainError && (err.code === 'forbidden' || err.code === 'step_up_required')) {
-        this.deps.audit.record({ action, actor, target: groupTarget(name), outcome: 'denied', details: { reason: err.message } });
-      }
-      throw err;
-    }
   }
 
   private changed(group: string): void {

@@ -1,6 +1,6 @@
 import { DomainError, fieldError } from '../errors.js';
 import type { Knex } from 'knex';
-import type { AuditTrail } from './audit.js';
+import type { CommandPath } from './commands.js';
 import { requireKnownPermissions } from './permissions.js';
 import type { Actor } from './policy.js';
 import type { User } from './store.js';
@@ -36,7 +36,7 @@ export interface KeyIssuingCredential {
  * (but for superadmin and bot accounts).
  */
 export class KeyAdmin<K extends { id: string }> {
-  constructor(private readonly deps: { users: UserAdmin; vault: KeyVault<K>; audit: AuditTrail; isKnownPermission(p: string): boolean }) {}
+  constructor(private readonly deps: { users: UserAdmin; vault: KeyVault<K>; commands: CommandPath; isKnownPermission(p: string): boolean }) {}
 
   async issue(actor: Actor, owner: User, request: KeyRequest, opts: { scopesField?: string; issuedWith?: KeyIssuingCredential } = {}): Promise<{ token: string; key: K }> {
     const field = opts.scopesField ?? 'scopes';
@@ -54,7 +54,7 @@ export class KeyAdmin<K extends { id: string }> {
     let expiresAt = request.expiresAt ?? null;
     if (parent?.expiresAt != null && (expiresAt === null || expiresAt > parent.expiresAt)) expiresAt = parent.expiresAt;
     const scopes = request.scopes?.length ? request.scopes : null;
-    return this.deps.audit.within(
+    return this.deps.commands.within(
       (trx) => this.deps.vault.create(owner.id, 'key', { label: request.label, scopes, expiresAt, parentId: parent?.id ?? null }, trx),
       ({ key }) => ({
         action: 'key.issued',
@@ -68,14 +68,9 @@ export class KeyAdmin<K extends { id: string }> {
   /** Ends one key or web session of `owner`; false when there is no such live one. */
   async revoke(actor: Actor, owner: User, keyId: string): Promise<boolean> {
     if (actor.userId !== owner.id) {
-      try {
-        this.deps.users.guardProtectedRole(actor, owner);
-      } catch (err) {
-        this.deps.audit.record({ action: 'key.revoked', actor, target: { type: 'key', id: keyId }, outcome: 'denied', details: { owner: owner.username, reason: (err as Error).message } });
-        throw err;
-      }
+      await this.deps.commands.run({ action: 'key.revoked', actor, target: { type: 'key', id: keyId, name: owner.username } }, async () => this.deps.users.guardProtectedRole(actor, owner));
     }
-    return this.deps.audit.within(
+    return this.deps.commands.within(
       (trx) => this.deps.vault.revoke(owner.id, keyId, trx),
       (done) => (done ? { action: 'key.revoked', actor, target: { type: 'key', id: keyId }, details: { owner: owner.username, owner_id: owner.id } } : null),
     );

@@ -17,7 +17,7 @@ import {
   type Actor,
 } from './policy.js';
 import type { IamStore, User } from './store.js';
-import type { AuditAction, AuditTrail } from './audit.js';
+import type { CommandPath } from './commands.js';
 
 /** A user as the audit trail names it. */
 export const userTarget = (u: Pick<User, 'id' | 'username'>) => ({ type: 'user', id: u.id, name: u.username });
@@ -59,8 +59,8 @@ export interface UserAdminDeps {
   store: IamStore;
   passwords: Passwords;
   bus: EventBus;
-  /** every change is an event, in the change's transaction */
-  audit: AuditTrail;
+  /** every change runs here: its event in its transaction, a refusal recorded */
+  commands: CommandPath;
   isKnownPermission(p: string): boolean;
   /** ends the user's web sessions but `keep` and drops what the old password proved */
   passwordChanged(userId: string, keep: string | null): Promise<void>;
@@ -97,14 +97,14 @@ export class UserAdmin {
 
   async create(actor: Actor, input: NewUserInput): Promise<User> {
     const { store, passwords } = this.deps;
-    return this.audited('user.created', actor, { type: 'user', name: input.username }, async () => {
+    return this.deps.commands.run({ action: 'user.created', actor, target: { type: 'user', name: input.username } }, async () => {
       if (input.roles?.length) await this.rolesAllowed(actor);
       await this.checkRefs(input);
       const granted = await this.guardHostGrants(actor, { groups: [], extraPermissions: [] }, input);
       const hashedPassword = input.password ? await passwords.hash(input.password) : null;
       let user: User;
       try {
-        user = await this.deps.audit.within(
+        user = await this.deps.commands.within(
           async (trx) => {
             const u = await store.createUser(
               { username: input.username, email: input.email ?? null, displayName: input.displayName || null, hashedPassword, groups: input.groups ?? [], extraPermissions: input.extraPermissions ?? [], roles: input.roles ?? [] },
@@ -133,7 +133,7 @@ export class UserAdmin {
   /** `keepSession`: the web session making the change, which a new password does not end. */
   async update(actor: Actor, user: User, change: UserChange, keepSession: string | null = null): Promise<User> {
     const { store, passwords } = this.deps;
-    return this.audited('user.updated', actor, userTarget(user), async () => {
+    return this.deps.commands.run({ action: 'user.updated', actor, target: userTarget(user) }, async () => {
       await this.guardTakeover(actor, user, change);
       if (change.roles && change.roles.some((r) => !user.roles.includes(r))) await this.rolesAllowed(actor);
       else if (change.roles) guardHostBoundary(actor, isTrusted(actor) ? [] : ['role:superadmin'], 'set roles');
@@ -145,7 +145,7 @@ export class UserAdmin {
       const { password, ...rest } = change;
       const hashedPassword = password ? await passwords.hash(password) : undefined;
       const fields = Object.keys(rest).filter((k) => rest[k as keyof typeof rest] !== undefined);
-      const updated = await this.deps.audit.within(
+      const updated = await this.deps.commands.within(
         async (trx) => {
           await store.updateUser(user.id, { ...rest, displayName: rest.displayName === '' ? null : rest.displayName, ...(hashedPassword ? { hashedPassword } : {}) }, trx);
           if (password) await store.linkIdentity(user.id, 'local', user.username, trx);
@@ -163,10 +163,10 @@ export class UserAdmin {
   }
 
   async remove(actor: Actor, user: User): Promise<void> {
-    await this.audited('user.deleted', actor, userTarget(user), async () => {
+    await this.deps.commands.run({ action: 'user.deleted', actor, target: userTarget(user) }, async () => {
       await this.guardTakeover(actor, user);
       await this.guardLastAdmin(user, null);
-      await this.deps.audit.within(
+      await this.deps.commands.within(
         (trx) => this.deps.store.deleteUser(user.id, trx),
         () => ({ action: 'user.deleted', actor, target: userTarget(user), details: { groups: user.groups } }),
       );
@@ -180,10 +180,10 @@ export class UserAdmin {
    * boundary lets take the account over. `keepSession` as in update().
    */
   async setPassword(actor: Actor, user: User, password: string, keepSession: string | null = null): Promise<void> {
-    await this.audited('user.password_changed', actor, userTarget(user), async () => {
+    await this.deps.commands.run({ action: 'user.password_changed', actor, target: userTarget(user) }, async () => {
       await this.guardTakeover(actor, user);
       const hashedPassword = await this.deps.passwords.hash(password);
-      await this.deps.audit.within(
+      await this.deps.commands.within(
         async (trx) => {
           await this.deps.store.updateUser(user.id, { hashedPassword }, trx);
           await this.deps.store.linkIdentity(user.id, 'local', user.username, trx);
@@ -192,21 +192,6 @@ export class UserAdmin {
       );
       await this.deps.passwordChanged(user.id, keepSession);
     });
-  }
-
-  /**
-   * Runs a change; a refusal by a rule (forbidden, step-up) is recorded as `denied` before it
-   * goes back to the caller: the trail shows who tried what they may not do.
-   */
-  private async audited<T>(action: AuditAction, actor: Actor, target: { type: string; id?: string | null; name?: string | null }, run: () => Promise<T>): Promise<T> {
-    try {
-      return await run();
-    } catch (err) {
-      if (err instanceof DomainError && (err.code === 'forbidden' || err.code === 'step_up_required')) {
-        this.deps.audit.record({ action, actor, target, outcome: 'denied', details: { reason: err.message } });
-      }
-      throw err;
-    }
   }
 
   /**
@@ -256,7 +241,7 @@ export class UserAdmin {
   async setGroupsFromLogin(user: User, groups: string[], provider: string): Promise<void> {
     await this.checkRefs({ groups });
     const granted = await this.guardHostGrants(LOGIN_MAPPING_ACTOR, user, { groups });
-    await this.deps.audit.within(
+    await this.deps.commands.within(
       (trx) => this.deps.store.updateUser(user.id, { groups }, trx),
       () => ({ action: 'user.updated', actor: LOGIN_MAPPING_ACTOR, target: userTarget(user), details: { fields: ['groups'], groups, previous_groups: user.groups, provider, ...(granted.length ? { host_permissions: granted } : {}) } }),
     );
