@@ -72,6 +72,12 @@ if [ -z "${SERVICE_TEST_DATABASE_URL:-}" ]; then
   fi
 fi
 
+# --- the static checks, before any test: lint (eslint.config.js) and formatting (.prettierrc.json);
+#     either one failing fails the run
+say "eslint and prettier --check"
+node_modules/.bin/eslint .
+node_modules/.bin/prettier --check .
+
 # --- the two runs, side by side, each with three mocha workers (the suite is parallel-safe: free
 #     ports, temp dirs, a database per service; most of a test's time is waiting on a server).
 #     Each run has the files whose imports reach a database; the others (and the browser
