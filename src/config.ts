@@ -290,8 +290,79 @@ export interface LoadOptions {
   writeFiles?: boolean;
 }
 
+/**
+ * The environment as ENV_SCHEMA gives it back (src/settings-table.ts): each variable checked and
+ * converted, a default applied where the table has one. Where a variable has a problem it holds
+ * what was written instead: read only the variables without one.
+ */
+interface CheckedEnv {
+  SERVICE_HOST: string;
+  SERVICE_PORT: number;
+  SERVICE_PUBLIC_URL?: string;
+  SERVICE_DATA_DIR: string;
+  SERVICE_DATABASE_URL?: string;
+  SERVICE_ENV: Config['env'];
+  SERVICE_SECRET_KEY?: string;
+  SERVICE_ADMIN_USER: string;
+  SERVICE_ADMIN_PASSWORD?: string;
+  SERVICE_BOT_USER: string;
+  SERVICE_BOT_PASSWORD?: string;
+  SERVICE_ADMIN_FORCE_SUPERADMIN: boolean;
+  SERVICE_AUTH_PROVIDERS: string[];
+  SERVICE_SSO_DEFAULT_GROUPS: string[];
+  SERVICE_MFA_REQUIRED_GROUPS?: string[];
+  SERVICE_MFA_STEP_UP_MINUTES: number;
+  SERVICE_LDAP_URL?: string;
+  SERVICE_LDAP_BIND_DN?: string;
+  SERVICE_LDAP_BIND_PASSWORD?: string;
+  SERVICE_LDAP_BASE_DN?: string;
+  SERVICE_LDAP_USER_FILTER: string;
+  SERVICE_LDAP_GROUP_ATTR: string;
+  SERVICE_LDAP_GROUP_MAPPING?: Record<string, string[]>;
+  SERVICE_LDAP_TLS_VERIFY: boolean;
+  SERVICE_LDAP_CA_CERT?: string;
+  SERVICE_LDAP_STARTTLS: boolean;
+  SERVICE_LDAP_USERNAME_ATTR: string;
+  SERVICE_LDAP_NESTED_GROUPS: 'auto' | boolean;
+  SERVICE_LDAP_CONNECT_TIMEOUT_MS: number;
+  SERVICE_LDAP_TIMEOUT_MS: number;
+  SERVICE_LDAP_RECHECK_INTERVAL: string;
+  SERVICE_LDAP_LINK_BY_EMAIL: boolean;
+  SERVICE_OIDC_ISSUER?: string;
+  SERVICE_OIDC_CLIENT_ID?: string;
+  SERVICE_OIDC_CLIENT_SECRET?: string;
+  SERVICE_OIDC_SCOPES: string;
+  SERVICE_OIDC_GROUPS_CLAIM: string;
+  SERVICE_OIDC_GROUP_MAPPING?: Record<string, string[]>;
+  SERVICE_OIDC_LINK_BY_EMAIL: boolean;
+  SERVICE_OIDC_LABEL: string;
+  SERVICE_SYSTEM_API_KEY?: string;
+  SERVICE_SESSION_TTL: string;
+  SERVICE_PERMISSION_CACHE_TTL_MS: number;
+  SERVICE_SCM_WEBHOOK_SECRET?: string;
+  SERVICE_SCM_WEBHOOK_SECRET_GITEA?: string;
+  SERVICE_SCM_WEBHOOK_SECRET_GITHUB?: string;
+  SERVICE_SCM_WEBHOOK_SECRET_GITLAB?: string;
+  SERVICE_CONTAINER_SOCKET: string;
+  SERVICE_SOCKET_READS_REQUIRE_AUTH: boolean;
+  SERVICE_RUNNER_PREFIX: string;
+  SERVICE_MANAGED_DIRS?: string[];
+  SERVICE_PLUGINS_DIR: string;
+  SERVICE_ALLOWED_ORIGINS?: string[];
+  SERVICE_TRUST_PROXY: boolean | number;
+  SERVICE_REDIS_URL?: string;
+  SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: number;
+  SERVICE_BCRYPT_COST: number;
+  SERVICE_PASSWORD_QUEUE: number;
+  SERVICE_WS_MAX_CONNECTIONS_PER_USER: number;
+  SERVICE_NOTIFICATION_RETENTION: string;
+  SERVICE_AUDIT_RETENTION: string;
+  SERVICE_NOTIFICATION_MAX_PER_USER: number;
+  SERVICE_LOG_LEVEL: string;
+}
+
 /** What is wrong with the bootstrap passwords and the master key in this mode (nothing: []). */
-function credentialProblems(v: Record<string, any>): ConfigProblem[] {
+function credentialProblems(v: CheckedEnv): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
   const passwords = [
     ['SERVICE_ADMIN_PASSWORD', v.SERVICE_ADMIN_PASSWORD],
@@ -331,7 +402,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     const reason = d.type === 'any.custom' ? String(d.context?.error?.message ?? d.message) : d.message.replace(/^"[^"]*"\s*/, '');
     problems.push({ variable, reason });
   }
-  const v = value as Record<string, any>;
+  const v = value as CheckedEnv;
   const bad = (variable: string) => problems.some((p) => p.variable === variable);
   // refused before anything is written: production never leaves a generated key behind
   if (!bad('SERVICE_ENV') && !bad('SERVICE_HOST')) problems.push(...credentialProblems(v).filter((p) => !bad(p.variable)));

@@ -293,7 +293,7 @@ export function apiRule(s: SettingDef): Joi.Schema {
     Joi.string().custom((v: string, h) => {
       const { error, value } = items.validate(splitList(v));
       // h.message reads its text as a template: a brace in the value must stay text
-      if (error) return h.message(fieldErrorsOf(error)[0]!.message.replace(/[{}]/g, '\\$&') as any);
+      if (error) return h.message({ custom: fieldErrorsOf(error)[0]!.message.replace(/[{}]/g, '\\$&') });
       return value;
     }),
   );

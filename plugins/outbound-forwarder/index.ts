@@ -128,7 +128,7 @@ export function setup(ctx: PluginContext): void {
     const body = JSON.stringify({ event: 'notification.outbound', delivery_id: deliveryId, notification });
     const signature = 'sha256=' + crypto.createHmac('sha256', secret).update(body).digest('hex');
     let reason = 'not attempted';
-    let attempt = 0;
+    let attempt: number;
     for (attempt = 1; attempt <= settings.max_attempts && !signal.aborted; attempt++) {
       let retryable = true;
       try {

@@ -1,8 +1,9 @@
 import EventEmitter2Module from 'eventemitter2';
+import type { EventEmitter2 as EventEmitter2Class } from 'eventemitter2';
 import type { Logger } from 'pino';
 import type { EventMap, EventName } from './events.js';
 
-const { EventEmitter2 } = EventEmitter2Module as unknown as { EventEmitter2: typeof import('eventemitter2').EventEmitter2 };
+const { EventEmitter2 } = EventEmitter2Module as unknown as { EventEmitter2: typeof EventEmitter2Class };
 
 export type Handler<E extends EventName> = (payload: EventMap[E]) => void | Promise<void>;
 
@@ -12,8 +13,8 @@ export type Handler<E extends EventName> = (payload: EventMap[E]) => void | Prom
  */
 export class EventBus {
   private readonly emitter = new EventEmitter2({ maxListeners: 0, wildcard: false });
-  // maps a caller's handler to the wrapper we registered, so off() finds it
-  private readonly wrappers = new Map<Function, Map<string, (p: unknown) => void>>();
+  // maps a caller's handler (of any event) to the wrapper we registered, so off() finds it
+  private readonly wrappers = new Map<Handler<never>, Map<string, (p: unknown) => void>>();
 
   constructor(private readonly log: Logger) {}
 

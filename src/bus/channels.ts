@@ -58,7 +58,7 @@ export interface ClientSession {
 export type ClientErrorCode = 'bad_frame' | 'unknown_event' | 'forbidden' | 'invalid_args' | 'internal' | 'rate_limited' | 'busy' | 'too_many_connections' | 'unavailable';
 
 /** A frame clients may send: its event, the permission it needs, the schema of its payload. */
-export interface ClientFrameDef<P = any> {
+export interface ClientFrameDef<P = unknown> {
   event: string;
   /** null: any authenticated connection */
   permission: string | null;

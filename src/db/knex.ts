@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import type BetterSqlite3 from 'better-sqlite3';
 import knex, { type Knex } from 'knex';
 import pg from 'pg';
 import { withTimeout } from '../errors.js';
@@ -134,7 +135,7 @@ export function knexConfig(settings: DbSettings, log: Logger = stderrLog()): Kne
     pool: {
       min: 1,
       max: 1,
-      afterCreate: (conn: any, done: (err: Error | null, conn: unknown) => void) => {
+      afterCreate: (conn: BetterSqlite3.Database, done: (err: Error | null, conn: unknown) => void) => {
         try {
           conn.pragma('journal_mode = WAL');
           conn.pragma('foreign_keys = ON');

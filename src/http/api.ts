@@ -32,7 +32,7 @@ export interface ResponseDoc {
   headers?: Record<string, string>;
 }
 
-export interface EndpointDef<P = any, Q = any, B = any> {
+export interface EndpointDef<P = unknown, Q = unknown, B = unknown> {
   method: HttpMethod;
   /** relative to the router's prefix, in router syntax (`/:id`) */
   path: string;
@@ -79,14 +79,14 @@ interface StepUpState {
   stepUp?: { require(identity: unknown): Promise<void> };
 }
 
-export interface Input<P = any, Q = any, B = any> {
+export interface Input<P = unknown, Q = unknown, B = unknown> {
   params: P;
   query: Q;
   body: B;
 }
 
 /** Sets ctx.body itself, or returns the body (anything but undefined). */
-export type EndpointHandler<P = any, Q = any, B = any> = (ctx: Context, input: Input<P, Q, B>) => unknown;
+export type EndpointHandler<P = unknown, Q = unknown, B = unknown> = (ctx: Context, input: Input<P, Q, B>) => unknown;
 
 /** A registered definition with its full path and tag, as the OpenAPI generator reads it. */
 export interface Endpoint extends EndpointDef {
@@ -125,7 +125,7 @@ export class ApiRouter {
     registry.set(this.router, this.list);
   }
 
-  endpoint<P = any, Q = any, B = any>(def: EndpointDef<P, Q, B>, handler: EndpointHandler<P, Q, B>): this {
+  endpoint<P = unknown, Q = unknown, B = unknown>(def: EndpointDef<P, Q, B>, handler: EndpointHandler<P, Q, B>): this {
     const guard = guardFor(def.auth);
     const parseBody = def.body !== undefined && (def.bodyMode ?? 'json') === 'json';
     const run = async (ctx: Context) => {

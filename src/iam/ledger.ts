@@ -56,6 +56,7 @@ export class RoleLedger {
       return this.running;
     }
     let pass!: Promise<void>;
+    // eslint-disable-next-line prefer-const -- the pass reads itself in its finally: TypeScript needs it declared first
     pass = (async () => {
       // yield first, so `running` is set before a pass with nothing to do can finish
       await Promise.resolve();

@@ -37,6 +37,7 @@ export interface Identity {
  * The objection models of the three tables; their instances are the User, Group and Identity
  * above (each class takes its fields from the interface of the same shape).
  */
+/* eslint-disable @typescript-eslint/no-unsafe-declaration-merging, @typescript-eslint/no-empty-object-type -- each model class takes its fields from the interface of its name */
 export interface UserModel extends User {}
 export class UserModel extends BaseModel {
   static override tableName = 'users';
@@ -60,6 +61,7 @@ interface IdentityModel extends Identity {
 class IdentityModel extends BaseModel {
   static override tableName = 'user_identities';
 }
+/* eslint-enable @typescript-eslint/no-unsafe-declaration-merging, @typescript-eslint/no-empty-object-type */
 
 export interface NewUser {
   username: string;

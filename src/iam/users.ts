@@ -1,6 +1,5 @@
 import type { EventBus } from '../bus/bus.js';
 import { DomainError, fieldError } from '../errors.js';
-import type { Logger } from '../log.js';
 import { isUniqueViolation } from '../db/knex.js';
 import { ADMIN_GROUP, requireKnownPermissions } from './permissions.js';
 import type { Passwords } from './passwords.js';

@@ -43,7 +43,7 @@ export function toView(r: Row, read: boolean, markCleared = false): Notification
 /** A stored row as the push it was (or a clear of it). */
 export function toFrame(r: Row, read: boolean): PushFrame {
   const seq = Number(r.seq);
-  const payload: NotificationView | ClearView = Boolean(r.cleared) ? { id: r.id, seq, action: 'clear', broadcast: r.user_id === null } : toView(r, read);
+  const payload: NotificationView | ClearView = r.cleared ? { id: r.id, seq, action: 'clear', broadcast: r.user_id === null } : toView(r, read);
   return { event: r.user_id ? 'user:notify' : 'system:notify', userId: r.user_id, seq, payload };
 }
 

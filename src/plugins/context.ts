@@ -88,7 +88,7 @@ export class PluginContextImpl implements PluginContext {
     // who the audit trail names for the plugin's own socket requests
     this.selfCaller = Object.assign({ allows: (p: string) => p === own || p.startsWith(`${own}:`) }, { username: `plugin:${m.id}`, userId: null, isSystem: false, isSuperadmin: false });
     this.bus = {
-      on: (topic: string, handler: PluginHandler<any>) => this.subscribe(topic, handler),
+      on: (topic: string, handler: PluginHandler<unknown>) => this.subscribe(topic, handler),
       emit: (topic: string, payload: unknown) => this.publish(topic, payload),
     } as PluginBus;
   }
@@ -105,7 +105,7 @@ export class PluginContextImpl implements PluginContext {
     if (this.closedFlag) throw new PluginPermissionError(`plugin ${this.id} is stopped; ${what} refused`);
   }
 
-  private subscribe(topic: string, handler: PluginHandler<any>): () => void {
+  private subscribe(topic: string, handler: PluginHandler<unknown>): () => void {
     this.ensureOpen(`subscribing to ${topic}`);
     if (typeof handler !== 'function') throw new TypeError('handler must be a function');
     if (!this.manifest.permissions.subscribe.includes(topic)) {
@@ -167,7 +167,7 @@ export class PluginContextImpl implements PluginContext {
     }
   }
 
-  registerSocketProvider<T extends SocketProvider>(cls: new (options: any, logger: Logger) => T, options: Record<string, unknown> = {}): T {
+  registerSocketProvider<T extends SocketProvider>(cls: new (options: Record<string, unknown>, logger: Logger) => T, options: Record<string, unknown> = {}): T {
     this.ensureOpen('registering a socket provider');
     return this.deps.registry.register(cls, { owner: this.id, options });
   }

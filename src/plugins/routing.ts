@@ -1,4 +1,5 @@
 import type Router from '@koa/router';
+import type { RouterContext } from '@koa/router';
 import type { Context, Middleware, Next } from 'koa';
 import { requirePermission } from '../http/guards.js';
 import { endpointsOf, type Endpoint } from '../http/api.js';
@@ -28,7 +29,11 @@ export function pluginRoutes(dispatchOf: (pluginId: string) => Middleware | null
 export function routerDispatch(router: Router): Middleware {
   const routes = router.routes();
   const allowed = router.allowedMethods({ throw: false });
-  return (koa, next) => routes(koa as any, () => allowed(koa as any, next)) as Promise<void>;
+  // the router's middleware sets ctx.params and ctx.router itself; its types ask for them beforehand
+  return (koa, next) => {
+    const ctx = koa as RouterContext;
+    return routes(ctx, () => allowed(ctx, next)) as Promise<void>;
+  };
 }
 
 /** The permission of each guard made by ctx.requirePermission, so the document can name it. */

@@ -10,13 +10,19 @@ export interface PluginRow {
   updated_at: number;
 }
 
+/** A row as the database gives it back: SQLite keeps the flag as 0 / 1. */
+interface StoredRow extends Omit<PluginRow, 'enabled' | 'updated_at'> {
+  enabled: boolean | number;
+  updated_at: number | string;
+}
+
 /** The plugins table: the administrator's enabled flag and the last known state. */
 export class PluginStore {
   constructor(private readonly db: Knex) {}
 
   async all(): Promise<Map<string, PluginRow>> {
-    const rows = await this.db('plugins').select('*');
-    return new Map(rows.map((r: any) => [r.id, { ...r, enabled: Boolean(r.enabled), updated_at: Number(r.updated_at) }]));
+    const rows: StoredRow[] = await this.db('plugins').select('*');
+    return new Map(rows.map((r) => [r.id, { ...r, enabled: Boolean(r.enabled), updated_at: Number(r.updated_at) }]));
   }
 
   async save(row: PluginRow): Promise<void> {

@@ -92,7 +92,7 @@ export interface PluginContext {
   readonly signal: AbortSignal;
   readonly sdk: PluginSdk;
   /** registers a socket provider whose name the manifest lists in socket_providers.provides */
-  registerSocketProvider<T extends SocketProvider>(cls: new (options: any, logger: Logger) => T, options?: Record<string, unknown>): T;
+  registerSocketProvider<T extends SocketProvider>(cls: new (options: Record<string, unknown>, logger: Logger) => T, options?: Record<string, unknown>): T;
   /** a socket operation on a provider in socket_providers.uses (core providers) or this plugin's own provides */
   socketRequest(request: PluginSocketRequest, opts?: SocketRequestOptions): Promise<SocketResponsePayload>;
   /** adds an authentication provider whose id the manifest lists in auth_providers to the login chain */

@@ -53,8 +53,8 @@ export interface ProviderOperation {
   /** false: run even when the provider is unavailable (e.g. health reports the outage itself) */
   requires_available?: boolean;
   /** further permissions that these (validated) args need, e.g. a read-write mount */
-  permissionsFor?(args: any): string[];
-  run(args: any): Promise<unknown>;
+  permissionsFor?(args: unknown): string[];
+  run(args: unknown): Promise<unknown>;
   /**
    * joi schema of what `run` resolves to: the `result` of its socket:response, and the 200 body
    * its HTTP route documents (every key the result may leave out says `.optional()`)
@@ -113,4 +113,4 @@ export abstract class SocketProvider {
 }
 
 /** A class the registry accepts: derives from SocketProvider and is not abstract. */
-export type SocketProviderClass = new (options: any, logger: Logger) => SocketProvider;
+export type SocketProviderClass = new (options: Record<string, unknown>, logger: Logger) => SocketProvider;

@@ -45,7 +45,7 @@ const ARGS_OPTIONS: Joi.ValidationOptions = { abortEarly: false, convert: false,
 /** A registry operation: the capability a named provider must declare for it, and the provider named. */
 interface BuiltinOperation extends ProviderOperation {
   capability?: 'can_verify_mounts' | 'can_repair_permissions';
-  run(args: any, provider?: string): Promise<unknown>;
+  run(args: unknown, provider?: string): Promise<unknown>;
 }
 
 /**

@@ -138,7 +138,7 @@ export function realOrResolved(p: string): string {
 /** A spawn request: every field bounded, the name under the runner prefix, never the host's network. */
 export function spawnSchema(prefix: string): Joi.ObjectSchema {
   return Joi.object({
-    image: Joi.string().max(255).pattern(/^[A-Za-z0-9][A-Za-z0-9_.\/:@-]*$/, 'image reference').required(),
+    image: Joi.string().max(255).pattern(/^[A-Za-z0-9][A-Za-z0-9_./:@-]*$/, 'image reference').required(),
     name: Joi.string()
       .pattern(CONTAINER_NAME, 'container name')
       .custom((v: string, helpers) => (v.startsWith(prefix) ? v : helpers.message({ custom: `{{#label}} must start with the runner prefix "${prefix}"` })))
@@ -149,7 +149,7 @@ export function spawnSchema(prefix: string): Joi.ObjectSchema {
       .max(32)
       .default([]),
     command: Joi.array().items(Joi.string().max(32_768).allow('')).max(256).default([]),
-    labels: Joi.object().pattern(Joi.string().max(256).pattern(/^[A-Za-z0-9][A-Za-z0-9_.\/-]*$/), Joi.string().max(4096).allow('')).max(64).default({}),
+    labels: Joi.object().pattern(Joi.string().max(256).pattern(/^[A-Za-z0-9][A-Za-z0-9_./-]*$/), Joi.string().max(4096).allow('')).max(64).default({}),
     // 'host' would give the runner the host's network stack; container:<id> joins another's
     network: Joi.string().max(128).pattern(PREFIX_PATTERN, 'network name').invalid('host'),
   });

@@ -80,7 +80,7 @@ export class SocketRegistry {
     this.policy = policy;
   }
 
-  register<T extends SocketProvider>(cls: new (options: any, logger: Logger) => T, opts: RegisterOptions): T {
+  register<T extends SocketProvider>(cls: new (options: Record<string, unknown>, logger: Logger) => T, opts: RegisterOptions): T {
     const owner = opts?.owner;
     if (typeof owner !== 'string' || !OWNER_NAME.test(owner)) {
       throw new ProviderRegistrationError('invalid_provider', 'owner must be "core" or a plugin name');

@@ -1,4 +1,4 @@
-import net from 'node:net';
+import type net from 'node:net';
 import { expect } from 'chai';
 import WebSocket from 'ws';
 import { startService, type TestService } from '../support/service.js';

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { adminAuth, SYSTEM_KEY, type TestService } from '../support/service.js';
 import type { OutboundNotification } from '../../src/bus/events.js';
-import { WsClient, api, gatewaySuite, type TestUser } from './helpers.js';
+import { type WsClient, api, gatewaySuite, type TestUser } from './helpers.js';
 
 describe('ws gateway: notifications over the socket', function () {
   this.timeout(30_000);

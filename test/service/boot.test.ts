@@ -38,7 +38,7 @@ describe('boot sequence', () => {
   it('answers /readyz 503 and /api 503 booting while the database is unreachable, then completes boot when it comes', async function () {
     this.timeout(30000);
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-boot-'));
-    let databaseUrl: string | null = null;
+    let databaseUrl: string;
     let makeReachable: () => Promise<void>;
     let cleanup: () => Promise<void>;
     if (PG_URL) {

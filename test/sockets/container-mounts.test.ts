@@ -207,7 +207,7 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
         try {
           await run('mount', ['--bind', source, path.join(m, name)]);
         } catch (err) {
-          throw new Error(`mount failed (these tests need root with CAP_SYS_ADMIN): ${(err as Error).message}`);
+          throw new Error(`mount failed (these tests need root with CAP_SYS_ADMIN): ${(err as Error).message}`, { cause: err });
         }
         mountPoints.push(path.join(m, name));
       }

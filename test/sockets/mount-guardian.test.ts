@@ -79,7 +79,7 @@ describe('sockets/mount-guardian', () => {
         await run('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0755', 'tmpfs', tmpfs]);
         await run('mount', ['--bind', path.join(managed, 'sub'), bind]);
       } catch (err) {
-        throw new Error(`mount failed (these tests need root with CAP_SYS_ADMIN): ${(err as Error).message}`);
+        throw new Error(`mount failed (these tests need root with CAP_SYS_ADMIN): ${(err as Error).message}`, { cause: err });
       }
       try {
         const res = await guardian.check([tmpfs, bind, path.join(managed, 'sub')]);

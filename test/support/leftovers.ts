@@ -75,7 +75,7 @@ function record(): void {
 
 /** Mount points below `dir` (a private dockerd's, say): a recursive removal would go through them. */
 function mountsUnder(dir: string): string[] {
-  let text = '';
+  let text: string;
   try {
     text = fs.readFileSync('/proc/self/mountinfo', 'utf8');
   } catch {

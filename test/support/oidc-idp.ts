@@ -6,7 +6,7 @@
  * Plain http on 127.0.0.1 with a free port: the relying party must allow insecure requests.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 
 export interface IdpClient {
@@ -278,7 +278,7 @@ export async function startIdp(opts: StartIdpOptions): Promise<RunningIdp> {
   });
   providerHandler = provider.callback();
 
-  const sockets = new Set<import('node:net').Socket>();
+  const sockets = new Set<Socket>();
   server.on('connection', (socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));

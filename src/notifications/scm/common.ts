@@ -41,6 +41,7 @@ export function actionOf(payload: unknown): string {
 }
 
 // C0/C1 controls and bidi overrides have no place in a one-line title and can disguise text.
+// eslint-disable-next-line no-control-regex -- matching control characters is its purpose
 const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]+/g;
 
 /** One line of plain text: controls become spaces, runs of spaces collapse, long text is cut. */

@@ -54,7 +54,7 @@ function readPatch(form: HTMLFormElement, fields: Record<string, FieldView>): Re
       if (JSON.stringify(list) !== JSON.stringify(listOf(f.value))) patch[name] = list.length ? list : null;
     } else if (kind === 'mapping') {
       const raw = el.value.trim();
-      let value: unknown = null;
+      let value: unknown;
       try {
         value = raw ? JSON.parse(raw) : null;
       } catch (err) {

@@ -178,7 +178,7 @@ export function securityPanel(section: HTMLElement): void {
       try {
         response = await createPasskey(options);
       } catch (err) {
-        throw new Error(passkeyErrorText(err));
+        throw new Error(passkeyErrorText(err), { cause: err });
       }
       return api<PasskeyView & { recovery_codes?: string[] }>('POST', '/api/me/mfa/webauthn', { label, response });
     });
