@@ -92,7 +92,8 @@ export class Service {
       log: this.log.child({ component: 'sockets' }),
       instanceId: this.instanceId,
       // an operation that reaches the host, from a web session with a second factor: step-up
-      stepUp: (caller, permissions) => (permissions.some(reachesHost) ? this.auth.secondStep.require(caller) : Promise.resolve()),
+      // (a caller that is no actor is a plugin's or the core's own request on the bus)
+      stepUp: (caller, permissions) => (permissions.some(reachesHost) && caller && isActor(caller) ? this.auth.secondStep.require(caller) : Promise.resolve()),
       // who did what on the host (a request on the bus: the core or a plugin)
       record: (e) => {
         const actor = e.trusted || !e.caller || !isActor(e.caller) ? { user_id: null, username: e.trusted ? 'bus' : 'anonymous', method: e.trusted ? 'bus' : null, ip: null } : e.caller;
@@ -144,6 +145,8 @@ export class Service {
       // the system key's (and a superadmin's) welcome lists what /api/me/access lists
       allPermissions: (id) => accessView(this.auth, id).permissions,
       mustEnrol: (id) => this.auth.mustEnrol(id),
+      // a frame refused to its caller is a denied event, as a refused request is
+      refused: (actor, event, err) => this.iam.commands.refused({ action: 'request.denied', actor, target: { type: 'frame', id: event, name: null } }, err),
       options: { maxConnectionsPerUser: config.wsMaxConnectionsPerUser, ...opts.gateway },
     });
     // the areas that reach ws clients plug into the gateway (it knows none of them)

@@ -144,7 +144,7 @@ export class AuthComponent {
       log: deps.log.child({ part: 'mfa' }),
       issuer: new URL(config.publicUrl).host,
       requiredGroups: () => this.authSettings.current().mfaRequiredGroups,
-      audit: iam.audit,
+      commands: iam.commands,
       endSessions: async (userId, keep) => {
         await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep ?? null });
       },

@@ -125,7 +125,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
     .description("remove every second factor and recovery code of a user (a lost device, a locked-out operator); their web sessions end")
     .action(async (name: string, _opts, cmd: Command) => {
       const who = username(name);
-      const { users, store, apiKeys, db } = await ctx.iam();
+      const { users, store, apiKeys, db, commands } = await ctx.iam();
       const target = await users.find({ username: who });
       await ctx.announceChanges();
       const mfa = new MfaService({
@@ -137,7 +137,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
         log: ctx.log,
         issuer: 'service-core',
         requiredGroups: () => [],
-        audit: (await ctx.iam()).audit,
+        commands,
         endSessions: async (userId) => void (await apiKeys.revokeAllOf(userId, { kind: 'session' })),
       });
       await mfa.reset(CLI_ACTOR, target);

@@ -27,6 +27,8 @@ export interface GatewayComponentDeps {
   allPermissions?: (identity: ApiIdentity) => string[];
   /** a member who must enrol a second factor first reaches no socket (the HTTP enrolment wall's rule) */
   mustEnrol?: (identity: ApiIdentity) => boolean;
+  /** a frame refused to its caller (GatewayDeps.refused) */
+  refused?: (actor: ApiIdentity, event: string, err: unknown) => void;
   options?: Partial<GatewayOptions>;
 }
 
@@ -52,6 +54,8 @@ export class GatewayComponent {
       refreshIdentity: (id) => (id.userId ? auth.identityOf(id.userId, id.method, { scopes: id.keyScopes, proof: id.proof }) : Promise.resolve(id)),
       revalidate: (ids) => auth.revalidate(ids),
       allPermissions: deps.allPermissions,
+      clientAddress,
+      refused: deps.refused,
       options: deps.options,
     });
     // whatever ends a credential ends the connections it opened, within moments

@@ -24,6 +24,8 @@ interface Held {
 export class Connection implements ClientSession {
   alive = true;
   gone = false;
+  /** the client's address, as the HTTP app reads it (the acting context of its frames) */
+  ip: string | null = null;
   welcomed!: Promise<void>;
   /** re-checks the credential when it expires */
   expiry: NodeJS.Timeout | null = null;

@@ -2,8 +2,10 @@ import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import type { ApiIdentity } from '../auth/identity.js';
-import type { ClientChannels, ClientFrameDef, ClientPush, ClientSession } from '../bus/channels.js';
-import { HttpError } from '../http/errors.js';
+import type { ClientChannels, ClientErrorCode, ClientFrameDef, ClientPush, ClientSession } from '../bus/channels.js';
+import { HttpError, STATUS_BY_DOMAIN_CODE } from '../http/errors.js';
+import { DomainError, fieldErrorsOf, fieldErrorsText, isRecorded, type DomainErrorCode } from '../errors.js';
+import { actingAs, actingFrom } from '../request-context.js';
 import { isDbUnavailable } from '../db/knex.js';
 import type { Logger } from '../log.js';
 import { Connection } from './connection.js';
@@ -31,8 +33,26 @@ export interface GatewayDeps {
    * anyone else, the welcome lists the identity's own grants.
    */
   allPermissions?: (identity: ApiIdentity) => string[];
+  /** the client's address of an upgrade request, as the HTTP app reads it */
+  clientAddress?: (req: http.IncomingMessage) => string;
+  /** a frame refused to its caller (a permission, a rule, step-up): the audit trail's request.denied */
+  refused?: (actor: ApiIdentity, event: string, err: unknown) => void;
   options?: Partial<GatewayOptions>;
 }
+
+/** A DomainError as ws answers it (DESIGN 7's codes, and the service's own): the one mapping of the ws transport. */
+const WS_CODE: Record<DomainErrorCode, ClientErrorCode> = {
+  validation_failed: 'invalid_args',
+  not_found: 'invalid_args',
+  conflict: 'invalid_args',
+  unauthorized: 'forbidden',
+  forbidden: 'forbidden',
+  mfa_required: 'forbidden',
+  step_up_required: 'forbidden',
+  mfa_enrollment_required: 'forbidden',
+  rate_limited: 'rate_limited',
+  unavailable: 'unavailable',
+};
 
 /**
  * The WebSocket transport at /ws: authenticates at the upgrade (401 before a socket exists),
@@ -181,6 +201,7 @@ export class Gateway implements ClientChannels {
       result = await this.deps.authenticate(req);
     } catch (err) {
       if (err instanceof HttpError) return this.reject(socket, err.status, err.code, err.message, err.headers);
+      if (err instanceof DomainError) return this.reject(socket, STATUS_BY_DOMAIN_CODE[err.code], err.code, err.message, err.retryAfterSeconds ? { 'Retry-After': String(err.retryAfterSeconds) } : {});
       this.deps.log.error({ err }, 'upgrade authentication failed');
       return this.reject(socket, 500, 'internal', 'internal error');
     }
@@ -190,7 +211,8 @@ export class Gateway implements ClientChannels {
     }
     if (socket.destroyed || this.closing) return;
     const identity = result.identity;
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, identity));
+    const ip = this.deps.clientAddress?.(req) ?? null;
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, identity, ip));
   }
 
   private reject(socket: Duplex, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
@@ -208,8 +230,9 @@ export class Gateway implements ClientChannels {
 
   // ---- connections -----------------------------------------------------------------------
 
-  private onConnection(ws: WebSocket, identity: ApiIdentity): void {
+  private onConnection(ws: WebSocket, identity: ApiIdentity, ip: string | null): void {
     const conn = new Connection(ws, identity, this.options, (c) => this.closeSlow(c));
+    conn.ip = ip;
     const subject = conn.viewer.subject;
     if ((this.bySubject.get(subject)?.size ?? 0) >= this.options.maxConnectionsPerUser) {
       this.stats.refused++;
@@ -325,23 +348,35 @@ export class Gateway implements ClientChannels {
     const ref = frame.ref ?? null;
     const def = this.frames.get(frame.event);
     if (!def) return conn.error('unknown_event', `unknown event ${JSON.stringify(frame.event)}`, ref);
+    let identity: ApiIdentity | null = conn.identity;
     try {
       // every frame but a ping acts as the caller: with the permissions IAM holds now
       if (def.event !== 'gateway:ping') {
-        const identity = await this.currentIdentity(conn);
+        identity = await this.currentIdentity(conn);
         if (!identity) return;
-        if (def.permission !== null && !identity.allows(def.permission)) return conn.error('forbidden', `missing permission ${def.permission}`, ref);
+        if (def.permission !== null && !identity.allows(def.permission)) {
+          const refusal = new DomainError('forbidden', `missing permission ${def.permission}`);
+          this.deps.refused?.(actingFrom(identity, conn.ip), def.event, refusal);
+          return conn.error('forbidden', refusal.message, ref);
+        }
       }
       let payload: unknown = frame.payload;
       if (def.schema) {
+        // each problem by the field it is about, never the value (joi's own message may quote it)
         const { value, error } = def.schema.validate(frame.payload, { convert: false, abortEarly: false });
-        if (error) return conn.error('invalid_args', error.message, ref);
+        if (error) return conn.error('invalid_args', fieldErrorsText(fieldErrorsOf(error)), ref);
         payload = value;
       }
-      await def.handle(conn, payload, ref);
+      // the frame acts as its caller, from the connection's address (src/request-context.ts)
+      const actor = actingFrom(identity, conn.ip);
+      await actingAs({ actor, transport: 'ws', ip: conn.ip, requestId: null }, () => def.handle(conn, payload, ref));
     } catch (err) {
       // the database is away: the connection stays, the client tries again later
       if (isDbUnavailable(err)) return conn.error('unavailable', 'the database is not reachable right now; try again shortly', ref);
+      if (err instanceof DomainError) {
+        if (identity && !isRecorded(err)) this.deps.refused?.(actingFrom(identity, conn.ip), def.event, err);
+        return conn.error(WS_CODE[err.code], err.message, ref);
+      }
       this.deps.log.error({ err, event: frame.event }, 'websocket frame failed');
       conn.error('internal', 'internal error', ref);
     }

@@ -4,8 +4,8 @@ import FindMyWay from 'find-my-way';
 import compose from 'koa-compose';
 import crypto from 'node:crypto';
 import type { Logger } from '../log.js';
-import { HttpError, notFound, type ErrorCode } from './errors.js';
-import { DomainError, isRecorded, type DomainErrorCode } from '../errors.js';
+import { HttpError, notFound, STATUS_BY_DOMAIN_CODE, type ErrorCode } from './errors.js';
+import { DomainError, isRecorded } from '../errors.js';
 import { isDbUnavailable } from '../db/knex.js';
 import { readBody } from './body.js';
 import type { Metrics } from './metrics.js';
@@ -46,18 +46,6 @@ const CODE_BY_STATUS: Record<number, ErrorCode> = {
   503: 'unavailable',
 };
 
-const STATUS_BY_DOMAIN_CODE: Record<DomainErrorCode, number> = {
-  validation_failed: 400,
-  unauthorized: 401,
-  forbidden: 403,
-  not_found: 404,
-  conflict: 409,
-  rate_limited: 429,
-  unavailable: 503,
-  mfa_required: 401,
-  step_up_required: 403,
-  mfa_enrollment_required: 403,
-};
 
 export function renderError(ctx: Context, status: number, code: string, message: string, details?: unknown) {
   ctx.status = status;

@@ -25,7 +25,7 @@ export const ERROR_CODES = [
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
-import type { FieldError } from '../errors.js';
+import type { DomainErrorCode, FieldError } from '../errors.js';
 
 export type { FieldError };
 
@@ -69,3 +69,17 @@ export const rateLimited = (retryAfterSeconds: number) =>
   });
 export const unavailable = (message: string, retryAfterSeconds?: number) =>
   new HttpError(503, 'unavailable', message, undefined, retryAfterSeconds ? { 'Retry-After': String(retryAfterSeconds) } : {});
+
+/** The HTTP status of each DomainError code: the one mapping every HTTP answer (and the ws upgrade's) uses. */
+export const STATUS_BY_DOMAIN_CODE: Record<DomainErrorCode, number> = {
+  validation_failed: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  rate_limited: 429,
+  unavailable: 503,
+  mfa_required: 401,
+  step_up_required: 403,
+  mfa_enrollment_required: 403,
+};

@@ -173,6 +173,28 @@ describe('audit trail', function () {
     for (const e of denied) expect(e.actor.ip).to.be.a('string');
   });
 
+  it('a ws frame refused to its caller is a denied event; a rule a frame handler meets is answered with its code, not internal', async () => {
+    const start = await head();
+    await api().post('/api/users').set(sys).send({ username: 'wsviewer', password: SECRETS.password, groups: ['INT_VIEWER'] }).expect(201);
+    const viewer = await WsClient.connect(svc, { headers: { Authorization: basic('wsviewer', SECRETS.password) } });
+    const admin = await WsClient.connect(svc, { headers: { 'X-API-Key': SYSTEM_KEY } });
+    try {
+      viewer.send({ event: 'system:notify', payload: { title: 't', message: 'm' }, ref: 'no' });
+      expect((await viewer.next('gateway:error', (f) => f.payload.ref === 'no')).payload.code).to.equal('forbidden');
+      admin.send({ event: 'user:notify', payload: { user: 'nobody-at-all', title: 't', message: 'm' }, ref: 'nobody' });
+      const answer = (await admin.next('gateway:error', (f) => f.payload.ref === 'nobody')).payload;
+      expect(answer.code, JSON.stringify(answer)).not.to.equal('internal');
+      expect(answer.message).to.match(/nobody-at-all/);
+    } finally {
+      await viewer.close();
+      await admin.close();
+    }
+    const denied = one(await since(start), 'request.denied', (e) => e.actor.username === 'wsviewer');
+    expect(denied).to.deep.include({ outcome: 'denied', target: { type: 'frame', id: 'system:notify', name: null } });
+    expect(denied.actor.method).to.equal('basic');
+    expect(denied.actor.ip).to.be.a('string');
+  });
+
   it('streams events to holders of feature:admin.audit over ws, to nobody else', async () => {
     await api().post('/api/users').set(sys).send({ username: 'watcher', password: SECRETS.password, groups: ['INT_ADMIN'] }).expect(201);
     await api().post('/api/users').set(sys).send({ username: 'viewer', password: SECRETS.password, groups: ['INT_VIEWER'] }).expect(201);

@@ -6,7 +6,8 @@ import type { Logger } from '../../log.js';
 import type { SecretsStore } from '../../iam/secrets.js';
 import type { IamStore, User } from '../../iam/store.js';
 import type { Actor } from '../../iam/policy.js';
-import type { AuditTrail } from '../../iam/audit.js';
+import { actorOr, type CommandPath } from '../../iam/commands.js';
+import type { AuditAction } from '../../iam/audit.js';
 import type { UserAdmin } from '../../iam/users.js';
 import { sha256 } from '../tokens.js';
 import type { MfaStatus, PasskeyView } from '../../client/api-types.js';
@@ -71,8 +72,8 @@ export interface MfaDeps {
   requiredGroups(): readonly string[];
   /** ends the user's web sessions but `keep` (after their factors were reset, or a first one enrolled) */
   endSessions(userId: string, keep?: string | null): Promise<void>;
-  /** enrolments, removals and resets are audit events */
-  audit?: AuditTrail;
+  /** enrolments, removals and resets run here: each with its event in its transaction */
+  commands: CommandPath;
 }
 
 /**
@@ -142,26 +143,51 @@ export class MfaService {
    * Makes the pending enrolment active with a code from the app; answers the new recovery
    * codes. `session` is the web session that enrolled (see enrolled()).
    */
-  async confirmTotp(user: User, code: string, by?: Actor, session: string | null = null): Promise<string[]> {
+  async confirmTotp(user: User, code: string, session: string | null = null): Promise<string[]> {
     const pending = await this.factors(user.id).andWhere({ kind: 'totp', confirmed: false }).first();
     if (!pending) throw new DomainError('conflict', 'no authenticator enrolment was started (POST /api/me/mfa/totp)');
     if (!(await this.takeTotp(pending, code))) throw fieldError('code', 'is not the current code of the authenticator app');
     const first = !(await this.hasFactor(user.id));
-    await this.deps.db('mfa_factors').where({ id: pending.id }).update({ confirmed: true, last_used_at: Date.now() });
-    const codes = await this.newRecoveryCodes(user.id);
-    await this.enrolled(user, by, session, first, { factor: 'totp' });
+    const codes = newRecoveryCodes();
+    await this.change(user, 'auth.mfa_enrolled', { factor: 'totp', ...(first ? { other_sessions_ended: true } : {}) }, async (trx) => {
+      await trx('mfa_factors').where({ id: pending.id }).update({ confirmed: true, last_used_at: Date.now() });
+      await storeRecoveryCodes(trx, user.id, codes);
+    });
+    await this.enrolled(user, session, first, 'totp');
     return codes;
   }
 
   /**
-   * After a factor was confirmed: mfa_enabled follows, and a first factor ends every other web
-   * session of the user (one opened before, maybe by someone else, did not pass it).
+   * After a factor was confirmed: a first factor ends every other web session of the user (one
+   * opened before, maybe by someone else, did not pass it).
    */
-  private async enrolled(user: User, by: Actor | undefined, session: string | null, first: boolean, details: Record<string, unknown>): Promise<void> {
-    await this.sync(user.id);
+  private async enrolled(user: User, session: string | null, first: boolean, factor: string): Promise<void> {
     if (first) await this.deps.endSessions(user.id, session);
-    this.deps.log.info({ user_id: user.id, factor: details.factor }, 'second factor enrolled');
-    this.event('auth.mfa_enrolled', user, by, { ...details, ...(first ? { other_sessions_ended: true } : {}) });
+    this.deps.log.info({ user_id: user.id, factor }, 'second factor enrolled');
+  }
+
+  /**
+   * A change of `user`'s factors, as `action` by whoever acts (the user themself where no
+   * transport said): the rows and the event in one transaction; then users.mfa_enabled follows
+   * the confirmed factors, in the same transaction.
+   */
+  private async change<T>(
+    user: User,
+    action: AuditAction,
+    details: Record<string, unknown>,
+    write: (trx: Knex.Transaction) => Promise<T>,
+    actor: Actor = actorOr({ username: user.username, userId: user.id, isSystem: false, isSuperadmin: false }),
+  ): Promise<T> {
+    const result = await this.deps.commands.within(
+      async (trx) => {
+        const r = await write(trx);
+        await this.sync(user.id, trx);
+        return r;
+      },
+      () => ({ action, actor, target: { type: 'user', id: user.id, name: user.username }, details }),
+    );
+    this.deps.bus.emit('iam:permissions_changed', { scope: 'user', user_id: user.id });
+    return result;
   }
 
   private async hasFactor(userId: string): Promise<boolean> {
@@ -169,13 +195,11 @@ export class MfaService {
   }
 
   /** Removes the authenticator app (the caller proved a fresh second factor: src/auth/routes/mfa.ts). */
-  async removeTotp(user: User, by?: Actor): Promise<void> {
+  async removeTotp(user: User): Promise<void> {
     const factor = await this.factors(user.id).andWhere({ kind: 'totp', confirmed: true }).first();
     if (!factor) throw new DomainError('not_found', 'no authenticator app is enrolled');
-    await this.deps.db('mfa_factors').where({ id: factor.id }).delete();
-    await this.sync(user.id);
+    await this.change(user, 'auth.mfa_removed', { factor: 'totp' }, (trx) => trx('mfa_factors').where({ id: factor.id }).delete());
     this.deps.log.info({ user_id: user.id, factor: 'totp' }, 'second factor removed');
-    this.event('auth.mfa_removed', user, by, { factor: 'totp' });
   }
 
   /** A TOTP code whose time step was not accepted before (recorded now), else false. */
@@ -204,29 +228,25 @@ export class MfaService {
     if (spent === 1) {
       this.deps.log.warn({ user_id: user.id }, 'recovery code used');
       const left = await this.deps.db('mfa_recovery_codes').where({ user_id: user.id }).whereNull('used_at').count({ n: '*' }).first();
-      this.deps.audit?.record({ action: 'auth.recovery_code_used', actor: { user_id: user.id, username: user.username, method: null, ip: null }, target: { type: 'user', id: user.id, name: user.username }, details: { left: Number(left?.n ?? 0) } });
+      this.deps.commands.record({ action: 'auth.recovery_code_used', actor: actorOr({ username: user.username, userId: user.id, isSystem: false, isSuperadmin: false }), target: { type: 'user', id: user.id, name: user.username }, details: { left: Number(left?.n ?? 0) } });
       return 'recovery_code';
     }
     return null;
   }
 
-  /** Ten new recovery codes (the old ones stop working); shown once. */
+  /** Ten new recovery codes for `userId` (the old ones stop working), with no event: for tests and the enrolments above. */
   async newRecoveryCodes(userId: string): Promise<string[]> {
-    const codes = Array.from({ length: RECOVERY_CODES }, newRecoveryCode);
-    const now = Date.now();
-    await this.deps.db.transaction(async (trx) => {
-      await trx('mfa_recovery_codes').where({ user_id: userId }).delete();
-      await trx('mfa_recovery_codes').insert(codes.map((c) => ({ user_id: userId, code_hash: sha256(normaliseRecovery(c)), created_at: now })));
-    });
+    const codes = newRecoveryCodes();
+    await this.deps.db.transaction((trx) => storeRecoveryCodes(trx, userId, codes));
     return codes;
   }
 
   /** Regenerates the recovery codes of a user who has a factor. */
-  async regenerateRecoveryCodes(user: User, by?: Actor): Promise<string[]> {
+  async regenerateRecoveryCodes(user: User): Promise<string[]> {
     if (!(await this.hasFactor(user.id))) throw new DomainError('conflict', 'enrol a second factor first');
-    const codes = await this.newRecoveryCodes(user.id);
+    const codes = newRecoveryCodes();
+    await this.change(user, 'auth.recovery_codes_regenerated', {}, (trx) => storeRecoveryCodes(trx, user.id, codes));
     this.deps.log.info({ user_id: user.id }, 'recovery codes regenerated');
-    this.event('auth.recovery_codes_regenerated', user, by, {});
     return codes;
   }
 
@@ -243,30 +263,32 @@ export class MfaService {
   }
 
   /** Stores a verified passkey; a first factor also gets its recovery codes (answered, to be shown once). */
-  async addPasskey(user: User, key: { credentialId: string; publicKey: string; counter: number; transports: string[]; label: string }, by?: Actor, session: string | null = null): Promise<{ passkey: PasskeyView; recoveryCodes: string[] | null }> {
+  async addPasskey(user: User, key: { credentialId: string; publicKey: string; counter: number; transports: string[]; label: string }, session: string | null = null): Promise<{ passkey: PasskeyView; recoveryCodes: string[] | null }> {
     const id = crypto.randomUUID();
     const now = Date.now();
     const firstFactor = !(await this.hasFactor(user.id));
+    const recoveryCodes = (await this.hadCodes(user.id)) ? null : newRecoveryCodes();
     try {
-      await this.deps.db('mfa_factors').insert({
-        id,
-        user_id: user.id,
-        kind: 'webauthn',
-        label: key.label,
-        credential_id: key.credentialId,
-        public_key: key.publicKey,
-        counter: key.counter,
-        transports: JSON.stringify(key.transports),
-        confirmed: true,
-        created_at: now,
+      await this.change(user, 'auth.mfa_enrolled', { factor: 'webauthn', label: key.label, ...(firstFactor ? { other_sessions_ended: true } : {}) }, async (trx) => {
+        await trx('mfa_factors').insert({
+          id,
+          user_id: user.id,
+          kind: 'webauthn',
+          label: key.label,
+          credential_id: key.credentialId,
+          public_key: key.publicKey,
+          counter: key.counter,
+          transports: JSON.stringify(key.transports),
+          confirmed: true,
+          created_at: now,
+        });
+        if (recoveryCodes) await storeRecoveryCodes(trx, user.id, recoveryCodes);
       });
     } catch (err) {
       if (await this.passkeyByCredential(key.credentialId)) throw new DomainError('conflict', 'this passkey is registered already');
       throw err;
     }
-    const first = !(await this.hadCodes(user.id));
-    const recoveryCodes = first ? await this.newRecoveryCodes(user.id) : null;
-    await this.enrolled(user, by, session, firstFactor, { factor: 'webauthn', label: key.label });
+    await this.enrolled(user, session, firstFactor, 'webauthn');
     return { passkey: { id, label: key.label, created_at: new Date(now).toISOString(), last_used_at: null }, recoveryCodes };
   }
 
@@ -283,13 +305,9 @@ export class MfaService {
     return n === 1;
   }
 
-  async removePasskey(user: User, id: string, by?: Actor): Promise<boolean> {
-    const n = await this.factors(user.id).andWhere({ id, kind: 'webauthn' }).delete();
-    if (n) {
-      await this.sync(user.id);
-      this.deps.log.info({ user_id: user.id, factor: 'webauthn' }, 'second factor removed');
-      this.event('auth.mfa_removed', user, by, { factor: 'webauthn', factor_id: id });
-    }
+  async removePasskey(user: User, id: string): Promise<boolean> {
+    const n = await this.change(user, 'auth.mfa_removed', { factor: 'webauthn', factor_id: id }, (trx) => trx('mfa_factors').where({ user_id: user.id, id, kind: 'webauthn' }).delete());
+    if (n) this.deps.log.info({ user_id: user.id, factor: 'webauthn' }, 'second factor removed');
     return n > 0;
   }
 
@@ -305,31 +323,43 @@ export class MfaService {
    * boundary applies as to a new password (src/iam/users.ts guardTakeover).
    */
   async reset(actor: Actor, user: User): Promise<void> {
-    await this.deps.users.guardTakeover(actor, user);
-    await this.deps.db.transaction(async (trx) => {
-      await trx('mfa_factors').where({ user_id: user.id }).delete();
-      await trx('mfa_recovery_codes').where({ user_id: user.id }).delete();
+    await this.deps.commands.run({ action: 'auth.mfa_reset', actor, target: { type: 'user', id: user.id, name: user.username } }, async () => {
+      await this.deps.users.guardTakeover(actor, user);
+      await this.change(
+        user,
+        'auth.mfa_reset',
+        {},
+        async (trx) => {
+          await trx('mfa_factors').where({ user_id: user.id }).delete();
+          await trx('mfa_recovery_codes').where({ user_id: user.id }).delete();
+        },
+        actor,
+      );
     });
-    await this.sync(user.id);
     await this.deps.endSessions(user.id);
     this.deps.log.warn({ user_id: user.id, username: user.username, actor: actor.username }, 'second factors reset');
-    this.event('auth.mfa_reset', user, actor, {});
   }
 
-  /** An event about `user`'s factors, by `by` (themselves when not said). */
-  private event(action: 'auth.mfa_enrolled' | 'auth.mfa_removed' | 'auth.mfa_reset' | 'auth.recovery_codes_regenerated', user: User, by: Actor | undefined, details: Record<string, unknown>): void {
-    this.deps.audit?.record({ action, actor: by ?? { user_id: user.id, username: user.username, method: null, ip: null }, target: { type: 'user', id: user.id, name: user.username }, details });
-  }
-
-  /** users.mfa_enabled follows the confirmed factors; a change reaches every cached identity. */
-  private async sync(userId: string): Promise<void> {
-    const has = await this.hasFactor(userId);
-    await this.deps.store.updateUser(userId, { mfaEnabled: has });
-    if (!has) await this.deps.db('mfa_recovery_codes').where({ user_id: userId }).delete();
+  /** users.mfa_enabled follows the confirmed factors (in the change's transaction). */
+  private async sync(userId: string, trx: Knex.Transaction): Promise<void> {
+    const has = Boolean(await trx('mfa_factors').where({ user_id: userId, confirmed: true }).first('id'));
+    await this.deps.store.updateUser(userId, { mfaEnabled: has }, trx);
+    if (!has) await trx('mfa_recovery_codes').where({ user_id: userId }).delete();
     // an app enrolment started before the account had a factor was not covered by step-up: it is void now
-    else await this.factors(userId).andWhere({ kind: 'totp', confirmed: false }).delete();
-    this.deps.bus.emit('iam:permissions_changed', { scope: 'user', user_id: userId });
+    else await trx('mfa_factors').where({ user_id: userId, kind: 'totp', confirmed: false }).delete();
   }
+}
+
+/** Ten new recovery codes, as shown once. */
+function newRecoveryCodes(): string[] {
+  return Array.from({ length: RECOVERY_CODES }, newRecoveryCode);
+}
+
+/** Stores `codes` (as SHA-256) as `userId`'s recovery codes: the old ones stop working. */
+async function storeRecoveryCodes(trx: Knex, userId: string, codes: string[]): Promise<void> {
+  const now = Date.now();
+  await trx('mfa_recovery_codes').where({ user_id: userId }).delete();
+  await trx('mfa_recovery_codes').insert(codes.map((c) => ({ user_id: userId, code_hash: sha256(normaliseRecovery(c)), created_at: now })));
 }
 
 function passkeyOf(r: FactorRow): StoredPasskey {

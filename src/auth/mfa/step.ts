@@ -133,8 +133,11 @@ export class SecondStep {
    * no second step of their own; the system key and the CLI have none. Throws
    * `step_up_required` when the session's last verification is older than the window.
    */
-  async require(actor: Actor | null | undefined | unknown): Promise<void> {
-    if (!(actor instanceof ApiIdentity) || actor.isSystem || !actor.userId) return;
+  async require(actor: Actor): Promise<void> {
+    if (actor.isSystem || !actor.userId) return;
+    // an actor that is a user but not an identity resolved from a credential cannot say which
+    // session it signs with: refused (never a silent pass)
+    if (!(actor instanceof ApiIdentity)) throw new Error(`step-up asked of ${actor.username}, who acts without a credential identity`);
     const sessionId = await this.sessionOf(actor);
     if (!sessionId) return;
     const r = await this.deps.resolver.resolve(actor.userId);

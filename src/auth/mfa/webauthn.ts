@@ -10,7 +10,6 @@ import type {
 import { fieldError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { User } from '../../iam/store.js';
-import type { Actor } from '../../iam/policy.js';
 import type { OneTimeStore } from '../one-time.js';
 import { safeEqual, sha256 } from '../tokens.js';
 import type { MfaService, PasskeyView, StoredPasskey } from './service.js';
@@ -162,7 +161,7 @@ export class WebAuthn {
    * Verifies a registration response of `user` from web session `sessionId` and stores the
    * passkey. Throws validation_failed (field `response`) when it cannot be verified.
    */
-  async register(user: User, sessionId: string, label: string, raw: unknown, by?: Actor): Promise<{ passkey: PasskeyView; recoveryCodes: string[] | null }> {
+  async register(user: User, sessionId: string, label: string, raw: unknown): Promise<{ passkey: PasskeyView; recoveryCodes: string[] | null }> {
     const response = attestationOf(raw);
     if (!response) throw fieldError('response', 'is not a WebAuthn registration response');
     const taken = await this.takeChallenge(response.response.clientDataJSON);
@@ -193,7 +192,7 @@ export class WebAuthn {
       counter: credential.counter,
       transports: credential.transports ?? [],
       label,
-    }, by, sessionId);
+    }, sessionId);
   }
 
   // ---- assertions ------------------------------------------------------------------------

@@ -86,7 +86,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     async (ctx, { body }) => {
       noStore(ctx);
       const user = await me(ctx);
-      const codes = await auth.mfa.confirmTotp(user, body.code, actor(ctx), await auth.secondStep.sessionOf(identity(ctx)));
+      const codes = await auth.mfa.confirmTotp(user, body.code, await auth.secondStep.sessionOf(identity(ctx)));
       await markVerified(auth, ctx);
       return { recovery_codes: codes };
     },
@@ -120,7 +120,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       } else {
         await auth.secondStep.require(actor(ctx));
       }
-      await auth.mfa.removeTotp(user, actor(ctx));
+      await auth.mfa.removeTotp(user);
       ctx.status = 204;
     },
   );
@@ -136,7 +136,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     },
     async (ctx) => {
       noStore(ctx);
-      return { recovery_codes: await auth.mfa.regenerateRecoveryCodes(await me(ctx), actor(ctx)) };
+      return { recovery_codes: await auth.mfa.regenerateRecoveryCodes(await me(ctx)) };
     },
   );
 
@@ -223,7 +223,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       responses: { 204: 'removed', 403: NOT_A_SESSION, 404: 'no such passkey of mine' },
     },
     async (ctx, { params }) => {
-      if (!(await auth.mfa.removePasskey(await me(ctx), params.id, actor(ctx)))) throw notFound('passkey');
+      if (!(await auth.mfa.removePasskey(await me(ctx), params.id))) throw notFound('passkey');
       ctx.status = 204;
     },
   );
