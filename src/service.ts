@@ -129,7 +129,7 @@ export class Service {
       secrets: this.iam.secrets,
       webhookSecret: config.scmWebhookSecret,
       webhookForgeSecrets: config.scmWebhookForgeSecrets,
-      audit: this.iam.audit,
+      commands: this.iam.commands,
       retention: { retentionMs: config.notificationRetentionMs, maxPerUser: config.notificationMaxPerUser },
       // without Redis: what another process commits (the CLI, another instance) reaches this one's clients within about a second
       followDatabase: !config.redisUrl,

@@ -104,7 +104,7 @@ export class AuthComponent {
     iam.endSessions = async (userId, keep) => {
       await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep });
     };
-    this.systemKey = new SystemKey(config.systemApiKey, iam.secrets, iam.audit);
+    this.systemKey = new SystemKey(config.systemApiKey, iam.secrets, iam.commands);
     this.systemKey.onChange = () => bus.emit('auth:system_key_changed', {});
     this.local = new LocalProvider(iam.store, iam.passwords);
     this.gate = new AttemptGate({

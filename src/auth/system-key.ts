@@ -1,9 +1,8 @@
 import type { SecretsStore } from '../iam/secrets.js';
 import type { Knex } from 'knex';
 import { guardHostBoundary, type Actor } from '../iam/policy.js';
-import type { AuditTrail } from '../iam/audit.js';
+import { currentActor, type CommandPath } from '../iam/commands.js';
 
-const isActor = (v: unknown): v is Actor => typeof v === 'object' && v !== null && typeof (v as Actor).username === 'string' && typeof (v as Actor).isSystem === 'boolean';
 import { safeEqual, sha256 } from './tokens.js';
 
 export const SYSTEM_KEY_NS = 'core/settings';
@@ -25,8 +24,8 @@ export class SystemKey {
   constructor(
     private readonly envValue: string | null,
     private readonly secrets: SecretsStore,
-    /** setting or clearing it is an event, in the same transaction */
-    private readonly audit?: AuditTrail,
+    /** setting or clearing it runs here: the rule, the change and its event in one transaction */
+    private readonly commands: CommandPath,
   ) {}
 
   get lockedByEnv(): boolean {
@@ -64,18 +63,23 @@ export class SystemKey {
     guardHostBoundary(actor, ['the system key'], 'set, rotate or clear the system key');
   }
 
-  async set(value: string, by?: unknown): Promise<void> {
-    await this.store((trx) => this.secrets.set(SYSTEM_KEY_NS, SYSTEM_KEY_NAME, value, trx), 'set', by);
+  /** Sets or rotates the key, by whoever acts (a trusted actor only: mayChange). */
+  async set(value: string): Promise<void> {
+    await this.change('set', (trx) => this.secrets.set(SYSTEM_KEY_NS, SYSTEM_KEY_NAME, value, trx));
   }
 
-  async clear(by?: unknown): Promise<void> {
-    await this.store((trx) => this.secrets.delete(SYSTEM_KEY_NS, SYSTEM_KEY_NAME, trx), 'cleared', by);
+  /** Clears the stored key (no system key then), by whoever acts. */
+  async clear(): Promise<void> {
+    await this.change('cleared', (trx) => this.secrets.delete(SYSTEM_KEY_NS, SYSTEM_KEY_NAME, trx));
   }
 
-  private async store(write: (trx?: Knex) => Promise<void>, change: 'set' | 'cleared', by: unknown): Promise<void> {
-    const actor = isActor(by) ? by : { username: 'unknown', userId: null, isSystem: false, isSuperadmin: false };
-    if (this.audit) await this.audit.within(write, () => ({ action: 'system_key.changed', actor, target: { type: 'settings', id: 'system_api_key', name: 'system API key' }, details: { change } }));
-    else await write();
+  private async change(change: 'set' | 'cleared', write: (trx: Knex) => Promise<void>): Promise<void> {
+    const actor = currentActor();
+    const command = { action: 'system_key.changed' as const, actor, target: { type: 'settings', id: 'system_api_key', name: 'system API key' } };
+    await this.commands.run(command, async () => {
+      this.mayChange(actor);
+      await this.commands.within(write, () => ({ ...command, details: { change } }));
+    });
     this.cached = null;
     this.onChange();
   }

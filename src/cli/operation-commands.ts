@@ -12,10 +12,11 @@ import { seedIam } from '../iam/seed.js';
 import { AuthSettingsStore, FIELDS, MASK } from '../auth/settings.js';
 import { changeAuthSettings } from '../auth/settings-change.js';
 import { LocalProvider } from '../auth/providers/local.js';
-import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS } from '../auth/system-key.js';
+import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS, SystemKey } from '../auth/system-key.js';
+import type { LockableSecret } from '../http/secret-routes.js';
 import { apiSetting } from '../settings-table.js';
 import type { AuthSettingView } from '../client/api-types.js';
-import { forgeSecretKey, SCM_PROVIDERS, WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE } from '../notifications/webhook.js';
+import { forgeSecretKey, SCM_PROVIDERS, WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE, WebhookSecrets } from '../notifications/webhook-secrets.js';
 import { NotificationsService } from '../notifications/service.js';
 import { userDirectory } from '../notifications/users.js';
 import { NotifyError } from '../notifications/types.js';
@@ -180,17 +181,17 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
     await ctx.announceChanges();
     const secret = SECRET_SETTINGS[name];
     if (secret) {
-      if (ctx.config.fromEnv.has(secret.env)) throw new DomainError('conflict', `set in the environment and locked: ${name} (${secret.env})`);
-      const { audit } = await ctx.iam();
-      await audit.within(
-        (trx) => (value === null ? secrets.delete(secret.namespace, secret.key, trx) : secrets.set(secret.namespace, secret.key, value as string, trx)),
-        () => ({
-          action: name === 'system_api_key' ? 'system_key.changed' : 'settings.changed',
-          actor: CLI_ACTOR,
-          target: { type: 'settings', id: name, name: secret.label },
-          details: { fields: [name], change: value === null ? 'cleared' : 'set' },
-        }),
-      );
+      // the same writers as the settings API: the system key's rule, one event naming the setting
+      const { commands } = await ctx.iam();
+      const config = ctx.config;
+      const forge = SCM_PROVIDERS.find((f) => forgeSecretKey(f) === name) ?? null;
+      const writer: LockableSecret =
+        name === 'system_api_key'
+          ? new SystemKey(config.systemApiKey, secrets, commands)
+          : new WebhookSecrets({ secrets, log: ctx.log, envSecret: config.scmWebhookSecret, envForgeSecrets: config.scmWebhookForgeSecrets, commands }).setting(forge);
+      if (writer.lockedByEnv) throw new DomainError('conflict', `set in the environment and locked: ${name} (${secret.env})`);
+      if (value === null) await writer.clear();
+      else await writer.set(value as string);
       if (secret.changed) ctx.bus.emit(secret.changed, {} as never);
     } else {
       const { error, value: checked } = Joi.object({ [name]: FIELDS[name]!.schema.allow(null) }).validate({ [name]: value });

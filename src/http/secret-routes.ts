@@ -5,16 +5,15 @@ import { ApiRouter } from './api.js';
 import { conflict } from './errors.js';
 import { jsonBody } from './body.js';
 import { validate } from './validate.js';
-import { actingFrom } from '../request-context.js';
 import type { SettingDef } from '../settings-table.js';
 
 /** A secret kept encrypted in the settings store, unless the environment sets it (then locked). */
 export interface LockableSecret {
   readonly lockedByEnv: boolean;
   configured(): Promise<boolean>;
-  /** `by`: the identity of the request (for the audit trail of whoever keeps the secret) */
-  set(value: string, by?: unknown): Promise<void>;
-  clear(by?: unknown): Promise<void>;
+  /** by whoever acts (src/request-context.ts): the writer records the change */
+  set(value: string): Promise<void>;
+  clear(): Promise<void>;
 }
 
 export interface SecretRoutesOptions {
@@ -78,13 +77,13 @@ export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
   api.endpoint({ method: 'PUT', path: '/', summary: `Set or rotate the ${o.what}`, auth: ADMIN, body, bodyMode: 'manual', stepUp: o.stepUp, responses: { 204: 'stored encrypted', 403: refused, 409: LOCKED } }, async (ctx) => {
     unlocked(ctx);
     const value = (validate(body, jsonBody(ctx)) as Record<string, string>)[o.field]!;
-    await o.secret.set(value, ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : null);
+    await o.secret.set(value);
     ctx.log.info(`${o.what} set`);
     ctx.status = 204;
   });
   api.endpoint({ method: 'DELETE', path: '/', summary: `Clear the ${o.what} (${o.clearing})`, auth: ADMIN, stepUp: o.stepUp, responses: { 204: 'cleared', 403: refused, 409: LOCKED } }, async (ctx) => {
     unlocked(ctx);
-    await o.secret.clear(ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : null);
+    await o.secret.clear();
     ctx.log.info(`${o.what} cleared`);
     ctx.status = 204;
   });

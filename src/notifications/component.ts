@@ -1,12 +1,13 @@
 import type Router from '@koa/router';
 import type { Knex } from 'knex';
-import type { AuditTrail } from '../iam/audit.js';
+import type { CommandPath } from '../iam/commands.js';
 import type { EventBus } from '../bus/bus.js';
 import type { NotifyPayload } from '../bus/events.js';
 import type { Logger } from '../log.js';
 import { NotificationsService } from './service.js';
 import { notificationRoutes } from './routes.js';
-import { ScmWebhook, webhookRoutes, webhookSecretRoutes, type SecretStore } from './webhook.js';
+import { ScmWebhook, webhookRoutes, webhookSecretRoutes } from './webhook.js';
+import { WebhookSecrets, type SecretStore } from './webhook-secrets.js';
 import { NotifyError, type UserDirectory } from './types.js';
 import { NotificationChannels } from './channels.js';
 import { NotificationRetention, type RetentionOptions } from './retention.js';
@@ -26,7 +27,7 @@ export interface NotificationsDeps {
   webhookForgeSecrets?: Partial<Record<ScmProvider, string | null>>;
   retention: RetentionOptions;
   /** webhook secret changes and refused deliveries are audit events */
-  audit?: AuditTrail;
+  commands: CommandPath;
   /**
    * no bus bridge carries other processes' pushes (SERVICE_REDIS_URL unset): look in the
    * database for what they committed (FOLLOW_EVERY_MS)
@@ -47,6 +48,8 @@ export const FOLLOW_EVERY_MS = 1000;
 export class NotificationsComponent {
   readonly service: NotificationsService;
   readonly webhook: ScmWebhook;
+  /** the webhook's secrets and their writer */
+  readonly webhookSecrets: WebhookSecrets;
   private readonly detach: (() => void)[] = [];
   private channels: NotificationChannels | null = null;
   readonly retention: NotificationRetention;
@@ -55,7 +58,9 @@ export class NotificationsComponent {
   constructor(private readonly deps: NotificationsDeps) {
     const { db, bus, log, users } = deps;
     this.service = new NotificationsService({ db, bus, log, users });
-    this.webhook = new ScmWebhook({ db, log: log.child({ part: 'scm-webhook' }), notifications: this.service, secrets: deps.secrets, envSecret: deps.webhookSecret, envForgeSecrets: deps.webhookForgeSecrets ?? {}, audit: deps.audit });
+    const webhookLog = log.child({ part: 'scm-webhook' });
+    this.webhookSecrets = new WebhookSecrets({ secrets: deps.secrets, log: webhookLog, envSecret: deps.webhookSecret, envForgeSecrets: deps.webhookForgeSecrets ?? {}, commands: deps.commands });
+    this.webhook = new ScmWebhook({ db, log: webhookLog, notifications: this.service, secrets: this.webhookSecrets, commands: deps.commands });
     this.retention = new NotificationRetention(db, log.child({ part: 'retention' }), deps.retention);
     this.service.truncatedBefore = () => this.retention.watermark();
     this.detach.push(
@@ -100,7 +105,7 @@ export class NotificationsComponent {
   }
 
   routers(): Router[] {
-    return [webhookRoutes(this.webhook), notificationRoutes(this.service), ...webhookSecretRoutes(this.webhook)];
+    return [webhookRoutes(this.webhook), notificationRoutes(this.service), ...webhookSecretRoutes(this.webhookSecrets)];
   }
 
   async stop(): Promise<void> {

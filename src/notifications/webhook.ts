@@ -4,9 +4,11 @@ import Joi from 'joi';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.js';
 import { ApiRouter } from '../http/api.js';
-import { lockableSecretRoutes, type LockableSecret } from '../http/secret-routes.js';
-import type { AuditTrail } from '../iam/audit.js';
-import type { Actor } from '../iam/policy.js';
+import { lockableSecretRoutes } from '../http/secret-routes.js';
+import { FORGE_NAME, SCM_PROVIDERS, forgeRefusal, forgeSecretKey, keyOf, type WebhookSecrets } from './webhook-secrets.js';
+
+export { SCM_PROVIDERS, WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE, forgeSecretKey } from './webhook-secrets.js';
+import type { CommandPath } from '../iam/commands.js';
 import { DomainError, fieldError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
 import {
@@ -27,80 +29,17 @@ import { MESSAGE_MAX, TITLE_MAX } from './schema.js';
 import type { NotificationsService } from './service.js';
 import { setting } from '../settings-table.js';
 
-export const SCM_PROVIDERS: readonly ScmProvider[] = ['gitea', 'github', 'gitlab'];
-export const WEBHOOK_SECRET_NAMESPACE = 'core/settings';
-/** the shared secret's key in the store (and its API name) */
-export const WEBHOOK_SECRET_KEY = 'scm_webhook_secret';
-/** a forge's own secret in the store (and its API name): scm_webhook_secret_github */
-export const forgeSecretKey = (forge: ScmProvider): string => `${WEBHOOK_SECRET_KEY}_${forge}`;
-/**
- * `<a secret's key>_sent_in_clear` holds the SHA-256 of that secret's value once it has arrived
- * as a GitLab token: that value never verifies a GitHub or Gitea signature again. One mark per
- * secret, so instances marking at once write the same row; a new value is not marked.
- */
-const SENT_IN_CLEAR = '_sent_in_clear';
-const FORGE_NAME: Record<ScmProvider, string> = { gitea: 'Gitea', github: 'GitHub', gitlab: 'GitLab' };
 const DELIVERY_RETENTION_MS = 30 * 24 * 3600_000;
 const PRUNE_EVERY_MS = 3600_000;
-
-/** The encrypted settings store (IamComponent.secrets). */
-export interface SecretStore {
-  get(namespace: string, key: string): Promise<string | null>;
-  getAll(namespace: string): Promise<Record<string, string>>;
-  set(namespace: string, key: string, value: string, trx?: Knex): Promise<void>;
-  delete(namespace: string, key: string, trx?: Knex): Promise<void>;
-}
 
 export interface ScmWebhookDeps {
   db: Knex;
   log: Logger;
   notifications: NotificationsService;
-  secrets: SecretStore;
-  /** SERVICE_SCM_WEBHOOK_SECRET; when set it wins and the settings API cannot change it */
-  envSecret: string | null;
-  /** SERVICE_SCM_WEBHOOK_SECRET_<FORGE>: the same, per forge */
-  envForgeSecrets?: Partial<Record<ScmProvider, string | null>>;
-  /** secret changes and refused deliveries are audit events */
-  audit?: AuditTrail;
-}
-
-/** The webhook secrets as they stand: environment first, then the store. */
-interface SecretsView {
-  shared: string | null;
-  own: Record<ScmProvider, string | null>;
-  /** SHA-256 of every value GitLab has sent in clear (the marks) */
-  sentInClear: Set<string>;
-}
-
-/** The secret a forge's deliveries are verified with, and why it may not be, if it may not. */
-interface ForgeKey {
-  value: string;
-  source: 'own' | 'shared';
-  refused: null | 'gitlab_secret' | 'sent_in_clear';
-}
-
-const sha256 = (value: string) => createHash('sha256').update(value, 'utf8').digest('hex');
-
-/**
- * A forge's own secret, else the shared one. GitHub and Gitea never verify with a value GitLab
- * sends in clear: GitLab's own secret, or any value marked as having arrived as a GitLab token
- * (the shared secret, once a GitLab delivery has carried it).
- */
-function keyOf(forge: ScmProvider, v: SecretsView): ForgeKey | null {
-  const own = v.own[forge];
-  const value = own ?? v.shared;
-  if (!value) return null;
-  let refused: ForgeKey['refused'] = null;
-  if (forge !== 'gitlab') {
-    if (v.own.gitlab !== null && value === v.own.gitlab) refused = 'gitlab_secret';
-    else if (v.sentInClear.has(sha256(value))) refused = 'sent_in_clear';
-  }
-  return { value, source: own ? 'own' : 'shared', refused };
-}
-
-function refusal(forge: ScmProvider, key: ForgeKey): string {
-  const why = key.refused === 'gitlab_secret' ? "it is also GitLab's secret, which GitLab sends in clear" : 'GitLab has sent it in clear as its token';
-  return `${FORGE_NAME[forge]} deliveries are not verified with the ${key.source === 'own' ? `${FORGE_NAME[forge]} webhook secret` : 'shared webhook secret'}: ${why}; give ${FORGE_NAME[forge]} its own secret (${forgeSecretKey(forge)})`;
+  /** the secrets a delivery is verified with (and their writer) */
+  secrets: WebhookSecrets;
+  /** refused deliveries are audit events */
+  commands?: CommandPath;
 }
 
 class DuplicateDelivery extends Error {}
@@ -117,41 +56,14 @@ export class ScmWebhook {
 
   constructor(private readonly deps: ScmWebhookDeps) {}
 
-  private envOf(forge: ScmProvider | null): string | null {
-    return (forge ? this.deps.envForgeSecrets?.[forge] : this.deps.envSecret) || null;
-  }
-
-  /** One read of the store for a whole delivery. */
-  private async view(): Promise<SecretsView> {
-    const stored = await this.deps.secrets.getAll(WEBHOOK_SECRET_NAMESPACE);
-    const pick = (forge: ScmProvider | null) => this.envOf(forge) ?? (stored[forge ? forgeSecretKey(forge) : WEBHOOK_SECRET_KEY] || null);
-    const marks = Object.keys(stored).filter((k) => k.startsWith(WEBHOOK_SECRET_KEY) && k.endsWith(SENT_IN_CLEAR));
-    return {
-      shared: pick(null),
-      own: { gitea: pick('gitea'), github: pick('github'), gitlab: pick('gitlab') },
-      sentInClear: new Set(marks.map((k) => stored[k]!)),
-    };
-  }
-
-  /** The shared secret (null) or a forge's own, as the settings API sees it. */
-  secretSetting(forge: ScmProvider | null): LockableSecret {
-    const key = forge ? forgeSecretKey(forge) : WEBHOOK_SECRET_KEY;
-    return {
-      lockedByEnv: Boolean(this.envOf(forge)),
-      configured: async () => Boolean(this.envOf(forge) ?? (await this.deps.secrets.get(WEBHOOK_SECRET_NAMESPACE, key))),
-      set: (value, by) => this.changeSecret(key, by, 'set', (trx) => this.deps.secrets.set(WEBHOOK_SECRET_NAMESPACE, key, value, trx)),
-      clear: (by) => this.changeSecret(key, by, 'cleared', (trx) => this.deps.secrets.delete(WEBHOOK_SECRET_NAMESPACE, key, trx)),
-    };
-  }
-
   async health() {
-    const view = await this.view();
+    const view = await this.deps.secrets.view();
     const forges = {} as Record<ScmProvider, { secret_configured: boolean; secret_source: 'own' | 'shared' | null }>;
     const warnings: string[] = [];
     for (const forge of SCM_PROVIDERS) {
       const key = keyOf(forge, view);
       forges[forge] = { secret_configured: Boolean(key && !key.refused), secret_source: key?.source ?? null };
-      if (key?.refused) warnings.push(refusal(forge, key));
+      if (key?.refused) warnings.push(forgeRefusal(forge, key));
     }
     const onShared = SCM_PROVIDERS.filter((f) => f !== 'gitlab' && forges[f].secret_configured && forges[f].secret_source === 'shared').map((f) => FORGE_NAME[f]);
     if (forges.gitlab.secret_source === 'shared' && onShared.length) {
@@ -171,35 +83,6 @@ export class ScmWebhook {
     };
   }
 
-  /**
-   * A GitLab token that is one of the secrets in use has travelled in clear: mark its value
-   * (whether or not this delivery is then accepted), so it never verifies an HMAC again.
-   */
-  private async markSentInClear(token: string | undefined, view: SecretsView): Promise<void> {
-    const slots: [string, string | null][] = [
-      [WEBHOOK_SECRET_KEY, view.shared],
-      [forgeSecretKey('gitea'), view.own.gitea],
-      [forgeSecretKey('github'), view.own.github],
-    ];
-    for (const [key, value] of slots) {
-      if (!value || !tokenMatches(token, value)) continue;
-      const digest = sha256(value);
-      if (view.sentInClear.has(digest)) continue;
-      await this.deps.secrets.set(WEBHOOK_SECRET_NAMESPACE, `${key}${SENT_IN_CLEAR}`, digest);
-      view.sentInClear.add(digest);
-      this.deps.log.warn({ setting: key }, 'a webhook secret arrived as a GitLab token (in clear): it no longer verifies GitHub or Gitea deliveries');
-    }
-  }
-
-  /** Handles one delivery: what became of it, or a DomainError saying why it was refused. */
-  /** A webhook secret set or cleared through the settings API: an event naming it (never its value). */
-  private async changeSecret(key: string, by: unknown, change: 'set' | 'cleared', write: (trx?: Knex) => Promise<void>): Promise<void> {
-    const audit = this.deps.audit;
-    if (!audit) return write();
-    const actor = typeof by === 'object' && by !== null && typeof (by as { username?: unknown }).username === 'string' ? (by as Actor) : { username: 'unknown', userId: null, isSystem: false, isSuperadmin: false };
-    await audit.within(write, () => ({ action: 'settings.changed', actor, target: { type: 'settings', id: key, name: key }, details: { fields: [key], change } }));
-  }
-
   /** Handles one delivery (receiveChecked); a delivery refused for its signature or secret is an audit event. */
   async receive(headers: Record<string, string | string[] | undefined>, rawBody: Buffer, ip: string | null = null): Promise<DeliveryOutcome> {
     try {
@@ -207,7 +90,7 @@ export class ScmWebhook {
     } catch (err) {
       if (err instanceof DomainError && err.code === 'unauthorized') {
         const forge = detectScmRequest(headers)?.provider ?? null;
-        this.deps.audit?.record({
+        this.deps.commands?.record({
           action: 'webhook.rejected',
           actor: { user_id: null, username: forge ? `webhook:${forge}` : 'webhook', method: 'webhook', ip },
           target: { type: 'webhook', id: forge, name: forge ? FORGE_NAME[forge] : null },
@@ -220,12 +103,12 @@ export class ScmWebhook {
   }
 
   private async receiveChecked(headers: Record<string, string | string[] | undefined>, rawBody: Buffer): Promise<DeliveryOutcome> {
-    const view = await this.view();
+    const view = await this.deps.secrets.view();
     if (!SCM_PROVIDERS.some((f) => keyOf(f, view))) throw new DomainError('unavailable', 'the SCM webhook is disabled: no webhook secret is configured');
     const request = detectScmRequest(headers);
     if (!request) throw fieldError('headers', 'expected an X-Gitea-Event, X-GitHub-Event or X-Gitlab-Event header');
     const { provider } = request;
-    if (provider === 'gitlab') await this.markSentInClear(headerValue(headers, 'x-gitlab-token'), view);
+    if (provider === 'gitlab') await this.deps.secrets.markSentInClear(headerValue(headers, 'x-gitlab-token'), view);
     const key = keyOf(provider, view);
     if (!key) throw new DomainError('unavailable', `no webhook secret verifies ${FORGE_NAME[provider]} deliveries`);
     // verify the exact bytes before anything looks inside them
@@ -236,7 +119,7 @@ export class ScmWebhook {
     // signed with a secret GitLab sends in clear: whoever saw a GitLab delivery could have made it
     if (key.refused) {
       this.deps.log.error({ provider, event: request.event, reason: key.refused }, 'webhook refused: its secret travels in clear as a GitLab token');
-      throw new DomainError('unauthorized', refusal(provider, key));
+      throw new DomainError('unauthorized', forgeRefusal(provider, key));
     }
     let payload: unknown;
     try {
@@ -442,7 +325,7 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
  * GET|PUT|DELETE /api/settings/webhook-secret (shared) and /api/settings/webhook-secret/<forge>
  * [feature:admin.settings]; set in the environment -> 409.
  */
-export function webhookSecretRoutes(webhook: ScmWebhook): Router[] {
+export function webhookSecretRoutes(secrets: WebhookSecrets): Router[] {
   return [
     lockableSecretRoutes({
       prefix: '/api/settings/webhook-secret',
@@ -450,7 +333,7 @@ export function webhookSecretRoutes(webhook: ScmWebhook): Router[] {
       setting: setting('SERVICE_SCM_WEBHOOK_SECRET'),
       field: 'secret',
       clearing: 'forges without their own secret answer 503',
-      secret: webhook.secretSetting(null),
+      secret: secrets.setting(null),
     }),
     ...SCM_PROVIDERS.map((forge) =>
       lockableSecretRoutes({
@@ -459,7 +342,7 @@ export function webhookSecretRoutes(webhook: ScmWebhook): Router[] {
         setting: setting(`SERVICE_SCM_WEBHOOK_SECRET_${forge.toUpperCase()}`),
         field: 'secret',
         clearing: `${FORGE_NAME[forge]} deliveries are verified with the shared secret again`,
-        secret: webhook.secretSetting(forge),
+        secret: secrets.setting(forge),
       }),
     ),
   ];

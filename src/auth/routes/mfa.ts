@@ -16,6 +16,8 @@ import { mfaStatusView, NOT_A_SESSION, recoveryCodesView, sessionView } from './
 
 const code = Joi.string().trim().min(6).max(64).description('a 6-digit code of the authenticator app, or a recovery code');
 const codeBody = Joi.object({ code: code.required() });
+/** removing the app: a code is the fresh factor it needs, or the session stepped up lately */
+const removeTotpBody = Joi.object({ code });
 /** a WebAuthn assertion as @simplewebauthn/browser answers it (checked by the WebAuthn area) */
 const assertion = Joi.object().unknown(true).max(16).description('the WebAuthn assertion (startAuthentication() of @simplewebauthn/browser)');
 const proofBody = Joi.object({ code, webauthn: assertion }).xor('code', 'webauthn');
@@ -100,7 +102,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       description:
         'Needs a second factor proved within the step-up window: `code` (a current code of the app, or an unused recovery code) is that proof; without it, the session must have verified a factor lately (`POST /api/auth/step-up`). A wrong code counts toward the lockout of wrong passwords and toward the account\'s own second-factor lockout (ten wrong in an hour).',
       auth: 'identity',
-      body: Joi.object({ code }),
+      body: removeTotpBody,
       responses: {
         204: 'removed',
         400: 'validation_failed: the body is invalid, or `code` is not a current code or an unused recovery code',
