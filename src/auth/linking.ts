@@ -19,7 +19,8 @@ import type { ExternalProfile } from './providers/types.js';
  * Groups: a provider that maps groups (profile.groups defined) is authoritative for the local
  * groups its mapping can grant; those follow the directory on every login, every other group
  * (granted locally, defaults) is never touched. See docs/auth.md.
- * Users are created and their groups changed through UserAdmin, like every other write.
+ * Users are created, linked, filled in and their groups changed through UserAdmin, like every
+ * other write: each is an audit event by the login mapping.
  */
 
 export type LinkedVia = 'identity' | 'local' | 'email' | 'created';
@@ -70,7 +71,7 @@ export class IdentityLinker {
     if (!user && profile.provider === 'local') {
       user = await store.userByUsername(profile.provider_user_id);
       if (!user) throw new Error(`local login for unknown user ${profile.provider_user_id}`);
-      await store.linkIdentity(user.id, 'local', user.username);
+      await this.deps.users.linkIdentity(user, 'local', user.username, 'local');
       via = 'local';
     }
     if (!user && EMAIL_LINKING_PROVIDERS.has(profile.provider) && this.deps.linkByEmail(profile.provider)) {
@@ -88,7 +89,7 @@ export class IdentityLinker {
     const fill: { email?: string; displayName?: string } = {};
     if (!user.email && profile.email && profile.email_verified) fill.email = profile.email;
     if (!user.displayName && profile.display_name) fill.displayName = profile.display_name.slice(0, 256);
-    if (Object.keys(fill).length) await store.updateUser(user.id, fill);
+    if (Object.keys(fill).length) await this.deps.users.fillFromLogin(user, fill, profile.provider);
     if (groupsChanged || Object.keys(fill).length) user = (await store.userById(user.id)) ?? user;
 
     this.deps.log.info({ provider: profile.provider, user_id: user.id, username: user.username, via }, 'login linked');
@@ -115,7 +116,7 @@ export class IdentityLinker {
     // someone already linked at this provider is a different account there: do not merge a second one
     const identities = (await this.deps.store.identitiesOf([candidate.id])).get(candidate.id) ?? [];
     if (identities.some((i) => i.provider === profile.provider)) return null;
-    await this.deps.store.linkIdentity(candidate.id, profile.provider, profile.provider_user_id);
+    await this.deps.users.linkIdentity(candidate, profile.provider, profile.provider_user_id, 'email');
     // a concurrent login may have linked this identity elsewhere first: theirs wins
     return this.deps.store.userByIdentity(profile.provider, profile.provider_user_id);
   }
@@ -144,11 +145,11 @@ export class IdentityLinker {
       }
     }
     if (!created) throw new Error(`no free username for ${base}`);
-    await store.linkIdentity(created.id, profile.provider, profile.provider_user_id);
+    await this.deps.users.linkIdentity(created, profile.provider, profile.provider_user_id, 'created');
     const owner = await store.userByIdentity(profile.provider, profile.provider_user_id);
     if (owner && owner.id !== created.id) {
       // a concurrent first login of the same person won: drop our duplicate (nobody has seen it)
-      await store.deleteUser(created.id);
+      await this.deps.users.dropDuplicate(created, profile.provider);
       return owner;
     }
     this.deps.log.info({ provider: profile.provider, user_id: created.id, username: created.username, groups }, 'user created from single sign-on');

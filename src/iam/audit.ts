@@ -30,6 +30,7 @@ export const AUDIT_ACTIONS = [
   'user.updated',
   'user.deleted',
   'user.password_changed',
+  'user.linked',
   'group.created',
   'group.updated',
   'group.deleted',

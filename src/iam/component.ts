@@ -83,7 +83,7 @@ export class IamComponent {
     this.passwords = new Passwords({ maxQueue: config.passwordQueue, cost: config.bcryptCost });
     this.audit = new AuditTrail({ db, bus, log: deps.log.child({ part: 'audit' }), instanceId: deps.instanceId });
     this.commands = new CommandPath(this.audit);
-    this.ledger = new RoleLedger(this.store, bus, deps.log.child({ part: 'role-ledger' }));
+    this.ledger = new RoleLedger(this.store, bus, deps.log.child({ part: 'role-ledger' }), this.commands);
     this.users = new UserAdmin({
       store: this.store,
       passwords: this.passwords,

@@ -3,7 +3,8 @@ import type { IamStore } from './store.js';
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
 import { DEFAULT_GROUP_NAMES } from './permissions.js';
-import { reachesHost } from './policy.js';
+import { reachesHost, SERVICE_ACTOR } from './policy.js';
+import type { CommandPath } from './commands.js';
 
 /** A role a plugin's manifest declares: the API's view of it (PluginRole) before the manifest fills in its defaults. */
 export type ManifestRole = Pick<PluginRole, 'id' | 'permissions'> & Partial<Pick<PluginRole, 'label' | 'auto_map_groups'>>;
@@ -25,6 +26,8 @@ export class RoleLedger {
     private readonly store: IamStore,
     private readonly bus: EventBus,
     private readonly log: Logger,
+    /** each grant runs here: the group's change and its event (by the service) in one transaction */
+    private readonly commands: CommandPath,
   ) {
     // boot applies the grants before it completes (src/service.ts), again at boot_complete and
     // whenever a plugin changes state; the ledger makes the repetition harmless, and what a pass
@@ -103,17 +106,23 @@ export class RoleLedger {
     // write lock is taken; on SQLite, instances booting together on one file would otherwise
     // queue for its one writer at every pass
     if (await this.store.db('role_grants').where({ group_name: group, permission }).first('id')) return false;
-    return this.store.db.transaction(async (trx) => {
-      const locked = await this.store.lockGroup(group, trx);
-      if (!locked) return false; // a group that does not exist gets nothing, and nothing is recorded
-      const inserted = await trx('role_grants')
-        .insert({ plugin_id: pluginId, role_id: roleId, group_name: group, permission, granted_at: Date.now() })
-        .onConflict(['group_name', 'permission'])
-        .ignore()
-        .returning('id');
-      if (!inserted.length) return false;
-      if (!locked.permissions.includes(permission)) await this.store.updateGroup(group, { permissions: [...locked.permissions, permission] }, trx);
-      return true;
-    });
+    return this.commands.within(
+      async (trx) => {
+        const locked = await this.store.lockGroup(group, trx);
+        if (!locked) return false; // a group that does not exist gets nothing, and nothing is recorded
+        const inserted = await trx('role_grants')
+          .insert({ plugin_id: pluginId, role_id: roleId, group_name: group, permission, granted_at: Date.now() })
+          .onConflict(['group_name', 'permission'])
+          .ignore()
+          .returning('id');
+        if (!inserted.length) return false;
+        if (!locked.permissions.includes(permission)) await this.store.updateGroup(group, { permissions: [...locked.permissions, permission] }, trx);
+        return true;
+      },
+      (granted) =>
+        granted
+          ? { action: 'group.updated', actor: SERVICE_ACTOR, target: { type: 'group', id: group, name: group }, details: { permissions_added: [permission], plugin: pluginId, role: roleId, via: 'role_ledger' } }
+          : null,
+    );
   }
 }

@@ -165,11 +165,11 @@ export class IamStore {
     return UserModel.query(this.db).joinRelated('identities').where('identities.provider', provider).select('users.*');
   }
 
-  async linkIdentity(userId: string, provider: string, providerUserId: string, trx: Knex = this.db): Promise<void> {
-    await IdentityModel.query(trx)
-      .insert({ userId, provider, providerUserId, createdAt: Date.now() } as Partial<IdentityModel>)
-      .onConflict(['provider', 'provider_user_id'])
-      .ignore();
+  /** Links a login at `provider` to a user; false when that identity was linked already (to this user or another). */
+  async linkIdentity(userId: string, provider: string, providerUserId: string, trx: Knex = this.db): Promise<boolean> {
+    // plain knex for the insert: objection answers with the model whether or not a row was written
+    const inserted = await trx('user_identities').insert({ user_id: userId, provider, provider_user_id: providerUserId, created_at: Date.now() }).onConflict(['provider', 'provider_user_id']).ignore().returning('id');
+    return inserted.length > 0;
   }
 
   async listGroups(): Promise<Group[]> {

@@ -239,10 +239,51 @@ export class UserAdmin {
    */
   async setGroupsFromLogin(user: User, groups: string[], provider: string): Promise<void> {
     await this.checkRefs({ groups });
-    const granted = await this.guardHostGrants(LOGIN_MAPPING_ACTOR, user, { groups });
+    // the last enabled member of INT_ADMIN keeps it, whatever the mapping says: a directory
+    // change must not leave the service without an administrator (update() refuses it; a
+    // login, which cannot be refused for it, keeps the group and says so)
+    const keep = !groups.includes(ADMIN_GROUP) && (await this.leavesNoAdmin(user, { groups, disabled: user.disabled })) ? [ADMIN_GROUP] : [];
+    const next = [...groups, ...keep];
+    if (next.length === user.groups.length && next.every((g) => user.groups.includes(g))) return;
+    const granted = await this.guardHostGrants(LOGIN_MAPPING_ACTOR, user, { groups: next });
     await this.deps.commands.within(
-      (trx) => this.deps.store.updateUser(user.id, { groups }, trx),
-      () => ({ action: 'user.updated', actor: LOGIN_MAPPING_ACTOR, target: userTarget(user), details: { fields: ['groups'], groups, previous_groups: user.groups, provider, ...(granted.length ? { host_permissions: granted } : {}) } }),
+      (trx) => this.deps.store.updateUser(user.id, { groups: next }, trx),
+      () => ({
+        action: 'user.updated',
+        actor: LOGIN_MAPPING_ACTOR,
+        target: userTarget(user),
+        details: { fields: ['groups'], groups: next, previous_groups: user.groups, provider, ...(granted.length ? { host_permissions: granted } : {}), ...(keep.length ? { kept: keep, because: 'last enabled member' } : {}) },
+      }),
+    );
+    this.changed(user.id);
+  }
+
+  /**
+   * Joins a login at `provider` to `user` (the login chain's linking: a local login's missing
+   * identity, a verified e-mail address, a new account): an event naming the provider and how.
+   * False when that identity was linked already (a concurrent login may have linked it elsewhere).
+   */
+  async linkIdentity(user: User, provider: string, providerUserId: string, via: 'local' | 'email' | 'created'): Promise<boolean> {
+    return this.deps.commands.within(
+      (trx) => this.deps.store.linkIdentity(user.id, provider, providerUserId, trx),
+      (linked) => (linked ? { action: 'user.linked', actor: LOGIN_MAPPING_ACTOR, target: userTarget(user), details: { provider, via } } : null),
+    );
+  }
+
+  /** What a login's provider tells of the person fills the profile's empty e-mail address and display name. */
+  async fillFromLogin(user: User, fill: { email?: string; displayName?: string }, provider: string): Promise<void> {
+    await this.deps.commands.within(
+      (trx) => this.deps.store.updateUser(user.id, fill, trx),
+      () => ({ action: 'user.updated', actor: LOGIN_MAPPING_ACTOR, target: userTarget(user), details: { fields: Object.keys(fill), provider } }),
+    );
+    this.changed(user.id);
+  }
+
+  /** A user a first login made in vain (a concurrent first login of the same person won): gone again, nobody has seen it. */
+  async dropDuplicate(user: User, provider: string): Promise<void> {
+    await this.deps.commands.within(
+      (trx) => this.deps.store.deleteUser(user.id, trx),
+      () => ({ action: 'user.deleted', actor: LOGIN_MAPPING_ACTOR, target: userTarget(user), details: { groups: user.groups, provider, duplicate: true } }),
     );
     this.changed(user.id);
   }
@@ -267,12 +308,16 @@ export class UserAdmin {
     requireKnownPermissions('extra_permissions', change.extraPermissions, (p) => this.deps.isKnownPermission(p));
   }
 
-  /** Would this change leave INT_ADMIN without an enabled member? */
+  /** Would this change leave INT_ADMIN without an enabled member? Refused (conflict). */
   private async guardLastAdmin(user: User, next: { groups: string[]; disabled: boolean } | null): Promise<void> {
-    if (!user.groups.includes(ADMIN_GROUP) || user.disabled) return;
-    if (next && next.groups.includes(ADMIN_GROUP) && !next.disabled) return;
+    if (await this.leavesNoAdmin(user, next)) throw new DomainError('conflict', `${user.username} is the last enabled member of ${ADMIN_GROUP}`);
+  }
+
+  private async leavesNoAdmin(user: User, next: { groups: string[]; disabled: boolean } | null): Promise<boolean> {
+    if (!user.groups.includes(ADMIN_GROUP) || user.disabled) return false;
+    if (next && next.groups.includes(ADMIN_GROUP) && !next.disabled) return false;
     const others = (await this.deps.store.membersOf(ADMIN_GROUP)).filter((m) => m.id !== user.id && !m.disabled);
-    if (others.length === 0) throw new DomainError('conflict', `${user.username} is the last enabled member of ${ADMIN_GROUP}`);
+    return others.length === 0;
   }
 
   /**

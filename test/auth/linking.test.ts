@@ -78,6 +78,13 @@ describe('identity linking across local, LDAP and OIDC (real slapd and IdP)', fu
     ]);
     // each provider's mapping added its group; nothing else was taken away
     expect(user.groups).to.have.members(['INT_USER', 'INT_VIEWER']);
+    // each joining is an event of the login mapping, naming the provider and how it was joined
+    await svc.service.iam.audit.flush();
+    const linked = await svc.service.db('audit_events').where({ action: 'user.linked', target_id: id }).orderBy('seq').select('actor_username', 'details');
+    expect(linked.map((e) => [e.actor_username, JSON.parse(e.details)])).to.deep.equal([
+      ['login-mapping', { provider: 'ldap', via: 'email' }],
+      ['login-mapping', { provider: 'oidc', via: 'email' }],
+    ]);
     const all = await request(svc.url).get('/api/users').set('Authorization', adminAuth()).expect(200);
     expect(all.body.users.filter((u: any) => u.username.startsWith('alice'))).to.have.length(1);
   });

@@ -30,6 +30,12 @@ describe('plugin grants at boot', function () {
     const rows = await svc.service.db('role_grants').where({ plugin_id: 'early' });
     expect(rows.map((r) => `${r.group_name} ${r.permission}`)).to.include.members(['INT_VIEWER plugin:early', 'INT_USER plugin:early:api:write', 'INT_USER plugin:early:run']);
     await request(svc.url).get('/readyz').expect(200);
+    // each grant is the group's change by the service, with its event in the same transaction
+    await svc.service.iam.audit.flush();
+    const events = await svc.service.db('audit_events').where({ action: 'group.updated', actor_username: 'service' }).select('target_name', 'details');
+    const granted = events.map((e) => JSON.parse(e.details)).filter((d) => d.plugin === 'early');
+    expect(granted).to.have.length(rows.length);
+    expect(granted).to.deep.include({ permissions_added: ['plugin:early:run'], plugin: 'early', role: 'operator', via: 'role_ledger' });
   });
 
   it("a running plugin's routes are in the OpenAPI document, with the permission each needs", async () => {

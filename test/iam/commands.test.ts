@@ -1,0 +1,112 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { createDb, probeDb } from '../../src/db/knex.js';
+import { migrateLatest } from '../../src/db/migrate.js';
+import { EventBus } from '../../src/bus/bus.js';
+import { createLogger } from '../../src/log.js';
+import { AuditTrail } from '../../src/iam/audit.js';
+import { CommandPath, currentActor } from '../../src/iam/commands.js';
+import { DomainError, isRecorded } from '../../src/errors.js';
+import { IamStore } from '../../src/iam/store.js';
+import { Passwords } from '../../src/iam/passwords.js';
+import { UserAdmin } from '../../src/iam/users.js';
+import { DEFAULT_GROUPS, isKnownPermission, CORE_CATALOG } from '../../src/iam/permissions.js';
+import type { Actor } from '../../src/iam/policy.js';
+import { actingAs } from '../../src/request-context.js';
+
+/** A plain administrator as a rule sees one: no service, no credential. */
+const PLAIN: Actor & { ip: string } = { username: 'plain', userId: '00000000-0000-4000-8000-00000000000a', isSystem: false, isSuperadmin: false, ip: '203.0.113.5' };
+
+/**
+ * The command path and the user writer on their own: an embedded database, a fake actor, no
+ * service boot. The rules and the events a change or a refusal leaves.
+ */
+describe('command path and user writer (no service)', function () {
+  let dir: string;
+  let db: Knex;
+  let trail: AuditTrail;
+  let commands: CommandPath;
+  let users: UserAdmin;
+  let store: IamStore;
+
+  before(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-commands-'));
+    const settings = { databaseUrl: null, dataDir: dir };
+    db = createDb(settings);
+    await probeDb(db, settings);
+    await migrateLatest(db);
+    store = new IamStore(db);
+    for (const g of DEFAULT_GROUPS) await store.createGroupIfMissing(g);
+    const log = createLogger('silent');
+    trail = new AuditTrail({ db, bus: new EventBus(log), log, coalesceMs: 60_000 });
+    commands = new CommandPath(trail);
+    users = new UserAdmin({
+      store,
+      passwords: new Passwords({ threads: 0, cost: 4 }),
+      bus: new EventBus(log),
+      commands,
+      isKnownPermission: (p) => isKnownPermission(CORE_CATALOG, p),
+      passwordChanged: async () => undefined,
+    });
+  });
+  after(async () => {
+    await db?.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const events = async (action: string) => {
+    await trail.flush();
+    return (await db('audit_events').where({ action }).orderBy('seq')).map((r) => ({ actor: r.actor_username, ip: r.actor_ip, outcome: r.outcome, target: r.target_name, details: JSON.parse(r.details) }));
+  };
+
+  it('records a refusal once, marks it, and passes it on; other errors are not refusals', async () => {
+    const refusal = new DomainError('forbidden', 'not for you');
+    const command = { action: 'group.deleted' as const, actor: PLAIN, target: { type: 'group', id: 'g', name: 'g' } };
+    let thrown: unknown;
+    await commands.run(command, async () => Promise.reject(refusal)).catch((err) => (thrown = err));
+    expect(thrown).to.equal(refusal);
+    expect(isRecorded(refusal)).to.equal(true);
+    // the transport that answers it finds it recorded and records nothing more
+    commands.refused(command, refusal);
+    await commands.run(command, async () => Promise.reject(new DomainError('conflict', 'in use'))).catch(() => undefined);
+    await commands.run(command, async () => Promise.reject(new Error('a bug'))).catch(() => undefined);
+    expect(await events('group.deleted')).to.deep.equal([{ actor: 'plain', ip: '203.0.113.5', outcome: 'denied', target: 'g', details: { reason: 'not for you', code: 'forbidden' } }]);
+  });
+
+  it('a plain administrator is refused a role, with a denied event naming the action and target', async () => {
+    await actingAs({ actor: PLAIN, transport: 'http', ip: PLAIN.ip, requestId: null }, async () => {
+      const err = await users.create(PLAIN, { username: 'wannabe', roles: ['superadmin'] }).catch((e: unknown) => e);
+      expect(err).to.be.instanceOf(DomainError).and.to.include({ code: 'forbidden' });
+    });
+    const denied = (await events('user.created')).filter((e) => e.outcome === 'denied');
+    expect(denied).to.have.length(1);
+    expect(denied[0]).to.include({ actor: 'plain', target: 'wannabe' });
+  });
+
+  it('a login mapping that would take INT_ADMIN from its last enabled member keeps it, and says so', async () => {
+    const only = await users.create(PLAIN, { username: 'only-admin', groups: ['INT_ADMIN'] });
+    await users.setGroupsFromLogin(only, ['INT_USER'], 'ldap');
+    expect((await store.userById(only.id))!.groups).to.have.members(['INT_USER', 'INT_ADMIN']);
+    const kept = (await events('user.updated')).filter((e) => e.target === 'only-admin');
+    expect(kept.map((e) => e.details)).to.deep.equal([{ fields: ['groups'], groups: ['INT_USER', 'INT_ADMIN'], previous_groups: ['INT_ADMIN'], provider: 'ldap', kept: ['INT_ADMIN'], because: 'last enabled member' }]);
+    // the same mapping again changes nothing and writes nothing
+    await users.setGroupsFromLogin((await store.userById(only.id))!, ['INT_USER'], 'ldap');
+    expect((await events('user.updated')).filter((e) => e.target === 'only-admin')).to.have.length(1);
+    // with another enabled administrator, the mapping is followed
+    await users.create(PLAIN, { username: 'second-admin', groups: ['INT_ADMIN'] });
+    await users.setGroupsFromLogin((await store.userById(only.id))!, ['INT_USER'], 'ldap');
+    expect((await store.userById(only.id))!.groups).to.deep.equal(['INT_USER']);
+  });
+
+  it('nobody acts outside a transport: asking who does is a programming error, not a default', async () => {
+    expect(() => currentActor()).to.throw(/nobody acts here/);
+    const seen = await actingAs({ actor: PLAIN, transport: 'cli', ip: null, requestId: null }, async () => {
+      await Promise.resolve();
+      return currentActor();
+    });
+    expect(seen).to.equal(PLAIN);
+  });
+});
