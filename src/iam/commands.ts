@@ -17,10 +17,15 @@ export function currentActor(): Actor {
   return actor;
 }
 
+/** The actor acting now, or null where no transport set one (a change the service makes of itself, following another instance). */
+export function actingActor(): Actor | null {
+  const actor = currentActing()?.actor;
+  return isActor(actor) ? actor : null;
+}
+
 /** The actor acting now, or `fallback` where no transport set one (a change the user's own flow makes, such as a sign-in's). */
 export function actorOr(fallback: Actor): Actor {
-  const actor = currentActing()?.actor;
-  return isActor(actor) ? actor : fallback;
+  return actingActor() ?? fallback;
 }
 
 /** A named action on a target, by an actor: what the trail records of a change or a refusal. */

@@ -8,8 +8,7 @@ import type { Logger } from '../log.js';
 import { DomainError, errorText, fieldErrorsOf, fieldErrorsText, withTimeout, type FieldError } from '../errors.js';
 import type { CatalogEntry } from '../iam/permissions.js';
 import type { ManifestRole } from '../iam/ledger.js';
-import type { AuditTrail } from '../iam/audit.js';
-import type { Actor } from '../iam/policy.js';
+import { actingActor, type CommandPath } from '../iam/commands.js';
 import type { SocketRegistry } from '../sockets/registry.js';
 import type { SocketRequestHandler } from '../sockets/bus-handler.js';
 import { pluginCatalog, type PluginManifest } from './manifest.js';
@@ -36,7 +35,7 @@ export interface PluginHostDeps {
     ledger: { setPlugin(source: { id: string; roles?: ManifestRole[] }): void; removePlugin(id: string): void; applyAll(): Promise<void> };
     secrets: SecretsLike;
     /** an administrator's enabling, disabling and settings of a plugin are audit events */
-    audit?: Pick<AuditTrail, 'record'>;
+    commands?: Pick<CommandPath, 'record'>;
   };
   sockets: { registry: SocketRegistry; requests: { handle: SocketRequestHandler } };
   /** the login chain: plugin auth providers are removed from it when their plugin stops */
@@ -158,10 +157,14 @@ export class PluginHost {
     });
   }
 
-  /** An administrator's change of a plugin, for the audit trail (a change followed from another instance is that instance's event). */
-  private recordChange(by: Actor | undefined, id: string, action: 'plugin.state_changed' | 'settings.changed', details: Record<string, unknown>): void {
-    if (!by) return;
-    this.deps.iam.audit?.record({ action, actor: by, target: { type: 'plugin', id, name: this.records.get(id)?.manifest?.name ?? id }, details });
+  /**
+   * An administrator's change of a plugin, by whoever acts (src/request-context.ts), for the
+   * audit trail; a change followed from another instance is that instance's event, and one the
+   * service makes of itself (boot) has nobody acting.
+   */
+  private recordChange(id: string, action: 'plugin.state_changed' | 'settings.changed', details: Record<string, unknown>): void {
+    const actor = actingActor();
+    if (actor) this.deps.iam.commands?.record({ action, actor, target: { type: 'plugin', id, name: this.records.get(id)?.manifest?.name ?? id }, details });
   }
 
   private get instanceId(): string {
@@ -350,7 +353,7 @@ export class PluginHost {
   }
 
   /** Enables and starts a plugin here; `announce`: the other instances follow. */
-  async enable(id: string, announce = true, by?: Actor): Promise<PluginView> {
+  async enable(id: string, announce = true): Promise<PluginView> {
     const rec = this.record(id);
     if (!rec.manifest) throw new PluginConflictError(`plugin ${id} cannot be enabled: ${rec.error}`);
     await this.serial(rec, async () => {
@@ -359,21 +362,25 @@ export class PluginHost {
       await this.start(rec);
     });
     await this.deps.iam.ledger.applyAll();
-    if (announce) this.announce(id, 'enable');
-    this.recordChange(by, id, 'plugin.state_changed', { enabled: true, state: rec.state });
+    if (announce) {
+      this.announce(id, 'enable');
+      this.recordChange(id, 'plugin.state_changed', { enabled: true, state: rec.state });
+    }
     return this.view(rec);
   }
 
   /** Stops and disables a plugin here; `announce`: the other instances follow. */
-  async disable(id: string, announce = true, by?: Actor): Promise<PluginView> {
+  async disable(id: string, announce = true): Promise<PluginView> {
     const rec = this.record(id);
     await this.serial(rec, async () => {
       rec.enabled = false;
       if (rec.running || rec.context) await this.stop(rec);
       await this.setState(rec, rec.manifest ? 'disabled' : 'failed', rec.manifest ? null : rec.error);
     });
-    if (announce) this.announce(id, 'disable');
-    this.recordChange(by, id, 'plugin.state_changed', { enabled: false, state: rec.state });
+    if (announce) {
+      this.announce(id, 'disable');
+      this.recordChange(id, 'plugin.state_changed', { enabled: false, state: rec.state });
+    }
     return this.view(rec);
   }
 
@@ -383,7 +390,7 @@ export class PluginHost {
    * rules (its module's settingsSchema) first: else 400 naming each field, nothing is stored
    * and a running plugin keeps running.
    */
-  async updateSettings(id: string, changes: Record<string, string | null>, by?: Actor): Promise<PluginView> {
+  async updateSettings(id: string, changes: Record<string, string | null>): Promise<PluginView> {
     const rec = this.record(id);
     const m = rec.manifest;
     if (!m) throw new PluginConflictError(`plugin ${id} has no valid manifest: ${rec.error}`);
@@ -402,7 +409,7 @@ export class PluginHost {
       await this.settings.update(m, changes);
     });
     // the names of the settings, never their values (a plugin's secrets among them)
-    this.recordChange(by, id, 'settings.changed', { fields: Object.keys(changes) });
+    this.recordChange(id, 'settings.changed', { fields: Object.keys(changes) });
     const view = await this.restart(id);
     this.announce(id, 'restart');
     return view;

@@ -7,15 +7,10 @@ import { PLUGIN_ID_MAX, SETTING_KEY } from './manifest.js';
 import { pluginSettingView, pluginView } from './schemas.js';
 import { PluginConflictError, type PluginHost } from './host.js';
 import { settingsView } from './settings.js';
-import { actingFrom } from '../request-context.js';
-import type { Actor } from '../iam/policy.js';
 
 const pluginListView = Joi.object({ plugins: Joi.array().items(pluginView) });
 const pluginSettingsView = Joi.object({ plugin: Joi.string(), settings: Joi.array().items(pluginSettingView) });
 const restartedPluginView = Joi.object({ plugin: pluginView, settings: Joi.array().items(pluginSettingView) });
-
-/** The administrator of a request, with its client address (for the audit trail). */
-const byWhom = (ctx: Context): Actor | undefined => (ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : undefined);
 
 /**
  * Administration of plugins [feature:admin.plugins]: list, enable, disable, settings.
@@ -63,7 +58,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
       middleware: [loaded],
       responses: { 200: { description: 'the plugin', schema: pluginView }, 404: 'no such plugin', 409: 'the manifest is invalid' },
     },
-    (ctx, { params }) => host.enable(params.id, true, byWhom(ctx)),
+    (ctx, { params }) => host.enable(params.id),
   );
 
   api.endpoint(
@@ -76,7 +71,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
       middleware: [loaded],
       responses: { 200: { description: 'the plugin', schema: pluginView }, 404: 'no such plugin' },
     },
-    (ctx, { params }) => host.disable(params.id, true, byWhom(ctx)),
+    (ctx, { params }) => host.disable(params.id),
   );
 
   api.endpoint(
@@ -113,7 +108,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
     async (ctx, { params, body }) => {
       const m = validManifest(params.id);
       const changes = body as Record<string, string | null>;
-      const plugin = await host.updateSettings(params.id, changes, byWhom(ctx));
+      const plugin = await host.updateSettings(params.id, changes);
       return { plugin, settings: settingsView(await host.settings.resolve(m)) };
     },
   );
