@@ -27,6 +27,7 @@ export interface ApiKey {
 }
 
 /** The objection model of `api_keys`; `owner` is the user the credential acts as. */
+/* eslint-disable @typescript-eslint/no-unsafe-declaration-merging -- the model class takes its fields from the interface of its name (as src/iam/store.ts) */
 interface ApiKeyModel extends ApiKey {
   tokenHash: string;
 }
@@ -39,6 +40,7 @@ class ApiKeyModel extends BaseModel {
     return { owner: { relation: BaseModel.BelongsToOneRelation, modelClass: UserModel, join: { from: 'api_keys.user_id', to: 'users.id' } } };
   }
 }
+/* eslint-enable @typescript-eslint/no-unsafe-declaration-merging */
 
 /** The shape of publicKey() for the API docs. */
 export const publicKeySchema = {
@@ -148,12 +150,13 @@ export class ApiKeyStore {
 
   private async live(by: 'token_hash' | 'id', value: string): Promise<ApiKey | null> {
     const reader = this.sqliteReader();
-    let r: any;
+    // a row of LIVE_SQL: the key's columns and its owner's disabled flag
+    let r: Record<string, unknown> | undefined;
     if (reader) {
-      r = (by === 'id' ? reader.byId : reader.byHash).get(value);
+      r = (by === 'id' ? reader.byId : reader.byHash).get(value) as Record<string, unknown> | undefined;
     } else {
       const res = await this.db.raw(ApiKeyStore.LIVE_SQL[by], [value]);
-      r = Array.isArray(res) ? res[0] : res?.rows?.[0];
+      r = (Array.isArray(res) ? res[0] : (res as { rows?: Record<string, unknown>[] } | undefined)?.rows?.[0]) as Record<string, unknown> | undefined;
     }
     if (!r) return null;
     const key = apiKeyOf(ApiKeyModel.fromDatabaseJson(r));

@@ -20,7 +20,7 @@ declare module 'koa' {
     /** step-up for routes that declare it (src/auth/mfa/step.ts) */
     stepUp?: { require(identity: unknown): Promise<void> };
     /** records a refusal by a permission check (src/http/guards.ts), or one a route threw (src/http/app.ts) */
-    denials?: { denied(ctx: import('koa').Context, permission: string): void; refused(ctx: import('koa').Context, err: unknown): void };
+    denials?: { denied(ctx: Context, permission: string): void; refused(ctx: Context, err: unknown): void };
   }
 }
 

@@ -192,11 +192,11 @@ export class AuthSettingsStore {
 
 /** Reads one field of resolved settings by its API name. */
 export function readSetting(s: AuthSettings, name: string): unknown {
-  return FIELDS[name]!.path.reduce<any>((at, key) => at?.[key], s);
+  return FIELDS[name]!.path.reduce<unknown>((at, key) => (at as Record<string, unknown> | undefined)?.[key], s);
 }
 
 function writeSetting(s: AuthSettings, name: string, value: unknown): void {
   const path = FIELDS[name]!.path;
-  const parent = path.slice(0, -1).reduce<any>((at, key) => at[key], s);
+  const parent = path.slice(0, -1).reduce<Record<string, unknown>>((at, key) => at[key] as Record<string, unknown>, s as unknown as Record<string, unknown>);
   parent[path[path.length - 1]!] = value;
 }

@@ -5,9 +5,12 @@ import { sha256 } from './tokens.js';
 
 export const SESSION_COOKIE = 'svc.sid';
 
+type SessionOptions = Parameters<typeof session>[0];
+type SessionApp = Parameters<typeof session>[1];
+
 declare module 'koa' {
   interface ExtendableContext {
-    session: (Record<string, any> & { regenerate?: () => Promise<void> }) | null;
+    session: (Record<string, unknown> & { regenerate?: () => Promise<void> }) | null;
   }
 }
 
@@ -49,8 +52,9 @@ export function webSessionMiddleware(app: Koa, db: Knex, opts: { ttlMs: number; 
       autoCommit: true,
       rolling: false,
       renew: false,
-    } as any,
-    app as any,
+    } as unknown as SessionOptions,
+    // koa-session's types name Koa 2's application; the instance is Koa 3's, which it works with
+    app as unknown as SessionApp,
   ) as unknown as Koa.Middleware;
   // koa-session initialises and commits a session on every request; a request without the
   // cookie has no session to read, so only the routes that start or end one need it then

@@ -18,7 +18,6 @@ import { KeyAdmin } from '../iam/keys.js';
 import { AuditTrail } from '../iam/audit.js';
 import { CommandPath } from '../iam/commands.js';
 import { CORE_CATALOG, isKnownPermission } from '../iam/permissions.js';
-import type { Actor } from '../iam/policy.js';
 import { ApiKeyStore } from '../auth/api-keys.js';
 import { installedCatalog } from '../plugins/manifest.js';
 

@@ -6,7 +6,6 @@ import { publicKey } from '../auth/api-keys.js';
 import { createKeySchema, createUserSchema, GROUP_NAME, PASSWORD, publicUser, userFieldsOf, USERNAME } from '../iam/schemas.js';
 import type { User } from '../iam/store.js';
 import type { UserChange } from '../iam/users.js';
-import { isKnownPermission, requireKnownPermissions } from '../iam/permissions.js';
 import { envPasswordPin } from '../iam/seed.js';
 import { CLI_ACTOR } from './context.js';
 import { MfaService } from '../auth/mfa/service.js';

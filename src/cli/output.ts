@@ -24,6 +24,7 @@ export class Output {
 }
 
 /** A cell as a terminal may show it: control characters (escape sequences a label could carry) as `?`. */
+// eslint-disable-next-line no-control-regex -- the control characters are what it replaces
 const printable = (cell: string) => cell.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
 
 /** Columns aligned with two spaces, for people (scripts use --json). */

@@ -19,7 +19,6 @@ import {
   detectScmRequest,
   headerValue,
   normalizeScmEvent,
-  tokenMatches,
   verifyScmSignature,
   ScmPayloadError,
   type ScmProvider,

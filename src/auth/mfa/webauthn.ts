@@ -1,3 +1,4 @@
+import type * as SimpleWebAuthnServerModule from '@simplewebauthn/server';
 import crypto from 'node:crypto';
 import type { Context } from 'koa';
 import type {
@@ -20,7 +21,8 @@ import { MFA_BINDING_COOKIE, type MfaTokenRecord } from './step.js';
  * import, which every start (and every CLI command) would otherwise pay for passkeys it may
  * never see.
  */
-let library: Promise<typeof import('@simplewebauthn/server')> | undefined;
+type SimpleWebAuthnServer = typeof SimpleWebAuthnServerModule;
+let library: Promise<SimpleWebAuthnServer> | undefined;
 const simpleWebAuthn = () => (library ??= import('@simplewebauthn/server'));
 
 /** How long a challenge may be answered: single use, and gone after this. */

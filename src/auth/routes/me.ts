@@ -1,4 +1,4 @@
-import Router from '@koa/router';
+import type Router from '@koa/router';
 import Joi from 'joi';
 import type { AuthComponent } from '../component.js';
 import type { Context } from 'koa';
