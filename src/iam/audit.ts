@@ -4,6 +4,13 @@ import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
 import { addressOf } from '../request-context.js';
 import type { Actor } from './policy.js';
+import { detailsOf, eventHash, eventOf, rowOf, wellFormed, type Row } from './audit-chain.js';
+import { exportEvents, listEvents, pruneChain, verifyChain } from './audit-reader.js';
+import type { AuditActor, AuditEvent, AuditFilter, AuditInput, VerifyResult } from './audit-types.js';
+
+export { AUDIT_ACTIONS } from './audit-types.js';
+export type { AuditAction, AuditActor, AuditEvent, AuditFilter, AuditInput, AuditOutcome, AuditTarget, VerifyResult } from './audit-types.js';
+export { canonicalJson, eventHash, wellFormed } from './audit-chain.js';
 
 /**
  * The audit trail: who did what, when, from where, and whether it was allowed, in one
@@ -12,91 +19,11 @@ import type { Actor } from './policy.js';
  * (last seq and hash) and start (after pruning) live in `audit_chain`. An event is appended in
  * the transaction of the change it records (`append`, `within`), taking the head row's lock,
  * so seq has no gaps and the chain no forks across instances; events that record no change
- * (sign-ins, refusals) are batched (`record`).
+ * (sign-ins, refusals) are batched (`record`). The chain's pure functions are in
+ * audit-chain.ts, the reader (list, export, verify, prune) in audit-reader.ts, the types in
+ * audit-types.ts.
  */
 
-export const AUDIT_ACTIONS = [
-  'auth.login',
-  'auth.login_failed',
-  'auth.logout',
-  'auth.locked',
-  'auth.mfa_enrolled',
-  'auth.mfa_removed',
-  'auth.mfa_reset',
-  'auth.recovery_codes_regenerated',
-  'auth.recovery_code_used',
-  'auth.step_up',
-  'user.created',
-  'user.updated',
-  'user.deleted',
-  'user.password_changed',
-  'user.linked',
-  'group.created',
-  'group.updated',
-  'group.deleted',
-  'key.issued',
-  'key.revoked',
-  'settings.changed',
-  'system_key.changed',
-  'socket.operation',
-  'plugin.state_changed',
-  'webhook.rejected',
-  'request.denied',
-] as const;
-export type AuditAction = (typeof AUDIT_ACTIONS)[number];
-export type AuditOutcome = 'success' | 'failure' | 'denied';
-
-export interface AuditActor {
-  user_id: string | null;
-  username: string;
-  /** how the actor proved who they are (session_cookie, api_key, basic, system_key, cli, ...) */
-  method: string | null;
-  ip: string | null;
-}
-
-export interface AuditTarget {
-  type: string;
-  id: string | null;
-  name: string | null;
-}
-
-export interface AuditEvent {
-  seq: number;
-  id: string;
-  at: string;
-  actor: AuditActor;
-  action: AuditAction;
-  target: AuditTarget;
-  outcome: AuditOutcome;
-  details: Record<string, unknown>;
-  hash: string;
-}
-
-/** What a caller records: the actor as the model knows it (an Actor, or already an AuditActor). */
-export interface AuditInput {
-  action: AuditAction;
-  actor: Actor | AuditActor;
-  target?: Partial<AuditTarget> & { type: string };
-  outcome?: AuditOutcome;
-  /** never a secret: names of what changed, never values of secret settings */
-  details?: Record<string, unknown>;
-}
-
-export interface AuditFilter {
-  action?: string;
-  actor?: string;
-  target?: string;
-  outcome?: AuditOutcome;
-  since?: number;
-  before?: number;
-  limit?: number;
-}
-
-export type VerifyResult =
-  | { ok: true; events: number; first_seq: number | null; last_seq: number | null }
-  | { ok: false; seq: number; reason: string };
-
-const GENESIS = crypto.createHash('sha256').update('service-core audit trail').digest('hex');
 const BATCH_MS = 50;
 const BATCH_MAX = 500;
 /** repeats of a refusal within this window after its first event become one event with their `count` */
@@ -106,55 +33,8 @@ const WINDOWS_MAX = 10_000;
 /** events waiting for the database at most (then the oldest go) */
 const QUEUE_MAX = 100_000;
 
-/** How deep, and how large, an event's details may be: beyond, they are cut (an event is a record, not a payload store). */
-const DETAILS_DEPTH = 6;
-const DETAILS_BYTES = 8192;
-const TEXT_MAX = 512;
 /** Rows a single insert statement carries (SQLite's compound-select limit is 500, PostgreSQL's bind limit 65,535). */
 const INSERT_CHUNK = 100;
-
-/** A string the database stores as given: lone surrogates (cut emoji) as U+FFFD, at most `max` code points. */
-export function wellFormed(text: string, max = TEXT_MAX): string {
-  const fixed = text.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
-  const points = Array.from(fixed);
-  return points.length > max ? points.slice(0, max).join('') : fixed;
-}
-
-/** Details as an event keeps them: plain JSON, well-formed strings, bounded depth and size. */
-function boundedDetails(value: unknown, depth = 0): unknown {
-  if (value === null || typeof value === 'boolean') return value;
-  if (typeof value === 'number') return Number.isFinite(value) ? value : String(value);
-  if (typeof value === 'string') return wellFormed(value);
-  if (typeof value !== 'object') return String(value);
-  if (depth >= DETAILS_DEPTH) return '[deeper not recorded]';
-  if (Array.isArray(value)) return value.slice(0, 100).map((v) => boundedDetails(v, depth + 1));
-  return Object.fromEntries(
-    Object.entries(value as Record<string, unknown>)
-      .slice(0, 100)
-      .filter(([, v]) => v !== undefined)
-      .map(([k, v]) => [wellFormed(k, 128), boundedDetails(v, depth + 1)]),
-  );
-}
-
-function detailsOf(details: Record<string, unknown> | undefined): Record<string, unknown> {
-  const bounded = (boundedDetails(details ?? {}) ?? {}) as Record<string, unknown>;
-  return JSON.stringify(bounded).length <= DETAILS_BYTES ? bounded : { truncated: true, fields: Object.keys(bounded).slice(0, 50) };
-}
-
-/** JSON with every object's keys sorted: the same event always hashes the same. */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value ?? null);
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-}
-
-/** The hash of an event (everything but `hash`) chained to the previous one's. */
-export function eventHash(prevHash: string, event: Omit<AuditEvent, 'hash'>): string {
-  return crypto.createHash('sha256').update(prevHash).update('\n').update(canonicalJson(event)).digest('hex');
-}
 
 function isAuditActor(a: Actor | AuditActor): a is AuditActor {
   return 'user_id' in a;
@@ -172,62 +52,12 @@ export function auditActor(actor: Actor | AuditActor): AuditActor {
   };
 }
 
-interface Row {
-  seq: number | string;
-  id: string;
-  at: number | string;
-  actor_user_id: string | null;
-  actor_username: string;
-  actor_method: string | null;
-  actor_ip: string | null;
-  action: string;
-  target_type: string;
-  target_id: string | null;
-  target_name: string | null;
-  outcome: string;
-  details: string;
-  hash: string;
-}
-
-function eventOf(r: Row): AuditEvent {
-  return {
-    seq: Number(r.seq),
-    id: r.id,
-    at: new Date(Number(r.at)).toISOString(),
-    actor: { user_id: r.actor_user_id, username: r.actor_username, method: r.actor_method, ip: r.actor_ip },
-    action: r.action as AuditAction,
-    target: { type: r.target_type, id: r.target_id, name: r.target_name },
-    outcome: r.outcome as AuditOutcome,
-    details: JSON.parse(r.details) as Record<string, unknown>,
-    hash: r.hash,
-  };
-}
-
 /** The group a refusal is coalesced in: who (user, else name) from where, what, on what, how it ended, and why. */
 function coalesceKey(input: AuditInput): string {
   const actor = auditActor(input.actor);
   const t = input.target;
   const reason = input.details?.reason ?? input.details?.error;
   return [input.action, actor.user_id ?? `name:${actor.username}`, actor.ip ?? '', t?.type ?? '', t?.id ?? '', t?.name ?? '', input.outcome ?? '', typeof reason === 'string' ? reason : ''].join('\0');
-}
-
-function rowOf(e: AuditEvent) {
-  return {
-    seq: e.seq,
-    id: e.id,
-    at: Date.parse(e.at),
-    actor_user_id: e.actor.user_id,
-    actor_username: e.actor.username,
-    actor_method: e.actor.method,
-    actor_ip: e.actor.ip,
-    action: e.action,
-    target_type: e.target.type,
-    target_id: e.target.id,
-    target_name: e.target.name,
-    outcome: e.outcome,
-    details: JSON.stringify(e.details),
-    hash: e.hash,
-  };
 }
 
 export interface AuditDeps {
@@ -489,84 +319,25 @@ export class AuditTrail {
     if (events.length) this.deps.bus.emit('audit:appended', { from: events[0]!.seq, to: events[events.length - 1]!.seq, origin: this.origin });
   }
 
-  /** Newest first; `before` is a seq (the next page's cursor is the last seq answered). */
+  /** Newest first; `before` is a seq (the next page's cursor is the last seq answered): listEvents (src/iam/audit-reader.ts). */
   async list(filter: AuditFilter = {}): Promise<{ events: AuditEvent[]; next_before: number | null }> {
-    const limit = Math.min(Math.max(filter.limit ?? 50, 1), 500);
-    const q = this.deps.db<Row>('audit_events').orderBy('seq', 'desc').limit(limit + 1);
-    if (filter.action) q.where('action', filter.action.endsWith('.') ? 'like' : '=', filter.action.endsWith('.') ? `${filter.action}%` : filter.action);
-    if (filter.actor) q.where((w) => w.where('actor_username', filter.actor!).orWhere('actor_user_id', filter.actor!));
-    if (filter.target) q.where((w) => w.where('target_id', filter.target!).orWhere('target_name', filter.target!));
-    if (filter.outcome) q.where('outcome', filter.outcome);
-    if (filter.since !== undefined) q.where('at', '>=', filter.since);
-    if (filter.before !== undefined) q.where('seq', '<', filter.before);
-    const rows = await q;
-    const events = rows.slice(0, limit).map(eventOf);
-    return { events, next_before: rows.length > limit ? events[events.length - 1]!.seq : null };
+    return listEvents(this.deps.db, filter);
   }
 
-  /** Every event from `since` (ms), oldest first, in pages (for export). */
+  /** Every event from `since` (ms), oldest first, in pages (for export): exportEvents. */
   async *export(since = 0): AsyncGenerator<AuditEvent> {
-    let after = 0;
-    for (;;) {
-      const rows = await this.deps.db<Row>('audit_events').where('seq', '>', after).andWhere('at', '>=', since).orderBy('seq').limit(1000);
-      for (const r of rows) yield eventOf(r);
-      if (rows.length < 1000) return;
-      after = Number(rows[rows.length - 1]!.seq);
-    }
+    yield* exportEvents(this.deps.db, since);
   }
 
-  /**
-   * Checks the chain from its start to its head: seqs without gaps, each hash recomputed and
-   * chained to the previous one, the head at the last event. The first event that does not
-   * match is named.
-   */
+  /** Checks the chain from its start to its head, once what was recorded is appended: verifyChain. */
   async verify(): Promise<VerifyResult> {
     await this.flush();
-    const chain = await this.deps.db('audit_chain').where({ id: 1 }).first();
-    let expectedSeq = Number(chain?.start_seq ?? 1);
-    let prev: string = chain?.start_prev_hash ?? GENESIS;
-    let count = 0;
-    let first: number | null = null;
-    for (;;) {
-      const rows = await this.deps.db<Row>('audit_events').where('seq', '>=', expectedSeq).orderBy('seq').limit(1000);
-      for (const r of rows) {
-        const e = eventOf(r);
-        if (e.seq !== expectedSeq) return { ok: false, seq: expectedSeq, reason: `event ${expectedSeq} is missing (the next is ${e.seq})` };
-        const { hash, ...body } = e;
-        if (eventHash(prev, body) !== hash) return { ok: false, seq: e.seq, reason: `event ${e.seq} does not match its hash (edited, or moved from elsewhere in the chain)` };
-        first ??= e.seq;
-        prev = hash;
-        expectedSeq += 1;
-        count += 1;
-      }
-      if (rows.length < 1000) break;
-    }
-    const headSeq = Number(chain?.head_seq ?? 0);
-    if (chain && headSeq !== expectedSeq - 1) {
-      return { ok: false, seq: expectedSeq, reason: headSeq > expectedSeq - 1 ? `events ${expectedSeq}..${headSeq} are missing (the chain was cut short)` : `event ${headSeq + 1} is beyond the recorded head` };
-    }
-    if (chain && count > 0 && chain.head_hash !== prev) return { ok: false, seq: expectedSeq - 1, reason: `event ${expectedSeq - 1} is not the recorded head` };
-    return { ok: true, events: count, first_seq: first, last_seq: count ? expectedSeq - 1 : null };
+    return verifyChain(this.deps.db);
   }
 
-  /**
-   * Deletes events older than `retentionMs`, and records where the chain now starts (the first
-   * kept event and the hash it chains to), so what is left still verifies.
-   */
+  /** Deletes events older than `retentionMs`, once what was recorded is appended; what is left still verifies: pruneChain. */
   async prune(retentionMs: number, now = Date.now()): Promise<number> {
     await this.flush();
-    return this.deps.db.transaction(async (trx) => {
-      if (!this.postgres) await trx('audit_chain').where({ id: 1 }).update({ head_seq: trx.raw('head_seq') });
-      const q = trx('audit_chain').where({ id: 1 });
-      const chain = await (this.postgres ? q.forUpdate() : q).first();
-      if (!chain) return 0;
-      const cut = await trx<Row>('audit_events').where('at', '<', now - retentionMs).max({ seq: 'seq' }).first();
-      const lastOld = cut?.seq === null || cut?.seq === undefined ? null : Number(cut.seq);
-      if (lastOld === null) return 0;
-      const boundary = await trx<Row>('audit_events').where({ seq: lastOld }).first('hash');
-      const n = await trx('audit_events').where('seq', '<=', lastOld).delete();
-      await trx('audit_chain').where({ id: 1 }).update({ start_seq: lastOld + 1, start_prev_hash: boundary!.hash });
-      return n;
-    });
+    return pruneChain(this.deps.db, this.postgres, retentionMs, now);
   }
 }

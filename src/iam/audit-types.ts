@@ -1,0 +1,84 @@
+import type { Actor } from './policy.js';
+
+/** The audit trail's vocabulary: its actions, and the shapes of an event, a caller's input, a filter and a verification (src/iam/audit.ts). */
+
+export const AUDIT_ACTIONS = [
+  'auth.login',
+  'auth.login_failed',
+  'auth.logout',
+  'auth.locked',
+  'auth.mfa_enrolled',
+  'auth.mfa_removed',
+  'auth.mfa_reset',
+  'auth.recovery_codes_regenerated',
+  'auth.recovery_code_used',
+  'auth.step_up',
+  'user.created',
+  'user.updated',
+  'user.deleted',
+  'user.password_changed',
+  'user.linked',
+  'group.created',
+  'group.updated',
+  'group.deleted',
+  'key.issued',
+  'key.revoked',
+  'settings.changed',
+  'system_key.changed',
+  'socket.operation',
+  'plugin.state_changed',
+  'webhook.rejected',
+  'request.denied',
+] as const;
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+export type AuditOutcome = 'success' | 'failure' | 'denied';
+
+export interface AuditActor {
+  user_id: string | null;
+  username: string;
+  /** how the actor proved who they are (session_cookie, api_key, basic, system_key, cli, ...) */
+  method: string | null;
+  ip: string | null;
+}
+
+export interface AuditTarget {
+  type: string;
+  id: string | null;
+  name: string | null;
+}
+
+export interface AuditEvent {
+  seq: number;
+  id: string;
+  at: string;
+  actor: AuditActor;
+  action: AuditAction;
+  target: AuditTarget;
+  outcome: AuditOutcome;
+  details: Record<string, unknown>;
+  hash: string;
+}
+
+/** What a caller records: the actor as the model knows it (an Actor, or already an AuditActor). */
+export interface AuditInput {
+  action: AuditAction;
+  actor: Actor | AuditActor;
+  target?: Partial<AuditTarget> & { type: string };
+  outcome?: AuditOutcome;
+  /** never a secret: names of what changed, never values of secret settings */
+  details?: Record<string, unknown>;
+}
+
+export interface AuditFilter {
+  action?: string;
+  actor?: string;
+  target?: string;
+  outcome?: AuditOutcome;
+  since?: number;
+  before?: number;
+  limit?: number;
+}
+
+export type VerifyResult =
+  | { ok: true; events: number; first_seq: number | null; last_seq: number | null }
+  | { ok: false; seq: number; reason: string };
