@@ -2,7 +2,7 @@ import type { Logger } from '../log.js';
 import { DomainError, fieldError, fieldErrorsText } from '../errors.js';
 import { guardHostBoundary, hostAccessOf, hostPermissionsOfGroups, isTrusted, type Actor } from '../iam/policy.js';
 import type { IamStore } from '../iam/store.js';
-import type { AuditTrail } from '../iam/audit.js';
+import type { CommandPath } from '../iam/commands.js';
 import { buildProviders } from './chain.js';
 import type { LocalProvider } from './providers/local.js';
 import type { AuthSettings, AuthSettingsStore } from './settings.js';
@@ -53,32 +53,35 @@ async function guardLinkedAccounts(store: IamStore, actor: Actor, changed: strin
  * rebuilds its chain and tells the other instances.
  */
 export async function changeAuthSettings(
-  deps: { settings: AuthSettingsStore; store: IamStore; local: LocalProvider; log: Logger; audit: AuditTrail },
+  deps: { settings: AuthSettingsStore; store: IamStore; local: LocalProvider; log: Logger; commands: CommandPath },
   actor: Actor,
   patch: Record<string, unknown>,
 ): Promise<Record<string, unknown>> {
-  await deps.settings.load();
-  const before = deps.settings.current();
-  const { settings, changes } = deps.settings.preview(patch);
-  if ('sso_default_groups' in changes && settings.ssoDefaultGroups.length) {
-    const found = new Set((await deps.store.groupsNamed(settings.ssoDefaultGroups)).map((g) => g.name));
-    const missing = settings.ssoDefaultGroups.filter((g) => !found.has(g));
-    if (missing.length) throw fieldError('sso_default_groups', `unknown group ${missing.join(', ')}`);
-  }
-  const named = [...new Set([...groupsGrantedByLogin(before), ...groupsGrantedByLogin(settings)])];
-  const host = named.length ? hostPermissionsOfGroups(await deps.store.groupsNamed(named), named) : [];
-  guardHostBoundary(actor, host, 'change the login settings while they hand a group that reaches the host to people signing in');
-  if (!isTrusted(actor)) await guardLinkedAccounts(deps.store, actor, Object.keys(changes));
-  const { errors } = buildProviders(settings, deps.local, deps.log);
-  if (errors.length) {
-    const problems = errors.map((e) => ({ field: e.provider, message: e.message }));
-    throw new DomainError('validation_failed', fieldErrorsText(problems), problems);
-  }
-  await deps.audit.within(
-    (trx) => deps.settings.save(changes, trx),
-    // the names of what changed, never a value (a bind password, a client secret)
-    () => ({ action: 'settings.changed', actor, target: { type: 'settings', id: 'auth', name: 'login settings' }, details: { fields: Object.keys(changes) } }),
-  );
-  await deps.settings.load();
-  return changes;
+  const command = { action: 'settings.changed' as const, actor, target: { type: 'settings', id: 'auth', name: 'login settings' } };
+  return deps.commands.run(command, async () => {
+    await deps.settings.load();
+    const before = deps.settings.current();
+    const { settings, changes } = deps.settings.preview(patch);
+    if ('sso_default_groups' in changes && settings.ssoDefaultGroups.length) {
+      const found = new Set((await deps.store.groupsNamed(settings.ssoDefaultGroups)).map((g) => g.name));
+      const missing = settings.ssoDefaultGroups.filter((g) => !found.has(g));
+      if (missing.length) throw fieldError('sso_default_groups', `unknown group ${missing.join(', ')}`);
+    }
+    const named = [...new Set([...groupsGrantedByLogin(before), ...groupsGrantedByLogin(settings)])];
+    const host = named.length ? hostPermissionsOfGroups(await deps.store.groupsNamed(named), named) : [];
+    guardHostBoundary(actor, host, 'change the login settings while they hand a group that reaches the host to people signing in');
+    if (!isTrusted(actor)) await guardLinkedAccounts(deps.store, actor, Object.keys(changes));
+    const { errors } = buildProviders(settings, deps.local, deps.log);
+    if (errors.length) {
+      const problems = errors.map((e) => ({ field: e.provider, message: e.message }));
+      throw new DomainError('validation_failed', fieldErrorsText(problems), problems);
+    }
+    await deps.commands.within(
+      (trx) => deps.settings.save(changes, trx),
+      // the names of what changed, never a value (a bind password, a client secret)
+      () => ({ ...command, details: { fields: Object.keys(changes) } }),
+    );
+    await deps.settings.load();
+    return changes;
+  });
 }

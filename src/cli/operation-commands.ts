@@ -197,8 +197,8 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       const { error, value: checked } = Joi.object({ [name]: FIELDS[name]!.schema.allow(null) }).validate({ [name]: value });
       if (error) throw new UsageError(`value: ${fieldErrorsOf(error)[0]!.message}`);
       // the same checks as the settings API: groups that exist, a login chain that builds
-      const { store, audit } = await ctx.iam();
-      await changeAuthSettings({ settings: new AuthSettingsStore(ctx.config, secrets), store, local: new LocalProvider(store, ctx.passwords), log: ctx.log, audit }, CLI_ACTOR, checked);
+      const { store, commands } = await ctx.iam();
+      await changeAuthSettings({ settings: new AuthSettingsStore(ctx.config, secrets), store, local: new LocalProvider(store, ctx.passwords), log: ctx.log, commands }, CLI_ACTOR, checked);
       ctx.bus.emit('auth:settings_changed', {});
     }
     out(cmd).result({ name, changed: true }, value === null ? `${name} reset to its default` : `${name} set`);

@@ -55,6 +55,8 @@ export const DEFAULT_GROUPS: { name: string; description: string; permissions: s
 ];
 export const DEFAULT_GROUP_NAMES = DEFAULT_GROUPS.map((g) => g.name);
 export const ADMIN_GROUP = 'INT_ADMIN';
+/** administering users: creating, changing, deleting them, setting their passwords */
+export const ADMIN_USERS_PERMISSION = 'feature:admin.users';
 
 const PLUGIN_API = /^plugin:(.+):api:(read|write)$/;
 

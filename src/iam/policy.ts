@@ -27,6 +27,17 @@ export function isTrusted(actor: Actor): boolean {
   return actor.isSystem || (actor.isSuperadmin && !actor.keyScopes);
 }
 
+/**
+ * Does the actor hold `permission`? The system key and the CLI hold everything; an identity
+ * answers for itself (its groups, extra permissions and a key's scopes); an actor that cannot
+ * say holds nothing.
+ */
+export function holds(actor: Actor, permission: string): boolean {
+  if (actor.isSystem) return true;
+  const allows = (actor as { allows?: unknown }).allows;
+  return typeof allows === 'function' && (allows as (p: string) => boolean).call(actor, permission) === true;
+}
+
 /** Is the actor this user, acting with a credential of their own that is not narrowed (a scoped key is not the whole person)? */
 export function isSelf(actor: Actor, userId: string): boolean {
   return Boolean(actor.userId) && actor.userId === userId && !actor.keyScopes;

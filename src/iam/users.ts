@@ -1,7 +1,7 @@
 import type { EventBus } from '../bus/bus.js';
 import { DomainError, fieldError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
-import { ADMIN_GROUP, requireKnownPermissions } from './permissions.js';
+import { ADMIN_GROUP, ADMIN_USERS_PERMISSION, requireKnownPermissions } from './permissions.js';
 import type { Passwords } from './passwords.js';
 import {
   addedHostPermissions,
@@ -9,6 +9,7 @@ import {
   hasProtectedRole,
   hostAccessOf,
   hostPermissionsOfGroups,
+  holds,
   isPrivilegedAccount,
   isSelf,
   isTrusted,
@@ -175,12 +176,21 @@ export class UserAdmin {
   }
 
   /**
-   * Sets a password: oneself (the caller has checked the current one) or an actor the host
-   * boundary lets take the account over. `keepSession` as in update().
+   * Sets a password: oneself, proving the current one (`current`: the attempt gate's check of
+   * it, src/auth/reauth.ts), or whoever administers users and may take this account over (the
+   * host boundary). A scoped key never changes its owner's password. `keepSession`: the web
+   * session making the change, which the new password does not end.
    */
-  async setPassword(actor: Actor, user: User, password: string, keepSession: string | null = null): Promise<void> {
+  async setPassword(actor: Actor, user: User, password: string, opts: { keepSession?: string | null; current?: (() => Promise<void>) | null } = {}): Promise<void> {
     await this.deps.commands.run({ action: 'user.password_changed', actor, target: userTarget(user) }, async () => {
-      await this.guardTakeover(actor, user);
+      if (actor.keyScopes && actor.userId === user.id) throw refused("a scoped API key cannot change its owner's password or e-mail address");
+      if (isSelf(actor, user.id)) {
+        if (!opts.current) throw fieldError('current_password', 'is required to change your own password');
+        await opts.current();
+      } else {
+        if (!holds(actor, ADMIN_USERS_PERMISSION)) throw refused(`missing permission ${ADMIN_USERS_PERMISSION}`);
+        await this.guardTakeover(actor, user);
+      }
       const hashedPassword = await this.deps.passwords.hash(password);
       await this.deps.commands.within(
         async (trx) => {
@@ -189,7 +199,7 @@ export class UserAdmin {
         },
         () => ({ action: 'user.password_changed', actor, target: userTarget(user), details: { own: actor.userId === user.id } }),
       );
-      await this.deps.passwordChanged(user.id, keepSession);
+      await this.deps.passwordChanged(user.id, opts.keepSession ?? null);
     });
   }
 

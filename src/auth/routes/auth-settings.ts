@@ -85,7 +85,7 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
       const body = jsonBody(ctx);
       if (body && typeof body === 'object' && !Array.isArray(body)) auth.authSettings.assertUnlocked(Object.keys(body));
       const patch = validate(patchSchema, body) as Record<string, unknown>;
-      const changes = await changeAuthSettings({ settings: auth.authSettings, store: auth.iam.store, local: auth.local, log: ctx.log, audit: auth.iam.audit }, actor(ctx), patch);
+      const changes = await changeAuthSettings({ settings: auth.authSettings, store: auth.iam.store, local: auth.local, log: ctx.log, commands: auth.iam.commands }, actor(ctx), patch);
       auth.rebuildChain();
       // every other instance rebuilds its chain too
       auth.iam.bus.emit('auth:settings_changed', {});

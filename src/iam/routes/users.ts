@@ -1,3 +1,4 @@
+import { ADMIN_USERS_PERMISSION } from '../permissions.js';
 import type Router from '@koa/router';
 import Joi from 'joi';
 import type { IamComponent } from '../component.js';
@@ -5,7 +6,7 @@ import { ApiRouter } from '../../http/api.js';
 import { callerOf, ownSession } from './caller.js';
 import { createUserSchema, patchUserSchema, publicUser, userDetailView, userFieldsOf, userView, uuidParam } from '../schemas.js';
 
-export const ADMIN_USERS = 'feature:admin.users';
+export const ADMIN_USERS = ADMIN_USERS_PERMISSION;
 
 export const userIdParams = Joi.object({ id: uuidParam.description('the user id (UUID)') });
 
