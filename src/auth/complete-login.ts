@@ -96,6 +96,33 @@ export function secondStepRefused(outcome: Extract<SecondStepOutcome, { ok: fals
   return new HttpError(401, 'unauthorized', outcome.reason === 'invalid_code' ? wrong : 'sign in again: the second step expired', details);
 }
 
+/** The session body of every sign-in answer. */
+export function loginBody(user: User, session: { token: string; expires_at: number }) {
+  return {
+    token: session.token,
+    token_type: 'session' as const,
+    expires_at: new Date(session.expires_at).toISOString(),
+    user: { id: user.id, username: user.username, display_name: user.displayName, email: user.email, groups: user.groups },
+  };
+}
+
+/** Starts the UI cookie session under a fresh session id (the old id, if any, is destroyed). */
+export async function startCookieSession(ctx: Context, keyId: string): Promise<void> {
+  ctx.session = { key_id: keyId };
+  const session = ctx.session as { regenerate?: () => Promise<void> } | null;
+  await session?.regenerate?.();
+}
+
+/**
+ * The end of a sign-in over the API (password, second step, passkey): the browser's cookie
+ * session starts under a fresh id, and the answer is the session body. (The login form and the
+ * SSO handoff redirect instead: src/web/login.ts, src/auth/routes/oidc.ts.)
+ */
+export async function signedIn(ctx: Context, user: User, session: IssuedSession) {
+  await startCookieSession(ctx, session.key_id);
+  return loginBody(user, session);
+}
+
 /** Carries the second-step token of a form or redirect sign-in between the pages (never in a URL). */
 export const SECOND_STEP_COOKIE = 'svc.mfa_token';
 

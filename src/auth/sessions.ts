@@ -36,14 +36,6 @@ export const loginSchema = Joi.object({
 });
 
 
-export function loginBody(user: User, session: { token: string; expires_at: number }) {
-  return {
-    token: session.token,
-    token_type: 'session' as const,
-    expires_at: new Date(session.expires_at).toISOString(),
-    user: { id: user.id, username: user.username, display_name: user.displayName, email: user.email, groups: user.groups },
-  };
-}
 
 /** Refuses a browser request from a foreign page (login CSRF); requests without Origin are not from a browser form. */
 export function checkOrigin(auth: AuthComponent, ctx: Context): void {
@@ -52,12 +44,6 @@ export function checkOrigin(auth: AuthComponent, ctx: Context): void {
 }
 
 
-/** Starts the UI cookie session under a fresh session id (the old id, if any, is destroyed). */
-export async function startCookieSession(ctx: Context, keyId: string): Promise<void> {
-  ctx.session = { key_id: keyId };
-  const session = ctx.session as { regenerate?: () => Promise<void> } | null;
-  await session?.regenerate?.();
-}
 
 /** `refusal`: the directory proved the password and refused the account, and the person may be told why */
 export type { IssuedSession };

@@ -4,7 +4,8 @@ import type { Context, Next } from 'koa';
 import type { AuthComponent } from '../component.js';
 import { HttpError, rateLimited, unauthorized } from '../../http/errors.js';
 import { ApiRouter } from '../../http/api.js';
-import { checkOrigin, credentialsLogin, loginBody, loginSchema, logout, noStore, providerList, startCookieSession } from '../sessions.js';
+import { checkOrigin, credentialsLogin, loginSchema, logout, noStore, providerList } from '../sessions.js';
+import { signedIn } from '../complete-login.js';
 import { REFUSAL_TEXT } from '../providers/refusal.js';
 import { secondStepView, sessionView } from './views.js';
 
@@ -63,8 +64,7 @@ export function authRoutes(auth: AuthComponent): Router {
         throw unauthorized('invalid username or password');
       }
       if (outcome.kind === 'second_step') return secondStepBody(outcome);
-      await startCookieSession(ctx, outcome.session.key_id);
-      return loginBody(outcome.user, outcome.session);
+      return signedIn(ctx, outcome.user, outcome.session);
     },
   );
 

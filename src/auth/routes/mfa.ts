@@ -8,9 +8,9 @@ import { ApiRouter } from '../../http/api.js';
 import { badField, forbiddenBecause, notFound, unauthorized } from '../../http/errors.js';
 import { uuidParam } from '../../iam/schemas.js';
 import { ADMIN_USERS, userIdParams } from '../../iam/routes/users.js';
-import { passSecondStep, secondStepRefused } from '../complete-login.js';
+import { passSecondStep, secondStepRefused, signedIn } from '../complete-login.js';
 import { lockedOut } from '../attempt-gate.js';
-import { loginBody, noStore, startCookieSession } from '../sessions.js';
+import { noStore } from '../sessions.js';
 import { sameOriginOnly } from './login.js';
 import { mfaStatusView, NOT_A_SESSION, recoveryCodesView, sessionView } from './views.js';
 
@@ -162,8 +162,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     async (ctx, { body }) => {
       const outcome = await passSecondStep(auth, ctx, body.mfa_token, body.webauthn !== undefined ? { webauthn: body.webauthn } : { code: body.code });
       if (!outcome.ok) throw secondStepRefused(outcome);
-      await startCookieSession(ctx, outcome.session.key_id);
-      return loginBody(outcome.user, outcome.session);
+      return signedIn(ctx, outcome.user, outcome.session);
     },
   );
 

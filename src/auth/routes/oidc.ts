@@ -10,7 +10,7 @@ import { ApiRouter } from '../../http/api.js';
 import { sameOriginOnly } from './login.js';
 import { sessionView } from './views.js';
 import { sha256 } from '../tokens.js';
-import { completeLogin, toSecondStep } from '../complete-login.js';
+import { completeLogin, loginBody, startCookieSession, toSecondStep } from '../complete-login.js';
 import type { RedirectResume } from '../mfa/step.js';
 import {
   bindingMatches,
@@ -19,13 +19,11 @@ import {
   errorCode,
   EXCHANGE_CODE_TTL_MS,
   LOGIN_BINDING_COOKIE,
-  loginBody,
   loginErrorUrl,
   nextSchema,
   type IssuedSession,
   noStore,
   OIDC_STATE_TTL_MS,
-  startCookieSession,
 } from '../sessions.js';
 
 /**

@@ -7,10 +7,10 @@ import type { ApiIdentity } from '../identity.js';
 import { ApiRouter } from '../../http/api.js';
 import { conflict, forbiddenBecause, HttpError } from '../../http/errors.js';
 import type { User } from '../../iam/store.js';
-import { completeLogin, passSecondStep, secondStepRefused } from '../complete-login.js';
+import { completeLogin, passSecondStep, secondStepRefused, signedIn } from '../complete-login.js';
 import { lockedOut, type Attempt } from '../attempt-gate.js';
 import { deviceCookieOf } from '../device-cookie.js';
-import { loginBody, noStore, startCookieSession } from '../sessions.js';
+import { noStore } from '../sessions.js';
 import { sameOriginOnly } from './login.js';
 import { NOT_A_SESSION, passkeyFields, sessionView } from './views.js';
 
@@ -211,8 +211,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       if (body.flow === 'second_step') {
         const outcome = await passSecondStep(auth, ctx, body.mfa_token, { webauthn: body.response });
         if (!outcome.ok) throw secondStepRefused(outcome, 'the passkey was not accepted');
-        await startCookieSession(ctx, outcome.session.key_id);
-        return loginBody(outcome.user, outcome.session);
+        return signedIn(ctx, outcome.user, outcome.session);
       }
       const attempt = (username: string): Attempt => ({ secret: 'passkey', username, ip: ctx.ip, deviceCookie: deviceCookieOf(ctx), via: 'passkey', provider: 'webauthn', log: ctx.log });
       const refused = (reason: 'expired' | 'invalid_passkey' | 'account_disabled') =>
@@ -235,8 +234,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       if (!checked.ok) throw checked.retryAfter ? lockedOut(checked.retryAfter) : refused('invalid_passkey');
       const done = await completeLogin(auth, ctx, user, { provider: 'webauthn', via: 'passkey', secondFactor: true });
       if (done.kind !== 'session') throw new Error('a passkey sign-in must end in a session');
-      await startCookieSession(ctx, done.session.key_id);
-      return loginBody(done.user, done.session);
+      return signedIn(ctx, done.user, done.session);
     },
   );
 
