@@ -1,15 +1,14 @@
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
-import { WebSocket, WebSocketServer, type RawData } from 'ws';
+import { WebSocket, WebSocketServer } from 'ws';
 import type { ApiIdentity } from '../auth/identity.js';
-import type { ClientChannels, ClientErrorCode, ClientFrameDef, ClientPush, ClientSession } from '../bus/channels.js';
+import type { ClientChannels, ClientFrameDef, ClientPush, ClientSession } from '../bus/channels.js';
 import { HttpError, STATUS_BY_DOMAIN_CODE } from '../http/errors.js';
-import { DomainError, fieldErrorsOf, fieldErrorsText, isRecorded, type DomainErrorCode } from '../errors.js';
-import { actingAs, actingFrom } from '../request-context.js';
-import { isDbUnavailable } from '../db/knex.js';
+import { DomainError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { Connection } from './connection.js';
-import { encodeFrame, parseFrame } from './frames.js';
+import { encodeFrame } from './frames.js';
+import { dispatchFrame, type FrameDispatch } from './dispatch.js';
 import type { UpgradeAuthResult } from './upgrade-auth.js';
 import { DEFAULT_GATEWAY_OPTIONS, type GatewayOptions } from './options.js';
 
@@ -40,19 +39,6 @@ export interface GatewayDeps {
   options?: Partial<GatewayOptions>;
 }
 
-/** A DomainError as ws answers it (DESIGN 7's codes, and the service's own): the one mapping of the ws transport. */
-const WS_CODE: Record<DomainErrorCode, ClientErrorCode> = {
-  validation_failed: 'invalid_args',
-  not_found: 'invalid_args',
-  conflict: 'invalid_args',
-  unauthorized: 'forbidden',
-  forbidden: 'forbidden',
-  mfa_required: 'forbidden',
-  step_up_required: 'forbidden',
-  mfa_enrollment_required: 'forbidden',
-  rate_limited: 'rate_limited',
-  unavailable: 'unavailable',
-};
 
 /**
  * The WebSocket transport at /ws: authenticates at the upgrade (401 before a socket exists),
@@ -75,11 +61,21 @@ export class Gateway implements ClientChannels {
   private server: http.Server | null = null;
   /** counters for tests and metrics */
   readonly stats = { accepted: 0, slowClosed: 0, deadDropped: 0, refused: 0 };
+  /** what a client frame's dispatch needs (src/gateway/dispatch.ts) */
+  private readonly dispatch: FrameDispatch;
 
   constructor(private readonly deps: GatewayDeps) {
     this.options = { ...DEFAULT_GATEWAY_OPTIONS, ...deps.options };
     // no compression: at 10,000 sockets it costs CPU and memory per connection
     this.wss = new WebSocketServer({ noServer: true, maxPayload: this.options.maxPayload, perMessageDeflate: false, clientTracking: false });
+    this.dispatch = {
+      frames: this.frames,
+      options: this.options,
+      log: deps.log,
+      refused: deps.refused,
+      currentIdentity: (conn) => this.currentIdentity(conn),
+      drop: (conn, code, reason) => this.drop(conn, code, reason),
+    };
     this.frame({ event: 'gateway:ping', permission: null, handle: (s, _p, ref) => s.send('gateway:pong', { time: new Date().toISOString() }, ref) });
   }
 
@@ -251,7 +247,7 @@ export class Gateway implements ClientChannels {
     ws.on('pong', () => (conn.alive = true));
     ws.on('message', (data, isBinary) => {
       conn.alive = true;
-      void this.onMessage(conn, data, isBinary);
+      void dispatchFrame(this.dispatch, conn, data, isBinary);
     });
     ws.on('close', () => this.unregister(conn));
     ws.on('error', (err) => {
@@ -326,59 +322,6 @@ export class Gateway implements ClientChannels {
       } catch {
         /* socket already closing */
       }
-    }
-  }
-
-  // ---- client frames ---------------------------------------------------------------------
-
-  private async onMessage(conn: Connection, data: RawData, isBinary: boolean): Promise<void> {
-    if (conn.gone) return;
-    if (!conn.takeFrame()) {
-      conn.error('rate_limited', `more than ${this.options.frameRate} frames a second`);
-      this.drop(conn, 1008, 'frame rate exceeded');
-      return;
-    }
-    await conn.welcomed;
-    if (conn.gone) return;
-    if (isBinary) return conn.error('bad_frame', 'frames are JSON text');
-    const text = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : Buffer.from(data as Buffer).toString('utf8');
-    const parsed = parseFrame(text);
-    if (!parsed.frame) return conn.error('bad_frame', parsed.error, parsed.ref);
-    const frame = parsed.frame;
-    const ref = frame.ref ?? null;
-    const def = this.frames.get(frame.event);
-    if (!def) return conn.error('unknown_event', `unknown event ${JSON.stringify(frame.event)}`, ref);
-    let identity: ApiIdentity | null = conn.identity;
-    try {
-      // every frame but a ping acts as the caller: with the permissions IAM holds now
-      if (def.event !== 'gateway:ping') {
-        identity = await this.currentIdentity(conn);
-        if (!identity) return;
-        if (def.permission !== null && !identity.allows(def.permission)) {
-          const refusal = new DomainError('forbidden', `missing permission ${def.permission}`);
-          this.deps.refused?.(actingFrom(identity, conn.ip), def.event, refusal);
-          return conn.error('forbidden', refusal.message, ref);
-        }
-      }
-      let payload: unknown = frame.payload;
-      if (def.schema) {
-        // each problem by the field it is about, never the value (joi's own message may quote it)
-        const { value, error } = def.schema.validate(frame.payload, { convert: false, abortEarly: false });
-        if (error) return conn.error('invalid_args', fieldErrorsText(fieldErrorsOf(error)), ref);
-        payload = value;
-      }
-      // the frame acts as its caller, from the connection's address (src/request-context.ts)
-      const actor = actingFrom(identity, conn.ip);
-      await actingAs({ actor, transport: 'ws', ip: conn.ip, requestId: null }, () => def.handle(conn, payload, ref));
-    } catch (err) {
-      // the database is away: the connection stays, the client tries again later
-      if (isDbUnavailable(err)) return conn.error('unavailable', 'the database is not reachable right now; try again shortly', ref);
-      if (err instanceof DomainError) {
-        if (identity && !isRecorded(err)) this.deps.refused?.(actingFrom(identity, conn.ip), def.event, err);
-        return conn.error(WS_CODE[err.code], err.message, ref);
-      }
-      this.deps.log.error({ err, event: frame.event }, 'websocket frame failed');
-      conn.error('internal', 'internal error', ref);
     }
   }
 
