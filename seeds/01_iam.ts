@@ -4,6 +4,7 @@ import { migrateLatest } from '../src/db/migrate.js';
 import { seedIam } from '../src/iam/seed.js';
 import { AuditTrail } from '../src/iam/audit.js';
 import { CLI_ACTOR } from '../src/iam/policy.js';
+import { CommandPath } from '../src/iam/commands.js';
 import { EventBus } from '../src/bus/bus.js';
 import { createLogger } from '../src/log.js';
 
@@ -17,5 +18,5 @@ export async function seed(knex: Knex): Promise<void> {
   const config = loadConfig(process.env, { writeFiles: false });
   const log = createLogger('warn');
   const audit = new AuditTrail({ db: knex, bus: new EventBus(log), log });
-  await seedIam(knex, config, { mode: 'command', actor: CLI_ACTOR, audit });
+  await seedIam(knex, config, { mode: 'command', actor: CLI_ACTOR, commands: new CommandPath(audit) });
 }

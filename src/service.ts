@@ -98,7 +98,7 @@ export class Service {
       record: (e) => {
         const actor = e.trusted || !e.caller || !isActor(e.caller) ? { user_id: null, username: e.trusted ? 'bus' : 'anonymous', method: e.trusted ? 'bus' : null, ip: null } : e.caller;
         // a refusal repeated by the same caller is coalesced by the trail (one event with its count)
-        this.iam.audit.record({ action: 'socket.operation', actor, target: { type: 'socket', id: e.operation, name: e.provider }, outcome: e.outcome, details: { args: withoutSecrets(e.args), ...(e.error ? { error: e.error.code } : {}) } });
+        this.iam.commands.record({ action: 'socket.operation', actor, target: { type: 'socket', id: e.operation, name: e.provider }, outcome: e.outcome, details: { args: withoutSecrets(e.args), ...(e.error ? { error: e.error.code } : {}) } });
       },
     });
 

@@ -51,7 +51,7 @@ export async function completeLogin(auth: AuthComponent, ctx: Context, user: Use
   }
   const session = await mintSession(auth, user, opts.provider, opts.secondFactor ? Date.now() : null);
   ctx.log.info({ provider: opts.provider, user_id: user.id, second_factor: Boolean(opts.secondFactor) }, 'login');
-  auth.iam.audit.record({
+  auth.iam.commands.record({
     action: 'auth.login',
     actor: { user_id: user.id, username: user.username, method: opts.via, ip: ctx.ip },
     target: { type: 'user', id: user.id, name: user.username },

@@ -104,7 +104,7 @@ export async function logout(auth: AuthComponent, ctx: Context): Promise<boolean
     }
     ctx.session = null;
   }
-  if (id?.userId) auth.iam.audit.record({ action: 'auth.logout', actor: { user_id: id.userId, username: id.username, method: id.method, ip: ctx.ip }, target: { type: 'user', id: id.userId, name: id.username } });
+  if (id?.userId) auth.iam.commands.record({ action: 'auth.logout', actor: { user_id: id.userId, username: id.username, method: id.method, ip: ctx.ip }, target: { type: 'user', id: id.userId, name: id.username } });
   return ended || Boolean(id);
 }
 

@@ -129,8 +129,8 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
     .action(async (_opts, cmd: Command) => {
       const db = await ctx.db();
       const applied = await migrateLatest(db);
-      const { audit } = await ctx.iam();
-      const { changed, envApplied } = await seedIam(db, ctx.config, { mode: 'command', actor: CLI_ACTOR, audit, passwords: ctx.passwords });
+      const { commands } = await ctx.iam();
+      const { changed, envApplied } = await seedIam(db, ctx.config, { mode: 'command', actor: CLI_ACTOR, commands, passwords: ctx.passwords });
       out(cmd).result({ applied, changed }, changed ? 'seeded the default groups and accounts' : 'nothing to seed: the default groups and accounts exist');
       for (const a of envApplied) out(cmd).warn(envAppliedText(a));
     });

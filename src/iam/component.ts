@@ -123,7 +123,7 @@ export class IamComponent {
     const { db, bus, config, log } = this.deps;
     const applied = await migrateLatest(db);
     if (applied.length) log.info({ applied }, 'migrations applied');
-    const seeded = await seedIam(db, config, { mode: 'boot', actor: SERVICE_ACTOR, audit: this.audit, passwords: this.passwords });
+    const seeded = await seedIam(db, config, { mode: 'boot', actor: SERVICE_ACTOR, commands: this.commands, passwords: this.passwords });
     for (const a of seeded.envApplied) {
       log.warn(
         { user: a.username, variable: a.variable },

@@ -6,7 +6,8 @@ import { IamStore } from './store.js';
 import { Passwords } from './passwords.js';
 import { SecretsStore } from './secrets.js';
 import type { Actor } from './policy.js';
-import type { AuditInput, AuditTrail } from './audit.js';
+import type { AuditInput } from './audit.js';
+import type { CommandPath } from './commands.js';
 
 type SeedConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'adminPasswordConfigured' | 'botUser' | 'botPassword' | 'botPasswordConfigured' | 'adminForceSuperadmin' | 'secretKey' | 'secretKeyKept' | 'bcryptCost'>;
 type PinConfig = Pick<Config, 'adminUser' | 'adminPasswordConfigured' | 'botUser' | 'botPasswordConfigured'>;
@@ -48,8 +49,8 @@ export interface SeedOptions {
   mode: 'boot' | 'command';
   /** who seeds, as the trail records it: SERVICE_ACTOR at boot, CLI_ACTOR for the commands */
   actor: Actor;
-  /** every change is an event, in the change's transaction */
-  audit: Pick<AuditTrail, 'within'>;
+  /** every change runs here: its event in its transaction */
+  commands: Pick<CommandPath, 'within'>;
   /** hashing on this thread at the configured cost (`knex seed:run`, which has no pool of its own) */
   passwords?: Passwords;
 }
@@ -65,13 +66,13 @@ export interface SeedOptions {
  * replaced.
  */
 export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): Promise<{ passwordChanged: string[]; changed: boolean; envApplied: EnvPasswordApplied[] }> {
-  const { actor, audit } = opts;
+  const { actor, commands } = opts;
   const passwords = opts.passwords ?? new Passwords({ threads: 0, cost: config.bcryptCost });
   const store = new IamStore(db);
   const secrets = new SecretsStore(db, config.secretKey);
   let changed = false;
   for (const g of DEFAULT_GROUPS) {
-    const created = await audit.within(
+    const created = await commands.within(
       (trx) => new IamStore(trx).createGroupIfMissing(g),
       (made) => (made ? { action: 'group.created', actor, target: { type: 'group', id: g.name, name: g.name }, details: { permissions: g.permissions ?? [], default_group: true } } : null),
     );
@@ -93,7 +94,7 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
       // a seed command never hands out a role the boot would decide: the superadmin flag is the boot's
       const roles = opts.mode === 'boot' ? b.roles : b.roles.filter((r) => r !== 'superadmin');
       try {
-        await audit.within(
+        await commands.within(
           async (trx) => {
             const made = await new IamStore(trx).createUser({ username: b.username, hashedPassword: hashed, groups: b.groups, roles });
             await new IamStore(trx).linkIdentity(made.id, 'local', b.username);
@@ -136,7 +137,7 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
       }
     }
     if (Object.keys(patch).length === 0) continue;
-    await audit.within(
+    await commands.within(
       async (trx) => {
         await new IamStore(trx).updateUser(existing.id, patch);
         return promotion === 'granted' ? trx('api_keys').where({ user_id: existing.id }).whereNull('revoked_at').update({ revoked_at: Date.now() }) : 0;

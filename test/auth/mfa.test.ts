@@ -297,7 +297,9 @@ describe('second factor: TOTP and recovery codes', function () {
     const lena = await newUser('lena');
     const token = await session(lena);
     const { secret } = await enrol(token);
-    const bearer = { Authorization: `Bearer ${token}` };
+    // from addresses of its own: the per-address budget is not the earlier tests' to share
+    const bearer = { Authorization: `Bearer ${token}`, 'X-Forwarded-For': '198.51.100.40' };
+    const elsewhere = { Authorization: `Bearer ${token}`, 'X-Forwarded-For': '198.51.100.41' };
     const before = (await svc.service.db('audit_events').max({ n: 'seq' }).first())?.n ?? 0;
     const statuses: number[] = [];
     for (let i = 0; i < 12; i++) {
@@ -321,11 +323,11 @@ describe('second factor: TOTP and recovery codes', function () {
     await svc.service.db('login_failures').where({ username: 'lena' }).delete();
     await svc.service.db('api_keys').where({ user_id: lena.id, kind: 'session' }).update({ mfa_at: Date.now() - 24 * 3_600_000 });
     svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
-    const stale = await api().delete('/api/me/mfa/totp').set(bearer).send({});
+    const stale = await api().delete('/api/me/mfa/totp').set(elsewhere).send({});
     expect(stale.status, JSON.stringify(stale.body)).to.equal(403);
     expect(stale.body.error.code).to.equal('step_up_required');
-    await api().post('/api/auth/step-up').set(bearer).send({ code: codeAt(secret, stepsAway(1)) }).expect(204);
-    await api().delete('/api/me/mfa/totp').set(bearer).expect(204);
-    expect((await api().get('/api/me/mfa').set(bearer).expect(200)).body.totp).to.equal(false);
+    await api().post('/api/auth/step-up').set(elsewhere).send({ code: codeAt(secret, stepsAway(1)) }).expect(204);
+    await api().delete('/api/me/mfa/totp').set(elsewhere).expect(204);
+    expect((await api().get('/api/me/mfa').set(elsewhere).expect(200)).body.totp).to.equal(false);
   });
 });

@@ -187,7 +187,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       const by = proved.value;
       await auth.apiKeys.markVerified(sessionId);
       ctx.log.info({ user_id: user.id, factor: by }, 'step-up verified');
-      auth.iam.audit.record({ action: 'auth.step_up', actor: actor(ctx), target: { type: 'user', id: user.id, name: user.username }, details: { factor: by } });
+      auth.iam.commands.record({ action: 'auth.step_up', actor: actor(ctx), target: { type: 'user', id: user.id, name: user.username }, details: { factor: by } });
       ctx.status = 204;
     },
   );
