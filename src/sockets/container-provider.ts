@@ -2,14 +2,12 @@ import { promises as fsp } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
-import Joi from 'joi';
 import type { Logger } from '../log.js';
 import { SocketProvider, type ProviderCapabilities, type ProviderOperation } from './base-provider.js';
+import { argsFor, NO_ARGS, RESOLVE_MOUNTS_ARGS } from './container-args.js';
 import { SocketError } from './errors.js';
-import { HostPaths, inodeChain } from './host-paths.js';
-import { isInside } from './paths.js';
+import { HostPaths } from './host-paths.js';
 import {
-  absolutePath,
   checkPrefix,
   containerIdFromProc,
   daemonFailure,
@@ -18,49 +16,22 @@ import {
   MAX_AGE_MINUTES,
   MOUNT_RW_PERMISSION,
   PREFIX_PATTERN,
-  prefixSchema,
   primaryName,
-  realOrResolved,
   realpathOrSelf,
   RESULTS,
   RUNNER_LABEL,
   SPAWN_PERMISSION,
-  spawnSchema,
   type CleanupOptions,
   type CleanupResult,
   type ContainerProviderOptions,
   type RunnerInfo,
   type SpawnRequest,
 } from './container-shapes.js';
+import { RunnerSpawner } from './container-spawn.js';
 import { fieldErrorsOf, fieldErrorsText } from '../errors.js';
 
 export { containerIdFromProc, hostPathFor, JOI_OPTIONS, MOUNT_RW_PERMISSION, PREFIX_PATTERN, RUNNER_LABEL, SPAWN_PERMISSION };
 export type { CleanupOptions, CleanupResult, ContainerProviderOptions, RunnerInfo, SpawnRequest };
-
-/** the operations that take no arguments */
-const NO_ARGS = Joi.object({});
-
-const RESOLVE_MOUNTS_ARGS = Joi.object({ targets: Joi.array().items(absolutePath).min(1).max(64).required() });
-
-/**
- * The argument schemas that depend on the runner prefix (SERVICE_RUNNER_PREFIX), made once per
- * prefix: operations() is asked at every request, and the services of a process share them (and
- * their conversion into the API document).
- */
-const argsByPrefix = new Map<string, { runners: Joi.ObjectSchema; cleanup: Joi.ObjectSchema; spawn: Joi.ObjectSchema }>();
-function argsFor(runnerPrefix: string) {
-  let args = argsByPrefix.get(runnerPrefix);
-  if (!args) {
-    const prefix = prefixSchema.default(runnerPrefix).description('name prefix of the runner containers; default SERVICE_RUNNER_PREFIX');
-    const cleanup = Joi.object({
-      prefix,
-      max_age_minutes: Joi.number().min(0).max(MAX_AGE_MINUTES).default(60).description('only containers older than this'),
-      dry_run: Joi.boolean().default(false).description('list what would be removed, remove nothing'),
-    });
-    argsByPrefix.set(runnerPrefix, (args = { runners: Joi.object({ prefix }), cleanup, spawn: spawnSchema(runnerPrefix) }));
-  }
-  return args;
-}
 
 export class ContainerProvider extends SocketProvider {
   readonly name = 'container';
@@ -77,7 +48,7 @@ export class ContainerProvider extends SocketProvider {
   private readonly requestTimeoutMs: number;
 
   private readonly dataDir: string;
-  private readonly mountPaths: HostPaths;
+  private readonly spawner: RunnerSpawner;
   /** spawns run one at a time: each sees the read-write mounts of the ones before it */
   private spawning: Promise<unknown> = Promise.resolve();
   private readonly availabilityTtlMs: number;
@@ -91,7 +62,14 @@ export class ContainerProvider extends SocketProvider {
     this.runnerPrefix = options.runnerPrefix ?? 'runner-';
     if (!PREFIX_PATTERN.test(this.runnerPrefix)) throw new Error(`runner prefix must match ${PREFIX_PATTERN}`);
     this.dataDir = path.resolve(options.dataDir ?? './data');
-    this.mountPaths = new HostPaths({ dataDir: this.dataDir, roots: options.mountRoots ?? [HostPaths.managedFolderOf(this.dataDir)] });
+    const mountPaths = new HostPaths({ dataDir: this.dataDir, roots: options.mountRoots ?? [HostPaths.managedFolderOf(this.dataDir)] });
+    // the daemon as the spawner uses it: the client of this provider, and its handling of failures
+    const daemon = {
+      docker: () => this.docker(),
+      call: <T>(what: string, fn: () => Promise<T>) => this.call(what, fn),
+      toSocketError: (err: unknown, what: string) => this.toSocketError(err, what),
+    };
+    this.spawner = new RunnerSpawner(daemon, mountPaths, this.socket_path, this.log);
     this.availabilityTtlMs = options.availabilityTtlMs ?? 2000;
     this.selfId = options.selfContainerId;
     this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
@@ -278,105 +256,11 @@ export class ContainerProvider extends SocketProvider {
       throw new SocketError('invalid_args', fieldErrorsText(problems), problems);
     }
     const req = value as Required<Omit<SpawnRequest, 'network'>> & { network?: string };
-    const run = this.spawning.then(() => this.createRunner(req));
+    const run = this.spawning.then(() => this.spawner.createRunner(req));
     this.spawning = run.catch(() => undefined);
     return run;
   }
 
-  private async createRunner(req: Required<Omit<SpawnRequest, 'network'>> & { network?: string }): Promise<{ id: string; name: string }> {
-    const mounts = await this.resolveMounts(req.mounts as Array<{ source: string; target: string; read_only: boolean }>);
-    const created = await this.call('create container', async () =>
-      (await this.docker()).createContainer({
-        name: req.name,
-        Image: req.image,
-        Cmd: req.command.length ? req.command : undefined,
-        Env: Object.entries(req.env).map(([k, v]) => `${k}=${v}`),
-        Labels: { ...req.labels, [RUNNER_LABEL]: 'true' },
-        HostConfig: {
-          NetworkMode: req.network ?? 'none',
-          Privileged: false,
-          // a runner runs once: its mounts are checked for this start only, and a later start
-          // would mount its sources again by path, whatever they have been turned into meanwhile
-          RestartPolicy: { Name: 'no' },
-          AutoRemove: true,
-          Mounts: mounts.map((m) => ({ Type: 'bind' as const, Source: m.source, Target: m.target, ReadOnly: m.read_only })),
-        },
-      }),
-    );
-    try {
-      await created.start();
-    } catch (err) {
-      await created.remove({ force: true }).catch(() => undefined);
-      throw this.toSocketError(err, 'start container');
-    }
-    // env values are deliberately absent from this line
-    this.log?.info(
-      { id: created.id, name: req.name, image: req.image, mounts: mounts.map((m) => ({ source: m.source, target: m.target, read_only: m.read_only })), network: req.network ?? 'none' },
-      'runner spawned',
-    );
-    return { id: created.id, name: req.name };
-  }
-
-  /**
-   * Real, allowed bind sources: never the daemon socket, never overlapping a mount that another
-   * container may write, and read-write only where no other container's mount lies below and no
-   * other runner's mount lies above.
-   */
-  private async resolveMounts(mounts: Array<{ source: string; target: string; read_only: boolean }>) {
-    if (mounts.length === 0) return [];
-    const socketPath = realOrResolved(this.socket_path);
-    const existing = await this.bindMounts();
-    const out: Array<{ source: string; target: string; read_only: boolean }> = [];
-    for (const [i, m] of mounts.entries()) {
-      const field = `mounts.${i}.source`;
-      const refuse = (why: string): never => {
-        throw new SocketError('forbidden', `${field} ${why}`, [{ field, message: why }]);
-      };
-      const resolved = await this.mountPaths.check(m.source, field);
-      if (!resolved.exists) throw new SocketError('invalid_args', `${field} must exist`, [{ field, message: 'must exist' }]);
-      const real = resolved.real;
-      // mounting the daemon socket (or a directory holding it) would hand the runner the daemon
-      if (socketPath === real || isInside(socketPath, real)) refuse('must not expose the container daemon socket');
-      const chain = await inodeChain(real);
-      for (const other of existing) {
-        // by path, and by inode: a bind mount shows a directory under a second name
-        const below = other.paths.some((p) => isInside(real, p)) || (other.inode !== null && chain.includes(other.inode));
-        const holds = other.paths.some((p) => isInside(p, real)) || (chain[0] !== null && other.chain.includes(chain[0]));
-        if (!below && !holds) continue;
-        if (other.rw) refuse(`${below ? 'lies below' : 'holds'} ${other.source}, which a container may write (it could re-point what lies below)`);
-        if (m.read_only) continue;
-        if (holds) refuse(`is read-write and holds ${other.source}, which a container mounts (the runner could re-point what that container mounts)`);
-        if (other.runner) refuse(`is read-write and lies below ${other.source}, which a runner mounts (the runner could swap what that runner sees)`);
-      }
-      out.push({ source: real, target: m.target, read_only: m.read_only });
-    }
-    return out;
-  }
-
-  /**
-   * Every bind mount of every container of the daemon, in any state (a stopped container may
-   * start again; only runners are removed when they stop): its source as the daemon has it,
-   * that source's real path, and the inodes of that path and the directories above it.
-   */
-  private async bindMounts(): Promise<Array<{ source: string; paths: string[]; inode: string | null; chain: Array<string | null>; rw: boolean; runner: boolean }>> {
-    const all = await this.call('list containers', async () => (await this.docker()).listContainers({ all: true }));
-    const found = new Map<string, { source: string; rw: boolean; runner: boolean }>();
-    for (const c of all) {
-      const runner = c.Labels?.[RUNNER_LABEL] === 'true';
-      for (const m of c.Mounts ?? []) {
-        if (m.Type !== 'bind' || !m.Source) continue;
-        const key = JSON.stringify([m.Source, m.RW, runner]);
-        if (!found.has(key)) found.set(key, { source: m.Source, rw: m.RW === true, runner });
-      }
-    }
-    return Promise.all(
-      [...found.values()].map(async (m) => {
-        const real = await fsp.realpath(m.source).catch(() => m.source);
-        const chain = await inodeChain(real);
-        return { ...m, paths: [...new Set([m.source, real])], inode: chain[0], chain };
-      }),
-    );
-  }
 
   /** The containers this service created (its runner label), whatever their name. */
   private ownContainers() {
@@ -481,4 +365,3 @@ export class ContainerProvider extends SocketProvider {
     return error;
   }
 }
-
