@@ -71,6 +71,12 @@ export interface EndpointDef<P = unknown, Q = unknown, B = unknown> {
    * guard, before the body, by the function the authentication middleware puts on ctx.state.
    */
   stepUp?: boolean;
+  /**
+   * `operation`: the route's permission (documented as usual) is judged by the operation it
+   * runs, which records its own refusal (a socket operation: the same event over HTTP, ws and
+   * the bus); the route itself only requires an identity.
+   */
+  permissionCheck?: 'route' | 'operation';
 }
 
 /** What the authentication middleware offers routes beside the identity (src/auth). */
@@ -101,9 +107,9 @@ export function endpointsOf(router: Router): readonly Endpoint[] {
   return registry.get(router) ?? [];
 }
 
-export function guardFor(auth: RouteAuth): Middleware | null {
+export function guardFor(auth: RouteAuth, permissionCheck: EndpointDef['permissionCheck'] = 'route'): Middleware | null {
   if (auth === 'none' || auth === 'optional') return null;
-  if (auth === 'identity') return requireIdentity;
+  if (auth === 'identity' || permissionCheck === 'operation') return requireIdentity;
   return requirePermission(auth.permission);
 }
 
@@ -126,7 +132,7 @@ export class ApiRouter {
   }
 
   endpoint<P = unknown, Q = unknown, B = unknown>(def: EndpointDef<P, Q, B>, handler: EndpointHandler<P, Q, B>): this {
-    const guard = guardFor(def.auth);
+    const guard = guardFor(def.auth, def.permissionCheck);
     const parseBody = def.body !== undefined && (def.bodyMode ?? 'json') === 'json';
     const run = async (ctx: Context) => {
       if (def.stepUp) {

@@ -28,9 +28,7 @@ export interface SecretRoutesOptions {
   /** what clearing it does, for the API docs */
   clearing: string;
   secret: LockableSecret;
-  /** who may set or clear it beyond the route's permission: throws to refuse (before the body is read) */
-  authorize?: (ctx: Context) => void;
-  /** who that refuses, for the API docs: "not a superadmin or the system key" */
+  /** who the secret's writer refuses beyond the route's permission, for the API docs: "not a superadmin or the system key" */
   refusal?: string;
   /** setting or clearing it needs a fresh second factor (step-up) */
   stepUp?: boolean;
@@ -64,7 +62,6 @@ export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
   const LOCKED = `the ${o.what} is set by ${o.setting.env} (locked)`;
   const body = putBody(o);
   const unlocked = (ctx: Context) => {
-    o.authorize?.(ctx);
     if (o.secret.lockedByEnv) throw conflict(`the ${o.what} is set by ${o.setting.env} and cannot be changed here`);
   };
   // the permission and the route's own refusal (the document adds step-up and what refuses any route)

@@ -68,7 +68,7 @@ export class KeyAdmin<K extends { id: string }> {
   /** Ends one key or web session of `owner`; false when there is no such live one. */
   async revoke(actor: Actor, owner: User, keyId: string): Promise<boolean> {
     if (actor.userId !== owner.id) {
-      await this.deps.commands.run({ action: 'key.revoked', actor, target: { type: 'key', id: keyId, name: owner.username } }, async () => this.deps.users.guardProtectedRole(actor, owner));
+      await this.deps.commands.run({ action: 'key.revoked', actor, target: { type: 'key', id: keyId } }, async () => this.deps.users.guardProtectedRole(actor, owner));
     }
     return this.deps.commands.within(
       (trx) => this.deps.vault.revoke(owner.id, keyId, trx),

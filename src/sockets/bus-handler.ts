@@ -94,6 +94,11 @@ export class SocketRequests {
     return response;
   };
 
+  /** Was this response recorded (a privileged operation's, whatever came of it)? The transport answering it records nothing more. */
+  recorded(response: SocketResponsePayload): boolean {
+    return Boolean(this.deps.record) && this.privileged.has(response);
+  }
+
   /** the responses of privileged operations, with their args, for handle() to record */
   private readonly privileged = new WeakMap<object, { args: Record<string, unknown> }>();
 

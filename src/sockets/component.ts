@@ -1,3 +1,4 @@
+import { markRecorded } from '../errors.js';
 import fs from 'node:fs';
 import type Router from '@koa/router';
 import Joi from 'joi';
@@ -89,7 +90,12 @@ export class SocketsComponent {
     const res = await this.requests.handle({ request_id: ctx.state.requestId, operation, args, ...(provider ? { provider } : {}) }, caller);
     // a permission the args asked for (permissionsFor), refused to nobody in particular: sign in first
     if (!res.ok && res.error!.code === 'forbidden' && !caller) throw unauthorized();
-    if (!res.ok) throw socketErrorToHttp(res.error!);
+    if (!res.ok) {
+      const err = socketErrorToHttp(res.error!);
+      // the bus handler recorded it (socket.operation): the HTTP answer records nothing more
+      if (this.requests.recorded(res)) markRecorded(err);
+      throw err;
+    }
     return res.result;
   }
 
@@ -106,8 +112,12 @@ export class SocketsComponent {
 
   private async runOperation(ctx: Context, method: OperationHttp['method']): Promise<unknown> {
     const { provider, name, op } = this.httpOperation(ctx.params.provider!, ctx.params.operation!, method);
-    // 401 and 403 before the args are looked at, as on every other route
-    const guard = guardFor(httpAuth(op, this.registry.ownerOf(provider.name), this.deps.config.socketReadsRequireAuth));
+    // 401 before the args are looked at, as on every other route; the permission is the bus
+    // handler's (before the args too), so a refusal is one socket.operation event however it came
+    const guard = guardFor(httpAuth(op, this.registry.ownerOf(provider.name), this.deps.config.socketReadsRequireAuth), 'operation');
+    const needs = op.permission;
+    const id = ctx.state.identity;
+    if (needs !== null && id && !id.allows(needs)) return this.run(ctx, `${provider.kind}:${name}`, {}, provider.name);
     let result: unknown;
     const run = async () => {
       // a query string is text: its values are converted by the operation's own rule first
@@ -183,6 +193,7 @@ export class SocketsComponent {
         summary: 'Repair owner and mode of a managed directory',
         description: 'A target (symlinks resolved) outside SERVICE_MANAGED_DIRS is 403, a missing one 404.',
         auth: { permission: 'socket:mounts:repair' },
+        permissionCheck: 'operation',
         body: repairSchema,
         bodyMode: 'manual',
         responses: {
