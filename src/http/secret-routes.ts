@@ -1,5 +1,4 @@
 import type Router from '@koa/router';
-import type { Context } from 'koa';
 import Joi from 'joi';
 import { ApiRouter } from './api.js';
 import { conflict } from './errors.js';
@@ -61,7 +60,7 @@ export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
   const ADMIN = { permission: 'feature:admin.settings' };
   const LOCKED = `the ${o.what} is set by ${o.setting.env} (locked)`;
   const body = putBody(o);
-  const unlocked = (ctx: Context) => {
+  const unlocked = () => {
     if (o.secret.lockedByEnv) throw conflict(`the ${o.what} is set by ${o.setting.env} and cannot be changed here`);
   };
   // the permission and the route's own refusal (the document adds step-up and what refuses any route)
@@ -72,14 +71,14 @@ export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
   );
   // the lock (409) is checked before the body (400): bodyMode manual
   api.endpoint({ method: 'PUT', path: '/', summary: `Set or rotate the ${o.what}`, auth: ADMIN, body, bodyMode: 'manual', stepUp: o.stepUp, responses: { 204: 'stored encrypted', 403: refused, 409: LOCKED } }, async (ctx) => {
-    unlocked(ctx);
+    unlocked();
     const value = (validate(body, jsonBody(ctx)) as Record<string, string>)[o.field]!;
     await o.secret.set(value);
     ctx.log.info(`${o.what} set`);
     ctx.status = 204;
   });
   api.endpoint({ method: 'DELETE', path: '/', summary: `Clear the ${o.what} (${o.clearing})`, auth: ADMIN, stepUp: o.stepUp, responses: { 204: 'cleared', 403: refused, 409: LOCKED } }, async (ctx) => {
-    unlocked(ctx);
+    unlocked();
     await o.secret.clear();
     ctx.log.info(`${o.what} cleared`);
     ctx.status = 204;
