@@ -1,10 +1,13 @@
-import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import crypto from 'node:crypto';
-import { ENV_SCHEMA, SETTINGS, parseDuration } from './settings-table.js';
+import { DEFAULT_ADMIN_PASSWORD, DEFAULT_BOT_PASSWORD, isKnownPassword, isLoopback, isPlaceholderKey, unknownVariables } from './config-checks.js';
+import { ConfigError, type ConfigProblem } from './config-error.js';
+import { resolveSecretKey } from './config-files.js';
+import { ENV_SCHEMA, parseDuration } from './settings-table.js';
 
 export { AUTH_PROVIDER_IDS, parseDuration } from './settings-table.js';
+export { closestSetting, DEFAULT_ADMIN_PASSWORD, DEFAULT_BOT_PASSWORD, isLoopback, unknownVariables } from './config-checks.js';
+export { ConfigError, type ConfigProblem } from './config-error.js';
+export { privateDir } from './config-files.js';
 
 /**
  * The SERVICE_* environment -> typed Config. The variables, their rules and defaults are the
@@ -12,70 +15,10 @@ export { AUTH_PROVIDER_IDS, parseDuration } from './settings-table.js';
  * is found at once: a ConfigError lists them all, each naming its variable; main.ts prints one
  * line per problem and exits 2. What is allowed but probably not meant (a variable nobody
  * reads) is a warning on Config.
+ *
+ * Beside it: config-checks.ts (known passwords, loopback addresses, unknown variables),
+ * config-error.ts (ConfigError), config-files.ts (the private data dir, the master key file).
  */
-
-export const DEFAULT_ADMIN_PASSWORD = 'admin-dev-password';
-export const DEFAULT_BOT_PASSWORD = 'bot-dev-password';
-
-/**
- * Passwords everybody knows: the development defaults (in the README), the placeholders of
- * docs/deploy/service-core.env and of its earlier versions, and the usual first guesses.
- * Production refuses them, and so does any mode on an address other hosts reach.
- */
-const KNOWN_PASSWORDS = new Set([DEFAULT_ADMIN_PASSWORD, DEFAULT_BOT_PASSWORD, 'admin-test-password', 'bot-test-password', 'change-me', 'change-me-too', 'changeme', 'password', 'password1', 'administrator', '12345678', '123456789', 'qwertyui', 'letmein1']);
-const isKnownPassword = (p: string) => KNOWN_PASSWORDS.has(p.trim().toLowerCase()) || /^change[-_ .]?me/i.test(p.trim());
-/** The master key placeholder of earlier versions of the env file template, and its kin. */
-const isPlaceholderKey = (k: string) => /change[-_ .]?me/i.test(k);
-
-/** Is `host` an address only this machine reaches (127.0.0.0/8, ::1, localhost)? */
-export function isLoopback(host: string): boolean {
-  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
-  if (h === 'localhost' || h.endsWith('.localhost')) return true;
-  if (net.isIPv4(h)) return h.startsWith('127.');
-  if (net.isIPv6(h)) return h === '::1' || /^::ffff:127\./.test(h) || /^(0{1,4}:){7}0{0,3}1$/.test(h);
-  return false;
-}
-
-/** SERVICE_* variables that are nobody's setting by name but known by their shape. */
-const KNOWN_PATTERNS = [
-  // a plugin's setting, SERVICE_PLUGIN_<ID>_<KEY> (src/plugins/settings.ts)
-  /^SERVICE_PLUGIN_[A-Z0-9]+(_[A-Z0-9]+)*_[A-Z0-9]+$/,
-  // the test suite's and the benchmarks' own (README.md)
-  /^SERVICE_(TEST|BENCH)_[A-Z0-9_]+$/,
-];
-
-/** Optimal string alignment distance (a swap of two neighbours counts one). */
-function editDistance(a: string, b: string): number {
-  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
-    }
-  }
-  return d[a.length]![b.length]!;
-}
-
-/** The known variable nearest to `name` (a typo's likely intent). */
-export function closestSetting(name: string): string {
-  let best = SETTINGS[0]!.env;
-  let bestDistance = Infinity;
-  for (const s of SETTINGS) {
-    const distance = editDistance(name, s.env);
-    if (distance < bestDistance) [best, bestDistance] = [s.env, distance];
-  }
-  return best;
-}
-
-/** A warning for each SERVICE_* variable that no setting reads (set but ignored). */
-export function unknownVariables(env: NodeJS.ProcessEnv): string[] {
-  const known = new Set(SETTINGS.map((s) => s.env));
-  return Object.keys(env)
-    .filter((k) => k.startsWith('SERVICE_') && !known.has(k) && !KNOWN_PATTERNS.some((p) => p.test(k)))
-    .sort()
-    .map((k) => `${k} is not a setting and is ignored; did you mean ${closestSetting(k)}?`);
-}
 
 export interface LdapConfig {
   url: string | null;
@@ -186,103 +129,12 @@ export interface Config {
   warnings: string[];
 }
 
-export interface ConfigProblem {
-  variable: string;
-  reason: string;
-}
-
-/**
- * The configuration cannot be used: every problem found, each naming its variable. `variable`
- * and `reason` are the first one's; `lines()` says them all, one line for the variables that
- * share a reason.
- */
-export class ConfigError extends Error {
-  readonly problems: readonly ConfigProblem[];
-
-  constructor(variable: string, reason: string);
-  constructor(problems: readonly ConfigProblem[]);
-  constructor(first: string | readonly ConfigProblem[], reason?: string) {
-    const problems = typeof first === 'string' ? [{ variable: first, reason: reason! }] : first;
-    super(ConfigError.linesOf(problems).join('; '));
-    this.name = 'ConfigError';
-    this.problems = problems;
-  }
-
-  get variable(): string {
-    return this.problems[0]!.variable;
-  }
-
-  get reason(): string {
-    return this.problems[0]!.reason;
-  }
-
-  /** `VAR: reason`, or `VAR_A, VAR_B: reason` for variables that share it, in the order found. */
-  lines(): string[] {
-    return ConfigError.linesOf(this.problems);
-  }
-
-  private static linesOf(problems: readonly ConfigProblem[]): string[] {
-    const byReason = new Map<string, string[]>();
-    for (const p of problems) byReason.set(p.reason, [...(byReason.get(p.reason) ?? []), p.variable]);
-    return [...byReason].map(([reason, variables]) => `${variables.join(', ')}: ${reason}`);
-  }
-}
-
 function originOf(url: string, variable: string): string {
   try {
     return new URL(url).origin;
   } catch {
     throw new ConfigError(variable, `"${url}" is not a URL`);
   }
-}
-
-/**
- * Makes `dir` private to the service's user when it is missing: mode 0700 (its parents, if
- * missing too, as usual). With `tighten`, an existing `dir` that group or others may enter is
- * set to 0700; the answer is then what to log (once: the next look finds it private), else null.
- */
-export function privateDir(dir: string, opts: { tighten: boolean }): string | null {
-  fs.mkdirSync(path.dirname(dir), { recursive: true });
-  try {
-    fs.mkdirSync(dir, { mode: 0o700 });
-    return null;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-  }
-  const st = fs.statSync(dir);
-  const mode = st.mode & 0o7777;
-  if (!opts.tighten || !st.isDirectory() || (mode & 0o077) === 0) return null;
-  const was = mode.toString(8).padStart(4, '0');
-  try {
-    fs.chmodSync(dir, 0o700);
-    return `${dir} was mode ${was}, open to other users: set to 0700`;
-  } catch (err) {
-    return `${dir} is mode ${was}, open to other users, and could not be set to 0700: ${(err as Error).message}`;
-  }
-}
-
-/** The master key: from the environment, else generated once into the data dir (0600). */
-function resolveSecretKey(dataDir: string, fromEnv: string | undefined, writeFiles: boolean): { key: string; generated: boolean; kept: boolean } {
-  if (fromEnv) return { key: fromEnv, generated: false, kept: true };
-  const file = path.join(dataDir, 'secret.key');
-  try {
-    const existing = fs.readFileSync(file, 'utf8').trim();
-    if (existing.length >= 32) return { key: existing, generated: true, kept: true };
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new ConfigError('SERVICE_DATA_DIR', `cannot read ${file}: ${(err as Error).message}`);
-  }
-  const key = crypto.randomBytes(32).toString('base64url');
-  if (writeFiles) {
-    try {
-      // an existing data dir is tightened (with a warning) when the service starts
-      privateDir(dataDir, { tighten: false });
-      fs.writeFileSync(file, key + '\n', { mode: 0o600, flag: 'wx' });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return resolveSecretKey(dataDir, undefined, false);
-      throw new ConfigError('SERVICE_DATA_DIR', `cannot write ${file}: ${(err as Error).message}`);
-    }
-  }
-  return { key, generated: true, kept: writeFiles };
 }
 
 export interface LoadOptions {
