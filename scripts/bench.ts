@@ -9,6 +9,9 @@
  *
  *   npm run bench [-- --seconds 8 --connections 50 --rounds 2]
  *   npm run bench -- --device-storm-only     (the known device's figure alone)
+ *   npm run bench -- --hot-path-only         (the API-key figure and the login p99 alone)
+ *   npm run bench -- --service DIR           (the service of another checkout's build, DIR/dist:
+ *                                              scripts/bench-builds.sh runs two builds in turn)
  *
  * SERVICE_BENCH_DATABASE_URL=postgres://… runs the service on PostgreSQL.
  */
@@ -36,8 +39,15 @@ const AUTOCANNON = path.join(ROOT, 'node_modules/.bin/autocannon');
  */
 const PIN = fs.existsSync('/usr/bin/taskset') && os.cpus().length >= 2 && !process.argv.includes('--no-pin');
 const onCore = (core: number, command: string[]) => (PIN ? ['/usr/bin/taskset', '-c', String(core), ...command] : command);
+/** the checkout whose service runs: this one, or --service DIR (its build) */
+const SERVICE_ROOT = (() => {
+  const i = process.argv.indexOf('--service');
+  return i > 0 && process.argv[i + 1] ? path.resolve(process.argv[i + 1]!) : ROOT;
+})();
 /** the service as `npm start` runs it: the build when there is one */
-const BUILD = fs.existsSync(path.join(ROOT, 'dist/src/main.js')) ? [process.execPath, 'dist/src/main.js'] : [process.execPath, '--import', 'tsx', 'src/main.ts'];
+const BUILD = fs.existsSync(path.join(SERVICE_ROOT, 'dist/src/main.js'))
+  ? [process.execPath, path.join(SERVICE_ROOT, 'dist/src/main.js')]
+  : [process.execPath, '--import', 'tsx', path.join(SERVICE_ROOT, 'src/main.ts')];
 const SERVICE_COMMAND = onCore(0, BUILD);
 
 interface Load {
@@ -167,6 +177,32 @@ async function deviceStorm(url: string): Promise<void> {
   );
 }
 
+/**
+ * The figures a change of the request path must keep: API-key requests against the bare Koa
+ * replay of the same answer (ROUNDS times, alternating), and the p99 of 60 password logins one
+ * after another (the login path: the attempt gate, bcrypt in the pool, the session, the events).
+ */
+async function hotPath(url: string, key: string): Promise<void> {
+  const headers = { 'x-api-key': key };
+  const captured = await capture(url, '/api/me/access', headers);
+  const replay = await replayServer(captured);
+  const bare: number[] = [];
+  const ours: number[] = [];
+  try {
+    for (let round = 0; round < ROUNDS; round++) {
+      const sides = [() => autocannon(replay.url + '/api/me/access', headers).then((l) => bare.push(l.rps)), () => autocannon(url + '/api/me/access', headers).then((l) => ours.push(l.rps))];
+      for (const side of round % 2 ? sides.reverse() : sides) await side();
+    }
+  } finally {
+    replay.stop();
+  }
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  console.log(`api-key vs bare koa: ${(mean(ours) / mean(bare)).toFixed(3)} (${Math.round(mean(ours))} vs ${Math.round(mean(bare))} req/s)`);
+  const times: number[] = [];
+  for (let i = 0; i < 60; i++) times.push((await loginFrom(url, '127.0.0.4', ADMIN.username, ADMIN.password, null)).ms);
+  console.log(`login p99: ${pct(times.sort((a, b) => a - b), 99).toFixed(1)} ms (p50 ${pct(times, 50).toFixed(1)} ms)`);
+}
+
 async function coldStart(): Promise<number[]> {
   const times: number[] = [];
   for (let i = 0; i < 5; i++) {
@@ -197,6 +233,10 @@ async function main() {
       { label: 'unauthenticated 401', path: '/api/me', headers: {}, goal: 0.8 },
     ];
     console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}, ${db.url ? 'PostgreSQL' : 'SQLite'}; autocannon -c ${CONNECTIONS} -d ${SECONDS}${PIN ? '; service and baseline on core 0, autocannon on core 1' : ''}`);
+    if (process.argv.includes('--hot-path-only')) {
+      await hotPath(svc.url, key);
+      return;
+    }
     if (process.argv.includes('--device-storm-only')) {
       if (PIN) await run('/usr/bin/taskset', ['-a', '-p', '-c', `0-${os.cpus().length - 1}`, String(svc.child.pid)]);
       await deviceStorm(svc.url);

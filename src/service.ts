@@ -258,8 +258,6 @@ export class Service {
     } catch (err) {
       this.log.error({ err }, 'IAM initialisation failed');
       this.bus.emit('system:boot_failed', { stage: 'iam', error: (err as Error).message });
-      // the cause is logged just above; the message names the stage for boot's own report
-      // eslint-disable-next-line preserve-caught-error
       throw new Error(`iam: ${(err as Error).message}`);
     }
     this.bus.emit('iam:ready', { providers: this.auth.chain.providers().map((p) => p.id) });
