@@ -14,13 +14,19 @@ import { PASSWORD_MAX } from '../iam/passwords.js';
 import { badField, crossOriginRefused, HttpError } from '../http/errors.js';
 import { SESSION_COOKIE, hasSessionCookie } from './web-session.js';
 
+/** Where a request's refusals are recorded: by a permission check (src/http/guards.ts), or thrown by a route (src/http/app.ts). */
+export interface RequestDenials {
+  denied(ctx: Context, permission: string): void;
+  refused(ctx: Context, err: unknown): void;
+}
+
 declare module 'koa' {
   interface DefaultState {
     identity: ApiIdentity | null;
     /** step-up for routes that declare it (src/auth/mfa/step.ts) */
     stepUp?: { require(identity: unknown): Promise<void> };
-    /** records a refusal by a permission check (src/http/guards.ts), or one a route threw (src/http/app.ts) */
-    denials?: { denied(ctx: Context, permission: string): void; refused(ctx: Context, err: unknown): void };
+    /** records a refusal by a permission check, or one a route threw */
+    denials?: RequestDenials;
   }
 }
 
