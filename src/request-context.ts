@@ -5,9 +5,10 @@ export type Transport = 'http' | 'ws' | 'cli' | 'bus' | 'boot';
 
 /**
  * Who acts, through which transport, from which address, in which request: set once at each
- * transport's entry (the HTTP authentication step, a ws frame, a CLI command, the service's
- * boot) and carried with the async context, so nothing below takes an actor it did not need for
- * a rule: the command path and the audit trail read it here (src/iam/commands.ts).
+ * transport's entry (the HTTP authentication step for a request that may change something, a
+ * ws frame, a CLI command) and carried with the async context, so nothing below takes an actor
+ * it did not need for a rule: the command path reads it here (src/iam/commands.ts). A read
+ * (GET, HEAD) has none: the store would ride every promise of the hot path for nothing.
  */
 export interface Acting {
   /** the caller as resolved (an identity with its address: actingFrom), or null when anonymous */
