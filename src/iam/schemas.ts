@@ -25,7 +25,7 @@ export interface CreateUserBody {
 }
 export type PatchUserBody = Partial<Omit<CreateUserBody, 'username'>> & { disabled?: boolean };
 
-export const createUserSchema = Joi.object<CreateUserBody>({
+export const createUserSchema = Joi.object<CreateUserBody, true>({
   username: Joi.string().pattern(USERNAME).required(),
   password: PASSWORD,
   email: Joi.string().email({ tlds: false }).max(320).allow(null),
@@ -35,7 +35,7 @@ export const createUserSchema = Joi.object<CreateUserBody>({
   roles: roleList,
 });
 
-export const patchUserSchema = Joi.object<PatchUserBody>({
+export const patchUserSchema = Joi.object<PatchUserBody, true>({
   email: Joi.string().email({ tlds: false }).max(320).allow(null),
   display_name: Joi.string().trim().max(256).allow(null, ''),
   groups: groupList,
@@ -45,18 +45,32 @@ export const patchUserSchema = Joi.object<PatchUserBody>({
   password: PASSWORD,
 }).min(1);
 
-export const passwordSchema = Joi.object({
+/** The body of PUT /api/users/:id/password and of a password change of one's own. */
+export interface PasswordBody {
+  new_password: string;
+  current_password?: string;
+}
+
+export const passwordSchema = Joi.object<PasswordBody, true>({
   new_password: PASSWORD.required(),
   current_password: Joi.string().max(200),
 });
 
-export const createGroupSchema = Joi.object({
+/** The bodies of POST /api/groups and PATCH /api/groups/:name. */
+export interface CreateGroupBody {
+  name: string;
+  description?: string;
+  permissions?: string[];
+}
+export type PatchGroupBody = Partial<CreateGroupBody>;
+
+export const createGroupSchema = Joi.object<CreateGroupBody, true>({
   name: Joi.string().pattern(GROUP_NAME).required(),
   description: Joi.string().max(1000).allow(''),
   permissions: permissionList,
 });
 
-export const patchGroupSchema = Joi.object({
+export const patchGroupSchema = Joi.object<PatchGroupBody, true>({
   name: Joi.string().pattern(GROUP_NAME),
   description: Joi.string().max(1000).allow(''),
   permissions: permissionList,
@@ -64,7 +78,14 @@ export const patchGroupSchema = Joi.object({
 
 export const uuidParam = Joi.string().guid().required();
 
-export const createKeySchema = Joi.object({
+/** The body of POST /api/me/api-keys (and of `key issue` in the CLI); `expires_at` converted to a Date. */
+export interface CreateKeyBody {
+  label: string;
+  scopes?: string[];
+  expires_at?: Date;
+}
+
+export const createKeySchema = Joi.object<CreateKeyBody, true>({
   label: Joi.string().trim().min(1).max(128).required(),
   scopes: Joi.array().items(Joi.string().pattern(PERMISSION_ID).max(256)).max(100).unique(),
   expires_at: Joi.date().iso().greater('now').description('a time in the future'),

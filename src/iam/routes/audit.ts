@@ -5,7 +5,18 @@ import { ApiRouter } from '../../http/api.js';
 import { AUDIT_ACTIONS } from '../audit.js';
 import { auditEventView } from '../schemas.js';
 
-const query = Joi.object({
+/** The filters and page of GET /api/audit, validated (`since` a Date, `limit` defaulted). */
+interface AuditQuery {
+  action?: string;
+  actor?: string;
+  target?: string;
+  outcome?: 'success' | 'failure' | 'denied';
+  since?: Date;
+  before?: number;
+  limit: number;
+}
+
+const query = Joi.object<AuditQuery, true>({
   action: Joi.string()
     .max(64)
     .pattern(/^[a-z_]+(\.[a-z_]*)?$/)
@@ -35,7 +46,7 @@ export function auditRoutes(iam: IamComponent): Router {
     },
     async (ctx, { query: q }) => {
       ctx.set('Cache-Control', 'no-store');
-      return iam.audit.list({ action: q.action, actor: q.actor, target: q.target, outcome: q.outcome, since: q.since ? (q.since as Date).getTime() : undefined, before: q.before, limit: q.limit });
+      return iam.audit.list({ action: q.action, actor: q.actor, target: q.target, outcome: q.outcome, since: q.since ? q.since.getTime() : undefined, before: q.before, limit: q.limit });
     },
   );
   return api.router;

@@ -6,7 +6,11 @@ import { createGroupSchema, GROUP_NAME, groupView, patchGroupSchema, permissionV
 import type { Group } from '../store.js';
 import Joi from 'joi';
 
-const nameParams = Joi.object({ name: Joi.string().pattern(GROUP_NAME).required().description('the group name') });
+interface NameParams {
+  name: string;
+}
+
+const nameParams = Joi.object<NameParams, true>({ name: Joi.string().pattern(GROUP_NAME).required().description('the group name') });
 
 const catalogView = Joi.object({ permissions: Joi.array().items(permissionView) });
 const groupListView = Joi.object({ groups: Joi.array().items(groupView) });

@@ -8,7 +8,12 @@ import { createUserSchema, patchUserSchema, publicUser, userDetailView, userFiel
 
 export const ADMIN_USERS = ADMIN_USERS_PERMISSION;
 
-export const userIdParams = Joi.object({ id: uuidParam.description('the user id (UUID)') });
+/** `:id` of a user's routes. */
+export interface UserIdParams {
+  id: string;
+}
+
+export const userIdParams = Joi.object<UserIdParams, true>({ id: uuidParam.description('the user id (UUID)') });
 
 const userListView = Joi.object({ users: Joi.array().items(userView) });
 
