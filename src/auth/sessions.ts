@@ -30,7 +30,13 @@ export const nextSchema = Joi.string()
   .max(2048)
   .custom((value: string, helpers) => (isLocalPath(value) && !/\s/.test(value) ? value : helpers.message({ custom: '"next" must be a local path starting with a single /' })));
 
-export const loginSchema = Joi.object({
+/** The body of POST /api/auth/login. */
+export interface LoginBody {
+  username: string;
+  password: string;
+}
+
+export const loginSchema = Joi.object<LoginBody, true>({
   username: Joi.string().min(1).max(256).required(),
   password: Joi.string().min(1).max(PASSWORD_MAX).required(),
 });

@@ -44,7 +44,10 @@ const SECRET_BOUND_TO: Record<string, string[]> = {
 };
 
 /** PATCH body: any subset of the fields; null resets a field to its default. */
-export const patchSchema = Joi.object(Object.fromEntries(Object.entries(FIELDS).map(([name, f]) => [name, f.schema.allow(null)])))
+export type AuthSettingsPatch = Record<string, unknown>;
+
+// the keys are FIELDS' (made at load time): the type cannot list them, so the schema is not a strict one
+export const patchSchema = Joi.object<AuthSettingsPatch>(Object.fromEntries(Object.entries(FIELDS).map(([name, f]) => [name, f.schema.allow(null)])))
   .min(1)
   .messages({ 'object.min': 'name at least one setting to change' });
 

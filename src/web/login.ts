@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import Joi from 'joi';
 import type { Context } from 'koa';
 import type { AuthComponent } from '../auth/component.js';
-import { checkOrigin, credentialsLogin, loginSchema, nextSchema, providerList } from '../auth/sessions.js';
+import { checkOrigin, credentialsLogin, loginSchema, nextSchema, providerList, type LoginBody } from '../auth/sessions.js';
 import { startCookieSession } from '../auth/complete-login.js';
 import { isRefusalReason, REFUSAL_TEXT } from '../auth/providers/refusal.js';
 import { passSecondStep, SECOND_STEP_COOKIE, toSecondStep, type SecondStepOutcome } from '../auth/complete-login.js';
@@ -62,7 +62,7 @@ const pageQuery = Joi.object({
 }).unknown(true);
 
 /** The API's login body plus the form's `next`: one validation for both paths (NUL included). */
-const formSchema = loginSchema.keys({ next: Joi.string().max(2048).allow('') }).unknown(true);
+const formSchema = loginSchema.append<LoginBody & { next?: string }>({ next: Joi.string().max(2048).allow('') }).unknown(true);
 
 function safeNext(value: unknown): string {
   const { error, value: next } = nextSchema.validate(value);

@@ -84,7 +84,7 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
       noStore(ctx);
       const body = jsonBody(ctx);
       if (body && typeof body === 'object' && !Array.isArray(body)) auth.authSettings.assertUnlocked(Object.keys(body));
-      const patch = validate(patchSchema, body) as Record<string, unknown>;
+      const patch = validate(patchSchema, body);
       const changes = await changeAuthSettings({ settings: auth.authSettings, store: auth.iam.store, local: auth.local, log: ctx.log, commands: auth.iam.commands }, actor(ctx), patch);
       auth.rebuildChain();
       // every other instance rebuilds its chain too

@@ -36,7 +36,11 @@ export function accessView(auth: AuthComponent, id: ApiIdentity) {
   return { username: id.username, groups: [...id.groups], is_superadmin: id.isSuperadmin, permissions, plugins };
 }
 
-const keyIdParams = Joi.object({ id: Joi.string().max(128).required().description('the id of the key or session') });
+interface KeyIdParams {
+  id: string;
+}
+
+const keyIdParams = Joi.object<KeyIdParams, true>({ id: Joi.string().max(128).required().description('the id of the key or session') });
 
 const meResponse = Joi.object({
   id: Joi.string().guid().allow(null),

@@ -15,15 +15,30 @@ import { sameOriginOnly } from './login.js';
 import { mfaStatusView, NOT_A_SESSION, recoveryCodesView, sessionView } from './views.js';
 
 const code = Joi.string().trim().min(6).max(64).description('a 6-digit code of the authenticator app, or a recovery code');
-const codeBody = Joi.object({ code: code.required() });
+interface CodeBody {
+  code: string;
+}
+const codeBody = Joi.object<CodeBody, true>({ code: code.required() });
 /** removing the app: a code is the fresh factor it needs, or the session stepped up lately */
-const removeTotpBody = Joi.object({ code });
+const removeTotpBody = Joi.object<Partial<CodeBody>, true>({ code });
 /** a WebAuthn assertion as @simplewebauthn/browser answers it (checked by the WebAuthn area) */
 const assertion = Joi.object().unknown(true).max(16).description('the WebAuthn assertion (startAuthentication() of @simplewebauthn/browser)');
-const proofBody = Joi.object({ code, webauthn: assertion }).xor('code', 'webauthn');
-const secondStepBody = proofBody.keys({ mfa_token: Joi.string().min(16).max(512).required().description('from the answer of POST /api/auth/login') });
+/** a second factor: a code or a WebAuthn assertion (exactly one) */
+interface ProofBody {
+  code?: string;
+  webauthn?: Record<string, unknown>;
+}
+interface SecondStepBody extends ProofBody {
+  mfa_token: string;
+}
+const proofBody = Joi.object<ProofBody, true>({ code, webauthn: assertion }).xor('code', 'webauthn');
+// append(): keys() under a type that names the added key
+const secondStepBody = proofBody.append<SecondStepBody>({ mfa_token: Joi.string().min(16).max(512).required().description('from the answer of POST /api/auth/login') });
 const totpEnrolmentView = Joi.object({ secret: Joi.string().description('base32'), otpauth_uri: Joi.string(), qr_svg: Joi.string().description('the URI as an SVG QR code') });
-const passkeyIdParams = Joi.object({ id: uuidParam });
+interface PasskeyIdParams {
+  id: string;
+}
+const passkeyIdParams = Joi.object<PasskeyIdParams, true>({ id: uuidParam });
 
 
 /** Enrolling and removing a factor: a web session only, never an API key or Basic. */

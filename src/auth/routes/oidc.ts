@@ -32,9 +32,20 @@ import {
  * Login state never lives in process memory: states and codes are one-time database values.
  */
 
-const exchangeSchema = Joi.object({ code: Joi.string().min(16).max(512).required() });
+interface ExchangeBody {
+  code: string;
+}
 
-const startSchema = Joi.object({
+const exchangeSchema = Joi.object<ExchangeBody, true>({ code: Joi.string().min(16).max(512).required() });
+
+/** The query of GET /api/auth/oidc/start, defaults applied. */
+interface StartQuery {
+  next: string;
+  redirect_uri?: string;
+  provider: string;
+}
+
+const startSchema = Joi.object<StartQuery, true>({
   next: nextSchema.default('/'),
   redirect_uri: Joi.string().max(2048).uri({ scheme: ['http', 'https'] }),
   provider: Joi.string().pattern(/^[a-z0-9][a-z0-9_.-]{0,63}$/).default('oidc'),

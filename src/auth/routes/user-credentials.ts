@@ -15,7 +15,12 @@ import { ownSession } from '../../iam/routes/caller.js';
 /** A user's API key or web session as an administrator sees it (publicKey(): never the token). */
 export const apiKeyView = Joi.object(publicKeySchema).id('ApiKey');
 
-const keyParams = Joi.object({ id: uuidParam.description('the user id (UUID)'), keyId: Joi.string().max(128).required().description('the key id') });
+interface KeyParams {
+  id: string;
+  keyId: string;
+}
+
+const keyParams = Joi.object<KeyParams, true>({ id: uuidParam.description('the user id (UUID)'), keyId: Joi.string().max(128).required().description('the key id') });
 
 const userKeysView = Joi.object({ keys: Joi.array().items(apiKeyView) });
 

@@ -54,15 +54,29 @@ const credential = Joi.object().unknown(true).max(16);
 
 const registrationOptionsView = Joi.object({ flow: Joi.string().valid('registration'), options: creationOptions });
 const authenticationOptionsView = Joi.object({ flow: Joi.string().valid('passwordless', 'second_step', 'step_up'), options: requestOptions });
-const registerPasskeyBody = Joi.object({
+interface RegisterPasskeyBody {
+  label: string;
+  response: Record<string, unknown>;
+}
+const registerPasskeyBody = Joi.object<RegisterPasskeyBody, true>({
   label: Joi.string().trim().min(1).max(100).required().description('how you will recognise it: "Laptop", "YubiKey"'),
   response: credential.required().description('the answer of startRegistration()'),
 });
-const authenticationOptionsBody = Joi.object({
+interface AuthenticationOptionsBody {
+  mfa_token?: string;
+  purpose?: 'step_up';
+}
+const authenticationOptionsBody = Joi.object<AuthenticationOptionsBody, true>({
   mfa_token: Joi.string().min(16).max(512).description('the second step of this sign-in'),
   purpose: Joi.string().valid('step_up').description('verify again, signed in (step-up)'),
 }).oxor('mfa_token', 'purpose');
-const passkeySignInBody = Joi.object({
+/** `mfa_token` is there exactly when `flow` is second_step */
+interface PasskeySignInBody {
+  flow: 'passwordless' | 'second_step';
+  response: Record<string, unknown>;
+  mfa_token?: string;
+}
+const passkeySignInBody = Joi.object<PasskeySignInBody, true>({
   flow: Joi.string().valid('passwordless', 'second_step').default('passwordless'),
   response: credential.required().description('the answer of startAuthentication()'),
   mfa_token: Joi.string().min(16).max(512).when('flow', { is: 'second_step', then: Joi.required(), otherwise: Joi.forbidden() }),
