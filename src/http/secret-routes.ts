@@ -39,14 +39,17 @@ export const secretStatusView = Joi.object({
   locked: Joi.boolean().description('set in the environment: PUT and DELETE answer 409'),
 }).id('SecretStatus');
 
+/** `{ [field]: the new value }` (the field's name is the route's). */
+type PutBody = Record<string, string>;
+
 /** The body of PUT, made once per setting, field and name: every service's routes share it (and its conversion into the API document). */
-const putBodies = new WeakMap<SettingDef, Map<string, Joi.ObjectSchema>>();
-function putBody(o: SecretRoutesOptions): Joi.ObjectSchema {
+const putBodies = new WeakMap<SettingDef, Map<string, Joi.ObjectSchema<PutBody>>>();
+function putBody(o: SecretRoutesOptions): Joi.ObjectSchema<PutBody> {
   let bySetting = putBodies.get(o.setting);
   if (!bySetting) putBodies.set(o.setting, (bySetting = new Map()));
   const key = `${o.field}\n${o.what}`;
   let body = bySetting.get(key);
-  if (!body) bySetting.set(key, (body = Joi.object({ [o.field]: o.setting.rule!.required().description(`the new ${o.what}`) })));
+  if (!body) bySetting.set(key, (body = Joi.object<PutBody>({ [o.field]: o.setting.rule!.required().description(`the new ${o.what}`) })));
   return body;
 }
 
@@ -72,7 +75,7 @@ export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
   // the lock (409) is checked before the body (400): bodyMode manual
   api.endpoint({ method: 'PUT', path: '/', summary: `Set or rotate the ${o.what}`, auth: ADMIN, body, bodyMode: 'manual', stepUp: o.stepUp, responses: { 204: 'stored encrypted', 403: refused, 409: LOCKED } }, async (ctx) => {
     unlocked();
-    const value = (validate(body, jsonBody(ctx)) as Record<string, string>)[o.field]!;
+    const value = validate(body, jsonBody(ctx))[o.field]!;
     await o.secret.set(value);
     ctx.log.info(`${o.what} set`);
     ctx.status = 204;

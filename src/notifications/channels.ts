@@ -38,7 +38,7 @@ export class NotificationChannels {
     });
 
     channels.welcome(async () => ({ last_seq: this.fanout.position >= 0 ? this.fanout.position : await service.lastSeq() }));
-    channels.frame({ event: 'notifications:resume', permission: null, schema: resumeSchema, handle: (s, p: { since: number }, ref) => this.resume(s, p.since, ref) });
+    channels.frame({ event: 'notifications:resume', permission: null, schema: resumeSchema, handle: (s, p, ref) => this.resume(s, p.since, ref) });
     channels.frame({ event: 'system:notify', permission: 'feature:notifications.broadcast', handle: (s, p, ref) => this.notify(s, 'broadcast', p, ref) });
     channels.frame({ event: 'user:notify', permission: 'feature:notifications.send', handle: (s, p, ref) => this.notify(s, 'user', p, ref) });
   }

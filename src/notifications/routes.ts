@@ -4,13 +4,17 @@ import { identity } from '../auth/guards.js';
 import { ApiRouter } from '../http/api.js';
 import { jsonBody } from '../http/body.js';
 import { badField, forbidden, notFound } from '../http/errors.js';
-import { historyQuerySchema, MAX_BATCH, NOTIFICATION_ID, sendSchema } from './schema.js';
+import { historyQuerySchema, MAX_BATCH, NOTIFICATION_ID, sendSchema, type ValidNotify } from './schema.js';
 import { validate } from '../http/validate.js';
 import { viewerOf } from './types.js';
 import type { NotificationsService } from './service.js';
 import { historyPageView, notificationReceipt } from './views.js';
 
-const idParams = Joi.object({ id: Joi.string().pattern(NOTIFICATION_ID).required().description('the notification id') });
+interface IdParams {
+  id: string;
+}
+
+const idParams = Joi.object<IdParams, true>({ id: Joi.string().pattern(NOTIFICATION_ID).required().description('the notification id') });
 
 const batchReceiptView = Joi.object({ notifications: Joi.array().items(notificationReceipt) });
 
@@ -95,7 +99,7 @@ export function notificationRoutes(notifications: NotificationsService): Router 
     },
     async (ctx) => {
       const caller = identity(ctx);
-      const body = validate(batchEnvelope, jsonBody(ctx)) as { notifications: Array<Record<string, unknown>> };
+      const body = validate(batchEnvelope, jsonBody(ctx));
       const items = body.notifications.map((raw) => ({ kind: Object.prototype.hasOwnProperty.call(raw, 'user') ? ('user' as const) : ('broadcast' as const), raw }));
       for (const permission of new Set(items.map((i) => (i.kind === 'user' ? 'feature:notifications.send' : 'feature:notifications.broadcast')))) {
         if (!caller.allows(permission)) throw forbidden(permission);
@@ -110,7 +114,7 @@ export function notificationRoutes(notifications: NotificationsService): Router 
 }
 
 /** Checked before the items (each item is then checked like a single notification). */
-const batchEnvelope = Joi.object({
+const batchEnvelope = Joi.object<{ notifications: Array<Record<string, unknown>> }, true>({
   notifications: Joi.array().items(Joi.object().unknown(true)).min(1).max(MAX_BATCH).required(),
 });
-const batchBody = Joi.object({ notifications: Joi.array().items(sendSchema).min(1).max(MAX_BATCH).required() });
+const batchBody = Joi.object<{ notifications: ValidNotify[] }, true>({ notifications: Joi.array().items(sendSchema).min(1).max(MAX_BATCH).required() });

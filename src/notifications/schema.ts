@@ -42,7 +42,7 @@ const isClear = Joi.object({ action: Joi.valid('clear').required() }).unknown();
  * shapes picked by `action` (not as conditions on single fields), so the API document states
  * which fields each one requires.
  */
-function notifyShape(user: Joi.Schema): Joi.AlternativesSchema {
+function notifyShape(user: Joi.Schema): Joi.AlternativesSchema<ValidNotify> {
   const keys = { ...base, user };
   return Joi.alternatives().conditional(isClear, {
     then: Joi.object({ ...keys, id: base.id.required(), action: base.action.required() }),
@@ -93,13 +93,21 @@ export function checkNotify(kind: NotifyKind, raw: unknown): { value: ValidNotif
       problems: fieldErrorsOf(error),
     };
   }
-  return { value: value as ValidNotify, problems: null };
+  return { value, problems: null };
 }
 
 /** Notifications in one POST /api/notifications/batch at most. */
 export const MAX_BATCH = 1000;
 
-export const historyQuerySchema = Joi.object({
+/** The query of GET /api/notifications, defaults applied. */
+export interface HistoryQuery {
+  since?: number;
+  before?: number;
+  limit: number;
+  unread: boolean;
+}
+
+export const historyQuerySchema = Joi.object<HistoryQuery, true>({
   // `since` with `before` is a 400 (oxor below); a query's parameters are listed one by one in the document, so their descriptions say it
   since: Joi.number().integer().min(0).description('everything after this seq, oldest first; not with `before`'),
   before: Joi.number().integer().min(1).description('the page older than this seq, newest first (the dashboard\'s "load older"); not with `since`'),
@@ -107,4 +115,9 @@ export const historyQuerySchema = Joi.object({
   unread: Joi.boolean().truthy('1').falsy('0').default(false),
 }).oxor('since', 'before');
 
-export const resumeSchema = Joi.object({ since: Joi.number().integer().min(0).required() });
+/** The payload of a `notifications:resume` frame. */
+export interface ResumePayload {
+  since: number;
+}
+
+export const resumeSchema = Joi.object<ResumePayload, true>({ since: Joi.number().integer().min(0).required() });

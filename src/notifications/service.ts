@@ -2,20 +2,13 @@ import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
 import type { NotificationPush, OutboundNotification } from '../bus/events.js';
 import type { Logger } from '../log.js';
-import { checkNotify, type FieldProblem, type NotifyKind, type ValidNotify } from './schema.js';
+import { checkNotify, type FieldProblem, type HistoryQuery, type NotifyKind, type ValidNotify } from './schema.js';
 import { NotifyError, type NotificationView, type NotifyResult, type PushFrame, type UserDirectory, type UserRef, type Viewer } from './types.js';
 import { isRead, iso, toFrame, toView, type Row } from './rows.js';
 import { NotificationWriter, newNotificationId, SEQ_COUNTER, type WriteJob, type WriteOptions } from './writer.js';
 
 
 export type NotifyOptions = WriteOptions;
-
-export interface HistoryQuery {
-  since?: number;
-  before?: number;
-  limit: number;
-  unread: boolean;
-}
 
 export interface HistoryPage {
   notifications: NotificationView[];

@@ -273,7 +273,7 @@ const webhookHeaders = Joi.object({
   'X-Gitlab-Token': Joi.string().description('GitLab: the secret itself'),
 });
 
-const forgePayload = Joi.object().description("the forge's event payload, as the forge sends it");
+const forgePayload = Joi.object<Record<string, unknown>>().description("the forge's event payload, as the forge sends it");
 
 /** Public intake and health under /api/notifications/webhook/scm. */
 export function webhookRoutes(webhook: ScmWebhook): Router {

@@ -17,12 +17,19 @@ const restartedPluginView = Joi.object({ plugin: pluginView, settings: Joi.array
  * These paths are matched before the plugin dispatch, so a plugin cannot shadow them.
  */
 
-const idParams = Joi.object({
+interface IdParams {
+  id: string;
+}
+
+const idParams = Joi.object<IdParams, true>({
   // failed plugins may be keyed by their folder name (`name~2` for a duplicate)
   id: Joi.string().max(PLUGIN_ID_MAX + 8).pattern(/^[A-Za-z0-9._~-]+$/).required().description('the plugin id'),
 });
 
-const settingsBody = Joi.object()
+/** key -> value; null removes the stored value */
+type SettingsBody = Record<string, string | null>;
+
+const settingsBody = Joi.object<SettingsBody>()
   .pattern(Joi.string().pattern(SETTING_KEY, 'setting key'), Joi.string().allow('').max(4096).allow(null))
   .min(1)
   .description('{<key>: "value" | null}; null removes the stored value (the manifest default applies again)');
@@ -107,8 +114,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
     },
     async (ctx, { params, body }) => {
       const m = validManifest(params.id);
-      const changes = body as Record<string, string | null>;
-      const plugin = await host.updateSettings(params.id, changes);
+      const plugin = await host.updateSettings(params.id, body);
       return { plugin, settings: settingsView(await host.settings.resolve(m)) };
     },
   );
