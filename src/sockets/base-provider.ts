@@ -43,25 +43,34 @@ export interface OperationHttp {
 
 /**
  * One operation a provider serves over socket:request (and the HTTP/ws layers).
- * `args` reaches `run` only after `schema` validated (and defaulted) it.
+ * `args` reaches `run` only after `schema` validated (and defaulted) it: A is the type the schema
+ * declares (`Joi.object<A, true>({...})`); write a typed operation with operation() below.
  */
-export interface ProviderOperation {
+export interface ProviderOperation<A = unknown> {
   /** joi schema of the args object */
-  schema: Joi.ObjectSchema;
+  schema: Joi.ObjectSchema<A>;
   /** permission the caller needs; null = a read that any caller (even anonymous) may do */
   permission: string | null;
   /** false: run even when the provider is unavailable (e.g. health reports the outage itself) */
   requires_available?: boolean;
   /** further permissions that these (validated) args need, e.g. a read-write mount */
-  permissionsFor?(args: unknown): string[];
-  run(args: unknown): Promise<unknown>;
+  permissionsFor?(args: A): string[];
+  run(args: A): Promise<unknown>;
   /**
    * joi schema of what `run` resolves to: the `result` of its socket:response, and the 200 body
    * its HTTP route documents (every key the result may leave out says `.optional()`)
    */
-  result?: Joi.Schema;
+  result?: Joi.Schema<unknown>;
   /** also an HTTP route (see OperationHttp); without it, bus and ws only */
   http?: OperationHttp;
+}
+
+/** Refuses a schema that declares no type (a plain `Joi.object({...})` is `ObjectSchema<any>`): `run` would take `any`. */
+export type TypedArgs<A> = 0 extends 1 & A ? { schema: 'untyped args schema: write Joi.object<T, true>({...})' } : unknown;
+
+/** An operation whose `run` and `permissionsFor` take the args as its schema types them (see TypedArgs). */
+export function operation<A>(op: ProviderOperation<A> & TypedArgs<A>): ProviderOperation<A> {
+  return op;
 }
 
 /**

@@ -2,9 +2,9 @@ import Joi from 'joi';
 import type { EventBus } from '../bus/bus.js';
 import type { SocketRequestPayload, SocketResponsePayload } from '../bus/events.js';
 import type { Logger } from '../log.js';
-import { fullCapabilities, type ProviderOperation } from './base-provider.js';
+import { fullCapabilities, type ProviderOperation, type TypedArgs } from './base-provider.js';
 import { SocketError } from './errors.js';
-import { checkPathsSchema, repairSchema, type MountGuardian, type RepairOptions } from './mount-guardian.js';
+import { checkPathsSchema, repairSchema, type MountGuardian } from './mount-guardian.js';
 import type { SocketRegistry } from './registry.js';
 import { mountCheckResult, providerListResult, repairResult } from './schemas.js';
 import { DomainError, fieldErrorsOf, fieldErrorsText } from '../errors.js';
@@ -43,9 +43,14 @@ const OPERATION_NAME = /^([a-z][a-z0-9_-]{0,62}):([a-z][a-z0-9_]{0,62})$/;
 const ARGS_OPTIONS: Joi.ValidationOptions = { abortEarly: false, convert: false, allowUnknown: false };
 
 /** A registry operation: the capability a named provider must declare for it, and the provider named. */
-interface BuiltinOperation extends ProviderOperation {
+interface BuiltinOperation<A = unknown> extends ProviderOperation<A> {
   capability?: 'can_verify_mounts' | 'can_repair_permissions';
-  run(args: unknown, provider?: string): Promise<unknown>;
+  run(args: A, provider?: string): Promise<unknown>;
+}
+
+/** A registry operation whose `run` takes the args as its schema types them. */
+function builtin<A>(op: BuiltinOperation<A> & TypedArgs<A>): BuiltinOperation {
+  return op;
 }
 
 /**
@@ -209,33 +214,33 @@ export class SocketRequests {
   /** The operations of the registry itself; `provider` (checked) narrows provider:list to that one. */
   private builtinOperations(): Record<string, BuiltinOperation> {
     const ops: Record<string, BuiltinOperation> = {
-      'provider:list': {
-        schema: Joi.object({}),
+      'provider:list': builtin({
+        schema: Joi.object<Record<string, never>, true>({}),
         permission: null,
-        run: async (_args: unknown, provider?: string) => {
+        run: async (_args, provider) => {
           const providers = (await this.deps.registry.list()).filter((p) => provider === undefined || p.name === provider);
           // which instance answered: each one lists the providers of its own host
           return { providers, available: providers.filter((p) => p.available).map((p) => p.name), total: providers.length, instance: this.deps.registry.instance };
         },
         result: providerListResult,
-      },
+      }),
     };
     const guardian = this.deps.mountGuardian;
     if (guardian) {
-      ops['mounts:check'] = {
-        schema: Joi.object({ paths: checkPathsSchema.required() }),
+      ops['mounts:check'] = builtin({
+        schema: Joi.object<{ paths: string[] }, true>({ paths: checkPathsSchema.required() }),
         permission: null,
         capability: 'can_verify_mounts',
-        run: (a: { paths: string[] }) => guardian.check(a.paths),
+        run: (a) => guardian.check(a.paths),
         result: mountCheckResult,
-      };
-      ops['mounts:repair'] = {
+      });
+      ops['mounts:repair'] = builtin({
         schema: repairSchema,
         permission: 'socket:mounts:repair',
         capability: 'can_repair_permissions',
-        run: ({ target_dir, ...options }: { target_dir: string } & RepairOptions) => guardian.repair(target_dir, options),
+        run: ({ target_dir, ...options }) => guardian.repair(target_dir, options),
         result: repairResult,
-      };
+      });
     }
     return ops;
   }

@@ -24,7 +24,11 @@ import { reachesHost } from '../iam/policy.js';
 
 // the limits of mounts:check (checkPathsSchema), refused here under the parameter's own name;
 // the header limit (431) bounds the whole string
-const requiredDirsQuery = Joi.object({
+interface RequiredDirsQuery {
+  required_dirs?: string;
+}
+
+const requiredDirsQuery = Joi.object<RequiredDirsQuery, true>({
   required_dirs: Joi.string()
     .custom((value: string, helpers) => (checkPathsSchema.validate(splitPaths(value)).error ? helpers.message({ custom: `{{#label}} must hold 1 to ${CHECK_PATHS_MAX} paths of at most ${CHECK_PATH_MAX_LENGTH} characters each` }) : value))
     .description(`comma-separated paths (spaces around each trimmed, empty entries skipped): at most ${CHECK_PATHS_MAX} paths of at most ${CHECK_PATH_MAX_LENGTH} characters each; default: SERVICE_MANAGED_DIRS`),
@@ -120,8 +124,9 @@ export class SocketsComponent {
     if (needs !== null && id && !id.allows(needs)) return this.run(ctx, `${provider.kind}:${name}`, {}, provider.name);
     let result: unknown;
     const run = async () => {
-      // a query string is text: its values are converted by the operation's own rule first
-      const args = method === 'GET' ? validate(op.schema, { ...ctx.query }, 'query') : objectBody(ctx);
+      // a query string is text: its values are converted by the operation's own rule first (an
+      // object schema's value, whatever type the operation gives it)
+      const args = method === 'GET' ? (validate(op.schema, { ...ctx.query }, 'query') as Record<string, unknown>) : objectBody(ctx);
       result = await this.run(ctx, `${provider.kind}:${name}`, args, provider.name);
     };
     if (guard) await guard(ctx, run);

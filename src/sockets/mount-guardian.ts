@@ -53,7 +53,16 @@ export const CHECK_PATH_MAX_LENGTH = 4096;
 
 export const checkPathsSchema = Joi.array().items(Joi.string().min(1).max(CHECK_PATH_MAX_LENGTH)).min(1).max(CHECK_PATHS_MAX);
 
-export const repairSchema = Joi.object({
+/** The args of mounts:repair (the body of POST /api/socket/repair), validated: the defaults applied. */
+export interface RepairArgs {
+  target_dir: string;
+  mode: string;
+  owner_uid?: number;
+  owner_gid?: number;
+  include_private_files: boolean;
+}
+
+export const repairSchema = Joi.object<RepairArgs, true>({
   target_dir: Joi.string().min(1).max(4096).required(),
   mode: Joi.string().pattern(/^[0-7]{3,4}$/, 'octal mode').default('0755'),
   owner_uid: Joi.number().integer().min(0).max(MAX_ID),
@@ -90,12 +99,11 @@ export class MountGuardian {
   }
 
   async repair(target: string, options: RepairOptions = {}): Promise<RepairResult> {
-    const { value, error } = repairSchema.validate({ target_dir: target, ...options }, { convert: false, abortEarly: false });
+    const { value: args, error } = repairSchema.validate({ target_dir: target, ...options }, { convert: false, abortEarly: false });
     if (error) {
       const problems = fieldErrorsOf(error);
       throw new SocketError('invalid_args', fieldErrorsText(problems), problems);
     }
-    const args = value as { target_dir: string; mode: string; owner_uid?: number; owner_gid?: number; include_private_files: boolean };
     const resolved = await this.paths.check(args.target_dir, 'target_dir');
     if (!resolved.exists) throw new SocketError('not_found', 'target_dir does not exist');
     const st = await fsp.lstat(resolved.real);
