@@ -67,10 +67,16 @@ export interface ClientFrameDef<P = unknown> {
   handle(session: ClientSession, payload: P, ref: string | null): Promise<void> | void;
 }
 
+/**
+ * Refuses a schema that declares no type (a plain `Joi.object({...})` is `ObjectSchema<any>`):
+ * `handle` would take an `any` payload. Without a schema the payload is `unknown`.
+ */
+export type TypedPayload<P> = 0 extends 1 & P ? { schema?: 'untyped payload schema: write Joi.object<T, true>({...})' } : unknown;
+
 /** What the gateway offers areas. */
 export interface ClientChannels {
-  /** Declares a frame clients may send (one declaration per event). */
-  frame<P>(def: ClientFrameDef<P>): void;
+  /** Declares a frame clients may send (one declaration per event); `handle` gets the payload as the schema types it. */
+  frame<P>(def: ClientFrameDef<P> & TypedPayload<P>): void;
   /** Sends to every connection of the audience; the payload is encoded once. */
   push(push: ClientPush): void;
   /** Adds fields to `gateway:welcome` (e.g. the notification stream's last_seq). */

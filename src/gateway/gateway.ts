@@ -2,7 +2,7 @@ import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { ApiIdentity } from '../auth/identity.js';
-import type { ClientChannels, ClientFrameDef, ClientPush, ClientSession } from '../bus/channels.js';
+import type { ClientChannels, ClientFrameDef, ClientPush, ClientSession, TypedPayload } from '../bus/channels.js';
 import { HttpError, STATUS_BY_DOMAIN_CODE } from '../http/errors.js';
 import { DomainError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -81,7 +81,7 @@ export class Gateway implements ClientChannels {
 
   // ---- what areas declare ----------------------------------------------------------------
 
-  frame<P>(def: ClientFrameDef<P>): void {
+  frame<P>(def: ClientFrameDef<P> & TypedPayload<P>): void {
     if (this.frames.has(def.event)) throw new Error(`the client frame ${def.event} is declared twice`);
     this.frames.set(def.event, def as ClientFrameDef);
   }

@@ -26,13 +26,16 @@ export type RouteAuth = 'none' | 'optional' | 'identity' | { permission: string 
 export interface ResponseDoc {
   description: string;
   /** a joi schema or a JSON Schema of the body */
-  schema?: Joi.Schema | JsonSchema;
+  schema?: Joi.Schema<unknown> | JsonSchema;
   /** defaults to application/json when a schema is given */
   contentType?: string;
   headers?: Record<string, string>;
 }
 
-export interface EndpointDef<P = unknown, Q = unknown, B = unknown> {
+/** How a route's body is read: see EndpointDef.bodyMode. */
+export type BodyMode = 'json' | 'manual' | 'raw';
+
+export interface EndpointDef<P = unknown, Q = unknown, B = unknown, M extends BodyMode = BodyMode> {
   method: HttpMethod;
   /** relative to the router's prefix, in router syntax (`/:id`) */
   path: string;
@@ -48,13 +51,13 @@ export interface EndpointDef<P = unknown, Q = unknown, B = unknown> {
    * Request headers the route reads, documented as header parameters (keys as the headers'
    * names; the handler checks them, e.g. a webhook's event and delivery headers).
    */
-  headers?: Joi.ObjectSchema;
+  headers?: Joi.ObjectSchema<unknown>;
   /**
    * `json` (default): the JSON body is parsed and validated before the handler.
    * `manual`: documented only; the handler validates (e.g. a 409 that must come before a 400).
    * `raw`: the handler reads ctx.request.rawBody itself (signature checks over the raw bytes).
    */
-  bodyMode?: 'json' | 'manual' | 'raw';
+  bodyMode?: M;
   /** content type documented for a `raw` body */
   bodyContentType?: string;
   /** by status; `default`: any other status (an answer the route does not describe) */
@@ -94,6 +97,21 @@ export interface Input<P = unknown, Q = unknown, B = unknown> {
 /** Sets ctx.body itself, or returns the body (anything but undefined). */
 export type EndpointHandler<P = unknown, Q = unknown, B = unknown> = (ctx: Context, input: Input<P, Q, B>) => unknown;
 
+/** true for `any` (and only for it). */
+type IsAny<T> = 0 extends 1 & T ? true : false;
+
+/**
+ * A schema that says nothing of its value (`ObjectSchema<any>`, what a plain `Joi.object({...})`
+ * is) would hand the handler `any`: endpoint() refuses it, the error naming the remedy.
+ */
+type Typed<K extends 'params' | 'query' | 'body', T> = IsAny<T> extends true ? { [k in K]?: `untyped ${K} schema: write Joi.object<T, true>({...})` } : unknown;
+
+/** Every schema of a definition declares its type (see Typed). */
+export type TypedSchemas<P, Q, B> = Typed<'params', P> & Typed<'query', Q> & Typed<'body', B>;
+
+/** The body a handler is given: the validated one, unless it reads the body itself (`manual`, `raw`). */
+type BodyOf<B, M extends BodyMode> = M extends 'json' ? B : undefined;
+
 /** A registered definition with its full path and tag, as the OpenAPI generator reads it. */
 export interface Endpoint extends EndpointDef {
   fullPath: string;
@@ -131,7 +149,8 @@ export class ApiRouter {
     registry.set(this.router, this.list);
   }
 
-  endpoint<P = unknown, Q = unknown, B = unknown>(def: EndpointDef<P, Q, B>, handler: EndpointHandler<P, Q, B>): this {
+  /** The handler's input is typed by the schemas; a body it reads itself (`manual`, `raw`) is not given it (undefined). */
+  endpoint<P = unknown, Q = unknown, B = unknown, M extends BodyMode = 'json'>(def: EndpointDef<P, Q, B, M> & TypedSchemas<P, Q, B>, handler: EndpointHandler<P, Q, BodyOf<B, M>>): this {
     const guard = guardFor(def.auth, def.permissionCheck);
     const parseBody = def.body !== undefined && (def.bodyMode ?? 'json') === 'json';
     const run = async (ctx: Context) => {
@@ -144,7 +163,7 @@ export class ApiRouter {
         query: def.query ? validate(def.query, { ...ctx.query }, 'query') : undefined,
         body: parseBody ? validate(def.body!, jsonBody(ctx), 'body') : undefined,
       };
-      const out = await handler(ctx, input as Input<P, Q, B>);
+      const out = await handler(ctx, input as Input<P, Q, BodyOf<B, M>>);
       if (out !== undefined) ctx.body = out;
     };
     // the guard and the handler in one function, unless the route adds middleware of its own
