@@ -15,7 +15,13 @@ const above = (name, from, to) => ({ name, severity: 'error', comment: `${name}:
 
 module.exports = {
   forbidden: [
-    { name: 'no-circular', severity: 'error', comment: 'import circles make the order of evaluation and of understanding unclear', from: {}, to: { circular: true } },
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'import circles make the order of evaluation and of understanding unclear',
+      from: {},
+      to: { circular: true },
+    },
     above('base-imports-up', BASE, [HTTP, IAM, AUTH, AREAS, WEB, TOP].join('|')),
     above('http-imports-up', HTTP, [IAM, AUTH, AREAS, WEB, TOP].join('|')),
     above('iam-imports-up', IAM, [AUTH, AREAS, WEB, TOP].join('|')),

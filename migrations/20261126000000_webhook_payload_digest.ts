@@ -7,7 +7,10 @@ import { notificationTables } from './20261125000100_notifications.js';
  * replayed under a new delivery id is a duplicate too (the signature covers the body only).
  */
 export async function up(knex: Knex): Promise<void> {
-  await ensureSchema(knex, notificationTables.filter((t) => t.name === 'webhook_deliveries'));
+  await ensureSchema(
+    knex,
+    notificationTables.filter((t) => t.name === 'webhook_deliveries'),
+  );
 }
 
 // additive migrations are never rolled back: dropping tables would lose data

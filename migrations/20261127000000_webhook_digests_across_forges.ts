@@ -8,7 +8,10 @@ import { notificationTables } from './20261125000100_notifications.js';
  * (the same hex HMAC of the same body) through a second time.
  */
 export async function up(knex: Knex): Promise<void> {
-  await ensureSchema(knex, notificationTables.filter((t) => t.name === 'webhook_payload_digests'));
+  await ensureSchema(
+    knex,
+    notificationTables.filter((t) => t.name === 'webhook_payload_digests'),
+  );
 }
 
 // additive migrations are never rolled back: dropping tables would lose data

@@ -76,12 +76,16 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.a
   ].filter(([file, text]) => !fs.existsSync(file!) || fs.readFileSync(file!, 'utf8') !== text);
   if (check) {
     if (stale.length) {
-      console.error(`${stale.map(([f]) => path.relative(ROOT, f!)).join(' and ')}: not what the route definitions make now; run npm run api:types (and commit them)`);
+      console.error(
+        `${stale.map(([f]) => path.relative(ROOT, f!)).join(' and ')}: not what the route definitions make now; run npm run api:types (and commit them)`,
+      );
       process.exit(1);
     }
   } else {
     for (const [file, text] of stale) fs.writeFileSync(file!, text!);
-    console.log(stale.length ? `written: ${stale.map(([f]) => path.relative(ROOT, f!)).join(', ')}` : 'docs/openapi.json and src/client/openapi.ts are current');
+    console.log(
+      stale.length ? `written: ${stale.map(([f]) => path.relative(ROOT, f!)).join(', ')}` : 'docs/openapi.json and src/client/openapi.ts are current',
+    );
   }
   process.exit(0);
 }

@@ -35,16 +35,31 @@ async function logins(url: string): Promise<number[]> {
 
 function denied(url: string, key: string): Promise<autocannon.Result> {
   return new Promise((resolve, reject) => {
-    autocannon({ url: `${url}/api/users`, connections: 20, duration: SECONDS, headers: { 'x-api-key': key } }, (err, result) => (err ? reject(err) : resolve(result)));
+    autocannon({ url: `${url}/api/users`, connections: 20, duration: SECONDS, headers: { 'x-api-key': key } }, (err, result) =>
+      err ? reject(err) : resolve(result),
+    );
   });
 }
 
 async function main(): Promise<void> {
   const db = await benchDatabase();
-  const svc = await startService({ databaseUrl: db.url || null, env: { SERVICE_LOG_LEVEL: 'warn', SERVICE_BCRYPT_COST: '10', SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: '100000' } });
+  const svc = await startService({
+    databaseUrl: db.url || null,
+    env: { SERVICE_LOG_LEVEL: 'warn', SERVICE_BCRYPT_COST: '10', SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: '100000' },
+  });
   try {
-    await request(svc.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'viewer', password: 'viewer-password-1', groups: ['INT_VIEWER'] }).expect(201);
-    const key = (await request(svc.url).post('/api/me/api-keys').set('Authorization', 'Basic ' + Buffer.from('viewer:viewer-password-1').toString('base64')).send({ label: 'bench' }).expect(201)).body.token as string;
+    await request(svc.url)
+      .post('/api/users')
+      .set('Authorization', adminAuth())
+      .send({ username: 'viewer', password: 'viewer-password-1', groups: ['INT_VIEWER'] })
+      .expect(201);
+    const key = (
+      await request(svc.url)
+        .post('/api/me/api-keys')
+        .set('Authorization', 'Basic ' + Buffer.from('viewer:viewer-password-1').toString('base64'))
+        .send({ label: 'bench' })
+        .expect(201)
+    ).body.token as string;
     const trail = svc.service.iam.audit;
     const recording = trail.record.bind(trail);
     const set = (on: boolean) => {
@@ -70,9 +85,15 @@ async function main(): Promise<void> {
     const p99 = (xs: number[]) => avg(xs.filter((_, i) => i % 2 === 1));
     const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
     console.log(`audit trail, ${db.url ? 'PostgreSQL' : 'SQLite'}, ${ROUNDS} rounds alternating (recording / not recording):`);
-    console.log(`  login p50            ${ratio(p50(results.on.login), p50(results.off.login)).padStart(6)}  (${p50(results.on.login).toFixed(1)} vs ${p50(results.off.login).toFixed(1)} ms)`);
-    console.log(`  login p99            ${ratio(p99(results.on.login), p99(results.off.login)).padStart(6)}  (${p99(results.on.login).toFixed(1)} vs ${p99(results.off.login).toFixed(1)} ms)`);
-    console.log(`  denied requests/s    ${ratio(avg(results.on.rps), avg(results.off.rps)).padStart(6)}  (${Math.round(avg(results.on.rps))} vs ${Math.round(avg(results.off.rps))} req/s)`);
+    console.log(
+      `  login p50            ${ratio(p50(results.on.login), p50(results.off.login)).padStart(6)}  (${p50(results.on.login).toFixed(1)} vs ${p50(results.off.login).toFixed(1)} ms)`,
+    );
+    console.log(
+      `  login p99            ${ratio(p99(results.on.login), p99(results.off.login)).padStart(6)}  (${p99(results.on.login).toFixed(1)} vs ${p99(results.off.login).toFixed(1)} ms)`,
+    );
+    console.log(
+      `  denied requests/s    ${ratio(avg(results.on.rps), avg(results.off.rps)).padStart(6)}  (${Math.round(avg(results.on.rps))} vs ${Math.round(avg(results.off.rps))} req/s)`,
+    );
     const verified = await trail.verify();
     console.log(`  the chain after the run: ${verified.ok ? `verifies, ${verified.events} events` : `does not verify: ${verified.reason}`}`);
   } finally {

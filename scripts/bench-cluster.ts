@@ -47,7 +47,11 @@ async function main() {
     const admin = basic(ADMIN.username, ADMIN.password);
     const users = Array.from({ length: USERS }, (_, i) => ({ name: `bench${i}`, password: `bench-password-${i}` }));
     await inBatches(users, 20, (u) =>
-      fetch(`${a.url}/api/users`, { method: 'POST', headers: { authorization: admin, 'content-type': 'application/json' }, body: JSON.stringify({ username: u.name, password: u.password }) }).then((r) => {
+      fetch(`${a.url}/api/users`, {
+        method: 'POST',
+        headers: { authorization: admin, 'content-type': 'application/json' },
+        body: JSON.stringify({ username: u.name, password: u.password }),
+      }).then((r) => {
         if (r.status !== 201) throw new Error(`creating ${u.name}: ${r.status}`);
       }),
     );
@@ -100,7 +104,9 @@ async function main() {
     const expected = total * PER_USER;
     for (const s of [latency.same, latency.other]) s.sort((x, y) => x - y);
     const line = (label: string, s: number[]) => `${label.padEnd(34)} p50 ${pct(s, 50)} ms   p99 ${pct(s, 99)} ms   (${s.length} deliveries)`;
-    console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}, ${db.url ? 'PostgreSQL' : 'SQLite'}`);
+    console.log(
+      `machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}, ${db.url ? 'PostgreSQL' : 'SQLite'}`,
+    );
     console.log(`${CLIENTS} ws clients on 2 instances, ${RATE} notifications/s for ${SECONDS} s, each to ${PER_USER} connections of one user`);
     console.log(line('same instance (baseline)', latency.same));
     console.log(line('other instance (over Redis)', latency.other));

@@ -43,12 +43,19 @@ async function main() {
   try {
     const admin = basic(ADMIN.username, ADMIN.password);
     const json = { authorization: admin, 'content-type': 'application/json' };
-    const created = await fetch(`${svc.url}/api/users`, { method: 'POST', headers: json, body: JSON.stringify({ username: 'target', password: 'target-password-1' }) });
+    const created = await fetch(`${svc.url}/api/users`, {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ username: 'target', password: 'target-password-1' }),
+    });
     if (created.status !== 201) throw new Error(`creating the target user: ${created.status}`);
 
     // the target's connection: commit -> client latency from the notification's created_at
     const pushes: number[] = [];
-    const ws = new WebSocket(`${svc.url.replace('http', 'ws')}/ws`, { headers: { authorization: basic('target', 'target-password-1') }, perMessageDeflate: false });
+    const ws = new WebSocket(`${svc.url.replace('http', 'ws')}/ws`, {
+      headers: { authorization: basic('target', 'target-password-1') },
+      perMessageDeflate: false,
+    });
     await new Promise<void>((resolve, reject) => {
       ws.once('error', reject);
       ws.on('message', (data) => {
@@ -60,16 +67,22 @@ async function main() {
 
     const body = JSON.stringify({ title: 'bench', message: 'a pipeline finished', user: 'target', toast: false });
     const baseline = await load(`http://127.0.0.1:${(bareServer.address() as AddressInfo).port}/`, json, body);
-    const countBefore = await fetch(`${svc.url}/api/notifications?limit=1`, { headers: { authorization: basic('target', 'target-password-1') } }).then((r) => r.json() as Promise<{ last_seq: number }>);
+    const countBefore = await fetch(`${svc.url}/api/notifications?limit=1`, { headers: { authorization: basic('target', 'target-password-1') } }).then(
+      (r) => r.json() as Promise<{ last_seq: number }>,
+    );
     const result = await load(`${svc.url}/api/notifications`, json, body);
-    const countAfter = await fetch(`${svc.url}/api/notifications?limit=1`, { headers: { authorization: basic('target', 'target-password-1') } }).then((r) => r.json() as Promise<{ last_seq: number }>);
+    const countAfter = await fetch(`${svc.url}/api/notifications?limit=1`, { headers: { authorization: basic('target', 'target-password-1') } }).then(
+      (r) => r.json() as Promise<{ last_seq: number }>,
+    );
     await new Promise((r) => setTimeout(r, 1000));
     // the pushes of the timed load only (the bulk requests below push too)
     const pushLatency = pushes.splice(0).sort((a, b) => a - b);
     const persisted = (countAfter.last_seq - countBefore.last_seq) / SECONDS;
 
     // bulk: 1,000 user notifications in one request
-    const items = JSON.stringify({ notifications: Array.from({ length: 1000 }, (_, i) => ({ title: `bulk ${i}`, message: 'm', user: 'target', toast: false })) });
+    const items = JSON.stringify({
+      notifications: Array.from({ length: 1000 }, (_, i) => ({ title: `bulk ${i}`, message: 'm', user: 'target', toast: false })),
+    });
     const bulkMs: number[] = [];
     for (let i = 0; i < 7; i++) {
       const t = performance.now();
@@ -81,13 +94,21 @@ async function main() {
     bulkMs.sort((a, b) => a - b);
     ws.terminate();
 
-    console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}, ${db.url ? 'PostgreSQL' : 'SQLite'}`);
+    console.log(
+      `machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}, ${db.url ? 'PostgreSQL' : 'SQLite'}`,
+    );
     console.log(`bare Koa answering the same POST (baseline)   ${Math.round(baseline.requests.average)} req/s`);
-    console.log(`POST /api/notifications, ${CONNECTIONS} clients, one user   ${Math.round(result.requests.average)} req/s (${(result.requests.average / baseline.requests.average).toFixed(2)}x the baseline), ${result.non2xx} non-2xx`);
+    console.log(
+      `POST /api/notifications, ${CONNECTIONS} clients, one user   ${Math.round(result.requests.average)} req/s (${(result.requests.average / baseline.requests.average).toFixed(2)}x the baseline), ${result.non2xx} non-2xx`,
+    );
     console.log(`notifications persisted per second            ${Math.round(persisted)}/s (goal >= 5000/s)`);
     console.log(`POST latency p50 / p99                        ${result.latency.p50} / ${result.latency.p99} ms (goal p99 <= 50 ms)`);
-    console.log(`push latency commit -> client p50 / p99       ${pct(pushLatency, 50)} / ${pct(pushLatency, 99)} ms over ${pushLatency.length} pushes (goal p99 <= 50 ms)`);
-    console.log(`bulk: 1,000 notifications in one request      median ${bulkMs[3].toFixed(0)} ms, best ${bulkMs[0].toFixed(0)} ms (goal <= 150 ms on PostgreSQL)`);
+    console.log(
+      `push latency commit -> client p50 / p99       ${pct(pushLatency, 50)} / ${pct(pushLatency, 99)} ms over ${pushLatency.length} pushes (goal p99 <= 50 ms)`,
+    );
+    console.log(
+      `bulk: 1,000 notifications in one request      median ${bulkMs[3].toFixed(0)} ms, best ${bulkMs[0].toFixed(0)} ms (goal <= 150 ms on PostgreSQL)`,
+    );
   } finally {
     bareServer.close();
     await svc.kill('SIGTERM');

@@ -91,13 +91,23 @@ async function replayServer(c: Capture): Promise<{ url: string; stop(): void }> 
 }
 
 /** One login posted from a chosen loopback address (127.0.0.0/8), with a device cookie or none. */
-function loginFrom(url: string, from: string, username: string, password: string, device: string | null): Promise<{ status: number; ms: number; device: string | null }> {
+function loginFrom(
+  url: string,
+  from: string,
+  username: string,
+  password: string,
+  device: string | null,
+): Promise<{ status: number; ms: number; device: string | null }> {
   const body = JSON.stringify({ username, password });
   const started = performance.now();
   return new Promise((resolve, reject) => {
     const req = http.request(
       `${url}/api/auth/login`,
-      { method: 'POST', localAddress: from, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(device ? { cookie: `${DEVICE_COOKIE}=${device}` } : {}) } },
+      {
+        method: 'POST',
+        localAddress: from,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...(device ? { cookie: `${DEVICE_COOKIE}=${device}` } : {}) },
+      },
       (res) => {
         res.resume();
         res.on('end', () => {
@@ -169,7 +179,11 @@ async function deviceStorm(url: string): Promise<void> {
   const stormy = await knownLogins();
   storming.on = false;
   const [unknownStatuses] = await Promise.all([unknown, storm]);
-  const p99 = (xs: Array<{ ms: number }>) => pct(xs.map((x) => x.ms).sort((a, b) => a - b), 99);
+  const p99 = (xs: Array<{ ms: number }>) =>
+    pct(
+      xs.map((x) => x.ms).sort((a, b) => a - b),
+      99,
+    );
   const ok = (xs: Array<{ status: number }>) => xs.filter((x) => x.status === 200).length;
   console.log(
     `${'known device login p99, 40-address storm'.padEnd(36)} ${((p99(stormy) / p99(quiet)).toFixed(2) + 'x').padStart(6)}  (${Math.round(p99(stormy))} vs ${Math.round(p99(quiet))} ms without; ${ok(stormy)}/${LOGINS} and ${ok(quiet)}/${LOGINS} logged in; ` +
@@ -190,7 +204,10 @@ async function hotPath(url: string, key: string): Promise<void> {
   const ours: number[] = [];
   try {
     for (let round = 0; round < ROUNDS; round++) {
-      const sides = [() => autocannon(replay.url + '/api/me/access', headers).then((l) => bare.push(l.rps)), () => autocannon(url + '/api/me/access', headers).then((l) => ours.push(l.rps))];
+      const sides = [
+        () => autocannon(replay.url + '/api/me/access', headers).then((l) => bare.push(l.rps)),
+        () => autocannon(url + '/api/me/access', headers).then((l) => ours.push(l.rps)),
+      ];
       for (const side of round % 2 ? sides.reverse() : sides) await side();
     }
   } finally {
@@ -200,7 +217,12 @@ async function hotPath(url: string, key: string): Promise<void> {
   console.log(`api-key vs bare koa: ${(mean(ours) / mean(bare)).toFixed(3)} (${Math.round(mean(ours))} vs ${Math.round(mean(bare))} req/s)`);
   const times: number[] = [];
   for (let i = 0; i < 60; i++) times.push((await loginFrom(url, '127.0.0.4', ADMIN.username, ADMIN.password, null)).ms);
-  console.log(`login p99: ${pct(times.sort((a, b) => a - b), 99).toFixed(1)} ms (p50 ${pct(times, 50).toFixed(1)} ms)`);
+  console.log(
+    `login p99: ${pct(
+      times.sort((a, b) => a - b),
+      99,
+    ).toFixed(1)} ms (p50 ${pct(times, 50).toFixed(1)} ms)`,
+  );
 }
 
 async function coldStart(): Promise<number[]> {
@@ -221,9 +243,22 @@ async function main() {
   const db = await benchDatabase();
   let svc: ServiceProcess | null = null;
   try {
-    svc = await spawnService({ dataDir, databaseUrl: db.url, env: { SERVICE_LOG_LEVEL: 'warn', SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: '100000' }, command: SERVICE_COMMAND });
+    svc = await spawnService({
+      dataDir,
+      databaseUrl: db.url,
+      env: { SERVICE_LOG_LEVEL: 'warn', SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: '100000' },
+      command: SERVICE_COMMAND,
+    });
     const admin = basic(ADMIN.username, ADMIN.password);
-    const key = ((await (await fetch(`${svc.url}/api/me/api-keys`, { method: 'POST', headers: { authorization: admin, 'content-type': 'application/json' }, body: JSON.stringify({ label: 'bench' }) })).json()) as { token: string }).token;
+    const key = (
+      (await (
+        await fetch(`${svc.url}/api/me/api-keys`, {
+          method: 'POST',
+          headers: { authorization: admin, 'content-type': 'application/json' },
+          body: JSON.stringify({ label: 'bench' }),
+        })
+      ).json()) as { token: string }
+    ).token;
 
     const figures: Array<{ label: string; path: string; headers: Record<string, string>; goal: number }> = [
       { label: 'API key GET /api/me/access', path: '/api/me/access', headers: { 'x-api-key': key }, goal: 0.7 },
@@ -232,7 +267,9 @@ async function main() {
       { label: '/healthz', path: '/healthz', headers: {}, goal: 0.9 },
       { label: 'unauthenticated 401', path: '/api/me', headers: {}, goal: 0.8 },
     ];
-    console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}, ${db.url ? 'PostgreSQL' : 'SQLite'}; autocannon -c ${CONNECTIONS} -d ${SECONDS}${PIN ? '; service and baseline on core 0, autocannon on core 1' : ''}`);
+    console.log(
+      `machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}, ${db.url ? 'PostgreSQL' : 'SQLite'}; autocannon -c ${CONNECTIONS} -d ${SECONDS}${PIN ? '; service and baseline on core 0, autocannon on core 1' : ''}`,
+    );
     if (process.argv.includes('--hot-path-only')) {
       await hotPath(svc.url, key);
       return;
@@ -251,13 +288,18 @@ async function main() {
         const bare: number[] = [];
         const ours: number[] = [];
         for (let round = 0; round < ROUNDS; round++) {
-          const sides = [() => autocannon(replay.url + f.path, f.headers).then((l) => bare.push(l.rps)), () => autocannon(svc!.url + f.path, f.headers).then((l) => ours.push(l.rps))];
+          const sides = [
+            () => autocannon(replay.url + f.path, f.headers).then((l) => bare.push(l.rps)),
+            () => autocannon(svc!.url + f.path, f.headers).then((l) => ours.push(l.rps)),
+          ];
           for (const side of round % 2 ? sides.reverse() : sides) await side();
         }
         const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
         const ratio = mean(ours) / mean(bare);
         const spread = ours.map((o, i) => o / bare[i]!).sort((a, b) => a - b);
-        console.log(`${f.label.padEnd(36)} ${(ratio.toFixed(2) + 'x').padStart(6)}  (${Math.round(mean(ours))} vs ${Math.round(mean(bare))} req/s; rounds ${spread.map((r) => r.toFixed(2)).join(' ')}; goal >= ${f.goal.toFixed(2)}x)`);
+        console.log(
+          `${f.label.padEnd(36)} ${(ratio.toFixed(2) + 'x').padStart(6)}  (${Math.round(mean(ours))} vs ${Math.round(mean(bare))} req/s; rounds ${spread.map((r) => r.toFixed(2)).join(' ')}; goal >= ${f.goal.toFixed(2)}x)`,
+        );
       } finally {
         replay.stop();
       }
@@ -272,18 +314,26 @@ async function main() {
     const storm = Promise.all(
       Array.from({ length: 10 }, async () => {
         while (storming.on) {
-          await fetch(`${svc!.url}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: ADMIN.username, password: ADMIN.password }) }).then((r) => r.arrayBuffer());
+          await fetch(`${svc!.url}/api/auth/login`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ username: ADMIN.username, password: ADMIN.password }),
+          }).then((r) => r.arrayBuffer());
         }
       }),
     );
     const stormy = await autocannon(`${svc.url}/api/me/access`, { 'x-api-key': key }, steady, SECONDS, false);
     storming.on = false;
     await storm;
-    console.log(`${'API-key p99 at 1,000 req/s, login storm'.padEnd(36)} ${((stormy.p99 / Math.max(1, quiet.p99)).toFixed(2) + 'x').padStart(6)}  (${stormy.p99} vs ${quiet.p99} ms without; goal <= 2x)`);
+    console.log(
+      `${'API-key p99 at 1,000 req/s, login storm'.padEnd(36)} ${((stormy.p99 / Math.max(1, quiet.p99)).toFixed(2) + 'x').padStart(6)}  (${stormy.p99} vs ${quiet.p99} ms without; goal <= 2x)`,
+    );
     await deviceStorm(svc.url);
 
     const cold = await coldStart();
-    console.log(`${'cold start to /readyz 200 (SQLite)'.padEnd(36)} ${(cold[2] / 1000).toFixed(2)} s median, ${(cold[0] / 1000).toFixed(2)} s best (goal <= 1.0 s; ${BUILD.slice(1).join(' ')})`);
+    console.log(
+      `${'cold start to /readyz 200 (SQLite)'.padEnd(36)} ${(cold[2] / 1000).toFixed(2)} s median, ${(cold[0] / 1000).toFixed(2)} s best (goal <= 1.0 s; ${BUILD.slice(1).join(' ')})`,
+    );
   } finally {
     await svc?.kill('SIGTERM');
     await db.drop();

@@ -86,8 +86,13 @@ const importsOf = new Map();
 function imports(file) {
   if (!importsOf.has(file)) {
     const text = fs.readFileSync(file, 'utf8');
-    const found = [...text.matchAll(/(?:from|import)\s*\(?\s*['"](\.{1,2}\/[^'"]+)['"]/g)].map((m) => path.resolve(path.dirname(file), m[1].replace(/\.js$/, '.ts')));
-    importsOf.set(file, found.filter((f) => fs.existsSync(f)));
+    const found = [...text.matchAll(/(?:from|import)\s*\(?\s*['"](\.{1,2}\/[^'"]+)['"]/g)].map((m) =>
+      path.resolve(path.dirname(file), m[1].replace(/\.js$/, '.ts')),
+    );
+    importsOf.set(
+      file,
+      found.filter((f) => fs.existsSync(f)),
+    );
   }
   return importsOf.get(file);
 }

@@ -13,14 +13,32 @@ export const DEFAULT_BOT_PASSWORD = 'bot-dev-password';
  * docs/deploy/service-core.env and of its earlier versions, and the usual first guesses.
  * Production refuses them, and so does any mode on an address other hosts reach.
  */
-const KNOWN_PASSWORDS = new Set([DEFAULT_ADMIN_PASSWORD, DEFAULT_BOT_PASSWORD, 'admin-test-password', 'bot-test-password', 'change-me', 'change-me-too', 'changeme', 'password', 'password1', 'administrator', '12345678', '123456789', 'qwertyui', 'letmein1']);
+const KNOWN_PASSWORDS = new Set([
+  DEFAULT_ADMIN_PASSWORD,
+  DEFAULT_BOT_PASSWORD,
+  'admin-test-password',
+  'bot-test-password',
+  'change-me',
+  'change-me-too',
+  'changeme',
+  'password',
+  'password1',
+  'administrator',
+  '12345678',
+  '123456789',
+  'qwertyui',
+  'letmein1',
+]);
 export const isKnownPassword = (p: string) => KNOWN_PASSWORDS.has(p.trim().toLowerCase()) || /^change[-_ .]?me/i.test(p.trim());
 /** The master key placeholder of earlier versions of the env file template, and its kin. */
 export const isPlaceholderKey = (k: string) => /change[-_ .]?me/i.test(k);
 
 /** Is `host` an address only this machine reaches (127.0.0.0/8, ::1, localhost)? */
 export function isLoopback(host: string): boolean {
-  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  const h = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '');
   if (h === 'localhost' || h.endsWith('.localhost')) return true;
   if (net.isIPv4(h)) return h.startsWith('127.');
   if (net.isIPv6(h)) return h === '::1' || /^::ffff:127\./.test(h) || /^(0{1,4}:){7}0{0,3}1$/.test(h);

@@ -225,11 +225,17 @@ function credentialProblems(v: CheckedEnv): ConfigProblem[] {
     const unset = 'must be set in production: passwords of your own (8 characters or more), and the key from `openssl rand -base64 48`';
     for (const [variable, value] of passwords) {
       if (!value) problems.push({ variable, reason: unset });
-      else if (isKnownPassword(value)) problems.push({ variable, reason: 'is a development or placeholder password, which production refuses: set a password of your own (8 characters or more)' });
+      else if (isKnownPassword(value))
+        problems.push({
+          variable,
+          reason: 'is a development or placeholder password, which production refuses: set a password of your own (8 characters or more)',
+        });
     }
-    if (v.SERVICE_BCRYPT_COST < 10) problems.push({ variable: 'SERVICE_BCRYPT_COST', reason: 'is below 10, which production refuses: a stolen database would be guessed too cheaply' });
+    if (v.SERVICE_BCRYPT_COST < 10)
+      problems.push({ variable: 'SERVICE_BCRYPT_COST', reason: 'is below 10, which production refuses: a stolen database would be guessed too cheaply' });
     if (!v.SERVICE_SECRET_KEY) problems.push({ variable: 'SERVICE_SECRET_KEY', reason: unset });
-    else if (isPlaceholderKey(v.SERVICE_SECRET_KEY)) problems.push({ variable: 'SERVICE_SECRET_KEY', reason: 'is a placeholder, which production refuses: generate one with `openssl rand -base64 48`' });
+    else if (isPlaceholderKey(v.SERVICE_SECRET_KEY))
+      problems.push({ variable: 'SERVICE_SECRET_KEY', reason: 'is a placeholder, which production refuses: generate one with `openssl rand -base64 48`' });
   } else if (!isLoopback(v.SERVICE_HOST)) {
     // the development passwords are in the README: on an address others reach they are anyone's
     for (const [variable, value] of passwords) {
@@ -357,7 +363,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     notificationMaxPerUser: v.SERVICE_NOTIFICATION_MAX_PER_USER,
     logLevel: v.SERVICE_LOG_LEVEL,
     fromEnv,
-    pluginEnv: Object.fromEntries(Object.entries(env).filter(([k, val]) => k.startsWith('SERVICE_PLUGIN_') && typeof val === 'string')) as Record<string, string>,
+    pluginEnv: Object.fromEntries(Object.entries(env).filter(([k, val]) => k.startsWith('SERVICE_PLUGIN_') && typeof val === 'string')) as Record<
+      string,
+      string
+    >,
     warnings: unknownVariables(env),
   };
 }

@@ -75,7 +75,10 @@ interface JoiDetails {
 export function fieldErrorsOf(error: JoiDetails, whole = 'payload'): FieldError[] {
   return error.details.map((d) => ({
     field: d.path.length ? d.path.join('.') : whole,
-    message: d.type.startsWith('string.pattern') && / with value /.test(d.message) ? `does not match the ${typeof d.context?.name === 'string' ? d.context.name : 'required'} format` : d.message.replace(/^"[^"]*"\s*/, ''),
+    message:
+      d.type.startsWith('string.pattern') && / with value /.test(d.message)
+        ? `does not match the ${typeof d.context?.name === 'string' ? d.context.name : 'required'} format`
+        : d.message.replace(/^"[^"]*"\s*/, ''),
   }));
 }
 

@@ -19,7 +19,10 @@ async function main() {
   for (const warning of config.warnings) service.log.warn({ warning }, 'configuration warning');
   if (config.env === 'development') {
     service.log.warn(
-      { default_passwords: [config.adminPasswordConfigured ? null : config.adminUser, config.botPasswordConfigured ? null : config.botUser].filter(Boolean), generated_master_key: config.secretKeyGenerated },
+      {
+        default_passwords: [config.adminPasswordConfigured ? null : config.adminUser, config.botPasswordConfigured ? null : config.botUser].filter(Boolean),
+        generated_master_key: config.secretKeyGenerated,
+      },
       'development mode: the public development passwords (on a loopback address only) and a generated secret key are accepted; a deployment sets SERVICE_ENV=production (docs/deploy.md)',
     );
   }

@@ -26,7 +26,12 @@ const isActor = (v: object): v is Actor => typeof (v as Actor).username === 'str
 function withoutSecrets(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(withoutSecrets);
   if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, /env|secret|password|passwd|token|key|credential|auth|cookie/i.test(k) ? '[not recorded]' : withoutSecrets(v)]));
+  return Object.fromEntries(
+    Object.entries(value as Record<string, unknown>).map(([k, v]) => [
+      k,
+      /env|secret|password|passwd|token|key|credential|auth|cookie/i.test(k) ? '[not recorded]' : withoutSecrets(v),
+    ]),
+  );
 }
 import { userRoutes } from './iam/routes/users.js';
 import { groupRoutes } from './iam/routes/groups.js';
@@ -80,7 +85,10 @@ export class Service {
   private stopped = false;
   private connectAbort = new AbortController();
 
-  constructor(readonly config: Config, private readonly opts: ServiceOptions = {}) {
+  constructor(
+    readonly config: Config,
+    private readonly opts: ServiceOptions = {},
+  ) {
     this.log = opts.logger ?? createLogger(config.logLevel);
     this.bus = new EventBus(this.log.child({ component: 'bus' }));
     this.db = createDb(config, this.log);
@@ -96,9 +104,18 @@ export class Service {
       stepUp: (caller, permissions) => (permissions.some(reachesHost) && caller && isActor(caller) ? this.auth.secondStep.require(caller) : Promise.resolve()),
       // who did what on the host (a request on the bus: the core or a plugin)
       record: (e) => {
-        const actor = e.trusted || !e.caller || !isActor(e.caller) ? { user_id: null, username: e.trusted ? 'bus' : 'anonymous', method: e.trusted ? 'bus' : null, ip: null } : e.caller;
+        const actor =
+          e.trusted || !e.caller || !isActor(e.caller)
+            ? { user_id: null, username: e.trusted ? 'bus' : 'anonymous', method: e.trusted ? 'bus' : null, ip: null }
+            : e.caller;
         // a refusal repeated by the same caller is coalesced by the trail (one event with its count)
-        this.iam.commands.record({ action: 'socket.operation', actor, target: { type: 'socket', id: e.operation, name: e.provider }, outcome: e.outcome, details: { args: withoutSecrets(e.args), ...(e.error ? { error: e.error.code } : {}) } });
+        this.iam.commands.record({
+          action: 'socket.operation',
+          actor,
+          target: { type: 'socket', id: e.operation, name: e.provider },
+          outcome: e.outcome,
+          details: { args: withoutSecrets(e.args), ...(e.error ? { error: e.error.code } : {}) },
+        });
       },
     });
 
@@ -157,17 +174,50 @@ export class Service {
     this.metrics.gauge('notification_write_batches', 'group-commit transactions that wrote them', () => this.notifications.service.stats.batches);
     // the directory recheck (src/auth/directory-recheck.ts)
     const recheck = this.auth.directoryRecheck.stats;
-    this.metrics.gauge('ldap_directory_up', '0 after a directory account recheck the directory did not answer, until one it answers', () => (recheck.directoryUp ? 1 : 0));
-    this.metrics.countersOf('ldap_recheck_rounds_total', 'directory account recheck rounds: checked, unavailable (nothing ended), skipped (another instance had the round), suspect (nobody found: nothing ended)', 'outcome', () => recheck.rounds);
-    this.metrics.countersOf('ldap_recheck_accounts_ended_total', 'users whose sessions and keys the recheck revoked, by what the directory said of the account', 'state', () => recheck.ended);
+    this.metrics.gauge('ldap_directory_up', '0 after a directory account recheck the directory did not answer, until one it answers', () =>
+      recheck.directoryUp ? 1 : 0,
+    );
+    this.metrics.countersOf(
+      'ldap_recheck_rounds_total',
+      'directory account recheck rounds: checked, unavailable (nothing ended), skipped (another instance had the round), suspect (nobody found: nothing ended)',
+      'outcome',
+      () => recheck.rounds,
+    );
+    this.metrics.countersOf(
+      'ldap_recheck_accounts_ended_total',
+      'users whose sessions and keys the recheck revoked, by what the directory said of the account',
+      'state',
+      () => recheck.ended,
+    );
     if (config.redisUrl) {
       this.metrics.gauge('bus_bridge_up', '1 while the Redis link to the other instances is up', () => (this.bridge?.isUp ? 1 : 0));
       this.metrics.gauge('bus_bridge_messages_dropped', 'malformed or foreign bus messages dropped', () => this.bridge?.stats.dropped ?? 0);
-      this.metrics.countersOf('service_bus_messages_dropped_total', 'bus messages from Redis dropped: unsigned, badly signed, stale, replayed, unknown or invalid', 'reason', () => this.bridge?.stats.droppedBy ?? {});
+      this.metrics.countersOf(
+        'service_bus_messages_dropped_total',
+        'bus messages from Redis dropped: unsigned, badly signed, stale, replayed, unknown or invalid',
+        'reason',
+        () => this.bridge?.stats.droppedBy ?? {},
+      );
     }
     // the access-management API, the login and session API, the pages; then the other areas
     const auth = this.auth;
-    const routers: Router[] = [meRoutes(auth), userRoutes(this.iam), userCredentialRoutes(auth), mfaRoutes(auth), webauthnRoutes(auth), groupRoutes(this.iam), auditRoutes(this.iam), systemKeyRoutes(auth), authRoutes(auth), oidcRoutes(auth), authSettingsRoutes(auth), ...webRouters(auth, this.extraEndpoints), ...this.sockets.routers(), ...this.notifications.routers(), ...this.gateway.routers()];
+    const routers: Router[] = [
+      meRoutes(auth),
+      userRoutes(this.iam),
+      userCredentialRoutes(auth),
+      mfaRoutes(auth),
+      webauthnRoutes(auth),
+      groupRoutes(this.iam),
+      auditRoutes(this.iam),
+      systemKeyRoutes(auth),
+      authRoutes(auth),
+      oidcRoutes(auth),
+      authSettingsRoutes(auth),
+      ...webRouters(auth, this.extraEndpoints),
+      ...this.sockets.routers(),
+      ...this.notifications.routers(),
+      ...this.gateway.routers(),
+    ];
     // plugin host: its admin API first, then the one dispatch middleware of every
     // plugin's routes under /api/plugins/<id>/ (a disabled plugin's routes vanish at once)
     this.plugins = new PluginHost({
@@ -232,7 +282,13 @@ export class Service {
     // Redis may come later (or go): boot and requests never wait for it (ioredis is loaded only when used)
     if (this.config.redisUrl) {
       const { RedisBridge } = await import('./bus/redis-bridge.js');
-      this.bridge = new RedisBridge({ url: this.config.redisUrl, bus: this.bus, log: this.log.child({ component: 'bus-bridge' }), secretKey: this.config.secretKey, instanceId: this.instanceId });
+      this.bridge = new RedisBridge({
+        url: this.config.redisUrl,
+        bus: this.bus,
+        log: this.log.child({ component: 'bus-bridge' }),
+        secretKey: this.config.secretKey,
+        instanceId: this.instanceId,
+      });
       this.bridge.start();
     }
     this.bootPromise = this.boot();

@@ -67,9 +67,14 @@ const forgeWebhookSecret = (env: string, api: string, forge: string, why = ''): 
   api,
   label: `${forge} webhook secret`,
 });
-const groupList = Joi.array().items(Joi.string().pattern(GROUP_NAME).message('{{#label}} must be a group name (a letter or digit, then up to 63 letters, digits or . _ -)')).max(100).unique();
+const groupList = Joi.array()
+  .items(Joi.string().pattern(GROUP_NAME).message('{{#label}} must be a group name (a letter or digit, then up to 63 letters, digits or . _ -)'))
+  .max(100)
+  .unique();
 /** external group (LDAP DN, OIDC claim value) -> local groups */
-const GROUP_MAPPING = Joi.object().pattern(Joi.string().min(1).max(1024), Joi.array().items(Joi.string().pattern(GROUP_NAME)).max(100).single()).max(500);
+const GROUP_MAPPING = Joi.object()
+  .pattern(Joi.string().min(1).max(1024), Joi.array().items(Joi.string().pattern(GROUP_NAME)).max(100).single())
+  .max(500);
 /**
  * PEM certificates (a CA bundle), each one read; text around them (a bundle's comments) is
  * dropped, and line breaks lost on the way (a one-line field) are put back. A private key is refused.
@@ -100,34 +105,83 @@ const recheckInterval = Joi.string().custom((v: string) => {
 });
 
 /** A login provider's setting: SERVICE_LDAP_URL, API name ldap_url, Config path ldap.url. */
-const providerSetting = (area: 'ldap' | 'oidc') => (name: string, label: string, def: Omit<SettingDef, 'env' | 'api' | 'label' | 'path'>, path: string): SettingDef => ({
-  env: `SERVICE_${area.toUpperCase()}_${name.toUpperCase()}`,
-  api: `${area}_${name}`,
-  label,
-  path: `${area}.${path}`,
-  ...def,
-});
+const providerSetting =
+  (area: 'ldap' | 'oidc') =>
+  (name: string, label: string, def: Omit<SettingDef, 'env' | 'api' | 'label' | 'path'>, path: string): SettingDef => ({
+    env: `SERVICE_${area.toUpperCase()}_${name.toUpperCase()}`,
+    api: `${area}_${name}`,
+    label,
+    path: `${area}.${path}`,
+    ...def,
+  });
 const ldap = providerSetting('ldap');
 const oidc = providerSetting('oidc');
 
 export const SETTINGS: readonly SettingDef[] = [
   { env: 'SERVICE_HOST', kind: 'string', rule: Joi.string().hostname(), default: '127.0.0.1', about: 'listen address' },
   { env: 'SERVICE_PORT', kind: 'string', rule: Joi.number().integer().min(0).max(65535), default: '8080', about: 'listen port' },
-  { env: 'SERVICE_PUBLIC_URL', kind: 'string', rule: Joi.string().uri({ scheme: ['http', 'https'] }), defaultText: '`http://localhost:<port>`', about: 'base URL; origin for cookies, OIDC redirects, Origin checks' },
+  {
+    env: 'SERVICE_PUBLIC_URL',
+    kind: 'string',
+    rule: Joi.string().uri({ scheme: ['http', 'https'] }),
+    defaultText: '`http://localhost:<port>`',
+    about: 'base URL; origin for cookies, OIDC redirects, Origin checks',
+  },
   { env: 'SERVICE_DATA_DIR', kind: 'string', rule: Joi.string().min(1), default: './data', about: 'SQLite file, generated secret key (mode 0600)' },
-  { env: 'SERVICE_DATABASE_URL', kind: 'string', rule: Joi.string().uri({ scheme: ['postgres', 'postgresql', 'sqlite', 'file'] }), defaultText: 'SQLite in the data dir', about: '`postgres://user@host:5432/db` selects PostgreSQL' },
-  { env: 'SERVICE_ENV', kind: 'string', rule: Joi.string().valid('development', 'production', 'test'), default: 'development', about: '`production` refuses unset, development and placeholder passwords and a missing or placeholder secret key; `development` refuses the development passwords off a loopback `SERVICE_HOST`, and warns at every start' },
-  { env: 'SERVICE_SECRET_KEY', kind: 'secret', rule: Joi.string().min(32), defaultText: 'generated once', about: 'master key: secrets store encryption, cookie signing (≥ 32 chars)' },
+  {
+    env: 'SERVICE_DATABASE_URL',
+    kind: 'string',
+    rule: Joi.string().uri({ scheme: ['postgres', 'postgresql', 'sqlite', 'file'] }),
+    defaultText: 'SQLite in the data dir',
+    about: '`postgres://user@host:5432/db` selects PostgreSQL',
+  },
+  {
+    env: 'SERVICE_ENV',
+    kind: 'string',
+    rule: Joi.string().valid('development', 'production', 'test'),
+    default: 'development',
+    about:
+      '`production` refuses unset, development and placeholder passwords and a missing or placeholder secret key; `development` refuses the development passwords off a loopback `SERVICE_HOST`, and warns at every start',
+  },
+  {
+    env: 'SERVICE_SECRET_KEY',
+    kind: 'secret',
+    rule: Joi.string().min(32),
+    defaultText: 'generated once',
+    about: 'master key: secrets store encryption, cookie signing (≥ 32 chars)',
+  },
   { env: 'SERVICE_ADMIN_USER', kind: 'string', rule: Joi.string().pattern(USERNAME), default: 'admin', about: 'bootstrap admin (INT_ADMIN)' },
-  { env: 'SERVICE_ADMIN_PASSWORD', kind: 'secret', rule: Joi.string().min(8).max(200), defaultText: 'dev default', about: "the bootstrap admin's password; applied at a start where its value differs from the one last applied, so a password set since (CLI, UI) stays until the variable changes" },
+  {
+    env: 'SERVICE_ADMIN_PASSWORD',
+    kind: 'secret',
+    rule: Joi.string().min(8).max(200),
+    defaultText: 'dev default',
+    about:
+      "the bootstrap admin's password; applied at a start where its value differs from the one last applied, so a password set since (CLI, UI) stays until the variable changes",
+  },
   { env: 'SERVICE_BOT_USER', kind: 'string', rule: Joi.string().pattern(USERNAME), default: 'bot', about: 'bootstrap bot (roles `[bot]`, INT_USER)' },
-  { env: 'SERVICE_BOT_PASSWORD', kind: 'secret', rule: Joi.string().min(8).max(200), defaultText: 'dev default', about: "the bootstrap bot's password; applied like the admin's" },
-  { env: 'SERVICE_ADMIN_FORCE_SUPERADMIN', kind: 'boolean', default: 'false', about: "at the service's boot, sets (or clears) the superadmin flag on the admin, as an audited action" },
+  {
+    env: 'SERVICE_BOT_PASSWORD',
+    kind: 'secret',
+    rule: Joi.string().min(8).max(200),
+    defaultText: 'dev default',
+    about: "the bootstrap bot's password; applied like the admin's",
+  },
+  {
+    env: 'SERVICE_ADMIN_FORCE_SUPERADMIN',
+    kind: 'boolean',
+    default: 'false',
+    about: "at the service's boot, sets (or clears) the superadmin flag on the admin, as an audited action",
+  },
   {
     env: 'SERVICE_AUTH_PROVIDERS',
     kind: 'list',
     rule: Joi.array()
-      .items(Joi.string().valid(...AUTH_PROVIDER_IDS).messages({ 'any.only': 'unknown provider "{{#value}}" (one of local, ldap, oidc)' }))
+      .items(
+        Joi.string()
+          .valid(...AUTH_PROVIDER_IDS)
+          .messages({ 'any.only': 'unknown provider "{{#value}}" (one of local, ldap, oidc)' }),
+      )
       .min(1)
       .unique()
       .messages({ 'array.min': 'must name at least one provider', 'array.unique': 'names a provider twice' }),
@@ -137,19 +191,47 @@ export const SETTINGS: readonly SettingDef[] = [
     label: 'Sign-in providers, in order',
     path: 'authProviders',
   },
-  { env: 'SERVICE_SSO_DEFAULT_GROUPS', kind: 'list', rule: groupList, default: 'INT_VIEWER', about: 'groups of a new SSO user', api: 'sso_default_groups', label: 'Default groups of new single sign-on users', path: 'ssoDefaultGroups' },
+  {
+    env: 'SERVICE_SSO_DEFAULT_GROUPS',
+    kind: 'list',
+    rule: groupList,
+    default: 'INT_VIEWER',
+    about: 'groups of a new SSO user',
+    api: 'sso_default_groups',
+    label: 'Default groups of new single sign-on users',
+    path: 'ssoDefaultGroups',
+  },
   {
     env: 'SERVICE_MFA_REQUIRED_GROUPS',
     kind: 'list',
     rule: groupList,
     default: '',
-    about: 'members of these groups must enrol a second factor: until then their sessions reach only their profile and the enrolment ([docs/auth.md](docs/auth.md))',
+    about:
+      'members of these groups must enrol a second factor: until then their sessions reach only their profile and the enrolment ([docs/auth.md](docs/auth.md))',
     api: 'mfa_required_groups',
     label: 'Groups that must use a second factor',
     path: 'mfaRequiredGroups',
   },
-  { env: 'SERVICE_MFA_STEP_UP_MINUTES', kind: 'string', rule: Joi.number().integer().min(1).max(1440), default: '15', about: 'how long a verified second factor covers the actions that reach the host or change who is trusted (step-up)' },
-  ldap('url', 'LDAP URL', { kind: 'string', rule: Joi.string().trim().uri({ scheme: ['ldap', 'ldaps'] }).max(2048), about: 'directory server, `ldap://` or `ldaps://`' }, 'url'),
+  {
+    env: 'SERVICE_MFA_STEP_UP_MINUTES',
+    kind: 'string',
+    rule: Joi.number().integer().min(1).max(1440),
+    default: '15',
+    about: 'how long a verified second factor covers the actions that reach the host or change who is trusted (step-up)',
+  },
+  ldap(
+    'url',
+    'LDAP URL',
+    {
+      kind: 'string',
+      rule: Joi.string()
+        .trim()
+        .uri({ scheme: ['ldap', 'ldaps'] })
+        .max(2048),
+      about: 'directory server, `ldap://` or `ldaps://`',
+    },
+    'url',
+  ),
   ldap('bind_dn', 'LDAP bind DN', { kind: 'string', rule: Joi.string().trim().max(1024), about: 'service account the search binds as' }, 'bindDN'),
   ldap('bind_password', 'LDAP bind password', { kind: 'secret', rule: Joi.string().min(1).max(1024), about: "the service account's password" }, 'bindPassword'),
   ldap('base_dn', 'LDAP base DN', { kind: 'string', rule: Joi.string().trim().max(1024), about: 'where users are searched' }, 'baseDN'),
@@ -158,60 +240,160 @@ export const SETTINGS: readonly SettingDef[] = [
     'LDAP user filter',
     {
       kind: 'string',
-      rule: Joi.string().trim().max(1024).pattern(/^\(.*\{username\}.*\)$/s).message('{{#label}} must be a parenthesised LDAP filter containing \\{username}'),
+      rule: Joi.string()
+        .trim()
+        .max(1024)
+        .pattern(/^\(.*\{username\}.*\)$/s)
+        .message('{{#label}} must be a parenthesised LDAP filter containing \\{username}'),
       default: '(uid={username})',
       about: 'search filter; `{username}` is replaced, escaped',
     },
     'userFilter',
   ),
-  ldap('group_attr', 'LDAP group attribute', { kind: 'string', rule: Joi.string().pattern(/^[A-Za-z][A-Za-z0-9-]*$/).max(128), default: 'memberOf', about: "attribute listing a user's groups" }, 'groupAttr'),
+  ldap(
+    'group_attr',
+    'LDAP group attribute',
+    {
+      kind: 'string',
+      rule: Joi.string()
+        .pattern(/^[A-Za-z][A-Za-z0-9-]*$/)
+        .max(128),
+      default: 'memberOf',
+      about: "attribute listing a user's groups",
+    },
+    'groupAttr',
+  ),
   ldap('group_mapping', 'LDAP group mapping', { kind: 'mapping', rule: GROUP_MAPPING, about: 'JSON: group DN -> local groups' }, 'groupMapping'),
-  ldap('tls_verify', 'Verify the LDAP server certificate', { kind: 'boolean', default: 'true', about: "check the server's certificate and name (a private CA: `SERVICE_LDAP_CA_CERT`)" }, 'tlsVerify'),
+  ldap(
+    'tls_verify',
+    'Verify the LDAP server certificate',
+    { kind: 'boolean', default: 'true', about: "check the server's certificate and name (a private CA: `SERVICE_LDAP_CA_CERT`)" },
+    'tlsVerify',
+  ),
   ldap(
     'ca_cert',
     'LDAP CA certificates (PEM)',
-    { kind: 'string', rule: pemCertificates, about: "PEM text (not a file name) of the CAs that sign the directory's certificate, trusted for LDAPS and StartTLS instead of the system's" },
+    {
+      kind: 'string',
+      rule: pemCertificates,
+      about: "PEM text (not a file name) of the CAs that sign the directory's certificate, trusted for LDAPS and StartTLS instead of the system's",
+    },
     'caCert',
   ),
-  ldap('starttls', 'Upgrade ldap:// with StartTLS', { kind: 'boolean', default: 'false', about: 'an `ldap://` connection is upgraded with StartTLS before anything is sent, or refused; `ldaps://` is TLS already' }, 'startTls'),
+  ldap(
+    'starttls',
+    'Upgrade ldap:// with StartTLS',
+    {
+      kind: 'boolean',
+      default: 'false',
+      about: 'an `ldap://` connection is upgraded with StartTLS before anything is sent, or refused; `ldaps://` is TLS already',
+    },
+    'startTls',
+  ),
   ldap(
     'username_attr',
     'LDAP username attribute',
-    { kind: 'string', rule: Joi.string().pattern(/^[A-Za-z][A-Za-z0-9-]*$/).max(128), default: 'uid', about: 'attribute that names a new user locally, whatever form of the name was typed (`sAMAccountName` for Active Directory, also used there when the entry lacks this one)' },
+    {
+      kind: 'string',
+      rule: Joi.string()
+        .pattern(/^[A-Za-z][A-Za-z0-9-]*$/)
+        .max(128),
+      default: 'uid',
+      about:
+        'attribute that names a new user locally, whatever form of the name was typed (`sAMAccountName` for Active Directory, also used there when the entry lacks this one)',
+    },
     'usernameAttr',
   ),
   ldap(
     'nested_groups',
     'Follow nested LDAP groups',
-    { kind: 'string', rule: Joi.alternatives(Joi.string().valid('auto'), Joi.boolean()), default: 'auto', about: 'groups holding the user through other groups count for the mapping (Active Directory\'s in-chain rule); `auto`: on Active Directory, `true`, `false`' },
+    {
+      kind: 'string',
+      rule: Joi.alternatives(Joi.string().valid('auto'), Joi.boolean()),
+      default: 'auto',
+      about:
+        "groups holding the user through other groups count for the mapping (Active Directory's in-chain rule); `auto`: on Active Directory, `true`, `false`",
+    },
     'nestedGroups',
   ),
-  ldap('connect_timeout_ms', 'LDAP connect timeout (ms)', { kind: 'string', rule: Joi.number().integer().min(100).max(120_000), default: '5000', about: 'connecting to the directory (TCP and TLS)' }, 'connectTimeoutMs'),
+  ldap(
+    'connect_timeout_ms',
+    'LDAP connect timeout (ms)',
+    { kind: 'string', rule: Joi.number().integer().min(100).max(120_000), default: '5000', about: 'connecting to the directory (TCP and TLS)' },
+    'connectTimeoutMs',
+  ),
   ldap(
     'timeout_ms',
     'LDAP operation timeout (ms)',
-    { kind: 'string', rule: Joi.number().integer().min(100).max(300_000), default: '10000', about: 'each directory operation; after a timeout LDAP is skipped for 30 s (the chain goes on at once)' },
+    {
+      kind: 'string',
+      rule: Joi.number().integer().min(100).max(300_000),
+      default: '10000',
+      about: 'each directory operation; after a timeout LDAP is skipped for 30 s (the chain goes on at once)',
+    },
     'timeoutMs',
   ),
   ldap(
     'recheck_interval',
     'Directory account recheck interval',
-    { kind: 'string', rule: recheckInterval, default: '15m', about: "how often the directory accounts of people with live sessions or keys are checked again; disabled, expired or gone there: their sessions and keys are revoked ([docs/auth.md](docs/auth.md#active-directory)); `0`: never" },
+    {
+      kind: 'string',
+      rule: recheckInterval,
+      default: '15m',
+      about:
+        'how often the directory accounts of people with live sessions or keys are checked again; disabled, expired or gone there: their sessions and keys are revoked ([docs/auth.md](docs/auth.md#active-directory)); `0`: never',
+    },
     'recheckInterval',
   ),
-  ldap('link_by_email', 'Link LDAP logins by e-mail', { kind: 'boolean', default: 'false', about: "a first LDAP login joins the one user with the entry's `mail` (never an administrator's account)" }, 'linkByEmail'),
-  oidc('issuer', 'OIDC issuer URL', { kind: 'string', rule: Joi.string().trim().uri({ scheme: ['http', 'https'] }).max(2048), about: 'issuer; discovery at `<issuer>/.well-known/openid-configuration`' }, 'issuer'),
+  ldap(
+    'link_by_email',
+    'Link LDAP logins by e-mail',
+    { kind: 'boolean', default: 'false', about: "a first LDAP login joins the one user with the entry's `mail` (never an administrator's account)" },
+    'linkByEmail',
+  ),
+  oidc(
+    'issuer',
+    'OIDC issuer URL',
+    {
+      kind: 'string',
+      rule: Joi.string()
+        .trim()
+        .uri({ scheme: ['http', 'https'] })
+        .max(2048),
+      about: 'issuer; discovery at `<issuer>/.well-known/openid-configuration`',
+    },
+    'issuer',
+  ),
   oidc('client_id', 'OIDC client ID', { kind: 'string', rule: Joi.string().trim().max(512), about: 'client registered at the provider' }, 'clientId'),
   oidc('client_secret', 'OIDC client secret', { kind: 'secret', rule: Joi.string().min(1).max(4096), about: "the client's secret" }, 'clientSecret'),
   oidc(
     'scopes',
     'OIDC scopes',
-    { kind: 'string', rule: Joi.string().trim().max(1024).pattern(/(^|\s)openid(\s|$)/).message('{{#label}} must contain openid'), default: 'openid profile email', about: 'scopes asked for; must contain `openid`' },
+    {
+      kind: 'string',
+      rule: Joi.string()
+        .trim()
+        .max(1024)
+        .pattern(/(^|\s)openid(\s|$)/)
+        .message('{{#label}} must contain openid'),
+      default: 'openid profile email',
+      about: 'scopes asked for; must contain `openid`',
+    },
     'scopes',
   ),
-  oidc('groups_claim', 'OIDC groups claim', { kind: 'string', rule: Joi.string().trim().min(1).max(256), default: 'groups', about: 'claim holding the groups' }, 'groupsClaim'),
+  oidc(
+    'groups_claim',
+    'OIDC groups claim',
+    { kind: 'string', rule: Joi.string().trim().min(1).max(256), default: 'groups', about: 'claim holding the groups' },
+    'groupsClaim',
+  ),
   oidc('group_mapping', 'OIDC group mapping', { kind: 'mapping', rule: GROUP_MAPPING, about: 'JSON: claim value -> local groups' }, 'groupMapping'),
-  oidc('link_by_email', 'Link OIDC logins by verified e-mail', { kind: 'boolean', default: 'true', about: 'a first OIDC login joins the one user with its verified e-mail (never an administrator\'s account)' }, 'linkByEmail'),
+  oidc(
+    'link_by_email',
+    'Link OIDC logins by verified e-mail',
+    { kind: 'boolean', default: 'true', about: "a first OIDC login joins the one user with its verified e-mail (never an administrator's account)" },
+    'linkByEmail',
+  ),
   oidc('label', 'OIDC button label', { kind: 'string', rule: Joi.string().trim().min(1).max(64), default: 'SSO', about: 'login button text' }, 'label'),
   {
     env: 'SERVICE_SYSTEM_API_KEY',
@@ -222,12 +404,19 @@ export const SETTINGS: readonly SettingDef[] = [
     label: 'System API key',
   },
   { env: 'SERVICE_SESSION_TTL', kind: 'string', rule: duration(60_000), default: '12h', about: 'web-session token and cookie lifetime' },
-  { env: 'SERVICE_PERMISSION_CACHE_TTL_MS', kind: 'string', rule: Joi.number().integer().min(0).max(3_600_000), default: '5000', about: 'effective-permission cache (changes invalidate it at once)' },
+  {
+    env: 'SERVICE_PERMISSION_CACHE_TTL_MS',
+    kind: 'string',
+    rule: Joi.number().integer().min(0).max(3_600_000),
+    default: '5000',
+    about: 'effective-permission cache (changes invalidate it at once)',
+  },
   {
     env: 'SERVICE_SCM_WEBHOOK_SECRET',
     kind: 'secret',
     rule: webhookSecret,
-    about: 'shared webhook secret of the forges without their own (16–256 characters, no whitespace); once GitLab has sent it as its token it no longer verifies GitHub or Gitea; unset: the one set through the API; no secret at all: the intake answers 503',
+    about:
+      'shared webhook secret of the forges without their own (16–256 characters, no whitespace); once GitLab has sent it as its token it no longer verifies GitHub or Gitea; unset: the one set through the API; no secret at all: the intake answers 503',
     api: 'scm_webhook_secret',
     label: 'Source-control webhook secret',
   },
@@ -239,9 +428,16 @@ export const SETTINGS: readonly SettingDef[] = [
     env: 'SERVICE_SOCKET_READS_REQUIRE_AUTH',
     kind: 'boolean',
     default: 'false',
-    about: 'the socket reads (`/api/socket/providers`, `/api/socket/health`, container health, mounts, storage root) answer signed-in callers only; anonymous: 401',
+    about:
+      'the socket reads (`/api/socket/providers`, `/api/socket/health`, container health, mounts, storage root) answer signed-in callers only; anonymous: 401',
   },
-  { env: 'SERVICE_RUNNER_PREFIX', kind: 'string', rule: Joi.string().pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/), default: 'runner-', about: 'default prefix of runner containers (cleanup, runners, spawn)' },
+  {
+    env: 'SERVICE_RUNNER_PREFIX',
+    kind: 'string',
+    rule: Joi.string().pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/),
+    default: 'runner-',
+    about: 'default prefix of runner containers (cleanup, runners, spawn)',
+  },
   {
     env: 'SERVICE_MANAGED_DIRS',
     kind: 'list',
@@ -251,7 +447,13 @@ export const SETTINGS: readonly SettingDef[] = [
   },
   { env: 'SERVICE_PLUGINS_DIR', kind: 'string', rule: Joi.string().min(1), default: './plugins', about: 'plugin folders' },
   // http(s) only: another scheme's origin is "null", which every sandboxed page sends
-  { env: 'SERVICE_ALLOWED_ORIGINS', kind: 'list', rule: Joi.array().items(Joi.string().uri({ scheme: ['http', 'https'] })), defaultText: "the public URL's origin", about: 'extra http(s) origins for cookie, ws and OIDC redirect checks' },
+  {
+    env: 'SERVICE_ALLOWED_ORIGINS',
+    kind: 'list',
+    rule: Joi.array().items(Joi.string().uri({ scheme: ['http', 'https'] })),
+    defaultText: "the public URL's origin",
+    about: 'extra http(s) origins for cookie, ws and OIDC redirect checks',
+  },
   {
     env: 'SERVICE_TRUST_PROXY',
     kind: 'string',
@@ -259,15 +461,71 @@ export const SETTINGS: readonly SettingDef[] = [
     default: 'false',
     about: 'behind a reverse proxy (`true`, or the number of proxies in a row): the client address is the `X-Forwarded-For` entry the nearest proxy added',
   },
-  { env: 'SERVICE_REDIS_URL', kind: 'string', rule: Joi.string().uri({ scheme: ['redis', 'rediss'] }), about: 'several instances: the Redis that carries the (signed) bus between them, `redis://user:password@host:6379/0` or `rediss://` for TLS ([docs/deploy.md](docs/deploy.md)); unset: one instance, no Redis needed' },
-  { env: 'SERVICE_LOGIN_ATTEMPTS_PER_MINUTE', kind: 'string', rule: count(100_000), default: '60', about: 'password checks (and OIDC starts) per client address, before any hashing, over it 429; a browser that signed in before (device cookie) has this budget of its own per account' },
-  { env: 'SERVICE_BCRYPT_COST', kind: 'string', rule: Joi.number().integer().min(4).max(14), default: '10', about: 'bcrypt cost of new password hashes (each step doubles the work); production refuses less than 10; existing hashes keep their cost until the password changes' },
-  { env: 'SERVICE_PASSWORD_QUEUE', kind: 'string', rule: count(100_000), default: '64', about: 'password checks waiting for a hashing thread, per lane (known devices go first); beyond it 503 with Retry-After' },
-  { env: 'SERVICE_WS_MAX_CONNECTIONS_PER_USER', kind: 'string', rule: count(100_000), default: '20', about: 'open WebSocket connections per user on an instance' },
-  { env: 'SERVICE_NOTIFICATION_RETENTION', kind: 'string', rule: duration(60_000), default: '90d', about: 'notifications not updated for longer are deleted (hourly)' },
-  { env: 'SERVICE_AUDIT_RETENTION', kind: 'string', rule: duration(86_400_000), default: '400d', about: 'audit events older than this are pruned (hourly); the chain stays verifiable from where it then starts' },
-  { env: 'SERVICE_NOTIFICATION_MAX_PER_USER', kind: 'string', rule: count(10_000_000), default: '1000', about: 'notifications kept per user (and broadcasts kept) at most; the oldest go first' },
-  { env: 'SERVICE_LOG_LEVEL', kind: 'string', rule: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'), default: 'info', about: 'JSON log lines on stdout; secrets are redacted' },
+  {
+    env: 'SERVICE_REDIS_URL',
+    kind: 'string',
+    rule: Joi.string().uri({ scheme: ['redis', 'rediss'] }),
+    about:
+      'several instances: the Redis that carries the (signed) bus between them, `redis://user:password@host:6379/0` or `rediss://` for TLS ([docs/deploy.md](docs/deploy.md)); unset: one instance, no Redis needed',
+  },
+  {
+    env: 'SERVICE_LOGIN_ATTEMPTS_PER_MINUTE',
+    kind: 'string',
+    rule: count(100_000),
+    default: '60',
+    about:
+      'password checks (and OIDC starts) per client address, before any hashing, over it 429; a browser that signed in before (device cookie) has this budget of its own per account',
+  },
+  {
+    env: 'SERVICE_BCRYPT_COST',
+    kind: 'string',
+    rule: Joi.number().integer().min(4).max(14),
+    default: '10',
+    about:
+      'bcrypt cost of new password hashes (each step doubles the work); production refuses less than 10; existing hashes keep their cost until the password changes',
+  },
+  {
+    env: 'SERVICE_PASSWORD_QUEUE',
+    kind: 'string',
+    rule: count(100_000),
+    default: '64',
+    about: 'password checks waiting for a hashing thread, per lane (known devices go first); beyond it 503 with Retry-After',
+  },
+  {
+    env: 'SERVICE_WS_MAX_CONNECTIONS_PER_USER',
+    kind: 'string',
+    rule: count(100_000),
+    default: '20',
+    about: 'open WebSocket connections per user on an instance',
+  },
+  {
+    env: 'SERVICE_NOTIFICATION_RETENTION',
+    kind: 'string',
+    rule: duration(60_000),
+    default: '90d',
+    about: 'notifications not updated for longer are deleted (hourly)',
+  },
+  {
+    env: 'SERVICE_AUDIT_RETENTION',
+    kind: 'string',
+    rule: duration(86_400_000),
+    default: '400d',
+    about: 'audit events older than this are pruned (hourly); the chain stays verifiable from where it then starts',
+  },
+  {
+    env: 'SERVICE_NOTIFICATION_MAX_PER_USER',
+    kind: 'string',
+    rule: count(10_000_000),
+    default: '1000',
+    about: 'notifications kept per user (and broadcasts kept) at most; the oldest go first',
+  },
+  {
+    env: 'SERVICE_LOG_LEVEL',
+    kind: 'string',
+    rule: Joi.string().valid('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'),
+    default: 'info',
+    about: 'JSON log lines on stdout; secrets are redacted',
+  },
 ];
 
 const byEnv = new Map(SETTINGS.map((s) => [s.env, s]));

@@ -128,7 +128,13 @@ describe('config', () => {
     rejects({ SERVICE_ENV: 'production' }, 'SERVICE_ADMIN_PASSWORD', /production/);
     rejects({ SERVICE_ENV: 'production', SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one' }, 'SERVICE_SECRET_KEY');
     const ok = loadConfig(
-      { ...base(), SERVICE_ENV: 'production', SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one', SERVICE_SECRET_KEY: 'k'.repeat(40) },
+      {
+        ...base(),
+        SERVICE_ENV: 'production',
+        SERVICE_ADMIN_PASSWORD: 'a-real-password',
+        SERVICE_BOT_PASSWORD: 'another-one',
+        SERVICE_SECRET_KEY: 'k'.repeat(40),
+      },
       { writeFiles: false },
     );
     expect(ok.env).to.equal('production');
@@ -136,7 +142,9 @@ describe('config', () => {
 
   it('refuses production without writing anything (no secret.key, no data dir)', () => {
     const dir = path.join(tempDir(), 'data');
-    expect(() => loadConfig({ SERVICE_DATA_DIR: dir, SERVICE_ENV: 'production', SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one' })).to.throw(ConfigError, /SERVICE_SECRET_KEY/);
+    expect(() =>
+      loadConfig({ SERVICE_DATA_DIR: dir, SERVICE_ENV: 'production', SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one' }),
+    ).to.throw(ConfigError, /SERVICE_SECRET_KEY/);
     expect(fs.existsSync(dir)).to.equal(false);
   });
 
@@ -182,7 +190,12 @@ describe('config', () => {
   });
 
   it('refuses placeholder and development passwords, and a placeholder key, in production', () => {
-    const prod = { SERVICE_ENV: 'production', SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one', SERVICE_SECRET_KEY: 'k'.repeat(40) };
+    const prod = {
+      SERVICE_ENV: 'production',
+      SERVICE_ADMIN_PASSWORD: 'a-real-password',
+      SERVICE_BOT_PASSWORD: 'another-one',
+      SERVICE_SECRET_KEY: 'k'.repeat(40),
+    };
     for (const weak of ['admin-dev-password', 'bot-dev-password', 'change-me', 'change-me-too', 'CHANGE-ME-please', 'changeme', 'password']) {
       rejects({ ...prod, SERVICE_ADMIN_PASSWORD: weak }, 'SERVICE_ADMIN_PASSWORD', /development or placeholder password/);
       rejects({ ...prod, SERVICE_BOT_PASSWORD: weak }, 'SERVICE_BOT_PASSWORD', /development or placeholder password/);
@@ -204,11 +217,23 @@ describe('config', () => {
   it('refuses the development passwords on a listener other hosts reach, saying how to set real ones', () => {
     for (const host of ['0.0.0.0', '::', '10.0.0.5', 'server.lan']) {
       const err = problemsOf({ SERVICE_HOST: host });
-      expect(err.problems.map((p) => p.variable), host).to.deep.equal(['SERVICE_ADMIN_PASSWORD', 'SERVICE_BOT_PASSWORD']);
+      expect(
+        err.problems.map((p) => p.variable),
+        host,
+      ).to.deep.equal(['SERVICE_ADMIN_PASSWORD', 'SERVICE_BOT_PASSWORD']);
       expect(err.lines(), host).to.have.length(1);
-      expect(err.lines()[0]).to.include(`SERVICE_HOST=${host}`).and.to.match(/set a password of your own, or listen on 127\.0\.0\.1$/);
-      rejects({ SERVICE_HOST: host, SERVICE_ADMIN_PASSWORD: 'own-admin-password', SERVICE_BOT_PASSWORD: 'bot-dev-password' }, 'SERVICE_BOT_PASSWORD', /development or placeholder password/);
-      const ok = loadConfig({ ...base(), SERVICE_HOST: host, SERVICE_ADMIN_PASSWORD: 'own-admin-password', SERVICE_BOT_PASSWORD: 'own-bot-password' }, { writeFiles: false });
+      expect(err.lines()[0])
+        .to.include(`SERVICE_HOST=${host}`)
+        .and.to.match(/set a password of your own, or listen on 127\.0\.0\.1$/);
+      rejects(
+        { SERVICE_HOST: host, SERVICE_ADMIN_PASSWORD: 'own-admin-password', SERVICE_BOT_PASSWORD: 'bot-dev-password' },
+        'SERVICE_BOT_PASSWORD',
+        /development or placeholder password/,
+      );
+      const ok = loadConfig(
+        { ...base(), SERVICE_HOST: host, SERVICE_ADMIN_PASSWORD: 'own-admin-password', SERVICE_BOT_PASSWORD: 'own-bot-password' },
+        { writeFiles: false },
+      );
       expect(ok.host).to.equal(host);
     }
     for (const host of ['127.0.0.1', '127.0.1.1', '::1', 'localhost']) {
@@ -232,7 +257,18 @@ describe('config', () => {
   });
 
   it('warns of a SERVICE_* variable no setting reads, naming the closest known one', () => {
-    const c = loadConfig({ ...base(), SERVICE_PROT: '9000', SERVICE_PLUGIN_DIR: './p', SERVICE_LDAP_URI: 'ldap://x', SERVICE_PLUGIN_REPORTS_REGION: 'eu', SERVICE_PLUGIN_OUTBOUND_FORWARDER_MAX_ATTEMPTS: '3', SERVICE_TEST_DATABASE_URL: 'postgres://x' }, { writeFiles: false });
+    const c = loadConfig(
+      {
+        ...base(),
+        SERVICE_PROT: '9000',
+        SERVICE_PLUGIN_DIR: './p',
+        SERVICE_LDAP_URI: 'ldap://x',
+        SERVICE_PLUGIN_REPORTS_REGION: 'eu',
+        SERVICE_PLUGIN_OUTBOUND_FORWARDER_MAX_ATTEMPTS: '3',
+        SERVICE_TEST_DATABASE_URL: 'postgres://x',
+      },
+      { writeFiles: false },
+    );
     expect(c.port).to.equal(8080);
     expect(c.warnings).to.deep.equal([
       'SERVICE_LDAP_URI is not a setting and is ignored; did you mean SERVICE_LDAP_URL?',
@@ -244,9 +280,35 @@ describe('config', () => {
   });
 
   it('takes from the environment exactly what the settings API takes, setting by setting', () => {
-    const samples = ['x', ' padded ', 'ldap://dir.example', 'http://idp.example', '(uid={username})', 'uid={username}', 'openid', 'profile email', 'memberOf', '9bad', 'local,ldap', 'local,local', 'kerberos', 'INT_VIEWER,INT_USER', '_bad', 'a'.repeat(40), 'a key with spaces'.repeat(3)];
+    const samples = [
+      'x',
+      ' padded ',
+      'ldap://dir.example',
+      'http://idp.example',
+      '(uid={username})',
+      'uid={username}',
+      'openid',
+      'profile email',
+      'memberOf',
+      '9bad',
+      'local,ldap',
+      'local,local',
+      'kerberos',
+      'INT_VIEWER,INT_USER',
+      '_bad',
+      'a'.repeat(40),
+      'a key with spaces'.repeat(3),
+    ];
     const shared = SETTINGS.filter((s) => s.api && s.kind !== 'boolean' && s.kind !== 'mapping');
-    expect(shared.map((s) => s.api)).to.include.members(['auth_providers', 'sso_default_groups', 'ldap_url', 'ldap_user_filter', 'oidc_scopes', 'system_api_key', 'scm_webhook_secret']);
+    expect(shared.map((s) => s.api)).to.include.members([
+      'auth_providers',
+      'sso_default_groups',
+      'ldap_url',
+      'ldap_user_filter',
+      'oidc_scopes',
+      'system_api_key',
+      'scm_webhook_secret',
+    ]);
     for (const s of shared) {
       for (const text of samples) {
         let envTakes = true;

@@ -36,7 +36,9 @@ let stopController: AbortController | null = null;
  */
 export function settingsSchema({ Joi }: PluginSdk) {
   return Joi.object({
-    url: Joi.string().uri({ scheme: ['http', 'https'] }).allow(null),
+    url: Joi.string()
+      .uri({ scheme: ['http', 'https'] })
+      .allow(null),
     // deliveries are always signed: a url needs a secret
     secret: Joi.when('url', {
       is: Joi.string().required(),
@@ -100,7 +102,17 @@ export function setup(ctx: PluginContext): void {
     (koa: Context) => {
       if (!settings.url) throw new ctx.sdk.HttpError(409, 'conflict', 'the forwarder has no url configured');
       const now = new Date().toISOString();
-      const accepted = enqueue({ id: `forwarder-test-${crypto.randomUUID()}`, seq: null, title: 'Forwarder test', message: 'A test delivery of the outbound forwarder', level: 'info', source: `plugin:${ctx.id}`, link: null, user: null, created_at: now });
+      const accepted = enqueue({
+        id: `forwarder-test-${crypto.randomUUID()}`,
+        seq: null,
+        title: 'Forwarder test',
+        message: 'A test delivery of the outbound forwarder',
+        level: 'info',
+        source: `plugin:${ctx.id}`,
+        link: null,
+        user: null,
+        created_at: now,
+      });
       if (!accepted) throw new ctx.sdk.HttpError(503, 'unavailable', 'too many deliveries pending');
       koa.status = 202;
       return { status: 'queued' };
@@ -117,10 +129,14 @@ export function setup(ctx: PluginContext): void {
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
       const t = setTimeout(resolve, ms);
-      signal.addEventListener('abort', () => {
-        clearTimeout(t);
-        resolve();
-      }, { once: true });
+      signal.addEventListener(
+        'abort',
+        () => {
+          clearTimeout(t);
+          resolve();
+        },
+        { once: true },
+      );
     });
 
   async function deliver(notification: OutboundNotification): Promise<string> {
@@ -156,7 +172,7 @@ export function setup(ctx: PluginContext): void {
         retryable = res.status >= 500 || res.status === 408 || res.status === 429;
       } catch (err) {
         const e = err as Error & { cause?: { code?: string } };
-        reason = e.name === 'TimeoutError' ? `timed out after ${settings.timeout_ms} ms` : e.cause?.code ?? e.message;
+        reason = e.name === 'TimeoutError' ? `timed out after ${settings.timeout_ms} ms` : (e.cause?.code ?? e.message);
       }
       if (!retryable || attempt === settings.max_attempts) break;
       stats.retries += 1;
@@ -166,7 +182,10 @@ export function setup(ctx: PluginContext): void {
     if (signal.aborted) reason = 'the plugin stopped';
     stats.failed += 1;
     stats.last_error = reason;
-    ctx.log.error({ delivery_id: deliveryId, notification_id: notification.id, attempts: Math.min(attempt, settings.max_attempts), reason }, 'delivery given up');
+    ctx.log.error(
+      { delivery_id: deliveryId, notification_id: notification.id, attempts: Math.min(attempt, settings.max_attempts), reason },
+      'delivery given up',
+    );
     return deliveryId;
   }
 

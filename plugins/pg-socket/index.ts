@@ -77,7 +77,11 @@ export function setup(ctx: PluginContext): void {
             latency_ms: Joi.number().min(0).optional().description('when reachable'),
             error: Joi.string().allow(null).description('why it is not reachable (an errno code such as ENOENT, or a message)'),
           }),
-          http: { method: 'GET', summary: 'PostgreSQL server health (protocol probe, no password sent)', response: 'the probe; a server that is not reachable is healthy: false, not an error' },
+          http: {
+            method: 'GET',
+            summary: 'PostgreSQL server health (protocol probe, no password sent)',
+            response: 'the probe; a server that is not reachable is healthy: false, not an error',
+          },
         },
         server_info: {
           schema: Joi.object({ database: Joi.string().pattern(IDENT, 'database name') }),
@@ -85,7 +89,16 @@ export function setup(ctx: PluginContext): void {
           permission: `plugin:${ctx.id}:api:read`,
           run: async (args: { database?: string }) => {
             try {
-              return { socket_path: this.socket_path, user: settings.user, database: args.database ?? settings.database, ...(await startupProbe(this.socket_path, { user: settings.user, database: args.database ?? settings.database, timeoutMs: settings.timeout_ms })) };
+              return {
+                socket_path: this.socket_path,
+                user: settings.user,
+                database: args.database ?? settings.database,
+                ...(await startupProbe(this.socket_path, {
+                  user: settings.user,
+                  database: args.database ?? settings.database,
+                  timeoutMs: settings.timeout_ms,
+                })),
+              };
             } catch (err) {
               const e = err as NodeJS.ErrnoException;
               throw new SocketError('unavailable', `PostgreSQL socket ${this.socket_path}: ${e.code ?? e.message}`);
@@ -96,13 +109,23 @@ export function setup(ctx: PluginContext): void {
             user: Joi.string(),
             database: Joi.string(),
             accepted: Joi.boolean().description('the server let the role in without a password (trust / peer)'),
-            auth: Joi.string().allow(null).description('the authentication the server asked for (ok = none; md5_password, sasl, ...); null when it answered with an error first'),
+            auth: Joi.string()
+              .allow(null)
+              .description('the authentication the server asked for (ok = none; md5_password, sasl, ...); null when it answered with an error first'),
             sasl_mechanisms: Joi.array().items(Joi.string()).optional().description('for auth sasl: the mechanisms offered'),
-            parameters: Joi.object().pattern(Joi.string(), Joi.string()).description('the startup parameters (server_version, encodings, TimeZone) when accepted'),
-            error: Joi.object({ code: Joi.string().allow(null), message: Joi.string() }).allow(null).description('an error the server answered with (e.g. no such database)'),
+            parameters: Joi.object()
+              .pattern(Joi.string(), Joi.string())
+              .description('the startup parameters (server_version, encodings, TimeZone) when accepted'),
+            error: Joi.object({ code: Joi.string().allow(null), message: Joi.string() })
+              .allow(null)
+              .description('an error the server answered with (e.g. no such database)'),
             latency_ms: Joi.number().min(0),
           }),
-          http: { method: 'GET', summary: "The authentication PostgreSQL asks of the role, and its startup parameters when it lets the role in", response: 'what the server answered the startup message' },
+          http: {
+            method: 'GET',
+            summary: 'The authentication PostgreSQL asks of the role, and its startup parameters when it lets the role in',
+            response: 'what the server answered the startup message',
+          },
         },
       };
     }

@@ -109,7 +109,12 @@ function cstrings(b: Buffer): string[] {
 }
 
 function startupMessage(params: Record<string, string>): Buffer {
-  const body = Buffer.from(Object.entries(params).flatMap(([k, v]) => [k, v]).join('\0') + '\0\0', 'utf8');
+  const body = Buffer.from(
+    Object.entries(params)
+      .flatMap(([k, v]) => [k, v])
+      .join('\0') + '\0\0',
+    'utf8',
+  );
   const head = Buffer.alloc(8);
   head.writeInt32BE(8 + body.length, 0);
   head.writeInt32BE(PROTOCOL_3_0, 4);

@@ -71,7 +71,19 @@ export function publicKey(key: ApiKey) {
 
 /** The public fields of a model instance (the token hash stays here). */
 function apiKeyOf(m: ApiKeyModel): ApiKey {
-  return { id: m.id, userId: m.userId, kind: m.kind, label: m.label, prefix: m.prefix, scopes: m.scopes ?? null, createdAt: m.createdAt, lastUsedAt: m.lastUsedAt ?? null, expiresAt: m.expiresAt ?? null, revokedAt: m.revokedAt ?? null, mfaAt: m.mfaAt ?? null };
+  return {
+    id: m.id,
+    userId: m.userId,
+    kind: m.kind,
+    label: m.label,
+    prefix: m.prefix,
+    scopes: m.scopes ?? null,
+    createdAt: m.createdAt,
+    lastUsedAt: m.lastUsedAt ?? null,
+    expiresAt: m.expiresAt ?? null,
+    revokedAt: m.revokedAt ?? null,
+    mfaAt: m.mfaAt ?? null,
+  };
 }
 
 const TOUCH_INTERVAL_MS = 60_000;
@@ -94,7 +106,10 @@ export class ApiKeyStore {
    * query). A separate connection sees committed rows only, never another request's open
    * transaction. On PostgreSQL lookups go through knex.
    */
-  constructor(private readonly db: Knex, private readonly sqliteFile: string | null = null) {}
+  constructor(
+    private readonly db: Knex,
+    private readonly sqliteFile: string | null = null,
+  ) {}
 
   private sqliteReader() {
     if (!this.sqliteFile) return null;
@@ -111,7 +126,12 @@ export class ApiKeyStore {
     this.reader = null;
   }
 
-  async create(userId: string, kind: CredentialKind, opts: { label?: string; scopes?: string[] | null; expiresAt?: number | null; mfaAt?: number | null; parentId?: string | null }, trx: Knex = this.db) {
+  async create(
+    userId: string,
+    kind: CredentialKind,
+    opts: { label?: string; scopes?: string[] | null; expiresAt?: number | null; mfaAt?: number | null; parentId?: string | null },
+    trx: Knex = this.db,
+  ) {
     const token = newToken(kind);
     const key = await ApiKeyModel.query(trx).insert({
       id: crypto.randomUUID(),
@@ -237,7 +257,11 @@ export class ApiKeyStore {
       // live connections are checked again once the revocation is visible: after the caller's
       // transaction commits, when it gave one
       const committed = (trx as unknown as Partial<Knex.Transaction>).executionPromise;
-      if (committed) committed.then(() => this.onRevoked(userId), () => undefined);
+      if (committed)
+        committed.then(
+          () => this.onRevoked(userId),
+          () => undefined,
+        );
       else this.onRevoked(userId);
     }
     return n > 0;

@@ -5,13 +5,15 @@
  * and `'b\u200bob'` apart would give each its own five guesses at the same account.
  */
 export function normalizeLogin(raw: string): string {
-  return raw
-    .normalize('NFKC')
-    .replace(/\s+/gu, ' ')
-    // combining marks and variation selectors listed one by one on purpose: each is removed alone
-    // eslint-disable-next-line no-misleading-character-class
-    .replace(/[\u00AD\u034F\u180B-\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\uFE00-\uFE0F\uFEFF\uFFFC\p{Cc}]/gu, '')
-    .trim();
+  return (
+    raw
+      .normalize('NFKC')
+      .replace(/\s+/gu, ' ')
+      // combining marks and variation selectors listed one by one on purpose: each is removed alone
+      // eslint-disable-next-line no-misleading-character-class
+      .replace(/[\u00AD\u034F\u180B-\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\uFE00-\uFE0F\uFEFF\uFFFC\p{Cc}]/gu, '')
+      .trim()
+  );
 }
 
 /** The lockout key of a login name: normalised and case-folded (directories match names without case). */

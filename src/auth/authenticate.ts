@@ -67,7 +67,19 @@ export class Authenticator {
   private build(r: ResolvedUser, method: CredentialMethod, extra: { scopes?: readonly string[] | null; proof?: CredentialProof | null }): ApiIdentity | null {
     const u = r.user;
     if (u.disabled) return null;
-    return new ApiIdentity(u.username, u.id, method, false, r.permissions, extra.scopes ?? null, u.roles.includes('superadmin'), u.groups, u.roles, extra.proof ?? null, u.mfaEnabled);
+    return new ApiIdentity(
+      u.username,
+      u.id,
+      method,
+      false,
+      r.permissions,
+      extra.scopes ?? null,
+      u.roles.includes('superadmin'),
+      u.groups,
+      u.roles,
+      extra.proof ?? null,
+      u.mfaEnabled,
+    );
   }
 
   /** Methods 1-3 (headers only): shared by HTTP and the WebSocket upgrade. */
@@ -92,7 +104,12 @@ export class Authenticator {
       const key = await this.deps.apiKeys.lookupHash(hash);
       if (key) {
         const method = key.kind === 'session' ? 'session_token' : 'api_key';
-        const proof: CredentialProof = { kind: 'credential', id: key.id, expires_at: key.expiresAt, ...(key.kind === 'session' ? { signed_in_at: key.createdAt, mfa_at: key.mfaAt } : {}) };
+        const proof: CredentialProof = {
+          kind: 'credential',
+          id: key.id,
+          expires_at: key.expiresAt,
+          ...(key.kind === 'session' ? { signed_in_at: key.createdAt, mfa_at: key.mfaAt } : {}),
+        };
         const identity = await this.identityOf(key.userId, method, { scopes: key.kind === 'key' ? key.scopes : null, proof });
         if (identity) return this.remember(`t:${hash}`, identity, key.expiresAt);
       }
@@ -145,7 +162,9 @@ export class Authenticator {
     if (cached) return cached;
     const key = await this.deps.apiKeys.lookupById(keyId);
     if (!key || key.kind !== 'session') return null;
-    const identity = await this.identityOf(key.userId, 'session_cookie', { proof: { kind: 'credential', id: key.id, expires_at: key.expiresAt, signed_in_at: key.createdAt, mfa_at: key.mfaAt } });
+    const identity = await this.identityOf(key.userId, 'session_cookie', {
+      proof: { kind: 'credential', id: key.id, expires_at: key.expiresAt, signed_in_at: key.createdAt, mfa_at: key.mfaAt },
+    });
     return identity ? this.remember(`c:${keyId}`, identity, key.expiresAt) : null;
   }
 
@@ -214,8 +233,7 @@ export class Authenticator {
 }
 
 /** Basic for an account with a second factor: refused whatever the password (docs/auth.md). */
-export const mfaRequired = () =>
-  new HttpError(401, 'mfa_required', 'this account uses a second factor: sign in through the login page, or use an API key');
+export const mfaRequired = () => new HttpError(401, 'mfa_required', 'this account uses a second factor: sign in through the login page, or use an API key');
 
 /**
  * The origin the request was sent to: scheme and Host as the app reads them (the forwarded ones

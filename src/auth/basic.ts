@@ -23,7 +23,10 @@ export class BasicVerifier {
   /** checks under way, by credential: parallel requests with the same one share a single check */
   private readonly inflight = new Map<string, Promise<CachedVerification | null>>();
 
-  constructor(private readonly local: LocalProvider, bus: EventBus) {
+  constructor(
+    private readonly local: LocalProvider,
+    bus: EventBus,
+  ) {
     bus.on('iam:password_changed', ({ user_id }) => this.forget(user_id));
     bus.on('iam:permissions_changed', (change) => {
       // a disabled or deleted user must not live on in the cache

@@ -159,7 +159,10 @@ export class ProviderChain {
   private readonly plugins = new Map<string, { provider: AuthProvider; plugin: string | null }>();
   private built = false;
 
-  constructor(private readonly local: LocalProvider, private readonly log: Logger) {}
+  constructor(
+    private readonly local: LocalProvider,
+    private readonly log: Logger,
+  ) {}
 
   /** True once the configured part was built (boot step 4). */
   get ready(): boolean {

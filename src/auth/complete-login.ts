@@ -22,8 +22,7 @@ export async function mintSession(auth: AuthComponent, user: User, via: string, 
 
 /** How a sign-in ends: a web session, or a second step the account must pass first. */
 export type LoginCompletion =
-  | { kind: 'session'; user: User; session: IssuedSession }
-  | { kind: 'second_step'; user: User; mfaToken: string; methods: string[] };
+  { kind: 'session'; user: User; session: IssuedSession } | { kind: 'second_step'; user: User; mfaToken: string; methods: string[] };
 
 export interface CompletionOptions {
   /** the provider that proved the first factor (local, ldap, oidc, webauthn) */
@@ -92,7 +91,14 @@ export async function passSecondStep(auth: AuthComponent, ctx: Context, token: u
 /** The answer of a second step that did not pass (429 with a token to retry later, or 401). */
 export function secondStepRefused(outcome: Extract<SecondStepOutcome, { ok: false }>, wrong = 'wrong code'): HttpError {
   const details = outcome.mfaToken ? { reason: outcome.reason, mfa_token: outcome.mfaToken } : { reason: outcome.reason };
-  if (outcome.retryAfter) return new HttpError(429, 'rate_limited', 'too many attempts, try again later', { ...details, retry_after: outcome.retryAfter }, { 'Retry-After': String(outcome.retryAfter) });
+  if (outcome.retryAfter)
+    return new HttpError(
+      429,
+      'rate_limited',
+      'too many attempts, try again later',
+      { ...details, retry_after: outcome.retryAfter },
+      { 'Retry-After': String(outcome.retryAfter) },
+    );
   return new HttpError(401, 'unauthorized', outcome.reason === 'invalid_code' ? wrong : 'sign in again: the second step expired', details);
 }
 
@@ -128,7 +134,14 @@ export const SECOND_STEP_COOKIE = 'svc.mfa_token';
 
 /** Hands a form or redirect sign-in to the second step: the token in an HttpOnly cookie, the browser to /login/mfa. */
 export function toSecondStep(auth: AuthComponent, ctx: Context, mfaToken: string, next: string, error?: string): void {
-  ctx.cookies.set(SECOND_STEP_COOKIE, mfaToken, { httpOnly: true, sameSite: 'lax', secure: auth.config.publicUrl.startsWith('https:'), path: '/login', maxAge: MFA_TOKEN_TTL_MS, overwrite: true });
+  ctx.cookies.set(SECOND_STEP_COOKIE, mfaToken, {
+    httpOnly: true,
+    sameSite: 'lax',
+    secure: auth.config.publicUrl.startsWith('https:'),
+    path: '/login',
+    maxAge: MFA_TOKEN_TTL_MS,
+    overwrite: true,
+  });
   const q = new URLSearchParams();
   if (error) q.set('error', error);
   if (next !== '/') q.set('next', next);

@@ -44,7 +44,10 @@ function routedPath(raw: string): string {
   } catch {
     // undecodable: matched as sent
   }
-  return path.toLowerCase().replace(/\/{2,}/g, '/').replace(/(.)\/$/, '$1');
+  return path
+    .toLowerCase()
+    .replace(/\/{2,}/g, '/')
+    .replace(/(.)\/$/, '$1');
 }
 
 /** A request's route as declared (/api/users/:id): one refusal per route, whatever id or case the path had. */
@@ -152,7 +155,15 @@ export class AuthComponent {
         await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep ?? null });
       },
     });
-    this.secondStep = new SecondStep({ gate: this.gate, mfa: this.mfa, oneTime: this.oneTime, apiKeys: this.apiKeys, resolver: iam.resolver, secure: config.publicUrl.startsWith('https:'), stepUpMs: config.mfaStepUpMs });
+    this.secondStep = new SecondStep({
+      gate: this.gate,
+      mfa: this.mfa,
+      oneTime: this.oneTime,
+      apiKeys: this.apiKeys,
+      resolver: iam.resolver,
+      secure: config.publicUrl.startsWith('https:'),
+      stepUpMs: config.mfaStepUpMs,
+    });
     this.webauthn = new WebAuthn({ publicUrl: config.publicUrl, mfa: this.mfa, oneTime: this.oneTime, log: deps.log.child({ part: 'webauthn' }) });
     // a passkey answers the second step and step-up
     this.secondStep.checkAssertion = (user, response) => this.webauthn.checkAssertion(user, response);
@@ -162,7 +173,13 @@ export class AuthComponent {
       const s = this.authSettings.current();
       const mapped = (m: Record<string, string[]>) => Object.values(m).flat();
       const wanted = (p: string) => providers === null || providers.includes(p);
-      return [...new Set([...(providers === null ? s.ssoDefaultGroups : []), ...(wanted('ldap') ? mapped(s.ldap.groupMapping) : []), ...(wanted('oidc') ? mapped(s.oidc.groupMapping) : [])])];
+      return [
+        ...new Set([
+          ...(providers === null ? s.ssoDefaultGroups : []),
+          ...(wanted('ldap') ? mapped(s.ldap.groupMapping) : []),
+          ...(wanted('oidc') ? mapped(s.oidc.groupMapping) : []),
+        ]),
+      ];
     };
     this.authSettings = new AuthSettingsStore(config, iam.secrets);
     this.chain = new ProviderChain(this.local, deps.log.child({ part: 'auth-chain' }));
@@ -251,7 +268,14 @@ export class AuthComponent {
   private readonly denials = {
     denied: (ctx: Context, permission: string) => {
       const id = ctx.state.identity;
-      if (id) this.iam.commands.record({ action: 'request.denied', actor: actingFrom(id, ctx.ip), target: routeTarget(ctx), outcome: 'denied', details: { permission } });
+      if (id)
+        this.iam.commands.record({
+          action: 'request.denied',
+          actor: actingFrom(id, ctx.ip),
+          target: routeTarget(ctx),
+          outcome: 'denied',
+          details: { permission },
+        });
     },
     refused: (ctx: Context, err: unknown) => {
       const id = ctx.state.identity;
@@ -278,19 +302,29 @@ export class AuthComponent {
         if (id && this.mustEnrol(id)) {
           // the router matches paths decoded and in any case (/API/users, /%61pi/users): so does the wall
           const path = routedPath(ctx.path);
-          if (path.startsWith('/api/') && !ENROLMENT_PATHS.test(path)) throw new DomainError('mfa_enrollment_required', 'your groups require a second factor: enrol one first (Settings, Security)');
+          if (path.startsWith('/api/') && !ENROLMENT_PATHS.test(path))
+            throw new DomainError('mfa_enrollment_required', 'your groups require a second factor: enrol one first (Settings, Security)');
         }
         // who acts in a request that may change something, for everything below it
         // (src/request-context.ts); a read sets none: carrying a store through every promise of
         // a request costs Node 20 about a fifth of a bare Koa app's throughput (docs/performance.md)
         if (!CHANGES.has(ctx.method)) return next();
-        return actingAs({ actor: id ? actingFrom(id, ctx.ip) : null, transport: 'http', ip: ctx.ip, requestId: (ctx.state.requestId as string | undefined) ?? null }, next);
+        return actingAs(
+          { actor: id ? actingFrom(id, ctx.ip) : null, transport: 'http', ip: ctx.ip, requestId: (ctx.state.requestId as string | undefined) ?? null },
+          next,
+        );
       });
   }
 
   /** Is `identity` a member of a group that must use a second factor, without one yet? (The wall: HTTP above, the ws upgrade.) */
   mustEnrol(identity: ApiIdentity): boolean {
-    return this.mfaRequiredGroups.length > 0 && Boolean(identity.userId) && !identity.mfaEnabled && !identity.isSystem && identity.groups.some((g) => this.mfaRequiredGroups.includes(g));
+    return (
+      this.mfaRequiredGroups.length > 0 &&
+      Boolean(identity.userId) &&
+      !identity.mfaEnabled &&
+      !identity.isSystem &&
+      identity.groups.some((g) => this.mfaRequiredGroups.includes(g))
+    );
   }
 
   /**

@@ -155,7 +155,10 @@ export class DirectoryRecheck {
       if (revoked === 0) continue;
       ended++;
       this.stats.ended[state]++;
-      log.warn({ event: 'ldap_account_ended', user_id: userId, username: u.username, state, revoked }, `ldap recheck: the directory account is ${state}; its sessions and keys are revoked`);
+      log.warn(
+        { event: 'ldap_account_ended', user_id: userId, username: u.username, state, revoked },
+        `ldap recheck: the directory account is ${state}; its sessions and keys are revoked`,
+      );
     }
     this.stats.rounds.checked++;
     log.debug({ accounts: byUser.size, ended }, 'ldap recheck: round done');

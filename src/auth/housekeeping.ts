@@ -12,7 +12,9 @@ const SESSION_ROW_RETENTION_MS = 7 * DAY;
 export async function sweepExpired(db: Knex, now = Date.now()): Promise<void> {
   await db('web_sessions').where('expires_at', '<=', now).delete();
   await db('one_time_values').where('expires_at', '<=', now).delete();
-  await db('login_failures').where('at', '<', now - DAY).delete();
+  await db('login_failures')
+    .where('at', '<', now - DAY)
+    .delete();
   const cutoff = now - SESSION_ROW_RETENTION_MS;
   await db('api_keys')
     .where({ kind: 'session' })

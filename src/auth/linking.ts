@@ -100,7 +100,8 @@ export class IdentityLinker {
     if (profile.email_verified !== true || !profile.email) return null;
     const candidates = await this.deps.store.usersByEmail(profile.email);
     if (candidates.length !== 1) {
-      if (candidates.length > 1) this.deps.log.warn({ provider: profile.provider, matches: candidates.length }, 'email held by several users: not linking by email');
+      if (candidates.length > 1)
+        this.deps.log.warn({ provider: profile.provider, matches: candidates.length }, 'email held by several users: not linking by email');
       return null;
     }
     const candidate = candidates[0]!;
@@ -139,7 +140,12 @@ export class IdentityLinker {
       const username = n === 1 ? base : n <= 50 ? `${base}-${n}` : `${base}-${crypto.randomBytes(3).toString('hex')}`;
       if (n <= 50 && (await store.userByUsername(username))) continue;
       try {
-        created = await this.deps.users.create(LOGIN_MAPPING_ACTOR, { username, email: profile.email_verified ? (profile.email ?? null) : null, displayName: profile.display_name?.slice(0, 256) ?? null, groups });
+        created = await this.deps.users.create(LOGIN_MAPPING_ACTOR, {
+          username,
+          email: profile.email_verified ? (profile.email ?? null) : null,
+          displayName: profile.display_name?.slice(0, 256) ?? null,
+          groups,
+        });
       } catch (err) {
         if (!(err instanceof DomainError && err.code === 'conflict')) throw err; // taken in between: try the next name
       }

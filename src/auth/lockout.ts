@@ -68,7 +68,12 @@ export class LoginLockout {
       if (Math.random() < 0.05) {
         await this.db('login_failures')
           .where('at', '<', now - DEVICE_RULE.windowMs)
-          .orWhere((q) => q.where('at', '<', now - 10 * WINDOW_MS).andWhereNot('ip', 'like', `${DEVICE_CLIENT_PREFIX}%`).andWhereNot('ip', SECOND_FACTOR_CLIENT))
+          .orWhere((q) =>
+            q
+              .where('at', '<', now - 10 * WINDOW_MS)
+              .andWhereNot('ip', 'like', `${DEVICE_CLIENT_PREFIX}%`)
+              .andWhereNot('ip', SECOND_FACTOR_CLIENT),
+          )
           .delete();
       }
       return 0;
@@ -79,6 +84,8 @@ export class LoginLockout {
   }
 
   async succeed(username: string, client: string): Promise<void> {
-    await this.db('login_failures').where({ username: this.key(username), ip: client }).delete();
+    await this.db('login_failures')
+      .where({ username: this.key(username), ip: client })
+      .delete();
   }
 }

@@ -80,7 +80,9 @@ export class OneTimeStore {
    */
   async peek<T = unknown>(purpose: OneTimePurpose, value: string | null | undefined): Promise<T | null> {
     if (typeof value !== 'string' || value.length < 16 || value.length > MAX_VALUE_LENGTH) return null;
-    const row = await this.db('one_time_values').where({ hash: sha256(value), purpose }).first('data', 'expires_at');
+    const row = await this.db('one_time_values')
+      .where({ hash: sha256(value), purpose })
+      .first('data', 'expires_at');
     if (!row || Number(row.expires_at) <= Date.now()) return null;
     try {
       return open(value, purpose, row.data) as T;

@@ -28,7 +28,9 @@ export const CALLBACK_PATH = '/auth/callback/oidc';
 /** Where to land after login: a path on this service, as a browser reads it (src/http/links.ts). */
 export const nextSchema = Joi.string()
   .max(2048)
-  .custom((value: string, helpers) => (isLocalPath(value) && !/\s/.test(value) ? value : helpers.message({ custom: '"next" must be a local path starting with a single /' })));
+  .custom((value: string, helpers) =>
+    isLocalPath(value) && !/\s/.test(value) ? value : helpers.message({ custom: '"next" must be a local path starting with a single /' }),
+  );
 
 /** The body of POST /api/auth/login. */
 export interface LoginBody {
@@ -41,15 +43,11 @@ export const loginSchema = Joi.object<LoginBody, true>({
   password: Joi.string().min(1).max(PASSWORD_MAX).required(),
 });
 
-
-
 /** Refuses a browser request from a foreign page (login CSRF); requests without Origin are not from a browser form. */
 export function checkOrigin(auth: AuthComponent, ctx: Context): void {
   const origin = ctx.get('origin');
   if (origin && !auth.authenticator.originAllowed(origin, requestOrigin(ctx))) throw crossOriginRefused();
 }
-
-
 
 /** `refusal`: the directory proved the password and refused the account, and the person may be told why */
 export type { IssuedSession };
@@ -69,7 +67,10 @@ export async function credentialsLogin(auth: AuthComponent, ctx: Context, typed:
     ip: ctx.ip,
     deviceCookie: deviceCookieOf(ctx),
     via,
-    provider: auth.chain.credentials().map((p) => p.id).join(','),
+    provider: auth.chain
+      .credentials()
+      .map((p) => p.id)
+      .join(','),
     log: ctx.log,
   };
   const checked = await auth.gate.check<{ user: User; provider: string }, RefusalReason | null>(attempt, async () => {
@@ -110,7 +111,12 @@ export async function logout(auth: AuthComponent, ctx: Context): Promise<boolean
     }
     ctx.session = null;
   }
-  if (id?.userId) auth.iam.commands.record({ action: 'auth.logout', actor: { user_id: id.userId, username: id.username, method: id.method, ip: ctx.ip }, target: { type: 'user', id: id.userId, name: id.username } });
+  if (id?.userId)
+    auth.iam.commands.record({
+      action: 'auth.logout',
+      actor: { user_id: id.userId, username: id.username, method: id.method, ip: ctx.ip },
+      target: { type: 'user', id: id.userId, name: id.username },
+    });
   return ended || Boolean(id);
 }
 
@@ -142,9 +148,11 @@ function startUrl(auth: AuthComponent, id: string): string {
 }
 
 export function providerList(auth: AuthComponent) {
-  return auth.chain.providers().map((p) =>
-    p.kind === 'redirect' ? { id: p.id, kind: p.kind, label: p.label, start_url: startUrl(auth, p.id) } : { id: p.id, kind: p.kind, label: p.label },
-  );
+  return auth.chain
+    .providers()
+    .map((p) =>
+      p.kind === 'redirect' ? { id: p.id, kind: p.kind, label: p.label, start_url: startUrl(auth, p.id) } : { id: p.id, kind: p.kind, label: p.label },
+    );
 }
 
 export function noStore(ctx: Context) {

@@ -19,7 +19,14 @@ export function groupsGrantedByLogin(s: AuthSettings): string[] {
  * CA, StartTLS); not the mapping and what only tunes it (nested groups count for the mapping,
  * which the host rule of changeAuthSettings guards; timeouts; the recheck interval).
  */
-const LDAP_NOT_IDENTITY = ['ldap_group_mapping', 'ldap_link_by_email', 'ldap_nested_groups', 'ldap_connect_timeout_ms', 'ldap_timeout_ms', 'ldap_recheck_interval'];
+const LDAP_NOT_IDENTITY = [
+  'ldap_group_mapping',
+  'ldap_link_by_email',
+  'ldap_nested_groups',
+  'ldap_connect_timeout_ms',
+  'ldap_timeout_ms',
+  'ldap_recheck_interval',
+];
 const IDENTITY_FIELDS: Record<string, (field: string) => boolean> = {
   ldap: (f) => f.startsWith('ldap_') && !LDAP_NOT_IDENTITY.includes(f),
   oidc: (f) => f.startsWith('oidc_') && !['oidc_group_mapping', 'oidc_link_by_email', 'oidc_label'].includes(f),
@@ -38,7 +45,11 @@ async function guardLinkedAccounts(store: IamStore, actor: Actor, changed: strin
     if (linked.length === 0) continue;
     const groups = await store.groupsNamed([...new Set(linked.flatMap((u) => u.groups))]);
     const held = linked.filter((u) => hostAccessOf(u, groups).length > 0);
-    guardHostBoundary(actor, held.map((u) => `the ${provider} login of ${u.username}`), `repoint the ${provider} provider while accounts that reach the host sign in through it`);
+    guardHostBoundary(
+      actor,
+      held.map((u) => `the ${provider} login of ${u.username}`),
+      `repoint the ${provider} provider while accounts that reach the host sign in through it`,
+    );
   }
 }
 

@@ -51,7 +51,6 @@ export const patchSchema = Joi.object<AuthSettingsPatch>(Object.fromEntries(Obje
   .min(1)
   .messages({ 'object.min': 'name at least one setting to change' });
 
-
 function clone(c: Config): AuthSettings {
   return {
     authProviders: [...c.authProviders],
@@ -77,7 +76,10 @@ function normalise(name: string, value: unknown): unknown {
 export class AuthSettingsStore {
   private stored: Record<string, unknown> = {};
 
-  constructor(private readonly config: Config, private readonly secrets: SecretsStore) {}
+  constructor(
+    private readonly config: Config,
+    private readonly secrets: SecretsStore,
+  ) {}
 
   isLocked(name: string): boolean {
     const f = FIELDS[name];
@@ -88,7 +90,9 @@ export class AuthSettingsStore {
   assertUnlocked(names: string[]): void {
     const locked = names.filter((name) => this.isLocked(name));
     if (locked.length) {
-      throw new DomainError('conflict', `set in the environment and locked: ${locked.join(', ')}`, { locked: locked.map((name) => ({ field: name, env: FIELDS[name]!.env })) });
+      throw new DomainError('conflict', `set in the environment and locked: ${locked.join(', ')}`, {
+        locked: locked.map((name) => ({ field: name, env: FIELDS[name]!.env })),
+      });
     }
   }
 

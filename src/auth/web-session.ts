@@ -23,7 +23,9 @@ declare module 'koa' {
 export function webSessionMiddleware(app: Koa, db: Knex, opts: { ttlMs: number; secure: boolean }): Koa.Middleware {
   const store = {
     async get(key: string) {
-      const row = await db('web_sessions').where({ id: sha256(key) }).first();
+      const row = await db('web_sessions')
+        .where({ id: sha256(key) })
+        .first();
       if (!row || Number(row.expires_at) <= Date.now()) return undefined;
       try {
         return JSON.parse(row.data);
@@ -37,7 +39,9 @@ export function webSessionMiddleware(app: Koa, db: Knex, opts: { ttlMs: number; 
       await db('web_sessions').insert(row).onConflict('id').merge(['data', 'expires_at']);
     },
     async destroy(key: string) {
-      await db('web_sessions').where({ id: sha256(key) }).delete();
+      await db('web_sessions')
+        .where({ id: sha256(key) })
+        .delete();
     },
   };
   const middleware = session(

@@ -55,7 +55,8 @@ export interface ClientSession {
   replay<T>(ref: string | null, fn: (write: (event: string, payload: unknown, seq: number | null) => Promise<boolean>) => Promise<T>): Promise<T | null>;
 }
 
-export type ClientErrorCode = 'bad_frame' | 'unknown_event' | 'forbidden' | 'invalid_args' | 'internal' | 'rate_limited' | 'busy' | 'too_many_connections' | 'unavailable';
+export type ClientErrorCode =
+  'bad_frame' | 'unknown_event' | 'forbidden' | 'invalid_args' | 'internal' | 'rate_limited' | 'busy' | 'too_many_connections' | 'unavailable';
 
 /** A frame clients may send: its event, the permission it needs, the schema of its payload. */
 export interface ClientFrameDef<P = unknown> {

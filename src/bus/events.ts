@@ -143,12 +143,23 @@ export const CLUSTER_EVENTS: Partial<Record<EventName, Joi.Schema>> = {
     group: Joi.string().max(64).when('scope', { is: 'group', then: Joi.required(), otherwise: Joi.forbidden() }),
   }),
   'iam:password_changed': Joi.object({ user_id: userId.required() }),
-  'audit:appended': Joi.object({ from: Joi.number().integer().min(1).required(), to: Joi.number().integer().min(Joi.ref('from')).required(), origin: Joi.string().max(200).required() }),
+  'audit:appended': Joi.object({
+    from: Joi.number().integer().min(1).required(),
+    to: Joi.number().integer().min(Joi.ref('from')).required(),
+    origin: Joi.string().max(200).required(),
+  }),
   'auth:credentials_revoked': Joi.object({ user_id: userId.required() }),
   'auth:system_key_changed': Joi.object({}),
   'auth:settings_changed': Joi.object({}),
-  'plugin:admin_changed': Joi.object({ plugin_id: id.required(), action: Joi.valid('enable', 'disable', 'restart').required(), instance: Joi.string().max(200).required() }),
-  'socket:providers_changed': Joi.object({ instance: Joi.string().max(200).required(), providers: Joi.array().items(Joi.string().max(64)).max(1000).required() }),
+  'plugin:admin_changed': Joi.object({
+    plugin_id: id.required(),
+    action: Joi.valid('enable', 'disable', 'restart').required(),
+    instance: Joi.string().max(200).required(),
+  }),
+  'socket:providers_changed': Joi.object({
+    instance: Joi.string().max(200).required(),
+    providers: Joi.array().items(Joi.string().max(64)).max(1000).required(),
+  }),
 };
 
 /** Who among the ws clients sees a bus event: everyone authenticated, or holders of a permission. */

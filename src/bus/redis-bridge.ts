@@ -247,7 +247,14 @@ export class RedisBridge {
       this.stats.skipped++;
       return;
     }
-    const envelope: Envelope = { v: 2, id: crypto.randomBytes(16).toString('hex'), ts: Date.now(), origin: this.opts.instanceId, event, payload: payload as Record<string, unknown> };
+    const envelope: Envelope = {
+      v: 2,
+      id: crypto.randomBytes(16).toString('hex'),
+      ts: Date.now(),
+      origin: this.opts.instanceId,
+      event,
+      payload: payload as Record<string, unknown>,
+    };
     this.stats.published++;
     const sent = this.pub.publish(this.channel, sealMessage(this.key, this.channel, envelope)).catch(() => {
       this.stats.skipped++;

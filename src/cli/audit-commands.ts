@@ -31,14 +31,22 @@ export function auditCommands(program: Command, { ctx, out }: CommandEnv): void 
     .action(async (opts, cmd: Command) => {
       const limit = Number(opts.limit);
       if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new UsageError('--limit: must be a whole number from 1 to 500');
-      if (opts.action !== undefined && !/^[a-z_]+(\.[a-z_]*)?$/.test(opts.action)) throw new UsageError('--action: must be an action such as user.created, or a prefix such as user.');
+      if (opts.action !== undefined && !/^[a-z_]+(\.[a-z_]*)?$/.test(opts.action))
+        throw new UsageError('--action: must be an action such as user.created, or a prefix such as user.');
       const { audit: trail } = await ctx.iam();
       const page = await trail.list({ action: opts.action, actor: opts.actor, since: since(opts.since), limit });
       out(cmd).result(
         page,
         table(
           ['SEQ', 'AT', 'ACTOR', 'ACTION', 'TARGET', 'OUTCOME'],
-          page.events.map((e) => [String(e.seq), e.at, `${e.actor.username}${e.actor.ip ? `@${e.actor.ip}` : ''}`, e.action, [e.target.type, e.target.name ?? e.target.id].filter(Boolean).join(':'), e.outcome]),
+          page.events.map((e) => [
+            String(e.seq),
+            e.at,
+            `${e.actor.username}${e.actor.ip ? `@${e.actor.ip}` : ''}`,
+            e.action,
+            [e.target.type, e.target.name ?? e.target.id].filter(Boolean).join(':'),
+            e.outcome,
+          ]),
         ),
       );
     });
@@ -59,6 +67,9 @@ export function auditCommands(program: Command, { ctx, out }: CommandEnv): void 
       const { audit: trail } = await ctx.iam();
       const result = await trail.verify();
       if (!result.ok) throw new DomainError('conflict', `the audit trail does not verify at event ${result.seq}: ${result.reason}`);
-      out(cmd).result(result, result.events ? `the audit trail verifies: ${result.events} events, ${result.first_seq}..${result.last_seq}` : 'the audit trail verifies: no events');
+      out(cmd).result(
+        result,
+        result.events ? `the audit trail verifies: ${result.events} events, ${result.first_seq}..${result.last_seq}` : 'the audit trail verifies: no events',
+      );
     });
 }

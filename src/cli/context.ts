@@ -38,7 +38,12 @@ export { CLI_ACTOR } from '../iam/policy.js';
 
 /** What the CLI says when `seed` set a bootstrap account's password from the environment. */
 export function envAppliedText(a: EnvPasswordApplied): string {
-  const why = a.why === 'changed' ? 'the variable has a new value' : a.why === 'promoted' ? 'the account became superadmin' : 'it differed, and no earlier value of the variable is known here';
+  const why =
+    a.why === 'changed'
+      ? 'the variable has a new value'
+      : a.why === 'promoted'
+        ? 'the account became superadmin'
+        : 'it differed, and no earlier value of the variable is known here';
   return `${a.variable} set ${a.username}'s password (${why})`;
 }
 
@@ -209,7 +214,13 @@ export class CliContext {
   async announceChanges(): Promise<void> {
     if (!this.config.redisUrl || this.bridge) return;
     const { RedisBridge } = await import('../bus/redis-bridge.js');
-    this.bridge = new RedisBridge({ url: this.config.redisUrl, bus: this.bus, log: this.log, secretKey: this.config.secretKey, instanceId: `cli:${os.hostname()}:${process.pid}` });
+    this.bridge = new RedisBridge({
+      url: this.config.redisUrl,
+      bus: this.bus,
+      log: this.log,
+      secretKey: this.config.secretKey,
+      instanceId: `cli:${os.hostname()}:${process.pid}`,
+    });
     const up = this.bus.waitFor('bus:bridge_state', { match: (s) => s.up, timeoutMs: 3000 }).then(
       () => true,
       () => false,

@@ -26,8 +26,14 @@ export function check<T>(argument: string, schema: Joi.Schema, value: unknown, o
   return ok as T;
 }
 
-const username = (v: string, argument = 'username') => check<string>(argument, Joi.string().pattern(USERNAME).messages({ 'string.pattern.base': 'must be 1-64 letters, digits or . _ @ -' }), v);
-const groupName = (v: string) => check<string>('group', Joi.string().pattern(GROUP_NAME).messages({ 'string.pattern.base': 'must start with a letter or digit, then up to 63 letters, digits or . _ -' }), v);
+const username = (v: string, argument = 'username') =>
+  check<string>(argument, Joi.string().pattern(USERNAME).messages({ 'string.pattern.base': 'must be 1-64 letters, digits or . _ @ -' }), v);
+const groupName = (v: string) =>
+  check<string>(
+    'group',
+    Joi.string().pattern(GROUP_NAME).messages({ 'string.pattern.base': 'must start with a letter or digit, then up to 63 letters, digits or . _ -' }),
+    v,
+  );
 const collect = (v: string, all: string[] = []) => [...all, v];
 
 function status(u: User): string {
@@ -45,16 +51,24 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
     .option('--group <group>', 'a group to join (repeat for several)', collect)
     .option('--password-stdin', 'read the password from stdin (prompted for on a terminal)')
     .action(async (name: string, opts, cmd: Command) => {
-      const input = check<{ username: string; email?: string; display_name?: string; groups?: string[] }>('user', createUserSchema, {
-        username: username(name),
-        email: opts.email,
-        display_name: opts.displayName,
-        groups: (opts.group as string[] | undefined)?.map(groupName),
-      }, { email: '--email', display_name: '--display-name', groups: '--group' });
+      const input = check<{ username: string; email?: string; display_name?: string; groups?: string[] }>(
+        'user',
+        createUserSchema,
+        {
+          username: username(name),
+          email: opts.email,
+          display_name: opts.displayName,
+          groups: (opts.group as string[] | undefined)?.map(groupName),
+        },
+        { email: '--email', display_name: '--display-name', groups: '--group' },
+      );
       const password = opts.passwordStdin ? check<string>('password', PASSWORD, await readSecret(ctx.io, 'Password')) : undefined;
       const { users } = await ctx.iam();
       const created = await users.create(CLI_ACTOR, { ...userFieldsOf(input), password });
-      out(cmd).result(publicUser(created), `created user ${created.username} (${created.id})${password ? '' : ', single sign-on only until a password is set'}`);
+      out(cmd).result(
+        publicUser(created),
+        `created user ${created.username} (${created.id})${password ? '' : ', single sign-on only until a password is set'}`,
+      );
     });
 
   user
@@ -65,7 +79,10 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       const all = await store.listUsers();
       out(cmd).result(
         { users: all.map((u) => publicUser(u)) },
-        table(['USERNAME', 'STATUS', 'GROUPS', 'ROLES', 'ID'], all.map((u) => [u.username, status(u), u.groups.join(',') || '-', u.roles.join(',') || '-', u.id])),
+        table(
+          ['USERNAME', 'STATUS', 'GROUPS', 'ROLES', 'ID'],
+          all.map((u) => [u.username, status(u), u.groups.join(',') || '-', u.roles.join(',') || '-', u.id]),
+        ),
       );
     });
 
@@ -83,8 +100,18 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
         out(cmd).result(publicUser(updated), done(updated));
       });
 
-  change('disable <username>', 'disable a user: every sign-in, key and live connection of theirs stops', () => ({ disabled: true }), (u) => `disabled ${u.username}`);
-  change('enable <username>', 'enable a disabled user', () => ({ disabled: false }), (u) => `enabled ${u.username}`);
+  change(
+    'disable <username>',
+    'disable a user: every sign-in, key and live connection of theirs stops',
+    () => ({ disabled: true }),
+    (u) => `disabled ${u.username}`,
+  );
+  change(
+    'enable <username>',
+    'enable a disabled user',
+    () => ({ disabled: false }),
+    (u) => `enabled ${u.username}`,
+  );
   change(
     'add-group <username> <group>',
     'add a user to a group',
@@ -104,7 +131,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
 
   user
     .command('set-password <username>')
-    .description('set a password, read from stdin (prompted for on a terminal); the user\'s web sessions end')
+    .description("set a password, read from stdin (prompted for on a terminal); the user's web sessions end")
     .action(async (name: string, _opts, cmd: Command) => {
       const who = username(name);
       const password = check<string>('password', PASSWORD, await readSecret(ctx.io, 'New password'));
@@ -115,13 +142,17 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       out(cmd).result({ username: target.username, password_set: true }, `password of ${target.username} set; their web sessions ended`);
       // a bootstrap account: the environment sets its password again when the variable changes
       const pin = await envPasswordPin(await ctx.prepared(), ctx.config, target.username);
-      if (pin?.inEnvironment) out(cmd).warn(`${pin.variable} is set: the service applies it to ${target.username} again at a start where its value has changed`);
-      else if (pin) out(cmd).warn(`an earlier start set ${target.username}'s password from ${pin.variable}: if the service's environment still has it, a changed value there replaces this password at its next start`);
+      if (pin?.inEnvironment)
+        out(cmd).warn(`${pin.variable} is set: the service applies it to ${target.username} again at a start where its value has changed`);
+      else if (pin)
+        out(cmd).warn(
+          `an earlier start set ${target.username}'s password from ${pin.variable}: if the service's environment still has it, a changed value there replaces this password at its next start`,
+        );
     });
 
   user
     .command('mfa-reset <username>')
-    .description("remove every second factor and recovery code of a user (a lost device, a locked-out operator); their web sessions end")
+    .description('remove every second factor and recovery code of a user (a lost device, a locked-out operator); their web sessions end')
     .action(async (name: string, _opts, cmd: Command) => {
       const who = username(name);
       const { users, store, apiKeys, db, commands } = await ctx.iam();
@@ -152,8 +183,19 @@ export function groupCommands(program: Command, { ctx, out }: CommandEnv): void 
     .action(async (_opts, cmd: Command) => {
       const { store } = await ctx.iam();
       const [groups, users] = await Promise.all([store.listGroups(), store.listUsers()]);
-      const view = groups.map((g) => ({ name: g.name, description: g.description, permissions: g.permissions, members: users.filter((u) => u.groups.includes(g.name)).map((u) => u.username) }));
-      out(cmd).result({ groups: view }, table(['NAME', 'MEMBERS', 'PERMISSIONS'], view.map((g) => [g.name, String(g.members.length), g.permissions.join(',') || '-'])));
+      const view = groups.map((g) => ({
+        name: g.name,
+        description: g.description,
+        permissions: g.permissions,
+        members: users.filter((u) => u.groups.includes(g.name)).map((u) => u.username),
+      }));
+      out(cmd).result(
+        { groups: view },
+        table(
+          ['NAME', 'MEMBERS', 'PERMISSIONS'],
+          view.map((g) => [g.name, String(g.members.length), g.permissions.join(',') || '-']),
+        ),
+      );
     });
 }
 
@@ -189,8 +231,16 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
       );
       const { users, keys } = await ctx.iam();
       const target = await users.find({ username: owner });
-      const { token, key: row } = await keys.issue(CLI_ACTOR, target, { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at?.getTime() ?? null }, { scopesField: '--scope' });
-      out(cmd).result({ ...publicKey(row), username: target.username, token }, [`issued key ${row.id} for ${target.username}; the token is shown this once:`, token]);
+      const { token, key: row } = await keys.issue(
+        CLI_ACTOR,
+        target,
+        { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at?.getTime() ?? null },
+        { scopesField: '--scope' },
+      );
+      out(cmd).result({ ...publicKey(row), username: target.username, token }, [
+        `issued key ${row.id} for ${target.username}; the token is shown this once:`,
+        token,
+      ]);
     });
 
   key
@@ -201,14 +251,26 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
       const owner = username(opts.user, '--user');
       const { users, apiKeys } = await ctx.iam();
       const rows = (await apiKeys.listFor((await users.find({ username: owner })).id)).map(publicKey);
-      out(cmd).result({ keys: rows }, table(['ID', 'KIND', 'PREFIX', 'LABEL', 'EXPIRES'], rows.map((k) => [k.id, k.kind, k.prefix, k.label || '-', k.expires_at ?? 'never'])));
+      out(cmd).result(
+        { keys: rows },
+        table(
+          ['ID', 'KIND', 'PREFIX', 'LABEL', 'EXPIRES'],
+          rows.map((k) => [k.id, k.kind, k.prefix, k.label || '-', k.expires_at ?? 'never']),
+        ),
+      );
     });
 
   key
     .command('revoke <id>')
     .description('revoke an API key or web session by its id')
     .action(async (id: string, _opts, cmd: Command) => {
-      const keyId = check<string>('id', Joi.string().max(128).pattern(/^[A-Za-z0-9-]+$/), id);
+      const keyId = check<string>(
+        'id',
+        Joi.string()
+          .max(128)
+          .pattern(/^[A-Za-z0-9-]+$/),
+        id,
+      );
       const { apiKeys, users, keys } = await ctx.iam();
       const row = await apiKeys.get(keyId);
       if (!row || row.revokedAt) throw new DomainError('not_found', `no live key ${keyId}`);

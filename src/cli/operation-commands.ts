@@ -125,7 +125,9 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
 
   program
     .command('seed')
-    .description('migrate, then create the default groups and the admin and bot accounts when missing (boot does the same; roles of existing accounts are left as they are)')
+    .description(
+      'migrate, then create the default groups and the admin and bot accounts when missing (boot does the same; roles of existing accounts are left as they are)',
+    )
     .action(async (_opts, cmd: Command) => {
       const db = await ctx.db();
       const applied = await migrateLatest(db);
@@ -137,7 +139,9 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
 
   program
     .command('backup <file>')
-    .description('copy the SQLite database into a new <file> (mode 0600), consistent even while the service writes (SQLite online backup); PostgreSQL: use pg_dump')
+    .description(
+      'copy the SQLite database into a new <file> (mode 0600), consistent even while the service writes (SQLite online backup); PostgreSQL: use pg_dump',
+    )
     .action(async (file: string, _opts, cmd: Command) => {
       const config = ctx.config;
       if (dialectOf(config) !== 'sqlite') throw new DomainError('conflict', 'the database is PostgreSQL: back it up with pg_dump (docs/deploy.md)');
@@ -166,13 +170,24 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       for (const [key, s] of Object.entries(SECRET_SETTINGS)) {
         const locked = ctx.config.fromEnv.has(s.env);
         const stored = locked ? null : await secrets.get(s.namespace, s.key);
-        all[key] = { label: s.label, kind: 'secret', value: locked || stored ? MASK : null, source: locked ? 'env' : stored ? 'store' : 'default', locked, secret: true, configured: Boolean(locked || stored) };
+        all[key] = {
+          label: s.label,
+          kind: 'secret',
+          value: locked || stored ? MASK : null,
+          source: locked ? 'env' : stored ? 'store' : 'default',
+          locked,
+          secret: true,
+          configured: Boolean(locked || stored),
+        };
       }
       const shown = name ? { [name]: all[name]! } : all;
       const text = (v: unknown) => (v === null || v === undefined ? '-' : typeof v === 'string' ? v : JSON.stringify(v));
       out(cmd).result(
         { settings: shown },
-        table(['NAME', 'VALUE', 'SOURCE', 'LOCKED'], Object.entries(shown).map(([n, f]) => [n, text(f.value), f.source, f.locked ? `yes (${FIELDS[n]?.env ?? SECRET_SETTINGS[n]!.env})` : 'no'])),
+        table(
+          ['NAME', 'VALUE', 'SOURCE', 'LOCKED'],
+          Object.entries(shown).map(([n, f]) => [n, text(f.value), f.source, f.locked ? `yes (${FIELDS[n]?.env ?? SECRET_SETTINGS[n]!.env})` : 'no']),
+        ),
       );
     });
 
@@ -188,7 +203,9 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       const writer: LockableSecret =
         name === 'system_api_key'
           ? new SystemKey(config.systemApiKey, secrets, commands)
-          : new WebhookSecrets({ secrets, log: ctx.log, envSecret: config.scmWebhookSecret, envForgeSecrets: config.scmWebhookForgeSecrets, commands }).setting(forge);
+          : new WebhookSecrets({ secrets, log: ctx.log, envSecret: config.scmWebhookSecret, envForgeSecrets: config.scmWebhookForgeSecrets, commands }).setting(
+              forge,
+            );
       if (writer.lockedByEnv) throw new DomainError('conflict', `set in the environment and locked: ${name} (${secret.env})`);
       if (value === null) await writer.clear();
       else await writer.set(value as string);
@@ -198,7 +215,11 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       if (error) throw new UsageError(`value: ${fieldErrorsOf(error)[0]!.message}`);
       // the same checks as the settings API: groups that exist, a login chain that builds
       const { store, commands } = await ctx.iam();
-      await changeAuthSettings({ settings: new AuthSettingsStore(ctx.config, secrets), store, local: new LocalProvider(store, ctx.passwords), log: ctx.log, commands }, CLI_ACTOR, checked);
+      await changeAuthSettings(
+        { settings: new AuthSettingsStore(ctx.config, secrets), store, local: new LocalProvider(store, ctx.passwords), log: ctx.log, commands },
+        CLI_ACTOR,
+        checked,
+      );
       ctx.bus.emit('auth:settings_changed', {});
     }
     out(cmd).result({ name, changed: true }, value === null ? `${name} reset to its default` : `${name} set`);
@@ -246,10 +267,21 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       await ctx.announceChanges();
       const service = new NotificationsService({ db, bus: ctx.bus, log: ctx.log, users: userDirectory(new IamStore(db)) });
       service.setReady();
-      const payload = { title: opts.title, message: opts.message, level: opts.level, source: 'cli', ...(opts.user ? { user: opts.user } : {}), ...(opts.link ? { link: opts.link } : {}), ...(opts.id ? { id: opts.id } : {}) };
+      const payload = {
+        title: opts.title,
+        message: opts.message,
+        level: opts.level,
+        source: 'cli',
+        ...(opts.user ? { user: opts.user } : {}),
+        ...(opts.link ? { link: opts.link } : {}),
+        ...(opts.id ? { id: opts.id } : {}),
+      };
       try {
         const sent = await service.notify(opts.user ? 'user' : 'broadcast', payload);
-        out(cmd).result(sent, `${sent.action} notification ${sent.id}${sent.seq ? ` (seq ${sent.seq})` : ''}${opts.user ? ` for ${opts.user}` : ' for everyone'}`);
+        out(cmd).result(
+          sent,
+          `${sent.action} notification ${sent.id}${sent.seq ? ` (seq ${sent.seq})` : ''}${opts.user ? ` for ${opts.user}` : ' for everyone'}`,
+        );
       } catch (err) {
         if (!(err instanceof NotifyError)) throw err;
         const p = err.problems[0];

@@ -9,7 +9,10 @@ export class UsageError extends Error {}
 
 /** What a command prints: a sentence for people, or (with --json) one JSON document. */
 export class Output {
-  constructor(private readonly io: CliIo, readonly json: boolean) {}
+  constructor(
+    private readonly io: CliIo,
+    readonly json: boolean,
+  ) {}
 
   result(data: unknown, text: string | string[]): void {
     if (this.json) this.io.stdout(JSON.stringify(data, null, 2) + '\n');
@@ -40,4 +43,3 @@ export interface CommandEnv {
   ctx: CliContext;
   out(cmd: Command): Output;
 }
-

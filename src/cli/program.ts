@@ -18,7 +18,9 @@ function describe(err: unknown): { code: string; message: string; exit: number }
   if (err instanceof ConfigError) return { code: 'configuration', message: `configuration error: ${err.message}`, exit: EXIT.usage };
   if (err instanceof DomainError) return { code: err.code, message: err.message, exit: err.code === 'validation_failed' ? EXIT.usage : EXIT.failed };
   // the message only, never a stack: a connection string may carry a password, and a stack helps no script
-  const message = String((err as Error)?.message ?? err).split('\n')[0]!.slice(0, 300);
+  const message = String((err as Error)?.message ?? err)
+    .split('\n')[0]!
+    .slice(0, 300);
   if (isDbUnavailable(err)) return { code: 'unavailable', message: `database unreachable: ${message}`, exit: EXIT.failed };
   return { code: 'failed', message, exit: EXIT.failed };
 }
@@ -46,7 +48,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const program = new Command('service-core')
     .description('Administer service-core: users, groups, API keys, settings, notifications and the database schema')
     .option('--json', 'print results (and errors) as JSON')
-    .option('--env-file <path>', "read the service's environment file first (systemd EnvironmentFile format, e.g. /etc/service-core/env); its variables win over the shell's")
+    .option(
+      '--env-file <path>',
+      "read the service's environment file first (systemd EnvironmentFile format, e.g. /etc/service-core/env); its variables win over the shell's",
+    )
     .version(VERSION, '-V, --version', 'print the version')
     .configureOutput(output)
     .exitOverride()

@@ -18,8 +18,7 @@ export type Answer<P extends keyof paths, M extends Method> =
   Operation<P, M> extends { responses: infer R } ? { [S in keyof R & (200 | 201 | 202)]: JsonOf<R[S]> }[keyof R & (200 | 201 | 202)] : never;
 
 /** The JSON body an operation takes. */
-export type RequestBody<P extends keyof paths, M extends Method> =
-  Operation<P, M> extends { requestBody?: infer B } ? JsonOf<NonNullable<B>> : never;
+export type RequestBody<P extends keyof paths, M extends Method> = Operation<P, M> extends { requestBody?: infer B } ? JsonOf<NonNullable<B>> : never;
 
 /** GET /api/settings/auth: one field. */
 export type AuthSettingView = Schemas['AuthSettingView'];

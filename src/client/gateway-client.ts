@@ -7,7 +7,18 @@
  * connection with its own ping, and correlates socket:request with its socket:response.
  * docs/client.md has examples.
  */
-import type { ClientEvents, ClientState, GatewayClientOptions, KeepaliveOptions, NotificationFrame, NotifyEvent, ServerEvents, SocketFactory, SocketLike, SocketResponse } from './types.js';
+import type {
+  ClientEvents,
+  ClientState,
+  GatewayClientOptions,
+  KeepaliveOptions,
+  NotificationFrame,
+  NotifyEvent,
+  ServerEvents,
+  SocketFactory,
+  SocketLike,
+  SocketResponse,
+} from './types.js';
 
 export type * from './types.js';
 
@@ -57,7 +68,8 @@ export class GatewayClient {
     this.urls = Array.isArray(options.url) ? [...options.url] : [options.url];
     if (this.urls.length === 0) throw new Error('GatewayClient needs a url');
     // the server refuses any other cursor, and a refused resume is asked again on each connection
-    if (options.since !== undefined && !(Number.isSafeInteger(options.since) && options.since >= 0)) throw new TypeError(`GatewayClient: since must be a whole number of 0 or more, not ${String(options.since)}`);
+    if (options.since !== undefined && !(Number.isSafeInteger(options.since) && options.since >= 0))
+      throw new TypeError(`GatewayClient: since must be a whole number of 0 or more, not ${String(options.since)}`);
     this.cursor = options.since ?? null;
     this.keepalive = options.keepalive === false ? null : (options.keepalive ?? DEFAULT_KEEPALIVE);
     void this.open();
@@ -238,10 +250,13 @@ export class GatewayClient {
     const { initialMs, maxMs } = this.options.backoff ?? { initialMs: 250, maxMs: 10_000 };
     const ceiling = Math.min(maxMs, initialMs * 2 ** Math.min(this.attempt++, 16));
     if (this.retryTimer) clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = null;
-      void this.open();
-    }, Math.round(ceiling / 2 + (Math.random() * ceiling) / 2));
+    this.retryTimer = setTimeout(
+      () => {
+        this.retryTimer = null;
+        void this.open();
+      },
+      Math.round(ceiling / 2 + (Math.random() * ceiling) / 2),
+    );
   }
 
   /** A ping the server must answer: a connection that died without a close is noticed within seconds. */

@@ -80,7 +80,10 @@ const migrationSource: Knex.MigrationSource<string> = {
 };
 
 /** The first line of what knex says, without the stack it may append (a stack helps nobody in a log line). */
-const firstLine = (message: unknown): string => String(message instanceof Error ? message.message : message).split('\n')[0]!.slice(0, 500);
+const firstLine = (message: unknown): string =>
+  String(message instanceof Error ? message.message : message)
+    .split('\n')[0]!
+    .slice(0, 500);
 
 /**
  * knex's own messages as log lines of `log` (component knex), never its console output: the
@@ -91,7 +94,8 @@ const firstLine = (message: unknown): string => String(message instanceof Error 
 export function knexLog(log: Logger): Knex.Config['log'] {
   const knexLogger = log.child({ component: 'knex' });
   return {
-    warn: (m: unknown) => (/^Acquire connection error/.test(firstLine(m)) ? knexLogger.debug({ reason: firstLine(m) }, 'knex: no connection') : knexLogger.warn(firstLine(m))),
+    warn: (m: unknown) =>
+      /^Acquire connection error/.test(firstLine(m)) ? knexLogger.debug({ reason: firstLine(m) }, 'knex: no connection') : knexLogger.warn(firstLine(m)),
     error: (m: unknown) => knexLogger.error(firstLine(m)),
     deprecate: (m: unknown) => knexLogger.warn(firstLine(m)),
     debug: (m: unknown) => knexLogger.debug(typeof m === 'string' ? m : { knex: m }, 'knex'),
@@ -183,7 +187,9 @@ export function isDbUnavailable(err: unknown): boolean {
   if (PG_UNAVAILABLE.test(code) || NET_UNAVAILABLE.has(code) || SQLITE_UNAVAILABLE.test(code)) return true;
   return (
     e?.name === 'KnexTimeoutError' ||
-    /Connection terminated|Connection ended|timeout exceeded when trying to connect|the database system is (starting up|shutting down)|Client has encountered a connection error|database is locked/i.test(message)
+    /Connection terminated|Connection ended|timeout exceeded when trying to connect|the database system is (starting up|shutting down)|Client has encountered a connection error|database is locked/i.test(
+      message,
+    )
   );
 }
 
@@ -222,5 +228,10 @@ export class DbHealth {
 /** Is this error a unique-constraint violation (both dialects)? */
 export function isUniqueViolation(err: unknown): boolean {
   const e = driverError(err) as { code?: string; message?: string };
-  return e?.code === '23505' || e?.code === 'SQLITE_CONSTRAINT_UNIQUE' || e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || /UNIQUE constraint failed/.test(e?.message ?? '');
+  return (
+    e?.code === '23505' ||
+    e?.code === 'SQLITE_CONSTRAINT_UNIQUE' ||
+    e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' ||
+    /UNIQUE constraint failed/.test(e?.message ?? '')
+  );
 }

@@ -48,7 +48,8 @@ export class GatewayComponent {
       state: deps.state,
       authenticate: async (req) => {
         const result = await authenticateUpgrade(req, { auth, tickets: this.tickets, cookieIdentity, selfOrigin, clientAddress });
-        if (result.ok && deps.mustEnrol?.(result.identity)) throw new HttpError(403, 'mfa_enrollment_required', 'your groups require a second factor: enrol one first (Settings, Security)');
+        if (result.ok && deps.mustEnrol?.(result.identity))
+          throw new HttpError(403, 'mfa_enrollment_required', 'your groups require a second factor: enrol one first (Settings, Security)');
         return result;
       },
       refreshIdentity: (id) => (id.userId ? auth.identityOf(id.userId, id.method, { scopes: id.keyScopes, proof: id.proof }) : Promise.resolve(id)),

@@ -21,7 +21,8 @@ export function parseFrame(text: string): { frame: ClientFrame; error: null } | 
   } catch {
     return { frame: null, error: 'the frame is not JSON', ref: null };
   }
-  const ref = typeof raw === 'object' && raw !== null && typeof (raw as { ref?: unknown }).ref === 'string' ? String((raw as { ref: string }).ref).slice(0, 128) : null;
+  const ref =
+    typeof raw === 'object' && raw !== null && typeof (raw as { ref?: unknown }).ref === 'string' ? String((raw as { ref: string }).ref).slice(0, 128) : null;
   const { value, error } = frameSchema.validate(raw, { abortEarly: true, convert: false });
   if (error) return { frame: null, error: error.message, ref };
   return { frame: value as ClientFrame, error: null };

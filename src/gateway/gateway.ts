@@ -39,7 +39,6 @@ export interface GatewayDeps {
   options?: Partial<GatewayOptions>;
 }
 
-
 /**
  * The WebSocket transport at /ws: authenticates at the upgrade (401 before a socket exists),
  * keeps every connection's credential honest, and carries what the areas declare (ClientChannels):
@@ -197,7 +196,14 @@ export class Gateway implements ClientChannels {
       result = await this.deps.authenticate(req);
     } catch (err) {
       if (err instanceof HttpError) return this.reject(socket, err.status, err.code, err.message, err.headers);
-      if (err instanceof DomainError) return this.reject(socket, STATUS_BY_DOMAIN_CODE[err.code], err.code, err.message, err.retryAfterSeconds ? { 'Retry-After': String(err.retryAfterSeconds) } : {});
+      if (err instanceof DomainError)
+        return this.reject(
+          socket,
+          STATUS_BY_DOMAIN_CODE[err.code],
+          err.code,
+          err.message,
+          err.retryAfterSeconds ? { 'Retry-After': String(err.retryAfterSeconds) } : {},
+        );
       this.deps.log.error({ err }, 'upgrade authentication failed');
       return this.reject(socket, 500, 'internal', 'internal error');
     }
@@ -261,7 +267,8 @@ export class Gateway implements ClientChannels {
     try {
       const id = conn.identity;
       // what this connection may actually do: a scoped key narrows the user's permissions
-      const permissions = (id.isSystem || id.isSuperadmin) && this.deps.allPermissions ? this.deps.allPermissions(id) : [...id.permissions].filter((p) => id.allows(p)).sort();
+      const permissions =
+        (id.isSystem || id.isSuperadmin) && this.deps.allPermissions ? this.deps.allPermissions(id) : [...id.permissions].filter((p) => id.allows(p)).sort();
       const extra = await Promise.all(this.welcomes.map((w) => w(conn)));
       conn.send('gateway:welcome', Object.assign({ username: id.username, permissions }, ...extra));
     } catch (err) {
@@ -352,4 +359,11 @@ export class Gateway implements ClientChannels {
   }
 }
 
-const STATUS_TEXT: Record<number, string> = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' };
+const STATUS_TEXT: Record<number, string> = {
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+};

@@ -14,7 +14,8 @@ export function gatewayRoutes(tickets: WsTickets): Router {
       method: 'POST',
       path: '/api/ws/ticket',
       summary: 'A one-time ticket for GET /ws?ticket=…',
-      description: 'For clients that cannot send headers or cookies with the WebSocket upgrade (browsers on another origin). Valid once, for 30 s, with the permissions (and key scopes) of the caller.',
+      description:
+        'For clients that cannot send headers or cookies with the WebSocket upgrade (browsers on another origin). Valid once, for 30 s, with the permissions (and key scopes) of the caller.',
       auth: 'identity',
       responses: {
         200: {
@@ -40,7 +41,10 @@ export function gatewayRoutes(tickets: WsTickets): Router {
       auth: 'none',
       responses: {
         101: 'switching to WebSocket',
-        401: { description: 'no valid credential at the upgrade (a ticket unknown, used or expired; a cookie or Basic from an Origin not allowed)', headers: { 'WWW-Authenticate': 'the schemes accepted' } },
+        401: {
+          description: 'no valid credential at the upgrade (a ticket unknown, used or expired; a cookie or Basic from an Origin not allowed)',
+          headers: { 'WWW-Authenticate': 'the schemes accepted' },
+        },
         426: { description: 'upgrade_required: not an Upgrade request', headers: { Upgrade: 'websocket' } },
       },
     },

@@ -10,13 +10,18 @@ export const TICKET = /^svt_[A-Za-z0-9_-]{43}$/;
  * either way with the proof of the minting credential, so the connection it opens ends with it.
  */
 export type TicketSubject =
-  | { system: true; username: string; proof: CredentialProof }
-  | { system: false; user_id: string; scopes: string[] | null; proof: CredentialProof };
+  { system: true; username: string; proof: CredentialProof } | { system: false; user_id: string; scopes: string[] | null; proof: CredentialProof };
 
 const proofSchema = Joi.alternatives(
   Joi.object({ kind: Joi.valid('system_key', 'password').required(), stamp: Joi.string().hex().length(64).required() }),
   // a web session's proof also says when it signed in and last proved a second factor (src/auth/identity.ts)
-  Joi.object({ kind: Joi.valid('credential').required(), id: Joi.string().required(), expires_at: Joi.number().allow(null).required(), signed_in_at: Joi.number(), mfa_at: Joi.number().allow(null) }),
+  Joi.object({
+    kind: Joi.valid('credential').required(),
+    id: Joi.string().required(),
+    expires_at: Joi.number().allow(null).required(),
+    signed_in_at: Joi.number(),
+    mfa_at: Joi.number().allow(null),
+  }),
 );
 
 const subjectSchema = Joi.alternatives(

@@ -7,7 +7,11 @@ import type { WsTickets } from './tickets.js';
 /** The parts of the Authenticator the upgrade needs. */
 export interface UpgradeAuthenticator {
   fromHeaders(headers: http.IncomingHttpHeaders, ip: string): Promise<ApiIdentity | null>;
-  identityOf(userId: string, method: CredentialMethod, extra?: { scopes?: readonly string[] | null; proof?: CredentialProof | null }): Promise<ApiIdentity | null>;
+  identityOf(
+    userId: string,
+    method: CredentialMethod,
+    extra?: { scopes?: readonly string[] | null; proof?: CredentialProof | null },
+  ): Promise<ApiIdentity | null>;
   revalidate(identities: readonly ApiIdentity[]): Promise<Array<ApiIdentity | null>>;
   originAllowed(origin: string | null | undefined, self?: string | null): boolean;
 }
@@ -39,7 +43,8 @@ const refuse = (message: string): UpgradeAuthResult => ({ ok: false, status: 401
 export async function authenticateUpgrade(req: http.IncomingMessage, deps: UpgradeAuthDeps): Promise<UpgradeAuthResult> {
   const url = new URL(req.url ?? '/', 'http://upgrade.invalid');
   const origin = typeof req.headers.origin === 'string' ? req.headers.origin : null;
-  const originOk = deps.auth.originAllowed(origin) || (origin !== null && deps.selfOrigin !== undefined && deps.auth.originAllowed(origin, deps.selfOrigin(req)));
+  const originOk =
+    deps.auth.originAllowed(origin) || (origin !== null && deps.selfOrigin !== undefined && deps.auth.originAllowed(origin, deps.selfOrigin(req)));
 
   const ticket = url.searchParams.get('ticket');
   if (ticket !== null) {
@@ -84,7 +89,11 @@ export function appClientAddress(app: Koa): (req: http.IncomingMessage) => strin
  * Resolves the koa-session cookie of an upgrade request by running the session middleware on
  * a throw-away Koa context, then the Authenticator's cookie method: the same code path as HTTP.
  */
-export function cookieIdentityResolver(app: Koa, sessionMiddleware: Koa.Middleware, fromCookie: (ctx: Koa.Context) => Promise<ApiIdentity | null>): CookieIdentity {
+export function cookieIdentityResolver(
+  app: Koa,
+  sessionMiddleware: Koa.Middleware,
+  fromCookie: (ctx: Koa.Context) => Promise<ApiIdentity | null>,
+): CookieIdentity {
   return async (req) => {
     const res = new http.ServerResponse(req);
     const ctx = app.createContext(req, res);

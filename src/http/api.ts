@@ -150,7 +150,10 @@ export class ApiRouter {
   }
 
   /** The handler's input is typed by the schemas; a body it reads itself (`manual`, `raw`) is not given it (undefined). */
-  endpoint<P = unknown, Q = unknown, B = unknown, M extends BodyMode = 'json'>(def: EndpointDef<P, Q, B, M> & TypedSchemas<P, Q, B>, handler: EndpointHandler<P, Q, BodyOf<B, M>>): this {
+  endpoint<P = unknown, Q = unknown, B = unknown, M extends BodyMode = 'json'>(
+    def: EndpointDef<P, Q, B, M> & TypedSchemas<P, Q, B>,
+    handler: EndpointHandler<P, Q, BodyOf<B, M>>,
+  ): this {
     const guard = guardFor(def.auth, def.permissionCheck);
     const parseBody = def.body !== undefined && (def.bodyMode ?? 'json') === 'json';
     const run = async (ctx: Context) => {

@@ -46,7 +46,6 @@ const CODE_BY_STATUS: Record<number, ErrorCode> = {
   503: 'unavailable',
 };
 
-
 export function renderError(ctx: Context, status: number, code: string, message: string, details?: unknown) {
   ctx.status = status;
   ctx.body = { error: details === undefined ? { code, message } : { code, message, details } };
@@ -137,7 +136,8 @@ function core(deps: HttpAppDeps) {
         const ms = performance.now() - started;
         metrics?.observe(ctx, ms);
         // the path only: query strings may carry codes or tickets
-        if (log.isLevelEnabled('info')) log.info({ request_id: id, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
+        if (log.isLevelEnabled('info'))
+          log.info({ request_id: id, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
       }
     }
   };
@@ -161,7 +161,11 @@ async function readiness(ctx: Context, state: BootState, version: string, databa
     ctx.set('Retry-After', '5');
     // the shape of the database-away answer below, with the error body beside it
     const reason = state.stopping ? 'stopping' : state.bootError ? 'boot_failed' : 'booting';
-    ctx.body = { status: 'unavailable', reason, error: { code: state.stopping ? 'unavailable' : 'booting', message: state.bootError ?? (state.stopping ? 'shutting down' : 'booting') } };
+    ctx.body = {
+      status: 'unavailable',
+      reason,
+      error: { code: state.stopping ? 'unavailable' : 'booting', message: state.bootError ?? (state.stopping ? 'shutting down' : 'booting') },
+    };
     return;
   }
   // a balancer stops sending traffic here while the database is away

@@ -51,8 +51,7 @@ export class HttpError extends Error {
 
 export const unauthorized = (message = 'authentication required') =>
   new HttpError(401, 'unauthorized', message, undefined, { 'WWW-Authenticate': 'Bearer, Basic realm="service"' });
-export const forbidden = (permission: string) =>
-  new HttpError(403, 'forbidden', `missing permission ${permission}`, { permission });
+export const forbidden = (permission: string) => new HttpError(403, 'forbidden', `missing permission ${permission}`, { permission });
 export const forbiddenBecause = (message: string) => new HttpError(403, 'forbidden', message);
 /** An unsafe request sent from a page at another origin (what CSRF looks like); `details.reason` lets a page say so. */
 export const crossOriginRefused = () => new HttpError(403, 'forbidden', 'cross-origin request refused: the Origin is not allowed', { reason: 'cross_origin' });
@@ -61,12 +60,17 @@ export const validationFailed = (details: FieldError[]) =>
   new HttpError(400, 'validation_failed', details.map((d) => `${d.field}: ${d.message}`).join('; ') || 'invalid request', details);
 export const badField = (field: string, message: string) => validationFailed([{ field, message }]);
 export const conflict = (message: string, details?: unknown) => new HttpError(409, 'conflict', message, details);
-export const payloadTooLarge = (limit: number) =>
-  new HttpError(413, 'payload_too_large', `request body exceeds ${limit} bytes`, { limit });
+export const payloadTooLarge = (limit: number) => new HttpError(413, 'payload_too_large', `request body exceeds ${limit} bytes`, { limit });
 export const rateLimited = (retryAfterSeconds: number) =>
-  new HttpError(429, 'rate_limited', 'too many attempts, try again later', { retry_after: retryAfterSeconds }, {
-    'Retry-After': String(retryAfterSeconds),
-  });
+  new HttpError(
+    429,
+    'rate_limited',
+    'too many attempts, try again later',
+    { retry_after: retryAfterSeconds },
+    {
+      'Retry-After': String(retryAfterSeconds),
+    },
+  );
 export const unavailable = (message: string, retryAfterSeconds?: number) =>
   new HttpError(503, 'unavailable', message, undefined, retryAfterSeconds ? { 'Retry-After': String(retryAfterSeconds) } : {});
 

@@ -272,5 +272,10 @@ export function objectFields(schema: Joi.Schema): { name: string; schema: JsonSc
   const required = new Set((s.required as string[] | undefined) ?? []);
   return Object.entries((s.properties ?? {}) as Record<string, JsonSchema>)
     .filter(([, field]) => !('not' in field && Object.keys(field).length === 1)) // forbidden
-    .map(([name, field]) => ({ name, schema: field, required: required.has(name), ...(typeof field.description === 'string' ? { description: field.description } : {}) }));
+    .map(([name, field]) => ({
+      name,
+      schema: field,
+      required: required.has(name),
+      ...(typeof field.description === 'string' ? { description: field.description } : {}),
+    }));
 }

@@ -21,7 +21,14 @@ export class Metrics {
   }
 
   gauge(name: string, help: string, collect: () => number): void {
-    new client.Gauge({ name, help, registers: [this.registry], collect() { this.set(collect()); } });
+    new client.Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.set(collect());
+      },
+    });
   }
 
   counter(name: string, help: string, labelNames: string[] = []): client.Counter<string> {

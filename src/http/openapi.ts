@@ -37,9 +37,13 @@ const errorSchema: JsonSchema = {
         code: { type: 'string', enum: [...ERROR_CODES] },
         message: { type: 'string' },
         details: {
-          description: 'validation_failed: one entry per invalid field; other codes: what the message says, as data (e.g. the missing permission, the byte limit)',
+          description:
+            'validation_failed: one entry per invalid field; other codes: what the message says, as data (e.g. the missing permission, the byte limit)',
           anyOf: [
-            { type: 'array', items: { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } } },
+            {
+              type: 'array',
+              items: { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } },
+            },
             { type: 'object', additionalProperties: true },
           ],
         },
@@ -57,15 +61,34 @@ const errorRef = (description: string) => ({ description, content: errorContent 
  * database away, a fault of ours.
  */
 const COMMON_RESPONSES: Record<string, { status: number; description: string; headers?: Record<string, string> }> = {
-  BadRequest: { status: 400, description: 'validation_failed: the field named in details is invalid (a parameter, the body, or a credential header such as an over-long Basic password)' },
-  Unauthorized: { status: 401, description: 'unauthorized: no valid credential (mfa_required: HTTP Basic for an account with a second factor)', headers: { 'WWW-Authenticate': 'the schemes accepted' } },
-  Forbidden: { status: 403, description: 'forbidden: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer' },
+  BadRequest: {
+    status: 400,
+    description: 'validation_failed: the field named in details is invalid (a parameter, the body, or a credential header such as an over-long Basic password)',
+  },
+  Unauthorized: {
+    status: 401,
+    description: 'unauthorized: no valid credential (mfa_required: HTTP Basic for an account with a second factor)',
+    headers: { 'WWW-Authenticate': 'the schemes accepted' },
+  },
+  Forbidden: {
+    status: 403,
+    description:
+      'forbidden: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer',
+  },
   PayloadTooLarge: { status: 413, description: 'payload_too_large: the body is over the limit (1 MiB unless the route says otherwise)' },
   UnsupportedMediaType: { status: 415, description: 'unsupported_media_type: the body is not JSON' },
-  TooManyRequests: { status: 429, description: 'rate_limited: the HTTP Basic user is locked out for a while after failed attempts', headers: { 'Retry-After': 'seconds to wait' } },
+  TooManyRequests: {
+    status: 429,
+    description: 'rate_limited: the HTTP Basic user is locked out for a while after failed attempts',
+    headers: { 'Retry-After': 'seconds to wait' },
+  },
   RequestHeaderFieldsTooLarge: { status: 431, description: 'the request headers are over 16 KiB (answered by the HTTP server with no body)' },
   InternalError: { status: 500, description: 'internal: a fault of the service (logged with the request id)' },
-  Unavailable: { status: 503, description: 'booting (the service is starting) or unavailable (the database is not reachable); try again after Retry-After', headers: { 'Retry-After': 'seconds to wait' } },
+  Unavailable: {
+    status: 503,
+    description: 'booting (the service is starting) or unavailable (the database is not reachable); try again after Retry-After',
+    headers: { 'Retry-After': 'seconds to wait' },
+  },
 };
 
 function commonResponse(name: string): Record<string, unknown> {
@@ -136,7 +159,9 @@ function operation(e: Endpoint, pathNames: string[], components: Components): Re
   if (notes.length) op.description = notes.join('\n\n');
   if (typeof e.auth === 'object') op['x-permission'] = e.auth.permission;
   if (e.stepUp) {
-    notes.push('Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.');
+    notes.push(
+      'Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.',
+    );
     op.description = notes.join('\n\n');
     op['x-step-up'] = true;
   }
@@ -180,9 +205,13 @@ function operation(e: Endpoint, pathNames: string[], components: Components): Re
   const own = (responses['403'] as { description: string } | undefined)?.description.replace(/^forbidden: /, '');
   const reasons = [
     own ?? (typeof e.auth === 'object' ? `the caller lacks ${e.auth.permission}` : null),
-    e.stepUp && !own?.includes('step_up_required') ? 'step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up)' : null,
+    e.stepUp && !own?.includes('step_up_required')
+      ? 'step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up)'
+      : null,
   ].filter(Boolean);
-  responses['403'] = reasons.length ? errorRef(`forbidden: ${reasons.join('; or ')}; or, on any route: ${COMMON_RESPONSES.Forbidden!.description.replace(/^forbidden: /, '')}`) : commonRef('Forbidden');
+  responses['403'] = reasons.length
+    ? errorRef(`forbidden: ${reasons.join('; or ')}; or, on any route: ${COMMON_RESPONSES.Forbidden!.description.replace(/^forbidden: /, '')}`)
+    : commonRef('Forbidden');
   if (readsBody) {
     common(413, 'PayloadTooLarge');
     if (e.bodyMode !== 'raw') common(415, 'UnsupportedMediaType');
@@ -228,7 +257,10 @@ export interface OpenApiInfo {
 export function buildOpenApi(endpoints: readonly Endpoint[], info: OpenApiInfo): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   const components: Components = {};
-  const visible = endpoints.filter((e) => !e.hidden).slice().sort((a, b) => a.fullPath.localeCompare(b.fullPath));
+  const visible = endpoints
+    .filter((e) => !e.hidden)
+    .slice()
+    .sort((a, b) => a.fullPath.localeCompare(b.fullPath));
   for (const e of visible) {
     const { path, names } = openApiPath(e.fullPath);
     paths[path] ??= {};
@@ -247,7 +279,12 @@ export function buildOpenApi(endpoints: readonly Endpoint[], info: OpenApiInfo):
         ApiKeyAuth: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'The system API key or a per-user API key' },
         bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key or a web-session token as a Bearer token' },
         basicAuth: { type: 'http', scheme: 'basic', description: 'Username and password of a local account' },
-        cookieAuth: { type: 'apiKey', in: 'cookie', name: info.sessionCookie, description: 'The UI session cookie set by the login page (unsafe methods need an allowed Origin)' },
+        cookieAuth: {
+          type: 'apiKey',
+          in: 'cookie',
+          name: info.sessionCookie,
+          description: 'The UI session cookie set by the login page (unsafe methods need an allowed Origin)',
+        },
       },
       schemas: { Error: errorSchema, ...Object.fromEntries(Object.entries(components).sort(([a], [b]) => a.localeCompare(b))) },
       responses: Object.fromEntries(Object.keys(COMMON_RESPONSES).map((name) => [name, commonResponse(name)])),

@@ -69,22 +69,50 @@ export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
   // the permission and the route's own refusal (the document adds step-up and what refuses any route)
   const refused = `the caller lacks ${ADMIN.permission}${o.refusal ? `, or is ${o.refusal}` : ''}`;
   api.endpoint(
-    { method: 'GET', path: '/', summary: `Is a ${o.what} configured`, auth: ADMIN, responses: { 200: { description: 'never the value itself', schema: secretStatusView } } },
+    {
+      method: 'GET',
+      path: '/',
+      summary: `Is a ${o.what} configured`,
+      auth: ADMIN,
+      responses: { 200: { description: 'never the value itself', schema: secretStatusView } },
+    },
     async () => ({ configured: await o.secret.configured(), locked: o.secret.lockedByEnv }),
   );
   // the lock (409) is checked before the body (400): bodyMode manual
-  api.endpoint({ method: 'PUT', path: '/', summary: `Set or rotate the ${o.what}`, auth: ADMIN, body, bodyMode: 'manual', stepUp: o.stepUp, responses: { 204: 'stored encrypted', 403: refused, 409: LOCKED } }, async (ctx) => {
-    unlocked();
-    const value = validate(body, jsonBody(ctx))[o.field]!;
-    await o.secret.set(value);
-    ctx.log.info(`${o.what} set`);
-    ctx.status = 204;
-  });
-  api.endpoint({ method: 'DELETE', path: '/', summary: `Clear the ${o.what} (${o.clearing})`, auth: ADMIN, stepUp: o.stepUp, responses: { 204: 'cleared', 403: refused, 409: LOCKED } }, async (ctx) => {
-    unlocked();
-    await o.secret.clear();
-    ctx.log.info(`${o.what} cleared`);
-    ctx.status = 204;
-  });
+  api.endpoint(
+    {
+      method: 'PUT',
+      path: '/',
+      summary: `Set or rotate the ${o.what}`,
+      auth: ADMIN,
+      body,
+      bodyMode: 'manual',
+      stepUp: o.stepUp,
+      responses: { 204: 'stored encrypted', 403: refused, 409: LOCKED },
+    },
+    async (ctx) => {
+      unlocked();
+      const value = validate(body, jsonBody(ctx))[o.field]!;
+      await o.secret.set(value);
+      ctx.log.info(`${o.what} set`);
+      ctx.status = 204;
+    },
+  );
+  api.endpoint(
+    {
+      method: 'DELETE',
+      path: '/',
+      summary: `Clear the ${o.what} (${o.clearing})`,
+      auth: ADMIN,
+      stepUp: o.stepUp,
+      responses: { 204: 'cleared', 403: refused, 409: LOCKED },
+    },
+    async (ctx) => {
+      unlocked();
+      await o.secret.clear();
+      ctx.log.info(`${o.what} cleared`);
+      ctx.status = 204;
+    },
+  );
   return api.router;
 }

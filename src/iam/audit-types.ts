@@ -79,6 +79,4 @@ export interface AuditFilter {
   limit?: number;
 }
 
-export type VerifyResult =
-  | { ok: true; events: number; first_seq: number | null; last_seq: number | null }
-  | { ok: false; seq: number; reason: string };
+export type VerifyResult = { ok: true; events: number; first_seq: number | null; last_seq: number | null } | { ok: false; seq: number; reason: string };

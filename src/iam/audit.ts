@@ -57,7 +57,16 @@ function coalesceKey(input: AuditInput): string {
   const actor = auditActor(input.actor);
   const t = input.target;
   const reason = input.details?.reason ?? input.details?.error;
-  return [input.action, actor.user_id ?? `name:${actor.username}`, actor.ip ?? '', t?.type ?? '', t?.id ?? '', t?.name ?? '', input.outcome ?? '', typeof reason === 'string' ? reason : ''].join('\0');
+  return [
+    input.action,
+    actor.user_id ?? `name:${actor.username}`,
+    actor.ip ?? '',
+    t?.type ?? '',
+    t?.id ?? '',
+    t?.name ?? '',
+    input.outcome ?? '',
+    typeof reason === 'string' ? reason : '',
+  ].join('\0');
 }
 
 export interface AuditDeps {
@@ -97,7 +106,10 @@ export class AuditTrail {
 
   /** Events [from, to] (at most 500) as `audit:event` on this instance's bus. */
   private async announce(from: number, to: number): Promise<void> {
-    const rows = await this.deps.db<Row>('audit_events').whereBetween('seq', [from, Math.min(to, from + 499)]).orderBy('seq');
+    const rows = await this.deps
+      .db<Row>('audit_events')
+      .whereBetween('seq', [from, Math.min(to, from + 499)])
+      .orderBy('seq');
     for (const r of rows) this.deps.bus.emit('audit:event', eventOf(r));
   }
 
@@ -127,7 +139,10 @@ export class AuditTrail {
     // the head row (made by the migration) is locked: appends of every instance take turns. On
     // SQLite a write takes the lock first: a transaction that read before writing could find
     // another connection's in the way with no way to wait (SQLITE_BUSY)
-    if (!this.postgres) await trx('audit_chain').where({ id: 1 }).update({ head_seq: trx.raw('head_seq') });
+    if (!this.postgres)
+      await trx('audit_chain')
+        .where({ id: 1 })
+        .update({ head_seq: trx.raw('head_seq') });
     const q = trx('audit_chain').where({ id: 1 });
     const head = await (this.postgres ? q.forUpdate() : q).first('head_seq', 'head_hash');
     if (!head) throw new Error('the audit chain has no head row (run the migrations)');
@@ -195,7 +210,8 @@ export class AuditTrail {
     if (this.queue.length >= QUEUE_MAX) {
       this.queue.shift();
       this.dropped += 1;
-      if (this.dropped === 1 || this.dropped % 1000 === 0) this.deps.log.error({ dropped: this.dropped }, 'audit events dropped: the database has not taken them for too long');
+      if (this.dropped === 1 || this.dropped % 1000 === 0)
+        this.deps.log.error({ dropped: this.dropped }, 'audit events dropped: the database has not taken them for too long');
     }
     this.queue.push(this.draft(input));
     if (this.queue.length >= BATCH_MAX) void this.drain();

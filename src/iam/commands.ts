@@ -4,7 +4,8 @@ import { currentActing } from '../request-context.js';
 import type { AuditAction, AuditInput, AuditTrail } from './audit.js';
 import type { Actor } from './policy.js';
 
-const isActor = (v: unknown): v is Actor => typeof v === 'object' && v !== null && typeof (v as Actor).username === 'string' && typeof (v as Actor).isSystem === 'boolean';
+const isActor = (v: unknown): v is Actor =>
+  typeof v === 'object' && v !== null && typeof (v as Actor).username === 'string' && typeof (v as Actor).isSystem === 'boolean';
 
 /**
  * Who acts now: the actor the transport set at its entry (src/request-context.ts). A change with

@@ -131,7 +131,7 @@ export class IamComponent {
           ? 'password set from the environment: the variable has a new value'
           : a.why === 'promoted'
             ? 'password set from the environment: the account became superadmin (SERVICE_ADMIN_FORCE_SUPERADMIN), and no password set before becomes trusted'
-            : 'password set from the environment: it differed from the account\'s, and no value of the variable was applied here before',
+            : "password set from the environment: it differed from the account's, and no value of the variable was applied here before",
       );
     }
     for (const id of seeded.passwordChanged) await this.passwordChanged(id, null);

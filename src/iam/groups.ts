@@ -62,7 +62,12 @@ export class GroupAdmin {
       try {
         g = await this.deps.commands.within(
           (trx) => this.deps.store.createGroup(input, trx),
-          (created) => ({ action: 'group.created', actor, target: groupTarget(created.name), details: { permissions: created.permissions, ...(granted.length ? { host_permissions: granted } : {}) } }),
+          (created) => ({
+            action: 'group.created',
+            actor,
+            target: groupTarget(created.name),
+            details: { permissions: created.permissions, ...(granted.length ? { host_permissions: granted } : {}) },
+          }),
         );
       } catch (err) {
         if (isUniqueViolation(err)) throw conflict(`group ${input.name} exists`);
@@ -127,10 +132,16 @@ export class GroupAdmin {
   async remove(actor: Actor, group: Group): Promise<void> {
     await this.deps.commands.run({ action: 'group.deleted', actor, target: groupTarget(group.name) }, async () => {
       if (DEFAULT_GROUP_NAMES.includes(group.name)) throw conflict(`built-in group ${group.name} cannot be deleted`);
-      if (this.deps.namedByLogin?.(group.name)) guardHostBoundary(actor, group.permissions.filter(reachesHost), 'delete a group that reaches the host while the login settings name it');
+      if (this.deps.namedByLogin?.(group.name))
+        guardHostBoundary(actor, group.permissions.filter(reachesHost), 'delete a group that reaches the host while the login settings name it');
       await this.deps.commands.within(
         (trx) => this.deps.store.renameOrDeleteGroup(group.name, null, trx),
-        (members) => ({ action: 'group.deleted', actor, target: groupTarget(group.name), details: { permissions: group.permissions, members: members.length } }),
+        (members) => ({
+          action: 'group.deleted',
+          actor,
+          target: groupTarget(group.name),
+          details: { permissions: group.permissions, members: members.length },
+        }),
       );
       this.changed(group.name);
     });
@@ -152,5 +163,4 @@ export class GroupAdmin {
     await this.deps.requireStepUp?.(actor);
     return granted;
   }
-
 }

@@ -8,7 +8,12 @@ import type { UserAdmin } from './users.js';
 
 /** Where keys are kept (the auth area's ApiKeyStore): the model only asks it to make and end them. */
 export interface KeyVault<K> {
-  create(userId: string, kind: 'key', opts: { label: string; scopes: string[] | null; expiresAt: number | null; parentId?: string | null }, trx?: Knex): Promise<{ token: string; key: K }>;
+  create(
+    userId: string,
+    kind: 'key',
+    opts: { label: string; scopes: string[] | null; expiresAt: number | null; parentId?: string | null },
+    trx?: Knex,
+  ): Promise<{ token: string; key: K }>;
   revoke(userId: string, id: string, trx?: Knex): Promise<boolean>;
 }
 
@@ -38,7 +43,12 @@ export interface KeyIssuingCredential {
 export class KeyAdmin<K extends { id: string }> {
   constructor(private readonly deps: { users: UserAdmin; vault: KeyVault<K>; commands: CommandPath; isKnownPermission(p: string): boolean }) {}
 
-  async issue(actor: Actor, owner: User, request: KeyRequest, opts: { scopesField?: string; issuedWith?: KeyIssuingCredential } = {}): Promise<{ token: string; key: K }> {
+  async issue(
+    actor: Actor,
+    owner: User,
+    request: KeyRequest,
+    opts: { scopesField?: string; issuedWith?: KeyIssuingCredential } = {},
+  ): Promise<{ token: string; key: K }> {
     const field = opts.scopesField ?? 'scopes';
     requireKnownPermissions(field, request.scopes, (p) => this.deps.isKnownPermission(p));
     const via = opts.issuedWith;
@@ -60,7 +70,13 @@ export class KeyAdmin<K extends { id: string }> {
         action: 'key.issued',
         actor,
         target: { type: 'key', id: key.id, name: request.label },
-        details: { owner: owner.username, owner_id: owner.id, scopes, expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(), ...(parent ? { parent_id: parent.id } : {}) },
+        details: {
+          owner: owner.username,
+          owner_id: owner.id,
+          scopes,
+          expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(),
+          ...(parent ? { parent_id: parent.id } : {}),
+        },
       }),
     );
   }
@@ -68,7 +84,9 @@ export class KeyAdmin<K extends { id: string }> {
   /** Ends one key or web session of `owner`; false when there is no such live one. */
   async revoke(actor: Actor, owner: User, keyId: string): Promise<boolean> {
     if (actor.userId !== owner.id) {
-      await this.deps.commands.run({ action: 'key.revoked', actor, target: { type: 'key', id: keyId } }, async () => this.deps.users.guardProtectedRole(actor, owner));
+      await this.deps.commands.run({ action: 'key.revoked', actor, target: { type: 'key', id: keyId } }, async () =>
+        this.deps.users.guardProtectedRole(actor, owner),
+      );
     }
     return this.deps.commands.within(
       (trx) => this.deps.vault.revoke(owner.id, keyId, trx),

@@ -33,7 +33,9 @@ export class RoleLedger {
     // whenever a plugin changes state; the ledger makes the repetition harmless, and what a pass
     // the database refused is applied by the next one
     const again = () =>
-      void this.applyAll().catch((err: unknown) => this.log.warn({ reason: (err as Error).message }, 'plugin role grants not applied; the next plugin change or start applies them'));
+      void this.applyAll().catch((err: unknown) =>
+        this.log.warn({ reason: (err as Error).message }, 'plugin role grants not applied; the next plugin change or start applies them'),
+      );
     bus.on('plugin:state_changed', again);
     bus.on('system:boot_complete', again);
   }
@@ -92,7 +94,8 @@ export class RoleLedger {
     for (const g of ['INT_USER', 'INT_ADMIN']) wanted.push({ role: 'baseline', group: g, permission: `plugin:${id}:api:write` });
     for (const role of plugin.roles ?? []) {
       // a role grants only its plugin's own ids (src/plugins/manifest.ts); never one that reaches the host
-      for (const g of role.auto_map_groups ?? []) for (const p of role.permissions) if (!reachesHost(p)) wanted.push({ role: role.id, group: g, permission: p });
+      for (const g of role.auto_map_groups ?? [])
+        for (const p of role.permissions) if (!reachesHost(p)) wanted.push({ role: role.id, group: g, permission: p });
     }
     const applied: { group: string; permission: string }[] = [];
     for (const w of wanted) if (await this.grantOnce(id, w.role, w.group, w.permission)) applied.push({ group: w.group, permission: w.permission });
@@ -121,7 +124,12 @@ export class RoleLedger {
       },
       (granted) =>
         granted
-          ? { action: 'group.updated', actor: SERVICE_ACTOR, target: { type: 'group', id: group, name: group }, details: { permissions_added: [permission], plugin: pluginId, role: roleId, via: 'role_ledger' } }
+          ? {
+              action: 'group.updated',
+              actor: SERVICE_ACTOR,
+              target: { type: 'group', id: group, name: group },
+              details: { permissions_added: [permission], plugin: pluginId, role: roleId, via: 'role_ledger' },
+            }
           : null,
     );
   }

@@ -83,7 +83,10 @@ export class Passwords {
   }
 
   private async run(task: HashTask): Promise<string | boolean> {
-    if (task.password.length > PASSWORD_MAX) throw new DomainError('validation_failed', `password must be at most ${PASSWORD_MAX} characters`, [{ field: 'password', message: `must be at most ${PASSWORD_MAX} characters` }]);
+    if (task.password.length > PASSWORD_MAX)
+      throw new DomainError('validation_failed', `password must be at most ${PASSWORD_MAX} characters`, [
+        { field: 'password', message: `must be at most ${PASSWORD_MAX} characters` },
+      ]);
     if (!this.pool) return runInline(task);
     if (this.running < this.threads) return this.start(task);
     const lane = priorityLane.getStore() ? this.lanes.priority : this.lanes.common;

@@ -15,7 +15,11 @@ export interface ResolvedUser {
 export class PermissionResolver {
   private readonly cache = new Map<string, { value: ResolvedUser | null; expires: number }>();
 
-  constructor(private readonly store: IamStore, private readonly ttlMs: number, bus: EventBus) {
+  constructor(
+    private readonly store: IamStore,
+    private readonly ttlMs: number,
+    bus: EventBus,
+  ) {
     bus.on('iam:permissions_changed', (change) => {
       if (change.scope === 'user') this.cache.delete(change.user_id);
       else this.cache.clear();

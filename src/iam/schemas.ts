@@ -11,7 +11,9 @@ export const PASSWORD = Joi.string().min(8).max(200);
 
 const permissionList = Joi.array().items(Joi.string().max(256)).max(500).unique();
 const groupList = Joi.array().items(Joi.string().pattern(GROUP_NAME)).max(100).unique();
-const roleList = Joi.array().items(Joi.string().valid(...PROTECTED_ROLES)).unique();
+const roleList = Joi.array()
+  .items(Joi.string().valid(...PROTECTED_ROLES))
+  .unique();
 
 /** The bodies of POST /api/users and PATCH /api/users/:id, as clients write them. */
 export interface CreateUserBody {
@@ -95,7 +97,9 @@ export const createKeySchema = Joi.object<CreateKeyBody, true>({
  * A validated create or change body (wire names) -> the fields UserAdmin takes. After
  * validation, so a 400 still names the field as the client wrote it.
  */
-export function userFieldsOf<T extends { display_name?: string | null; extra_permissions?: string[] }>(body: T): Omit<T, 'display_name' | 'extra_permissions'> & { displayName?: string | null; extraPermissions?: string[] } {
+export function userFieldsOf<T extends { display_name?: string | null; extra_permissions?: string[] }>(
+  body: T,
+): Omit<T, 'display_name' | 'extra_permissions'> & { displayName?: string | null; extraPermissions?: string[] } {
   const { display_name: displayName, extra_permissions: extraPermissions, ...rest } = body;
   return { ...rest, ...(displayName !== undefined ? { displayName } : {}), ...(extraPermissions !== undefined ? { extraPermissions } : {}) };
 }
@@ -118,7 +122,6 @@ export function publicUser(u: User, identities: Identity[] = []) {
   };
 }
 
-
 /*
  * The answers of the IAM routes, each shape named once (components of the API document). Every
  * key is sent unless it says optional.
@@ -132,7 +135,9 @@ export const userView = Joi.object({
   email: Joi.string().allow(null),
   groups: Joi.array().items(Joi.string()),
   // not an enum: the column may hold a value written outside the API, shown as it is (it grants nothing)
-  roles: Joi.array().items(Joi.string()).description(`the roles the account holds (the API sets ${PROTECTED_ROLES.join(', ')})`),
+  roles: Joi.array()
+    .items(Joi.string())
+    .description(`the roles the account holds (the API sets ${PROTECTED_ROLES.join(', ')})`),
   extra_permissions: Joi.array().items(Joi.string()),
   disabled: Joi.boolean(),
   mfa: Joi.boolean().description('has a second factor (an authenticator app or a passkey)'),
@@ -143,7 +148,11 @@ export const userView = Joi.object({
 /** One user (GET /api/users/:id): a bootstrap account's password may be set by the environment whenever its value changes. */
 export const userDetailView = userView
   .keys({
-    password_pinned_by: Joi.string().allow(null).description('the environment variable (SERVICE_ADMIN_PASSWORD, SERVICE_BOT_PASSWORD) that sets this password again at a start where its value has changed; null: none'),
+    password_pinned_by: Joi.string()
+      .allow(null)
+      .description(
+        'the environment variable (SERVICE_ADMIN_PASSWORD, SERVICE_BOT_PASSWORD) that sets this password again at a start where its value has changed; null: none',
+      ),
   })
   .id('UserDetail');
 

@@ -8,7 +8,10 @@ import type { Knex } from 'knex';
 export class SecretsStore {
   private readonly key: Buffer;
 
-  constructor(private readonly db: Knex, masterKey: string) {
+  constructor(
+    private readonly db: Knex,
+    masterKey: string,
+  ) {
     this.key = Buffer.from(crypto.hkdfSync('sha256', masterKey, 'service-secrets', 'aes-256-gcm', 32));
   }
 

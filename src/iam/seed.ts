@@ -9,7 +9,19 @@ import type { Actor } from './policy.js';
 import type { AuditInput } from './audit.js';
 import type { CommandPath } from './commands.js';
 
-type SeedConfig = Pick<Config, 'adminUser' | 'adminPassword' | 'adminPasswordConfigured' | 'botUser' | 'botPassword' | 'botPasswordConfigured' | 'adminForceSuperadmin' | 'secretKey' | 'secretKeyKept' | 'bcryptCost'>;
+type SeedConfig = Pick<
+  Config,
+  | 'adminUser'
+  | 'adminPassword'
+  | 'adminPasswordConfigured'
+  | 'botUser'
+  | 'botPassword'
+  | 'botPasswordConfigured'
+  | 'adminForceSuperadmin'
+  | 'secretKey'
+  | 'secretKeyKept'
+  | 'bcryptCost'
+>;
 type PinConfig = Pick<Config, 'adminUser' | 'adminPasswordConfigured' | 'botUser' | 'botPasswordConfigured'>;
 
 export type PasswordVariable = 'SERVICE_ADMIN_PASSWORD' | 'SERVICE_BOT_PASSWORD';
@@ -65,7 +77,11 @@ export interface SeedOptions {
  * users whose password changed (their cached verifications must go) and what the environment
  * replaced.
  */
-export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): Promise<{ passwordChanged: string[]; changed: boolean; envApplied: EnvPasswordApplied[] }> {
+export async function seedIam(
+  db: Knex,
+  config: SeedConfig,
+  opts: SeedOptions,
+): Promise<{ passwordChanged: string[]; changed: boolean; envApplied: EnvPasswordApplied[] }> {
   const { actor, commands } = opts;
   const passwords = opts.passwords ?? new Passwords({ threads: 0, cost: config.bcryptCost });
   const store = new IamStore(db);
@@ -74,7 +90,15 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
   for (const g of DEFAULT_GROUPS) {
     const created = await commands.within(
       (trx) => new IamStore(trx).createGroupIfMissing(g),
-      (made) => (made ? { action: 'group.created', actor, target: { type: 'group', id: g.name, name: g.name }, details: { permissions: g.permissions ?? [], default_group: true } } : null),
+      (made) =>
+        made
+          ? {
+              action: 'group.created',
+              actor,
+              target: { type: 'group', id: g.name, name: g.name },
+              details: { permissions: g.permissions ?? [], default_group: true },
+            }
+          : null,
     );
     if (created) changed = true;
   }
@@ -82,8 +106,22 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
   const passwordChanged: string[] = [];
   const envApplied: EnvPasswordApplied[] = [];
   const bootstrap = [
-    { username: config.adminUser, variable: 'SERVICE_ADMIN_PASSWORD' as const, password: config.adminPassword, configured: config.adminPasswordConfigured, groups: [ADMIN_GROUP], roles: config.adminForceSuperadmin ? ['superadmin'] : [] },
-    { username: config.botUser, variable: 'SERVICE_BOT_PASSWORD' as const, password: config.botPassword, configured: config.botPasswordConfigured, groups: ['INT_USER'], roles: ['bot'] },
+    {
+      username: config.adminUser,
+      variable: 'SERVICE_ADMIN_PASSWORD' as const,
+      password: config.adminPassword,
+      configured: config.adminPasswordConfigured,
+      groups: [ADMIN_GROUP],
+      roles: config.adminForceSuperadmin ? ['superadmin'] : [],
+    },
+    {
+      username: config.botUser,
+      variable: 'SERVICE_BOT_PASSWORD' as const,
+      password: config.botPassword,
+      configured: config.botPasswordConfigured,
+      groups: ['INT_USER'],
+      roles: ['bot'],
+    },
   ];
   for (const b of bootstrap) {
     const key = entryKey(b.variable, b.username);
@@ -100,7 +138,12 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
             await new IamStore(trx).linkIdentity(made.id, 'local', b.username);
             return made;
           },
-          (made) => ({ action: 'user.created', actor, target: { type: 'user', id: made.id, name: made.username }, details: { groups: b.groups, roles, bootstrap: true } }),
+          (made) => ({
+            action: 'user.created',
+            actor,
+            target: { type: 'user', id: made.id, name: made.username },
+            details: { groups: b.groups, roles, bootstrap: true },
+          }),
         );
       } catch (err) {
         // another instance seeded it first
@@ -150,7 +193,11 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
             action: 'user.updated',
             actor,
             target,
-            details: { [promotion === 'granted' ? 'roles_added' : 'roles_removed']: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN', ...(promotion === 'granted' ? { credentials_revoked: keysRevoked } : {}) },
+            details: {
+              [promotion === 'granted' ? 'roles_added' : 'roles_removed']: ['superadmin'],
+              because: 'SERVICE_ADMIN_FORCE_SUPERADMIN',
+              ...(promotion === 'granted' ? { credentials_revoked: keysRevoked } : {}),
+            },
           });
         }
         if (why) events.push({ action: 'user.password_changed', actor, target, details: { from: b.variable, why } });

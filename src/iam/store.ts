@@ -136,7 +136,9 @@ export class IamStore {
   }
 
   async updateUser(id: string, patch: UserPatch, trx: Knex = this.db): Promise<void> {
-    await UserModel.query(trx).findById(id).patch({ ...fieldsOf(patch, USER_FIELDS), updatedAt: Date.now() });
+    await UserModel.query(trx)
+      .findById(id)
+      .patch({ ...fieldsOf(patch, USER_FIELDS), updatedAt: Date.now() });
   }
 
   async deleteUser(id: string, trx: Knex = this.db): Promise<void> {
@@ -168,7 +170,11 @@ export class IamStore {
   /** Links a login at `provider` to a user; false when that identity was linked already (to this user or another). */
   async linkIdentity(userId: string, provider: string, providerUserId: string, trx: Knex = this.db): Promise<boolean> {
     // plain knex for the insert: objection answers with the model whether or not a row was written
-    const inserted = await trx('user_identities').insert({ user_id: userId, provider, provider_user_id: providerUserId, created_at: Date.now() }).onConflict(['provider', 'provider_user_id']).ignore().returning('id');
+    const inserted = await trx('user_identities')
+      .insert({ user_id: userId, provider, provider_user_id: providerUserId, created_at: Date.now() })
+      .onConflict(['provider', 'provider_user_id'])
+      .ignore()
+      .returning('id');
     return inserted.length > 0;
   }
 
@@ -204,14 +210,18 @@ export class IamStore {
     // SQLite has no row locks (knex drops forUpdate): a write takes the database's write lock
     // first, so two connections that both read before writing cannot end in "database is locked"
     if (!String((this.db.client as { config?: { client?: unknown } }).config?.client ?? '').startsWith('p')) {
-      await GroupModel.query(trx).findById(name).patch({ updatedAt: GroupModel.raw('updated_at') } as never);
+      await GroupModel.query(trx)
+        .findById(name)
+        .patch({ updatedAt: GroupModel.raw('updated_at') } as never);
     }
     return (await GroupModel.query(trx).findById(name).forUpdate()) ?? null;
   }
 
   async updateGroup(name: string, patch: { description?: string; permissions?: string[] }, trx: Knex = this.db): Promise<void> {
     // never the name: a rename rewrites the members too (renameOrDeleteGroup)
-    await GroupModel.query(trx).findById(name).patch({ ...fieldsOf(patch, ['description', 'permissions']), updatedAt: Date.now() });
+    await GroupModel.query(trx)
+      .findById(name)
+      .patch({ ...fieldsOf(patch, ['description', 'permissions']), updatedAt: Date.now() });
   }
 
   /** Members of a group (JSON list column: filtered after a coarse LIKE). */
@@ -226,7 +236,9 @@ export class IamStore {
     await this.db.transaction(async (trx) => {
       if (await this.group(name, trx)) return;
       for (const u of await this.membersOf(name, trx)) {
-        await UserModel.query(trx).findById(u.id).patch({ groups: u.groups.filter((g) => g !== name), updatedAt: Date.now() });
+        await UserModel.query(trx)
+          .findById(u.id)
+          .patch({ groups: u.groups.filter((g) => g !== name), updatedAt: Date.now() });
       }
     });
   }

@@ -26,7 +26,8 @@ export const userTarget = (u: Pick<User, 'id' | 'username'>) => ({ type: 'user',
 function changeDetails(before: User, after: User, fields: string[], granted: string[]): Record<string, unknown> {
   const details: Record<string, unknown> = { fields };
   if (fields.includes('groups')) Object.assign(details, { groups: after.groups, previous_groups: before.groups });
-  if (fields.includes('extraPermissions')) Object.assign(details, { extra_permissions: after.extraPermissions, previous_extra_permissions: before.extraPermissions });
+  if (fields.includes('extraPermissions'))
+    Object.assign(details, { extra_permissions: after.extraPermissions, previous_extra_permissions: before.extraPermissions });
   if (fields.includes('roles')) Object.assign(details, { roles: after.roles, previous_roles: before.roles });
   if (fields.includes('disabled')) details.disabled = after.disabled;
   if (granted.length) details.host_permissions = granted;
@@ -107,7 +108,15 @@ export class UserAdmin {
         user = await this.deps.commands.within(
           async (trx) => {
             const u = await store.createUser(
-              { username: input.username, email: input.email ?? null, displayName: input.displayName || null, hashedPassword, groups: input.groups ?? [], extraPermissions: input.extraPermissions ?? [], roles: input.roles ?? [] },
+              {
+                username: input.username,
+                email: input.email ?? null,
+                displayName: input.displayName || null,
+                hashedPassword,
+                groups: input.groups ?? [],
+                extraPermissions: input.extraPermissions ?? [],
+                roles: input.roles ?? [],
+              },
               trx,
             );
             // a user created without a password is SSO-only: no local identity until one is set
@@ -118,7 +127,13 @@ export class UserAdmin {
             action: 'user.created',
             actor,
             target: userTarget(u),
-            details: { groups: u.groups, extra_permissions: u.extraPermissions, roles: u.roles, password: Boolean(input.password), ...(granted.length ? { host_permissions: granted } : {}) },
+            details: {
+              groups: u.groups,
+              extra_permissions: u.extraPermissions,
+              roles: u.roles,
+              password: Boolean(input.password),
+              ...(granted.length ? { host_permissions: granted } : {}),
+            },
           }),
         );
       } catch (err) {
@@ -138,7 +153,8 @@ export class UserAdmin {
       if (change.roles && change.roles.some((r) => !user.roles.includes(r))) await this.rolesAllowed(actor);
       else if (change.roles) guardHostBoundary(actor, isTrusted(actor) ? [] : ['role:superadmin'], 'set roles');
       // a scoped key is not its owner (src/iam/policy.ts isSelf): it never changes its owner's credentials
-      if (actor.keyScopes && actor.userId === user.id && (change.password || change.email !== undefined)) throw refused("a scoped API key cannot change its owner's password or e-mail address");
+      if (actor.keyScopes && actor.userId === user.id && (change.password || change.email !== undefined))
+        throw refused("a scoped API key cannot change its owner's password or e-mail address");
       await this.checkRefs(change);
       const granted = await this.guardHostGrants(actor, user, change);
       await this.guardLastAdmin(user, { groups: change.groups ?? user.groups, disabled: change.disabled ?? user.disabled });
@@ -147,7 +163,11 @@ export class UserAdmin {
       const fields = Object.keys(rest).filter((k) => rest[k as keyof typeof rest] !== undefined);
       const updated = await this.deps.commands.within(
         async (trx) => {
-          await store.updateUser(user.id, { ...rest, displayName: rest.displayName === '' ? null : rest.displayName, ...(hashedPassword ? { hashedPassword } : {}) }, trx);
+          await store.updateUser(
+            user.id,
+            { ...rest, displayName: rest.displayName === '' ? null : rest.displayName, ...(hashedPassword ? { hashedPassword } : {}) },
+            trx,
+          );
           if (password) await store.linkIdentity(user.id, 'local', user.username, trx);
           return (await store.userById(user.id, trx))!;
         },
@@ -181,7 +201,12 @@ export class UserAdmin {
    * host boundary). A scoped key never changes its owner's password. `keepSession`: the web
    * session making the change, which the new password does not end.
    */
-  async setPassword(actor: Actor, user: User, password: string, opts: { keepSession?: string | null; current?: (() => Promise<void>) | null } = {}): Promise<void> {
+  async setPassword(
+    actor: Actor,
+    user: User,
+    password: string,
+    opts: { keepSession?: string | null; current?: (() => Promise<void>) | null } = {},
+  ): Promise<void> {
     await this.deps.commands.run({ action: 'user.password_changed', actor, target: userTarget(user) }, async () => {
       if (actor.keyScopes && actor.userId === user.id) throw refused("a scoped API key cannot change its owner's password or e-mail address");
       if (isSelf(actor, user.id)) {
@@ -262,7 +287,14 @@ export class UserAdmin {
         action: 'user.updated',
         actor: LOGIN_MAPPING_ACTOR,
         target: userTarget(user),
-        details: { fields: ['groups'], groups: next, previous_groups: user.groups, provider, ...(granted.length ? { host_permissions: granted } : {}), ...(keep.length ? { kept: keep, because: 'last enabled member' } : {}) },
+        details: {
+          fields: ['groups'],
+          groups: next,
+          previous_groups: user.groups,
+          provider,
+          ...(granted.length ? { host_permissions: granted } : {}),
+          ...(keep.length ? { kept: keep, because: 'last enabled member' } : {}),
+        },
       }),
     );
     this.changed(user.id);
@@ -334,7 +366,11 @@ export class UserAdmin {
    * Permissions that reach the host, directly or through a group joined, are granted only by a
    * trusted actor with a fresh second factor; answers what the change grants (the event says it).
    */
-  private async guardHostGrants(actor: Actor, before: { groups: string[]; extraPermissions: string[] }, after: { groups?: string[]; extraPermissions?: string[] }): Promise<string[]> {
+  private async guardHostGrants(
+    actor: Actor,
+    before: { groups: string[]; extraPermissions: string[] },
+    after: { groups?: string[]; extraPermissions?: string[] },
+  ): Promise<string[]> {
     const direct = after.extraPermissions ? addedHostPermissions(before.extraPermissions, after.extraPermissions) : [];
     const joined = (after.groups ?? []).filter((g) => !before.groups.includes(g));
     const viaGroups = joined.length ? hostPermissionsOfGroups(await this.deps.store.groupsNamed(joined), joined) : [];
@@ -344,5 +380,4 @@ export class UserAdmin {
     await this.deps.requireStepUp?.(actor);
     return granted;
   }
-
 }

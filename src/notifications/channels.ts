@@ -20,9 +20,7 @@ export class NotificationChannels {
   private stopped = false;
   private lastFollowWarning = 0;
 
-  constructor(
-    private readonly deps: { channels: ClientChannels; service: NotificationsService; bus: EventBus; log: Logger },
-  ) {
+  constructor(private readonly deps: { channels: ClientChannels; service: NotificationsService; bus: EventBus; log: Logger }) {
     const { channels, service, bus } = deps;
     this.fanout = new OrderedFanout({
       channels,

@@ -59,7 +59,13 @@ export class NotificationsComponent {
     const { db, bus, log, users } = deps;
     this.service = new NotificationsService({ db, bus, log, users });
     const webhookLog = log.child({ part: 'scm-webhook' });
-    this.webhookSecrets = new WebhookSecrets({ secrets: deps.secrets, log: webhookLog, envSecret: deps.webhookSecret, envForgeSecrets: deps.webhookForgeSecrets ?? {}, commands: deps.commands });
+    this.webhookSecrets = new WebhookSecrets({
+      secrets: deps.secrets,
+      log: webhookLog,
+      envSecret: deps.webhookSecret,
+      envForgeSecrets: deps.webhookForgeSecrets ?? {},
+      commands: deps.commands,
+    });
     this.webhook = new ScmWebhook({ db, log: webhookLog, notifications: this.service, secrets: this.webhookSecrets, commands: deps.commands });
     this.retention = new NotificationRetention(db, log.child({ part: 'retention' }), deps.retention);
     this.service.truncatedBefore = () => this.retention.watermark();

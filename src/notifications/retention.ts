@@ -28,7 +28,10 @@ export class NotificationRetention {
   /** One pass; returns how many notifications went. */
   async run(now = Date.now()): Promise<number> {
     let deleted = await this.deleteWhile((q) => q.where('updated_at', '<', now - this.opts.retentionMs));
-    const crowded: Array<{ user_id: string | null }> = await this.db('notifications').select('user_id').groupBy('user_id').havingRaw('count(*) > ?', [this.opts.maxPerUser]);
+    const crowded: Array<{ user_id: string | null }> = await this.db('notifications')
+      .select('user_id')
+      .groupBy('user_id')
+      .havingRaw('count(*) > ?', [this.opts.maxPerUser]);
     for (const { user_id } of crowded) {
       const audience = (q: Knex.QueryBuilder) => (user_id === null ? q.whereNull('user_id') : q.where({ user_id }));
       const edge = await audience(this.db('notifications')).orderBy('seq', 'desc').offset(this.opts.maxPerUser).first('seq');
@@ -52,8 +55,18 @@ export class NotificationRetention {
       if (rows.length === 0) return total;
       const top = Math.max(...rows.map((r) => Number(r.seq)));
       await this.db.transaction(async (trx) => {
-        await trx('notification_states').whereIn('notification_id', rows.map((r) => r.id)).delete();
-        await trx('notifications').whereIn('id', rows.map((r) => r.id)).delete();
+        await trx('notification_states')
+          .whereIn(
+            'notification_id',
+            rows.map((r) => r.id),
+          )
+          .delete();
+        await trx('notifications')
+          .whereIn(
+            'id',
+            rows.map((r) => r.id),
+          )
+          .delete();
         await trx('counters')
           .insert({ name: PRUNED, value: top })
           .onConflict('name')

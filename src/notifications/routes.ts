@@ -42,15 +42,28 @@ export function notificationRoutes(notifications: NotificationsService): Router 
     ctx.status = 204;
   });
 
-  api.endpoint({ method: 'POST', path: '/:id/read', summary: 'Mark one notification read', auth: 'identity', params: idParams, responses: { 204: 'done', 404: NOT_MINE } }, async (ctx, { params }) => {
-    if (!(await notifications.markRead(viewerOf(identity(ctx)), params.id))) throw notFound('notification');
-    ctx.status = 204;
-  });
+  api.endpoint(
+    { method: 'POST', path: '/:id/read', summary: 'Mark one notification read', auth: 'identity', params: idParams, responses: { 204: 'done', 404: NOT_MINE } },
+    async (ctx, { params }) => {
+      if (!(await notifications.markRead(viewerOf(identity(ctx)), params.id))) throw notFound('notification');
+      ctx.status = 204;
+    },
+  );
 
-  api.endpoint({ method: 'DELETE', path: '/:id', summary: 'Dismiss one notification (for me)', auth: 'identity', params: idParams, responses: { 204: 'done', 404: NOT_MINE } }, async (ctx, { params }) => {
-    if (!(await notifications.dismiss(viewerOf(identity(ctx)), params.id))) throw notFound('notification');
-    ctx.status = 204;
-  });
+  api.endpoint(
+    {
+      method: 'DELETE',
+      path: '/:id',
+      summary: 'Dismiss one notification (for me)',
+      auth: 'identity',
+      params: idParams,
+      responses: { 204: 'done', 404: NOT_MINE },
+    },
+    async (ctx, { params }) => {
+      if (!(await notifications.dismiss(viewerOf(identity(ctx)), params.id))) throw notFound('notification');
+      ctx.status = 204;
+    },
+  );
 
   // a broadcast needs feature:notifications.broadcast; one with `user` needs feature:notifications.send
   api.endpoint(
@@ -58,12 +71,17 @@ export function notificationRoutes(notifications: NotificationsService): Router 
       method: 'POST',
       path: '/',
       summary: 'Send a notification',
-      description: 'To everyone (needs `feature:notifications.broadcast`) or, with `user`, to one user (needs `feature:notifications.send`). Reusing an id updates that notification.',
+      description:
+        'To everyone (needs `feature:notifications.broadcast`) or, with `user`, to one user (needs `feature:notifications.send`). Reusing an id updates that notification.',
       auth: 'identity',
       // checked by the service (as bus and ws frames are) after the permission, with the schema of its kind
       body: sendSchema,
       bodyMode: 'manual',
-      responses: { 202: { description: 'stored and pushed', schema: notificationReceipt }, 403: 'missing the permission of the kind', 409: 'the id belongs to another audience' },
+      responses: {
+        202: { description: 'stored and pushed', schema: notificationReceipt },
+        403: 'missing the permission of the kind',
+        409: 'the id belongs to another audience',
+      },
     },
     async (ctx) => {
       const caller = identity(ctx);
@@ -100,7 +118,10 @@ export function notificationRoutes(notifications: NotificationsService): Router 
     async (ctx) => {
       const caller = identity(ctx);
       const body = validate(batchEnvelope, jsonBody(ctx));
-      const items = body.notifications.map((raw) => ({ kind: Object.prototype.hasOwnProperty.call(raw, 'user') ? ('user' as const) : ('broadcast' as const), raw }));
+      const items = body.notifications.map((raw) => ({
+        kind: Object.prototype.hasOwnProperty.call(raw, 'user') ? ('user' as const) : ('broadcast' as const),
+        raw,
+      }));
       for (const permission of new Set(items.map((i) => (i.kind === 'user' ? 'feature:notifications.send' : 'feature:notifications.broadcast')))) {
         if (!caller.allows(permission)) throw forbidden(permission);
       }

@@ -26,7 +26,9 @@ const base = {
   id: Joi.string().pattern(NOTIFICATION_ID).messages({ 'string.pattern.base': 'must be 1-128 characters of letters, digits and ._:@/-' }),
   title: Joi.string().trim().min(1).max(TITLE_MAX),
   message: Joi.string().max(MESSAGE_MAX).allow(''),
-  level: Joi.string().valid(...LEVELS).default('info'),
+  level: Joi.string()
+    .valid(...LEVELS)
+    .default('info'),
   user: Joi.string().trim().min(1).max(128),
   source: Joi.string().trim().min(1).max(128).allow(null),
   link,
@@ -56,7 +58,9 @@ export const targetedSchema = notifyShape(base.user.required());
  * A POST /api/notifications body (and a batch item): with `user` it is checked as targeted,
  * without as a broadcast, by the schemas above.
  */
-export const sendSchema = notifyShape(base.user.description('username or id: only this user gets it (needs feature:notifications.send)')).id('NotificationSend');
+export const sendSchema = notifyShape(base.user.description('username or id: only this user gets it (needs feature:notifications.send)')).id(
+  'NotificationSend',
+);
 
 export interface ValidNotify {
   id?: string;

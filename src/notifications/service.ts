@@ -7,7 +7,6 @@ import { NotifyError, type NotificationView, type NotifyResult, type PushFrame, 
 import { isRead, iso, toFrame, toView, type Row } from './rows.js';
 import { NotificationWriter, newNotificationId, SEQ_COUNTER, type WriteJob, type WriteOptions } from './writer.js';
 
-
 export type NotifyOptions = WriteOptions;
 
 export interface HistoryPage {
@@ -139,7 +138,12 @@ export class NotificationsService {
   /** Hands a committed change to every instance's ws clients (notification:push is cluster-wide). */
   private publish(frame: PushFrame): void {
     // delivery problems never undo or block a committed notification: the bus isolates its handlers
-    this.deps.bus.emit('notification:push', { event: frame.event, user_id: frame.userId, seq: frame.seq, payload: frame.payload as unknown as NotificationPush['payload'] });
+    this.deps.bus.emit('notification:push', {
+      event: frame.event,
+      user_id: frame.userId,
+      seq: frame.seq,
+      payload: frame.payload as unknown as NotificationPush['payload'],
+    });
   }
 
   private outbound(view: NotificationView, target: UserRef | null): void {
@@ -280,4 +284,3 @@ export class NotificationsService {
     await this.writer.idle();
   }
 }
-

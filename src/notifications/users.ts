@@ -31,7 +31,10 @@ export function userDirectory(store: UserLookup): UserDirectory & { forget(): vo
         else missing.push(ref);
       }
       if (missing.length === 0) return out;
-      const users = await store.usersByIdOrName(missing.filter((r) => UUID.test(r)), missing);
+      const users = await store.usersByIdOrName(
+        missing.filter((r) => UUID.test(r)),
+        missing,
+      );
       const byName = new Map(users.map((u) => [u.username, u]));
       const byId = new Map(users.map((u) => [u.id, u]));
       for (const ref of missing) {

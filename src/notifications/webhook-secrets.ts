@@ -34,7 +34,6 @@ export interface SecretStore {
   delete(namespace: string, key: string, trx?: Knex): Promise<void>;
 }
 
-
 /** The webhook secrets as they stand: environment first, then the store. */
 export interface SecretsView {
   shared: string | null;
@@ -119,7 +118,12 @@ export class WebhookSecrets {
   /** A secret set or cleared: an event naming it (never its value), by whoever acts. */
   private async change(key: string, change: 'set' | 'cleared', write: (trx: Knex) => Promise<void>): Promise<void> {
     const actor = currentActor();
-    await this.deps.commands.within(write, () => ({ action: 'settings.changed', actor, target: { type: 'settings', id: key, name: key }, details: { fields: [key], change } }));
+    await this.deps.commands.within(write, () => ({
+      action: 'settings.changed',
+      actor,
+      target: { type: 'settings', id: key, name: key },
+      details: { fields: [key], change },
+    }));
   }
 
   /**

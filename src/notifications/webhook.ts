@@ -64,10 +64,14 @@ export class ScmWebhook {
       forges[forge] = { secret_configured: Boolean(key && !key.refused), secret_source: key?.source ?? null };
       if (key?.refused) warnings.push(forgeRefusal(forge, key));
     }
-    const onShared = SCM_PROVIDERS.filter((f) => f !== 'gitlab' && forges[f].secret_configured && forges[f].secret_source === 'shared').map((f) => FORGE_NAME[f]);
+    const onShared = SCM_PROVIDERS.filter((f) => f !== 'gitlab' && forges[f].secret_configured && forges[f].secret_source === 'shared').map(
+      (f) => FORGE_NAME[f],
+    );
     if (forges.gitlab.secret_source === 'shared' && onShared.length) {
       const names = onShared.join(' and ');
-      warnings.push(`GitLab shares the shared webhook secret with ${names} and sends it in clear: once a GitLab delivery has carried it, it no longer verifies ${names}; give GitLab its own secret (${forgeSecretKey('gitlab')})`);
+      warnings.push(
+        `GitLab shares the shared webhook secret with ${names} and sends it in clear: once a GitLab delivery has carried it, it no longer verifies ${names}; give GitLab its own secret (${forgeSecretKey('gitlab')})`,
+      );
     }
     const configured = SCM_PROVIDERS.some((f) => forges[f].secret_configured);
     const row = await this.deps.db('webhook_deliveries').max({ at: 'received_at' }).first();
@@ -199,7 +203,12 @@ export class ScmWebhook {
         received_at: receivedAt,
       });
       if (request.payloadSha256) {
-        await db('webhook_payload_digests').insert({ payload_sha256: request.payloadSha256, provider: request.provider, delivery_id: request.deliveryId, received_at: receivedAt });
+        await db('webhook_payload_digests').insert({
+          payload_sha256: request.payloadSha256,
+          provider: request.provider,
+          delivery_id: request.deliveryId,
+          received_at: receivedAt,
+        });
       }
     } catch (err) {
       // the same delivery (or body) arrived twice at once: the unique keys decide who wins
@@ -261,7 +270,9 @@ const deliveryTakenView = Joi.alternatives().try(
 
 /** The headers the intake reads (detectScmRequest, verifyScmSignature): documentation only, the intake checks them. */
 const webhookHeaders = Joi.object({
-  'X-Gitea-Event': Joi.string().pattern(EVENT_NAME).description('the Gitea event (wins over the X-GitHub-Event Gitea also sends); one of the three event headers is required'),
+  'X-Gitea-Event': Joi.string()
+    .pattern(EVENT_NAME)
+    .description('the Gitea event (wins over the X-GitHub-Event Gitea also sends); one of the three event headers is required'),
   'X-GitHub-Event': Joi.string().pattern(EVENT_NAME).description('the GitHub event; not with X-Gitlab-Event'),
   'X-Gitlab-Event': Joi.string().pattern(EVENT_NAME).description('the GitLab event, e.g. `Push Hook`; not with X-GitHub-Event'),
   'X-Gitea-Delivery': Joi.string().pattern(DELIVERY_ID).description('the Gitea delivery id: required with X-Gitea-Event'),
@@ -306,7 +317,8 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
         400: 'validation_failed: no (or an unreadable) event header, or X-Gitlab-Event with X-GitHub-Event; no delivery id from Gitea or GitHub; a body that is not a JSON object; or an event payload without a field it needs (details name the header or field)',
         401: 'bad or missing signature, or one made with a secret GitLab sends in clear',
         503: {
-          description: "unavailable: no webhook secret verifies the forge's deliveries (or none is configured at all); or booting, or the database is not reachable",
+          description:
+            "unavailable: no webhook secret verifies the forge's deliveries (or none is configured at all); or booting, or the database is not reachable",
           headers: { 'Retry-After': 'seconds to wait (booting, database away)' },
         },
       },

@@ -122,7 +122,13 @@ export class NotificationWriter {
     }
     const live = batch.filter((p) => {
       const unknown = p.jobs.filter((j) => j.kind === 'user' && !targets.has(j.n.user!));
-      if (unknown.length) p.reject(new NotifyError('unknown_user', unknown.map((j) => ({ field: `${j.field}user`, message: `no user ${JSON.stringify(j.n.user)}` }))));
+      if (unknown.length)
+        p.reject(
+          new NotifyError(
+            'unknown_user',
+            unknown.map((j) => ({ field: `${j.field}user`, message: `no user ${JSON.stringify(j.n.user)}` })),
+          ),
+        );
       return unknown.length === 0;
     });
     if (!live.length) return;
@@ -159,7 +165,12 @@ export class NotificationWriter {
   }
 
   /** Plans every group against what exists, takes one seq range, writes the rows. */
-  private async store(trx: Knex.Transaction, groups: Pending[], targets: Map<string, UserRef>, refused: Map<Pending, unknown>): Promise<Map<Pending, Committed[]>> {
+  private async store(
+    trx: Knex.Transaction,
+    groups: Pending[],
+    targets: Map<string, UserRef>,
+    refused: Map<Pending, unknown>,
+  ): Promise<Map<Pending, Committed[]>> {
     // only an id the sender chose can exist already; a generated one is new
     const ids = [...new Set(groups.flatMap((p) => p.jobs.filter((j) => j.n.id !== undefined).map((j) => j.id)))];
     const stored = new Map<string, Row>();

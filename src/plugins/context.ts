@@ -86,7 +86,10 @@ export class PluginContextImpl implements PluginContext {
     this.router = this.api.router;
     const own = `plugin:${m.id}`;
     // who the audit trail names for the plugin's own socket requests
-    this.selfCaller = Object.assign({ allows: (p: string) => p === own || p.startsWith(`${own}:`) }, { username: `plugin:${m.id}`, userId: null, isSystem: false, isSuperadmin: false });
+    this.selfCaller = Object.assign(
+      { allows: (p: string) => p === own || p.startsWith(`${own}:`) },
+      { username: `plugin:${m.id}`, userId: null, isSystem: false, isSuperadmin: false },
+    );
     this.bus = {
       on: (topic: string, handler: PluginHandler<unknown>) => this.subscribe(topic, handler),
       emit: (topic: string, payload: unknown) => this.publish(topic, payload),
@@ -143,7 +146,8 @@ export class PluginContextImpl implements PluginContext {
         );
         return;
       case 'auth:register_provider':
-        if (p.plugin_name !== undefined && p.plugin_name !== this.id) throw new PluginPermissionError(`plugin ${this.id} may not register an auth provider for ${String(p.plugin_name)}`);
+        if (p.plugin_name !== undefined && p.plugin_name !== this.id)
+          throw new PluginPermissionError(`plugin ${this.id} may not register an auth provider for ${String(p.plugin_name)}`);
         this.registerAuthProvider(p.provider as AuthProvider);
         return;
       case 'socket:provider:register':
@@ -160,7 +164,8 @@ export class PluginContextImpl implements PluginContext {
     for (const h of this.responseHandlers) {
       try {
         const r = h(res);
-        if (r && typeof (r as Promise<void>).catch === 'function') (r as Promise<void>).catch((err) => this.log.error({ err }, 'socket:response handler failed'));
+        if (r && typeof (r as Promise<void>).catch === 'function')
+          (r as Promise<void>).catch((err) => this.log.error({ err }, 'socket:response handler failed'));
       } catch (err) {
         this.log.error({ err }, 'socket:response handler failed');
       }
@@ -187,7 +192,14 @@ export class PluginContextImpl implements PluginContext {
     };
     const refused = this.providerRefusal(full);
     if (refused) {
-      return { request_id: full.request_id, operation: String(full.operation ?? ''), provider: refused.provider, ok: false, result: null, error: { code: 'forbidden', message: refused.message } };
+      return {
+        request_id: full.request_id,
+        operation: String(full.operation ?? ''),
+        provider: refused.provider,
+        ok: false,
+        result: null,
+        error: { code: 'forbidden', message: refused.message },
+      };
     }
     let caller: SocketCaller = this.selfCaller;
     if (opts.identity != null) {
@@ -237,7 +249,15 @@ export class PluginContextImpl implements PluginContext {
   endpoint(def: PluginEndpointDef, handler: EndpointHandler): void {
     this.ensureOpen('adding a route');
     // what only the core's own routes may set (a larger body limit is process-wide) is dropped
-    const { permission, bodyLimit: _limit, hidden: _hidden, stepUp: _stepUp, middleware: _middleware, tag: _tag, ...rest } = def as PluginEndpointDef & Partial<EndpointDef>;
+    const {
+      permission,
+      bodyLimit: _limit,
+      hidden: _hidden,
+      stepUp: _stepUp,
+      middleware: _middleware,
+      tag: _tag,
+      ...rest
+    } = def as PluginEndpointDef & Partial<EndpointDef>;
     // the dispatch has checked api:read / api:write; the route adds its own permission, if any
     this.api.endpoint({ ...rest, auth: permission ? { permission } : 'optional' }, handler);
   }

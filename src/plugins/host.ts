@@ -100,7 +100,10 @@ export class PluginHost {
     let folders: string[] = [];
     try {
       const entries = await fsp.readdir(pluginsDir, { withFileTypes: true });
-      folders = entries.filter((e) => (e.isDirectory() || e.isSymbolicLink()) && !e.name.startsWith('.')).map((e) => e.name).sort();
+      folders = entries
+        .filter((e) => (e.isDirectory() || e.isSymbolicLink()) && !e.name.startsWith('.'))
+        .map((e) => e.name)
+        .sort();
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') log.info({ dir: pluginsDir }, 'no plugins folder; no plugins loaded');
       else log.error({ dir: pluginsDir, reason: (err as Error).message }, 'cannot read the plugins folder; no plugins loaded');
@@ -117,7 +120,11 @@ export class PluginHost {
         await this.lifecycle.setState(rec, 'failed', rec.error);
         continue;
       }
-      this.deps.iam.setPluginCatalog(rec.key, pluginCatalog(rec.manifest), rec.manifest.routes.map((r) => r.path));
+      this.deps.iam.setPluginCatalog(
+        rec.key,
+        pluginCatalog(rec.manifest),
+        rec.manifest.routes.map((r) => r.path),
+      );
       if (rec.enabled) await this.lifecycle.start(rec);
       else await this.lifecycle.setState(rec, 'disabled', null);
     }
@@ -164,7 +171,6 @@ export class PluginHost {
     for (let n = 2; this.records.has(key); n++) key = `${name}~${n}`;
     return key;
   }
-
 
   private serial<T>(rec: PluginRecord, work: () => Promise<T>): Promise<T> {
     const run = rec.queue.then(work, work);
@@ -225,7 +231,10 @@ export class PluginHost {
     await this.serial(rec, async () => {
       // the service's rules (declared keys, the environment's locks, secrets sent to a new place) first
       await this.settings.check(m, changes);
-      const mod = rec.running?.module ?? rec.module ?? (await withTimeout(importPluginModule(rec.folder, m.entry), this.deps.setupTimeoutMs ?? 10_000, 'import').catch(() => null));
+      const mod =
+        rec.running?.module ??
+        rec.module ??
+        (await withTimeout(importPluginModule(rec.folder, m.entry), this.deps.setupTimeoutMs ?? 10_000, 'import').catch(() => null));
       // a module that cannot be imported has no rules to check against (and fails its start anyway)
       if (mod) {
         rec.module = mod;
@@ -266,9 +275,11 @@ export class PluginHost {
 
   private view(rec: PluginRecord): PluginView {
     const registry = this.deps.sockets.registry;
-    return pluginView(rec, registry.names().filter((n) => registry.ownerOf(n) === rec.key));
+    return pluginView(
+      rec,
+      registry.names().filter((n) => registry.ownerOf(n) === rec.key),
+    );
   }
-
 
   /** changes whenever a plugin starts or stops: the routes documented below changed */
   private routesVersion = 0;

@@ -90,7 +90,11 @@ export interface PluginRecord {
  * message (a custom rule's, an exception's) could repeat the value. A schema that fails itself
  * is a problem of the settings as a whole, in words of our own.
  */
-export function settingProblems(mod: PluginModule, manifest: PluginManifest, values: Record<string, string | null>): { value: Record<string, unknown>; problems: FieldError[] } {
+export function settingProblems(
+  mod: PluginModule,
+  manifest: PluginManifest,
+  values: Record<string, string | null>,
+): { value: Record<string, unknown>; problems: FieldError[] } {
   if (typeof mod.settingsSchema !== 'function') return { value: values, problems: [] };
   let checked: Joi.ValidationResult;
   try {

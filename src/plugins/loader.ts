@@ -77,4 +77,3 @@ function typeScriptLoader(): Promise<unknown> {
   tsLoader ??= import('tsx/esm/api').then((tsx) => tsx.register());
   return tsLoader;
 }
-

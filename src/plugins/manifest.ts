@@ -184,7 +184,9 @@ export const manifestSchema = Joi.object({
     .default({})
     .custom((settings: Record<string, ManifestSetting>, helpers) => {
       for (const [key, def] of Object.entries(settings)) {
-        for (const target of def.sent_to) if (!(target in settings) || target === key) return helpers.message({ custom: `settings.${key}.sent_to names ${target}, which is not another setting` });
+        for (const target of def.sent_to)
+          if (!(target in settings) || target === key)
+            return helpers.message({ custom: `settings.${key}.sent_to names ${target}, which is not another setting` });
         if (def.sent_to.length && !def.secret) return helpers.message({ custom: `settings.${key}.sent_to is for secret settings` });
       }
       return settings;
@@ -254,7 +256,10 @@ export function parseManifest(raw: unknown): PluginManifest {
   const details: FieldError[] = [];
   if (error) {
     for (const d of error.details) {
-      details.push({ field: d.path.length ? d.path.map((s, i) => (typeof s === 'number' ? `[${s}]` : (i ? '.' : '') + s)).join('') : 'manifest', message: d.message.replace(/^"[^"]*"\s*/, '') });
+      details.push({
+        field: d.path.length ? d.path.map((s, i) => (typeof s === 'number' ? `[${s}]` : (i ? '.' : '') + s)).join('') : 'manifest',
+        message: d.message.replace(/^"[^"]*"\s*/, ''),
+      });
     }
     throw new ManifestError(details);
   }
@@ -263,7 +268,10 @@ export function parseManifest(raw: unknown): PluginManifest {
   m.roles.forEach((role, r) => {
     role.permissions.forEach((perm, i) => {
       if (!own.has(perm)) {
-        details.push({ field: `roles[${r}].permissions[${i}]`, message: `${perm} is not a permission of this plugin (plugin:${m.id}, plugin:${m.id}:api:read|write, its routes and permissions_declared)` });
+        details.push({
+          field: `roles[${r}].permissions[${i}]`,
+          message: `${perm} is not a permission of this plugin (plugin:${m.id}, plugin:${m.id}:api:read|write, its routes and permissions_declared)`,
+        });
       }
     });
   });

@@ -23,7 +23,11 @@ interface IdParams {
 
 const idParams = Joi.object<IdParams, true>({
   // failed plugins may be keyed by their folder name (`name~2` for a duplicate)
-  id: Joi.string().max(PLUGIN_ID_MAX + 8).pattern(/^[A-Za-z0-9._~-]+$/).required().description('the plugin id'),
+  id: Joi.string()
+    .max(PLUGIN_ID_MAX + 8)
+    .pattern(/^[A-Za-z0-9._~-]+$/)
+    .required()
+    .description('the plugin id'),
 });
 
 /** key -> value; null removes the stored value */
@@ -50,7 +54,14 @@ export function pluginAdminRoutes(host: PluginHost): Router {
   };
 
   api.endpoint(
-    { method: 'GET', path: '/', summary: 'List plugins with their manifest claims and state', auth: ADMIN, middleware: [loaded], responses: { 200: { description: 'the plugins', schema: pluginListView }, 503: 'plugins are still loading' } },
+    {
+      method: 'GET',
+      path: '/',
+      summary: 'List plugins with their manifest claims and state',
+      auth: ADMIN,
+      middleware: [loaded],
+      responses: { 200: { description: 'the plugins', schema: pluginListView }, 503: 'plugins are still loading' },
+    },
     () => ({ plugins: host.list() }),
   );
 
@@ -107,7 +118,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
       middleware: [loaded],
       responses: {
         200: { description: 'the plugin after the restart and its settings', schema: restartedPluginView },
-        400: "validation_failed: a key the plugin does not declare, a value its rules refuse, or a secret not entered again when a setting it is sent to changed (details name each field)",
+        400: 'validation_failed: a key the plugin does not declare, a value its rules refuse, or a secret not entered again when a setting it is sent to changed (details name each field)',
         404: 'no such plugin',
         409: 'the setting is set in the environment, or the manifest is invalid',
       },

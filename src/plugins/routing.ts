@@ -72,10 +72,17 @@ export function routeEndpoints(pluginId: string, pluginName: string, router: Rou
         tag: `plugin:${pluginId}`,
         auth: { permission },
       };
-      const forbidden: Record<number, string> = own.length ? { 403: `forbidden: the caller lacks one of ${needs.join(', ')} (details.permission names it)` } : {};
+      const forbidden: Record<number, string> = own.length
+        ? { 403: `forbidden: the caller lacks one of ${needs.join(', ')} (details.permission names it)` }
+        : {};
       if (def) {
         const said = own.length ? `Besides ${dispatch} (the plugin dispatch), it needs the permission below.` : undefined;
-        out.push({ ...def, ...base, description: [def.description, said].filter(Boolean).join('\n\n') || undefined, responses: { ...forbidden, ...def.responses } });
+        out.push({
+          ...def,
+          ...base,
+          description: [def.description, said].filter(Boolean).join('\n\n') || undefined,
+          responses: { ...forbidden, ...def.responses },
+        });
         continue;
       }
       out.push({
@@ -84,7 +91,11 @@ export function routeEndpoints(pluginId: string, pluginName: string, router: Rou
         description: `A route of the ${pluginName} plugin that does not describe its request and answer (routes made with ctx.endpoint do; docs/plugins.md).${own.length ? ` Besides ${dispatch} (the plugin dispatch), it needs the permission below.` : ''}`,
         responses: {
           ...forbidden,
-          default: { description: "the plugin's answer (any status and content), not described", contentType: '*/*', schema: { description: 'the route does not describe its answer' } },
+          default: {
+            description: "the plugin's answer (any status and content), not described",
+            contentType: '*/*',
+            schema: { description: 'the route does not describe its answer' },
+          },
         },
       });
     }

@@ -220,7 +220,12 @@ export class SocketRequests {
         run: async (_args, provider) => {
           const providers = (await this.deps.registry.list()).filter((p) => provider === undefined || p.name === provider);
           // which instance answered: each one lists the providers of its own host
-          return { providers, available: providers.filter((p) => p.available).map((p) => p.name), total: providers.length, instance: this.deps.registry.instance };
+          return {
+            providers,
+            available: providers.filter((p) => p.available).map((p) => p.name),
+            total: providers.length,
+            instance: this.deps.registry.instance,
+          };
         },
         result: providerListResult,
       }),
@@ -245,7 +250,6 @@ export class SocketRequests {
     return ops;
   }
 }
-
 
 function allows(caller: SocketCaller | null, permission: string): boolean {
   try {

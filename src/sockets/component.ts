@@ -30,8 +30,14 @@ interface RequiredDirsQuery {
 
 const requiredDirsQuery = Joi.object<RequiredDirsQuery, true>({
   required_dirs: Joi.string()
-    .custom((value: string, helpers) => (checkPathsSchema.validate(splitPaths(value)).error ? helpers.message({ custom: `{{#label}} must hold 1 to ${CHECK_PATHS_MAX} paths of at most ${CHECK_PATH_MAX_LENGTH} characters each` }) : value))
-    .description(`comma-separated paths (spaces around each trimmed, empty entries skipped): at most ${CHECK_PATHS_MAX} paths of at most ${CHECK_PATH_MAX_LENGTH} characters each; default: SERVICE_MANAGED_DIRS`),
+    .custom((value: string, helpers) =>
+      checkPathsSchema.validate(splitPaths(value)).error
+        ? helpers.message({ custom: `{{#label}} must hold 1 to ${CHECK_PATHS_MAX} paths of at most ${CHECK_PATH_MAX_LENGTH} characters each` })
+        : value,
+    )
+    .description(
+      `comma-separated paths (spaces around each trimmed, empty entries skipped): at most ${CHECK_PATHS_MAX} paths of at most ${CHECK_PATH_MAX_LENGTH} characters each; default: SERVICE_MANAGED_DIRS`,
+    ),
 });
 
 /**
@@ -104,7 +110,11 @@ export class SocketsComponent {
   }
 
   /** The operation `/api/socket/<provider>/<operation>` names, when it declares this method. */
-  private httpOperation(providerName: string, path: string, method: OperationHttp['method']): { provider: SocketProvider; name: string; op: ProviderOperation } {
+  private httpOperation(
+    providerName: string,
+    path: string,
+    method: OperationHttp['method'],
+  ): { provider: SocketProvider; name: string; op: ProviderOperation } {
     const provider = this.registry.get(providerName);
     const name = path.replace(/-/g, '_');
     const ops = provider?.operations() ?? {};
@@ -141,7 +151,9 @@ export class SocketsComponent {
         try {
           const owner = this.registry.ownerOf(providerName);
           const readsRequireAuth = this.deps.config.socketReadsRequireAuth;
-          return Object.entries(this.registry.get(providerName)!.operations()).flatMap(([name, op]) => (op.http ? [operationEndpoint(providerName, name, op, op.http, owner, readsRequireAuth)] : []));
+          return Object.entries(this.registry.get(providerName)!.operations()).flatMap(([name, op]) =>
+            op.http ? [operationEndpoint(providerName, name, op, op.http, owner, readsRequireAuth)] : [],
+          );
         } catch (err) {
           // a plugin provider whose operations() throws leaves the document, not breaks it
           this.deps.log.warn({ err, provider: providerName }, 'socket provider operations could not be listed');
@@ -189,7 +201,9 @@ export class SocketsComponent {
     // gets its routes when it registers and loses them when it goes (documentedRoutes lists them)
     for (const method of ['GET', 'POST'] as const) {
       // each operation's own guard (httpAuth) runs in runOperation, once the operation is known
-      api.endpoint({ method, path: '/:provider/:operation', summary: 'a provider operation', auth: 'optional', hidden: true }, (ctx) => this.runOperation(ctx, method));
+      api.endpoint({ method, path: '/:provider/:operation', summary: 'a provider operation', auth: 'optional', hidden: true }, (ctx) =>
+        this.runOperation(ctx, method),
+      );
     }
     api.endpoint(
       {
@@ -227,7 +241,14 @@ function httpAuth(op: ProviderOperation, owner: string | undefined, readsRequire
   return owner === 'core' && !readsRequireAuth ? 'optional' : 'identity';
 }
 
-function operationEndpoint(providerName: string, name: string, op: ProviderOperation, http: OperationHttp, owner: string | undefined, readsRequireAuth: boolean): Endpoint {
+function operationEndpoint(
+  providerName: string,
+  name: string,
+  op: ProviderOperation,
+  http: OperationHttp,
+  owner: string | undefined,
+  readsRequireAuth: boolean,
+): Endpoint {
   const fullPath = `/api/socket/${providerName}/${name.replace(/_/g, '-')}`;
   const auth = httpAuth(op, owner, readsRequireAuth);
   const responses: Record<number, string | ResponseDoc> = {

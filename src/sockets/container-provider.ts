@@ -105,7 +105,8 @@ export class ContainerProvider extends SocketProvider {
       }
     } catch (err) {
       const e = err as NodeJS.ErrnoException | undefined;
-      reason = e?.code === 'ENOENT' ? `no socket at ${this.socket_path}` : `the daemon at ${this.socket_path} did not answer (${e?.code ?? e?.name ?? 'timeout'})`;
+      reason =
+        e?.code === 'ENOENT' ? `no socket at ${this.socket_path}` : `the daemon at ${this.socket_path} did not answer (${e?.code ?? e?.name ?? 'timeout'})`;
     }
     this.lastAvailable = reason === null;
     this.lastUnavailableReason = reason;
@@ -261,7 +262,6 @@ export class ContainerProvider extends SocketProvider {
     return run;
   }
 
-
   /** The containers this service created (its runner label), whatever their name. */
   private ownContainers() {
     return this.call('list containers', async () => (await this.docker()).listContainers({ all: true, filters: { label: [`${RUNNER_LABEL}=true`] } }));
@@ -276,10 +276,26 @@ export class ContainerProvider extends SocketProvider {
         requires_available: false,
         run: () => this.sharedHealth(),
         result: RESULTS.health,
-        http: { method: 'GET', summary: 'Container daemon health', response: 'the daemon\'s health; a daemon that does not answer is healthy: false, not an error' },
+        http: {
+          method: 'GET',
+          summary: 'Container daemon health',
+          response: "the daemon's health; a daemon that does not answer is healthy: false, not an error",
+        },
       },
-      mounts: { schema: NO_ARGS, permission: null, run: () => this.get_mounts(), result: RESULTS.mounts, http: { method: 'GET', summary: 'Container mount mappings', response: 'the mounts of each running container' } },
-      storage_root: { schema: NO_ARGS, permission: null, run: async () => ({ storage_root: await this.detect_storage_root() }), result: RESULTS.storage_root, http: { method: 'GET', summary: 'The host storage root as seen inside containers', response: 'the storage root' } },
+      mounts: {
+        schema: NO_ARGS,
+        permission: null,
+        run: () => this.get_mounts(),
+        result: RESULTS.mounts,
+        http: { method: 'GET', summary: 'Container mount mappings', response: 'the mounts of each running container' },
+      },
+      storage_root: {
+        schema: NO_ARGS,
+        permission: null,
+        run: async () => ({ storage_root: await this.detect_storage_root() }),
+        result: RESULTS.storage_root,
+        http: { method: 'GET', summary: 'The host storage root as seen inside containers', response: 'the storage root' },
+      },
       resolve_mounts: {
         schema: RESOLVE_MOUNTS_ARGS,
         permission: null,
@@ -295,10 +311,14 @@ export class ContainerProvider extends SocketProvider {
       cleanup: {
         schema: cleanup,
         permission: 'socket:container:cleanup',
-        run: (a: { prefix: string; max_age_minutes: number; dry_run: boolean }) =>
-          this.cleanup_stale(a.prefix, a.max_age_minutes, { dry_run: a.dry_run }),
+        run: (a: { prefix: string; max_age_minutes: number; dry_run: boolean }) => this.cleanup_stale(a.prefix, a.max_age_minutes, { dry_run: a.dry_run }),
         result: RESULTS.cleanup,
-        http: { method: 'POST', summary: 'Remove stale runner containers', description: 'Only containers whose name starts with the prefix are touched.', response: 'what was removed (or would be, with dry_run), and what could not be' },
+        http: {
+          method: 'POST',
+          summary: 'Remove stale runner containers',
+          description: 'Only containers whose name starts with the prefix are touched.',
+          response: 'what was removed (or would be, with dry_run), and what could not be',
+        },
       },
       spawn: {
         schema: spawn,

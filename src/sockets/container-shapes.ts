@@ -89,7 +89,6 @@ export function primaryName(names: string[] | undefined): string | null {
   return own ? own.slice(1) : null;
 }
 
-
 /** Host path of `target` through the mount whose destination holds it most specifically. */
 export function hostPathFor(target: string, mounts: Array<{ source: string; destination: string }>): string | null {
   let best: { source: string; destination: string } | null = null;
@@ -138,18 +137,37 @@ export function realOrResolved(p: string): string {
 /** A spawn request: every field bounded, the name under the runner prefix, never the host's network. */
 export function spawnSchema(prefix: string): Joi.ObjectSchema {
   return Joi.object({
-    image: Joi.string().max(255).pattern(/^[A-Za-z0-9][A-Za-z0-9_./:@-]*$/, 'image reference').required(),
+    image: Joi.string()
+      .max(255)
+      .pattern(/^[A-Za-z0-9][A-Za-z0-9_./:@-]*$/, 'image reference')
+      .required(),
     name: Joi.string()
       .pattern(CONTAINER_NAME, 'container name')
       .custom((v: string, helpers) => (v.startsWith(prefix) ? v : helpers.message({ custom: `{{#label}} must start with the runner prefix "${prefix}"` })))
       .required(),
-    env: Joi.object().pattern(Joi.string().pattern(/^[A-Za-z_][A-Za-z0-9_]*$/).max(128), Joi.string().max(32_768).allow('')).max(256).default({}),
+    env: Joi.object()
+      .pattern(
+        Joi.string()
+          .pattern(/^[A-Za-z_][A-Za-z0-9_]*$/)
+          .max(128),
+        Joi.string().max(32_768).allow(''),
+      )
+      .max(256)
+      .default({}),
     mounts: Joi.array()
       .items(Joi.object({ source: absolutePath.required(), target: absolutePath.invalid('/').required(), read_only: Joi.boolean().default(true) }))
       .max(32)
       .default([]),
     command: Joi.array().items(Joi.string().max(32_768).allow('')).max(256).default([]),
-    labels: Joi.object().pattern(Joi.string().max(256).pattern(/^[A-Za-z0-9][A-Za-z0-9_./-]*$/), Joi.string().max(4096).allow('')).max(64).default({}),
+    labels: Joi.object()
+      .pattern(
+        Joi.string()
+          .max(256)
+          .pattern(/^[A-Za-z0-9][A-Za-z0-9_./-]*$/),
+        Joi.string().max(4096).allow(''),
+      )
+      .max(64)
+      .default({}),
     // 'host' would give the runner the host's network stack; container:<id> joins another's
     network: Joi.string().max(128).pattern(PREFIX_PATTERN, 'network name').invalid('host'),
   });
@@ -185,7 +203,9 @@ export const RESULTS = {
       .pattern(Joi.string(), Joi.object().pattern(Joi.string(), Joi.string().allow('')).description('{<destination>: <source>}'))
       .description('the running containers by id'),
   }),
-  storage_root: Joi.object({ storage_root: Joi.string().allow(null).description('the host path of the data dir; null when the service does not run in a container of this daemon') }),
+  storage_root: Joi.object({
+    storage_root: Joi.string().allow(null).description('the host path of the data dir; null when the service does not run in a container of this daemon'),
+  }),
   resolve_mounts: Joi.object({
     in_container: Joi.boolean(),
     container_id: Joi.string().allow(null),
@@ -197,7 +217,9 @@ export const RESULTS = {
   cleanup: Joi.object({
     dry_run: Joi.boolean(),
     removed: Joi.array().items(Joi.object(containerRef)).description('removed (with dry_run: what would be)'),
-    errors: Joi.array().items(Joi.object({ ...containerRef, error: Joi.string() })).description('containers that could not be removed'),
+    errors: Joi.array()
+      .items(Joi.object({ ...containerRef, error: Joi.string() }))
+      .description('containers that could not be removed'),
   }),
   spawn: Joi.object(containerRef),
 } as const;

@@ -57,7 +57,13 @@ export class RunnerSpawner {
     }
     // env values are deliberately absent from this line
     this.log?.info(
-      { id: created.id, name: req.name, image: req.image, mounts: mounts.map((m) => ({ source: m.source, target: m.target, read_only: m.read_only })), network: req.network ?? 'none' },
+      {
+        id: created.id,
+        name: req.name,
+        image: req.image,
+        mounts: mounts.map((m) => ({ source: m.source, target: m.target, read_only: m.read_only })),
+        network: req.network ?? 'none',
+      },
       'runner spawned',
     );
     return { id: created.id, name: req.name };
@@ -104,7 +110,9 @@ export class RunnerSpawner {
    * start again; only runners are removed when they stop): its source as the daemon has it,
    * that source's real path, and the inodes of that path and the directories above it.
    */
-  private async bindMounts(): Promise<Array<{ source: string; paths: string[]; inode: string | null; chain: Array<string | null>; rw: boolean; runner: boolean }>> {
+  private async bindMounts(): Promise<
+    Array<{ source: string; paths: string[]; inode: string | null; chain: Array<string | null>; rw: boolean; runner: boolean }>
+  > {
     const all = await this.daemon.call('list containers', async () => (await this.daemon.docker()).listContainers({ all: true }));
     const found = new Map<string, { source: string; rw: boolean; runner: boolean }>();
     for (const c of all) {

@@ -96,7 +96,8 @@ export class HostPaths {
   static async refusalOf(real: string, rules: ResolvedRules): Promise<string | null> {
     const byPath = HostPaths.refusal(real, rules);
     if (byPath) return byPath;
-    if (rules.inodes.inside.size > MAX_DATA_DIR_ENTRIES) return `cannot be told apart from the data directory (it holds over ${MAX_DATA_DIR_ENTRIES} entries outside its ${MANAGED_FOLDER} folder)`;
+    if (rules.inodes.inside.size > MAX_DATA_DIR_ENTRIES)
+      return `cannot be told apart from the data directory (it holds over ${MAX_DATA_DIR_ENTRIES} entries outside its ${MANAGED_FOLDER} folder)`;
     const chain = await inodeChain(real);
     const { dataDir, managedFolder, above, inside } = rules.inodes;
     for (const [i, key] of chain.entries()) {
@@ -114,7 +115,8 @@ export class HostPaths {
    * deepest existing ancestor.
    */
   async check(p: string, field: string): Promise<ResolvedPath> {
-    if (typeof p !== 'string' || !path.isAbsolute(p) || p.includes('\0')) throw new SocketError('invalid_args', `${field} must be an absolute path`, [{ field, message: 'must be an absolute path' }]);
+    if (typeof p !== 'string' || !path.isAbsolute(p) || p.includes('\0'))
+      throw new SocketError('invalid_args', `${field} must be an absolute path`, [{ field, message: 'must be an absolute path' }]);
     let resolved: ResolvedPath | null;
     try {
       resolved = await resolvePath(p);
@@ -123,7 +125,8 @@ export class HostPaths {
       const code = (err as NodeJS.ErrnoException).code ?? 'error';
       throw new SocketError('invalid_args', `${field} cannot be resolved (${code})`, [{ field, message: `cannot be resolved (${code})` }]);
     }
-    if (!resolved) throw new SocketError('forbidden', `${field} is outside the managed directories`, [{ field, message: 'is outside the managed directories' }]);
+    if (!resolved)
+      throw new SocketError('forbidden', `${field} is outside the managed directories`, [{ field, message: 'is outside the managed directories' }]);
     const why = await HostPaths.refusalOf(resolved.real, await this.resolveRules());
     if (why) throw new SocketError('forbidden', `${field} ${why}`, [{ field, message: why }]);
     return resolved;

@@ -64,7 +64,9 @@ export interface RepairArgs {
 
 export const repairSchema = Joi.object<RepairArgs, true>({
   target_dir: Joi.string().min(1).max(4096).required(),
-  mode: Joi.string().pattern(/^[0-7]{3,4}$/, 'octal mode').default('0755'),
+  mode: Joi.string()
+    .pattern(/^[0-7]{3,4}$/, 'octal mode')
+    .default('0755'),
   owner_uid: Joi.number().integer().min(0).max(MAX_ID),
   owner_gid: Joi.number().integer().min(0).max(MAX_ID),
   include_private_files: Joi.boolean().default(false),
@@ -121,7 +123,10 @@ export class MountGuardian {
     };
     const counts = { changed: 0, failed: 0, skipped: 0 };
     await walk(plan, counts);
-    this.opts.logger?.info({ target_dir: resolved.real, mode: args.mode, owner_uid: args.owner_uid, owner_gid: args.owner_gid, ...counts }, 'directory permissions repaired');
+    this.opts.logger?.info(
+      { target_dir: resolved.real, mode: args.mode, owner_uid: args.owner_uid, owner_gid: args.owner_gid, ...counts },
+      'directory permissions repaired',
+    );
     return { status: 'repaired', target_dir: resolved.real, ...counts };
   }
 

@@ -1,6 +1,13 @@
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
-import { fullCapabilities, OPTIONAL_CAPABILITIES, REQUIRED_CAPABILITIES, SocketProvider, type ProviderCapabilities, type SocketProviderClass } from './base-provider.js';
+import {
+  fullCapabilities,
+  OPTIONAL_CAPABILITIES,
+  REQUIRED_CAPABILITIES,
+  SocketProvider,
+  type ProviderCapabilities,
+  type SocketProviderClass,
+} from './base-provider.js';
 import { ProviderRegistrationError } from './errors.js';
 
 /** 'core' for built-in providers, else the registering plugin's name. */
@@ -92,10 +99,7 @@ export class SocketRegistry {
     for (const entry of this.entries.values()) {
       if (entry.cls === cls) {
         if (entry.owner === owner) return entry.provider as T;
-        throw new ProviderRegistrationError(
-          'duplicate_provider',
-          `provider class ${cls.name || '(anonymous)'} is already registered by ${entry.owner}`,
-        );
+        throw new ProviderRegistrationError('duplicate_provider', `provider class ${cls.name || '(anonymous)'} is already registered by ${entry.owner}`);
       }
     }
 
@@ -110,10 +114,7 @@ export class SocketRegistry {
     const existing = this.entries.get(provider.name);
     if (existing) {
       void provider.close().catch(() => undefined);
-      throw new ProviderRegistrationError(
-        'duplicate_provider',
-        `a provider named ${provider.name} is already registered (owner ${existing.owner})`,
-      );
+      throw new ProviderRegistrationError('duplicate_provider', `a provider named ${provider.name} is already registered (owner ${existing.owner})`);
     }
     if (this.policy) {
       const verdict = this.policy(owner, provider.name);

@@ -29,7 +29,14 @@ export const PAGES = {
   },
   users: { key: 'users', path: '/admin/users', title: 'Users', anyOf: ['feature:admin.users', 'route:/admin/users'], module: 'users.js', admin: true },
   groups: { key: 'groups', path: '/admin/groups', title: 'Groups', anyOf: ['feature:admin.groups', 'route:/admin/groups'], module: 'groups.js', admin: true },
-  plugins: { key: 'plugins', path: '/admin/plugins', title: 'Plugins', anyOf: ['feature:admin.plugins', 'route:/admin/plugins'], module: 'plugins.js', admin: true },
+  plugins: {
+    key: 'plugins',
+    path: '/admin/plugins',
+    title: 'Plugins',
+    anyOf: ['feature:admin.plugins', 'route:/admin/plugins'],
+    module: 'plugins.js',
+    admin: true,
+  },
   audit: { key: 'audit', path: '/admin/audit', title: 'Audit', anyOf: ['feature:admin.audit', 'route:/admin/audit'], module: 'audit.js', admin: true },
 } as const satisfies Record<string, PageDef>;
 

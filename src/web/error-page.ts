@@ -22,19 +22,27 @@ const TITLES: Record<number, string> = {
  * the other pages, with the shared page code behind it (error.ts: the bell, live toasts, Sign
  * out, which posts with fetch as on every page); anyone else gets the card of the login page.
  */
-export function errorPage(ctx: Context, status: number, { code, message, details }: { code: string; message: string; details?: unknown }, publicUrl: string): void {
+export function errorPage(
+  ctx: Context,
+  status: number,
+  { code, message, details }: { code: string; message: string; details?: unknown },
+  publicUrl: string,
+): void {
   const title = TITLES[status] ?? (status >= 500 ? TITLES[500]! : TITLES[400]!);
   const crossOrigin = (details as { reason?: string } | undefined)?.reason === 'cross_origin';
   const explanation =
     status === 404
       ? html`<p>There is no page at <code>${ctx.path}</code>.</p>`
       : crossOrigin
-        ? html`<p>The form was sent from a page at another address, so it was refused to protect your account. Open the service at <a href="${publicUrl}/">${publicUrl}</a> and try again.</p>`
+        ? html`<p>
+            The form was sent from a page at another address, so it was refused to protect your account. Open the service at
+            <a href="${publicUrl}/">${publicUrl}</a> and try again.
+          </p>`
         : status >= 500 && code === 'internal'
           ? html`<p>The service could not answer this request. Try again; if it keeps happening, give the request id below to an administrator.</p>`
           : html`<p>${message}</p>`;
   const footnote = html`<p class="note">Error ${status} · request id <code>${ctx.state.requestId}</code></p>
-<p><a href="/">Go to the start page</a></p>`;
+    <p><a href="/">Go to the start page</a></p>`;
   const id = ctx.state.identity;
   if (id) {
     const page: PageDef = { key: 'error', path: ctx.path, title, anyOf: [], module: 'error.js', admin: false };
@@ -47,12 +55,11 @@ export function errorPage(ctx: Context, status: number, { code, message, details
       title,
       bodyClass: 'auth',
       body: html`<main class="card">
-<a class="brand" href="/">service-core</a>
-<h1>${title}</h1>
-${explanation}
-${footnote}
-</main>
-${siteFooter()}`,
+          <a class="brand" href="/">service-core</a>
+          <h1>${title}</h1>
+          ${explanation} ${footnote}
+        </main>
+        ${siteFooter()}`,
     }),
     { status },
   );

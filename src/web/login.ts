@@ -24,7 +24,8 @@ import { htmlDocument, siteFooter } from './layout.js';
  */
 
 /** The page's own policy: scripts and calls only from here (no inline script), the forms only post here. */
-const CSP = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'";
+const CSP =
+  "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'";
 
 const MESSAGES: Record<string, string> = {
   invalid_credentials: 'Wrong username or password.',
@@ -53,7 +54,6 @@ const SECOND_STEP_MESSAGES: Record<string, string> = {
   rate_limited: 'Too many sign-in attempts from your network. Please wait a minute and try again.',
 };
 
-
 const pageQuery = Joi.object({
   error: Joi.string().pattern(/^[a-z_]{1,40}$/),
   next: Joi.string().max(2048),
@@ -71,10 +71,14 @@ function safeNext(value: unknown): string {
 
 function page(body: SafeHtml): string {
   // same-origin: the form posts to us, and under no-referrer its Origin would be "null" (sendHtml)
-  return htmlDocument({ title: 'Sign in', referrer: 'same-origin', bodyClass: 'auth', module: 'login.js', body: html`<main class="card">
-${body}
-</main>
-${siteFooter()}` }).value;
+  return htmlDocument({
+    title: 'Sign in',
+    referrer: 'same-origin',
+    bodyClass: 'auth',
+    module: 'login.js',
+    body: html`<main class="card">${body}</main>
+      ${siteFooter()}`,
+  }).value;
 }
 
 /**
@@ -83,8 +87,11 @@ ${siteFooter()}` }).value;
  */
 function addressNote(publicUrl: string, requestOrigin: string | undefined, sso: boolean) {
   if (!atOtherAddress(publicUrl, requestOrigin)) return '';
-  return html`<p class="note" data-address-note>You opened this page at <code>${requestOrigin}</code>; the service's address is <code>${publicUrl}</code>.
-${sso ? 'Single sign-on returns there, so use that address to sign in with it. ' : ''}Passkeys work only there. <a href="${publicUrl}/login">Sign in at ${publicUrl}</a></p>`;
+  return html`<p class="note" data-address-note>
+    You opened this page at <code>${requestOrigin}</code>; the service's address is <code>${publicUrl}</code>.
+    ${sso ? 'Single sign-on returns there, so use that address to sign in with it. ' : ''}Passkeys work only there.
+    <a href="${publicUrl}/login">Sign in at ${publicUrl}</a>
+  </p>`;
 }
 
 /** The page was opened at an address other than the public URL's (where no passkey works: it belongs to the public host name). */
@@ -93,12 +100,15 @@ const atOtherAddress = (publicUrl: string, requestOrigin: string | undefined) =>
 /** "Sign in with a passkey": shown by the page's script when the browser has WebAuthn. */
 function passkeyButton(next: string, or: boolean): SafeHtml {
   return html`<div class="passkey-signin" data-passkey-block hidden>
-${or ? html`<p class="or">or</p>` : ''}<button type="button" class="secondary" data-passkey-signin data-next="${next}">Sign in with a passkey</button>
-<p class="form-msg" data-passkey-msg role="status"></p>
-</div>`;
+    ${or ? html`<p class="or">or</p>` : ''}<button type="button" class="secondary" data-passkey-signin data-next="${next}">Sign in with a passkey</button>
+    <p class="form-msg" data-passkey-msg role="status"></p>
+  </div>`;
 }
 
-export function renderLoginPage(auth: AuthComponent, opts: { error?: string; next: string; retryAfter?: number; requestOrigin?: string; signedOut?: boolean }): string {
+export function renderLoginPage(
+  auth: AuthComponent,
+  opts: { error?: string; next: string; retryAfter?: number; requestOrigin?: string; signedOut?: boolean },
+): string {
   const providers = auth.chain.ready ? providerList(auth) : [];
   const credentials = providers.filter((p) => p.kind === 'credentials');
   const redirects = providers.filter((p): p is typeof p & { start_url: string } => p.kind === 'redirect' && 'start_url' in p);
@@ -113,25 +123,29 @@ export function renderLoginPage(auth: AuthComponent, opts: { error?: string; nex
     return u.pathname + u.search;
   };
 
-  return page(html`<h1>Sign in</h1>
-${message ? html`<p class="error" role="alert">${message}</p>` : ''}
-${opts.signedOut && !message ? html`<p class="form-msg ok" role="status">You are signed out.</p>` : ''}
-${addressNote(auth.config.publicUrl, opts.requestOrigin, redirects.length > 0)}
-${credentials.length
-    ? html`<form method="post" action="/login">
-<input type="hidden" name="next" value="${opts.next}">
-<label for="username">Username</label>
-<input id="username" name="username" type="text" autocomplete="username" required autofocus>
-<label for="password">Password</label>
-<input id="password" name="password" type="password" autocomplete="current-password" required>
-<button type="submit">Sign in</button>
-<p class="note">${credentials.map((p) => p.label).join(' or ')}</p>
-</form>`
-    : ''}
-${credentials.length && redirects.length ? html`<p class="or">or</p>` : ''}
-${auth.chain.ready && !atOtherAddress(auth.config.publicUrl, opts.requestOrigin) ? passkeyButton(opts.next, credentials.length > 0 && !redirects.length) : ''}
-${redirects.map((p) => html`<a class="sso" href="${ssoHref(p.start_url)}">Sign in with ${p.label}</a>`)}
-${!credentials.length && !redirects.length && auth.chain.ready ? html`<p class="note">No sign-in method is configured.</p>` : ''}`);
+  return page(
+    html`<h1>Sign in</h1>
+      ${message ? html`<p class="error" role="alert">${message}</p>` : ''}
+      ${opts.signedOut && !message ? html`<p class="form-msg ok" role="status">You are signed out.</p>` : ''}
+      ${addressNote(auth.config.publicUrl, opts.requestOrigin, redirects.length > 0)}
+      ${
+        credentials.length
+          ? html`<form method="post" action="/login">
+              <input type="hidden" name="next" value="${opts.next}" />
+              <label for="username">Username</label>
+              <input id="username" name="username" type="text" autocomplete="username" required autofocus />
+              <label for="password">Password</label>
+              <input id="password" name="password" type="password" autocomplete="current-password" required />
+              <button type="submit">Sign in</button>
+              <p class="note">${credentials.map((p) => p.label).join(' or ')}</p>
+            </form>`
+          : ''
+      }
+      ${credentials.length && redirects.length ? html`<p class="or">or</p>` : ''}
+      ${auth.chain.ready && !atOtherAddress(auth.config.publicUrl, opts.requestOrigin) ? passkeyButton(opts.next, credentials.length > 0 && !redirects.length) : ''}
+      ${redirects.map((p) => html`<a class="sso" href="${ssoHref(p.start_url)}">Sign in with ${p.label}</a>`)}
+      ${!credentials.length && !redirects.length && auth.chain.ready ? html`<p class="note">No sign-in method is configured.</p>` : ''}`,
+  );
 }
 
 function sendPage(ctx: Context, body: string, status = 200) {
@@ -155,30 +169,47 @@ export function renderSecondStepPage(opts: { error?: string; next: string; metho
   const methods = opts.methods ?? ['totp', 'recovery_code'];
   const passkey = methods.includes('webauthn');
   const totp = methods.includes('totp') || !passkey;
-  return page(html`<h1>Second step</h1>
-${message ? html`<p class="error" role="alert">${message}</p>` : ''}
-${passkey
-    ? html`<div class="passkey-step" data-passkey-step hidden>
-<p class="note">Confirm with the passkey or security key you registered.</p>
-<button type="button" data-passkey-verify>Use your passkey</button>
-<p class="form-msg" data-passkey-msg role="status"></p>
-<p class="or">or</p>
-</div>
-<form method="post" action="/login/mfa" data-passkey-form hidden>
-<input type="hidden" name="next" value="${opts.next}">
-<input type="hidden" name="webauthn">
-</form>`
-    : ''}
-<form method="post" action="/login/mfa" data-second-step data-totp="${totp ? 'yes' : 'no'}">
-<input type="hidden" name="next" value="${opts.next}">
-<label for="code" data-code-label>${totp ? 'Code from your authenticator app' : 'Recovery code'}</label>
-<input id="code" name="code" type="text" inputmode="${totp ? 'numeric' : 'text'}" autocomplete="${totp ? 'one-time-code' : 'off'}" maxlength="64" required${passkey ? '' : html` autofocus`}>
-<button type="submit">Verify</button>
-${totp
-    ? html`<p class="note" data-recovery-note>Lost your device? Type one of your recovery codes instead (each works once). <button type="button" class="link" data-use-recovery hidden>Use a recovery code</button></p>`
-    : html`<p class="note" data-recovery-note>Without your passkey, type one of your recovery codes (each works once).</p>`}
-</form>
-<p class="note"><a href="/login">Start over</a></p>`);
+  return page(
+    html`<h1>Second step</h1>
+      ${message ? html`<p class="error" role="alert">${message}</p>` : ''}
+      ${
+        passkey
+          ? html`<div class="passkey-step" data-passkey-step hidden>
+                <p class="note">Confirm with the passkey or security key you registered.</p>
+                <button type="button" data-passkey-verify>Use your passkey</button>
+                <p class="form-msg" data-passkey-msg role="status"></p>
+                <p class="or">or</p>
+              </div>
+              <form method="post" action="/login/mfa" data-passkey-form hidden>
+                <input type="hidden" name="next" value="${opts.next}" />
+                <input type="hidden" name="webauthn" />
+              </form>`
+          : ''
+      }
+      <form method="post" action="/login/mfa" data-second-step data-totp="${totp ? 'yes' : 'no'}">
+        <input type="hidden" name="next" value="${opts.next}" />
+        <label for="code" data-code-label>${totp ? 'Code from your authenticator app' : 'Recovery code'}</label>
+        <input
+          id="code"
+          name="code"
+          type="text"
+          inputmode="${totp ? 'numeric' : 'text'}"
+          autocomplete="${totp ? 'one-time-code' : 'off'}"
+          maxlength="64"
+          required${passkey ? '' : html` autofocus`}
+        />
+        <button type="submit">Verify</button>
+        ${
+          totp
+            ? html`<p class="note" data-recovery-note>
+                Lost your device? Type one of your recovery codes instead (each works once).
+                <button type="button" class="link" data-use-recovery hidden>Use a recovery code</button>
+              </p>`
+            : html`<p class="note" data-recovery-note>Without your passkey, type one of your recovery codes (each works once).</p>`
+        }
+      </form>
+      <p class="note"><a href="/login">Start over</a></p>`,
+  );
 }
 
 /** A passkey's answer posted by the second step page's script (a JSON text field), or null. */
@@ -205,7 +236,16 @@ export function loginPageRoutes(auth: AuthComponent): Router {
   r.get('/login', (ctx) => {
     const { value } = pageQuery.validate(ctx.query);
     const q = (value ?? {}) as { error?: string; next?: string; retry_after?: number; signed_out?: string };
-    sendPage(ctx, renderLoginPage(auth, { error: q.error, next: safeNext(q.next), retryAfter: q.retry_after, requestOrigin: requestOrigin(ctx), signedOut: q.signed_out === '1' }));
+    sendPage(
+      ctx,
+      renderLoginPage(auth, {
+        error: q.error,
+        next: safeNext(q.next),
+        retryAfter: q.retry_after,
+        requestOrigin: requestOrigin(ctx),
+        signedOut: q.signed_out === '1',
+      }),
+    );
   });
 
   /** The form's target: answers only with redirects (303), so a reload never re-posts a password. */
@@ -230,7 +270,9 @@ export function loginPageRoutes(auth: AuthComponent): Router {
     }
     const outcome = await credentialsLogin(auth, ctx, value.username, value.password, 'form');
     if (!outcome.ok) {
-      return outcome.retryAfter > 0 ? back({ error: 'locked_out', retry_after: String(outcome.retryAfter) }) : back({ error: outcome.refusal ?? 'invalid_credentials' });
+      return outcome.retryAfter > 0
+        ? back({ error: 'locked_out', retry_after: String(outcome.retryAfter) })
+        : back({ error: outcome.refusal ?? 'invalid_credentials' });
     }
     if (outcome.kind === 'second_step') return toSecondStep(auth, ctx, outcome.mfaToken, next);
     await startCookieSession(ctx, outcome.session.key_id);
@@ -270,7 +312,8 @@ export function loginPageRoutes(auth: AuthComponent): Router {
     const proof = passkey ? { webauthn: assertionField(form.webauthn) ?? {} } : { code };
     const outcome = await passSecondStep(auth, ctx, ctx.cookies.get(SECOND_STEP_COOKIE), proof);
     if (!outcome.ok) {
-      if (outcome.mfaToken) return toSecondStep(auth, ctx, outcome.mfaToken, next, passkey && outcome.reason === 'invalid_code' ? 'passkey_failed' : outcome.reason);
+      if (outcome.mfaToken)
+        return toSecondStep(auth, ctx, outcome.mfaToken, next, passkey && outcome.reason === 'invalid_code' ? 'passkey_failed' : outcome.reason);
       ctx.cookies.set(SECOND_STEP_COOKIE, null, { path: '/login' });
       ctx.status = 303;
       return ctx.redirect(`/login?${new URLSearchParams({ error: outcome.reason === 'account_disabled' ? 'account_disabled' : 'second_step_expired' })}`);

@@ -112,7 +112,7 @@ describe('Active Directory sign-in through the service (real Samba AD DC)', func
     expect(user.groups).to.have.members(['INT_VIEWER', 'INT_USER']);
   });
 
-  it('a refused account says why (401 details.reason, the login page\'s text); a wrong password or an unknown name stays the generic 401', async () => {
+  it("a refused account says why (401 details.reason, the login page's text); a wrong password or an unknown name stays the generic 401", async () => {
     const disabled = await login(svc, 'dora', people.dora!.password).expect(401);
     expect(disabled.body.error).to.deep.equal({ code: 'unauthorized', message: REFUSAL_TEXT.account_disabled, details: { reason: 'account_disabled' } });
     const mustChange = await login(svc, 'CORP\\fay', people.fay!.password).expect(401);
@@ -152,7 +152,12 @@ describe('Active Directory sign-in through the service (real Samba AD DC)', func
       expect(una.body.user.id, 'a plain user is joined').to.equal(unaLocal);
       expect((await getUser(svc.url, unaLocal)).identities).to.deep.include({ provider: 'ldap', provider_user_id: people.una!.sid });
 
-      const vicAdmin = await createUser(svc.url, { username: 'vic-admin', password: 'vic-admin-password', email: 'vic@corp.example', groups: ['INT_VIEWER', 'INT_ADMIN'] });
+      const vicAdmin = await createUser(svc.url, {
+        username: 'vic-admin',
+        password: 'vic-admin-password',
+        email: 'vic@corp.example',
+        groups: ['INT_VIEWER', 'INT_ADMIN'],
+      });
       const vic = await login(svc, 'vic', people.vic!.password).expect(200);
       expect(vic.body.user.id, 'never an administrator').not.to.equal(vicAdmin);
       expect(vic.body.user.groups).not.to.include('INT_ADMIN');
@@ -185,7 +190,11 @@ describe('Active Directory sign-in through the service (real Samba AD DC)', func
     await login(svc, 'alice', people.alice!.password).expect(401);
     expect(logs.text()).to.match(/StartTLS with 127\.[0-9.]+ failed: [^"]*(altnames|ALTNAME)/);
 
-    for (const bad of ['not a certificate', '-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----', '-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----']) {
+    for (const bad of [
+      'not a certificate',
+      '-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----',
+      '-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----',
+    ]) {
       const res = await patchAuthSettings(svc.url, { ldap_ca_cert: bad, ldap_bind_password: dc.bindPassword }).expect(400);
       expect(res.body.error.details[0].field).to.equal('ldap_ca_cert');
     }
@@ -207,7 +216,7 @@ describe('Active Directory sign-in through the service (real Samba AD DC)', func
 
       await dc.disable('rita');
       const closed = await Promise.race([ritaWs.closed, sleep(2000 + 2500).then(() => null)]);
-      expect(closed, 'rita\'s connection is still open a recheck interval later').to.not.equal(null);
+      expect(closed, "rita's connection is still open a recheck interval later").to.not.equal(null);
       expect(closed!.code).to.equal(1008);
       await request(svc.url).get('/api/me').set('Authorization', `Bearer ${rita.token}`).expect(401);
       await request(svc.url).get('/api/me').set('Authorization', `Bearer ${sam.token}`).expect(200);
@@ -222,7 +231,12 @@ describe('Active Directory sign-in through the service (real Samba AD DC)', func
       await login(svc, 'rita', people.rita!.password).expect(200);
 
       // the directory hangs: nothing ends, it is reported, and logins go on without waiting for it
-      await patchAuthSettings(svc.url, { ldap_url: silent.url, ldap_bind_password: dc.bindPassword, ldap_connect_timeout_ms: 300, ldap_timeout_ms: 300 }).expect(200);
+      await patchAuthSettings(svc.url, {
+        ldap_url: silent.url,
+        ldap_bind_password: dc.bindPassword,
+        ldap_connect_timeout_ms: 300,
+        ldap_timeout_ms: 300,
+      }).expect(200);
       const deadline = Date.now() + 10_000;
       while ((await metric(svc, 'ldap_recheck_rounds_total{outcome="unavailable"}')) < 1 && Date.now() < deadline) await sleep(200);
       expect(await metric(svc, 'ldap_recheck_rounds_total{outcome="unavailable"}')).to.be.at.least(1);

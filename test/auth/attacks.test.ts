@@ -107,7 +107,9 @@ describe('password attacks', function () {
   it('200 parallel Basic requests with new names from one address: a 429 for most, no hashing queue, /healthz stays fast', async () => {
     const started = Date.now();
     const flood = Promise.all(
-      Array.from({ length: 200 }, (_, i) => requestFrom(svc.url, '127.0.2.1', 'GET', '/api/me', undefined, { authorization: basic(`intruder-${i}`, `guess-${i}`) })),
+      Array.from({ length: 200 }, (_, i) =>
+        requestFrom(svc.url, '127.0.2.1', 'GET', '/api/me', undefined, { authorization: basic(`intruder-${i}`, `guess-${i}`) }),
+      ),
     );
     const healthTimes: number[] = [];
     for (let i = 0; i < 5; i++) {
@@ -136,8 +138,12 @@ describe('password attacks', function () {
     expect(viaBasic.body.error.details[0].field).to.equal('authorization');
   });
 
-  it('NUL bytes in the login form and the JSON body are a 400 (or the form\'s error page), never a 500, on every dialect', async () => {
-    for (const [username, password] of [['le\u0000na', 'x'], ['lena', 'pass\u0000word'], ['\u0000', '\u0000']]) {
+  it("NUL bytes in the login form and the JSON body are a 400 (or the form's error page), never a 500, on every dialect", async () => {
+    for (const [username, password] of [
+      ['le\u0000na', 'x'],
+      ['lena', 'pass\u0000word'],
+      ['\u0000', '\u0000'],
+    ]) {
       const form = await request(svc.url)
         .post('/login')
         .set('Origin', 'http://localhost:8080')

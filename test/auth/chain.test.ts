@@ -60,7 +60,7 @@ describe('provider chain with a real LDAP server (slapd)', function () {
     expect(bob.groups).to.deep.equal(['INT_USER']);
   });
 
-  it('goes on to the next provider when the first says no: both of carol\'s passwords work, as one user', async function () {
+  it("goes on to the next provider when the first says no: both of carol's passwords work, as one user", async function () {
     await patchAuthSettings(svc.url, { auth_providers: 'ldap,local' }).expect(200);
     const viaLdap = await login(svc.url, 'carol', LDAP_PEOPLE.carol.password);
     const viaLocal = await login(svc.url, 'carol', 'carol-local-password');
@@ -87,13 +87,21 @@ describe('provider chain with a real LDAP server (slapd)', function () {
     await patchAuthSettings(svc.url, { auth_providers: 'ldap,local' }).expect(200);
     const alice = await userNamed(svc.url, 'alice');
     // an admin strips INT_ADMIN and adds a local team: the directory restores the former, the latter stays
-    await request(svc.url).patch(`/api/users/${alice.id}`).set('Authorization', adminAuth()).send({ groups: ['INT_VIEWER', 'LOCAL_TEAM'] }).expect(200);
+    await request(svc.url)
+      .patch(`/api/users/${alice.id}`)
+      .set('Authorization', adminAuth())
+      .send({ groups: ['INT_VIEWER', 'LOCAL_TEAM'] })
+      .expect(200);
     await login(svc.url, 'alice', LDAP_PEOPLE.alice.password);
     expect((await getUser(svc.url, alice.id)).groups).to.have.members(['INT_VIEWER', 'LOCAL_TEAM', 'INT_ADMIN', 'INT_USER']);
 
     // bob is not in the directory's admins: a locally granted INT_ADMIN is a mapped group and goes
     const bob = await userNamed(svc.url, 'bob');
-    await request(svc.url).patch(`/api/users/${bob.id}`).set('Authorization', adminAuth()).send({ groups: ['INT_ADMIN', 'LOCAL_TEAM'] }).expect(200);
+    await request(svc.url)
+      .patch(`/api/users/${bob.id}`)
+      .set('Authorization', adminAuth())
+      .send({ groups: ['INT_ADMIN', 'LOCAL_TEAM'] })
+      .expect(200);
     const token = (await login(svc.url, 'bob', LDAP_PEOPLE.bob.password)).token;
     expect((await getUser(svc.url, bob.id)).groups).to.have.members(['LOCAL_TEAM', 'INT_USER']);
     // and the permission cache follows at once
@@ -121,7 +129,15 @@ describe('provider chain with a real LDAP server (slapd)', function () {
     expect(res.body.error.details.locked).to.deep.equal([{ field: 'ldap_url', env: 'SERVICE_LDAP_URL' }]);
     await patchAuthSettings(svc.url, { ldap_bind_password: 'x' }).expect(409);
     const view = await request(svc.url).get('/api/settings/auth').set('Authorization', adminAuth()).expect(200);
-    expect(view.body.settings.ldap_bind_password).to.deep.equal({ label: 'LDAP bind password', kind: 'secret', value: '********', source: 'env', locked: true, secret: true, configured: true });
+    expect(view.body.settings.ldap_bind_password).to.deep.equal({
+      label: 'LDAP bind password',
+      kind: 'secret',
+      value: '********',
+      source: 'env',
+      locked: true,
+      secret: true,
+      configured: true,
+    });
     expect(view.text).not.to.include(slapd.bindPassword);
   });
 });

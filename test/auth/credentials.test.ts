@@ -32,13 +32,20 @@ describe('credential methods', () => {
     });
 
     it('an env-set system key is locked in the settings API (409)', async () => {
-      const res = await request(svc.url).put('/api/settings/system-api-key').set('Authorization', adminAuth()).send({ key: 'x'.repeat(40) }).expect(409);
+      const res = await request(svc.url)
+        .put('/api/settings/system-api-key')
+        .set('Authorization', adminAuth())
+        .send({ key: 'x'.repeat(40) })
+        .expect(409);
       expect(res.body.error.code).to.equal('conflict');
       await request(svc.url).delete('/api/settings/system-api-key').set('Authorization', adminAuth()).expect(409);
     });
 
     it('an invalid key falls through to no identity (401)', async () => {
-      await request(svc.url).get('/api/me').set('X-API-Key', SYSTEM_KEY + 'x').expect(401);
+      await request(svc.url)
+        .get('/api/me')
+        .set('X-API-Key', SYSTEM_KEY + 'x')
+        .expect(401);
       await request(svc.url).get('/api/me').set('Authorization', 'Bearer svk_notarealkeyatallnotarealkey').expect(401);
     });
   });
@@ -128,7 +135,11 @@ describe('credential methods', () => {
       await request(svc.url).get('/api/me').set('X-API-Key', soon.token).expect(200);
       await sleep(1400);
       await request(svc.url).get('/api/me').set('X-API-Key', soon.token).expect(401);
-      const past = await request(svc.url).post('/api/me/api-keys').set('Authorization', u.auth).send({ label: 'old', expires_at: '2001-01-01T00:00:00Z' }).expect(400);
+      const past = await request(svc.url)
+        .post('/api/me/api-keys')
+        .set('Authorization', u.auth)
+        .send({ label: 'old', expires_at: '2001-01-01T00:00:00Z' })
+        .expect(400);
       expect(past.body.error.details[0].field).to.equal('expires_at');
 
       const live = await makeKey(svc, u.auth);
@@ -148,13 +159,21 @@ describe('credential methods', () => {
       // a scoped key cannot mint a broader key
       const broader = await request(svc.url).post('/api/me/api-keys').set('X-API-Key', key.token).send({ label: 'x' }).expect(400);
       expect(broader.body.error.details[0].field).to.equal('scopes');
-      const unknown = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).send({ label: 'x', scopes: ['feature:nope'] }).expect(400);
+      const unknown = await request(svc.url)
+        .post('/api/me/api-keys')
+        .set('Authorization', adminAuth())
+        .send({ label: 'x', scopes: ['feature:nope'] })
+        .expect(400);
       expect(unknown.body.error.details).to.deep.equal([{ field: 'scopes', message: 'unknown permission feature:nope' }]);
       // nor manage the owner's other credentials or password
       const other = await makeKey(svc, adminAuth(), { label: 'other' });
       await request(svc.url).delete(`/api/me/api-keys/${other.id}`).set('X-API-Key', key.token).expect(403);
       const me = (await request(svc.url).get('/api/me').set('X-API-Key', key.token).expect(200)).body;
-      await request(svc.url).post(`/api/users/${me.id}/password`).set('X-API-Key', key.token).send({ new_password: 'x'.repeat(12), current_password: 'admin-test-password' }).expect(403);
+      await request(svc.url)
+        .post(`/api/users/${me.id}/password`)
+        .set('X-API-Key', key.token)
+        .send({ new_password: 'x'.repeat(12), current_password: 'admin-test-password' })
+        .expect(403);
       await request(svc.url).delete(`/api/me/api-keys/${key.id}`).set('X-API-Key', key.token).expect(204);
       await request(svc.url).get('/api/me').set('X-API-Key', key.token).expect(401);
     });
@@ -175,7 +194,9 @@ describe('credential methods', () => {
         expect(res.status, header.slice(0, 30)).to.equal(401);
         expect(res.body.error.code).to.equal('unauthorized');
       }
-      const big = await request(svc.url).get('/api/me').set('X-API-Key', 'k'.repeat(10 * 1024));
+      const big = await request(svc.url)
+        .get('/api/me')
+        .set('X-API-Key', 'k'.repeat(10 * 1024));
       expect(big.status).to.equal(401);
     });
 
@@ -192,7 +213,11 @@ describe('credential methods', () => {
     it('a parallel burst of guesses cannot pass the lockout before failures land', async () => {
       await makeUser(svc, 'burst', ['INT_VIEWER']);
       const results = await Promise.all(
-        Array.from({ length: 12 }, (_, i) => request(svc.url).get('/api/me').set('Authorization', basic('burst', `wrong-password-${i}`))),
+        Array.from({ length: 12 }, (_, i) =>
+          request(svc.url)
+            .get('/api/me')
+            .set('Authorization', basic('burst', `wrong-password-${i}`)),
+        ),
       );
       const statuses = results.map((r) => r.status);
       expect(statuses.filter((s) => s === 401).length).to.be.at.most(5);
@@ -202,7 +227,9 @@ describe('credential methods', () => {
 
     it('parallel requests with the same credentials share one check (one guess, one hash)', async () => {
       const u = await makeUser(svc, 'twelve', ['INT_VIEWER']);
-      const wrong = await Promise.all(Array.from({ length: 12 }, () => request(svc.url).get('/api/me').set('Authorization', basic('twelve', 'the-same-wrong-one'))));
+      const wrong = await Promise.all(
+        Array.from({ length: 12 }, () => request(svc.url).get('/api/me').set('Authorization', basic('twelve', 'the-same-wrong-one'))),
+      );
       expect(wrong.map((r) => r.status)).to.deep.equal(Array(12).fill(401));
       // one failure counted, not twelve: the right password still gets in
       await request(svc.url).get('/api/me').set('Authorization', u.auth).expect(200);
@@ -211,9 +238,19 @@ describe('credential methods', () => {
     });
 
     it('refuses cross-site writes carried by browser-cached Basic credentials, and form bodies', async () => {
-      const res = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).set('Origin', 'https://evil.example').send({ label: 'csrf' }).expect(403);
+      const res = await request(svc.url)
+        .post('/api/me/api-keys')
+        .set('Authorization', adminAuth())
+        .set('Origin', 'https://evil.example')
+        .send({ label: 'csrf' })
+        .expect(403);
       expect(res.body.error).to.deep.include({ code: 'forbidden', details: { reason: 'cross_origin' } });
-      await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).set('Origin', 'http://localhost:8080').send({ label: 'same-site' }).expect(201);
+      await request(svc.url)
+        .post('/api/me/api-keys')
+        .set('Authorization', adminAuth())
+        .set('Origin', 'http://localhost:8080')
+        .send({ label: 'same-site' })
+        .expect(201);
       // a read stays fine cross-origin, and a non-browser client sends no Origin at all
       await request(svc.url).get('/api/me').set('Authorization', adminAuth()).set('Origin', 'https://evil.example').expect(200);
       const form = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).type('form').send('label=from-a-form').expect(415);
@@ -232,16 +269,28 @@ describe('credential methods', () => {
       const u = await makeUser(svc, 'rotator', ['INT_VIEWER']);
       await request(svc.url).get('/api/me').set('Authorization', u.auth).expect(200);
       await request(svc.url).get('/api/me').set('Authorization', u.auth).expect(200); // cached
-      await request(svc.url).post(`/api/users/${u.id}/password`).set('Authorization', u.auth).send({ new_password: 'brand-new-password', current_password: u.password }).expect(204);
+      await request(svc.url)
+        .post(`/api/users/${u.id}/password`)
+        .set('Authorization', u.auth)
+        .send({ new_password: 'brand-new-password', current_password: u.password })
+        .expect(204);
       await request(svc.url).get('/api/me').set('Authorization', u.auth).expect(401);
       await request(svc.url).get('/api/me').set('Authorization', basic('rotator', 'brand-new-password')).expect(200);
     });
 
     it('changing your own password needs the current one', async () => {
       const u = await makeUser(svc, 'selfchange', ['INT_VIEWER']);
-      const missing = await request(svc.url).post(`/api/users/${u.id}/password`).set('Authorization', u.auth).send({ new_password: 'another-password' }).expect(400);
+      const missing = await request(svc.url)
+        .post(`/api/users/${u.id}/password`)
+        .set('Authorization', u.auth)
+        .send({ new_password: 'another-password' })
+        .expect(400);
       expect(missing.body.error.details[0].field).to.equal('current_password');
-      await request(svc.url).post(`/api/users/${u.id}/password`).set('Authorization', u.auth).send({ new_password: 'another-password', current_password: 'wrong-one' }).expect(400);
+      await request(svc.url)
+        .post(`/api/users/${u.id}/password`)
+        .set('Authorization', u.auth)
+        .send({ new_password: 'another-password', current_password: 'wrong-one' })
+        .expect(400);
       const other = await makeUser(svc, 'other', ['INT_VIEWER']);
       await request(svc.url).post(`/api/users/${other.id}/password`).set('Authorization', u.auth).send({ new_password: 'another-password' }).expect(403);
     });
@@ -251,21 +300,37 @@ describe('credential methods', () => {
       const unauth = await request(svc.url).get('/api/users').expect(401);
       expect(unauth.body).to.deep.equal({ error: { code: 'unauthorized', message: 'authentication required' } });
       const res = await request(svc.url).get('/api/users').set('Authorization', viewer.auth).expect(403);
-      expect(res.body.error).to.deep.equal({ code: 'forbidden', message: 'missing permission feature:admin.users', details: { permission: 'feature:admin.users' } });
+      expect(res.body.error).to.deep.equal({
+        code: 'forbidden',
+        message: 'missing permission feature:admin.users',
+        details: { permission: 'feature:admin.users' },
+      });
     });
 
     it('membership changes are visible to the very next request despite the cache', async () => {
       const u = await makeUser(svc, 'promoted', ['INT_VIEWER']);
       await request(svc.url).get('/api/groups').set('Authorization', u.auth).expect(403);
-      await request(svc.url).patch(`/api/users/${u.id}`).set('Authorization', adminAuth()).send({ groups: ['INT_VIEWER', 'INT_ADMIN'] }).expect(200);
+      await request(svc.url)
+        .patch(`/api/users/${u.id}`)
+        .set('Authorization', adminAuth())
+        .send({ groups: ['INT_VIEWER', 'INT_ADMIN'] })
+        .expect(200);
       await request(svc.url).get('/api/groups').set('Authorization', u.auth).expect(200);
       // a group's permission edit and a group's deletion invalidate too
-      await request(svc.url).post('/api/groups').set('Authorization', adminAuth()).send({ name: 'auditors', permissions: ['feature:admin.users'] }).expect(201);
+      await request(svc.url)
+        .post('/api/groups')
+        .set('Authorization', adminAuth())
+        .send({ name: 'auditors', permissions: ['feature:admin.users'] })
+        .expect(201);
       const a = await makeUser(svc, 'auditor', ['auditors']);
       await request(svc.url).get('/api/users').set('Authorization', a.auth).expect(200);
       await request(svc.url).patch('/api/groups/auditors').set('Authorization', adminAuth()).send({ permissions: [] }).expect(200);
       await request(svc.url).get('/api/users').set('Authorization', a.auth).expect(403);
-      await request(svc.url).patch('/api/groups/auditors').set('Authorization', adminAuth()).send({ permissions: ['feature:admin.users'] }).expect(200);
+      await request(svc.url)
+        .patch('/api/groups/auditors')
+        .set('Authorization', adminAuth())
+        .send({ permissions: ['feature:admin.users'] })
+        .expect(200);
       await request(svc.url).get('/api/users').set('Authorization', a.auth).expect(200);
       await request(svc.url).delete('/api/groups/auditors').set('Authorization', adminAuth()).expect(204);
       await request(svc.url).get('/api/users').set('Authorization', a.auth).expect(403);
@@ -273,7 +338,7 @@ describe('credential methods', () => {
   });
 });
 
-describe('the current password, given to change one\'s own', function () {
+describe("the current password, given to change one's own", function () {
   let svc: TestService;
   const logs = capturingLogger('info');
   before(async () => {
@@ -284,7 +349,11 @@ describe('the current password, given to change one\'s own', function () {
   it('is a guess like a login: five wrong ones lock the pair (429), each a login_failed line', async () => {
     const u = await makeUser(svc, 'guessed', ['INT_VIEWER']);
     const token = (await request(svc.url).post('/api/auth/login').send({ username: u.username, password: u.password }).expect(200)).body.token;
-    const change = (current: string) => request(svc.url).post(`/api/users/${u.id}/password`).set('Authorization', `Bearer ${token}`).send({ new_password: 'a-new-password-1', current_password: current });
+    const change = (current: string) =>
+      request(svc.url)
+        .post(`/api/users/${u.id}/password`)
+        .set('Authorization', `Bearer ${token}`)
+        .send({ new_password: 'a-new-password-1', current_password: current });
     for (let i = 0; i < 5; i++) expect((await change(`wrong-guess-${i}`)).status).to.equal(400);
     const locked = await change(u.password).expect(429);
     expect(locked.headers['retry-after']).to.match(/^\d+$/);

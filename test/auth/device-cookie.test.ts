@@ -37,7 +37,10 @@ describe('known devices (device cookies)', function () {
     const res = await login('127.0.8.1', 'vera', 'vera-password-1');
     expect(res.status).to.equal(200);
     const line = setCookieLine(res, DEVICE_COOKIE)!;
-    expect(line).to.match(/;\s*httponly/i).and.match(/;\s*samesite=lax/i).and.match(/;\s*path=\//i);
+    expect(line)
+      .to.match(/;\s*httponly/i)
+      .and.match(/;\s*samesite=lax/i)
+      .and.match(/;\s*path=\//i);
     expect(line).not.to.match(/;\s*secure/i); // the public URL is http here (test/auth/proxy.test.ts: https)
     const expires = Date.parse(/expires=([^;]+)/i.exec(line)![1]!);
     expect(expires - Date.now()).to.be.within(179 * DAY, 181 * DAY);
@@ -117,7 +120,7 @@ describe('known devices (device cookies)', function () {
     expect((await login('127.0.10.3', 'walt', 'not-the-password', walt)).status).to.equal(401);
   });
 
-  it("a device of another account whose name differs only in case is not a device of this one", async () => {
+  it('a device of another account whose name differs only in case is not a device of this one', async () => {
     // the lockout folds case ('Walt' and 'walt' share five guesses an address): a device cookie
     // must not, or whoever has an account 'Walt' mints cookies that guess at walt past the lockout
     await createUser(svc.url, { username: 'Walt', password: 'other-walt-password', groups: ['INT_VIEWER'] });
@@ -147,7 +150,11 @@ describe('known devices (device cookies)', function () {
       .filter((l) => l.event === 'login_failed' && l.username === 'walt');
     const byDevice = failures.filter((f) => f.device);
     expect(byDevice).to.have.length(10);
-    for (const f of byDevice) expect(f).to.include({ ip: '127.0.11.2', reason: 'invalid_credentials' }).and.to.have.property('device').that.matches(/^[A-Za-z0-9_-]{12}$/);
+    for (const f of byDevice)
+      expect(f)
+        .to.include({ ip: '127.0.11.2', reason: 'invalid_credentials' })
+        .and.to.have.property('device')
+        .that.matches(/^[A-Za-z0-9_-]{12}$/);
     expect(JSON.stringify(failures)).not.to.include(device.split('.')[2]);
   });
 });

@@ -16,7 +16,14 @@ export interface RawResponse {
  * One JSON request from a chosen local source address (the whole 127.0.0.0/8 is loopback on
  * Linux), so a test can be "another client IP" without trusting X-Forwarded-For.
  */
-export function requestFrom(baseUrl: string, localAddress: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<RawResponse> {
+export function requestFrom(
+  baseUrl: string,
+  localAddress: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<RawResponse> {
   const url = new URL(path, baseUrl);
   const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
   return new Promise((resolve, reject) => {

@@ -16,7 +16,13 @@ describe('two instances on one database', () => {
   });
 
   it('a password changed on one instance ends cached Basic verifications on the other', async () => {
-    const u = (await request(a.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'twin', password: 'twin-password-1', groups: ['INT_VIEWER'] }).expect(201)).body;
+    const u = (
+      await request(a.url)
+        .post('/api/users')
+        .set('Authorization', adminAuth())
+        .send({ username: 'twin', password: 'twin-password-1', groups: ['INT_VIEWER'] })
+        .expect(201)
+    ).body;
     await request(b.url).get('/api/me').set('Authorization', basic('twin', 'twin-password-1')).expect(200);
     await request(b.url).get('/api/me').set('Authorization', basic('twin', 'twin-password-1')).expect(200); // cached on b
     await request(a.url).post(`/api/users/${u.id}/password`).set('Authorization', adminAuth()).send({ new_password: 'twin-password-2' }).expect(204);
@@ -25,7 +31,11 @@ describe('two instances on one database', () => {
   });
 
   it('login failures counted on one instance lock the other', async () => {
-    await request(a.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'shared', password: 'shared-password', groups: ['INT_VIEWER'] }).expect(201);
+    await request(a.url)
+      .post('/api/users')
+      .set('Authorization', adminAuth())
+      .send({ username: 'shared', password: 'shared-password', groups: ['INT_VIEWER'] })
+      .expect(201);
     for (let i = 0; i < 5; i++) await request(a.url).get('/api/me').set('Authorization', basic('shared', 'nope-nope')).expect(401);
     await request(b.url).get('/api/me').set('Authorization', basic('shared', 'shared-password')).expect(429);
   });

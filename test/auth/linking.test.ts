@@ -106,7 +106,12 @@ describe('identity linking across local, LDAP and OIDC (real slapd and IdP)', fu
     expect(malloryId).not.to.equal(leadId);
     const mallory = await getUser(svc.url, malloryId);
     expect(mallory.groups).to.deep.equal(['INT_VIEWER']);
-    const carolAdmin = await createUser(svc.url, { username: 'carol-admin', password: 'carol-admin-password', email: LDAP_PEOPLE.carol.mail, groups: ['INT_VIEWER', 'INT_ADMIN'] });
+    const carolAdmin = await createUser(svc.url, {
+      username: 'carol-admin',
+      password: 'carol-admin-password',
+      email: LDAP_PEOPLE.carol.mail,
+      groups: ['INT_VIEWER', 'INT_ADMIN'],
+    });
     const carol = await request(svc.url).post('/api/auth/login').send({ username: 'carol', password: LDAP_PEOPLE.carol.password }).expect(200);
     expect(carol.body.user.id).not.to.equal(carolAdmin);
     expect((await getUser(svc.url, carolAdmin)).identities).to.deep.equal([{ provider: 'local', provider_user_id: 'carol-admin' }]);

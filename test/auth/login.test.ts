@@ -172,7 +172,9 @@ describe('login API, web session and logout', function () {
       expect(res.text).to.include('<form method="post" action="/login">');
       // one script: the page's own module from this origin (passkeys), nothing inline
       expect(res.headers['content-security-policy']).to.include("script-src 'self'").and.not.include('unsafe');
-      expect([...res.text.matchAll(/<script\b[^>]*>[\s\S]*?<\/script>/gi)].map((m) => m[0])).to.deep.equal(['<script type="module" src="/static/login.js"></script>']);
+      expect([...res.text.matchAll(/<script\b[^>]*>[\s\S]*?<\/script>/gi)].map((m) => m[0])).to.deep.equal([
+        '<script type="module" src="/static/login.js"></script>',
+      ]);
       expect(res.text).to.include('value="/x&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"');
     });
 
@@ -188,12 +190,26 @@ describe('login API, web session and logout', function () {
       const agent = request.agent(svc.url);
       const bad = await agent.post('/login').type('form').set('Origin', ORIGIN).send({ username: 'carl', password: 'nope-nope', next: '/dash' }).expect(303);
       expect(bad.headers.location).to.equal('/login?error=invalid_credentials&next=%2Fdash');
-      const good = await agent.post('/login').type('form').set('Origin', ORIGIN).send({ username: 'carl', password: 'carl-password-1', next: '/dash' }).expect(303);
+      const good = await agent
+        .post('/login')
+        .type('form')
+        .set('Origin', ORIGIN)
+        .send({ username: 'carl', password: 'carl-password-1', next: '/dash' })
+        .expect(303);
       expect(good.headers.location).to.equal('/dash');
       await agent.get('/api/me').expect(200);
-      const offsite = await request(svc.url).post('/login').type('form').send({ username: 'carl', password: 'carl-password-1', next: '//evil.example' }).expect(303);
+      const offsite = await request(svc.url)
+        .post('/login')
+        .type('form')
+        .send({ username: 'carl', password: 'carl-password-1', next: '//evil.example' })
+        .expect(303);
       expect(offsite.headers.location).to.equal('/');
-      await request(svc.url).post('/login').type('form').set('Origin', 'https://evil.example').send({ username: 'carl', password: 'carl-password-1' }).expect(403);
+      await request(svc.url)
+        .post('/login')
+        .type('form')
+        .set('Origin', 'https://evil.example')
+        .send({ username: 'carl', password: 'carl-password-1' })
+        .expect(403);
     });
   });
 });

@@ -27,7 +27,13 @@ describe('second factor: TOTP and recovery codes', function () {
 
   async function newUser(username: string, groups = ['INT_USER'], extra: Record<string, unknown> = {}) {
     const password = `${username}-password-1`;
-    const id = (await api().post('/api/users').set(sys).send({ username, password, groups, ...extra }).expect(201)).body.id as string;
+    const id = (
+      await api()
+        .post('/api/users')
+        .set(sys)
+        .send({ username, password, groups, ...extra })
+        .expect(201)
+    ).body.id as string;
     return { id, username, password };
   }
 
@@ -44,7 +50,11 @@ describe('second factor: TOTP and recovery codes', function () {
     expect(started.body.otpauth_uri).to.match(/^otpauth:\/\/totp\/.*secret=/);
     expect(started.body.qr_svg).to.match(/^<svg/);
     const secret = started.body.secret as string;
-    const confirmed = await api().post('/api/me/mfa/totp/confirm').set('Authorization', `Bearer ${token}`).send({ code: step === 'previous' ? await previousStepCode(secret) : codeAt(secret) }).expect(200);
+    const confirmed = await api()
+      .post('/api/me/mfa/totp/confirm')
+      .set('Authorization', `Bearer ${token}`)
+      .send({ code: step === 'previous' ? await previousStepCode(secret) : codeAt(secret) })
+      .expect(200);
     return { secret, recovery: confirmed.body.recovery_codes };
   }
 
@@ -87,15 +97,30 @@ describe('second factor: TOTP and recovery codes', function () {
     expect(done.body.user.username).to.equal('alice');
     await api().get('/api/me').set('Authorization', `Bearer ${done.body.token}`).expect(200);
     // the same code again: refused (no replay), and the token it came with is spent
-    const again = await api().post('/api/auth/login/mfa').send({ mfa_token: await firstStep(alice), code: now }).expect(401);
+    const again = await api()
+      .post('/api/auth/login/mfa')
+      .send({ mfa_token: await firstStep(alice), code: now })
+      .expect(401);
     expect(again.body.error.details.reason).to.equal('invalid_code');
-    await api().post('/api/auth/login/mfa').send({ mfa_token: first.body.mfa_token, code: codeAt(secret, stepsAway(1)) }).expect(401);
+    await api()
+      .post('/api/auth/login/mfa')
+      .send({ mfa_token: first.body.mfa_token, code: codeAt(secret, stepsAway(1)) })
+      .expect(401);
     // three steps away: refused
-    const far = await api().post('/api/auth/login/mfa').send({ mfa_token: again.body.error.details.mfa_token, code: codeAt(secret, stepsAway(3)) }).expect(401);
+    const far = await api()
+      .post('/api/auth/login/mfa')
+      .send({ mfa_token: again.body.error.details.mfa_token, code: codeAt(secret, stepsAway(3)) })
+      .expect(401);
     // the token a wrong code answers works with a right one: the next step's code (drift the other way)
-    await api().post('/api/auth/login/mfa').send({ mfa_token: far.body.error.details.mfa_token, code: codeAt(secret, stepsAway(1)) }).expect(200);
+    await api()
+      .post('/api/auth/login/mfa')
+      .send({ mfa_token: far.body.error.details.mfa_token, code: codeAt(secret, stepsAway(1)) })
+      .expect(200);
     // codes are taken in order: once a later step's code was used, an earlier one is refused
-    await api().post('/api/auth/login/mfa').send({ mfa_token: await firstStep(alice), code: codeAt(secret) }).expect(401);
+    await api()
+      .post('/api/auth/login/mfa')
+      .send({ mfa_token: await firstStep(alice), code: codeAt(secret) })
+      .expect(401);
   });
 
   it('a recovery code works once; wrong codes lock like wrong passwords; each failure is a log line', async () => {
@@ -103,7 +128,10 @@ describe('second factor: TOTP and recovery codes', function () {
     const { recovery } = await enrol(await session(bob));
     const first = await firstStep(bob);
     await api().post('/api/auth/login/mfa').send({ mfa_token: first, code: recovery[0]!.toUpperCase() }).expect(200);
-    const reused = await api().post('/api/auth/login/mfa').send({ mfa_token: await firstStep(bob), code: recovery[0] }).expect(401);
+    const reused = await api()
+      .post('/api/auth/login/mfa')
+      .send({ mfa_token: await firstStep(bob), code: recovery[0] })
+      .expect(401);
     expect(reused.body.error.details.reason).to.equal('invalid_code');
     expect((await api().get('/api/users').set(sys).expect(200)).body.users.find((u: { username: string }) => u.username === 'bob')).to.include({ mfa: true });
 
@@ -122,7 +150,10 @@ describe('second factor: TOTP and recovery codes', function () {
     expect(locked!.headers['retry-after']).to.match(/^\d+$/);
     // the password's lockout is the same: the password alone is now locked too
     await api().post('/api/auth/login').send({ username: 'bob', password: bob.password }).expect(429);
-    const failures = logs.lines.slice(before).map((l) => JSON.parse(l)).filter((l) => l.event === 'login_failed' && l.via === 'second_step');
+    const failures = logs.lines
+      .slice(before)
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.event === 'login_failed' && l.via === 'second_step');
     expect(failures.length).to.be.at.least(5);
     expect(logs.text()).not.to.include(recovery[1]!);
   });
@@ -148,13 +179,22 @@ describe('second factor: TOTP and recovery codes', function () {
     await api().post('/api/me/mfa/totp').set('Authorization', basic('dave', dave.password)).expect(403);
     const { secret } = await enrol(token);
     await api().delete('/api/me/mfa/totp').set('Authorization', `Bearer ${token}`).send({ code: '999999' }).expect(400);
-    await api().delete('/api/me/mfa/totp').set('Authorization', `Bearer ${token}`).send({ code: codeAt(secret, stepsAway(1)) }).expect(204);
+    await api()
+      .delete('/api/me/mfa/totp')
+      .set('Authorization', `Bearer ${token}`)
+      .send({ code: codeAt(secret, stepsAway(1)) })
+      .expect(204);
     expect((await api().get('/api/me/mfa').set('Authorization', `Bearer ${token}`).expect(200)).body).to.deep.include({ totp: false, recovery_codes_left: 0 });
 
     // an administrator resets a user's factors: every session of theirs ends
     const t2 = await session(dave);
     await enrol(t2);
-    const daveSession = (await api().post('/api/auth/login/mfa').send({ mfa_token: await firstStep(dave), code: (await svcCodes(dave.id))[0] }).expect(200)).body.token;
+    const daveSession = (
+      await api()
+        .post('/api/auth/login/mfa')
+        .send({ mfa_token: await firstStep(dave), code: (await svcCodes(dave.id))[0] })
+        .expect(200)
+    ).body.token;
     await api().delete(`/api/users/${dave.id}/mfa`).set('Authorization', adminAuth()).expect(204);
     await api().get('/api/me').set('Authorization', `Bearer ${daveSession}`).expect(401);
     expect((await api().get(`/api/users/${dave.id}`).set(sys).expect(200)).body.mfa).to.equal(false);
@@ -174,7 +214,11 @@ describe('second factor: TOTP and recovery codes', function () {
     return svc.service.auth.mfa.newRecoveryCodes(userId);
   }
   it('members of a required group reach only their profile and the enrolment until they enrol', async () => {
-    await api().patch('/api/settings/auth').set(sys).send({ mfa_required_groups: ['INT_VIEWER'] }).expect(200);
+    await api()
+      .patch('/api/settings/auth')
+      .set(sys)
+      .send({ mfa_required_groups: ['INT_VIEWER'] })
+      .expect(200);
     try {
       const erin = await newUser('erin', ['INT_VIEWER']);
       const token = await session(erin);
@@ -192,7 +236,10 @@ describe('second factor: TOTP and recovery codes', function () {
       await api().post('/api/me/api-keys').set(auth).send({ label: 'x' }).expect(403);
       // another group is not walled
       const frank = await newUser('frank', ['INT_USER']);
-      await api().get('/api/notifications').set('Authorization', `Bearer ${await session(frank)}`).expect(200);
+      await api()
+        .get('/api/notifications')
+        .set('Authorization', `Bearer ${await session(frank)}`)
+        .expect(200);
       await enrol(token);
       await api().get('/api/notifications').set(auth).expect(200);
       (await WsClient.connect(svc, { headers: auth })).close();
@@ -205,12 +252,22 @@ describe('second factor: TOTP and recovery codes', function () {
     const hugo = await newUser('hugo');
     const { secret } = await enrol(await session(hugo), 'previous');
     const browser = request.agent(svc.url);
-    const first = await browser.post('/login').set('Origin', 'http://localhost:8080').type('form').send(`username=hugo&password=${hugo.password}&next=%2Fsettings`).expect(303);
+    const first = await browser
+      .post('/login')
+      .set('Origin', 'http://localhost:8080')
+      .type('form')
+      .send(`username=hugo&password=${hugo.password}&next=%2Fsettings`)
+      .expect(303);
     expect(first.headers.location).to.equal('/login/mfa?next=%2Fsettings');
     await browser.get('/api/me').expect(401);
     const page = await browser.get('/login/mfa?next=%2Fsettings').expect(200);
     expect(page.text).to.include('autocomplete="one-time-code"').and.include('recovery codes');
-    const done = await browser.post('/login/mfa').set('Origin', 'http://localhost:8080').type('form').send(`code=${codeAt(secret)}&next=%2Fsettings`).expect(303);
+    const done = await browser
+      .post('/login/mfa')
+      .set('Origin', 'http://localhost:8080')
+      .type('form')
+      .send(`code=${codeAt(secret)}&next=%2Fsettings`)
+      .expect(303);
     expect(done.headers.location).to.equal('/settings');
     expect((await browser.get('/api/me').expect(200)).body.username).to.equal('hugo');
     // the page without a pending second step sends the browser back to sign in
@@ -236,7 +293,12 @@ describe('second factor: TOTP and recovery codes', function () {
       .send({ mfa_token: first.body.mfa_token, code })
       .expect(200);
     // used once: gone
-    await api().post('/api/auth/login/mfa').set('Origin', 'http://localhost:8080').set('Cookie', `svc.mfa=${binding}`).send({ mfa_token: first.body.mfa_token, code: (await svcCodes(gina.id))[1] }).expect(401);
+    await api()
+      .post('/api/auth/login/mfa')
+      .set('Origin', 'http://localhost:8080')
+      .set('Cookie', `svc.mfa=${binding}`)
+      .send({ mfa_token: first.body.mfa_token, code: (await svcCodes(gina.id))[1] })
+      .expect(401);
   });
 
   it('an enrolment started before the account had a factor cannot be confirmed after; a first factor ends the other sessions', async () => {
@@ -250,7 +312,10 @@ describe('second factor: TOTP and recovery codes', function () {
     await api().get('/api/me').set('Authorization', `Bearer ${mine}`).expect(200);
     await api().get('/api/me').set('Authorization', `Bearer ${stale}`).expect(401);
     // and the planted enrolment is void: confirming it is refused even from a verified session
-    const again = await api().post('/api/me/mfa/totp/confirm').set('Authorization', `Bearer ${mine}`).send({ code: codeAt(planted) });
+    const again = await api()
+      .post('/api/me/mfa/totp/confirm')
+      .set('Authorization', `Bearer ${mine}`)
+      .send({ code: codeAt(planted) });
     expect(again.status, JSON.stringify(again.body)).to.equal(409);
     const rows = await svc.service.db('mfa_factors').where({ user_id: ivan.id }).select('kind', 'confirmed');
     expect(rows.map((r) => [r.kind, Boolean(r.confirmed)])).to.deep.equal([['totp', true]]);
@@ -262,12 +327,21 @@ describe('second factor: TOTP and recovery codes', function () {
     const token = await session(jane);
     const { secret } = await enrol(token);
     // the session's verification ages past the window
-    await svc.service.db('api_keys').where({ user_id: jane.id, kind: 'session' }).update({ mfa_at: Date.now() - 24 * 3_600_000 });
+    await svc.service
+      .db('api_keys')
+      .where({ user_id: jane.id, kind: 'session' })
+      .update({ mfa_at: Date.now() - 24 * 3_600_000 });
     svc.service.bus.emit('iam:permissions_changed', { scope: 'all' }); // identities resolved before forget it, as time would
-    const refused = await api().post('/api/me/mfa/webauthn').set('Authorization', `Bearer ${token}`).send({ label: 'x', response: { id: 'a', rawId: 'a', type: 'public-key', response: {} } });
+    const refused = await api()
+      .post('/api/me/mfa/webauthn')
+      .set('Authorization', `Bearer ${token}`)
+      .send({ label: 'x', response: { id: 'a', rawId: 'a', type: 'public-key', response: {} } });
     expect(refused.status, JSON.stringify(refused.body)).to.equal(403);
     expect(refused.body.error.code).to.equal('step_up_required');
-    const confirm = await api().post('/api/me/mfa/totp/confirm').set('Authorization', `Bearer ${token}`).send({ code: codeAt(secret) });
+    const confirm = await api()
+      .post('/api/me/mfa/totp/confirm')
+      .set('Authorization', `Bearer ${token}`)
+      .send({ code: codeAt(secret) });
     expect(confirm.body.error.code).to.equal('step_up_required');
   });
 
@@ -277,8 +351,15 @@ describe('second factor: TOTP and recovery codes', function () {
     let locked: request.Response | null = null;
     for (let i = 0; i < 12 && !locked; i++) {
       // every attempt from a different address: the per-address lockout never trips
-      const first = await api().post('/api/auth/login').set('X-Forwarded-For', `203.0.113.${i + 1}`).send({ username: 'kate', password: kate.password }).expect(200);
-      const res = await api().post('/api/auth/login/mfa').set('X-Forwarded-For', `203.0.113.${i + 1}`).send({ mfa_token: first.body.mfa_token, code: '000000' });
+      const first = await api()
+        .post('/api/auth/login')
+        .set('X-Forwarded-For', `203.0.113.${i + 1}`)
+        .send({ username: 'kate', password: kate.password })
+        .expect(200);
+      const res = await api()
+        .post('/api/auth/login/mfa')
+        .set('X-Forwarded-For', `203.0.113.${i + 1}`)
+        .send({ mfa_token: first.body.mfa_token, code: '000000' });
       if (res.status === 429) locked = res;
       else expect(res.status, JSON.stringify(res.body)).to.equal(401);
     }
@@ -286,11 +367,19 @@ describe('second factor: TOTP and recovery codes', function () {
     expect(Number(locked!.headers['retry-after'])).to.be.greaterThan(60);
     // even the right code waits now, from yet another address
     const first = await api().post('/api/auth/login').set('X-Forwarded-For', '198.51.100.7').send({ username: 'kate', password: kate.password }).expect(200);
-    await api().post('/api/auth/login/mfa').set('X-Forwarded-For', '198.51.100.7').send({ mfa_token: first.body.mfa_token, code: codeAt(secret) }).expect(429);
+    await api()
+      .post('/api/auth/login/mfa')
+      .set('X-Forwarded-For', '198.51.100.7')
+      .send({ mfa_token: first.body.mfa_token, code: codeAt(secret) })
+      .expect(429);
     // a passed second step (after the wait, here: the count cleared) clears it
     await svc.service.db('login_failures').where({ ip: 'second_factor' }).delete();
     const next = await api().post('/api/auth/login').set('X-Forwarded-For', '198.51.100.7').send({ username: 'kate', password: kate.password }).expect(200);
-    await api().post('/api/auth/login/mfa').set('X-Forwarded-For', '198.51.100.7').send({ mfa_token: next.body.mfa_token, code: codeAt(secret, stepsAway(1)) }).expect(200);
+    await api()
+      .post('/api/auth/login/mfa')
+      .set('X-Forwarded-For', '198.51.100.7')
+      .send({ mfa_token: next.body.mfa_token, code: codeAt(secret, stepsAway(1)) })
+      .expect(200);
   });
 
   it('removing the app takes its code through the attempt gate: guesses end in 429 and are in the trail; without a code it needs step-up', async () => {
@@ -303,17 +392,31 @@ describe('second factor: TOTP and recovery codes', function () {
     const before = (await svc.service.db('audit_events').max({ n: 'seq' }).first())?.n ?? 0;
     const statuses: number[] = [];
     for (let i = 0; i < 12; i++) {
-      statuses.push((await api().delete('/api/me/mfa/totp').set(bearer).send({ code: String(100000 + i) })).status);
+      statuses.push(
+        (
+          await api()
+            .delete('/api/me/mfa/totp')
+            .set(bearer)
+            .send({ code: String(100000 + i) })
+        ).status,
+      );
     }
     // five wrong from this address within a minute, then the lockout answers (no more guesses are checked)
     expect(statuses.slice(0, 5)).to.deep.equal([400, 400, 400, 400, 400]);
     expect(new Set(statuses.slice(5))).to.deep.equal(new Set([429]));
-    const locked = await api().delete('/api/me/mfa/totp').set(bearer).send({ code: codeAt(secret, stepsAway(1)) });
+    const locked = await api()
+      .delete('/api/me/mfa/totp')
+      .set(bearer)
+      .send({ code: codeAt(secret, stepsAway(1)) });
     expect(locked.status).to.equal(429);
     expect(Number(locked.headers['retry-after'])).to.be.greaterThan(0);
     expect((await api().get('/api/me/mfa').set(bearer).expect(200)).body.totp).to.equal(true);
     await svc.service.iam.audit.flush();
-    const events = await svc.service.db('audit_events').where('seq', '>', before).andWhere({ target_name: 'lena' }).whereIn('action', ['auth.login_failed', 'auth.locked']);
+    const events = await svc.service
+      .db('audit_events')
+      .where('seq', '>', before)
+      .andWhere({ target_name: 'lena' })
+      .whereIn('action', ['auth.login_failed', 'auth.locked']);
     const count = (rows: Array<{ details: string }>) => rows.reduce((n, r) => n + ((JSON.parse(r.details) as { count?: number }).count ?? 1), 0);
     expect(count(events.filter((e) => e.action === 'auth.login_failed'))).to.equal(5);
     expect(count(events.filter((e) => e.action === 'auth.locked'))).to.equal(8);
@@ -321,12 +424,19 @@ describe('second factor: TOTP and recovery codes', function () {
 
     // without a code, removal needs a factor verified within the step-up window
     await svc.service.db('login_failures').where({ username: 'lena' }).delete();
-    await svc.service.db('api_keys').where({ user_id: lena.id, kind: 'session' }).update({ mfa_at: Date.now() - 24 * 3_600_000 });
+    await svc.service
+      .db('api_keys')
+      .where({ user_id: lena.id, kind: 'session' })
+      .update({ mfa_at: Date.now() - 24 * 3_600_000 });
     svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
     const stale = await api().delete('/api/me/mfa/totp').set(elsewhere).send({});
     expect(stale.status, JSON.stringify(stale.body)).to.equal(403);
     expect(stale.body.error.code).to.equal('step_up_required');
-    await api().post('/api/auth/step-up').set(elsewhere).send({ code: codeAt(secret, stepsAway(1)) }).expect(204);
+    await api()
+      .post('/api/auth/step-up')
+      .set(elsewhere)
+      .send({ code: codeAt(secret, stepsAway(1)) })
+      .expect(204);
     await api().delete('/api/me/mfa/totp').set(elsewhere).expect(204);
     expect((await api().get('/api/me/mfa').set(elsewhere).expect(200)).body.totp).to.equal(false);
   });

@@ -108,13 +108,16 @@ describe('OIDC login flow end to end (real oidc-provider IdP)', function () {
     // a second login resolves to the same user
     await fullWebLogin(request.agent(svc.url), 'alice-sub');
     expect((await userNamed(svc.url, 'alice')).id).to.equal(alice.id);
-    expect((await userNamed(svc.url, 'alice-2'))).to.equal(undefined);
+    expect(await userNamed(svc.url, 'alice-2')).to.equal(undefined);
   });
 
   it('the sign-in redirects carry their Location and no body, whatever the client accepts', async function () {
     const agent = request.agent(svc.url);
     const startRes = await agent.get('/api/auth/oidc/start').set('Accept', 'text/html').expect(302);
-    const callback = await agent.get(await idpLogin(startRes.headers.location, 'alice-sub')).set('Accept', 'text/html').expect(302);
+    const callback = await agent
+      .get(await idpLogin(startRes.headers.location, 'alice-sub'))
+      .set('Accept', 'text/html')
+      .expect(302);
     const complete = await agent.get(callback.headers.location).set('Accept', 'application/json').expect(302);
     const refused = await request(svc.url).get('/auth/complete').query({ code: 'svc_not-a-code' }).expect(302);
     for (const res of [startRes, callback, complete, refused]) {
@@ -160,7 +163,10 @@ describe('OIDC login flow end to end (real oidc-provider IdP)', function () {
     const code = new URL(callback.headers.location).searchParams.get('code')!;
     const row = await svc.service.db('one_time_values').where({ purpose: 'exchange_code' }).orderBy('expires_at', 'desc').first();
     expect(Number(row.expires_at) - Date.now()).to.be.within(50_000, 60_000);
-    await svc.service.db('one_time_values').where({ hash: row.hash }).update({ expires_at: Date.now() - 1 });
+    await svc.service
+      .db('one_time_values')
+      .where({ hash: row.hash })
+      .update({ expires_at: Date.now() - 1 });
     await request(svc.url).post('/api/auth/token-exchange').send({ code }).expect(401);
   });
 
@@ -182,12 +188,15 @@ describe('OIDC login flow end to end (real oidc-provider IdP)', function () {
 
     // a good callback works once; its replay is refused
     const path2 = await idpLogin(await start(agent), 'alice-sub');
-    await agent.get(path2).expect(302).expect('location', /^\/auth\/complete\?/);
+    await agent
+      .get(path2)
+      .expect(302)
+      .expect('location', /^\/auth\/complete\?/);
     const replay = await agent.get(path2).expect(302);
     expect(replay.headers.location).to.equal('/login?error=state_mismatch');
   });
 
-  it('an ID token whose nonce is not this login\'s goes to /login?error=nonce_mismatch', async function () {
+  it("an ID token whose nonce is not this login's goes to /login?error=nonce_mismatch", async function () {
     const agent = request.agent(svc.url);
     const authUrl = new URL(await start(agent));
     authUrl.searchParams.set('nonce', 'nonce-of-another-login-0123456789');
@@ -264,7 +273,13 @@ describe('OIDC login flow end to end (real oidc-provider IdP)', function () {
 
   it('one address cannot fill the state table: starts share the per-address login budget', async function () {
     const tight = await startService({
-      env: { SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: '5', SERVICE_AUTH_PROVIDERS: 'local,oidc', SERVICE_OIDC_ISSUER: idp.issuer, SERVICE_OIDC_CLIENT_ID: CLIENT_ID, SERVICE_OIDC_CLIENT_SECRET: CLIENT_SECRET },
+      env: {
+        SERVICE_LOGIN_ATTEMPTS_PER_MINUTE: '5',
+        SERVICE_AUTH_PROVIDERS: 'local,oidc',
+        SERVICE_OIDC_ISSUER: idp.issuer,
+        SERVICE_OIDC_CLIENT_ID: CLIENT_ID,
+        SERVICE_OIDC_CLIENT_SECRET: CLIENT_SECRET,
+      },
     });
     try {
       const locations: string[] = [];
@@ -287,7 +302,11 @@ describe('OIDC login flow end to end (real oidc-provider IdP)', function () {
     await fullWebLogin(agent, 'alice-sub');
     const alice = await userNamed(svc.url, 'alice');
     const secret = (await agent.post('/api/me/mfa/totp').set('Origin', ORIGIN).expect(200)).body.secret;
-    await agent.post('/api/me/mfa/totp/confirm').set('Origin', ORIGIN).send({ code: await previousStepCode(secret) }).expect(200);
+    await agent
+      .post('/api/me/mfa/totp/confirm')
+      .set('Origin', ORIGIN)
+      .send({ code: await previousStepCode(secret) })
+      .expect(200);
 
     const browser = request.agent(svc.url);
     const callback = await browser.get(await idpLogin(await start(browser, { next: '/board' }), 'alice-sub')).expect(303);
@@ -297,14 +316,22 @@ describe('OIDC login flow end to end (real oidc-provider IdP)', function () {
     expect((await browser.get('/login/mfa?next=%2Fboard').expect(200)).text).to.include('data-second-step');
     const wrong = await browser.post('/login/mfa').set('Origin', ORIGIN).type('form').send('code=000000&next=%2Fboard').expect(303);
     expect(wrong.headers.location).to.equal('/login/mfa?error=invalid_code&next=%2Fboard');
-    const right = await browser.post('/login/mfa').set('Origin', ORIGIN).type('form').send(`code=${totpCode(secret)}&next=%2Fboard`).expect(302);
+    const right = await browser
+      .post('/login/mfa')
+      .set('Origin', ORIGIN)
+      .type('form')
+      .send(`code=${totpCode(secret)}&next=%2Fboard`)
+      .expect(302);
     expect(right.headers.location).to.match(/^\/auth\/complete\?code=/);
     const complete = await browser.get(right.headers.location).expect(302);
     expect(complete.headers.location).to.equal('/board');
     const me = await browser.get('/api/me').expect(200);
     expect(me.body.id).to.equal(alice.id);
     // no session was made before the second step: the callback alone opened nothing
-    await request(svc.url).get('/api/me').set('Cookie', (callback.headers['set-cookie'] as unknown as string[]).map((c) => c.split(';')[0]).join('; ')).expect(401);
+    await request(svc.url)
+      .get('/api/me')
+      .set('Cookie', (callback.headers['set-cookie'] as unknown as string[]).map((c) => c.split(';')[0]).join('; '))
+      .expect(401);
     await request(svc.url).delete(`/api/users/${alice.id}/mfa`).set('Authorization', adminAuth()).expect(204);
   });
 

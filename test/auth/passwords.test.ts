@@ -43,7 +43,11 @@ describe('password hashing off the event loop', function () {
     const ws = await WsClient.connect(svc, { headers: { 'X-API-Key': key } });
     try {
       // from 20 addresses, so neither the per-address limit nor the queue bound refuses them
-      const storm = Promise.all(Array.from({ length: 20 }, (_, i) => requestFrom(svc.url, `127.0.4.${i + 1}`, 'POST', '/api/auth/login', { username: `storm${i}`, password: `storm-password-${i}` })));
+      const storm = Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          requestFrom(svc.url, `127.0.4.${i + 1}`, 'POST', '/api/auth/login', { username: `storm${i}`, password: `storm-password-${i}` }),
+        ),
+      );
       await new Promise((r) => setTimeout(r, 30)); // the logins are queued and hashing now
       const t0 = Date.now();
       await request(svc.url).get('/api/me/access').set('X-API-Key', key).expect(200);
@@ -64,7 +68,9 @@ describe('password hashing off the event loop', function () {
   it('a full hashing queue answers 503 with Retry-After and the error body at once; no request hangs', async () => {
     const started = Date.now();
     const answers = await Promise.all(
-      Array.from({ length: USERS }, (_, i) => requestFrom(svc.url, `127.0.5.${i + 1}`, 'POST', '/api/auth/login', { username: `storm${i}`, password: `storm-password-${i}` })),
+      Array.from({ length: USERS }, (_, i) =>
+        requestFrom(svc.url, `127.0.5.${i + 1}`, 'POST', '/api/auth/login', { username: `storm${i}`, password: `storm-password-${i}` }),
+      ),
     );
     const busy = answers.filter((a) => a.status === 503);
     expect(busy.length, JSON.stringify(answers.map((a) => a.status))).to.be.greaterThan(0);

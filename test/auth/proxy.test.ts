@@ -31,15 +31,29 @@ describe('behind a reverse proxy', () => {
   after(async () => svc.destroy());
 
   it('sets Secure cookies on login although the hop to us is plain HTTP', async () => {
-    const res = await request(svc.url).post('/api/auth/login').set('Origin', 'https://svc.example.org').send({ username: ADMIN.username, password: ADMIN.password }).expect(200);
+    const res = await request(svc.url)
+      .post('/api/auth/login')
+      .set('Origin', 'https://svc.example.org')
+      .send({ username: ADMIN.username, password: ADMIN.password })
+      .expect(200);
     const cookies = ([] as string[]).concat(res.headers['set-cookie'] ?? []);
     expect(cookies.length).to.be.greaterThan(0);
-    for (const c of cookies) expect(c).to.match(/;\s*secure/i).and.match(/httponly/i);
-    expect(cookies.some((c) => c.startsWith('svc.device=')), 'the device cookie is one of them').to.equal(true);
+    for (const c of cookies)
+      expect(c)
+        .to.match(/;\s*secure/i)
+        .and.match(/httponly/i);
+    expect(
+      cookies.some((c) => c.startsWith('svc.device=')),
+      'the device cookie is one of them',
+    ).to.equal(true);
   });
 
   it('counts login failures per real client (X-Forwarded-For), not per proxy', async () => {
-    await request(svc.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'proxied', password: 'proxied-password', groups: ['INT_VIEWER'] }).expect(201);
+    await request(svc.url)
+      .post('/api/users')
+      .set('Authorization', adminAuth())
+      .send({ username: 'proxied', password: 'proxied-password', groups: ['INT_VIEWER'] })
+      .expect(201);
     for (let i = 0; i < 5; i++) {
       await request(svc.url).get('/api/me').set('X-Forwarded-For', '203.0.113.7').set('Authorization', basic('proxied', 'wrong-one')).expect(401);
     }
@@ -49,16 +63,32 @@ describe('behind a reverse proxy', () => {
   });
 
   it('reads the address the proxy added, not one the client wrote in front of it', async () => {
-    await request(svc.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'spoofer', password: 'spoofer-password', groups: ['INT_VIEWER'] }).expect(201);
+    await request(svc.url)
+      .post('/api/users')
+      .set('Authorization', adminAuth())
+      .send({ username: 'spoofer', password: 'spoofer-password', groups: ['INT_VIEWER'] })
+      .expect(201);
     // a client rotating a forged first entry: the proxy appends the real address, which is what counts
     for (let i = 0; i < 5; i++) {
-      await request(svc.url).get('/api/me').set('X-Forwarded-For', `10.9.9.${i}, 203.0.113.8`).set('Authorization', basic('spoofer', `wrong-${i}`)).expect(401);
+      await request(svc.url)
+        .get('/api/me')
+        .set('X-Forwarded-For', `10.9.9.${i}, 203.0.113.8`)
+        .set('Authorization', basic('spoofer', `wrong-${i}`))
+        .expect(401);
     }
-    await request(svc.url).get('/api/me').set('X-Forwarded-For', '10.9.9.99, 203.0.113.8').set('Authorization', basic('spoofer', 'spoofer-password')).expect(429);
+    await request(svc.url)
+      .get('/api/me')
+      .set('X-Forwarded-For', '10.9.9.99, 203.0.113.8')
+      .set('Authorization', basic('spoofer', 'spoofer-password'))
+      .expect(429);
   });
 
   it('counts ws Basic failures per real client too, and the log line names that client, not the proxy', async () => {
-    await request(svc.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'wsproxied', password: 'wsproxied-password', groups: ['INT_VIEWER'] }).expect(201);
+    await request(svc.url)
+      .post('/api/users')
+      .set('Authorization', adminAuth())
+      .send({ username: 'wsproxied', password: 'wsproxied-password', groups: ['INT_VIEWER'] })
+      .expect(201);
     const from = (address: string, password: string) => upgradeStatus(svc, { 'X-Forwarded-For': address, Authorization: basic('wsproxied', password) });
     const before = logs.lines.length;
     for (let i = 0; i < 5; i++) expect(await from('203.0.113.21', `wrong-${i}`)).to.equal(401);

@@ -45,8 +45,24 @@ describe('auth settings API and plugin providers', function () {
   it('shows every field with its source and lock, secrets masked', async function () {
     const res = await request(svc.url).get('/api/settings/auth').set('Authorization', adminAuth()).expect(200);
     const s = res.body.settings;
-    expect(s.oidc_client_secret).to.deep.equal({ label: 'OIDC client secret', kind: 'secret', value: '********', source: 'env', locked: true, secret: true, configured: true });
-    expect(s.ldap_bind_password).to.deep.equal({ label: 'LDAP bind password', kind: 'secret', value: null, source: 'default', locked: false, secret: true, configured: false });
+    expect(s.oidc_client_secret).to.deep.equal({
+      label: 'OIDC client secret',
+      kind: 'secret',
+      value: '********',
+      source: 'env',
+      locked: true,
+      secret: true,
+      configured: true,
+    });
+    expect(s.ldap_bind_password).to.deep.equal({
+      label: 'LDAP bind password',
+      kind: 'secret',
+      value: null,
+      source: 'default',
+      locked: false,
+      secret: true,
+      configured: false,
+    });
     // label and kind for the settings page, from the one settings table
     expect(s.ldap_group_mapping).to.deep.include({ label: 'LDAP group mapping', kind: 'mapping', value: {} });
     expect(s.sso_default_groups).to.deep.include({ kind: 'list', value: ['INT_VIEWER'] });
@@ -83,7 +99,12 @@ describe('auth settings API and plugin providers', function () {
     await new Promise<void>((resolve) => trap.listen(0, '127.0.0.1', () => resolve()));
     const trapUrl = `ldap://127.0.0.1:${(trap.address() as net.AddressInfo).port}`;
     try {
-      await patchAuthSettings(svc.url, { ldap_url: 'ldap://ldap.example.test', ldap_base_dn: 'dc=example,dc=org', ldap_bind_dn: 'cn=reader,dc=example,dc=org', ldap_bind_password: STORED_BIND_PASSWORD }).expect(200);
+      await patchAuthSettings(svc.url, {
+        ldap_url: 'ldap://ldap.example.test',
+        ldap_base_dn: 'dc=example,dc=org',
+        ldap_bind_dn: 'cn=reader,dc=example,dc=org',
+        ldap_bind_password: STORED_BIND_PASSWORD,
+      }).expect(200);
       for (const patch of [
         { ldap_url: trapUrl, ldap_bind_password: '********', auth_providers: 'ldap,local' },
         { ldap_url: trapUrl, auth_providers: 'ldap,local' },
@@ -94,7 +115,9 @@ describe('auth settings API and plugin providers', function () {
       ]) {
         const res = await patchAuthSettings(svc.url, patch).expect(400);
         const moved = Object.keys(patch).find((f) => ['ldap_url', 'ldap_bind_dn', 'ldap_tls_verify'].includes(f));
-        expect(res.body.error.details, JSON.stringify(patch)).to.deep.equal([{ field: 'ldap_bind_password', message: `must be entered again when ${moved} changes` }]);
+        expect(res.body.error.details, JSON.stringify(patch)).to.deep.equal([
+          { field: 'ldap_bind_password', message: `must be entered again when ${moved} changes` },
+        ]);
       }
       // nothing changed: a login does not reach the trap
       await request(svc.url).post('/api/auth/login').send({ username: 'someone', password: 'whatever-it-is' }).expect(401);
@@ -154,7 +177,10 @@ describe('auth settings API and plugin providers', function () {
     const pin = pinProvider();
     svc.service.bus.emit('auth:register_provider', { provider: pin, plugin_name: 'pin-plugin' });
     // malformed or reserved ones are refused, the chain stays usable
-    svc.service.bus.emit('auth:register_provider', { provider: { id: 'ldap', kind: 'credentials', label: 'fake', authenticate: async () => null }, plugin_name: 'evil' });
+    svc.service.bus.emit('auth:register_provider', {
+      provider: { id: 'ldap', kind: 'credentials', label: 'fake', authenticate: async () => null },
+      plugin_name: 'evil',
+    });
     svc.service.bus.emit('auth:register_provider', { provider: { id: 'broken', kind: 'credentials', label: 'x' }, plugin_name: 'evil' });
     let providers = await request(svc.url).get('/api/auth/providers').expect(200);
     expect(providers.body.providers.map((p: any) => p.id)).to.deep.equal(['local', 'pin']);
@@ -166,7 +192,11 @@ describe('auth settings API and plugin providers', function () {
     expect(petra.identities).to.deep.equal([{ provider: 'pin', provider_user_id: 'pin:petra' }]);
 
     // a settings change rebuilds the chain: the plugin provider is still there, after the configured ones
-    await request(svc.url).post('/api/groups').set('Authorization', adminAuth()).send({ name: 'PIN_USERS', permissions: ['api:read'] }).expect(201);
+    await request(svc.url)
+      .post('/api/groups')
+      .set('Authorization', adminAuth())
+      .send({ name: 'PIN_USERS', permissions: ['api:read'] })
+      .expect(201);
     const patched = await patchAuthSettings(svc.url, { sso_default_groups: 'PIN_USERS', oidc_label: 'Company SSO' }).expect(200);
     expect(patched.body.chain).to.deep.equal([
       { id: 'local', kind: 'credentials', label: 'Local account', source: 'config', plugin: null },
@@ -185,7 +215,14 @@ describe('auth settings API and plugin providers', function () {
 
   it('a plugin provider that throws is skipped like a server that is down', async function () {
     svc.service.bus.emit('auth:register_provider', {
-      provider: { id: 'flaky', kind: 'credentials', label: 'Flaky', authenticate: async () => { throw new Error('backend down'); } },
+      provider: {
+        id: 'flaky',
+        kind: 'credentials',
+        label: 'Flaky',
+        authenticate: async () => {
+          throw new Error('backend down');
+        },
+      },
       plugin_name: 'flaky-plugin',
     });
     await request(svc.url).post('/api/auth/login').send({ username: 'paul', password: 'paul-1234' }).expect(200);

@@ -31,19 +31,46 @@ describe('second factor: step-up before what reaches the host', function () {
   before(async () => {
     svc = await startService({ env: { SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' } });
     await api().put('/api/settings/system-api-key').set('Authorization', basic('admin', 'admin-test-password')).send({ key: SYSTEM_KEY }).expect(204);
-    targetId = (await api().post('/api/users').set(sys).send({ username: 'target', password: 'target-password', groups: ['INT_USER'] }).expect(201)).body.id;
+    targetId = (
+      await api()
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'target', password: 'target-password', groups: ['INT_USER'] })
+        .expect(201)
+    ).body.id;
     // an account whose group reaches the host (the system key needs no step-up to set it up)
-    await api().post('/api/groups').set(sys).send({ name: 'hostops', permissions: ['socket:mounts:repair'] }).expect(201);
-    operatorId = (await api().post('/api/users').set(sys).send({ username: 'operator', password: 'operator-password', groups: ['INT_USER', 'hostops'] }).expect(201)).body.id;
+    await api()
+      .post('/api/groups')
+      .set(sys)
+      .send({ name: 'hostops', permissions: ['socket:mounts:repair'] })
+      .expect(201);
+    operatorId = (
+      await api()
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'operator', password: 'operator-password', groups: ['INT_USER', 'hostops'] })
+        .expect(201)
+    ).body.id;
     // the superadmin enrols an authenticator app from a session, then signs in with both factors
     const first = await api().post('/api/auth/login').send({ username: 'admin', password: 'admin-test-password' }).expect(200);
     const bearer = { Authorization: `Bearer ${first.body.token}` };
     secret = (await api().post('/api/me/mfa/totp').set(bearer).expect(200)).body.secret;
-    recovery = (await api().post('/api/me/mfa/totp/confirm').set(bearer).send({ code: await previousStepCode(secret) }).expect(200)).body.recovery_codes;
+    recovery = (
+      await api()
+        .post('/api/me/mfa/totp/confirm')
+        .set(bearer)
+        .send({ code: await previousStepCode(secret) })
+        .expect(200)
+    ).body.recovery_codes;
     const again = await api().post('/api/auth/login').send({ username: 'admin', password: 'admin-test-password' }).expect(200);
-    const done = await api().post('/api/auth/login/mfa').send({ mfa_token: again.body.mfa_token, code: codeAt(secret, Date.now()) }).expect(200);
+    const done = await api()
+      .post('/api/auth/login/mfa')
+      .send({ mfa_token: again.body.mfa_token, code: codeAt(secret, Date.now()) })
+      .expect(200);
     token = done.body.token;
-    sessionId = (await api().get('/api/me/api-keys').set('Authorization', `Bearer ${token}`).expect(200)).body.keys.find((k: { current: boolean }) => k.current).id;
+    sessionId = (await api().get('/api/me/api-keys').set('Authorization', `Bearer ${token}`).expect(200)).body.keys.find(
+      (k: { current: boolean }) => k.current,
+    ).id;
     fs.mkdirSync(path.join(svc.dataDir, 'managed', 'work'), { recursive: true });
   });
   after(async () => svc?.destroy());
@@ -53,11 +80,20 @@ describe('second factor: step-up before what reaches the host', function () {
    * identities resolved before, which carry when it was, are forgotten as time would expire them).
    */
   const age = async () => {
-    await svc.service.db('api_keys').where({ id: sessionId }).update({ mfa_at: Date.now() - 16 * 60_000 });
+    await svc.service
+      .db('api_keys')
+      .where({ id: sessionId })
+      .update({ mfa_at: Date.now() - 16 * 60_000 });
     svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
   };
 
-  type Action = [what: string, method: 'post' | 'put' | 'patch' | 'delete', path: () => string, body: Record<string, unknown> | (() => Record<string, unknown>), ok: number];
+  type Action = [
+    what: string,
+    method: 'post' | 'put' | 'patch' | 'delete',
+    path: () => string,
+    body: Record<string, unknown> | (() => Record<string, unknown>),
+    ok: number,
+  ];
   const bodyOf = (b: Action[3]) => (typeof b === 'function' ? b() : b);
   const actions: Action[] = [
     ['rotate the system key', 'put', () => '/api/settings/system-api-key', { key: `${SYSTEM_KEY}-rotated` }, 204],
@@ -69,7 +105,13 @@ describe('second factor: step-up before what reaches the host', function () {
     ['rename a group that reaches the host', 'patch', () => '/api/groups/hostops', { name: 'hostops-renamed' }, 200],
     ["remove another user's factors", 'delete', () => `/api/users/${targetId}/mfa`, {}, 204],
     ['issue an API key (it needs no second factor afterwards)', 'post', () => '/api/me/api-keys', { label: 'made after step-up' }, 201],
-    ['repair a managed directory (a host operation)', 'post', () => '/api/socket/repair', () => ({ target_dir: path.join(svc.dataDir, 'managed', 'work'), mode: '0750' }), 200],
+    [
+      'repair a managed directory (a host operation)',
+      'post',
+      () => '/api/socket/repair',
+      () => ({ target_dir: path.join(svc.dataDir, 'managed', 'work'), mode: '0750' }),
+      200,
+    ],
   ];
 
   it('each listed action answers 403 step_up_required without a fresh verification, and succeeds after one', async () => {
@@ -121,7 +163,9 @@ describe('second factor: step-up before what reaches the host', function () {
     await api().patch('/api/settings/auth').set('X-API-Key', `${SYSTEM_KEY}-rotated`).send({ oidc_label: 'Via system key' }).expect(200);
     await api().post('/api/auth/step-up').set('X-API-Key', key).send({ code: '123456' }).expect(403);
     // the session itself still needs it
-    expect((await api().patch('/api/settings/auth').set('Authorization', `Bearer ${token}`).send({ oidc_label: 'x' }).expect(403)).body.error.code).to.equal('step_up_required');
+    expect((await api().patch('/api/settings/auth').set('Authorization', `Bearer ${token}`).send({ oidc_label: 'x' }).expect(403)).body.error.code).to.equal(
+      'step_up_required',
+    );
   });
 
   it('documents step-up in the API document', async () => {
@@ -129,6 +173,10 @@ describe('second factor: step-up before what reaches the host', function () {
     expect(doc.paths['/api/settings/auth'].patch['x-step-up']).to.equal(true);
     expect(doc.paths['/api/settings/system-api-key'].put['x-step-up']).to.equal(true);
     expect(doc.paths['/api/users/{id}/mfa'].delete['x-step-up']).to.equal(true);
-    expect(doc.components.schemas.Error.properties.error.properties.code.enum).to.include.members(['step_up_required', 'mfa_required', 'mfa_enrollment_required']);
+    expect(doc.components.schemas.Error.properties.error.properties.code.enum).to.include.members([
+      'step_up_required',
+      'mfa_required',
+      'mfa_enrollment_required',
+    ]);
   });
 });

@@ -40,7 +40,13 @@ describe('an intruder on the Redis bus', function () {
     clients.push(client);
     return { client, seen, titles: () => seen.map((n) => (n as { title?: string }).title) };
   };
-  const post = (svc: TestService, body: Record<string, unknown>) => request(svc.url).post('/api/notifications').set(admin).send(body).expect(202).then((r) => r.body as { id: string; seq: number | null });
+  const post = (svc: TestService, body: Record<string, unknown>) =>
+    request(svc.url)
+      .post('/api/notifications')
+      .set(admin)
+      .send(body)
+      .expect(202)
+      .then((r) => r.body as { id: string; seq: number | null });
   const publish = (message: string | Buffer) => intruder.publish(b.service.bridge!.channel, message);
   /** the push of a notification as today's bridge put it on the channel: plain JSON */
   const plainPush = (push: Record<string, unknown>) => JSON.stringify({ v: 1, origin: 'intruder', event: 'notification:push', payload: push });
@@ -66,13 +72,18 @@ describe('an intruder on the Redis bus', function () {
     intruder = new Redis(redis.url);
     tap = new Redis(redis.url);
     a = await startService({ env: env() });
-    writePlugin(a.config.pluginsDir, 'pinger', {
-      id: 'pinger',
-      name: 'Pinger',
-      version: '1.0.0',
-      entry: 'index.mjs',
-      permissions: { subscribe: [], emit: [] },
-    }, { 'index.mjs': `export function setup(ctx) { ctx.router.get('/ping', (koa) => { koa.body = { pong: true }; }); }\n` });
+    writePlugin(
+      a.config.pluginsDir,
+      'pinger',
+      {
+        id: 'pinger',
+        name: 'Pinger',
+        version: '1.0.0',
+        entry: 'index.mjs',
+        permissions: { subscribe: [], emit: [] },
+      },
+      { 'index.mjs': `export function setup(ctx) { ctx.router.get('/ping', (koa) => { koa.body = { pong: true }; }); }\n` },
+    );
     // the plugin appears on A by a restart; B finds it at boot
     await a.stop();
     first = a;
@@ -81,7 +92,13 @@ describe('an intruder on the Redis bus', function () {
     for (const s of [a, b]) await eventually(() => expect(s.service.bridge!.isUp).to.equal(true), 10_000);
     await tap.subscribe(b.service.bridge!.channel);
     tap.on('messageBuffer', (_c: Buffer, m: Buffer) => captured.push(m));
-    adaId = (await request(a.url).post('/api/users').set(admin).send({ username: 'ada', password: 'ada-password-1', groups: ['INT_USER'] }).expect(201)).body.id;
+    adaId = (
+      await request(a.url)
+        .post('/api/users')
+        .set(admin)
+        .send({ username: 'ada', password: 'ada-password-1', groups: ['INT_USER'] })
+        .expect(201)
+    ).body.id;
   });
   afterEach(() => {
     for (const c of clients.splice(0)) c.close();
@@ -99,7 +116,14 @@ describe('an intruder on the Redis bus', function () {
     await onB.client.ready();
     // today's plain envelope, and one dressed as the new format with a made-up MAC
     await publish(plainPush({ event: 'user:notify', user_id: adaId, seq: null, payload: view({}) }));
-    const body = JSON.stringify({ v: 2, id: crypto.randomBytes(16).toString('hex'), ts: Date.now(), origin: 'intruder', event: 'notification:push', payload: { event: 'user:notify', user_id: adaId, seq: null, payload: view({}) } });
+    const body = JSON.stringify({
+      v: 2,
+      id: crypto.randomBytes(16).toString('hex'),
+      ts: Date.now(),
+      origin: 'intruder',
+      event: 'notification:push',
+      payload: { event: 'user:notify', user_id: adaId, seq: null, payload: view({}) },
+    });
     await publish(`sc-bus-v2.${crypto.randomBytes(32).toString('base64url')}.${body}`);
     // a real one posted on A after them arrives: the spoofed ones would have by now
     await post(a, { title: 'real one', message: 'm', user: 'ada' });
@@ -128,7 +152,9 @@ describe('an intruder on the Redis bus', function () {
 
   it('a spoofed plugin:admin_changed disables nothing', async () => {
     await request(b.url).get('/api/plugins/pinger/ping').set(admin).expect(200);
-    await publish(JSON.stringify({ v: 1, origin: 'intruder', event: 'plugin:admin_changed', payload: { plugin_id: 'pinger', action: 'disable', instance: 'intruder' } }));
+    await publish(
+      JSON.stringify({ v: 1, origin: 'intruder', event: 'plugin:admin_changed', payload: { plugin_id: 'pinger', action: 'disable', instance: 'intruder' } }),
+    );
     await new Promise((r) => setTimeout(r, 500));
     await request(b.url).get('/api/plugins/pinger/ping').set(admin).expect(200);
     await request(a.url).get('/api/plugins/pinger/ping').set(admin).expect(200);
@@ -171,8 +197,18 @@ describe('an intruder on the Redis bus', function () {
     const onB = track(b, admin);
     await onB.client.ready();
     const beyond = (await dbLastSeq()) + 1000;
-    b.service.bus.emit('notification:push', { event: 'system:notify', user_id: null, seq: beyond, payload: view({ seq: beyond, broadcast: true, title: 'beyond' }) });
-    b.service.bus.emit('notification:push', { event: 'system:notify', user_id: null, seq: beyond + 1, payload: view({ seq: beyond + 1, broadcast: true, title: 'beyond too' }) });
+    b.service.bus.emit('notification:push', {
+      event: 'system:notify',
+      user_id: null,
+      seq: beyond,
+      payload: view({ seq: beyond, broadcast: true, title: 'beyond' }),
+    });
+    b.service.bus.emit('notification:push', {
+      event: 'system:notify',
+      user_id: null,
+      seq: beyond + 1,
+      payload: view({ seq: beyond + 1, broadcast: true, title: 'beyond too' }),
+    });
     await new Promise((r) => setTimeout(r, 500));
     const sent = [(await post(a, { title: 'from A', message: 'm' })).seq!, (await post(b, { title: 'from B', message: 'm' })).seq!];
     await eventually(() => expect(onB.seen.map((n) => n.seq)).to.deep.equal(sent), 2000);
@@ -192,7 +228,8 @@ describe('OrderedFanout: the database bounds the cursor', function () {
   const log = capturingLogger('info');
 
   const push = (seq: number, title: string) => ({ event: 'system:notify' as const, user_id: null, seq, payload: { id: `n-${seq}-${title}`, seq, title } });
-  const commit = async (title: string) => (await request(svc.url).post('/api/notifications').set(admin).send({ title, message: 'm' }).expect(202)).body.seq as number;
+  const commit = async (title: string) =>
+    (await request(svc.url).post('/api/notifications').set(admin).send({ title, message: 'm' }).expect(202)).body.seq as number;
 
   before(async () => {
     svc = await startService();

@@ -54,14 +54,25 @@ describe('bus bridge: signed envelopes', function () {
     return p;
   };
   const drops = (p: Peer) => ({ ...p.bridge.stats.droppedBy });
-  const delta = (p: Peer, before: Record<DropReason, number>) => Object.fromEntries(Object.entries(p.bridge.stats.droppedBy).filter(([r, n]) => n !== before[r as DropReason]).map(([r, n]) => [r, n - before[r as DropReason]]));
+  const delta = (p: Peer, before: Record<DropReason, number>) =>
+    Object.fromEntries(
+      Object.entries(p.bridge.stats.droppedBy)
+        .filter(([r, n]) => n !== before[r as DropReason])
+        .map(([r, n]) => [r, n - before[r as DropReason]]),
+    );
   /** A's next event, after whatever was published before it, has reached B: B has handled everything before it too */
   const flush = async () => {
     const marker = crypto.randomBytes(4).toString('hex');
     a.bus.emit('iam:password_changed', { user_id: `flush-${marker}` });
     await eventually(() => expect(b.seen('iam:password_changed')).to.deep.include({ user_id: `flush-${marker}` }), 3000, 10);
   };
-  const envelope = (fields: Partial<Envelope> & Pick<Envelope, 'event' | 'payload'>): Envelope => ({ v: 2, id: crypto.randomBytes(16).toString('hex'), ts: Date.now(), origin: 'crafted', ...fields });
+  const envelope = (fields: Partial<Envelope> & Pick<Envelope, 'event' | 'payload'>): Envelope => ({
+    v: 2,
+    id: crypto.randomBytes(16).toString('hex'),
+    ts: Date.now(),
+    origin: 'crafted',
+    ...fields,
+  });
   /** the first signed message captured that contains `text` */
   const capturedWith = (text: string) => captured.find((m) => m.toString().startsWith('sc-bus-v2.') && m.toString().includes(text));
 
@@ -100,7 +111,10 @@ describe('bus bridge: signed envelopes', function () {
   it("unsigned messages (today's plain JSON included) are dropped before anything in them is read", async () => {
     const before = drops(b);
     await raw.publish(CHANNEL, JSON.stringify({ v: 1, origin: 'intruder', event: 'iam:password_changed', payload: { user_id: 'u-unsigned' } }));
-    await raw.publish(CHANNEL, JSON.stringify({ v: 1, origin: 'intruder', event: 'plugin:admin_changed', payload: { plugin_id: 'pinger', action: 'disable', instance: 'intruder' } }));
+    await raw.publish(
+      CHANNEL,
+      JSON.stringify({ v: 1, origin: 'intruder', event: 'plugin:admin_changed', payload: { plugin_id: 'pinger', action: 'disable', instance: 'intruder' } }),
+    );
     await raw.publish(CHANNEL, 'not json at all');
     await flush();
     expect(b.seen('iam:password_changed')).not.to.deep.include({ user_id: 'u-unsigned' });
@@ -166,7 +180,10 @@ describe('bus bridge: signed envelopes', function () {
     try {
       elsewhere.start();
       await eventually(() => expect(elsewhere.isUp).to.equal(true), 5000);
-      await side.publish('other-deployment:bus', sealMessage(busKey(SECRET), CHANNEL, envelope({ event: 'iam:password_changed', payload: { user_id: 'u-channel' } })));
+      await side.publish(
+        'other-deployment:bus',
+        sealMessage(busKey(SECRET), CHANNEL, envelope({ event: 'iam:password_changed', payload: { user_id: 'u-channel' } })),
+      );
       await eventually(() => expect(elsewhere.stats.droppedBy.bad_signature).to.equal(1), 2000);
       expect(seen).to.deep.equal([]);
     } finally {
@@ -178,8 +195,23 @@ describe('bus bridge: signed envelopes', function () {
   it('a signed payload must match its schema exactly: an unknown field, a missing one, or an unknown event is dropped', async () => {
     const key = busKey(SECRET);
     const before = drops(b);
-    const view = { id: 'n1', seq: null, title: 'Hello', message: 'm', level: 'info', source: null, link: null, created_at: new Date().toISOString(), updated_at: new Date().toISOString(), read: false, broadcast: true, toast: true, persist: false };
-    const push = (extra: Record<string, unknown>, outer: Record<string, unknown> = {}) => envelope({ event: 'notification:push', payload: { event: 'system:notify', user_id: null, seq: null, payload: { ...view, ...extra }, ...outer } });
+    const view = {
+      id: 'n1',
+      seq: null,
+      title: 'Hello',
+      message: 'm',
+      level: 'info',
+      source: null,
+      link: null,
+      created_at: new Date().toISOString(),
+      updated_at: new Date().toISOString(),
+      read: false,
+      broadcast: true,
+      toast: true,
+      persist: false,
+    };
+    const push = (extra: Record<string, unknown>, outer: Record<string, unknown> = {}) =>
+      envelope({ event: 'notification:push', payload: { event: 'system:notify', user_id: null, seq: null, payload: { ...view, ...extra }, ...outer } });
     const publish = (env: Envelope) => raw.publish(CHANNEL, sealMessage(key, CHANNEL, env));
     await publish(push({ onclick: 'steal()' }));
     await publish(push({}, { extra: true }));
@@ -225,7 +257,10 @@ describe('bus bridge: signed envelopes', function () {
       a.bus.emit('iam:password_changed', { user_id: `u-bounded-${i}` });
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
-    await eventually(() => expect(small.seen('iam:password_changed').filter((p) => (p as { user_id: string }).user_id.startsWith('u-bounded-'))).to.have.length(5), 2000);
+    await eventually(
+      () => expect(small.seen('iam:password_changed').filter((p) => (p as { user_id: string }).user_id.startsWith('u-bounded-'))).to.have.length(5),
+      2000,
+    );
     await raw.publish(CHANNEL, capturedWith('u-bounded-0')!);
     await raw.publish(CHANNEL, capturedWith('u-bounded-4')!);
     await eventually(() => expect(delta(small, before)).to.deep.equal({ replayed: 2 }), 2000);
@@ -246,8 +281,13 @@ describe('bus bridge: signed envelopes', function () {
   it('drops are logged once per reason every 10 s, never with what the message carried', async () => {
     const key = busKey(SECRET);
     const c = await peer('instance-c');
-    for (let i = 0; i < 20; i++) await raw.publish(CHANNEL, JSON.stringify({ v: 1, origin: 'intruder', event: 'notification:push', payload: { title: 'hunter2-unsigned' } }));
-    for (let i = 0; i < 5; i++) await raw.publish(CHANNEL, sealMessage(key, CHANNEL, envelope({ event: 'auth:credentials_revoked', payload: { user_id: 'u1', password: 'hunter2-signed' } })));
+    for (let i = 0; i < 20; i++)
+      await raw.publish(CHANNEL, JSON.stringify({ v: 1, origin: 'intruder', event: 'notification:push', payload: { title: 'hunter2-unsigned' } }));
+    for (let i = 0; i < 5; i++)
+      await raw.publish(
+        CHANNEL,
+        sealMessage(key, CHANNEL, envelope({ event: 'auth:credentials_revoked', payload: { user_id: 'u1', password: 'hunter2-signed' } })),
+      );
     await eventually(() => expect(c.bridge.stats.dropped).to.equal(25), 2000);
     const lines = c.log.lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'bus bridge: message dropped');
     expect(lines.map((l) => l.reason)).to.deep.equal(['unsigned', 'invalid_payload']);

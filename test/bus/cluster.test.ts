@@ -37,21 +37,26 @@ describe('several instances over Redis', function () {
   before(async () => {
     redis = await startRedis();
     a = await startService({ env: env() });
-    writePlugin(a.config.pluginsDir, 'pinger', {
-      id: 'pinger',
-      name: 'Pinger',
-      version: '1.0.0',
-      entry: 'index.mjs',
-      permissions: { subscribe: [], emit: ['plugin:pinger:beat'] },
-      permissions_declared: [{ id: 'beats.read', description: 'see the beats' }],
-      client_events: [{ topic: 'plugin:pinger:beat', permission: 'plugin:pinger:beats.read' }],
-    }, {
-      'index.mjs': `export function setup(ctx) {
+    writePlugin(
+      a.config.pluginsDir,
+      'pinger',
+      {
+        id: 'pinger',
+        name: 'Pinger',
+        version: '1.0.0',
+        entry: 'index.mjs',
+        permissions: { subscribe: [], emit: ['plugin:pinger:beat'] },
+        permissions_declared: [{ id: 'beats.read', description: 'see the beats' }],
+        client_events: [{ topic: 'plugin:pinger:beat', permission: 'plugin:pinger:beats.read' }],
+      },
+      {
+        'index.mjs': `export function setup(ctx) {
   ctx.router.get('/ping', (koa) => { koa.body = { pong: true }; });
   ctx.router.post('/beat', (koa) => { ctx.bus.emit('plugin:pinger:beat', { n: ctx.sdk.jsonBody(koa).n }); koa.status = 204; });
 }
 `,
-    });
+      },
+    );
     // the plugin appears on A by a restart; B and C find it at boot
     await a.stop();
     first = a;
@@ -75,10 +80,20 @@ describe('several instances over Redis', function () {
     return t;
   };
   const admin = { Authorization: adminAuth() };
-  const post = (svc: TestService, body: Record<string, unknown>) => request(svc.url).post('/api/notifications').set(admin).send(body).expect(202).then((r) => r.body as { id: string; seq: number });
+  const post = (svc: TestService, body: Record<string, unknown>) =>
+    request(svc.url)
+      .post('/api/notifications')
+      .set(admin)
+      .send(body)
+      .expect(202)
+      .then((r) => r.body as { id: string; seq: number });
 
   it('a user:notify and a broadcast posted on A reach clients on B and C live, in seq order, once each, within a second', async () => {
-    await request(a.url).post('/api/users').set(admin).send({ username: 'ada', password: 'ada-password-1', groups: ['INT_USER'] }).expect(201);
+    await request(a.url)
+      .post('/api/users')
+      .set(admin)
+      .send({ username: 'ada', password: 'ada-password-1', groups: ['INT_USER'] })
+      .expect(201);
     const onB = track(b, { Authorization: basic('ada', 'ada-password-1') });
     const onC = track(c, { Authorization: basic('ada', 'ada-password-1') });
     const adminOnC = track(c, admin);
@@ -101,15 +116,33 @@ describe('several instances over Redis', function () {
   });
 
   it('a permission revoked on A is refused on B within a second (cache TTL 60 s); a user disabled on A loses its connections on B and C', async () => {
-    await request(a.url).post('/api/groups').set(admin).send({ name: 'senders', permissions: ['feature:notifications.broadcast'] }).expect(201);
-    const u = (await request(a.url).post('/api/users').set(admin).send({ username: 'bea', password: 'bea-password-1', groups: ['INT_USER', 'senders'] }).expect(201)).body;
+    await request(a.url)
+      .post('/api/groups')
+      .set(admin)
+      .send({ name: 'senders', permissions: ['feature:notifications.broadcast'] })
+      .expect(201);
+    const u = (
+      await request(a.url)
+        .post('/api/users')
+        .set(admin)
+        .send({ username: 'bea', password: 'bea-password-1', groups: ['INT_USER', 'senders'] })
+        .expect(201)
+    ).body;
     const bea = basic('bea', 'bea-password-1');
     // B caches bea's permissions (60 s)
     expect((await request(b.url).get('/api/me/access').set('Authorization', bea).expect(200)).body.permissions).to.include('feature:notifications.broadcast');
-    await request(a.url).patch(`/api/users/${u.id}`).set(admin).send({ groups: ['INT_USER'] }).expect(200);
-    await eventually(async () => {
-      await request(b.url).post('/api/notifications').set('Authorization', bea).send({ title: 't', message: 'm' }).expect(403);
-    }, 1000, 50);
+    await request(a.url)
+      .patch(`/api/users/${u.id}`)
+      .set(admin)
+      .send({ groups: ['INT_USER'] })
+      .expect(200);
+    await eventually(
+      async () => {
+        await request(b.url).post('/api/notifications').set('Authorization', bea).send({ title: 't', message: 'm' }).expect(403);
+      },
+      1000,
+      50,
+    );
 
     const wsB = track(b, { Authorization: bea });
     const wsC = track(c, { Authorization: bea });
@@ -123,14 +156,22 @@ describe('several instances over Redis', function () {
   });
 
   it('auth settings changed on A are followed by B and C at once (no 5 s polling with Redis)', async () => {
-    await request(a.url).post('/api/groups').set(admin).send({ name: 'sso-people', permissions: ['api:read'] }).expect(201);
+    await request(a.url)
+      .post('/api/groups')
+      .set(admin)
+      .send({ name: 'sso-people', permissions: ['api:read'] })
+      .expect(201);
     await request(a.url).patch('/api/settings/auth').set(admin).send({ sso_default_groups: 'sso-people' }).expect(200);
     for (const s of [b, c]) {
-      await eventually(async () => {
-        const view = (await request(s.url).get('/api/settings/auth').set(admin).expect(200)).body.settings;
-        expect(view.sso_default_groups.value).to.deep.equal(['sso-people']);
-        expect(s.service.auth.authSettings.current().ssoDefaultGroups).to.deep.equal(['sso-people']);
-      }, 1000, 50);
+      await eventually(
+        async () => {
+          const view = (await request(s.url).get('/api/settings/auth').set(admin).expect(200)).body.settings;
+          expect(view.sso_default_groups.value).to.deep.equal(['sso-people']);
+          expect(s.service.auth.authSettings.current().ssoDefaultGroups).to.deep.equal(['sso-people']);
+        },
+        1000,
+        50,
+      );
     }
   });
 
@@ -144,8 +185,16 @@ describe('several instances over Redis', function () {
   });
 
   it('a plugin-declared event reaches only the clients allowed to see it, on every instance', async () => {
-    await request(a.url).post('/api/users').set(admin).send({ username: 'cid', password: 'cid-password-1', groups: ['INT_USER'], extra_permissions: ['plugin:pinger:beats.read'] }).expect(201);
-    await request(a.url).post('/api/users').set(admin).send({ username: 'dot', password: 'dot-password-1', groups: ['INT_USER'] }).expect(201);
+    await request(a.url)
+      .post('/api/users')
+      .set(admin)
+      .send({ username: 'cid', password: 'cid-password-1', groups: ['INT_USER'], extra_permissions: ['plugin:pinger:beats.read'] })
+      .expect(201);
+    await request(a.url)
+      .post('/api/users')
+      .set(admin)
+      .send({ username: 'dot', password: 'dot-password-1', groups: ['INT_USER'] })
+      .expect(201);
     const beats = (svc: TestService, who: string, pw: string) => {
       const t = track(svc, { Authorization: basic(who, pw) });
       const got: unknown[] = [];
@@ -184,7 +233,17 @@ describe('several instances over Redis', function () {
     await sender;
     await eventually(() => expect([a, b, c].every((s) => s.service.bridge!.isUp)).to.equal(true), 10_000, 50);
     for (const t of [onB, onC]) {
-      await eventually(() => expect(t.seqs().filter((s) => s !== null && sent.includes(s)).sort((x, y) => x! - y!)).to.deep.equal([...sent].sort((x, y) => x - y)), 10_000, 100);
+      await eventually(
+        () =>
+          expect(
+            t
+              .seqs()
+              .filter((s) => s !== null && sent.includes(s))
+              .sort((x, y) => x! - y!),
+          ).to.deep.equal([...sent].sort((x, y) => x - y)),
+        10_000,
+        100,
+      );
       // once each
       expect(new Set(t.seqs()).size).to.equal(t.seqs().length);
     }

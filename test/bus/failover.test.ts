@@ -39,14 +39,28 @@ describe('an instance killed with SIGKILL', function () {
     for (let i = 0; i < 200; i++) {
       const mine: number[] = [];
       seen.push(mine);
-      const c = new GatewayClient({ url: [ws(doomed.url), ws(b.url)], WebSocket: WebSocket as unknown as SocketFactory, headers: { Authorization: adminAuth() }, backoff: { initialMs: 50, maxMs: 400 } });
+      const c = new GatewayClient({
+        url: [ws(doomed.url), ws(b.url)],
+        WebSocket: WebSocket as unknown as SocketFactory,
+        headers: { Authorization: adminAuth() },
+        backoff: { initialMs: 50, maxMs: 400 },
+      });
       c.on('notification', ({ payload }) => payload.seq !== null && mine.push(payload.seq));
       clients.push(c);
     }
     await Promise.all(clients.map((c) => c.ready(20_000)));
 
     const sent: number[] = [];
-    const post = async (i: number) => sent.push((await request(a.url).post('/api/notifications').set('Authorization', adminAuth()).send({ title: `n${i}`, message: 'm' }).expect(202)).body.seq);
+    const post = async (i: number) =>
+      sent.push(
+        (
+          await request(a.url)
+            .post('/api/notifications')
+            .set('Authorization', adminAuth())
+            .send({ title: `n${i}`, message: 'm' })
+            .expect(202)
+        ).body.seq,
+      );
     for (let i = 0; i < 10; i++) await post(i);
     await eventually(() => expect(seen.every((s) => s.length === 10)).to.equal(true), 5000, 50);
 

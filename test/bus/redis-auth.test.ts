@@ -18,12 +18,18 @@ import { cli } from '../cli/helpers.js';
 const admin = { Authorization: adminAuth() };
 const SECRET_KEY = 'test-secret-key-0123456789abcdef0123456789';
 /** what the service needs of Redis, and nothing more (docs/deploy.md) */
-const BUS_ACL = (user: string, password: string) => `${user} on >${password} resetchannels &service-core:bus -@all +publish +subscribe +unsubscribe +ping +info +select +client|setname`;
+const BUS_ACL = (user: string, password: string) =>
+  `${user} on >${password} resetchannels &service-core:bus -@all +publish +subscribe +unsubscribe +ping +info +select +client|setname`;
 
 /** A ws client on `url` (http) as `who`, recording the titles it is handed. */
 function listen(url: string, headers: Record<string, string>) {
   const titles: string[] = [];
-  const client = new GatewayClient({ url: url.replace(/^http/, 'ws') + '/ws', WebSocket: WebSocket as unknown as SocketFactory, headers, backoff: { initialMs: 50, maxMs: 500 } });
+  const client = new GatewayClient({
+    url: url.replace(/^http/, 'ws') + '/ws',
+    WebSocket: WebSocket as unknown as SocketFactory,
+    headers,
+    backoff: { initialMs: 50, maxMs: 500 },
+  });
   client.on('notification', (n) => titles.push((n.payload as { title: string }).title));
   return { client, titles };
 }
@@ -58,7 +64,11 @@ function twoInstancesThrough(title: string, setup: () => Promise<{ redis: TestRe
       a = await startService({ env: { SERVICE_REDIS_URL: url }, logger: logs[0]!.logger });
       b = await startService({ dataDir: a.dataDir, databaseUrl: a.databaseUrl, env: { SERVICE_REDIS_URL: url }, logger: logs[1]!.logger });
       for (const s of [a, b]) await eventually(() => expect(s.service.bridge!.isUp).to.equal(true), 10_000);
-      await request(a.url).post('/api/users').set(admin).send({ username: 'ada', password: 'ada-password-1', groups: ['INT_USER'] }).expect(201);
+      await request(a.url)
+        .post('/api/users')
+        .set(admin)
+        .send({ username: 'ada', password: 'ada-password-1', groups: ['INT_USER'] })
+        .expect(201);
     });
     after(async () => {
       for (const c of clients.splice(0)) c.close();
@@ -73,7 +83,15 @@ function twoInstancesThrough(title: string, setup: () => Promise<{ redis: TestRe
       await onB.client.ready();
       await request(a.url).post('/api/notifications').set(admin).send({ title: 'through Redis', message: 'm', user: 'ada' }).expect(202);
       await eventually(() => expect(onB.titles).to.deep.equal(['through Redis']), 2000);
-      const run = await cli(testEnv(a.dataDir, a.databaseUrl, { SERVICE_REDIS_URL: url }), ['notify', '--user', 'ada', '--title', 'from the CLI', '--message', 'm']);
+      const run = await cli(testEnv(a.dataDir, a.databaseUrl, { SERVICE_REDIS_URL: url }), [
+        'notify',
+        '--user',
+        'ada',
+        '--title',
+        'from the CLI',
+        '--message',
+        'm',
+      ]);
       expect(run.code, run.stderr).to.equal(0);
       expect(run.stderr).not.to.include('did not answer');
       expect(run.stderr).not.to.include(password);
@@ -143,7 +161,11 @@ describe('Redis over TLS: rediss://', function () {
     db = await freshDatabase();
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-tls-'));
     base = await startService({ dataDir, databaseUrl: db.url });
-    await request(base.url).post('/api/users').set(admin).send({ username: 'ada', password: 'ada-password-1', groups: ['INT_USER'] }).expect(201);
+    await request(base.url)
+      .post('/api/users')
+      .set(admin)
+      .send({ username: 'ada', password: 'ada-password-1', groups: ['INT_USER'] })
+      .expect(201);
     const env = { SERVICE_REDIS_URL: url, NODE_EXTRA_CA_CERTS: redis.caFile! };
     procs.push(await spawnService({ dataDir, databaseUrl: db.url, env }));
     procs.push(await spawnService({ dataDir, databaseUrl: db.url, env }));
@@ -169,8 +191,11 @@ describe('Redis over TLS: rediss://', function () {
     const env = { ...process.env, ...testEnv(dataDir, db.url, { SERVICE_REDIS_URL: url, NODE_EXTRA_CA_CERTS: redis.caFile! }) };
     const out = await new Promise<{ code: number; stderr: string }>((resolve) => {
       const [node, ...cli] = serviceCommand('cli');
-      execFile(node!, [...cli, 'notify', '--user', 'ada', '--title', 'CLI over TLS', '--message', 'm'], { cwd: path.resolve(import.meta.dirname, '../..'), env }, (err, _stdout, stderr) =>
-        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stderr }),
+      execFile(
+        node!,
+        [...cli, 'notify', '--user', 'ada', '--title', 'CLI over TLS', '--message', 'm'],
+        { cwd: path.resolve(import.meta.dirname, '../..'), env },
+        (err, _stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stderr }),
       );
     });
     expect(out.code, out.stderr).to.equal(0);
@@ -178,7 +203,11 @@ describe('Redis over TLS: rediss://', function () {
     await eventually(() => expect(onP2.titles).to.deep.equal(['over TLS', 'CLI over TLS']), 2000);
 
     for (const p of procs) {
-      const up = p.output().split('\n').filter((l) => l.includes('bus bridge up')).map((l) => JSON.parse(l))[0];
+      const up = p
+        .output()
+        .split('\n')
+        .filter((l) => l.includes('bus bridge up'))
+        .map((l) => JSON.parse(l))[0];
       expect(up.redis).to.equal(`rediss://bususer:***@localhost:${redis.port}`);
       expect(p.output()).not.to.include(password);
     }

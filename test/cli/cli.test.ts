@@ -70,7 +70,11 @@ describe('CLI with the service stopped', function () {
 
   it('creates, lists, disables and enables users; refuses what the API refuses', async () => {
     await seeded(env);
-    const created = await cli(env, ['--json', 'user', 'create', 'alice', '--group', 'INT_USER', '--email', 'alice@example.org', '--password-stdin'], 'alice-password-1\n');
+    const created = await cli(
+      env,
+      ['--json', 'user', 'create', 'alice', '--group', 'INT_USER', '--email', 'alice@example.org', '--password-stdin'],
+      'alice-password-1\n',
+    );
     expect(created.code, created.stderr).to.equal(0);
     expect(created.json()).to.include({ username: 'alice', email: 'alice@example.org', disabled: false });
     expect(created.stdout + created.stderr).not.to.include('alice-password-1');
@@ -128,7 +132,21 @@ describe('CLI with the service stopped', function () {
 
   it('issues a key once, lists it without its token and revokes it', async () => {
     await seeded(env);
-    const issued = await cli(env, ['--json', 'key', 'issue', '--user', 'admin', '--scope', 'api:read', '--scope', 'feature:admin.users', '--expires', '30d', '--label', 'backup job']);
+    const issued = await cli(env, [
+      '--json',
+      'key',
+      'issue',
+      '--user',
+      'admin',
+      '--scope',
+      'api:read',
+      '--scope',
+      'feature:admin.users',
+      '--expires',
+      '30d',
+      '--label',
+      'backup job',
+    ]);
     expect(issued.code, issued.stderr).to.equal(0);
     const key = issued.json();
     expect(key.token).to.match(/^svk_/);
@@ -165,7 +183,11 @@ describe('CLI with the service stopped', function () {
 
     const locked = { ...env, SERVICE_LDAP_URL: 'ldap://from-env.example.org', SERVICE_SCM_WEBHOOK_SECRET: 'env-webhook-secret-1' };
     refused(await cli(locked, ['settings', 'set', 'ldap_url', 'ldap://other.example.org']), 1, /locked: ldap_url/);
-    refused(await cli(locked, ['settings', 'set', 'scm_webhook_secret'], 'another-secret-123\n'), 1, /locked: scm_webhook_secret \(SERVICE_SCM_WEBHOOK_SECRET\)/);
+    refused(
+      await cli(locked, ['settings', 'set', 'scm_webhook_secret'], 'another-secret-123\n'),
+      1,
+      /locked: scm_webhook_secret \(SERVICE_SCM_WEBHOOK_SECRET\)/,
+    );
     const shown = (await cli(locked, ['--json', 'settings', 'get'])).json().settings;
     expect(shown.ldap_url).to.include({ value: 'ldap://from-env.example.org', source: 'env', locked: true });
     expect(shown.scm_webhook_secret).to.include({ value: '********', source: 'env', locked: true });
@@ -352,8 +374,15 @@ describe('CLI finds the right database', function () {
     await seeded(env);
     const typo = await cli({ ...env, SERVICE_PROT: '9000' }, ['--json', 'user', 'list']);
     expect(typo.code, typo.stderr).to.equal(0);
-    expect(typo.stderr.trim().split('\n').map((l) => JSON.parse(l))).to.deep.equal([{ warning: 'SERVICE_PROT is not a setting and is ignored; did you mean SERVICE_PORT?' }]);
-    expect((await cli({ ...env, SERVICE_PROT: '9000' }, ['user', 'list'])).stderr).to.equal('warning: SERVICE_PROT is not a setting and is ignored; did you mean SERVICE_PORT?\n');
+    expect(
+      typo.stderr
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l)),
+    ).to.deep.equal([{ warning: 'SERVICE_PROT is not a setting and is ignored; did you mean SERVICE_PORT?' }]);
+    expect((await cli({ ...env, SERVICE_PROT: '9000' }, ['user', 'list'])).stderr).to.equal(
+      'warning: SERVICE_PROT is not a setting and is ignored; did you mean SERVICE_PORT?\n',
+    );
     const bad = await cli({ ...env, SERVICE_PORT: 'eighty', SERVICE_LOG_LEVEL: 'loud' }, ['user', 'list']);
     refused(bad, 2, /^service-core: configuration error: SERVICE_PORT: .*; SERVICE_LOG_LEVEL: /);
   });
@@ -400,7 +429,10 @@ describe('CLI output: --json errors are JSON on stderr, stdout is the answer onl
     const away = run(['--json', 'user', 'list'], { SERVICE_DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/service`, SERVICE_LOG_LEVEL: 'debug' });
     expect(away.status, away.stderr).to.equal(1);
     expect(away.stdout).to.equal('');
-    const lines = away.stderr.trimEnd().split('\n').map((l) => JSON.parse(l));
+    const lines = away.stderr
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.at(-1).error.code).to.equal('unavailable');
     expect(away.stderr).not.to.match(STACK);
   });
@@ -423,13 +455,24 @@ describe('CLI backup', function () {
       expect((await cli(env, ['settings', 'set', 'scm_webhook_secret_github'], 'github-own-secret-5678\n')).code).to.equal(0);
       const github = await request(svc.url).get('/api/settings/webhook-secret/github').set('Authorization', basic('admin', 'admin-test-password')).expect(200);
       expect(github.body).to.deep.equal({ configured: true, locked: false });
-      expect((await cli(env, ['--json', 'settings', 'get', 'scm_webhook_secret_gitlab'])).json().settings.scm_webhook_secret_gitlab).to.include({ configured: false, source: 'default' });
+      expect((await cli(env, ['--json', 'settings', 'get', 'scm_webhook_secret_gitlab'])).json().settings.scm_webhook_secret_gitlab).to.include({
+        configured: false,
+        source: 'default',
+      });
       // notifications written before, and more arriving during the backup
       const auth = basic('admin', 'admin-test-password');
-      const before = await request(svc.url).post('/api/notifications/batch').set('Authorization', auth).send({ notifications: Array.from({ length: 20 }, (_, i) => ({ title: `b${i}`, message: 'm' })) }).expect(202);
+      const before = await request(svc.url)
+        .post('/api/notifications/batch')
+        .set('Authorization', auth)
+        .send({ notifications: Array.from({ length: 20 }, (_, i) => ({ title: `b${i}`, message: 'm' })) })
+        .expect(202);
       let writing = true;
       const writer = (async () => {
-        for (let i = 0; writing; i++) await request(svc.url).post('/api/notifications').set('Authorization', auth).send({ title: `n${i}`, message: 'm' });
+        for (let i = 0; writing; i++)
+          await request(svc.url)
+            .post('/api/notifications')
+            .set('Authorization', auth)
+            .send({ title: `n${i}`, message: 'm' });
       })();
       const file = path.join(os.tmpdir(), `svc-backup-${process.pid}-${Date.now()}.sqlite`);
       const backup = await cli(env, ['--json', 'backup', file]);
@@ -571,6 +614,10 @@ describe('CLI next to a running service', function () {
   });
 
   it('a system key stored by the CLI is refused while the environment sets one', async () => {
-    refused(await cli({ ...env, SERVICE_SYSTEM_API_KEY: SYSTEM_KEY }, ['settings', 'set', 'system_api_key'], `${'s'.repeat(40)}\n`), 1, /locked: system_api_key/);
+    refused(
+      await cli({ ...env, SERVICE_SYSTEM_API_KEY: SYSTEM_KEY }, ['settings', 'set', 'system_api_key'], `${'s'.repeat(40)}\n`),
+      1,
+      /locked: system_api_key/,
+    );
   });
 });

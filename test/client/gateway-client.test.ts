@@ -2,7 +2,13 @@ import net from 'node:net';
 import { expect } from 'chai';
 import request from 'supertest';
 import WebSocket from 'ws';
-import { CredentialRefusedError, GatewayClient, type GatewayClientOptions, type NotificationFrame, type SocketFactory } from '../../src/client/gateway-client.js';
+import {
+  CredentialRefusedError,
+  GatewayClient,
+  type GatewayClientOptions,
+  type NotificationFrame,
+  type SocketFactory,
+} from '../../src/client/gateway-client.js';
 import { adminAuth, basic, ADMIN, startService, type TestService } from '../support/service.js';
 import { unusedPort } from '../auth/helpers.js';
 import { wsUrl } from '../gateway/helpers.js';
@@ -100,7 +106,13 @@ describe('GatewayClient', function () {
 
   const admin = { Authorization: adminAuth() };
   const track = (options: Partial<GatewayClientOptions> = {}): Tracked => {
-    const client = new GatewayClient({ url: wsUrl(svc), WebSocket: WebSocket as unknown as SocketFactory, headers: admin, backoff: { initialMs: 50, maxMs: 400 }, ...options });
+    const client = new GatewayClient({
+      url: wsUrl(svc),
+      WebSocket: WebSocket as unknown as SocketFactory,
+      headers: admin,
+      backoff: { initialMs: 50, maxMs: 400 },
+      ...options,
+    });
     const seen: Tracked['seen'] = [];
     const states: string[] = [];
     client.on('notification', ({ payload, replayed }) => seen.push({ payload, replayed }));

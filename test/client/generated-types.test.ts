@@ -11,6 +11,8 @@ describe('the generated API types', function () {
   it('src/client/openapi.ts is generated from docs/openapi.json', async function () {
     this.timeout(60_000);
     const types = await typesOf(fs.readFileSync(DOCUMENT_FILE, 'utf8'));
-    expect(fs.readFileSync(TYPES_FILE, 'utf8') === types, 'src/client/openapi.ts is not generated from docs/openapi.json: run npm run api:types').to.equal(true);
+    expect(fs.readFileSync(TYPES_FILE, 'utf8') === types, 'src/client/openapi.ts is not generated from docs/openapi.json: run npm run api:types').to.equal(
+      true,
+    );
   });
 });

@@ -48,7 +48,13 @@ describe('migrations', () => {
       t.text('roles').notNullable().defaultTo('[]');
       t.text('groups').notNullable().defaultTo('[]');
     });
-    await db('users').insert({ id: '00000000-0000-4000-8000-000000000001', username: 'olduser', email: 'old@example.org', roles: '[]', groups: '["INT_USER"]' });
+    await db('users').insert({
+      id: '00000000-0000-4000-8000-000000000001',
+      username: 'olduser',
+      email: 'old@example.org',
+      roles: '[]',
+      groups: '["INT_USER"]',
+    });
     await migrate();
     const cols = await columns('users');
     for (const c of ['extra_permissions', 'disabled', 'display_name', 'created_at']) expect(cols).to.include(c);
@@ -78,7 +84,9 @@ describe('migrations', () => {
     const check = createDb({ databaseUrl: tdb.url, dataDir: fresh });
     try {
       // the superadmin flag the service's boot set (SERVICE_ADMIN_FORCE_SUPERADMIN) is not the seed's to take away
-      await check('users').where({ username: 'admin' }).update({ roles: JSON.stringify(['superadmin']) });
+      await check('users')
+        .where({ username: 'admin' })
+        .update({ roles: JSON.stringify(['superadmin']) });
       seedRun();
       const migrated = knexCli('migrate:latest');
       expect(migrated.status, migrated.stderr).to.equal(0);

@@ -94,10 +94,14 @@ async function startNginx(site: string): Promise<TestNginx> {
     fs.rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await eventually(async () => {
-      if (child.exitCode !== null) throw new Error(`nginx exited: ${err}`);
-      await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => expect(r.status).to.equal(200));
-    }, 10_000, 100);
+    await eventually(
+      async () => {
+        if (child.exitCode !== null) throw new Error(`nginx exited: ${err}`);
+        await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => expect(r.status).to.equal(200));
+      },
+      10_000,
+      100,
+    );
   } catch (e) {
     await stop('SIGKILL');
     throw e;
@@ -111,7 +115,11 @@ async function startNginx(site: string): Promise<TestNginx> {
 /** Five failed logins through the proxy with an X-Forwarded-For of the client's own: the service records the address nginx saw. */
 async function forwardedForIsNginxs(origin: string, svc: TestService): Promise<void> {
   for (let i = 0; i < 5; i++) {
-    const r = await fetch(`${origin}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json', origin, 'x-forwarded-for': '203.0.113.9' }, body: JSON.stringify({ username: 'admin', password: `wrong-${i}` }) });
+    const r = await fetch(`${origin}/api/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin, 'x-forwarded-for': '203.0.113.9' },
+      body: JSON.stringify({ username: 'admin', password: `wrong-${i}` }),
+    });
     expect(r.status).to.equal(401);
   }
   // nginx appends the address it saw (127.0.0.1): the service reads the client, not the proxy
@@ -139,7 +147,11 @@ describe('behind nginx, one instance (docs/deploy/nginx.conf as shipped)', funct
 
   it('lists one instance: a login, API calls, a ws connection and a push go through, and nginx logs no upstream error', async () => {
     expect(activeServers(fs.readFileSync(EXAMPLE, 'utf8'))).to.deep.equal(['server 127.0.0.1:8080;']);
-    const login = await fetch(`${origin}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json', origin }, body: JSON.stringify({ username: ADMIN.username, password: ADMIN.password }) });
+    const login = await fetch(`${origin}/api/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin },
+      body: JSON.stringify({ username: ADMIN.username, password: ADMIN.password }),
+    });
     expect(login.status).to.equal(200);
     const { token } = (await login.json()) as { token: string };
     // more requests than a round robin over two servers needs to reach both
@@ -147,12 +159,20 @@ describe('behind nginx, one instance (docs/deploy/nginx.conf as shipped)', funct
       const me = await fetch(`${origin}/api/me`, { headers: { authorization: `Bearer ${token}` } });
       expect(((await me.json()) as { username: string }).username).to.equal('admin');
     }
-    const client = new GatewayClient({ url: `${origin.replace('http', 'ws')}/ws`, WebSocket: WebSocket as unknown as SocketFactory, headers: { Authorization: `Bearer ${token}` } });
+    const client = new GatewayClient({
+      url: `${origin.replace('http', 'ws')}/ws`,
+      WebSocket: WebSocket as unknown as SocketFactory,
+      headers: { Authorization: `Bearer ${token}` },
+    });
     try {
       await client.ready();
       const got: string[] = [];
       client.on('notification', ({ payload }) => got.push(payload.title!));
-      const res = await fetch(`${origin}/api/notifications`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: adminAuth() }, body: JSON.stringify({ title: 'through nginx', message: 'm' }) });
+      const res = await fetch(`${origin}/api/notifications`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: adminAuth() },
+        body: JSON.stringify({ title: 'through nginx', message: 'm' }),
+      });
       expect(res.status).to.equal(202);
       await eventually(() => expect(got).to.deep.equal(['through nginx']), 2000);
     } finally {
@@ -192,14 +212,26 @@ describe('behind nginx, several instances (the variant in docs/deploy/nginx.conf
   });
 
   it('a login, an API call, a ws connection and a push from either instance, through the proxy', async () => {
-    const login = await fetch(`${origin}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json', origin }, body: JSON.stringify({ username: ADMIN.username, password: ADMIN.password }) });
+    const login = await fetch(`${origin}/api/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin },
+      body: JSON.stringify({ username: ADMIN.username, password: ADMIN.password }),
+    });
     expect(login.status).to.equal(200);
     const { token } = (await login.json()) as { token: string };
     const me = await fetch(`${origin}/api/me`, { headers: { authorization: `Bearer ${token}` } });
     expect(((await me.json()) as { username: string }).username).to.equal('admin');
 
     // several connections: the balancer spreads them over both instances
-    const clients = Array.from({ length: 4 }, () => new GatewayClient({ url: `${origin.replace('http', 'ws')}/ws`, WebSocket: WebSocket as unknown as SocketFactory, headers: { Authorization: `Bearer ${token}` } }));
+    const clients = Array.from(
+      { length: 4 },
+      () =>
+        new GatewayClient({
+          url: `${origin.replace('http', 'ws')}/ws`,
+          WebSocket: WebSocket as unknown as SocketFactory,
+          headers: { Authorization: `Bearer ${token}` },
+        }),
+    );
     try {
       await Promise.all(clients.map((c) => c.ready()));
       expect(a.service.gateway.gateway.connectionCount).to.be.greaterThan(0);
@@ -207,7 +239,11 @@ describe('behind nginx, several instances (the variant in docs/deploy/nginx.conf
       const got = clients.map(() => [] as string[]);
       clients.forEach((c, i) => c.on('notification', ({ payload }) => got[i].push(payload.title!)));
       for (const [i, svc] of [a, b].entries()) {
-        const res = await fetch(`${svc.url}/api/notifications`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: adminAuth() }, body: JSON.stringify({ title: `from instance ${i}`, message: 'm' }) });
+        const res = await fetch(`${svc.url}/api/notifications`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: adminAuth() },
+          body: JSON.stringify({ title: `from instance ${i}`, message: 'm' }),
+        });
         expect(res.status).to.equal(202);
       }
       await eventually(() => expect(got.every((g) => g.includes('from instance 0') && g.includes('from instance 1'))).to.equal(true), 2000);

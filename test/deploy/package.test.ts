@@ -36,7 +36,10 @@ function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 
 /** Every file under `dir`, relative to `base`, with / separators. */
 function filesUnder(dir: string, base: string): string[] {
-  return fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => path.relative(base, path.join(e.parentPath, e.name)).split(path.sep).join('/'));
+  return fs
+    .readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => path.relative(base, path.join(e.parentPath, e.name)).split(path.sep).join('/'));
 }
 
 /** The packages a built module imports by name (not node builtins, not relative paths). */
@@ -93,7 +96,11 @@ describe('the npm package, installed without dev dependencies', function () {
     }
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-package-'));
     // --ignore-scripts: pack the dist/ that is there (prepare would rebuild it under other tests' feet)
-    const pack = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', tmp], { cwd: ROOT, env: cleanEnv(), maxBuffer: 16 * 1024 * 1024 });
+    const pack = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', tmp], {
+      cwd: ROOT,
+      env: cleanEnv(),
+      maxBuffer: 16 * 1024 * 1024,
+    });
     const [info] = JSON.parse(pack.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
     packed = info!.files.map((f) => f.path);
     tarball = path.join(tmp, info!.filename);
@@ -101,7 +108,10 @@ describe('the npm package, installed without dev dependencies', function () {
     app = path.join(tmp, 'app');
     fs.mkdirSync(app);
     // a project of its own: the client's caller brings ws (and its types) itself
-    fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'service-core-consumer', private: true, type: 'module', allowScripts: repoPackage.allowScripts ?? {} }, null, 2));
+    fs.writeFileSync(
+      path.join(app, 'package.json'),
+      JSON.stringify({ name: 'service-core-consumer', private: true, type: 'module', allowScripts: repoPackage.allowScripts ?? {} }, null, 2),
+    );
     // better-sqlite3 installs a prebuilt binary where it can download one (an operator's install
     // does); here nothing can be downloaded, so it gets the one this tree built, as a local
     // prebuild, instead of a minute and more of compiling
@@ -109,13 +119,23 @@ describe('the npm package, installed without dev dependencies', function () {
     const sqlite = path.join(ROOT, 'node_modules/better-sqlite3');
     const sqliteVersion = (JSON.parse(fs.readFileSync(path.join(sqlite, 'package.json'), 'utf8')) as { version: string }).version;
     fs.mkdirSync(prebuilds);
-    await run('tar', ['-czf', path.join(prebuilds, `better-sqlite3-v${sqliteVersion}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`), '-C', sqlite, 'build/Release/better_sqlite3.node']);
-    await run('npm', ['install', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', '--prefix', app, tarball, `ws@${repoPackage.dependencies.ws}`, '@types/ws@8'], {
-      cwd: app,
-      env: { ...cleanEnv(), npm_config_better_sqlite3_local_prebuilds: prebuilds },
-      timeout: INSTALL_TIMEOUT_MS,
-      maxBuffer: 16 * 1024 * 1024,
-    }).catch((err: { stderr?: string; message: string }) => {
+    await run('tar', [
+      '-czf',
+      path.join(prebuilds, `better-sqlite3-v${sqliteVersion}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`),
+      '-C',
+      sqlite,
+      'build/Release/better_sqlite3.node',
+    ]);
+    await run(
+      'npm',
+      ['install', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', '--prefix', app, tarball, `ws@${repoPackage.dependencies.ws}`, '@types/ws@8'],
+      {
+        cwd: app,
+        env: { ...cleanEnv(), npm_config_better_sqlite3_local_prebuilds: prebuilds },
+        timeout: INSTALL_TIMEOUT_MS,
+        maxBuffer: 16 * 1024 * 1024,
+      },
+    ).catch((err: { stderr?: string; message: string }) => {
       throw new Error(`npm install of the tarball failed: ${err.stderr?.slice(-3000) ?? err.message}`);
     });
     installed = JSON.parse(fs.readFileSync(path.join(app, 'node_modules/service-core/package.json'), 'utf8')) as PackageJson;
@@ -140,7 +160,12 @@ describe('the npm package, installed without dev dependencies', function () {
     child.stderr!.on('data', (d) => (output += d.toString()));
     exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
     const deadline = Date.now() + READY_TIMEOUT_MS;
-    while ((await fetch(`${url}/readyz`).then((r) => r.status, () => 0)) !== 200) {
+    while (
+      (await fetch(`${url}/readyz`).then(
+        (r) => r.status,
+        () => 0,
+      )) !== 200
+    ) {
       if (child.exitCode !== null) throw new Error(`the installed service exited (${child.exitCode}):\n${output.slice(-3000)}`);
       if (Date.now() > deadline) throw new Error(`the installed service was not ready within ${READY_TIMEOUT_MS / 1000} s:\n${output.slice(-3000)}`);
       await new Promise((r) => setTimeout(r, 200));
@@ -165,7 +190,10 @@ describe('the npm package, installed without dev dependencies', function () {
     for (const target of [...Object.values(repoPackage.bin), ...Object.values(repoPackage.exports).flatMap((e) => [e.types, e.default])]) {
       expect(packed, target).to.include(path.posix.normalize(target));
     }
-    const migrations = fs.readdirSync(path.join(ROOT, 'migrations')).filter((f) => f.endsWith('.ts')).map((f) => `dist/migrations/${f.replace(/\.ts$/, '.js')}`);
+    const migrations = fs
+      .readdirSync(path.join(ROOT, 'migrations'))
+      .filter((f) => f.endsWith('.ts'))
+      .map((f) => `dist/migrations/${f.replace(/\.ts$/, '.js')}`);
     expect(packed).to.include.members(migrations);
     expect(packed.filter((f) => !f.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md'].includes(f))).to.deep.equal([]);
   });
@@ -183,7 +211,17 @@ describe('the npm package, installed without dev dependencies', function () {
     expect(Object.keys(installed.dependencies).filter((d) => d.startsWith('@types/'))).to.deep.equal([]);
     // (@types/node is there: the consumer's own @types/ws brings it)
     // (the compiler and the browser library are the build's: dist/ and its bundles are in the tarball)
-    for (const dev of ['@types/koa', '@types/koa__router', '@types/better-sqlite3', 'typescript', '@simplewebauthn/browser', 'mocha', 'chai', 'playwright-core', 'supertest']) {
+    for (const dev of [
+      '@types/koa',
+      '@types/koa__router',
+      '@types/better-sqlite3',
+      'typescript',
+      '@simplewebauthn/browser',
+      'mocha',
+      'chai',
+      'playwright-core',
+      'supertest',
+    ]) {
       expect(fs.existsSync(path.join(app, 'node_modules', dev)), dev).to.equal(false);
     }
   });
@@ -244,7 +282,10 @@ export const typesOnly = (): GatewayClient =>
 `;
     fs.writeFileSync(path.join(app, 'client.ts'), source);
     const compilerOptions = { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true };
-    fs.writeFileSync(path.join(app, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...compilerOptions, skipLibCheck: true, types: ['node'], outDir: 'out' }, files: ['client.ts'] }));
+    fs.writeFileSync(
+      path.join(app, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { ...compilerOptions, skipLibCheck: true, types: ['node'], outDir: 'out' }, files: ['client.ts'] }),
+    );
     // the package's declaration files checked whole (skipLibCheck false), on their own: with no
     // Node types, since the client imports nothing of Node, and without checking TypeScript's
     // own lib files or @types/node again, which is most of what a whole check costs
@@ -259,11 +300,19 @@ export const typesOnly = (): GatewayClient =>
       }),
     );
     // one tsc for both programs: they share the parsed lib files
-    await run(process.execPath, [TSC, '-b', path.join(app, 'tsconfig.declarations.json'), path.join(app, 'tsconfig.json')], { cwd: app }).catch((err: { stdout?: string; message: string }) => {
-      throw new Error(`tsc refused the client program or the package's declarations:\n${err.stdout || err.message}`);
+    await run(process.execPath, [TSC, '-b', path.join(app, 'tsconfig.declarations.json'), path.join(app, 'tsconfig.json')], { cwd: app }).catch(
+      (err: { stdout?: string; message: string }) => {
+        throw new Error(`tsc refused the client program or the package's declarations:\n${err.stdout || err.message}`);
+      },
+    );
+    const { stdout } = await run(process.execPath, [path.join(app, 'out/client.js'), `${url.replace(/^http/, 'ws')}/ws`, admin.username, admin.password], {
+      cwd: app,
+      timeout: 30_000,
     });
-    const { stdout } = await run(process.execPath, [path.join(app, 'out/client.js'), `${url.replace(/^http/, 'ws')}/ws`, admin.username, admin.password], { cwd: app, timeout: 30_000 });
-    const lines = stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>);
+    const lines = stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, any>);
     expect(lines[0]!.welcome).to.include({ username: admin.username });
     expect(lines[0]!.welcome.last_seq).to.be.a('number');
     expect(lines[1]).to.deep.include({ state: 'live' });
@@ -289,7 +338,19 @@ export {};
       path.join(app, 'tsconfig.docs.json'),
       // the package's declaration files were checked whole above (skipLibCheck false); here the
       // examples' own code is what is checked against them
-      JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'ESNext', moduleResolution: 'Bundler', lib: ['ES2022', 'DOM'], strict: true, noEmit: true, skipLibCheck: true, types: ['node'] }, files }),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022',
+          module: 'ESNext',
+          moduleResolution: 'Bundler',
+          lib: ['ES2022', 'DOM'],
+          strict: true,
+          noEmit: true,
+          skipLibCheck: true,
+          types: ['node'],
+        },
+        files,
+      }),
     );
     await run(process.execPath, [TSC, '-p', path.join(app, 'tsconfig.docs.json')], { cwd: app }).catch((err: { stdout?: string; message: string }) => {
       throw new Error(`an example of docs/client.md does not type-check:\n${err.stdout || err.message}`);

@@ -19,18 +19,20 @@ describe('ws gateway', function () {
   let bob: TestUser;
   before(() => ({ svc, alice, bob } = suite));
 
-
   /** A UI cookie session for `user`, exactly as koa-session stores and signs it. */
   async function cookieFor(user: TestUser): Promise<string> {
     const { key } = await svc.service.auth.apiKeys.create(user.id, 'session', { label: 'ui', expiresAt: Date.now() + 3600_000 });
     const sid = crypto.randomUUID();
-    await svc.service.db('web_sessions').insert({ id: sha256(sid), data: JSON.stringify({ key_id: key.id, _expire: Date.now() + 3600_000, _maxAge: 3600_000 }), expires_at: Date.now() + 3600_000 });
+    await svc.service.db('web_sessions').insert({
+      id: sha256(sid),
+      data: JSON.stringify({ key_id: key.id, _expire: Date.now() + 3600_000, _maxAge: 3600_000 }),
+      expires_at: Date.now() + 3600_000,
+    });
     const value = `${SESSION_COOKIE}=${sid}`;
     // koa's signed cookie: base64url HMAC-SHA1 of `name=value` under the app key (keygrip)
     const sig = crypto.createHmac('sha1', svc.config.secretKey).update(value).digest('base64url');
     return `${value}; ${SESSION_COOKIE}.sig=${sig}`;
   }
-
 
   describe('upgrade', () => {
     it('answers 401 without credentials and with bad ones', async () => {
@@ -43,7 +45,9 @@ describe('ws gateway', function () {
     it('answers 404 on another path', async () => {
       const status = await new Promise<number>((resolve, reject) => {
         const sock = net.connect(new URL(svc.url).port as unknown as number, '127.0.0.1', () => {
-          sock.write('GET /elsewhere HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n');
+          sock.write(
+            'GET /elsewhere HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+          );
         });
         let buf = '';
         sock.on('data', (d) => (buf += d.toString()));
@@ -111,7 +115,10 @@ describe('ws gateway', function () {
       const { ticket } = await shortLived.mint((await svc.service.auth.authenticator.identityOf(alice.id, 'basic', { proof: passwordProof(hash) }))!);
       await sleep(20);
       expect(await refusedStatus(svc, { query: `ticket=${ticket}` })).to.equal(401);
-      const key = await api(svc).post('/api/me/api-keys').set('Authorization', adminAuth()).send({ label: 'read-only', scopes: ['api:read'] });
+      const key = await api(svc)
+        .post('/api/me/api-keys')
+        .set('Authorization', adminAuth())
+        .send({ label: 'read-only', scopes: ['api:read'] });
       expect(key.status, JSON.stringify(key.body)).to.equal(201);
       const minted = await api(svc).post('/api/ws/ticket').set('X-API-Key', key.body.token);
       const c = await connect(svc, { query: `ticket=${minted.body.ticket}` });
@@ -214,7 +221,10 @@ describe('ws gateway', function () {
         // stored while alice is away
         const missed: number[] = [];
         for (let i = 0; i < 3; i++) {
-          const r = await api(svc).post('/api/notifications').set('Authorization', adminAuth()).send({ title: `missed ${i}`, message: 'm' });
+          const r = await api(svc)
+            .post('/api/notifications')
+            .set('Authorization', adminAuth())
+            .send({ title: `missed ${i}`, message: 'm' });
           missed.push(r.body.seq);
         }
         socket.resume();

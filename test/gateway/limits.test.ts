@@ -39,15 +39,20 @@ describe('ws gateway: limits per user and per connection', function () {
   it('a user gets at most SERVICE_WS_MAX_CONNECTIONS_PER_USER (default 20) connections; the next is told why and closed 1008', async () => {
     expect(svc.config.wsMaxConnectionsPerUser).to.equal(20);
     const attempts = await Promise.all(
-      Array.from({ length: 60 }, () =>
-        new Promise<{ first: string | null; code: number }>((resolve) => {
-          const ws = new WebSocket(wsUrl(svc), { headers: { Authorization: mallory.auth } });
-          let first: string | null = null;
-          ws.on('message', (d) => (first ??= JSON.parse(d.toString()).event === 'gateway:error' ? JSON.parse(d.toString()).payload.code : JSON.parse(d.toString()).event));
-          ws.on('close', (code) => resolve({ first, code }));
-          ws.on('error', () => undefined);
-          setTimeout(() => ws.close(), 1500);
-        }),
+      Array.from(
+        { length: 60 },
+        () =>
+          new Promise<{ first: string | null; code: number }>((resolve) => {
+            const ws = new WebSocket(wsUrl(svc), { headers: { Authorization: mallory.auth } });
+            let first: string | null = null;
+            ws.on(
+              'message',
+              (d) => (first ??= JSON.parse(d.toString()).event === 'gateway:error' ? JSON.parse(d.toString()).payload.code : JSON.parse(d.toString()).event),
+            );
+            ws.on('close', (code) => resolve({ first, code }));
+            ws.on('error', () => undefined);
+            setTimeout(() => ws.close(), 1500);
+          }),
       ),
     );
     const welcomed = attempts.filter((a) => a.first === 'gateway:welcome');
@@ -105,7 +110,9 @@ describe('ws gateway: limits per user and per connection', function () {
     c.send({ event: 'notifications:resume', payload: { since: 0 }, ref: 'paced' });
     await sleep(1500);
     // the server side of this connection holds about the high-water mark, not 400 x 2 KB
-    const conns = [...(gateway as unknown as { all: Set<{ ws: WebSocket; viewer: { userId: string | null } }> }).all].filter((x) => x.viewer.userId === mallory.id);
+    const conns = [...(gateway as unknown as { all: Set<{ ws: WebSocket; viewer: { userId: string | null } }> }).all].filter(
+      (x) => x.viewer.userId === mallory.id,
+    );
     expect(conns).to.have.length(1);
     expect(conns[0].ws.bufferedAmount).to.be.below(gateway.options.replayHighWaterBytes + 64 * 1024);
     expect(gateway.stats.slowClosed).to.equal(0);

@@ -15,18 +15,31 @@ describe('ws gateway: notifications over the socket', function () {
 
   it('delivers a broadcast to every connected client, system included', async () => {
     const clients = [await asUser(alice), await asUser(alice), await asUser(bob), await connect(svc, { headers: { 'X-API-Key': SYSTEM_KEY } })];
-    const res = await api(svc).post('/api/notifications').set('Authorization', adminAuth()).send({ title: 'Deploy', message: 'v2 is live', level: 'success', link: 'https://example.com/v2' });
+    const res = await api(svc)
+      .post('/api/notifications')
+      .set('Authorization', adminAuth())
+      .send({ title: 'Deploy', message: 'v2 is live', level: 'success', link: 'https://example.com/v2' });
     expect(res.status).to.equal(202);
     for (const c of clients) {
       const f = await c.next('system:notify', (x) => x.payload.id === res.body.id);
-      expect(f.payload).to.include({ title: 'Deploy', message: 'v2 is live', level: 'success', seq: res.body.seq, broadcast: true, read: false, toast: true, link: 'https://example.com/v2' });
+      expect(f.payload).to.include({
+        title: 'Deploy',
+        message: 'v2 is live',
+        level: 'success',
+        seq: res.body.seq,
+        broadcast: true,
+        read: false,
+        toast: true,
+        link: 'https://example.com/v2',
+      });
     }
   });
 
   it('fans one broadcast out to many connections', async () => {
     const key = await api(svc).post('/api/me/api-keys').set('Authorization', bob.auth).send({ label: 'many' });
     const many: WsClient[] = [];
-    for (let i = 0; i < 20; i++) many.push(...(await Promise.all(Array.from({ length: 15 }, () => connect(svc, { headers: { 'X-API-Key': key.body.token } })))));
+    for (let i = 0; i < 20; i++)
+      many.push(...(await Promise.all(Array.from({ length: 15 }, () => connect(svc, { headers: { 'X-API-Key': key.body.token } })))));
     expect(svc.service.gateway.gateway.connectionsOf(bob.id)).to.be.at.least(300);
     const started = Date.now();
     const res = await api(svc).post('/api/notifications').set('Authorization', adminAuth()).send({ title: 'to all 300', message: 'm' });
@@ -42,7 +55,10 @@ describe('ws gateway: notifications over the socket', function () {
     const b2 = await asUser(bob);
     const admin = await asAdmin();
     const system = await connect(svc, { headers: { 'X-API-Key': SYSTEM_KEY } });
-    const toAlice = await api(svc).post('/api/notifications').set('Authorization', adminAuth()).send({ title: 'for alice', message: 'secret a', user: 'alice' });
+    const toAlice = await api(svc)
+      .post('/api/notifications')
+      .set('Authorization', adminAuth())
+      .send({ title: 'for alice', message: 'secret a', user: 'alice' });
     const toBob = await api(svc).post('/api/notifications').set('Authorization', adminAuth()).send({ title: 'for bob', message: 'secret b', user: bob.id });
     expect(toAlice.status).to.equal(202);
     expect(toBob.status).to.equal(202);
@@ -74,7 +90,9 @@ describe('ws gateway: notifications over the socket', function () {
     s.send({ event: 'user:notify', payload: { title: 'x', user: 'bob', level: 'loud' }, ref: 's-bad' });
     const bad = await s.next('gateway:error', (f) => f.ref === 's-bad');
     expect(bad.payload.code).to.equal('invalid_args');
-    expect(bad.payload.message).to.match(/message/).and.match(/level/);
+    expect(bad.payload.message)
+      .to.match(/message/)
+      .and.match(/level/);
     const admin = await asAdmin();
     admin.send({ event: 'system:notify', payload: { title: 'from admin ws', message: 'hello all' } });
     await a.next('system:notify', (f) => f.payload.title === 'from admin ws');
@@ -140,15 +158,24 @@ describe('ws gateway: notifications over the socket', function () {
       expect(t.payload.persist).to.equal(false);
       expect(outbound.find((o) => o.id === 'transient-1')!.seq).to.equal(null);
 
-      const first = await api(svc).post('/api/notifications').set('Authorization', adminAuth()).send({ id: 'build-42', title: 'Build 42 running', message: '…', toast: false });
-      const second = await api(svc).post('/api/notifications').set('Authorization', adminAuth()).send({ id: 'build-42', title: 'Build 42 passed', message: 'ok', level: 'success' });
+      const first = await api(svc)
+        .post('/api/notifications')
+        .set('Authorization', adminAuth())
+        .send({ id: 'build-42', title: 'Build 42 running', message: '…', toast: false });
+      const second = await api(svc)
+        .post('/api/notifications')
+        .set('Authorization', adminAuth())
+        .send({ id: 'build-42', title: 'Build 42 passed', message: 'ok', level: 'success' });
       expect(second.body.id).to.equal('build-42');
       expect(second.body.seq).to.be.greaterThan(first.body.seq);
       const updated = await a.next('system:notify', (f) => f.payload.id === 'build-42' && f.payload.title === 'Build 42 passed');
       expect(updated.payload.seq).to.equal(second.body.seq);
 
       // an id of a broadcast cannot be reused for one user's notification
-      const clash = await api(svc).post('/api/notifications').set('Authorization', adminAuth()).send({ id: 'build-42', title: 'x', message: 'y', user: 'alice' });
+      const clash = await api(svc)
+        .post('/api/notifications')
+        .set('Authorization', adminAuth())
+        .send({ id: 'build-42', title: 'x', message: 'y', user: 'alice' });
       expect(clash.status).to.equal(409);
 
       const cleared = await api(svc).post('/api/notifications').set('Authorization', adminAuth()).send({ id: 'build-42', action: 'clear' });

@@ -46,17 +46,33 @@ describe('ws gateway: live connections end with their credential', function () {
     const direct = await connect({ headers: { 'X-API-Key': SYSTEM_KEY } });
     const viaTicket = await connect({ query: `ticket=${await ticketFor({ 'X-API-Key': SYSTEM_KEY })}` });
     expect(direct.frames[0].payload.username).to.equal('system');
-    await endsWithin1s([direct, viaTicket], () => api(svc).put('/api/settings/system-api-key').set(ADMIN_SETTINGS).send({ key: `${SYSTEM_KEY}-rotated` }).expect(204));
+    await endsWithin1s([direct, viaTicket], () =>
+      api(svc)
+        .put('/api/settings/system-api-key')
+        .set(ADMIN_SETTINGS)
+        .send({ key: `${SYSTEM_KEY}-rotated` })
+        .expect(204),
+    );
 
     const rotated = await connect({ headers: { 'X-API-Key': `${SYSTEM_KEY}-rotated` } });
     const unused = await ticketFor({ 'X-API-Key': `${SYSTEM_KEY}-rotated` });
     await endsWithin1s([rotated], () => api(svc).delete('/api/settings/system-api-key').set(ADMIN_SETTINGS).expect(204));
     // a ticket minted before the key was cleared no longer opens anything, nor does the key
-    expect(await WsClient.connect(svc, { query: `ticket=${unused}` }).then(() => 'open', (e: Error) => e.message)).to.match(/401/);
-    expect(await WsClient.connect(svc, { headers: { 'X-API-Key': `${SYSTEM_KEY}-rotated` } }).then(() => 'open', (e: Error) => e.message)).to.match(/401/);
+    expect(
+      await WsClient.connect(svc, { query: `ticket=${unused}` }).then(
+        () => 'open',
+        (e: Error) => e.message,
+      ),
+    ).to.match(/401/);
+    expect(
+      await WsClient.connect(svc, { headers: { 'X-API-Key': `${SYSTEM_KEY}-rotated` } }).then(
+        () => 'open',
+        (e: Error) => e.message,
+      ),
+    ).to.match(/401/);
   });
 
-  it('a key or session revoked: its connections and tickets end, the user\'s others stay', async () => {
+  it("a key or session revoked: its connections and tickets end, the user's others stay", async () => {
     const carol = await createUser(svc, 'carol');
     const key = (await api(svc).post('/api/me/api-keys').set('Authorization', carol.auth).send({ label: 'k' }).expect(201)).body;
     const login = (await api(svc).post('/api/auth/login').send({ username: carol.username, password: carol.password }).expect(200)).body;
@@ -74,9 +90,18 @@ describe('ws gateway: live connections end with their credential', function () {
     const byTicket = await connect({ query: `ticket=${await ticketFor({ Authorization: dave.auth })}` });
     const spare = await ticketFor({ Authorization: dave.auth });
     await endsWithin1s([byBasic, byTicket], () =>
-      api(svc).post(`/api/users/${dave.id}/password`).set('Authorization', dave.auth).send({ current_password: dave.password, new_password: 'a-new-dave-password' }).expect(204),
+      api(svc)
+        .post(`/api/users/${dave.id}/password`)
+        .set('Authorization', dave.auth)
+        .send({ current_password: dave.password, new_password: 'a-new-dave-password' })
+        .expect(204),
     );
-    expect(await WsClient.connect(svc, { query: `ticket=${spare}` }).then(() => 'open', (e: Error) => e.message)).to.match(/401/);
+    expect(
+      await WsClient.connect(svc, { query: `ticket=${spare}` }).then(
+        () => 'open',
+        (e: Error) => e.message,
+      ),
+    ).to.match(/401/);
     // the new password works at once
     const again = await connect({ headers: { Authorization: basic('dave', 'a-new-dave-password') } });
     expect(again.frames[0].payload.username).to.equal('dave');
@@ -106,20 +131,31 @@ describe('ws gateway: live connections end with their credential', function () {
     });
   }
 
-  it('a password change ends the user\'s other sessions, keeps the one that made it; an admin reset ends them all', async () => {
+  it("a password change ends the user's other sessions, keeps the one that made it; an admin reset ends them all", async () => {
     const frank = await createUser(svc, 'frank');
-    const login = () => api(svc).post('/api/auth/login').send({ username: 'frank', password: frank.password }).expect(200).then((r) => r.body.token as string);
+    const login = () =>
+      api(svc)
+        .post('/api/auth/login')
+        .send({ username: 'frank', password: frank.password })
+        .expect(200)
+        .then((r) => r.body.token as string);
     const [mine, other] = [await login(), await login()];
     const otherWs = await connect({ headers: { Authorization: `Bearer ${other}` } });
     const mineWs = await connect({ headers: { Authorization: `Bearer ${mine}` } });
     await endsWithin1s([otherWs], () =>
-      api(svc).post(`/api/users/${frank.id}/password`).set('Authorization', `Bearer ${mine}`).send({ current_password: frank.password, new_password: 'franks-second-password' }).expect(204),
+      api(svc)
+        .post(`/api/users/${frank.id}/password`)
+        .set('Authorization', `Bearer ${mine}`)
+        .send({ current_password: frank.password, new_password: 'franks-second-password' })
+        .expect(204),
     );
     await api(svc).get('/api/me').set('Authorization', `Bearer ${other}`).expect(401);
     await api(svc).get('/api/me').set('Authorization', `Bearer ${mine}`).expect(200);
     await mineWs.roundTrip();
 
-    await endsWithin1s([mineWs], () => api(svc).post(`/api/users/${frank.id}/password`).set('Authorization', adminAuth()).send({ new_password: 'reset-by-the-admin' }).expect(204));
+    await endsWithin1s([mineWs], () =>
+      api(svc).post(`/api/users/${frank.id}/password`).set('Authorization', adminAuth()).send({ new_password: 'reset-by-the-admin' }).expect(204),
+    );
     await api(svc).get('/api/me').set('Authorization', `Bearer ${mine}`).expect(401);
   });
 

@@ -26,7 +26,12 @@ describe('HTTP error bodies', () => {
   });
 
   it('400 for malformed JSON, naming the body', async () => {
-    const res = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).set('Content-Type', 'application/json').send('{"label": ').expect(400);
+    const res = await request(svc.url)
+      .post('/api/me/api-keys')
+      .set('Authorization', adminAuth())
+      .set('Content-Type', 'application/json')
+      .send('{"label": ')
+      .expect(400);
     shape(res.body, 'validation_failed');
     expect(res.body.error.details[0].field).to.equal('body');
   });
@@ -105,7 +110,16 @@ describe('metrics', () => {
   });
 
   it('GET /metrics counts the notifications written and the transactions that wrote them', async () => {
-    await request(svc.url).post('/api/notifications/batch').set('Authorization', adminAuth()).send({ notifications: [{ title: 'a', message: 'm' }, { title: 'b', message: 'm' }] }).expect(202);
+    await request(svc.url)
+      .post('/api/notifications/batch')
+      .set('Authorization', adminAuth())
+      .send({
+        notifications: [
+          { title: 'a', message: 'm' },
+          { title: 'b', message: 'm' },
+        ],
+      })
+      .expect(202);
     const res = await request(svc.url).get('/metrics').expect(200);
     const value = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(res.text)?.[1]);
     expect(value('notifications_written')).to.be.at.least(2);

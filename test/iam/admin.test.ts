@@ -29,22 +29,48 @@ describe('IAM model and admin API', () => {
     expect(b.groups).to.deep.equal(['INT_USER']);
     const access = (await request(svc.url).get('/api/me/access').set('Authorization', admin()).expect(200)).body;
     expect(access.is_superadmin).to.equal(false);
-    expect(access.permissions).to.include.members(['feature:admin.users', 'feature:admin.groups', 'feature:admin.settings', 'feature:admin.plugins', 'api:read', 'api:write']);
+    expect(access.permissions).to.include.members([
+      'feature:admin.users',
+      'feature:admin.groups',
+      'feature:admin.settings',
+      'feature:admin.plugins',
+      'api:read',
+      'api:write',
+    ]);
     expect(access.permissions).not.to.include('socket:container:cleanup');
   });
 
   it('roles are never read as groups', async () => {
-    const u = (await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'sneaky', password: 'sneaky-password', groups: ['INT_VIEWER'] }).expect(201)).body;
+    const u = (
+      await request(svc.url)
+        .post('/api/users')
+        .set('Authorization', admin())
+        .send({ username: 'sneaky', password: 'sneaky-password', groups: ['INT_VIEWER'] })
+        .expect(201)
+    ).body;
     // even a role string that names a group grants nothing
-    await svc.service.db('users').where({ id: u.id }).update({ roles: JSON.stringify(['INT_ADMIN']) });
+    await svc.service
+      .db('users')
+      .where({ id: u.id })
+      .update({ roles: JSON.stringify(['INT_ADMIN']) });
     svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: u.id });
     const access = (await request(svc.url).get('/api/me/access').set('Authorization', basic('sneaky', 'sneaky-password')).expect(200)).body;
     expect(access.permissions).to.deep.equal(['api:read', 'feature:dashboard.view']);
   });
 
   it('effective permissions = union of groups plus extra_permissions', async () => {
-    await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'ops', permissions: ['feature:notifications.broadcast'] }).expect(201);
-    const u = (await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'opsy', password: 'opsy-password', groups: ['INT_VIEWER', 'ops'], extra_permissions: ['feature:notifications.send'] }).expect(201)).body;
+    await request(svc.url)
+      .post('/api/groups')
+      .set('Authorization', admin())
+      .send({ name: 'ops', permissions: ['feature:notifications.broadcast'] })
+      .expect(201);
+    const u = (
+      await request(svc.url)
+        .post('/api/users')
+        .set('Authorization', admin())
+        .send({ username: 'opsy', password: 'opsy-password', groups: ['INT_VIEWER', 'ops'], extra_permissions: ['feature:notifications.send'] })
+        .expect(201)
+    ).body;
     expect(u.identities).to.deep.equal([{ provider: 'local', provider_user_id: 'opsy' }]);
     const access = (await request(svc.url).get('/api/me/access').set('Authorization', basic('opsy', 'opsy-password')).expect(200)).body;
     expect(access.permissions).to.deep.equal(['api:read', 'feature:dashboard.view', 'feature:notifications.broadcast', 'feature:notifications.send']);
@@ -72,19 +98,36 @@ describe('IAM model and admin API', () => {
       const named = JSON.stringify(res.body.error);
       expect(named, `${path} names ${field}`).to.contain(field === 'body' ? 'validation' : field);
     }
-    expect((await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'admin' }).expect(409)).body.error.code).to.equal('conflict');
-    expect((await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'INT_USER' }).expect(409)).body.error.code).to.equal('conflict');
+    expect((await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'admin' }).expect(409)).body.error.code).to.equal(
+      'conflict',
+    );
+    expect((await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'INT_USER' }).expect(409)).body.error.code).to.equal(
+      'conflict',
+    );
     await request(svc.url).get('/api/users/not-a-uuid').set('Authorization', admin()).expect(400);
     await request(svc.url).get('/api/users/00000000-0000-4000-8000-000000000000').set('Authorization', admin()).expect(404);
     await request(svc.url).get('/api/groups/NOPE').set('Authorization', admin()).expect(404);
   });
 
   it('only a superadmin sets roles or changes a superadmin account', async () => {
-    const res = await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'wannabe', roles: ['superadmin'] }).expect(403);
+    const res = await request(svc.url)
+      .post('/api/users')
+      .set('Authorization', admin())
+      .send({ username: 'wannabe', roles: ['superadmin'] })
+      .expect(403);
     expect(res.body.error.code).to.equal('forbidden');
     // the root account, made through the database as an operator would with the system key
-    const root = (await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'root1', password: 'root1-password', groups: ['INT_VIEWER'] }).expect(201)).body;
-    await svc.service.db('users').where({ id: root.id }).update({ roles: JSON.stringify(['superadmin']) });
+    const root = (
+      await request(svc.url)
+        .post('/api/users')
+        .set('Authorization', admin())
+        .send({ username: 'root1', password: 'root1-password', groups: ['INT_VIEWER'] })
+        .expect(201)
+    ).body;
+    await svc.service
+      .db('users')
+      .where({ id: root.id })
+      .update({ roles: JSON.stringify(['superadmin']) });
     svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: root.id });
     await request(svc.url).patch(`/api/users/${root.id}`).set('Authorization', admin()).send({ password: 'taken-over-password' }).expect(403);
     await request(svc.url).post(`/api/users/${root.id}/password`).set('Authorization', admin()).send({ new_password: 'taken-over-password' }).expect(403);
@@ -97,20 +140,47 @@ describe('IAM model and admin API', () => {
     const users = (await request(svc.url).get('/api/users').set('Authorization', admin()).expect(200)).body.users;
     const a = users.find((u: any) => u.username === 'admin');
     await request(svc.url).delete(`/api/users/${a.id}`).set('Authorization', admin()).expect(409);
-    await request(svc.url).patch(`/api/users/${a.id}`).set('Authorization', admin()).send({ groups: ['INT_USER'] }).expect(409);
+    await request(svc.url)
+      .patch(`/api/users/${a.id}`)
+      .set('Authorization', admin())
+      .send({ groups: ['INT_USER'] })
+      .expect(409);
     await request(svc.url).patch(`/api/users/${a.id}`).set('Authorization', admin()).send({ disabled: true }).expect(409);
     // with a second admin, the first may go
-    const second = (await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'admin2', password: 'admin2-password', groups: ['INT_ADMIN'] }).expect(201)).body;
-    await request(svc.url).patch(`/api/users/${a.id}`).set('Authorization', admin()).send({ groups: ['INT_ADMIN', 'INT_USER'] }).expect(200);
+    const second = (
+      await request(svc.url)
+        .post('/api/users')
+        .set('Authorization', admin())
+        .send({ username: 'admin2', password: 'admin2-password', groups: ['INT_ADMIN'] })
+        .expect(201)
+    ).body;
+    await request(svc.url)
+      .patch(`/api/users/${a.id}`)
+      .set('Authorization', admin())
+      .send({ groups: ['INT_ADMIN', 'INT_USER'] })
+      .expect(200);
     await request(svc.url).delete(`/api/users/${second.id}`).set('Authorization', basic('admin2', 'admin2-password')).expect(204);
   });
 
   it('renaming or deleting a group updates every member; built-in groups stay', async () => {
-    await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'devs', description: 'developers', permissions: ['api:write'] }).expect(201);
-    const u = (await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'dev1', password: 'dev1-password', groups: ['INT_VIEWER', 'devs'] }).expect(201)).body;
+    await request(svc.url)
+      .post('/api/groups')
+      .set('Authorization', admin())
+      .send({ name: 'devs', description: 'developers', permissions: ['api:write'] })
+      .expect(201);
+    const u = (
+      await request(svc.url)
+        .post('/api/users')
+        .set('Authorization', admin())
+        .send({ username: 'dev1', password: 'dev1-password', groups: ['INT_VIEWER', 'devs'] })
+        .expect(201)
+    ).body;
     const renamed = await request(svc.url).patch('/api/groups/devs').set('Authorization', admin()).send({ name: 'developers' }).expect(200);
     expect(renamed.body).to.deep.include({ name: 'developers', description: 'developers', permissions: ['api:write'], members: ['dev1'] });
-    expect((await request(svc.url).get(`/api/users/${u.id}`).set('Authorization', admin()).expect(200)).body.groups).to.deep.equal(['INT_VIEWER', 'developers']);
+    expect((await request(svc.url).get(`/api/users/${u.id}`).set('Authorization', admin()).expect(200)).body.groups).to.deep.equal([
+      'INT_VIEWER',
+      'developers',
+    ]);
     await request(svc.url).get('/api/groups/devs').set('Authorization', admin()).expect(404);
     const access = (await request(svc.url).get('/api/me/access').set('Authorization', basic('dev1', 'dev1-password')).expect(200)).body;
     expect(access.permissions).to.include('api:write');
@@ -136,13 +206,25 @@ describe('IAM model and admin API', () => {
     svc.service.bus.emit('plugin:state_changed', { plugin_id: 'demo', state: 'loaded', enabled: true });
     await booted;
     await new Promise((r) => setTimeout(r, 100));
-    const groups = async () => Object.fromEntries((await request(svc.url).get('/api/groups').set('Authorization', admin()).expect(200)).body.groups.map((g: any) => [g.name, g.permissions]));
+    const groups = async () =>
+      Object.fromEntries(
+        (await request(svc.url).get('/api/groups').set('Authorization', admin()).expect(200)).body.groups.map((g: any) => [g.name, g.permissions]),
+      );
     let g = await groups();
     expect(g.INT_VIEWER).to.include.members(['plugin:demo', 'plugin:demo:api:read']).and.not.include('plugin:demo:api:write');
     expect(g.INT_USER).to.include.members(['plugin:demo', 'plugin:demo:api:read', 'plugin:demo:api:write', 'plugin:demo:run']);
     expect(g.INT_ADMIN).to.include.members(['plugin:demo', 'plugin:demo:api:read', 'plugin:demo:api:write']);
     // an administrator revokes one grant
-    iam.setPluginCatalog('demo', [{ id: 'plugin:demo:run', description: 'run', plugin: 'demo' }, { id: 'plugin:demo', description: '', plugin: 'demo' }, { id: 'plugin:demo:api:read', description: '', plugin: 'demo' }, { id: 'plugin:demo:api:write', description: '', plugin: 'demo' }], []);
+    iam.setPluginCatalog(
+      'demo',
+      [
+        { id: 'plugin:demo:run', description: 'run', plugin: 'demo' },
+        { id: 'plugin:demo', description: '', plugin: 'demo' },
+        { id: 'plugin:demo:api:read', description: '', plugin: 'demo' },
+        { id: 'plugin:demo:api:write', description: '', plugin: 'demo' },
+      ],
+      [],
+    );
     const kept = g.INT_USER.filter((p: string) => p !== 'plugin:demo:run');
     await request(svc.url).patch('/api/groups/INT_USER').set('Authorization', admin()).send({ permissions: kept }).expect(200);
     for (let i = 0; i < 2; i++) {
@@ -162,7 +244,11 @@ describe('IAM across restarts', () => {
     this.timeout(30000);
     const first = await startService();
     try {
-      await request(first.url).patch('/api/groups/INT_VIEWER').set('Authorization', adminAuth()).send({ permissions: ['api:read'], description: 'edited' }).expect(200);
+      await request(first.url)
+        .patch('/api/groups/INT_VIEWER')
+        .set('Authorization', adminAuth())
+        .send({ permissions: ['api:read'], description: 'edited' })
+        .expect(200);
       await first.stop();
       const second = await startService({
         dataDir: first.dataDir,
@@ -177,9 +263,15 @@ describe('IAM across restarts', () => {
         expect(g.description).to.equal('edited');
         const me = (await request(second.url).get('/api/me').set('Authorization', auth).expect(200)).body;
         expect(me.roles).to.include('superadmin');
-        expect((await request(second.url).get('/api/me/access').set('Authorization', auth).expect(200)).body.permissions).to.include('socket:container:cleanup');
+        expect((await request(second.url).get('/api/me/access').set('Authorization', auth).expect(200)).body.permissions).to.include(
+          'socket:container:cleanup',
+        );
         await second.stop();
-        const third = await startService({ dataDir: first.dataDir, databaseUrl: first.databaseUrl, env: { SERVICE_ADMIN_PASSWORD: 'a-rotated-admin-password' } });
+        const third = await startService({
+          dataDir: first.dataDir,
+          databaseUrl: first.databaseUrl,
+          env: { SERVICE_ADMIN_PASSWORD: 'a-rotated-admin-password' },
+        });
         try {
           const me3 = (await request(third.url).get('/api/me').set('Authorization', auth).expect(200)).body;
           expect(me3.roles).not.to.include('superadmin');

@@ -61,12 +61,37 @@ describe('audit trail', function () {
 
   it('records each administrative action over HTTP once, with the actor as resolved, the target and the outcome', async () => {
     const start = await head();
-    const created = (await api().post('/api/users').set('Authorization', adminAuth()).set('X-Forwarded-For', '203.0.113.9').send({ username: 'ann', password: SECRETS.password, groups: ['INT_USER'] }).expect(201)).body;
-    await api().patch(`/api/users/${created.id}`).set('Authorization', adminAuth()).send({ groups: ['INT_VIEWER'], display_name: 'Ann' }).expect(200);
-    await api().post(`/api/users/${created.id}/password`).set('Authorization', adminAuth()).send({ new_password: `${SECRETS.password}-2` }).expect(204);
-    await api().post('/api/groups').set('Authorization', adminAuth()).send({ name: 'auditors', permissions: ['feature:admin.audit'] }).expect(201);
+    const created = (
+      await api()
+        .post('/api/users')
+        .set('Authorization', adminAuth())
+        .set('X-Forwarded-For', '203.0.113.9')
+        .send({ username: 'ann', password: SECRETS.password, groups: ['INT_USER'] })
+        .expect(201)
+    ).body;
+    await api()
+      .patch(`/api/users/${created.id}`)
+      .set('Authorization', adminAuth())
+      .send({ groups: ['INT_VIEWER'], display_name: 'Ann' })
+      .expect(200);
+    await api()
+      .post(`/api/users/${created.id}/password`)
+      .set('Authorization', adminAuth())
+      .send({ new_password: `${SECRETS.password}-2` })
+      .expect(204);
+    await api()
+      .post('/api/groups')
+      .set('Authorization', adminAuth())
+      .send({ name: 'auditors', permissions: ['feature:admin.audit'] })
+      .expect(201);
     await api().patch('/api/groups/auditors').set('Authorization', adminAuth()).send({ description: 'read the trail' }).expect(200);
-    const key = (await api().post('/api/me/api-keys').set('Authorization', basic('ann', `${SECRETS.password}-2`)).send({ label: 'ci' }).expect(201)).body;
+    const key = (
+      await api()
+        .post('/api/me/api-keys')
+        .set('Authorization', basic('ann', `${SECRETS.password}-2`))
+        .send({ label: 'ci' })
+        .expect(201)
+    ).body;
     await api().delete(`/api/users/${created.id}/api-keys/${key.id}`).set('Authorization', adminAuth()).expect(204);
     await api().put('/api/settings/webhook-secret').set('Authorization', adminAuth()).send({ secret: SECRETS.webhook }).expect(204);
     await api().patch('/api/settings/auth').set('Authorization', adminAuth()).send({ oidc_label: 'Company SSO' }).expect(200);
@@ -96,9 +121,17 @@ describe('audit trail', function () {
 
   it('records sign-ins, failures, lockouts, refusals and sign-outs', async () => {
     const start = await head();
-    await api().post('/api/users').set(sys).send({ username: 'bea', password: SECRETS.password, groups: ['INT_VIEWER'] }).expect(201);
+    await api()
+      .post('/api/users')
+      .set(sys)
+      .send({ username: 'bea', password: SECRETS.password, groups: ['INT_VIEWER'] })
+      .expect(201);
     const ok = await api().post('/api/auth/login').send({ username: 'bea', password: SECRETS.password }).expect(200);
-    for (let i = 0; i < 5; i++) await api().post('/api/auth/login').send({ username: 'bea', password: `wrong-${i}` }).expect(401);
+    for (let i = 0; i < 5; i++)
+      await api()
+        .post('/api/auth/login')
+        .send({ username: 'bea', password: `wrong-${i}` })
+        .expect(401);
     await api().post('/api/auth/login').send({ username: 'bea', password: SECRETS.password }).expect(429);
     await api().get('/api/users').set('Authorization', `Bearer ${ok.body.token}`).expect(403);
     await api().post('/api/auth/logout').set('Authorization', `Bearer ${ok.body.token}`).expect(204);
@@ -121,17 +154,35 @@ describe('audit trail', function () {
 
   it('records refusals by the host boundary, a socket operation over ws, and a refused webhook', async () => {
     const start = await head();
-    await api().post('/api/users').set(sys).send({ username: 'plain', password: SECRETS.password, groups: ['INT_ADMIN'] }).expect(201);
-    await api().post('/api/groups').set('Authorization', basic('plain', SECRETS.password)).send({ name: 'evil', permissions: ['socket:*'] }).expect(403);
+    await api()
+      .post('/api/users')
+      .set(sys)
+      .send({ username: 'plain', password: SECRETS.password, groups: ['INT_ADMIN'] })
+      .expect(201);
+    await api()
+      .post('/api/groups')
+      .set('Authorization', basic('plain', SECRETS.password))
+      .send({ name: 'evil', permissions: ['socket:*'] })
+      .expect(403);
     fs.mkdirSync(path.join(svc.dataDir, 'managed', 'work'), { recursive: true });
     const ws = await WsClient.connect(svc, { headers: { 'X-API-Key': SYSTEM_KEY } });
     try {
-      ws.send({ event: 'socket:request', payload: { request_id: 'r1', operation: 'mounts:repair', args: { target_dir: path.join(svc.dataDir, 'managed', 'work'), mode: '0750' } } });
+      ws.send({
+        event: 'socket:request',
+        payload: { request_id: 'r1', operation: 'mounts:repair', args: { target_dir: path.join(svc.dataDir, 'managed', 'work'), mode: '0750' } },
+      });
       expect((await ws.next('socket:response', (f) => f.payload.request_id === 'r1')).payload.ok).to.equal(true);
     } finally {
       await ws.close();
     }
-    await api().post('/api/notifications/webhook/scm').set('X-GitHub-Event', 'ping').set('X-GitHub-Delivery', 'd-1').set('X-Hub-Signature-256', `sha256=${'0'.repeat(64)}`).set('Content-Type', 'application/json').send('{}').expect(401);
+    await api()
+      .post('/api/notifications/webhook/scm')
+      .set('X-GitHub-Event', 'ping')
+      .set('X-GitHub-Delivery', 'd-1')
+      .set('X-Hub-Signature-256', `sha256=${'0'.repeat(64)}`)
+      .set('Content-Type', 'application/json')
+      .send('{}')
+      .expect(401);
     const events = await since(start);
     const refused = one(events, 'group.created');
     expect(refused).to.deep.include({ outcome: 'denied', target: { type: 'group', id: 'evil', name: 'evil' } });
@@ -150,22 +201,37 @@ describe('audit trail', function () {
     expect((await cli(env, ['key', 'issue', '--user', 'cara'])).code).to.equal(0);
     expect((await cli(env, ['settings', 'set', 'oidc_label', 'From the console'])).code).to.equal(0);
     const events = await since(start);
-    for (const action of ['user.created', 'key.issued', 'settings.changed']) expect(one(events, action).actor).to.include({ username: 'cli', method: 'cli', user_id: null });
+    for (const action of ['user.created', 'key.issued', 'settings.changed'])
+      expect(one(events, action).actor).to.include({ username: 'cli', method: 'cli', user_id: null });
   });
 
   it("records every refusal a plain administrator meets, whichever layer refuses: the system key, host-related login settings, the bot's password and factors", async () => {
     const start = await head();
-    await api().post('/api/users').set(sys).send({ username: 'plainer', password: SECRETS.password, groups: ['INT_ADMIN'] }).expect(201);
-    await api().post('/api/groups').set(sys).send({ name: 'dockers', permissions: ['socket:container:*'] }).expect(201);
+    await api()
+      .post('/api/users')
+      .set(sys)
+      .send({ username: 'plainer', password: SECRETS.password, groups: ['INT_ADMIN'] })
+      .expect(201);
+    await api()
+      .post('/api/groups')
+      .set(sys)
+      .send({ name: 'dockers', permissions: ['socket:container:*'] })
+      .expect(201);
     const bot = ((await api().get('/api/users').set(sys).expect(200)).body.users as Array<{ id: string; username: string }>).find((u) => u.username === 'bot')!;
     const plain = { Authorization: basic('plainer', SECRETS.password) };
     const tries = [
       await api().put('/api/settings/system-api-key').set(plain).send({ key: 'a-system-key-the-plain-admin-wants-0123' }),
-      await api().patch('/api/settings/auth').set(plain).send({ sso_default_groups: ['dockers'] }),
+      await api()
+        .patch('/api/settings/auth')
+        .set(plain)
+        .send({ sso_default_groups: ['dockers'] }),
       await api().post(`/api/users/${bot.id}/password`).set(plain).send({ new_password: 'taken-over-bot-password-1' }),
       await api().delete(`/api/users/${bot.id}/mfa`).set(plain),
     ];
-    expect(tries.map((r) => r.status), JSON.stringify(tries.map((r) => r.body))).to.deep.equal([403, 403, 403, 403]);
+    expect(
+      tries.map((r) => r.status),
+      JSON.stringify(tries.map((r) => r.body)),
+    ).to.deep.equal([403, 403, 403, 403]);
     const denied = (await since(start)).filter((e) => e.outcome === 'denied' && e.actor.username === 'plainer');
     // one event for each, naming what was refused (the writer's action, or the route when the route refused)
     expect(denied, JSON.stringify(denied)).to.have.length(4);
@@ -182,7 +248,11 @@ describe('audit trail', function () {
 
   it('a ws frame refused to its caller is a denied event; a rule a frame handler meets is answered with its code, not internal', async () => {
     const start = await head();
-    await api().post('/api/users').set(sys).send({ username: 'wsviewer', password: SECRETS.password, groups: ['INT_VIEWER'] }).expect(201);
+    await api()
+      .post('/api/users')
+      .set(sys)
+      .send({ username: 'wsviewer', password: SECRETS.password, groups: ['INT_VIEWER'] })
+      .expect(201);
     const viewer = await WsClient.connect(svc, { headers: { Authorization: basic('wsviewer', SECRETS.password) } });
     const admin = await WsClient.connect(svc, { headers: { 'X-API-Key': SYSTEM_KEY } });
     try {
@@ -203,8 +273,16 @@ describe('audit trail', function () {
   });
 
   it('streams events to holders of feature:admin.audit over ws, to nobody else', async () => {
-    await api().post('/api/users').set(sys).send({ username: 'watcher', password: SECRETS.password, groups: ['INT_ADMIN'] }).expect(201);
-    await api().post('/api/users').set(sys).send({ username: 'viewer', password: SECRETS.password, groups: ['INT_VIEWER'] }).expect(201);
+    await api()
+      .post('/api/users')
+      .set(sys)
+      .send({ username: 'watcher', password: SECRETS.password, groups: ['INT_ADMIN'] })
+      .expect(201);
+    await api()
+      .post('/api/users')
+      .set(sys)
+      .send({ username: 'viewer', password: SECRETS.password, groups: ['INT_VIEWER'] })
+      .expect(201);
     const watcher = await WsClient.connect(svc, { headers: { Authorization: basic('watcher', SECRETS.password) } });
     const viewer = await WsClient.connect(svc, { headers: { Authorization: basic('viewer', SECRETS.password) } });
     try {
@@ -229,7 +307,11 @@ describe('audit trail', function () {
     expect(page.events).to.have.length(2);
     const next = (await api().get('/api/audit').query({ limit: 2, before: page.next_before }).set(sys).expect(200)).body.events as Event[];
     expect(next[0]!.seq).to.equal(page.events[1].seq - 1);
-    expect((await api().get('/api/audit').query({ outcome: 'denied', actor: 'plain' }).set(sys).expect(200)).body.events.every((e: Event) => e.outcome === 'denied' && e.actor.username === 'plain')).to.equal(true);
+    expect(
+      (await api().get('/api/audit').query({ outcome: 'denied', actor: 'plain' }).set(sys).expect(200)).body.events.every(
+        (e: Event) => e.outcome === 'denied' && e.actor.username === 'plain',
+      ),
+    ).to.equal(true);
     const bad = await api().get('/api/audit').query({ outcome: 'maybe' }).set(sys).expect(400);
     expect(bad.body.error.details[0].field).to.equal('outcome');
   });
@@ -245,17 +327,32 @@ describe('audit trail', function () {
     expect(denied.map((e) => e.target.id)).to.deep.equal(['GET /api/groups', 'GET /api/groups']);
     // the route as declared: other ids, another case, are the same refusal
     const again = await head();
-    for (const path of ['/api/users/00000000-0000-4000-8000-000000000001', '/API/users/00000000-0000-4000-8000-000000000002', '/api/users/00000000-0000-4000-8000-000000000003']) {
+    for (const path of [
+      '/api/users/00000000-0000-4000-8000-000000000001',
+      '/API/users/00000000-0000-4000-8000-000000000002',
+      '/api/users/00000000-0000-4000-8000-000000000003',
+    ]) {
       await api().get(path).set('Authorization', basic('viewer', SECRETS.password)).expect(403);
     }
     const byRoute = (await since(again)).filter((e) => e.action === 'request.denied' && e.actor.username === 'viewer');
     expect(byRoute.map((e) => e.target.id)).to.deep.equal(['GET /api/users/:id', 'GET /api/users/:id']);
     expect(counted(byRoute)).to.equal(3);
     // 30 wrong logins at one name: five failures, then lockouts; four events stand for all thirty
-    await api().post('/api/users').set(sys).send({ username: 'dora', password: SECRETS.password, groups: ['INT_VIEWER'] }).expect(201);
+    await api()
+      .post('/api/users')
+      .set(sys)
+      .send({ username: 'dora', password: SECRETS.password, groups: ['INT_VIEWER'] })
+      .expect(201);
     const locked = await head();
     const statuses: number[] = [];
-    for (let i = 0; i < 30; i++) statuses.push((await api().post('/api/auth/login').send({ username: 'dora', password: `again-${i}` })).status);
+    for (let i = 0; i < 30; i++)
+      statuses.push(
+        (
+          await api()
+            .post('/api/auth/login')
+            .send({ username: 'dora', password: `again-${i}` })
+        ).status,
+      );
     expect(statuses.filter((s) => s === 401)).to.have.length(5);
     expect(statuses.filter((s) => s === 429)).to.have.length(25);
     const trail = (await since(locked)).filter((e) => e.target.name === 'dora');
@@ -268,7 +365,12 @@ describe('audit trail', function () {
   it('writes the count of a window when it closes, without being asked to flush', async () => {
     const trail = new AuditTrail({ db: svc.service.db, bus: svc.service.bus, log: svc.service.log, coalesceMs: 300 });
     const start = await head();
-    const refusal = { action: 'request.denied' as const, actor: { user_id: null, username: 'window-probe', method: 'api_key', ip: '203.0.113.9' }, target: { type: 'route', id: 'GET /api/x' }, outcome: 'denied' as const };
+    const refusal = {
+      action: 'request.denied' as const,
+      actor: { user_id: null, username: 'window-probe', method: 'api_key', ip: '203.0.113.9' },
+      target: { type: 'route', id: 'GET /api/x' },
+      outcome: 'denied' as const,
+    };
     for (let i = 0; i < 7; i++) trail.record(refusal);
     await sleep(600);
     const page = await api().get('/api/audit').query({ actor: 'window-probe' }).set(sys).expect(200);
@@ -277,7 +379,11 @@ describe('audit trail', function () {
   });
 
   it('never records a secret, in the table or in the log', async () => {
-    await api().patch('/api/settings/auth').set('Authorization', adminAuth()).send({ ldap_url: 'ldap://127.0.0.1:1', ldap_bind_dn: 'cn=reader', ldap_bind_password: SECRETS.bind, ldap_base_dn: 'dc=example' }).expect(200);
+    await api()
+      .patch('/api/settings/auth')
+      .set('Authorization', adminAuth())
+      .send({ ldap_url: 'ldap://127.0.0.1:1', ldap_bind_dn: 'cn=reader', ldap_bind_password: SECRETS.bind, ldap_base_dn: 'dc=example' })
+      .expect(200);
     await svc.service.iam.audit.flush();
     const table = JSON.stringify(await svc.service.db('audit_events').select('*'));
     const logged = logs.text();
@@ -293,11 +399,20 @@ describe('audit trail', function () {
     const deep: Record<string, unknown> = {};
     let at = deep;
     for (let i = 0; i < 20; i++) at = (at.next = {}) as Record<string, unknown>;
-    svc.service.iam.audit.record({ action: 'settings.changed', actor: { user_id: null, username: 'cut\uD83D', method: null, ip: null }, target: { type: 'settings', id: 'x\uDC00y', name: null }, outcome: 'success', details: { deep, big: 'z'.repeat(20_000) } });
+    svc.service.iam.audit.record({
+      action: 'settings.changed',
+      actor: { user_id: null, username: 'cut\uD83D', method: null, ip: null },
+      target: { type: 'settings', id: 'x\uDC00y', name: null },
+      outcome: 'success',
+      details: { deep, big: 'z'.repeat(20_000) },
+    });
     // a refused socket request: whatever the caller put in its args is not recorded, only their names
     const ws = await WsClient.connect(svc, { headers: { Authorization: basic('viewer', SECRETS.password) } });
     try {
-      ws.send({ event: 'socket:request', payload: { request_id: 'r2', operation: 'mounts:repair', args: { target_dir: 'free-text-never-recorded', mode: '0750' } } });
+      ws.send({
+        event: 'socket:request',
+        payload: { request_id: 'r2', operation: 'mounts:repair', args: { target_dir: 'free-text-never-recorded', mode: '0750' } },
+      });
       expect((await ws.next('socket:response', (f) => f.payload.request_id === 'r2')).payload.ok).to.equal(false);
     } finally {
       await ws.close();
@@ -329,18 +444,31 @@ describe('audit trail', function () {
       expect((await cli(env, ['audit', 'verify'])).code).to.equal(0);
     };
     // an edited event
-    await restore(() => db('audit_events').where({ seq: mid.seq }).update({ details: '{"forged":true}' }), () => db('audit_events').where({ seq: mid.seq }).update({ details: mid.details }), new RegExp(`event ${mid.seq} does not match`));
+    await restore(
+      () => db('audit_events').where({ seq: mid.seq }).update({ details: '{"forged":true}' }),
+      () => db('audit_events').where({ seq: mid.seq }).update({ details: mid.details }),
+      new RegExp(`event ${mid.seq} does not match`),
+    );
     // a deleted event
     const deleted = await db('audit_events').where({ seq: mid.seq }).first();
-    await restore(() => db('audit_events').where({ seq: mid.seq }).delete(), () => db('audit_events').insert(deleted), new RegExp(`event ${mid.seq} is missing`));
+    await restore(
+      () => db('audit_events').where({ seq: mid.seq }).delete(),
+      () => db('audit_events').insert(deleted),
+      new RegExp(`event ${mid.seq} is missing`),
+    );
     // two events swapped in order
     const a = await db('audit_events').where({ seq: mid.seq }).first();
-    const b = await db('audit_events').where({ seq: Number(mid.seq) + 1 }).first();
+    const b = await db('audit_events')
+      .where({ seq: Number(mid.seq) + 1 })
+      .first();
     await restore(
       async () => {
         await db('audit_events').where({ seq: a.seq }).delete();
         await db('audit_events').where({ seq: b.seq }).delete();
-        await db('audit_events').insert([{ ...b, seq: a.seq }, { ...a, seq: b.seq }]);
+        await db('audit_events').insert([
+          { ...b, seq: a.seq },
+          { ...a, seq: b.seq },
+        ]);
       },
       async () => {
         await db('audit_events').whereIn('seq', [a.seq, b.seq]).delete();
@@ -350,21 +478,30 @@ describe('audit trail', function () {
     );
     // the newest events cut off
     const last = await db('audit_events').orderBy('seq', 'desc').first();
-    await restore(() => db('audit_events').where({ seq: last.seq }).delete(), () => db('audit_events').insert(last), new RegExp(`events ${last.seq}\\.\\.${last.seq} are missing`));
+    await restore(
+      () => db('audit_events').where({ seq: last.seq }).delete(),
+      () => db('audit_events').insert(last),
+      new RegExp(`events ${last.seq}\\.\\.${last.seq} are missing`),
+    );
   });
 
   it('prunes past the retention where the chain then starts, and what is left still verifies; export is JSON lines', async () => {
     const db = svc.service.db;
     const rows = await db('audit_events').orderBy('seq').select('seq');
     const cut = Number(rows[5]!.seq);
-    await db('audit_events').where('seq', '<=', cut).update({ at: Date.now() - 500 * 86_400_000 });
+    await db('audit_events')
+      .where('seq', '<=', cut)
+      .update({ at: Date.now() - 500 * 86_400_000 });
     const pruned = await svc.service.iam.audit.prune(400 * 86_400_000);
     expect(pruned).to.equal(cut - Number(rows[0]!.seq) + 1);
     const verified = await svc.service.iam.audit.verify();
     expect(verified).to.deep.include({ ok: true, first_seq: cut + 1 });
     const exported = await cli(testEnv(svc.dataDir, svc.databaseUrl), ['audit', 'export']);
     expect(exported.code, exported.stderr).to.equal(0);
-    const lines = exported.stdout.trim().split('\n').map((l) => JSON.parse(l) as Event);
+    const lines = exported.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Event);
     expect(lines[0]!.seq).to.equal(cut + 1);
     expect(lines.every((e, i) => i === 0 || e.seq === lines[i - 1]!.seq + 1)).to.equal(true);
   });
@@ -384,8 +521,17 @@ describe('audit trail: two instances writing at once', function () {
   });
 
   it('gives one chain without gaps or forks', async () => {
-    const writes = Array.from({ length: 30 }, (_, i) => request((i % 2 ? a : b).url).post('/api/groups').set('X-API-Key', SYSTEM_KEY).send({ name: `g-${i}` }));
-    const logins = Array.from({ length: 10 }, (_, i) => request((i % 2 ? b : a).url).post('/api/auth/login').send({ username: `nobody-${i}`, password: `guess-${i}` }));
+    const writes = Array.from({ length: 30 }, (_, i) =>
+      request((i % 2 ? a : b).url)
+        .post('/api/groups')
+        .set('X-API-Key', SYSTEM_KEY)
+        .send({ name: `g-${i}` }),
+    );
+    const logins = Array.from({ length: 10 }, (_, i) =>
+      request((i % 2 ? b : a).url)
+        .post('/api/auth/login')
+        .send({ username: `nobody-${i}`, password: `guess-${i}` }),
+    );
     const answers = await Promise.all([...writes, ...logins]);
     expect(answers.slice(0, 30).map((r) => r.status)).to.deep.equal(Array(30).fill(201));
     await Promise.all([a.service.iam.audit.flush(), b.service.iam.audit.flush()]);
@@ -395,8 +541,14 @@ describe('audit trail: two instances writing at once', function () {
     expect(seqs).to.deep.equal(Array.from({ length: seqs.length }, (_, i) => seqs[0]! + i));
     // (the default groups the first boot seeded are events too, by the service)
     const actions = (await a.service.db('audit_events').whereNot({ actor_username: 'service' }).select('action')).map((r: { action: string }) => r.action);
-    expect(actions.filter((x: string) => x === 'group.created'), JSON.stringify(answers.slice(30).map((r) => r.status))).to.have.length(30);
-    expect(actions.filter((x: string) => x === 'auth.login_failed'), JSON.stringify(answers.slice(30).map((r) => r.status))).to.have.length(10);
+    expect(
+      actions.filter((x: string) => x === 'group.created'),
+      JSON.stringify(answers.slice(30).map((r) => r.status)),
+    ).to.have.length(30);
+    expect(
+      actions.filter((x: string) => x === 'auth.login_failed'),
+      JSON.stringify(answers.slice(30).map((r) => r.status)),
+    ).to.have.length(10);
   });
 });
 
@@ -424,7 +576,8 @@ describe('audit trail: the live tail across instances (Redis)', function () {
       await request(a.url).post('/api/groups').set('X-API-Key', SYSTEM_KEY).send({ name: 'made-on-a' }).expect(201);
       const frame = await ws.next('audit:event', (f) => f.payload.target?.name === 'made-on-a', 3000);
       expect(Date.now() - started).to.be.below(2000);
-      const stored = (await request(b.url).get('/api/audit').query({ limit: 1, action: 'group.created' }).set('X-API-Key', SYSTEM_KEY).expect(200)).body.events[0];
+      const stored = (await request(b.url).get('/api/audit').query({ limit: 1, action: 'group.created' }).set('X-API-Key', SYSTEM_KEY).expect(200)).body
+        .events[0];
       expect(frame.payload).to.deep.equal(stored);
     } finally {
       await ws.close();

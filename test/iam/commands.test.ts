@@ -18,7 +18,13 @@ import type { Actor } from '../../src/iam/policy.js';
 import { actingAs } from '../../src/request-context.js';
 
 /** A plain administrator as a rule sees one: no service, no credential. */
-const PLAIN: Actor & { ip: string } = { username: 'plain', userId: '00000000-0000-4000-8000-00000000000a', isSystem: false, isSuperadmin: false, ip: '203.0.113.5' };
+const PLAIN: Actor & { ip: string } = {
+  username: 'plain',
+  userId: '00000000-0000-4000-8000-00000000000a',
+  isSystem: false,
+  isSuperadmin: false,
+  ip: '203.0.113.5',
+};
 
 /**
  * The command path and the user writer on their own: an embedded database, a fake actor, no
@@ -59,7 +65,13 @@ describe('command path and user writer (no service)', function () {
 
   const events = async (action: string) => {
     await trail.flush();
-    return (await db('audit_events').where({ action }).orderBy('seq')).map((r) => ({ actor: r.actor_username, ip: r.actor_ip, outcome: r.outcome, target: r.target_name, details: JSON.parse(r.details) }));
+    return (await db('audit_events').where({ action }).orderBy('seq')).map((r) => ({
+      actor: r.actor_username,
+      ip: r.actor_ip,
+      outcome: r.outcome,
+      target: r.target_name,
+      details: JSON.parse(r.details),
+    }));
   };
 
   it('records a refusal once, marks it, and passes it on; other errors are not refusals', async () => {
@@ -73,7 +85,9 @@ describe('command path and user writer (no service)', function () {
     commands.refused(command, refusal);
     await commands.run(command, async () => Promise.reject(new DomainError('conflict', 'in use'))).catch(() => undefined);
     await commands.run(command, async () => Promise.reject(new Error('a bug'))).catch(() => undefined);
-    expect(await events('group.deleted')).to.deep.equal([{ actor: 'plain', ip: '203.0.113.5', outcome: 'denied', target: 'g', details: { reason: 'not for you', code: 'forbidden' } }]);
+    expect(await events('group.deleted')).to.deep.equal([
+      { actor: 'plain', ip: '203.0.113.5', outcome: 'denied', target: 'g', details: { reason: 'not for you', code: 'forbidden' } },
+    ]);
   });
 
   it('a plain administrator is refused a role, with a denied event naming the action and target', async () => {
@@ -91,7 +105,16 @@ describe('command path and user writer (no service)', function () {
     await users.setGroupsFromLogin(only, ['INT_USER'], 'ldap');
     expect((await store.userById(only.id))!.groups).to.have.members(['INT_USER', 'INT_ADMIN']);
     const kept = (await events('user.updated')).filter((e) => e.target === 'only-admin');
-    expect(kept.map((e) => e.details)).to.deep.equal([{ fields: ['groups'], groups: ['INT_USER', 'INT_ADMIN'], previous_groups: ['INT_ADMIN'], provider: 'ldap', kept: ['INT_ADMIN'], because: 'last enabled member' }]);
+    expect(kept.map((e) => e.details)).to.deep.equal([
+      {
+        fields: ['groups'],
+        groups: ['INT_USER', 'INT_ADMIN'],
+        previous_groups: ['INT_ADMIN'],
+        provider: 'ldap',
+        kept: ['INT_ADMIN'],
+        because: 'last enabled member',
+      },
+    ]);
     // the same mapping again changes nothing and writes nothing
     await users.setGroupsFromLogin((await store.userById(only.id))!, ['INT_USER'], 'ldap');
     expect((await events('user.updated')).filter((e) => e.target === 'only-admin')).to.have.length(1);

@@ -29,10 +29,32 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
     svc = await startService({ logger: logs.logger, env: { SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' } });
     // the system key through the API (a key set in the environment would be locked)
     await api().put('/api/settings/system-api-key').set('Authorization', superadmin()).send({ key: SYSTEM_KEY }).expect(204);
-    ids.plain = (await api().post('/api/users').set(sys).send({ username: 'plainadmin', password: 'plainadmin-password', groups: ['INT_ADMIN'] }).expect(201)).body.id;
-    await api().post('/api/groups').set(sys).send({ name: 'runners', permissions: ['socket:container:spawn'] }).expect(201);
-    ids.operator = (await api().post('/api/users').set(sys).send({ username: 'operator', password: 'operator-password', email: 'operator@example.org', groups: ['INT_VIEWER', 'runners'] }).expect(201)).body.id;
-    ids.sleeper = (await api().post('/api/users').set(sys).send({ username: 'sleeper', password: 'sleeper-password', extra_permissions: ['socket:mounts:repair'] }).expect(201)).body.id;
+    ids.plain = (
+      await api()
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'plainadmin', password: 'plainadmin-password', groups: ['INT_ADMIN'] })
+        .expect(201)
+    ).body.id;
+    await api()
+      .post('/api/groups')
+      .set(sys)
+      .send({ name: 'runners', permissions: ['socket:container:spawn'] })
+      .expect(201);
+    ids.operator = (
+      await api()
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'operator', password: 'operator-password', email: 'operator@example.org', groups: ['INT_VIEWER', 'runners'] })
+        .expect(201)
+    ).body.id;
+    ids.sleeper = (
+      await api()
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'sleeper', password: 'sleeper-password', extra_permissions: ['socket:mounts:repair'] })
+        .expect(201)
+    ).body.id;
     await api().patch(`/api/users/${ids.sleeper}`).set(sys).send({ disabled: true }).expect(200);
     const users = (await api().get('/api/users').set(sys).expect(200)).body.users as Array<{ id: string; username: string }>;
     ids.bot = users.find((u) => u.username === 'bot')!.id;
@@ -45,7 +67,12 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
   const PASSWORD = 'taken-over-password';
   /** Each hands out host access (or trust): 403 for a plain administrator. */
   const handsOutHost: Row[] = [
-    ['create a user with a host permission', 'post', () => '/api/users', { username: 'acc1', password: PASSWORD, extra_permissions: ['socket:container:spawn'] }],
+    [
+      'create a user with a host permission',
+      'post',
+      () => '/api/users',
+      { username: 'acc1', password: PASSWORD, extra_permissions: ['socket:container:spawn'] },
+    ],
     ['create a user with the socket wildcard', 'post', () => '/api/users', { username: 'acc2', password: PASSWORD, extra_permissions: ['socket:*'] }],
     ['create a user in a group that reaches the host', 'post', () => '/api/users', { username: 'acc3', password: PASSWORD, groups: ['runners'] }],
     ['create a superadmin', 'post', () => '/api/users', { username: 'acc4', password: PASSWORD, roles: ['superadmin'] }],
@@ -61,7 +88,12 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
     ["set the bot's password", 'post', () => `/api/users/${ids.bot}/password`, { new_password: PASSWORD }],
     ["change a superadmin's groups", 'patch', () => `/api/users/${ids.admin}`, { groups: ['INT_ADMIN', 'INT_USER'] }],
     ['create a group with a host permission', 'post', () => '/api/groups', { name: 'escalate', permissions: ['socket:container:cleanup'] }],
-    ['add a host permission to a built-in group', 'patch', () => '/api/groups/INT_VIEWER', { permissions: ['feature:dashboard.view', 'api:read', 'socket:container:spawn'] }],
+    [
+      'add a host permission to a built-in group',
+      'patch',
+      () => '/api/groups/INT_VIEWER',
+      { permissions: ['feature:dashboard.view', 'api:read', 'socket:container:spawn'] },
+    ],
     ['rename a group that reaches the host (onto a name a mapping points at)', 'patch', () => '/api/groups/runners', { name: 'directory-ops' }],
     ['hand a host group to every new SSO user', 'patch', () => '/api/settings/auth', { sso_default_groups: ['INT_VIEWER', 'runners'] }],
     ['map an LDAP group onto a host group', 'patch', () => '/api/settings/auth', { ldap_group_mapping: { 'cn=ops,dc=example,dc=org': ['runners'] } }],
@@ -117,14 +149,27 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
   });
 
   it('while a login mapping hands a host group out, only a trusted actor changes the login settings', async () => {
-    await api().patch('/api/settings/auth').set('Authorization', superadmin()).send({ oidc_group_mapping: { 'ops-team': ['runners'] } }).expect(200);
-    for (const body of [{ oidc_label: 'Company SSO' }, { ldap_url: 'ldap://127.0.0.1:1' }, { auth_providers: ['local', 'oidc'] }, { oidc_group_mapping: null }]) {
+    await api()
+      .patch('/api/settings/auth')
+      .set('Authorization', superadmin())
+      .send({ oidc_group_mapping: { 'ops-team': ['runners'] } })
+      .expect(200);
+    for (const body of [
+      { oidc_label: 'Company SSO' },
+      { ldap_url: 'ldap://127.0.0.1:1' },
+      { auth_providers: ['local', 'oidc'] },
+      { oidc_group_mapping: null },
+    ]) {
       const res = await api().patch('/api/settings/auth').set('Authorization', plain).send(body).expect(403);
       expect(res.body.error.message).to.match(/only a superadmin may change the login settings/);
     }
     await api().patch('/api/settings/auth').set(sys).send({ oidc_group_mapping: null }).expect(200);
     // with no host group named, a plain administrator runs the login settings again
-    await api().patch('/api/settings/auth').set('Authorization', plain).send({ oidc_label: 'Company SSO', oidc_group_mapping: { staff: ['INT_USER'] } }).expect(200);
+    await api()
+      .patch('/api/settings/auth')
+      .set('Authorization', plain)
+      .send({ oidc_label: 'Company SSO', oidc_group_mapping: { staff: ['INT_USER'] } })
+      .expect(200);
   });
 
   it('while an account that reaches the host signs in through a provider, only a trusted actor repoints that provider', async () => {
@@ -132,12 +177,20 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
     // the same DN would sign in as operator
     await svc.service.iam.store.linkIdentity(ids.operator, 'ldap', 'uid=operator,ou=people,dc=example,dc=org');
     try {
-      for (const body of [{ ldap_url: 'ldap://attacker.example.test', ldap_bind_password: 'attacker-bind-password' }, { ldap_base_dn: 'dc=attacker,dc=test' }, { ldap_user_filter: '(cn={username})' }]) {
+      for (const body of [
+        { ldap_url: 'ldap://attacker.example.test', ldap_bind_password: 'attacker-bind-password' },
+        { ldap_base_dn: 'dc=attacker,dc=test' },
+        { ldap_user_filter: '(cn={username})' },
+      ]) {
         const res = await api().patch('/api/settings/auth').set('Authorization', plain).send(body).expect(403);
         expect(res.body.error.message).to.match(/only a superadmin may repoint the ldap provider.*the ldap login of operator/);
       }
       // another provider, and the LDAP settings that do not decide who someone is, stay open
-      await api().patch('/api/settings/auth').set('Authorization', plain).send({ oidc_issuer: 'https://idp.example.test', ldap_link_by_email: false }).expect(200);
+      await api()
+        .patch('/api/settings/auth')
+        .set('Authorization', plain)
+        .send({ oidc_issuer: 'https://idp.example.test', ldap_link_by_email: false })
+        .expect(200);
       await api().patch('/api/settings/auth').set('Authorization', superadmin()).send({ ldap_base_dn: 'dc=example,dc=org' }).expect(200);
     } finally {
       await svc.service.db('user_identities').where({ user_id: ids.operator, provider: 'ldap' }).delete();
@@ -145,15 +198,47 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
     }
   });
 
-  it('a superadmin\'s scoped key is not trusted; a scoped key never changes its owner\'s password or e-mail', async () => {
-    const settingsKey = (await api().post('/api/me/api-keys').set('Authorization', superadmin()).send({ label: 's', scopes: ['feature:admin.settings'] }).expect(201)).body.token;
+  it("a superadmin's scoped key is not trusted; a scoped key never changes its owner's password or e-mail", async () => {
+    const settingsKey = (
+      await api()
+        .post('/api/me/api-keys')
+        .set('Authorization', superadmin())
+        .send({ label: 's', scopes: ['feature:admin.settings'] })
+        .expect(201)
+    ).body.token;
     await api().put('/api/settings/system-api-key').set('X-API-Key', settingsKey).send({ key: 'attacker-chosen-system-key-0123456789abcdef' }).expect(403);
-    const usersKey = (await api().post('/api/me/api-keys').set('Authorization', superadmin()).send({ label: 'u', scopes: ['feature:admin.users'] }).expect(201)).body.token;
-    await api().post('/api/users').set('X-API-Key', usersKey).send({ username: 'minted', password: PASSWORD, roles: ['superadmin'] }).expect(403);
-    await api().post('/api/users').set('X-API-Key', usersKey).send({ username: 'minted', password: PASSWORD, extra_permissions: ['socket:*'] }).expect(403);
+    const usersKey = (
+      await api()
+        .post('/api/me/api-keys')
+        .set('Authorization', superadmin())
+        .send({ label: 'u', scopes: ['feature:admin.users'] })
+        .expect(201)
+    ).body.token;
+    await api()
+      .post('/api/users')
+      .set('X-API-Key', usersKey)
+      .send({ username: 'minted', password: PASSWORD, roles: ['superadmin'] })
+      .expect(403);
+    await api()
+      .post('/api/users')
+      .set('X-API-Key', usersKey)
+      .send({ username: 'minted', password: PASSWORD, extra_permissions: ['socket:*'] })
+      .expect(403);
     // an operator's own key, scoped to user administration: not the operator, for their password
-    const opadmin = (await api().post('/api/users').set(sys).send({ username: 'opadmin', password: 'opadmin-password', groups: ['INT_ADMIN', 'runners'] }).expect(201)).body.id;
-    const own = (await api().post('/api/me/api-keys').set('Authorization', basic('opadmin', 'opadmin-password')).send({ label: 'o', scopes: ['feature:admin.users'] }).expect(201)).body.token;
+    const opadmin = (
+      await api()
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'opadmin', password: 'opadmin-password', groups: ['INT_ADMIN', 'runners'] })
+        .expect(201)
+    ).body.id;
+    const own = (
+      await api()
+        .post('/api/me/api-keys')
+        .set('Authorization', basic('opadmin', 'opadmin-password'))
+        .send({ label: 'o', scopes: ['feature:admin.users'] })
+        .expect(201)
+    ).body.token;
     await api().patch(`/api/users/${opadmin}`).set('X-API-Key', own).send({ password: PASSWORD }).expect(403);
     await api().patch(`/api/users/${opadmin}`).set('X-API-Key', own).send({ email: 'attacker@example.org' }).expect(403);
     await api().get('/api/me').set('Authorization', basic('opadmin', 'opadmin-password')).expect(200);
@@ -161,8 +246,20 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
 
   it('a key minted with a key expires no later than it and ends with it', async () => {
     const soon = new Date(Date.now() + 60_000).toISOString();
-    const parent = (await api().post('/api/me/api-keys').set('Authorization', plain).send({ label: 'p', scopes: ['api:read'], expires_at: soon }).expect(201)).body;
-    const child = (await api().post('/api/me/api-keys').set('X-API-Key', parent.token).send({ label: 'c', scopes: ['api:read'] }).expect(201)).body;
+    const parent = (
+      await api()
+        .post('/api/me/api-keys')
+        .set('Authorization', plain)
+        .send({ label: 'p', scopes: ['api:read'], expires_at: soon })
+        .expect(201)
+    ).body;
+    const child = (
+      await api()
+        .post('/api/me/api-keys')
+        .set('X-API-Key', parent.token)
+        .send({ label: 'c', scopes: ['api:read'] })
+        .expect(201)
+    ).body;
     expect(Date.parse(child.expires_at)).to.be.at.most(Date.parse(soon));
     await api().get('/api/me').set('X-API-Key', child.token).expect(200);
     await api().delete(`/api/me/api-keys/${parent.id}`).set('Authorization', plain).expect(204);
@@ -171,8 +268,18 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
 
   it('an account a login mapping can give host access to is protected even while it holds none', async () => {
     // op signs in by OIDC; the mapping gives 'ops' members the runners group at each sign-in
-    await api().patch('/api/settings/auth').set(sys).send({ oidc_group_mapping: { ops: ['runners'] } }).expect(200);
-    const op = (await api().post('/api/users').set(sys).send({ username: 'op', password: 'op-password-1', groups: ['INT_VIEWER'] }).expect(201)).body.id;
+    await api()
+      .patch('/api/settings/auth')
+      .set(sys)
+      .send({ oidc_group_mapping: { ops: ['runners'] } })
+      .expect(200);
+    const op = (
+      await api()
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'op', password: 'op-password-1', groups: ['INT_VIEWER'] })
+        .expect(201)
+    ).body.id;
     await svc.service.iam.store.linkIdentity(op, 'oidc', 'sub-op');
     try {
       // taking runners away first would not make its password anyone's: the next sign-on gives it back
@@ -183,16 +290,39 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
       await api().patch('/api/settings/auth').set(sys).send({ oidc_group_mapping: null }).expect(200);
     }
     // a login never joins, by e-mail, an account made ready for it if the login would make it an operator
-    const ready = (await api().post('/api/users').set('Authorization', plain).send({ username: 'newop', password: PASSWORD, email: 'newop@example.test', groups: ['INT_VIEWER'] }).expect(201)).body.id;
-    const linked = await svc.service.auth.linker.link({ provider: 'oidc', provider_user_id: 'sub-newop', username: 'newop', email: 'newop@example.test', email_verified: true, groups: ['runners'] });
+    const ready = (
+      await api()
+        .post('/api/users')
+        .set('Authorization', plain)
+        .send({ username: 'newop', password: PASSWORD, email: 'newop@example.test', groups: ['INT_VIEWER'] })
+        .expect(201)
+    ).body.id;
+    const linked = await svc.service.auth.linker.link({
+      provider: 'oidc',
+      provider_user_id: 'sub-newop',
+      username: 'newop',
+      email: 'newop@example.test',
+      email_verified: true,
+      groups: ['runners'],
+    });
     expect(linked.user.id).not.to.equal(ready);
   });
 
   it('a host group the login settings name is deleted by a trusted actor only; a re-made name grants no stale membership', async () => {
-    await api().post('/api/groups').set(sys).send({ name: 'deployers', permissions: ['socket:container:spawn'] }).expect(201);
-    await api().patch('/api/settings/auth').set(sys).send({ ldap_group_mapping: { 'cn=deploy,dc=example,dc=org': ['deployers'] } }).expect(200);
+    await api()
+      .post('/api/groups')
+      .set(sys)
+      .send({ name: 'deployers', permissions: ['socket:container:spawn'] })
+      .expect(201);
+    await api()
+      .patch('/api/settings/auth')
+      .set(sys)
+      .send({ ldap_group_mapping: { 'cn=deploy,dc=example,dc=org': ['deployers'] } })
+      .expect(200);
     try {
-      expect((await api().delete('/api/groups/deployers').set('Authorization', plain).expect(403)).body.error.message).to.match(/only a superadmin may delete a group/);
+      expect((await api().delete('/api/groups/deployers').set('Authorization', plain).expect(403)).body.error.message).to.match(
+        /only a superadmin may delete a group/,
+      );
     } finally {
       await api().patch('/api/settings/auth').set(sys).send({ ldap_group_mapping: null }).expect(200);
     }
@@ -200,15 +330,24 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
     // a membership of a name that is no group (written while the group was being deleted)
     const me = await svc.service.iam.store.userById(ids.plain);
     await svc.service.iam.store.updateUser(ids.plain, { groups: [...me!.groups, 'ghost'] });
-    await api().post('/api/groups').set(sys).send({ name: 'ghost', permissions: ['socket:container:spawn'] }).expect(201);
+    await api()
+      .post('/api/groups')
+      .set(sys)
+      .send({ name: 'ghost', permissions: ['socket:container:spawn'] })
+      .expect(201);
     expect((await api().get('/api/groups/ghost').set(sys).expect(200)).body.members).to.deep.equal([]);
     expect((await api().get('/api/me/access').set('Authorization', plain).expect(200)).body.permissions).not.to.include('socket:container:spawn');
   });
 
   it('taking access away stays open to administrators', async () => {
-    const key = (await api().post('/api/me/api-keys').set('Authorization', basic('operator', 'operator-password')).send({ label: 'to revoke' }).expect(201)).body;
+    const key = (await api().post('/api/me/api-keys').set('Authorization', basic('operator', 'operator-password')).send({ label: 'to revoke' }).expect(201))
+      .body;
     await api().delete(`/api/users/${ids.operator}/api-keys/${key.id}`).set('Authorization', plain).expect(204);
-    await api().patch(`/api/users/${ids.operator}`).set('Authorization', plain).send({ groups: ['INT_VIEWER'] }).expect(200);
+    await api()
+      .patch(`/api/users/${ids.operator}`)
+      .set('Authorization', plain)
+      .send({ groups: ['INT_VIEWER'] })
+      .expect(200);
     // no longer reaching the host, the account is an ordinary one again
     await api().patch(`/api/users/${ids.operator}`).set('Authorization', plain).send({ display_name: 'Operator' }).expect(200);
     await api().patch(`/api/users/${ids.sleeper}`).set('Authorization', plain).send({ extra_permissions: [] }).expect(200);
@@ -217,9 +356,17 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
 
   it('trusted actors and the CLI hand host access out through the same services, each grant an audit line', async () => {
     const before = logs.lines.length;
-    await api().post('/api/groups').set('Authorization', superadmin()).send({ name: 'runners', permissions: ['socket:container:spawn'] }).expect(201);
+    await api()
+      .post('/api/groups')
+      .set('Authorization', superadmin())
+      .send({ name: 'runners', permissions: ['socket:container:spawn'] })
+      .expect(201);
     await api().patch('/api/groups/runners').set(sys).send({ name: 'runner-ops' }).expect(200);
-    await api().patch(`/api/users/${ids.operator}`).set('Authorization', superadmin()).send({ groups: ['INT_VIEWER', 'runner-ops'] }).expect(200);
+    await api()
+      .patch(`/api/users/${ids.operator}`)
+      .set('Authorization', superadmin())
+      .send({ groups: ['INT_VIEWER', 'runner-ops'] })
+      .expect(200);
     await api().post(`/api/users/${ids.operator}/password`).set(sys).send({ new_password: 'operator-password-2' }).expect(204);
     const env = testEnv(svc.dataDir, svc.databaseUrl, { SERVICE_LOG_LEVEL: 'info' });
     const add = await cli(env, ['user', 'add-group', 'plainadmin', 'runner-ops']);
@@ -234,7 +381,10 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
     svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
     expect((await api().get('/api/me/access').set('Authorization', plain).expect(200)).body.permissions).to.include('socket:container:spawn');
     expect((await api().get('/api/me/access').set('X-API-Key', issued.json().token).expect(200)).body.permissions).to.include('socket:container:spawn');
-    const audit = logs.lines.slice(before).map((l) => JSON.parse(l)).filter((l) => l.audit === true && l.details?.host_permissions);
+    const audit = logs.lines
+      .slice(before)
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.audit === true && l.details?.host_permissions);
     expect(audit.map((a) => a.actor.username)).to.deep.equal(['admin', 'admin']);
   });
 });
@@ -251,12 +401,21 @@ describe('IAM host boundary: a group change reaches live connections at once', f
 
   it('re-resolves every connection when a group, not a user, changed', async () => {
     const api = () => request(svc.url);
-    await api().post('/api/groups').set('Authorization', adminAuth()).send({ name: 'senders', permissions: ['feature:notifications.send'] }).expect(201);
-    await api().post('/api/users').set('Authorization', adminAuth()).send({ username: 'member', password: 'member-password', groups: ['INT_VIEWER', 'senders'] }).expect(201);
+    await api()
+      .post('/api/groups')
+      .set('Authorization', adminAuth())
+      .send({ name: 'senders', permissions: ['feature:notifications.send'] })
+      .expect(201);
+    await api()
+      .post('/api/users')
+      .set('Authorization', adminAuth())
+      .send({ username: 'member', password: 'member-password', groups: ['INT_VIEWER', 'senders'] })
+      .expect(201);
     const ws = await WsClient.connect(svc, { headers: { Authorization: basic('member', 'member-password') } });
     try {
       const gateway = svc.service.gateway.gateway;
-      const push = (n: number) => gateway.push({ event: 'system:notify', payload: { title: `probe ${n}`, message: 'm' }, audience: { permission: 'feature:notifications.send' } });
+      const push = (n: number) =>
+        gateway.push({ event: 'system:notify', payload: { title: `probe ${n}`, message: 'm' }, audience: { permission: 'feature:notifications.send' } });
       push(1);
       await ws.next('system:notify', (f) => f.payload.title === 'probe 1');
       await api().patch('/api/groups/senders').set('Authorization', adminAuth()).send({ permissions: [] }).expect(200);
@@ -264,7 +423,11 @@ describe('IAM host boundary: a group change reaches live connections at once', f
       push(2);
       await sleep(300);
       expect(ws.all('system:notify').map((f) => f.payload.title)).to.deep.equal(['probe 1']);
-      await api().patch('/api/groups/senders').set('Authorization', adminAuth()).send({ permissions: ['feature:notifications.send'] }).expect(200);
+      await api()
+        .patch('/api/groups/senders')
+        .set('Authorization', adminAuth())
+        .send({ permissions: ['feature:notifications.send'] })
+        .expect(200);
       await sleep(300);
       push(3);
       await ws.next('system:notify', (f) => f.payload.title === 'probe 3');
@@ -287,11 +450,22 @@ describe('IAM host boundary: the bootstrap admin made superadmin by the environm
   it('keeps nothing a plain administrator set on it before; a CLI run by hand never takes the flag away', async () => {
     svc = first = await startService();
     const api = () => request(svc.url);
-    await api().post('/api/users').set('Authorization', adminAuth()).send({ username: 'mallory', password: 'mallory-password-1', groups: ['INT_ADMIN'] }).expect(201);
-    const admin = (await api().get('/api/users').set('Authorization', adminAuth()).expect(200)).body.users.find((u: { username: string }) => u.username === 'admin');
+    await api()
+      .post('/api/users')
+      .set('Authorization', adminAuth())
+      .send({ username: 'mallory', password: 'mallory-password-1', groups: ['INT_ADMIN'] })
+      .expect(201);
+    const admin = (await api().get('/api/users').set('Authorization', adminAuth()).expect(200)).body.users.find(
+      (u: { username: string }) => u.username === 'admin',
+    );
     // while the admin account is an ordinary administrator, another one may take it over...
-    await api().post(`/api/users/${admin.id}/password`).set('Authorization', basic('mallory', 'mallory-password-1')).send({ new_password: 'mallory-owns-admin' }).expect(204);
-    const key = (await api().post('/api/me/api-keys').set('Authorization', basic('admin', 'mallory-owns-admin')).send({ label: 'kept' }).expect(201)).body.token;
+    await api()
+      .post(`/api/users/${admin.id}/password`)
+      .set('Authorization', basic('mallory', 'mallory-password-1'))
+      .send({ new_password: 'mallory-owns-admin' })
+      .expect(204);
+    const key = (await api().post('/api/me/api-keys').set('Authorization', basic('admin', 'mallory-owns-admin')).send({ label: 'kept' }).expect(201)).body
+      .token;
     await svc.stop();
     // ...but when the operator makes it superadmin, none of what was set on it is trusted
     svc = await startService({ dataDir: svc.dataDir, databaseUrl: svc.databaseUrl, env: { SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' } });

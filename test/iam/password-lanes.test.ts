@@ -29,10 +29,12 @@ describe('password pool lanes', function () {
       expect(refused).to.include({ code: 'unavailable', retryAfterSeconds: 1 });
       // the priority lane is not: its checks go ahead of the waiting ones
       const priority = [check('priority 1', true), check('priority 2', true)];
-      const full = await passwords.prioritized(() => passwords.verify('a password', hash)).then(
-        () => null,
-        (err: unknown) => err,
-      );
+      const full = await passwords
+        .prioritized(() => passwords.verify('a password', hash))
+        .then(
+          () => null,
+          (err: unknown) => err,
+        );
       expect(full, 'the priority lane has its bound too').to.include({ code: 'unavailable' });
       await Promise.all([running, ...waiting, ...priority]);
       expect(order).to.deep.equal(['running', 'priority 1', 'priority 2', 'common 1', 'common 2']);

@@ -17,10 +17,20 @@ describe('IAM policy: host permissions and protected accounts', () => {
 
   before(async () => {
     svc = await startService({ logger: logs.logger, env: { SERVICE_ADMIN_FORCE_SUPERADMIN: 'true', SERVICE_SYSTEM_API_KEY: SYSTEM_KEY } });
-    plainId = (await request(svc.url).post('/api/users').set('Authorization', superadmin()).send({ username: 'plainadmin', password: 'plainadmin-password', groups: ['INT_ADMIN'] }).expect(201)).body.id;
+    plainId = (
+      await request(svc.url)
+        .post('/api/users')
+        .set('Authorization', superadmin())
+        .send({ username: 'plainadmin', password: 'plainadmin-password', groups: ['INT_ADMIN'] })
+        .expect(201)
+    ).body.id;
     const users = (await request(svc.url).get('/api/users').set('Authorization', superadmin()).expect(200)).body.users;
     botId = users.find((u: { username: string }) => u.username === 'bot').id;
-    await request(svc.url).post('/api/groups').set('X-API-Key', SYSTEM_KEY).send({ name: 'runners', permissions: ['socket:container:spawn'] }).expect(201);
+    await request(svc.url)
+      .post('/api/groups')
+      .set('X-API-Key', SYSTEM_KEY)
+      .send({ name: 'runners', permissions: ['socket:container:spawn'] })
+      .expect(201);
   });
   after(async () => svc.destroy());
 
@@ -50,22 +60,51 @@ describe('IAM policy: host permissions and protected accounts', () => {
   });
 
   it('a plain administrator still manages everything else, and may take host permissions away', async () => {
-    const u = (await request(svc.url).post('/api/users').set('X-API-Key', SYSTEM_KEY).send({ username: 'runner-op', password: 'runner-op-password', groups: ['INT_VIEWER', 'runners'] }).expect(201)).body;
+    const u = (
+      await request(svc.url)
+        .post('/api/users')
+        .set('X-API-Key', SYSTEM_KEY)
+        .send({ username: 'runner-op', password: 'runner-op-password', groups: ['INT_VIEWER', 'runners'] })
+        .expect(201)
+    ).body;
     // while the account reaches the host, only taking access away is open to a plain administrator
-    await request(svc.url).patch(`/api/users/${u.id}`).set('Authorization', plain).send({ display_name: 'Runner operator', extra_permissions: ['feature:notifications.send'] }).expect(403);
-    await request(svc.url).patch(`/api/users/${u.id}`).set('Authorization', plain).send({ groups: ['INT_VIEWER'] }).expect(200);
+    await request(svc.url)
+      .patch(`/api/users/${u.id}`)
+      .set('Authorization', plain)
+      .send({ display_name: 'Runner operator', extra_permissions: ['feature:notifications.send'] })
+      .expect(403);
+    await request(svc.url)
+      .patch(`/api/users/${u.id}`)
+      .set('Authorization', plain)
+      .send({ groups: ['INT_VIEWER'] })
+      .expect(200);
     expect(await access(basic('runner-op', 'runner-op-password'))).not.to.include('socket:container:spawn');
     // then it is an ordinary account again
-    await request(svc.url).patch(`/api/users/${u.id}`).set('Authorization', plain).send({ display_name: 'Runner operator', extra_permissions: ['feature:notifications.send'] }).expect(200);
+    await request(svc.url)
+      .patch(`/api/users/${u.id}`)
+      .set('Authorization', plain)
+      .send({ display_name: 'Runner operator', extra_permissions: ['feature:notifications.send'] })
+      .expect(200);
   });
 
   it('a superadmin or the system key grants them, and each grant is an audit line', async () => {
     const before = logs.lines.length;
-    await request(svc.url).patch(`/api/users/${plainId}`).set('Authorization', superadmin()).send({ extra_permissions: ['socket:container:cleanup'] }).expect(200);
-    await request(svc.url).post('/api/groups').set('X-API-Key', SYSTEM_KEY).send({ name: 'repairers', permissions: ['socket:mounts:repair'] }).expect(201);
+    await request(svc.url)
+      .patch(`/api/users/${plainId}`)
+      .set('Authorization', superadmin())
+      .send({ extra_permissions: ['socket:container:cleanup'] })
+      .expect(200);
+    await request(svc.url)
+      .post('/api/groups')
+      .set('X-API-Key', SYSTEM_KEY)
+      .send({ name: 'repairers', permissions: ['socket:mounts:repair'] })
+      .expect(201);
     expect(await access(plain)).to.include('socket:container:cleanup');
     // each grant is an audit event (a JSON log line with "audit": true) naming what it handed out
-    const audit = logs.lines.slice(before).map((l) => JSON.parse(l)).filter((l) => l.audit === true && l.details?.host_permissions);
+    const audit = logs.lines
+      .slice(before)
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.audit === true && l.details?.host_permissions);
     expect(audit).to.have.length(2);
     expect(audit[0]).to.deep.include({ action: 'user.updated', outcome: 'success', target: { type: 'user', id: plainId, name: 'plainadmin' } });
     expect(audit[0].actor.username).to.equal('admin');

@@ -76,7 +76,10 @@ describe('IAM store and API keys (objection models)', () => {
   });
 
   it('recognises a unique violation raised through a model', async () => {
-    const err = await store.createUser({ username: 'bob' }).then(() => null, (e: unknown) => e);
+    const err = await store.createUser({ username: 'bob' }).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(String((err as Error)?.message)).to.match(/unique|duplicate/i);
     expect(isUniqueViolation(err)).to.equal(true);
     expect(isDbUnavailable(err)).to.equal(false);
@@ -94,7 +97,10 @@ describe('IAM store and API keys (objection models)', () => {
     expect((await store.membersOf('ops')).map((u) => u.username)).to.deep.equal(['carl']);
     expect(await store.renameOrDeleteGroup('ops', 'operators')).to.deep.equal([carl.id]);
     expect(await store.group('ops')).to.equal(null);
-    expect(await store.group('operators')).to.include({ description: '' }).and.have.property('permissions').that.deep.equals(['a:read']);
+    expect(await store.group('operators'))
+      .to.include({ description: '' })
+      .and.have.property('permissions')
+      .that.deep.equals(['a:read']);
     expect((await store.userById(carl.id))!.groups).to.have.members(['INT_VIEWER', 'operators']);
   });
 

@@ -20,7 +20,11 @@ describe('notifications: group commit, bulk sends, history pages', function () {
   before(async () => {
     svc = await startService({ env: { SERVICE_SCM_WEBHOOK_SECRET: SECRET } });
     for (const name of ['gina', 'hank']) {
-      await request(svc.url).post('/api/users').set(admin).send({ username: name, password: `${name}-password-1`, groups: ['INT_USER'] }).expect(201);
+      await request(svc.url)
+        .post('/api/users')
+        .set(admin)
+        .send({ username: name, password: `${name}-password-1`, groups: ['INT_USER'] })
+        .expect(201);
     }
   });
   afterEach(() => {
@@ -51,7 +55,14 @@ describe('notifications: group commit, bulk sends, history pages', function () {
     const work: Promise<unknown>[] = [];
     for (let i = 0; i < 200; i++) {
       const body = i % 2 ? { title: `http ${i}`, message: 'm' } : { title: `http ${i}`, message: 'm', user: 'gina' };
-      work.push(request(svc.url).post('/api/notifications').set(admin).send(body).expect(202).then((r) => acked.push(r.body.id)));
+      work.push(
+        request(svc.url)
+          .post('/api/notifications')
+          .set(admin)
+          .send(body)
+          .expect(202)
+          .then((r) => acked.push(r.body.id)),
+      );
     }
     for (let i = 0; i < 100; i++) {
       const id = `bus-${i}`;
@@ -65,7 +76,12 @@ describe('notifications: group commit, bulk sends, history pages', function () {
       work.push(
         request(svc.url)
           .post('/api/notifications/webhook/scm')
-          .set({ 'Content-Type': 'application/json', 'X-GitHub-Event': 'push', 'X-GitHub-Delivery': crypto.randomUUID(), 'X-Hub-Signature-256': `sha256=${hmacHex(Buffer.from(body), SECRET)}` })
+          .set({
+            'Content-Type': 'application/json',
+            'X-GitHub-Event': 'push',
+            'X-GitHub-Delivery': crypto.randomUUID(),
+            'X-Hub-Signature-256': `sha256=${hmacHex(Buffer.from(body), SECRET)}`,
+          })
           .send(body)
           .expect(202)
           .then((r) => acked.push(r.body.notification_id)),
@@ -75,7 +91,11 @@ describe('notifications: group commit, bulk sends, history pages', function () {
     // bus and ws writes are not answered: they are done once their rows are there
     await eventually(async () => expect(await countRows()).to.equal(before + 500), 10_000, 50);
 
-    const rows: Array<{ id: string; seq: number; user_id: string | null }> = await svc.service.db('notifications').where('seq', '>', start).orderBy('seq').select('id', 'seq', 'user_id');
+    const rows: Array<{ id: string; seq: number; user_id: string | null }> = await svc.service
+      .db('notifications')
+      .where('seq', '>', start)
+      .orderBy('seq')
+      .select('id', 'seq', 'user_id');
     expect(rows).to.have.length(500);
     expect(new Set(rows.map((r) => r.id)).size).to.equal(500);
     // one seq range, no hole: seqs are contiguous after the start
@@ -94,43 +114,91 @@ describe('notifications: group commit, bulk sends, history pages', function () {
 
   it('bulk: 1,000 notifications in one request, one transaction, seqs in input order', async () => {
     const batches = svc.service.notifications.service.stats.batches;
-    const items = Array.from({ length: 1000 }, (_, i) => (i % 3 ? { title: `bulk ${i}`, message: 'm', user: i % 2 ? 'gina' : 'hank' } : { title: `bulk ${i}`, message: 'm' }));
+    const items = Array.from({ length: 1000 }, (_, i) =>
+      i % 3 ? { title: `bulk ${i}`, message: 'm', user: i % 2 ? 'gina' : 'hank' } : { title: `bulk ${i}`, message: 'm' },
+    );
     const res = await request(svc.url).post('/api/notifications/batch').set(admin).send({ notifications: items }).expect(202);
     const out = res.body.notifications as Array<{ id: string; seq: number }>;
     expect(out).to.have.length(1000);
     expect(out.map((o) => o.seq)).to.deep.equal(out.map((_, i) => out[0].seq + i));
     expect(svc.service.notifications.service.stats.batches - batches).to.equal(1);
-    const stored = await svc.service.db('notifications').whereIn('id', out.slice(0, 3).map((o) => o.id)).orderBy('seq').select('title');
+    const stored = await svc.service
+      .db('notifications')
+      .whereIn(
+        'id',
+        out.slice(0, 3).map((o) => o.id),
+      )
+      .orderBy('seq')
+      .select('title');
     expect(stored.map((r: { title: string }) => r.title)).to.deep.equal(['bulk 0', 'bulk 1', 'bulk 2']);
   });
 
   it('bulk: any bad item is a 400 naming its index and field, and nothing is written', async () => {
     const before = await countRows();
     const cases: Array<[unknown, string[]]> = [
-      [{ notifications: [{ title: 'ok', message: 'm' }, { title: '', message: 'm' }, { title: 'x', message: 5, level: 'loud' }] }, ['notifications[1].title', 'notifications[2].message', 'notifications[2].level']],
-      [{ notifications: [{ title: 'ok', message: 'm' }, { title: 'who', message: 'm', user: 'nobody-at-all' }] }, ['notifications[1].user']],
+      [
+        {
+          notifications: [
+            { title: 'ok', message: 'm' },
+            { title: '', message: 'm' },
+            { title: 'x', message: 5, level: 'loud' },
+          ],
+        },
+        ['notifications[1].title', 'notifications[2].message', 'notifications[2].level'],
+      ],
+      [
+        {
+          notifications: [
+            { title: 'ok', message: 'm' },
+            { title: 'who', message: 'm', user: 'nobody-at-all' },
+          ],
+        },
+        ['notifications[1].user'],
+      ],
       [{ notifications: [] }, ['notifications']],
       [{ notifications: Array.from({ length: 1001 }, () => ({ title: 't', message: 'm' })) }, ['notifications']],
       [{ nope: true }, ['notifications', 'nope']],
     ];
     for (const [body, fields] of cases) {
-      const res = await request(svc.url).post('/api/notifications/batch').set(admin).send(body as object).expect(400);
+      const res = await request(svc.url)
+        .post('/api/notifications/batch')
+        .set(admin)
+        .send(body as object)
+        .expect(400);
       expect(res.body.error.details.map((d: { field: string }) => d.field)).to.include.members(fields);
     }
     // an id of another audience: 409, nothing written
     await request(svc.url).post('/api/notifications').set(admin).send({ id: 'for-gina', title: 't', message: 'm', user: 'gina' }).expect(202);
-    const conflict = await request(svc.url).post('/api/notifications/batch').set(admin).send({ notifications: [{ title: 'a', message: 'm' }, { id: 'for-gina', title: 'b', message: 'm' }] }).expect(409);
+    const conflict = await request(svc.url)
+      .post('/api/notifications/batch')
+      .set(admin)
+      .send({
+        notifications: [
+          { title: 'a', message: 'm' },
+          { id: 'for-gina', title: 'b', message: 'm' },
+        ],
+      })
+      .expect(409);
     expect(conflict.body.error.details).to.deep.equal([{ field: 'notifications[1].id', message: 'is in use by a notification for another audience' }]);
     expect(await countRows()).to.equal(before + 1);
     // each kind needs its permission
-    await request(svc.url).post('/api/notifications/batch').set('Authorization', 'Basic ' + Buffer.from('gina:gina-password-1').toString('base64')).send({ notifications: [{ title: 'a', message: 'm', user: 'hank' }] }).expect(403);
+    await request(svc.url)
+      .post('/api/notifications/batch')
+      .set('Authorization', 'Basic ' + Buffer.from('gina:gina-password-1').toString('base64'))
+      .send({ notifications: [{ title: 'a', message: 'm', user: 'hank' }] })
+      .expect(403);
   });
 
   it('bulk: a clear of an id never stored is pushed without a seq', async () => {
     const res = await request(svc.url)
       .post('/api/notifications/batch')
       .set(admin)
-      .send({ notifications: [{ id: 'bulk-never-stored', action: 'clear' }, { title: 'after it', message: 'm' }] })
+      .send({
+        notifications: [
+          { id: 'bulk-never-stored', action: 'clear' },
+          { title: 'after it', message: 'm' },
+        ],
+      })
       .expect(202);
     expect(res.body.notifications[0]).to.deep.equal({ id: 'bulk-never-stored', seq: null });
     expect(res.body.notifications[1].seq).to.be.a('number');
@@ -140,7 +208,9 @@ describe('notifications: group commit, bulk sends, history pages', function () {
     const db = svc.service.db;
     const pg = db.client.config.client === 'pg';
     if (pg) {
-      await db.raw(`CREATE OR REPLACE FUNCTION poison() RETURNS trigger AS $$ BEGIN IF NEW.title = 'poison' THEN RAISE EXCEPTION 'poisoned row'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql`);
+      await db.raw(
+        `CREATE OR REPLACE FUNCTION poison() RETURNS trigger AS $$ BEGIN IF NEW.title = 'poison' THEN RAISE EXCEPTION 'poisoned row'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql`,
+      );
       await db.raw('CREATE TRIGGER poison BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION poison()');
     } else {
       await db.raw(`CREATE TRIGGER poison BEFORE INSERT ON notifications WHEN NEW.title = 'poison' BEGIN SELECT RAISE(ABORT, 'poisoned row'); END`);
@@ -149,7 +219,10 @@ describe('notifications: group commit, bulk sends, history pages', function () {
       const service = svc.service.notifications.service;
       const before = await countRows();
       // the same moment: one batch
-      const doomed = [service.notify('broadcast', { title: 'poison', message: 'm' }), ...Array.from({ length: 10 }, (_, i) => service.notify('broadcast', { title: `bystander ${i}`, message: 'm' }))];
+      const doomed = [
+        service.notify('broadcast', { title: 'poison', message: 'm' }),
+        ...Array.from({ length: 10 }, (_, i) => service.notify('broadcast', { title: `bystander ${i}`, message: 'm' })),
+      ];
       const outcomes = await Promise.allSettled(doomed);
       expect(outcomes.every((o) => o.status === 'rejected')).to.equal(true);
       expect(String((outcomes[0] as PromiseRejectedResult).reason)).to.match(/poisoned row/);
@@ -165,11 +238,22 @@ describe('notifications: group commit, bulk sends, history pages', function () {
 
   it('history pages: `before` gives the older page, newest first', async () => {
     const made = [];
-    for (let i = 0; i < 5; i++) made.push((await request(svc.url).post('/api/notifications').set(admin).send({ title: `page ${i}`, message: 'm', user: 'hank' }).expect(202)).body.seq as number);
+    for (let i = 0; i < 5; i++)
+      made.push(
+        (
+          await request(svc.url)
+            .post('/api/notifications')
+            .set(admin)
+            .send({ title: `page ${i}`, message: 'm', user: 'hank' })
+            .expect(202)
+        ).body.seq as number,
+      );
     const hank = { Authorization: 'Basic ' + Buffer.from('hank:hank-password-1').toString('base64') };
     const first = (await request(svc.url).get('/api/notifications?limit=2').set(hank).expect(200)).body.notifications.map((n: { seq: number }) => n.seq);
     expect(first).to.deep.equal([made[4], made[3]]);
-    const older = (await request(svc.url).get(`/api/notifications?limit=2&before=${first[1]}`).set(hank).expect(200)).body.notifications.map((n: { seq: number }) => n.seq);
+    const older = (await request(svc.url).get(`/api/notifications?limit=2&before=${first[1]}`).set(hank).expect(200)).body.notifications.map(
+      (n: { seq: number }) => n.seq,
+    );
     expect(older).to.deep.equal([made[2], made[1]]);
     await request(svc.url).get('/api/notifications?since=1&before=5').set(hank).expect(400);
     await request(svc.url).get('/api/notifications?before=0').set(hank).expect(400);

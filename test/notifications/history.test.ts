@@ -9,7 +9,11 @@ describe('notifications history API', function () {
   let bob: TestUser;
   let sender: TestUser;
 
-  const post = (auth: string, body: unknown) => api(svc).post('/api/notifications').set('Authorization', auth).send(body as object);
+  const post = (auth: string, body: unknown) =>
+    api(svc)
+      .post('/api/notifications')
+      .set('Authorization', auth)
+      .send(body as object);
   const list = async (auth: string, query = '') => {
     const res = await api(svc).get(`/api/notifications${query}`).set('Authorization', auth);
     expect(res.status, JSON.stringify(res.body)).to.equal(200);
@@ -83,10 +87,15 @@ describe('notifications history API', function () {
       const ids = a.notifications.map((n) => n.id);
       expect(ids).to.include(broadcast.id).and.include(toAlice.id).and.not.include(toBob.id);
       const b = await list(bob.auth, '?limit=200');
-      expect(b.notifications.map((n) => n.id)).to.include(toBob.id).and.not.include(toAlice.id);
+      expect(b.notifications.map((n) => n.id))
+        .to.include(toBob.id)
+        .and.not.include(toAlice.id);
       // not even an administrator sees a notification addressed to someone else
       const admin = await list(adminAuth(), '?limit=200');
-      expect(admin.notifications.map((n) => n.id)).to.include(broadcast.id).and.not.include(toAlice.id).and.not.include(toBob.id);
+      expect(admin.notifications.map((n) => n.id))
+        .to.include(broadcast.id)
+        .and.not.include(toAlice.id)
+        .and.not.include(toBob.id);
       const system = await list(`Bearer ${SYSTEM_KEY}`, '?limit=200');
       expect(system.notifications.map((n) => n.id)).to.not.include(toAlice.id);
     });
@@ -112,7 +121,9 @@ describe('notifications history API', function () {
       expect(b.notifications.find((n) => n.id === broadcast.id).read).to.equal(false);
       expect(b.unread).to.equal(before.unread);
       const unreadOnly = await list(alice.auth, '?unread=true&limit=200');
-      expect(unreadOnly.notifications.map((n) => n.id)).to.include(toAlice.id).and.not.include(broadcast.id);
+      expect(unreadOnly.notifications.map((n) => n.id))
+        .to.include(toAlice.id)
+        .and.not.include(broadcast.id);
       expect(unreadOnly.notifications.every((n) => n.read === false)).to.equal(true);
       expect(a.unread).to.equal(unreadOnly.notifications.length);
       // a broadcast read by a user is still one row: no per-user copies

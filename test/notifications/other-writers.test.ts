@@ -67,7 +67,8 @@ describe('notifications another process writes, without Redis', function () {
     const ws = await WsClient.basic(svc, ADMIN.username, ADMIN.password);
     try {
       const sent: number[] = [];
-      const local = async (title: string) => sent.push((await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send({ title, message: 'm' }).expect(202)).body.seq);
+      const local = async (title: string) =>
+        sent.push((await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send({ title, message: 'm' }).expect(202)).body.seq);
       // the CLI in this process: its own database connection and bus, like a process of its own
       const elsewhere = async (...args: string[]) => {
         const run = await cli(env, ['--json', 'notify', '--title', 'elsewhere', '--message', 'm', ...args]);
@@ -116,7 +117,13 @@ describe('OrderedFanout.catchUp: what the database committed, up to its counter'
   let fanout: OrderedFanout;
   const log = capturingLogger('info');
   const commit = async (title: string, extra: Record<string, unknown> = {}) =>
-    (await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send({ title, message: 'm', ...extra }).expect(202)).body.seq as number;
+    (
+      await request(svc.url)
+        .post('/api/notifications')
+        .set('Authorization', adminAuth())
+        .send({ title, message: 'm', ...extra })
+        .expect(202)
+    ).body.seq as number;
 
   before(async () => {
     svc = await startService();

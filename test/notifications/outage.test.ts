@@ -135,7 +135,10 @@ describe('notifications when the database goes away', function () {
       const first = await service.notify('broadcast', { title: 'ancient', message: 'm' });
       for (let i = 0; i < 24; i++) await service.notify('broadcast', { title: `b${i}`, message: 'm' });
       // the first one last changed long ago
-      await svc.service.db('notifications').where({ id: first.id }).update({ updated_at: Date.now() - 100 * 86_400_000 });
+      await svc.service
+        .db('notifications')
+        .where({ id: first.id })
+        .update({ updated_at: Date.now() - 100 * 86_400_000 });
       const retention = new NotificationRetention(svc.service.db, createLogger('silent'), { retentionMs: 90 * 86_400_000, maxPerUser: 10, batchSize: 4 });
       const deleted = await retention.run();
       expect(deleted).to.equal(15); // the ancient one, then 14 beyond the newest 10 broadcasts
@@ -144,7 +147,12 @@ describe('notifications when the database goes away', function () {
       const watermark = await retention.watermark();
       expect(watermark).to.be.greaterThan(first.seq!);
 
-      const client = new GatewayClient({ url: wsUrl(svc), WebSocket: WebSocket as unknown as SocketFactory, headers: { Authorization: adminAuth() }, since: 0 });
+      const client = new GatewayClient({
+        url: wsUrl(svc),
+        WebSocket: WebSocket as unknown as SocketFactory,
+        headers: { Authorization: adminAuth() },
+        since: 0,
+      });
       const truncated: number[] = [];
       client.on('truncated', ({ last_seq }) => truncated.push(last_seq));
       const got: number[] = [];

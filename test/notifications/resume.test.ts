@@ -87,7 +87,14 @@ describe('notifications resume', function () {
       const produced: number[] = [];
       const producer = (async () => {
         for (let i = 0; producing && i < 400; i++) {
-          const r = await post(svc, i % 4 === 3 ? { title: `bob ${i}`, message: 'x', user: 'bob' } : i % 2 ? { title: `to alice ${i}`, message: 'x', user: 'alice' } : { title: `all ${i}`, message: 'x' });
+          const r = await post(
+            svc,
+            i % 4 === 3
+              ? { title: `bob ${i}`, message: 'x', user: 'bob' }
+              : i % 2
+                ? { title: `to alice ${i}`, message: 'x', user: 'alice' }
+                : { title: `all ${i}`, message: 'x' },
+          );
           if (i % 4 !== 3) produced.push(r.seq);
         }
       })();
@@ -103,7 +110,10 @@ describe('notifications resume', function () {
       await client.roundTrip();
       const got = seqsOf(notifyFrames(client));
       expect(new Set(got).size, 'no duplicates').to.equal(got.length);
-      expect([...got].sort((a, b) => a - b), 'nothing missing').to.deep.equal(produced);
+      expect(
+        [...got].sort((a, b) => a - b),
+        'nothing missing',
+      ).to.deep.equal(produced);
       // both paths were exercised: a replay, and live pushes after it
       expect(resumed.payload.count).to.be.greaterThan(0);
       expect(notifyFrames({ frames: client.frames.slice(client.frames.indexOf(resumed)) } as WsClient).length).to.be.greaterThan(0);
@@ -135,12 +145,18 @@ describe('notifications resume', function () {
       await c1.next('system:notify', (f) => f.payload.seq === seen.seq);
       await c1.close();
 
-      const beforeStop = [await post(first, { title: 'missed 1', message: 'm' }), await post(first, { title: 'missed 2 (alice)', message: 'm', user: 'alice' })];
+      const beforeStop = [
+        await post(first, { title: 'missed 1', message: 'm' }),
+        await post(first, { title: 'missed 2 (alice)', message: 'm', user: 'alice' }),
+      ];
       await post(first, { title: 'bob only', message: 'b', user: 'bob' });
       await first.stop();
 
       second = await startService({ dataDir: first.dataDir, databaseUrl: first.databaseUrl });
-      const afterStart = [await post(second, { title: 'missed 3', message: 'm' }), await post(second, { title: 'missed 4 (alice)', message: 'm', user: alice.id })];
+      const afterStart = [
+        await post(second, { title: 'missed 3', message: 'm' }),
+        await post(second, { title: 'missed 4 (alice)', message: 'm', user: alice.id }),
+      ];
       expect(afterStart[0].seq).to.be.greaterThan(beforeStop[1].seq);
 
       const { client, resumed } = await reconnectAndResume(second, alice, seen.seq);

@@ -63,7 +63,14 @@ describe('SCM webhook intake', function () {
       const health = await api(svc).get(`${PATH}/health`);
       expect(health.status).to.equal(200);
       const none = { secret_configured: false, secret_source: null };
-      expect(health.body).to.deep.equal({ status: 'disabled', secret_configured: false, accepts: ['gitea', 'github', 'gitlab'], last_delivery_at: null, forges: { gitea: none, github: none, gitlab: none }, warnings: [] });
+      expect(health.body).to.deep.equal({
+        status: 'disabled',
+        secret_configured: false,
+        accepts: ['gitea', 'github', 'gitlab'],
+        last_delivery_at: null,
+        forges: { gitea: none, github: none, gitlab: none },
+        warnings: [],
+      });
       const body = json(githubExample('ping'));
       const res = await deliver(githubHeaders('ping', body), body);
       expect(res.status).to.equal(503);
@@ -86,7 +93,9 @@ describe('SCM webhook intake', function () {
       // GitLab on the shared secret too: the health warns
       expect(health.body.warnings).to.have.length(1);
       expect(health.body.warnings[0]).to.match(/GitLab shares the shared webhook secret with Gitea and GitHub/);
-      expect((await api(svc).put('/api/settings/webhook-secret/gitlab').set('Authorization', adminAuth()).send({ secret: GITLAB_SECRET })).status).to.equal(204);
+      expect((await api(svc).put('/api/settings/webhook-secret/gitlab').set('Authorization', adminAuth()).send({ secret: GITLAB_SECRET })).status).to.equal(
+        204,
+      );
       const after = await api(svc).get(`${PATH}/health`);
       expect(after.body.forges).to.deep.equal({
         gitea: { secret_configured: true, secret_source: 'shared' },
@@ -123,7 +132,10 @@ describe('SCM webhook intake', function () {
     }
 
     it('maps a failed workflow run to error and does not toast a running one', async () => {
-      for (const [conclusion, level] of [['failure', 'error'], ['cancelled', 'warning']]) {
+      for (const [conclusion, level] of [
+        ['failure', 'error'],
+        ['cancelled', 'warning'],
+      ]) {
         const run = githubExample('workflow_run', (e) => e.workflow_run.status === 'completed' && e.workflow_run.conclusion === 'success');
         run.workflow_run.conclusion = conclusion;
         const body = json(run);
@@ -224,7 +236,8 @@ describe('SCM webhook intake', function () {
 
   describe('error paths', () => {
     // a fresh push each time, as GitHub sends them (a byte-identical body is a replay)
-    const pushBody = () => json({ ...githubExample('push', (e) => e.ref === 'refs/heads/master' && !e.deleted), after: randomUUID().replace(/-/g, '').padEnd(40, '0') });
+    const pushBody = () =>
+      json({ ...githubExample('push', (e) => e.ref === 'refs/heads/master' && !e.deleted), after: randomUUID().replace(/-/g, '').padEnd(40, '0') });
 
     it('401 for a missing, malformed or wrong signature, and for a body changed after signing', async () => {
       const body = pushBody();
@@ -354,7 +367,9 @@ describe('SCM webhook intake', function () {
       expect((await deliver(headers, body)).body.status).to.equal('duplicate');
       const key = randomUUID();
       expect((await deliver({ ...gitlabHeaders('Push Hook'), 'Idempotency-Key': key }, body)).status).to.equal(202);
-      expect((await deliver({ ...gitlabHeaders('Push Hook'), 'Idempotency-Key': key, 'X-Gitlab-Event-UUID': randomUUID() }, body)).body.status).to.equal('duplicate');
+      expect((await deliver({ ...gitlabHeaders('Push Hook'), 'Idempotency-Key': key, 'X-Gitlab-Event-UUID': randomUUID() }, body)).body.status).to.equal(
+        'duplicate',
+      );
     });
 
     it('lets exactly one of several simultaneous copies of a delivery through', async () => {
@@ -377,8 +392,12 @@ describe('SCM webhook intake', function () {
       expect((await deliver(githubHeaders('push', recent), recent)).status).to.equal(202);
       const digest = (b: Buffer) => createHash('sha256').update(b).digest('hex');
       const longAgo = Date.now() - 31 * 24 * 3600_000;
-      await db('webhook_deliveries').where({ payload_sha256: digest(old) }).update({ received_at: longAgo });
-      await db('webhook_payload_digests').where({ payload_sha256: digest(old) }).update({ received_at: longAgo });
+      await db('webhook_deliveries')
+        .where({ payload_sha256: digest(old) })
+        .update({ received_at: longAgo });
+      await db('webhook_payload_digests')
+        .where({ payload_sha256: digest(old) })
+        .update({ received_at: longAgo });
       await svc.service.notifications.webhook.sweep();
       expect(await db('webhook_deliveries').where({ payload_sha256: digest(old) })).to.have.length(0);
       expect(await db('webhook_payload_digests').where({ payload_sha256: digest(old) })).to.have.length(0);
@@ -411,7 +430,8 @@ describe('SCM webhook intake', function () {
     let forgeSvc: TestService;
     const send = (headers: Headers, body: Buffer) => api(forgeSvc).post(PATH).set(headers).send(body.toString());
     const put = (path: string, secret: string) => api(forgeSvc).put(`/api/settings/webhook-secret${path}`).set('Authorization', adminAuth()).send({ secret });
-    const push = () => json({ ...githubExample('push', (e) => e.ref === 'refs/heads/master' && !e.deleted), after: randomUUID().replace(/-/g, '').padEnd(40, '0') });
+    const push = () =>
+      json({ ...githubExample('push', (e) => e.ref === 'refs/heads/master' && !e.deleted), after: randomUUID().replace(/-/g, '').padEnd(40, '0') });
     const giteaPush = () => json({ ...fixture('gitea-push'), after: randomUUID() });
     const notes = async () => Number((await forgeSvc.service.db('notifications').count({ c: '*' }).first())!.c);
 
@@ -478,7 +498,9 @@ describe('SCM webhook intake', function () {
     });
 
     it('the per-forge settings routes: admin only, the same rule, never the value', async () => {
-      expect((await api(forgeSvc).put('/api/settings/webhook-secret/github').set('Authorization', bob.auth).send({ secret: GITHUB_SECRET })).status).to.equal(403);
+      expect((await api(forgeSvc).put('/api/settings/webhook-secret/github').set('Authorization', bob.auth).send({ secret: GITHUB_SECRET })).status).to.equal(
+        403,
+      );
       expect((await api(forgeSvc).delete('/api/settings/webhook-secret/github').set('Authorization', bob.auth)).status).to.equal(403);
       expect((await api(forgeSvc).get('/api/settings/webhook-secret/github')).status).to.equal(401);
       const short = await put('/gitlab', 'short');
@@ -486,7 +508,10 @@ describe('SCM webhook intake', function () {
       expect(short.body.error.details[0].field).to.equal('secret');
       const github = await api(forgeSvc).get('/api/settings/webhook-secret/github').set('Authorization', adminAuth());
       expect(github.body).to.deep.equal({ configured: true, locked: false });
-      expect((await api(forgeSvc).get('/api/settings/webhook-secret/gitea').set('Authorization', adminAuth())).body).to.deep.equal({ configured: false, locked: false });
+      expect((await api(forgeSvc).get('/api/settings/webhook-secret/gitea').set('Authorization', adminAuth())).body).to.deep.equal({
+        configured: false,
+        locked: false,
+      });
       expect((await api(forgeSvc).get('/api/settings/webhook-secret/bitbucket').set('Authorization', adminAuth())).status).to.equal(404);
     });
 
@@ -507,7 +532,8 @@ describe('SCM webhook intake', function () {
     let sharedSvc: TestService;
     const send = (headers: Headers, body: Buffer) => api(sharedSvc).post(PATH).set(headers).send(body.toString());
     const put = (path: string, secret: string) => api(sharedSvc).put(`/api/settings/webhook-secret${path}`).set('Authorization', adminAuth()).send({ secret });
-    const push = () => json({ ...githubExample('push', (e) => e.ref === 'refs/heads/master' && !e.deleted), after: randomUUID().replace(/-/g, '').padEnd(40, '0') });
+    const push = () =>
+      json({ ...githubExample('push', (e) => e.ref === 'refs/heads/master' && !e.deleted), after: randomUUID().replace(/-/g, '').padEnd(40, '0') });
     const giteaPush = () => json({ ...fixture('gitea-push'), after: randomUUID() });
     const health = async () => (await api(sharedSvc).get(`${PATH}/health`)).body;
 
@@ -536,7 +562,9 @@ describe('SCM webhook intake', function () {
       body = push();
       const refused = await send(githubHeaders('push', body), body);
       expect(refused.status).to.equal(401);
-      expect(refused.body.error.message).to.match(/GitLab has sent it in clear/).and.match(/scm_webhook_secret_github/);
+      expect(refused.body.error.message)
+        .to.match(/GitLab has sent it in clear/)
+        .and.match(/scm_webhook_secret_github/);
       gitea = giteaPush();
       expect((await send(giteaHeaders('push', gitea), gitea)).status).to.equal(401);
       expect(Number((await sharedSvc.service.db('notifications').count({ c: '*' }).first())!.c)).to.equal(before);
@@ -600,9 +628,23 @@ describe('SCM webhook intake', function () {
 
     it('uses them; the settings API cannot change them (409) but can set the other forges', async () => {
       const ping = json(githubExample('ping'));
-      expect((await api(envSvc).post(PATH).set(githubHeaders('ping', ping, GITHUB_SECRET)).send(ping.toString())).status).to.equal(200);
+      expect(
+        (
+          await api(envSvc)
+            .post(PATH)
+            .set(githubHeaders('ping', ping, GITHUB_SECRET))
+            .send(ping.toString())
+        ).status,
+      ).to.equal(200);
       const other = json({ ...githubExample('ping'), zen: randomUUID() });
-      expect((await api(envSvc).post(PATH).set(githubHeaders('ping', other, GITLAB_SECRET)).send(other.toString())).status).to.equal(401);
+      expect(
+        (
+          await api(envSvc)
+            .post(PATH)
+            .set(githubHeaders('ping', other, GITLAB_SECRET))
+            .send(other.toString())
+        ).status,
+      ).to.equal(401);
       for (const forge of ['github', 'gitlab']) {
         const path = `/api/settings/webhook-secret/${forge}`;
         const put = await api(envSvc).put(path).set('Authorization', adminAuth()).send({ secret: 'another-secret-0123456789' });
@@ -615,7 +657,10 @@ describe('SCM webhook intake', function () {
       const gitea = json({ ...fixture('gitea-push'), after: randomUUID() });
       const off = await api(envSvc).post(PATH).set(giteaHeaders('push', gitea)).send(gitea.toString());
       expect(off.status).to.equal(503);
-      expect((await api(envSvc).get('/api/settings/webhook-secret/gitea').set('Authorization', adminAuth())).body).to.deep.equal({ configured: false, locked: false });
+      expect((await api(envSvc).get('/api/settings/webhook-secret/gitea').set('Authorization', adminAuth())).body).to.deep.equal({
+        configured: false,
+        locked: false,
+      });
       expect((await api(envSvc).put('/api/settings/webhook-secret/gitea').set('Authorization', adminAuth()).send({ secret: SECRET })).status).to.equal(204);
       expect((await api(envSvc).post(PATH).set(giteaHeaders('push', gitea)).send(gitea.toString())).status).to.equal(202);
       expect((await api(envSvc).get(`${PATH}/health`)).body.forges).to.deep.equal({

@@ -66,7 +66,11 @@ describe('example plugins', () => {
       await request(svc.url).patch('/api/plugins/pg-socket/settings').set('Authorization', adminAuth()).send({ socket_path: PG_SOCKET }).expect(200);
     }
     await svc.service.iam.ledger.applyAll();
-    await request(svc.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'viewer', password: 'viewer-password-1', groups: ['INT_VIEWER'] }).expect(201);
+    await request(svc.url)
+      .post('/api/users')
+      .set('Authorization', adminAuth())
+      .send({ username: 'viewer', password: 'viewer-password-1', groups: ['INT_VIEWER'] })
+      .expect(201);
   });
   after(async () => {
     if (svc) {
@@ -78,7 +82,14 @@ describe('example plugins', () => {
 
   const admin = () => adminAuth();
   const status = async () => (await request(svc.url).get('/api/plugins/outbound-forwarder/status').set('Authorization', admin()).expect(200)).body;
-  const notify = async (title: string) => (await request(svc.url).post('/api/notifications').set('Authorization', admin()).send({ title, message: `${title} body` }).expect(202)).body;
+  const notify = async (title: string) =>
+    (
+      await request(svc.url)
+        .post('/api/notifications')
+        .set('Authorization', admin())
+        .send({ title, message: `${title} body` })
+        .expect(202)
+    ).body;
   const configure = async (changes: Record<string, string | null>) =>
     (await request(svc.url).patch('/api/plugins/outbound-forwarder/settings').set('Authorization', admin()).send(changes).expect(200)).body;
 
@@ -102,7 +113,8 @@ describe('example plugins', () => {
     });
 
     it("settings: secrets masked, environment values locked, unknown keys refused, values the plugin's rules refuse never stored", async () => {
-      const patch = (changes: Record<string, string | null>) => request(svc.url).patch('/api/plugins/outbound-forwarder/settings').set('Authorization', admin()).send(changes);
+      const patch = (changes: Record<string, string | null>) =>
+        request(svc.url).patch('/api/plugins/outbound-forwarder/settings').set('Authorization', admin()).send(changes);
       await patch({ nope: 'x' }).expect(400);
       const locked = await patch({ timeout_ms: '5' }).expect(409);
       expect(locked.body.error.message).to.contain('timeout_ms');
@@ -111,7 +123,9 @@ describe('example plugins', () => {
       // a value out of the plugin's range: 400 naming it, nothing stored, the plugin runs on
       for (const max_attempts of ['999', '0']) {
         const refused = await patch({ url: receiverUrl, secret: SECRET, max_attempts }).expect(400);
-        expect(refused.body.error.details, max_attempts).to.deep.equal([{ field: 'max_attempts', message: max_attempts === '0' ? 'must be greater than or equal to 1' : 'must be less than or equal to 20' }]);
+        expect(refused.body.error.details, max_attempts).to.deep.equal([
+          { field: 'max_attempts', message: max_attempts === '0' ? 'must be greater than or equal to 1' : 'must be less than or equal to 20' },
+        ]);
         expect(JSON.stringify(refused.body)).not.to.contain(SECRET);
       }
       // a url without the secret that signs its deliveries
@@ -119,7 +133,9 @@ describe('example plugins', () => {
       expect(unsigned.body.error.details.map((d: { field: string }) => d.field)).to.deep.equal(['secret']);
       const settings = (await request(svc.url).get('/api/plugins/outbound-forwarder/settings').set('Authorization', admin()).expect(200)).body.settings;
       expect(settings.filter((x: { source: string }) => x.source === 'store')).to.deep.equal([]);
-      const plugin = (await request(svc.url).get('/api/plugins').set('Authorization', admin()).expect(200)).body.plugins.find((x: any) => x.id === 'outbound-forwarder');
+      const plugin = (await request(svc.url).get('/api/plugins').set('Authorization', admin()).expect(200)).body.plugins.find(
+        (x: any) => x.id === 'outbound-forwarder',
+      );
       expect(plugin).to.include({ state: 'loaded', error: null });
       expect(await status()).to.include({ configured: false });
 
@@ -152,7 +168,14 @@ describe('example plugins', () => {
       const body = JSON.parse(got.raw);
       expect(body.event).to.equal('notification.outbound');
       expect(body.delivery_id).to.equal(got.headers['x-service-delivery']);
-      expect(body.notification).to.include({ id: created.id, seq: created.seq, title: 'Deploy finished', message: 'Deploy finished body', level: 'info', user: null });
+      expect(body.notification).to.include({
+        id: created.id,
+        seq: created.seq,
+        title: 'Deploy finished',
+        message: 'Deploy finished body',
+        level: 'info',
+        user: null,
+      });
       await eventually(async () => expect(await status()).to.include({ delivered: 1, pending: 0 }));
     });
 
@@ -233,7 +256,11 @@ describe('example plugins', () => {
       expect(result.auth).to.be.a('string');
       if (result.accepted) {
         // the server let the role in without a password: its version is the one PostgreSQL reports
-        const db = knex({ client: 'pg', connection: { host: PG_SOCKET.replace(/\/[^/]+$/, ''), user: 'postgres', database: 'postgres' }, pool: { min: 0, max: 1 } });
+        const db = knex({
+          client: 'pg',
+          connection: { host: PG_SOCKET.replace(/\/[^/]+$/, ''), user: 'postgres', database: 'postgres' },
+          pool: { min: 0, max: 1 },
+        });
         try {
           const row = (await db.raw('SHOW server_version')).rows[0];
           expect(result.parameters.server_version).to.equal(row.server_version);
@@ -260,8 +287,16 @@ describe('example plugins', () => {
       expect(info.body).to.include({ socket_path: PG_SOCKET, database: 'postgres' });
       const bad = await request(svc.url).get('/api/socket/pgsql/server-info').set('Authorization', viewer).query({ database: 'x; drop' }).expect(400);
       expect(bad.body.error.details[0].field).to.equal('database');
-      await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'dashonly', permissions: ['feature:dashboard.view'] }).expect(201);
-      await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'dash', password: 'dash-password-1', groups: ['dashonly'] }).expect(201);
+      await request(svc.url)
+        .post('/api/groups')
+        .set('Authorization', admin())
+        .send({ name: 'dashonly', permissions: ['feature:dashboard.view'] })
+        .expect(201);
+      await request(svc.url)
+        .post('/api/users')
+        .set('Authorization', admin())
+        .send({ username: 'dash', password: 'dash-password-1', groups: ['dashonly'] })
+        .expect(201);
       await request(svc.url).get('/api/socket/pgsql/server-info').set('Authorization', basic('dash', 'dash-password-1')).expect(403);
       // only what the operation declares: its method, and no route for an operation without `http`
       const wrongMethod = await request(svc.url).post('/api/socket/pgsql/health').set('Authorization', admin()).send({}).expect(405);
@@ -284,7 +319,13 @@ describe('example plugins', () => {
     });
 
     it('reports a missing socket instead of failing', async () => {
-      const changed = (await request(svc.url).patch('/api/plugins/pg-socket/settings').set('Authorization', admin()).send({ socket_path: '/nonexistent/.s.PGSQL.5432' }).expect(200)).body;
+      const changed = (
+        await request(svc.url)
+          .patch('/api/plugins/pg-socket/settings')
+          .set('Authorization', admin())
+          .send({ socket_path: '/nonexistent/.s.PGSQL.5432' })
+          .expect(200)
+      ).body;
       expect(changed.plugin).to.include({ state: 'loaded' });
       const health = await ask('pgsql:health');
       expect(health.ok).to.equal(true);

@@ -16,19 +16,36 @@ describe('plugin grants at boot', function () {
 
   it('are written before system:boot_complete and /readyz 200', async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-grants-'));
-    writePlugin(path.join(dataDir, 'plugins'), 'early', {
-      id: 'early',
-      name: 'Early',
-      version: '1.0.0',
-      entry: 'index.mjs',
-      roles: [{ id: 'operator', permissions: ['plugin:early:run'], auto_map_groups: ['INT_USER'] }],
-      permissions_declared: [{ id: 'run', description: 'run it' }],
-    }, { 'index.mjs': "export function setup(ctx) {\n  ctx.router.get('/status', (koa) => { koa.body = { ok: true }; });\n  ctx.router.post('/run', (koa) => { koa.status = 204; });\n}\n" });
-    writePlugin(path.join(dataDir, 'plugins'), 'fails', { id: 'fails', name: 'Fails', version: '1.0.0', entry: 'index.mjs' }, { 'index.mjs': "export function setup() { throw new Error('no'); }\n" });
+    writePlugin(
+      path.join(dataDir, 'plugins'),
+      'early',
+      {
+        id: 'early',
+        name: 'Early',
+        version: '1.0.0',
+        entry: 'index.mjs',
+        roles: [{ id: 'operator', permissions: ['plugin:early:run'], auto_map_groups: ['INT_USER'] }],
+        permissions_declared: [{ id: 'run', description: 'run it' }],
+      },
+      {
+        'index.mjs':
+          "export function setup(ctx) {\n  ctx.router.get('/status', (koa) => { koa.body = { ok: true }; });\n  ctx.router.post('/run', (koa) => { koa.status = 204; });\n}\n",
+      },
+    );
+    writePlugin(
+      path.join(dataDir, 'plugins'),
+      'fails',
+      { id: 'fails', name: 'Fails', version: '1.0.0', entry: 'index.mjs' },
+      { 'index.mjs': "export function setup() { throw new Error('no'); }\n" },
+    );
     svc = await startService({ dataDir });
     // nothing after boot_complete has had a turn yet: the grants must already be there
     const rows = await svc.service.db('role_grants').where({ plugin_id: 'early' });
-    expect(rows.map((r) => `${r.group_name} ${r.permission}`)).to.include.members(['INT_VIEWER plugin:early', 'INT_USER plugin:early:api:write', 'INT_USER plugin:early:run']);
+    expect(rows.map((r) => `${r.group_name} ${r.permission}`)).to.include.members([
+      'INT_VIEWER plugin:early',
+      'INT_USER plugin:early:api:write',
+      'INT_USER plugin:early:run',
+    ]);
     await request(svc.url).get('/readyz').expect(200);
     // each grant is the group's change by the service, with its event in the same transaction
     await svc.service.iam.audit.flush();
@@ -70,7 +87,12 @@ describe('plugin grants after boot', function () {
 
   before(async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-grants-'));
-    writePlugin(path.join(dataDir, 'plugins'), 'again', { id: 'again', name: 'Again', version: '1.0.0', entry: 'index.mjs' }, { 'index.mjs': 'export function setup() {}\n' });
+    writePlugin(
+      path.join(dataDir, 'plugins'),
+      'again',
+      { id: 'again', name: 'Again', version: '1.0.0', entry: 'index.mjs' },
+      { 'index.mjs': 'export function setup() {}\n' },
+    );
     svc = await startService({ dataDir, logger: log.logger });
   });
   after(() => svc?.destroy());

@@ -40,8 +40,12 @@ export const PROVIDER_CLASS = (name: string) => `class extends ctx.sdk.SocketPro
 export async function dbIdle(db: { client: any }, timeoutMs = 10_000): Promise<void> {
   const pool = db.client.pool;
   let quiet = 0;
-  await eventually(async () => {
-    quiet = pool && (pool.numUsed() > 0 || pool.numPendingAcquires() > 0) ? 0 : quiet + 1;
-    if (quiet < 3) throw new Error('database pool still busy');
-  }, timeoutMs, 30);
+  await eventually(
+    async () => {
+      quiet = pool && (pool.numUsed() > 0 || pool.numPendingAcquires() > 0) ? 0 : quiet + 1;
+      if (quiet < 3) throw new Error('database pool still busy');
+    },
+    timeoutMs,
+    30,
+  );
 }

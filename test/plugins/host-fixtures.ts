@@ -139,9 +139,21 @@ export function setup(ctx) { P.relay = { settings: ctx.settings }; }
     },
   );
 
-  writePlugin(pluginsDir, 'broken', { id: 'broken', name: '', version: 'one', entry: 'index.mjs', permissions: { subscribe: ['bad topic'], emit: ['db:connected'] }, extra: 1 });
+  writePlugin(pluginsDir, 'broken', {
+    id: 'broken',
+    name: '',
+    version: 'one',
+    entry: 'index.mjs',
+    permissions: { subscribe: ['bad topic'], emit: ['db:connected'] },
+    extra: 1,
+  });
   writePlugin(pluginsDir, 'notjson', '{ "id": "notjson", ');
-  writePlugin(pluginsDir, 'liar', { id: 'liar', name: 'Liar', version: '1.0.0', entry: 'index.mjs', socket_providers: { provides: ['ghost'], uses: ['nosuch'] } }, { 'index.mjs': 'export function setup() {}\n' });
+  writePlugin(
+    pluginsDir,
+    'liar',
+    { id: 'liar', name: 'Liar', version: '1.0.0', entry: 'index.mjs', socket_providers: { provides: ['ghost'], uses: ['nosuch'] } },
+    { 'index.mjs': 'export function setup() {}\n' },
+  );
   writePlugin(pluginsDir, 'noexport', { id: 'noexport', name: 'No export', version: '1.0.0', entry: 'index.mjs' }, { 'index.mjs': 'export const x = 1;\n' });
   fs.writeFileSync(path.join(pluginsDir, 'outside.mjs'), 'export function setup() { globalThis.__pluginProbe.escaped = true; }\n');
   writePlugin(pluginsDir, 'escaper', { id: 'escaper', name: 'Escaper', version: '1.0.0', entry: '../outside.mjs' });

@@ -35,7 +35,11 @@ describe('plugin host', () => {
     await svc.service.booted();
     await svc.service.iam.ledger.applyAll();
     for (const [name, groups] of Object.entries({ viewer: ['INT_VIEWER'], user: ['INT_USER'] })) {
-      await request(svc.url).post('/api/users').set('Authorization', adminAuth()).send({ username: name, password: `${name}-password-1`, groups }).expect(201);
+      await request(svc.url)
+        .post('/api/users')
+        .set('Authorization', adminAuth())
+        .send({ username: name, password: `${name}-password-1`, groups })
+        .expect(201);
       users[name] = basic(name, `${name}-password-1`);
     }
   });
@@ -45,7 +49,8 @@ describe('plugin host', () => {
   });
 
   const admin = () => adminAuth();
-  const list = async () => Object.fromEntries((await request(svc.url).get('/api/plugins').set('Authorization', admin()).expect(200)).body.plugins.map((p: any) => [p.id, p]));
+  const list = async () =>
+    Object.fromEntries((await request(svc.url).get('/api/plugins').set('Authorization', admin()).expect(200)).body.plugins.map((p: any) => [p.id, p]));
 
   it('loads each plugin in isolation: a failing one does not stop the others', async () => {
     const p = await list();
@@ -112,7 +117,7 @@ describe('plugin host', () => {
     expect(chain.map((c) => c[0])).not.to.include('other-auth');
   });
 
-  it('forbids another plugin\'s provider; allows its own and the declared core ones', async () => {
+  it("forbids another plugin's provider; allows its own and the declared core ones", async () => {
     const s = probe().sneaky;
     expect(probe().good.own).to.include({ ok: true });
     expect(probe().good.own.result).to.deep.equal({ pong: 'goodsock' });
@@ -142,14 +147,25 @@ describe('plugin host', () => {
     expect((await request(svc.url).get('/api/plugins/good/hello').set('Authorization', users.viewer).expect(200)).body).to.deep.equal({ hello: 'viewer' });
     const denied = await request(svc.url).post('/api/plugins/good/echo').set('Authorization', users.viewer).send({ a: 1 }).expect(403);
     expect(denied.body.error.message).to.equal('missing permission plugin:good:api:write');
-    expect((await request(svc.url).post('/api/plugins/good/echo').set('Authorization', users.user).send({ a: 1 }).expect(200)).body).to.deep.equal({ echo: { a: 1 } });
+    expect((await request(svc.url).post('/api/plugins/good/echo').set('Authorization', users.user).send({ a: 1 }).expect(200)).body).to.deep.equal({
+      echo: { a: 1 },
+    });
     await eventually(() => expect(probe().good.hello).to.equal(1));
     // global api:read / api:write satisfy the per-plugin permissions
-    const groups: Record<string, string[]> = { apiread: ['api:read'], apiwrite: ['api:write'], nothing: ['feature:dashboard.view'], pluginread: ['plugin:good:api:read'] };
+    const groups: Record<string, string[]> = {
+      apiread: ['api:read'],
+      apiwrite: ['api:write'],
+      nothing: ['feature:dashboard.view'],
+      pluginread: ['plugin:good:api:read'],
+    };
     const who: Record<string, string> = {};
     for (const [g, permissions] of Object.entries(groups)) {
       await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: g, permissions }).expect(201);
-      await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: `u-${g}`, password: `u-${g}-password`, groups: [g] }).expect(201);
+      await request(svc.url)
+        .post('/api/users')
+        .set('Authorization', admin())
+        .send({ username: `u-${g}`, password: `u-${g}-password`, groups: [g] })
+        .expect(201);
       who[g] = basic(`u-${g}`, `u-${g}-password`);
     }
     await request(svc.url).get('/api/plugins/good/hello').set('Authorization', who.apiread).expect(200);
@@ -163,7 +179,13 @@ describe('plugin host', () => {
     await request(svc.url).get('/api/plugins/good/run').set('Authorization', users.user).expect(200);
     await request(svc.url).get('/api/plugins/good/run').set('Authorization', users.viewer).expect(403);
     // a scoped key holds only its scopes
-    const key = (await request(svc.url).post('/api/me/api-keys').set('Authorization', users.user).send({ label: 'ro', scopes: ['plugin:good:api:read'] }).expect(201)).body.token;
+    const key = (
+      await request(svc.url)
+        .post('/api/me/api-keys')
+        .set('Authorization', users.user)
+        .send({ label: 'ro', scopes: ['plugin:good:api:read'] })
+        .expect(201)
+    ).body.token;
     await request(svc.url).get('/api/plugins/good/hello').set('X-API-Key', key).expect(200);
     await request(svc.url).post('/api/plugins/good/echo').set('X-API-Key', key).send({}).expect(403);
     await request(svc.url).get('/api/plugins/good/nope').set('Authorization', users.viewer).expect(404);
@@ -197,11 +219,21 @@ describe('plugin host', () => {
     expect(adm.plugins.good).to.deep.equal({ visible: true, can_read: true, can_write: true, routes: ['/admin'] });
     // the catalog lists every id the plugin brings
     const catalog = (await request(svc.url).get('/api/permissions').set('Authorization', users.viewer).expect(200)).body.permissions.map((p: any) => p.id);
-    expect(catalog).to.include.members(['plugin:good', 'plugin:good:api:read', 'plugin:good:api:write', 'plugin:good:route:/dash', 'plugin:good:route:/admin', 'plugin:good:run']);
+    expect(catalog).to.include.members([
+      'plugin:good',
+      'plugin:good:api:read',
+      'plugin:good:api:write',
+      'plugin:good:route:/dash',
+      'plugin:good:route:/admin',
+      'plugin:good:run',
+    ]);
   });
 
   it('applies baseline and role grants once; a revoked grant stays revoked after disable + enable', async () => {
-    const groups = async () => Object.fromEntries((await request(svc.url).get('/api/groups').set('Authorization', admin()).expect(200)).body.groups.map((g: any) => [g.name, g.permissions]));
+    const groups = async () =>
+      Object.fromEntries(
+        (await request(svc.url).get('/api/groups').set('Authorization', admin()).expect(200)).body.groups.map((g: any) => [g.name, g.permissions]),
+      );
     let g = await groups();
     expect(g.INT_VIEWER).to.include.members(['plugin:good', 'plugin:good:api:read', 'plugin:good:route:/dash']).and.not.include('plugin:good:api:write');
     expect(g.INT_USER).to.include.members(['plugin:good', 'plugin:good:api:read', 'plugin:good:api:write', 'plugin:good:run', 'plugin:good:route:/dash']);
@@ -209,7 +241,11 @@ describe('plugin host', () => {
     // failed plugins grant nothing
     expect(g.INT_VIEWER).not.to.include('plugin:thrower');
     // an administrator revokes the operator role's grant
-    await request(svc.url).patch('/api/groups/INT_USER').set('Authorization', admin()).send({ permissions: g.INT_USER.filter((p: string) => p !== 'plugin:good:run') }).expect(200);
+    await request(svc.url)
+      .patch('/api/groups/INT_USER')
+      .set('Authorization', admin())
+      .send({ permissions: g.INT_USER.filter((p: string) => p !== 'plugin:good:run') })
+      .expect(200);
     await request(svc.url).get('/api/plugins/good/run').set('Authorization', users.user).expect(403);
 
     const seen: string[] = [];
@@ -286,7 +322,10 @@ describe('plugin host', () => {
 
   it("checks settings against the plugin's own rules before storing them, running or disabled", async () => {
     const patch = (body: Record<string, unknown>) => request(svc.url).patch('/api/plugins/relay/settings').set('Authorization', admin()).send(body);
-    const endpoint = async () => (await request(svc.url).get('/api/plugins/relay/settings').set('Authorization', admin()).expect(200)).body.settings.find((x: { key: string }) => x.key === 'endpoint').value;
+    const endpoint = async () =>
+      (await request(svc.url).get('/api/plugins/relay/settings').set('Authorization', admin()).expect(200)).body.settings.find(
+        (x: { key: string }) => x.key === 'endpoint',
+      ).value;
     const before = await endpoint();
     // each setup leaves its settings in the probe: a refused change runs no setup
     expect(probe().relay).to.be.an('object');
@@ -318,7 +357,9 @@ describe('plugin host', () => {
     await request(svc.url).post('/api/plugins/sneaky/disable').set('Authorization', admin()).expect(200);
     svc.service.bus.emit('plugin:admin_changed', { plugin_id: 'sneaky', action: 'enable', instance: 'another-instance' });
     await new Promise((r) => setTimeout(r, 200));
-    const p = Object.fromEntries((await request(svc.url).get('/api/plugins').set('Authorization', admin()).expect(200)).body.plugins.map((x: any) => [x.id, x]));
+    const p = Object.fromEntries(
+      (await request(svc.url).get('/api/plugins').set('Authorization', admin()).expect(200)).body.plugins.map((x: any) => [x.id, x]),
+    );
     expect(p.sneaky).to.include({ state: 'disabled', enabled: false });
     expect(svc.service.sockets.registry.names()).not.to.include('sneakysock');
   });
@@ -329,7 +370,9 @@ describe('plugin host', () => {
     await svc.stop();
     const again = await startService({ dataDir: svc.dataDir, databaseUrl: svc.databaseUrl });
     try {
-      const p = Object.fromEntries((await request(again.url).get('/api/plugins').set('Authorization', admin()).expect(200)).body.plugins.map((x: any) => [x.id, x]));
+      const p = Object.fromEntries(
+        (await request(again.url).get('/api/plugins').set('Authorization', admin()).expect(200)).body.plugins.map((x: any) => [x.id, x]),
+      );
       expect(p.liar).to.include({ state: 'disabled', enabled: false });
       expect(p.sneaky).to.include({ state: 'disabled', enabled: false });
       expect(p.good).to.include({ state: 'loaded', enabled: true });

@@ -65,7 +65,7 @@ describe('plugin manifest', () => {
     ]);
   });
 
-  it('a role grants only the plugin\'s own permissions', () => {
+  it("a role grants only the plugin's own permissions", () => {
     const raw = valid();
     raw.roles[0].permissions = ['plugin:demo:run', 'feature:admin.users', 'plugin:other:api:write', 'plugin:demo:undeclared'];
     expect(fieldsOf(raw)).to.deep.equal(['roles[0].permissions[1]', 'roles[0].permissions[2]', 'roles[0].permissions[3]']);
@@ -74,10 +74,27 @@ describe('plugin manifest', () => {
   it('reserved topics cannot be claimed; custom permissions cannot shadow api / route', () => {
     const raw: any = valid();
     // the core's own events, and every event the bus carries between instances
-    raw.permissions.emit = ['system:notify', 'notification:outbound', 'db:connected', 'plugin:admin_changed', 'notification:push', 'auth:system_key_changed', 'auth:credentials_revoked'];
+    raw.permissions.emit = [
+      'system:notify',
+      'notification:outbound',
+      'db:connected',
+      'plugin:admin_changed',
+      'notification:push',
+      'auth:system_key_changed',
+      'auth:credentials_revoked',
+    ];
     raw.permissions.subscribe = ['socket:request'];
     raw.permissions_declared = [{ id: 'api:write' }];
-    expect(fieldsOf(raw)).to.have.members(['permissions.emit[1]', 'permissions.emit[2]', 'permissions.emit[3]', 'permissions.emit[4]', 'permissions.emit[5]', 'permissions.emit[6]', 'permissions.subscribe[0]', 'permissions_declared[0].id']);
+    expect(fieldsOf(raw)).to.have.members([
+      'permissions.emit[1]',
+      'permissions.emit[2]',
+      'permissions.emit[3]',
+      'permissions.emit[4]',
+      'permissions.emit[5]',
+      'permissions.emit[6]',
+      'permissions.subscribe[0]',
+      'permissions_declared[0].id',
+    ]);
     const both: any = valid();
     both.socket_providers.uses = ['demosock'];
     expect(fieldsOf(both)).to.deep.equal(['socket_providers.uses']);

@@ -12,7 +12,10 @@ const adminWith = (password: string) => basic(ADMIN.username, password);
 /** The admin's own password change through the API (as the settings page makes it). */
 async function changeOwnPassword(svc: TestService, current: string, next: string): Promise<void> {
   const me = (await request(svc.url).get('/api/me').set('Authorization', adminWith(current)).expect(200)).body;
-  const res = await request(svc.url).post(`/api/users/${me.id}/password`).set('Authorization', adminWith(current)).send({ current_password: current, new_password: next });
+  const res = await request(svc.url)
+    .post(`/api/users/${me.id}/password`)
+    .set('Authorization', adminWith(current))
+    .send({ current_password: current, new_password: next });
   expect(res.status, JSON.stringify(res.body)).to.equal(204);
 }
 
@@ -46,7 +49,9 @@ describe('bootstrap passwords across restarts', function () {
       const me = (await request(second.svc.url).get('/api/me').set('Authorization', adminWith('changed-in-the-ui-1')).expect(200)).body;
       const shown = (await request(second.svc.url).get(`/api/users/${me.id}`).set('Authorization', adminWith('changed-in-the-ui-1')).expect(200)).body;
       expect(shown.password_pinned_by).to.equal('SERVICE_ADMIN_PASSWORD');
-      const bot = (await request(second.svc.url).get('/api/users').set('Authorization', adminWith('changed-in-the-ui-1')).expect(200)).body.users.find((u: { username: string }) => u.username === 'bot');
+      const bot = (await request(second.svc.url).get('/api/users').set('Authorization', adminWith('changed-in-the-ui-1')).expect(200)).body.users.find(
+        (u: { username: string }) => u.username === 'bot',
+      );
       const botShown = (await request(second.svc.url).get(`/api/users/${bot.id}`).set('Authorization', adminWith('changed-in-the-ui-1')).expect(200)).body;
       expect(botShown.password_pinned_by).to.equal('SERVICE_BOT_PASSWORD');
     } finally {
@@ -58,7 +63,9 @@ describe('bootstrap passwords across restarts', function () {
     try {
       await request(third.svc.url).get('/api/me').set('Authorization', adminWith('rotated-by-the-operator')).expect(200);
       await request(third.svc.url).get('/api/me').set('Authorization', adminWith('changed-in-the-ui-1')).expect(401);
-      expect(envApplied(third.log.lines).map((l) => ({ user: l.user, variable: l.variable, level: l.level }))).to.deep.equal([{ user: 'admin', variable: 'SERVICE_ADMIN_PASSWORD', level: 'warn' }]);
+      expect(envApplied(third.log.lines).map((l) => ({ user: l.user, variable: l.variable, level: l.level }))).to.deep.equal([
+        { user: 'admin', variable: 'SERVICE_ADMIN_PASSWORD', level: 'warn' },
+      ]);
       expect(third.log.text()).not.to.include('rotated-by-the-operator');
     } finally {
       await third.svc.stop();
@@ -78,7 +85,9 @@ describe('bootstrap passwords across restarts', function () {
     const env = testEnv(first.dataDir, first.databaseUrl);
     const run = await cli(env, ['user', 'set-password', 'admin'], 'set-by-the-console-1\n');
     expect(run.code, run.stderr).to.equal(0);
-    expect(run.stderr.trim().split('\n')).to.deep.equal(['warning: SERVICE_ADMIN_PASSWORD is set: the service applies it to admin again at a start where its value has changed']);
+    expect(run.stderr.trim().split('\n')).to.deep.equal([
+      'warning: SERVICE_ADMIN_PASSWORD is set: the service applies it to admin again at a start where its value has changed',
+    ]);
     const json = await cli(env, ['--json', 'user', 'set-password', 'admin'], 'set-by-the-console-2\n');
     expect(json.code, json.stderr).to.equal(0);
     expect(JSON.parse(json.stderr).warning).to.match(/^SERVICE_ADMIN_PASSWORD is set/);
@@ -123,16 +132,21 @@ describe('bootstrap passwords across restarts', function () {
   });
 
   it("the boot's superadmin promotion is an event by the service, naming the credentials it ended; its removal too", async () => {
-    const key = (await request(first.url).post('/api/me/api-keys').set('Authorization', adminWith(ADMIN.password)).send({ label: 'before' }).expect(201)).body.token as string;
+    const key = (await request(first.url).post('/api/me/api-keys').set('Authorization', adminWith(ADMIN.password)).send({ label: 'before' }).expect(201)).body
+      .token as string;
     await first.stop();
     const promoted = await restart({ SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' });
     let events: Array<{ actor: { username: string; method: string }; action: string; target: { id: string; name: string }; details: Record<string, unknown> }>;
     try {
       await request(promoted.svc.url).get('/api/me').set('X-API-Key', key).expect(401);
       await promoted.svc.service.iam.audit.flush();
-      events = (await request(promoted.svc.url).get('/api/audit').query({ action: 'user.updated' }).set('Authorization', adminWith(ADMIN.password)).expect(200)).body.events;
+      events = (await request(promoted.svc.url).get('/api/audit').query({ action: 'user.updated' }).set('Authorization', adminWith(ADMIN.password)).expect(200))
+        .body.events;
       expect(events).to.have.length(1);
-      expect(events[0]).to.deep.include({ actor: { user_id: null, username: 'service', method: 'boot', ip: null }, target: { type: 'user', id: events[0]!.target.id, name: 'admin' } } as object);
+      expect(events[0]).to.deep.include({
+        actor: { user_id: null, username: 'service', method: 'boot', ip: null },
+        target: { type: 'user', id: events[0]!.target.id, name: 'admin' },
+      } as object);
       expect(events[0]!.details).to.deep.equal({ roles_added: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN', credentials_revoked: 1 });
     } finally {
       await promoted.svc.stop();
@@ -140,15 +154,22 @@ describe('bootstrap passwords across restarts', function () {
     const demoted = await restart();
     try {
       await demoted.svc.service.iam.audit.flush();
-      events = (await request(demoted.svc.url).get('/api/audit').query({ action: 'user.updated' }).set('Authorization', adminWith(ADMIN.password)).expect(200)).body.events;
-      expect(events.map((e) => e.details)).to.deep.equal([{ roles_removed: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN' }, { roles_added: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN', credentials_revoked: 1 }]);
+      events = (await request(demoted.svc.url).get('/api/audit').query({ action: 'user.updated' }).set('Authorization', adminWith(ADMIN.password)).expect(200))
+        .body.events;
+      expect(events.map((e) => e.details)).to.deep.equal([
+        { roles_removed: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN' },
+        { roles_added: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN', credentials_revoked: 1 },
+      ]);
     } finally {
       await demoted.svc.stop();
     }
   });
 
   it('keeps a keyed fingerprint of the applied value, never the password', async () => {
-    const rows: { key: string; ciphertext: string }[] = await first.service.db('secrets').where({ namespace: ENV_PASSWORD_NAMESPACE }).select('key', 'ciphertext');
+    const rows: { key: string; ciphertext: string }[] = await first.service
+      .db('secrets')
+      .where({ namespace: ENV_PASSWORD_NAMESPACE })
+      .select('key', 'ciphertext');
     expect(rows.map((r) => r.key).sort()).to.deep.equal(['SERVICE_ADMIN_PASSWORD:admin', 'SERVICE_BOT_PASSWORD:bot']);
     const secrets = new SecretsStore(first.service.db, KEY);
     for (const r of rows) {

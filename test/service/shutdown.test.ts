@@ -85,7 +85,10 @@ describe('graceful shutdown', () => {
       expect(code, svc.output().slice(-2000)).to.equal(0);
       expect(svc.output()).to.contain('"msg":"stopped"');
       // nothing is left listening: the server was not orphaned
-      const gone = await fetch(`${svc.url}/healthz`).then(() => false, () => true);
+      const gone = await fetch(`${svc.url}/healthz`).then(
+        () => false,
+        () => true,
+      );
       expect(gone).to.equal(true);
     } finally {
       await svc?.kill('SIGKILL');

@@ -65,7 +65,10 @@ describe('boot as specified', function () {
     // the SQLite file's folder cannot be made while a plain file stands in its way: boot waits
     const blocker = path.join(dataDir, 'db');
     fs.writeFileSync(blocker, 'not a folder');
-    const service = new Service(loadConfig(testEnv(dataDir, `sqlite://${path.join(blocker, 'service.sqlite')}`)), { logger: createLogger('silent'), dbRetryMs: 100 });
+    const service = new Service(loadConfig(testEnv(dataDir, `sqlite://${path.join(blocker, 'service.sqlite')}`)), {
+      logger: createLogger('silent'),
+      dbRetryMs: 100,
+    });
     try {
       await service.start();
       const res = await request(service.url).get('/readyz').expect(503);

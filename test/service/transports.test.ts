@@ -50,9 +50,19 @@ describe('every transport, the same rule and the same event', function () {
 
   before(async () => {
     svc = await startService({ env: { SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' } });
-    await api().post('/api/users').set(as('trusted')).send({ username: 'plainer', password: PASSWORD, groups: ['INT_ADMIN'] }).expect(201);
-    await api().post('/api/groups').set(as('trusted')).send({ name: 'dockers', permissions: ['socket:container:*'] }).expect(201);
-    botId = ((await api().get('/api/users').set(as('trusted')).expect(200)).body.users as Array<{ id: string; username: string }>).find((u) => u.username === 'bot')!.id;
+    await api()
+      .post('/api/users')
+      .set(as('trusted'))
+      .send({ username: 'plainer', password: PASSWORD, groups: ['INT_ADMIN'] })
+      .expect(201);
+    await api()
+      .post('/api/groups')
+      .set(as('trusted'))
+      .send({ name: 'dockers', permissions: ['socket:container:*'] })
+      .expect(201);
+    botId = ((await api().get('/api/users').set(as('trusted')).expect(200)).body.users as Array<{ id: string; username: string }>).find(
+      (u) => u.username === 'bot',
+    )!.id;
     fs.mkdirSync(path.join(svc.dataDir, 'managed', 'work'), { recursive: true });
   });
   after(async () => svc?.destroy());
@@ -61,7 +71,12 @@ describe('every transport, the same rule and the same event', function () {
   async function eventsAfter(seq: number, actor: string): Promise<Event[]> {
     await svc.service.iam.audit.flush();
     const rows = await svc.service.db('audit_events').where('seq', '>', seq).andWhere({ actor_username: actor }).orderBy('seq');
-    return rows.map((r) => ({ action: r.action, outcome: r.outcome, actor: r.actor_username, target: { type: r.target_type, id: r.target_id, name: r.target_name } }));
+    return rows.map((r) => ({
+      action: r.action,
+      outcome: r.outcome,
+      actor: r.actor_username,
+      target: { type: r.target_type, id: r.target_id, name: r.target_name },
+    }));
   }
   async function head(): Promise<number> {
     await svc.service.iam.audit.flush();
@@ -93,7 +108,15 @@ describe('every transport, the same rule and the same event', function () {
       plain: 'denied',
       http: async (who) => {
         const name = fresh();
-        return { answer: status(await api().post('/api/users').set(as(who)).send({ username: name, password: PASSWORD, groups: ['dockers'] })), target: { name } };
+        return {
+          answer: status(
+            await api()
+              .post('/api/users')
+              .set(as(who))
+              .send({ username: name, password: PASSWORD, groups: ['dockers'] }),
+          ),
+          target: { name },
+        };
       },
       cli: async () => {
         const name = fresh();
@@ -106,12 +129,30 @@ describe('every transport, the same rule and the same event', function () {
       plain: 'denied',
       http: async (who) => {
         const name = fresh();
-        const id = (await api().post('/api/users').set(as('trusted')).send({ username: name, password: PASSWORD, groups: ['INT_USER'] }).expect(201)).body.id;
-        return { answer: status(await api().patch(`/api/users/${id}`).set(as(who)).send({ groups: ['INT_USER', 'dockers'] })), target: { name } };
+        const id = (
+          await api()
+            .post('/api/users')
+            .set(as('trusted'))
+            .send({ username: name, password: PASSWORD, groups: ['INT_USER'] })
+            .expect(201)
+        ).body.id;
+        return {
+          answer: status(
+            await api()
+              .patch(`/api/users/${id}`)
+              .set(as(who))
+              .send({ groups: ['INT_USER', 'dockers'] }),
+          ),
+          target: { name },
+        };
       },
       cli: async () => {
         const name = fresh();
-        await api().post('/api/users').set(as('trusted')).send({ username: name, password: PASSWORD, groups: ['INT_USER'] }).expect(201);
+        await api()
+          .post('/api/users')
+          .set(as('trusted'))
+          .send({ username: name, password: PASSWORD, groups: ['INT_USER'] })
+          .expect(201);
         return { answer: exit(await cli(cliEnv(), ['user', 'add-group', name, 'dockers'])), target: { name } };
       },
     },
@@ -119,7 +160,15 @@ describe('every transport, the same rule and the same event', function () {
       action: 'user.password_changed',
       target: 'user',
       plain: 'denied',
-      http: async (who) => ({ answer: status(await api().post(`/api/users/${botId}/password`).set(as(who)).send({ new_password: `${fresh()}-bot-password` })), target: { name: 'bot' } }),
+      http: async (who) => ({
+        answer: status(
+          await api()
+            .post(`/api/users/${botId}/password`)
+            .set(as(who))
+            .send({ new_password: `${fresh()}-bot-password` }),
+        ),
+        target: { name: 'bot' },
+      }),
       cli: async () => ({ answer: exit(await cli(cliEnv(), ['user', 'set-password', 'bot'], `${fresh()}-bot-password\n`)), target: { name: 'bot' } }),
     },
     {
@@ -146,19 +195,41 @@ describe('every transport, the same rule and the same event', function () {
       action: 'system_key.changed',
       target: 'settings',
       plain: 'denied',
-      http: async (who) => ({ answer: status(await api().put('/api/settings/system-api-key').set(as(who)).send({ key: `system-key-${fresh()}-0123456789abcdef` })), target: { name: 'system API key' } }),
-      cli: async () => ({ answer: exit(await cli(cliEnv(), ['settings', 'set', 'system_api_key'], `system-key-${fresh()}-0123456789abcdef\n`)), target: { name: 'system API key' } }),
+      http: async (who) => ({
+        answer: status(
+          await api()
+            .put('/api/settings/system-api-key')
+            .set(as(who))
+            .send({ key: `system-key-${fresh()}-0123456789abcdef` }),
+        ),
+        target: { name: 'system API key' },
+      }),
+      cli: async () => ({
+        answer: exit(await cli(cliEnv(), ['settings', 'set', 'system_api_key'], `system-key-${fresh()}-0123456789abcdef\n`)),
+        target: { name: 'system API key' },
+      }),
     },
     {
       action: 'socket.operation',
       target: 'socket',
       plain: 'denied',
-      http: async (who) => ({ answer: status(await api().post('/api/socket/repair').set(as(who)).send({ target_dir: path.join(svc.dataDir, 'managed', 'work'), mode: '0750' })), target: { id: 'mounts:repair' } }),
+      http: async (who) => ({
+        answer: status(
+          await api()
+            .post('/api/socket/repair')
+            .set(as(who))
+            .send({ target_dir: path.join(svc.dataDir, 'managed', 'work'), mode: '0750' }),
+        ),
+        target: { id: 'mounts:repair' },
+      }),
       ws: async (who) => {
         const ws = await WsClient.connect(svc, { headers: as(who) });
         try {
           const id = fresh();
-          ws.send({ event: 'socket:request', payload: { request_id: id, operation: 'mounts:repair', args: { target_dir: path.join(svc.dataDir, 'managed', 'work'), mode: '0750' } } });
+          ws.send({
+            event: 'socket:request',
+            payload: { request_id: id, operation: 'mounts:repair', args: { target_dir: path.join(svc.dataDir, 'managed', 'work'), mode: '0750' } },
+          });
           const res = (await ws.next('socket:response', (f) => f.payload.request_id === id)).payload;
           if (!res.ok) expect(res.error.code).to.equal('forbidden');
           return { answer: res.ok ? 'ok' : 'denied', target: { id: 'mounts:repair' } };
@@ -188,7 +259,12 @@ describe('every transport, the same rule and the same event', function () {
         // one event, the same for every transport: the action, its outcome, its target
         expect(events, `${cell.transport} as ${cell.who}: ${JSON.stringify(events)}`).to.have.length(1);
         const { id, name, ...rest } = events[0]!.target;
-        expect({ ...events[0], target: { ...rest, ...('id' in target ? { id } : { name }) } }).to.deep.equal({ action: row.action, outcome: expected === 'ok' ? 'success' : 'denied', actor: cell.actor, target: { type: row.target, ...target } });
+        expect({ ...events[0], target: { ...rest, ...('id' in target ? { id } : { name }) } }).to.deep.equal({
+          action: row.action,
+          outcome: expected === 'ok' ? 'success' : 'denied',
+          actor: cell.actor,
+          target: { type: row.target, ...target },
+        });
       }
     });
   }

@@ -99,7 +99,13 @@ describe('sockets/bus-handler (real dockerd)', function () {
     const root = await ask(bus, { operation: 'container:storage_root', args: {} });
     expect(root.result).to.deep.equal({ storage_root: null });
 
-    await dockerd.docker.createContainer({ name: 'brun-1', Image: dockerd.image, Labels: { [RUNNER_LABEL]: 'true' }, Cmd: ['true'], HostConfig: { NetworkMode: 'none' } });
+    await dockerd.docker.createContainer({
+      name: 'brun-1',
+      Image: dockerd.image,
+      Labels: { [RUNNER_LABEL]: 'true' },
+      Cmd: ['true'],
+      HostConfig: { NetworkMode: 'none' },
+    });
     await dockerd.docker.createContainer({ name: 'brun-not-ours', Image: dockerd.image, Cmd: ['true'], HostConfig: { NetworkMode: 'none' } });
     const runners = await ask(bus, { operation: 'container:runners' });
     expect((runners.result as { runners: Array<{ name: string }> }).runners.map((r) => r.name)).to.deep.equal(['brun-1']);
@@ -163,7 +169,12 @@ describe('sockets/bus-handler (real dockerd)', function () {
   it('a read-write mount needs its own permission on top of spawn', async () => {
     const src = path.join(managed, 'rw-src');
     await fsp.mkdir(src, { recursive: true });
-    const args = (read_only: boolean) => ({ image: dockerd.image, name: `brun-rw-${read_only}`, command: ['sleep', '600'], mounts: [{ source: src, target: '/w', read_only }] });
+    const args = (read_only: boolean) => ({
+      image: dockerd.image,
+      name: `brun-rw-${read_only}`,
+      command: ['sleep', '600'],
+      mounts: [{ source: src, target: '/w', read_only }],
+    });
     const spawner = callerWith('socket:container:spawn');
     const denied = await requests.handle({ request_id: 'rw1', operation: 'container:spawn', args: args(false) }, spawner);
     expect(denied.error).to.deep.equal({ code: 'forbidden', message: 'missing permission socket:container:mount_rw' });
@@ -171,12 +182,18 @@ describe('sockets/bus-handler (real dockerd)', function () {
     const ro = await requests.handle({ request_id: 'rw2', operation: 'container:spawn', args: args(true) }, spawner);
     expect(ro.ok, JSON.stringify(ro.error)).to.equal(true);
     // read-only is also the default when the request says nothing
-    const dflt = await requests.handle({ request_id: 'rw3', operation: 'container:spawn', args: { ...args(true), name: 'brun-default', mounts: [{ source: src, target: '/w' }] } }, spawner);
+    const dflt = await requests.handle(
+      { request_id: 'rw3', operation: 'container:spawn', args: { ...args(true), name: 'brun-default', mounts: [{ source: src, target: '/w' }] } },
+      spawner,
+    );
     const info = await dockerd.docker.getContainer((dflt.result as { id: string }).id).inspect();
     expect(info.Mounts[0]).to.include({ Source: src, RW: false });
     // a read-write mount never shares its source with another runner's mount
     for (const c of await dockerd.docker.listContainers({ all: true })) await dockerd.docker.getContainer(c.Id).remove({ force: true });
-    const rw = await requests.handle({ request_id: 'rw4', operation: 'container:spawn', args: args(false) }, callerWith('socket:container:spawn', 'socket:container:mount_rw'));
+    const rw = await requests.handle(
+      { request_id: 'rw4', operation: 'container:spawn', args: args(false) },
+      callerWith('socket:container:spawn', 'socket:container:mount_rw'),
+    );
     expect(rw.ok, JSON.stringify(rw.error)).to.equal(true);
     expect((await dockerd.docker.getContainer((rw.result as { id: string }).id).inspect()).Mounts[0]).to.include({ Source: src, RW: true });
   });
@@ -192,7 +209,12 @@ describe('sockets/bus-handler (real dockerd)', function () {
     });
     expect(answers.map((a) => a.ok)).to.deep.equal([true, true, false]);
     await new Promise((r) => setTimeout(r, 50));
-    expect(responses.slice(before).map((r) => r.request_id).sort()).to.deep.equal([...ids].sort());
+    expect(
+      responses
+        .slice(before)
+        .map((r) => r.request_id)
+        .sort(),
+    ).to.deep.equal([...ids].sort());
   });
 
   it('answers unknown providers and operations with their codes', async () => {

@@ -41,7 +41,12 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
     let id: string;
     try {
       // it stays until the test ends: a runner that exits is removed, and its output with it
-      ({ id } = await provider.spawn({ image: dockerd.image, name, mounts: [{ source, target: '/m' }], command: ['sh', '-c', 'cat /m/marker; echo; echo probe-done; sleep 600'] }));
+      ({ id } = await provider.spawn({
+        image: dockerd.image,
+        name,
+        mounts: [{ source, target: '/m' }],
+        command: ['sh', '-c', 'cat /m/marker; echo; echo probe-done; sleep 600'],
+      }));
     } catch (err) {
       if (err instanceof SocketError && ['forbidden', 'invalid_args'].includes(err.code)) return { refused: err.message };
       throw err;
@@ -85,7 +90,12 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
     await fsp.writeFile(path.join(jobs, 'marker'), 'job-input');
     await fsp.rm(path.join(managed, 'job-link'), { force: true });
     await fsp.symlink(jobs, path.join(managed, 'job-link'));
-    const { id } = await provider.spawn({ image: dockerd.image, name: 'runner-real', mounts: [{ source: path.join(managed, 'job-link'), target: '/m' }], command: ['sleep', '600'] });
+    const { id } = await provider.spawn({
+      image: dockerd.image,
+      name: 'runner-real',
+      mounts: [{ source: path.join(managed, 'job-link'), target: '/m' }],
+      command: ['sleep', '600'],
+    });
     const info = await dockerd.docker.getContainer(id).inspect();
     expect(info.Mounts).to.have.length(1);
     // the daemon got the resolved path, not the link: nothing is resolved a second time
@@ -95,7 +105,9 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
     await fsp.rm(path.join(managed, 'job-link'));
     await fsp.symlink(outside, path.join(managed, 'job-link'));
     const refused = await probe('runner-relinked', path.join(managed, 'job-link'));
-    expect(refused).to.have.property('refused').that.matches(/outside the managed directories/);
+    expect(refused)
+      .to.have.property('refused')
+      .that.matches(/outside the managed directories/);
   });
 
   it('never mounts the data dir, what holds it, or what lies in it outside its managed folder, whatever the roots say', async () => {
@@ -108,13 +120,27 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
       await fsp.symlink(dataDir, path.join(hostRoot, 'other', 'to-data'));
       // SERVICE_MANAGED_DIRS names the directory that holds the data dir
       const wide = new ContainerProvider({ socketPath: dockerd.socketPath, dataDir, mountRoots: [hostRoot] }, quietLogger());
-      for (const source of [hostRoot, dataDir, path.join(dataDir, 'secret.key'), path.join(hostRoot, 'other', 'to-data'), path.join(hostRoot, 'other', 'to-data', 'managed', '..')]) {
-        const err = await expectSocketError(wide.spawn({ image: dockerd.image, name: 'runner-d', mounts: [{ source, target: '/m' }] }), source.endsWith('..') ? 'invalid_args' : 'forbidden');
+      for (const source of [
+        hostRoot,
+        dataDir,
+        path.join(dataDir, 'secret.key'),
+        path.join(hostRoot, 'other', 'to-data'),
+        path.join(hostRoot, 'other', 'to-data', 'managed', '..'),
+      ]) {
+        const err = await expectSocketError(
+          wide.spawn({ image: dockerd.image, name: 'runner-d', mounts: [{ source, target: '/m' }] }),
+          source.endsWith('..') ? 'invalid_args' : 'forbidden',
+        );
         expect(err.message, source).to.match(/data directory|normalized/);
       }
       expect(await names(dockerd.docker)).to.deep.equal([]);
       for (const source of [path.join(dataDir, 'managed', 'ok'), path.join(hostRoot, 'other')]) {
-        const { id } = await wide.spawn({ image: dockerd.image, name: `runner-ok-${path.basename(source)}`, mounts: [{ source, target: '/m' }], command: ['sleep', '600'] });
+        const { id } = await wide.spawn({
+          image: dockerd.image,
+          name: `runner-ok-${path.basename(source)}`,
+          mounts: [{ source, target: '/m' }],
+          command: ['sleep', '600'],
+        });
         expect((await dockerd.docker.getContainer(id).inspect()).Mounts[0]).to.include({ Source: source, RW: false });
       }
     } finally {
@@ -130,11 +156,14 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
     await c.kill();
     await gone(dockerd.docker, 'runner-once');
     // so nobody can start it again with its old mount sources, whatever they lead to now
-    const err = (await c.start().then(() => null, (e: unknown) => e)) as { statusCode?: number } | null;
+    const err = (await c.start().then(
+      () => null,
+      (e: unknown) => e,
+    )) as { statusCode?: number } | null;
     expect(err?.statusCode).to.equal(404);
   });
 
-  it('a read-write mount never holds or lies below another runner\'s mount, nor any mount below a read-write one', async () => {
+  it("a read-write mount never holds or lies below another runner's mount, nor any mount below a read-write one", async () => {
     const p = path.join(managed, 'p');
     const q = path.join(p, 'q');
     const sibling = path.join(managed, 'sibling');
@@ -146,7 +175,9 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
     // runner A reads q; runner B would write p, swap q for a link to / and wait for A to start again
     await spawn('runner-a', q, true);
     const holds = await expectSocketError(spawn('runner-b', p, false), 'forbidden');
-    expect(holds.message).to.equal(`mounts.0.source is read-write and holds ${q}, which a container mounts (the runner could re-point what that container mounts)`);
+    expect(holds.message).to.equal(
+      `mounts.0.source is read-write and holds ${q}, which a container mounts (the runner could re-point what that container mounts)`,
+    );
     const below = await expectSocketError(spawn('runner-b', path.join(q, 'r'), false), 'forbidden');
     expect(below.message).to.equal(`mounts.0.source is read-write and lies below ${q}, which a runner mounts (the runner could swap what that runner sees)`);
     await expectSocketError(spawn('runner-b', q, false), 'forbidden');
@@ -170,7 +201,7 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
     expect(await names(dockerd.docker)).to.deep.equal(['runner-b', 'runner-w']);
   });
 
-  it('another container\'s read-only mount: a read-write runner may not hold it, and may lie below it', async () => {
+  it("another container's read-only mount: a read-write runner may not hold it, and may lie below it", async () => {
     const shared = path.join(managed, 'foreign');
     await fsp.mkdir(path.join(shared, 'in', 'deeper'), { recursive: true });
     // not made by this service: a host monitor, say, reading a directory
@@ -181,7 +212,8 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
       HostConfig: { NetworkMode: 'none', Mounts: [{ Type: 'bind', Source: path.join(shared, 'in'), Target: '/in', ReadOnly: true }] },
     });
     await foreign.start();
-    const spawn = (name: string, source: string) => provider.spawn({ image: dockerd.image, name, mounts: [{ source, target: '/m', read_only: false }], command: ['sleep', '600'] });
+    const spawn = (name: string, source: string) =>
+      provider.spawn({ image: dockerd.image, name, mounts: [{ source, target: '/m', read_only: false }], command: ['sleep', '600'] });
     const err = await expectSocketError(spawn('runner-f', shared), 'forbidden');
     expect(err.message).to.match(/is read-write and holds .*foreign\/in, which a container mounts/);
     await spawn('runner-f', path.join(shared, 'in', 'deeper'));
@@ -202,7 +234,12 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
       await fsp.writeFile(path.join(dataDir, 'private', 'token'), 't', { mode: 0o600 });
       await fsp.link(path.join(dataDir, 'secret.key'), path.join(m, 'key-link'));
       // the data dir, the directory holding it, a folder of it, a managed folder: each under a second name
-      for (const [source, name] of [[dataDir, 'alias'], [hostRoot, 'up'], [path.join(dataDir, 'private'), 'priv'], [path.join(m, 'p'), 'p-alias']]) {
+      for (const [source, name] of [
+        [dataDir, 'alias'],
+        [hostRoot, 'up'],
+        [path.join(dataDir, 'private'), 'priv'],
+        [path.join(m, 'p'), 'p-alias'],
+      ]) {
         await fsp.mkdir(path.join(m, name));
         try {
           await run('mount', ['--bind', source, path.join(m, name)]);
@@ -222,7 +259,8 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
 
     it('refuses a bind mount of the data dir (or of what holds it, or of a folder of it) and a hard link of secret.key, as it refuses the data dir', async () => {
       const m = path.join(dataDir, 'managed');
-      const spawn = (source: string) => own.spawn({ image: dockerd.image, name: 'runner-alias', mounts: [{ source, target: '/m' }], command: ['sleep', '600'] });
+      const spawn = (source: string) =>
+        own.spawn({ image: dockerd.image, name: 'runner-alias', mounts: [{ source, target: '/m' }], command: ['sleep', '600'] });
       const itself = (await expectSocketError(spawn(dataDir), 'forbidden')).message;
       const inData = (await expectSocketError(spawn(path.join(dataDir, 'secret.key')), 'forbidden')).message;
       expect(itself).to.equal('mounts.0.source is the data directory or contains it');
@@ -247,7 +285,7 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
       expect((await dockerd.docker.getContainer(id).inspect()).Mounts[0]).to.include({ Source: ok, RW: false });
     });
 
-    it('compares runner mounts by inode too: a read-write mount of a second name of a runner\'s source is refused', async () => {
+    it("compares runner mounts by inode too: a read-write mount of a second name of a runner's source is refused", async () => {
       const m = path.join(dataDir, 'managed');
       const spawn = (name: string, source: string, read_only: boolean) =>
         own.spawn({ image: dockerd.image, name, mounts: [{ source, target: '/m', read_only }], command: ['sleep', '600'] });

@@ -11,7 +11,6 @@ import { expectSocketError, quietLogger } from './helpers.js';
 
 const run = promisify(execFile);
 
-
 describe('sockets/container-provider (real dockerd)', function () {
   this.timeout(60_000);
   const suite = containerSuite();
@@ -67,10 +66,7 @@ describe('sockets/container-provider (real dockerd)', function () {
 
   it('passes a requested network to the daemon (and only then leaves "none")', async () => {
     // no network is created here: the daemon refusing an unknown one shows the request reached it
-    const err = await expectSocketError(
-      provider.spawn({ image: dockerd.image, name: 'runner-net', command: ['sleep', '600'], network: 'jobnet' }),
-      'failed',
-    );
+    const err = await expectSocketError(provider.spawn({ image: dockerd.image, name: 'runner-net', command: ['sleep', '600'], network: 'jobnet' }), 'failed');
     expect(err.message).to.match(/jobnet/);
     expect(await names(dockerd.docker)).to.deep.equal([]);
   });
@@ -242,10 +238,7 @@ describe('sockets/container-provider (real dockerd)', function () {
     });
 
     it('resolve_mounts and detect_storage_root give host paths when the service runs in that container', async () => {
-      const inContainer = new ContainerProvider(
-        { socketPath: dockerd.socketPath, dataDir: '/srv/data/db', selfContainerId: runnerId },
-        quietLogger(),
-      );
+      const inContainer = new ContainerProvider({ socketPath: dockerd.socketPath, dataDir: '/srv/data/db', selfContainerId: runnerId }, quietLogger());
       const r = await inContainer.resolve_mounts(['/srv/data/jobs/1', '/srv/data', '/srv/data/nested/x', '/srv/database', '/opt/app']);
       expect(r.in_container).to.equal(true);
       expect(r.container_id).to.equal(runnerId);

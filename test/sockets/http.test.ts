@@ -29,7 +29,8 @@ async function countingProxy(daemonSocket: string) {
       s.on('error', () => (s === client ? daemon : client).destroy());
     }
     client.on('data', (chunk: Buffer) => {
-      for (const m of chunk.toString('latin1').matchAll(/(?:^|\r\n)(?:GET|HEAD|POST|PUT|DELETE) (?:\/v[\d.]+)?(\/[^\s?]*)\S* HTTP\/1\.[01]\r\n/g)) counts.set(m[1]!, (counts.get(m[1]!) ?? 0) + 1);
+      for (const m of chunk.toString('latin1').matchAll(/(?:^|\r\n)(?:GET|HEAD|POST|PUT|DELETE) (?:\/v[\d.]+)?(\/[^\s?]*)\S* HTTP\/1\.[01]\r\n/g))
+        counts.set(m[1]!, (counts.get(m[1]!) ?? 0) + 1);
     });
     client.pipe(daemon).pipe(client);
   });
@@ -61,9 +62,21 @@ describe('socket HTTP API', function () {
     svc = await startService({ env: { SERVICE_CONTAINER_SOCKET: dockerd.socketPath, SERVICE_SYSTEM_API_KEY: SYSTEM_KEY, SERVICE_RUNNER_PREFIX: 'runner-' } });
     const admin = adminAuth();
     // host permissions are granted by a superadmin or the system key only
-    await request(svc.url).post('/api/groups').set('X-API-Key', SYSTEM_KEY).send({ name: 'operators', permissions: ['socket:container:cleanup', 'socket:mounts:repair'] }).expect(201);
-    await request(svc.url).post('/api/users').set('Authorization', admin).send({ username: 'viewer', password: 'viewer-password', groups: ['INT_VIEWER'] }).expect(201);
-    await request(svc.url).post('/api/users').set('X-API-Key', SYSTEM_KEY).send({ username: 'operator', password: 'operator-password', groups: ['INT_VIEWER', 'operators'] }).expect(201);
+    await request(svc.url)
+      .post('/api/groups')
+      .set('X-API-Key', SYSTEM_KEY)
+      .send({ name: 'operators', permissions: ['socket:container:cleanup', 'socket:mounts:repair'] })
+      .expect(201);
+    await request(svc.url)
+      .post('/api/users')
+      .set('Authorization', admin)
+      .send({ username: 'viewer', password: 'viewer-password', groups: ['INT_VIEWER'] })
+      .expect(201);
+    await request(svc.url)
+      .post('/api/users')
+      .set('X-API-Key', SYSTEM_KEY)
+      .send({ username: 'operator', password: 'operator-password', groups: ['INT_VIEWER', 'operators'] })
+      .expect(201);
     viewer = basic('viewer', 'viewer-password');
     operator = basic('operator', 'operator-password');
   });
@@ -74,7 +87,13 @@ describe('socket HTTP API', function () {
 
   const create = async (name: string) => {
     // made as if this service had spawned it: cleanup only ever touches its own runners
-    const c = await dockerd.docker.createContainer({ name, Image: TEST_IMAGE, Labels: { [RUNNER_LABEL]: 'true' }, Cmd: ['sleep', '300'], HostConfig: { NetworkMode: 'none' } });
+    const c = await dockerd.docker.createContainer({
+      name,
+      Image: TEST_IMAGE,
+      Labels: { [RUNNER_LABEL]: 'true' },
+      Cmd: ['sleep', '300'],
+      HostConfig: { NetworkMode: 'none' },
+    });
     await c.start();
     return c.id;
   };
@@ -113,7 +132,9 @@ describe('socket HTTP API', function () {
     expect(unauth.body.error.code).to.equal('unauthorized');
     const denied = await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', viewer).send({ max_age_minutes: 0 }).expect(403);
     expect(denied.body.error.message).to.contain('socket:container:cleanup');
-    const dry = (await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', operator).send({ max_age_minutes: 0, dry_run: true }).expect(200)).body;
+    const dry = (
+      await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', operator).send({ max_age_minutes: 0, dry_run: true }).expect(200)
+    ).body;
     expect(dry.removed.map((r: any) => r.id)).to.include(gone);
     expect((await dockerd.docker.getContainer(gone).inspect()).Id).to.equal(gone);
     const done = (await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', operator).send({ max_age_minutes: 0 }).expect(200)).body;
@@ -126,12 +147,25 @@ describe('socket HTTP API', function () {
   });
 
   it('cleanup rejects bad input with 400, never 500', async () => {
-    for (const body of [{ prefix: '' }, { prefix: '.*' }, { prefix: 'run(ner' }, { max_age_minutes: -1 }, { max_age_minutes: 'ten' }, { dry_run: 'yes' }, { surprise: 1 }]) {
+    for (const body of [
+      { prefix: '' },
+      { prefix: '.*' },
+      { prefix: 'run(ner' },
+      { max_age_minutes: -1 },
+      { max_age_minutes: 'ten' },
+      { dry_run: 'yes' },
+      { surprise: 1 },
+    ]) {
       const res = await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', operator).send(body);
       expect(res.status, JSON.stringify(body)).to.equal(400);
       expect(res.body.error.code).to.equal('validation_failed');
     }
-    const notJson = await request(svc.url).post('/api/socket/container/cleanup').set('Authorization', operator).set('Content-Type', 'application/json').send('[1,2').expect(400);
+    const notJson = await request(svc.url)
+      .post('/api/socket/container/cleanup')
+      .set('Authorization', operator)
+      .set('Content-Type', 'application/json')
+      .send('[1,2')
+      .expect(400);
     expect(notJson.body.error.code).to.equal('validation_failed');
   });
 
@@ -170,8 +204,18 @@ describe('socket HTTP API', function () {
             result: Joi.object({ poked: Joi.boolean(), deep: Joi.boolean() }),
             http: { method: 'POST' as const, summary: 'poke' },
           },
-          crash: { schema: Joi.object({}), permission: null, run: async () => Promise.reject(new Error('secret detail /etc/x')), http: { method: 'POST' as const, summary: 'crash' } },
-          refused: { schema: Joi.object({}), permission: null, run: async () => Promise.reject(new SocketError('failed', 'the daemon said no', { status: 500 })), http: { method: 'POST' as const, summary: 'refused' } },
+          crash: {
+            schema: Joi.object({}),
+            permission: null,
+            run: async () => Promise.reject(new Error('secret detail /etc/x')),
+            http: { method: 'POST' as const, summary: 'crash' },
+          },
+          refused: {
+            schema: Joi.object({}),
+            permission: null,
+            run: async () => Promise.reject(new SocketError('failed', 'the daemon said no', { status: 500 })),
+            http: { method: 'POST' as const, summary: 'refused' },
+          },
         };
       }
     }
@@ -212,7 +256,12 @@ describe('socket HTTP API', function () {
     const inside = path.join(svc.dataDir, 'managed', 'inside');
     fs.mkdirSync(inside, { mode: 0o700 });
     fs.chmodSync(inside, 0o700);
-    const res = (await request(svc.url).get('/api/socket/health').query({ required_dirs: `${inside},/etc` }).expect(200)).body;
+    const res = (
+      await request(svc.url)
+        .get('/api/socket/health')
+        .query({ required_dirs: `${inside},/etc` })
+        .expect(200)
+    ).body;
     expect(res.mounts[inside]).to.include({ exists: true, mode: '0700' });
     expect(res.mounts['/etc'].error).to.equal('not_managed');
     expect(res.healthy).to.equal(false);
@@ -232,7 +281,10 @@ describe('socket HTTP API', function () {
       const res = await request(svc.url).get('/api/socket/health').query({ required_dirs }).expect(400);
       expect(res.body.error.details.map((d: { field: string }) => d.field)).to.deep.equal(['required_dirs']);
     }
-    await request(svc.url).get('/api/socket/health').query({ required_dirs: Array.from({ length: 64 }, (_, i) => `/p${i}`).join(',') }).expect(200);
+    await request(svc.url)
+      .get('/api/socket/health')
+      .query({ required_dirs: Array.from({ length: 64 }, (_, i) => `/p${i}`).join(',') })
+      .expect(200);
     const documented = (await request(svc.url).get('/openapi.json').expect(200)).body.paths['/api/socket/health'].get.parameters[0];
     expect(documented.description).to.contain('at most 64 paths of at most 4096 characters each');
     expect(documented.schema).not.to.have.property('maxLength');
@@ -255,31 +307,61 @@ describe('socket HTTP API', function () {
     fs.writeFileSync(path.join(svc.dataDir, 'secret.key'), 'k'.repeat(43), { mode: 0o600 });
     const keyMode = fs.statSync(path.join(svc.dataDir, 'secret.key')).mode & 0o777;
     expect(keyMode).to.equal(0o600);
-    for (const t of [path.join(managed, 'escape'), path.join(managed, '../../etc'), '/etc', svc.dataDir, path.dirname(svc.dataDir), path.join(managed, 'to-data')]) {
-      const res = await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: t, mode: '0777', include_private_files: true });
+    for (const t of [
+      path.join(managed, 'escape'),
+      path.join(managed, '../../etc'),
+      '/etc',
+      svc.dataDir,
+      path.dirname(svc.dataDir),
+      path.join(managed, 'to-data'),
+    ]) {
+      const res = await request(svc.url)
+        .post('/api/socket/repair')
+        .set('Authorization', operator)
+        .send({ target_dir: t, mode: '0777', include_private_files: true });
       expect(res.status, t).to.equal(403);
       expect(res.body.error.details, t).to.have.length(1);
       expect(res.body.error.details[0].field).to.equal('target_dir');
     }
     expect(fs.statSync(path.join(svc.dataDir, 'secret.key')).mode & 0o777).to.equal(keyMode);
-    await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: path.join(managed, 'missing') }).expect(404);
+    await request(svc.url)
+      .post('/api/socket/repair')
+      .set('Authorization', operator)
+      .send({ target_dir: path.join(managed, 'missing') })
+      .expect(404);
     for (const mode of ['999', 'abc', '12', 755]) {
       const res = await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: target, mode });
       expect(res.status, String(mode)).to.equal(400);
     }
     await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({}).expect(400);
     // unresolvable paths are the caller's problem, not a 500
-    await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: path.join(managed, 'x'.repeat(300)) }).expect(400);
+    await request(svc.url)
+      .post('/api/socket/repair')
+      .set('Authorization', operator)
+      .send({ target_dir: path.join(managed, 'x'.repeat(300)) })
+      .expect(400);
     fs.symlinkSync('loop-b', path.join(managed, 'loop-a'));
     fs.symlinkSync('loop-a', path.join(managed, 'loop-b'));
-    await request(svc.url).post('/api/socket/repair').set('Authorization', operator).send({ target_dir: path.join(managed, 'loop-a') }).expect(400);
+    await request(svc.url)
+      .post('/api/socket/repair')
+      .set('Authorization', operator)
+      .send({ target_dir: path.join(managed, 'loop-a') })
+      .expect(400);
   });
 
   it('a runner spawned over ws by a holder of socket:container:spawn never gets the data dir', async () => {
-    await request(svc.url).post('/api/users').set('X-API-Key', SYSTEM_KEY).send({ username: 'spawner', password: 'spawner-password', groups: ['INT_VIEWER'], extra_permissions: ['socket:container:spawn'] }).expect(201);
+    await request(svc.url)
+      .post('/api/users')
+      .set('X-API-Key', SYSTEM_KEY)
+      .send({ username: 'spawner', password: 'spawner-password', groups: ['INT_VIEWER'], extra_permissions: ['socket:container:spawn'] })
+      .expect(201);
     const ws = await WsClient.basic(svc, 'spawner', 'spawner-password');
     const spawn = async (ref: string, mounts: unknown[]) => {
-      ws.send({ event: 'socket:request', ref, payload: { request_id: ref, operation: 'container:spawn', args: { image: TEST_IMAGE, name: `runner-${ref}`, command: ['sleep', '600'], mounts } } });
+      ws.send({
+        event: 'socket:request',
+        ref,
+        payload: { request_id: ref, operation: 'container:spawn', args: { image: TEST_IMAGE, name: `runner-${ref}`, command: ['sleep', '600'], mounts } },
+      });
       return (await ws.next('socket:response', (f) => f.ref === ref)).payload;
     };
     try {
@@ -333,8 +415,18 @@ describe('socket HTTP API', function () {
   it('with SERVICE_SOCKET_READS_REQUIRE_AUTH the socket reads are 401 to anonymous callers and answered to signed-in ones', async () => {
     const locked = await startService({ env: { SERVICE_CONTAINER_SOCKET: dockerd.socketPath, SERVICE_SOCKET_READS_REQUIRE_AUTH: 'true' } });
     try {
-      await request(locked.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'viewer', password: 'viewer-password', groups: ['INT_VIEWER'] }).expect(201);
-      const reads = ['/api/socket/providers', '/api/socket/health', '/api/socket/container/health', '/api/socket/container/mounts', '/api/socket/container/storage-root'];
+      await request(locked.url)
+        .post('/api/users')
+        .set('Authorization', adminAuth())
+        .send({ username: 'viewer', password: 'viewer-password', groups: ['INT_VIEWER'] })
+        .expect(201);
+      const reads = [
+        '/api/socket/providers',
+        '/api/socket/health',
+        '/api/socket/container/health',
+        '/api/socket/container/mounts',
+        '/api/socket/container/storage-root',
+      ];
       for (const read of reads) {
         const anonymous = await request(locked.url).get(read).expect(401);
         expect(anonymous.body.error.code, read).to.equal('unauthorized');
@@ -350,7 +442,8 @@ describe('socket HTTP API', function () {
       await locked.destroy();
     }
     // off (the default): the same reads answer anonymous callers
-    for (const read of ['/api/socket/providers', '/api/socket/health', '/api/socket/container/mounts', '/api/socket/container/storage-root']) await request(svc.url).get(read).expect(200);
+    for (const read of ['/api/socket/providers', '/api/socket/health', '/api/socket/container/mounts', '/api/socket/container/storage-root'])
+      await request(svc.url).get(read).expect(200);
     const doc = (await request(svc.url).get('/openapi.json').expect(200)).body;
     expect(doc.paths['/api/socket/providers'].get.security).to.deep.include({});
   });

@@ -11,7 +11,6 @@ import { expectSocketError } from './helpers.js';
 
 const run = promisify(execFile);
 
-
 async function modeOf(p: string): Promise<string> {
   return ((await fsp.lstat(p)).mode & 0o7777).toString(8).padStart(4, '0');
 }
@@ -119,7 +118,12 @@ describe('sockets/mount-guardian', () => {
     });
 
     it('follows symlinks that stay inside, and "../" that stays inside', async () => {
-      const res = await guardian.check([path.join(managed, 'inner-link'), `${managed}/sub/..`, `${managed}/escape/../data/sub`, path.join(base, 'data-link', 'sub')]);
+      const res = await guardian.check([
+        path.join(managed, 'inner-link'),
+        `${managed}/sub/..`,
+        `${managed}/escape/../data/sub`,
+        path.join(base, 'data-link', 'sub'),
+      ]);
       expect(res.healthy).to.equal(true);
       for (const m of Object.values(res.mounts)) expect(m.error).to.equal(null);
     });
@@ -326,7 +330,10 @@ describe('sockets/mount-guardian', () => {
         await fsp.chmod(path.join(dataDir, 'private'), 0o700);
         await fsp.chmod(dataDir, 0o700);
         await fsp.link(path.join(dataDir, 'secret.key'), path.join(m, 'key-link'));
-        for (const [source, name] of [[dataDir, 'alias'], [path.join(dataDir, 'private'), 'priv']]) {
+        for (const [source, name] of [
+          [dataDir, 'alias'],
+          [path.join(dataDir, 'private'), 'priv'],
+        ]) {
           await fsp.mkdir(path.join(m, name));
           await run('mount', ['--bind', source, path.join(m, name)]);
           points.push(path.join(m, name));

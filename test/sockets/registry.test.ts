@@ -72,7 +72,9 @@ function expectRejected(fn: () => unknown, code: string): ProviderRegistrationEr
   } catch (err) {
     expect(err).to.be.instanceOf(ProviderRegistrationError);
     expect((err as ProviderRegistrationError).code).to.equal(code);
-    expect((err as Error).message).to.be.a('string').and.not.equal('');
+    expect((err as Error).message)
+      .to.be.a('string')
+      .and.not.equal('');
     return err as ProviderRegistrationError;
   }
   throw new Error(`expected a ${code} rejection`);

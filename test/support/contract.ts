@@ -96,7 +96,8 @@ function validatorFor(c: Checker, ref: string): ValidateFunction {
   let v = c.validators.get(ref);
   if (!v) {
     let at: unknown = c.doc;
-    for (const part of ref.slice(2).split('/')) at = (at as Record<string, unknown> | undefined)?.[decodeURIComponent(part).replace(/~1/g, '/').replace(/~0/g, '~')];
+    for (const part of ref.slice(2).split('/'))
+      at = (at as Record<string, unknown> | undefined)?.[decodeURIComponent(part).replace(/~1/g, '/').replace(/~0/g, '~')];
     if (!at) throw new Error(`the document has no schema at ${ref}`);
     // its references into the components point into the set's copy of them
     const text = JSON.stringify(at).replaceAll('"#/components/', '"doc#/components/');
@@ -149,7 +150,8 @@ function check(c: Checker, method: string, url: string, status: number, contentT
   if (!found) {
     // not an operation of the document: "no such route", "not this method", or an answer any
     // request may get before it is routed (a refused credential, the enrolment wall, the limits)
-    if (status === 404 || status === 405 || NOT_ROUTED.has(status)) return json ? validate('#/components/schemas/Error') : `answered ${status} without the error body`;
+    if (status === 404 || status === 405 || NOT_ROUTED.has(status))
+      return json ? validate('#/components/schemas/Error') : `answered ${status} without the error body`;
     return `answered ${status} to a request the document has no operation for`;
   }
   const docPath = (found.store as { path: string }).path;
@@ -169,7 +171,8 @@ function check(c: Checker, method: string, url: string, status: number, contentT
   const documented = Object.keys(content);
   if (!body.length) return content['application/json']?.schema ? `${status} has no body where the document says JSON` : null;
   if (!documented.length) return `${status} has a body (${type || 'no content type'}) where the document says none`;
-  const entry = documented.find((t) => t.toLowerCase() === type) ?? documented.find((t) => t === '*/*' || (t.endsWith('/*') && type.startsWith(t.slice(0, -1))));
+  const entry =
+    documented.find((t) => t.toLowerCase() === type) ?? documented.find((t) => t === '*/*' || (t.endsWith('/*') && type.startsWith(t.slice(0, -1))));
   if (!entry) return `${status} answered ${type || 'no content type'}; the document says ${documented.join(', ')}`;
   if (!json || !content[entry]!.schema) return null;
   return validate(`${at}/${pointer('content', entry, 'schema').slice(2)}`);
@@ -224,7 +227,14 @@ function capture(service: Service, req: http.IncomingMessage, res: http.ServerRe
     const ended = end(chunk, encoding, cb);
     if (method !== 'OPTIONS' && !gone) {
       try {
-        const problem = check(checkerFor(service.openApiDocument()), method, req.url ?? '/', res.statusCode, res.getHeader('content-type') as string | undefined, Buffer.concat(chunks));
+        const problem = check(
+          checkerFor(service.openApiDocument()),
+          method,
+          req.url ?? '/',
+          res.statusCode,
+          res.getHeader('content-type') as string | undefined,
+          Buffer.concat(chunks),
+        );
         if (problem) violations.push({ request: `${method} ${(req.url ?? '').split('?')[0]} -> ${res.statusCode}`, problem });
       } catch (err) {
         violations.push({ request: `${req.method} ${req.url}`, problem: `the check failed: ${(err as Error).stack}` });
@@ -248,7 +258,13 @@ const LOG = process.env.TEST_CONTRACT_LOG;
 function report(): Error | null {
   if (!violations.length) return null;
   if (LOG) {
-    fs.appendFileSync(LOG, violations.splice(0).map((v) => JSON.stringify(v) + '\n').join(''));
+    fs.appendFileSync(
+      LOG,
+      violations
+        .splice(0)
+        .map((v) => JSON.stringify(v) + '\n')
+        .join(''),
+    );
     return null;
   }
   const lines = violations.splice(0).map((v) => `  ${v.request}: ${v.problem}`);

@@ -94,7 +94,14 @@ export async function startDockerd(): Promise<TestDockerd> {
         // containers first, so shutdown does not wait for them
         try {
           const all = await docker.listContainers({ all: true });
-          await Promise.all(all.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+          await Promise.all(
+            all.map((c) =>
+              docker
+                .getContainer(c.Id)
+                .remove({ force: true })
+                .catch(() => undefined),
+            ),
+          );
         } catch {
           /* daemon already unreachable */
         }

@@ -126,7 +126,9 @@ export const mochaHooks: RootHookObject = {
       this.timeout(60_000);
       const left = await sweep();
       if (left.length) {
-        throw new Error(`this run left ${left.length} thing(s) behind (now removed): a test or helper must remove what it makes (after/afterEach, finally):\n  ${left.join('\n  ')}`);
+        throw new Error(
+          `this run left ${left.length} thing(s) behind (now removed): a test or helper must remove what it makes (after/afterEach, finally):\n  ${left.join('\n  ')}`,
+        );
       }
     });
   },

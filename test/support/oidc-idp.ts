@@ -194,9 +194,7 @@ export async function startIdp(opts: StartIdpOptions): Promise<RunningIdp> {
       if (details.prompt.name !== 'consent') return sendJson(res, 400, { error: 'not a consent prompt' });
       const accountId = details.session?.accountId;
       if (!accountId) return sendJson(res, 400, { error: 'no session' });
-      const grant = details.grantId
-        ? await idp.Grant.find(details.grantId)
-        : new idp.Grant({ accountId, clientId: String(details.params.client_id) });
+      const grant = details.grantId ? await idp.Grant.find(details.grantId) : new idp.Grant({ accountId, clientId: String(details.params.client_id) });
       if (!grant) return sendJson(res, 400, { error: 'grant gone' });
       // Grant exactly what the prompt says is missing: scopes, claims, resource scopes.
       const missing = details.prompt.details as {

@@ -74,12 +74,18 @@ export async function startPostgres(): Promise<TestPostgres> {
 }
 
 function uidOf(user: string): number {
-  const line = fs.readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith(`${user}:`));
+  const line = fs
+    .readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${user}:`));
   if (!line) throw new Error(`no user ${user}`);
   return Number(line.split(':')[2]);
 }
 
 function gidOf(user: string): number {
-  const line = fs.readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith(`${user}:`));
+  const line = fs
+    .readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${user}:`));
   return Number(line!.split(':')[3]);
 }

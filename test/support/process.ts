@@ -57,7 +57,13 @@ export function serviceCommand(entry: 'main' | 'cli'): string[] {
  * The service as its own process (serviceCommand), for what an in-process service cannot
  * show: a SIGKILL, signals, the exit code. Waits for /readyz 200.
  */
-export async function spawnService(opts: { dataDir: string; databaseUrl: string | null; env?: Record<string, string>; command?: string[]; pollMs?: number }): Promise<ServiceProcess> {
+export async function spawnService(opts: {
+  dataDir: string;
+  databaseUrl: string | null;
+  env?: Record<string, string>;
+  command?: string[];
+  pollMs?: number;
+}): Promise<ServiceProcess> {
   const port = await unusedPort();
   const env = { ...process.env, ...testEnv(opts.dataDir, opts.databaseUrl, { SERVICE_LOG_LEVEL: 'info', ...opts.env }), SERVICE_PORT: String(port) };
   const command = opts.command ?? serviceCommand('main');
@@ -65,7 +71,9 @@ export async function spawnService(opts: { dataDir: string; databaseUrl: string 
   let out = '';
   child.stdout!.on('data', (d) => (out += d.toString()));
   child.stderr!.on('data', (d) => (out += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
   const onExit = () => child.kill('SIGKILL');
   process.once('exit', onExit);
   exited.then(() => process.off('exit', onExit));
@@ -73,7 +81,10 @@ export async function spawnService(opts: { dataDir: string; databaseUrl: string 
   const deadline = Date.now() + READY_TIMEOUT_MS;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`the service process exited (${child.exitCode}):\n${out.slice(-2000)}`);
-    const ready = await fetch(`${url}/readyz`).then((r) => r.status === 200, () => false);
+    const ready = await fetch(`${url}/readyz`).then(
+      (r) => r.status === 200,
+      () => false,
+    );
     if (ready) break;
     if (Date.now() > deadline) {
       // gone before the caller removes its data dir

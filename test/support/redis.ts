@@ -48,7 +48,20 @@ export async function startRedis(opts: RedisOptions = {}): Promise<TestRedis> {
   if (opts.tls) {
     const tls = makeCertificates(dir);
     caFile = tls.ca;
-    args.push('--port', '0', '--tls-port', String(port), '--tls-cert-file', tls.cert, '--tls-key-file', tls.key, '--tls-ca-cert-file', tls.ca, '--tls-auth-clients', 'no');
+    args.push(
+      '--port',
+      '0',
+      '--tls-port',
+      String(port),
+      '--tls-cert-file',
+      tls.cert,
+      '--tls-key-file',
+      tls.key,
+      '--tls-ca-cert-file',
+      tls.ca,
+      '--tls-auth-clients',
+      'no',
+    );
   } else {
     args.push('--port', String(port));
   }
@@ -105,7 +118,23 @@ function makeCertificates(dir: string): { ca: string; cert: string; key: string 
   openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=service-core test CA', '-keyout', f('ca.key'), '-out', f('ca.crt'));
   openssl('req', '-new', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', f('redis.key'), '-out', f('redis.csr'));
   fs.writeFileSync(f('san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n');
-  openssl('x509', '-req', '-in', f('redis.csr'), '-CA', f('ca.crt'), '-CAkey', f('ca.key'), '-CAcreateserial', '-days', '2', '-extfile', f('san.ext'), '-out', f('redis.crt'));
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    f('redis.csr'),
+    '-CA',
+    f('ca.crt'),
+    '-CAkey',
+    f('ca.key'),
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-extfile',
+    f('san.ext'),
+    '-out',
+    f('redis.crt'),
+  );
   return { ca: f('ca.crt'), cert: f('redis.crt'), key: f('redis.key') };
 }
 

@@ -10,6 +10,10 @@ export function runTool(cmd: string, args: string[]): Promise<string> {
     child.stdout.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve(output) : reject(new Error(`${path.basename(cmd)} ${args.slice(0, 3).join(' ')} exited with ${code}: ${output.trim().slice(-2000)}`))));
+    child.on('exit', (code) =>
+      code === 0
+        ? resolve(output)
+        : reject(new Error(`${path.basename(cmd)} ${args.slice(0, 3).join(' ')} exited with ${code}: ${output.trim().slice(-2000)}`)),
+    );
   });
 }

@@ -144,11 +144,57 @@ function sambaPython(): string {
 /** A private CA and a server certificate for `hostname` and `address`; another CA that signed nothing. */
 async function makeCertificates(dir: string, hostname: string, address: string): Promise<void> {
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
-  await runTool(OPENSSL, ['req', '-x509', ...ec, '-keyout', path.join(dir, 'ca.key'), '-out', path.join(dir, 'ca.pem'), '-days', '2', '-subj', '/CN=service-core test CA', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
-  await runTool(OPENSSL, ['req', '-x509', ...ec, '-keyout', path.join(dir, 'other-ca.key'), '-out', path.join(dir, 'other-ca.pem'), '-days', '2', '-subj', '/CN=some other CA', '-addext', 'basicConstraints=critical,CA:TRUE']);
+  await runTool(OPENSSL, [
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    path.join(dir, 'ca.key'),
+    '-out',
+    path.join(dir, 'ca.pem'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=service-core test CA',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+  ]);
+  await runTool(OPENSSL, [
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    path.join(dir, 'other-ca.key'),
+    '-out',
+    path.join(dir, 'other-ca.pem'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=some other CA',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+  ]);
   await runTool(OPENSSL, ['req', ...ec, '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'server.csr'), '-subj', `/CN=${hostname}`]);
   await writeFile(path.join(dir, 'server.ext'), `subjectAltName=DNS:${hostname},IP:${address}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n`);
-  await runTool(OPENSSL, ['x509', '-req', '-in', path.join(dir, 'server.csr'), '-CA', path.join(dir, 'ca.pem'), '-CAkey', path.join(dir, 'ca.key'), '-CAcreateserial', '-out', path.join(dir, 'cert.pem'), '-days', '2', '-extfile', path.join(dir, 'server.ext')]);
+  await runTool(OPENSSL, [
+    'x509',
+    '-req',
+    '-in',
+    path.join(dir, 'server.csr'),
+    '-CA',
+    path.join(dir, 'ca.pem'),
+    '-CAkey',
+    path.join(dir, 'ca.key'),
+    '-CAcreateserial',
+    '-out',
+    path.join(dir, 'cert.pem'),
+    '-days',
+    '2',
+    '-extfile',
+    path.join(dir, 'server.ext'),
+  ]);
 }
 
 /** The provisioned smb.conf, made to run only the LDAP server, on our addresses, with our certificate, all state in `dir`. */
@@ -257,7 +303,10 @@ async function provisionedTemplate(): Promise<{ dir: string; provisioned: Provis
   try {
     await rm(dir, { recursive: true, force: true });
     await mkdir(dir, { recursive: true });
-    const provisioned: Provisioned = { adminPassword: `Adm1n-${randomBytes(9).toString('base64url')}`, bindPassword: `Svc-${randomBytes(9).toString('base64url')}-1` };
+    const provisioned: Provisioned = {
+      adminPassword: `Adm1n-${randomBytes(9).toString('base64url')}`,
+      bindPassword: `Svc-${randomBytes(9).toString('base64url')}-1`,
+    };
     const conf = path.join(dir, 'etc', 'smb.conf');
     const tool = (...args: string[]) => runTool(SAMBA_TOOL, [...args, '-s', conf]);
     await runTool(SAMBA_TOOL, [
@@ -275,7 +324,14 @@ async function provisionedTemplate(): Promise<{ dir: string; provisioned: Provis
       '--option=interfaces = 127.0.0.1/8',
       '--option=bind interfaces only = yes',
     ]);
-    await tool('domain', 'passwordsettings', 'set', `--account-lockout-threshold=${LOCKOUT_THRESHOLD}`, '--account-lockout-duration=30', '--reset-account-lockout-after=30');
+    await tool(
+      'domain',
+      'passwordsettings',
+      'set',
+      `--account-lockout-threshold=${LOCKOUT_THRESHOLD}`,
+      '--account-lockout-duration=30',
+      '--reset-account-lockout-after=30',
+    );
     await tool('ou', 'add', 'OU=Service Accounts');
     await tool('user', 'add', 'svc-login', provisioned.bindPassword, '--userou=OU=Service Accounts');
     await writeFile(ready, JSON.stringify(provisioned));
@@ -358,7 +414,8 @@ export async function startSambaDc(): Promise<SambaDc> {
   }
   const search = (filter: string | EqualityFilter, attributes: string[]) =>
     asAdmin(async (client) => (await client.search(AD_BASE_DN, { scope: 'sub', filter, attributes, explicitBufferAttributes: ['objectSid'] })).searchEntries);
-  const replace = (dn: string, type: string, values: string[] | Buffer[]) => asAdmin((client) => client.modify(dn, new Change({ operation: 'replace', modification: new Attribute({ type, values }) })));
+  const replace = (dn: string, type: string, values: string[] | Buffer[]) =>
+    asAdmin((client) => client.modify(dn, new Change({ operation: 'replace', modification: new Attribute({ type, values }) })));
   /** userAccountControl with `bit` set or cleared (ACCOUNTDISABLE is 2) */
   const accountControl = async (sam: string, bit: number, on: boolean) => {
     const [entry] = await search(new EqualityFilter({ attribute: 'sAMAccountName', value: sam }), ['userAccountControl']);
@@ -377,7 +434,8 @@ export async function startSambaDc(): Promise<SambaDc> {
     const client = new Client({ url: `ldap://${address}` });
     try {
       await client.bind(adminDN, adminPassword);
-      return (await client.search(AD_BASE_DN, { scope: 'base', filter: '(objectClass=*)', attributes: ['objectSid'], explicitBufferAttributes: ['objectSid'] })).searchEntries;
+      return (await client.search(AD_BASE_DN, { scope: 'base', filter: '(objectClass=*)', attributes: ['objectSid'], explicitBufferAttributes: ['objectSid'] }))
+        .searchEntries;
     } finally {
       await client.unbind().catch(() => undefined);
     }

@@ -70,10 +70,7 @@ export const LDAP_PEOPLE = {
 
 // dave's objectSid as stored: S-1-5-21-1004336348-1177238915-682003330-1104
 const DAVE_OBJECT_SID_BASE64 = 'AQUAAAAAAAUVAAAA3PTcO4M9K0aCi6YoUAQAAA==';
-const DAVE_MEMBER_OF = [
-  'CN=Admins, OU=Groups, DC=Example, DC=Org',
-  'CN=Domain Users,CN=Users,DC=example,DC=org',
-];
+const DAVE_MEMBER_OF = ['CN=Admins, OU=Groups, DC=Example, DC=Org', 'CN=Domain Users,CN=Users,DC=example,DC=org'];
 
 export interface Slapd {
   url: string;
@@ -149,7 +146,14 @@ function buildLdif(service: { dn: string; password: string }): string {
   for (const p of Object.values(LDAP_PEOPLE)) {
     // slapadd wants all values of one attribute together, so the AD class goes next to inetOrgPerson.
     const adStyle = p.uid === 'dave';
-    const lines = [`dn: ${p.dn}`, 'objectClass: inetOrgPerson', ...(adStyle ? ['objectClass: adStyleAccount'] : []), `uid: ${p.uid}`, `cn: ${p.cn}`, `sn: ${p.cn.split(' ').pop()}`];
+    const lines = [
+      `dn: ${p.dn}`,
+      'objectClass: inetOrgPerson',
+      ...(adStyle ? ['objectClass: adStyleAccount'] : []),
+      `uid: ${p.uid}`,
+      `cn: ${p.cn}`,
+      `sn: ${p.cn.split(' ').pop()}`,
+    ];
     if (p.displayName) lines.push(`displayName: ${p.displayName}`);
     if (p.mail) lines.push(`mail: ${p.mail}`);
     lines.push(`userPassword: ${ssha(p.password)}`);
@@ -213,7 +217,9 @@ export async function startSlapd(options: StartSlapdOptions = {}): Promise<Slapd
     try {
       await access(binary, fsConstants.R_OK);
     } catch {
-      throw new Error(`LDAP tests need a real OpenLDAP server: ${binary} is missing. Install Debian's slapd and ldap-utils packages (apt-get install -y slapd ldap-utils).`);
+      throw new Error(
+        `LDAP tests need a real OpenLDAP server: ${binary} is missing. Install Debian's slapd and ldap-utils packages (apt-get install -y slapd ldap-utils).`,
+      );
     }
   }
 

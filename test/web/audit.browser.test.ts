@@ -39,7 +39,10 @@ describe('browser: the audit page', function () {
       })),
     );
   const createGroup = async (name: string) => {
-    const res = await request(svc.url).post('/api/groups').set('Authorization', adminAuth()).send({ name, permissions: ['api:read'] });
+    const res = await request(svc.url)
+      .post('/api/groups')
+      .set('Authorization', adminAuth())
+      .send({ name, permissions: ['api:read'] });
     expect(res.status, JSON.stringify(res.body)).to.equal(201);
   };
   /** Waits for the first row of the table to be this action on this target. */
@@ -103,11 +106,15 @@ describe('browser: the audit page', function () {
     const all = (await rows()).length;
     await page.selectOption('[data-filters] select[name=action]', 'group.');
     await page.waitForFunction(() => new URL(location.href).searchParams.get('action') === 'group.');
-    await page.waitForFunction(() => [...document.querySelectorAll<HTMLElement>('[data-events] tbody tr[data-seq]')].every((tr) => tr.dataset.action?.startsWith('group.')));
+    await page.waitForFunction(() =>
+      [...document.querySelectorAll<HTMLElement>('[data-events] tbody tr[data-seq]')].every((tr) => tr.dataset.action?.startsWith('group.')),
+    );
     const groups = await rows();
     // (a service that seeded its default groups at its first boot shows those too, by the service)
     expect(groups.filter((r) => r.actor !== 'service').map((r) => r.target)).to.deep.equal(['ops-live', 'ops-before']);
-    expect(groups.filter((r) => r.actor === 'service').map((r) => r.target)).to.satisfy((seeded: string[]) => seeded.every((g) => ['INT_ADMIN', 'INT_USER', 'INT_VIEWER'].includes(g)));
+    expect(groups.filter((r) => r.actor === 'service').map((r) => r.target)).to.satisfy((seeded: string[]) =>
+      seeded.every((g) => ['INT_ADMIN', 'INT_USER', 'INT_VIEWER'].includes(g)),
+    );
     expect(all).to.be.greaterThan(groups.length);
     // live: a user created now does not pass the filter, a group does
     await createUser(svc.url, { username: 'walt', password: 'walt-password-1', groups: ['INT_VIEWER'] });
@@ -149,11 +156,21 @@ describe('browser: the audit page', function () {
 
   it('shows an event whole on demand: its details as text, the hash and the seq', async function () {
     await createGroup('ops-details');
-    const api = await request(svc.url).get('/api/audit').query({ action: 'group.created', target: 'ops-details' }).set('Authorization', adminAuth()).expect(200);
+    const api = await request(svc.url)
+      .get('/api/audit')
+      .query({ action: 'group.created', target: 'ops-details' })
+      .set('Authorization', adminAuth())
+      .expect(200);
     const event = api.body.events[0] as { seq: number; hash: string; details: Record<string, unknown> };
     // details someone else controls, with markup in them
     const evil = '<img src=x onerror="document.body.dataset.pwned=1"></pre><b>bold</b>';
-    svc.service.iam.audit.record({ action: 'request.denied', actor: { user_id: null, username: 'probe', method: 'api_key', ip: '203.0.113.7' }, target: { type: 'route', name: '/api/users' }, outcome: 'denied', details: { reason: evil, path: '/api/users' } });
+    svc.service.iam.audit.record({
+      action: 'request.denied',
+      actor: { user_id: null, username: 'probe', method: 'api_key', ip: '203.0.113.7' },
+      target: { type: 'route', name: '/api/users' },
+      outcome: 'denied',
+      details: { reason: evil, path: '/api/users' },
+    });
     await svc.service.iam.audit.flush();
     const row = page.locator('[data-events] tr[data-action="request.denied"]').first();
     await row.waitFor();
@@ -170,7 +187,9 @@ describe('browser: the audit page', function () {
     // text, never markup
     expect(await details.locator('img, b').count()).to.equal(0);
     expect(await page.evaluate(() => document.body.dataset.pwned)).to.equal(undefined);
-    expect(await details.textContent()).to.include('203.0.113.7').and.include('api_key');
+    expect(await details.textContent())
+      .to.include('203.0.113.7')
+      .and.include('api_key');
     await toggle.click();
     expect(await details.isVisible()).to.equal(false);
 
@@ -197,7 +216,11 @@ describe('browser: the audit page', function () {
       expect(fit.navRows, 'navigation rows').to.equal(1);
       if (width === 390) {
         expect(await page.locator('[data-events] thead').isVisible()).to.equal(false);
-        const labels = await page.locator('[data-events] tbody tr[data-seq]').first().locator('td').evaluateAll((tds) => tds.map((td) => (td as HTMLElement).dataset.label ?? ''));
+        const labels = await page
+          .locator('[data-events] tbody tr[data-seq]')
+          .first()
+          .locator('td')
+          .evaluateAll((tds) => tds.map((td) => (td as HTMLElement).dataset.label ?? ''));
         expect(labels.slice(0, 5)).to.deep.equal(['Time', 'Actor', 'Action', 'Target', 'Outcome']);
         const box = await page.locator('[data-events] tr.details').first().boundingBox();
         expect(box!.x + box!.width).to.be.at.most(390);
@@ -242,7 +265,13 @@ describe('browser: the audit page', function () {
 
   it('"Load older" pages back with next_before', async function () {
     for (let i = 0; i < 60; i++) {
-      svc.service.iam.audit.record({ action: 'request.denied', actor: { user_id: null, username: 'probe', method: 'basic', ip: '203.0.113.8' }, target: { type: 'route', name: `/api/probe/${i}` }, outcome: 'denied', details: { n: i } });
+      svc.service.iam.audit.record({
+        action: 'request.denied',
+        actor: { user_id: null, username: 'probe', method: 'basic', ip: '203.0.113.8' },
+        target: { type: 'route', name: `/api/probe/${i}` },
+        outcome: 'denied',
+        details: { n: i },
+      });
     }
     await svc.service.iam.audit.flush();
     await page.goto(`${svc.origin}/admin/audit?actor=probe`);
@@ -268,7 +297,9 @@ describe('browser: the audit page', function () {
     const res = await viewerPage.goto(`${svc.origin}/admin/audit`);
     expect(res?.status()).to.equal(403);
     expect(await viewerPage.textContent('h1')).to.equal('Access denied');
-    expect(await viewerPage.textContent('main')).to.include('feature:admin.audit').and.include('route:/admin/audit');
+    expect(await viewerPage.textContent('main'))
+      .to.include('feature:admin.audit')
+      .and.include('route:/admin/audit');
     expect(await viewerPage.evaluate(() => fetch('/api/audit').then((r) => r.status))).to.equal(403);
 
     await viewerPage.goto(`${svc.origin}/`);
@@ -276,7 +307,11 @@ describe('browser: the audit page', function () {
     expect(await viewerPage.locator('.topbar nav a[href="/admin/audit"]').count()).to.equal(0);
     await createGroup('ops-unseen');
     // a broadcast after the change: once it is here, the change's event would have been too
-    const sent = await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send({ title: 'after the change', message: 'sent after the group was created', level: 'info' }).expect(202);
+    const sent = await request(svc.url)
+      .post('/api/notifications')
+      .set('Authorization', adminAuth())
+      .send({ title: 'after the change', message: 'sent after the group was created', level: 'info' })
+      .expect(202);
     await viewerPage.waitForSelector(`.toast[data-toast="${sent.body.id}"]`, { timeout: 2000 });
     expect(frames.some((f) => f.includes('"system:notify"'))).to.equal(true);
     expect(frames.filter((f) => f.includes('audit:event'))).to.deep.equal([]);

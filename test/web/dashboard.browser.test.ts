@@ -45,9 +45,17 @@ describe('browser: dashboard with live notifications', function () {
 
   it('a notification posted through the API appears as a toast and in the bell within a second', async function () {
     const started = Date.now();
-    const sent = await notify({ title: 'Deploy of service-core finished', message: 'Version 0.1.0 is live on production.', level: 'success', source: 'ci', link: '/settings' });
+    const sent = await notify({
+      title: 'Deploy of service-core finished',
+      message: 'Version 0.1.0 is live on production.',
+      level: 'success',
+      source: 'ci',
+      link: '/settings',
+    });
     await page.waitForSelector(`.toast[data-toast="${sent.id}"]`, { timeout: 1000 });
-    await page.waitForFunction(() => document.querySelector('[data-bell-count]')?.textContent === '3', undefined, { timeout: Math.max(50, 1000 - (Date.now() - started)) });
+    await page.waitForFunction(() => document.querySelector('[data-bell-count]')?.textContent === '3', undefined, {
+      timeout: Math.max(50, 1000 - (Date.now() - started)),
+    });
     const elapsed = Date.now() - started;
     expect(elapsed, `toast and bell after ${elapsed} ms`).to.be.lessThan(1000);
     expect(await page.textContent(`.toast[data-toast="${sent.id}"] .title`)).to.equal('Deploy of service-core finished');
@@ -139,11 +147,17 @@ describe('browser: dashboard with live notifications', function () {
       if (res.status === 202) expect(stays || writtenAsWebUrl, `${JSON.stringify(link)} accepted but leads to ${target.origin}`).to.equal(true);
       else expect(res.status, JSON.stringify(link)).to.equal(400);
     }
-    const attack = await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send({ title: 'x', message: 'm', link: '/\t/evil.example/x' });
+    const attack = await request(svc.url)
+      .post('/api/notifications')
+      .set('Authorization', adminAuth())
+      .send({ title: 'x', message: 'm', link: '/\t/evil.example/x' });
     expect(attack.status).to.equal(400);
     expect(attack.body.error.details[0].field).to.equal('link');
     for (const ok of ['/status', '/%09/evil.example/x', 'https://ci.example.com/build/42']) {
-      expect((await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send({ title: 'x', message: 'm', link: ok })).status, ok).to.equal(202);
+      expect(
+        (await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send({ title: 'x', message: 'm', link: ok })).status,
+        ok,
+      ).to.equal(202);
     }
   });
 
@@ -173,7 +187,9 @@ describe('browser: dashboard with live notifications', function () {
     await page.reload();
     await waitLive(page);
     await page.waitForFunction(() => document.querySelectorAll('[data-feed] li').length === 100);
-    expect(await titles()).to.include('Archived 21').and.not.include('Archived 20');
+    expect(await titles())
+      .to.include('Archived 21')
+      .and.not.include('Archived 20');
     expect(await older.isVisible()).to.equal(true);
 
     // each click adds the next 50 below the lowest seq shown; a short page hides the button

@@ -38,7 +38,10 @@ describe('web: error pages and other addresses', function () {
     await agent.post('/login').type('form').set('Origin', here).send({ username: ADMIN.username, password: ADMIN.password }).expect(303);
     const page = await agent.get('/no/such/page').set('Accept', BROWSER).expect(404);
     expect(page.text).to.include('<header class="topbar">').and.include('href="/admin/users"').and.include('data-logout').and.include('data-bell');
-    expect(page.text).to.include('<h1>Page not found</h1>').and.include('<code>/no/such/page</code>').and.match(/request id <code>[0-9a-f-]{36}<\/code>/);
+    expect(page.text)
+      .to.include('<h1>Page not found</h1>')
+      .and.include('<code>/no/such/page</code>')
+      .and.match(/request id <code>[0-9a-f-]{36}<\/code>/);
     // no page of the navigation is the current one; the shared page code runs the bar
     expect(page.text).not.to.include('aria-current');
     expect(page.text).to.include('<script type="module" src="/static/error.js"></script>');
@@ -62,7 +65,9 @@ describe('web: error pages and other addresses', function () {
       const page = await request(here).get('/settings').set('Authorization', adminAuth()).set('Accept', BROWSER).expect(500);
       expect(page.text).to.include('Something went wrong').and.include('request id');
       expect(page.text).not.to.include('secret internals');
-      expect((await request(here).get('/settings').set('Authorization', adminAuth()).expect(500)).body).to.deep.equal({ error: { code: 'internal', message: 'internal error' } });
+      expect((await request(here).get('/settings').set('Authorization', adminAuth()).expect(500)).body).to.deep.equal({
+        error: { code: 'internal', message: 'internal error' },
+      });
     } finally {
       resolver.resolve = original;
     }
@@ -72,7 +77,9 @@ describe('web: error pages and other addresses', function () {
     // sent byte for byte (an HTTP client library would percent-encode it)
     const port = new URL(here).port;
     const text = await new Promise<string>((resolve, reject) => {
-      const sock = net.connect(Number(port), '127.0.0.1', () => sock.end(`GET /x"><b>bold</b> HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/html\r\nConnection: close\r\n\r\n`));
+      const sock = net.connect(Number(port), '127.0.0.1', () =>
+        sock.end(`GET /x"><b>bold</b> HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/html\r\nConnection: close\r\n\r\n`),
+      );
       let out = '';
       sock.on('data', (d) => (out += d));
       sock.on('end', () => resolve(out));
@@ -95,7 +102,9 @@ describe('web: error pages and other addresses', function () {
 
   it('signs in at the address the service listens on, and says which address single sign-on uses', async () => {
     const login = await request(here).get('/login').expect(200);
-    expect(login.text).to.include('You opened this page at <code>' + here + '</code>').and.include('href="http://localhost:8080/login"');
+    expect(login.text)
+      .to.include('You opened this page at <code>' + here + '</code>')
+      .and.include('href="http://localhost:8080/login"');
     const atPublic = await request(here).get('/login').set('Host', 'localhost:8080').expect(200);
     expect(atPublic.text).not.to.include('data-address-note');
 
@@ -113,9 +122,25 @@ describe('web: error pages and other addresses', function () {
     // a page on a name that resolves here (DNS rebinding) sends a matching Origin and Host: refused
     const port = new URL(here).port;
     const rebound = `http://rebind.example:${port}`;
-    await request(here).post('/api/auth/login').set('Host', `rebind.example:${port}`).set('Origin', rebound).send({ username: ADMIN.username, password: ADMIN.password }).expect(403);
-    await request(here).post('/login').type('form').set('Host', `rebind.example:${port}`).set('Origin', rebound).send({ username: ADMIN.username, password: ADMIN.password }).expect(403);
+    await request(here)
+      .post('/api/auth/login')
+      .set('Host', `rebind.example:${port}`)
+      .set('Origin', rebound)
+      .send({ username: ADMIN.username, password: ADMIN.password })
+      .expect(403);
+    await request(here)
+      .post('/login')
+      .type('form')
+      .set('Host', `rebind.example:${port}`)
+      .set('Origin', rebound)
+      .send({ username: ADMIN.username, password: ADMIN.password })
+      .expect(403);
     await agent.post('/api/me/api-keys').set('Host', `rebind.example:${port}`).set('Origin', rebound).send({ label: 'x' }).expect(403);
-    await request(here).post('/login').type('form').set('Origin', 'https://evil.example').send({ username: ADMIN.username, password: ADMIN.password }).expect(403);
+    await request(here)
+      .post('/login')
+      .type('form')
+      .set('Origin', 'https://evil.example')
+      .send({ username: ADMIN.username, password: ADMIN.password })
+      .expect(403);
   });
 });

@@ -60,7 +60,9 @@ describe('browser: forms, messages and permissions', function () {
     await form.locator('[data-msg]:has-text("Saved; Reports restarted (loaded)")').waitFor();
     expect(await form.locator('[name=token]').inputValue()).to.equal('');
     expect(await form.locator('[name=token]').getAttribute('placeholder')).to.equal('set (unchanged)');
-    expect(await source('token')).to.include('saved here').and.include('configured');
+    expect(await source('token'))
+      .to.include('saved here')
+      .and.include('configured');
     expect(await page.content()).not.to.include('reports-token-0123456789');
     const stored = await request(svc.url).get('/api/plugins/reports/settings').set('Authorization', adminAuth()).expect(200);
     expect(stored.body.settings.find((s: { key: string }) => s.key === 'token')).to.include({ configured: true, source: 'store', value: null });
@@ -158,7 +160,9 @@ describe('browser: forms, messages and permissions', function () {
     expect(await box('feature:*').isChecked()).to.equal(true);
     expect(await box('feature:admin.users').isChecked()).to.equal(true);
     expect(await box('feature:admin.users').isDisabled()).to.equal(true);
-    expect(await label('feature:admin.users').textContent()).to.include('manage users and their keys').and.include('via feature:*');
+    expect(await label('feature:admin.users').textContent())
+      .to.include('manage users and their keys')
+      .and.include('via feature:*');
     // unticking the wildcard frees what it covered; ticking it again covers them again
     await box('feature:*').uncheck();
     expect(await box('feature:admin.users').isDisabled()).to.equal(false);
@@ -179,7 +183,9 @@ describe('browser: forms, messages and permissions', function () {
     const extra = (id: string) => page.locator(`[data-extra-permissions] input[value="${id}"]`);
     await extra('feature:admin.users').waitFor();
     expect(await extra('feature:admin.users').isDisabled()).to.equal(true);
-    expect(await page.locator('[data-extra-permissions] label:has(input[value="feature:admin.users"])').textContent()).to.include('via group INT_ADMIN (feature:*)').and.include('manage users and their keys');
+    expect(await page.locator('[data-extra-permissions] label:has(input[value="feature:admin.users"])').textContent())
+      .to.include('via group INT_ADMIN (feature:*)')
+      .and.include('manage users and their keys');
     expect(await extra('socket:mounts:repair').isChecked()).to.equal(false);
     await page.uncheck('[data-group-checks] input[value=INT_ADMIN]');
     expect(await extra('feature:admin.users').isDisabled()).to.equal(false);

@@ -65,7 +65,10 @@ export interface TestBrowser {
 
 /** Chromium with a fresh profile; fails with a clear message when the browser is missing. */
 export async function openBrowser(): Promise<TestBrowser> {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium's headless shell is not installed at ${CHROMIUM}: install Debian's chromium-headless-shell package (apt-get install chromium-headless-shell), or name another Chromium in SERVICE_TEST_CHROMIUM`);
+  if (!fs.existsSync(CHROMIUM))
+    throw new Error(
+      `Chromium's headless shell is not installed at ${CHROMIUM}: install Debian's chromium-headless-shell package (apt-get install chromium-headless-shell), or name another Chromium in SERVICE_TEST_CHROMIUM`,
+    );
   const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-chromium-'));
   let context: BrowserContext;
   try {

@@ -42,17 +42,36 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
       openBrowser(),
     ]);
     // what made the phone layout break: long names, many badges per row, SSO-style identities
-    await createUser(svc.url, { username: 'quentin.long-name@example.test', password: 'quentin-password-1', display_name: 'Quentin With A Rather Long Display Name', email: 'quentin.long-name@example.test', groups: ['INT_ADMIN', 'INT_USER', 'INT_VIEWER'], extra_permissions: ['route:/admin/plugins'] });
+    await createUser(svc.url, {
+      username: 'quentin.long-name@example.test',
+      password: 'quentin-password-1',
+      display_name: 'Quentin With A Rather Long Display Name',
+      email: 'quentin.long-name@example.test',
+      groups: ['INT_ADMIN', 'INT_USER', 'INT_VIEWER'],
+      extra_permissions: ['route:/admin/plugins'],
+    });
     await createUser(svc.url, { username: 'vera', password: 'vera-password-1', groups: ['INT_VIEWER'] });
     for (const n of [
       { title: 'Nightly backup finished', message: '42 GiB in 6 min', level: 'success', source: 'backup' },
-      { title: 'Disk 80% full on runner-3', message: 'Clean up old images soon: /var/lib/containers/storage/overlay is the largest folder.', level: 'warning', source: 'monitor', link: '/settings' },
+      {
+        title: 'Disk 80% full on runner-3',
+        message: 'Clean up old images soon: /var/lib/containers/storage/overlay is the largest folder.',
+        level: 'warning',
+        source: 'monitor',
+        link: '/settings',
+      },
     ]) {
       await request(svc.url).post('/api/notifications').set('Authorization', adminAuth()).send(n).expect(202);
     }
     page = await browser.newPage();
     await signIn(page, svc.origin, ADMIN.username, ADMIN.password);
-    await page.evaluate(() => fetch('/api/me/api-keys', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ label: 'deploy script', scopes: ['api:read'] }) }));
+    await page.evaluate(() =>
+      fetch('/api/me/api-keys', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ label: 'deploy script', scopes: ['api:read'] }),
+      }),
+    );
     fs.mkdirSync(SHOTS, { recursive: true });
   });
   after(async function () {
@@ -158,7 +177,13 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
     await page.goto(`${svc.origin}/`, { waitUntil: 'load' });
     for (const sel of PAGES[0]!.ready) await page.locator(sel).first().waitFor();
     await waitLive(page);
-    await sendLive({ title: 'Deploy of service-core finished', message: `Version ${VERSION} is live on production.`, level: 'success', source: 'ci', link: 'https://ci.example.test/builds/1289' });
+    await sendLive({
+      title: 'Deploy of service-core finished',
+      message: `Version ${VERSION} is live on production.`,
+      level: 'success',
+      source: 'ci',
+      link: 'https://ci.example.test/builds/1289',
+    });
     await page.waitForTimeout(250); // the toast's entry animation
     const { covered } = await coveredFields();
     expect(covered).to.deep.equal([]);
@@ -182,7 +207,9 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
       expect(await page.isVisible('.topbar [data-bell]')).to.equal(true);
       expect(await page.isVisible('.topbar [data-logout]')).to.equal(true);
       expect(await page.textContent('main h1')).to.equal('Page not found');
-      expect(await page.textContent('main')).to.include('/no/such/page').and.match(/request id [0-9a-f-]{36}/);
+      expect(await page.textContent('main'))
+        .to.include('/no/such/page')
+        .and.match(/request id [0-9a-f-]{36}/);
       const fit = await measureFit(page);
       expect(fit.scrollWidth, `at ${width}`).to.be.at.most(fit.innerWidth);
       expect(fit.navRows, `at ${width}`).to.equal(1);
@@ -212,7 +239,9 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
     const seen: string[] = [];
     for (const p of [PAGES[0]!, PAGES[1]!]) {
       await open(p, 1280);
-      const times = await page.$$eval('time', (els) => els.map((el) => ({ text: el.textContent ?? '', title: el.getAttribute('title') ?? '', datetime: el.getAttribute('datetime') ?? '' })));
+      const times = await page.$$eval('time', (els) =>
+        els.map((el) => ({ text: el.textContent ?? '', title: el.getAttribute('title') ?? '', datetime: el.getAttribute('datetime') ?? '' })),
+      );
       expect(times.length, p.name).to.be.greaterThan(0);
       for (const t of times) {
         expect(t.text, p.name).to.match(/^\d{1,2} [A-Z][a-z]{2,3} \d{4}, \d{2}:\d{2}$/); // en-GB writes "Sept"

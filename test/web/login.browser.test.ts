@@ -81,7 +81,14 @@ describe('browser: sign-in and page access', function () {
       const res = await request(svc.url)
         .patch('/api/settings/auth')
         .set('Authorization', adminAuth())
-        .send({ auth_providers: 'local,oidc', oidc_issuer: idp.issuer, oidc_client_id: CLIENT.client_id, oidc_client_secret: CLIENT.client_secret, oidc_label: 'Example SSO', oidc_group_mapping: { 'idp-devs': ['INT_USER'] } });
+        .send({
+          auth_providers: 'local,oidc',
+          oidc_issuer: idp.issuer,
+          oidc_client_id: CLIENT.client_id,
+          oidc_client_secret: CLIENT.client_secret,
+          oidc_label: 'Example SSO',
+          oidc_group_mapping: { 'idp-devs': ['INT_USER'] },
+        });
       expect(res.status, JSON.stringify(res.body)).to.equal(200);
     });
     after(async function () {

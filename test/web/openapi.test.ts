@@ -40,7 +40,7 @@ describe('OpenAPI document', function () {
     expect(doc.components.securitySchemes.cookieAuth).to.include({ type: 'apiKey', in: 'cookie', name: 'svc.sid' });
   });
 
-  it('is valid OpenAPI 3.1 to a validator of its own (the specification\'s schemas)', async function () {
+  it("is valid OpenAPI 3.1 to a validator of its own (the specification's schemas)", async function () {
     const validator = new Validator();
     const result = await validator.validate(doc);
     expect(validator.version).to.equal('3.1');
@@ -115,11 +115,19 @@ describe('OpenAPI document', function () {
     expect(create.properties.expires_at).to.include({ type: 'string', format: 'date-time' });
     expect(create.additionalProperties).to.equal(false);
     // what the document says is what validation enforces
-    const res = await request(svc.url).post('/api/me/api-keys').set('Authorization', `Basic ${Buffer.from('admin:admin-test-password').toString('base64')}`).send({ label: 'x'.repeat(129) }).expect(400);
+    const res = await request(svc.url)
+      .post('/api/me/api-keys')
+      .set('Authorization', `Basic ${Buffer.from('admin:admin-test-password').toString('base64')}`)
+      .send({ label: 'x'.repeat(129) })
+      .expect(400);
     expect(res.body.error.details[0].field).to.equal('label');
 
     const history = op('get', '/api/notifications').parameters;
-    expect(history.find((p: any) => p.name === 'limit')).to.deep.include({ in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } });
+    expect(history.find((p: any) => p.name === 'limit')).to.deep.include({
+      in: 'query',
+      required: false,
+      schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 },
+    });
     const user = op('get', '/api/users/{id}').parameters[0];
     expect(user).to.deep.include({ name: 'id', in: 'path', required: true });
     expect(user.schema).to.include({ type: 'string', format: 'uuid' });
@@ -151,13 +159,28 @@ describe('OpenAPI document', function () {
   });
 
   it('documents the answers every route may give once, and refers to them from each operation they apply to', function () {
-    expect(doc.components.responses).to.have.keys('BadRequest', 'Unauthorized', 'Forbidden', 'PayloadTooLarge', 'UnsupportedMediaType', 'TooManyRequests', 'RequestHeaderFieldsTooLarge', 'InternalError', 'Unavailable');
+    expect(doc.components.responses).to.have.keys(
+      'BadRequest',
+      'Unauthorized',
+      'Forbidden',
+      'PayloadTooLarge',
+      'UnsupportedMediaType',
+      'TooManyRequests',
+      'RequestHeaderFieldsTooLarge',
+      'InternalError',
+      'Unavailable',
+    );
     for (const [path, item] of Object.entries<any>(doc.paths)) {
       for (const [method, o] of Object.entries<any>(item)) {
         const at = `${method} ${path}`;
         // any request: its headers, a locked Basic user, a fault, the database away or the boot gate
         // (a route may say more of one of them in its own words, with the same error body)
-        for (const [status, name] of [['429', 'TooManyRequests'], ['431', 'RequestHeaderFieldsTooLarge'], ['500', 'InternalError'], ['503', 'Unavailable']]) {
+        for (const [status, name] of [
+          ['429', 'TooManyRequests'],
+          ['431', 'RequestHeaderFieldsTooLarge'],
+          ['500', 'InternalError'],
+          ['503', 'Unavailable'],
+        ]) {
           const r = o.responses[status];
           if (r?.$ref) expect(r.$ref, at).to.equal(`#/components/responses/${name}`);
           else expect(r?.content?.['application/json']?.schema, `${at} ${status}`).to.deep.equal({ $ref: '#/components/schemas/Error' });
@@ -185,7 +208,9 @@ describe('OpenAPI document', function () {
       }
       for (const [k, v] of Object.entries(o)) walk(v, `${at}/${k}`);
     };
-    for (const [path, item] of Object.entries<any>(doc.paths)) for (const [method, o] of Object.entries<any>(item)) for (const [status, r] of Object.entries<any>(o.responses)) walk(r.content, `${method} ${path} ${status}`);
+    for (const [path, item] of Object.entries<any>(doc.paths))
+      for (const [method, o] of Object.entries<any>(item))
+        for (const [status, r] of Object.entries<any>(o.responses)) walk(r.content, `${method} ${path} ${status}`);
     for (const [name, schema] of Object.entries<any>(doc.components.schemas)) walk(schema, name);
     // every JSON answer says its shape
     for (const [path, item] of Object.entries<any>(doc.paths)) {
@@ -205,7 +230,7 @@ describe('OpenAPI document', function () {
     expect(fs.readFileSync(DOCUMENT_FILE, 'utf8') === served, 'docs/openapi.json is not the served document: run npm run api:types').to.equal(true);
   });
 
-  it("is made from the same schema objects in every service (each converted once per process, not at every start)", async function () {
+  it('is made from the same schema objects in every service (each converted once per process, not at every start)', async function () {
     const other = await startService();
     try {
       const schemasOf = (service: TestService) => {
@@ -213,14 +238,18 @@ describe('OpenAPI document', function () {
         // the service's own routes and the socket providers' operations
         for (const e of [...collectEndpoints(service.service.app).endpoints, ...service.service.sockets.documentedRoutes().endpoints]) {
           for (const slot of ['params', 'query', 'headers', 'body'] as const) if (e[slot]) found.set(`${e.method} ${e.fullPath} ${slot}`, e[slot]);
-          for (const [status, answer] of Object.entries(e.responses ?? {})) if (typeof answer === 'object' && answer.schema) found.set(`${e.method} ${e.fullPath} ${status}`, answer.schema);
+          for (const [status, answer] of Object.entries(e.responses ?? {}))
+            if (typeof answer === 'object' && answer.schema) found.set(`${e.method} ${e.fullPath} ${status}`, answer.schema);
         }
         return found;
       };
       const mine = schemasOf(svc);
       const theirs = schemasOf(other);
       expect(mine.size).to.be.greaterThan(60);
-      expect([...mine].filter(([where, schema]) => theirs.get(where) !== schema).map(([where]) => where), 'schemas made anew for each service (make them module constants)').to.deep.equal([]);
+      expect(
+        [...mine].filter(([where, schema]) => theirs.get(where) !== schema).map(([where]) => where),
+        'schemas made anew for each service (make them module constants)',
+      ).to.deep.equal([]);
     } finally {
       await other.destroy();
     }
@@ -229,7 +258,13 @@ describe('OpenAPI document', function () {
   describe('joi -> JSON Schema (joi-to-json with our corrections)', function () {
     it('converts the shapes our schemas use', function () {
       const schema = Joi.object({
-        name: Joi.string().trim().min(1).max(64).pattern(/^[a-z]+$/).required().description('a name'),
+        name: Joi.string()
+          .trim()
+          .min(1)
+          .max(64)
+          .pattern(/^[a-z]+$/)
+          .required()
+          .description('a name'),
         email: Joi.string().email().allow(null),
         level: Joi.string().valid('info', 'error').default('info'),
         kind: Joi.valid('session'),
@@ -263,25 +298,59 @@ describe('OpenAPI document', function () {
 
     // each case is one place where joi-to-json 5.0.5 alone documents something the validator does not do
     const corrections: [string, Joi.Schema, object][] = [
-      ['a map keyed by a schema', Joi.object().pattern(Joi.string().max(8), Joi.array().items(Joi.string())), { type: 'object', properties: {}, additionalProperties: { type: 'array', items: { type: 'string' } }, propertyNames: { type: 'string', maxLength: 8 } }],
-      ['a map keyed by a regex', Joi.object().pattern(/^x-/, Joi.string()), { type: 'object', properties: {}, additionalProperties: false, patternProperties: { '^x-': { type: 'string' } } }],
-      ['a map keyed by a regex with a flag', Joi.object().pattern(/^x-/i, Joi.string()), { type: 'object', properties: {}, additionalProperties: { type: 'string' } }],
+      [
+        'a map keyed by a schema',
+        Joi.object().pattern(Joi.string().max(8), Joi.array().items(Joi.string())),
+        { type: 'object', properties: {}, additionalProperties: { type: 'array', items: { type: 'string' } }, propertyNames: { type: 'string', maxLength: 8 } },
+      ],
+      [
+        'a map keyed by a regex',
+        Joi.object().pattern(/^x-/, Joi.string()),
+        { type: 'object', properties: {}, additionalProperties: false, patternProperties: { '^x-': { type: 'string' } } },
+      ],
+      [
+        'a map keyed by a regex with a flag',
+        Joi.object().pattern(/^x-/i, Joi.string()),
+        { type: 'object', properties: {}, additionalProperties: { type: 'string' } },
+      ],
       ['a bare object', Joi.object(), { type: 'object' }],
       ['an object without keys', Joi.object({}), { type: 'object', properties: {}, additionalProperties: false }],
-      ['object sizes', Joi.object({ a: Joi.string() }).min(1).max(3), { type: 'object', properties: { a: { type: 'string' } }, additionalProperties: false, minProperties: 1, maxProperties: 3 }],
+      [
+        'object sizes',
+        Joi.object({ a: Joi.string() }).min(1).max(3),
+        { type: 'object', properties: { a: { type: 'string' } }, additionalProperties: false, minProperties: 1, maxProperties: 3 },
+      ],
       ['integer() after other rules', Joi.number().min(1).integer(), { type: 'integer', minimum: 1 }],
       ['length()', Joi.string().length(4), { type: 'string', minLength: 4, maxLength: 4 }],
       ['a regex with the s flag', Joi.string().pattern(/^\(.*[.]\.\)$/s), { type: 'string', pattern: '^\\([\\s\\S]*[.]\\.\\)$' }],
       ['a case-insensitive regex', Joi.string().pattern(/^ab$/i), { type: 'string' }],
-      ['an inverted and a second pattern', Joi.string().pattern(/^admin$/, { invert: true }).pattern(/^[a-z]+$/), { type: 'string', allOf: [{ not: { pattern: '^admin$' } }, { pattern: '^[a-z]+$' }] }],
+      [
+        'an inverted and a second pattern',
+        Joi.string()
+          .pattern(/^admin$/, { invert: true })
+          .pattern(/^[a-z]+$/),
+        { type: 'string', allOf: [{ not: { pattern: '^admin$' } }, { pattern: '^[a-z]+$' }] },
+      ],
       ['a date without iso()', Joi.date(), { anyOf: [{ type: 'string', format: 'date-time' }, { type: 'number' }] }],
       ['a date with a description', Joi.date().iso().description('when'), { type: 'string', format: 'date-time', description: 'when' }],
       ['a timestamp', Joi.date().timestamp('unix'), { type: 'number' }],
-      ['single()', Joi.array().items(Joi.string()).single().description('one or more'), { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'string' }], description: 'one or more' }],
-      ['a schema id (inline without a document)', Joi.object({ a: Joi.string().id('A') }), { type: 'object', properties: { a: { type: 'string' } }, additionalProperties: false }],
+      [
+        'single()',
+        Joi.array().items(Joi.string()).single().description('one or more'),
+        { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'string' }], description: 'one or more' },
+      ],
+      [
+        'a schema id (inline without a document)',
+        Joi.object({ a: Joi.string().id('A') }),
+        { type: 'object', properties: { a: { type: 'string' } }, additionalProperties: false },
+      ],
       ["allow('') beside min()", Joi.string().min(1).allow(''), { type: 'string' }],
       ["allow('') beside a pattern", Joi.string().pattern(/^a+$/).allow(''), { type: 'string', pattern: '^$|(?:^a+$)' }],
-      ['null among alternatives', Joi.alternatives(Joi.array().items(Joi.string()), Joi.string()).allow(null), { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'string' }, { type: 'null' }] }],
+      [
+        'null among alternatives',
+        Joi.alternatives(Joi.array().items(Joi.string()), Joi.string()).allow(null),
+        { anyOf: [{ type: 'array', items: { type: 'string' } }, { type: 'string' }, { type: 'null' }] },
+      ],
     ];
     for (const [name, schema, expected] of corrections) {
       it(`corrects ${name}`, function () {
@@ -303,7 +372,9 @@ describe('OpenAPI document', function () {
       const maybe = joiToJsonSchema(Joi.object({ maybe: item.allow(null).description('or none') }), { components, presence: 'required' });
       expect((maybe.properties as any).maybe).to.deep.equal({ anyOf: [{ $ref: '#/components/schemas/Item', description: 'or none' }, { type: 'null' }] });
       // an answer's fields are required unless they say optional
-      expect(components).to.deep.equal({ Item: { type: 'object', properties: { id: { type: 'string' }, note: { type: 'string' } }, required: ['id'], additionalProperties: false } });
+      expect(components).to.deep.equal({
+        Item: { type: 'object', properties: { id: { type: 'string' }, note: { type: 'string' } }, required: ['id'], additionalProperties: false },
+      });
       const other = Joi.object({ id: Joi.number() }).id('Item');
       expect(() => joiToJsonSchema(other, { components })).to.throw('two different shapes are named Item');
     });

@@ -23,7 +23,10 @@ describe('web pages: access, headers, assets', function () {
 
   it('sends an unauthenticated page request to /login with next', async function () {
     for (const path of pages) {
-      const res = await request(svc.url).get(path).query(path === '/' ? {} : { tab: '1' }).expect(302);
+      const res = await request(svc.url)
+        .get(path)
+        .query(path === '/' ? {} : { tab: '1' })
+        .expect(302);
       const target = new URL(res.headers.location, svc.url);
       expect(target.pathname, path).to.equal('/login');
       expect(target.searchParams.get('next'), path).to.equal(path === '/' ? '/' : `${path}?tab=1`);
@@ -54,13 +57,21 @@ describe('web pages: access, headers, assets', function () {
   });
 
   it('opens a page through its route:<ui_route> permission', async function () {
-    await request(svc.url).patch('/api/groups/INT_VIEWER').set('Authorization', adminAuth()).send({ permissions: ['feature:dashboard.view', 'api:read', 'route:/admin/plugins'] }).expect(200);
+    await request(svc.url)
+      .patch('/api/groups/INT_VIEWER')
+      .set('Authorization', adminAuth())
+      .send({ permissions: ['feature:dashboard.view', 'api:read', 'route:/admin/plugins'] })
+      .expect(200);
     try {
       await request(svc.url).get('/admin/plugins').set('Authorization', basic(viewer.username, viewer.password)).expect(200);
       // the page opens; its data still needs the API permission
       await request(svc.url).get('/api/plugins').set('Authorization', basic(viewer.username, viewer.password)).expect(403);
     } finally {
-      await request(svc.url).patch('/api/groups/INT_VIEWER').set('Authorization', adminAuth()).send({ permissions: ['feature:dashboard.view', 'api:read'] }).expect(200);
+      await request(svc.url)
+        .patch('/api/groups/INT_VIEWER')
+        .set('Authorization', adminAuth())
+        .send({ permissions: ['feature:dashboard.view', 'api:read'] })
+        .expect(200);
     }
   });
 
@@ -72,17 +83,29 @@ describe('web pages: access, headers, assets', function () {
     expect(refused.text).to.include('Access denied').and.include('feature:admin.audit').and.include('route:/admin/audit');
     expect(refused.text).not.to.include('data-events');
     const admin = await request(svc.url).get('/admin/audit').set('Authorization', adminAuth()).expect(200);
-    expect(admin.text).to.include('data-events').and.include('src="/static/audit.js"').and.include('<option value="user.">').and.include('<option>request.denied</option>');
+    expect(admin.text)
+      .to.include('data-events')
+      .and.include('src="/static/audit.js"')
+      .and.include('<option value="user.">')
+      .and.include('<option>request.denied</option>');
     expect(admin.text).to.include('<a href="/admin/audit" aria-current="page">Audit</a>');
     const viewerHome = await request(svc.url).get('/').set('Authorization', viewerAuth).expect(200);
     expect(viewerHome.text).not.to.include('href="/admin/audit"');
-    await request(svc.url).patch('/api/groups/INT_VIEWER').set('Authorization', adminAuth()).send({ permissions: ['feature:dashboard.view', 'api:read', 'route:/admin/audit'] }).expect(200);
+    await request(svc.url)
+      .patch('/api/groups/INT_VIEWER')
+      .set('Authorization', adminAuth())
+      .send({ permissions: ['feature:dashboard.view', 'api:read', 'route:/admin/audit'] })
+      .expect(200);
     try {
       await request(svc.url).get('/admin/audit').set('Authorization', viewerAuth).expect(200);
       // the page opens; the trail still needs feature:admin.audit
       await request(svc.url).get('/api/audit').set('Authorization', viewerAuth).expect(403);
     } finally {
-      await request(svc.url).patch('/api/groups/INT_VIEWER').set('Authorization', adminAuth()).send({ permissions: ['feature:dashboard.view', 'api:read'] }).expect(200);
+      await request(svc.url)
+        .patch('/api/groups/INT_VIEWER')
+        .set('Authorization', adminAuth())
+        .send({ permissions: ['feature:dashboard.view', 'api:read'] })
+        .expect(200);
     }
   });
 
@@ -96,8 +119,17 @@ describe('web pages: access, headers, assets', function () {
     const adminSettings = await request(svc.url).get('/settings').set('Authorization', adminAuth()).expect(200);
     expect(adminSettings.text).to.include('data-auth-settings').and.include('data-webhook-secret');
     expect(adminSettings.text).not.to.include('data-system-key');
-    const root = (await request(svc.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'root-pages', password: 'root-pages-password', groups: ['INT_ADMIN'] }).expect(201)).body;
-    await svc.service.db('users').where({ id: root.id }).update({ roles: JSON.stringify(['superadmin']) });
+    const root = (
+      await request(svc.url)
+        .post('/api/users')
+        .set('Authorization', adminAuth())
+        .send({ username: 'root-pages', password: 'root-pages-password', groups: ['INT_ADMIN'] })
+        .expect(201)
+    ).body;
+    await svc.service
+      .db('users')
+      .where({ id: root.id })
+      .update({ roles: JSON.stringify(['superadmin']) });
     svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: root.id });
     const rootSettings = await request(svc.url).get('/settings').set('Authorization', basic('root-pages', 'root-pages-password')).expect(200);
     expect(rootSettings.text).to.include('data-system-key').and.include('data-auth-settings').and.include('data-webhook-secret');
@@ -129,7 +161,12 @@ describe('web pages: access, headers, assets', function () {
   });
 
   it('escapes what users control in the page', async function () {
-    const evil = await createUser(svc.url, { username: 'eve', password: 'eve-password-1', display_name: '<img src=x onerror=alert(1)>', groups: ['INT_VIEWER'] });
+    const evil = await createUser(svc.url, {
+      username: 'eve',
+      password: 'eve-password-1',
+      display_name: '<img src=x onerror=alert(1)>',
+      groups: ['INT_VIEWER'],
+    });
     expect(evil).to.be.a('string');
     const res = await request(svc.url).get('/settings').set('Authorization', basic('eve', 'eve-password-1')).expect(200);
     expect(res.text).not.to.include('<img src=x');

@@ -64,7 +64,14 @@ describe('browser: passkeys and the second factor', function () {
   const addAuthenticator = async (): Promise<string> =>
     (
       await cdp.send('WebAuthn.addVirtualAuthenticator', {
-        options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+        options: {
+          protocol: 'ctap2',
+          transport: 'internal',
+          hasResidentKey: true,
+          hasUserVerification: true,
+          isUserVerified: true,
+          automaticPresenceSimulation: true,
+        },
       })
     ).authenticatorId;
 
@@ -72,7 +79,11 @@ describe('browser: passkeys and the second factor', function () {
   const call = (method: string, url: string, body?: unknown) =>
     page.evaluate(
       async ([m, u, b]) => {
-        const res = await fetch(u as string, { method: m as string, headers: b === undefined ? {} : { 'content-type': 'application/json' }, body: b === undefined ? undefined : JSON.stringify(b) });
+        const res = await fetch(u as string, {
+          method: m as string,
+          headers: b === undefined ? {} : { 'content-type': 'application/json' },
+          body: b === undefined ? undefined : JSON.stringify(b),
+        });
         return { status: res.status, body: res.status === 204 ? null : await res.json().catch(() => null) };
       },
       [method, url, body] as const,
@@ -84,7 +95,10 @@ describe('browser: passkeys and the second factor', function () {
    * identities resolved before, which carry when it was, are forgotten as time would expire them).
    */
   const ageSessions = async (userId: string) => {
-    await svc.service.db('api_keys').where({ user_id: userId, kind: 'session' }).update({ mfa_at: Date.now() - 16 * 60_000 });
+    await svc.service
+      .db('api_keys')
+      .where({ user_id: userId, kind: 'session' })
+      .update({ mfa_at: Date.now() - 16 * 60_000 });
     svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: userId });
   };
 
@@ -95,7 +109,14 @@ describe('browser: passkeys and the second factor', function () {
     expect(fit.wrappedBadges, `${name} at ${width}: badges broken over lines`).to.deep.equal([]);
     const file = path.join(SHOTS, `${name}-${width}.png`);
     // an element from the whole page, where the sticky top bar stays at the top instead of over it
-    const clip = element ? await page.locator(element).evaluate((e) => ({ x: e.getBoundingClientRect().x + scrollX, y: e.getBoundingClientRect().y + scrollY, width: e.getBoundingClientRect().width, height: e.getBoundingClientRect().height })) : undefined;
+    const clip = element
+      ? await page.locator(element).evaluate((e) => ({
+          x: e.getBoundingClientRect().x + scrollX,
+          y: e.getBoundingClientRect().y + scrollY,
+          width: e.getBoundingClientRect().width,
+          height: e.getBoundingClientRect().height,
+        }))
+      : undefined;
     await page.screenshot(clip ? { path: file, fullPage: true, clip } : { path: file });
     expect(fs.statSync(file).size, file).to.be.greaterThan(5_000);
   };
@@ -149,7 +170,9 @@ describe('browser: passkeys and the second factor', function () {
     }
     const status = await call('GET', '/api/me/mfa');
     expect(status.body.webauthn.map((k: { label: string }) => k.label)).to.deep.equal(['Laptop']);
-    const listed = (await request(svc.url).get('/api/users').set('Authorization', adminAuth()).expect(200)).body.users.find((u: { username: string }) => u.username === 'paula');
+    const listed = (await request(svc.url).get('/api/users').set('Authorization', adminAuth()).expect(200)).body.users.find(
+      (u: { username: string }) => u.username === 'paula',
+    );
     expect(listed.mfa).to.equal(true);
     expectNoProblems(browser);
   });
@@ -217,13 +240,18 @@ describe('browser: passkeys and the second factor', function () {
     const dialog = page.locator('dialog[data-step-up]');
     await dialog.waitFor();
     expect(await dialog.evaluate((d) => (d as HTMLDialogElement).open)).to.equal(true);
-    expect(await dialog.textContent()).to.include('Confirm it is you').and.include('15 minutes');
+    expect(await dialog.textContent())
+      .to.include('Confirm it is you')
+      .and.include('15 minutes');
     for (const width of WIDTHS) {
       await atWidth(width);
       await shoot('step-up-dialog', width);
     }
     await atWidth(1280);
-    const [verified] = await Promise.all([page.waitForResponse((r) => new URL(r.url()).pathname === '/api/auth/step-up'), page.click('[data-step-up-passkey]')]);
+    const [verified] = await Promise.all([
+      page.waitForResponse((r) => new URL(r.url()).pathname === '/api/auth/step-up'),
+      page.click('[data-step-up-passkey]'),
+    ]);
     expect(verified.status()).to.equal(204);
     await dialog.waitFor({ state: 'detached' });
     // the call was sent again and answered: new codes, shown once
@@ -257,7 +285,17 @@ describe('browser: passkeys and the second factor', function () {
     // the copy, on another authenticator, still at the old counter
     await cdp.send('WebAuthn.removeVirtualAuthenticator', { authenticatorId });
     authenticatorId = await addAuthenticator();
-    await cdp.send('WebAuthn.addCredential', { authenticatorId, credential: { credentialId: stale.credentialId, isResidentCredential: stale.isResidentCredential, rpId: stale.rpId, privateKey: stale.privateKey, userHandle: stale.userHandle, signCount: stale.signCount } });
+    await cdp.send('WebAuthn.addCredential', {
+      authenticatorId,
+      credential: {
+        credentialId: stale.credentialId,
+        isResidentCredential: stale.isResidentCredential,
+        rpId: stale.rpId,
+        privateKey: stale.privateKey,
+        userHandle: stale.userHandle,
+        signCount: stale.signCount,
+      },
+    });
     await forgetSession(browser);
     await page.goto(`${svc.origin}/login`);
     const [answer] = await Promise.all([page.waitForResponse((r) => new URL(r.url()).pathname === '/api/auth/webauthn'), page.click('[data-passkey-signin]')]);
@@ -428,7 +466,11 @@ describe('browser: passkeys and the second factor', function () {
   });
 
   it('a member of a group that requires a second factor is sent to the Security panel, and enrols a passkey there', async function () {
-    await request(svc.url).patch('/api/settings/auth').set('Authorization', adminAuth()).send({ mfa_required_groups: ['INT_VIEWER'] }).expect(200);
+    await request(svc.url)
+      .patch('/api/settings/auth')
+      .set('Authorization', adminAuth())
+      .send({ mfa_required_groups: ['INT_VIEWER'] })
+      .expect(200);
     try {
       await createUser(svc.url, { username: 'rita', password: 'rita-password-1', groups: ['INT_VIEWER'] });
       await forgetSession(browser);
@@ -436,7 +478,10 @@ describe('browser: passkeys and the second factor', function () {
       await page.fill('#username', 'rita');
       await page.fill('#password', 'rita-password-1');
       // the dashboard's first call is refused (mfa_enrollment_required): on to the Security panel
-      await Promise.all([page.waitForURL((u) => u.pathname === '/settings' && u.searchParams.get('mfa') === 'required'), page.click('form[action="/login"] button[type=submit]')]);
+      await Promise.all([
+        page.waitForURL((u) => u.pathname === '/settings' && u.searchParams.get('mfa') === 'required'),
+        page.click('form[action="/login"] button[type=submit]'),
+      ]);
       const notice = page.locator('[data-mfa-required]');
       await notice.waitFor();
       expect(await notice.textContent()).to.include('Your groups require a second factor');

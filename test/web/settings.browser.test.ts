@@ -58,7 +58,9 @@ describe('browser: settings, administration and API docs', function () {
 
     const row = page.locator('[data-keys] tbody tr[data-label="deploy script"]');
     await row.waitFor();
-    expect(await row.textContent()).to.include('api:read').and.not.include(token);
+    expect(await row.textContent())
+      .to.include('api:read')
+      .and.not.include(token);
 
     // the key works, within its scope
     const me = await request(svc.url).get('/api/me').set('X-API-Key', token).expect(200);
@@ -115,7 +117,10 @@ describe('browser: settings, administration and API docs', function () {
     await form.locator('button[type=submit]').click();
     const pete = page.locator('[data-users] tr[data-username="pete"]');
     await pete.waitFor();
-    expect(await pete.textContent()).to.include('Pete Ops').and.include('INT_VIEWER').and.include('local');
+    expect(await pete.textContent())
+      .to.include('Pete Ops')
+      .and.include('INT_VIEWER')
+      .and.include('local');
     await pete.locator('button:has-text("Edit")').click();
     await form.locator('input[name=groups][value=INT_USER]').check();
     await form.locator('button[type=submit]').click();
@@ -139,7 +144,9 @@ describe('browser: settings, administration and API docs', function () {
     await page.goto(`${svc.origin}/admin/plugins`);
     const hello = page.locator('[data-plugins] tr[data-plugin="hello"]');
     await hello.locator('[data-state="loaded"]').waitFor();
-    expect(await hello.textContent()).to.include('Hello').and.include('1.2.3');
+    expect(await hello.textContent())
+      .to.include('Hello')
+      .and.include('1.2.3');
     await hello.locator('[data-toggle]').click();
     await hello.locator('[data-state="disabled"]').waitFor();
     await hello.locator('[data-toggle]:has-text("Enable")').click();
@@ -167,7 +174,9 @@ describe('browser: settings, administration and API docs', function () {
     const status = op.locator('.live-responses-table .response .response-col_status').first();
     await status.waitFor({ timeout: 10_000 });
     expect((await status.textContent())?.trim()).to.equal('200');
-    expect(await op.locator('.live-responses-table .response .response-col_description').first().textContent()).to.include('"username": "admin"').and.include('"method": "api_key"');
+    expect(await op.locator('.live-responses-table .response .response-col_description').first().textContent())
+      .to.include('"username": "admin"')
+      .and.include('"method": "api_key"');
     expectNoProblems(browser);
     await docs.close();
   });

@@ -105,7 +105,9 @@ export class MfaService {
       totp: Boolean(app),
       totp_created_at: app ? iso(app.created_at) : null,
       totp_last_used_at: app ? iso(app.last_used_at) : null,
-      webauthn: rows.filter((r) => r.kind === 'webauthn').map((r) => ({ id: r.id, label: r.label, created_at: iso(r.created_at)!, last_used_at: iso(r.last_used_at) })),
+      webauthn: rows
+        .filter((r) => r.kind === 'webauthn')
+        .map((r) => ({ id: r.id, label: r.label, created_at: iso(r.created_at)!, last_used_at: iso(r.last_used_at) })),
       recovery_codes_left: Number(left?.n ?? 0),
       required: this.isRequired(user),
     };
@@ -131,7 +133,15 @@ export class MfaService {
     }
     const secret = newTotpSecret();
     await this.factors(user.id).andWhere({ kind: 'totp', confirmed: false }).delete();
-    await this.deps.db('mfa_factors').insert({ id: crypto.randomUUID(), user_id: user.id, kind: 'totp', label: 'Authenticator app', secret: this.deps.secrets.seal(secret), confirmed: false, created_at: Date.now() });
+    await this.deps.db('mfa_factors').insert({
+      id: crypto.randomUUID(),
+      user_id: user.id,
+      kind: 'totp',
+      label: 'Authenticator app',
+      secret: this.deps.secrets.seal(secret),
+      confirmed: false,
+      created_at: Date.now(),
+    });
     const uri = totpUri(secret, user.username, this.deps.issuer);
     // loaded here, at the first enrolment: nothing else needs it (sixty modules a start would load)
     const { default: QRCode } = await import('qrcode');
@@ -208,7 +218,8 @@ export class MfaService {
     if (!secret) return false;
     const step = totpStep(secret, code.trim());
     if (step === null) return false;
-    const taken = await this.deps.db('mfa_factors')
+    const taken = await this.deps
+      .db('mfa_factors')
       .where({ id: factor.id })
       .andWhere((q) => q.whereNull('last_step').orWhere('last_step', '<', step))
       .update({ last_step: step, last_used_at: Date.now() });
@@ -228,7 +239,12 @@ export class MfaService {
     if (spent === 1) {
       this.deps.log.warn({ user_id: user.id }, 'recovery code used');
       const left = await this.deps.db('mfa_recovery_codes').where({ user_id: user.id }).whereNull('used_at').count({ n: '*' }).first();
-      this.deps.commands.record({ action: 'auth.recovery_code_used', actor: actorOr({ username: user.username, userId: user.id, isSystem: false, isSuperadmin: false }), target: { type: 'user', id: user.id, name: user.username }, details: { left: Number(left?.n ?? 0) } });
+      this.deps.commands.record({
+        action: 'auth.recovery_code_used',
+        actor: actorOr({ username: user.username, userId: user.id, isSystem: false, isSuperadmin: false }),
+        target: { type: 'user', id: user.id, name: user.username },
+        details: { left: Number(left?.n ?? 0) },
+      });
       return 'recovery_code';
     }
     return null;
@@ -263,27 +279,36 @@ export class MfaService {
   }
 
   /** Stores a verified passkey; a first factor also gets its recovery codes (answered, to be shown once). */
-  async addPasskey(user: User, key: { credentialId: string; publicKey: string; counter: number; transports: string[]; label: string }, session: string | null = null): Promise<{ passkey: PasskeyView; recoveryCodes: string[] | null }> {
+  async addPasskey(
+    user: User,
+    key: { credentialId: string; publicKey: string; counter: number; transports: string[]; label: string },
+    session: string | null = null,
+  ): Promise<{ passkey: PasskeyView; recoveryCodes: string[] | null }> {
     const id = crypto.randomUUID();
     const now = Date.now();
     const firstFactor = !(await this.hasFactor(user.id));
     const recoveryCodes = (await this.hadCodes(user.id)) ? null : newRecoveryCodes();
     try {
-      await this.change(user, 'auth.mfa_enrolled', { factor: 'webauthn', label: key.label, ...(firstFactor ? { other_sessions_ended: true } : {}) }, async (trx) => {
-        await trx('mfa_factors').insert({
-          id,
-          user_id: user.id,
-          kind: 'webauthn',
-          label: key.label,
-          credential_id: key.credentialId,
-          public_key: key.publicKey,
-          counter: key.counter,
-          transports: JSON.stringify(key.transports),
-          confirmed: true,
-          created_at: now,
-        });
-        if (recoveryCodes) await storeRecoveryCodes(trx, user.id, recoveryCodes);
-      });
+      await this.change(
+        user,
+        'auth.mfa_enrolled',
+        { factor: 'webauthn', label: key.label, ...(firstFactor ? { other_sessions_ended: true } : {}) },
+        async (trx) => {
+          await trx('mfa_factors').insert({
+            id,
+            user_id: user.id,
+            kind: 'webauthn',
+            label: key.label,
+            credential_id: key.credentialId,
+            public_key: key.publicKey,
+            counter: key.counter,
+            transports: JSON.stringify(key.transports),
+            confirmed: true,
+            created_at: now,
+          });
+          if (recoveryCodes) await storeRecoveryCodes(trx, user.id, recoveryCodes);
+        },
+      );
     } catch (err) {
       if (await this.passkeyByCredential(key.credentialId)) throw new DomainError('conflict', 'this passkey is registered already');
       throw err;
@@ -306,7 +331,9 @@ export class MfaService {
   }
 
   async removePasskey(user: User, id: string): Promise<boolean> {
-    const n = await this.change(user, 'auth.mfa_removed', { factor: 'webauthn', factor_id: id }, (trx) => trx('mfa_factors').where({ user_id: user.id, id, kind: 'webauthn' }).delete());
+    const n = await this.change(user, 'auth.mfa_removed', { factor: 'webauthn', factor_id: id }, (trx) =>
+      trx('mfa_factors').where({ user_id: user.id, id, kind: 'webauthn' }).delete(),
+    );
     if (n) this.deps.log.info({ user_id: user.id, factor: 'webauthn' }, 'second factor removed');
     return n > 0;
   }

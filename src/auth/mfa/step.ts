@@ -71,15 +71,34 @@ export class SecondStep {
    * Issues a second-step token for a user who passed the first factor. A browser (a request
    * with an Origin, or the login form) also gets a binding cookie the second step must bring.
    */
-  async issue(ctx: Context, user: User, from: { provider: string; via: string; browser: boolean; resume?: RedirectResume | null }, previous?: MfaTokenRecord): Promise<string> {
+  async issue(
+    ctx: Context,
+    user: User,
+    from: { provider: string; via: string; browser: boolean; resume?: RedirectResume | null },
+    previous?: MfaTokenRecord,
+  ): Promise<string> {
     let binding: string | null = previous?.binding ?? null;
     if (!previous && from.browser) {
       const value = crypto.randomBytes(32).toString('base64url');
-      ctx.cookies.set(MFA_BINDING_COOKIE, value, { httpOnly: true, sameSite: 'lax', secure: this.deps.secure, path: '/', maxAge: MFA_TOKEN_TTL_MS, overwrite: true });
+      ctx.cookies.set(MFA_BINDING_COOKIE, value, {
+        httpOnly: true,
+        sameSite: 'lax',
+        secure: this.deps.secure,
+        path: '/',
+        maxAge: MFA_TOKEN_TTL_MS,
+        overwrite: true,
+      });
       binding = sha256(value);
     }
     const expiresAt = previous?.expires_at ?? Date.now() + MFA_TOKEN_TTL_MS;
-    const record: MfaTokenRecord = { user_id: user.id, provider: from.provider, via: from.via, binding, expires_at: expiresAt, resume: previous?.resume ?? from.resume ?? null };
+    const record: MfaTokenRecord = {
+      user_id: user.id,
+      provider: from.provider,
+      via: from.via,
+      binding,
+      expires_at: expiresAt,
+      resume: previous?.resume ?? from.resume ?? null,
+    };
     return this.deps.oneTime.put('mfa_token', record, Math.max(1000, expiresAt - Date.now()));
   }
 
@@ -111,9 +130,15 @@ export class SecondStep {
    * removing a factor: through the attempt gate (the client's budget and lockout, and the
    * account's own count of wrong factors). How it was proved, or why not.
    */
-  prove(ctx: Context, user: User, proof: SecondFactorProof, via: Extract<AttemptVia, 'second_step' | 'step_up' | 'factor_removal'>): Promise<GateResult<VerifiedBy>> {
-    return this.deps.gate.check({ secret: 'second_factor', username: user.username, ip: ctx.ip, deviceCookie: deviceCookieOf(ctx), via, provider: 'second_factor', log: ctx.log }, () =>
-      this.verify(user, proof),
+  prove(
+    ctx: Context,
+    user: User,
+    proof: SecondFactorProof,
+    via: Extract<AttemptVia, 'second_step' | 'step_up' | 'factor_removal'>,
+  ): Promise<GateResult<VerifiedBy>> {
+    return this.deps.gate.check(
+      { secret: 'second_factor', username: user.username, ip: ctx.ip, deviceCookie: deviceCookieOf(ctx), via, provider: 'second_factor', log: ctx.log },
+      () => this.verify(user, proof),
     );
   }
 

@@ -71,7 +71,11 @@ function attestationOf(v: unknown): RegistrationResponseJSON | null {
   if (!isObject(v) || !isObject(v.response) || v.type !== 'public-key' || !isB64(v.id, 1024) || !isB64(v.rawId, 1024)) return null;
   const r = v.response;
   if (!isB64(r.clientDataJSON) || !isB64(r.attestationObject, 65_536)) return null;
-  if (r.transports !== undefined && !(Array.isArray(r.transports) && r.transports.length <= 10 && r.transports.every((t) => typeof t === 'string' && t.length <= 32))) return null;
+  if (
+    r.transports !== undefined &&
+    !(Array.isArray(r.transports) && r.transports.length <= 10 && r.transports.every((t) => typeof t === 'string' && t.length <= 32))
+  )
+    return null;
   return v as unknown as RegistrationResponseJSON;
 }
 
@@ -188,13 +192,17 @@ export class WebAuthn {
     const { credential } = verified.registrationInfo;
     // the credential id is the authenticator's to choose; WebAuthn bounds it at 1023 bytes
     if (credential.id.length > 1364) throw fieldError('response', 'has a credential id longer than WebAuthn allows');
-    return this.deps.mfa.addPasskey(user, {
-      credentialId: credential.id,
-      publicKey: Buffer.from(credential.publicKey).toString('base64url'),
-      counter: credential.counter,
-      transports: credential.transports ?? [],
-      label,
-    }, sessionId);
+    return this.deps.mfa.addPasskey(
+      user,
+      {
+        credentialId: credential.id,
+        publicKey: Buffer.from(credential.publicKey).toString('base64url'),
+        counter: credential.counter,
+        transports: credential.transports ?? [],
+        label,
+      },
+      sessionId,
+    );
   }
 
   // ---- assertions ------------------------------------------------------------------------
@@ -219,14 +227,19 @@ export class WebAuthn {
    * The first half of checking an assertion: its challenge taken (once; it must be of one of
    * `flows`, and for `userId` when given) and the passkey it names. Nothing is verified yet.
    */
-  async begin(raw: unknown, flows: readonly WebAuthnFlow[], userId: string | null): Promise<{ ok: true; pending: PendingAssertion } | { ok: false; reason: AssertionRefusal }> {
+  async begin(
+    raw: unknown,
+    flows: readonly WebAuthnFlow[],
+    userId: string | null,
+  ): Promise<{ ok: true; pending: PendingAssertion } | { ok: false; reason: AssertionRefusal }> {
     const response = assertionOf(raw);
     if (!response) return { ok: false, reason: 'malformed' };
     const taken = await this.takeChallenge(response.response.clientDataJSON);
     if (!taken || !flows.includes(taken.record.flow)) return { ok: false, reason: 'expired' };
     const passkey = await this.deps.mfa.passkeyByCredential(response.id);
     if (!passkey) return { ok: false, reason: 'unknown_credential' };
-    if ((userId !== null && passkey.userId !== userId) || (taken.record.user_id !== null && taken.record.user_id !== passkey.userId)) return { ok: false, reason: 'wrong_user' };
+    if ((userId !== null && passkey.userId !== userId) || (taken.record.user_id !== null && taken.record.user_id !== passkey.userId))
+      return { ok: false, reason: 'wrong_user' };
     // a discoverable credential says whose it is: that must be the passkey's owner
     const handle = response.response.userHandle;
     if (handle && !safeEqual(Buffer.from(handle, 'base64url'), Buffer.from(userHandleOf(passkey.userId)))) return { ok: false, reason: 'wrong_user' };
@@ -249,7 +262,12 @@ export class WebAuthn {
         expectedRPID: this.rpID,
         // the counter rule is MfaService.usePasskey's (logged as a clone, recorded with a
         // conditional update); the library is given 0 so it never refuses on the counter itself
-        credential: { id: passkey.credentialId, publicKey: new Uint8Array(Buffer.from(passkey.publicKey, 'base64url')), counter: 0, transports: passkey.transports as AuthenticatorTransportFuture[] },
+        credential: {
+          id: passkey.credentialId,
+          publicKey: new Uint8Array(Buffer.from(passkey.publicKey, 'base64url')),
+          counter: 0,
+          transports: passkey.transports as AuthenticatorTransportFuture[],
+        },
         requireUserVerification: opts.requireUserVerification,
       });
       if (!verified.verified) return false;

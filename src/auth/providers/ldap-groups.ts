@@ -23,7 +23,12 @@ async function primaryGroup(client: Client, entry: Entry, info: DirectoryInfo): 
   } catch {
     return null;
   }
-  const { searchEntries } = await client.search(info.domainDN, { scope: 'sub', filter: new EqualityFilter({ attribute: 'objectSid', value: groupSid }), attributes: ['1.1'], sizeLimit: 1 });
+  const { searchEntries } = await client.search(info.domainDN, {
+    scope: 'sub',
+    filter: new EqualityFilter({ attribute: 'objectSid', value: groupSid }),
+    attributes: ['1.1'],
+    sizeLimit: 1,
+  });
   return searchEntries[0]?.dn ?? null;
 }
 
@@ -64,7 +69,13 @@ async function groupDNs(client: Client, entry: Entry, info: DirectoryInfo, optio
 }
 
 /** The local group names of the entry's directory groups (`mapping`: normalised group DN -> local names). */
-export async function mappedGroups(client: Client, entry: Entry, info: DirectoryInfo, options: ResolvedOptions, mapping: Map<string, string[]>): Promise<string[]> {
+export async function mappedGroups(
+  client: Client,
+  entry: Entry,
+  info: DirectoryInfo,
+  options: ResolvedOptions,
+  mapping: Map<string, string[]>,
+): Promise<string[]> {
   const local = new Set<string>();
   for (const dn of await groupDNs(client, entry, info, options)) {
     for (const name of mapping.get(normalizeDN(dn)) ?? []) local.add(name);

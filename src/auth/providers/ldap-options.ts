@@ -38,18 +38,28 @@ export interface LdapProviderOptions {
 }
 
 /** The settings after the schema: defaults filled in. */
-export type ResolvedOptions = Required<Omit<LdapProviderOptions, 'bindDN' | 'bindPassword' | 'caCert'>> & { bindDN: string | null; bindPassword: string | null; caCert: string | null };
+export type ResolvedOptions = Required<Omit<LdapProviderOptions, 'bindDN' | 'bindPassword' | 'caCert'>> & {
+  bindDN: string | null;
+  bindPassword: string | null;
+  caCert: string | null;
+};
 
 const ATTRIBUTE_NAME = /^[A-Za-z][A-Za-z0-9-]*$/;
 
 /** joi schema of the provider settings (also usable by the settings API). */
 export const ldapOptionsSchema = Joi.object({
-  url: Joi.string().trim().uri({ scheme: ['ldap', 'ldaps'] }).required(),
+  url: Joi.string()
+    .trim()
+    .uri({ scheme: ['ldap', 'ldaps'] })
+    .required(),
   bindDN: Joi.string().trim().allow('', null).default(null),
   // A bind DN with an empty password is an unauthenticated bind that servers let "succeed".
   bindPassword: Joi.when('bindDN', {
     is: Joi.string().min(1).required(),
-    then: Joi.string().min(1).required().messages({ 'any.required': '"bindPassword" is required when "bindDN" is set', 'string.empty': '"bindPassword" is required when "bindDN" is set' }),
+    then: Joi.string()
+      .min(1)
+      .required()
+      .messages({ 'any.required': '"bindPassword" is required when "bindDN" is set', 'string.empty': '"bindPassword" is required when "bindDN" is set' }),
     otherwise: Joi.string().allow('', null).default(null),
   }),
   baseDN: Joi.string().trim().min(1).required(),
@@ -65,7 +75,11 @@ export const ldapOptionsSchema = Joi.object({
     .default({}),
   nestedGroups: Joi.alternatives(Joi.string().valid('auto'), Joi.boolean()).default('auto'),
   tlsVerify: Joi.boolean().default(true),
-  caCert: Joi.string().pattern(/-----BEGIN CERTIFICATE-----/).allow('', null).default(null).messages({ 'string.pattern.base': '"caCert" must hold PEM certificates' }),
+  caCert: Joi.string()
+    .pattern(/-----BEGIN CERTIFICATE-----/)
+    .allow('', null)
+    .default(null)
+    .messages({ 'string.pattern.base': '"caCert" must hold PEM certificates' }),
   startTls: Joi.boolean().default(false),
   connectTimeoutMs: Joi.number().integer().min(100).max(120_000).default(5000),
   timeoutMs: Joi.number().integer().min(100).max(300_000).default(10_000),

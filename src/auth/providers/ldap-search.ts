@@ -91,7 +91,11 @@ export async function readDirectoryInfo(client: Client, options: ResolvedOptions
   try {
     ({
       searchEntries: [root],
-    } = await client.search('', { scope: 'base', filter: '(objectClass=*)', attributes: ['supportedCapabilities', 'namingContexts', 'defaultNamingContext', 'configurationNamingContext'] }));
+    } = await client.search('', {
+      scope: 'base',
+      filter: '(objectClass=*)',
+      attributes: ['supportedCapabilities', 'namingContexts', 'defaultNamingContext', 'configurationNamingContext'],
+    }));
   } catch (err) {
     if (isTimeout(err)) throw err;
     log.debug({ reason: errorMessage(err) }, 'ldap: the rootDSE could not be read; treating the directory as plain LDAP');
@@ -108,13 +112,15 @@ export async function readDirectoryInfo(client: Client, options: ResolvedOptions
     try {
       const { searchEntries } = await client.search(`CN=Partitions,${configuration}`, {
         scope: 'one',
-        filter: new AndFilter({ filters: [new EqualityFilter({ attribute: 'objectClass', value: 'crossRef' }), new EqualityFilter({ attribute: 'nCName', value: domainDN })] }),
+        filter: new AndFilter({
+          filters: [new EqualityFilter({ attribute: 'objectClass', value: 'crossRef' }), new EqualityFilter({ attribute: 'nCName', value: domainDN })],
+        }),
         attributes: ['nETBIOSName'],
       });
       netbios = searchEntries[0] ? firstText(searchEntries[0], 'nETBIOSName') : null;
     } catch (err) {
       if (isTimeout(err)) throw err;
-      log.debug({ reason: errorMessage(err) }, 'ldap: the domain\'s NetBIOS name could not be read; DOMAIN\\name logins are looked up as typed');
+      log.debug({ reason: errorMessage(err) }, "ldap: the domain's NetBIOS name could not be read; DOMAIN\\name logins are looked up as typed");
     }
   }
   const info = { ad, domainDN, netbios };

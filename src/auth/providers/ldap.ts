@@ -170,7 +170,10 @@ export class LdapProvider implements CredentialsProvider {
       }
       const ad = adBindFailure(err.message);
       if (ad?.refusal) {
-        this.log.warn({ event: 'ldap_bind_refused', username: typed, dn, reason: ad.refusal, ad_code: ad.code }, `ldap: the directory refused the account: ${ad.meaning}`);
+        this.log.warn(
+          { event: 'ldap_bind_refused', username: typed, dn, reason: ad.refusal, ad_code: ad.code },
+          `ldap: the directory refused the account: ${ad.meaning}`,
+        );
         throw new LoginRefused(this.id, ad.refusal);
       }
       if (ad && ad.code !== '52e' && ad.code !== '525') {
@@ -206,7 +209,9 @@ export class LdapProvider implements CredentialsProvider {
         const batch = sids.slice(i, i + CHECK_BATCH);
         const { searchEntries } = await client.search(this.options.baseDN, {
           scope: 'sub',
-          filter: new AndFilter({ filters: [anyUser, new OrFilter({ filters: batch.map((sid) => new EqualityFilter({ attribute: 'objectSid', value: encodeObjectSid(sid) })) })] }),
+          filter: new AndFilter({
+            filters: [anyUser, new OrFilter({ filters: batch.map((sid) => new EqualityFilter({ attribute: 'objectSid', value: encodeObjectSid(sid) })) })],
+          }),
           attributes: ['objectSid', 'userAccountControl', 'accountExpires'],
           explicitBufferAttributes: ['objectSid'],
           paged: { pageSize: CHECK_BATCH },

@@ -12,14 +12,7 @@ import * as client from 'openid-client';
 import type { Logger } from '../../log.js';
 import type { ExternalProfile, RedirectProvider, RedirectStart } from './types.js';
 
-export type OidcErrorCode =
-  | 'state_mismatch'
-  | 'idp_error'
-  | 'exchange_failed'
-  | 'nonce_mismatch'
-  | 'id_token_invalid'
-  | 'userinfo_failed'
-  | 'idp_unreachable';
+export type OidcErrorCode = 'state_mismatch' | 'idp_error' | 'exchange_failed' | 'nonce_mismatch' | 'id_token_invalid' | 'userinfo_failed' | 'idp_unreachable';
 
 /** A failed OIDC login; `code` goes to the login page, `message` only to logs. */
 export class OidcLoginError extends Error {
@@ -52,7 +45,9 @@ export interface OidcProviderOptions {
 }
 
 const optionsSchema = Joi.object<OidcProviderOptions>({
-  issuer: Joi.string().uri({ scheme: ['https', 'http'] }).required(),
+  issuer: Joi.string()
+    .uri({ scheme: ['https', 'http'] })
+    .required(),
   clientId: Joi.string().min(1).max(512).required(),
   clientSecret: Joi.string().min(1).max(4096).required(),
   scopes: Joi.string()
@@ -72,7 +67,9 @@ const optionsSchema = Joi.object<OidcProviderOptions>({
 
 type ResolvedOptions = Required<OidcProviderOptions>;
 
-const redirectUriSchema = Joi.string().uri({ scheme: ['https', 'http'] }).required();
+const redirectUriSchema = Joi.string()
+  .uri({ scheme: ['https', 'http'] })
+  .required();
 
 const expectedSchema = Joi.object({
   state: Joi.string().min(1).max(512).required(),
@@ -121,10 +118,7 @@ export class OidcProvider implements RedirectProvider {
     return { url: url.href, state, nonce, code_verifier };
   }
 
-  async callback(
-    callbackUrl: URL,
-    expected: { state: string; nonce: string; code_verifier: string; redirect_uri: string },
-  ): Promise<ExternalProfile> {
+  async callback(callbackUrl: URL, expected: { state: string; nonce: string; code_verifier: string; redirect_uri: string }): Promise<ExternalProfile> {
     try {
       return await this.completeLogin(callbackUrl, expected);
     } catch (err) {
@@ -205,19 +199,14 @@ export class OidcProvider implements RedirectProvider {
 
   private async discover(): Promise<client.Configuration> {
     const auth =
-      this.opts.tokenAuthMethod === 'client_secret_post'
-        ? client.ClientSecretPost(this.opts.clientSecret)
-        : client.ClientSecretBasic(this.opts.clientSecret);
+      this.opts.tokenAuthMethod === 'client_secret_post' ? client.ClientSecretPost(this.opts.clientSecret) : client.ClientSecretBasic(this.opts.clientSecret);
     const execute: Array<(config: client.Configuration) => void> = [client.enableNonRepudiationChecks];
     if (this.opts.allowInsecureHttp) execute.push(client.allowInsecureRequests);
     try {
-      const config = await client.discovery(
-        new URL(this.opts.issuer),
-        this.opts.clientId,
-        { client_secret: this.opts.clientSecret },
-        auth,
-        { execute, timeout: this.opts.timeoutMs / 1000 },
-      );
+      const config = await client.discovery(new URL(this.opts.issuer), this.opts.clientId, { client_secret: this.opts.clientSecret }, auth, {
+        execute,
+        timeout: this.opts.timeoutMs / 1000,
+      });
       this.logger.info({ issuer: config.serverMetadata().issuer }, 'oidc discovery done');
       return config;
     } catch (err) {
@@ -237,7 +226,12 @@ export class OidcProvider implements RedirectProvider {
       if (claimInCauseChain(err) === 'nonce') return new OidcLoginError('nonce_mismatch', message, { cause: err });
       if (err instanceof client.ResponseBodyError) return new OidcLoginError('exchange_failed', message, { cause: err });
       const code = (err as { code?: unknown }).code;
-      if (code === 'OAUTH_JWT_CLAIM_COMPARISON_FAILED' || code === 'OAUTH_JWT_TIMESTAMP_CHECK_FAILED' || code === 'OAUTH_KEY_SELECTION_FAILED' || /signature/i.test(message)) {
+      if (
+        code === 'OAUTH_JWT_CLAIM_COMPARISON_FAILED' ||
+        code === 'OAUTH_JWT_TIMESTAMP_CHECK_FAILED' ||
+        code === 'OAUTH_KEY_SELECTION_FAILED' ||
+        /signature/i.test(message)
+      ) {
         return new OidcLoginError('id_token_invalid', message, { cause: err });
       }
     }
@@ -246,11 +240,7 @@ export class OidcProvider implements RedirectProvider {
 }
 
 /** Builds the ExternalProfile from validated claims (ID token, plus userinfo when needed). */
-export function profileFromClaims(
-  claims: Record<string, unknown>,
-  groupsClaim: string,
-  groupMapping: Record<string, string[]>,
-): ExternalProfile {
+export function profileFromClaims(claims: Record<string, unknown>, groupsClaim: string, groupMapping: Record<string, string[]>): ExternalProfile {
   const sub = claims.sub;
   if (typeof sub !== 'string' || sub === '') throw new OidcLoginError('id_token_invalid', 'ID token has no sub');
   const text = (value: unknown): string | undefined => (typeof value === 'string' && value.trim() !== '' ? value.trim() : undefined);

@@ -17,7 +17,9 @@ const authSettingView = Joi.object({
   value: Joi.alternatives()
     .try(Joi.string(), Joi.number(), Joi.boolean(), Joi.array().items(Joi.string()), Joi.object().pattern(Joi.string(), Joi.array().items(Joi.string())))
     .allow(null)
-    .description('as `kind` says: a string (or a number, or `auto` or a boolean, for the fields that take one), a boolean, a list, a mapping of names to lists of groups; a secret answers its mask; null: not set'),
+    .description(
+      'as `kind` says: a string (or a number, or `auto` or a boolean, for the fields that take one), a boolean, a list, a mapping of names to lists of groups; a secret answers its mask; null: not set',
+    ),
   source: Joi.string().valid('env', 'store', 'default'),
   locked: Joi.boolean().description('set in the environment: not changeable here'),
   secret: Joi.boolean(),
@@ -44,7 +46,9 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
   const ADMIN = { permission: 'feature:admin.settings' };
   const settingsView = () => ({
     settings: auth.authSettings.view(),
-    chain: auth.chain.entries().map((e: ChainEntry) => ({ id: e.provider.id, kind: e.provider.kind, label: e.provider.label, source: e.source, plugin: e.plugin })),
+    chain: auth.chain
+      .entries()
+      .map((e: ChainEntry) => ({ id: e.provider.id, kind: e.provider.kind, label: e.provider.label, source: e.source, plugin: e.plugin })),
   });
 
   api.endpoint(
@@ -68,7 +72,8 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
       path: '/api/settings/auth',
       tag: 'settings',
       summary: 'Change authentication provider settings (rebuilds the provider chain)',
-      description: 'null removes a stored value; a secret sent back as its mask keeps its value. An env-set field is 409. While the default groups or a group mapping name a group that reaches the host (before or after the change), only a superadmin changes these settings (403).',
+      description:
+        'null removes a stored value; a secret sent back as its mask keeps its value. An env-set field is 409. While the default groups or a group mapping name a group that reaches the host (before or after the change), only a superadmin changes these settings (403).',
       auth: ADMIN,
       stepUp: true,
       body: patchSchema,
@@ -85,7 +90,11 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
       const body = jsonBody(ctx);
       if (body && typeof body === 'object' && !Array.isArray(body)) auth.authSettings.assertUnlocked(Object.keys(body));
       const patch = validate(patchSchema, body);
-      const changes = await changeAuthSettings({ settings: auth.authSettings, store: auth.iam.store, local: auth.local, log: ctx.log, commands: auth.iam.commands }, actor(ctx), patch);
+      const changes = await changeAuthSettings(
+        { settings: auth.authSettings, store: auth.iam.store, local: auth.local, log: ctx.log, commands: auth.iam.commands },
+        actor(ctx),
+        patch,
+      );
       auth.rebuildChain();
       // every other instance rebuilds its chain too
       auth.iam.bus.emit('auth:settings_changed', {});
@@ -93,7 +102,6 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
       return settingsView();
     },
   );
-
 
   return api.router;
 }

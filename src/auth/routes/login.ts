@@ -15,7 +15,12 @@ const providersResponse = Joi.object({
   providers: Joi.array().items(
     Joi.alternatives().try(
       Joi.object({ id: Joi.string(), kind: Joi.string().valid('credentials'), label: Joi.string() }),
-      Joi.object({ id: Joi.string(), kind: Joi.string().valid('redirect'), label: Joi.string(), start_url: Joi.string().uri().description('where the SSO button leads (GET /api/auth/oidc/start)') }),
+      Joi.object({
+        id: Joi.string(),
+        kind: Joi.string().valid('redirect'),
+        label: Joi.string(),
+        start_url: Joi.string().uri().description('where the SSO button leads (GET /api/auth/oidc/start)'),
+      }),
     ),
   ),
 });
@@ -50,17 +55,30 @@ export function authRoutes(auth: AuthComponent): Router {
       body: loginSchema,
       middleware: [sameOrigin],
       responses: {
-        200: { description: 'the session; or, for an account with a second factor, the second step it must pass first (`mfa_required`)', schema: loginAnswerView },
+        200: {
+          description: 'the session; or, for an account with a second factor, the second step it must pass first (`mfa_required`)',
+          schema: loginAnswerView,
+        },
         401: 'wrong credentials; or the directory proved the password and refused the account: `details.reason` says why (`account_disabled`, `account_expired`, `password_expired`, `password_must_change`, `logon_restricted`)',
         429: { description: 'locked out, or over the per-address budget', headers: { 'Retry-After': 'seconds' } },
-        503: { description: 'unavailable: too many password checks waiting; or booting / the database not reachable (as on every route)', headers: { 'Retry-After': 'seconds to wait' } },
+        503: {
+          description: 'unavailable: too many password checks waiting; or booting / the database not reachable (as on every route)',
+          headers: { 'Retry-After': 'seconds to wait' },
+        },
       },
     },
     async (ctx, { body }) => {
       const outcome = await credentialsLogin(auth, ctx, body.username, body.password, 'login');
       if (!outcome.ok) {
         if (outcome.retryAfter > 0) throw rateLimited(outcome.retryAfter);
-        if (outcome.refusal) throw new HttpError(401, 'unauthorized', REFUSAL_TEXT[outcome.refusal], { reason: outcome.refusal }, { 'WWW-Authenticate': 'Bearer, Basic realm="service"' });
+        if (outcome.refusal)
+          throw new HttpError(
+            401,
+            'unauthorized',
+            REFUSAL_TEXT[outcome.refusal],
+            { reason: outcome.refusal },
+            { 'WWW-Authenticate': 'Bearer, Basic realm="service"' },
+          );
         throw unauthorized('invalid username or password');
       }
       if (outcome.kind === 'second_step') return secondStepBody(outcome);
@@ -69,7 +87,13 @@ export function authRoutes(auth: AuthComponent): Router {
   );
 
   api.endpoint(
-    { method: 'POST', path: '/api/auth/logout', summary: 'Log out: revokes the presented session token and the cookie session', auth: 'none', responses: { 204: 'logged out', 401: 'no session presented' } },
+    {
+      method: 'POST',
+      path: '/api/auth/logout',
+      summary: 'Log out: revokes the presented session token and the cookie session',
+      auth: 'none',
+      responses: { 204: 'logged out', 401: 'no session presented' },
+    },
     async (ctx) => {
       noStore(ctx);
       if (!(await logout(auth, ctx))) throw unauthorized();
@@ -78,7 +102,13 @@ export function authRoutes(auth: AuthComponent): Router {
   );
 
   api.endpoint(
-    { method: 'GET', path: '/api/auth/providers', summary: 'Login providers (the login page renders one SSO button per redirect provider)', auth: 'none', responses: { 200: { description: 'the providers in chain order', schema: providersResponse } } },
+    {
+      method: 'GET',
+      path: '/api/auth/providers',
+      summary: 'Login providers (the login page renders one SSO button per redirect provider)',
+      auth: 'none',
+      responses: { 200: { description: 'the providers in chain order', schema: providersResponse } },
+    },
     () => ({ providers: providerList(auth) }),
   );
 

@@ -11,15 +11,21 @@ import { expandGrants } from '../../iam/permissions.js';
 import { createKeySchema } from '../../iam/schemas.js';
 import type { ApiIdentity } from '../identity.js';
 
-
-const myKeysView = Joi.object({ keys: Joi.array().items(Joi.object({ ...publicKeySchema, current: Joi.boolean().description('the credential of this request') })) });
+const myKeysView = Joi.object({
+  keys: Joi.array().items(Joi.object({ ...publicKeySchema, current: Joi.boolean().description('the credential of this request') })),
+});
 const newKeyView = Joi.object({ ...publicKeySchema, token: Joi.string().description('the API key (X-API-Key or Bearer), shown this once') });
 
 /** The access view: effective permissions and what each plugin lets this caller do. */
 export function accessView(auth: AuthComponent, id: ApiIdentity) {
   const catalog = auth.iam.catalog();
   const all = id.isSystem || id.isSuperadmin;
-  let permissions = all ? expandGrants(catalog.map((e) => e.id), catalog) : expandGrants(id.permissions, catalog);
+  let permissions = all
+    ? expandGrants(
+        catalog.map((e) => e.id),
+        catalog,
+      )
+    : expandGrants(id.permissions, catalog);
   if (id.keyScopes) permissions = permissions.filter((p) => id.allows(p));
   const plugins: Record<string, { visible: boolean; can_read: boolean; can_write: boolean; routes: string[] }> = {};
   for (const p of auth.iam.pluginAccessEntries()) {
@@ -64,7 +70,6 @@ const accessResponse = Joi.object({
   ),
 });
 
-
 export function meRoutes(auth: AuthComponent): Router {
   const api = new ApiRouter({ prefix: '/api/me', tag: 'me' });
 
@@ -73,28 +78,37 @@ export function meRoutes(auth: AuthComponent): Router {
   const profiles = new WeakMap<ApiIdentity, string>();
   const accesses = new WeakMap<ApiIdentity, { version: number; json: string }>();
 
-  api.endpoint({ method: 'GET', path: '/', summary: 'Who am I', auth: 'identity', responses: { 200: { description: 'the caller', schema: meResponse } } }, async (ctx) => {
-    const id = identity(ctx);
-    let json = profiles.get(id);
-    if (json === undefined) {
-      const user = id.userId ? (await auth.iam.resolver.resolve(id.userId))?.user : null;
-      json = JSON.stringify({
-        id: id.userId,
-        username: id.username,
-        display_name: user?.displayName ?? null,
-        email: user?.email ?? null,
-        groups: [...id.groups],
-        roles: [...id.roles],
-        method: id.method,
-        is_system: id.isSystem,
-      });
-      profiles.set(id, json);
-    }
-    sendJson(ctx, json);
-  });
+  api.endpoint(
+    { method: 'GET', path: '/', summary: 'Who am I', auth: 'identity', responses: { 200: { description: 'the caller', schema: meResponse } } },
+    async (ctx) => {
+      const id = identity(ctx);
+      let json = profiles.get(id);
+      if (json === undefined) {
+        const user = id.userId ? (await auth.iam.resolver.resolve(id.userId))?.user : null;
+        json = JSON.stringify({
+          id: id.userId,
+          username: id.username,
+          display_name: user?.displayName ?? null,
+          email: user?.email ?? null,
+          groups: [...id.groups],
+          roles: [...id.roles],
+          method: id.method,
+          is_system: id.isSystem,
+        });
+        profiles.set(id, json);
+      }
+      sendJson(ctx, json);
+    },
+  );
 
   api.endpoint(
-    { method: 'GET', path: '/access', summary: 'My effective access (permissions and per-plugin view)', auth: 'identity', responses: { 200: { description: 'the access view', schema: accessResponse } } },
+    {
+      method: 'GET',
+      path: '/access',
+      summary: 'My effective access (permissions and per-plugin view)',
+      auth: 'identity',
+      responses: { 200: { description: 'the access view', schema: accessResponse } },
+    },
     (ctx) => {
       const id = identity(ctx);
       let hit = accesses.get(id);
@@ -140,7 +154,7 @@ export function meRoutes(auth: AuthComponent): Router {
       path: '/api-keys',
       summary: 'Create an API key',
       description:
-        'The token is in this answer only. `scopes` limits the key to these permissions (within the owner\'s); a key created with a scoped key must be scoped within it. A key outlives its session and needs no second factor: from a web session of an account with one, the factor must have been verified lately (step-up).',
+        "The token is in this answer only. `scopes` limits the key to these permissions (within the owner's); a key created with a scoped key must be scoped within it. A key outlives its session and needs no second factor: from a web session of an account with one, the factor must have been verified lately (step-up).",
       auth: 'identity',
       stepUp: true,
       body: createKeySchema,
@@ -154,9 +168,14 @@ export function meRoutes(auth: AuthComponent): Router {
       const owner = await auth.iam.users.find({ id: id.userId! });
       // a scoped key cannot mint a broader one (issuedWith)
       const parent = id.method === 'api_key' && id.proof?.kind === 'credential' ? { id: id.proof.id, expiresAt: id.proof.expires_at } : null;
-      const { token, key } = await auth.keys.issue(id, owner, { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at ? body.expires_at.getTime() : null }, {
-        issuedWith: { keyScopes: id.keyScopes, allows: (p) => id.allows(p), parent },
-      });
+      const { token, key } = await auth.keys.issue(
+        id,
+        owner,
+        { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at ? body.expires_at.getTime() : null },
+        {
+          issuedWith: { keyScopes: id.keyScopes, allows: (p) => id.allows(p), parent },
+        },
+      );
       ctx.status = 201;
       return { ...publicKey(key), token };
     },

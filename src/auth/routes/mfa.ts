@@ -33,18 +33,24 @@ interface SecondStepBody extends ProofBody {
 }
 const proofBody = Joi.object<ProofBody, true>({ code, webauthn: assertion }).xor('code', 'webauthn');
 // append(): keys() under a type that names the added key
-const secondStepBody = proofBody.append<SecondStepBody>({ mfa_token: Joi.string().min(16).max(512).required().description('from the answer of POST /api/auth/login') });
-const totpEnrolmentView = Joi.object({ secret: Joi.string().description('base32'), otpauth_uri: Joi.string(), qr_svg: Joi.string().description('the URI as an SVG QR code') });
+const secondStepBody = proofBody.append<SecondStepBody>({
+  mfa_token: Joi.string().min(16).max(512).required().description('from the answer of POST /api/auth/login'),
+});
+const totpEnrolmentView = Joi.object({
+  secret: Joi.string().description('base32'),
+  otpauth_uri: Joi.string(),
+  qr_svg: Joi.string().description('the URI as an SVG QR code'),
+});
 interface PasskeyIdParams {
   id: string;
 }
 const passkeyIdParams = Joi.object<PasskeyIdParams, true>({ id: uuidParam });
 
-
 /** Enrolling and removing a factor: a web session only, never an API key or Basic. */
 function sessionUser(ctx: Context): ApiIdentity & { userId: string } {
   const id = identity(ctx);
-  if (!id.userId || (id.method !== 'session_cookie' && id.method !== 'session_token')) throw forbiddenBecause('second factors are managed from a signed-in session, not with an API key, Basic or the system key');
+  if (!id.userId || (id.method !== 'session_cookie' && id.method !== 'session_token'))
+    throw forbiddenBecause('second factors are managed from a signed-in session, not with an API key, Basic or the system key');
   return id as ApiIdentity & { userId: string };
 }
 
@@ -57,19 +63,29 @@ export function mfaRoutes(auth: AuthComponent): Router {
   const api = new ApiRouter({ tag: 'mfa' });
   const me = async (ctx: Context) => auth.iam.users.find({ id: sessionUser(ctx).userId });
 
-  api.endpoint({ method: 'GET', path: '/api/me/mfa', summary: 'My second factors', auth: 'identity', responses: { 200: { description: 'the factors (never a secret)', schema: mfaStatusView }, 403: 'forbidden: the system key has no second factor' } }, async (ctx) => {
-    const id = identity(ctx);
-    if (!id.userId) throw forbiddenBecause('the system key has no second factor');
-    noStore(ctx);
-    return auth.mfa.status(await auth.iam.users.find({ id: id.userId }));
-  });
+  api.endpoint(
+    {
+      method: 'GET',
+      path: '/api/me/mfa',
+      summary: 'My second factors',
+      auth: 'identity',
+      responses: { 200: { description: 'the factors (never a secret)', schema: mfaStatusView }, 403: 'forbidden: the system key has no second factor' },
+    },
+    async (ctx) => {
+      const id = identity(ctx);
+      if (!id.userId) throw forbiddenBecause('the system key has no second factor');
+      noStore(ctx);
+      return auth.mfa.status(await auth.iam.users.find({ id: id.userId }));
+    },
+  );
 
   api.endpoint(
     {
       method: 'POST',
       path: '/api/me/mfa/totp',
       summary: 'Start enrolling an authenticator app',
-      description: 'Answers the secret (also as an `otpauth://` URI and a QR code) of an enrolment that becomes active with `POST /api/me/mfa/totp/confirm`. A user who has a factor already verifies it first (a stolen session must not add its own).',
+      description:
+        'Answers the secret (also as an `otpauth://` URI and a QR code) of an enrolment that becomes active with `POST /api/me/mfa/totp/confirm`. A user who has a factor already verifies it first (a stolen session must not add its own).',
       auth: 'identity',
       stepUp: true,
       responses: {
@@ -115,7 +131,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       path: '/api/me/mfa/totp',
       summary: 'Remove the authenticator app (with one of its codes or a recovery code, or after step-up)',
       description:
-        'Needs a second factor proved within the step-up window: `code` (a current code of the app, or an unused recovery code) is that proof; without it, the session must have verified a factor lately (`POST /api/auth/step-up`). A wrong code counts toward the lockout of wrong passwords and toward the account\'s own second-factor lockout (ten wrong in an hour).',
+        "Needs a second factor proved within the step-up window: `code` (a current code of the app, or an unused recovery code) is that proof; without it, the session must have verified a factor lately (`POST /api/auth/step-up`). A wrong code counts toward the lockout of wrong passwords and toward the account's own second-factor lockout (ten wrong in an hour).",
       auth: 'identity',
       body: removeTotpBody,
       responses: {
@@ -149,7 +165,11 @@ export function mfaRoutes(auth: AuthComponent): Router {
       summary: 'New recovery codes (the old ones stop working)',
       auth: 'identity',
       stepUp: true,
-      responses: { 200: { description: 'ten recovery codes, shown this once', schema: recoveryCodesView }, 403: NOT_A_SESSION, 409: 'no second factor enrolled' },
+      responses: {
+        200: { description: 'ten recovery codes, shown this once', schema: recoveryCodesView },
+        403: NOT_A_SESSION,
+        409: 'no second factor enrolled',
+      },
     },
     async (ctx) => {
       noStore(ctx);
@@ -164,7 +184,8 @@ export function mfaRoutes(auth: AuthComponent): Router {
       method: 'POST',
       path: '/api/auth/login/mfa',
       summary: 'The second step of a sign-in: a code or a passkey',
-      description: 'Wrong codes count toward the lockout of wrong passwords, and toward the account\'s own second-factor lockout (ten wrong in an hour, from any address). A wrong code spends the token and answers a new one in `details.mfa_token` (same expiry), to try again with.',
+      description:
+        "Wrong codes count toward the lockout of wrong passwords, and toward the account's own second-factor lockout (ten wrong in an hour, from any address). A wrong code spends the token and answers a new one in `details.mfa_token` (same expiry), to try again with.",
       auth: 'none',
       body: secondStepBody,
       middleware: [sameOrigin],
@@ -186,10 +207,16 @@ export function mfaRoutes(auth: AuthComponent): Router {
       method: 'POST',
       path: '/api/auth/step-up',
       summary: 'Verify the second factor again (step-up)',
-      description: 'Covers the actions that reach the host or change who is trusted for `SERVICE_MFA_STEP_UP_MINUTES`. A wrong code counts toward the lockout of wrong passwords, and toward the account\'s own second-factor lockout (ten wrong in an hour).',
+      description:
+        "Covers the actions that reach the host or change who is trusted for `SERVICE_MFA_STEP_UP_MINUTES`. A wrong code counts toward the lockout of wrong passwords, and toward the account's own second-factor lockout (ten wrong in an hour).",
       auth: 'identity',
       body: proofBody,
-      responses: { 204: 'verified', 401: 'wrong code', 403: 'not a web session, or no second factor', 429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } } },
+      responses: {
+        204: 'verified',
+        401: 'wrong code',
+        403: 'not a web session, or no second factor',
+        429: { description: 'locked out', headers: { 'Retry-After': 'seconds' } },
+      },
     },
     async (ctx, { body }) => {
       const id = identity(ctx);
@@ -202,7 +229,12 @@ export function mfaRoutes(auth: AuthComponent): Router {
       const by = proved.value;
       await auth.apiKeys.markVerified(sessionId);
       ctx.log.info({ user_id: user.id, factor: by }, 'step-up verified');
-      auth.iam.commands.record({ action: 'auth.step_up', actor: actor(ctx), target: { type: 'user', id: user.id, name: user.username }, details: { factor: by } });
+      auth.iam.commands.record({
+        action: 'auth.step_up',
+        actor: actor(ctx),
+        target: { type: 'user', id: user.id, name: user.username },
+        details: { factor: by },
+      });
       ctx.status = 204;
     },
   );

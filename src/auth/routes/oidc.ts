@@ -47,8 +47,12 @@ interface StartQuery {
 
 const startSchema = Joi.object<StartQuery, true>({
   next: nextSchema.default('/'),
-  redirect_uri: Joi.string().max(2048).uri({ scheme: ['http', 'https'] }),
-  provider: Joi.string().pattern(/^[a-z0-9][a-z0-9_.-]{0,63}$/).default('oidc'),
+  redirect_uri: Joi.string()
+    .max(2048)
+    .uri({ scheme: ['http', 'https'] }),
+  provider: Joi.string()
+    .pattern(/^[a-z0-9][a-z0-9_.-]{0,63}$/)
+    .default('oidc'),
 });
 
 /**
@@ -121,13 +125,15 @@ export function oidcRoutes(auth: AuthComponent): Router {
       method: 'GET',
       path: '/api/auth/oidc/start',
       summary: 'Start the OIDC redirect login (PKCE, state, nonce)',
-      description: '`next` is a local path to land on after login; `redirect_uri` (an allowed origin) receives a one-time `code` for POST /api/auth/token-exchange instead.',
+      description:
+        '`next` is a local path to land on after login; `redirect_uri` (an allowed origin) receives a one-time `code` for POST /api/auth/token-exchange instead.',
       auth: 'none',
       query: startSchema,
       middleware: [bareRedirect],
       responses: {
         302: {
-          description: "to the identity provider's authorization endpoint (the login binding cookie is set); or, when the start fails or this address is over its budget, to the login page with `error` (`/login?error=…`)",
+          description:
+            "to the identity provider's authorization endpoint (the login binding cookie is set); or, when the start fails or this address is over its budget, to the login page with `error` (`/login?error=…`)",
           headers: { Location: "the identity provider's authorization URL, or /login?error=<code>&next=<next>" },
         },
         404: 'no such redirect provider',
@@ -186,7 +192,8 @@ export function oidcRoutes(auth: AuthComponent): Router {
       method: 'GET',
       path: CALLBACK_PATH,
       summary: 'OIDC redirect callback (browser)',
-      description: 'The identity provider sends the browser here with `code` and `state` (or `error`). Validates state, nonce and the ID token, links the identity and redirects to /auth/complete with a one-time code. Failures redirect to /login?error=<code>.',
+      description:
+        'The identity provider sends the browser here with `code` and `state` (or `error`). Validates state, nonce and the ID token, links the identity and redirects to /auth/complete with a one-time code. Failures redirect to /login?error=<code>.',
       auth: 'none',
       middleware: [bareRedirect],
       responses: {
@@ -194,7 +201,10 @@ export function oidcRoutes(auth: AuthComponent): Router {
           description: 'signed in: to /auth/complete with a one-time code, or to the client redirect_uri with `code`; failed: to the login page with `error`',
           headers: { Location: '/auth/complete?code=…&next=…, <redirect_uri>?code=…, or /login?error=<code>' },
         },
-        303: { description: 'an account with a second factor: to the second step page (the token in an HttpOnly cookie)', headers: { Location: '/login/mfa?next=…' } },
+        303: {
+          description: 'an account with a second factor: to the second step page (the token in an HttpOnly cookie)',
+          headers: { Location: '/login/mfa?next=…' },
+        },
       },
     },
     async (ctx) => {
@@ -252,11 +262,15 @@ export function oidcRoutes(auth: AuthComponent): Router {
       method: 'GET',
       path: '/auth/complete',
       summary: 'Single sign-on handoff (browser): redeems the one-time code and starts the cookie session',
-      description: 'Query: `code`, the one-time code of the callback (bound to this browser); `next`, a local path to land on. Anything unusable lands on the login page rather than an error body.',
+      description:
+        'Query: `code`, the one-time code of the callback (bound to this browser); `next`, a local path to land on. Anything unusable lands on the login page rather than an error body.',
       auth: 'none',
       middleware: [bareRedirect],
       responses: {
-        302: { description: 'the cookie session is started: to `next`; or the code is refused: to the login page', headers: { Location: '`next` (a local path, / by default), or /login?error=invalid_code&next=…' } },
+        302: {
+          description: 'the cookie session is started: to `next`; or the code is refused: to the login page',
+          headers: { Location: '`next` (a local path, / by default), or /login?error=invalid_code&next=…' },
+        },
       },
     },
     async (ctx) => {

@@ -20,7 +20,10 @@ interface KeyParams {
   keyId: string;
 }
 
-const keyParams = Joi.object<KeyParams, true>({ id: uuidParam.description('the user id (UUID)'), keyId: Joi.string().max(128).required().description('the key id') });
+const keyParams = Joi.object<KeyParams, true>({
+  id: uuidParam.description('the user id (UUID)'),
+  keyId: Joi.string().max(128).required().description('the key id'),
+});
 
 const userKeysView = Joi.object({ keys: Joi.array().items(apiKeyView) });
 
@@ -48,7 +51,10 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
         400: 'validation_failed: the body is invalid, or (oneself) `current_password` is missing or not correct',
         403: `forbidden: neither oneself nor ${ADMIN_USERS}; or an account that reaches the host (or a superadmin or bot account) and the caller is not a superadmin; or a scoped API key; or step_up_required: a superadmin must verify the second factor again first`,
         404: 'no such user',
-        429: { description: 'rate_limited: too many wrong current passwords (the login lockout), or too many attempts from this address', headers: { 'Retry-After': 'seconds to wait' } },
+        429: {
+          description: 'rate_limited: too many wrong current passwords (the login lockout), or too many attempts from this address',
+          headers: { 'Retry-After': 'seconds to wait' },
+        },
       },
     },
     async (ctx, { params }) => {
@@ -65,7 +71,14 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
   );
 
   api.endpoint(
-    { method: 'GET', path: '/:id/api-keys', summary: "A user's API keys and sessions", auth: ADMIN, params: idParams, responses: { 200: { description: 'the keys', schema: userKeysView }, 404: 'no such user' } },
+    {
+      method: 'GET',
+      path: '/:id/api-keys',
+      summary: "A user's API keys and sessions",
+      auth: ADMIN,
+      params: idParams,
+      responses: { 200: { description: 'the keys', schema: userKeysView }, 404: 'no such user' },
+    },
     async (_ctx, { params }) => {
       const user = await load(params.id);
       return { keys: (await auth.apiKeys.listFor(user.id)).map(publicKey) };
@@ -73,7 +86,18 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
   );
 
   api.endpoint(
-    { method: 'DELETE', path: '/:id/api-keys/:keyId', summary: "Revoke a user's API key or session", auth: ADMIN, params: keyParams, responses: { 204: 'revoked', 403: `forbidden: the caller lacks ${ADMIN_USERS}, or revokes a key of a superadmin or bot account without being a superadmin`, 404: 'no such user or key' } },
+    {
+      method: 'DELETE',
+      path: '/:id/api-keys/:keyId',
+      summary: "Revoke a user's API key or session",
+      auth: ADMIN,
+      params: keyParams,
+      responses: {
+        204: 'revoked',
+        403: `forbidden: the caller lacks ${ADMIN_USERS}, or revokes a key of a superadmin or bot account without being a superadmin`,
+        404: 'no such user or key',
+      },
+    },
     async (ctx, { params }) => {
       const user = await load(params.id);
       if (!(await auth.keys.revoke(actor(ctx), user, params.keyId))) throw notFound('key');

@@ -11,7 +11,13 @@ export const sessionView = Joi.object({
   token: Joi.string().description('the web-session token (Bearer); also starts the UI cookie session'),
   token_type: Joi.string().valid('session'),
   expires_at: Joi.string().isoDate(),
-  user: Joi.object({ id: Joi.string().guid(), username: Joi.string(), display_name: Joi.string().allow(null), email: Joi.string().allow(null), groups: Joi.array().items(Joi.string()) }),
+  user: Joi.object({
+    id: Joi.string().guid(),
+    username: Joi.string(),
+    display_name: Joi.string().allow(null),
+    email: Joi.string().allow(null),
+    groups: Joi.array().items(Joi.string()),
+  }),
 }).id('Session');
 
 /** An account with a second factor: no session yet, the second step (POST /api/auth/login/mfa) first. */

@@ -19,10 +19,16 @@ import { NOT_A_SESSION, passkeyFields, sessionView } from './views.js';
  * PublicKeyCredentialRequestOptionsJSON of the WebAuthn spec), for startRegistration() and
  * startAuthentication() of @simplewebauthn/browser. Byte strings are base64url.
  */
-const credentialDescriptor = Joi.object({ id: Joi.string(), type: Joi.string().valid('public-key'), transports: Joi.array().items(Joi.string()).optional() }).id('PublicKeyCredentialDescriptor');
+const credentialDescriptor = Joi.object({
+  id: Joi.string(),
+  type: Joi.string().valid('public-key'),
+  transports: Joi.array().items(Joi.string()).optional(),
+}).id('PublicKeyCredentialDescriptor');
 // extension inputs are an open dictionary in the spec
 const extensions = Joi.object().unknown(true).optional().description('WebAuthn extension inputs');
-const hints = Joi.array().items(Joi.string().valid('hybrid', 'security-key', 'client-device')).optional();
+const hints = Joi.array()
+  .items(Joi.string().valid('hybrid', 'security-key', 'client-device'))
+  .optional();
 const creationOptions = Joi.object({
   challenge: Joi.string(),
   rp: Joi.object({ name: Joi.string(), id: Joi.string().optional() }),
@@ -45,7 +51,10 @@ const requestOptions = Joi.object({
   challenge: Joi.string(),
   timeout: Joi.number().integer().optional().description('milliseconds'),
   rpId: Joi.string().optional(),
-  allowCredentials: Joi.array().items(credentialDescriptor).optional().description("the account's passkeys (empty for a passwordless sign-in: any passkey of this site)"),
+  allowCredentials: Joi.array()
+    .items(credentialDescriptor)
+    .optional()
+    .description("the account's passkeys (empty for a passwordless sign-in: any passkey of this site)"),
   userVerification: Joi.string().valid('discouraged', 'preferred', 'required').optional(),
   hints,
   extensions,
@@ -85,9 +94,11 @@ const passkeySignInBody = Joi.object<PasskeySignInBody, true>({
 /** A registered passkey; the first second factor comes with its recovery codes. */
 const registeredPasskeyView = Joi.object({
   ...passkeyFields,
-  recovery_codes: Joi.array().items(Joi.string()).optional().description('only when this passkey is your first second factor: ten recovery codes, shown this once'),
+  recovery_codes: Joi.array()
+    .items(Joi.string())
+    .optional()
+    .description('only when this passkey is your first second factor: ten recovery codes, shown this once'),
 });
-
 
 /** The web session an identity signs with (cookie or session token), else 403: factors are managed from a session. */
 async function webSession(auth: AuthComponent, ctx: Context): Promise<{ id: ApiIdentity; sessionId: string; user: User }> {
@@ -227,9 +238,26 @@ export function webauthnRoutes(auth: AuthComponent): Router {
         if (!outcome.ok) throw secondStepRefused(outcome, 'the passkey was not accepted');
         return signedIn(ctx, outcome.user, outcome.session);
       }
-      const attempt = (username: string): Attempt => ({ secret: 'passkey', username, ip: ctx.ip, deviceCookie: deviceCookieOf(ctx), via: 'passkey', provider: 'webauthn', log: ctx.log });
+      const attempt = (username: string): Attempt => ({
+        secret: 'passkey',
+        username,
+        ip: ctx.ip,
+        deviceCookie: deviceCookieOf(ctx),
+        via: 'passkey',
+        provider: 'webauthn',
+        log: ctx.log,
+      });
       const refused = (reason: 'expired' | 'invalid_passkey' | 'account_disabled') =>
-        new HttpError(401, 'unauthorized', reason === 'expired' ? 'the passkey sign-in expired: try again' : reason === 'account_disabled' ? 'this account is disabled' : 'the passkey was not accepted', { reason });
+        new HttpError(
+          401,
+          'unauthorized',
+          reason === 'expired'
+            ? 'the passkey sign-in expired: try again'
+            : reason === 'account_disabled'
+              ? 'this account is disabled'
+              : 'the passkey was not accepted',
+          { reason },
+        );
       // before anything is looked up: the address's budget
       const slow = auth.gate.spend(ctx.ip, attempt(''));
       if (slow > 0) throw lockedOut(slow);

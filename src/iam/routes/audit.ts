@@ -29,7 +29,10 @@ const query = Joi.object<AuditQuery, true>({
   limit: Joi.number().integer().min(1).max(500).default(50),
 });
 
-const auditPageView = Joi.object({ events: Joi.array().items(auditEventView), next_before: Joi.number().integer().allow(null).description('the `before` of the next page; null: this is the last') });
+const auditPageView = Joi.object({
+  events: Joi.array().items(auditEventView),
+  next_before: Joi.number().integer().allow(null).description('the `before` of the next page; null: this is the last'),
+});
 
 /** GET /api/audit: the audit trail, newest first, filtered and paged by seq. */
 export function auditRoutes(iam: IamComponent): Router {
@@ -46,7 +49,15 @@ export function auditRoutes(iam: IamComponent): Router {
     },
     async (ctx, { query: q }) => {
       ctx.set('Cache-Control', 'no-store');
-      return iam.audit.list({ action: q.action, actor: q.actor, target: q.target, outcome: q.outcome, since: q.since ? q.since.getTime() : undefined, before: q.before, limit: q.limit });
+      return iam.audit.list({
+        action: q.action,
+        actor: q.actor,
+        target: q.target,
+        outcome: q.outcome,
+        since: q.since ? q.since.getTime() : undefined,
+        before: q.before,
+        limit: q.limit,
+      });
     },
   );
   return api.router;

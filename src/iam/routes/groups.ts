@@ -31,17 +31,40 @@ export function groupRoutes(iam: IamComponent): Router {
   const groups = iam.groups;
 
   api.endpoint(
-    { method: 'GET', path: '/api/permissions', summary: 'The permission catalog (core and plugin-declared ids)', auth: 'identity', responses: { 200: { description: 'the catalog', schema: catalogView } } },
+    {
+      method: 'GET',
+      path: '/api/permissions',
+      summary: 'The permission catalog (core and plugin-declared ids)',
+      auth: 'identity',
+      responses: { 200: { description: 'the catalog', schema: catalogView } },
+    },
     () => ({ permissions: iam.catalog() }),
   );
 
   api.endpoint(
-    { method: 'GET', path: '/api/groups', summary: 'List groups with their permissions and members', auth: ADMIN, responses: { 200: { description: 'the groups', schema: groupListView } } },
+    {
+      method: 'GET',
+      path: '/api/groups',
+      summary: 'List groups with their permissions and members',
+      auth: ADMIN,
+      responses: { 200: { description: 'the groups', schema: groupListView } },
+    },
     async () => ({ groups: await Promise.all((await iam.store.listGroups()).map(view)) }),
   );
 
   api.endpoint(
-    { method: 'POST', path: '/api/groups', summary: 'Create a group', auth: ADMIN, body: createGroupSchema, responses: { 201: { description: 'the group', schema: groupView }, 403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or grants a permission that reaches the host without being a superadmin; ${STEP_UP}`, 409: 'the name is taken' } },
+    {
+      method: 'POST',
+      path: '/api/groups',
+      summary: 'Create a group',
+      auth: ADMIN,
+      body: createGroupSchema,
+      responses: {
+        201: { description: 'the group', schema: groupView },
+        403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or grants a permission that reaches the host without being a superadmin; ${STEP_UP}`,
+        409: 'the name is taken',
+      },
+    },
     async (ctx, { body }) => {
       const g = await groups.create(callerOf(ctx), body);
       ctx.status = 201;
@@ -50,7 +73,14 @@ export function groupRoutes(iam: IamComponent): Router {
   );
 
   api.endpoint(
-    { method: 'GET', path: '/api/groups/:name', summary: 'One group', auth: ADMIN, params: nameParams, responses: { 200: { description: 'the group', schema: groupView }, 404: 'no such group' } },
+    {
+      method: 'GET',
+      path: '/api/groups/:name',
+      summary: 'One group',
+      auth: ADMIN,
+      params: nameParams,
+      responses: { 200: { description: 'the group', schema: groupView }, 404: 'no such group' },
+    },
     async (_ctx, { params }) => view(await groups.find(params.name)),
   );
 
@@ -59,17 +89,35 @@ export function groupRoutes(iam: IamComponent): Router {
       method: 'PATCH',
       path: '/api/groups/:name',
       summary: 'Change a group (rename, description, permissions)',
-      description: 'Renaming updates every member. Built-in groups cannot be renamed. Adding a permission that reaches the host, or renaming a group that holds one, is for a superadmin.',
+      description:
+        'Renaming updates every member. Built-in groups cannot be renamed. Adding a permission that reaches the host, or renaming a group that holds one, is for a superadmin.',
       auth: ADMIN,
       params: nameParams,
       body: patchGroupSchema,
-      responses: { 200: { description: 'the group', schema: groupView }, 403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or adds a permission that reaches the host, or renames a group that holds one, without being a superadmin; ${STEP_UP}`, 404: 'no such group', 409: 'built-in group or name taken' },
+      responses: {
+        200: { description: 'the group', schema: groupView },
+        403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or adds a permission that reaches the host, or renames a group that holds one, without being a superadmin; ${STEP_UP}`,
+        404: 'no such group',
+        409: 'built-in group or name taken',
+      },
     },
     async (ctx, { params, body }) => view(await groups.update(callerOf(ctx), await groups.find(params.name), body)),
   );
 
   api.endpoint(
-    { method: 'DELETE', path: '/api/groups/:name', summary: 'Delete a group (removed from every member)', auth: ADMIN, params: nameParams, responses: { 204: 'deleted', 403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or deletes a group that reaches the host while the login settings name it without being a superadmin`, 404: 'no such group', 409: 'built-in group' } },
+    {
+      method: 'DELETE',
+      path: '/api/groups/:name',
+      summary: 'Delete a group (removed from every member)',
+      auth: ADMIN,
+      params: nameParams,
+      responses: {
+        204: 'deleted',
+        403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or deletes a group that reaches the host while the login settings name it without being a superadmin`,
+        404: 'no such group',
+        409: 'built-in group',
+      },
+    },
     async (ctx, { params }) => {
       await groups.remove(callerOf(ctx), await groups.find(params.name));
       ctx.status = 204;

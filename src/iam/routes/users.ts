@@ -62,7 +62,14 @@ export function userRoutes(iam: IamComponent): Router {
   );
 
   api.endpoint(
-    { method: 'GET', path: '/:id', summary: 'One user with linked identities', auth: ADMIN, params: idParams, responses: { 200: { description: 'the user', schema: userDetailView }, 404: 'no such user' } },
+    {
+      method: 'GET',
+      path: '/:id',
+      summary: 'One user with linked identities',
+      auth: ADMIN,
+      params: idParams,
+      responses: { 200: { description: 'the user', schema: userDetailView }, 404: 'no such user' },
+    },
     async (_ctx, { params }) => {
       const user = await load(params.id);
       return { ...publicUser(user, (await iam.store.identitiesOf([user.id])).get(user.id)), password_pinned_by: iam.passwordPinnedBy(user.username) };
@@ -74,7 +81,8 @@ export function userRoutes(iam: IamComponent): Router {
       method: 'PATCH',
       path: '/:id',
       summary: 'Change a user (groups, extra permissions, profile, disabled, password)',
-      description: 'The last enabled member of INT_ADMIN cannot leave it or be disabled (409). An account that reaches the host (or a superadmin or bot account) is changed only by itself or a superadmin, but for taking access away (disabling, leaving groups, dropping permissions).',
+      description:
+        'The last enabled member of INT_ADMIN cannot leave it or be disabled (409). An account that reaches the host (or a superadmin or bot account) is changed only by itself or a superadmin, but for taking access away (disabling, leaving groups, dropping permissions).',
       auth: ADMIN,
       params: idParams,
       body: patchUserSchema,

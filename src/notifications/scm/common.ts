@@ -48,7 +48,9 @@ const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-
 export function cleanText(value: string, max: number): string {
   const text = value.replace(UNPRINTABLE, ' ').replace(/\s+/g, ' ').trim();
   if (text.length <= max) return text;
-  return `${Array.from(text).slice(0, max - 1).join('')}…`;
+  return `${Array.from(text)
+    .slice(0, max - 1)
+    .join('')}…`;
 }
 
 /** First line of a commit message or similar, or undefined when there is none. */
@@ -113,9 +115,7 @@ export function firstLink(...candidates: Array<string | null | undefined>): stri
 export function linkBelow(base: string | null | undefined, ...segments: Array<string | number>): string | null {
   const root = safeLink(base);
   if (!root) return null;
-  const path = segments
-    .map((segment) => String(segment).split('/').map(encodeURIComponent).join('/'))
-    .join('/');
+  const path = segments.map((segment) => String(segment).split('/').map(encodeURIComponent).join('/')).join('/');
   return safeLink(`${root.replace(/\/+$/, '')}/${path}`);
 }
 
@@ -135,31 +135,33 @@ export interface CiOutcome {
   phrase: string;
 }
 
-const CI_OUTCOMES = new Map<string, CiOutcome>(Object.entries({
-  success: { level: 'success', toast: true, phrase: 'passed' },
-  failure: { level: 'error', toast: true, phrase: 'failed' },
-  failed: { level: 'error', toast: true, phrase: 'failed' },
-  error: { level: 'error', toast: true, phrase: 'failed' },
-  timed_out: { level: 'error', toast: true, phrase: 'timed out' },
-  startup_failure: { level: 'error', toast: true, phrase: 'failed to start' },
-  cancelled: { level: 'warning', toast: true, phrase: 'was cancelled' },
-  canceled: { level: 'warning', toast: true, phrase: 'was cancelled' },
-  action_required: { level: 'warning', toast: true, phrase: 'needs action' },
-  warning: { level: 'warning', toast: true, phrase: 'reported a warning' },
-  // Not finished yet: recorded in history, never toasted.
-  running: { level: 'info', toast: false, phrase: 'is running' },
-  in_progress: { level: 'info', toast: false, phrase: 'is running' },
-  canceling: { level: 'info', toast: false, phrase: 'is being cancelled' },
-  pending: { level: 'info', toast: false, phrase: 'is pending' },
-  queued: { level: 'info', toast: false, phrase: 'is queued' },
-  requested: { level: 'info', toast: false, phrase: 'is queued' },
-  waiting: { level: 'info', toast: false, phrase: 'is waiting' },
-  waiting_for_resource: { level: 'info', toast: false, phrase: 'is waiting for a resource' },
-  preparing: { level: 'info', toast: false, phrase: 'is preparing' },
-  created: { level: 'info', toast: false, phrase: 'was created' },
-  scheduled: { level: 'info', toast: false, phrase: 'is scheduled' },
-  manual: { level: 'info', toast: false, phrase: 'waits for a manual action' },
-} satisfies Record<string, CiOutcome>));
+const CI_OUTCOMES = new Map<string, CiOutcome>(
+  Object.entries({
+    success: { level: 'success', toast: true, phrase: 'passed' },
+    failure: { level: 'error', toast: true, phrase: 'failed' },
+    failed: { level: 'error', toast: true, phrase: 'failed' },
+    error: { level: 'error', toast: true, phrase: 'failed' },
+    timed_out: { level: 'error', toast: true, phrase: 'timed out' },
+    startup_failure: { level: 'error', toast: true, phrase: 'failed to start' },
+    cancelled: { level: 'warning', toast: true, phrase: 'was cancelled' },
+    canceled: { level: 'warning', toast: true, phrase: 'was cancelled' },
+    action_required: { level: 'warning', toast: true, phrase: 'needs action' },
+    warning: { level: 'warning', toast: true, phrase: 'reported a warning' },
+    // Not finished yet: recorded in history, never toasted.
+    running: { level: 'info', toast: false, phrase: 'is running' },
+    in_progress: { level: 'info', toast: false, phrase: 'is running' },
+    canceling: { level: 'info', toast: false, phrase: 'is being cancelled' },
+    pending: { level: 'info', toast: false, phrase: 'is pending' },
+    queued: { level: 'info', toast: false, phrase: 'is queued' },
+    requested: { level: 'info', toast: false, phrase: 'is queued' },
+    waiting: { level: 'info', toast: false, phrase: 'is waiting' },
+    waiting_for_resource: { level: 'info', toast: false, phrase: 'is waiting for a resource' },
+    preparing: { level: 'info', toast: false, phrase: 'is preparing' },
+    created: { level: 'info', toast: false, phrase: 'was created' },
+    scheduled: { level: 'info', toast: false, phrase: 'is scheduled' },
+    manual: { level: 'info', toast: false, phrase: 'waits for a manual action' },
+  } satisfies Record<string, CiOutcome>),
+);
 
 /** Level and wording of a CI state; null for states not worth a notification (skipped, neutral, stale, unknown). */
 export function ciOutcome(state: string | null | undefined): CiOutcome | null {

@@ -255,7 +255,9 @@ const statusSchema = Joi.object({
   target_url: optionalText,
   sha: optionalText,
   commit: Joi.object({ html_url: optionalText, url: optionalText }).allow(null),
-  branches: Joi.array().items(Joi.object({ name: optionalText })).allow(null),
+  branches: Joi.array()
+    .items(Joi.object({ name: optionalText }))
+    .allow(null),
   repository: repositorySchema,
 }).required();
 

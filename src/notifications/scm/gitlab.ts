@@ -86,8 +86,7 @@ function gitlabPush(payload: unknown): NormalizedScmEvent {
       link: firstLink(refPage, web),
     });
   }
-  const compare =
-    isSha(push.before) && isSha(push.after) ? linkBelow(web, '-', 'compare', `${push.before}...${push.after}`) : null;
+  const compare = isSha(push.before) && isSha(push.after) ? linkBelow(web, '-', 'compare', `${push.before}...${push.after}`) : null;
   return notify('gitlab', {
     title: `[${repo}] ${actor} pushed ${plural(count, 'commit')} to ${name}`,
     message: headLine ?? `${plural(count, 'commit')} on ${kind} ${name}`,
@@ -315,25 +314,24 @@ function gitlabRelease(payload: unknown): NormalizedScmEvent {
 
 /** System hooks carry push, tag push and merge request payloads; which one is in `object_kind`. */
 function gitlabSystemHook(payload: unknown): NormalizedScmEvent {
-  const { object_kind: kind } = extract<{ object_kind?: string | null }>(
-    Joi.object({ object_kind: optionalText }).required(),
-    payload,
-  );
+  const { object_kind: kind } = extract<{ object_kind?: string | null }>(Joi.object({ object_kind: optionalText }).required(), payload);
   if (kind === 'push' || kind === 'tag_push') return gitlabPush(payload);
   if (kind === 'merge_request') return gitlabMergeRequest(payload);
   return ignored(`system hook "${kind ?? ''}" is not notified`);
 }
 
-const GITLAB_HANDLERS = new Map<string, (payload: unknown) => NormalizedScmEvent>(Object.entries({
-  'push hook': gitlabPush,
-  'tag push hook': gitlabPush,
-  'merge request hook': gitlabMergeRequest,
-  'issue hook': gitlabIssue,
-  'pipeline hook': gitlabPipeline,
-  'job hook': gitlabJob,
-  'release hook': gitlabRelease,
-  'system hook': gitlabSystemHook,
-}));
+const GITLAB_HANDLERS = new Map<string, (payload: unknown) => NormalizedScmEvent>(
+  Object.entries({
+    'push hook': gitlabPush,
+    'tag push hook': gitlabPush,
+    'merge request hook': gitlabMergeRequest,
+    'issue hook': gitlabIssue,
+    'pipeline hook': gitlabPipeline,
+    'job hook': gitlabJob,
+    'release hook': gitlabRelease,
+    'system hook': gitlabSystemHook,
+  }),
+);
 
 export function normalizeGitlab(event: string, payload: unknown): NormalizedScmEvent {
   const name = event.trim().toLowerCase();

@@ -1,10 +1,14 @@
-export { detectScmRequest, verifyScmSignature, headerValue, tokenMatches, DELIVERY_ID, EVENT_NAME, GITHUB_SIGNATURE, HEX_SHA256, type RequestHeaders } from './headers.js';
+export {
+  detectScmRequest,
+  verifyScmSignature,
+  headerValue,
+  tokenMatches,
+  DELIVERY_ID,
+  EVENT_NAME,
+  GITHUB_SIGNATURE,
+  HEX_SHA256,
+  type RequestHeaders,
+} from './headers.js';
 export { normalizeScmEvent } from './normalize.js';
 export { safeLink } from './common.js';
-export {
-  ScmPayloadError,
-  type NormalizedScmEvent,
-  type ScmNotification,
-  type ScmProvider,
-  type ScmRequest,
-} from './types.js';
+export { ScmPayloadError, type NormalizedScmEvent, type ScmNotification, type ScmProvider, type ScmRequest } from './types.js';

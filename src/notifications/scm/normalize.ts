@@ -3,25 +3,29 @@ import { forgeIssue, forgePullRequest, forgePush, forgeRelease, forgeStatus, git
 import { normalizeGitlab } from './gitlab.js';
 import type { NormalizedScmEvent, ScmProvider } from './types.js';
 
-const GITHUB_HANDLERS = new Map<string, (payload: unknown) => NormalizedScmEvent>(Object.entries({
-  push: (payload) => forgePush('github', payload),
-  pull_request: (payload) => forgePullRequest('github', payload),
-  issues: (payload) => forgeIssue('github', payload),
-  release: (payload) => forgeRelease('github', payload),
-  status: (payload) => forgeStatus('github', payload),
-  workflow_run: githubWorkflowRun,
-  check_suite: githubCheckSuite,
-}));
+const GITHUB_HANDLERS = new Map<string, (payload: unknown) => NormalizedScmEvent>(
+  Object.entries({
+    push: (payload) => forgePush('github', payload),
+    pull_request: (payload) => forgePullRequest('github', payload),
+    issues: (payload) => forgeIssue('github', payload),
+    release: (payload) => forgeRelease('github', payload),
+    status: (payload) => forgeStatus('github', payload),
+    workflow_run: githubWorkflowRun,
+    check_suite: githubCheckSuite,
+  }),
+);
 
 // Gitea's X-Gitea-Event is the coarse event: pull_request also covers assign/label/sync
 // (told apart by `action`), issues likewise.
-const GITEA_HANDLERS = new Map<string, (payload: unknown) => NormalizedScmEvent>(Object.entries({
-  push: (payload) => forgePush('gitea', payload),
-  pull_request: (payload) => forgePullRequest('gitea', payload),
-  issues: (payload) => forgeIssue('gitea', payload),
-  release: (payload) => forgeRelease('gitea', payload),
-  status: (payload) => forgeStatus('gitea', payload),
-}));
+const GITEA_HANDLERS = new Map<string, (payload: unknown) => NormalizedScmEvent>(
+  Object.entries({
+    push: (payload) => forgePush('gitea', payload),
+    pull_request: (payload) => forgePullRequest('gitea', payload),
+    issues: (payload) => forgeIssue('gitea', payload),
+    release: (payload) => forgeRelease('gitea', payload),
+    status: (payload) => forgeStatus('gitea', payload),
+  }),
+);
 
 /**
  * Turns a verified, parsed webhook payload into a ping, an ignored event, or one broadcast

@@ -26,10 +26,7 @@ export interface ScmNotification {
   toast: boolean;
 }
 
-export type NormalizedScmEvent =
-  | { kind: 'ping' }
-  | { kind: 'ignored'; reason: string }
-  | { kind: 'notify'; notification: ScmNotification };
+export type NormalizedScmEvent = { kind: 'ping' } | { kind: 'ignored'; reason: string } | { kind: 'notify'; notification: ScmNotification };
 
 /** A handled event whose payload lacks a field we need (the route answers 400 naming `field`). */
 export class ScmPayloadError extends Error {

@@ -51,7 +51,8 @@ export async function api<T = unknown>(method: string, path: string, payload?: u
   }
   if (!res.ok) {
     const err = (data as { error?: { code?: string; message?: string; details?: unknown } } | null)?.error ?? {};
-    if (res.status === 403 && err.code === 'step_up_required' && !retried && (await stepUp(err.details as StepUpDetails))) return api<T>(method, path, payload, true);
+    if (res.status === 403 && err.code === 'step_up_required' && !retried && (await stepUp(err.details as StepUpDetails)))
+      return api<T>(method, path, payload, true);
     if (res.status === 403 && err.code === 'mfa_enrollment_required') toEnrolment();
     throw new ApiError(res.status, err.code ?? 'error', err.message ?? `${res.status} ${res.statusText}`, err.details);
   }
@@ -111,7 +112,8 @@ export function safeHref(link: unknown): string | null {
 // ISO time is in the title.
 const DATE_FORMAT = new Intl.DateTimeFormat('en-GB', { day: 'numeric', month: 'short', year: 'numeric', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
 export const formatDate = (iso: string): string => DATE_FORMAT.format(new Date(iso));
-export const when = (iso: string | null | undefined): Node | string => (iso ? h('time', { datetime: iso, title: new Date(iso).toISOString() }, formatDate(iso)) : '—');
+export const when = (iso: string | null | undefined): Node | string =>
+  iso ? h('time', { datetime: iso, title: new Date(iso).toISOString() }, formatDate(iso)) : '—';
 
 // On a phone the navigation scrolls sideways: the current page's link is scrolled into sight.
 const nav = $('.topbar nav');

@@ -2,7 +2,23 @@
 // each event's details on demand, and a live tail: `audit:event` frames matching the filters
 // appear at the top as they happen (pausable). After every (re)connect the newest page is read
 // again, so nothing written while the socket was down is missing.
-import { api, boot, busy, clearOnEdit, currentLiveState, errorText, h, markInvalid, must, onFrame, onLiveState, say, text, when, type LiveState } from './app.js';
+import {
+  api,
+  boot,
+  busy,
+  clearOnEdit,
+  currentLiveState,
+  errorText,
+  h,
+  markInvalid,
+  must,
+  onFrame,
+  onLiveState,
+  say,
+  text,
+  when,
+  type LiveState,
+} from './app.js';
 
 import type { Answer, Schemas } from '../../client/api-types.js';
 
@@ -107,11 +123,21 @@ const sub = (s: string) => h('span', { class: 'sub' }, s);
 function targetCell(t: AuditEvent['target']): HTMLTableCellElement {
   if (t.type === 'none' && !t.id && !t.name) return h('td', {}, '—');
   const label = t.name ?? t.id;
-  return h('td', { class: 'target' }, sub(t.type), label ? ' ' : '', label ? h('span', { class: 'target-name', title: t.id && t.id !== label ? `id ${t.id}` : null }, label) : '');
+  return h(
+    'td',
+    { class: 'target' },
+    sub(t.type),
+    label ? ' ' : '',
+    label ? h('span', { class: 'target-name', title: t.id && t.id !== label ? `id ${t.id}` : null }, label) : '',
+  );
 }
 
 function row(e: AuditEvent, fresh: boolean): HTMLTableRowElement {
-  const toggle = h('button', { type: 'button', class: 'small secondary', 'aria-expanded': 'false', 'aria-controls': `audit-details-${e.seq}`, 'data-details-toggle': true }, 'Details');
+  const toggle = h(
+    'button',
+    { type: 'button', class: 'small secondary', 'aria-expanded': 'false', 'aria-controls': `audit-details-${e.seq}`, 'data-details-toggle': true },
+    'Details',
+  );
   const tr = h(
     'tr',
     { class: fresh ? 'fresh' : null, dataset: { seq: String(e.seq), action: e.action, outcome: e.outcome } },
@@ -136,7 +162,14 @@ function row(e: AuditEvent, fresh: boolean): HTMLTableRowElement {
 /** The whole event: its details as JSON (as text: never markup), the actor and target in full, the hash. */
 function detailsRow(e: AuditEvent): HTMLTableRowElement {
   const fact = (term: string, value: Node | string) => [h('dt', {}, term), h('dd', {}, value)];
-  const actor = [e.actor.username, e.actor.user_id ? `user id ${e.actor.user_id}` : null, e.actor.method ? `by ${e.actor.method}` : null, e.actor.ip ? `from ${e.actor.ip}` : null].filter(Boolean).join(', ');
+  const actor = [
+    e.actor.username,
+    e.actor.user_id ? `user id ${e.actor.user_id}` : null,
+    e.actor.method ? `by ${e.actor.method}` : null,
+    e.actor.ip ? `from ${e.actor.ip}` : null,
+  ]
+    .filter(Boolean)
+    .join(', ');
   const target = [e.target.type, e.target.name, e.target.id && e.target.id !== e.target.name ? `id ${e.target.id}` : null].filter(Boolean).join(', ');
   return h(
     'tr',
@@ -144,7 +177,16 @@ function detailsRow(e: AuditEvent): HTMLTableRowElement {
     h(
       'td',
       { colspan: COLUMNS },
-      h('dl', { class: 'facts' }, fact('Seq', String(e.seq)), fact('Time', e.at), fact('Actor', actor), fact('Target', target), fact('Event id', e.id), fact('Hash', h('code', { class: 'hash' }, e.hash))),
+      h(
+        'dl',
+        { class: 'facts' },
+        fact('Seq', String(e.seq)),
+        fact('Time', e.at),
+        fact('Actor', actor),
+        fact('Target', target),
+        fact('Event id', e.id),
+        fact('Hash', h('code', { class: 'hash' }, e.hash)),
+      ),
       h('pre', { class: 'details-json', 'data-details-json': true }, JSON.stringify(e.details, null, 2)),
     ),
   );
@@ -304,7 +346,12 @@ function showLive(s: LiveState): void {
   const state = s !== 'live' ? s : paused ? 'paused' : 'live';
   liveLabel.dataset.state = state;
   liveLabel.textContent = state === 'connecting' ? 'connecting…' : state;
-  liveLabel.title = state === 'live' ? 'New events appear at the top as they happen' : state === 'paused' ? 'New events are held until you resume' : 'Live updates are paused until the connection is back';
+  liveLabel.title =
+    state === 'live'
+      ? 'New events appear at the top as they happen'
+      : state === 'paused'
+        ? 'New events are held until you resume'
+        : 'Live updates are paused until the connection is back';
 }
 
 pauseButton.addEventListener('click', () => {

@@ -20,8 +20,10 @@ function fieldControl(name: string, f: FieldView): HTMLLabelElement {
   const attrs = { name, 'data-kind': kind, readonly: f.locked, disabled: f.locked && kind === 'boolean' };
   let input: FieldControl;
   if (kind === 'boolean') input = h('input', { ...attrs, type: 'checkbox', checked: f.value === true });
-  else if (kind === 'mapping') input = h('textarea', { ...attrs, rows: 3, spellcheck: 'false' }, Object.keys(mappingOf(f.value)).length ? JSON.stringify(f.value) : '');
-  else if (kind === 'secret') input = h('input', { ...attrs, type: 'password', autocomplete: 'off', placeholder: f.configured ? 'set (unchanged)' : 'not set' });
+  else if (kind === 'mapping')
+    input = h('textarea', { ...attrs, rows: 3, spellcheck: 'false' }, Object.keys(mappingOf(f.value)).length ? JSON.stringify(f.value) : '');
+  else if (kind === 'secret')
+    input = h('input', { ...attrs, type: 'password', autocomplete: 'off', placeholder: f.configured ? 'set (unchanged)' : 'not set' });
   else if (kind === 'list') input = h('input', { ...attrs, value: listOf(f.value).join(', '), spellcheck: 'false' });
   else input = h('input', { ...attrs, value: stringOf(f.value), spellcheck: 'false' });
   const source = f.locked ? 'environment (locked)' : f.source === 'store' ? 'saved here' : 'default';
@@ -50,7 +52,10 @@ function readPatch(form: HTMLFormElement, fields: Record<string, FieldView>): Re
     } else if (kind === 'secret') {
       if (el.value) patch[name] = el.value;
     } else if (kind === 'list') {
-      const list = el.value.split(',').map((s) => s.trim()).filter(Boolean);
+      const list = el.value
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
       if (JSON.stringify(list) !== JSON.stringify(listOf(f.value))) patch[name] = list.length ? list : null;
     } else if (kind === 'mapping') {
       const raw = el.value.trim();
@@ -86,7 +91,10 @@ export function authSettings(section: HTMLElement): void {
     const view = await api<AuthView>('GET', '/api/settings/auth');
     fields = view.settings;
     must('[data-chain]', section).textContent = `Sign-in chain: ${view.chain.map((c) => `${c.label} (${c.id})`).join(' → ') || 'empty'}`;
-    form.replaceChildren(...Object.entries(fields).map(([name, f]) => fieldControl(name, f)), h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Save provider settings')));
+    form.replaceChildren(
+      ...Object.entries(fields).map(([name, f]) => fieldControl(name, f)),
+      h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Save provider settings')),
+    );
   };
   form.addEventListener('submit', async (e) => {
     e.preventDefault();

@@ -59,7 +59,15 @@ function row(n: NotificationView): HTMLLIElement {
       {},
       h('div', { class: 'title' }, n.title),
       n.message ? h('p', { class: 'msg' }, n.message) : null,
-      h('div', { class: 'meta' }, when(n.created_at), n.source ? ` · ${n.source}` : '', n.broadcast ? ' · everyone' : ' · to you', href ? ' · ' : '', href ? h('a', { href, rel: 'noopener noreferrer' }, 'open') : null),
+      h(
+        'div',
+        { class: 'meta' },
+        when(n.created_at),
+        n.source ? ` · ${n.source}` : '',
+        n.broadcast ? ' · everyone' : ' · to you',
+        href ? ' · ' : '',
+        href ? h('a', { href, rel: 'noopener noreferrer' }, 'open') : null,
+      ),
     ),
     actions,
   );
@@ -221,14 +229,23 @@ async function loadStatus(status: HTMLElement): Promise<void> {
     const p = await api<ProviderList>('GET', '/api/socket/providers');
     // an unavailable provider says why, so the administrator knows what to fix
     const entry = (x: ProviderList['providers'][number]) =>
-      h('div', { class: 'provider', dataset: { provider: x.name } }, h('span', { class: `pill ${x.available ? 'on' : 'off'}` }, `${x.name} ${x.available ? 'available' : 'unavailable'}`), !x.available && x.reason ? h('span', { class: 'note reason' }, x.reason) : null);
+      h(
+        'div',
+        { class: 'provider', dataset: { provider: x.name } },
+        h('span', { class: `pill ${x.available ? 'on' : 'off'}` }, `${x.name} ${x.available ? 'available' : 'unavailable'}`),
+        !x.available && x.reason ? h('span', { class: 'note reason' }, x.reason) : null,
+      );
     providers.replaceChildren(...(p.providers.length ? p.providers.map(entry) : ['none']));
   } catch (err) {
     providers.textContent = errorText(err);
   }
   try {
     const w = await api<WebhookHealth>('GET', '/api/notifications/webhook/scm/health');
-    webhook.replaceChildren(h('span', { class: `pill ${w.status === 'ok' ? 'on' : 'off'}` }, w.status === 'ok' ? 'accepting' : 'disabled (no secret)'), w.last_delivery_at ? ' last delivery ' : '', w.last_delivery_at ? when(w.last_delivery_at) : '');
+    webhook.replaceChildren(
+      h('span', { class: `pill ${w.status === 'ok' ? 'on' : 'off'}` }, w.status === 'ok' ? 'accepting' : 'disabled (no secret)'),
+      w.last_delivery_at ? ' last delivery ' : '',
+      w.last_delivery_at ? when(w.last_delivery_at) : '',
+    );
   } catch (err) {
     webhook.textContent = errorText(err);
   }

@@ -118,7 +118,10 @@ export function explainPattern(input: HTMLInputElement, msg: Element | null): ()
 /** 32 random bytes, base64url: for generated secrets. */
 export function randomSecret(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(32));
-  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  return btoa(String.fromCharCode(...bytes))
+    .replace(/\+/g, '-')
+    .replace(/\//g, '_')
+    .replace(/=+$/, '');
 }
 
 export async function copyText(value: string): Promise<boolean> {

@@ -30,7 +30,16 @@ let current: string | null = null;
 function renderList(): void {
   list.replaceChildren(
     ...groups.map((g) =>
-      h('li', {}, h('button', { type: 'button', 'aria-current': current === g.name ? 'true' : 'false', dataset: { group: g.name }, onclick: () => select(g.name) }, g.name, h('span', { class: 'count' }, ` ${g.members.length}`))),
+      h(
+        'li',
+        {},
+        h(
+          'button',
+          { type: 'button', 'aria-current': current === g.name ? 'true' : 'false', dataset: { group: g.name }, onclick: () => select(g.name) },
+          g.name,
+          h('span', { class: 'count' }, ` ${g.members.length}`),
+        ),
+      ),
     ),
   );
 }
@@ -60,7 +69,14 @@ function renderMembers(g: GroupView): void {
     ...(g.members.length
       ? g.members.map((username) => {
           const u = users.find((x) => x.username === username);
-          return h('li', { dataset: { member: username } }, username, can('feature:admin.users') && u ? h('button', { type: 'button', class: 'small secondary', 'aria-label': `Remove ${username}`, onclick: () => setMembership(u, false) }, '×') : null);
+          return h(
+            'li',
+            { dataset: { member: username } },
+            username,
+            can('feature:admin.users') && u
+              ? h('button', { type: 'button', class: 'small secondary', 'aria-label': `Remove ${username}`, onclick: () => setMembership(u, false) }, '×')
+              : null,
+          );
         })
       : [h('li', { class: 'empty' }, 'No members.')]),
   );
@@ -93,12 +109,17 @@ form.addEventListener('submit', async (e) => {
   const group = current;
   if (!group) return;
   const f = new FormData(form);
-  const body: { description: string; permissions: string[]; name?: string } = { description: text(f, 'description'), permissions: grantedIn(permissionBox, 'permissions') };
+  const body: { description: string; permissions: string[]; name?: string } = {
+    description: text(f, 'description'),
+    permissions: grantedIn(permissionBox, 'permissions'),
+  };
   if (text(f, 'name') !== group) body.name = text(f, 'name');
-  const saved = await busy(submitter(e), msg, () => api<GroupView>('PATCH', `/api/groups/${encodeURIComponent(group)}`, body).catch((err: unknown) => {
-    markInvalid(form, err);
-    throw err;
-  }));
+  const saved = await busy(submitter(e), msg, () =>
+    api<GroupView>('PATCH', `/api/groups/${encodeURIComponent(group)}`, body).catch((err: unknown) => {
+      markInvalid(form, err);
+      throw err;
+    }),
+  );
   if (saved) {
     await load(saved.name);
     say(msg, 'Saved.');

@@ -5,7 +5,12 @@ import type { Schemas } from '../../client/api-types.js';
 import { assertPasskey, passkeyErrorText, passkeysSupported, type FlowOptions, type PublicKeyCredentialRequestOptionsJSON } from './passkeys.js';
 
 async function post(path: string, payload: unknown): Promise<{ status: number; data: unknown }> {
-  const res = await fetch(path, { method: 'POST', credentials: 'same-origin', headers: { accept: 'application/json', 'content-type': 'application/json' }, body: JSON.stringify(payload) });
+  const res = await fetch(path, {
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { accept: 'application/json', 'content-type': 'application/json' },
+    body: JSON.stringify(payload),
+  });
   return { status: res.status, data: await res.json().catch(() => null) };
 }
 

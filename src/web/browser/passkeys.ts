@@ -1,7 +1,12 @@
 // Passkeys in the browser, shared by the login page, the step-up dialog and the Security panel:
 // the WebAuthn ceremonies of @simplewebauthn/browser, and their failures in words.
 import { browserSupportsWebAuthn, startAuthentication, startRegistration } from '@simplewebauthn/browser';
-import type { AuthenticationResponseJSON, PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequestOptionsJSON, RegistrationResponseJSON } from '@simplewebauthn/browser';
+import type {
+  AuthenticationResponseJSON,
+  PublicKeyCredentialCreationOptionsJSON,
+  PublicKeyCredentialRequestOptionsJSON,
+  RegistrationResponseJSON,
+} from '@simplewebauthn/browser';
 
 export type { AuthenticationResponseJSON, RegistrationResponseJSON };
 
@@ -18,10 +23,12 @@ export interface FlowOptions<O> {
 export const passkeysSupported = (): boolean => window.isSecureContext && browserSupportsWebAuthn() && !/^(\d+\.){3}\d+$|^\[/.test(location.hostname);
 
 /** Asks the authenticator to sign the challenge of `options`. */
-export const assertPasskey = (options: PublicKeyCredentialRequestOptionsJSON): Promise<AuthenticationResponseJSON> => startAuthentication({ optionsJSON: options });
+export const assertPasskey = (options: PublicKeyCredentialRequestOptionsJSON): Promise<AuthenticationResponseJSON> =>
+  startAuthentication({ optionsJSON: options });
 
 /** Asks the authenticator for a new credential for `options`. */
-export const createPasskey = (options: PublicKeyCredentialCreationOptionsJSON): Promise<RegistrationResponseJSON> => startRegistration({ optionsJSON: options });
+export const createPasskey = (options: PublicKeyCredentialCreationOptionsJSON): Promise<RegistrationResponseJSON> =>
+  startRegistration({ optionsJSON: options });
 
 export type { PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequestOptionsJSON };
 

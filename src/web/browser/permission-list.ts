@@ -34,7 +34,13 @@ export function withUnknown(catalog: CatalogEntry[], granted: Iterable<string>):
 
 /** One permission as text: the id and, under it, its description (and where it comes from). */
 export function permissionText(e: CatalogEntry, via?: string): HTMLElement {
-  return h('span', { class: 'perm-text' }, h('code', {}, e.id), e.description ? h('span', { class: 'desc' }, e.description) : null, via ? h('span', { class: 'via' }, via) : null);
+  return h(
+    'span',
+    { class: 'perm-text' },
+    h('code', {}, e.id),
+    e.description ? h('span', { class: 'desc' }, e.description) : null,
+    via ? h('span', { class: 'via' }, via) : null,
+  );
 }
 
 export interface CheckListOptions {

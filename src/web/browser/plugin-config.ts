@@ -16,7 +16,8 @@ function field(pluginId: string, s: SettingView): HTMLElement {
     ? h('input', { ...attrs, type: 'password', placeholder: s.configured ? 'set (unchanged)' : 'not set' })
     : h('input', { ...attrs, value: s.value ?? '', placeholder: s.source === 'unset' ? 'not set' : null });
   // a stored secret is removed on purpose, never by leaving the field empty
-  const clear = s.secret && s.source === 'store' ? h('label', { class: 'check' }, h('input', { type: 'checkbox', name: CLEAR(s.key) }), 'remove the saved value') : null;
+  const clear =
+    s.secret && s.source === 'store' ? h('label', { class: 'check' }, h('input', { type: 'checkbox', name: CLEAR(s.key) }), 'remove the saved value') : null;
   return h(
     'div',
     { class: `setting${s.locked ? ' locked' : ''}`, dataset: { setting: s.key } },

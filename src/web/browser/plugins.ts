@@ -14,7 +14,9 @@ const STATE_CLASS: Record<PluginState, string> = { loaded: 'on', degraded: 'fail
 function row(p: PluginView): HTMLTableRowElement {
   const toggle = h('button', { type: 'button', class: `small ${p.enabled ? 'secondary' : ''}`, dataset: { toggle: p.id } }, p.enabled ? 'Disable' : 'Enable');
   toggle.addEventListener('click', async () => {
-    const done = await busy(toggle, msg, () => api<{ state: PluginState; error: string | null }>('POST', `/api/plugins/${encodeURIComponent(p.id)}/${p.enabled ? 'disable' : 'enable'}`));
+    const done = await busy(toggle, msg, () =>
+      api<{ state: PluginState; error: string | null }>('POST', `/api/plugins/${encodeURIComponent(p.id)}/${p.enabled ? 'disable' : 'enable'}`),
+    );
     if (done) {
       say(msg, `${p.name ?? p.id}: ${done.state}${done.error ? ` (${done.error})` : ''}`, done.error ? 'error' : 'ok');
       await load();
@@ -26,9 +28,18 @@ function row(p: PluginView): HTMLTableRowElement {
     { dataset: { plugin: p.id } },
     h('td', {}, h('strong', {}, p.name ?? p.id), h('div', { class: 'note' }, p.description ?? p.folder)),
     h('td', {}, p.version ?? '—'),
-    h('td', {}, h('span', { class: `pill ${STATE_CLASS[p.state] ?? ''}`, 'data-state': p.state }, p.state), p.enabled || p.state === 'disabled' ? '' : h('span', { class: 'pill off' }, 'disabled')),
+    h(
+      'td',
+      {},
+      h('span', { class: `pill ${STATE_CLASS[p.state] ?? ''}`, 'data-state': p.state }, p.state),
+      p.enabled || p.state === 'disabled' ? '' : h('span', { class: 'pill off' }, 'disabled'),
+    ),
     h('td', { class: p.error ? 'error' : '' }, p.error ?? ''),
-    h('td', {}, provides.map((x) => h('span', { class: 'pill' }, x))),
+    h(
+      'td',
+      {},
+      provides.map((x) => h('span', { class: 'pill' }, x)),
+    ),
     h('td', {}, toggle),
   );
 }

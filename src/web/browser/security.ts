@@ -38,7 +38,13 @@ export function securityPanel(section: HTMLElement): void {
     codesBox.scrollIntoView({ block: 'nearest' });
   }
   must('[data-download]', codesBox).addEventListener('click', () => {
-    const file = [`service-core recovery codes for ${me.username} at ${location.host}`, `saved ${new Date().toISOString()}; each code works once`, '', ...codes, ''].join('\n');
+    const file = [
+      `service-core recovery codes for ${me.username} at ${location.host}`,
+      `saved ${new Date().toISOString()}; each code works once`,
+      '',
+      ...codes,
+      '',
+    ].join('\n');
     const url = URL.createObjectURL(new Blob([file], { type: 'text/plain' }));
     const a = h('a', { href: url, download: `${location.hostname}-recovery-codes.txt` });
     document.body.append(a);
@@ -62,11 +68,24 @@ export function securityPanel(section: HTMLElement): void {
     const any = s.totp || s.webauthn.length > 0;
     required.hidden = any || !(s.required || mustEnrol);
     totpStart.hidden = s.totp;
-    must('.note', totpBlock).textContent = s.totp ? 'Enrolled: remove it above to set up another.' : 'An app such as FreeOTP, Aegis or Google Authenticator shows a new 6-digit code every 30 seconds.';
+    must('.note', totpBlock).textContent = s.totp
+      ? 'Enrolled: remove it above to set up another.'
+      : 'An app such as FreeOTP, Aegis or Google Authenticator shows a new 6-digit code every 30 seconds.';
     if (s.totp) totpEnrol.hidden = true;
     const removeTotp = h('button', { type: 'button', class: 'small secondary', onclick: () => openTotpRemove() }, 'Remove');
     rows.replaceChildren(
-      ...(s.totp ? [h('tr', { dataset: { factor: 'totp' } }, h('td', {}, 'Authenticator app ', h('span', { class: 'pill on' }, 'app')), h('td', {}, s.totp_created_at ? when(s.totp_created_at) : '—'), h('td', {}, s.totp_last_used_at ? when(s.totp_last_used_at) : 'never'), h('td', {}, removeTotp))] : []),
+      ...(s.totp
+        ? [
+            h(
+              'tr',
+              { dataset: { factor: 'totp' } },
+              h('td', {}, 'Authenticator app ', h('span', { class: 'pill on' }, 'app')),
+              h('td', {}, s.totp_created_at ? when(s.totp_created_at) : '—'),
+              h('td', {}, s.totp_last_used_at ? when(s.totp_last_used_at) : 'never'),
+              h('td', {}, removeTotp),
+            ),
+          ]
+        : []),
       ...s.webauthn.map((k) =>
         h(
           'tr',
@@ -96,13 +115,17 @@ export function securityPanel(section: HTMLElement): void {
               h(
                 'td',
                 {},
-                confirmButton(h('button', { type: 'button', class: 'small secondary', 'data-new-codes': '' }, 'New codes'), 'Confirm: old ones stop', async () => {
-                  const got = await busy(null, msg, () => api<{ recovery_codes: string[] }>('POST', '/api/me/mfa/recovery-codes'));
-                  if (!got) return;
-                  say(msg, 'New recovery codes: the old ones no longer work.');
-                  showCodes(got.recovery_codes);
-                  await refresh();
-                }),
+                confirmButton(
+                  h('button', { type: 'button', class: 'small secondary', 'data-new-codes': '' }, 'New codes'),
+                  'Confirm: old ones stop',
+                  async () => {
+                    const got = await busy(null, msg, () => api<{ recovery_codes: string[] }>('POST', '/api/me/mfa/recovery-codes'));
+                    if (!got) return;
+                    say(msg, 'New recovery codes: the old ones no longer work.');
+                    showCodes(got.recovery_codes);
+                    await refresh();
+                  },
+                ),
               ),
             ),
           ]

@@ -1,7 +1,25 @@
 // Settings: password, my second factors (Security, security.ts), my API keys (token shown once), my sessions; for administrators the
 // system API key, the webhook secrets (shared and per forge) and the authentication provider settings.
 import type { Answer, RequestBody, Schemas } from '../../client/api-types.js';
-import { $, api, boot, busy, clearOnEdit, confirmButton, control, copyText, errorText, h, must, randomSecret, say, submitter, text, texts, when } from './app.js';
+import {
+  $,
+  api,
+  boot,
+  busy,
+  clearOnEdit,
+  confirmButton,
+  control,
+  copyText,
+  errorText,
+  h,
+  must,
+  randomSecret,
+  say,
+  submitter,
+  text,
+  texts,
+  when,
+} from './app.js';
 import { authSettings } from './auth-form.js';
 import { permissionText, type CatalogEntry } from './permission-list.js';
 import { securityPanel } from './security.js';
@@ -18,7 +36,9 @@ pwForm?.addEventListener('submit', async (e) => {
   const f = new FormData(pwForm);
   const msg = $('[data-msg]', pwForm);
   const body = { current_password: text(f, 'current_password'), new_password: text(f, 'new_password') };
-  const done = await busy(submitter(e), msg, () => api('POST', `/api/users/${encodeURIComponent(pwForm.dataset.userId ?? '')}/password`, body).then(() => true));
+  const done = await busy(submitter(e), msg, () =>
+    api('POST', `/api/users/${encodeURIComponent(pwForm.dataset.userId ?? '')}/password`, body).then(() => true),
+  );
   if (done) {
     say(msg, 'Password changed.');
     pwForm.reset();
@@ -37,7 +57,8 @@ const keysBody = $('[data-keys] tbody');
 const sessionsBody = $('[data-sessions] tbody');
 const newToken = $('[data-new-token]');
 
-const revokeButton = (k: KeyView, label: string, confirm: string) => confirmButton(h('button', { type: 'button', class: 'small secondary', 'data-revoke': k.id }, label), confirm, () => revoke(k.id, k.current === true));
+const revokeButton = (k: KeyView, label: string, confirm: string) =>
+  confirmButton(h('button', { type: 'button', class: 'small secondary', 'data-revoke': k.id }, label), confirm, () => revoke(k.id, k.current === true));
 
 async function loadKeys(): Promise<void> {
   if (!keysBody) return;
@@ -94,10 +115,20 @@ async function revoke(id: string, current: boolean): Promise<void> {
 async function loadScopes(): Promise<void> {
   const list = $('[data-scope-list]');
   if (!list) return;
-  const [access, catalog] = await Promise.all([api<{ permissions: string[] }>('GET', '/api/me/access'), api<{ permissions: CatalogEntry[] }>('GET', '/api/permissions')]);
+  const [access, catalog] = await Promise.all([
+    api<{ permissions: string[] }>('GET', '/api/me/access'),
+    api<{ permissions: CatalogEntry[] }>('GET', '/api/permissions'),
+  ]);
   const describe = new Map(catalog.permissions.map((e) => [e.id, e.description]));
   list.replaceChildren(
-    ...access.permissions.map((id) => h('label', { class: 'perm', title: describe.get(id) ?? '' }, h('input', { type: 'checkbox', name: 'scopes', value: id }), permissionText({ id, description: describe.get(id) ?? '' }))),
+    ...access.permissions.map((id) =>
+      h(
+        'label',
+        { class: 'perm', title: describe.get(id) ?? '' },
+        h('input', { type: 'checkbox', name: 'scopes', value: id }),
+        permissionText({ id, description: describe.get(id) ?? '' }),
+      ),
+    ),
   );
 }
 
@@ -135,7 +166,10 @@ type SecretState = Schemas['SecretStatus'];
 
 const capitalised = (s: string) => `${s.charAt(0).toUpperCase()}${s.slice(1)}`;
 
-function secretSection(section: HTMLElement | null, { path, field, label, changed }: { path: string; field: string; label: string; changed?: () => void }): void {
+function secretSection(
+  section: HTMLElement | null,
+  { path, field, label, changed }: { path: string; field: string; label: string; changed?: () => void },
+): void {
   if (!section) return;
   const state = must('[data-state]', section);
   const form = must<HTMLFormElement>('form', section);
@@ -144,7 +178,10 @@ function secretSection(section: HTMLElement | null, { path, field, label, change
   clearOnEdit(form, msg);
   const show = async () => {
     const s = await api<SecretState>('GET', path);
-    state.replaceChildren(h('span', { class: `pill ${s.configured ? 'on' : 'off'}` }, s.configured ? 'configured' : 'not set'), s.locked ? ' set in the environment (read-only here)' : '');
+    state.replaceChildren(
+      h('span', { class: `pill ${s.configured ? 'on' : 'off'}` }, s.configured ? 'configured' : 'not set'),
+      s.locked ? ' set in the environment (read-only here)' : '',
+    );
     for (const el of form.elements) if (el instanceof HTMLInputElement || el instanceof HTMLButtonElement) el.disabled = s.locked;
   };
   must('[data-generate]', section).addEventListener('click', () => {
@@ -187,8 +224,17 @@ const loadWebhookWarnings = () => {
     .catch(() => undefined);
 };
 secretSection($('[data-webhook-secret]'), { path: '/api/settings/webhook-secret', field: 'secret', label: 'webhook secret', changed: loadWebhookWarnings });
-for (const [forge, name] of [['gitea', 'Gitea'], ['github', 'GitHub'], ['gitlab', 'GitLab']]) {
-  secretSection($(`[data-webhook-secret-${forge}]`), { path: `/api/settings/webhook-secret/${forge}`, field: 'secret', label: `${name} webhook secret`, changed: loadWebhookWarnings });
+for (const [forge, name] of [
+  ['gitea', 'Gitea'],
+  ['github', 'GitHub'],
+  ['gitlab', 'GitLab'],
+]) {
+  secretSection($(`[data-webhook-secret-${forge}]`), {
+    path: `/api/settings/webhook-secret/${forge}`,
+    field: 'secret',
+    label: `${name} webhook secret`,
+    changed: loadWebhookWarnings,
+  });
 }
 loadWebhookWarnings();
 

@@ -14,7 +14,12 @@ export interface StepUpDetails {
 }
 
 async function post(path: string, payload: unknown): Promise<{ status: number; data: unknown }> {
-  const res = await fetch(path, { method: 'POST', credentials: 'same-origin', headers: { accept: 'application/json', 'content-type': 'application/json' }, body: JSON.stringify(payload) });
+  const res = await fetch(path, {
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { accept: 'application/json', 'content-type': 'application/json' },
+    body: JSON.stringify(payload),
+  });
   return { status: res.status, data: res.status === 204 ? null : await res.json().catch(() => null) };
 }
 
@@ -50,7 +55,13 @@ async function showDialog(details?: StepUpDetails): Promise<boolean> {
   const minutes = details?.step_up?.window_minutes;
 
   const msg = el('p', { class: 'form-msg', role: 'status', 'data-step-up-msg': '' });
-  const code = el('input', { name: 'code', autocomplete: 'one-time-code', maxlength: '64', spellcheck: 'false', inputmode: factors?.totp === false ? 'text' : 'numeric' });
+  const code = el('input', {
+    name: 'code',
+    autocomplete: 'one-time-code',
+    maxlength: '64',
+    spellcheck: 'false',
+    inputmode: factors?.totp === false ? 'text' : 'numeric',
+  });
   const verify = el('button', { type: 'submit' }, 'Verify');
   const cancel = el('button', { type: 'button', class: 'secondary', 'data-step-up-cancel': '' }, 'Cancel');
   const passkey = el('button', { type: 'button', 'data-step-up-passkey': '' }, 'Use your passkey');

@@ -40,7 +40,9 @@ const describe = (id: string) => catalog.find((e) => e.id === id)?.description;
 let editing: UserView | null = null;
 
 function groupChecks(selected: string[]): void {
-  groupBox.replaceChildren(...groups.map((g) => h('label', {}, h('input', { type: 'checkbox', name: 'groups', value: g.name, checked: selected.includes(g.name) }), g.name)));
+  groupBox.replaceChildren(
+    ...groups.map((g) => h('label', {}, h('input', { type: 'checkbox', name: 'groups', value: g.name, checked: selected.includes(g.name) }), g.name)),
+  );
 }
 
 /** Extra permissions; what the ticked groups already give shows as granted "via group …". */
@@ -91,11 +93,26 @@ function row(u: UserView): HTMLTableRowElement {
   return h(
     'tr',
     { dataset: { username: u.username } },
-    h('td', {}, u.username, ' ', u.roles.map((r) => h('span', { class: 'pill' }, r))),
+    h(
+      'td',
+      {},
+      u.username,
+      ' ',
+      u.roles.map((r) => h('span', { class: 'pill' }, r)),
+    ),
     h('td', {}, u.display_name ?? ''),
     h('td', {}, u.email ?? ''),
-    h('td', {}, u.groups.map((g) => h('span', { class: 'pill' }, g)), u.extra_permissions.map((p) => h('span', { class: 'pill', title: `extra permission: ${describe(p) ?? p}` }, `+${p}`))),
-    h('td', {}, u.identities.map((i) => h('span', { class: 'pill', title: i.provider_user_id }, i.provider))),
+    h(
+      'td',
+      {},
+      u.groups.map((g) => h('span', { class: 'pill' }, g)),
+      u.extra_permissions.map((p) => h('span', { class: 'pill', title: `extra permission: ${describe(p) ?? p}` }, `+${p}`)),
+    ),
+    h(
+      'td',
+      {},
+      u.identities.map((i) => h('span', { class: 'pill', title: i.provider_user_id }, i.provider)),
+    ),
     h('td', {}, h('span', { class: `pill ${u.disabled ? 'off' : 'on'}` }, u.disabled ? 'disabled' : 'active')),
     h('td', { 'data-mfa': u.mfa ? 'on' : 'off' }, u.mfa ? h('span', { class: 'pill on' }, 'on') : h('span', { class: 'note' }, 'none')),
     h('td', {}, edit, ' ', del, reset ? [' ', reset] : null),

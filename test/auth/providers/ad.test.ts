@@ -26,7 +26,11 @@ function capturingLogger(): { log: Logger; lines: () => Array<Record<string, unk
   return {
     log: createLogger('debug', sink),
     text: () => buffer,
-    lines: () => buffer.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>),
+    lines: () =>
+      buffer
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
   };
 }
 
@@ -146,7 +150,7 @@ describe('LdapProvider against a real Active Directory (Samba AD DC)', function 
       }
     });
 
-    it('another domain\'s prefix finds nobody', async () => {
+    it("another domain's prefix finds nobody", async () => {
       expect(await provider().authenticate('OTHER\\alice', alice.password)).to.equal(null);
       expect(await provider().authenticate('\\alice', alice.password)).to.equal(null);
     });
@@ -196,7 +200,7 @@ describe('LdapProvider against a real Active Directory (Samba AD DC)', function 
       ]);
     });
 
-    it('with a wrong password: the same null as an unknown user, whatever the account\'s state', async () => {
+    it("with a wrong password: the same null as an unknown user, whatever the account's state", async () => {
       const p = provider();
       for (const name of ['dora', 'ed', 'fay', 'gus', 'hal', 'alice', 'nobody-here']) {
         expect(await p.authenticate(name, 'Not-The-Password-1!'), name).to.equal(null);
@@ -210,8 +214,12 @@ describe('LdapProvider against a real Active Directory (Samba AD DC)', function 
       expect(String(line!.msg)).to.match(/locked/);
     });
 
-    it('reads the code out of AD\'s diagnostic message', () => {
-      expect(adBindFailure('80090308: LdapErr: DSID-0C09044E, comment: AcceptSecurityContext error, data 533, v4563')).to.deep.equal({ code: '533', refusal: 'account_disabled', meaning: 'account disabled' });
+    it("reads the code out of AD's diagnostic message", () => {
+      expect(adBindFailure('80090308: LdapErr: DSID-0C09044E, comment: AcceptSecurityContext error, data 533, v4563')).to.deep.equal({
+        code: '533',
+        refusal: 'account_disabled',
+        meaning: 'account disabled',
+      });
       expect(adBindFailure('80090308: LdapErr: DSID-0C0903A9, comment: AcceptSecurityContext error, data 52e, v1db1 Code: 0x31')!.refusal).to.equal(null);
       expect(adBindFailure('Invalid credentials')).to.equal(null);
     });
@@ -219,7 +227,12 @@ describe('LdapProvider against a real Active Directory (Samba AD DC)', function 
 
   describe('accounts checked again', () => {
     it('tells active, disabled, expired and gone apart; a locked account or an expired password is still active', async () => {
-      const [ivy, jon, kim, lee] = [await dc.addUser('ivy', 'Ivy-Pass-1!', { ou: 'OU=People' }), await dc.addUser('jon', 'Jon-Pass-1!', { ou: 'OU=People' }), await dc.addUser('kim', 'Kim-Pass-1!', { ou: 'OU=People' }), await dc.addUser('lee', 'Lee-Pass-1!', { ou: 'OU=People' })];
+      const [ivy, jon, kim, lee] = [
+        await dc.addUser('ivy', 'Ivy-Pass-1!', { ou: 'OU=People' }),
+        await dc.addUser('jon', 'Jon-Pass-1!', { ou: 'OU=People' }),
+        await dc.addUser('kim', 'Kim-Pass-1!', { ou: 'OU=People' }),
+        await dc.addUser('lee', 'Lee-Pass-1!', { ou: 'OU=People' }),
+      ];
       const moe = await dc.addUser('moe', 'Moe-Pass-1!', { ou: 'OU=People' });
       const nia = await dc.addUser('nia', 'Nia-Pass-1!', { ou: 'OU=People' });
       await dc.disable('jon');
@@ -263,7 +276,7 @@ describe('LdapProvider against a real Active Directory (Samba AD DC)', function 
   });
 
   describe('TLS with a private CA', () => {
-    it('LDAPS and StartTLS work with the CA that signed the DC\'s certificate, the host name checked', async () => {
+    it("LDAPS and StartTLS work with the CA that signed the DC's certificate, the host name checked", async () => {
       for (const opts of [{ url: dc.ldapsUrl }, { url: dc.url, startTls: true }]) {
         const profile = await provider({ ...opts, caCert: dc.caPem }).authenticate('alice', alice.password);
         expect(profile?.provider_user_id, JSON.stringify(opts)).to.equal(alice.sid);
@@ -295,13 +308,28 @@ describe('LdapProvider against a real Active Directory (Samba AD DC)', function 
   it('names itself once in each log line (the provider key is not repeated)', async () => {
     // built the way the chain builds it, from the settings
     const sink = capturingLogger();
-    const config = loadConfig({ SERVICE_DATA_DIR: '/tmp/unused', SERVICE_SECRET_KEY: 'x'.repeat(40), SERVICE_AUTH_PROVIDERS: 'ldap', SERVICE_LDAP_URL: dc.url, SERVICE_LDAP_BASE_DN: dc.baseDN, SERVICE_LDAP_BIND_DN: dc.bindDN, SERVICE_LDAP_BIND_PASSWORD: dc.bindPassword, SERVICE_LDAP_USER_FILTER: AD_FILTER }, { writeFiles: false });
+    const config = loadConfig(
+      {
+        SERVICE_DATA_DIR: '/tmp/unused',
+        SERVICE_SECRET_KEY: 'x'.repeat(40),
+        SERVICE_AUTH_PROVIDERS: 'ldap',
+        SERVICE_LDAP_URL: dc.url,
+        SERVICE_LDAP_BASE_DN: dc.baseDN,
+        SERVICE_LDAP_BIND_DN: dc.bindDN,
+        SERVICE_LDAP_BIND_PASSWORD: dc.bindPassword,
+        SERVICE_LDAP_USER_FILTER: AD_FILTER,
+      },
+      { writeFiles: false },
+    );
     const { providers, errors } = buildProviders(config, undefined as never, sink.log);
     expect(errors).to.deep.equal([]);
     const ldap = providers[0] as LdapProvider;
     expect(await ldap.authenticate('alice', 'Not-The-Password-1!')).to.equal(null);
     expect(await ldap.authenticate('nobody-at-all', 'Not-The-Password-1!')).to.equal(null);
-    const raw = sink.text().split('\n').filter((l) => l.includes('"ldap'));
+    const raw = sink
+      .text()
+      .split('\n')
+      .filter((l) => l.includes('"ldap'));
     expect(raw.length).to.be.greaterThan(1);
     for (const line of raw) expect(line.match(/"provider":/g), line).to.have.length(1);
   });
@@ -329,7 +357,10 @@ describe('LdapProvider timeouts and backoff', function () {
   });
 
   it('times out, then refuses at once for the backoff, then tries the directory again', async () => {
-    const p = new LdapProvider({ url, baseDN: 'DC=corp,DC=example', bindDN: 'CN=svc', bindPassword: 'x', connectTimeoutMs: 300, timeoutMs: 300, backoffMs: 1000 }, log);
+    const p = new LdapProvider(
+      { url, baseDN: 'DC=corp,DC=example', bindDN: 'CN=svc', bindPassword: 'x', connectTimeoutMs: 300, timeoutMs: 300, backoffMs: 1000 },
+      log,
+    );
     let started = Date.now();
     expect((await rejection(p.authenticate('alice', 'pw'))).message).to.match(/timed out/i);
     expect(Date.now() - started).to.be.within(250, 1500);

@@ -19,7 +19,11 @@ function capturingLogger(): { log: Logger; lines: () => Array<Record<string, unk
   return {
     log,
     text: () => buffer,
-    lines: () => buffer.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>),
+    lines: () =>
+      buffer
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
   };
 }
 

@@ -1,12 +1,6 @@
 import { expect } from 'chai';
 import { createHmac, randomUUID } from 'node:crypto';
-import {
-  detectScmRequest,
-  normalizeScmEvent,
-  verifyScmSignature,
-  type RequestHeaders,
-  type ScmRequest,
-} from '../../../src/notifications/scm/index.js';
+import { detectScmRequest, normalizeScmEvent, verifyScmSignature, type RequestHeaders, type ScmRequest } from '../../../src/notifications/scm/index.js';
 import { fixture, githubExample, hmacHex } from './fixtures/load.js';
 
 const SECRET = 'It5-a-s3cret-with-ünïcode';
@@ -65,9 +59,11 @@ describe('scm webhook headers', () => {
     });
 
     it('takes the GitLab Idempotency-Key (stable across re-sends) before X-Gitlab-Event-UUID', () => {
-      expect(
-        detectScmRequest({ 'x-gitlab-event': 'Push Hook', 'x-gitlab-event-uuid': 'event-uuid', 'idempotency-key': 'idem-key' }),
-      ).to.deep.equal({ provider: 'gitlab', event: 'Push Hook', deliveryId: 'idem-key' });
+      expect(detectScmRequest({ 'x-gitlab-event': 'Push Hook', 'x-gitlab-event-uuid': 'event-uuid', 'idempotency-key': 'idem-key' })).to.deep.equal({
+        provider: 'gitlab',
+        event: 'Push Hook',
+        deliveryId: 'idem-key',
+      });
       expect(detectScmRequest({ 'x-gitlab-event': 'Push Hook', 'x-gitlab-event-uuid': 'event-uuid' })).to.deep.equal({
         provider: 'gitlab',
         event: 'Push Hook',
@@ -183,7 +179,13 @@ describe('scm webhook headers', () => {
 
   describe('intake pipeline over raw bytes', () => {
     it('verifies and normalises a real GitHub pull_request delivery', () => {
-      const raw = Buffer.from(JSON.stringify(githubExample('pull_request', (e) => e.action === 'opened'), null, 2));
+      const raw = Buffer.from(
+        JSON.stringify(
+          githubExample('pull_request', (e) => e.action === 'opened'),
+          null,
+          2,
+        ),
+      );
       const outcome = intake(githubHeaders('pull_request', raw), raw);
       expect(outcome.status).to.equal('verified');
       expect(outcome.status === 'verified' && outcome.result.kind).to.equal('notify');
@@ -220,4 +222,3 @@ describe('scm webhook headers', () => {
     });
   });
 });
-

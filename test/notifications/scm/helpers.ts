@@ -1,11 +1,5 @@
 import { expect } from 'chai';
-import {
-  normalizeScmEvent,
-  ScmPayloadError,
-  type NormalizedScmEvent,
-  type ScmNotification,
-  type ScmProvider,
-} from '../../../src/notifications/scm/index.js';
+import { normalizeScmEvent, ScmPayloadError, type NormalizedScmEvent, type ScmNotification, type ScmProvider } from '../../../src/notifications/scm/index.js';
 
 export function notification(result: NormalizedScmEvent): ScmNotification {
   expect(result.kind, JSON.stringify(result)).to.equal('notify');
@@ -14,7 +8,9 @@ export function notification(result: NormalizedScmEvent): ScmNotification {
 
 export function expectIgnored(result: NormalizedScmEvent): void {
   expect(result.kind, JSON.stringify(result)).to.equal('ignored');
-  expect((result as { reason: string }).reason).to.be.a('string').and.not.equal('');
+  expect((result as { reason: string }).reason)
+    .to.be.a('string')
+    .and.not.equal('');
 }
 
 export function payloadError(provider: ScmProvider, event: string, payload: unknown): ScmPayloadError {

@@ -114,7 +114,6 @@ describe('scm webhook normalisation', () => {
     });
   });
 
-
   describe('GitLab (fixtures in the documented payload format)', () => {
     it('Push Hook: user, total commit count, branch, compare link', () => {
       expect(notification(normalizeScmEvent('gitlab', 'Push Hook', fixture('gitlab-push')))).to.deep.equal({
@@ -138,10 +137,7 @@ describe('scm webhook normalisation', () => {
 
     it('Tag Push Hook and a System Hook carrying a push', () => {
       const tag = notification(normalizeScmEvent('gitlab', 'Tag Push Hook', fixture('gitlab-tag_push')));
-      expect([tag.title, tag.link]).to.deep.equal([
-        '[mike/diaspora] John Smith created tag v1.0.0',
-        'http://example.com/mike/diaspora/-/tags/v1.0.0',
-      ]);
+      expect([tag.title, tag.link]).to.deep.equal(['[mike/diaspora] John Smith created tag v1.0.0', 'http://example.com/mike/diaspora/-/tags/v1.0.0']);
       expect(notification(normalizeScmEvent('gitlab', 'System Hook', fixture('gitlab-push'))).title).to.equal(
         '[mike/diaspora] jsmith pushed 4 commits to master',
       );
@@ -278,5 +274,4 @@ describe('scm webhook normalisation', () => {
       }
     });
   });
-
 });

@@ -31,15 +31,33 @@ describe('scm webhook normalisation', () => {
     });
 
     it('push creating and deleting tags', () => {
-      const created = notification(normalizeScmEvent('github', 'push', githubExample('push', (e) => e.ref.startsWith('refs/tags/') && e.created)));
+      const created = notification(
+        normalizeScmEvent(
+          'github',
+          'push',
+          githubExample('push', (e) => e.ref.startsWith('refs/tags/') && e.created),
+        ),
+      );
       expect(created.title).to.equal('[Codertocat/Hello-World] Codertocat created tag simple-tag');
-      const deleted = notification(normalizeScmEvent('github', 'push', githubExample('push', (e) => e.deleted)));
+      const deleted = notification(
+        normalizeScmEvent(
+          'github',
+          'push',
+          githubExample('push', (e) => e.deleted),
+        ),
+      );
       expect(deleted.title).to.equal('[Codertocat/Hello-World] Codertocat deleted tag simple-tag');
       expect(deleted.link).to.equal('https://github.com/Codertocat/Hello-World');
     });
 
     it('pull request opened, reopened, closed and merged link to the PR page', () => {
-      const opened = notification(normalizeScmEvent('github', 'pull_request', githubExample('pull_request', (e) => e.action === 'opened')));
+      const opened = notification(
+        normalizeScmEvent(
+          'github',
+          'pull_request',
+          githubExample('pull_request', (e) => e.action === 'opened'),
+        ),
+      );
       expect(opened).to.deep.equal({
         title: '[Codertocat/Hello-World] Pull request #2 opened',
         message: 'Update the README with new information. (changes → master) by Codertocat',
@@ -48,7 +66,13 @@ describe('scm webhook normalisation', () => {
         link: 'https://github.com/Codertocat/Hello-World/pull/2',
         toast: true,
       });
-      const reopened = notification(normalizeScmEvent('github', 'pull_request', githubExample('pull_request', (e) => e.action === 'reopened')));
+      const reopened = notification(
+        normalizeScmEvent(
+          'github',
+          'pull_request',
+          githubExample('pull_request', (e) => e.action === 'reopened'),
+        ),
+      );
       expect(reopened.title).to.equal('[Codertocat/Hello-World] Pull request #2 reopened');
 
       const closedPayload = githubExample('pull_request', (e) => e.action === 'closed');
@@ -65,7 +89,13 @@ describe('scm webhook normalisation', () => {
 
     it('ignores other pull request actions without validating the rest', () => {
       for (const action of ['labeled', 'synchronize', 'assigned', 'review_requested', 'converted_to_draft']) {
-        expectIgnored(normalizeScmEvent('github', 'pull_request', githubExample('pull_request', (e) => e.action === action)));
+        expectIgnored(
+          normalizeScmEvent(
+            'github',
+            'pull_request',
+            githubExample('pull_request', (e) => e.action === action),
+          ),
+        );
       }
       expectIgnored(normalizeScmEvent('github', 'pull_request', { action: 'labeled' }));
     });
@@ -95,7 +125,13 @@ describe('scm webhook normalisation', () => {
         expect([n.level, n.toast], conclusion).to.deep.equal([level, toast]);
       }
 
-      const queued = notification(normalizeScmEvent('github', 'workflow_run', githubExample('workflow_run', (e) => e.action === 'requested' && e.workflow_run.status === 'queued')));
+      const queued = notification(
+        normalizeScmEvent(
+          'github',
+          'workflow_run',
+          githubExample('workflow_run', (e) => e.action === 'requested' && e.workflow_run.status === 'queued'),
+        ),
+      );
       expect([queued.level, queued.toast]).to.deep.equal(['info', false]);
       const running = githubExample('workflow_run', (e) => e.action === 'requested');
       running.action = 'in_progress';
@@ -113,7 +149,13 @@ describe('scm webhook normalisation', () => {
     });
 
     it('check_suite: completed success and requested (queued, not toasted)', () => {
-      const done = notification(normalizeScmEvent('github', 'check_suite', githubExample('check_suite', (e) => e.action === 'completed')));
+      const done = notification(
+        normalizeScmEvent(
+          'github',
+          'check_suite',
+          githubExample('check_suite', (e) => e.action === 'completed'),
+        ),
+      );
       expect(done.level).to.equal('success');
       expect(done.toast).to.equal(true);
       expect(done.title).to.equal('[Codertocat/Hello-World] Checks by octocoders-linter passed on changes');
@@ -123,7 +165,13 @@ describe('scm webhook normalisation', () => {
       failed.check_suite.conclusion = 'failure';
       expect(notification(normalizeScmEvent('github', 'check_suite', failed)).level).to.equal('error');
 
-      const requested = notification(normalizeScmEvent('github', 'check_suite', githubExample('check_suite', (e) => e.action === 'requested')));
+      const requested = notification(
+        normalizeScmEvent(
+          'github',
+          'check_suite',
+          githubExample('check_suite', (e) => e.action === 'requested'),
+        ),
+      );
       expect([requested.level, requested.toast]).to.deep.equal(['info', false]);
     });
 
@@ -149,7 +197,13 @@ describe('scm webhook normalisation', () => {
     });
 
     it('release: published notifies once; created, edited, deleted and drafts are ignored', () => {
-      const published = notification(normalizeScmEvent('github', 'release', githubExample('release', (e) => e.action === 'published')));
+      const published = notification(
+        normalizeScmEvent(
+          'github',
+          'release',
+          githubExample('release', (e) => e.action === 'published'),
+        ),
+      );
       expect(published).to.deep.equal({
         title: '[Codertocat/Hello-World] Release 0.0.1 published',
         message: '0.0.1 published by Codertocat',
@@ -159,7 +213,13 @@ describe('scm webhook normalisation', () => {
         toast: true,
       });
       for (const action of ['created', 'edited', 'deleted', 'released', 'prereleased']) {
-        expectIgnored(normalizeScmEvent('github', 'release', githubExample('release', (e) => e.action === action)));
+        expectIgnored(
+          normalizeScmEvent(
+            'github',
+            'release',
+            githubExample('release', (e) => e.action === action),
+          ),
+        );
       }
       const draft = githubExample('release', (e) => e.action === 'published');
       draft.release.draft = true;
@@ -170,7 +230,13 @@ describe('scm webhook normalisation', () => {
     });
 
     it('issues opened, closed, reopened; other actions ignored', () => {
-      const opened = notification(normalizeScmEvent('github', 'issues', githubExample('issues', (e) => e.action === 'opened')));
+      const opened = notification(
+        normalizeScmEvent(
+          'github',
+          'issues',
+          githubExample('issues', (e) => e.action === 'opened'),
+        ),
+      );
       expect(opened).to.deep.equal({
         title: '[Codertocat/Hello-World] Issue #1 opened',
         message: 'Spelling error in the README file by Codertocat',
@@ -179,14 +245,26 @@ describe('scm webhook normalisation', () => {
         link: 'https://github.com/Codertocat/Hello-World/issues/1',
         toast: true,
       });
-      expect(notification(normalizeScmEvent('github', 'issues', githubExample('issues', (e) => e.action === 'reopened'))).title).to.equal(
-        '[Codertocat/Hello-World] Issue #1 reopened',
-      );
+      expect(
+        notification(
+          normalizeScmEvent(
+            'github',
+            'issues',
+            githubExample('issues', (e) => e.action === 'reopened'),
+          ),
+        ).title,
+      ).to.equal('[Codertocat/Hello-World] Issue #1 reopened');
       const closed = githubExample('issues', (e) => e.action === 'opened');
       closed.action = 'closed';
       expect(notification(normalizeScmEvent('github', 'issues', closed)).title).to.equal('[Codertocat/Hello-World] Issue #1 closed');
       for (const action of ['edited', 'labeled', 'pinned', 'deleted']) {
-        expectIgnored(normalizeScmEvent('github', 'issues', githubExample('issues', (e) => e.action === action)));
+        expectIgnored(
+          normalizeScmEvent(
+            'github',
+            'issues',
+            githubExample('issues', (e) => e.action === action),
+          ),
+        );
       }
     });
 
@@ -205,7 +283,6 @@ describe('scm webhook normalisation', () => {
       }
     });
   });
-
 
   describe('payload validation', () => {
     it('names the missing field of a handled event', () => {
@@ -243,7 +320,14 @@ describe('scm webhook normalisation', () => {
       // Plain text: nothing escaped here, the UI escapes on output.
       expect(n.message).to.equal('<img src=x onerror=alert(1)> & "quotes" (changes → master) by Codertocat');
 
-      for (const link of ['data:text/html,<b>x</b>', 'file:///etc/passwd', 'ftp://example.com/x', '//evil.example/x', 'https://user:pw@example.com/x', ' javascript:alert(1)']) {
+      for (const link of [
+        'data:text/html,<b>x</b>',
+        'file:///etc/passwd',
+        'ftp://example.com/x',
+        '//evil.example/x',
+        'https://user:pw@example.com/x',
+        ' javascript:alert(1)',
+      ]) {
         const status = fixture('gitea-status');
         status.target_url = link;
         status.commit.url = link;
