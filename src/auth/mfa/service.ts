@@ -14,8 +14,9 @@ import type { MfaStatus, PasskeyView } from '../../client/api-types.js';
 
 export type { MfaStatus, PasskeyView };
 import { newTotpSecret, totpStep, totpUri } from './totp.js';
+import { newRecoveryCodes, normaliseRecovery, storeRecoveryCodes } from './recovery.js';
 
-export const RECOVERY_CODES = 10;
+export { RECOVERY_CODES } from './recovery.js';
 
 /** A stored passkey, for the WebAuthn ceremonies (src/auth/mfa/webauthn.ts). */
 export interface StoredPasskey {
@@ -46,18 +47,6 @@ interface FactorRow {
 }
 
 const iso = (ms: number | string | null) => (ms === null ? null : new Date(Number(ms)).toISOString());
-
-/** A recovery code as typed: case, spaces and dashes do not matter. */
-function normaliseRecovery(code: string): string {
-  return code.toLowerCase().replace(/[\s-]/g, '');
-}
-
-/** Ten characters drawn evenly from a 31-letter alphabet (about 49 bits), shown as xxxxx-xxxxx. */
-function newRecoveryCode(): string {
-  const alphabet = 'abcdefghjkmnpqrstuvwxyz23456789';
-  const chars = Array.from({ length: 10 }, () => alphabet[crypto.randomInt(alphabet.length)]).join('');
-  return `${chars.slice(0, 5)}-${chars.slice(5)}`;
-}
 
 export interface MfaDeps {
   db: Knex;
@@ -375,18 +364,6 @@ export class MfaService {
     // an app enrolment started before the account had a factor was not covered by step-up: it is void now
     else await trx('mfa_factors').where({ user_id: userId, kind: 'totp', confirmed: false }).delete();
   }
-}
-
-/** Ten new recovery codes, as shown once. */
-function newRecoveryCodes(): string[] {
-  return Array.from({ length: RECOVERY_CODES }, newRecoveryCode);
-}
-
-/** Stores `codes` (as SHA-256) as `userId`'s recovery codes: the old ones stop working. */
-async function storeRecoveryCodes(trx: Knex, userId: string, codes: string[]): Promise<void> {
-  const now = Date.now();
-  await trx('mfa_recovery_codes').where({ user_id: userId }).delete();
-  await trx('mfa_recovery_codes').insert(codes.map((c) => ({ user_id: userId, code_hash: sha256(normaliseRecovery(c)), created_at: now })));
 }
 
 function passkeyOf(r: FactorRow): StoredPasskey {
