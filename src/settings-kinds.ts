@@ -1,0 +1,43 @@
+/**
+ * What the rows of the settings table (src/settings-table.ts, src/settings-table-auth.ts) are made
+ * of: a row's shape, the name rules and the durations they check. Both parts import it, so neither
+ * imports the other's rules.
+ */
+import type Joi from 'joi';
+import type { SettingKind } from './client/api-types.js';
+
+export const USERNAME = /^[A-Za-z0-9._@-]{1,64}$/;
+export const GROUP_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+/**
+ * How a value is written: `list` is comma separated in the environment (a JSON array or a comma
+ * separated string through the API), `mapping` is a JSON object, `secret` is never shown back.
+ */
+export type { SettingKind };
+
+export interface SettingDef {
+  env: string;
+  kind: SettingKind;
+  /** the rule of the value (a list: the array; booleans need none) */
+  rule?: Joi.Schema;
+  /** as written in the environment; absent: unset */
+  default?: string;
+  /** the README's default column, when the default is worked out at start */
+  defaultText?: string;
+  about: string;
+  /** set also through the API (and the CLI) under this name; the environment then locks it */
+  api?: string;
+  /** the settings page's label */
+  label?: string;
+  /** where an auth setting lives in Config (and in the resolved auth settings) */
+  path?: string;
+}
+
+const DURATION = /^(\d+)(ms|s|m|h|d)?$/;
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+export function parseDuration(value: string): number | null {
+  const m = DURATION.exec(value.trim());
+  if (!m) return null;
+  return Number(m[1]) * UNIT_MS[m[2] ?? 's'];
+}
