@@ -1,11 +1,11 @@
 /**
- * A client of the service's WebSocket gateway, for browsers and Node alike (it imports nothing at
- * run time): the web UI, the tests and third-party programs use it. It connects with any
- * credential the gateway takes (cookie, headers in Node, a one-time ticket per connection),
- * reconnects with backoff and jitter (to the next of several URLs, when given), resumes the
- * notification stream from the last seq it has with no gap and no duplicate, notices a dead
- * connection with its own ping, and correlates socket:request with its socket:response.
- * docs/client.md has examples.
+ * A client of the service's WebSocket gateway, for browsers and Node alike (at run time it imports
+ * nothing but its own part beside it, gateway-client-requests.ts): the web UI, the tests and
+ * third-party programs use it. It connects with any credential the gateway takes (cookie, headers
+ * in Node, a one-time ticket per connection), reconnects with backoff and jitter (to the next of
+ * several URLs, when given), resumes the notification stream from the last seq it has with no gap
+ * and no duplicate, notices a dead connection with its own ping, and correlates socket:request
+ * with its socket:response. docs/client.md has examples.
  */
 import type {
   ClientEvents,
@@ -19,6 +19,7 @@ import type {
   SocketLike,
   SocketResponse,
 } from './types.js';
+import { PendingRequests } from './gateway-client-requests.js';
 
 export type * from './types.js';
 
@@ -28,11 +29,6 @@ export class CredentialRefusedError extends Error {
 }
 
 type Listener = (payload: never) => void;
-interface Pending {
-  resolve: (r: SocketResponse) => void;
-  reject: (e: Error) => void;
-  timer: ReturnType<typeof setTimeout>;
-}
 
 const OPEN = 1;
 /** closes after which reconnecting would repeat the refusal: policy (1008) */
@@ -53,8 +49,7 @@ export class GatewayClient {
   private pongTimer: ReturnType<typeof setTimeout> | null = null;
   private readonly keepalive: KeepaliveOptions | null;
   private readonly listeners = new Map<string, Set<Listener>>();
-  private readonly pending = new Map<string, Pending>();
-  private nextRef = 0;
+  private readonly requests = new PendingRequests();
   private stateValue: ClientState = 'connecting';
   /** everything visible up to here has been received (or superseded) */
   private cursor: number | null;
@@ -121,22 +116,10 @@ export class GatewayClient {
 
   /** A socket:request, answered by its own socket:response (rejects on timeout or disconnect). */
   request(operation: string, args: Record<string, unknown> = {}, opts: { provider?: string; timeoutMs?: number } = {}): Promise<SocketResponse> {
-    const ref = `req-${++this.nextRef}`;
-    return new Promise((resolve, reject) => {
-      const timeoutMs = opts.timeoutMs ?? this.options.requestTimeoutMs ?? 10_000;
-      const timer = setTimeout(() => {
-        this.pending.delete(ref);
-        reject(new Error(`${operation}: no answer within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.pending.set(ref, { resolve, reject, timer });
-      try {
-        this.send('socket:request', { request_id: ref, operation, ...(opts.provider ? { provider: opts.provider } : {}), args }, ref);
-      } catch (err) {
-        clearTimeout(timer);
-        this.pending.delete(ref);
-        reject(err as Error);
-      }
-    });
+    const timeoutMs = opts.timeoutMs ?? this.options.requestTimeoutMs ?? 10_000;
+    return this.requests.add(operation, timeoutMs, (ref) =>
+      this.send('socket:request', { request_id: ref, operation, ...(opts.provider ? { provider: opts.provider } : {}), args }, ref),
+    );
   }
 
   /**
@@ -237,7 +220,7 @@ export class GatewayClient {
   private detach(why: string): void {
     this.socket = null;
     this.stopKeepalive();
-    this.failPending(why);
+    this.requests.failAll(why);
     // the next resume starts from the same cursor; the seen-set drops what it repeats
     this.flushResumed();
   }
@@ -326,7 +309,7 @@ export class GatewayClient {
         break;
       case 'socket:response': {
         const response = payload as SocketResponse;
-        this.settle(ref ?? response.request_id, (p) => p.resolve(response));
+        this.requests.settle(ref ?? response.request_id, (p) => p.resolve(response));
         break;
       }
       case 'gateway:error': {
@@ -334,19 +317,11 @@ export class GatewayClient {
         // a resume the server could not answer (its database away): connect again, with backoff
         // (to the next URL), and resume from the same cursor; waiting on would never be live
         if (ref === RESUME_REF) this.drop(`resume refused: ${error.code}`);
-        else if (ref) this.settle(ref, (p) => p.reject(new Error(`${error.code}: ${error.message}`)));
+        else if (ref) this.requests.settle(ref, (p) => p.reject(new Error(`${error.code}: ${error.message}`)));
         break;
       }
     }
     this.emit(event, payload);
-  }
-
-  private settle(ref: string, how: (p: Pending) => void): void {
-    const waiting = this.pending.get(ref);
-    if (!waiting) return;
-    this.pending.delete(ref);
-    clearTimeout(waiting.timer);
-    how(waiting);
   }
 
   private notification(event: NotifyEvent, payload: NotificationFrame): void {
@@ -401,13 +376,5 @@ export class GatewayClient {
     if (state === this.stateValue && reason === undefined) return;
     this.stateValue = state;
     this.emit('state', reason === undefined ? { state } : { state, reason });
-  }
-
-  private failPending(why: string): void {
-    for (const [ref, p] of this.pending) {
-      clearTimeout(p.timer);
-      p.reject(new Error(why));
-      this.pending.delete(ref);
-    }
   }
 }
