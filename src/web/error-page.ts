@@ -34,15 +34,12 @@ export function errorPage(
     status === 404
       ? html`<p>There is no page at <code>${ctx.path}</code>.</p>`
       : crossOrigin
-        ? html`<p>
-            The form was sent from a page at another address, so it was refused to protect your account. Open the service at
-            <a href="${publicUrl}/">${publicUrl}</a> and try again.
-          </p>`
+        ? html`<p>The form was sent from a page at another address, so it was refused to protect your account. Open the service at <a href="${publicUrl}/">${publicUrl}</a> and try again.</p>`
         : status >= 500 && code === 'internal'
           ? html`<p>The service could not answer this request. Try again; if it keeps happening, give the request id below to an administrator.</p>`
           : html`<p>${message}</p>`;
   const footnote = html`<p class="note">Error ${status} · request id <code>${ctx.state.requestId}</code></p>
-    <p><a href="/">Go to the start page</a></p>`;
+<p><a href="/">Go to the start page</a></p>`;
   const id = ctx.state.identity;
   if (id) {
     const page: PageDef = { key: 'error', path: ctx.path, title, anyOf: [], module: 'error.js', admin: false };
@@ -55,11 +52,12 @@ export function errorPage(
       title,
       bodyClass: 'auth',
       body: html`<main class="card">
-          <a class="brand" href="/">service-core</a>
-          <h1>${title}</h1>
-          ${explanation} ${footnote}
-        </main>
-        ${siteFooter()}`,
+<a class="brand" href="/">service-core</a>
+<h1>${title}</h1>
+${explanation}
+${footnote}
+</main>
+${siteFooter()}`,
     }),
     { status },
   );

@@ -48,29 +48,25 @@ export function htmlDocument(opts: {
   head?: SafeHtml;
 }): SafeHtml {
   return html`<!doctype html>
-    <html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <meta name="referrer" content="${opts.referrer ?? 'no-referrer'}" />
-        <title>${opts.title} · service-core</title>
-        <link rel="icon" href="/static/favicon.svg" type="image/svg+xml" />
-        ${opts.head ?? ''}
-        <link rel="stylesheet" href="/static/app.css" />
-        ${opts.module ? html`<script type="module" src="/static/${opts.module}"></script>` : ''}
-      </head>
-      <body class="${opts.bodyClass ?? 'app'}" ${opts.bodyAttrs ?? ''}>
-        ${opts.body}
-      </body>
-    </html> `;
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="${opts.referrer ?? 'no-referrer'}">
+<title>${opts.title} · service-core</title>
+<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
+${opts.head ?? ''}
+<link rel="stylesheet" href="/static/app.css">
+${opts.module ? html`<script type="module" src="/static/${opts.module}"></script>` : ''}
+</head>
+<body class="${opts.bodyClass ?? 'app'}"${opts.bodyAttrs ?? ''}>
+${opts.body}
+</body>
+</html>
+`;
 }
 
-const BELL = html`<svg aria-hidden="true" viewBox="0 0 24 24" width="20" height="20">
-  <path
-    fill="currentColor"
-    d="M12 22a2.5 2.5 0 0 0 2.5-2.5h-5A2.5 2.5 0 0 0 12 22Zm7-6V11a7 7 0 0 0-5.5-6.84V3.5a1.5 1.5 0 0 0-3 0v.66A7 7 0 0 0 5 11v5l-2 2v1h18v-1l-2-2Z"
-  />
-</svg>`;
+const BELL = html`<svg aria-hidden="true" viewBox="0 0 24 24" width="20" height="20"><path fill="currentColor" d="M12 22a2.5 2.5 0 0 0 2.5-2.5h-5A2.5 2.5 0 0 0 12 22Zm7-6V11a7 7 0 0 0-5.5-6.84V3.5a1.5 1.5 0 0 0-3 0v.66A7 7 0 0 0 5 11v5l-2 2v1h18v-1l-2-2Z"/></svg>`;
 
 /** The release under every page, so a report can say which one it was seen on. */
 export function siteFooter(): SafeHtml {
@@ -85,33 +81,31 @@ export function siteFooter(): SafeHtml {
 function topBar(id: ApiIdentity | null, page: PageDef, displayName?: string | null): SafeHtml {
   const pages = id ? allowedPages(id) : [];
   const current = (key: string) => (key === page.key ? html` aria-current="page"` : '');
-  const link = (p: PageDef) => html`<a href="${p.path}" ${current(p.key)}>${p.title}</a>`;
+  const link = (p: PageDef) => html`<a href="${p.path}"${current(p.key)}>${p.title}</a>`;
   const main = pages.filter((p) => !p.admin);
   const admin = pages.filter((p) => p.admin);
   return html`<header class="topbar">
-    <a class="brand" href="/">service-core</a>
-    <nav aria-label="Main">
-      ${main.map(link)} ${admin.length ? html`<span class="nav-sep" aria-hidden="true"></span>${admin.map(link)}` : ''}
-      <a href="/docs" ${current('docs')}>API docs</a>
-    </nav>
-    <div class="who">
-      ${
-        id
-          ? html`<a class="bell" href="/#notifications" title="Notifications" aria-label="Notifications" data-bell
-                >${BELL}<span class="badge" data-bell-count hidden>0</span></a
-              >
-              <span class="username" title="${id.username}">${displayName || id.username}</span>
-              <form method="post" action="/logout" class="inline"><button type="submit" class="link" data-logout>Sign out</button></form>`
-          : html`<a href="/login?${new URLSearchParams({ next: page.path })}">Sign in</a>`
-      }
-    </div>
-  </header>`;
+<a class="brand" href="/">service-core</a>
+<nav aria-label="Main">
+${main.map(link)}
+${admin.length ? html`<span class="nav-sep" aria-hidden="true"></span>${admin.map(link)}` : ''}
+<a href="/docs"${current('docs')}>API docs</a>
+</nav>
+<div class="who">
+${
+  id
+    ? html`<a class="bell" href="/#notifications" title="Notifications" aria-label="Notifications" data-bell>${BELL}<span class="badge" data-bell-count hidden>0</span></a>
+<span class="username" title="${id.username}">${displayName || id.username}</span>
+<form method="post" action="/logout" class="inline"><button type="submit" class="link" data-logout>Sign out</button></form>`
+    : html`<a href="/login?${new URLSearchParams({ next: page.path })}">Sign in</a>`
+}
+</div>
+</header>`;
 }
 
 /** A page of the app: top bar, navigation, main content, footer, toasts. `id` is null only on the public /docs. */
 export function appPage(id: ApiIdentity | null, page: PageDef, content: SafeHtml, displayName?: string | null, head?: SafeHtml): SafeHtml {
-  const attrs = html` data-page="${page.key}" data-username="${id?.username ?? ''}" data-user-id="${id?.userId ?? ''}"
-  data-permissions="${id ? uiPermissions(id).join(' ') : ''}"`;
+  const attrs = html` data-page="${page.key}" data-username="${id?.username ?? ''}" data-user-id="${id?.userId ?? ''}" data-permissions="${id ? uiPermissions(id).join(' ') : ''}"`;
   return htmlDocument({
     title: page.title,
     module: page.module,
@@ -119,13 +113,13 @@ export function appPage(id: ApiIdentity | null, page: PageDef, content: SafeHtml
     bodyClass: `app page-${page.key}`,
     head,
     body: html`${topBar(id, page, displayName)}
-      <p class="conn" data-conn-state hidden>Live updates paused, reconnecting…</p>
-      <main id="main">
-        <h1>${page.title}</h1>
-        ${content}
-      </main>
-      ${siteFooter()}
-      <div class="toasts" data-toasts role="status" aria-live="polite"></div>`,
+<p class="conn" data-conn-state hidden>Live updates paused, reconnecting…</p>
+<main id="main">
+<h1>${page.title}</h1>
+${content}
+</main>
+${siteFooter()}
+<div class="toasts" data-toasts role="status" aria-live="polite"></div>`,
   });
 }
 
@@ -136,14 +130,12 @@ export function forbiddenPage(id: ApiIdentity, page: PageDef): SafeHtml {
     bodyClass: 'auth',
     referrer: 'same-origin',
     body: html`<main class="card">
-        <h1>Access denied</h1>
-        <p>You are signed in as <strong>${id.username}</strong>, but the <em>${page.title}</em> page needs one of these permissions:</p>
-        <ul>
-          ${page.anyOf.map((p) => html`<li><code>${p}</code></li>`)}
-        </ul>
-        <p>Ask an administrator for access, or <a href="/">go to the start page</a>.</p>
-        <form method="post" action="/logout"><button type="submit">Sign in as someone else</button></form>
-      </main>
-      ${siteFooter()}`,
+<h1>Access denied</h1>
+<p>You are signed in as <strong>${id.username}</strong>, but the <em>${page.title}</em> page needs one of these permissions:</p>
+<ul>${page.anyOf.map((p) => html`<li><code>${p}</code></li>`)}</ul>
+<p>Ask an administrator for access, or <a href="/">go to the start page</a>.</p>
+<form method="post" action="/logout"><button type="submit">Sign in as someone else</button></form>
+</main>
+${siteFooter()}`,
   });
 }

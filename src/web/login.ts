@@ -76,8 +76,10 @@ function page(body: SafeHtml): string {
     referrer: 'same-origin',
     bodyClass: 'auth',
     module: 'login.js',
-    body: html`<main class="card">${body}</main>
-      ${siteFooter()}`,
+    body: html`<main class="card">
+${body}
+</main>
+${siteFooter()}`,
   }).value;
 }
 
@@ -87,11 +89,8 @@ function page(body: SafeHtml): string {
  */
 function addressNote(publicUrl: string, requestOrigin: string | undefined, sso: boolean) {
   if (!atOtherAddress(publicUrl, requestOrigin)) return '';
-  return html`<p class="note" data-address-note>
-    You opened this page at <code>${requestOrigin}</code>; the service's address is <code>${publicUrl}</code>.
-    ${sso ? 'Single sign-on returns there, so use that address to sign in with it. ' : ''}Passkeys work only there.
-    <a href="${publicUrl}/login">Sign in at ${publicUrl}</a>
-  </p>`;
+  return html`<p class="note" data-address-note>You opened this page at <code>${requestOrigin}</code>; the service's address is <code>${publicUrl}</code>.
+${sso ? 'Single sign-on returns there, so use that address to sign in with it. ' : ''}Passkeys work only there. <a href="${publicUrl}/login">Sign in at ${publicUrl}</a></p>`;
 }
 
 /** The page was opened at an address other than the public URL's (where no passkey works: it belongs to the public host name). */
@@ -100,9 +99,9 @@ const atOtherAddress = (publicUrl: string, requestOrigin: string | undefined) =>
 /** "Sign in with a passkey": shown by the page's script when the browser has WebAuthn. */
 function passkeyButton(next: string, or: boolean): SafeHtml {
   return html`<div class="passkey-signin" data-passkey-block hidden>
-    ${or ? html`<p class="or">or</p>` : ''}<button type="button" class="secondary" data-passkey-signin data-next="${next}">Sign in with a passkey</button>
-    <p class="form-msg" data-passkey-msg role="status"></p>
-  </div>`;
+${or ? html`<p class="or">or</p>` : ''}<button type="button" class="secondary" data-passkey-signin data-next="${next}">Sign in with a passkey</button>
+<p class="form-msg" data-passkey-msg role="status"></p>
+</div>`;
 }
 
 export function renderLoginPage(
@@ -123,29 +122,27 @@ export function renderLoginPage(
     return u.pathname + u.search;
   };
 
-  return page(
-    html`<h1>Sign in</h1>
-      ${message ? html`<p class="error" role="alert">${message}</p>` : ''}
-      ${opts.signedOut && !message ? html`<p class="form-msg ok" role="status">You are signed out.</p>` : ''}
-      ${addressNote(auth.config.publicUrl, opts.requestOrigin, redirects.length > 0)}
-      ${
-        credentials.length
-          ? html`<form method="post" action="/login">
-              <input type="hidden" name="next" value="${opts.next}" />
-              <label for="username">Username</label>
-              <input id="username" name="username" type="text" autocomplete="username" required autofocus />
-              <label for="password">Password</label>
-              <input id="password" name="password" type="password" autocomplete="current-password" required />
-              <button type="submit">Sign in</button>
-              <p class="note">${credentials.map((p) => p.label).join(' or ')}</p>
-            </form>`
-          : ''
-      }
-      ${credentials.length && redirects.length ? html`<p class="or">or</p>` : ''}
-      ${auth.chain.ready && !atOtherAddress(auth.config.publicUrl, opts.requestOrigin) ? passkeyButton(opts.next, credentials.length > 0 && !redirects.length) : ''}
-      ${redirects.map((p) => html`<a class="sso" href="${ssoHref(p.start_url)}">Sign in with ${p.label}</a>`)}
-      ${!credentials.length && !redirects.length && auth.chain.ready ? html`<p class="note">No sign-in method is configured.</p>` : ''}`,
-  );
+  return page(html`<h1>Sign in</h1>
+${message ? html`<p class="error" role="alert">${message}</p>` : ''}
+${opts.signedOut && !message ? html`<p class="form-msg ok" role="status">You are signed out.</p>` : ''}
+${addressNote(auth.config.publicUrl, opts.requestOrigin, redirects.length > 0)}
+${
+  credentials.length
+    ? html`<form method="post" action="/login">
+<input type="hidden" name="next" value="${opts.next}">
+<label for="username">Username</label>
+<input id="username" name="username" type="text" autocomplete="username" required autofocus>
+<label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required>
+<button type="submit">Sign in</button>
+<p class="note">${credentials.map((p) => p.label).join(' or ')}</p>
+</form>`
+    : ''
+}
+${credentials.length && redirects.length ? html`<p class="or">or</p>` : ''}
+${auth.chain.ready && !atOtherAddress(auth.config.publicUrl, opts.requestOrigin) ? passkeyButton(opts.next, credentials.length > 0 && !redirects.length) : ''}
+${redirects.map((p) => html`<a class="sso" href="${ssoHref(p.start_url)}">Sign in with ${p.label}</a>`)}
+${!credentials.length && !redirects.length && auth.chain.ready ? html`<p class="note">No sign-in method is configured.</p>` : ''}`);
 }
 
 function sendPage(ctx: Context, body: string, status = 200) {
@@ -169,47 +166,34 @@ export function renderSecondStepPage(opts: { error?: string; next: string; metho
   const methods = opts.methods ?? ['totp', 'recovery_code'];
   const passkey = methods.includes('webauthn');
   const totp = methods.includes('totp') || !passkey;
-  return page(
-    html`<h1>Second step</h1>
-      ${message ? html`<p class="error" role="alert">${message}</p>` : ''}
-      ${
-        passkey
-          ? html`<div class="passkey-step" data-passkey-step hidden>
-                <p class="note">Confirm with the passkey or security key you registered.</p>
-                <button type="button" data-passkey-verify>Use your passkey</button>
-                <p class="form-msg" data-passkey-msg role="status"></p>
-                <p class="or">or</p>
-              </div>
-              <form method="post" action="/login/mfa" data-passkey-form hidden>
-                <input type="hidden" name="next" value="${opts.next}" />
-                <input type="hidden" name="webauthn" />
-              </form>`
-          : ''
-      }
-      <form method="post" action="/login/mfa" data-second-step data-totp="${totp ? 'yes' : 'no'}">
-        <input type="hidden" name="next" value="${opts.next}" />
-        <label for="code" data-code-label>${totp ? 'Code from your authenticator app' : 'Recovery code'}</label>
-        <input
-          id="code"
-          name="code"
-          type="text"
-          inputmode="${totp ? 'numeric' : 'text'}"
-          autocomplete="${totp ? 'one-time-code' : 'off'}"
-          maxlength="64"
-          required${passkey ? '' : html` autofocus`}
-        />
-        <button type="submit">Verify</button>
-        ${
-          totp
-            ? html`<p class="note" data-recovery-note>
-                Lost your device? Type one of your recovery codes instead (each works once).
-                <button type="button" class="link" data-use-recovery hidden>Use a recovery code</button>
-              </p>`
-            : html`<p class="note" data-recovery-note>Without your passkey, type one of your recovery codes (each works once).</p>`
-        }
-      </form>
-      <p class="note"><a href="/login">Start over</a></p>`,
-  );
+  return page(html`<h1>Second step</h1>
+${message ? html`<p class="error" role="alert">${message}</p>` : ''}
+${
+  passkey
+    ? html`<div class="passkey-step" data-passkey-step hidden>
+<p class="note">Confirm with the passkey or security key you registered.</p>
+<button type="button" data-passkey-verify>Use your passkey</button>
+<p class="form-msg" data-passkey-msg role="status"></p>
+<p class="or">or</p>
+</div>
+<form method="post" action="/login/mfa" data-passkey-form hidden>
+<input type="hidden" name="next" value="${opts.next}">
+<input type="hidden" name="webauthn">
+</form>`
+    : ''
+}
+<form method="post" action="/login/mfa" data-second-step data-totp="${totp ? 'yes' : 'no'}">
+<input type="hidden" name="next" value="${opts.next}">
+<label for="code" data-code-label>${totp ? 'Code from your authenticator app' : 'Recovery code'}</label>
+<input id="code" name="code" type="text" inputmode="${totp ? 'numeric' : 'text'}" autocomplete="${totp ? 'one-time-code' : 'off'}" maxlength="64" required${passkey ? '' : html` autofocus`}>
+<button type="submit">Verify</button>
+${
+  totp
+    ? html`<p class="note" data-recovery-note>Lost your device? Type one of your recovery codes instead (each works once). <button type="button" class="link" data-use-recovery hidden>Use a recovery code</button></p>`
+    : html`<p class="note" data-recovery-note>Without your passkey, type one of your recovery codes (each works once).</p>`
+}
+</form>
+<p class="note"><a href="/login">Start over</a></p>`);
 }
 
 /** A passkey's answer posted by the second step page's script (a JSON text field), or null. */

@@ -18,54 +18,42 @@ export function dashboardContent(id: ApiIdentity): SafeHtml {
   const canBroadcast = id.allows('feature:notifications.broadcast');
   const canSend = id.allows('feature:notifications.send');
   return html`<div class="grid">
-    <section class="panel wide" id="notifications" aria-labelledby="notifications-title">
-      <div class="panel-head">
-        <h2 id="notifications-title">Notifications <span class="count" data-unread-label></span></h2>
-        <div class="tools">
-          <label class="check"><input type="checkbox" data-unread-only /> Unread only</label>
-          <button type="button" data-read-all>Mark all read</button>
-        </div>
-      </div>
-      <ol class="feed" data-feed aria-live="off"></ol>
-      <p class="empty" data-feed-empty hidden>Nothing here yet. New notifications appear as they arrive.</p>
-    </section>
-    ${
-      canBroadcast || canSend
-        ? html`<section class="panel" aria-labelledby="send-title">
-            <h2 id="send-title">Send a notification</h2>
-            <form data-send-form class="stack">
-              <label>Title <input name="title" required maxlength="200" /></label>
-              <label>Message <textarea name="message" rows="3" maxlength="4000"></textarea></label>
-              <label
-                >Level
-                <select name="level">
-                  ${LEVELS.map((l) => html`<option>${l}</option>`)}
-                </select></label
-              >
-              <label>Link <input name="link" placeholder="https://… or /path" maxlength="2048" /></label>
-              ${canSend ? html`<label>To user <input name="user" placeholder="${canBroadcast ? 'empty: everyone' : 'username'}" ${canBroadcast ? '' : html` required`} /></label>` : ''}
-              <button type="submit">Send</button>
-              <p class="form-msg" data-msg role="status"></p>
-            </form>
-          </section>`
-        : ''
-    }
-    ${
-      id.allows('feature:dashboard.admin_sections')
-        ? html`<section class="panel" aria-labelledby="status-title">
-            <h2 id="status-title">Service</h2>
-            <dl class="facts" data-status>
-              <dt>Socket providers</dt>
-              <dd data-providers>…</dd>
-              <dt>Webhook intake</dt>
-              <dd data-webhook>…</dd>
-              <dt>Live connection</dt>
-              <dd data-live>…</dd>
-            </dl>
-          </section>`
-        : ''
-    }
-  </div>`;
+<section class="panel wide" id="notifications" aria-labelledby="notifications-title">
+<div class="panel-head">
+<h2 id="notifications-title">Notifications <span class="count" data-unread-label></span></h2>
+<div class="tools">
+<label class="check"><input type="checkbox" data-unread-only> Unread only</label>
+<button type="button" data-read-all>Mark all read</button>
+</div>
+</div>
+<ol class="feed" data-feed aria-live="off"></ol>
+<p class="empty" data-feed-empty hidden>Nothing here yet. New notifications appear as they arrive.</p>
+</section>
+${
+  canBroadcast || canSend
+    ? html`<section class="panel" aria-labelledby="send-title">
+<h2 id="send-title">Send a notification</h2>
+<form data-send-form class="stack">
+<label>Title <input name="title" required maxlength="200"></label>
+<label>Message <textarea name="message" rows="3" maxlength="4000"></textarea></label>
+<label>Level <select name="level">${LEVELS.map((l) => html`<option>${l}</option>`)}</select></label>
+<label>Link <input name="link" placeholder="https://… or /path" maxlength="2048"></label>
+${canSend ? html`<label>To user <input name="user" placeholder="${canBroadcast ? 'empty: everyone' : 'username'}"${canBroadcast ? '' : html` required`}></label>` : ''}
+<button type="submit">Send</button>
+<p class="form-msg" data-msg role="status"></p>
+</form>
+</section>`
+    : ''
+}
+${
+  id.allows('feature:dashboard.admin_sections')
+    ? html`<section class="panel" aria-labelledby="status-title">
+<h2 id="status-title">Service</h2>
+<dl class="facts" data-status><dt>Socket providers</dt><dd data-providers>…</dd><dt>Webhook intake</dt><dd data-webhook>…</dd><dt>Live connection</dt><dd data-live>…</dd></dl>
+</section>`
+    : ''
+}
+</div>`;
 }
 
 /** A string rule's length limits, as the settings table states them (the input enforces the same). */
@@ -79,20 +67,15 @@ function lengthsOf(rule: Joi.Schema): { min: number; max: number } {
 function secretPanel(o: { key: string; title: string; note: SafeHtml; label: string; field: string; save: string; setting: SettingDef }): SafeHtml {
   const { min, max } = lengthsOf(o.setting.rule!);
   return html`<section class="panel" aria-labelledby="${o.key}-title" data-${o.key}>
-    <h2 id="${o.key}-title">${o.title}</h2>
-    <p class="note">${o.note}</p>
-    <p data-state>…</p>
-    <form class="stack">
-      <label
-        >${o.label} (at least ${min} characters) <input name="${o.field}" minlength="${min}" maxlength="${max}" autocomplete="off" spellcheck="false" required
-      /></label>
-      <div class="row">
-        <button type="button" data-generate>Generate</button><button type="submit">${o.save}</button
-        ><button type="button" class="danger" data-clear>Clear</button>
-      </div>
-      <p class="form-msg" data-msg role="status"></p>
-    </form>
-  </section>`;
+<h2 id="${o.key}-title">${o.title}</h2>
+<p class="note">${o.note}</p>
+<p data-state>…</p>
+<form class="stack">
+<label>${o.label} (at least ${min} characters) <input name="${o.field}" minlength="${min}" maxlength="${max}" autocomplete="off" spellcheck="false" required></label>
+<div class="row"><button type="button" data-generate>Generate</button><button type="submit">${o.save}</button><button type="button" class="danger" data-clear>Clear</button></div>
+<p class="form-msg" data-msg role="status"></p>
+</form>
+</section>`;
 }
 
 /** The same for every trusted actor (superadmin, system key): the system key hands out the host. Made once. */
@@ -103,111 +86,69 @@ const SECRET_PANELS = html`${secretPanel({ key: 'webhook-secret', title: 'Webhoo
 export function settingsContent(id: ApiIdentity, user: User | null): SafeHtml {
   const admin = id.allows('feature:admin.settings');
   return html`<div class="grid">
-    <section class="panel" aria-labelledby="profile-title">
-      <h2 id="profile-title">Profile</h2>
-      ${
-        user
-          ? html`<dl class="facts">
-                <dt>Username</dt>
-                <dd data-profile-username>${user.username}</dd>
-                <dt>Name</dt>
-                <dd>${user.displayName ?? '—'}</dd>
-                <dt>Email</dt>
-                <dd>${user.email ?? '—'}</dd>
-                <dt>Groups</dt>
-                <dd>${user.groups.length ? user.groups.join(', ') : '—'}</dd>
-              </dl>
-              ${
-                user.hashedPassword
-                  ? html`<details>
-                      <summary>Change password</summary>
-                      <form data-password-form class="stack" data-user-id="${user.id}">
-                        <label>Current password <input type="password" name="current_password" autocomplete="current-password" required /></label>
-                        <label>New password <input type="password" name="new_password" autocomplete="new-password" minlength="8" required /></label>
-                        <button type="submit">Change password</button>
-                        <p class="form-msg" data-msg role="status"></p>
-                      </form>
-                    </details>`
-                  : html`<p class="note">This account signs in through single sign-on only.</p>`
-              }`
-          : html`<p class="note">Signed in with the system key: it has no profile, keys or sessions.</p>`
-      }
-    </section>
-    ${user ? SECURITY_PANEL : ''}
-    ${
-      user
-        ? html`<section class="panel wide" aria-labelledby="keys-title">
-              <h2 id="keys-title">API keys</h2>
-              <p class="note">A key acts as you, limited to the scopes you pick. Send it as <code>X-API-Key</code> or <code>Authorization: Bearer</code>.</p>
-              <form data-key-form class="stack">
-                <label>Label <input name="label" required maxlength="128" placeholder="e.g. deploy script" /></label>
-                <fieldset class="scopes">
-                  <legend>Scopes (none: everything you may do)</legend>
-                  <div data-scope-list class="checks"></div>
-                </fieldset>
-                <label
-                  >Expires
-                  <select name="expires">
-                    <option value="">never</option>
-                    <option value="7">in 7 days</option>
-                    <option value="30" selected>in 30 days</option>
-                    <option value="90">in 90 days</option>
-                    <option value="365">in a year</option>
-                  </select></label
-                >
-                <button type="submit">Create key</button>
-                <p class="form-msg" data-msg role="status"></p>
-              </form>
-              <div class="secret-once" data-new-token hidden>
-                <p><strong>Copy your new key now.</strong> It is shown only once.</p>
-                <div class="copy-row"><input readonly data-token-value aria-label="New API key" /><button type="button" data-copy>Copy</button></div>
-              </div>
-              <table class="list" data-keys>
-                <thead>
-                  <tr>
-                    <th>Label</th>
-                    <th>Prefix</th>
-                    <th>Scopes</th>
-                    <th>Created</th>
-                    <th>Expires</th>
-                    <th>Last used</th>
-                    <th></th>
-                  </tr>
-                </thead>
-                <tbody></tbody>
-              </table>
-            </section>
-            <section class="panel wide" aria-labelledby="sessions-title">
-              <h2 id="sessions-title">Sessions</h2>
-              <table class="list" data-sessions>
-                <thead>
-                  <tr>
-                    <th>Session</th>
-                    <th>Started</th>
-                    <th>Expires</th>
-                    <th>Last used</th>
-                    <th></th>
-                  </tr>
-                </thead>
-                <tbody></tbody>
-              </table>
-            </section>`
-        : ''
-    }
-    ${
-      admin
-        ? html`${id.isSystem || id.isSuperadmin ? SYSTEM_KEY_PANEL : ''}${SECRET_PANELS}
-            <section class="panel wide" aria-labelledby="auth-title" data-auth-settings>
-              <h2 id="auth-title">Authentication providers</h2>
-              <p class="note">Fields set in the environment are read-only here. Secrets are never shown; leave them masked to keep them.</p>
-              <p data-chain></p>
-              <form data-auth-form class="settings-form"></form>
-              <p class="form-msg" data-msg role="status"></p>
-            </section>
-            ${FORGE_SECRET_PANELS}`
-        : ''
-    }
-  </div>`;
+<section class="panel" aria-labelledby="profile-title">
+<h2 id="profile-title">Profile</h2>
+${
+  user
+    ? html`<dl class="facts">
+<dt>Username</dt><dd data-profile-username>${user.username}</dd>
+<dt>Name</dt><dd>${user.displayName ?? '—'}</dd>
+<dt>Email</dt><dd>${user.email ?? '—'}</dd>
+<dt>Groups</dt><dd>${user.groups.length ? user.groups.join(', ') : '—'}</dd>
+</dl>
+${
+  user.hashedPassword
+    ? html`<details><summary>Change password</summary>
+<form data-password-form class="stack" data-user-id="${user.id}">
+<label>Current password <input type="password" name="current_password" autocomplete="current-password" required></label>
+<label>New password <input type="password" name="new_password" autocomplete="new-password" minlength="8" required></label>
+<button type="submit">Change password</button>
+<p class="form-msg" data-msg role="status"></p>
+</form></details>`
+    : html`<p class="note">This account signs in through single sign-on only.</p>`
+}`
+    : html`<p class="note">Signed in with the system key: it has no profile, keys or sessions.</p>`
+}
+</section>
+${user ? SECURITY_PANEL : ''}
+${
+  user
+    ? html`<section class="panel wide" aria-labelledby="keys-title">
+<h2 id="keys-title">API keys</h2>
+<p class="note">A key acts as you, limited to the scopes you pick. Send it as <code>X-API-Key</code> or <code>Authorization: Bearer</code>.</p>
+<form data-key-form class="stack">
+<label>Label <input name="label" required maxlength="128" placeholder="e.g. deploy script"></label>
+<fieldset class="scopes"><legend>Scopes (none: everything you may do)</legend><div data-scope-list class="checks"></div></fieldset>
+<label>Expires <select name="expires"><option value="">never</option><option value="7">in 7 days</option><option value="30" selected>in 30 days</option><option value="90">in 90 days</option><option value="365">in a year</option></select></label>
+<button type="submit">Create key</button>
+<p class="form-msg" data-msg role="status"></p>
+</form>
+<div class="secret-once" data-new-token hidden>
+<p><strong>Copy your new key now.</strong> It is shown only once.</p>
+<div class="copy-row"><input readonly data-token-value aria-label="New API key"><button type="button" data-copy>Copy</button></div>
+</div>
+<table class="list" data-keys><thead><tr><th>Label</th><th>Prefix</th><th>Scopes</th><th>Created</th><th>Expires</th><th>Last used</th><th></th></tr></thead><tbody></tbody></table>
+</section>
+<section class="panel wide" aria-labelledby="sessions-title">
+<h2 id="sessions-title">Sessions</h2>
+<table class="list" data-sessions><thead><tr><th>Session</th><th>Started</th><th>Expires</th><th>Last used</th><th></th></tr></thead><tbody></tbody></table>
+</section>`
+    : ''
+}
+${
+  admin
+    ? html`${id.isSystem || id.isSuperadmin ? SYSTEM_KEY_PANEL : ''}${SECRET_PANELS}
+<section class="panel wide" aria-labelledby="auth-title" data-auth-settings>
+<h2 id="auth-title">Authentication providers</h2>
+<p class="note">Fields set in the environment are read-only here. Secrets are never shown; leave them masked to keep them.</p>
+<p data-chain></p>
+<form data-auth-form class="settings-form"></form>
+<p class="form-msg" data-msg role="status"></p>
+</section>
+${FORGE_SECRET_PANELS}`
+    : ''
+}
+</div>`;
 }
 
 /**
@@ -216,91 +157,72 @@ export function settingsContent(id: ApiIdentity, user: User | null): SafeHtml {
  * confirm), adding passkeys, removing, recovery codes shown once with a download. Made once.
  */
 const SECURITY_PANEL = html`<section class="panel wide" id="security" aria-labelledby="security-title" data-security>
-  <h2 id="security-title">Security</h2>
-  <p class="notice" data-mfa-required role="alert" hidden>Your groups require a second factor: set one up here to use the service.</p>
-  <p class="note">
-    A second factor protects your account beyond your password: sign-ins ask for it, and so do actions that reach the host or change who is trusted (again after
-    a while).
-  </p>
-  <table class="list" data-factors>
-    <thead>
-      <tr>
-        <th>Factor</th>
-        <th>Added</th>
-        <th>Last used</th>
-        <th></th>
-      </tr>
-    </thead>
-    <tbody></tbody>
-  </table>
-  <form data-totp-remove class="row" hidden>
-    <label>Code from the app, or a recovery code <input name="code" autocomplete="one-time-code" maxlength="64" required spellcheck="false" /></label>
-    <button type="submit" class="danger">Remove the app</button><button type="button" data-cancel>Cancel</button>
-  </form>
-  <p class="form-msg" data-security-msg role="status"></p>
-  <div class="secret-once" data-recovery-codes hidden>
-    <p><strong>Save your recovery codes now.</strong> They are shown only this once. Each signs you in once when your app or passkey is not at hand.</p>
-    <ol class="codes" data-codes></ol>
-    <div class="row">
-      <button type="button" data-download>Download</button><button type="button" data-copy-codes>Copy</button
-      ><button type="button" data-codes-done>Done</button>
-    </div>
-  </div>
-  <div class="security-add">
-    <div data-totp-block>
-      <h3>Authenticator app</h3>
-      <p class="note">An app such as FreeOTP, Aegis or Google Authenticator shows a new 6-digit code every 30 seconds.</p>
-      <button type="button" data-totp-start>Set up an authenticator app</button>
-      <div class="totp-enrol" data-totp-enrol hidden>
-        <img class="qr" data-totp-qr alt="QR code of the key for your authenticator app" />
-        <form data-totp-confirm class="stack">
-          <p>Scan the code with the app, or type this key into it:</p>
-          <p class="totp-secret" data-totp-secret></p>
-          <label>Code the app shows <input name="code" inputmode="numeric" autocomplete="one-time-code" maxlength="64" required spellcheck="false" /></label>
-          <div class="row"><button type="submit">Confirm</button><button type="button" data-cancel>Cancel</button></div>
-        </form>
-      </div>
-    </div>
-    <div data-passkey-block>
-      <h3>Passkeys and security keys</h3>
-      <p class="note">Your device's screen lock, a phone or a USB key. A passkey also signs you in without your password.</p>
-      <form data-passkey-add class="stack">
-        <label>Label <input name="label" value="Passkey" required maxlength="100" autocomplete="off" /></label>
-        <button type="submit">Add a passkey</button>
-      </form>
-      <p class="note" data-passkey-unsupported hidden>This browser cannot use passkeys here.</p>
-    </div>
-  </div>
+<h2 id="security-title">Security</h2>
+<p class="notice" data-mfa-required role="alert" hidden>Your groups require a second factor: set one up here to use the service.</p>
+<p class="note">A second factor protects your account beyond your password: sign-ins ask for it, and so do actions that reach the host or change who is trusted (again after a while).</p>
+<table class="list" data-factors><thead><tr><th>Factor</th><th>Added</th><th>Last used</th><th></th></tr></thead><tbody></tbody></table>
+<form data-totp-remove class="row" hidden>
+<label>Code from the app, or a recovery code <input name="code" autocomplete="one-time-code" maxlength="64" required spellcheck="false"></label>
+<button type="submit" class="danger">Remove the app</button><button type="button" data-cancel>Cancel</button>
+</form>
+<p class="form-msg" data-security-msg role="status"></p>
+<div class="secret-once" data-recovery-codes hidden>
+<p><strong>Save your recovery codes now.</strong> They are shown only this once. Each signs you in once when your app or passkey is not at hand.</p>
+<ol class="codes" data-codes></ol>
+<div class="row"><button type="button" data-download>Download</button><button type="button" data-copy-codes>Copy</button><button type="button" data-codes-done>Done</button></div>
+</div>
+<div class="security-add">
+<div data-totp-block>
+<h3>Authenticator app</h3>
+<p class="note">An app such as FreeOTP, Aegis or Google Authenticator shows a new 6-digit code every 30 seconds.</p>
+<button type="button" data-totp-start>Set up an authenticator app</button>
+<div class="totp-enrol" data-totp-enrol hidden>
+<img class="qr" data-totp-qr alt="QR code of the key for your authenticator app">
+<form data-totp-confirm class="stack">
+<p>Scan the code with the app, or type this key into it:</p>
+<p class="totp-secret" data-totp-secret></p>
+<label>Code the app shows <input name="code" inputmode="numeric" autocomplete="one-time-code" maxlength="64" required spellcheck="false"></label>
+<div class="row"><button type="submit">Confirm</button><button type="button" data-cancel>Cancel</button></div>
+</form>
+</div>
+</div>
+<div data-passkey-block>
+<h3>Passkeys and security keys</h3>
+<p class="note">Your device's screen lock, a phone or a USB key. A passkey also signs you in without your password.</p>
+<form data-passkey-add class="stack">
+<label>Label <input name="label" value="Passkey" required maxlength="100" autocomplete="off"></label>
+<button type="submit">Add a passkey</button>
+</form>
+<p class="note" data-passkey-unsupported hidden>This browser cannot use passkeys here.</p>
+</div>
+</div>
 </section>`;
 
 /** Each forge's own webhook secret (rows of the settings table), and what the intake warns about. */
 const FORGE_SECRET_PANELS = html`<section class="panel wide" aria-labelledby="webhook-warnings-title" data-webhook-warnings hidden>
-    <h2 id="webhook-warnings-title">Webhook secrets: warnings</h2>
-    <ul></ul>
-  </section>
-  ${(
-    [
-      ['gitea', 'Gitea', html`Verifies only Gitea deliveries; unset, the shared webhook secret does.`],
-      ['github', 'GitHub', html`Verifies only GitHub deliveries; unset, the shared webhook secret does.`],
-      ['gitlab', 'GitLab', html`GitLab sends its token in clear: with its own secret, the shared one stays a signing key for Gitea and GitHub only.`],
-    ] as const
-  ).map(([forge, name, note]) =>
-    secretPanel({
-      key: `webhook-secret-${forge}`,
-      title: `${name} webhook secret`,
-      note,
-      label: 'New secret',
-      field: 'secret',
-      save: 'Save secret',
-      setting: setting(`SERVICE_SCM_WEBHOOK_SECRET_${forge.toUpperCase()}`),
-    }),
-  )}`;
+<h2 id="webhook-warnings-title">Webhook secrets: warnings</h2>
+<ul></ul>
+</section>
+${(
+  [
+    ['gitea', 'Gitea', html`Verifies only Gitea deliveries; unset, the shared webhook secret does.`],
+    ['github', 'GitHub', html`Verifies only GitHub deliveries; unset, the shared webhook secret does.`],
+    ['gitlab', 'GitLab', html`GitLab sends its token in clear: with its own secret, the shared one stays a signing key for Gitea and GitHub only.`],
+  ] as const
+).map(([forge, name, note]) =>
+  secretPanel({
+    key: `webhook-secret-${forge}`,
+    title: `${name} webhook secret`,
+    note,
+    label: 'New secret',
+    field: 'secret',
+    save: 'Save secret',
+    setting: setting(`SERVICE_SCM_WEBHOOK_SECRET_${forge.toUpperCase()}`),
+  }),
+)}`;
 
 /** Swagger UI fills this; its files come first in the head (see DOCS_HEAD in routes.ts). */
 export function docsContent(): SafeHtml {
-  return html`<p class="note">
-      The HTTP API of this service, from <a href="/openapi.json">/openapi.json</a>. Calls made here are authenticated like any other: with your session, or with
-      what you enter under Authorize.
-    </p>
-    <div id="swagger-ui"></div>`;
+  return html`<p class="note">The HTTP API of this service, from <a href="/openapi.json">/openapi.json</a>. Calls made here are authenticated like any other: with your session, or with what you enter under Authorize.</p>
+<div id="swagger-ui"></div>`;
 }

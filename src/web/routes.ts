@@ -21,8 +21,8 @@ import type { User } from '../iam/store.js';
  */
 
 /** Swagger UI's stylesheet (before ours, which adjusts it) and its bundle, which docs.js (a module, so run after it) starts. */
-const DOCS_HEAD = html`<link rel="stylesheet" href="/static/swagger/swagger-ui.css" />
-  <script src="/static/swagger/swagger-ui-bundle.js" defer></script>`;
+const DOCS_HEAD = html`<link rel="stylesheet" href="/static/swagger/swagger-ui.css">
+<script src="/static/swagger/swagger-ui-bundle.js" defer></script>`;
 
 /**
  * Routes that come and go (plugins', socket provider operations'), each source with a version
