@@ -26,6 +26,14 @@ export function actingAs<T>(acting: Acting, fn: () => T): T {
   return storage.run(acting, fn);
 }
 
+/**
+ * Runs `fn` with nobody acting: what outlives the request that started it (a plugin's setup,
+ * its timers and listeners) must not go on acting as whoever started it.
+ */
+export function outsideActing<T>(fn: () => T): T {
+  return storage.exit(fn);
+}
+
 /** The acting context of this async flow, if a transport set one. */
 export function currentActing(): Acting | undefined {
   return storage.getStore();

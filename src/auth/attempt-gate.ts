@@ -72,10 +72,14 @@ export interface AttemptGateDeps {
   audit?: Pick<AuditTrail, 'record'>;
 }
 
-/** The one lockout answer: 429 with Retry-After (the gate recorded the refusal: no transport records it again). */
-export function lockedOut(retryAfter: number): DomainError {
+/**
+ * The one lockout answer: 429 with Retry-After. `recorded`: the gate recorded the refusal (a
+ * checked attempt), so no transport records it again; a budget spent without an attempt
+ * (spend(ip)) is recorded by the transport, when someone identified is refused.
+ */
+export function lockedOut(retryAfter: number, recorded = true): DomainError {
   const err = new DomainError('rate_limited', 'too many attempts, try again later', { retry_after: retryAfter }, retryAfter);
-  markRecorded(err);
+  if (recorded) markRecorded(err);
   return err;
 }
 

@@ -2,6 +2,7 @@ import type { Context } from 'koa';
 import type { User } from '../iam/store.js';
 import type { AuthComponent } from './component.js';
 import { HttpError } from '../http/errors.js';
+import { markRecorded } from '../errors.js';
 import { MFA_TOKEN_TTL_MS, type MfaTokenRecord, type RedirectResume, type SecondFactorProof } from './mfa/step.js';
 
 export interface IssuedSession {
@@ -91,14 +92,18 @@ export async function passSecondStep(auth: AuthComponent, ctx: Context, token: u
 /** The answer of a second step that did not pass (429 with a token to retry later, or 401). */
 export function secondStepRefused(outcome: Extract<SecondStepOutcome, { ok: false }>, wrong = 'wrong code'): HttpError {
   const details = outcome.mfaToken ? { reason: outcome.reason, mfa_token: outcome.mfaToken } : { reason: outcome.reason };
-  if (outcome.retryAfter)
-    return new HttpError(
+  if (outcome.retryAfter) {
+    const locked = new HttpError(
       429,
       'rate_limited',
       'too many attempts, try again later',
       { ...details, retry_after: outcome.retryAfter },
       { 'Retry-After': String(outcome.retryAfter) },
     );
+    // the gate recorded the lockout: the transport answering it records nothing more
+    markRecorded(locked);
+    return locked;
+  }
   return new HttpError(401, 'unauthorized', outcome.reason === 'invalid_code' ? wrong : 'sign in again: the second step expired', details);
 }
 

@@ -170,8 +170,11 @@ export class IdentityLinker {
     const unique = [...new Set([...user.groups.filter((g) => !managed.has(g)), ...mapped])];
     const same = unique.length === user.groups.length && unique.every((g) => user.groups.includes(g));
     if (same) return false;
-    await this.deps.users.setGroupsFromLogin(user, unique, profile.provider);
-    this.deps.log.info({ provider: profile.provider, user_id: user.id, from: user.groups, to: unique }, 'groups follow the provider mapping');
-    return true;
+    const { groups, kept } = await this.deps.users.setGroupsFromLogin(user, unique, profile.provider);
+    if (kept.length)
+      this.deps.log.warn({ provider: profile.provider, user_id: user.id, kept }, 'the mapping would leave no enabled administrator: the group stays');
+    const changed = groups.length !== user.groups.length || groups.some((g) => !user.groups.includes(g));
+    if (changed) this.deps.log.info({ provider: profile.provider, user_id: user.id, from: user.groups, to: groups }, 'groups follow the provider mapping');
+    return changed;
   }
 }

@@ -23,7 +23,8 @@ export const DEVICE_RULE: LockoutRule = { max: 10, windowMs: 86_400_000 };
 export const DEVICE_CLIENT_PREFIX = 'device:';
 
 /**
- * Wrong second factors of an account, from wherever they come (the second step, step-up): ten
+ * Wrong second factors of an account, from wherever they come (the second step, step-up,
+ * removing the app; src/auth/attempt-gate.ts): ten
  * within an hour stop its second step until the oldest is an hour old. Someone who has the
  * password and many addresses still gets at most 240 guesses a day at a six-digit code.
  */

@@ -178,14 +178,16 @@ export class AuditTrail {
 
   /**
    * Records an event that goes with no change (a sign-in, a refusal): batched, appended within
-   * ~50 ms. A refusal or failure (outcome `denied` or `failure`) that repeats is coalesced: the
-   * first of its group (coalesceKey: actor or address, action, target, outcome, reason) is
-   * written at once, and the repeats within the next COALESCE_MS become one event carrying
-   * their `count` (details.count), written when the window closes. So a script hammering a
-   * refusal cannot flood the trail, and every attempt is still counted.
+   * ~50 ms. A refusal (outcome `denied`) or a failed sign-in (`auth.*` with outcome `failure`)
+   * that repeats is coalesced: the first of its group (coalesceKey: actor or address, action,
+   * target, outcome, reason) is written at once, and the repeats within the next COALESCE_MS
+   * become one event carrying their `count` (details.count), written when the window closes. So
+   * a script hammering a refusal cannot flood the trail, and every attempt is still counted. A
+   * privileged operation that failed (a socket operation's error) is written each time, with
+   * its own args.
    */
   record(input: AuditInput): void {
-    if (input.outcome === 'denied' || input.outcome === 'failure') {
+    if (input.outcome === 'denied' || (input.outcome === 'failure' && input.action.startsWith('auth.'))) {
       const key = coalesceKey(input);
       const now = Date.now();
       const open = this.windows.get(key);
@@ -232,6 +234,7 @@ export class AuditTrail {
     if (this.windowTimer) {
       clearTimeout(this.windowTimer);
       this.windowTimer = null;
+      this.windowTimerAt = Infinity;
     }
     const now = Date.now();
     let next = Infinity;
@@ -242,8 +245,14 @@ export class AuditTrail {
     if (next !== Infinity) this.scheduleWindows(next - now);
   }
 
+  /** when the pending window timer fires (a window that closes earlier moves it up) */
+  private windowTimerAt = Infinity;
+
   private scheduleWindows(inMs: number): void {
-    if (this.windowTimer) return;
+    const at = Date.now() + Math.max(0, inMs);
+    if (this.windowTimer && this.windowTimerAt <= at) return;
+    if (this.windowTimer) clearTimeout(this.windowTimer);
+    this.windowTimerAt = at;
     this.windowTimer = setTimeout(() => this.closeWindows(), Math.max(0, inMs));
     this.windowTimer.unref();
   }

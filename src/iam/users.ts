@@ -272,14 +272,15 @@ export class UserAdmin {
    * Groups a login provider's mapping decides (every other group the user has stays): the
    * login chain's write, under the same refs and host rules as every other (LOGIN_MAPPING_ACTOR).
    */
-  async setGroupsFromLogin(user: User, groups: string[], provider: string): Promise<void> {
+  async setGroupsFromLogin(user: User, groups: string[], provider: string): Promise<{ groups: string[]; kept: string[] }> {
     await this.checkRefs({ groups });
     // the last enabled member of INT_ADMIN keeps it, whatever the mapping says: a directory
     // change must not leave the service without an administrator (update() refuses it; a
-    // login, which cannot be refused for it, keeps the group and says so)
+    // login, which cannot be refused for it, keeps the group and says so: in the event of a
+    // change, and the caller's log line each time)
     const keep = !groups.includes(ADMIN_GROUP) && (await this.leavesNoAdmin(user, { groups, disabled: user.disabled })) ? [ADMIN_GROUP] : [];
     const next = [...groups, ...keep];
-    if (next.length === user.groups.length && next.every((g) => user.groups.includes(g))) return;
+    if (next.length === user.groups.length && next.every((g) => user.groups.includes(g))) return { groups: user.groups, kept: keep };
     const granted = await this.guardHostGrants(LOGIN_MAPPING_ACTOR, user, { groups: next });
     await this.deps.commands.within(
       (trx) => this.deps.store.updateUser(user.id, { groups: next }, trx),
@@ -298,6 +299,7 @@ export class UserAdmin {
       }),
     );
     this.changed(user.id);
+    return { groups: next, kept: keep };
   }
 
   /**

@@ -1,3 +1,4 @@
+import { outsideActing } from '../request-context.js';
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
 import type { Middleware } from 'koa';
@@ -191,7 +192,8 @@ export class PluginHost {
     await this.serial(rec, async () => {
       if (rec.running) return;
       rec.enabled = true;
-      await this.lifecycle.start(rec);
+      // a plugin's setup, timers and listeners act for nobody: outside the request that started it
+      await outsideActing(() => this.lifecycle.start(rec));
     });
     await this.deps.iam.ledger.applyAll();
     if (announce) {
@@ -256,7 +258,8 @@ export class PluginHost {
     await this.serial(rec, async () => {
       if (!rec.enabled || !rec.manifest) return;
       if (rec.running || rec.context) await this.lifecycle.stop(rec);
-      await this.lifecycle.start(rec);
+      // a plugin's setup, timers and listeners act for nobody: outside the request that started it
+      await outsideActing(() => this.lifecycle.start(rec));
     });
     return this.view(rec);
   }

@@ -129,9 +129,7 @@ export class SocketsComponent {
     // 401 before the args are looked at, as on every other route; the permission is the bus
     // handler's (before the args too), so a refusal is one socket.operation event however it came
     const guard = guardFor(httpAuth(op, this.registry.ownerOf(provider.name), this.deps.config.socketReadsRequireAuth), 'operation');
-    const needs = op.permission;
-    const id = ctx.state.identity;
-    if (needs !== null && id && !id.allows(needs)) return this.run(ctx, `${provider.kind}:${name}`, {}, provider.name);
+    if (this.refusedBeforeArgs(ctx, op.permission)) return this.run(ctx, `${provider.kind}:${name}`, this.argNames(ctx, method), provider.name);
     let result: unknown;
     const run = async () => {
       // a query string is text: its values are converted by the operation's own rule first (an
@@ -142,6 +140,25 @@ export class SocketsComponent {
     if (guard) await guard(ctx, run);
     else await run();
     return result;
+  }
+
+  /** An identified caller without the operation's permission: refused by the bus handler before any args are read. */
+  private refusedBeforeArgs(ctx: Context, permission: string | null): boolean {
+    const id = ctx.state.identity;
+    return permission !== null && Boolean(id) && !id!.allows(permission);
+  }
+
+  /**
+   * The args a refused request sent, for the event, which names only the fields (as over ws):
+   * the query's, or a JSON body's when it is one (else none).
+   */
+  private argNames(ctx: Context, method: OperationHttp['method']): Record<string, unknown> {
+    if (method === 'GET') return { ...ctx.query };
+    try {
+      return objectBody(ctx);
+    } catch {
+      return {};
+    }
   }
 
   /** The routes of every provider operation that declares `http`, for the OpenAPI document. */
@@ -221,7 +238,9 @@ export class SocketsComponent {
           404: 'not_found: no such directory',
         },
       },
-      (ctx) => this.run(ctx, 'mounts:repair', objectBody(ctx)),
+      (ctx) =>
+        // the permission before the body (403 before 400), judged by the bus handler as over ws
+        this.run(ctx, 'mounts:repair', this.refusedBeforeArgs(ctx, 'socket:mounts:repair') ? this.argNames(ctx, 'POST') : objectBody(ctx)),
     );
     return [api.router];
   }

@@ -272,6 +272,19 @@ describe('audit trail', function () {
     expect(denied.actor.ip).to.be.a('string');
   });
 
+  it('a lockout answered to a caller who also sent a credential is one event, and removing nothing records nothing', async () => {
+    await api().post('/api/users').set(sys).send({ username: 'lockee', password: SECRETS.password, groups: ['INT_VIEWER'] }).expect(201);
+    const token = (await api().post('/api/auth/login').send({ username: 'lockee', password: SECRETS.password }).expect(200)).body.token as string;
+    const start = await head();
+    for (let i = 0; i < 6; i++) await api().post('/api/auth/login').set('Authorization', `Bearer ${token}`).send({ username: 'lockee', password: `wrong-${i}` });
+    const events = await since(start);
+    expect(events.filter((e) => e.action === 'request.denied')).to.deep.equal([]);
+    expect(one(events, 'auth.locked').outcome).to.equal('denied');
+    // a passkey id that is not the caller's: 404, and no factor was removed, so no event
+    await api().delete('/api/me/mfa/webauthn/00000000-0000-4000-8000-0000000000ff').set('Authorization', `Bearer ${token}`).expect(404);
+    expect((await since(start)).filter((e) => e.action === 'auth.mfa_removed')).to.deep.equal([]);
+  });
+
   it('streams events to holders of feature:admin.audit over ws, to nobody else', async () => {
     await api()
       .post('/api/users')

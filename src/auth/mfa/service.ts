@@ -173,7 +173,8 @@ export class MfaService {
   private async change<T>(
     user: User,
     action: AuditAction,
-    details: Record<string, unknown>,
+    /** the event's details; null: the write changed nothing, so no event */
+    details: Record<string, unknown> | ((result: T) => Record<string, unknown> | null),
     write: (trx: Knex.Transaction) => Promise<T>,
     actor: Actor = actorOr({ username: user.username, userId: user.id, isSystem: false, isSuperadmin: false }),
   ): Promise<T> {
@@ -183,7 +184,10 @@ export class MfaService {
         await this.sync(user.id, trx);
         return r;
       },
-      () => ({ action, actor, target: { type: 'user', id: user.id, name: user.username }, details }),
+      (r) => {
+        const d = typeof details === 'function' ? details(r) : details;
+        return d ? { action, actor, target: { type: 'user', id: user.id, name: user.username }, details: d } : null;
+      },
     );
     this.deps.bus.emit('iam:permissions_changed', { scope: 'user', user_id: user.id });
     return result;
@@ -320,8 +324,12 @@ export class MfaService {
   }
 
   async removePasskey(user: User, id: string): Promise<boolean> {
-    const n = await this.change(user, 'auth.mfa_removed', { factor: 'webauthn', factor_id: id }, (trx) =>
-      trx('mfa_factors').where({ user_id: user.id, id, kind: 'webauthn' }).delete(),
+    // a passkey that is not this user's (or not there) is removed from nobody: no event
+    const n = await this.change(
+      user,
+      'auth.mfa_removed',
+      (removed: number) => (removed ? { factor: 'webauthn', factor_id: id } : null),
+      (trx) => trx('mfa_factors').where({ user_id: user.id, id, kind: 'webauthn' }).delete(),
     );
     if (n) this.deps.log.info({ user_id: user.id, factor: 'webauthn' }, 'second factor removed');
     return n > 0;

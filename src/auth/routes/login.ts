@@ -2,7 +2,8 @@ import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Context, Next } from 'koa';
 import type { AuthComponent } from '../component.js';
-import { HttpError, rateLimited, unauthorized } from '../../http/errors.js';
+import { HttpError, unauthorized } from '../../http/errors.js';
+import { lockedOut } from '../attempt-gate.js';
 import { ApiRouter } from '../../http/api.js';
 import { checkOrigin, credentialsLogin, loginSchema, logout, noStore, providerList } from '../sessions.js';
 import { signedIn } from '../complete-login.js';
@@ -70,7 +71,8 @@ export function authRoutes(auth: AuthComponent): Router {
     async (ctx, { body }) => {
       const outcome = await credentialsLogin(auth, ctx, body.username, body.password, 'login');
       if (!outcome.ok) {
-        if (outcome.retryAfter > 0) throw rateLimited(outcome.retryAfter);
+        // the gate answered and recorded the lockout
+        if (outcome.retryAfter > 0) throw lockedOut(outcome.retryAfter);
         if (outcome.refusal)
           throw new HttpError(
             401,

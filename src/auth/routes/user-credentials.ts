@@ -49,7 +49,7 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
       responses: {
         204: 'changed',
         400: 'validation_failed: the body is invalid, or (oneself) `current_password` is missing or not correct',
-        403: `forbidden: neither oneself nor ${ADMIN_USERS}; or an account that reaches the host (or a superadmin or bot account) and the caller is not a superadmin; or a scoped API key; or step_up_required: a superadmin must verify the second factor again first`,
+        403: `forbidden: neither oneself nor ${ADMIN_USERS}; or an account that reaches the host (or a superadmin or bot account) and the caller is not a superadmin; or a scoped API key of this very user; or step_up_required: a superadmin must verify the second factor again first`,
         404: 'no such user',
         429: {
           description: 'rate_limited: too many wrong current passwords (the login lockout), or too many attempts from this address',

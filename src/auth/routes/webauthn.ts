@@ -115,7 +115,7 @@ async function webSession(auth: AuthComponent, ctx: Context): Promise<{ id: ApiI
 export async function secondStepOptions(auth: AuthComponent, ctx: Context, token: unknown) {
   // each challenge is a row: callers spend the address's budget, like a password check
   const slow = auth.gate.spend(ctx.ip);
-  if (slow > 0) throw lockedOut(slow);
+  if (slow > 0) throw lockedOut(slow, false);
   const userId = await auth.webauthn.secondStepUser(ctx, token);
   const user = userId ? await auth.iam.store.userById(userId) : null;
   if (!user || user.disabled) throw new HttpError(401, 'unauthorized', 'sign in again: the second step expired', { reason: 'expired' });
@@ -211,7 +211,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       if (body.mfa_token !== undefined) return secondStepOptions(auth, ctx, body.mfa_token);
       // each challenge is a row: anonymous callers spend the address's budget, like a password check
       const slow = auth.gate.spend(ctx.ip);
-      if (slow > 0) throw lockedOut(slow);
+      if (slow > 0) throw lockedOut(slow, false);
       return { flow: 'passwordless', options: await auth.webauthn.authenticationOptions('passwordless', null) };
     },
   );
