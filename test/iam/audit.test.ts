@@ -273,10 +273,18 @@ describe('audit trail', function () {
   });
 
   it('a lockout answered to a caller who also sent a credential is one event, and removing nothing records nothing', async () => {
-    await api().post('/api/users').set(sys).send({ username: 'lockee', password: SECRETS.password, groups: ['INT_VIEWER'] }).expect(201);
+    await api()
+      .post('/api/users')
+      .set(sys)
+      .send({ username: 'lockee', password: SECRETS.password, groups: ['INT_VIEWER'] })
+      .expect(201);
     const token = (await api().post('/api/auth/login').send({ username: 'lockee', password: SECRETS.password }).expect(200)).body.token as string;
     const start = await head();
-    for (let i = 0; i < 6; i++) await api().post('/api/auth/login').set('Authorization', `Bearer ${token}`).send({ username: 'lockee', password: `wrong-${i}` });
+    for (let i = 0; i < 6; i++)
+      await api()
+        .post('/api/auth/login')
+        .set('Authorization', `Bearer ${token}`)
+        .send({ username: 'lockee', password: `wrong-${i}` });
     const events = await since(start);
     expect(events.filter((e) => e.action === 'request.denied')).to.deep.equal([]);
     expect(one(events, 'auth.locked').outcome).to.equal('denied');
