@@ -1,43 +1,13 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
-
-/** The transports through which someone acts. */
-export type Transport = 'http' | 'ws' | 'cli' | 'bus' | 'boot';
-
 /**
- * Who acts, through which transport, from which address, in which request: set once at each
- * transport's entry (the HTTP authentication step for a request that may change something, a
- * ws frame, a CLI command) and carried with the async context, so nothing below takes an actor
- * it did not need for a rule: the command path reads it here (src/iam/commands.ts). A read
- * (GET, HEAD) has none: the store would ride every promise of the hot path for nothing.
+ * Who acts, as the rules and the audit trail see it: the identity a transport resolved, with the
+ * client address of the request, the frame or the connection it came through. Each transport
+ * makes it once at its entry (the HTTP routes' `actor(ctx)`, the ws dispatch, the CLI's `cli`,
+ * the service's own `service`) and hands it to the writer as its first argument.
+ *
+ * It is not carried in AsyncLocalStorage: on Node 20 a single run() slows every request after it
+ * by about a quarter (the API-key path measured 17,900 -> 13,300 req/s), so the actor travels
+ * as an argument (docs/decisions.md).
  */
-export interface Acting {
-  /** the caller as resolved (an identity with its address: actingFrom), or null when anonymous */
-  actor: object | null;
-  transport: Transport;
-  /** the client address (behind a trusted proxy, the one the nearest proxy saw) */
-  ip: string | null;
-  requestId: string | null;
-}
-
-const storage = new AsyncLocalStorage<Acting>();
-
-/** Runs `fn` (and everything it awaits) as `acting`. */
-export function actingAs<T>(acting: Acting, fn: () => T): T {
-  return storage.run(acting, fn);
-}
-
-/**
- * Runs `fn` with nobody acting: what outlives the request that started it (a plugin's setup,
- * its timers and listeners) must not go on acting as whoever started it.
- */
-export function outsideActing<T>(fn: () => T): T {
-  return storage.exit(fn);
-}
-
-/** The acting context of this async flow, if a transport set one. */
-export function currentActing(): Acting | undefined {
-  return storage.getStore();
-}
 
 /**
  * An identity as seen from the request that carries the action: the resolved identity (cached

@@ -26,12 +26,9 @@ import { AuthSettingsStore, AUTH_NS } from './settings.js';
 import { SystemKey } from './system-key.js';
 import { KeyAdmin } from '../iam/keys.js';
 import type { Context, Middleware } from 'koa';
-import { actingAs, actingFrom } from '../request-context.js';
+import { actingFrom } from '../request-context.js';
 import { DomainError } from '../errors.js';
 import type { ApiIdentity } from './identity.js';
-
-/** The methods of a request that may change something: the ones that run in an acting context. */
-const CHANGES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /** What a member who must still enrol a second factor may reach: their profile and access view, the enrolment, signing in and out. */
 const ENROLMENT_PATHS = /^\/api\/(me|me\/access|me\/mfa(\/.*)?|auth\/.*)$/;
@@ -305,14 +302,7 @@ export class AuthComponent {
           if (path.startsWith('/api/') && !ENROLMENT_PATHS.test(path))
             throw new DomainError('mfa_enrollment_required', 'your groups require a second factor: enrol one first (Settings, Security)');
         }
-        // who acts in a request that may change something, for everything below it
-        // (src/request-context.ts); a read sets none: carrying a store through every promise of
-        // a request costs Node 20 about a fifth of a bare Koa app's throughput (docs/performance.md)
-        if (!CHANGES.has(ctx.method)) return next();
-        return actingAs(
-          { actor: id ? actingFrom(id, ctx.ip) : null, transport: 'http', ip: ctx.ip, requestId: (ctx.state.requestId as string | undefined) ?? null },
-          next,
-        );
+        return next();
       });
   }
 

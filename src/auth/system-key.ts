@@ -1,7 +1,7 @@
 import type { SecretsStore } from '../iam/secrets.js';
 import type { Knex } from 'knex';
 import { guardHostBoundary, type Actor } from '../iam/policy.js';
-import { currentActor, type CommandPath } from '../iam/commands.js';
+import type { CommandPath } from '../iam/commands.js';
 
 import { safeEqual, sha256 } from './tokens.js';
 
@@ -63,18 +63,17 @@ export class SystemKey {
     guardHostBoundary(actor, ['the system key'], 'set, rotate or clear the system key');
   }
 
-  /** Sets or rotates the key, by whoever acts (a trusted actor only: mayChange). */
-  async set(value: string): Promise<void> {
-    await this.change('set', (trx) => this.secrets.set(SYSTEM_KEY_NS, SYSTEM_KEY_NAME, value, trx));
+  /** Sets or rotates the key (a trusted actor only: mayChange). */
+  async set(actor: Actor, value: string): Promise<void> {
+    await this.change(actor, 'set', (trx) => this.secrets.set(SYSTEM_KEY_NS, SYSTEM_KEY_NAME, value, trx));
   }
 
-  /** Clears the stored key (no system key then), by whoever acts. */
-  async clear(): Promise<void> {
-    await this.change('cleared', (trx) => this.secrets.delete(SYSTEM_KEY_NS, SYSTEM_KEY_NAME, trx));
+  /** Clears the stored key (no system key then). */
+  async clear(actor: Actor): Promise<void> {
+    await this.change(actor, 'cleared', (trx) => this.secrets.delete(SYSTEM_KEY_NS, SYSTEM_KEY_NAME, trx));
   }
 
-  private async change(change: 'set' | 'cleared', write: (trx: Knex) => Promise<void>): Promise<void> {
-    const actor = currentActor();
+  private async change(actor: Actor, change: 'set' | 'cleared', write: (trx: Knex) => Promise<void>): Promise<void> {
     const command = { action: 'system_key.changed' as const, actor, target: { type: 'settings', id: 'system_api_key', name: 'system API key' } };
     await this.commands.run(command, async () => {
       this.mayChange(actor);

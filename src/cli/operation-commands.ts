@@ -14,6 +14,7 @@ import { changeAuthSettings } from '../auth/settings-change.js';
 import { LocalProvider } from '../auth/providers/local.js';
 import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS, SystemKey } from '../auth/system-key.js';
 import type { LockableSecret } from '../http/secret-routes.js';
+import type { Actor } from '../iam/policy.js';
 import { apiSetting } from '../settings-table.js';
 import type { AuthSettingView } from '../client/api-types.js';
 import { forgeSecretKey, SCM_PROVIDERS, WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE, WebhookSecrets } from '../notifications/webhook-secrets.js';
@@ -200,15 +201,15 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       const { commands } = await ctx.iam();
       const config = ctx.config;
       const forge = SCM_PROVIDERS.find((f) => forgeSecretKey(f) === name) ?? null;
-      const writer: LockableSecret =
+      const writer: LockableSecret<Actor> =
         name === 'system_api_key'
           ? new SystemKey(config.systemApiKey, secrets, commands)
           : new WebhookSecrets({ secrets, log: ctx.log, envSecret: config.scmWebhookSecret, envForgeSecrets: config.scmWebhookForgeSecrets, commands }).setting(
               forge,
             );
       if (writer.lockedByEnv) throw new DomainError('conflict', `set in the environment and locked: ${name} (${secret.env})`);
-      if (value === null) await writer.clear();
-      else await writer.set(value as string);
+      if (value === null) await writer.clear(CLI_ACTOR);
+      else await writer.set(CLI_ACTOR, value as string);
       if (secret.changed) ctx.bus.emit(secret.changed, {} as never);
     } else {
       const { error, value: checked } = Joi.object({ [name]: FIELDS[name]!.schema.allow(null) }).validate({ [name]: value });

@@ -1,5 +1,3 @@
-import { actingAs } from '../request-context.js';
-import { CLI_ACTOR } from '../iam/policy.js';
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../config.js';
 import { DomainError } from '../errors.js';
@@ -69,8 +67,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const overrideAll = (cmd: Command) => cmd.commands.forEach((c) => overrideAll(c.exitOverride().configureOutput(output)));
   overrideAll(program);
   try {
-    // the operator at the console acts in every command (src/request-context.ts)
-    await actingAs({ actor: CLI_ACTOR, transport: 'cli', ip: null, requestId: null }, () => program.parseAsync(argv, { from: 'user' }));
+    await program.parseAsync(argv, { from: 'user' });
     return EXIT.ok;
   } catch (err) {
     if (err instanceof CommanderError) {

@@ -24,7 +24,7 @@ interface Held {
 export class Connection implements ClientSession {
   alive = true;
   gone = false;
-  /** the client's address, as the HTTP app reads it (the acting context of its frames) */
+  /** the client's address, as the HTTP app reads it (the address its frames act from) */
   ip: string | null = null;
   welcomed!: Promise<void>;
   /** re-checks the credential when it expires */

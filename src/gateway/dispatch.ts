@@ -2,7 +2,7 @@ import type { RawData } from 'ws';
 import type { ApiIdentity } from '../auth/identity.js';
 import type { ClientErrorCode, ClientFrameDef } from '../bus/channels.js';
 import { DomainError, fieldErrorsOf, fieldErrorsText, isRecorded, type DomainErrorCode } from '../errors.js';
-import { actingAs, actingFrom } from '../request-context.js';
+import { actingFrom } from '../request-context.js';
 import { isDbUnavailable } from '../db/knex.js';
 import type { Logger } from '../log.js';
 import type { Connection } from './connection.js';
@@ -80,9 +80,7 @@ export async function dispatchFrame(g: FrameDispatch, conn: Connection, data: Ra
       if (error) return conn.error('invalid_args', fieldErrorsText(fieldErrorsOf(error)), ref);
       payload = value;
     }
-    // the frame acts as its caller, from the connection's address (src/request-context.ts)
-    const actor = actingFrom(identity, conn.ip);
-    await actingAs({ actor, transport: 'ws', ip: conn.ip, requestId: null }, () => def.handle(conn, payload, ref));
+    await def.handle(conn, payload, ref);
   } catch (err) {
     // the database is away: the connection stays, the client tries again later
     if (isDbUnavailable(err)) return conn.error('unavailable', 'the database is not reachable right now; try again shortly', ref);

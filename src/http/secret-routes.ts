@@ -1,4 +1,5 @@
 import type Router from '@koa/router';
+import type { Context } from 'koa';
 import Joi from 'joi';
 import { ApiRouter } from './api.js';
 import { conflict } from './errors.js';
@@ -7,15 +8,15 @@ import { validate } from './validate.js';
 import type { SettingDef } from '../settings-table.js';
 
 /** A secret kept encrypted in the settings store, unless the environment sets it (then locked). */
-export interface LockableSecret {
+export interface LockableSecret<A> {
   readonly lockedByEnv: boolean;
   configured(): Promise<boolean>;
-  /** by whoever acts (src/request-context.ts): the writer records the change */
-  set(value: string): Promise<void>;
-  clear(): Promise<void>;
+  /** by `actor` (the route's caller, the CLI): the writer judges and records the change */
+  set(actor: A, value: string): Promise<void>;
+  clear(actor: A): Promise<void>;
 }
 
-export interface SecretRoutesOptions {
+export interface SecretRoutesOptions<A> {
   /** e.g. /api/settings/system-api-key */
   prefix: string;
   /** what it is, in messages and the API docs: "system API key" */
@@ -26,7 +27,9 @@ export interface SecretRoutesOptions {
   field: string;
   /** what clearing it does, for the API docs */
   clearing: string;
-  secret: LockableSecret;
+  secret: LockableSecret<A>;
+  /** the caller as the secret's writer takes it (the area's actor of the request) */
+  actorOf(ctx: Context): A;
   /** who the secret's writer refuses beyond the route's permission, for the API docs: "not a superadmin or the system key" */
   refusal?: string;
   /** setting or clearing it needs a fresh second factor (step-up) */
@@ -44,7 +47,7 @@ type PutBody = Record<string, string>;
 
 /** The body of PUT, made once per setting, field and name: every service's routes share it (and its conversion into the API document). */
 const putBodies = new WeakMap<SettingDef, Map<string, Joi.ObjectSchema<PutBody>>>();
-function putBody(o: SecretRoutesOptions): Joi.ObjectSchema<PutBody> {
+function putBody(o: Pick<SecretRoutesOptions<unknown>, 'setting' | 'field' | 'what'>): Joi.ObjectSchema<PutBody> {
   let bySetting = putBodies.get(o.setting);
   if (!bySetting) putBodies.set(o.setting, (bySetting = new Map()));
   const key = `${o.field}\n${o.what}`;
@@ -58,7 +61,7 @@ function putBody(o: SecretRoutesOptions): Joi.ObjectSchema<PutBody> {
  * needing feature:admin.settings: set in the environment, PUT and DELETE answer 409 before
  * looking at the body. The value itself is never answered.
  */
-export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
+export function lockableSecretRoutes<A>(o: SecretRoutesOptions<A>): Router {
   const api = new ApiRouter({ prefix: o.prefix, tag: 'settings' });
   const ADMIN = { permission: 'feature:admin.settings' };
   const LOCKED = `the ${o.what} is set by ${o.setting.env} (locked)`;
@@ -93,7 +96,7 @@ export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
     async (ctx) => {
       unlocked();
       const value = validate(body, jsonBody(ctx))[o.field]!;
-      await o.secret.set(value);
+      await o.secret.set(o.actorOf(ctx), value);
       ctx.log.info(`${o.what} set`);
       ctx.status = 204;
     },
@@ -109,7 +112,7 @@ export function lockableSecretRoutes(o: SecretRoutesOptions): Router {
     },
     async (ctx) => {
       unlocked();
-      await o.secret.clear();
+      await o.secret.clear(o.actorOf(ctx));
       ctx.log.info(`${o.what} cleared`);
       ctx.status = 204;
     },

@@ -1,33 +1,7 @@
 import type { Knex } from 'knex';
 import { isRecorded, markRecorded, REFUSAL_CODES } from '../errors.js';
-import { currentActing } from '../request-context.js';
 import type { AuditAction, AuditInput, AuditTrail } from './audit.js';
 import type { Actor } from './policy.js';
-
-const isActor = (v: unknown): v is Actor =>
-  typeof v === 'object' && v !== null && typeof (v as Actor).username === 'string' && typeof (v as Actor).isSystem === 'boolean';
-
-/**
- * Who acts now: the actor the transport set at its entry (src/request-context.ts). A change with
- * nobody acting is a programming error (a transport that forgot to say who acts), never a
- * silent default: the rules would not know whom they judge.
- */
-export function currentActor(): Actor {
-  const actor = currentActing()?.actor;
-  if (!isActor(actor)) throw new Error('nobody acts here: the transport must set the acting context (actingAs)');
-  return actor;
-}
-
-/** The actor acting now, or null where no transport set one (a change the service makes of itself, following another instance). */
-export function actingActor(): Actor | null {
-  const actor = currentActing()?.actor;
-  return isActor(actor) ? actor : null;
-}
-
-/** The actor acting now, or `fallback` where no transport set one (a change the user's own flow makes, such as a sign-in's). */
-export function actorOr(fallback: Actor): Actor {
-  return actingActor() ?? fallback;
-}
 
 /** A named action on a target, by an actor: what the trail records of a change or a refusal. */
 export interface Command {

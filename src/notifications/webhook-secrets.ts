@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.js';
 import type { LockableSecret } from '../http/secret-routes.js';
-import { currentActor, type CommandPath } from '../iam/commands.js';
+import type { CommandPath } from '../iam/commands.js';
+import type { Actor } from '../iam/policy.js';
 import { tokenMatches, type ScmProvider } from './scm/index.js';
 
 /**
@@ -105,19 +106,18 @@ export class WebhookSecrets {
   }
 
   /** The shared secret (null) or a forge's own, as the settings API and the CLI change it. */
-  setting(forge: ScmProvider | null): LockableSecret {
+  setting(forge: ScmProvider | null): LockableSecret<Actor> {
     const key = forge ? forgeSecretKey(forge) : WEBHOOK_SECRET_KEY;
     return {
       lockedByEnv: Boolean(this.envOf(forge)),
       configured: async () => Boolean(this.envOf(forge) ?? (await this.deps.secrets.get(WEBHOOK_SECRET_NAMESPACE, key))),
-      set: (value) => this.change(key, 'set', (trx) => this.deps.secrets.set(WEBHOOK_SECRET_NAMESPACE, key, value, trx)),
-      clear: () => this.change(key, 'cleared', (trx) => this.deps.secrets.delete(WEBHOOK_SECRET_NAMESPACE, key, trx)),
+      set: (actor, value) => this.change(actor, key, 'set', (trx) => this.deps.secrets.set(WEBHOOK_SECRET_NAMESPACE, key, value, trx)),
+      clear: (actor) => this.change(actor, key, 'cleared', (trx) => this.deps.secrets.delete(WEBHOOK_SECRET_NAMESPACE, key, trx)),
     };
   }
 
-  /** A secret set or cleared: an event naming it (never its value), by whoever acts. */
-  private async change(key: string, change: 'set' | 'cleared', write: (trx: Knex) => Promise<void>): Promise<void> {
-    const actor = currentActor();
+  /** A secret set or cleared by `actor`: an event naming it (never its value). */
+  private async change(actor: Actor, key: string, change: 'set' | 'cleared', write: (trx: Knex) => Promise<void>): Promise<void> {
     await this.deps.commands.within(write, () => ({
       action: 'settings.changed',
       actor,

@@ -1,3 +1,4 @@
+import { actor } from '../auth/guards.js';
 import { createHash } from 'node:crypto';
 import type Router from '@koa/router';
 import Joi from 'joi';
@@ -345,6 +346,7 @@ export function webhookSecretRoutes(secrets: WebhookSecrets): Router[] {
       field: 'secret',
       clearing: 'forges without their own secret answer 503',
       secret: secrets.setting(null),
+      actorOf: actor,
     }),
     ...SCM_PROVIDERS.map((forge) =>
       lockableSecretRoutes({
@@ -354,6 +356,7 @@ export function webhookSecretRoutes(secrets: WebhookSecrets): Router[] {
         field: 'secret',
         clearing: `${FORGE_NAME[forge]} deliveries are verified with the shared secret again`,
         secret: secrets.setting(forge),
+        actorOf: actor,
       }),
     ),
   ];

@@ -1,9 +1,8 @@
-import { outsideActing } from '../request-context.js';
+import type { Actor } from '../iam/policy.js';
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
 import type { Middleware } from 'koa';
 import { DomainError, fieldErrorsText, withTimeout } from '../errors.js';
-import { actingActor } from '../iam/commands.js';
 import { pluginCatalog, type PluginManifest } from './manifest.js';
 import { PluginSettings } from './settings.js';
 import { PluginStore } from './store.js';
@@ -64,22 +63,17 @@ export class PluginHost {
       if (instance === this.instanceId || !this.records.has(plugin_id)) return;
       const follow = async () => {
         const enabled = (await this.store.all()).get(plugin_id)?.enabled ?? false;
-        if (!enabled) await this.disable(plugin_id, false);
+        if (!enabled) await this.disable(null, plugin_id);
         else if (action === 'restart') await this.restart(plugin_id);
-        else await this.enable(plugin_id, false);
+        else await this.enable(null, plugin_id);
       };
       follow().catch((err) => deps.log.warn({ plugin: plugin_id, action, reason: (err as Error).message }, 'following a plugin change made elsewhere failed'));
     });
   }
 
-  /**
-   * An administrator's change of a plugin, by whoever acts (src/request-context.ts), for the
-   * audit trail; a change followed from another instance is that instance's event, and one the
-   * service makes of itself (boot) has nobody acting.
-   */
-  private recordChange(id: string, action: 'plugin.state_changed' | 'settings.changed', details: Record<string, unknown>): void {
-    const actor = actingActor();
-    if (actor) this.deps.iam.commands?.record({ action, actor, target: { type: 'plugin', id, name: this.records.get(id)?.manifest?.name ?? id }, details });
+  /** An administrator's change of a plugin, for the audit trail (a change followed from another instance is that instance's event). */
+  private recordChange(actor: Actor, id: string, action: 'plugin.state_changed' | 'settings.changed', details: Record<string, unknown>): void {
+    this.deps.iam.commands?.record({ action, actor, target: { type: 'plugin', id, name: this.records.get(id)?.manifest?.name ?? id }, details });
   }
 
   private get instanceId(): string {
@@ -186,34 +180,34 @@ export class PluginHost {
   }
 
   /** Enables and starts a plugin here; `announce`: the other instances follow. */
-  async enable(id: string, announce = true): Promise<PluginView> {
+  async enable(actor: Actor | null, id: string): Promise<PluginView> {
     const rec = this.record(id);
     if (!rec.manifest) throw new PluginConflictError(`plugin ${id} cannot be enabled: ${rec.error}`);
     await this.serial(rec, async () => {
       if (rec.running) return;
       rec.enabled = true;
-      // a plugin's setup, timers and listeners act for nobody: outside the request that started it
-      await outsideActing(() => this.lifecycle.start(rec));
+      await this.lifecycle.start(rec);
     });
     await this.deps.iam.ledger.applyAll();
-    if (announce) {
+    // an administrator's change (the others follow); null: following one made elsewhere
+    if (actor) {
       this.announce(id, 'enable');
-      this.recordChange(id, 'plugin.state_changed', { enabled: true, state: rec.state });
+      this.recordChange(actor, id, 'plugin.state_changed', { enabled: true, state: rec.state });
     }
     return this.view(rec);
   }
 
   /** Stops and disables a plugin here; `announce`: the other instances follow. */
-  async disable(id: string, announce = true): Promise<PluginView> {
+  async disable(actor: Actor | null, id: string): Promise<PluginView> {
     const rec = this.record(id);
     await this.serial(rec, async () => {
       rec.enabled = false;
       if (rec.running || rec.context) await this.lifecycle.stop(rec);
       await this.lifecycle.setState(rec, rec.manifest ? 'disabled' : 'failed', rec.manifest ? null : rec.error);
     });
-    if (announce) {
+    if (actor) {
       this.announce(id, 'disable');
-      this.recordChange(id, 'plugin.state_changed', { enabled: false, state: rec.state });
+      this.recordChange(actor, id, 'plugin.state_changed', { enabled: false, state: rec.state });
     }
     return this.view(rec);
   }
@@ -224,7 +218,7 @@ export class PluginHost {
    * rules (its module's settingsSchema) first: else 400 naming each field, nothing is stored
    * and a running plugin keeps running.
    */
-  async updateSettings(id: string, changes: Record<string, string | null>): Promise<PluginView> {
+  async updateSettings(actor: Actor, id: string, changes: Record<string, string | null>): Promise<PluginView> {
     const rec = this.record(id);
     const m = rec.manifest;
     if (!m) throw new PluginConflictError(`plugin ${id} has no valid manifest: ${rec.error}`);
@@ -246,7 +240,7 @@ export class PluginHost {
       await this.settings.update(m, changes);
     });
     // the names of the settings, never their values (a plugin's secrets among them)
-    this.recordChange(id, 'settings.changed', { fields: Object.keys(changes) });
+    this.recordChange(actor, id, 'settings.changed', { fields: Object.keys(changes) });
     const view = await this.restart(id);
     this.announce(id, 'restart');
     return view;
@@ -258,8 +252,7 @@ export class PluginHost {
     await this.serial(rec, async () => {
       if (!rec.enabled || !rec.manifest) return;
       if (rec.running || rec.context) await this.lifecycle.stop(rec);
-      // a plugin's setup, timers and listeners act for nobody: outside the request that started it
-      await outsideActing(() => this.lifecycle.start(rec));
+      await this.lifecycle.start(rec);
     });
     return this.view(rec);
   }

@@ -1,3 +1,4 @@
+import { callerOf } from '../iam/routes/caller.js';
 import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Context, Next } from 'koa';
@@ -76,7 +77,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
       middleware: [loaded],
       responses: { 200: { description: 'the plugin', schema: pluginView }, 404: 'no such plugin', 409: 'the manifest is invalid' },
     },
-    (ctx, { params }) => host.enable(params.id),
+    (ctx, { params }) => host.enable(callerOf(ctx), params.id),
   );
 
   api.endpoint(
@@ -89,7 +90,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
       middleware: [loaded],
       responses: { 200: { description: 'the plugin', schema: pluginView }, 404: 'no such plugin' },
     },
-    (ctx, { params }) => host.disable(params.id),
+    (ctx, { params }) => host.disable(callerOf(ctx), params.id),
   );
 
   api.endpoint(
@@ -125,7 +126,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
     },
     async (ctx, { params, body }) => {
       const m = validManifest(params.id);
-      const plugin = await host.updateSettings(params.id, body);
+      const plugin = await host.updateSettings(callerOf(ctx), params.id, body);
       return { plugin, settings: settingsView(await host.settings.resolve(m)) };
     },
   );

@@ -8,14 +8,13 @@ import { migrateLatest } from '../../src/db/migrate.js';
 import { EventBus } from '../../src/bus/bus.js';
 import { createLogger } from '../../src/log.js';
 import { AuditTrail } from '../../src/iam/audit.js';
-import { CommandPath, currentActor } from '../../src/iam/commands.js';
+import { CommandPath } from '../../src/iam/commands.js';
 import { DomainError, isRecorded } from '../../src/errors.js';
 import { IamStore } from '../../src/iam/store.js';
 import { Passwords } from '../../src/iam/passwords.js';
 import { UserAdmin } from '../../src/iam/users.js';
 import { DEFAULT_GROUPS, isKnownPermission, CORE_CATALOG } from '../../src/iam/permissions.js';
 import type { Actor } from '../../src/iam/policy.js';
-import { actingAs } from '../../src/request-context.js';
 
 /** A plain administrator as a rule sees one: no service, no credential. */
 const PLAIN: Actor & { ip: string } = {
@@ -91,10 +90,8 @@ describe('command path and user writer (no service)', function () {
   });
 
   it('a plain administrator is refused a role, with a denied event naming the action and target', async () => {
-    await actingAs({ actor: PLAIN, transport: 'http', ip: PLAIN.ip, requestId: null }, async () => {
-      const err = await users.create(PLAIN, { username: 'wannabe', roles: ['superadmin'] }).catch((e: unknown) => e);
-      expect(err).to.be.instanceOf(DomainError).and.to.include({ code: 'forbidden' });
-    });
+    const err = await users.create(PLAIN, { username: 'wannabe', roles: ['superadmin'] }).catch((e: unknown) => e);
+    expect(err).to.be.instanceOf(DomainError).and.to.include({ code: 'forbidden' });
     const denied = (await events('user.created')).filter((e) => e.outcome === 'denied');
     expect(denied).to.have.length(1);
     expect(denied[0]).to.include({ actor: 'plain', target: 'wannabe' });
@@ -122,14 +119,5 @@ describe('command path and user writer (no service)', function () {
     await users.create(PLAIN, { username: 'second-admin', groups: ['INT_ADMIN'] });
     await users.setGroupsFromLogin((await store.userById(only.id))!, ['INT_USER'], 'ldap');
     expect((await store.userById(only.id))!.groups).to.deep.equal(['INT_USER']);
-  });
-
-  it('nobody acts outside a transport: asking who does is a programming error, not a default', async () => {
-    expect(() => currentActor()).to.throw(/nobody acts here/);
-    const seen = await actingAs({ actor: PLAIN, transport: 'cli', ip: null, requestId: null }, async () => {
-      await Promise.resolve();
-      return currentActor();
-    });
-    expect(seen).to.equal(PLAIN);
   });
 });

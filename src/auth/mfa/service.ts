@@ -6,7 +6,7 @@ import type { Logger } from '../../log.js';
 import type { SecretsStore } from '../../iam/secrets.js';
 import type { IamStore, User } from '../../iam/store.js';
 import type { Actor } from '../../iam/policy.js';
-import { actorOr, type CommandPath } from '../../iam/commands.js';
+import type { CommandPath } from '../../iam/commands.js';
 import type { AuditAction } from '../../iam/audit.js';
 import type { UserAdmin } from '../../iam/users.js';
 import { sha256 } from '../tokens.js';
@@ -142,13 +142,13 @@ export class MfaService {
    * Makes the pending enrolment active with a code from the app; answers the new recovery
    * codes. `session` is the web session that enrolled (see enrolled()).
    */
-  async confirmTotp(user: User, code: string, session: string | null = null): Promise<string[]> {
+  async confirmTotp(actor: Actor, user: User, code: string, session: string | null = null): Promise<string[]> {
     const pending = await this.factors(user.id).andWhere({ kind: 'totp', confirmed: false }).first();
     if (!pending) throw new DomainError('conflict', 'no authenticator enrolment was started (POST /api/me/mfa/totp)');
     if (!(await this.takeTotp(pending, code))) throw fieldError('code', 'is not the current code of the authenticator app');
     const first = !(await this.hasFactor(user.id));
     const codes = newRecoveryCodes();
-    await this.change(user, 'auth.mfa_enrolled', { factor: 'totp', ...(first ? { other_sessions_ended: true } : {}) }, async (trx) => {
+    await this.change(actor, user, 'auth.mfa_enrolled', { factor: 'totp', ...(first ? { other_sessions_ended: true } : {}) }, async (trx) => {
       await trx('mfa_factors').where({ id: pending.id }).update({ confirmed: true, last_used_at: Date.now() });
       await storeRecoveryCodes(trx, user.id, codes);
     });
@@ -166,17 +166,17 @@ export class MfaService {
   }
 
   /**
-   * A change of `user`'s factors, as `action` by whoever acts (the user themself where no
-   * transport said): the rows and the event in one transaction; then users.mfa_enabled follows
-   * the confirmed factors, in the same transaction.
+   * A change of `user`'s factors, as `action` by `actor` (the user themself, or an
+   * administrator's reset): the rows, users.mfa_enabled (following the confirmed factors) and
+   * the event in one transaction.
    */
   private async change<T>(
+    actor: Actor,
     user: User,
     action: AuditAction,
     /** the event's details; null: the write changed nothing, so no event */
     details: Record<string, unknown> | ((result: T) => Record<string, unknown> | null),
     write: (trx: Knex.Transaction) => Promise<T>,
-    actor: Actor = actorOr({ username: user.username, userId: user.id, isSystem: false, isSuperadmin: false }),
   ): Promise<T> {
     const result = await this.deps.commands.within(
       async (trx) => {
@@ -198,10 +198,10 @@ export class MfaService {
   }
 
   /** Removes the authenticator app (the caller proved a fresh second factor: src/auth/routes/mfa.ts). */
-  async removeTotp(user: User): Promise<void> {
+  async removeTotp(actor: Actor, user: User): Promise<void> {
     const factor = await this.factors(user.id).andWhere({ kind: 'totp', confirmed: true }).first();
     if (!factor) throw new DomainError('not_found', 'no authenticator app is enrolled');
-    await this.change(user, 'auth.mfa_removed', { factor: 'totp' }, (trx) => trx('mfa_factors').where({ id: factor.id }).delete());
+    await this.change(actor, user, 'auth.mfa_removed', { factor: 'totp' }, (trx) => trx('mfa_factors').where({ id: factor.id }).delete());
     this.deps.log.info({ user_id: user.id, factor: 'totp' }, 'second factor removed');
   }
 
@@ -223,7 +223,7 @@ export class MfaService {
    * A second step by code: a current TOTP code not used before, or an unused recovery code
    * (spent now). The method that matched, or null.
    */
-  async verifyCode(user: Pick<User, 'id' | 'username'>, code: string): Promise<VerifiedBy | null> {
+  async verifyCode(actor: Actor, user: Pick<User, 'id' | 'username'>, code: string): Promise<VerifiedBy | null> {
     if (typeof code !== 'string' || code.length > 64) return null;
     const totp = await this.factors(user.id).andWhere({ kind: 'totp', confirmed: true }).first();
     if (totp && (await this.takeTotp(totp, code))) return 'totp';
@@ -234,7 +234,7 @@ export class MfaService {
       const left = await this.deps.db('mfa_recovery_codes').where({ user_id: user.id }).whereNull('used_at').count({ n: '*' }).first();
       this.deps.commands.record({
         action: 'auth.recovery_code_used',
-        actor: actorOr({ username: user.username, userId: user.id, isSystem: false, isSuperadmin: false }),
+        actor,
         target: { type: 'user', id: user.id, name: user.username },
         details: { left: Number(left?.n ?? 0) },
       });
@@ -251,10 +251,10 @@ export class MfaService {
   }
 
   /** Regenerates the recovery codes of a user who has a factor. */
-  async regenerateRecoveryCodes(user: User): Promise<string[]> {
+  async regenerateRecoveryCodes(actor: Actor, user: User): Promise<string[]> {
     if (!(await this.hasFactor(user.id))) throw new DomainError('conflict', 'enrol a second factor first');
     const codes = newRecoveryCodes();
-    await this.change(user, 'auth.recovery_codes_regenerated', {}, (trx) => storeRecoveryCodes(trx, user.id, codes));
+    await this.change(actor, user, 'auth.recovery_codes_regenerated', {}, (trx) => storeRecoveryCodes(trx, user.id, codes));
     this.deps.log.info({ user_id: user.id }, 'recovery codes regenerated');
     return codes;
   }
@@ -273,6 +273,7 @@ export class MfaService {
 
   /** Stores a verified passkey; a first factor also gets its recovery codes (answered, to be shown once). */
   async addPasskey(
+    actor: Actor,
     user: User,
     key: { credentialId: string; publicKey: string; counter: number; transports: string[]; label: string },
     session: string | null = null,
@@ -283,6 +284,7 @@ export class MfaService {
     const recoveryCodes = (await this.hadCodes(user.id)) ? null : newRecoveryCodes();
     try {
       await this.change(
+        actor,
         user,
         'auth.mfa_enrolled',
         { factor: 'webauthn', label: key.label, ...(firstFactor ? { other_sessions_ended: true } : {}) },
@@ -323,9 +325,10 @@ export class MfaService {
     return n === 1;
   }
 
-  async removePasskey(user: User, id: string): Promise<boolean> {
+  async removePasskey(actor: Actor, user: User, id: string): Promise<boolean> {
     // a passkey that is not this user's (or not there) is removed from nobody: no event
     const n = await this.change(
+      actor,
       user,
       'auth.mfa_removed',
       (removed: number) => (removed ? { factor: 'webauthn', factor_id: id } : null),
@@ -349,16 +352,10 @@ export class MfaService {
   async reset(actor: Actor, user: User): Promise<void> {
     await this.deps.commands.run({ action: 'auth.mfa_reset', actor, target: { type: 'user', id: user.id, name: user.username } }, async () => {
       await this.deps.users.guardTakeover(actor, user);
-      await this.change(
-        user,
-        'auth.mfa_reset',
-        {},
-        async (trx) => {
-          await trx('mfa_factors').where({ user_id: user.id }).delete();
-          await trx('mfa_recovery_codes').where({ user_id: user.id }).delete();
-        },
-        actor,
-      );
+      await this.change(actor, user, 'auth.mfa_reset', {}, async (trx) => {
+        await trx('mfa_factors').where({ user_id: user.id }).delete();
+        await trx('mfa_recovery_codes').where({ user_id: user.id }).delete();
+      });
     });
     await this.deps.endSessions(user.id);
     this.deps.log.warn({ user_id: user.id, username: user.username, actor: actor.username }, 'second factors reset');

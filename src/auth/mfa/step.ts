@@ -1,3 +1,4 @@
+import { actingFrom } from '../../request-context.js';
 import crypto from 'node:crypto';
 import type { Context } from 'koa';
 import { DomainError } from '../../errors.js';
@@ -11,6 +12,9 @@ import { safeEqual, sha256 } from '../tokens.js';
 import type { MfaService, VerifiedBy } from './service.js';
 import type { AttemptGate, AttemptVia, GateResult } from '../attempt-gate.js';
 import { deviceCookieOf } from '../device-cookie.js';
+
+/** The account acting for itself (no credential yet: the second step of its sign-in). */
+export const userActor = (user: Pick<User, 'id' | 'username'>): Actor => ({ username: user.username, userId: user.id, isSystem: false, isSuperadmin: false });
 
 export const MFA_TOKEN_TTL_MS = 5 * 60_000;
 /** binds a second step to the browser that entered the password */
@@ -138,16 +142,19 @@ export class SecondStep {
   ): Promise<GateResult<VerifiedBy>> {
     return this.deps.gate.check(
       { secret: 'second_factor', username: user.username, ip: ctx.ip, deviceCookie: deviceCookieOf(ctx), via, provider: 'second_factor', log: ctx.log },
-      () => this.verify(user, proof),
+      () => this.verify(ctx, user, proof),
     );
   }
 
   /** Checks a second factor of `user`: how it was proved, or null. Only prove() calls it (never past the gate). */
-  private async verify(user: User, proof: SecondFactorProof): Promise<VerifiedBy | null> {
+  private async verify(ctx: Context, user: User, proof: SecondFactorProof): Promise<VerifiedBy | null> {
     if (proof.webauthn !== undefined) {
       return this.checkAssertion && (await this.checkAssertion(user, proof.webauthn)) ? 'webauthn' : null;
     }
-    if (typeof proof.code === 'string') return this.deps.mfa.verifyCode(user, proof.code);
+    // a recovery code spent is an event: by the caller (signed in: step-up, removal), else the
+    // account itself from this address (the second step of a sign-in)
+    const by = ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : { ...userActor(user), ip: ctx.ip };
+    if (typeof proof.code === 'string') return this.deps.mfa.verifyCode(by, user, proof.code);
     return null;
   }
 

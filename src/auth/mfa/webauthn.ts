@@ -1,3 +1,4 @@
+import type { Actor } from '../../iam/policy.js';
 import type * as SimpleWebAuthnServerModule from '@simplewebauthn/server';
 import crypto from 'node:crypto';
 import type { Context } from 'koa';
@@ -167,7 +168,7 @@ export class WebAuthn {
    * Verifies a registration response of `user` from web session `sessionId` and stores the
    * passkey. Throws validation_failed (field `response`) when it cannot be verified.
    */
-  async register(user: User, sessionId: string, label: string, raw: unknown): Promise<{ passkey: PasskeyView; recoveryCodes: string[] | null }> {
+  async register(actor: Actor, user: User, sessionId: string, label: string, raw: unknown): Promise<{ passkey: PasskeyView; recoveryCodes: string[] | null }> {
     const response = attestationOf(raw);
     if (!response) throw fieldError('response', 'is not a WebAuthn registration response');
     const taken = await this.takeChallenge(response.response.clientDataJSON);
@@ -193,6 +194,7 @@ export class WebAuthn {
     // the credential id is the authenticator's to choose; WebAuthn bounds it at 1023 bytes
     if (credential.id.length > 1364) throw fieldError('response', 'has a credential id longer than WebAuthn allows');
     return this.deps.mfa.addPasskey(
+      actor,
       user,
       {
         credentialId: credential.id,

@@ -119,7 +119,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     async (ctx, { body }) => {
       noStore(ctx);
       const user = await me(ctx);
-      const codes = await auth.mfa.confirmTotp(user, body.code, await auth.secondStep.sessionOf(identity(ctx)));
+      const codes = await auth.mfa.confirmTotp(actor(ctx), user, body.code, await auth.secondStep.sessionOf(identity(ctx)));
       await markVerified(auth, ctx);
       return { recovery_codes: codes };
     },
@@ -153,7 +153,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       } else {
         await auth.secondStep.require(actor(ctx));
       }
-      await auth.mfa.removeTotp(user);
+      await auth.mfa.removeTotp(actor(ctx), user);
       ctx.status = 204;
     },
   );
@@ -173,7 +173,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     },
     async (ctx) => {
       noStore(ctx);
-      return { recovery_codes: await auth.mfa.regenerateRecoveryCodes(await me(ctx)) };
+      return { recovery_codes: await auth.mfa.regenerateRecoveryCodes(actor(ctx), await me(ctx)) };
     },
   );
 
@@ -271,7 +271,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       responses: { 204: 'removed', 403: NOT_A_SESSION, 404: 'no such passkey of mine' },
     },
     async (ctx, { params }) => {
-      if (!(await auth.mfa.removePasskey(await me(ctx), params.id))) throw notFound('passkey');
+      if (!(await auth.mfa.removePasskey(actor(ctx), await me(ctx), params.id))) throw notFound('passkey');
       ctx.status = 204;
     },
   );

@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Context } from 'koa';
 import type { AuthComponent } from '../component.js';
-import { identity } from '../guards.js';
+import { actor, identity } from '../guards.js';
 import type { ApiIdentity } from '../identity.js';
 import { ApiRouter } from '../../http/api.js';
 import { conflict, forbiddenBecause, HttpError } from '../../http/errors.js';
@@ -172,7 +172,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       noStore(ctx);
       const { sessionId, user } = await webSession(auth, ctx);
       // the first factor comes with recovery codes, to be shown once
-      const { passkey, recoveryCodes: codes } = await auth.webauthn.register(user, sessionId, body.label, body.response);
+      const { passkey, recoveryCodes: codes } = await auth.webauthn.register(actor(ctx), user, sessionId, body.label, body.response);
       // the registration proved the key: no step-up right after enrolling
       await auth.apiKeys.markVerified(sessionId);
       ctx.status = 201;
