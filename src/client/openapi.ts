@@ -5558,7 +5558,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: neither oneself nor feature:admin.users; or an account that reaches the host (or a superadmin or bot account) and the caller is not a superadmin; or a scoped API key; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: neither oneself nor feature:admin.users; or an account that reaches the host (or a superadmin or bot account) and the caller is not a superadmin; or a scoped API key of this very user; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
