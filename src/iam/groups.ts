@@ -11,7 +11,6 @@ const groupTarget = (name: string) => ({ type: 'group', id: name, name });
 export interface GroupAdminDeps {
   store: IamStore;
   bus: EventBus;
-  /** every change is an event, in the change's transaction */
   /** every change runs here: its event in its transaction, a refusal recorded */
   commands: CommandPath;
   isKnownPermission(p: string): boolean;

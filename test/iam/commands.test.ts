@@ -13,6 +13,10 @@ import { DomainError, isRecorded } from '../../src/errors.js';
 import { IamStore } from '../../src/iam/store.js';
 import { Passwords } from '../../src/iam/passwords.js';
 import { UserAdmin } from '../../src/iam/users.js';
+import { GroupAdmin } from '../../src/iam/groups.js';
+import { KeyAdmin } from '../../src/iam/keys.js';
+import { ApiKeyStore, type ApiKey } from '../../src/auth/api-keys.js';
+import { CLI_ACTOR } from '../../src/iam/policy.js';
 import { DEFAULT_GROUPS, isKnownPermission, CORE_CATALOG } from '../../src/iam/permissions.js';
 import type { Actor } from '../../src/iam/policy.js';
 
@@ -36,6 +40,8 @@ describe('command path and user writer (no service)', function () {
   let commands: CommandPath;
   let users: UserAdmin;
   let store: IamStore;
+  let groups: GroupAdmin;
+  let keys: KeyAdmin<ApiKey>;
 
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-commands-'));
@@ -56,6 +62,9 @@ describe('command path and user writer (no service)', function () {
       isKnownPermission: (p) => isKnownPermission(CORE_CATALOG, p),
       passwordChanged: async () => undefined,
     });
+    const known = (p: string) => isKnownPermission(CORE_CATALOG, p);
+    groups = new GroupAdmin({ store, bus: new EventBus(log), commands, isKnownPermission: known });
+    keys = new KeyAdmin({ users, vault: new ApiKeyStore(db), commands, isKnownPermission: known });
   });
   after(async () => {
     await db?.destroy();
@@ -119,5 +128,32 @@ describe('command path and user writer (no service)', function () {
     await users.create(PLAIN, { username: 'second-admin', groups: ['INT_ADMIN'] });
     await users.setGroupsFromLogin((await store.userById(only.id))!, ['INT_USER'], 'ldap');
     expect((await store.userById(only.id))!.groups).to.deep.equal(['INT_USER']);
+  });
+
+  it('the group writer: a plain administrator may not hand out the host, a trusted actor may; each outcome an event', async () => {
+    const refused = await groups.create(PLAIN, { name: 'host-ops', permissions: ['socket:container:spawn'] }).catch((e: unknown) => e);
+    expect(refused).to.be.instanceOf(DomainError).and.to.include({ code: 'forbidden' });
+    await groups.create(CLI_ACTOR, { name: 'host-ops', permissions: ['socket:container:spawn'] });
+    const created = (await events('group.created')).filter((e) => e.target === 'host-ops');
+    // (a refusal is batched, a change is written in its transaction: compared without order)
+    expect(created.map((e) => [e.actor, e.outcome])).to.have.deep.members([
+      ['plain', 'denied'],
+      ['cli', 'success'],
+    ]);
+  });
+
+  it("the key writer: only a trusted actor revokes a protected account's key; the refusal names the key as the revocation would", async () => {
+    const bot = await users.create(CLI_ACTOR, { username: 'keybot', roles: ['bot'] });
+    const { key } = await keys.issue(CLI_ACTOR, bot, { label: 'automation' });
+    const id = key.id;
+    const refused = await keys.revoke(PLAIN, bot, id).catch((e: unknown) => e);
+    expect(refused).to.be.instanceOf(DomainError).and.to.include({ code: 'forbidden' });
+    expect(await keys.revoke(CLI_ACTOR, bot, id)).to.equal(true);
+    await trail.flush();
+    const rows = await db('audit_events').where({ action: 'key.revoked', target_id: id }).orderBy('seq');
+    expect(rows.map((r) => [r.actor_username, r.outcome, r.target_type])).to.have.deep.members([
+      ['plain', 'denied', 'key'],
+      ['cli', 'success', 'key'],
+    ]);
   });
 });
