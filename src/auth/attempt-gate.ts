@@ -96,8 +96,10 @@ export function lockedOut(retryAfter: number, recorded = true): DomainError {
  *   no account-wide limit: anyone could lock anyone out.
  *
  * An attempt counts as a failure from admission until it succeeds, so parallel guesses cannot
- * all pass before one lands. Every refusal is one log line and one audit event (the trail
- * coalesces repeats). A new secret check is a call of check(); nothing else takes a budget.
+ * all pass before one lands. Every refused or failed attempt is one log line and one audit
+ * event (the trail coalesces repeats); work spent before any secret (spend()) is recorded only
+ * when it names an attempt, else by the transport that answers it. A new secret check is a call
+ * of check(); nothing else takes a budget.
  */
 export class AttemptGate {
   private readonly addresses: AttemptLimiter;
