@@ -1,10 +1,6 @@
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import { createDb, probeDb } from '../../src/db/knex.js';
-import { migrateLatest } from '../../src/db/migrate.js';
+import { migratedSqlite } from '../support/service.js';
 import { AttemptGate, Refused, type Attempt } from '../../src/auth/attempt-gate.js';
 import { LoginLockout } from '../../src/auth/lockout.js';
 import { DomainError, isRecorded } from '../../src/errors.js';
@@ -16,7 +12,7 @@ import type { AuditInput } from '../../src/iam/audit.js';
  * event of each refusal. No service.
  */
 describe('attempt gate (no service)', function () {
-  let dir: string;
+  let drop: () => Promise<void>;
   let db: Knex;
   let events: AuditInput[];
   let lines: Array<Record<string, unknown>>;
@@ -35,11 +31,7 @@ describe('attempt gate (no service)', function () {
   const right = async () => 'ok';
 
   before(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-gate-'));
-    const settings = { databaseUrl: null, dataDir: dir };
-    db = createDb(settings);
-    await probeDb(db, settings);
-    await migrateLatest(db);
+    ({ db, drop } = await migratedSqlite());
   });
   beforeEach(async () => {
     events = [];
@@ -47,8 +39,7 @@ describe('attempt gate (no service)', function () {
     await db('login_failures').delete();
   });
   after(async () => {
-    await db?.destroy();
-    fs.rmSync(dir, { recursive: true, force: true });
+    await drop?.();
   });
 
   it('five wrong passwords from an address lock that pair, not another address; each refusal is a line and an event', async () => {

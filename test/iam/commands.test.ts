@@ -1,10 +1,6 @@
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import { createDb, probeDb } from '../../src/db/knex.js';
-import { migrateLatest } from '../../src/db/migrate.js';
+import { migratedSqlite } from '../support/service.js';
 import { EventBus } from '../../src/bus/bus.js';
 import { createLogger } from '../../src/log.js';
 import { AuditTrail } from '../../src/iam/audit.js';
@@ -34,7 +30,7 @@ const PLAIN: Actor & { ip: string } = {
  * service boot. The rules and the events a change or a refusal leaves.
  */
 describe('command path and user writer (no service)', function () {
-  let dir: string;
+  let drop: () => Promise<void>;
   let db: Knex;
   let trail: AuditTrail;
   let commands: CommandPath;
@@ -44,11 +40,7 @@ describe('command path and user writer (no service)', function () {
   let keys: KeyAdmin<ApiKey>;
 
   before(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-commands-'));
-    const settings = { databaseUrl: null, dataDir: dir };
-    db = createDb(settings);
-    await probeDb(db, settings);
-    await migrateLatest(db);
+    ({ db, drop } = await migratedSqlite());
     store = new IamStore(db);
     for (const g of DEFAULT_GROUPS) await store.createGroupIfMissing(g);
     const log = createLogger('silent');
@@ -67,8 +59,7 @@ describe('command path and user writer (no service)', function () {
     keys = new KeyAdmin({ users, vault: new ApiKeyStore(db), commands, isKnownPermission: known });
   });
   after(async () => {
-    await db?.destroy();
-    fs.rmSync(dir, { recursive: true, force: true });
+    await drop?.();
   });
 
   const events = async (action: string) => {

@@ -94,7 +94,7 @@ describe('every transport, the same rule and the same event', function () {
     action: string;
     /** the event's target: its type, and its name as the row made it */
     target: string;
-    /** the refusal a plain administrator meets (null: a plain administrator may) */
+    /** what a plain administrator is answered (every row here refuses one) */
     plain: Answer;
     http?: (who: Who) => Promise<{ answer: Answer; target: Target }>;
     ws?: (who: Who) => Promise<{ answer: Answer; target: Target }>;

@@ -4,7 +4,8 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import knex from 'knex';
 import { loadConfig, type Config } from '../../src/config.js';
-import { sqliteFile } from '../../src/db/knex.js';
+import { createDb, probeDb, sqliteFile } from '../../src/db/knex.js';
+import { migrateLatest } from '../../src/db/migrate.js';
 import { Service } from '../../src/service.js';
 import { createLogger, type Logger } from '../../src/log.js';
 import { trackDatabase } from './leftovers.js';
@@ -106,6 +107,26 @@ export function testEnv(dataDir: string, databaseUrl: string | null, extra: Reco
     SERVICE_PLUGINS_DIR: path.join(dataDir, 'plugins'),
     ...(databaseUrl ? { SERVICE_DATABASE_URL: databaseUrl } : {}),
     ...extra,
+  };
+}
+
+/**
+ * An embedded (SQLite) database with every migration applied, for a test of a part without a
+ * service (the command path, the attempt gate): the run's migrated copy when there is one.
+ */
+export async function migratedSqlite(): Promise<{ db: knex.Knex; drop(): Promise<void> }> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-unit-'));
+  const settings = { databaseUrl: null, dataDir };
+  if (MIGRATED_SQLITE) fs.copyFileSync(MIGRATED_SQLITE, sqliteFile(settings));
+  const db = createDb(settings);
+  await probeDb(db, settings);
+  await migrateLatest(db);
+  return {
+    db,
+    drop: async () => {
+      await db.destroy();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
   };
 }
 
