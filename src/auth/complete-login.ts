@@ -3,7 +3,8 @@ import type { User } from '../iam/store.js';
 import type { AuthComponent } from './component.js';
 import { HttpError } from '../http/errors.js';
 import { markRecorded } from '../errors.js';
-import { MFA_TOKEN_TTL_MS, type MfaTokenRecord, type RedirectResume, type SecondFactorProof } from './mfa/step.js';
+import { MFA_TOKEN_TTL_MS, type MfaTokenRecord, type RedirectResume } from './mfa/step.js';
+import type { SecondFactorProof } from './mfa/factor.js';
 
 export interface IssuedSession {
   token: string;

@@ -20,7 +20,7 @@ import { LoginLockout } from './lockout.js';
 import { OneTimeStore } from './one-time.js';
 import { MfaService } from './mfa/service.js';
 import { SecondStep } from './mfa/step.js';
-import { WebAuthn } from './mfa/webauthn.js';
+import type { WebAuthn } from './mfa/webauthn.js';
 import { LocalProvider } from './providers/local.js';
 import { AuthSettingsStore, AUTH_NS } from './settings.js';
 import { SystemKey } from './system-key.js';
@@ -145,7 +145,8 @@ export class AuthComponent {
       secrets: iam.secrets,
       bus,
       log: deps.log.child({ part: 'mfa' }),
-      issuer: new URL(config.publicUrl).host,
+      oneTime: this.oneTime,
+      publicUrl: config.publicUrl,
       requiredGroups: () => this.authSettings.current().mfaRequiredGroups,
       commands: iam.commands,
       endSessions: async (userId, keep) => {
@@ -161,9 +162,7 @@ export class AuthComponent {
       secure: config.publicUrl.startsWith('https:'),
       stepUpMs: config.mfaStepUpMs,
     });
-    this.webauthn = new WebAuthn({ publicUrl: config.publicUrl, mfa: this.mfa, oneTime: this.oneTime, log: deps.log.child({ part: 'webauthn' }) });
-    // a passkey answers the second step and step-up
-    this.secondStep.checkAssertion = (user, response) => this.webauthn.checkAssertion(user, response);
+    this.webauthn = this.mfa.passkeys.ceremonies;
     // the model asks for a fresh second factor before a trusted actor hands out host access
     iam.requireStepUp = (actor) => this.secondStep.require(actor);
     iam.loginGroups = (providers) => {

@@ -9,6 +9,7 @@ import type { UserChange } from '../iam/users.js';
 import { envPasswordPin } from '../iam/seed.js';
 import { CLI_ACTOR } from './context.js';
 import { MfaService } from '../auth/mfa/service.js';
+import { OneTimeStore } from '../auth/one-time.js';
 import { readSecret } from './input.js';
 import { table, UsageError, type CommandEnv } from './output.js';
 import { fieldErrorsOf } from '../errors.js';
@@ -165,7 +166,8 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
         secrets: await ctx.secrets(false),
         bus: ctx.bus,
         log: ctx.log,
-        issuer: 'service-core',
+        oneTime: new OneTimeStore(db),
+        publicUrl: ctx.config.publicUrl,
         requiredGroups: () => [],
         commands,
         endSessions: async (userId) => void (await apiKeys.revokeAllOf(userId, { kind: 'session' })),

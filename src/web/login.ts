@@ -272,7 +272,7 @@ export function loginPageRoutes(auth: AuthComponent): Router {
       return ctx.redirect(`/login?${new URLSearchParams({ error: 'second_step_expired' })}`);
     }
     // which ways the account has (the token is only read here, not spent)
-    const userId = await auth.webauthn.secondStepUser(ctx, ctx.cookies.get(SECOND_STEP_COOKIE));
+    const userId = await auth.secondStep.pendingUser(ctx, ctx.cookies.get(SECOND_STEP_COOKIE));
     const methods = userId ? await auth.mfa.methods(userId) : undefined;
     sendPage(ctx, renderSecondStepPage({ error: q.error, next: safeNext(q.next), methods }));
   });

@@ -211,7 +211,7 @@ describe('second factor: TOTP and recovery codes', function () {
 
   /** Recovery codes cannot be read back: a fresh set through the API, for tests that need one. */
   async function svcCodes(userId: string): Promise<string[]> {
-    return svc.service.auth.mfa.newRecoveryCodes(userId);
+    return svc.service.auth.mfa.recoveryCodes.replaceForTests(userId);
   }
   it('members of a required group reach only their profile and the enrolment until they enrol', async () => {
     await api()

@@ -9,7 +9,8 @@ import type { ApiKeyStore } from '../api-keys.js';
 import type { OneTimeStore } from '../one-time.js';
 import { ApiIdentity } from '../identity.js';
 import { safeEqual, sha256 } from '../tokens.js';
-import type { MfaService, VerifiedBy } from './service.js';
+import type { MfaService } from './service.js';
+import type { FactorKind, SecondFactorProof } from './factor.js';
 import type { AttemptGate, AttemptVia, GateResult } from '../attempt-gate.js';
 import { deviceCookieOf } from '../device-cookie.js';
 
@@ -41,24 +42,12 @@ export interface MfaTokenRecord {
   resume: RedirectResume | null;
 }
 
-/** A WebAuthn assertion checked for a user (src/auth/mfa/webauthn.ts supplies it). */
-export type AssertionCheck = (user: User, response: unknown) => Promise<boolean>;
-
-/** The proof a second step brings: a code (TOTP or recovery) or a WebAuthn assertion. */
-export interface SecondFactorProof {
-  code?: string;
-  webauthn?: unknown;
-}
-
 /**
  * The second step and step-up: second-step tokens (single use, five minutes, bound to the
  * browser that entered the password), verifying a code or a passkey assertion, and whether a
  * session's last verification covers an action that reaches the host (step-up).
  */
 export class SecondStep {
-  /** set by the WebAuthn area once it is wired (src/auth/mfa/webauthn.ts) */
-  checkAssertion: AssertionCheck | null = null;
-
   constructor(
     private readonly deps: {
       gate: AttemptGate;
@@ -117,6 +106,15 @@ export class SecondStep {
     return record;
   }
 
+  /**
+   * The user a second-step token is for, without spending it (the token and, for a browser, its
+   * binding cookie must be valid): whose passkeys a second step may offer.
+   */
+  async pendingUser(ctx: Context, token: unknown): Promise<string | null> {
+    const record = await this.deps.oneTime.peek<MfaTokenRecord>('mfa_token', typeof token === 'string' ? token : null);
+    return record && record.expires_at > Date.now() && this.boundHere(ctx, record) ? record.user_id : null;
+  }
+
   /** Does this request bring the browser binding of `record` (or does it have none)? */
   private boundHere(ctx: Context, record: MfaTokenRecord): boolean {
     if (!record.binding) return true;
@@ -139,23 +137,19 @@ export class SecondStep {
     user: User,
     proof: SecondFactorProof,
     via: Extract<AttemptVia, 'second_step' | 'step_up' | 'factor_removal'>,
-  ): Promise<GateResult<VerifiedBy>> {
+  ): Promise<GateResult<FactorKind>> {
     return this.deps.gate.check(
       { secret: 'second_factor', username: user.username, ip: ctx.ip, deviceCookie: deviceCookieOf(ctx), via, provider: 'second_factor', log: ctx.log },
       () => this.verify(ctx, user, proof),
     );
   }
 
-  /** Checks a second factor of `user`: how it was proved, or null. Only prove() calls it (never past the gate). */
-  private async verify(ctx: Context, user: User, proof: SecondFactorProof): Promise<VerifiedBy | null> {
-    if (proof.webauthn !== undefined) {
-      return this.checkAssertion && (await this.checkAssertion(user, proof.webauthn)) ? 'webauthn' : null;
-    }
+  /** Checks a second factor of `user` with the registry: how it was proved, or null. Only prove() calls it (never past the gate). */
+  private verify(ctx: Context, user: User, proof: SecondFactorProof): Promise<FactorKind | null> {
     // a recovery code spent is an event: by the caller (signed in: step-up, removal), else the
     // account itself from this address (the second step of a sign-in)
     const by = ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : { ...userActor(user), ip: ctx.ip };
-    if (typeof proof.code === 'string') return this.deps.mfa.verifyCode(by, user, proof.code);
-    return null;
+    return this.deps.mfa.verify(by, user, proof);
   }
 
   /**

@@ -1,7 +1,5 @@
-import type { Actor } from '../../iam/policy.js';
 import type * as SimpleWebAuthnServerModule from '@simplewebauthn/server';
 import crypto from 'node:crypto';
-import type { Context } from 'koa';
 import type {
   AuthenticationResponseJSON,
   AuthenticatorTransportFuture,
@@ -13,9 +11,7 @@ import { fieldError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { User } from '../../iam/store.js';
 import type { OneTimeStore } from '../one-time.js';
-import { safeEqual, sha256 } from '../tokens.js';
-import type { MfaService, PasskeyView, StoredPasskey } from './service.js';
-import { MFA_BINDING_COOKIE, type MfaTokenRecord } from './step.js';
+import { safeEqual } from '../tokens.js';
 
 /**
  * The WebAuthn library, loaded at the first ceremony: it is a third of a second of CPU to
@@ -93,16 +89,42 @@ function challengeOf(clientDataJSON: string): string | null {
 /** The WebAuthn user handle of an account: its id (never the name, which can change). */
 const userHandleOf = (userId: string): Uint8Array<ArrayBuffer> => new Uint8Array(Buffer.from(userId, 'utf8'));
 
+/** A stored passkey, for the ceremonies. */
+export interface StoredPasskey {
+  id: string;
+  userId: string;
+  credentialId: string;
+  publicKey: string;
+  counter: number;
+  transports: string[];
+}
+
+/** A registration the ceremony verified, to be stored. */
+export interface VerifiedPasskey {
+  credentialId: string;
+  publicKey: string;
+  counter: number;
+  transports: string[];
+}
+
+/** Where the ceremonies find passkeys (the passkey factor, src/auth/mfa/passkeys.ts). */
+export interface PasskeyStore {
+  passkeysOf(userId: string): Promise<StoredPasskey[]>;
+  passkeyByCredential(credentialId: string): Promise<StoredPasskey | null>;
+  /** records a use with the counter the authenticator reported: false refuses it (a clone) */
+  usePasskey(passkey: StoredPasskey, newCounter: number): Promise<boolean>;
+}
+
 export interface WebAuthnDeps {
   /** SERVICE_PUBLIC_URL: its host name is the relying party id, its origin the one origin accepted */
   publicUrl: string;
-  mfa: MfaService;
+  passkeys: PasskeyStore;
   oneTime: OneTimeStore;
   log: Logger;
 }
 
 /**
- * The WebAuthn ceremonies of passkeys and security keys (their storage is MfaService's):
+ * The WebAuthn ceremonies of passkeys and security keys (their storage is the passkey factor's):
  * registration, and assertions for a passwordless sign-in, a second step or step-up.
  *
  * - The relying party is the public URL: its host name is the RP id, its origin the only origin
@@ -113,7 +135,7 @@ export interface WebAuthnDeps {
  * - Attestation `none`: the service does not judge makers of authenticators.
  * - A passwordless sign-in needs user verification (PIN, biometrics) and a discoverable
  *   credential; a second step or step-up after a password needs presence only.
- * - The sign counter is checked by MfaService.usePasskey (a counter that does not grow is a clone).
+ * - The sign counter is checked by PasskeyStore.usePasskey (a counter that does not grow is a clone).
  */
 export class WebAuthn {
   readonly rpID: string;
@@ -144,8 +166,8 @@ export class WebAuthn {
   // ---- registration ----------------------------------------------------------------------
 
   /** Options for navigator.credentials.create(): a passkey for `user`, asked by web session `sessionId`. */
-  async registrationOptions(user: User, sessionId: string): Promise<PublicKeyCredentialCreationOptionsJSON> {
-    const existing = await this.deps.mfa.passkeysOf(user.id);
+  async registrationOptions(user: User, sessionId: string | null): Promise<PublicKeyCredentialCreationOptionsJSON> {
+    const existing = await this.deps.passkeys.passkeysOf(user.id);
     const { generateRegistrationOptions } = await simpleWebAuthn();
     return generateRegistrationOptions({
       rpName: this.rpName,
@@ -165,10 +187,10 @@ export class WebAuthn {
   }
 
   /**
-   * Verifies a registration response of `user` from web session `sessionId` and stores the
-   * passkey. Throws validation_failed (field `response`) when it cannot be verified.
+   * Verifies a registration response of `user` from web session `sessionId`: the passkey to
+   * store. Throws validation_failed (field `response`) when it cannot be verified.
    */
-  async register(actor: Actor, user: User, sessionId: string, label: string, raw: unknown): Promise<{ passkey: PasskeyView; recoveryCodes: string[] | null }> {
+  async verifyRegistration(user: User, sessionId: string | null, raw: unknown): Promise<VerifiedPasskey> {
     const response = attestationOf(raw);
     if (!response) throw fieldError('response', 'is not a WebAuthn registration response');
     const taken = await this.takeChallenge(response.response.clientDataJSON);
@@ -193,18 +215,12 @@ export class WebAuthn {
     const { credential } = verified.registrationInfo;
     // the credential id is the authenticator's to choose; WebAuthn bounds it at 1023 bytes
     if (credential.id.length > 1364) throw fieldError('response', 'has a credential id longer than WebAuthn allows');
-    return this.deps.mfa.addPasskey(
-      actor,
-      user,
-      {
-        credentialId: credential.id,
-        publicKey: Buffer.from(credential.publicKey).toString('base64url'),
-        counter: credential.counter,
-        transports: credential.transports ?? [],
-        label,
-      },
-      sessionId,
-    );
+    return {
+      credentialId: credential.id,
+      publicKey: Buffer.from(credential.publicKey).toString('base64url'),
+      counter: credential.counter,
+      transports: credential.transports ?? [],
+    };
   }
 
   // ---- assertions ------------------------------------------------------------------------
@@ -214,7 +230,7 @@ export class WebAuthn {
    * verification required. Second step and step-up: the passkeys of `user`.
    */
   async authenticationOptions(flow: Exclude<WebAuthnFlow, 'registration'>, user: User | null): Promise<PublicKeyCredentialRequestOptionsJSON> {
-    const keys = flow === 'passwordless' || !user ? [] : await this.deps.mfa.passkeysOf(user.id);
+    const keys = flow === 'passwordless' || !user ? [] : await this.deps.passkeys.passkeysOf(user.id);
     const { generateAuthenticationOptions } = await simpleWebAuthn();
     return generateAuthenticationOptions({
       rpID: this.rpID,
@@ -238,7 +254,7 @@ export class WebAuthn {
     if (!response) return { ok: false, reason: 'malformed' };
     const taken = await this.takeChallenge(response.response.clientDataJSON);
     if (!taken || !flows.includes(taken.record.flow)) return { ok: false, reason: 'expired' };
-    const passkey = await this.deps.mfa.passkeyByCredential(response.id);
+    const passkey = await this.deps.passkeys.passkeyByCredential(response.id);
     if (!passkey) return { ok: false, reason: 'unknown_credential' };
     if ((userId !== null && passkey.userId !== userId) || (taken.record.user_id !== null && taken.record.user_id !== passkey.userId))
       return { ok: false, reason: 'wrong_user' };
@@ -262,7 +278,7 @@ export class WebAuthn {
         expectedChallenge: pending.challenge,
         expectedOrigin: this.origin,
         expectedRPID: this.rpID,
-        // the counter rule is MfaService.usePasskey's (logged as a clone, recorded with a
+        // the counter rule is PasskeyStore.usePasskey's (logged as a clone, recorded with a
         // conditional update); the library is given 0 so it never refuses on the counter itself
         credential: {
           id: passkey.credentialId,
@@ -278,11 +294,11 @@ export class WebAuthn {
       this.deps.log.warn({ user_id: passkey.userId, factor_id: passkey.id, reason: (err as Error).message }, 'passkey assertion refused');
       return false;
     }
-    return this.deps.mfa.usePasskey(passkey, newCounter);
+    return this.deps.passkeys.usePasskey(passkey, newCounter);
   }
 
   /**
-   * SecondStep.checkAssertion: an assertion of one of `user`'s passkeys, answering a second
+   * The passkey factor's check: an assertion of one of `user`'s passkeys, answering a second
    * step's or step-up's challenge issued for `user`.
    */
   async checkAssertion(user: User, raw: unknown): Promise<boolean> {
@@ -292,19 +308,5 @@ export class WebAuthn {
       return false;
     }
     return this.finish(begun.pending, { requireUserVerification: false });
-  }
-
-  /**
-   * The user a second-step token is for, without spending it (the token and, for a browser, its
-   * binding cookie must be valid): whose passkeys a second step may offer.
-   */
-  async secondStepUser(ctx: Context, token: unknown): Promise<string | null> {
-    const record = await this.deps.oneTime.peek<MfaTokenRecord>('mfa_token', typeof token === 'string' ? token : null);
-    if (!record || record.expires_at <= Date.now()) return null;
-    if (record.binding) {
-      const cookie = ctx.cookies.get(MFA_BINDING_COOKIE);
-      if (!cookie || !safeEqual(sha256(cookie), record.binding)) return null;
-    }
-    return record.user_id;
   }
 }

@@ -96,7 +96,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     },
     async (ctx) => {
       noStore(ctx);
-      return auth.mfa.startTotp(await me(ctx));
+      return auth.mfa.totp.enrol(actor(ctx), await me(ctx), await auth.secondStep.sessionOf(identity(ctx)));
     },
   );
 
@@ -119,7 +119,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     async (ctx, { body }) => {
       noStore(ctx);
       const user = await me(ctx);
-      const codes = await auth.mfa.confirmTotp(actor(ctx), user, body.code, await auth.secondStep.sessionOf(identity(ctx)));
+      const codes = await auth.mfa.totp.confirm(actor(ctx), user, await auth.secondStep.sessionOf(identity(ctx)), body.code);
       await markVerified(auth, ctx);
       return { recovery_codes: codes };
     },
@@ -144,7 +144,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     },
     async (ctx, { body }) => {
       const user = await me(ctx);
-      if (!(await auth.mfa.methods(user.id)).includes('totp')) throw notFound('authenticator app');
+      if (!(await auth.mfa.totp.describe(user.id)).usable) throw notFound('authenticator app');
       if (body?.code !== undefined) {
         // the code is the fresh second factor removal needs: through the gate like any other
         const proved = await auth.secondStep.prove(ctx, user, { code: body.code }, 'factor_removal');
@@ -153,7 +153,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       } else {
         await auth.secondStep.require(actor(ctx));
       }
-      await auth.mfa.removeTotp(actor(ctx), user);
+      if (!(await auth.mfa.totp.remove(actor(ctx), user))) throw notFound('authenticator app');
       ctx.status = 204;
     },
   );
@@ -173,7 +173,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     },
     async (ctx) => {
       noStore(ctx);
-      return { recovery_codes: await auth.mfa.regenerateRecoveryCodes(actor(ctx), await me(ctx)) };
+      return { recovery_codes: await auth.mfa.recoveryCodes.regenerate(actor(ctx), await me(ctx)) };
     },
   );
 
@@ -271,7 +271,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       responses: { 204: 'removed', 403: NOT_A_SESSION, 404: 'no such passkey of mine' },
     },
     async (ctx, { params }) => {
-      if (!(await auth.mfa.removePasskey(actor(ctx), await me(ctx), params.id))) throw notFound('passkey');
+      if (!(await auth.mfa.passkeys.remove(actor(ctx), await me(ctx), params.id))) throw notFound('passkey');
       ctx.status = 204;
     },
   );

@@ -116,10 +116,10 @@ export async function secondStepOptions(auth: AuthComponent, ctx: Context, token
   // each challenge is a row: callers spend the address's budget, like a password check
   const slow = auth.gate.spend(ctx.ip);
   if (slow > 0) throw lockedOut(slow, false);
-  const userId = await auth.webauthn.secondStepUser(ctx, token);
+  const userId = await auth.secondStep.pendingUser(ctx, token);
   const user = userId ? await auth.iam.store.userById(userId) : null;
   if (!user || user.disabled) throw new HttpError(401, 'unauthorized', 'sign in again: the second step expired', { reason: 'expired' });
-  if (!(await auth.mfa.passkeysOf(user.id)).length) throw conflict('no passkey is registered for this account');
+  if (!(await auth.mfa.passkeys.passkeysOf(user.id)).length) throw conflict('no passkey is registered for this account');
   return { flow: 'second_step' as const, options: await auth.webauthn.authenticationOptions('second_step', user) };
 }
 
@@ -147,7 +147,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
     async (ctx) => {
       noStore(ctx);
       const { sessionId, user } = await webSession(auth, ctx);
-      return { flow: 'registration', options: await auth.webauthn.registrationOptions(user, sessionId) };
+      return { flow: 'registration', options: await auth.mfa.passkeys.enrol(actor(ctx), user, sessionId) };
     },
   );
 
@@ -172,7 +172,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       noStore(ctx);
       const { sessionId, user } = await webSession(auth, ctx);
       // the first factor comes with recovery codes, to be shown once
-      const { passkey, recoveryCodes: codes } = await auth.webauthn.register(actor(ctx), user, sessionId, body.label, body.response);
+      const { passkey, recoveryCodes: codes } = await auth.mfa.passkeys.confirm(actor(ctx), user, sessionId, body);
       // the registration proved the key: no step-up right after enrolling
       await auth.apiKeys.markVerified(sessionId);
       ctx.status = 201;
@@ -205,7 +205,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
         const sessionId = id.userId ? await auth.secondStep.sessionOf(id) : null;
         if (!sessionId) throw forbiddenBecause('step-up is for web sessions (API keys and the system key need none)');
         const user = await auth.iam.users.find({ id: id.userId! });
-        if (!(await auth.mfa.passkeysOf(user.id)).length) throw conflict('no passkey is registered for this account');
+        if (!(await auth.mfa.passkeys.passkeysOf(user.id)).length) throw conflict('no passkey is registered for this account');
         return { flow: 'step_up', options: await auth.webauthn.authenticationOptions('step_up', user) };
       }
       if (body.mfa_token !== undefined) return secondStepOptions(auth, ctx, body.mfa_token);
