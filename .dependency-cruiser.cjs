@@ -9,7 +9,7 @@ const IAM = '^src/iam/';
 const AUTH = '^src/auth/';
 const AREAS = '^src/(notifications|sockets|gateway|plugins)/';
 const WEB = '^src/web/';
-const TOP = '^src/(cli/|service\\.ts|main\\.ts)';
+const TOP = '^src/(cli/|service\\.ts|main\\.ts|core\\.ts)';
 
 const above = (name, from, to) => ({ name, severity: 'error', comment: `${name}: an import the layers forbid`, from: { path: from }, to: { path: to } });
 

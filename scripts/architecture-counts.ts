@@ -9,6 +9,10 @@
  * - `any` in the definitions under src (the generated src/client/openapi.ts aside), as ESLint's
  *   no-explicit-any counts them;
  * - source files over 400 lines (the generated src/client/openapi.ts aside);
+ * - stores and writers of the core built outside their area and src/core.ts (the CLI and the
+ *   service take them from buildCore: one MFA issuer, one set of rules and secret writers);
+ * - function slots filled after construction (`part.hook = (...) => ...` on another object):
+ *   a part gets what it calls in its constructor;
  * - lint errors (ESLint over the repository, its own configuration).
  *
  * `--json` prints them as one object; test/architecture.test.ts checks them.
@@ -55,6 +59,8 @@ export interface Counts {
   attempt_budget_outside_gate: string[];
   any_in_src: number;
   files_over_400_lines: string[];
+  core_parts_built_outside_core: string[];
+  slots_filled_after_construction: string[];
   lint_errors: number;
 }
 
@@ -66,6 +72,13 @@ export async function counts(opts: { lint?: boolean } = {}): Promise<Counts> {
   // an AttemptLimiter is taken, a LoginLockout begun or succeeded: only by the gate
   const budget = /\b(attempts|addresses|devices|budget|limiter)\.take\(|\block(out)?\.(begin|succeed)\(/;
   const gateAllowed = (f: string) => f === 'src/auth/attempt-gate.ts' || f === 'src/auth/lockout.ts' || f === 'src/auth/attempts.ts';
+  // the parts buildCore makes: an area may build its own, nothing above it may
+  const corePart =
+    /\bnew (IamStore|SecretsStore|Passwords|AuditTrail|CommandPath|UserAdmin|GroupAdmin|KeyAdmin|ApiKeyStore|MfaService|SystemKey|WebhookSecrets|AuthSettingsStore|LocalProvider|NotificationsService|OneTimeStore|IamComponent|AuthComponent|NotificationsComponent)\(/;
+  const coreAllowed = (f: string) => f === 'src/core.ts' || /^src\/(iam|auth|notifications)\//.test(f);
+  // `other.hook = (...) =>` or `other.hook = name =>` (a field of the object itself, this.x = ..., is its own
+  // business; so are the DOM's and WebSocket's lower-case event handlers, socket.onopen = ...)
+  const slot = /(^|[\s;{)])(?!this\.\w+\s*=)[A-Za-z_$][\w$]*(\.[\w$]+)*\.(?!on[a-z]+\s*=)\w+\s*=\s*(async\s*)?(\([^)]*\)|[A-Za-z_$][\w$]*)\s*=>/;
   const long = files.filter((f) => fs.readFileSync(path.join(ROOT, f), 'utf8').split('\n').length - 1 > MAX_LINES);
   let anyInSrc = 0;
   let lintErrors = 0;
@@ -82,6 +95,8 @@ export async function counts(opts: { lint?: boolean } = {}): Promise<Counts> {
     attempt_budget_outside_gate: sites(files, budget, gateAllowed),
     any_in_src: anyInSrc,
     files_over_400_lines: long,
+    core_parts_built_outside_core: sites(files, corePart, coreAllowed),
+    slots_filled_after_construction: sites(files, slot, () => false),
     lint_errors: lintErrors,
   };
 }

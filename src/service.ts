@@ -12,8 +12,9 @@ import { createDb, DbHealth, dialectOf, probeDb, type Knex } from './db/knex.js'
 import { VERSION } from './version.js';
 import { createHttpApp, mountRouters, type BootState } from './http/app.js';
 import { webSessionMiddleware } from './auth/web-session.js';
-import { IamComponent } from './iam/component.js';
-import { AuthComponent } from './auth/component.js';
+import type { IamComponent } from './iam/component.js';
+import type { AuthComponent } from './auth/component.js';
+import { buildCore } from './core.js';
 import { accessView, meRoutes } from './auth/routes/me.js';
 import { userCredentialRoutes } from './auth/routes/user-credentials.js';
 import { mfaRoutes } from './auth/routes/mfa.js';
@@ -43,8 +44,7 @@ import { authSettingsRoutes } from './auth/routes/auth-settings.js';
 import { openApiDocument, webRouters, type ExtraEndpoints } from './web/routes.js';
 import { SocketsComponent } from './sockets/component.js';
 import { Metrics } from './http/metrics.js';
-import { NotificationsComponent } from './notifications/component.js';
-import { userDirectory } from './notifications/users.js';
+import type { NotificationsComponent } from './notifications/component.js';
 import { GatewayComponent } from './gateway/component.js';
 import type { GatewayOptions } from './gateway/gateway.js';
 import { PluginHost } from './plugins/host.js';
@@ -52,8 +52,9 @@ import { errorPage } from './web/error-page.js';
 import { pluginAdminRoutes } from './plugins/routes.js';
 
 /**
- * The composition root: builds every part, wires them through the bus, and runs the boot
- * order (docs/architecture.md). Nothing else constructs components.
+ * The composition root: takes the core (src/core.ts, shared with the CLI), builds the parts
+ * that serve (HTTP, ws, sockets, plugins), wires them through the bus, and runs the boot order
+ * (docs/architecture.md).
  */
 export interface ServiceOptions {
   logger?: Logger;
@@ -92,8 +93,17 @@ export class Service {
     this.log = opts.logger ?? createLogger(config.logLevel);
     this.bus = new EventBus(this.log.child({ component: 'bus' }));
     this.db = createDb(config, this.log);
-    this.iam = new IamComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'iam' }), instanceId: this.instanceId });
-    this.auth = new AuthComponent({ config, db: this.db, bus: this.bus, log: this.log.child({ component: 'auth' }), iam: this.iam });
+    ({
+      iam: this.iam,
+      auth: this.auth,
+      notifications: this.notifications,
+    } = buildCore({
+      config,
+      db: this.db,
+      bus: this.bus,
+      log: this.log,
+      instanceId: this.instanceId,
+    }));
     this.sockets = new SocketsComponent({
       config,
       bus: this.bus,
@@ -135,22 +145,6 @@ export class Service {
     // the cookie session (only when the request carries one) and then the identity, in one step
     const identify = this.auth.middleware();
     this.app.use((ctx, next) => sessions(ctx, () => identify(ctx, next)));
-    const users = userDirectory(this.iam.store);
-    // a user deleted or renamed is no longer a target (every instance: the event is cluster-wide)
-    this.bus.on('iam:permissions_changed', () => users.forget());
-    this.notifications = new NotificationsComponent({
-      db: this.db,
-      bus: this.bus,
-      log: this.log.child({ component: 'notifications' }),
-      users,
-      secrets: this.iam.secrets,
-      webhookSecret: config.scmWebhookSecret,
-      webhookForgeSecrets: config.scmWebhookForgeSecrets,
-      commands: this.iam.commands,
-      retention: { retentionMs: config.notificationRetentionMs, maxPerUser: config.notificationMaxPerUser },
-      // without Redis: what another process commits (the CLI, another instance) reaches this one's clients within about a second
-      followDatabase: !config.redisUrl,
-    });
     this.gateway = new GatewayComponent({
       oneTime: this.auth.oneTime,
       bus: this.bus,

@@ -18,10 +18,12 @@ describe('architecture', function () {
   // one path per rule (docs/architecture.md): the audit writer behind the command path and the
   // attempt gate, every budget and lockout in the gate, no source file over MAX_LINES (lint and
   // `any` are npm test's ESLint step)
-  it(`calls the audit writer and the attempt budgets from one place each; no source file over ${MAX_LINES} lines`, async () => {
+  it(`calls the audit writer and the attempt budgets from one place each; builds the core once, with no slot filled later; no source file over ${MAX_LINES} lines`, async () => {
     const c = await counts({ lint: false });
     expect(c.audit_writer_calls_outside_command_path).to.deep.equal([]);
     expect(c.attempt_budget_outside_gate).to.deep.equal([]);
     expect(c.files_over_400_lines).to.deep.equal([]);
+    expect(c.core_parts_built_outside_core).to.deep.equal([]);
+    expect(c.slots_filled_after_construction).to.deep.equal([]);
   });
 });

@@ -94,8 +94,6 @@ const TOUCH_INTERVAL_MS = 60_000;
  */
 export class ApiKeyStore {
   private readonly touched = new Map<string, number>();
-  /** called with the owner after any of their keys or sessions was revoked (live connections end) */
-  onRevoked: (userId: string) => void = () => undefined;
 
   /** SQLite only: a read-only connection of its own with prepared statements for the request path */
   private reader: { db: BetterSqlite3.Database; byHash: BetterSqlite3.Statement; byId: BetterSqlite3.Statement } | null = null;
@@ -109,6 +107,8 @@ export class ApiKeyStore {
   constructor(
     private readonly db: Knex,
     private readonly sqliteFile: string | null = null,
+    /** called with the owner after any of their keys or sessions was revoked (live connections end) */
+    private readonly onRevoked: (userId: string) => void = () => undefined,
   ) {}
 
   private sqliteReader() {

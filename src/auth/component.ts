@@ -3,7 +3,9 @@ import type { Config } from '../config.js';
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
 import { dialectOf, sqliteFile } from '../db/knex.js';
-import type { IamComponent } from '../iam/component.js';
+import type { CredentialRules, IamComponent } from '../iam/component.js';
+import type { Actor } from '../iam/policy.js';
+import { groupsGrantedByLogin } from './settings-change.js';
 import { ApiKeyStore, type ApiKey } from './api-keys.js';
 import { AttemptGate } from './attempt-gate.js';
 import { Authenticator } from './authenticate.js';
@@ -69,7 +71,7 @@ export interface AuthDeps {
  * lockout and budget, the authenticator that puts the identity on a request, one-time values,
  * and the login chain built from the auth settings. `init()` (after IAM's) builds the chain.
  */
-export class AuthComponent {
+export class AuthComponent implements CredentialRules {
   readonly iam: IamComponent;
   readonly apiKeys: ApiKeyStore;
   /** issuing and revoking keys under the model's rules (the only writer of keys) */
@@ -100,15 +102,11 @@ export class AuthComponent {
   constructor(private readonly deps: AuthDeps) {
     const { config, db, bus, iam } = deps;
     this.iam = iam;
-    this.apiKeys = new ApiKeyStore(db, dialectOf(config) === 'sqlite' ? sqliteFile(config) : null);
-    this.apiKeys.onRevoked = (userId) => bus.emit('auth:credentials_revoked', { user_id: userId });
+    this.apiKeys = new ApiKeyStore(db, dialectOf(config) === 'sqlite' ? sqliteFile(config) : null, (userId) =>
+      bus.emit('auth:credentials_revoked', { user_id: userId }),
+    );
     this.keys = new KeyAdmin({ users: iam.users, vault: this.apiKeys, commands: iam.commands, isKnownPermission: (p) => iam.isKnownPermission(p) });
-    // a new password ends the user's web sessions (but the one that set it)
-    iam.endSessions = async (userId, keep) => {
-      await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep });
-    };
-    this.systemKey = new SystemKey(config.systemApiKey, iam.secrets, iam.commands);
-    this.systemKey.onChange = () => bus.emit('auth:system_key_changed', {});
+    this.systemKey = new SystemKey(config.systemApiKey, iam.secrets, iam.commands, () => bus.emit('auth:system_key_changed', {}));
     this.local = new LocalProvider(iam.store, iam.passwords);
     this.gate = new AttemptGate({
       perMinute: config.loginAttemptsPerMinute,
@@ -149,9 +147,7 @@ export class AuthComponent {
       publicUrl: config.publicUrl,
       requiredGroups: () => this.authSettings.current().mfaRequiredGroups,
       commands: iam.commands,
-      endSessions: async (userId, keep) => {
-        await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep ?? null });
-      },
+      endSessions: (userId, keep) => this.endSessions(userId, keep ?? null),
     });
     this.secondStep = new SecondStep({
       gate: this.gate,
@@ -163,20 +159,6 @@ export class AuthComponent {
       stepUpMs: config.mfaStepUpMs,
     });
     this.webauthn = this.mfa.passkeys.ceremonies;
-    // the model asks for a fresh second factor before a trusted actor hands out host access
-    iam.requireStepUp = (actor) => this.secondStep.require(actor);
-    iam.loginGroups = (providers) => {
-      const s = this.authSettings.current();
-      const mapped = (m: Record<string, string[]>) => Object.values(m).flat();
-      const wanted = (p: string) => providers === null || providers.includes(p);
-      return [
-        ...new Set([
-          ...(providers === null ? s.ssoDefaultGroups : []),
-          ...(wanted('ldap') ? mapped(s.ldap.groupMapping) : []),
-          ...(wanted('oidc') ? mapped(s.oidc.groupMapping) : []),
-        ]),
-      ];
-    };
     this.authSettings = new AuthSettingsStore(config, iam.secrets);
     this.chain = new ProviderChain(this.local, deps.log.child({ part: 'auth-chain' }));
     this.directoryRecheck = new DirectoryRecheck({
@@ -342,6 +324,22 @@ export class AuthComponent {
     } catch (err) {
       this.deps.log.warn({ err }, 'reloading auth settings failed');
     }
+  }
+
+  // ---- CredentialRules: what the model asks of this area (src/iam/component.ts) -------------
+
+  /** Ends `userId`'s web sessions but `keep` (a new password, a reset or a first factor). */
+  async endSessions(userId: string, keep: string | null): Promise<void> {
+    await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep });
+  }
+
+  /** The model asks for a fresh second factor before a trusted actor hands out host access. */
+  requireStepUp(actor: Actor): Promise<void> {
+    return this.secondStep.require(actor);
+  }
+
+  loginGroups(providers: readonly string[] | null): string[] {
+    return groupsGrantedByLogin(this.authSettings.current(), providers);
   }
 
   stop(): void {

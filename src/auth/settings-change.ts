@@ -7,10 +7,14 @@ import { buildProviders } from './chain.js';
 import type { LocalProvider } from './providers/local.js';
 import type { AuthSettings, AuthSettingsStore } from './settings.js';
 
-/** Every local group the login settings hand to people signing in: defaults and mapped groups. */
-export function groupsGrantedByLogin(s: AuthSettings): string[] {
-  const mapped = [s.ldap.groupMapping, s.oidc.groupMapping].flatMap((m) => Object.values(m).flat());
-  return [...new Set([...s.ssoDefaultGroups, ...mapped])];
+/**
+ * The local groups the login settings hand to people signing in through `providers` (every
+ * provider when null, with the default groups new SSO accounts get): the mapped groups.
+ */
+export function groupsGrantedByLogin(s: AuthSettings, providers: readonly string[] | null = null): string[] {
+  const wanted = (p: string) => providers === null || providers.includes(p);
+  const mapped = [wanted('ldap') ? s.ldap.groupMapping : {}, wanted('oidc') ? s.oidc.groupMapping : {}].flatMap((m) => Object.values(m).flat());
+  return [...new Set([...(providers === null ? s.ssoDefaultGroups : []), ...mapped])];
 }
 
 /**

@@ -18,14 +18,13 @@ const STORE_CACHE_MS = 3000;
 export class SystemKey {
   private cached: { value: string | null; until: number } | null = null;
 
-  /** called after the stored key was set or cleared (live connections made with the old one end) */
-  onChange: () => void = () => undefined;
-
   constructor(
     private readonly envValue: string | null,
     private readonly secrets: SecretsStore,
     /** setting or clearing it runs here: the rule, the change and its event in one transaction */
     private readonly commands: CommandPath,
+    /** called after the stored key was set or cleared (live connections made with the old one end) */
+    private readonly onChange: () => void = () => undefined,
   ) {}
 
   get lockedByEnv(): boolean {

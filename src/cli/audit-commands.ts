@@ -33,7 +33,7 @@ export function auditCommands(program: Command, { ctx, out }: CommandEnv): void 
       if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new UsageError('--limit: must be a whole number from 1 to 500');
       if (opts.action !== undefined && !/^[a-z_]+(\.[a-z_]*)?$/.test(opts.action))
         throw new UsageError('--action: must be an action such as user.created, or a prefix such as user.');
-      const { audit: trail } = await ctx.iam();
+      const trail = (await ctx.core('read')).iam.audit;
       const page = await trail.list({ action: opts.action, actor: opts.actor, since: since(opts.since), limit });
       out(cmd).result(
         page,
@@ -56,7 +56,7 @@ export function auditCommands(program: Command, { ctx, out }: CommandEnv): void 
     .description('every event, oldest first, one JSON object a line (for log shippers)')
     .option('--since <when>', 'a duration back from now (7d) or an ISO date')
     .action(async (opts) => {
-      const { audit: trail } = await ctx.iam();
+      const trail = (await ctx.core('read')).iam.audit;
       for await (const e of trail.export(since(opts.since) ?? 0)) ctx.io.stdout(JSON.stringify(e) + '\n');
     });
 
@@ -64,7 +64,7 @@ export function auditCommands(program: Command, { ctx, out }: CommandEnv): void 
     .command('verify')
     .description('check the hash chain: exit 0 when intact, 1 naming the first event that does not match')
     .action(async (_opts, cmd: Command) => {
-      const { audit: trail } = await ctx.iam();
+      const trail = (await ctx.core('read')).iam.audit;
       const result = await trail.verify();
       if (!result.ok) throw new DomainError('conflict', `the audit trail does not verify at event ${result.seq}: ${result.reason}`);
       out(cmd).result(

@@ -10,15 +10,7 @@ import { createDb, dialectOf, probeDb, sqliteFile, type Knex } from '../db/knex.
 import { DomainError } from '../errors.js';
 import { migrateLatest } from '../db/migrate.js';
 import type { EnvPasswordApplied } from '../iam/seed.js';
-import { IamStore } from '../iam/store.js';
-import { Passwords } from '../iam/passwords.js';
-import { SecretsStore } from '../iam/secrets.js';
-import { UserAdmin } from '../iam/users.js';
-import { KeyAdmin } from '../iam/keys.js';
-import { AuditTrail } from '../iam/audit.js';
-import { CommandPath } from '../iam/commands.js';
-import { CORE_CATALOG, isKnownPermission } from '../iam/permissions.js';
-import { ApiKeyStore } from '../auth/api-keys.js';
+import { buildCore, type Core } from '../core.js';
 import { installedCatalog } from '../plugins/manifest.js';
 
 /** Where the CLI reads and writes: the process's streams, or a test's. */
@@ -60,26 +52,31 @@ export function shownUrl(url: string): string {
 
 /**
  * What a command works with, made on first use: the configuration (the process's environment,
- * with an --env-file's variables over it), the database (migrated; only `migrate` and `seed`
- * may create one, and only `seed` seeds: a command that reads writes nothing), the IAM model, and (with SERVICE_REDIS_URL) the bus
- * bridge that tells running instances about a change at once.
+ * with an --env-file's variables over it), the database (only `migrate` and `seed` may create
+ * one, and only `seed` seeds; a command that reads writes nothing), the core the service is
+ * built on (src/core.ts), and (with SERVICE_REDIS_URL) the bus bridge that tells running
+ * instances about a change at once.
  */
 export class CliContext {
-  /** what a warning is written as (program.ts: a line, or JSON with --json) */
-  warn: (text: string) => void;
+  /** what a warning is written as: a line, or JSON with --json */
+  readonly warn: (text: string) => void;
   private logger: Logger | null = null;
   private eventBus: EventBus | null = null;
   private env: NodeJS.ProcessEnv;
   private cachedConfig: Config | null = null;
   private database: Knex | null = null;
   private bridge: RedisBridge | null = null;
-  private passwordPool: Passwords | null = null;
   private preparing: Promise<Knex> | null = null;
-  private auditTrail: AuditTrail | null = null;
+  private built: Core | null = null;
+  /** this process's name, on what it records and announces */
+  private readonly instanceId = `cli:${os.hostname()}:${process.pid}`;
 
-  constructor(readonly io: CliIo) {
+  constructor(
+    readonly io: CliIo,
+    opts: { json?: boolean } = {},
+  ) {
     this.env = io.env;
-    this.warn = (text) => io.stderr(`warning: ${text}\n`);
+    this.warn = opts.json ? (text) => io.stderr(JSON.stringify({ warning: text }) + '\n') : (text) => io.stderr(`warning: ${text}\n`);
   }
 
   get bus(): EventBus {
@@ -161,49 +158,52 @@ export class CliContext {
     return this.preparing;
   }
 
-  /** bcrypt on this thread: a CLI hashes one password, a worker pool would only delay the exit */
-  get passwords(): Passwords {
-    this.passwordPool ??= new Passwords({ threads: 0, cost: this.config.bcryptCost });
-    return this.passwordPool;
-  }
-
-  async iam() {
-    const db = await this.prepared();
-    const store = new IamStore(db);
-    const apiKeys = new ApiKeyStore(db);
-    apiKeys.onRevoked = (userId) => this.bus.emit('auth:credentials_revoked', { user_id: userId });
-    // plugins are not loaded here: their permissions come from the manifests installed
-    const catalog = [...CORE_CATALOG, ...installedCatalog(this.config.pluginsDir)];
-    this.auditTrail ??= new AuditTrail({ db, bus: this.bus, log: this.log, instanceId: `cli:${os.hostname()}:${process.pid}` });
-    const audit = this.auditTrail;
-    const commands = new CommandPath(audit);
-    const users = new UserAdmin({
-      store,
-      passwords: this.passwords,
-      bus: this.bus,
-      commands,
-      isKnownPermission: (p) => isKnownPermission(catalog, p),
-      passwordChanged: async (userId) => {
-        await apiKeys.revokeAllOf(userId, { kind: 'session' });
-        this.bus.emit('iam:password_changed', { user_id: userId });
-      },
-    });
-    const keys = new KeyAdmin({ users, vault: apiKeys, commands, isKnownPermission: (p) => isKnownPermission(catalog, p) });
-    return { db, store, apiKeys, users, keys, catalog, audit, commands };
+  /**
+   * The schema of the service's database, read only: a command that reads refuses a database
+   * with migrations pending (applying them is a write, and may wait behind a running service's
+   * lock) and names the way to apply them.
+   */
+  private async current(): Promise<Knex> {
+    const db = await this.existingDb();
+    const [, pending] = (await db.migrate.list(db.client.config.migrations)) as [unknown[], unknown[]];
+    if (pending.length) {
+      throw new DomainError(
+        'conflict',
+        `the database schema is older than this CLI (${pending.length} migration${pending.length === 1 ? '' : 's'} pending): apply ${pending.length === 1 ? 'it' : 'them'} with \`service-core migrate\` (or start the service), then try again`,
+      );
+    }
+    return db;
   }
 
   /**
-   * The encrypted settings store. It needs the master key: from the environment or secret.key.
-   * When neither exists yet (the service never started here), a command that stores a secret
-   * (`forWriting`) makes the key file now, as the service would, rather than encrypting with a
-   * key nobody keeps; a reading one writes nothing (nothing stored can be read without it).
+   * The core (src/core.ts) on the service's database, built as the service builds it: the same
+   * writers, rules, MFA issuer and required groups, acting as `cli`. `write`: a command that
+   * changes something, which first brings the schema up to date as boot would; `read`: one that
+   * changes nothing (see current()). `storesSecret`: the command stores an encrypted setting:
+   * when the service never made its master key here (no SERVICE_SECRET_KEY, no secret.key), it is
+   * made now, as the service would, rather than encrypting with a key nobody keeps.
    */
-  async secrets(forWriting: boolean): Promise<SecretsStore> {
-    const db = await this.prepared();
-    if (forWriting && !this.config.fromEnv.has('SERVICE_SECRET_KEY') && !fs.existsSync(path.join(this.config.dataDir, 'secret.key'))) {
+  async core(mode: 'read' | 'write', opts: { storesSecret?: boolean } = {}): Promise<Core> {
+    if (this.built) return this.built;
+    const db = mode === 'write' ? await this.prepared() : await this.current();
+    if (opts.storesSecret && !this.config.fromEnv.has('SERVICE_SECRET_KEY') && !fs.existsSync(path.join(this.config.dataDir, 'secret.key'))) {
       this.cachedConfig = loadConfig(this.env, { writeFiles: true });
     }
-    return new SecretsStore(db, this.config.secretKey);
+    const config = this.config;
+    this.built = buildCore({
+      config,
+      db,
+      bus: this.bus,
+      log: this.log,
+      instanceId: this.instanceId,
+      // bcrypt on this thread: a CLI hashes one password, a worker pool would only delay the exit
+      passwordThreads: 0,
+      // plugins are not loaded here: their permissions come from the manifests installed
+      installedCatalog: installedCatalog(config.pluginsDir),
+    });
+    // the login settings as stored (a read): the rules that depend on them see what the service sees
+    await this.built.auth.authSettings.load();
+    return this.built;
   }
 
   /**
@@ -219,7 +219,7 @@ export class CliContext {
       bus: this.bus,
       log: this.log,
       secretKey: this.config.secretKey,
-      instanceId: `cli:${os.hostname()}:${process.pid}`,
+      instanceId: this.instanceId,
     });
     const up = this.bus.waitFor('bus:bridge_state', { match: (s) => s.up, timeoutMs: 3000 }).then(
       () => true,
@@ -231,9 +231,9 @@ export class CliContext {
 
   async close(): Promise<void> {
     // what the command recorded reaches the trail (and, over Redis, the running instances' live tail)
-    await this.auditTrail?.flush().catch(() => undefined);
+    this.built?.auth.stop();
+    await this.built?.iam.stop();
     await this.bridge?.close();
-    await this.passwordPool?.close();
     await this.database?.destroy();
   }
 }

@@ -8,8 +8,6 @@ import type { User } from '../iam/store.js';
 import type { UserChange } from '../iam/users.js';
 import { envPasswordPin } from '../iam/seed.js';
 import { CLI_ACTOR } from './context.js';
-import { MfaService } from '../auth/mfa/service.js';
-import { OneTimeStore } from '../auth/one-time.js';
 import { readSecret } from './input.js';
 import { table, UsageError, type CommandEnv } from './output.js';
 import { fieldErrorsOf } from '../errors.js';
@@ -64,7 +62,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
         { email: '--email', display_name: '--display-name', groups: '--group' },
       );
       const password = opts.passwordStdin ? check<string>('password', PASSWORD, await readSecret(ctx.io, 'Password')) : undefined;
-      const { users } = await ctx.iam();
+      const { users } = (await ctx.core('write')).iam;
       const created = await users.create(CLI_ACTOR, { ...userFieldsOf(input), password });
       out(cmd).result(
         publicUser(created),
@@ -76,7 +74,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
     .command('list')
     .description('list users')
     .action(async (_opts, cmd: Command) => {
-      const { store } = await ctx.iam();
+      const { store } = (await ctx.core('read')).iam;
       const all = await store.listUsers();
       out(cmd).result(
         { users: all.map((u) => publicUser(u)) },
@@ -94,7 +92,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       .action(async (...args: unknown[]) => {
         const cmd = args[args.length - 1] as Command;
         const positional = cmd.args;
-        const { users } = await ctx.iam();
+        const { users } = (await ctx.core('write')).iam;
         const target = await users.find({ username: username(positional[0]!) });
         await ctx.announceChanges();
         const updated = await users.update(CLI_ACTOR, target, patch(target, positional.slice(1)));
@@ -136,7 +134,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
     .action(async (name: string, _opts, cmd: Command) => {
       const who = username(name);
       const password = check<string>('password', PASSWORD, await readSecret(ctx.io, 'New password'));
-      const { users } = await ctx.iam();
+      const { users } = (await ctx.core('write')).iam;
       const target = await users.find({ username: who });
       await ctx.announceChanges();
       await users.setPassword(CLI_ACTOR, target, password);
@@ -156,23 +154,10 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
     .description('remove every second factor and recovery code of a user (a lost device, a locked-out operator); their web sessions end')
     .action(async (name: string, _opts, cmd: Command) => {
       const who = username(name);
-      const { users, store, apiKeys, db, commands } = await ctx.iam();
-      const target = await users.find({ username: who });
+      const { iam, auth } = await ctx.core('write');
+      const target = await iam.users.find({ username: who });
       await ctx.announceChanges();
-      const mfa = new MfaService({
-        db,
-        store,
-        users,
-        secrets: await ctx.secrets(false),
-        bus: ctx.bus,
-        log: ctx.log,
-        oneTime: new OneTimeStore(db),
-        publicUrl: ctx.config.publicUrl,
-        requiredGroups: () => [],
-        commands,
-        endSessions: async (userId) => void (await apiKeys.revokeAllOf(userId, { kind: 'session' })),
-      });
-      await mfa.reset(CLI_ACTOR, target);
+      await auth.mfa.reset(CLI_ACTOR, target);
       out(cmd).result({ username: target.username, mfa_reset: true }, `second factors of ${target.username} removed; their web sessions ended`);
     });
 }
@@ -183,7 +168,7 @@ export function groupCommands(program: Command, { ctx, out }: CommandEnv): void 
     .command('list')
     .description('list groups with their permissions and members')
     .action(async (_opts, cmd: Command) => {
-      const { store } = await ctx.iam();
+      const { store } = (await ctx.core('read')).iam;
       const [groups, users] = await Promise.all([store.listGroups(), store.listUsers()]);
       const view = groups.map((g) => ({
         name: g.name,
@@ -231,7 +216,8 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
         { label: opts.label, scopes: opts.scope, expires_at: expiry(opts.expires) },
         { label: '--label', scopes: '--scope', expires_at: '--expires' },
       );
-      const { users, keys } = await ctx.iam();
+      const { iam, auth } = await ctx.core('write');
+      const [users, keys] = [iam.users, auth.keys];
       const target = await users.find({ username: owner });
       const { token, key: row } = await keys.issue(
         CLI_ACTOR,
@@ -251,7 +237,8 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
     .requiredOption('--user <username>', 'the owner')
     .action(async (opts, cmd: Command) => {
       const owner = username(opts.user, '--user');
-      const { users, apiKeys } = await ctx.iam();
+      const { iam, auth } = await ctx.core('read');
+      const [users, apiKeys] = [iam.users, auth.apiKeys];
       const rows = (await apiKeys.listFor((await users.find({ username: owner })).id)).map(publicKey);
       out(cmd).result(
         { keys: rows },
@@ -273,7 +260,8 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
           .pattern(/^[A-Za-z0-9-]+$/),
         id,
       );
-      const { apiKeys, users, keys } = await ctx.iam();
+      const { iam, auth } = await ctx.core('write');
+      const [apiKeys, users, keys] = [auth.apiKeys, iam.users, auth.keys];
       const row = await apiKeys.get(keyId);
       if (!row || row.revokedAt) throw new DomainError('not_found', `no live key ${keyId}`);
       await ctx.announceChanges();

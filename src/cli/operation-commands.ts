@@ -8,35 +8,29 @@ import { DomainError, fieldErrorsOf } from '../errors.js';
 import { VERSION } from '../version.js';
 import { migrateLatest } from '../db/migrate.js';
 import { dialectOf, sqliteFile } from '../db/knex.js';
-import { seedIam } from '../iam/seed.js';
-import { AuthSettingsStore, FIELDS, MASK } from '../auth/settings.js';
+import { FIELDS, MASK } from '../auth/settings.js';
 import { changeAuthSettings } from '../auth/settings-change.js';
-import { LocalProvider } from '../auth/providers/local.js';
-import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS, SystemKey } from '../auth/system-key.js';
+import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS } from '../auth/system-key.js';
 import type { LockableSecret } from '../http/secret-routes.js';
 import type { Actor } from '../iam/policy.js';
 import { apiSetting } from '../settings-table.js';
 import type { AuthSettingView } from '../client/api-types.js';
-import { forgeSecretKey, SCM_PROVIDERS, WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE, WebhookSecrets } from '../notifications/webhook-secrets.js';
-import { NotificationsService } from '../notifications/service.js';
-import { userDirectory } from '../notifications/users.js';
+import { forgeSecretKey, SCM_PROVIDERS, WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE } from '../notifications/webhook-secrets.js';
 import { NotifyError } from '../notifications/types.js';
-import { IamStore } from '../iam/store.js';
 import { readSecret } from './input.js';
 import { CLI_ACTOR, envAppliedText } from './context.js';
 import { table, UsageError, type CommandEnv } from './output.js';
-import type { EventName } from '../bus/events.js';
 
 /**
  * Secrets kept encrypted in the settings store beside the auth settings: like them, set in the
  * environment means locked. Their variable and rule are rows of src/settings-table.ts.
  */
-const stored = (name: string, namespace: string, key: string, changed?: EventName) => {
+const stored = (name: string, namespace: string, key: string) => {
   const row = apiSetting(name)!;
-  return { env: row.env, label: row.label!, namespace, key, schema: row.rule!, changed };
+  return { env: row.env, label: row.label!, namespace, key, schema: row.rule! };
 };
-const SECRET_SETTINGS: Record<string, { env: string; label: string; namespace: string; key: string; schema: Joi.Schema; changed?: EventName }> = {
-  system_api_key: stored('system_api_key', SYSTEM_KEY_NS, SYSTEM_KEY_NAME, 'auth:system_key_changed'),
+const SECRET_SETTINGS: Record<string, { env: string; label: string; namespace: string; key: string; schema: Joi.Schema }> = {
+  system_api_key: stored('system_api_key', SYSTEM_KEY_NS, SYSTEM_KEY_NAME),
   scm_webhook_secret: stored('scm_webhook_secret', WEBHOOK_SECRET_NAMESPACE, WEBHOOK_SECRET_KEY),
   // a forge's own secret (scm_webhook_secret_github, ...)
   ...Object.fromEntries(SCM_PROVIDERS.map((forge) => [forgeSecretKey(forge), stored(forgeSecretKey(forge), WEBHOOK_SECRET_NAMESPACE, forgeSecretKey(forge))])),
@@ -130,10 +124,11 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       'migrate, then create the default groups and the admin and bot accounts when missing (boot does the same; roles of existing accounts are left as they are)',
     )
     .action(async (_opts, cmd: Command) => {
-      const db = await ctx.db();
-      const applied = await migrateLatest(db);
-      const { commands } = await ctx.iam();
-      const { changed, envApplied } = await seedIam(db, ctx.config, { mode: 'command', actor: CLI_ACTOR, commands, passwords: ctx.passwords });
+      const applied = await migrateLatest(await ctx.db());
+      const { iam } = await ctx.core('write');
+      // a password the environment sets ends the account's sessions on the running instances too
+      await ctx.announceChanges();
+      const { changed, envApplied } = await iam.seed('command', CLI_ACTOR);
       out(cmd).result({ applied, changed }, changed ? 'seeded the default groups and accounts' : 'nothing to seed: the default groups and accounts exist');
       for (const a of envApplied) out(cmd).warn(envAppliedText(a));
     });
@@ -164,10 +159,9 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
     .description('show the settings (or one), where each comes from and whether the environment locks it; secrets are never shown')
     .action(async (name: string | undefined, _opts, cmd: Command) => {
       if (name !== undefined) settingName(name);
-      const secrets = await ctx.secrets(false);
-      const auth = new AuthSettingsStore(ctx.config, secrets);
-      await auth.load();
-      const all: Record<string, AuthSettingView> = { ...auth.view() };
+      const { iam, auth } = await ctx.core('read');
+      const secrets = iam.secrets;
+      const all: Record<string, AuthSettingView> = { ...auth.authSettings.view() };
       for (const [key, s] of Object.entries(SECRET_SETTINGS)) {
         const locked = ctx.config.fromEnv.has(s.env);
         const stored = locked ? null : await secrets.get(s.namespace, s.key);
@@ -193,34 +187,22 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
     });
 
   const change = async (name: string, value: unknown, cmd: Command) => {
-    const secrets = await ctx.secrets(true);
+    const core = await ctx.core('write', { storesSecret: true });
     await ctx.announceChanges();
     const secret = SECRET_SETTINGS[name];
     if (secret) {
       // the same writers as the settings API: the system key's rule, one event naming the setting
-      const { commands } = await ctx.iam();
-      const config = ctx.config;
       const forge = SCM_PROVIDERS.find((f) => forgeSecretKey(f) === name) ?? null;
-      const writer: LockableSecret<Actor> =
-        name === 'system_api_key'
-          ? new SystemKey(config.systemApiKey, secrets, commands)
-          : new WebhookSecrets({ secrets, log: ctx.log, envSecret: config.scmWebhookSecret, envForgeSecrets: config.scmWebhookForgeSecrets, commands }).setting(
-              forge,
-            );
+      const writer: LockableSecret<Actor> = name === 'system_api_key' ? core.auth.systemKey : core.notifications.webhookSecrets.setting(forge);
       if (writer.lockedByEnv) throw new DomainError('conflict', `set in the environment and locked: ${name} (${secret.env})`);
       if (value === null) await writer.clear(CLI_ACTOR);
       else await writer.set(CLI_ACTOR, value as string);
-      if (secret.changed) ctx.bus.emit(secret.changed, {} as never);
     } else {
       const { error, value: checked } = Joi.object({ [name]: FIELDS[name]!.schema.allow(null) }).validate({ [name]: value });
       if (error) throw new UsageError(`value: ${fieldErrorsOf(error)[0]!.message}`);
       // the same checks as the settings API: groups that exist, a login chain that builds
-      const { store, commands } = await ctx.iam();
-      await changeAuthSettings(
-        { settings: new AuthSettingsStore(ctx.config, secrets), store, local: new LocalProvider(store, ctx.passwords), log: ctx.log, commands },
-        CLI_ACTOR,
-        checked,
-      );
+      const { iam, auth } = core;
+      await changeAuthSettings({ settings: auth.authSettings, store: iam.store, local: auth.local, log: ctx.log, commands: iam.commands }, CLI_ACTOR, checked);
       ctx.bus.emit('auth:settings_changed', {});
     }
     out(cmd).result({ name, changed: true }, value === null ? `${name} reset to its default` : `${name} set`);
@@ -264,9 +246,9 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
     .option('--id <id>', 'a notification id of your own (sending it again updates it)')
     .action(async (opts, cmd: Command) => {
       if (Boolean(opts.user) === Boolean(opts.broadcast)) throw new UsageError('--user/--broadcast: give exactly one of them');
-      const db = await ctx.prepared();
+      const { service } = (await ctx.core('write')).notifications;
       await ctx.announceChanges();
-      const service = new NotificationsService({ db, bus: ctx.bus, log: ctx.log, users: userDirectory(new IamStore(db)) });
+      // no boot here: the schema is current (core('write') migrated it)
       service.setReady();
       const payload = {
         title: opts.title,

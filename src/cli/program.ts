@@ -38,8 +38,7 @@ function commanderMessage(err: CommanderError): string {
  */
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const json = argv.includes('--json');
-  const ctx = new CliContext(io);
-  if (json) ctx.warn = (text) => io.stderr(JSON.stringify({ warning: text }) + '\n');
+  const ctx = new CliContext(io, { json });
   // with --json, commander's text (an unknown command, a missing argument, the help it shows
   // for a missing subcommand) is not written: the catch below writes it as JSON
   const output = json ? { writeOut: io.stdout, writeErr: () => undefined, outputError: () => undefined } : { writeOut: io.stdout, writeErr: io.stderr };

@@ -6,7 +6,7 @@ import { migrateLatest } from '../db/migrate.js';
 import { IamStore } from './store.js';
 import { PermissionResolver } from './resolver.js';
 import { SecretsStore } from './secrets.js';
-import { envPasswordVariable, seedIam } from './seed.js';
+import { envPasswordVariable, seedIam, type SeedResult } from './seed.js';
 import { CORE_CATALOG, isKnownPermission, type CatalogEntry } from './permissions.js';
 import { RoleLedger } from './ledger.js';
 import { Passwords } from './passwords.js';
@@ -22,6 +22,19 @@ export interface PluginAccessEntry {
   running: boolean;
 }
 
+/**
+ * What the model asks of the credentials area (src/auth, built after it and reached through
+ * IamDeps.credentials, so nothing is filled in after construction).
+ */
+export interface CredentialRules {
+  /** What a new password ends besides the proofs it made: the user's web sessions but `keep`, the one that set it. */
+  endSessions(userId: string, keep: string | null): Promise<void>;
+  /** Before a trusted actor hands out host access or trust: a fresh second factor when the actor's session has one (step-up, docs/auth.md). */
+  requireStepUp(actor: Actor): Promise<void>;
+  /** The local groups the login settings hand to people signing in through these providers (all of them when null). */
+  loginGroups(providers: readonly string[] | null): string[];
+}
+
 export interface IamDeps {
   config: Config;
   db: Knex;
@@ -29,6 +42,12 @@ export interface IamDeps {
   log: Logger;
   /** this instance's name: events it appends are announced to the others under it */
   instanceId?: string;
+  /** the credentials area's rules; read when first used (the area is built after the model) */
+  credentials: () => CredentialRules;
+  /** bcrypt worker threads (the pool's default when absent; 0: hash on the calling thread, for a one-shot command) */
+  passwordThreads?: number;
+  /** permissions of plugins installed but not loaded in this process (the CLI loads none) */
+  installedCatalog?: CatalogEntry[];
 }
 
 /**
@@ -49,21 +68,6 @@ export class IamComponent {
   /** every privileged change and its refusals run here (src/iam/commands.ts) */
   readonly commands: CommandPath;
   private pruner: NodeJS.Timeout | null = null;
-  /**
-   * What a new password ends besides the proofs it made (set by the auth area: the user's web
-   * sessions but `keep`, the one that set it).
-   */
-  endSessions: (userId: string, keep: string | null) => Promise<void> = async () => undefined;
-  /**
-   * Before a trusted actor hands out host access or trust: a fresh second factor when the
-   * actor's session has one (set by the auth area; step-up, docs/auth.md).
-   */
-  requireStepUp: (actor: Actor) => Promise<void> = async () => undefined;
-  /**
-   * The local groups the login settings hand to people signing in through these providers (all
-   * of them when null): the default groups and the group mappings (set by the auth area).
-   */
-  loginGroups: (providers: readonly string[] | null) => string[] = () => [];
   /** permission ids declared by plugins, by plugin id */
   private readonly pluginCatalog = new Map<string, CatalogEntry[]>();
   /** per-plugin UI routes, for the access view */
@@ -80,7 +84,7 @@ export class IamComponent {
     this.store = new IamStore(db);
     this.secrets = new SecretsStore(db, config.secretKey);
     this.resolver = new PermissionResolver(this.store, config.permissionCacheTtlMs, bus);
-    this.passwords = new Passwords({ maxQueue: config.passwordQueue, cost: config.bcryptCost });
+    this.passwords = new Passwords({ maxQueue: config.passwordQueue, cost: config.bcryptCost, threads: deps.passwordThreads });
     this.audit = new AuditTrail({ db, bus, log: deps.log.child({ part: 'audit' }), instanceId: deps.instanceId });
     this.commands = new CommandPath(this.audit);
     this.ledger = new RoleLedger(this.store, bus, deps.log.child({ part: 'role-ledger' }), this.commands);
@@ -91,10 +95,10 @@ export class IamComponent {
       commands: this.commands,
       isKnownPermission: (p) => this.isKnownPermission(p),
       passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
-      requireStepUp: (actor) => this.requireStepUp(actor),
+      requireStepUp: (actor) => deps.credentials().requireStepUp(actor),
       loginGroupsOf: async (user) => {
         const providers = ((await this.store.identitiesOf([user.id])).get(user.id) ?? []).map((i) => i.provider);
-        return providers.length ? this.loginGroups(providers) : [];
+        return providers.length ? deps.credentials().loginGroups(providers) : [];
       },
     });
     this.groups = new GroupAdmin({
@@ -102,8 +106,8 @@ export class IamComponent {
       bus,
       commands: this.commands,
       isKnownPermission: (p) => this.isKnownPermission(p),
-      requireStepUp: (actor) => this.requireStepUp(actor),
-      namedByLogin: (name) => this.loginGroups(null).includes(name),
+      requireStepUp: (actor) => deps.credentials().requireStepUp(actor),
+      namedByLogin: (name) => deps.credentials().loginGroups(null).includes(name),
     });
     // the database answers: the schema and the seed come first (boot waits: initialised())
     bus.on('db:connected', () => {
@@ -120,10 +124,10 @@ export class IamComponent {
 
   /** Migrates and seeds, as every boot does (idempotent; instances take turns on the lock). */
   async init(): Promise<void> {
-    const { db, bus, config, log } = this.deps;
+    const { db, config, log } = this.deps;
     const applied = await migrateLatest(db);
     if (applied.length) log.info({ applied }, 'migrations applied');
-    const seeded = await seedIam(db, config, { mode: 'boot', actor: SERVICE_ACTOR, commands: this.commands, passwords: this.passwords });
+    const seeded = await this.seed('boot', SERVICE_ACTOR);
     for (const a of seeded.envApplied) {
       log.warn(
         { user: a.username, variable: a.variable },
@@ -134,13 +138,24 @@ export class IamComponent {
             : "password set from the environment: it differed from the account's, and no value of the variable was applied here before",
       );
     }
-    for (const id of seeded.passwordChanged) await this.passwordChanged(id, null);
-    if (seeded.changed) bus.emit('iam:permissions_changed', { scope: 'all' });
     // hourly, and once now: audit events past SERVICE_AUDIT_RETENTION go (the chain keeps verifying)
     const prune = () => this.audit.prune(config.auditRetentionMs).catch((err) => log.warn({ err }, 'audit pruning failed'));
     void prune();
     this.pruner = setInterval(prune, 3_600_000);
     this.pruner.unref();
+  }
+
+  /**
+   * Creates what is missing of the default groups and accounts (DESIGN 3) as `actor`: the boot
+   * (`service`, which alone applies SERVICE_ADMIN_FORCE_SUPERADMIN) or the `seed` command
+   * (`cli`). A password the environment set ends the account's sessions, as any new password does.
+   */
+  async seed(mode: 'boot' | 'command', actor: Actor): Promise<SeedResult> {
+    const { db, bus, config } = this.deps;
+    const seeded = await seedIam(db, config, { mode, actor, commands: this.commands, passwords: this.passwords });
+    for (const id of seeded.passwordChanged) await this.passwordChanged(id, null);
+    if (seeded.changed) bus.emit('iam:permissions_changed', { scope: 'all' });
+    return seeded;
   }
 
   /** Settles when the initialisation that db:connected started has (rejects when it failed or never started). */
@@ -161,12 +176,12 @@ export class IamComponent {
    * the change), then every cached verification and live connection that the old password proved.
    */
   async passwordChanged(userId: string, keep: string | null): Promise<void> {
-    await this.endSessions(userId, keep);
+    await this.deps.credentials().endSessions(userId, keep);
     this.deps.bus.emit('iam:password_changed', { user_id: userId });
   }
 
   catalog(): CatalogEntry[] {
-    return [...CORE_CATALOG, ...[...this.pluginCatalog.values()].flat()];
+    return [...CORE_CATALOG, ...(this.deps.installedCatalog ?? []), ...[...this.pluginCatalog.values()].flat()];
   }
 
   setPluginCatalog(pluginId: string, entries: CatalogEntry[], routes: string[]): void {

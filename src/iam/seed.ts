@@ -77,11 +77,13 @@ export interface SeedOptions {
  * users whose password changed (their cached verifications must go) and what the environment
  * replaced.
  */
-export async function seedIam(
-  db: Knex,
-  config: SeedConfig,
-  opts: SeedOptions,
-): Promise<{ passwordChanged: string[]; changed: boolean; envApplied: EnvPasswordApplied[] }> {
+export interface SeedResult {
+  passwordChanged: string[];
+  changed: boolean;
+  envApplied: EnvPasswordApplied[];
+}
+
+export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): Promise<SeedResult> {
   const { actor, commands } = opts;
   const passwords = opts.passwords ?? new Passwords({ threads: 0, cost: config.bcryptCost });
   const store = new IamStore(db);

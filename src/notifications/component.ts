@@ -57,7 +57,8 @@ export class NotificationsComponent {
 
   constructor(private readonly deps: NotificationsDeps) {
     const { db, bus, log, users } = deps;
-    this.service = new NotificationsService({ db, bus, log, users });
+    this.retention = new NotificationRetention(db, log.child({ part: 'retention' }), deps.retention);
+    this.service = new NotificationsService({ db, bus, log, users, truncatedBefore: () => this.retention.watermark() });
     const webhookLog = log.child({ part: 'scm-webhook' });
     this.webhookSecrets = new WebhookSecrets({
       secrets: deps.secrets,
@@ -67,8 +68,6 @@ export class NotificationsComponent {
       commands: deps.commands,
     });
     this.webhook = new ScmWebhook({ db, log: webhookLog, notifications: this.service, secrets: this.webhookSecrets, commands: deps.commands });
-    this.retention = new NotificationRetention(db, log.child({ part: 'retention' }), deps.retention);
-    this.service.truncatedBefore = () => this.retention.watermark();
     this.detach.push(
       bus.on('iam:ready', () => {
         this.service.setReady();

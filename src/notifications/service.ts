@@ -22,6 +22,8 @@ export interface NotificationsServiceDeps {
   bus: EventBus;
   log: Logger;
   users: UserDirectory;
+  /** the highest seq retention deleted: a history from before it is partial (none: nothing was deleted) */
+  truncatedBefore?: () => Promise<number>;
 }
 
 /**
@@ -40,10 +42,9 @@ export class NotificationsService {
   private readonly writer: NotificationWriter;
   /** the highest seq this instance committed (the database holds at least this one) */
   committedSeq = 0;
-  /** the highest seq retention deleted: a history from before it is partial (set by the component) */
-  truncatedBefore: () => Promise<number> = async () => 0;
-
+  readonly truncatedBefore: () => Promise<number>;
   constructor(private readonly deps: NotificationsServiceDeps) {
+    this.truncatedBefore = deps.truncatedBefore ?? (async () => 0);
     this.writer = new NotificationWriter({ db: deps.db, users: deps.users });
   }
 

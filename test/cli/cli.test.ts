@@ -292,6 +292,51 @@ describe('CLI finds the right database', function () {
     expect((await cli(env, ['user', 'set-password', 'admin'], 'a-new-admin-password\n')).code).to.equal(0);
   });
 
+  it('a command that reads writes nothing: no password from the environment, no migration; a pending one is named', async () => {
+    await seeded(env);
+    const look = async <T>(read: (db: ReturnType<typeof createDb>) => Promise<T>): Promise<T> => {
+      const conn = createDb({ databaseUrl: db.url, dataDir: path.join(dir, 'data') });
+      try {
+        return await read(conn);
+      } finally {
+        await conn.destroy();
+      }
+    };
+    const state = () =>
+      look(async (conn) => ({
+        users: await conn('users').select('username', 'hashed_password', 'updated_at').orderBy('username'),
+        events: (await conn('audit_events').count({ n: '*' }).first())?.n,
+        migrations: await conn('knex_migrations').select('name').orderBy('id'),
+      }));
+    const before = await state();
+    // the service's environment file changed the admin's password variable: only a start or `seed` applies it
+    const changed = { ...env, SERVICE_ADMIN_PASSWORD: 'a-changed-admin-password' };
+    const reads = [
+      ['user', 'list'],
+      ['group', 'list'],
+      ['key', 'list', '--user', 'admin'],
+      ['settings', 'get'],
+      ['audit', 'list'],
+      ['audit', 'verify'],
+    ];
+    for (const args of reads) {
+      const run = await cli(changed, args);
+      expect(run.code, `${args.join(' ')}: ${run.stderr}`).to.equal(0);
+    }
+    expect(await state()).to.deep.equal(before);
+    // a schema older than the CLI: reading refuses (applying a migration is a write) and names migrate
+    const last = before.migrations[before.migrations.length - 1]!.name as string;
+    const row = await look(async (conn) => conn('knex_migrations').where({ name: last }).first());
+    await look(async (conn) => conn('knex_migrations').where({ name: last }).delete());
+    try {
+      const run = await cli(changed, ['user', 'list']);
+      refused(run, 1, /\(1 migration pending\): apply it with `service-core migrate`/);
+    } finally {
+      await look(async (conn) => conn('knex_migrations').insert(row));
+    }
+    expect((await state()).migrations).to.deep.equal(before.migrations);
+  });
+
   it('refuses an empty PostgreSQL database or SQLite file the same way; seed makes one', async () => {
     if (!db.url) fs.mkdirSync(path.join(dir, 'data'), { mode: 0o700 });
     // a database that answers but was never migrated (an SQLite file made by something else)
