@@ -91,6 +91,14 @@ export class Authenticator {
     const bearer = /^Bearer\s+(\S+)\s*$/i.exec(authz);
     if (bearer) candidates.push(bearer[1]);
 
+    // the system key first, over both headers (the specification's order), then user keys: a
+    // user key in one header never shadows the system key in the other
+    if (candidates.length > 1) {
+      for (const token of candidates) {
+        const stamp = token.length <= MAX_TOKEN ? await this.deps.systemKey.matches(token) : null;
+        if (stamp) return this.remember(`t:${sha256(token)}`, ApiIdentity.system(stamp));
+      }
+    }
     for (const token of candidates) {
       if (token.length > MAX_TOKEN) continue;
       const hash = sha256(token);

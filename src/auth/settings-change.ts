@@ -1,6 +1,6 @@
 import type { Logger } from '../log.js';
 import { DomainError, fieldError, fieldErrorsText } from '../errors.js';
-import { guardHostBoundary, hostAccessOf, hostPermissionsOfGroups, isTrusted, type Actor } from '../iam/policy.js';
+import { guardHostBoundary, guardOwnGrants, hostAccessOf, hostPermissionsOfGroups, isTrusted, type Actor } from '../iam/policy.js';
 import type { IamStore } from '../iam/store.js';
 import type { CommandPath } from '../iam/commands.js';
 import { buildProviders } from './chain.js';
@@ -85,6 +85,14 @@ export async function changeAuthSettings(
     const named = [...new Set([...groupsGrantedByLogin(before), ...groupsGrantedByLogin(settings)])];
     const host = named.length ? hostPermissionsOfGroups(await deps.store.groupsNamed(named), named) : [];
     guardHostBoundary(actor, host, 'change the login settings while they hand a group that reaches the host to people signing in');
+    // a login hands its groups to whoever signs in (the administrator too, through a directory group of their own)
+    const handedNow = groupsGrantedByLogin(settings).filter((g) => !groupsGrantedByLogin(before).includes(g));
+    if (handedNow.length)
+      guardOwnGrants(
+        actor,
+        (await deps.store.groupsNamed(handedNow)).flatMap((g) => g.permissions),
+        'have a login hand out groups',
+      );
     if (!isTrusted(actor)) await guardLinkedAccounts(deps.store, actor, Object.keys(changes));
     const { errors } = buildProviders(settings, deps.local, deps.log);
     if (errors.length) {

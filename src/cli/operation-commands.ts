@@ -1,4 +1,3 @@
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -66,41 +65,66 @@ function standing(file: string): 'a file' | 'a symbolic link' | null {
   }
 }
 
+/** Copies the file at `from` (a private path) into the open descriptor `to`, a MiB at a time; answers the bytes copied. */
+function copyInto(from: string, to: number): number {
+  const input = fs.openSync(from, 'r');
+  try {
+    const buffer = Buffer.allocUnsafe(1 << 20);
+    let total = 0;
+    for (let n; (n = fs.readSync(input, buffer, 0, buffer.length, null)) > 0; total += n) {
+      for (let off = 0; off < n;) off += fs.writeSync(to, buffer, off, n - off);
+    }
+    return total;
+  } finally {
+    fs.closeSync(input);
+  }
+}
+
 /**
  * The online backup of `source` as the new file `target`, mode 0600 from the start; returns its
- * size. The CLI may run as root in a folder others can write to, so nothing at `target` is ever
- * followed or replaced: the copy is written into a private file of a random name beside it
- * (O_CREAT | O_EXCL | O_NOFOLLOW, 0600), then hard-linked as `target`, which fails when
- * anything, a dangling symbolic link included, is there by then.
+ * size. The CLI may run as root in a folder others can write to, so no path there is ever opened
+ * twice or followed: SQLite writes the copy into a directory made for it (0700) inside the data
+ * dir, which only the service's user can enter; `target` is then created once (O_CREAT | O_EXCL
+ * | O_NOFOLLOW, 0600: anything there, a dangling symbolic link included, is refused) and the copy
+ * is written through that one descriptor.
  */
-async function backupInto(source: string, target: string): Promise<number> {
+async function backupInto(source: string, dataDir: string, target: string): Promise<number> {
   const refuse = (what: string | null) =>
     new DomainError('conflict', `${target} exists: choose a new file${what === 'a symbolic link' ? ' (it is a symbolic link, never followed)' : ''}`);
   const there = standing(target);
   if (there) throw refuse(there);
-  const temp = path.join(path.dirname(target), `.${path.basename(target)}.${crypto.randomBytes(8).toString('hex')}.partial`);
-  const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+  const privateDir = fs.mkdtempSync(path.join(dataDir, '.backup-'));
   try {
-    fs.closeSync(fs.openSync(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600));
-  } catch (err) {
-    throw new DomainError('conflict', `cannot write beside ${target}: ${(err as Error).message}`);
-  }
-  try {
+    const copy = path.join(privateDir, 'copy.sqlite');
     const db = new BetterSqlite3(source, { readonly: true, fileMustExist: true });
     try {
-      await db.backup(temp);
+      await db.backup(copy);
     } finally {
       db.close();
     }
+    const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+    let out: number;
     try {
-      fs.linkSync(temp, target);
+      out = fs.openSync(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw refuse(standing(target));
-      throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST' || code === 'ELOOP') throw refuse(standing(target));
+      throw new DomainError('conflict', `cannot write ${target}: ${(err as Error).message}`);
     }
-    return fs.lstatSync(target).size;
+    try {
+      const size = copyInto(copy, out);
+      fs.fsyncSync(out);
+      return size;
+    } catch (err) {
+      // a partial copy goes, if the name still is the file this descriptor wrote
+      const ours = fs.fstatSync(out).ino;
+      if (fs.lstatSync(target, { throwIfNoEntry: false })?.ino === ours) fs.rmSync(target, { force: true });
+      throw err;
+    } finally {
+      fs.closeSync(out);
+    }
   } finally {
-    fs.rmSync(temp, { force: true });
+    fs.rmSync(privateDir, { recursive: true, force: true });
   }
 }
 
@@ -144,7 +168,7 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       const source = sqliteFile(config);
       if (!fs.existsSync(source)) throw new DomainError('not_found', `no database at ${source}`);
       const target = path.resolve(file);
-      const bytes = await backupInto(source, target);
+      const bytes = await backupInto(source, config.dataDir, target);
       const keyNote = config.fromEnv.has('SERVICE_SECRET_KEY') ? 'SERVICE_SECRET_KEY' : path.join(config.dataDir, 'secret.key');
       out(cmd).result(
         { file: target, bytes, secret_key: keyNote },

@@ -2,7 +2,7 @@ import type { EventBus } from '../bus/bus.js';
 import { DomainError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
 import { DEFAULT_GROUP_NAMES, requireKnownPermissions } from './permissions.js';
-import { addedHostPermissions, guardHostBoundary, hostPermissionsOfGroups, reachesHost, type Actor } from './policy.js';
+import { addedHostPermissions, guardHostBoundary, guardOwnGrants, hostPermissionsOfGroups, reachesHost, type Actor } from './policy.js';
 import type { Group, IamStore } from './store.js';
 import type { CommandPath } from './commands.js';
 
@@ -157,8 +157,14 @@ export class GroupAdmin {
   /** Host permissions added to a group: a trusted actor's grant only, with a fresh second factor; answers them (the event says it). */
   private async guardHostGrants(actor: Actor, before: string[], after: string[] | undefined): Promise<string[]> {
     const granted = after ? addedHostPermissions(before, after) : [];
-    if (granted.length === 0) return [];
     guardHostBoundary(actor, granted, 'grant permissions that reach the host');
+    // every member gets what the group gets
+    guardOwnGrants(
+      actor,
+      (after ?? []).filter((p) => !before.includes(p)),
+      'give a group permissions',
+    );
+    if (granted.length === 0) return [];
     await this.deps.requireStepUp?.(actor);
     return granted;
   }

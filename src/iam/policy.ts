@@ -67,6 +67,29 @@ export function guardHostBoundary(actor: Actor, handsOut: readonly string[], wha
   }
 }
 
+/**
+ * Does `actor` cover `permission` when handing it out? It holds it; or it is a page's
+ * `route:` permission (it opens the page only: its data stays behind the API's permissions); or
+ * a plugin's permission and the actor administers plugins (enabling, configuring and the role
+ * grants of a plugin are theirs already).
+ */
+function covers(actor: Actor, permission: string): boolean {
+  return holds(actor, permission) || permission.startsWith('route:') || (permission.startsWith('plugin:') && holds(actor, 'feature:admin.plugins'));
+}
+
+/**
+ * No self-escalation (docs/security.md): an administrator hands out a group or a permission only
+ * when their own effective permissions cover every permission it gives; trusted actors (the
+ * system key, the CLI, superadmins) cover everything. `gives`: what the change would give (the
+ * permissions added to an account or a group, those of the groups it joins or that a login
+ * would hand out). Refused (forbidden) naming what the actor lacks.
+ */
+export function guardOwnGrants(actor: Actor, gives: Iterable<string>, what: string): void {
+  if (isTrusted(actor)) return;
+  const lacking = [...new Set(gives)].filter((p) => !covers(actor, p));
+  if (lacking.length) throw new DomainError('forbidden', `you may only ${what} within your own permissions: you lack ${lacking.join(', ')}`);
+}
+
 /** The host permissions in `after` that `before` did not grant. */
 export function addedHostPermissions(before: Iterable<string>, after: Iterable<string>): string[] {
   const had = new Set(before);

@@ -6,6 +6,7 @@ import type { Passwords } from './passwords.js';
 import {
   addedHostPermissions,
   guardHostBoundary,
+  guardOwnGrants,
   hasProtectedRole,
   hostAccessOf,
   hostPermissionsOfGroups,
@@ -157,7 +158,7 @@ export class UserAdmin {
         throw refused("a scoped API key cannot change its owner's password or e-mail address");
       await this.checkRefs(change);
       const granted = await this.guardHostGrants(actor, user, change);
-      await this.guardLastAdmin(user, { groups: change.groups ?? user.groups, disabled: change.disabled ?? user.disabled });
+      await this.guardLastAdmin(user, { groups: change.groups ?? user.groups, disabled: change.disabled ?? user.disabled, roles: change.roles ?? user.roles });
       const { password, ...rest } = change;
       const hashedPassword = password ? await passwords.hash(password) : undefined;
       const fields = Object.keys(rest).filter((k) => rest[k as keyof typeof rest] !== undefined);
@@ -352,9 +353,21 @@ export class UserAdmin {
     requireKnownPermissions('extra_permissions', change.extraPermissions, (p) => this.deps.isKnownPermission(p));
   }
 
-  /** Would this change leave INT_ADMIN without an enabled member? Refused (conflict). */
-  private async guardLastAdmin(user: User, next: { groups: string[]; disabled: boolean } | null): Promise<void> {
+  /**
+   * Would this change (null: deleting) leave INT_ADMIN without an enabled member, or the service
+   * without an enabled superadmin (nobody could then grant host access or administer a
+   * protected account through the API, the page or the CLI)? Refused (conflict), saying why.
+   */
+  private async guardLastAdmin(user: User, next: { groups: string[]; disabled: boolean; roles: string[] } | null): Promise<void> {
     if (await this.leavesNoAdmin(user, next)) throw new DomainError('conflict', `${user.username} is the last enabled member of ${ADMIN_GROUP}`);
+    if (!user.roles.includes('superadmin') || user.disabled || (next && next.roles.includes('superadmin') && !next.disabled)) return;
+    const others = (await this.deps.store.listUsers()).filter((u) => u.id !== user.id && !u.disabled && u.roles.includes('superadmin'));
+    if (others.length === 0) {
+      throw new DomainError(
+        'conflict',
+        `${user.username} is the last enabled superadmin: make another account superadmin first (roles: ["superadmin"]), then this one can be ${next ? (next.disabled ? 'disabled' : 'demoted') : 'deleted'}`,
+      );
+    }
   }
 
   private async leavesNoAdmin(user: User, next: { groups: string[]; disabled: boolean } | null): Promise<boolean> {
@@ -375,10 +388,13 @@ export class UserAdmin {
   ): Promise<string[]> {
     const direct = after.extraPermissions ? addedHostPermissions(before.extraPermissions, after.extraPermissions) : [];
     const joined = (after.groups ?? []).filter((g) => !before.groups.includes(g));
-    const viaGroups = joined.length ? hostPermissionsOfGroups(await this.deps.store.groupsNamed(joined), joined) : [];
+    const joinedGroups = joined.length ? (await this.deps.store.groupsNamed(joined)).filter((g) => joined.includes(g.name)) : [];
+    const viaGroups = hostPermissionsOfGroups(joinedGroups, joined);
     const granted = [...new Set([...direct, ...viaGroups])];
-    if (granted.length === 0) return [];
     guardHostBoundary(actor, granted, 'grant permissions that reach the host');
+    const addedExtra = (after.extraPermissions ?? []).filter((p) => !before.extraPermissions.includes(p));
+    guardOwnGrants(actor, [...addedExtra, ...joinedGroups.flatMap((g) => g.permissions)], 'hand out groups and permissions');
+    if (granted.length === 0) return [];
     await this.deps.requireStepUp?.(actor);
     return granted;
   }

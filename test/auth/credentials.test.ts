@@ -31,6 +31,21 @@ describe('credential methods', () => {
       await request(svc.url).get('/api/users').set('X-API-Key', SYSTEM_KEY).expect(200);
     });
 
+    it('tries the system key first over both headers, then user keys: a user key beside it never shadows it', async () => {
+      const u = await makeUser(svc, 'order-user', ['INT_VIEWER']);
+      const key = await makeKey(svc, u.auth);
+      const both = await request(svc.url).get('/api/me').set('X-API-Key', key.token).set('Authorization', `Bearer ${SYSTEM_KEY}`).expect(200);
+      expect(both.body).to.include({ method: 'system_key', is_system: true });
+      // again, with the user key's identity cached from a request of its own
+      await request(svc.url).get('/api/me').set('X-API-Key', key.token).expect(200);
+      const again = await request(svc.url).get('/api/me').set('X-API-Key', key.token).set('Authorization', `Bearer ${SYSTEM_KEY}`).expect(200);
+      expect(again.body.method).to.equal('system_key');
+      // two user keys: X-API-Key's comes first, as before
+      const other = await makeKey(svc, adminAuth());
+      const users = await request(svc.url).get('/api/me').set('X-API-Key', key.token).set('Authorization', `Bearer ${other.token}`).expect(200);
+      expect(users.body).to.include({ method: 'api_key', username: 'order-user' });
+    });
+
     it('an env-set system key is locked in the settings API (409)', async () => {
       const res = await request(svc.url)
         .put('/api/settings/system-api-key')

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import request from 'supertest';
+import BetterSqlite3 from 'better-sqlite3';
 import { VERSION } from '../../src/version.js';
 import { basic, freshDatabase, startService, testEnv, SYSTEM_KEY, type TestDb, type TestService } from '../support/service.js';
 import { startRedis, type TestRedis } from '../support/redis.js';
@@ -584,6 +585,34 @@ describe('CLI backup target and data dir modes', function () {
     expect((await cli(sqliteEnv, ['backup', file])).code).to.equal(0);
     expect(fs.statSync(file).mode & 0o777).to.equal(0o600);
     expect(fs.readdirSync(out).sort()).to.deep.equal(['dangling.sqlite', 'good.sqlite', 'pointing.sqlite']);
+  });
+
+  it('opens no path in the target folder but the target, once: nothing there can be swapped for a link mid-backup', async () => {
+    expect((await cli(sqliteEnv, ['seed'])).code).to.equal(0);
+    const out = fs.mkdtempSync(path.join(dir, 'out-'));
+    fs.chmodSync(out, 0o777);
+    // every name that appears in the folder while the backup runs (a temporary file there could be replaced by another user)
+    const seen = new Set<string>();
+    const watcher = fs.watch(out, (_event, name) => name && seen.add(String(name)));
+    try {
+      const file = path.join(out, 'nightly.sqlite');
+      const run = await cli(sqliteEnv, ['--json', 'backup', file]);
+      expect(run.code, run.stderr).to.equal(0);
+      await new Promise((r) => setTimeout(r, 100));
+      expect([...seen]).to.deep.equal(['nightly.sqlite']);
+      expect(run.json().bytes).to.equal(fs.statSync(file).size);
+      // the copy is a database that opens, with the seeded accounts
+      const copy = new BetterSqlite3(file, { readonly: true, fileMustExist: true });
+      try {
+        expect(copy.prepare("select username from users where username = 'admin'").all()).to.have.length(1);
+      } finally {
+        copy.close();
+      }
+    } finally {
+      watcher.close();
+    }
+    // the private folder it used inside the data dir is gone
+    expect(fs.readdirSync(path.join(dir, 'data')).filter((f) => f.startsWith('.backup-'))).to.deep.equal([]);
   });
 
   it('makes the data dir it creates 0700, and the database and master key 0600', async () => {

@@ -1,11 +1,12 @@
 import { expect } from 'chai';
 import request from 'supertest';
-import { startService, adminAuth, basic, ADMIN, type TestService } from '../support/service.js';
+import { startService, adminAuth, basic, testEnv, ADMIN, SYSTEM_KEY, type TestService } from '../support/service.js';
+import { cli } from '../cli/helpers.js';
 
 describe('IAM model and admin API', () => {
   let svc: TestService;
   before(async () => {
-    svc = await startService();
+    svc = await startService({ env: { SERVICE_SYSTEM_API_KEY: SYSTEM_KEY } });
   });
   after(async () => svc.destroy());
 
@@ -134,6 +135,44 @@ describe('IAM model and admin API', () => {
     await request(svc.url).delete(`/api/users/${root.id}`).set('Authorization', admin()).expect(403);
     // the superadmin itself may
     await request(svc.url).patch(`/api/users/${root.id}`).set('Authorization', basic('root1', 'root1-password')).send({ display_name: 'Root' }).expect(200);
+  });
+
+  it('the last enabled superadmin cannot lose the role, be disabled or deleted, through the API or the CLI; the answer says why', async () => {
+    const sys = { 'X-API-Key': SYSTEM_KEY };
+    const solo = (
+      await request(svc.url)
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'solo-root', password: 'solo-root-password', roles: ['superadmin'], groups: ['INT_VIEWER'] })
+        .expect(201)
+    ).body;
+    // every other superadmin steps down first: solo-root is the last
+    for (const u of (await request(svc.url).get('/api/users').set(sys).expect(200)).body.users) {
+      if (u.id !== solo.id && u.roles.includes('superadmin')) await request(svc.url).patch(`/api/users/${u.id}`).set(sys).send({ roles: [] }).expect(200);
+    }
+    const self = basic('solo-root', 'solo-root-password');
+    const said = /solo-root is the last enabled superadmin: make another account superadmin first/;
+    for (const [req, why] of [
+      [request(svc.url).patch(`/api/users/${solo.id}`).set('Authorization', self).send({ roles: [] }), 'demoted'],
+      [request(svc.url).patch(`/api/users/${solo.id}`).set(sys).send({ disabled: true }), 'disabled'],
+      [request(svc.url).delete(`/api/users/${solo.id}`).set(sys), 'deleted'],
+    ] as const) {
+      const res = await req.expect(409);
+      expect(res.body.error.code).to.equal('conflict');
+      expect(res.body.error.message)
+        .to.match(said)
+        .and.to.match(new RegExp(`can be ${why}$`));
+    }
+    const run = await cli(testEnv(svc.dataDir, svc.databaseUrl), ['user', 'disable', 'solo-root']);
+    expect(run.code).to.equal(1);
+    expect(run.stderr).to.match(said);
+    // with a second superadmin, the first may step down
+    await request(svc.url)
+      .post('/api/users')
+      .set(sys)
+      .send({ username: 'solo-root-2', password: 'solo-root-2-password', roles: ['superadmin'], groups: ['INT_VIEWER'] })
+      .expect(201);
+    await request(svc.url).patch(`/api/users/${solo.id}`).set('Authorization', self).send({ roles: [] }).expect(200);
   });
 
   it('refuses to delete, demote or disable the last enabled member of INT_ADMIN (409)', async () => {

@@ -13,16 +13,17 @@ import { GroupAdmin } from '../../src/iam/groups.js';
 import { KeyAdmin } from '../../src/iam/keys.js';
 import { ApiKeyStore, type ApiKey } from '../../src/auth/api-keys.js';
 import { CLI_ACTOR } from '../../src/iam/policy.js';
-import { DEFAULT_GROUPS, isKnownPermission, CORE_CATALOG } from '../../src/iam/permissions.js';
+import { DEFAULT_GROUPS, grantsInclude, isKnownPermission, CORE_CATALOG } from '../../src/iam/permissions.js';
 import type { Actor } from '../../src/iam/policy.js';
 
-/** A plain administrator as a rule sees one: no service, no credential. */
-const PLAIN: Actor & { ip: string } = {
+/** A plain administrator as a rule sees one: INT_ADMIN's permissions, no credential, no service. */
+const PLAIN: Actor & { ip: string; allows(permission: string): boolean } = {
   username: 'plain',
   userId: '00000000-0000-4000-8000-00000000000a',
   isSystem: false,
   isSuperadmin: false,
   ip: '203.0.113.5',
+  allows: (permission) => grantsInclude(['feature:*', 'api:read', 'api:write'], permission),
 };
 
 /**
