@@ -2352,7 +2352,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.groups, or grants a permission that reaches the host without being a superadmin; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: the caller lacks feature:admin.groups, or grants a permission that reaches the host without being a superadmin, or one the caller does not hold themself; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2510,7 +2510,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.groups, or adds a permission that reaches the host, or renames a group that holds one, without being a superadmin; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: the caller lacks feature:admin.groups, or adds a permission that reaches the host, or renames a group that holds one, without being a superadmin; or adds a permission the caller does not hold themself; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4046,7 +4046,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings; or the default groups or a group mapping hand out host access and the caller is not a superadmin; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: the caller lacks feature:admin.settings; or the default groups or a group mapping hand out host access and the caller is not a superadmin; or they newly hand out a group with a permission the caller does not hold themself; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5183,7 +5183,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.users, or hands out `roles` or permissions that reach the host (directly or through a group) without being a superadmin; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: the caller lacks feature:admin.users, or hands out `roles` or permissions that reach the host (directly or through a group) without being a superadmin; or gives (through `groups` or `extra_permissions`) a permission the caller does not hold themself (no self-escalation); or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5295,7 +5295,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description last administrator */
+            /** @description the last enabled member of INT_ADMIN, or the last enabled superadmin */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5346,7 +5346,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.users, or the change hands out host access or `roles`, or changes an account that reaches the host (or a superadmin or bot account) without being a superadmin, or a scoped API key changes its owner's password or e-mail address; or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: the caller lacks feature:admin.users, or the change hands out host access or `roles`, or changes an account that reaches the host (or a superadmin or bot account) without being a superadmin, or a scoped API key changes its owner's password or e-mail address; or gives (through `groups` or `extra_permissions`) a permission the caller does not hold themself (no self-escalation); or step_up_required: a superadmin must verify the second factor again first; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -5364,7 +5364,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description last administrator */
+            /** @description the last enabled member of INT_ADMIN, or the last enabled superadmin (losing the role or disabled) */
             409: {
                 headers: {
                     [name: string]: unknown;

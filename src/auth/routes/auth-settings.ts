@@ -81,7 +81,7 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
       bodyMode: 'manual',
       responses: {
         200: { description: 'the new settings', schema: authSettingsView },
-        403: 'the caller lacks feature:admin.settings; or the default groups or a group mapping hand out host access and the caller is not a superadmin',
+        403: 'the caller lacks feature:admin.settings; or the default groups or a group mapping hand out host access and the caller is not a superadmin; or they newly hand out a group with a permission the caller does not hold themself',
         409: 'conflict: a field is set in the environment (`details.locked` names them)',
       },
     },

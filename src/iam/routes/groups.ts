@@ -61,7 +61,7 @@ export function groupRoutes(iam: IamComponent): Router {
       body: createGroupSchema,
       responses: {
         201: { description: 'the group', schema: groupView },
-        403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or grants a permission that reaches the host without being a superadmin; ${STEP_UP}`,
+        403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or grants a permission that reaches the host without being a superadmin, or one the caller does not hold themself; ${STEP_UP}`,
         409: 'the name is taken',
       },
     },
@@ -96,7 +96,7 @@ export function groupRoutes(iam: IamComponent): Router {
       body: patchGroupSchema,
       responses: {
         200: { description: 'the group', schema: groupView },
-        403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or adds a permission that reaches the host, or renames a group that holds one, without being a superadmin; ${STEP_UP}`,
+        403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or adds a permission that reaches the host, or renames a group that holds one, without being a superadmin; or adds a permission the caller does not hold themself; ${STEP_UP}`,
         404: 'no such group',
         409: 'built-in group or name taken',
       },

@@ -50,7 +50,7 @@ export function userRoutes(iam: IamComponent): Router {
       body: createUserSchema,
       responses: {
         201: { description: 'the user', schema: userView },
-        403: `forbidden: the caller lacks ${ADMIN_USERS}, or hands out \`roles\` or permissions that reach the host (directly or through a group) without being a superadmin; ${HOST_REFUSAL}`,
+        403: `forbidden: the caller lacks ${ADMIN_USERS}, or hands out \`roles\` or permissions that reach the host (directly or through a group) without being a superadmin; or gives (through \`groups\` or \`extra_permissions\`) a permission the caller does not hold themself (no self-escalation); ${HOST_REFUSAL}`,
         409: 'the username is taken',
       },
     },
@@ -88,9 +88,9 @@ export function userRoutes(iam: IamComponent): Router {
       body: patchUserSchema,
       responses: {
         200: { description: 'the user', schema: userView },
-        403: `forbidden: the caller lacks ${ADMIN_USERS}, or the change hands out host access or \`roles\`, or changes an account that reaches the host (or a superadmin or bot account) without being a superadmin, or a scoped API key changes its owner's password or e-mail address; ${HOST_REFUSAL}`,
+        403: `forbidden: the caller lacks ${ADMIN_USERS}, or the change hands out host access or \`roles\`, or changes an account that reaches the host (or a superadmin or bot account) without being a superadmin, or a scoped API key changes its owner's password or e-mail address; or gives (through \`groups\` or \`extra_permissions\`) a permission the caller does not hold themself (no self-escalation); ${HOST_REFUSAL}`,
         404: 'no such user',
-        409: 'last administrator',
+        409: 'the last enabled member of INT_ADMIN, or the last enabled superadmin (losing the role or disabled)',
       },
     },
     async (ctx, { params, body }) => {
@@ -110,7 +110,7 @@ export function userRoutes(iam: IamComponent): Router {
         204: 'deleted',
         403: `forbidden: the caller lacks ${ADMIN_USERS}, or deletes an account that reaches the host (or a superadmin or bot account) without being a superadmin; ${HOST_REFUSAL}`,
         404: 'no such user',
-        409: 'last administrator',
+        409: 'the last enabled member of INT_ADMIN, or the last enabled superadmin',
       },
     },
     async (ctx, { params }) => {
