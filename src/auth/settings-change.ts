@@ -4,6 +4,7 @@ import { guardHostBoundary, guardOwnGrants, hostAccessOf, hostPermissionsOfGroup
 import type { IamStore } from '../iam/store.js';
 import type { CommandPath } from '../iam/commands.js';
 import { buildProviders } from './chain.js';
+import { parseDuration } from '../settings-table.js';
 import type { LocalProvider } from './providers/local.js';
 import type { AuthSettings, AuthSettingsStore } from './settings.js';
 
@@ -45,15 +46,41 @@ const IDENTITY_FIELDS: Record<string, (field: string) => boolean> = {
 async function guardLinkedAccounts(store: IamStore, actor: Actor, changed: string[]): Promise<void> {
   for (const [provider, decides] of Object.entries(IDENTITY_FIELDS)) {
     if (!changed.some(decides)) continue;
-    const linked = await store.usersLinkedTo(provider);
-    if (linked.length === 0) continue;
-    const groups = await store.groupsNamed([...new Set(linked.flatMap((u) => u.groups))]);
-    const held = linked.filter((u) => hostAccessOf(u, groups).length > 0);
-    guardHostBoundary(
-      actor,
-      held.map((u) => `the ${provider} login of ${u.username}`),
-      `repoint the ${provider} provider while accounts that reach the host sign in through it`,
-    );
+    guardHostBoundary(actor, await hostLoginsOf(store, provider), `repoint the ${provider} provider while accounts that reach the host sign in through it`);
+  }
+}
+
+/** The logins through `provider` of accounts that reach the host (or hold a protected role), as a refusal names them. */
+async function hostLoginsOf(store: IamStore, provider: string): Promise<string[]> {
+  const linked = await store.usersLinkedTo(provider);
+  if (linked.length === 0) return [];
+  const groups = await store.groupsNamed([...new Set(linked.flatMap((u) => u.groups))]);
+  return linked.filter((u) => hostAccessOf(u, groups).length > 0).map((u) => `the ${provider} login of ${u.username}`);
+}
+
+/**
+ * The settings that protect accounts reaching the host: a second factor required of their
+ * groups, and the directory re-check of those that sign in through LDAP (an account that left the
+ * directory loses its sessions and keys). Weakening either (a host group no longer required,
+ * the re-check off or less frequent while such accounts are linked) is a trusted actor's change;
+ * the route asks for step-up as for every settings change.
+ */
+async function guardHostProtections(store: IamStore, actor: Actor, before: AuthSettings, after: AuthSettings, changed: string[]): Promise<void> {
+  if (changed.includes('mfa_required_groups')) {
+    const dropped = before.mfaRequiredGroups.filter((g) => !after.mfaRequiredGroups.includes(g));
+    const host = dropped.length ? hostPermissionsOfGroups(await store.groupsNamed(dropped), dropped) : [];
+    guardHostBoundary(actor, host.length ? dropped : [], 'stop requiring a second factor of a group that reaches the host');
+  }
+  if (changed.includes('ldap_recheck_interval')) {
+    const was = parseDuration(before.ldap.recheckInterval) ?? 0;
+    const now = parseDuration(after.ldap.recheckInterval) ?? 0;
+    if (was !== 0 && (now === 0 || now > was)) {
+      guardHostBoundary(
+        actor,
+        await hostLoginsOf(store, 'ldap'),
+        'turn the directory re-check off or make it less frequent while accounts that reach the host sign in through LDAP',
+      );
+    }
   }
 }
 
@@ -93,7 +120,10 @@ export async function changeAuthSettings(
         (await deps.store.groupsNamed(handedNow)).flatMap((g) => g.permissions),
         'have a login hand out groups',
       );
-    if (!isTrusted(actor)) await guardLinkedAccounts(deps.store, actor, Object.keys(changes));
+    if (!isTrusted(actor)) {
+      await guardLinkedAccounts(deps.store, actor, Object.keys(changes));
+      await guardHostProtections(deps.store, actor, before, settings, Object.keys(changes));
+    }
     const { errors } = buildProviders(settings, deps.local, deps.log);
     if (errors.length) {
       const problems = errors.map((e) => ({ field: e.provider, message: e.message }));

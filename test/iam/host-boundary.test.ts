@@ -172,6 +172,40 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
       .expect(200);
   });
 
+  it('weakening what protects host accounts is for trusted actors: the second factor of host groups, the directory re-check', async () => {
+    await api()
+      .patch('/api/settings/auth')
+      .set(sys)
+      .send({ mfa_required_groups: ['runners', 'INT_VIEWER'] })
+      .expect(200);
+    await svc.service.iam.store.linkIdentity(ids.operator, 'ldap', 'uid=operator,ou=people,dc=example,dc=org');
+    try {
+      const refused = await api()
+        .patch('/api/settings/auth')
+        .set('Authorization', plain)
+        .send({ mfa_required_groups: ['INT_VIEWER'] })
+        .expect(403);
+      expect(refused.body.error.message).to.match(/only a superadmin may stop requiring a second factor of a group that reaches the host \(runners\)/);
+      for (const interval of ['0', '2h']) {
+        const res = await api().patch('/api/settings/auth').set('Authorization', plain).send({ ldap_recheck_interval: interval }).expect(403);
+        expect(res.body.error.message).to.match(/only a superadmin may turn the directory re-check off or make it less frequent.*the ldap login of operator/);
+      }
+      // requiring more, checking more often, and a group that does not reach the host stay open
+      await api()
+        .patch('/api/settings/auth')
+        .set('Authorization', plain)
+        .send({ mfa_required_groups: ['runners'] })
+        .expect(200);
+      await api().patch('/api/settings/auth').set('Authorization', plain).send({ ldap_recheck_interval: '5m' }).expect(200);
+      await api().patch('/api/settings/auth').set(sys).send({ ldap_recheck_interval: '0' }).expect(200);
+      const events = await svc.service.db('audit_events').where({ action: 'settings.changed', outcome: 'denied', actor_username: 'plainadmin' });
+      expect(events.length).to.be.greaterThan(0);
+    } finally {
+      await svc.service.db('user_identities').where({ user_id: ids.operator, provider: 'ldap' }).delete();
+      await api().patch('/api/settings/auth').set(sys).send({ mfa_required_groups: null, ldap_recheck_interval: null }).expect(200);
+    }
+  });
+
   it('while an account that reaches the host signs in through a provider, only a trusted actor repoints that provider', async () => {
     // operator (in runners) has a directory identity: a directory of the attacker's own with
     // the same DN would sign in as operator
