@@ -61,6 +61,7 @@ export function buildCore(o: CoreOptions): Core {
     webhookSecret: config.scmWebhookSecret,
     webhookForgeSecrets: config.scmWebhookForgeSecrets,
     commands: iam.commands,
+    wrongSignatures: auth.gate,
     retention: { retentionMs: config.notificationRetentionMs, maxPerUser: config.notificationMaxPerUser },
     // without Redis: what another process commits (the CLI, another instance) reaches this one's clients within about a second
     followDatabase: !config.redisUrl,

@@ -101,10 +101,15 @@ export function lockedOut(retryAfter: number, recorded = true): DomainError {
  * when it names an attempt, else by the transport that answers it. A new secret check is a call
  * of check(); nothing else takes a budget.
  */
+/** Wrong webhook signatures an address may send a minute (the bucket's depth too) before 429. */
+export const WRONG_UNNAMED_PER_MINUTE = 20;
+
 export class AttemptGate {
   private readonly addresses: AttemptLimiter;
   /** per login name: one name's devices cannot flood the priority lane */
   private readonly devices: AttemptLimiter;
+  /** per address: wrong secrets that name no account (a webhook's signature), only those counted */
+  private readonly wrongUnnamed = new AttemptLimiter(WRONG_UNNAMED_PER_MINUTE);
   readonly cookies: DeviceCookies;
 
   constructor(private readonly deps: AttemptGateDeps) {
@@ -161,6 +166,20 @@ export class AttemptGate {
     const wait = this.addresses.take(ip);
     if (wait > 0 && attempt) this.failed({ ...attempt, ip }, 'rate_limited');
     return wait;
+  }
+
+  /**
+   * A secret that names no account (a webhook delivery's signature): 0 when `ip` may present
+   * one now, else the seconds until it may. Only wrong ones count (wrongSecret()), so a forge
+   * that signs right is never held back by a flood from elsewhere.
+   */
+  mayPresent(ip: string): number {
+    return this.wrongUnnamed.peek(ip);
+  }
+
+  /** A wrong secret that names no account, from `ip`: spends that address's budget for them. */
+  wrongSecret(ip: string): void {
+    this.wrongUnnamed.take(ip);
   }
 
   /** A refusal or failure: one log line (fail2ban-style tools match on it) and one audit event. */

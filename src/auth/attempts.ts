@@ -34,6 +34,15 @@ export class AttemptLimiter {
     private readonly maxAddresses = 50_000,
   ) {}
 
+  /** 0 when one more check could run now (nothing is counted), else the seconds until one could. */
+  peek(address: string, now = Date.now()): number {
+    const b = this.buckets.get(address);
+    if (!b) return 0;
+    const rate = this.perMinute / 60_000;
+    const tokens = Math.min(this.perMinute, b.tokens + (now - b.at) * rate);
+    return tokens >= 1 ? 0 : Math.max(1, Math.ceil((1 - tokens) / rate / 1000));
+  }
+
   /** 0 when one more check may run now (it is counted), else the seconds until one may. */
   take(address: string, now = Date.now()): number {
     const rate = this.perMinute / 60_000;

@@ -3584,7 +3584,17 @@ export interface operations {
             };
             403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
-            429: components["responses"]["TooManyRequests"];
+            /** @description this address sent too many deliveries with a wrong signature (20 a minute): nothing is read until it may again */
+            429: {
+                headers: {
+                    /** @description seconds */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
             /** @description unavailable: no webhook secret verifies the forge's deliveries (or none is configured at all); or booting, or the database is not reachable */

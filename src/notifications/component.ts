@@ -6,7 +6,7 @@ import type { NotifyPayload } from '../bus/events.js';
 import type { Logger } from '../log.js';
 import { NotificationsService } from './service.js';
 import { notificationRoutes } from './routes.js';
-import { ScmWebhook, webhookRoutes, webhookSecretRoutes } from './webhook.js';
+import { ScmWebhook, webhookRoutes, webhookSecretRoutes, type ScmWebhookDeps } from './webhook.js';
 import { WebhookSecrets, type SecretStore } from './webhook-secrets.js';
 import { NotifyError, type UserDirectory } from './types.js';
 import { NotificationChannels } from './channels.js';
@@ -28,6 +28,8 @@ export interface NotificationsDeps {
   retention: RetentionOptions;
   /** webhook secret changes and refused deliveries are audit events */
   commands: CommandPath;
+  /** the attempt gate's budget of wrong webhook signatures per address */
+  wrongSignatures?: ScmWebhookDeps['wrongSignatures'];
   /**
    * no bus bridge carries other processes' pushes (SERVICE_REDIS_URL unset): look in the
    * database for what they committed (FOLLOW_EVERY_MS)
@@ -67,7 +69,14 @@ export class NotificationsComponent {
       envForgeSecrets: deps.webhookForgeSecrets ?? {},
       commands: deps.commands,
     });
-    this.webhook = new ScmWebhook({ db, log: webhookLog, notifications: this.service, secrets: this.webhookSecrets, commands: deps.commands });
+    this.webhook = new ScmWebhook({
+      db,
+      log: webhookLog,
+      notifications: this.service,
+      secrets: this.webhookSecrets,
+      commands: deps.commands,
+      wrongSignatures: deps.wrongSignatures,
+    });
     this.detach.push(
       bus.on('iam:ready', () => {
         this.service.setReady();

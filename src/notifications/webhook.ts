@@ -10,7 +10,7 @@ import { FORGE_NAME, SCM_PROVIDERS, forgeRefusal, forgeSecretKey, keyOf, type We
 
 export { SCM_PROVIDERS, WEBHOOK_SECRET_KEY, WEBHOOK_SECRET_NAMESPACE, forgeSecretKey } from './webhook-secrets.js';
 import type { CommandPath } from '../iam/commands.js';
-import { DomainError, fieldError } from '../errors.js';
+import { DomainError, fieldError, markRecorded } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
 import {
   DELIVERY_ID,
@@ -40,6 +40,8 @@ export interface ScmWebhookDeps {
   secrets: WebhookSecrets;
   /** refused deliveries are audit events */
   commands?: CommandPath;
+  /** the attempt gate's budget of wrong signatures per address (src/auth/attempt-gate.ts) */
+  wrongSignatures?: { mayPresent(ip: string): number; wrongSecret(ip: string): void };
 }
 
 class DuplicateDelivery extends Error {}
@@ -89,21 +91,36 @@ export class ScmWebhook {
 
   /** Handles one delivery (receiveChecked); a delivery refused for its signature or secret is an audit event. */
   async receive(headers: Record<string, string | string[] | undefined>, rawBody: Buffer, ip: string | null = null): Promise<DeliveryOutcome> {
+    const budget = ip ? this.deps.wrongSignatures : undefined;
+    const wait = budget?.mayPresent(ip!) ?? 0;
+    if (wait > 0) {
+      // an address that sent too many wrong signatures: nothing is verified (the trail coalesces the repeats)
+      this.rejected(headers, ip, 'too many deliveries with a wrong signature from this address');
+      const refusal = new DomainError('rate_limited', 'too many deliveries with a wrong signature: try again later', { retry_after: wait }, wait);
+      markRecorded(refusal);
+      throw refusal;
+    }
     try {
       return await this.receiveChecked(headers, rawBody);
     } catch (err) {
       if (err instanceof DomainError && err.code === 'unauthorized') {
-        const forge = detectScmRequest(headers)?.provider ?? null;
-        this.deps.commands?.record({
-          action: 'webhook.rejected',
-          actor: { user_id: null, username: forge ? `webhook:${forge}` : 'webhook', method: 'webhook', ip },
-          target: { type: 'webhook', id: forge, name: forge ? FORGE_NAME[forge] : null },
-          outcome: 'denied',
-          details: { reason: err.message },
-        });
+        budget?.wrongSecret(ip!);
+        this.rejected(headers, ip, err.message);
       }
       throw err;
     }
+  }
+
+  /** A delivery refused before it was read: one audit event (the trail coalesces repeats into one with a count). */
+  private rejected(headers: Record<string, string | string[] | undefined>, ip: string | null, reason: string): void {
+    const forge = detectScmRequest(headers)?.provider ?? null;
+    this.deps.commands?.record({
+      action: 'webhook.rejected',
+      actor: { user_id: null, username: forge ? `webhook:${forge}` : 'webhook', method: 'webhook', ip },
+      target: { type: 'webhook', id: forge, name: forge ? FORGE_NAME[forge] : null },
+      outcome: 'denied',
+      details: { reason },
+    });
   }
 
   private async receiveChecked(headers: Record<string, string | string[] | undefined>, rawBody: Buffer): Promise<DeliveryOutcome> {
@@ -317,6 +334,10 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
         202: { description: 'accepted (`notification_id`: the notification broadcast) or ignored (`reason`)', schema: deliveryTakenView },
         400: 'validation_failed: no (or an unreadable) event header, or X-Gitlab-Event with X-GitHub-Event; no delivery id from Gitea or GitHub; a body that is not a JSON object; or an event payload without a field it needs (details name the header or field)',
         401: 'bad or missing signature, or one made with a secret GitLab sends in clear',
+        429: {
+          description: 'this address sent too many deliveries with a wrong signature (20 a minute): nothing is read until it may again',
+          headers: { 'Retry-After': 'seconds' },
+        },
         503: {
           description:
             "unavailable: no webhook secret verifies the forge's deliveries (or none is configured at all); or booting, or the database is not reachable",
