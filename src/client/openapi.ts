@@ -312,7 +312,7 @@ export interface paths {
         put?: never;
         /**
          * Create an API key
-         * @description The token is in this answer only. `scopes` limits the key to these permissions (within the owner's); a key created with a scoped key must be scoped within it. A key outlives its session and needs no second factor: from a web session of an account with one, the factor must have been verified lately (step-up).
+         * @description The token is in this answer only. `scopes` limits the key to these permissions (within the owner's); a key created with a scoped key must be scoped within it. A key outlives its session and needs no second factor: for an account with one, keys are issued from a web session whose factor was verified lately (step-up), never with an API key (a narrower one neither).
          *
          *     Requires an authenticated caller.
          *
@@ -340,6 +340,28 @@ export interface paths {
          * @description Requires an authenticated caller.
          */
         delete: operations["deleteApiMeApiKeysId"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/me/api-keys/revoke-before-factor": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke my API keys issued before my second factor
+         * @description Revokes, in one step, the live API keys the enrolment answers listed as `keys_before_factor`: those issued before your oldest second factor, which never passed it (each revocation is its own `key.revoked` event, and keys minted with one end with it). Nothing to revoke answers 0.
+         *
+         *     Requires an authenticated caller.
+         */
+        post: operations["postApiMeApiKeysRevokeBeforeFactor"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -428,7 +450,7 @@ export interface paths {
         put?: never;
         /**
          * Confirm the authenticator app with a code: it becomes active
-         * @description A first second factor ends your other web sessions (this one stays).
+         * @description A first second factor ends your other web sessions (this one stays). API keys issued before your oldest factor keep working: `keys_before_factor` lists them, for `POST /api/me/api-keys/revoke-before-factor`.
          *
          *     Requires an authenticated caller.
          *
@@ -452,7 +474,7 @@ export interface paths {
         put?: never;
         /**
          * Register a passkey or security key
-         * @description Verifies the answer of `startRegistration()` to the options of `POST /api/me/mfa/webauthn/options` (same session) and keeps the key. When it is your first second factor, the answer also carries ten recovery codes, shown this once, and your other web sessions end (this one stays).
+         * @description Verifies the answer of `startRegistration()` to the options of `POST /api/me/mfa/webauthn/options` (same session) and keeps the key. When it is your first second factor, the answer also carries ten recovery codes, shown this once, and your other web sessions end (this one stays). API keys issued before your oldest factor keep working: `keys_before_factor` lists them, for `POST /api/me/api-keys/revoke-before-factor`.
          *
          *     Requires an authenticated caller.
          *
@@ -2723,7 +2745,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the system key owns no keys; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: the system key owns no keys; or an API key of an account with a second factor (issue keys from a signed-in session that verified it lately); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2772,6 +2794,44 @@ export interface operations {
             };
             /** @description no such key of mine */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    postApiMeApiKeysRevokeBeforeFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description how many keys were revoked */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the keys revoked now */
+                        revoked: number;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the system key owns no keys; or not a web session (an API key or Basic); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2999,13 +3059,18 @@ export interface operations {
             };
         };
         responses: {
-            /** @description ten recovery codes, shown this once */
+            /** @description ten recovery codes, shown this once, and the keys issued before any factor */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["RecoveryCodes"];
+                    "application/json": {
+                        /** @description shown this once: each works once */
+                        recovery_codes: string[];
+                        /** @description your live API keys issued before your oldest second factor (never a token), newest first; empty when none */
+                        keys_before_factor: components["schemas"]["ApiKey"][];
+                    };
                 };
             };
             /** @description validation_failed: the body is invalid, or `code` is not the current code of the app */
@@ -3078,6 +3143,8 @@ export interface operations {
                         last_used_at: string | null;
                         /** @description only when this passkey is your first second factor: ten recovery codes, shown this once */
                         recovery_codes?: string[];
+                        /** @description your live API keys issued before your oldest second factor (never a token), newest first; empty when none */
+                        keys_before_factor: components["schemas"]["ApiKey"][];
                     };
                 };
             };
@@ -4879,6 +4946,11 @@ export interface operations {
                                 [key: string]: string;
                             };
                         };
+                        /**
+                         * @description present when the caller holds no socket:container permission: every host path is then empty (mounts) or null
+                         * @constant
+                         */
+                        host_paths_hidden?: true;
                     };
                 };
             };
@@ -4926,6 +4998,11 @@ export interface operations {
                     "application/json": {
                         /** @description the host path of the data dir; null when the service does not run in a container of this daemon */
                         storage_root: string | null;
+                        /**
+                         * @description present when the caller holds no socket:container permission: every host path is then empty (mounts) or null
+                         * @constant
+                         */
+                        host_paths_hidden?: true;
                     };
                 };
             };

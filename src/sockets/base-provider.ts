@@ -57,6 +57,12 @@ export interface ProviderOperation<A = unknown> {
   permissionsFor?(args: A): string[];
   run(args: A): Promise<unknown>;
   /**
+   * What a caller sees of the result, by the permissions it holds (`may`): a read open to
+   * anyone that shows host paths only to those who administer the provider. Absent: the result
+   * as it is. The core's own requests on the bus see everything.
+   */
+  shownTo?(result: unknown, may: (permission: string) => boolean): unknown;
+  /**
    * joi schema of what `run` resolves to: the `result` of its socket:response, and the 200 body
    * its HTTP route documents (every key the result may leave out says `.optional()`)
    */

@@ -194,7 +194,8 @@ export class SocketRequests {
       if (needsAvailable && !(await needsAvailable())) {
         return fail('unavailable', `socket provider ${providerName} is not available`);
       }
-      const result = await op.run(checked.value);
+      const answer = await op.run(checked.value);
+      const result = op.shownTo && caller !== TRUSTED_CALLER ? op.shownTo(answer, (p) => allows(caller, p)) : answer;
       return mark({ ...base, ok: true, result, error: null });
     } catch (err) {
       if (err instanceof SocketError) return fail(err.code, err.message, err.details);

@@ -19,6 +19,7 @@ import {
   primaryName,
   realpathOrSelf,
   RESULTS,
+  HIDE_HOST_PATHS,
   RUNNER_LABEL,
   SPAWN_PERMISSION,
   type CleanupOptions,
@@ -121,23 +122,26 @@ export class ContainerProvider extends SocketProvider {
     this.availabilityCheckedAt = Date.now();
   }
 
-  /** The daemon's last health answer: shared while asked, then kept as long as its availability. */
-  private health: { answer: Promise<Record<string, unknown>>; until: number } | null = null;
+  /** The daemon's last answers to the reads open to anyone, by operation: shared while asked, then kept as long as its availability. */
+  private readonly answers = new Map<string, { answer: Promise<unknown>; until: number }>();
 
   /**
-   * Health as the `health` operation serves it, to anyone (over HTTP too): each answer costs the
-   * daemon two calls (version and info), so it is asked at most once per availabilityTtlMs (2 s)
-   * and callers meanwhile share that one call. health_check() itself always asks.
+   * A read open to anyone (over HTTP too: health, mounts): each answer costs the daemon calls, so
+   * it is asked at most once per availabilityTtlMs (2 s) and callers meanwhile share that one
+   * call; anonymous requests cannot make the daemon work per request. The operations themselves
+   * (health_check(), get_mounts()) always ask.
    */
-  private async sharedHealth(): Promise<Record<string, unknown>> {
-    if (!this.health || Date.now() >= this.health.until) {
-      const entry = { answer: this.health_check(), until: Infinity };
-      const keep = () => void (entry.until = Date.now() + this.availabilityTtlMs);
-      entry.answer.then(keep, keep);
-      this.health = entry;
+  private async shared<T>(name: string, ask: () => Promise<T>): Promise<T> {
+    let entry = this.answers.get(name);
+    if (!entry || Date.now() >= entry.until) {
+      const fresh = { answer: ask() as Promise<unknown>, until: Infinity };
+      const keep = () => void (fresh.until = Date.now() + this.availabilityTtlMs);
+      fresh.answer.then(keep, keep);
+      this.answers.set(name, fresh);
+      entry = fresh;
     }
     // a copy each: no caller can change what the next one is told
-    return structuredClone(await this.health.answer);
+    return structuredClone(await entry.answer) as T;
   }
 
   override async health_check(): Promise<Record<string, unknown>> {
@@ -274,7 +278,7 @@ export class ContainerProvider extends SocketProvider {
         schema: NO_ARGS,
         permission: null,
         requires_available: false,
-        run: () => this.sharedHealth(),
+        run: () => this.shared('health', () => this.health_check()),
         result: RESULTS.health,
         http: {
           method: 'GET',
@@ -285,7 +289,8 @@ export class ContainerProvider extends SocketProvider {
       mounts: {
         schema: NO_ARGS,
         permission: null,
-        run: () => this.get_mounts(),
+        run: () => this.shared('mounts', () => this.get_mounts()),
+        shownTo: HIDE_HOST_PATHS.mounts,
         result: RESULTS.mounts,
         http: { method: 'GET', summary: 'Container mount mappings', response: 'the mounts of each running container' },
       },
@@ -293,6 +298,7 @@ export class ContainerProvider extends SocketProvider {
         schema: NO_ARGS,
         permission: null,
         run: async () => ({ storage_root: await this.detect_storage_root() }),
+        shownTo: HIDE_HOST_PATHS.storage_root,
         result: RESULTS.storage_root,
         http: { method: 'GET', summary: 'The host storage root as seen inside containers', response: 'the storage root' },
       },
@@ -300,6 +306,7 @@ export class ContainerProvider extends SocketProvider {
         schema: RESOLVE_MOUNTS_ARGS,
         permission: null,
         run: (a: { targets: string[] }) => this.resolve_mounts(a.targets),
+        shownTo: HIDE_HOST_PATHS.resolve_mounts,
         result: RESULTS.resolve_mounts,
       },
       runners: {

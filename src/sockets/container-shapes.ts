@@ -189,6 +189,35 @@ export function daemonFailure(err: unknown, what: string): { down: boolean; erro
 /** What the container provider's operations answer (their `result`; the HTTP routes' 200 bodies). */
 const containerRef = { id: Joi.string(), name: Joi.string() };
 
+/** The container provider's permissions: holding any of them shows host paths in its open reads. */
+const CONTAINER_ADMIN = [SPAWN_PERMISSION, MOUNT_RW_PERMISSION, 'socket:container:cleanup'];
+
+const HOST_PATHS_HIDDEN = Joi.boolean()
+  .valid(true)
+  .optional()
+  .description('present when the caller holds no socket:container permission: every host path is then empty (mounts) or null');
+
+const mapValues = <T, U>(o: Record<string, T>, f: (v: T) => U): Record<string, U> => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, f(v)]));
+
+/**
+ * The open reads of the container provider (mounts, storage root, resolved mounts) as a caller
+ * without a socket:container permission sees them: the same shape, every host path hidden (a
+ * host's directory layout is for those who administer its containers).
+ */
+export const HIDE_HOST_PATHS = {
+  mounts: (r: unknown, may: (p: string) => boolean) => {
+    if (CONTAINER_ADMIN.some(may)) return r;
+    const { mounts } = r as { mounts: Record<string, Record<string, string>> };
+    return { mounts: mapValues(mounts, (byDest) => mapValues(byDest, () => '')), host_paths_hidden: true };
+  },
+  storage_root: (r: unknown, may: (p: string) => boolean) => (CONTAINER_ADMIN.some(may) ? r : { storage_root: null, host_paths_hidden: true }),
+  resolve_mounts: (r: unknown, may: (p: string) => boolean) => {
+    if (CONTAINER_ADMIN.some(may)) return r;
+    const answer = r as { in_container: boolean; container_id: string | null; resolved: Record<string, string | null> };
+    return { ...answer, resolved: mapValues(answer.resolved, () => null), host_paths_hidden: true };
+  },
+};
+
 export const RESULTS = {
   health: Joi.object({
     healthy: Joi.boolean(),
@@ -202,14 +231,17 @@ export const RESULTS = {
     mounts: Joi.object()
       .pattern(Joi.string(), Joi.object().pattern(Joi.string(), Joi.string().allow('')).description('{<destination>: <source>}'))
       .description('the running containers by id'),
+    host_paths_hidden: HOST_PATHS_HIDDEN,
   }),
   storage_root: Joi.object({
     storage_root: Joi.string().allow(null).description('the host path of the data dir; null when the service does not run in a container of this daemon'),
+    host_paths_hidden: HOST_PATHS_HIDDEN,
   }),
   resolve_mounts: Joi.object({
     in_container: Joi.boolean(),
     container_id: Joi.string().allow(null),
     resolved: Joi.object().pattern(Joi.string(), Joi.string().allow(null)).description('{<target>: <host path> | null}'),
+    host_paths_hidden: HOST_PATHS_HIDDEN,
   }),
   runners: Joi.object({
     runners: Joi.array().items(Joi.object({ ...containerRef, state: Joi.string(), created_at: Joi.string().isoDate(), image: Joi.string() })),

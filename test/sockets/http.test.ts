@@ -122,7 +122,40 @@ describe('socket HTTP API', function () {
     const m = (await request(svc.url).get('/api/socket/container/mounts').set('Authorization', viewer).expect(200)).body;
     expect(m.mounts).to.be.an('object');
     const s = (await request(svc.url).get('/api/socket/container/storage-root').expect(200)).body;
-    expect(s).to.deep.equal({ storage_root: null });
+    expect(s).to.deep.equal({ storage_root: null, host_paths_hidden: true });
+    const o = (await request(svc.url).get('/api/socket/container/storage-root').set('Authorization', operator).expect(200)).body;
+    expect(o).to.deep.equal({ storage_root: null });
+  });
+
+  it('mounts: an open read the daemon answers once per 2 s, host paths shown only to holders of a container permission', async () => {
+    const hostDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-mount-src-'));
+    try {
+      const c = await dockerd.docker.createContainer({
+        name: 'runner-mounted-1',
+        Image: TEST_IMAGE,
+        Labels: { [RUNNER_LABEL]: 'true' },
+        Cmd: ['sleep', '300'],
+        HostConfig: { NetworkMode: 'none', Binds: [`${hostDir}:/work:ro`] },
+      });
+      await c.start();
+      // the first answer after the start (any kept one is at most 2 s old)
+      await new Promise((r) => setTimeout(r, 2100));
+      const anonymous = (await request(svc.url).get('/api/socket/container/mounts').expect(200)).body;
+      expect(anonymous.host_paths_hidden).to.equal(true);
+      expect(anonymous.mounts[c.id]).to.deep.equal({ '/work': '' });
+      const shown = (await request(svc.url).get('/api/socket/container/mounts').set('Authorization', operator).expect(200)).body;
+      expect(shown).not.to.have.property('host_paths_hidden');
+      expect(shown.mounts[c.id]).to.deep.equal({ '/work': hostDir });
+      expect((await request(svc.url).get('/api/socket/container/mounts').set('Authorization', viewer).expect(200)).body.host_paths_hidden).to.equal(true);
+      // kept: a container started now is not in the answers of the next moments, then it is
+      const later = await create('runner-mounted-2');
+      const cached = (await request(svc.url).get('/api/socket/container/mounts').expect(200)).body;
+      expect(cached.mounts).not.to.have.property(later);
+      await new Promise((r) => setTimeout(r, 2100));
+      expect((await request(svc.url).get('/api/socket/container/mounts').expect(200)).body.mounts).to.have.property(later);
+    } finally {
+      fs.rmSync(hostDir, { recursive: true, force: true });
+    }
   });
 
   it('cleanup: 401 without identity, 403 without the permission, removes only prefixed containers with it', async () => {
