@@ -23,17 +23,6 @@ import { reachesHost, type Actor } from './iam/policy.js';
 
 const isActor = (v: object): v is Actor => typeof (v as Actor).username === 'string' && typeof (v as Actor).isSystem === 'boolean';
 
-/** Operation args as an audit event keeps them: what was asked, but never values that may be secrets (environments, tokens), at any depth. */
-function withoutSecrets(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(withoutSecrets);
-  if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(
-    Object.entries(value as Record<string, unknown>).map(([k, v]) => [
-      k,
-      /env|secret|password|passwd|token|key|credential|auth|cookie/i.test(k) ? '[not recorded]' : withoutSecrets(v),
-    ]),
-  );
-}
 import { userRoutes } from './iam/routes/users.js';
 import { groupRoutes } from './iam/routes/groups.js';
 import { auditRoutes } from './iam/routes/audit.js';
@@ -124,7 +113,7 @@ export class Service {
           actor,
           target: { type: 'socket', id: e.operation, name: e.provider },
           outcome: e.outcome,
-          details: { args: withoutSecrets(e.args), ...(e.error ? { error: e.error.code } : {}) },
+          details: { args: e.args, ...(e.error ? { error: e.error.code } : {}) },
         });
       },
     });

@@ -57,6 +57,12 @@ export interface ProviderOperation<A = unknown> {
   permissionsFor?(args: A): string[];
   run(args: A): Promise<unknown>;
   /**
+   * What the audit trail keeps of the validated args of a privileged operation: an allow-list,
+   * with names, counts or digests where a value could hold a secret (an environment, a command
+   * line, a label). Absent: the names of the args only.
+   */
+  audited?(args: A): Record<string, unknown>;
+  /**
    * What a caller sees of the result, by the permissions it holds (`may`): a read open to
    * anyone that shows host paths only to those who administer the provider. Absent: the result
    * as it is. The core's own requests on the bus see everything.

@@ -172,7 +172,7 @@ export class SocketRequests {
     if (op.permission !== null && !allows(caller, op.permission)) return fail('forbidden', `missing permission ${op.permission}`);
 
     const checked = op.schema.validate(req.args, ARGS_OPTIONS);
-    if (privileged && !checked.error) privileged = { args: checked.value as Record<string, unknown> };
+    if (privileged && !checked.error) privileged = { args: op.audited ? op.audited(checked.value) : { fields: Object.keys(checked.value ?? {}) } };
     if (checked.error) {
       const problems = fieldErrorsOf(checked.error);
       return fail('invalid_args', fieldErrorsText(problems), problems);
@@ -245,6 +245,8 @@ export class SocketRequests {
         permission: 'socket:mounts:repair',
         capability: 'can_repair_permissions',
         run: ({ target_dir, ...options }) => guardian.repair(target_dir, options),
+        // a path, a mode, ids and a flag: nothing secret
+        audited: (a) => ({ ...a }),
         result: repairResult,
       });
     }

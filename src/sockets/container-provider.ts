@@ -20,6 +20,7 @@ import {
   realpathOrSelf,
   RESULTS,
   HIDE_HOST_PATHS,
+  auditedSpawn,
   RUNNER_LABEL,
   SPAWN_PERMISSION,
   type CleanupOptions,
@@ -319,6 +320,8 @@ export class ContainerProvider extends SocketProvider {
         schema: cleanup,
         permission: 'socket:container:cleanup',
         run: (a: { prefix: string; max_age_minutes: number; dry_run: boolean }) => this.cleanup_stale(a.prefix, a.max_age_minutes, { dry_run: a.dry_run }),
+        // a prefix, an age and a flag: nothing secret
+        audited: (a: object) => ({ ...a }),
         result: RESULTS.cleanup,
         http: {
           method: 'POST',
@@ -332,6 +335,7 @@ export class ContainerProvider extends SocketProvider {
         permission: SPAWN_PERMISSION,
         permissionsFor: (a: SpawnRequest) => (a.mounts?.some((m) => m.read_only === false) ? [MOUNT_RW_PERMISSION] : []),
         run: (a: SpawnRequest) => this.spawn(a),
+        audited: auditedSpawn,
         result: RESULTS.spawn,
       },
     };

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
@@ -217,6 +218,30 @@ export const HIDE_HOST_PATHS = {
     return { ...answer, resolved: mapValues(answer.resolved, () => null), host_paths_hidden: true };
   },
 };
+
+/**
+ * What the audit trail keeps of a spawn: where it runs from and what it mounts; the command as
+ * its program, its argument count and a digest (`sh -c "DB_PASSWORD=..."` is a secret); the
+ * environment and labels by name only.
+ */
+export function auditedSpawn(a: SpawnRequest): Record<string, unknown> {
+  const command = a.command?.length
+    ? {
+        program: (a.command[0]!.split('/').pop() ?? '').slice(0, 64),
+        args: a.command.length - 1,
+        sha256: createHash('sha256').update(JSON.stringify(a.command)).digest('hex'),
+      }
+    : null;
+  return {
+    image: a.image,
+    name: a.name,
+    network: a.network ?? 'none',
+    mounts: (a.mounts ?? []).map((m) => ({ source: m.source, target: m.target, read_only: m.read_only !== false })),
+    command,
+    env: Object.keys(a.env ?? {}),
+    labels: Object.keys(a.labels ?? {}),
+  };
+}
 
 export const RESULTS = {
   health: Joi.object({

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import request from 'supertest';
 import fs from 'node:fs';
+import { createHash } from 'node:crypto';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -417,6 +418,43 @@ describe('socket HTTP API', function () {
     } finally {
       await ws.close();
     }
+  });
+
+  it('records a spawn by an allow-list: the command as program, count and digest; environment and labels by name; no secret anywhere in the trail', async () => {
+    const secret = 'hunter2-db-password-never-recorded';
+    const token = 'svk_label-token-never-recorded-0123456789';
+    const command = ['sh', '-c', `DB_PASSWORD=${secret} sleep 600`];
+    const ws = await WsClient.connect(svc, { headers: { 'X-API-Key': SYSTEM_KEY } });
+    try {
+      ws.send({
+        event: 'socket:request',
+        ref: 'sec',
+        payload: {
+          request_id: 'sec',
+          operation: 'container:spawn',
+          args: { image: TEST_IMAGE, name: 'runner-secretive', command, env: { API_TOKEN: token }, labels: { deploy_token: token } },
+        },
+      });
+      const r = (await ws.next('socket:response', (f) => f.ref === 'sec')).payload;
+      expect(r.ok, JSON.stringify(r.error)).to.equal(true);
+    } finally {
+      await ws.close();
+    }
+    await svc.service.iam.audit.flush();
+    const rows = await svc.service.db('audit_events').where({ action: 'socket.operation', target_id: 'container:spawn' });
+    const table = JSON.stringify(rows);
+    expect(table).not.to.include(secret);
+    expect(table).not.to.include(token);
+    const event = rows.map((e) => (typeof e.details === 'string' ? JSON.parse(e.details) : e.details)).find((d) => d.args?.name === 'runner-secretive');
+    expect(event.args).to.deep.equal({
+      image: TEST_IMAGE,
+      name: 'runner-secretive',
+      network: 'none',
+      mounts: [],
+      command: { program: 'sh', args: 2, sha256: createHash('sha256').update(JSON.stringify(command)).digest('hex') },
+      env: ['API_TOKEN'],
+      labels: ['deploy_token'],
+    });
   });
 
   it('container health asks the daemon at most once per 2 s, however many callers ask at once or in a row', async () => {
