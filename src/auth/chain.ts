@@ -225,6 +225,11 @@ export class ProviderChain {
     return this.providers().find((p): p is RedirectProvider => p.kind === 'redirect' && p.id === id);
   }
 
+  /** Was `providerId` registered by a plugin at run time (not configured in the login settings)? */
+  isPluginProvider(providerId: string): boolean {
+    return this.plugins.has(providerId);
+  }
+
   /** Local groups that follow the given provider's mapping (empty for plugin providers: they only add). */
   managedGroups(providerId: string): ReadonlySet<string> {
     return this.managed.get(providerId) ?? new Set();

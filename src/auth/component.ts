@@ -174,6 +174,7 @@ export class AuthComponent implements CredentialRules {
       log: deps.log.child({ part: 'linking' }),
       defaultGroups: () => this.authSettings.current().ssoDefaultGroups,
       managedGroups: (providerId) => this.chain.managedGroups(providerId),
+      mappingConfigured: (providerId) => !this.chain.isPluginProvider(providerId),
       linkByEmail: (providerId) => {
         const s = this.authSettings.current();
         return providerId === 'ldap' ? s.ldap.linkByEmail : providerId === 'oidc' ? s.oidc.linkByEmail : false;

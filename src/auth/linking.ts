@@ -3,6 +3,7 @@ import type { Logger } from '../log.js';
 import type { IamStore, User } from '../iam/store.js';
 import { DomainError } from '../errors.js';
 import { LOGIN_MAPPING_ACTOR, type UserAdmin } from '../iam/users.js';
+import { reachesHost } from '../iam/policy.js';
 import type { ExternalProfile } from './providers/types.js';
 
 /**
@@ -42,6 +43,11 @@ export interface LinkerDeps {
   managedGroups(providerId: string): ReadonlySet<string>;
   /** whether the operator lets this provider join a first login to an existing user by e-mail */
   linkByEmail(providerId: string): boolean;
+  /**
+   * whether a trusted actor configured what this provider maps (LDAP, OIDC: their mappings pass
+   * the host boundary when they are set); a plugin's provider decides its groups at run time
+   */
+  mappingConfigured(providerId: string): boolean;
 }
 
 /** Providers whose verified email may join a login to an existing user. */
@@ -131,9 +137,26 @@ export class IdentityLinker {
     return wanted.filter((g) => found.has(g));
   }
 
+  /**
+   * The existing groups a login's profile names, as the provider may hand them out: a plugin's
+   * provider passes the host boundary as a mapping set by an administrator would (a group that
+   * reaches the host is left out: only a trusted actor hands out the host). `refused`: those
+   * left out, for the event.
+   */
+  private async mappedGroups(profile: ExternalProfile): Promise<{ groups: string[]; refused: string[] }> {
+    const groups = await this.existingGroups(profile.groups ?? []);
+    if (this.deps.mappingConfigured(profile.provider) || groups.length === 0) return { groups, refused: [] };
+    const rows = await this.deps.store.groupsNamed(groups);
+    const refused = rows.filter((g) => g.permissions.some(reachesHost)).map((g) => g.name);
+    if (refused.length)
+      this.deps.log.warn({ provider: profile.provider, groups: refused }, "a plugin's login provider named groups that reach the host: left out");
+    return { groups: groups.filter((g) => !refused.includes(g)), refused };
+  }
+
   private async create(profile: ExternalProfile): Promise<User> {
     const { store } = this.deps;
-    const groups = await this.existingGroups([...this.deps.defaultGroups(), ...(profile.groups ?? [])]);
+    const mapped = await this.mappedGroups(profile);
+    const groups = [...new Set([...(await this.existingGroups(this.deps.defaultGroups())), ...mapped.groups])];
     const base = usernameBase(profile.username);
     let created: User | null = null;
     for (let n = 1; !created && n <= 60; n++) {
@@ -159,6 +182,7 @@ export class IdentityLinker {
       return owner;
     }
     this.deps.log.info({ provider: profile.provider, user_id: created.id, username: created.username, groups }, 'user created from single sign-on');
+    if (mapped.refused.length) this.deps.users.loginGroupsRefused(created, profile.provider, mapped.refused);
     return created;
   }
 
@@ -166,7 +190,8 @@ export class IdentityLinker {
   private async syncGroups(user: User, profile: ExternalProfile): Promise<boolean> {
     if (profile.groups === undefined) return false;
     const managed = this.deps.managedGroups(profile.provider);
-    const mapped = await this.existingGroups(profile.groups);
+    const { groups: mapped, refused } = await this.mappedGroups(profile);
+    if (refused.length) this.deps.users.loginGroupsRefused(user, profile.provider, refused);
     const unique = [...new Set([...user.groups.filter((g) => !managed.has(g)), ...mapped])];
     const same = unique.length === user.groups.length && unique.every((g) => user.groups.includes(g));
     if (same) return false;

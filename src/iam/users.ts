@@ -2,6 +2,7 @@ import type { EventBus } from '../bus/bus.js';
 import { DomainError, fieldError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
 import { ADMIN_GROUP, ADMIN_USERS_PERMISSION, requireKnownPermissions } from './permissions.js';
+import { guardLastAdmin, leavesNoAdmin } from './last-admin.js';
 import type { Passwords } from './passwords.js';
 import {
   addedHostPermissions,
@@ -158,7 +159,11 @@ export class UserAdmin {
         throw refused("a scoped API key cannot change its owner's password or e-mail address");
       await this.checkRefs(change);
       const granted = await this.guardHostGrants(actor, user, change);
-      await this.guardLastAdmin(user, { groups: change.groups ?? user.groups, disabled: change.disabled ?? user.disabled, roles: change.roles ?? user.roles });
+      await guardLastAdmin(this.deps.store, user, {
+        groups: change.groups ?? user.groups,
+        disabled: change.disabled ?? user.disabled,
+        roles: change.roles ?? user.roles,
+      });
       const { password, ...rest } = change;
       const hashedPassword = password ? await passwords.hash(password) : undefined;
       const fields = Object.keys(rest).filter((k) => rest[k as keyof typeof rest] !== undefined);
@@ -186,7 +191,7 @@ export class UserAdmin {
   async remove(actor: Actor, user: User): Promise<void> {
     await this.deps.commands.run({ action: 'user.deleted', actor, target: userTarget(user) }, async () => {
       await this.guardTakeover(actor, user);
-      await this.guardLastAdmin(user, null);
+      await guardLastAdmin(this.deps.store, user, null);
       await this.deps.commands.within(
         (trx) => this.deps.store.deleteUser(user.id, trx),
         () => ({ action: 'user.deleted', actor, target: userTarget(user), details: { groups: user.groups } }),
@@ -279,7 +284,7 @@ export class UserAdmin {
     // change must not leave the service without an administrator (update() refuses it; a
     // login, which cannot be refused for it, keeps the group and says so: in the event of a
     // change, and the caller's log line each time)
-    const keep = !groups.includes(ADMIN_GROUP) && (await this.leavesNoAdmin(user, { groups, disabled: user.disabled })) ? [ADMIN_GROUP] : [];
+    const keep = !groups.includes(ADMIN_GROUP) && (await leavesNoAdmin(this.deps.store, user, { groups, disabled: user.disabled })) ? [ADMIN_GROUP] : [];
     const next = [...groups, ...keep];
     if (next.length === user.groups.length && next.every((g) => user.groups.includes(g))) return { groups: user.groups, kept: keep };
     const granted = await this.guardHostGrants(LOGIN_MAPPING_ACTOR, user, { groups: next });
@@ -316,6 +321,17 @@ export class UserAdmin {
   }
 
   /** What a login's provider tells of the person fills the profile's empty e-mail address and display name. */
+  /** A login provider not trusted with the host named groups that reach it: left out, and a refusal in the trail. */
+  loginGroupsRefused(user: User, provider: string, groups: string[]): void {
+    this.deps.commands.record({
+      action: 'user.updated',
+      actor: LOGIN_MAPPING_ACTOR,
+      target: userTarget(user),
+      outcome: 'denied',
+      details: { fields: ['groups'], provider, refused_groups: groups, reason: 'only a trusted actor hands out groups that reach the host' },
+    });
+  }
+
   async fillFromLogin(user: User, fill: { email?: string; displayName?: string }, provider: string): Promise<void> {
     await this.deps.commands.within(
       (trx) => this.deps.store.updateUser(user.id, fill, trx),
@@ -351,30 +367,6 @@ export class UserAdmin {
       if (missing.length) throw fieldError('groups', `unknown group ${missing.join(', ')}`);
     }
     requireKnownPermissions('extra_permissions', change.extraPermissions, (p) => this.deps.isKnownPermission(p));
-  }
-
-  /**
-   * Would this change (null: deleting) leave INT_ADMIN without an enabled member, or the service
-   * without an enabled superadmin (nobody could then grant host access or administer a
-   * protected account through the API, the page or the CLI)? Refused (conflict), saying why.
-   */
-  private async guardLastAdmin(user: User, next: { groups: string[]; disabled: boolean; roles: string[] } | null): Promise<void> {
-    if (await this.leavesNoAdmin(user, next)) throw new DomainError('conflict', `${user.username} is the last enabled member of ${ADMIN_GROUP}`);
-    if (!user.roles.includes('superadmin') || user.disabled || (next && next.roles.includes('superadmin') && !next.disabled)) return;
-    const others = (await this.deps.store.listUsers()).filter((u) => u.id !== user.id && !u.disabled && u.roles.includes('superadmin'));
-    if (others.length === 0) {
-      throw new DomainError(
-        'conflict',
-        `${user.username} is the last enabled superadmin: make another account superadmin first (roles: ["superadmin"]), then this one can be ${next ? (next.disabled ? 'disabled' : 'demoted') : 'deleted'}`,
-      );
-    }
-  }
-
-  private async leavesNoAdmin(user: User, next: { groups: string[]; disabled: boolean } | null): Promise<boolean> {
-    if (!user.groups.includes(ADMIN_GROUP) || user.disabled) return false;
-    if (next && next.groups.includes(ADMIN_GROUP) && !next.disabled) return false;
-    const others = (await this.deps.store.membersOf(ADMIN_GROUP)).filter((m) => m.id !== user.id && !m.disabled);
-    return others.length === 0;
   }
 
   /**

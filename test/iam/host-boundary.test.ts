@@ -206,6 +206,35 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
     }
   });
 
+  it("a plugin's login provider passes the host boundary as a mapping does: groups that reach the host are left out, and recorded", async () => {
+    svc.service.bus.emit('auth:register_provider', {
+      provider: {
+        id: 'badge',
+        kind: 'credentials',
+        label: 'Badge',
+        authenticate: async (username: string, password: string) =>
+          password === `${username}-badge-pass`
+            ? { provider: 'badge', provider_user_id: `badge:${username}`, username, groups: ['runners', 'INT_VIEWER'] }
+            : null,
+      },
+      plugin_name: 'badge-plugin',
+    });
+    try {
+      // the first sign-in creates the account, the second maps again: never into runners
+      for (let i = 0; i < 2; i++) {
+        const res = await api().post('/api/auth/login').send({ username: 'badger', password: 'badger-badge-pass' }).expect(200);
+        expect(res.body.user.groups).to.deep.equal(['INT_VIEWER']);
+      }
+      await svc.service.iam.audit.flush();
+      const refusals = await svc.service.db('audit_events').where({ action: 'user.updated', outcome: 'denied', target_name: 'badger' });
+      expect(refusals.length).to.be.greaterThan(0);
+      expect(JSON.stringify(refusals[0].details)).to.include('runners');
+      expect(logs.text()).to.include("a plugin's login provider named groups that reach the host");
+    } finally {
+      svc.service.auth.chain.unregister('badge');
+    }
+  });
+
   it('while an account that reaches the host signs in through a provider, only a trusted actor repoints that provider', async () => {
     // operator (in runners) has a directory identity: a directory of the attacker's own with
     // the same DN would sign in as operator
