@@ -83,6 +83,7 @@ function apiKeyOf(m: ApiKeyModel): ApiKey {
     expiresAt: m.expiresAt ?? null,
     revokedAt: m.revokedAt ?? null,
     mfaAt: m.mfaAt ?? null,
+    parentId: m.parentId ?? null,
   };
 }
 

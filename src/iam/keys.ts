@@ -37,8 +37,8 @@ export interface KeyIssuingCredential {
  * The only writer of API keys, for the API (`/api/me/api-keys`, a user's keys) and the CLI:
  * scopes must exist; a key is issued to oneself, or by an actor who may take the owner's
  * account over (the host boundary: never a plain administrator for an account that reaches the
- * host); a disabled owner gets none; revoking takes access away and is open to administrators
- * (but for superadmin and bot accounts).
+ * host); an API key of an account with a second factor issues none; a disabled owner gets none;
+ * revoking takes access away and is open to administrators (but for superadmin and bot accounts).
  */
 export class KeyAdmin<K extends { id: string }> {
   constructor(private readonly deps: { users: UserAdmin; vault: KeyVault<K>; commands: CommandPath; isKnownPermission(p: string): boolean }) {}
@@ -50,16 +50,20 @@ export class KeyAdmin<K extends { id: string }> {
     opts: { scopesField?: string; issuedWith?: KeyIssuingCredential } = {},
   ): Promise<{ token: string; key: K }> {
     const field = opts.scopesField ?? 'scopes';
-    requireKnownPermissions(field, request.scopes, (p) => this.deps.isKnownPermission(p));
     const via = opts.issuedWith;
-    if (via?.keyScopes) {
-      if (!request.scopes?.length) throw fieldError(field, 'a scoped key can only create keys with scopes within its own');
-      const outside = request.scopes.filter((s) => !via.allows(s));
-      if (outside.length) throw fieldError(field, `outside this key's scopes: ${outside.join(', ')}`);
-    }
-    // oneself, with any credential of one's own: a scoped key mints only keys within its scopes
-    if (actor.userId !== owner.id) await this.deps.users.guardTakeover(actor, owner);
-    if (owner.disabled) throw new DomainError('conflict', `${owner.username} is disabled: enable the user first`);
+    // a refusal is this command's denied event, on its way to the caller
+    await this.deps.commands.run({ action: 'key.issued', actor, target: { type: 'key', name: request.label } }, async () => {
+      await this.guardIssuingKey(actor, owner);
+      requireKnownPermissions(field, request.scopes, (p) => this.deps.isKnownPermission(p));
+      if (via?.keyScopes) {
+        if (!request.scopes?.length) throw fieldError(field, 'a scoped key can only create keys with scopes within its own');
+        const outside = request.scopes.filter((s) => !via.allows(s));
+        if (outside.length) throw fieldError(field, `outside this key's scopes: ${outside.join(', ')}`);
+      }
+      // oneself, with any credential of one's own: a scoped key mints only keys within its scopes
+      if (actor.userId !== owner.id) await this.deps.users.guardTakeover(actor, owner);
+      if (owner.disabled) throw new DomainError('conflict', `${owner.username} is disabled: enable the user first`);
+    });
     const parent = via?.parent ?? null;
     let expiresAt = request.expiresAt ?? null;
     if (parent?.expiresAt != null && (expiresAt === null || expiresAt > parent.expiresAt)) expiresAt = parent.expiresAt;
@@ -79,6 +83,24 @@ export class KeyAdmin<K extends { id: string }> {
         },
       }),
     );
+  }
+
+  /**
+   * An API key of an account with a second factor issues no key, not even a narrower one: a key
+   * passes no second step, so one made before the factor (or stolen) would go on minting
+   * credentials the factor never saw. Issuing is for a web session that verified it lately
+   * (step-up); the system key and the CLI hold the host already.
+   */
+  private async guardIssuingKey(actor: Actor, owner: User): Promise<void> {
+    if (actor.method !== 'api_key' || !actor.userId) return;
+    // the owner was read for this request; another account is read here too (a resolved identity's flag may be older)
+    const account = actor.userId === owner.id ? owner : await this.deps.users.find({ id: actor.userId });
+    if (actor.mfaEnabled || account.mfaEnabled) {
+      throw new DomainError(
+        'forbidden',
+        'an API key of an account with a second factor cannot issue keys: issue it from a signed-in session that verified the factor lately (POST /api/auth/step-up)',
+      );
+    }
   }
 
   /** Ends one key or web session of `owner`; false when there is no such live one. */

@@ -11,10 +11,14 @@ export interface Actor {
   isSuperadmin: boolean;
   /** an API key narrowed to these permissions (null or absent: not a scoped key) */
   keyScopes?: readonly string[] | null;
+  /** what the actor proved itself with (an identity's credential: `api_key`, `session_cookie`…; the service: `boot`) */
+  method?: string;
+  /** the acting account has a second factor (as read when its credential was resolved) */
+  mfaEnabled?: boolean;
 }
 
 /** The service itself at boot (seeding, the environment's superadmin flag): trusted, recorded as `service` by `boot`. */
-export const SERVICE_ACTOR: Actor & { method: string } = { username: 'service', userId: null, isSystem: true, isSuperadmin: true, method: 'boot' };
+export const SERVICE_ACTOR: Actor = { username: 'service', userId: null, isSystem: true, isSuperadmin: true, method: 'boot' };
 
 /** The admin CLI on the host (and `npx knex seed:run`): trusted, whoever may run it holds the host already. */
 export const CLI_ACTOR: Actor = { username: 'cli', userId: null, isSystem: true, isSuperadmin: true };

@@ -154,7 +154,8 @@ ${FORGE_SECRET_PANELS}`
 /**
  * Security: one's second factors (src/web/browser/security.ts fills it from GET /api/me/mfa):
  * each factor with its last use, enrolling an authenticator app (QR code, key as text, a code to
- * confirm), adding passkeys, removing, recovery codes shown once with a download. Made once.
+ * confirm), adding passkeys, removing, recovery codes shown once with a download, the API keys
+ * issued before the first factor with one revoke. Made once.
  */
 const SECURITY_PANEL = html`<section class="panel wide" id="security" aria-labelledby="security-title" data-security>
 <h2 id="security-title">Security</h2>
@@ -170,6 +171,11 @@ const SECURITY_PANEL = html`<section class="panel wide" id="security" aria-label
 <p><strong>Save your recovery codes now.</strong> They are shown only this once. Each signs you in once when your app or passkey is not at hand.</p>
 <ol class="codes" data-codes></ol>
 <div class="row"><button type="button" data-download>Download</button><button type="button" data-copy-codes>Copy</button><button type="button" data-codes-done>Done</button></div>
+</div>
+<div class="secret-once" data-keys-before-factor hidden>
+<p><strong>These API keys were issued before your second factor.</strong> They keep working without it. Revoke them unless a program of yours needs them; new keys are issued from a signed-in session like this one.</p>
+<table class="list"><thead><tr><th>Label</th><th>Prefix</th><th>Created</th><th></th></tr></thead><tbody></tbody></table>
+<div class="row"><button type="button" class="danger" data-revoke-before-factor>Revoke these keys</button><button type="button" data-keys-kept>Keep them</button></div>
 </div>
 <div class="security-add">
 <div data-totp-block>

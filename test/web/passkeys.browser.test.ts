@@ -3,7 +3,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import request from 'supertest';
 import type { CDPSession, Page } from 'playwright-core';
-import { ADMIN, adminAuth, startService } from '../support/service.js';
+import { ADMIN, adminAuth, basic, startService } from '../support/service.js';
 import { createUser, previousStepCode, totpCode, unusedPort } from '../auth/helpers.js';
 import { capturingLogger, eventually } from '../sockets/helpers.js';
 import { ARTIFACTS, expectNoProblems, openBrowser, signIn, type TestBrowser, type WebService, forgetSession } from './helpers.js';
@@ -153,6 +153,8 @@ describe('browser: passkeys and the second factor', function () {
     const body = await registered.json();
     expect(body).to.include({ label: 'Laptop', last_used_at: null });
     expect(body.recovery_codes).to.have.length(10);
+    expect(body.keys_before_factor).to.deep.equal([]);
+    expect(await page.isVisible('[data-keys-before-factor]')).to.equal(false);
     await page.locator('[data-recovery-codes] [data-codes] li').nth(9).waitFor();
     const shown = await page.$$eval('[data-codes] li', (lis) => lis.map((li) => li.textContent?.trim()));
     expect(shown).to.deep.equal(body.recovery_codes);
@@ -371,8 +373,13 @@ describe('browser: passkeys and the second factor', function () {
   });
 
   it('enrols an authenticator app through the Security panel: QR code, key as text, a code; then signs in with it and with a recovery code', async function () {
+    // a key issued before the factor: the enrolment lists it, and one button revokes it
+    const early = (
+      await request(svc.url).post('/api/me/api-keys').set('Authorization', basic(tom.username, tom.password)).send({ label: 'cron job' }).expect(201)
+    ).body;
     await forgetSession(browser);
     await signIn(page, svc.origin, tom.username, tom.password, '/settings');
+    await page.locator(`[data-keys] tr[data-key-id="${early.id}"]`).waitFor();
     await page.locator('[data-factors] td.empty').waitFor();
     await page.click('[data-totp-start]');
     const qr = page.locator('[data-totp-qr]');
@@ -398,11 +405,22 @@ describe('browser: passkeys and the second factor', function () {
     const recovery = await page.$$eval('[data-codes] li', (lis) => lis.map((li) => li.textContent?.trim() ?? ''));
     await page.locator('[data-factors] tr[data-factor=totp]').waitFor();
     expect(await page.isVisible('[data-totp-start]')).to.equal(false);
+    const earlyRow = page.locator(`[data-keys-before-factor] tr[data-key-id="${early.id}"]`);
+    await earlyRow.waitFor();
+    expect(await earlyRow.textContent())
+      .to.include('cron job')
+      .and.include(early.prefix);
     for (const width of WIDTHS) {
       await atWidth(width);
       await shoot('security-recovery-codes', width, '[data-security]');
     }
     await atWidth(1280);
+    await page.click('[data-revoke-before-factor]');
+    await eventually(async () => ((await page.textContent('[data-security-msg]')) ?? '').includes('Revoked 1 API key'));
+    expect(await page.isVisible('[data-keys-before-factor]')).to.equal(false);
+    // the list of keys below follows
+    await page.locator(`[data-keys] tr[data-key-id="${early.id}"]`).waitFor({ state: 'detached' });
+    await request(svc.url).get('/api/me').set('X-API-Key', early.token).expect(401);
 
     // signing in now asks for the app's code (no passkey offered: tom has none)
     await forgetSession(browser);

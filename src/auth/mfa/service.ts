@@ -86,6 +86,13 @@ export class MfaService {
     return this.list.filter((_, i) => described[i].usable).map((f) => f.kind);
   }
 
+  /** When `userId`'s oldest confirmed factor was enrolled (null: none): what was issued before never passed one. */
+  async enrolledSince(userId: string): Promise<number | null> {
+    const row = (await this.changes.rows(userId).andWhere({ confirmed: true }).min({ at: 'created_at' }).first()) as
+      { at?: number | string | null } | undefined;
+    return row?.at == null ? null : Number(row.at);
+  }
+
   /**
    * Checks a proof of `user`'s second factor (spent when it matches): the kind that took it, or
    * null. Only SecondStep.prove calls it, behind the attempt gate.

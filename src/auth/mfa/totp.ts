@@ -114,7 +114,9 @@ export class TotpFactor implements EnrolledFactor<TotpEnrolment, string, string[
       'auth.mfa_enrolled',
       { factor: 'totp', ...(first ? { other_sessions_ended: true } : {}) },
       async (trx) => {
-        await trx('mfa_factors').where({ id: pending.id }).update({ confirmed: true, last_used_at: Date.now() });
+        // dated from its confirmation: keys issued before then never passed it (MfaService.enrolledSince)
+        const now = Date.now();
+        await trx('mfa_factors').where({ id: pending.id }).update({ confirmed: true, created_at: now, last_used_at: now });
         return this.deps.recoveryCodes.issue(trx, user.id);
       },
     );

@@ -3,7 +3,7 @@ import Joi from 'joi';
 import type { AuthComponent } from '../component.js';
 import type { Context } from 'koa';
 import { actor, identity } from '../guards.js';
-import { publicKey, publicKeySchema } from '../api-keys.js';
+import { publicKey, publicKeySchema, type ApiKey } from '../api-keys.js';
 import { ApiRouter } from '../../http/api.js';
 import { forbiddenBecause, notFound } from '../../http/errors.js';
 import { sendJson } from '../../http/body.js';
@@ -15,6 +15,7 @@ const myKeysView = Joi.object({
   keys: Joi.array().items(Joi.object({ ...publicKeySchema, current: Joi.boolean().description('the credential of this request') })),
 });
 const newKeyView = Joi.object({ ...publicKeySchema, token: Joi.string().description('the API key (X-API-Key or Bearer), shown this once') });
+const revokedView = Joi.object({ revoked: Joi.number().integer().min(0).description('the keys revoked now') });
 
 /** The access view: effective permissions and what each plugin lets this caller do. */
 export function accessView(auth: AuthComponent, id: ApiIdentity) {
@@ -40,6 +41,26 @@ export function accessView(auth: AuthComponent, id: ApiIdentity) {
       : { visible: false, can_read: false, can_write: false, routes: [] };
   }
   return { username: id.username, groups: [...id.groups], is_superadmin: id.isSuperadmin, permissions, plugins };
+}
+
+/**
+ * `userId`'s live API keys issued before their oldest second factor: they never passed one and
+ * keep working (automation goes on), so every enrolment answers them for a revoke. Newest first,
+ * and a key minted with another before it: revoked in this order, none ends with its parent
+ * unrecorded.
+ */
+export async function keysBeforeFactor(auth: AuthComponent, userId: string): Promise<ApiKey[]> {
+  const since = await auth.mfa.enrolledSince(userId);
+  if (since === null) return [];
+  const keys = (await auth.apiKeys.listFor(userId)).filter((k) => k.kind === 'key' && k.createdAt < since);
+  const byId = new Map(keys.map((k) => [k.id, k]));
+  const depth = (k: ApiKey) => {
+    let d = 0;
+    for (let p = byId.get(k.parentId ?? ''); p && d < 32; p = byId.get(p.parentId ?? '')) d++;
+    return d;
+  };
+  const depths = new Map(keys.map((k) => [k.id, depth(k)]));
+  return keys.sort((a, b) => depths.get(b.id)! - depths.get(a.id)!);
 }
 
 interface KeyIdParams {
@@ -154,13 +175,13 @@ export function meRoutes(auth: AuthComponent): Router {
       path: '/api-keys',
       summary: 'Create an API key',
       description:
-        "The token is in this answer only. `scopes` limits the key to these permissions (within the owner's); a key created with a scoped key must be scoped within it. A key outlives its session and needs no second factor: from a web session of an account with one, the factor must have been verified lately (step-up).",
+        "The token is in this answer only. `scopes` limits the key to these permissions (within the owner's); a key created with a scoped key must be scoped within it. A key outlives its session and needs no second factor: for an account with one, keys are issued from a web session whose factor was verified lately (step-up), never with an API key (a narrower one neither).",
       auth: 'identity',
       stepUp: true,
       body: createKeySchema,
       responses: {
         201: { description: 'the key with its token (shown once)', schema: newKeyView },
-        403: NO_KEYS,
+        403: `${NO_KEYS}; or an API key of an account with a second factor (issue keys from a signed-in session that verified it lately)`,
       },
     },
     async (ctx, { body }) => {
@@ -178,6 +199,31 @@ export function meRoutes(auth: AuthComponent): Router {
       );
       ctx.status = 201;
       return { ...publicKey(key), token };
+    },
+  );
+
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/api-keys/revoke-before-factor',
+      summary: 'Revoke my API keys issued before my second factor',
+      description:
+        'Revokes, in one step, the live API keys the enrolment answers listed as `keys_before_factor`: those issued before your oldest second factor, which never passed it (each revocation is its own `key.revoked` event, and keys minted with one end with it). Nothing to revoke answers 0.',
+      auth: 'identity',
+      responses: {
+        200: { description: 'how many keys were revoked', schema: revokedView },
+        403: `${NO_KEYS}; or not a web session (an API key or Basic)`,
+      },
+    },
+    async (ctx) => {
+      const id = ownerOf(ctx);
+      // the owner at the page that enrolled: a key that never passed the factor does not choose which keys stay
+      if (id.method !== 'session_cookie' && id.method !== 'session_token') throw forbiddenBecause('revoke these keys from a signed-in session');
+      const owner = await auth.iam.users.find({ id: id.userId! });
+      let revoked = 0;
+      // newest first: a key minted with another is revoked (and recorded) before the one it ends with
+      for (const key of await keysBeforeFactor(auth, owner.id)) if (await auth.keys.revoke(id, owner, key.id)) revoked++;
+      return { revoked };
     },
   );
 

@@ -12,7 +12,9 @@ import { passSecondStep, secondStepRefused, signedIn } from '../complete-login.j
 import { lockedOut } from '../attempt-gate.js';
 import { noStore } from '../sessions.js';
 import { sameOriginOnly } from './login.js';
-import { mfaStatusView, NOT_A_SESSION, recoveryCodesView, sessionView } from './views.js';
+import { mfaStatusView, NOT_A_SESSION, recoveryCodesView, sessionView, totpConfirmedView } from './views.js';
+import { publicKey } from '../api-keys.js';
+import { keysBeforeFactor } from './me.js';
 
 const code = Joi.string().trim().min(6).max(64).description('a 6-digit code of the authenticator app, or a recovery code');
 interface CodeBody {
@@ -105,12 +107,13 @@ export function mfaRoutes(auth: AuthComponent): Router {
       method: 'POST',
       path: '/api/me/mfa/totp/confirm',
       summary: 'Confirm the authenticator app with a code: it becomes active',
-      description: 'A first second factor ends your other web sessions (this one stays).',
+      description:
+        'A first second factor ends your other web sessions (this one stays). API keys issued before your oldest factor keep working: `keys_before_factor` lists them, for `POST /api/me/api-keys/revoke-before-factor`.',
       auth: 'identity',
       stepUp: true,
       body: codeBody,
       responses: {
-        200: { description: 'ten recovery codes, shown this once', schema: recoveryCodesView },
+        200: { description: 'ten recovery codes, shown this once, and the keys issued before any factor', schema: totpConfirmedView },
         400: 'validation_failed: the body is invalid, or `code` is not the current code of the app',
         403: NOT_A_SESSION,
         409: 'no enrolment was started',
@@ -121,7 +124,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       const user = await me(ctx);
       const codes = await auth.mfa.totp.confirm(actor(ctx), user, await auth.secondStep.sessionOf(identity(ctx)), body.code);
       await markVerified(auth, ctx);
-      return { recovery_codes: codes };
+      return { recovery_codes: codes, keys_before_factor: (await keysBeforeFactor(auth, user.id)).map(publicKey) };
     },
   );
 

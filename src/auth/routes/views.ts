@@ -1,4 +1,5 @@
 import Joi from 'joi';
+import { publicKeySchema } from '../api-keys.js';
 
 /**
  * The answers of the sign-in and second-factor routes that more than one route gives, each
@@ -50,6 +51,20 @@ export const mfaStatusView = Joi.object({
 export const recoveryCodesView = Joi.object({
   recovery_codes: Joi.array().items(Joi.string()).description('shown this once: each works once'),
 }).id('RecoveryCodes');
+
+/**
+ * Every enrolment answers the caller's live API keys issued before their oldest factor: they
+ * never passed one and keep working until revoked (POST /api/me/api-keys/revoke-before-factor).
+ */
+export const keysBeforeFactorField = Joi.array()
+  .items(Joi.object(publicKeySchema).id('ApiKey'))
+  .description('your live API keys issued before your oldest second factor (never a token), newest first; empty when none');
+
+/** POST /api/me/mfa/totp/confirm: the recovery codes of the app, and the keys issued before any factor. */
+export const totpConfirmedView = Joi.object({
+  recovery_codes: Joi.array().items(Joi.string()).description('shown this once: each works once'),
+  keys_before_factor: keysBeforeFactorField,
+});
 
 /**
  * The 403 of the routes that manage one's own factors. The document adds what refuses any route

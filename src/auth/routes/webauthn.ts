@@ -12,7 +12,9 @@ import { lockedOut, type Attempt } from '../attempt-gate.js';
 import { deviceCookieOf } from '../device-cookie.js';
 import { noStore } from '../sessions.js';
 import { sameOriginOnly } from './login.js';
-import { NOT_A_SESSION, passkeyFields, sessionView } from './views.js';
+import { keysBeforeFactorField, NOT_A_SESSION, passkeyFields, sessionView } from './views.js';
+import { publicKey } from '../api-keys.js';
+import { keysBeforeFactor } from './me.js';
 
 /*
  * The options as @simplewebauthn/server makes them (PublicKeyCredentialCreationOptionsJSON and
@@ -91,13 +93,14 @@ const passkeySignInBody = Joi.object<PasskeySignInBody, true>({
   mfa_token: Joi.string().min(16).max(512).when('flow', { is: 'second_step', then: Joi.required(), otherwise: Joi.forbidden() }),
 });
 
-/** A registered passkey; the first second factor comes with its recovery codes. */
+/** A registered passkey with the keys issued before any factor; a first factor comes with its recovery codes too. */
 const registeredPasskeyView = Joi.object({
   ...passkeyFields,
   recovery_codes: Joi.array()
     .items(Joi.string())
     .optional()
     .description('only when this passkey is your first second factor: ten recovery codes, shown this once'),
+  keys_before_factor: keysBeforeFactorField,
 });
 
 /** The web session an identity signs with (cookie or session token), else 403: factors are managed from a session. */
@@ -157,7 +160,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       path: '/api/me/mfa/webauthn',
       summary: 'Register a passkey or security key',
       description:
-        'Verifies the answer of `startRegistration()` to the options of `POST /api/me/mfa/webauthn/options` (same session) and keeps the key. When it is your first second factor, the answer also carries ten recovery codes, shown this once, and your other web sessions end (this one stays).',
+        'Verifies the answer of `startRegistration()` to the options of `POST /api/me/mfa/webauthn/options` (same session) and keeps the key. When it is your first second factor, the answer also carries ten recovery codes, shown this once, and your other web sessions end (this one stays). API keys issued before your oldest factor keep working: `keys_before_factor` lists them, for `POST /api/me/api-keys/revoke-before-factor`.',
       auth: 'identity',
       stepUp: true,
       body: registerPasskeyBody,
@@ -176,7 +179,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       // the registration proved the key: no step-up right after enrolling
       await auth.apiKeys.markVerified(sessionId);
       ctx.status = 201;
-      return codes ? { ...passkey, recovery_codes: codes } : passkey;
+      return { ...passkey, ...(codes ? { recovery_codes: codes } : {}), keys_before_factor: (await keysBeforeFactor(auth, user.id)).map(publicKey) };
     },
   );
 

@@ -1,14 +1,20 @@
 // Settings, Security: my second factors (GET /api/me/mfa). Enrol an authenticator app (QR code,
 // the key as text, confirmed with a code), add passkeys and security keys, remove a factor (the
 // app with one of its codes), new recovery codes; recovery codes are shown once, with a download.
+// An enrolment lists the API keys issued before the first factor (they never passed it), with
+// one button that revokes them all.
 // What needs a fresh verification (step-up) opens the dialog by itself (api() in app.ts).
-import type { Answer, MfaStatus, PasskeyView } from '../../client/api-types.js';
+import type { Answer, MfaStatus, Schemas } from '../../client/api-types.js';
 import { $, api, busy, clearOnEdit, confirmButton, control, copyText, ENROLMENT_EVENT, h, me, must, say, submitter, text, when } from './app.js';
 import { createPasskey, passkeyErrorText, passkeysSupported, type FlowOptions, type PublicKeyCredentialCreationOptionsJSON } from './passkeys.js';
 
 type TotpStart = Answer<'/api/me/mfa/totp', 'post'>;
+type TotpConfirmed = Answer<'/api/me/mfa/totp/confirm', 'post'>;
+type PasskeyAdded = Answer<'/api/me/mfa/webauthn', 'post'>;
+type Revoked = Answer<'/api/me/api-keys/revoke-before-factor', 'post'>;
 
-export function securityPanel(section: HTMLElement): void {
+/** `keysChanged`: the page's list of API keys is out of date (keys were revoked here). */
+export function securityPanel(section: HTMLElement, keysChanged: () => void = () => undefined): void {
   const rows = must<HTMLTableSectionElement>('[data-factors] tbody', section);
   const msg = must('[data-security-msg]', section);
   const required = must('[data-mfa-required]', section);
@@ -20,6 +26,8 @@ export function securityPanel(section: HTMLElement): void {
   const totpConfirm = must<HTMLFormElement>('[data-totp-confirm]', section);
   const totpRemove = must<HTMLFormElement>('[data-totp-remove]', section);
   const passkeyForm = must<HTMLFormElement>('[data-passkey-add]', section);
+  const earlyKeys = must('[data-keys-before-factor]', section);
+  const revokeEarly = must<HTMLButtonElement>('[data-revoke-before-factor]', earlyKeys);
   let codes: string[] = [];
 
   const mustEnrol = new URLSearchParams(location.search).get('mfa') === 'required';
@@ -61,6 +69,28 @@ export function securityPanel(section: HTMLElement): void {
     codesList.replaceChildren();
     codesBox.hidden = true;
     copyCodes.textContent = 'Copy';
+  });
+
+  /** The API keys an enrolment answered as issued before the first factor (none: the box goes). */
+  function showKeysBeforeFactor(keys: readonly Schemas['ApiKey'][]): void {
+    must('tbody', earlyKeys).replaceChildren(
+      // the last column is the tables' column of actions: empty here (one button below revokes them all)
+      ...keys.map((k) =>
+        h('tr', { dataset: { keyId: k.id } }, h('td', {}, k.label), h('td', {}, h('code', {}, k.prefix)), h('td', {}, when(k.created_at)), h('td', {})),
+      ),
+    );
+    earlyKeys.hidden = keys.length === 0;
+  }
+  revokeEarly.addEventListener('click', async () => {
+    const done = await busy(revokeEarly, msg, () => api<Revoked>('POST', '/api/me/api-keys/revoke-before-factor'));
+    if (!done) return;
+    showKeysBeforeFactor([]);
+    say(msg, `Revoked ${done.revoked === 1 ? '1 API key' : `${done.revoked} API keys`} issued before your second factor.`);
+    keysChanged();
+  });
+  must('[data-keys-kept]', earlyKeys).addEventListener('click', () => {
+    showKeysBeforeFactor([]);
+    say(msg, 'The keys stay: revoke them under API keys once nothing needs them.');
   });
 
   async function load(): Promise<void> {
@@ -151,12 +181,13 @@ export function securityPanel(section: HTMLElement): void {
   totpConfirm.addEventListener('submit', async (e) => {
     e.preventDefault();
     const code = text(new FormData(totpConfirm), 'code').trim();
-    const got = await busy(submitter(e), msg, () => api<{ recovery_codes: string[] }>('POST', '/api/me/mfa/totp/confirm', { code }));
+    const got = await busy(submitter(e), msg, () => api<TotpConfirmed>('POST', '/api/me/mfa/totp/confirm', { code }));
     if (!got) return;
     totpConfirm.reset();
     totpEnrol.hidden = true;
     say(msg, 'Authenticator app set up. Sign-ins now ask for its code.');
     showCodes(got.recovery_codes);
+    showKeysBeforeFactor(got.keys_before_factor);
     await refresh();
   });
   must('[data-cancel]', totpConfirm).addEventListener('click', () => {
@@ -203,12 +234,13 @@ export function securityPanel(section: HTMLElement): void {
       } catch (err) {
         throw new Error(passkeyErrorText(err), { cause: err });
       }
-      return api<PasskeyView & { recovery_codes?: string[] }>('POST', '/api/me/mfa/webauthn', { label, response });
+      return api<PasskeyAdded>('POST', '/api/me/mfa/webauthn', { label, response });
     });
     if (!added) return;
     passkeyForm.reset();
     say(msg, `Passkey "${added.label}" added.`);
     if (added.recovery_codes) showCodes(added.recovery_codes);
+    showKeysBeforeFactor(added.keys_before_factor);
     await refresh();
   });
 

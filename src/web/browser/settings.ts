@@ -25,7 +25,8 @@ import { permissionText, type CatalogEntry } from './permission-list.js';
 import { securityPanel } from './security.js';
 
 const security = $('[data-security]');
-if (security) securityPanel(security);
+// revoking the keys issued before the first factor there changes the list of keys below
+if (security) securityPanel(security, () => void loadKeys().catch((err: unknown) => say(keyMsg, errorText(err), 'error')));
 
 // ---- password ------------------------------------------------------------------------------
 
