@@ -53,7 +53,9 @@ export class GatewayComponent {
         return result;
       },
       refreshIdentity: (id) => (id.userId ? auth.identityOf(id.userId, id.method, { scopes: id.keyScopes, proof: id.proof }) : Promise.resolve(id)),
-      revalidate: (ids) => auth.revalidate(ids),
+      // a connection ends with its credential, and when its account must now enrol a second
+      // factor (the wall a new connection meets at the upgrade)
+      revalidate: async (ids) => (await auth.revalidate(ids)).map((id) => (id && deps.mustEnrol?.(id) ? null : id)),
       allPermissions: deps.allPermissions,
       clientAddress,
       refused: deps.refused,
@@ -65,6 +67,8 @@ export class GatewayComponent {
     bus.on('iam:password_changed', ({ user_id }) => void this.gateway.recheckUser(user_id));
     bus.on('auth:credentials_revoked', ({ user_id }) => void this.gateway.recheckUser(user_id));
     bus.on('auth:system_key_changed', () => void this.gateway.recheckSystem());
+    // the groups that must use a second factor may have changed (the 30 s sweep catches what this misses)
+    bus.on('auth:settings_changed', () => void this.gateway.revalidate());
     // changes made elsewhere while the link to the other instances was down are caught up
     bus.on('bus:bridge_state', ({ up }) => void (up && this.gateway.revalidate()));
     for (const [event, audience] of Object.entries(CLIENT_EVENTS)) this.forward(event, audience!);

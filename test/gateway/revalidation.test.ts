@@ -167,4 +167,26 @@ describe('ws gateway: live connections end with their credential', function () {
     const close = await Promise.race([c.closed, sleep(2500).then(() => null)]);
     expect(close?.code).to.equal(1008);
   });
+
+  it('a connection opened with Basic ends when its group comes to require a second factor (at once here; other instances by their 30 s sweep)', async () => {
+    const u = await createUser(svc, 'walled');
+    const c = await connect({ headers: { Authorization: basic(u.username, u.password) } });
+    try {
+      await endsWithin1s([c], () =>
+        api(svc)
+          .patch('/api/settings/auth')
+          .set(ADMIN_SETTINGS)
+          .send({ mfa_required_groups: ['INT_USER'] })
+          .expect(200),
+      );
+      // a new connection meets the wall at the upgrade
+      const refused = await WsClient.connect(svc, { headers: { Authorization: basic(u.username, u.password) } }).then(
+        () => null,
+        (err: Error) => err.message,
+      );
+      expect(refused).to.match(/403/);
+    } finally {
+      await api(svc).patch('/api/settings/auth').set(ADMIN_SETTINGS).send({ mfa_required_groups: null }).expect(200);
+    }
+  });
 });
