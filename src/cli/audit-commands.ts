@@ -15,8 +15,8 @@ function since(value: string | undefined): number | undefined {
 
 /**
  * The audit trail on the console: `audit list` (newest first), `audit export` (JSON lines,
- * oldest first, for log shippers) and `audit verify` (exit 0 when the chain is intact, 1 naming
- * the first event that does not match).
+ * oldest first, for log shippers) and `audit verify` (exit 0 when the chain is intact and starts
+ * where its latest pruning left it, 1 naming the first event that does not match).
  */
 export function auditCommands(program: Command, { ctx, out }: CommandEnv): void {
   const audit = program.command('audit').description('read, export and verify the audit trail');
@@ -67,9 +67,13 @@ export function auditCommands(program: Command, { ctx, out }: CommandEnv): void 
       const trail = (await ctx.core('read')).iam.audit;
       const result = await trail.verify();
       if (!result.ok) throw new DomainError('conflict', `the audit trail does not verify at event ${result.seq}: ${result.reason}`);
+      const pruned = result.pruned
+        ? `; it starts where the pruning of event ${result.pruned.seq} (${result.pruned.at}) left it, after removing ${result.pruned.removed} events through ${result.pruned.through_seq}`
+        : '; it starts at its first event (never pruned)';
       out(cmd).result(
         result,
-        result.events ? `the audit trail verifies: ${result.events} events, ${result.first_seq}..${result.last_seq}` : 'the audit trail verifies: no events',
+        (result.events ? `the audit trail verifies: ${result.events} events, ${result.first_seq}..${result.last_seq}` : 'the audit trail verifies: no events') +
+          pruned,
       );
     });
 }

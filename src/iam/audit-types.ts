@@ -29,6 +29,7 @@ export const AUDIT_ACTIONS = [
   'plugin.state_changed',
   'webhook.rejected',
   'request.denied',
+  'audit.pruned',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 export type AuditOutcome = 'success' | 'failure' | 'denied';
@@ -79,4 +80,31 @@ export interface AuditFilter {
   limit?: number;
 }
 
-export type VerifyResult = { ok: true; events: number; first_seq: number | null; last_seq: number | null } | { ok: false; seq: number; reason: string };
+/**
+ * What a pruning removed and where it left the chain's start: the details of its `audit.pruned`
+ * event, which verify holds the chain's recorded start to (src/iam/audit-reader.ts).
+ */
+export interface PruneRecord {
+  /** the events removed: from the old start through this seq, how many */
+  from_seq: number;
+  through_seq: number;
+  removed: number;
+  /** the retention applied, and its cutoff (epoch ms: the pruning's own time less the retention); older events went */
+  retention_ms: number;
+  before: number;
+  /** the new start: its seq, the hash it chains to, and its own hash (null: nothing was kept, the pruning event is the start) */
+  start_seq: number;
+  start_prev_hash: string;
+  start_hash: string | null;
+}
+
+export type VerifyResult =
+  | {
+      ok: true;
+      events: number;
+      first_seq: number | null;
+      last_seq: number | null;
+      /** the latest pruning the chain holds (null: never pruned, it starts at its first event) */
+      pruned: (Pick<PruneRecord, 'through_seq' | 'removed' | 'retention_ms'> & { seq: number; at: string }) | null;
+    }
+  | { ok: false; seq: number; reason: string };

@@ -16,10 +16,11 @@ export { canonicalJson, eventHash, wellFormed } from './audit-chain.js';
  * The audit trail: who did what, when, from where, and whether it was allowed, in one
  * append-only hash chain per database (docs/security.md, "Audit trail"). Each event's `hash` is
  * the SHA-256 of the previous event's hash and this event's canonical JSON; the chain's head
- * (last seq and hash) and start (after pruning) live in `audit_chain`. An event is appended in
- * the transaction of the change it records (`append`, `within`), taking the head row's lock,
- * so seq has no gaps and the chain no forks across instances; events that record no change
- * (sign-ins, refusals) are batched (`record`). The chain's pure functions are in
+ * (last seq and hash) and start (after pruning) live in `audit_chain`; a pruning is itself an
+ * event in the chain (`audit.pruned`), which verify holds the recorded start to. An event is
+ * appended in the transaction of the change it records (`append`, `within`), taking the head
+ * row's lock, so seq has no gaps and the chain no forks across instances; events that record no
+ * change (sign-ins, refusals) are batched (`record`). The chain's pure functions are in
  * audit-chain.ts, the reader (list, export, verify, prune) in audit-reader.ts, the types in
  * audit-types.ts.
  */
@@ -360,9 +361,20 @@ export class AuditTrail {
     return verifyChain(this.deps.db);
   }
 
-  /** Deletes events older than `retentionMs`, once what was recorded is appended; what is left still verifies: pruneChain. */
+  /**
+   * Deletes events older than `retentionMs`, once what was recorded is appended, and chains an
+   * `audit.pruned` event (by `service`, at `now`) recording what went and where the chain now
+   * starts, in the same transaction: pruneChain. Returns how many events were removed.
+   */
   async prune(retentionMs: number, now = Date.now()): Promise<number> {
     await this.flush();
-    return pruneChain(this.deps.db, this.postgres, retentionMs, now);
+    const { removed, events } = await pruneChain(this.deps.db, this.postgres, retentionMs, now, (trx, details) => {
+      const actor = { user_id: null, username: 'service', method: 'system', ip: null };
+      // its time is the one its cutoff was measured from (verify checks the two agree)
+      const event = { ...this.draft({ action: 'audit.pruned', actor, target: { type: 'audit' }, details: { ...details } }), at: new Date(now).toISOString() };
+      return this.append(trx, [event]);
+    });
+    this.published(events);
+    return removed;
   }
 }
