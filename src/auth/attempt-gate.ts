@@ -92,8 +92,10 @@ export function lockedOut(retryAfter: number, recorded = true): DomainError {
  *   lockout per (name, address), five failures in 60 s, shared by every instance;
  * - per known device (a valid device cookie for the name): its own budget and lockout, ten
  *   failures a day, instead of its address's; spent, the attempt counts as its address's;
- * - per account, for second factors only: ten wrong in an hour, from anywhere. Passwords have
- *   no account-wide limit: anyone could lock anyone out.
+ * - per account, for second factors only: ten wrong in an hour from clients that are not a
+ *   known device of the account (the owner's device keeps its own budget, so whoever has the
+ *   password alone cannot lock the owner out). Passwords have no account-wide limit: anyone
+ *   could lock anyone out.
  *
  * An attempt counts as a failure from admission until it succeeds, so parallel guesses cannot
  * all pass before one lands. Every refused or failed attempt is one log line and one audit
@@ -140,7 +142,8 @@ export class AttemptGate {
       return { ok: false, reason: 'invalid_credentials', retryAfter: 0 };
     }
     await this.deps.lockout.succeed(attempt.username, admission.client);
-    if (attempt.secret === 'second_factor') await this.deps.lockout.succeed(attempt.username, SECOND_FACTOR_CLIENT);
+    // the owner's own device passing leaves the account-wide count of the others' guesses as it is
+    if (attempt.secret === 'second_factor' && !admission.device) await this.deps.lockout.succeed(attempt.username, SECOND_FACTOR_CLIENT);
     return { ok: true, value, admitted: admission };
   }
 
@@ -213,8 +216,10 @@ export class AttemptGate {
       if (wait > 0) return { reason: 'locked_out', retryAfter: wait };
       admitted = { client: attempt.ip, device: null };
     }
-    if (attempt.secret === 'second_factor') {
-      // the account's own count, which guesses spread over many addresses cannot escape
+    if (attempt.secret === 'second_factor' && !admitted.device) {
+      // the account's own count, which guesses spread over many addresses cannot escape; the
+      // owner's known device is not held by it (its own budget and lockout above), so a
+      // password alone cannot lock the owner out of their second step
       const wait = await this.deps.lockout.begin(attempt.username, SECOND_FACTOR_CLIENT, SECOND_FACTOR_RULE);
       if (wait > 0) return { reason: 'locked_out', retryAfter: wait };
     }

@@ -5,6 +5,7 @@ import { HttpError } from '../http/errors.js';
 import { markRecorded } from '../errors.js';
 import { MFA_TOKEN_TTL_MS, type MfaTokenRecord, type RedirectResume } from './mfa/step.js';
 import type { SecondFactorProof } from './mfa/factor.js';
+import { rememberDevice } from './device-cookie.js';
 
 export interface IssuedSession {
   token: string;
@@ -84,6 +85,9 @@ export async function passSecondStep(auth: AuthComponent, ctx: Context, token: u
     return { ok: false, reason, retryAfter: proved.retryAfter || undefined, mfaToken: await again() };
   }
   auth.secondStep.clearBinding(ctx);
+  // the device passed both factors: it is the owner's known device from now on (its own budget
+  // in the attempt gate; the account-wide count of wrong factors does not hold it)
+  rememberDevice(ctx, auth.gate.cookies, user.username, proved.admitted.device, auth.config.publicUrl.startsWith('https:'));
   const done = await completeLogin(auth, ctx, user, { provider: record.provider, via: 'second_step', secondFactor: true });
   if (done.kind !== 'session') throw new Error('a verified second step must end in a session');
   ctx.log.info({ user_id: user.id, factor: proved.value }, 'second step passed');

@@ -91,8 +91,11 @@ export async function credentialsLogin(auth: AuthComponent, ctx: Context, typed:
     return refusal ? { ok: false, retryAfter: 0, refusal } : { ok: false, retryAfter: checked.retryAfter };
   }
   const { user, provider } = checked.value;
-  rememberDevice(ctx, auth.gate.cookies, username, checked.admitted.device, auth.config.publicUrl.startsWith('https:'));
-  return { ok: true, ...(await completeLogin(auth, ctx, user, { provider, via })) };
+  const done = await completeLogin(auth, ctx, user, { provider, via });
+  // a device becomes known once it has passed every factor: for an account with a second
+  // factor, after the second step (passSecondStep), never on the password alone
+  if (done.kind === 'session') rememberDevice(ctx, auth.gate.cookies, username, checked.admitted.device, auth.config.publicUrl.startsWith('https:'));
+  return { ok: true, ...done };
 }
 
 /** Revokes the session token behind the request and the cookie session's token, and ends the cookie session. */

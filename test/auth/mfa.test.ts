@@ -382,6 +382,59 @@ describe('second factor: TOTP and recovery codes', function () {
       .expect(200);
   });
 
+  it("the password alone cannot lock the owner's device out of the second step; it makes no device known", async () => {
+    const mira = await newUser('mira');
+    const { secret, recovery } = await enrol(await session(mira));
+    const deviceOf = (res: request.Response) =>
+      ([] as string[])
+        .concat(res.headers['set-cookie'] ?? [])
+        .map((c) => /^svc\.device=([^;]+)/.exec(c)?.[1])
+        .find(Boolean);
+    // the owner signs in on their laptop: the device becomes known after the second step only
+    const step1 = await api().post('/api/auth/login').set('X-Forwarded-For', '192.0.2.10').send({ username: 'mira', password: mira.password }).expect(200);
+    expect(deviceOf(step1), 'a device cookie on the password alone').to.equal(undefined);
+    const step2 = await api()
+      .post('/api/auth/login/mfa')
+      .set('X-Forwarded-For', '192.0.2.10')
+      .send({ mfa_token: step1.body.mfa_token, code: codeAt(secret, stepsAway(1)) })
+      .expect(200);
+    const laptop = deviceOf(step2);
+    expect(laptop).to.be.a('string');
+    // someone with the password guesses codes from many addresses until the account's count locks
+    let locked = false;
+    for (let i = 0; i < 12 && !locked; i++) {
+      const first = await api()
+        .post('/api/auth/login')
+        .set('X-Forwarded-For', `203.0.113.${100 + i}`)
+        .send({ username: 'mira', password: mira.password })
+        .expect(200);
+      expect(deviceOf(first)).to.equal(undefined);
+      const res = await api()
+        .post('/api/auth/login/mfa')
+        .set('X-Forwarded-For', `203.0.113.${100 + i}`)
+        .send({ mfa_token: first.body.mfa_token, code: '000000' });
+      locked = res.status === 429;
+    }
+    expect(locked, "the account's count locks the guessers").to.equal(true);
+    // the owner's known device still passes, with its own budget
+    const again = await api()
+      .post('/api/auth/login')
+      .set('X-Forwarded-For', '192.0.2.10')
+      .set('Cookie', `svc.device=${laptop}`)
+      .send({ username: 'mira', password: mira.password })
+      .expect(200);
+    await api()
+      .post('/api/auth/login/mfa')
+      .set('X-Forwarded-For', '192.0.2.10')
+      .set('Cookie', `svc.device=${laptop}`)
+      // (the app's codes of this minute are spent: a recovery code)
+      .send({ mfa_token: again.body.mfa_token, code: recovery[0] })
+      .expect(200);
+    // and a guesser is still locked out afterwards
+    const late = await api().post('/api/auth/login').set('X-Forwarded-For', '203.0.113.200').send({ username: 'mira', password: mira.password }).expect(200);
+    await api().post('/api/auth/login/mfa').set('X-Forwarded-For', '203.0.113.200').send({ mfa_token: late.body.mfa_token, code: '000000' }).expect(429);
+  });
+
   it('removing the app takes its code through the attempt gate: guesses end in 429 and are in the trail; without a code it needs step-up', async () => {
     const lena = await newUser('lena');
     const token = await session(lena);
