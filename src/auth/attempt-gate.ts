@@ -8,7 +8,7 @@ import { DEVICE_CLIENT_PREFIX, DEVICE_RULE, SECOND_FACTOR_CLIENT, SECOND_FACTOR_
 export type Secret = 'password' | 'second_factor' | 'passkey';
 
 /** The door a secret came through: the login API, the form, Basic (HTTP or ws), a current password, a second factor's uses. */
-export type AttemptVia = 'login' | 'form' | 'basic' | 'password_change' | 'second_step' | 'step_up' | 'factor_removal' | 'passkey';
+export type AttemptVia = 'login' | 'form' | 'basic' | 'password_change' | 'factor_enrolment' | 'second_step' | 'step_up' | 'factor_removal' | 'passkey';
 
 export type FailureReason = 'invalid_credentials' | 'locked_out' | 'rate_limited' | 'account_disabled' | 'busy';
 

@@ -420,7 +420,7 @@ export interface paths {
         put?: never;
         /**
          * Start enrolling an authenticator app
-         * @description Answers the secret (also as an `otpauth://` URI and a QR code) of an enrolment that becomes active with `POST /api/me/mfa/totp/confirm`. A user who has a factor already verifies it first (a stolen session must not add its own).
+         * @description Answers the secret (also as an `otpauth://` URI and a QR code) of an enrolment that becomes active with `POST /api/me/mfa/totp/confirm`. Your first second factor needs proof that you are at this session: `current_password`, or a sign-in within the last 5 minutes (an account without a local password signs in again); a user who has a factor verifies it instead (step-up).
          *
          *     Requires an authenticated caller.
          *
@@ -520,7 +520,7 @@ export interface paths {
         put?: never;
         /**
          * Start registering a passkey or security key
-         * @description Answers the options for `navigator.credentials.create()` (`startRegistration()` of @simplewebauthn/browser), with a challenge good for two minutes, once, from this session. A user who has a factor already verifies it first (step-up).
+         * @description Answers the options for `navigator.credentials.create()` (`startRegistration()` of @simplewebauthn/browser), with a challenge good for two minutes, once, from this session. Your first second factor needs proof that you are at this session: `current_password`, or a sign-in within the last 5 minutes (an account without a local password signs in again); a user who has a factor verifies it instead (step-up).
          *
          *     Requires an authenticated caller.
          *
@@ -2931,7 +2931,14 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description your password, when this session signed in more than 5 minutes ago and you have no second factor yet */
+                    current_password?: string;
+                };
+            };
+        };
         responses: {
             /** @description the new secret */
             200: {
@@ -2948,7 +2955,15 @@ export interface operations {
                     };
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description validation_failed: `current_password` missing (a first factor, the sign-in older than 5 minutes) or not correct */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             /** @description forbidden: not a web session (an API key, Basic or the system key); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
@@ -2968,7 +2983,19 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            429: components["responses"]["TooManyRequests"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description locked out (wrong passwords) */
+            429: {
+                headers: {
+                    /** @description seconds */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3235,7 +3262,14 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description your password, when this session signed in more than 5 minutes ago and you have no second factor yet */
+                    current_password?: string;
+                };
+            };
+        };
         responses: {
             /** @description the registration options */
             200: {
@@ -3286,7 +3320,15 @@ export interface operations {
                     };
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description validation_failed: `current_password` missing (a first factor, the sign-in older than 5 minutes) or not correct */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             /** @description forbidden: not a web session (an API key, Basic or the system key); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
@@ -3297,7 +3339,19 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            429: components["responses"]["TooManyRequests"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description locked out (wrong passwords) */
+            429: {
+                headers: {
+                    /** @description seconds */
+                    "Retry-After"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3995,7 +4049,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.plugins; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: the caller lacks feature:admin.plugins; or the caller is not a superadmin (nor the system key) and the change includes a setting the manifest marks trusted_only, or one such a setting guards while it is set (details name the field); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;

@@ -177,6 +177,10 @@ const SECURITY_PANEL = html`<section class="panel wide" id="security" aria-label
 <table class="list"><thead><tr><th>Label</th><th>Prefix</th><th>Created</th><th></th></tr></thead><tbody></tbody></table>
 <div class="row"><button type="button" class="danger" data-revoke-before-factor>Revoke these keys</button><button type="button" data-keys-kept>Keep them</button></div>
 </div>
+<form data-reauth class="row" hidden>
+<label>Your current password <input name="current_password" type="password" autocomplete="current-password" maxlength="1024"></label>
+<p class="note">A first second factor needs it (or a sign-in within the last 5 minutes): then set one up below.</p>
+</form>
 <div class="security-add">
 <div data-totp-block>
 <h3>Authenticator app</h3>

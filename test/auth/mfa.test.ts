@@ -322,6 +322,36 @@ describe('second factor: TOTP and recovery codes', function () {
     expect(codeAt(secret)).to.match(/^\d{6}$/);
   });
 
+  it('a first factor needs a fresh sign-in or the current password: a stolen session cannot enrol its own', async () => {
+    const nora = await newUser('nora');
+    const token = await session(nora);
+    const bearer = { Authorization: `Bearer ${token}` };
+    // the session's sign-in ages past five minutes, as a stolen session's would be
+    await svc.service
+      .db('api_keys')
+      .where({ user_id: nora.id, kind: 'session' })
+      .update({ created_at: Date.now() - 6 * 60_000 });
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'all' }); // identities resolved before forget it, as time would
+    for (const path of ['/api/me/mfa/totp', '/api/me/mfa/webauthn/options']) {
+      const missing = await api().post(path).set(bearer).send({}).expect(400);
+      expect(missing.body.error.details).to.deep.equal([
+        { field: 'current_password', message: 'is required: a first second factor needs your current password, or a sign-in within the last 5 minutes' },
+      ]);
+      const wrong = await api().post(path).set(bearer).send({ current_password: 'not-the-password' }).expect(400);
+      expect(wrong.body.error.details[0]).to.deep.equal({ field: 'current_password', message: 'is not correct' });
+      await api().post(path).set(bearer).send({ current_password: nora.password }).expect(200);
+    }
+    // a wrong password here is a guess like any other: in the trail
+    await svc.service.iam.audit.flush();
+    const failed = await svc.service.db('audit_events').where({ action: 'auth.login_failed', target_name: 'nora' });
+    expect(failed.length).to.be.greaterThan(0);
+    // an account that signs in only through its provider: a fresh sign-in is the only proof
+    await svc.service.db('users').where({ id: nora.id }).update({ hashed_password: null });
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
+    const sso = await api().post('/api/me/mfa/totp').set(bearer).send({ current_password: nora.password }).expect(400);
+    expect(sso.body.error.details[0].message).to.match(/signs in through its provider\): sign in again/);
+  });
+
   it('a session older than the step-up window must verify again before confirming another factor', async () => {
     const jane = await newUser('jane');
     const token = await session(jane);

@@ -381,6 +381,16 @@ describe('browser: passkeys and the second factor', function () {
     await signIn(page, svc.origin, tom.username, tom.password, '/settings');
     await page.locator(`[data-keys] tr[data-key-id="${early.id}"]`).waitFor();
     await page.locator('[data-factors] td.empty').waitFor();
+    // the sign-in is older than five minutes (as a stolen session's would be): a first factor asks for the password
+    await svc.service
+      .db('api_keys')
+      .where({ user_id: tomId, kind: 'session' })
+      .update({ created_at: Date.now() - 6 * 60_000 });
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
+    await page.click('[data-totp-start]');
+    await page.locator('[data-reauth] input[name=current_password]').waitFor();
+    expect(await page.textContent('[data-security-msg]')).to.include('current_password');
+    await page.fill('[data-reauth] input[name=current_password]', tom.password);
     await page.click('[data-totp-start]');
     const qr = page.locator('[data-totp-qr]');
     await qr.waitFor();

@@ -12,7 +12,8 @@ import { passSecondStep, secondStepRefused, signedIn } from '../complete-login.j
 import { lockedOut } from '../attempt-gate.js';
 import { noStore } from '../sessions.js';
 import { sameOriginOnly } from './login.js';
-import { mfaStatusView, NOT_A_SESSION, recoveryCodesView, sessionView, totpConfirmedView } from './views.js';
+import { FIRST_FACTOR_PROOF, mfaStatusView, NOT_A_SESSION, reauthBody, recoveryCodesView, sessionView, totpConfirmedView } from './views.js';
+import { requireFreshSignIn } from '../reauth.js';
 import { publicKey } from '../api-keys.js';
 import { keysBeforeFactor } from './me.js';
 
@@ -86,19 +87,23 @@ export function mfaRoutes(auth: AuthComponent): Router {
       method: 'POST',
       path: '/api/me/mfa/totp',
       summary: 'Start enrolling an authenticator app',
-      description:
-        'Answers the secret (also as an `otpauth://` URI and a QR code) of an enrolment that becomes active with `POST /api/me/mfa/totp/confirm`. A user who has a factor already verifies it first (a stolen session must not add its own).',
+      description: `Answers the secret (also as an \`otpauth://\` URI and a QR code) of an enrolment that becomes active with \`POST /api/me/mfa/totp/confirm\`. ${FIRST_FACTOR_PROOF}`,
       auth: 'identity',
       stepUp: true,
+      body: reauthBody,
       responses: {
         200: { description: 'the new secret', schema: totpEnrolmentView },
+        400: 'validation_failed: `current_password` missing (a first factor, the sign-in older than 5 minutes) or not correct',
         403: NOT_A_SESSION,
         409: 'an authenticator app is enrolled already',
+        429: { description: 'locked out (wrong passwords)', headers: { 'Retry-After': 'seconds' } },
       },
     },
-    async (ctx) => {
+    async (ctx, { body }) => {
       noStore(ctx);
-      return auth.mfa.totp.enrol(actor(ctx), await me(ctx), await auth.secondStep.sessionOf(identity(ctx)));
+      const user = await me(ctx);
+      await requireFreshSignIn(auth, ctx, user, body?.current_password);
+      return auth.mfa.totp.enrol(actor(ctx), user, await auth.secondStep.sessionOf(identity(ctx)));
     },
   );
 

@@ -38,6 +38,19 @@ export const passkeyFields = {
 
 export const passkeyView = Joi.object(passkeyFields).id('PasskeyView');
 
+/** Starting a first factor: the current password, unless the session signed in within five minutes. */
+export interface ReauthBody {
+  current_password?: string;
+}
+export const reauthBody = Joi.object<ReauthBody, true>({
+  current_password: Joi.string()
+    .min(1)
+    .max(1024)
+    .description('your password, when this session signed in more than 5 minutes ago and you have no second factor yet'),
+});
+export const FIRST_FACTOR_PROOF =
+  'Your first second factor needs proof that you are at this session: `current_password`, or a sign-in within the last 5 minutes (an account without a local password signs in again); a user who has a factor verifies it instead (step-up).';
+
 /** GET /api/me/mfa: a user's second factors (never a secret). */
 export const mfaStatusView = Joi.object({
   totp: Joi.boolean().description('an authenticator app is enrolled'),

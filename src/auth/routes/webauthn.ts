@@ -12,7 +12,8 @@ import { lockedOut, type Attempt } from '../attempt-gate.js';
 import { deviceCookieOf } from '../device-cookie.js';
 import { noStore } from '../sessions.js';
 import { sameOriginOnly } from './login.js';
-import { keysBeforeFactorField, NOT_A_SESSION, passkeyFields, sessionView } from './views.js';
+import { FIRST_FACTOR_PROOF, keysBeforeFactorField, NOT_A_SESSION, passkeyFields, reauthBody, sessionView } from './views.js';
+import { requireFreshSignIn } from '../reauth.js';
 import { publicKey } from '../api-keys.js';
 import { keysBeforeFactor } from './me.js';
 
@@ -141,15 +142,21 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       method: 'POST',
       path: '/api/me/mfa/webauthn/options',
       summary: 'Start registering a passkey or security key',
-      description:
-        'Answers the options for `navigator.credentials.create()` (`startRegistration()` of @simplewebauthn/browser), with a challenge good for two minutes, once, from this session. A user who has a factor already verifies it first (step-up).',
+      description: `Answers the options for \`navigator.credentials.create()\` (\`startRegistration()\` of @simplewebauthn/browser), with a challenge good for two minutes, once, from this session. ${FIRST_FACTOR_PROOF}`,
       auth: 'identity',
       stepUp: true,
-      responses: { 200: { description: 'the registration options', schema: registrationOptionsView }, 403: NOT_A_SESSION },
+      body: reauthBody,
+      responses: {
+        200: { description: 'the registration options', schema: registrationOptionsView },
+        400: 'validation_failed: `current_password` missing (a first factor, the sign-in older than 5 minutes) or not correct',
+        403: NOT_A_SESSION,
+        429: { description: 'locked out (wrong passwords)', headers: { 'Retry-After': 'seconds' } },
+      },
     },
-    async (ctx) => {
+    async (ctx, { body }) => {
       noStore(ctx);
       const { sessionId, user } = await webSession(auth, ctx);
+      await requireFreshSignIn(auth, ctx, user, body?.current_password);
       return { flow: 'registration', options: await auth.mfa.passkeys.enrol(actor(ctx), user, sessionId) };
     },
   );

@@ -5,7 +5,7 @@
 // one button that revokes them all.
 // What needs a fresh verification (step-up) opens the dialog by itself (api() in app.ts).
 import type { Answer, MfaStatus, Schemas } from '../../client/api-types.js';
-import { $, api, busy, clearOnEdit, confirmButton, control, copyText, ENROLMENT_EVENT, h, me, must, say, submitter, text, when } from './app.js';
+import { $, api, busy, clearOnEdit, confirmButton, control, copyText, ENROLMENT_EVENT, fieldProblems, h, me, must, say, submitter, text, when } from './app.js';
 import { createPasskey, passkeyErrorText, passkeysSupported, type FlowOptions, type PublicKeyCredentialCreationOptionsJSON } from './passkeys.js';
 
 type TotpStart = Answer<'/api/me/mfa/totp', 'post'>;
@@ -29,6 +29,21 @@ export function securityPanel(section: HTMLElement, keysChanged: () => void = ()
   const earlyKeys = must('[data-keys-before-factor]', section);
   const revokeEarly = must<HTMLButtonElement>('[data-revoke-before-factor]', earlyKeys);
   let codes: string[] = [];
+  const reauth = must<HTMLFormElement>('[data-reauth]', section);
+  reauth.addEventListener('submit', (e) => e.preventDefault());
+  /** A first factor's proof that this is the account's person: the password, once the service asked for it. */
+  const reauthentication = () => {
+    const password = control(reauth, 'current_password').value;
+    return !reauth.hidden && password ? { current_password: password } : {};
+  };
+  /** The service asked for the current password (this sign-in is older than 5 minutes): the field shows. */
+  const askedForPassword = (err: unknown): never => {
+    if (fieldProblems(err).some((p) => p.field === 'current_password')) {
+      reauth.hidden = false;
+      control(reauth, 'current_password').focus();
+    }
+    throw err;
+  };
 
   const mustEnrol = new URLSearchParams(location.search).get('mfa') === 'required';
   const showRequired = () => {
@@ -167,7 +182,7 @@ export function securityPanel(section: HTMLElement, keysChanged: () => void = ()
   // ---- authenticator app --------------------------------------------------------------------
 
   totpStart.addEventListener('click', async () => {
-    const started = await busy(totpStart, msg, () => api<TotpStart>('POST', '/api/me/mfa/totp'));
+    const started = await busy(totpStart, msg, () => api<TotpStart>('POST', '/api/me/mfa/totp', reauthentication()).catch(askedForPassword));
     if (!started) return;
     say(msg, '');
     // the QR code is an image (data: URL): the SVG never becomes part of the page
@@ -227,7 +242,9 @@ export function securityPanel(section: HTMLElement, keysChanged: () => void = ()
     e.preventDefault();
     const label = text(new FormData(passkeyForm), 'label').trim() || 'Passkey';
     const added = await busy(submitter(e), msg, async () => {
-      const { options } = await api<FlowOptions<PublicKeyCredentialCreationOptionsJSON>>('POST', '/api/me/mfa/webauthn/options');
+      const { options } = await api<FlowOptions<PublicKeyCredentialCreationOptionsJSON>>('POST', '/api/me/mfa/webauthn/options', reauthentication()).catch(
+        askedForPassword,
+      );
       let response;
       try {
         response = await createPasskey(options);
