@@ -1,3 +1,4 @@
+import { passwordWeakness } from './password-strength.js';
 import path from 'node:path';
 import { DEFAULT_ADMIN_PASSWORD, DEFAULT_BOT_PASSWORD, isKnownPassword, isLoopback, isPlaceholderKey, unknownVariables } from './config-checks.js';
 import { ConfigError, type ConfigProblem } from './config-error.js';
@@ -236,7 +237,14 @@ function credentialProblems(v: CheckedEnv): ConfigProblem[] {
     if (!v.SERVICE_SECRET_KEY) problems.push({ variable: 'SERVICE_SECRET_KEY', reason: unset });
     else if (isPlaceholderKey(v.SERVICE_SECRET_KEY))
       problems.push({ variable: 'SERVICE_SECRET_KEY', reason: 'is a placeholder, which production refuses: generate one with `openssl rand -base64 48`' });
-  } else if (!isLoopback(v.SERVICE_HOST)) {
+  }
+  // a password of one's own, in every mode, is held to the rule of every password set
+  // (src/password-strength.ts); the development defaults are judged above
+  for (const [variable, value] of passwords) {
+    const weak = value && !isKnownPassword(value) ? passwordWeakness(value, [variable === 'SERVICE_ADMIN_PASSWORD' ? 'admin' : 'bot']) : null;
+    if (weak) problems.push({ variable, reason: weak });
+  }
+  if (v.SERVICE_ENV !== 'production' && !isLoopback(v.SERVICE_HOST)) {
     // the development passwords are in the README: on an address others reach they are anyone's
     for (const [variable, value] of passwords) {
       if (!value || isKnownPassword(value)) {

@@ -126,13 +126,13 @@ describe('config', () => {
 
   it('refuses production with default passwords or a generated secret key', () => {
     rejects({ SERVICE_ENV: 'production' }, 'SERVICE_ADMIN_PASSWORD', /production/);
-    rejects({ SERVICE_ENV: 'production', SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one' }, 'SERVICE_SECRET_KEY');
+    rejects({ SERVICE_ENV: 'production', SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one-of-mine' }, 'SERVICE_SECRET_KEY');
     const ok = loadConfig(
       {
         ...base(),
         SERVICE_ENV: 'production',
         SERVICE_ADMIN_PASSWORD: 'a-real-password',
-        SERVICE_BOT_PASSWORD: 'another-one',
+        SERVICE_BOT_PASSWORD: 'another-one-of-mine',
         SERVICE_SECRET_KEY: 'k'.repeat(40),
       },
       { writeFiles: false },
@@ -143,7 +143,7 @@ describe('config', () => {
   it('refuses production without writing anything (no secret.key, no data dir)', () => {
     const dir = path.join(tempDir(), 'data');
     expect(() =>
-      loadConfig({ SERVICE_DATA_DIR: dir, SERVICE_ENV: 'production', SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one' }),
+      loadConfig({ SERVICE_DATA_DIR: dir, SERVICE_ENV: 'production', SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one-of-mine' }),
     ).to.throw(ConfigError, /SERVICE_SECRET_KEY/);
     expect(fs.existsSync(dir)).to.equal(false);
   });
@@ -193,7 +193,7 @@ describe('config', () => {
     const prod = {
       SERVICE_ENV: 'production',
       SERVICE_ADMIN_PASSWORD: 'a-real-password',
-      SERVICE_BOT_PASSWORD: 'another-one',
+      SERVICE_BOT_PASSWORD: 'another-one-of-mine',
       SERVICE_SECRET_KEY: 'k'.repeat(40),
     };
     for (const weak of ['admin-dev-password', 'bot-dev-password', 'change-me', 'change-me-too', 'CHANGE-ME-please', 'changeme', 'password']) {
@@ -212,6 +212,17 @@ describe('config', () => {
     const err = problemsOf({ ...prod, SERVICE_ADMIN_PASSWORD: 'admin-dev-password', SERVICE_BOT_PASSWORD: 'bot-dev-password' });
     expect(err.lines()).to.have.length(1);
     expect(err.lines()[0]).to.match(/^SERVICE_ADMIN_PASSWORD, SERVICE_BOT_PASSWORD: /);
+  });
+
+  it("refuses a bootstrap password of one's own that is common or easy to guess, in every mode (the development defaults aside)", () => {
+    for (const env of [{}, { SERVICE_ENV: 'production', SERVICE_SECRET_KEY: 'k'.repeat(40), SERVICE_BOT_PASSWORD: 'a-bot-password-of-mine' }]) {
+      rejects({ ...env, SERVICE_ADMIN_PASSWORD: 'password123' }, 'SERVICE_ADMIN_PASSWORD', /is a common password/);
+      rejects({ ...env, SERVICE_ADMIN_PASSWORD: 'Summer2024!' }, 'SERVICE_ADMIN_PASSWORD', /too easy to guess \(strength 2 of 4, 3 needed\)/);
+      rejects({ ...env, SERVICE_ADMIN_PASSWORD: 'qwertyuiop' }, 'SERVICE_ADMIN_PASSWORD', /is a common password/);
+    }
+    // the development defaults stay usable on a loopback listener in development
+    expect(loadConfig({ ...base(), SERVICE_ADMIN_PASSWORD: 'admin-dev-password' }, { writeFiles: false }).adminPassword).to.equal('admin-dev-password');
+    expect(loadConfig({ ...base(), SERVICE_ADMIN_PASSWORD: 'a-real-password' }, { writeFiles: false }).adminPasswordConfigured).to.equal(true);
   });
 
   it('refuses the development passwords on a listener other hosts reach, saying how to set real ones', () => {

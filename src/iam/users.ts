@@ -4,6 +4,7 @@ import { isUniqueViolation } from '../db/knex.js';
 import { ADMIN_GROUP, ADMIN_USERS_PERMISSION, requireKnownPermissions } from './permissions.js';
 import { guardLastAdmin, leavesNoAdmin } from './last-admin.js';
 import type { Passwords } from './passwords.js';
+import { requireStrongPassword } from '../password-strength.js';
 import {
   addedHostPermissions,
   guardHostBoundary,
@@ -104,6 +105,7 @@ export class UserAdmin {
       if (input.roles?.length) await this.rolesAllowed(actor);
       await this.checkRefs(input);
       const granted = await this.guardHostGrants(actor, { groups: [], extraPermissions: [] }, input);
+      if (input.password) requireStrongPassword(input.password, 'password', [input.username, input.email, input.displayName]);
       const hashedPassword = input.password ? await passwords.hash(input.password) : null;
       let user: User;
       try {
@@ -165,6 +167,7 @@ export class UserAdmin {
         roles: change.roles ?? user.roles,
       });
       const { password, ...rest } = change;
+      if (password) requireStrongPassword(password, 'password', [user.username, rest.email ?? user.email, rest.displayName ?? user.displayName]);
       const hashedPassword = password ? await passwords.hash(password) : undefined;
       const fields = Object.keys(rest).filter((k) => rest[k as keyof typeof rest] !== undefined);
       const updated = await this.deps.commands.within(
@@ -211,7 +214,8 @@ export class UserAdmin {
     actor: Actor,
     user: User,
     password: string,
-    opts: { keepSession?: string | null; current?: (() => Promise<void>) | null } = {},
+    /** `field`: what the caller calls the new password (a refusal names it) */
+    opts: { keepSession?: string | null; current?: (() => Promise<void>) | null; field?: string } = {},
   ): Promise<void> {
     await this.deps.commands.run({ action: 'user.password_changed', actor, target: userTarget(user) }, async () => {
       if (actor.keyScopes && actor.userId === user.id) throw refused("a scoped API key cannot change its owner's password or e-mail address");
@@ -222,6 +226,7 @@ export class UserAdmin {
         if (!holds(actor, ADMIN_USERS_PERMISSION)) throw refused(`missing permission ${ADMIN_USERS_PERMISSION}`);
         await this.guardTakeover(actor, user);
       }
+      requireStrongPassword(password, opts.field ?? 'password', [user.username, user.email, user.displayName]);
       const hashedPassword = await this.deps.passwords.hash(password);
       await this.deps.commands.within(
         async (trx) => {

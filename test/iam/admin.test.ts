@@ -69,11 +69,11 @@ describe('IAM model and admin API', () => {
       await request(svc.url)
         .post('/api/users')
         .set('Authorization', admin())
-        .send({ username: 'opsy', password: 'opsy-password', groups: ['INT_VIEWER', 'ops'], extra_permissions: ['feature:notifications.send'] })
+        .send({ username: 'opsy', password: 'opsy-password-long', groups: ['INT_VIEWER', 'ops'], extra_permissions: ['feature:notifications.send'] })
         .expect(201)
     ).body;
     expect(u.identities).to.deep.equal([{ provider: 'local', provider_user_id: 'opsy' }]);
-    const access = (await request(svc.url).get('/api/me/access').set('Authorization', basic('opsy', 'opsy-password')).expect(200)).body;
+    const access = (await request(svc.url).get('/api/me/access').set('Authorization', basic('opsy', 'opsy-password-long')).expect(200)).body;
     expect(access.permissions).to.deep.equal(['api:read', 'feature:dashboard.view', 'feature:notifications.broadcast', 'feature:notifications.send']);
     expect(access.groups).to.deep.equal(['INT_VIEWER', 'ops']);
   });
@@ -175,6 +175,40 @@ describe('IAM model and admin API', () => {
     await request(svc.url).patch(`/api/users/${solo.id}`).set('Authorization', self).send({ roles: [] }).expect(200);
   });
 
+  it('refuses a common or easily guessed password wherever one is set: creating, changing, setting it, and the CLI', async () => {
+    const field = (res: request.Response) => res.body.error.details[0] as { field: string; message: string };
+    const created = await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'weakling', password: 'password123' }).expect(400);
+    expect(field(created)).to.deep.include({ field: 'password' });
+    expect(field(created).message).to.match(/is a common password/);
+    // the account's own name is among the first guesses
+    const named = await request(svc.url)
+      .post('/api/users')
+      .set('Authorization', admin())
+      .send({ username: 'marguerite', password: 'marguerite2024' })
+      .expect(400);
+    expect(field(named).message).to.match(/too easy to guess/);
+    const u = (
+      await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'weakling', password: 'tidal-orbit-lantern-97' }).expect(201)
+    ).body;
+    expect(
+      field(await request(svc.url).patch(`/api/users/${u.id}`).set('Authorization', admin()).send({ password: 'Summer2024!' }).expect(400)),
+    ).to.deep.include({
+      field: 'password',
+      message: 'is too easy to guess (strength 2 of 4, 3 needed): a longer passphrase of unrelated words works well',
+    });
+    const own = await request(svc.url)
+      .post(`/api/users/${u.id}/password`)
+      .set('Authorization', basic('weakling', 'tidal-orbit-lantern-97'))
+      .send({ current_password: 'tidal-orbit-lantern-97', new_password: 'qwertyuiop' })
+      .expect(400);
+    expect(field(own)).to.deep.include({ field: 'new_password' });
+    const run = await cli(testEnv(svc.dataDir, svc.databaseUrl), ['user', 'set-password', 'weakling'], 'iloveyou2\n');
+    expect(run.code, run.stderr).to.equal(2);
+    expect(run.stderr).to.match(/password: (is a common password|is too easy to guess)/);
+    // the old password still works: nothing was changed
+    await request(svc.url).get('/api/me').set('Authorization', basic('weakling', 'tidal-orbit-lantern-97')).expect(200);
+  });
+
   it('refuses to delete, demote or disable the last enabled member of INT_ADMIN (409)', async () => {
     const users = (await request(svc.url).get('/api/users').set('Authorization', admin()).expect(200)).body.users;
     const a = users.find((u: any) => u.username === 'admin');
@@ -211,7 +245,7 @@ describe('IAM model and admin API', () => {
       await request(svc.url)
         .post('/api/users')
         .set('Authorization', admin())
-        .send({ username: 'dev1', password: 'dev1-password', groups: ['INT_VIEWER', 'devs'] })
+        .send({ username: 'dev1', password: 'dev1-password-long', groups: ['INT_VIEWER', 'devs'] })
         .expect(201)
     ).body;
     const renamed = await request(svc.url).patch('/api/groups/devs').set('Authorization', admin()).send({ name: 'developers' }).expect(200);
@@ -221,7 +255,7 @@ describe('IAM model and admin API', () => {
       'developers',
     ]);
     await request(svc.url).get('/api/groups/devs').set('Authorization', admin()).expect(404);
-    const access = (await request(svc.url).get('/api/me/access').set('Authorization', basic('dev1', 'dev1-password')).expect(200)).body;
+    const access = (await request(svc.url).get('/api/me/access').set('Authorization', basic('dev1', 'dev1-password-long')).expect(200)).body;
     expect(access.permissions).to.include('api:write');
     await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'other' }).expect(201);
     await request(svc.url).patch('/api/groups/developers').set('Authorization', admin()).send({ name: 'other' }).expect(409);
@@ -233,7 +267,7 @@ describe('IAM model and admin API', () => {
 
   it('lists the permission catalog to any authenticated caller', async () => {
     await request(svc.url).get('/api/permissions').expect(401);
-    const res = await request(svc.url).get('/api/permissions').set('Authorization', basic('opsy', 'opsy-password')).expect(200);
+    const res = await request(svc.url).get('/api/permissions').set('Authorization', basic('opsy', 'opsy-password-long')).expect(200);
     const ids = res.body.permissions.map((p: any) => p.id);
     expect(ids).to.include.members(['feature:dashboard.view', 'feature:admin.plugins', 'api:read', 'socket:container:cleanup', 'socket:mounts:repair']);
   });

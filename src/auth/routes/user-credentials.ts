@@ -63,6 +63,7 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
       // the rules are the user writer's; the current password is a guess like a login (the attempt gate)
       const current = body.current_password;
       await users.setPassword(actor(ctx), user, body.new_password, {
+        field: 'new_password',
         keepSession: ownSession(ctx, user.id),
         current: current ? () => verifyCurrentPassword(auth, ctx, user, current) : null,
       });
