@@ -1,8 +1,11 @@
 import crypto from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
 // type-only imports: erased at run time, so this folder works wherever SERVICE_PLUGINS_DIR points
 import type { Context } from 'koa';
 import type { OutboundNotification } from '../../src/bus/events.js';
 import type { PluginContext, PluginSdk } from '../../src/plugins/types.js';
+import { checkLiteral, publicLookup, RefusedDestination } from './destination.js';
 
 /**
  * Example plugin 1: forwards every `notification:outbound` as a signed JSON POST.
@@ -14,7 +17,9 @@ import type { PluginContext, PluginSdk } from '../../src/plugins/types.js';
  *   X-Service-Signature-256: sha256=<hex HMAC-SHA256 of the raw body under the secret>
  *   body: {"event": "notification.outbound", "delivery_id": "...", "notification": {...}}
  * 2xx = delivered; 408, 429, 5xx, timeouts and network errors are retried with exponential
- * backoff up to max_attempts; any other answer (including a redirect) is final.
+ * backoff up to max_attempts; any other answer (including a redirect) is final. A destination
+ * that is not a public address is refused at connect time (./destination.ts), unless a trusted
+ * actor set allow_private_destinations.
  */
 
 interface Settings {
@@ -23,6 +28,7 @@ interface Settings {
   max_attempts: number;
   backoff_ms: number;
   timeout_ms: number;
+  allow_private_destinations: boolean;
 }
 
 const MAX_PENDING = 1000;
@@ -48,6 +54,7 @@ export function settingsSchema({ Joi }: PluginSdk) {
     max_attempts: Joi.number().integer().min(1).max(20).required(),
     backoff_ms: Joi.number().integer().min(0).max(MAX_BACKOFF_MS).required(),
     timeout_ms: Joi.number().integer().min(100).max(120_000).required(),
+    allow_private_destinations: Joi.boolean().required(),
   });
 }
 
@@ -58,7 +65,16 @@ export function setup(ctx: PluginContext): void {
   const stop = new AbortController();
   stopController = stop;
   const signal = AbortSignal.any([stop.signal, ctx.signal]);
-  const stats = { delivered: 0, failed: 0, retries: 0, pending: 0, dropped: 0, last_error: null as string | null, last_delivery_at: null as string | null };
+  const stats = {
+    delivered: 0,
+    failed: 0,
+    refused: 0,
+    retries: 0,
+    pending: 0,
+    dropped: 0,
+    last_error: null as string | null,
+    last_delivery_at: null as string | null,
+  };
   const target = settings.url ? new URL(settings.url).origin : null;
 
   ctx.endpoint(
@@ -75,6 +91,7 @@ export function setup(ctx: PluginContext): void {
             target: Joi.string().allow(null).description('the origin of the url (never its path or query); null when idle'),
             delivered: Joi.number().integer().min(0),
             failed: Joi.number().integer().min(0).description('notifications given up'),
+            refused: Joi.number().integer().min(0).description('notifications not sent: the url is not a public address (allow_private_destinations is off)'),
             retries: Joi.number().integer().min(0),
             pending: Joi.number().integer().min(0).description('deliveries waiting or in flight'),
             dropped: Joi.number().integer().min(0).description('notifications dropped because too many were pending'),
@@ -123,8 +140,34 @@ export function setup(ctx: PluginContext): void {
     ctx.log.info('no url configured (setting url); the forwarder idles');
     return;
   }
-  const url = settings.url;
+  const url = new URL(settings.url);
   const secret = settings.secret!;
+  const client = url.protocol === 'https:' ? https : http;
+  // an agent of its own: no socket another part of the service opened (unchecked) is reused
+  const agent = new client.Agent({ keepAlive: false });
+  signal.addEventListener('abort', () => agent.destroy(), { once: true });
+  const lookup = settings.allow_private_destinations ? undefined : publicLookup;
+
+  /** One POST; resolves the status (the answer's body is read and dropped). */
+  const post = (body: string, headers: Record<string, string>, attemptSignal: AbortSignal) =>
+    new Promise<number>((resolve, reject) => {
+      // at connect time: an IP literal here (no lookup runs for it), a name in `lookup`
+      if (lookup) checkLiteral(url.hostname);
+      const req = client.request(
+        url,
+        { method: 'POST', headers: { ...headers, 'Content-Length': String(Buffer.byteLength(body)) }, agent, lookup, signal: attemptSignal },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+          res.on('error', reject);
+          res.on('close', () => {
+            if (!res.complete) reject(new Error('the answer was cut off'));
+          });
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -147,32 +190,35 @@ export function setup(ctx: PluginContext): void {
     let attempt: number;
     for (attempt = 1; attempt <= settings.max_attempts && !signal.aborted; attempt++) {
       let retryable = true;
+      const attemptSignal = AbortSignal.any([signal, AbortSignal.timeout(settings.timeout_ms)]);
       try {
-        const res = await fetch(url, {
-          method: 'POST',
-          headers: {
-            'Content-Type': 'application/json',
-            'User-Agent': `service-outbound-forwarder/${ctx.manifest.version}`,
-            'X-Service-Event': 'notification.outbound',
-            'X-Service-Delivery': deliveryId,
-            'X-Service-Signature-256': signature,
-          },
-          body,
-          redirect: 'manual',
-          signal: AbortSignal.any([signal, AbortSignal.timeout(settings.timeout_ms)]),
-        });
-        await res.arrayBuffer().catch(() => undefined);
-        if (res.ok) {
+        const headers = {
+          'Content-Type': 'application/json',
+          'User-Agent': `service-outbound-forwarder/${ctx.manifest.version}`,
+          'X-Service-Event': 'notification.outbound',
+          'X-Service-Delivery': deliveryId,
+          'X-Service-Signature-256': signature,
+        };
+        const status = await post(body, headers, attemptSignal);
+        if (status >= 200 && status < 300) {
           stats.delivered += 1;
           stats.last_delivery_at = new Date().toISOString();
           ctx.log.debug({ delivery_id: deliveryId, notification_id: notification.id, attempt }, 'delivered');
           return deliveryId;
         }
-        reason = `HTTP ${res.status}`;
-        retryable = res.status >= 500 || res.status === 408 || res.status === 429;
+        reason = `HTTP ${status}`;
+        retryable = status >= 500 || status === 408 || status === 429;
       } catch (err) {
-        const e = err as Error & { cause?: { code?: string } };
-        reason = e.name === 'TimeoutError' ? `timed out after ${settings.timeout_ms} ms` : (e.cause?.code ?? e.message);
+        if (err instanceof RefusedDestination) {
+          // final: nothing was sent; the log names the delivery, never the notification's content
+          stats.refused += 1;
+          stats.last_error = err.message;
+          ctx.log.warn({ delivery_id: deliveryId, notification_id: notification.id, target: url.origin, reason: err.message }, 'delivery refused');
+          return deliveryId;
+        }
+        const e = err as Error & { code?: string; errors?: Array<{ code?: string }> };
+        const timedOut = !signal.aborted && (attemptSignal.reason as Error | undefined)?.name === 'TimeoutError';
+        reason = timedOut ? `timed out after ${settings.timeout_ms} ms` : (e.code ?? e.errors?.[0]?.code ?? e.message);
       }
       if (!retryable || attempt === settings.max_attempts) break;
       stats.retries += 1;

@@ -216,29 +216,35 @@ export class PluginHost {
    * Stores settings and restarts the plugin when it is enabled, so it sees the new values (here
    * and everywhere). The values as they would be after the change must pass the plugin's own
    * rules (its module's settingsSchema) first: else 400 naming each field, nothing is stored
-   * and a running plugin keeps running.
+   * and a running plugin keeps running. A `trusted_only` setting is a superadmin's or the
+   * system key's to change (403 for a plain administrator, recorded denied).
    */
   async updateSettings(actor: Actor, id: string, changes: Record<string, string | null>): Promise<PluginView> {
     const rec = this.record(id);
     const m = rec.manifest;
     if (!m) throw new PluginConflictError(`plugin ${id} has no valid manifest: ${rec.error}`);
+    // a refusal (a setting only a trusted actor changes) is recorded denied by the command path
+    const command = { action: 'settings.changed' as const, actor, target: { type: 'plugin', id, name: m.name } };
+    const run = <T>(body: () => Promise<T>) => (this.deps.iam.commands ? this.deps.iam.commands.run(command, body) : body());
     // checked and stored in one turn of the plugin's queue: two changes at once are each checked
     // against what the other stored
-    await this.serial(rec, async () => {
-      // the service's rules (declared keys, the environment's locks, secrets sent to a new place) first
-      await this.settings.check(m, changes);
-      const mod =
-        rec.running?.module ??
-        rec.module ??
-        (await withTimeout(importPluginModule(rec.folder, m.entry), this.deps.setupTimeoutMs ?? 10_000, 'import').catch(() => null));
-      // a module that cannot be imported has no rules to check against (and fails its start anyway)
-      if (mod) {
-        rec.module = mod;
-        const checked = settingProblems(mod, m, await this.settings.valuesAfter(m, changes));
-        if (checked.problems.length) throw new DomainError('validation_failed', fieldErrorsText(checked.problems), checked.problems);
-      }
-      await this.settings.update(m, changes);
-    });
+    await run(() =>
+      this.serial(rec, async () => {
+        // the service's rules (declared keys, the environment's locks, the trusted actors' settings, secrets sent to a new place) first
+        await this.settings.check(actor, m, changes);
+        const mod =
+          rec.running?.module ??
+          rec.module ??
+          (await withTimeout(importPluginModule(rec.folder, m.entry), this.deps.setupTimeoutMs ?? 10_000, 'import').catch(() => null));
+        // a module that cannot be imported has no rules to check against (and fails its start anyway)
+        if (mod) {
+          rec.module = mod;
+          const checked = settingProblems(mod, m, await this.settings.valuesAfter(m, changes));
+          if (checked.problems.length) throw new DomainError('validation_failed', fieldErrorsText(checked.problems), checked.problems);
+        }
+        await this.settings.update(m, changes);
+      }),
+    );
     // the names of the settings, never their values (a plugin's secrets among them)
     this.recordChange(actor, id, 'settings.changed', { fields: Object.keys(changes) });
     const view = await this.restart(id);

@@ -36,8 +36,8 @@ export interface PluginHostDeps {
     removePluginCatalog(pluginId: string): void;
     ledger: { setPlugin(source: { id: string; roles?: ManifestRole[] }): void; removePlugin(id: string): void; applyAll(): Promise<void> };
     secrets: SecretsLike;
-    /** an administrator's enabling, disabling and settings of a plugin are audit events */
-    commands?: Pick<CommandPath, 'record'>;
+    /** an administrator's enabling, disabling and settings of a plugin are audit events (refusals too) */
+    commands?: Pick<CommandPath, 'record' | 'run'>;
   };
   sockets: { registry: SocketRegistry; requests: { handle: SocketRequestHandler } };
   /** the login chain: plugin auth providers are removed from it when their plugin stops */

@@ -68,6 +68,13 @@ export interface ManifestSetting {
    * follows a changed endpoint.
    */
   sent_to: string[];
+  /**
+   * Changed through the API by a trusted actor only (a superadmin, the system key): a setting that
+   * widens what the plugin may reach. Absent: any administrator of plugins.
+   */
+  trusted_only?: boolean;
+  /** For a trusted_only setting: while it is not at its default, these are the trusted actors' too (what it was allowed for). */
+  guards?: string[];
 }
 
 export interface PluginManifest {
@@ -178,6 +185,8 @@ export const manifestSchema = Joi.object({
         default: Joi.string().allow('').max(4096).allow(null).default(null),
         secret: Joi.boolean().default(false),
         sent_to: Joi.array().items(Joi.string().pattern(SETTING_KEY)).max(10).default([]),
+        trusted_only: Joi.boolean(),
+        guards: Joi.array().items(Joi.string().pattern(SETTING_KEY)).max(10),
       }),
     )
     .max(50)
@@ -188,6 +197,10 @@ export const manifestSchema = Joi.object({
           if (!(target in settings) || target === key)
             return helpers.message({ custom: `settings.${key}.sent_to names ${target}, which is not another setting` });
         if (def.sent_to.length && !def.secret) return helpers.message({ custom: `settings.${key}.sent_to is for secret settings` });
+        for (const target of def.guards ?? [])
+          if (!(target in settings) || target === key)
+            return helpers.message({ custom: `settings.${key}.guards names ${target}, which is not another setting` });
+        if (def.guards?.length && !def.trusted_only) return helpers.message({ custom: `settings.${key}.guards is for trusted_only settings` });
       }
       return settings;
     }),

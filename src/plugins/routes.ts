@@ -120,6 +120,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
       responses: {
         200: { description: 'the plugin after the restart and its settings', schema: restartedPluginView },
         400: 'validation_failed: a key the plugin does not declare, a value its rules refuse, or a secret not entered again when a setting it is sent to changed (details name each field)',
+        403: 'forbidden: the caller lacks feature:admin.plugins; or the caller is not a superadmin (nor the system key) and the change includes a setting the manifest marks trusted_only, or one such a setting guards while it is set (details name the field)',
         404: 'no such plugin',
         409: 'the setting is set in the environment, or the manifest is invalid',
       },

@@ -1,5 +1,6 @@
 import type { PluginManifest } from './manifest.js';
 import { DomainError, fieldError, fieldErrorsText, type FieldError } from '../errors.js';
+import { isTrusted, type Actor } from '../iam/policy.js';
 
 /**
  * Plugin settings. A plugin declares each key in its manifest (`settings`); the value comes from,
@@ -84,15 +85,18 @@ export class PluginSettings {
 
   /**
    * Checks a change before it is stored: only declared keys, none the environment locks (409),
-   * and a stored secret never follows an endpoint it was not set for: when a setting a secret is
-   * `sent_to` takes another value while the secret has one and is not entered again, 400 on it.
+   * a `trusted_only` setting (and, while it is not at its default, those it `guards`) changed by
+   * a trusted actor only (403), and a stored secret never follows an endpoint it was not set for:
+   * when a setting a secret is `sent_to` takes another value while the secret has one and is not
+   * entered again, 400 on it.
    */
-  async check(m: PluginManifest, changes: Record<string, string | null>): Promise<void> {
+  async check(actor: Actor, m: PluginManifest, changes: Record<string, string | null>): Promise<void> {
     for (const key of Object.keys(changes)) {
       if (!Object.prototype.hasOwnProperty.call(m.settings, key)) throw fieldError(key, `is not a setting of plugin ${m.id}`);
       if (this.isLocked(m, key)) throw new DomainError('conflict', `setting ${key} is set in the environment and cannot be changed here`, { field: key });
     }
     const before = await this.values(m);
+    if (!isTrusted(actor)) guardTrusted(m, changes, before);
     const after = (key: string) => (key in changes ? (changes[key] ?? m.settings[key]!.default) : before[key]);
     const problems: FieldError[] = [];
     for (const [key, def] of Object.entries(m.settings)) {
@@ -111,6 +115,24 @@ export class PluginSettings {
   isLocked(m: PluginManifest, key: string): boolean {
     const v = this.env[settingEnvName(m.id, key)];
     return v !== undefined && v !== '';
+  }
+}
+
+/**
+ * What only a trusted actor changes: a `trusted_only` setting widens what the plugin may reach,
+ * and the settings it guards are what it was allowed for (else a plain administrator would point
+ * an allowance a superadmin gave one receiver at another). 403 naming the first such field.
+ */
+function guardTrusted(m: PluginManifest, changes: Record<string, string | null>, before: Record<string, string | null>): void {
+  for (const [key, def] of Object.entries(m.settings)) {
+    if (!def.trusted_only) continue;
+    const refuse = (field: string, message: string) => {
+      throw new DomainError('forbidden', `${field}: ${message}`, [{ field, message }]);
+    };
+    if (key in changes) refuse(key, 'only a superadmin or the system key may change it');
+    const on = before[key] !== def.default;
+    const moved = (def.guards ?? []).find((g) => g in changes);
+    if (on && moved) refuse(moved, `only a superadmin or the system key may change it while ${key} is set`);
   }
 }
 

@@ -60,8 +60,9 @@ describe('example plugins', () => {
       throw new Error(`the pg-socket example needs PostgreSQL's UNIX socket at ${PG_SOCKET} (start PostgreSQL, or set TEST_PG_SOCKET)`);
     }
     receiverUrl = await receiver.start();
-    // a setting from the environment is locked against the settings API
-    svc = await startService({ env: { SERVICE_PLUGINS_DIR: PLUGINS_DIR, [envKey]: '2000' } });
+    // a setting from the environment is locked against the settings API; the admin is a
+    // superadmin, who may let the forwarder reach the local receiver (allow_private_destinations)
+    svc = await startService({ env: { SERVICE_PLUGINS_DIR: PLUGINS_DIR, [envKey]: '2000', SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' } });
     if (PG_SOCKET !== '/var/run/postgresql/.s.PGSQL.5432') {
       await request(svc.url).patch('/api/plugins/pg-socket/settings').set('Authorization', adminAuth()).send({ socket_path: PG_SOCKET }).expect(200);
     }
@@ -139,7 +140,7 @@ describe('example plugins', () => {
       expect(plugin).to.include({ state: 'loaded', error: null });
       expect(await status()).to.include({ configured: false });
 
-      await configure({ url: receiverUrl, secret: SECRET });
+      await configure({ url: receiverUrl, secret: SECRET, allow_private_destinations: 'true' });
       const ok = await configure({ max_attempts: '4', backoff_ms: '40' });
       expect(ok.plugin).to.include({ state: 'loaded', error: null });
       const byKey = Object.fromEntries(ok.settings.map((s: any) => [s.key, s]));
@@ -209,10 +210,10 @@ describe('example plugins', () => {
       await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
       const port = (closed.address() as AddressInfo).port;
       await new Promise<void>((resolve) => closed.close(() => resolve()));
-      await configure({ url: `http://127.0.0.1:${port}/gone`, max_attempts: '2', backoff_ms: '10' });
+      await configure({ url: `http://127.0.0.1:${port}/gone`, secret: SECRET, max_attempts: '2', backoff_ms: '10' });
       await request(svc.url).post('/api/plugins/outbound-forwarder/test').set('Authorization', admin()).expect(202);
       await eventually(async () => expect(await status()).to.include({ failed: 1, pending: 0, retries: 1, last_error: 'ECONNREFUSED' }));
-      await configure({ url: receiverUrl, max_attempts: '4', backoff_ms: '40' });
+      await configure({ url: receiverUrl, secret: SECRET, max_attempts: '4', backoff_ms: '40' });
     });
 
     it('a disabled forwarder sends nothing', async () => {
