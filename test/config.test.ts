@@ -215,7 +215,11 @@ describe('config', () => {
   });
 
   it("refuses a bootstrap password of one's own that is common or easy to guess, in every mode (the development defaults aside)", () => {
-    for (const env of [{}, { SERVICE_ENV: 'production', SERVICE_SECRET_KEY: 'k'.repeat(40), SERVICE_BOT_PASSWORD: 'a-bot-password-of-mine' }]) {
+    const modes: Array<Record<string, string>> = [
+      {},
+      { SERVICE_ENV: 'production', SERVICE_SECRET_KEY: 'k'.repeat(40), SERVICE_BOT_PASSWORD: 'a-bot-password-of-mine' },
+    ];
+    for (const env of modes) {
       rejects({ ...env, SERVICE_ADMIN_PASSWORD: 'password123' }, 'SERVICE_ADMIN_PASSWORD', /is a common password/);
       rejects({ ...env, SERVICE_ADMIN_PASSWORD: 'Summer2024!' }, 'SERVICE_ADMIN_PASSWORD', /too easy to guess \(strength 2 of 4, 3 needed\)/);
       rejects({ ...env, SERVICE_ADMIN_PASSWORD: 'qwertyuiop' }, 'SERVICE_ADMIN_PASSWORD', /is a common password/);
