@@ -20,6 +20,7 @@ import { userCredentialRoutes } from './auth/routes/user-credentials.js';
 import { mfaRoutes } from './auth/routes/mfa.js';
 import { webauthnRoutes } from './auth/routes/webauthn.js';
 import { reachesHost, type Actor } from './iam/policy.js';
+import { SecretKeyMismatch } from './iam/master-key.js';
 
 const isActor = (v: object): v is Actor => typeof (v as Actor).username === 'string' && typeof (v as Actor).isSystem === 'boolean';
 
@@ -296,6 +297,8 @@ export class Service {
       await this.auth.init();
     } catch (err) {
       this.log.error({ err }, 'IAM initialisation failed');
+      // with another master key this instance can neither verify the others' bus messages nor sign its own for them
+      if (err instanceof SecretKeyMismatch) await this.bridge?.close();
       this.bus.emit('system:boot_failed', { stage: 'iam', error: (err as Error).message });
       throw new Error(`iam: ${(err as Error).message}`);
     }

@@ -181,9 +181,13 @@ export class CliContext {
    * changes something, which first brings the schema up to date as boot would; `read`: one that
    * changes nothing (see current()). `storesSecret`: the command stores an encrypted setting:
    * when the service never made its master key here (no SERVICE_SECRET_KEY, no secret.key), it is
-   * made now, as the service would, rather than encrypting with a key nobody keeps.
+   * made now, as the service would, rather than encrypting with a key nobody keeps. The master
+   * key is checked against the database's as boot checks it (a command with another key is
+   * refused: it would read the secrets as missing and write what the service cannot read), and
+   * a command that writes records it when the database has none yet; `keyCheck: false` only for
+   * the rotation, which checks for itself.
    */
-  async core(mode: 'read' | 'write', opts: { storesSecret?: boolean } = {}): Promise<Core> {
+  async core(mode: 'read' | 'write', opts: { storesSecret?: boolean; keyCheck?: boolean } = {}): Promise<Core> {
     if (this.built) return this.built;
     const db = mode === 'write' ? await this.prepared() : await this.current();
     if (opts.storesSecret && !this.config.fromEnv.has('SERVICE_SECRET_KEY') && !fs.existsSync(path.join(this.config.dataDir, 'secret.key'))) {
@@ -201,6 +205,7 @@ export class CliContext {
       // plugins are not loaded here: their permissions come from the manifests installed
       installedCatalog: installedCatalog(config.pluginsDir),
     });
+    if (opts.keyCheck !== false) await this.built.iam.masterKey.verify({ record: mode === 'write' });
     // the login settings as stored (a read): the rules that depend on them see what the service sees
     await this.built.auth.authSettings.load();
     return this.built;

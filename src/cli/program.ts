@@ -8,6 +8,7 @@ import { EXIT, Output, UsageError, type CommandEnv } from './output.js';
 import { userCommands, groupCommands, keyCommands } from './iam-commands.js';
 import { operationCommands } from './operation-commands.js';
 import { auditCommands } from './audit-commands.js';
+import { secretKeyCommands } from './key-commands.js';
 import { readEnvFile } from './input.js';
 
 function describe(err: unknown): { code: string; message: string; exit: number } {
@@ -62,6 +63,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   keyCommands(program, env);
   operationCommands(program, env);
   auditCommands(program, env);
+  secretKeyCommands(program, env);
   // every subcommand answers like the program: usage errors are thrown to us, not exit()ed
   const overrideAll = (cmd: Command) => cmd.commands.forEach((c) => overrideAll(c.exitOverride().configureOutput(output)));
   overrideAll(program);

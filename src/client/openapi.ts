@@ -1375,7 +1375,7 @@ export interface components {
                 method: string | null;
                 ip: string | null;
             };
-            /** @description what was done (this version records auth.login, auth.login_failed, auth.logout, auth.locked, auth.mfa_enrolled, auth.mfa_removed, auth.mfa_reset, auth.recovery_codes_regenerated, auth.recovery_code_used, auth.step_up, user.created, user.updated, user.deleted, user.password_changed, user.linked, group.created, group.updated, group.deleted, key.issued, key.revoked, settings.changed, system_key.changed, socket.operation, plugin.state_changed, webhook.rejected, request.denied, audit.pruned) */
+            /** @description what was done (this version records auth.login, auth.login_failed, auth.logout, auth.locked, auth.mfa_enrolled, auth.mfa_removed, auth.mfa_reset, auth.recovery_codes_regenerated, auth.recovery_code_used, auth.step_up, user.created, user.updated, user.deleted, user.password_changed, user.linked, group.created, group.updated, group.deleted, key.issued, key.revoked, settings.changed, system_key.changed, secret_key.rotated, socket.operation, plugin.state_changed, webhook.rejected, request.denied, audit.pruned) */
             action: string;
             target: {
                 type: string;
@@ -1763,7 +1763,7 @@ export interface operations {
     getApiAudit: {
         parameters: {
             query?: {
-                /** @description an action (auth.login, auth.login_failed, auth.logout, auth.locked, auth.mfa_enrolled, auth.mfa_removed, auth.mfa_reset, auth.recovery_codes_regenerated, auth.recovery_code_used, auth.step_up, user.created, user.updated, user.deleted, user.password_changed, user.linked, group.created, group.updated, group.deleted, key.issued, key.revoked, settings.changed, system_key.changed, socket.operation, plugin.state_changed, webhook.rejected, request.denied, audit.pruned), or a prefix ending in a dot (`user.`) */
+                /** @description an action (auth.login, auth.login_failed, auth.logout, auth.locked, auth.mfa_enrolled, auth.mfa_removed, auth.mfa_reset, auth.recovery_codes_regenerated, auth.recovery_code_used, auth.step_up, user.created, user.updated, user.deleted, user.password_changed, user.linked, group.created, group.updated, group.deleted, key.issued, key.revoked, settings.changed, system_key.changed, secret_key.rotated, socket.operation, plugin.state_changed, webhook.rejected, request.denied, audit.pruned), or a prefix ending in a dot (`user.`) */
                 action?: string;
                 /** @description a username or user id */
                 actor?: string;

@@ -25,6 +25,7 @@ export const AUDIT_ACTIONS = [
   'key.revoked',
   'settings.changed',
   'system_key.changed',
+  'secret_key.rotated',
   'socket.operation',
   'plugin.state_changed',
   'webhook.rejected',

@@ -15,6 +15,7 @@ import { SERVICE_ACTOR, type Actor } from './policy.js';
 import { GroupAdmin } from './groups.js';
 import { AuditTrail } from './audit.js';
 import { CommandPath } from './commands.js';
+import { MasterKey } from './master-key.js';
 
 export interface PluginAccessEntry {
   id: string;
@@ -67,6 +68,8 @@ export class IamComponent {
   readonly audit: AuditTrail;
   /** every privileged change and its refusals run here (src/iam/commands.ts) */
   readonly commands: CommandPath;
+  /** the database's master key check and its rotation (src/iam/master-key.ts) */
+  readonly masterKey: MasterKey;
   private pruner: NodeJS.Timeout | null = null;
   /** permission ids declared by plugins, by plugin id */
   private readonly pluginCatalog = new Map<string, CatalogEntry[]>();
@@ -87,6 +90,7 @@ export class IamComponent {
     this.passwords = new Passwords({ maxQueue: config.passwordQueue, cost: config.bcryptCost, threads: deps.passwordThreads });
     this.audit = new AuditTrail({ db, bus, log: deps.log.child({ part: 'audit' }), instanceId: deps.instanceId });
     this.commands = new CommandPath(this.audit);
+    this.masterKey = new MasterKey({ db, config, commands: this.commands });
     this.ledger = new RoleLedger(this.store, bus, deps.log.child({ part: 'role-ledger' }), this.commands);
     this.users = new UserAdmin({
       store: this.store,
@@ -122,11 +126,16 @@ export class IamComponent {
     });
   }
 
-  /** Migrates and seeds, as every boot does (idempotent; instances take turns on the lock). */
+  /**
+   * Migrates, checks the master key against the database's (SecretKeyMismatch: boot fails) and
+   * seeds, as every boot does (idempotent; instances take turns on the lock).
+   */
   async init(): Promise<void> {
     const { db, config, log } = this.deps;
     const applied = await migrateLatest(db);
     if (applied.length) log.info({ applied }, 'migrations applied');
+    // before anything reads or writes a secret: another instance's key is refused, not mixed in
+    if ((await this.masterKey.verify({ record: config.secretKeyKept })) === 'recorded') log.info('master key check value recorded');
     const seeded = await this.seed('boot', SERVICE_ACTOR);
     for (const a of seeded.envApplied) {
       log.warn(

@@ -33,9 +33,9 @@ export type PasswordVariable = 'SERVICE_ADMIN_PASSWORD' | 'SERVICE_BOT_PASSWORD'
  * environment's value changed, and never gives the password back.
  */
 export const ENV_PASSWORD_NAMESPACE = 'core/bootstrap';
-const entryKey = (variable: PasswordVariable, username: string) => `${variable}:${username}`;
+export const entryKey = (variable: PasswordVariable, username: string) => `${variable}:${username}`;
 
-function fingerprint(masterKey: string, username: string, password: string): string {
+export function fingerprint(masterKey: string, username: string, password: string): string {
   const key = Buffer.from(crypto.hkdfSync('sha256', masterKey, 'service-bootstrap-password', username, 32));
   return crypto.createHmac('sha256', key).update(password, 'utf8').digest('base64url');
 }
