@@ -91,23 +91,21 @@ export class ScmWebhook {
 
   /** Handles one delivery (receiveChecked); a delivery refused for its signature or secret is an audit event. */
   async receive(headers: Record<string, string | string[] | undefined>, rawBody: Buffer, ip: string | null = null): Promise<DeliveryOutcome> {
-    const budget = ip ? this.deps.wrongSignatures : undefined;
-    const wait = budget?.mayPresent(ip!) ?? 0;
-    if (wait > 0) {
-      // an address that sent too many wrong signatures: nothing is verified (the trail coalesces the repeats)
-      this.rejected(headers, ip, 'too many deliveries with a wrong signature from this address');
-      const refusal = new DomainError('rate_limited', 'too many deliveries with a wrong signature: try again later', { retry_after: wait }, wait);
-      markRecorded(refusal);
-      throw refusal;
-    }
     try {
       return await this.receiveChecked(headers, rawBody);
     } catch (err) {
-      if (err instanceof DomainError && err.code === 'unauthorized') {
-        budget?.wrongSecret(ip!);
-        this.rejected(headers, ip, err.message);
-      }
-      throw err;
+      if (!(err instanceof DomainError && err.code === 'unauthorized')) throw err;
+      // a signature that verifies is always taken (a forge shares its egress addresses with
+      // anyone who points a repository here); a wrong one spends its address's budget, and past
+      // it the answer is 429 with Retry-After (the trail coalesces the repeats)
+      const budget = ip ? this.deps.wrongSignatures : undefined;
+      budget?.wrongSecret(ip!);
+      const wait = budget?.mayPresent(ip!) ?? 0;
+      this.rejected(headers, ip, wait > 0 ? 'too many deliveries with a wrong signature from this address' : err.message);
+      if (wait === 0) throw err;
+      const refusal = new DomainError('rate_limited', 'too many deliveries with a wrong signature: try again later', { retry_after: wait }, wait);
+      markRecorded(refusal);
+      throw refusal;
     }
   }
 
