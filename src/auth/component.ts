@@ -339,6 +339,10 @@ export class AuthComponent implements CredentialRules {
     return this.secondStep.require(actor);
   }
 
+  secondFactorRequiredOf(name: string): boolean {
+    return this.authSettings.current().mfaRequiredGroups.includes(name);
+  }
+
   loginGroups(providers: readonly string[] | null): string[] {
     return groupsGrantedByLogin(this.authSettings.current(), providers);
   }

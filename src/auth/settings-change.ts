@@ -47,7 +47,26 @@ async function guardLinkedAccounts(store: IamStore, actor: Actor, changed: strin
   for (const [provider, decides] of Object.entries(IDENTITY_FIELDS)) {
     if (!changed.some(decides)) continue;
     guardHostBoundary(actor, await hostLoginsOf(store, provider), `repoint the ${provider} provider while accounts that reach the host sign in through it`);
+    // whoever repoints a provider signs in as its linked accounts: no self-escalation either
+    const linked = await store.usersLinkedTo(provider);
+    const groups = await store.groupsNamed([...new Set(linked.flatMap((u) => u.groups))]);
+    const held = linked.flatMap((u) => [...u.extraPermissions, ...groups.filter((g) => u.groups.includes(g.name)).flatMap((g) => g.permissions)]);
+    guardOwnGrants(actor, held, `repoint the ${provider} provider while accounts sign in through it whose permissions are not`);
   }
+}
+
+/**
+ * The groups a change of the login settings newly hands out: default groups added, and for each
+ * (provider, directory group) of a mapping the local groups it did not map to before. Compared
+ * entry by entry: moving INT_ADMIN from one directory group to another hands it to new people,
+ * although the set of names handed out stays the same.
+ */
+function newlyHanded(before: AuthSettings, after: AuthSettings): string[] {
+  const added = (was: readonly string[] | undefined, now: readonly string[]) => now.filter((g) => !(was ?? []).includes(g));
+  const mapped = (['ldap', 'oidc'] as const).flatMap((p) =>
+    Object.entries(after[p].groupMapping).flatMap(([key, groups]) => added(before[p].groupMapping[key], groups)),
+  );
+  return [...new Set([...added(before.ssoDefaultGroups, after.ssoDefaultGroups), ...mapped])];
 }
 
 /** The logins through `provider` of accounts that reach the host (or hold a protected role), as a refusal names them. */
@@ -113,7 +132,7 @@ export async function changeAuthSettings(
     const host = named.length ? hostPermissionsOfGroups(await deps.store.groupsNamed(named), named) : [];
     guardHostBoundary(actor, host, 'change the login settings while they hand a group that reaches the host to people signing in');
     // a login hands its groups to whoever signs in (the administrator too, through a directory group of their own)
-    const handedNow = groupsGrantedByLogin(settings).filter((g) => !groupsGrantedByLogin(before).includes(g));
+    const handedNow = newlyHanded(before, settings);
     if (handedNow.length)
       guardOwnGrants(
         actor,

@@ -34,6 +34,8 @@ export interface CredentialRules {
   requireStepUp(actor: Actor): Promise<void>;
   /** The local groups the login settings hand to people signing in through these providers (all of them when null). */
   loginGroups(providers: readonly string[] | null): string[];
+  /** Must the members of group `name` use a second factor (mfa_required_groups)? */
+  secondFactorRequiredOf(name: string): boolean;
 }
 
 export interface IamDeps {
@@ -112,6 +114,7 @@ export class IamComponent {
       isKnownPermission: (p) => this.isKnownPermission(p),
       requireStepUp: (actor) => deps.credentials().requireStepUp(actor),
       namedByLogin: (name) => deps.credentials().loginGroups(null).includes(name),
+      requiresSecondFactor: (name) => deps.credentials().secondFactorRequiredOf(name),
     });
     // the database answers: the schema and the seed come first (boot waits: initialised())
     bus.on('db:connected', () => {

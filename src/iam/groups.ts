@@ -2,7 +2,7 @@ import type { EventBus } from '../bus/bus.js';
 import { DomainError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
 import { DEFAULT_GROUP_NAMES, requireKnownPermissions } from './permissions.js';
-import { addedHostPermissions, guardHostBoundary, guardOwnGrants, hostPermissionsOfGroups, reachesHost, type Actor } from './policy.js';
+import { addedHostPermissions, guardHostBoundary, guardOwnGrants, hostPermissionsOfGroups, isTrusted, reachesHost, type Actor } from './policy.js';
 import type { Group, IamStore } from './store.js';
 import type { CommandPath } from './commands.js';
 
@@ -18,6 +18,8 @@ export interface GroupAdminDeps {
   requireStepUp?(actor: Actor): Promise<void>;
   /** do the login settings (default groups, mappings) name this group? */
   namedByLogin?(name: string): boolean;
+  /** is `name` one of the groups whose members must use a second factor (mfa_required_groups)? */
+  requiresSecondFactor?(name: string): boolean;
 }
 
 /** A change to a group (already validated in shape: patchGroupSchema). */
@@ -85,6 +87,11 @@ export class GroupAdmin {
       const renaming = Boolean(change.name && change.name !== group.name);
       if (renaming) {
         if (DEFAULT_GROUP_NAMES.includes(group.name)) throw conflict(`built-in group ${group.name} cannot be renamed`);
+        // a name is what logins map and rules name: renaming hands the group to whoever holds the
+        // new name, and takes a rule that names the old one off its members
+        guardOwnGrants(actor, group.permissions, 'rename a group whose permissions are not all');
+        if (this.deps.requiresSecondFactor?.(group.name) && !isTrusted(actor))
+          throw new DomainError('forbidden', `only a superadmin may rename ${group.name}: its members must use a second factor (mfa_required_groups)`);
         const hostPermissions = group.permissions.filter(reachesHost);
         guardHostBoundary(actor, hostPermissions, 'rename a group whose permissions reach the host');
         // the old name may be one a login maps to, or become one: renaming hands the host to whoever holds it

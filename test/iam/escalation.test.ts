@@ -141,6 +141,62 @@ describe('no self-escalation', function () {
       .expect(200);
   });
 
+  it('moving what a login already hands out to other people is handing it out: per directory group, and to every new account', async () => {
+    // a superadmin-free setup: the system key is not configured here, the CLI is the trusted actor
+    const env = testEnv(svc.dataDir, svc.databaseUrl);
+    const mapped = await cli(env, ['settings', 'set', 'oidc_group_mapping', JSON.stringify({ 'idp-admins': ['INT_ADMIN'], 'idp-devs': ['readers'] })]);
+    expect(mapped.code, mapped.stderr).to.equal(0);
+    try {
+      refused(
+        await api()
+          .patch('/api/settings/auth')
+          .set('Authorization', desk())
+          .send({ oidc_group_mapping: { 'idp-admins': ['INT_ADMIN'], 'idp-devs': ['INT_ADMIN'] } })
+          .expect(403),
+        /feature:\*/,
+      );
+      refused(
+        await api()
+          .patch('/api/settings/auth')
+          .set('Authorization', desk())
+          .send({ sso_default_groups: ['INT_ADMIN'] })
+          .expect(403),
+        /feature:\*/,
+      );
+      // what the mapping already hands to the same directory group stays changeable
+      await api()
+        .patch('/api/settings/auth')
+        .set('Authorization', desk())
+        .send({ oidc_group_mapping: { 'idp-admins': ['INT_ADMIN'], 'idp-devs': [] } })
+        .expect(200);
+    } finally {
+      expect((await cli(env, ['settings', 'unset', 'oidc_group_mapping'])).code).to.equal(0);
+    }
+  });
+
+  it("renaming a group hands its permissions to whoever holds the new name: within the renamer's own; a group that must use a second factor keeps its name", async () => {
+    await api()
+      .post('/api/groups')
+      .set('Authorization', adminAuth())
+      .send({ name: 'superops', permissions: ['feature:*', 'api:write'] })
+      .expect(201);
+    refused(await api().patch('/api/groups/superops').set('Authorization', desk()).send({ name: 'readers-2' }).expect(403), /feature:\*/);
+    await api()
+      .patch('/api/settings/auth')
+      .set('Authorization', adminAuth())
+      .send({ mfa_required_groups: ['readers'] })
+      .expect(200);
+    try {
+      const res = await api().patch('/api/groups/readers').set('Authorization', desk()).send({ name: 'readers-old' }).expect(403);
+      expect(res.body.error.message).to.match(/only a superadmin may rename readers: its members must use a second factor/);
+    } finally {
+      await api().patch('/api/settings/auth').set('Authorization', adminAuth()).send({ mfa_required_groups: null }).expect(200);
+    }
+    // a group within the renamer's own permissions may be renamed
+    await api().patch('/api/groups/readers').set('Authorization', desk()).send({ name: 'readers-2' }).expect(200);
+    await api().patch('/api/groups/readers-2').set('Authorization', desk()).send({ name: 'readers' }).expect(200);
+  });
+
   it('trusted actors are not limited by it: the CLI hands out INT_ADMIN', async () => {
     const run = await cli(testEnv(svc.dataDir, svc.databaseUrl), ['user', 'add-group', 'victim', 'INT_ADMIN']);
     expect(run.code, run.stderr).to.equal(0);
