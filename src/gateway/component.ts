@@ -52,7 +52,11 @@ export class GatewayComponent {
           throw new HttpError(403, 'mfa_enrollment_required', 'your groups require a second factor: enrol one first (Settings, Security)');
         return result;
       },
-      refreshIdentity: (id) => (id.userId ? auth.identityOf(id.userId, id.method, { scopes: id.keyScopes, proof: id.proof }) : Promise.resolve(id)),
+      // each frame acts with the identity as it is now: past the enrolment wall too
+      refreshIdentity: async (id) => {
+        const fresh = id.userId ? await auth.identityOf(id.userId, id.method, { scopes: id.keyScopes, proof: id.proof }) : id;
+        return fresh && deps.mustEnrol?.(fresh) ? null : fresh;
+      },
       // a connection ends with its credential, and when its account must now enrol a second
       // factor (the wall a new connection meets at the upgrade)
       revalidate: async (ids) => (await auth.revalidate(ids)).map((id) => (id && deps.mustEnrol?.(id) ? null : id)),
