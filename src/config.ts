@@ -241,7 +241,8 @@ function credentialProblems(v: CheckedEnv): ConfigProblem[] {
   // a password of one's own, in every mode, is held to the rule of every password set
   // (src/password-strength.ts); the development defaults are judged above
   for (const [variable, value] of passwords) {
-    const weak = value && !isKnownPassword(value) ? passwordWeakness(value, [variable === 'SERVICE_ADMIN_PASSWORD' ? 'admin' : 'bot']) : null;
+    const weak =
+      value && !isKnownPassword(value) ? passwordWeakness(value, [variable === 'SERVICE_ADMIN_PASSWORD' ? v.SERVICE_ADMIN_USER : v.SERVICE_BOT_USER]) : null;
     if (weak) problems.push({ variable, reason: weak });
   }
   if (v.SERVICE_ENV !== 'production' && !isLoopback(v.SERVICE_HOST)) {
