@@ -3,6 +3,7 @@ import type { AuditTrail } from '../iam/audit.js';
 import { AttemptLimiter, lockoutKey } from './attempts.js';
 import { DeviceCookies, type KnownDevice } from './device-cookie.js';
 import { DEVICE_CLIENT_PREFIX, DEVICE_RULE, SECOND_FACTOR_CLIENT, SECOND_FACTOR_RULE, type LoginLockout } from './lockout.js';
+import type { QuietRefusal, RefusalReason } from './providers/refusal.js';
 
 /** The kinds of secret a caller presents. */
 export type Secret = 'password' | 'second_factor' | 'passkey';
@@ -10,7 +11,8 @@ export type Secret = 'password' | 'second_factor' | 'passkey';
 /** The door a secret came through: the login API, the form, Basic (HTTP or ws), a current password, a second factor's uses. */
 export type AttemptVia = 'login' | 'form' | 'basic' | 'password_change' | 'factor_enrolment' | 'second_step' | 'step_up' | 'factor_removal' | 'passkey';
 
-export type FailureReason = 'invalid_credentials' | 'locked_out' | 'rate_limited' | 'account_disabled' | 'busy';
+/** Why an attempt failed, as the `login_failed` line and the event say: a refusal names the reason its provider gave. */
+export type FailureReason = 'invalid_credentials' | 'locked_out' | 'rate_limited' | 'account_disabled' | 'busy' | RefusalReason | QuietRefusal;
 
 /** One presentation of a secret: what, at which account, from where, through which door. */
 export interface Attempt {
@@ -42,13 +44,16 @@ export interface Admitted {
 
 /**
  * What a check answers when the secret was right yet the account may not go on (disabled,
- * refused by its directory): a failure like a wrong secret, that the caller may explain.
+ * refused by its directory), or when the directory refused the account whatever the secret (a
+ * locked account: the caller tells nothing): a failure like a wrong secret, that the caller may explain.
  */
 export class Refused<C = unknown> {
   constructor(
     /** the provider that refused */
     readonly provider: string,
     readonly cause: C,
+    /** why, for the log line and the event (a directory's own reason: expired, must change, locked) */
+    readonly reason: FailureReason = 'account_disabled',
   ) {}
 }
 
@@ -134,7 +139,7 @@ export class AttemptGate {
     }
     const value = await (attempt.secret === 'password' && admission.device ? this.deps.prioritized(verify) : verify());
     if (value instanceof Refused) {
-      this.failed({ ...attempt, provider: value.provider }, 'account_disabled', admission.device);
+      this.failed({ ...attempt, provider: value.provider }, value.reason, admission.device);
       return { ok: false, reason: 'account_disabled', retryAfter: 0, refused: value };
     }
     if (!value) {

@@ -255,7 +255,8 @@ export class ProviderChain {
         // the password pool is full: the caller waits and tries again (503), no provider is at fault
         if (err instanceof DomainError) throw err;
         if (err instanceof LoginRefused) {
-          refused ??= err;
+          // a refusal the person may be told comes first (a quiet one says nothing to them)
+          if (!refused || (!refused.told && err.told)) refused = err;
           continue;
         }
         // the message only: never the password, and a stack adds nothing for an unreachable server

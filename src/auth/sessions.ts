@@ -12,7 +12,7 @@ import { SESSION_COOKIE } from './web-session.js';
 import { deviceCookieOf, rememberDevice } from './device-cookie.js';
 import { Refused, type Attempt } from './attempt-gate.js';
 import { completeLogin, type IssuedSession, type LoginCompletion } from './complete-login.js';
-import { LoginRefused, type RefusalReason } from './providers/refusal.js';
+import { isRefusalReason, LoginRefused, type RefusalReason } from './providers/refusal.js';
 
 /**
  * Signing in and out, shared by the login API, the OIDC flow and the login page: web sessions
@@ -78,8 +78,9 @@ export async function credentialsLogin(auth: AuthComponent, ctx: Context, typed:
     try {
       result = await auth.chain.authenticate(username, password);
     } catch (err) {
-      // the directory proved the password and refused the account: the person may be told why
-      if (err instanceof LoginRefused) return new Refused(err.provider, err.reason);
+      // the directory refused the account: the log and the trail say why; the person is told only
+      // what the directory said because the password was right (a locked account: nothing)
+      if (err instanceof LoginRefused) return new Refused(err.provider, isRefusalReason(err.reason) ? err.reason : null, err.reason);
       throw err;
     }
     if (!result) return null;

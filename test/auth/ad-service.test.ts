@@ -254,6 +254,50 @@ describe('Active Directory sign-in through the service (real Samba AD DC)', func
       await patchAuthSettings(svc.url, { ...ldapSettings(dc), ldap_connect_timeout_ms: null, ldap_timeout_ms: null, ldap_recheck_interval: null }).expect(200);
     }
   });
+
+  it('the login_failed line and the event carry the reason AD gave (disabled, expired, password expired, must change, locked); a locked account tells the person nothing', async () => {
+    const ed = await dc.addUser('ed', 'Ed-Pass-1!', { ou: 'OU=People' });
+    const gus = await dc.addUser('gus', 'Gus-Pass-1!', { ou: 'OU=People' });
+    const hal = await dc.addUser('hal', 'Hal-Pass-1!', { ou: 'OU=People' });
+    await dc.setExpiry('ed', 0);
+    await dc.agePassword('gus', 100); // past the domain's 42-day maximum age
+    await dc.lockOut('hal');
+    const tried: Array<[string, string]> = [
+      ['dora', people.dora!.password],
+      ['ed', ed.password],
+      ['gus', gus.password],
+      ['fay', people.fay!.password],
+      ['hal', hal.password],
+      ['hal', 'Not-His-Password-1!'],
+    ];
+    const answers = [];
+    for (const [name, password] of tried) answers.push((await login(svc, name, password).expect(401)).body.error);
+    expect(answers.slice(0, 4).map((a) => a.details.reason)).to.deep.equal(['account_disabled', 'account_expired', 'password_expired', 'password_must_change']);
+    // locked: AD says so whatever the password, so the person gets what an unknown name gets
+    const unknown = (await login(svc, 'nobody-at-all', 'Not-His-Password-1!').expect(401)).body.error;
+    expect(answers.slice(4)).to.deep.equal([unknown, unknown]);
+
+    const wanted = { dora: 'account_disabled', ed: 'account_expired', gus: 'password_expired', fay: 'password_must_change', hal: 'account_locked' };
+    const failures = logs.lines.map((l) => JSON.parse(l)).filter((l) => l.event === 'login_failed' && l.provider === 'ldap');
+    for (const [name, reason] of Object.entries(wanted))
+      expect(
+        failures.filter((l) => l.username === name).map((l) => l.reason),
+        name,
+      ).to.include(reason);
+    expect(failures.filter((l) => l.username === 'hal').map((l) => l.reason)).to.deep.equal(['account_locked', 'account_locked']);
+    await svc.service.iam.audit.flush();
+    const events = await svc.service
+      .db('audit_events')
+      .where({ action: 'auth.login_failed' })
+      .whereIn('target_name', Object.keys(wanted))
+      .select('target_name', 'details');
+    for (const [name, reason] of Object.entries(wanted)) {
+      expect(
+        events.filter((e) => e.target_name === name).map((e) => JSON.parse(e.details).reason),
+        name,
+      ).to.include(reason);
+    }
+  });
 });
 
 describe('the directory recheck on several instances (real Samba AD DC, Redis)', function () {

@@ -15,7 +15,8 @@
  *  - a refused bind says why (`data 533` disabled, `701` expired, `532` password expired, `773`
  *    must change, `530`/`531` logon hours or workstation, `775` locked). What AD says only
  *    for the right password becomes a LoginRefused the person is shown; a locked account (said
- *    whatever the password) is logged and stays a plain "wrong password".
+ *    whatever the password) is a quiet LoginRefused: logged and recorded as `account_locked`,
+ *    while the person gets the plain "wrong password".
  *
  * Groups: the entry's `groupAttr` values (memberOf on Active Directory, or OpenLDAP with the
  * memberof overlay), plus on AD the primary group (primaryGroupID: the group whose objectSid is
@@ -156,7 +157,8 @@ export class LdapProvider implements CredentialsProvider {
 
   /**
    * Binds as the user on a fresh connection: true on success, false on wrong credentials.
-   * Throws LoginRefused when the directory proved the password and refused the account.
+   * Throws LoginRefused when the directory proved the password and refused the account, or
+   * (quiet, not told) when it says the account is locked whatever the password.
    */
   private async verifyPassword(dn: string, password: string, typed: string): Promise<boolean> {
     const client = await this.connector.connect();
@@ -178,6 +180,8 @@ export class LdapProvider implements CredentialsProvider {
       }
       if (ad && ad.code !== '52e' && ad.code !== '525') {
         this.log.warn({ event: 'ldap_bind_refused', username: typed, dn, ad_code: ad.code }, `ldap: the directory refused the bind: ${ad.meaning}`);
+        // said whatever password was typed: recorded as the reason, never told (LoginRefused.told)
+        if (ad.code === '775') throw new LoginRefused(this.id, 'account_locked');
       } else {
         this.log.info({ username: typed }, 'ldap: wrong password');
       }

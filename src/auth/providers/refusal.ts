@@ -12,6 +12,13 @@
 
 export type RefusalReason = 'account_disabled' | 'account_expired' | 'password_expired' | 'password_must_change' | 'logon_restricted';
 
+/**
+ * What a directory says of an account whatever password was typed (AD's locked account): the
+ * log line and the audit event carry it, the person is told nothing (it would reveal that the
+ * name exists), and the chain goes on as after a wrong password.
+ */
+export type QuietRefusal = 'account_locked';
+
 /** What the person is told, on the login page and as the API's message. */
 export const REFUSAL_TEXT: Record<RefusalReason, string> = {
   account_disabled: 'Your account is disabled in the directory.',
@@ -25,10 +32,15 @@ export class LoginRefused extends Error {
   constructor(
     /** the provider that refused */
     readonly provider: string,
-    readonly reason: RefusalReason,
+    readonly reason: RefusalReason | QuietRefusal,
   ) {
     super(`${provider} refused the login: ${reason}`);
     this.name = 'LoginRefused';
+  }
+
+  /** whether the person may be told why (the directory said it only because the password was right) */
+  get told(): boolean {
+    return isRefusalReason(this.reason);
   }
 }
 

@@ -200,15 +200,22 @@ describe('LdapProvider against a real Active Directory (Samba AD DC)', function 
       ]);
     });
 
-    it("with a wrong password: the same null as an unknown user, whatever the account's state", async () => {
+    it("with a wrong password: the same null as an unknown user, whatever the account's state (a locked one: a refusal that tells nothing)", async () => {
       const p = provider();
-      for (const name of ['dora', 'ed', 'fay', 'gus', 'hal', 'alice', 'nobody-here']) {
+      for (const name of ['dora', 'ed', 'fay', 'gus', 'alice', 'nobody-here']) {
         expect(await p.authenticate(name, 'Not-The-Password-1!'), name).to.equal(null);
       }
+      const locked = await rejection(p.authenticate('hal', 'Not-The-Password-1!'));
+      expect(locked).to.be.instanceOf(LoginRefused);
+      expect((locked as LoginRefused).told, 'the person is told nothing').to.equal(false);
     });
 
-    it('a locked account stays a plain refusal even with the right password (AD says "locked" to any password), and is logged', async () => {
-      expect(await provider().authenticate('hal', accounts.locked.password)).to.equal(null);
+    it('a locked account is the same quiet refusal with the right password or a wrong one (AD says "locked" to any password), logged and recorded as account_locked', async () => {
+      for (const password of [accounts.locked.password, 'Not-The-Password-1!']) {
+        const err = await rejection(provider().authenticate('hal', password));
+        expect(err).to.be.instanceOf(LoginRefused);
+        expect({ reason: (err as LoginRefused).reason, told: (err as LoginRefused).told }).to.deep.equal({ reason: 'account_locked', told: false });
+      }
       const line = logs.lines().find((l) => l.event === 'ldap_bind_refused' && l.username === 'hal');
       expect(line).to.include({ ad_code: '775' });
       expect(String(line!.msg)).to.match(/locked/);
