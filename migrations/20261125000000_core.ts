@@ -25,6 +25,9 @@ export const coreTables: TableDef[] = [
       updated_at: (t) => now(t, 'updated_at'),
       // kept by the second-factor service: whether the user has a confirmed factor (read with the user, no join)
       mfa_enabled: (t) => t.boolean('mfa_enabled').notNullable().defaultTo(false),
+      // kept by the directory recheck: 'ended' (disabled because its directory account ended),
+      // 'kept' (an administrator enabled it again while it was), else null (src/iam/login-writes.ts)
+      directory_state: (t) => t.string('directory_state', 16).nullable(),
     },
     indexes: [{ name: 'users_email_idx', columns: ['email'] }],
   },

@@ -228,7 +228,7 @@ export const AUTH_SETTINGS: readonly SettingDef[] = [
       rule: recheckInterval,
       default: '15m',
       about:
-        'how often the directory accounts of people with live sessions or keys are checked again; disabled, expired or gone there: their sessions and keys are revoked ([docs/auth.md](docs/auth.md#active-directory)); `0`: never',
+        'how often the directory accounts of users linked to LDAP are checked again; disabled, expired or gone there: the user is disabled and their sessions and keys are revoked; active: their mapped groups, name, e-mail and display name follow the directory ([docs/auth.md](docs/auth.md#active-directory)); `0`: never',
     },
     'recheckInterval',
   ),

@@ -161,13 +161,6 @@ export class AuthComponent implements CredentialRules {
     this.webauthn = this.mfa.passkeys.ceremonies;
     this.authSettings = new AuthSettingsStore(config, iam.secrets);
     this.chain = new ProviderChain(this.local, deps.log.child({ part: 'auth-chain' }));
-    this.directoryRecheck = new DirectoryRecheck({
-      db,
-      apiKeys: this.apiKeys,
-      log: deps.log.child({ part: 'ldap-recheck' }),
-      provider: () => this.chain.providers().find((p): p is LdapProvider => p instanceof LdapProvider) ?? null,
-      intervalMs: () => parseDuration(this.authSettings.current().ldap.recheckInterval) ?? 0,
-    });
     this.linker = new IdentityLinker({
       store: iam.store,
       users: iam.users,
@@ -179,6 +172,16 @@ export class AuthComponent implements CredentialRules {
         const s = this.authSettings.current();
         return providerId === 'ldap' ? s.ldap.linkByEmail : providerId === 'oidc' ? s.oidc.linkByEmail : false;
       },
+    });
+    this.directoryRecheck = new DirectoryRecheck({
+      db,
+      store: iam.store,
+      users: iam.users,
+      linker: this.linker,
+      apiKeys: this.apiKeys,
+      log: deps.log.child({ part: 'ldap-recheck' }),
+      provider: () => this.chain.providers().find((p): p is LdapProvider => p instanceof LdapProvider) ?? null,
+      intervalMs: () => parseDuration(this.authSettings.current().ldap.recheckInterval) ?? 0,
     });
     // plugin providers may arrive before or after the chain is built; a rebuild keeps them
     bus.on('auth:register_provider', ({ provider, plugin_name }) => {

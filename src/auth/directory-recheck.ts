@@ -2,18 +2,31 @@ import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.js';
 import { errorText } from '../errors.js';
+import type { IamStore, User } from '../iam/store.js';
+import { DIRECTORY_RECHECK_ACTOR, type UserAdmin } from '../iam/users.js';
 import type { ApiKeyStore } from './api-keys.js';
-import type { AccountState, LdapProvider } from './providers/ldap.js';
+import type { IdentityLinker } from './linking.js';
+import type { AccountState, DirectoryAccount, LdapProvider } from './providers/ldap.js';
 
 /**
  * The directory recheck (docs/auth.md, "Active Directory"): a login proves who someone is once,
  * but a session lives for hours and a key for months. Every SERVICE_LDAP_RECHECK_INTERVAL the
- * directory accounts behind live credentials are looked up again: the users linked to LDAP
- * who hold a live web session or API key. An account the directory has disabled or expired,
- * or no longer finds (deleted, moved out of the base DN, no longer matching the user filter),
- * loses every session and key: they are revoked, which ends the user's ws connections at once
- * (`auth:credentials_revoked`, on every instance). The local user is not disabled: the
- * directory decides who signs in, and an account it enables again signs in again.
+ * directory accounts behind the users linked to LDAP are looked up again: those who hold a live
+ * web session or API key, or have another way in (a local password, another provider's
+ * identity, a passkey), and those an earlier end disabled.
+ *
+ * An account the directory has disabled or expired, or no longer finds (deleted, moved out of
+ * the base DN, no longer matching the user filter), is ended: the local user is disabled (which
+ * every way in honours: a local password, Basic, another provider, a passkey) and every session
+ * and key is revoked, which ends the user's ws connections at once (`auth:credentials_revoked`,
+ * on every instance). Its return (found active again, or a sign-in through the directory)
+ * enables it again; an administrator may enable it meanwhile, and then keeps it
+ * (src/iam/login-writes.ts). Each is an event by `directory-recheck`.
+ *
+ * An account found active is followed as a sign-in would follow it (IdentityLinker.follow): the
+ * mapped groups (a group the directory no longer grants is taken away, the last administrator
+ * keeps INT_ADMIN), the name, e-mail and display name. A change reaches live connections at
+ * once (`iam:permissions_changed`).
  *
  * What ends nothing: a locked account and an expired password (anyone can lock an account by
  * guessing; a password is changed, not revoked), and a directory that cannot be asked (down,
@@ -24,8 +37,8 @@ import type { AccountState, LdapProvider } from './providers/ldap.js';
  *
  * Several instances: each round (the interval's time slot) is claimed once, with a row in the
  * one-time values table that only one instance can insert; the others skip it. Rounds of two
- * slots can still overlap (one running late): revoking is idempotent, and a user is reported
- * ended by the round whose revocation took their credentials, once.
+ * slots can still overlap (one running late): ending is a compare-and-set and revoking is
+ * idempotent, and a user is reported ended by the round that disabled them, once.
  */
 
 /** one round's row in one_time_values (swept by housekeeping once expired) */
@@ -37,7 +50,12 @@ export type RoundOutcome = 'checked' | 'unavailable' | 'skipped' | 'suspect' | '
 
 export interface DirectoryRecheckDeps {
   db: Knex;
+  store: Pick<IamStore, 'userById'>;
   apiKeys: Pick<ApiKeyStore, 'revokeAllOf'>;
+  /** ends and restores accounts (its `logins` writes) */
+  users: Pick<UserAdmin, 'logins'>;
+  /** follows an active account as a sign-in would */
+  linker: Pick<IdentityLinker, 'follow'>;
   log: Logger;
   /** the chain's LDAP provider as built now; null while LDAP is not in the chain */
   provider(): LdapProvider | null;
@@ -49,6 +67,8 @@ interface Candidate {
   userId: string;
   username: string;
   providerUserId: string;
+  /** disabled by an earlier end: only its return concerns it */
+  ended: boolean;
 }
 
 export class DirectoryRecheck {
@@ -56,6 +76,10 @@ export class DirectoryRecheck {
   readonly stats = {
     rounds: { checked: 0, unavailable: 0, skipped: 0, suspect: 0 },
     ended: { disabled: 0, expired: 0, gone: 0 } as Record<Exclude<AccountState, 'active'>, number>,
+    /** accounts enabled again by their return to the directory */
+    restored: 0,
+    /** active accounts whose groups or profile changed to follow the directory */
+    followed: 0,
     /** false after a round the directory did not answer, until one it answers */
     directoryUp: true,
     lastError: null as string | null,
@@ -118,9 +142,9 @@ export class DirectoryRecheck {
       return 'skipped';
     }
     const log = this.deps.log;
-    let states: Map<string, AccountState>;
+    let accounts: Map<string, DirectoryAccount>;
     try {
-      states = await provider.checkAccounts([...new Set(candidates.map((c) => c.providerUserId))], now);
+      accounts = await provider.readAccounts([...new Set(candidates.map((c) => c.providerUserId))], now);
     } catch (err) {
       this.stats.rounds.unavailable++;
       this.stats.directoryUp = false;
@@ -132,14 +156,17 @@ export class DirectoryRecheck {
     this.stats.lastError = null;
 
     // a user ends when none of their LDAP identities is active any more
-    const byUser = new Map<string, { username: string; states: AccountState[] }>();
+    const byUser = new Map<string, { username: string; ended: boolean; states: AccountState[]; active: DirectoryAccount | null }>();
     for (const c of candidates) {
-      const u = byUser.get(c.userId) ?? { username: c.username, states: [] };
-      u.states.push(states.get(c.providerUserId) ?? 'active');
+      const u = byUser.get(c.userId) ?? { username: c.username, ended: c.ended, states: [], active: null };
+      const account = accounts.get(c.providerUserId) ?? { state: 'active', profile: null };
+      u.states.push(account.state);
+      if (account.state === 'active') u.active ??= account;
       byUser.set(c.userId, u);
     }
-    const ending = [...byUser].filter(([, u]) => !u.states.includes('active'));
-    if (ending.length >= SUSPECT_AT && ending.length === byUser.size && ending.every(([, u]) => u.states.every((s) => s === 'gone'))) {
+    const live = [...byUser].filter(([, u]) => !u.ended);
+    const ending = live.filter(([, u]) => !u.states.includes('active'));
+    if (ending.length >= SUSPECT_AT && ending.length === live.length && ending.every(([, u]) => u.states.every((s) => s === 'gone'))) {
       this.stats.rounds.suspect++;
       log.error({ accounts: ending.length }, 'ldap recheck: the directory found none of the accounts; nothing ended (check ldap_base_dn and ldap_user_filter)');
       return 'suspect';
@@ -148,40 +175,97 @@ export class DirectoryRecheck {
     for (const [userId, u] of ending) {
       // disabled or expired says more than gone, when a user has several identities
       const state = (['disabled', 'expired', 'gone'] as const).find((s) => u.states.includes(s))!;
-      const revoked = await this.deps.apiKeys.revokeAllOf(userId);
-      // nothing left to revoke: they were ended since the candidates were read, most often by
-      // another instance's round running late beside this one, which reports them (a user ended
-      // is one log line and one count)
-      if (revoked === 0) continue;
-      ended++;
-      this.stats.ended[state]++;
-      log.warn(
-        { event: 'ldap_account_ended', user_id: userId, username: u.username, state, revoked },
-        `ldap recheck: the directory account is ${state}; its sessions and keys are revoked`,
-      );
+      if (await this.end(userId, u.username, state)) ended++;
+    }
+    for (const [userId, u] of byUser) {
+      if (u.active?.profile) await this.follow(userId, u.active.profile);
     }
     this.stats.rounds.checked++;
     log.debug({ accounts: byUser.size, ended }, 'ldap recheck: round done');
     return 'checked';
   }
 
-  /** Enabled users linked to LDAP with at least one live web session or API key. */
+  /**
+   * Ends a user whose directory account ended: disabled and every session and key revoked
+   * (unless an administrator keeps the account: then its sessions and keys too). Whether this
+   * round ended them: rounds running late beside each other (another instance's) find the user
+   * disabled already, and the one that disabled them reports them (a user ended is one log line
+   * and one count).
+   */
+  private async end(userId: string, username: string, state: Exclude<AccountState, 'active'>): Promise<boolean> {
+    const user = await this.deps.store.userById(userId);
+    if (!user || user.directoryState === 'kept') return false;
+    const { ended, lastAdmin } = await this.deps.users.logins.endByDirectory(DIRECTORY_RECHECK_ACTOR, user, state, 'ldap');
+    const revoked = await this.deps.apiKeys.revokeAllOf(userId);
+    if (!ended) return false;
+    this.stats.ended[state]++;
+    this.deps.log.warn(
+      { event: 'ldap_account_ended', user_id: userId, username, state, revoked, disabled: ended },
+      `ldap recheck: the directory account is ${state}; the user is disabled and its sessions and keys are revoked`,
+    );
+    if (lastAdmin)
+      this.deps.log.error(
+        { user_id: userId, username },
+        'ldap recheck: the directory ended the last enabled member of INT_ADMIN; enable an administrator with the CLI (service-core user enable) or the system key',
+      );
+    return true;
+  }
+
+  /** An active account: its return if it had ended, its groups and profile as a sign-in would make them. */
+  private async follow(userId: string, profile: NonNullable<DirectoryAccount['profile']>): Promise<void> {
+    try {
+      const user = await this.deps.store.userById(userId);
+      if (!user) return;
+      const wasEnded = user.disabled && user.directoryState === 'ended';
+      const after = await this.deps.linker.follow(DIRECTORY_RECHECK_ACTOR, user, profile);
+      if (wasEnded && !after.user.disabled) {
+        this.stats.restored++;
+        this.deps.log.info({ user_id: userId, username: after.user.username }, 'ldap recheck: the directory account is active again; the user is enabled');
+      }
+      if (after.groupsChanged || !sameProfile(user, after.user)) this.stats.followed++;
+    } catch (err) {
+      // one account's trouble (a mapped group deleted meanwhile) leaves the others followed
+      this.deps.log.warn({ user_id: userId, reason: errorText(err) }, 'ldap recheck: the account could not follow the directory');
+    }
+  }
+
+  /**
+   * Users linked to LDAP that a directory's end would concern: enabled ones with a way in that
+   * does not ask the directory (a live web session or API key, a local password, another
+   * provider's identity, a passkey; signing in through LDAP asks it anyway), and those an
+   * earlier end disabled (for their return).
+   */
   private async candidates(now: number): Promise<Candidate[]> {
     const { db } = this.deps;
-    const rows: Array<{ user_id: string; username: string; provider_user_id: string }> = await db('user_identities as i')
+    const rows: Array<{ user_id: string; username: string; provider_user_id: string; disabled: unknown }> = await db('user_identities as i')
       .join('users as u', 'u.id', 'i.user_id')
       .where('i.provider', 'ldap')
-      .andWhere('u.disabled', false)
-      .whereExists((q) =>
-        q
-          .select(db.raw('1'))
-          .from('api_keys as k')
-          .whereRaw('k.user_id = i.user_id')
-          .whereNull('k.revoked_at')
-          .andWhere((e) => e.whereNull('k.expires_at').orWhere('k.expires_at', '>', now)),
+      .andWhere((who) =>
+        who
+          .where((ended) => ended.where('u.disabled', true).andWhere('u.directory_state', 'ended'))
+          .orWhere((enabled) =>
+            enabled.where('u.disabled', false).andWhere((way) =>
+              way
+                .whereNotNull('u.hashed_password')
+                .orWhereExists((q) =>
+                  q
+                    .select(db.raw('1'))
+                    .from('api_keys as k')
+                    .whereRaw('k.user_id = i.user_id')
+                    .whereNull('k.revoked_at')
+                    .andWhere((e) => e.whereNull('k.expires_at').orWhere('k.expires_at', '>', now)),
+                )
+                .orWhereExists((q) =>
+                  q.select(db.raw('1')).from('user_identities as o').whereRaw('o.user_id = i.user_id').whereNotIn('o.provider', ['ldap', 'local']),
+                )
+                .orWhereExists((q) =>
+                  q.select(db.raw('1')).from('mfa_factors as f').whereRaw('f.user_id = i.user_id').andWhere({ 'f.kind': 'webauthn', 'f.confirmed': true }),
+                ),
+            ),
+          ),
       )
-      .select('i.user_id', 'u.username', 'i.provider_user_id');
-    return rows.map((r) => ({ userId: r.user_id, username: r.username, providerUserId: r.provider_user_id }));
+      .select('i.user_id', 'u.username', 'i.provider_user_id', 'u.disabled');
+    return rows.map((r) => ({ userId: r.user_id, username: r.username, providerUserId: r.provider_user_id, ended: Boolean(r.disabled) }));
   }
 
   /** Claims this interval's round for this instance: false when another instance has it. */
@@ -197,4 +281,8 @@ export class DirectoryRecheck {
       throw err;
     }
   }
+}
+
+function sameProfile(a: User, b: User): boolean {
+  return a.username === b.username && a.email === b.email && a.displayName === b.displayName && a.disabled === b.disabled;
 }

@@ -3,7 +3,8 @@ import type { Logger } from '../log.js';
 import type { IamStore, User } from '../iam/store.js';
 import { DomainError } from '../errors.js';
 import { LOGIN_MAPPING_ACTOR, type UserAdmin } from '../iam/users.js';
-import { reachesHost } from '../iam/policy.js';
+import type { ProfileChange } from '../iam/login-writes.js';
+import { hasProtectedRole, reachesHost, type Actor } from '../iam/policy.js';
 import type { ExternalProfile } from './providers/types.js';
 
 /**
@@ -16,12 +17,17 @@ import type { ExternalProfile } from './providers/types.js';
  *     neither administers the service nor reaches the host (nor is a superadmin or bot) -> link
  *     to that user;
  *  4. else a new user: SERVICE_SSO_DEFAULT_GROUPS, no password (SSO-only), a free username
- *     (alice, alice-2, ...), the email only when verified.
+ *     (alice, alice-2, ...), the email only when verified and held by no other user.
  * Groups: a provider that maps groups (profile.groups defined) is authoritative for the local
  * groups its mapping can grant; those follow the directory on every login, every other group
  * (granted locally, defaults) is never touched. See docs/auth.md.
+ * The profile: a directory (DIRECTORY_PROVIDERS) is the person's record, so the username (when
+ * no other user has it), e-mail (when no other user has it) and display name follow it at every
+ * sign-in and directory recheck (the link, objectSid or DN, stays the identity); another provider
+ * only fills an empty e-mail and display name. A sign-in through the directory of an account its
+ * directory's end disabled is that account's return: it is enabled again (src/iam/login-writes.ts).
  * Users are created, linked, filled in and their groups changed through UserAdmin, like every
- * other write: each is an audit event by the login mapping.
+ * other write: each is an audit event by the login mapping (or the directory recheck).
  */
 
 export type LinkedVia = 'identity' | 'local' | 'email' | 'created';
@@ -52,7 +58,11 @@ export interface LinkerDeps {
 
 /** Providers whose verified email may join a login to an existing user. */
 const EMAIL_LINKING_PROVIDERS = new Set(['ldap', 'oidc']);
+/** Providers that are the person's record: name, e-mail and display name follow them (and an account's end and return). */
+export const DIRECTORY_PROVIDERS: ReadonlySet<string> = new Set(['ldap']);
 const MAX_USERNAME = 64;
+/** users whose wanted name or address is held by another, as last logged (once per change, not at every round) */
+const REPORTED_MAX = 10_000;
 
 /** A username this service accepts (USERNAME in schemas.ts), from whatever the provider calls the person. */
 export function usernameBase(preferred: string): string {
@@ -67,6 +77,8 @@ export function usernameBase(preferred: string): string {
 }
 
 export class IdentityLinker {
+  private readonly reported = new Map<string, string>();
+
   constructor(private readonly deps: LinkerDeps) {}
 
   async link(profile: ExternalProfile): Promise<LinkResult> {
@@ -77,7 +89,7 @@ export class IdentityLinker {
     if (!user && profile.provider === 'local') {
       user = await store.userByUsername(profile.provider_user_id);
       if (!user) throw new Error(`local login for unknown user ${profile.provider_user_id}`);
-      await this.deps.users.linkIdentity(user, 'local', user.username, 'local');
+      await this.deps.users.logins.linkIdentity(user, 'local', user.username, 'local');
       via = 'local';
     }
     if (!user && EMAIL_LINKING_PROVIDERS.has(profile.provider) && this.deps.linkByEmail(profile.provider)) {
@@ -91,15 +103,81 @@ export class IdentityLinker {
       created = true;
     }
 
-    const groupsChanged = created ? false : await this.syncGroups(user, profile);
-    const fill: { email?: string; displayName?: string } = {};
-    if (!user.email && profile.email && profile.email_verified) fill.email = profile.email;
-    if (!user.displayName && profile.display_name) fill.displayName = profile.display_name.slice(0, 256);
-    if (Object.keys(fill).length) await this.deps.users.fillFromLogin(user, fill, profile.provider);
-    if (groupsChanged || Object.keys(fill).length) user = (await store.userById(user.id)) ?? user;
+    let groupsChanged = false;
+    if (!created) ({ user, groupsChanged } = await this.follow(LOGIN_MAPPING_ACTOR, user, profile));
 
     this.deps.log.info({ provider: profile.provider, user_id: user.id, username: user.username, via }, 'login linked');
     return { user, via, groupsChanged };
+  }
+
+  /**
+   * Keeps a linked user in step with what its provider says of them now, as `actor` (the login
+   * mapping at a sign-in, the directory recheck's rounds between): a directory account's return, the mapped
+   * groups, and the profile (a directory's name, e-mail and display name; another provider's
+   * only where empty). The user as it is afterwards.
+   */
+  async follow(actor: Actor, user: User, profile: ExternalProfile): Promise<{ user: User; groupsChanged: boolean }> {
+    const directory = DIRECTORY_PROVIDERS.has(profile.provider);
+    const logins = this.deps.users.logins;
+    // the directory let the account in (or found it active): an end it had is over
+    let changed = false;
+    if (directory && user.disabled && user.directoryState === 'ended') changed = await logins.restoreByDirectory(actor, user, profile.provider);
+    else if (directory && user.directoryState === 'kept') changed = await logins.clearKept(actor, user, profile.provider);
+    if (changed) user = (await this.deps.store.userById(user.id)) ?? user;
+    const groupsChanged = await this.syncGroups(user, profile, actor);
+    if (groupsChanged) user = (await this.deps.store.userById(user.id)) ?? user;
+    const change = await this.profileChange(user, profile, directory);
+    if (Object.keys(change).length) {
+      const { renamed } = await logins.follow(actor, user, change, profile.provider);
+      if (change.username && !renamed)
+        this.deps.log.warn({ user_id: user.id, username: user.username, wanted: change.username }, 'the name was taken meanwhile: it stays');
+      if (change.username && renamed)
+        this.deps.log.info({ provider: profile.provider, user_id: user.id, from: user.username, to: change.username }, 'username follows the directory');
+      user = (await this.deps.store.userById(user.id)) ?? user;
+    }
+    return { user, groupsChanged };
+  }
+
+  /**
+   * What of the profile to copy: a directory's name (free of other users, never onto a superadmin
+   * or bot), e-mail (held by no other user) and display name when they differ; another provider's
+   * e-mail and display name only where empty. A name or address another user holds stays
+   * behind, logged (once per change).
+   */
+  private async profileChange(user: User, profile: ExternalProfile, directory: boolean): Promise<ProfileChange> {
+    const change: ProfileChange = {};
+    const email = profile.email_verified && profile.email ? profile.email : null;
+    const displayName = profile.display_name?.slice(0, 256) || null;
+    if (directory ? email !== null && email !== user.email : !user.email && email) {
+      if (await this.emailFree(user, email!, profile.provider)) change.email = email!;
+    }
+    if (displayName && (directory ? displayName !== user.displayName : !user.displayName)) change.displayName = displayName;
+    const wanted = directory && profile.username ? usernameBase(profile.username) : null;
+    if (wanted && wanted !== user.username) {
+      const holder = await this.deps.store.userByUsername(wanted);
+      if (holder) this.report(user, 'username', wanted, { held_by: holder.id }, 'the directory name is held by another local user: the username stays');
+      else if (hasProtectedRole(user))
+        this.report(user, 'username', wanted, { roles: user.roles }, 'a superadmin or bot account is not renamed by its directory');
+      else change.username = wanted;
+    }
+    return change;
+  }
+
+  /** No other user has this address (two users never share one through a login). */
+  private async emailFree(user: Pick<User, 'id' | 'username'> | null, email: string, provider: string): Promise<boolean> {
+    const holders = (await this.deps.store.usersByEmail(email)).filter((u) => u.id !== user?.id);
+    if (holders.length && user)
+      this.report(user, 'email', email.toLowerCase(), { held_by: holders[0]!.id, provider }, 'the e-mail address is held by another local user: not copied');
+    if (holders.length && !user) this.deps.log.warn({ provider, held_by: holders[0]!.id }, 'the e-mail address is held by another local user: not copied');
+    return holders.length === 0;
+  }
+
+  private report(user: Pick<User, 'id' | 'username'>, field: string, wanted: string, details: object, message: string): void {
+    const key = `${user.id}:${field}`;
+    if (this.reported.get(key) === wanted) return;
+    if (this.reported.size >= REPORTED_MAX) this.reported.clear();
+    this.reported.set(key, wanted);
+    this.deps.log.warn({ event: 'profile_not_followed', user_id: user.id, username: user.username, field, wanted, ...details }, message);
   }
 
   private async byVerifiedEmail(profile: ExternalProfile): Promise<User | null> {
@@ -123,7 +201,7 @@ export class IdentityLinker {
     // someone already linked at this provider is a different account there: do not merge a second one
     const identities = (await this.deps.store.identitiesOf([candidate.id])).get(candidate.id) ?? [];
     if (identities.some((i) => i.provider === profile.provider)) return null;
-    await this.deps.users.linkIdentity(candidate, profile.provider, profile.provider_user_id, 'email');
+    await this.deps.users.logins.linkIdentity(candidate, profile.provider, profile.provider_user_id, 'email');
     // a concurrent login may have linked this identity elsewhere first: theirs wins
     return this.deps.store.userByIdentity(profile.provider, profile.provider_user_id);
   }
@@ -158,6 +236,7 @@ export class IdentityLinker {
     const mapped = await this.mappedGroups(profile);
     const groups = [...new Set([...(await this.existingGroups(this.deps.defaultGroups())), ...mapped.groups])];
     const base = usernameBase(profile.username);
+    const email = profile.email_verified && profile.email && (await this.emailFree(null, profile.email, profile.provider)) ? profile.email : null;
     let created: User | null = null;
     for (let n = 1; !created && n <= 60; n++) {
       const username = n === 1 ? base : n <= 50 ? `${base}-${n}` : `${base}-${crypto.randomBytes(3).toString('hex')}`;
@@ -165,7 +244,7 @@ export class IdentityLinker {
       try {
         created = await this.deps.users.create(LOGIN_MAPPING_ACTOR, {
           username,
-          email: profile.email_verified ? (profile.email ?? null) : null,
+          email,
           displayName: profile.display_name?.slice(0, 256) ?? null,
           groups,
         });
@@ -174,32 +253,36 @@ export class IdentityLinker {
       }
     }
     if (!created) throw new Error(`no free username for ${base}`);
-    await this.deps.users.linkIdentity(created, profile.provider, profile.provider_user_id, 'created');
+    await this.deps.users.logins.linkIdentity(created, profile.provider, profile.provider_user_id, 'created');
     const owner = await store.userByIdentity(profile.provider, profile.provider_user_id);
     if (owner && owner.id !== created.id) {
       // a concurrent first login of the same person won: drop our duplicate (nobody has seen it)
-      await this.deps.users.dropDuplicate(created, profile.provider);
+      await this.deps.users.logins.dropDuplicate(created, profile.provider);
       return owner;
     }
     this.deps.log.info({ provider: profile.provider, user_id: created.id, username: created.username, groups }, 'user created from single sign-on');
-    if (mapped.refused.length) this.deps.users.loginGroupsRefused(created, profile.provider, mapped.refused);
+    if (mapped.refused.length) this.deps.users.logins.groupsRefused(created, profile.provider, mapped.refused);
     return created;
   }
 
   /** Mapped groups replace the provider-managed ones; anything else the user has stays. */
-  private async syncGroups(user: User, profile: ExternalProfile): Promise<boolean> {
+  private async syncGroups(user: User, profile: ExternalProfile, actor: Actor): Promise<boolean> {
     if (profile.groups === undefined) return false;
     const managed = this.deps.managedGroups(profile.provider);
     const { groups: mapped, refused } = await this.mappedGroups(profile);
-    if (refused.length) this.deps.users.loginGroupsRefused(user, profile.provider, refused);
+    if (refused.length) this.deps.users.logins.groupsRefused(user, profile.provider, refused);
     const unique = [...new Set([...user.groups.filter((g) => !managed.has(g)), ...mapped])];
     const same = unique.length === user.groups.length && unique.every((g) => user.groups.includes(g));
     if (same) return false;
-    const { groups, kept } = await this.deps.users.setGroupsFromLogin(user, unique, profile.provider);
+    const { groups, kept } = await this.deps.users.setGroupsFromLogin(actor, user, unique, profile.provider);
     if (kept.length)
       this.deps.log.warn({ provider: profile.provider, user_id: user.id, kept }, 'the mapping would leave no enabled administrator: the group stays');
     const changed = groups.length !== user.groups.length || groups.some((g) => !user.groups.includes(g));
-    if (changed) this.deps.log.info({ provider: profile.provider, user_id: user.id, from: user.groups, to: groups }, 'groups follow the provider mapping');
+    if (changed)
+      this.deps.log.info(
+        { provider: profile.provider, user_id: user.id, from: user.groups, to: groups, by: actor.username },
+        'groups follow the provider mapping',
+      );
     return changed;
   }
 }

@@ -16,9 +16,18 @@ export interface User {
   disabled: boolean;
   /** has a confirmed second factor (kept by src/auth/mfa/) */
   mfaEnabled: boolean;
+  /** what its directory account's end did to it (src/iam/login-writes.ts); null: nothing */
+  directoryState: DirectoryState;
   createdAt: number;
   updatedAt: number;
 }
+
+/**
+ * 'ended': disabled because the directory account behind it ended (its return there enables it
+ * again); 'kept': an administrator enabled it while it was (the directory's end is not applied
+ * again until the account has been back there).
+ */
+export type DirectoryState = 'ended' | 'kept' | null;
 
 export interface Group {
   name: string;
@@ -73,11 +82,23 @@ export interface NewUser {
   extraPermissions?: string[];
   disabled?: boolean;
   mfaEnabled?: boolean;
+  directoryState?: DirectoryState;
 }
 
 export type UserPatch = Partial<Omit<NewUser, 'username'>> & { username?: string };
 
-const USER_FIELDS = ['username', 'email', 'displayName', 'hashedPassword', 'roles', 'groups', 'extraPermissions', 'disabled', 'mfaEnabled'] as const;
+const USER_FIELDS = [
+  'username',
+  'email',
+  'displayName',
+  'hashedPassword',
+  'roles',
+  'groups',
+  'extraPermissions',
+  'disabled',
+  'mfaEnabled',
+  'directoryState',
+] as const;
 const GROUP_FIELDS = ['name', 'description', 'permissions'] as const;
 
 /**
@@ -139,6 +160,28 @@ export class IamStore {
     await UserModel.query(trx)
       .findById(id)
       .patch({ ...fieldsOf(patch, USER_FIELDS), updatedAt: Date.now() });
+  }
+
+  /**
+   * Sets `disabled` and `directoryState` when the row still holds `from` (a compare-and-set: two
+   * rounds or a round and a sign-in change an account once); whether it changed.
+   */
+  async swapAccountState(
+    id: string,
+    from: { disabled: boolean; directoryState: DirectoryState },
+    to: { disabled: boolean; directoryState: DirectoryState },
+    trx: Knex = this.db,
+  ): Promise<boolean> {
+    const q = trx('users').where({ id, disabled: from.disabled });
+    if (from.directoryState === null) q.whereNull('directory_state');
+    else q.andWhere('directory_state', from.directoryState);
+    return (await q.update({ disabled: to.disabled, directory_state: to.directoryState, updated_at: Date.now() })) > 0;
+  }
+
+  /** Renames a user and its local identity (the name a local login types) together. */
+  async renameUser(id: string, from: string, to: string, trx: Knex): Promise<void> {
+    await UserModel.query(trx).findById(id).patch({ username: to, updatedAt: Date.now() });
+    await trx('user_identities').where({ user_id: id, provider: 'local', provider_user_id: from }).update({ provider_user_id: to });
   }
 
   async deleteUser(id: string, trx: Knex = this.db): Promise<void> {

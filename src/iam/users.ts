@@ -21,9 +21,9 @@ import {
 } from './policy.js';
 import type { IamStore, User } from './store.js';
 import type { CommandPath } from './commands.js';
+import { LoginWrites, userTarget } from './login-writes.js';
 
-/** A user as the audit trail names it. */
-export const userTarget = (u: Pick<User, 'id' | 'username'>) => ({ type: 'user', id: u.id, name: u.username });
+export { DIRECTORY_RECHECK_ACTOR, LOGIN_MAPPING_ACTOR, userTarget } from './login-writes.js';
 
 /** What changed, for the event: names of fields, and the values that are access (never a password). */
 function changeDetails(before: User, after: User, fields: string[], granted: string[]): Record<string, unknown> {
@@ -33,6 +33,7 @@ function changeDetails(before: User, after: User, fields: string[], granted: str
     Object.assign(details, { extra_permissions: after.extraPermissions, previous_extra_permissions: before.extraPermissions });
   if (fields.includes('roles')) Object.assign(details, { roles: after.roles, previous_roles: before.roles });
   if (fields.includes('disabled')) details.disabled = after.disabled;
+  if (after.directoryState !== before.directoryState) details.directory_state = after.directoryState;
   if (granted.length) details.host_permissions = granted;
   return details;
 }
@@ -74,12 +75,6 @@ export interface UserAdminDeps {
   loginGroupsOf?(user: User): Promise<string[]>;
 }
 
-/**
- * The login chain applying the login settings (default groups, group mappings): whatever those
- * hand out, a trusted actor configured (src/auth/settings-change.ts), so it acts as one.
- */
-export const LOGIN_MAPPING_ACTOR: Actor = { username: 'login-mapping', userId: null, isSystem: true, isSuperadmin: false };
-
 const refused = (message: string) => new DomainError('forbidden', message);
 
 /**
@@ -90,7 +85,12 @@ const refused = (message: string) => new DomainError('forbidden', message);
  * Errors are DomainErrors.
  */
 export class UserAdmin {
-  constructor(private readonly deps: UserAdminDeps) {}
+  /** the writes of the login chain and the directory recheck (src/iam/login-writes.ts) */
+  readonly logins: LoginWrites;
+
+  constructor(private readonly deps: UserAdminDeps) {
+    this.logins = new LoginWrites({ store: deps.store, commands: deps.commands, changed: (userId) => this.changed(userId) });
+  }
 
   /** A user by id or username, or not_found. */
   async find(ref: { id?: string; username?: string }): Promise<User> {
@@ -170,11 +170,15 @@ export class UserAdmin {
       if (password) requireStrongPassword(password, 'password', [user.username, rest.email ?? user.email, rest.displayName ?? user.displayName]);
       const hashedPassword = password ? await passwords.hash(password) : undefined;
       const fields = Object.keys(rest).filter((k) => rest[k as keyof typeof rest] !== undefined);
+      // enabling an account its directory's end disabled keeps it (the end is not applied again
+      // until the account has been back there); disabling is the administrator's own
+      const turned = change.disabled !== undefined && change.disabled !== user.disabled;
+      const directoryState = turned ? (!change.disabled && user.directoryState === 'ended' ? 'kept' : null) : undefined;
       const updated = await this.deps.commands.within(
         async (trx) => {
           await store.updateUser(
             user.id,
-            { ...rest, displayName: rest.displayName === '' ? null : rest.displayName, ...(hashedPassword ? { hashedPassword } : {}) },
+            { ...rest, displayName: rest.displayName === '' ? null : rest.displayName, directoryState, ...(hashedPassword ? { hashedPassword } : {}) },
             trx,
           );
           if (password) await store.linkIdentity(user.id, 'local', user.username, trx);
@@ -281,9 +285,10 @@ export class UserAdmin {
 
   /**
    * Groups a login provider's mapping decides (every other group the user has stays): the
-   * login chain's write, under the same refs and host rules as every other (LOGIN_MAPPING_ACTOR).
+   * login chain's write (LOGIN_MAPPING_ACTOR) or the directory recheck's (DIRECTORY_RECHECK_ACTOR),
+   * under the same refs and host rules as every other.
    */
-  async setGroupsFromLogin(user: User, groups: string[], provider: string): Promise<{ groups: string[]; kept: string[] }> {
+  async setGroupsFromLogin(actor: Actor, user: User, groups: string[], provider: string): Promise<{ groups: string[]; kept: string[] }> {
     await this.checkRefs({ groups });
     // the last enabled member of INT_ADMIN keeps it, whatever the mapping says: a directory
     // change must not leave the service without an administrator (update() refuses it; a
@@ -292,12 +297,12 @@ export class UserAdmin {
     const keep = !groups.includes(ADMIN_GROUP) && (await leavesNoAdmin(this.deps.store, user, { groups, disabled: user.disabled })) ? [ADMIN_GROUP] : [];
     const next = [...groups, ...keep];
     if (next.length === user.groups.length && next.every((g) => user.groups.includes(g))) return { groups: user.groups, kept: keep };
-    const granted = await this.guardHostGrants(LOGIN_MAPPING_ACTOR, user, { groups: next });
+    const granted = await this.guardHostGrants(actor, user, { groups: next });
     await this.deps.commands.within(
       (trx) => this.deps.store.updateUser(user.id, { groups: next }, trx),
       () => ({
         action: 'user.updated',
-        actor: LOGIN_MAPPING_ACTOR,
+        actor,
         target: userTarget(user),
         details: {
           fields: ['groups'],
@@ -311,47 +316,6 @@ export class UserAdmin {
     );
     this.changed(user.id);
     return { groups: next, kept: keep };
-  }
-
-  /**
-   * Joins a login at `provider` to `user` (the login chain's linking: a local login's missing
-   * identity, a verified e-mail address, a new account): an event naming the provider and how.
-   * False when that identity was linked already (a concurrent login may have linked it elsewhere).
-   */
-  async linkIdentity(user: User, provider: string, providerUserId: string, via: 'local' | 'email' | 'created'): Promise<boolean> {
-    return this.deps.commands.within(
-      (trx) => this.deps.store.linkIdentity(user.id, provider, providerUserId, trx),
-      (linked) => (linked ? { action: 'user.linked', actor: LOGIN_MAPPING_ACTOR, target: userTarget(user), details: { provider, via } } : null),
-    );
-  }
-
-  /** What a login's provider tells of the person fills the profile's empty e-mail address and display name. */
-  /** A login provider not trusted with the host named groups that reach it: left out, and a refusal in the trail. */
-  loginGroupsRefused(user: User, provider: string, groups: string[]): void {
-    this.deps.commands.record({
-      action: 'user.updated',
-      actor: LOGIN_MAPPING_ACTOR,
-      target: userTarget(user),
-      outcome: 'denied',
-      details: { fields: ['groups'], provider, refused_groups: groups, reason: 'only a trusted actor hands out groups that reach the host' },
-    });
-  }
-
-  async fillFromLogin(user: User, fill: { email?: string; displayName?: string }, provider: string): Promise<void> {
-    await this.deps.commands.within(
-      (trx) => this.deps.store.updateUser(user.id, fill, trx),
-      () => ({ action: 'user.updated', actor: LOGIN_MAPPING_ACTOR, target: userTarget(user), details: { fields: Object.keys(fill), provider } }),
-    );
-    this.changed(user.id);
-  }
-
-  /** A user a first login made in vain (a concurrent first login of the same person won): gone again, nobody has seen it. */
-  async dropDuplicate(user: User, provider: string): Promise<void> {
-    await this.deps.commands.within(
-      (trx) => this.deps.store.deleteUser(user.id, trx),
-      () => ({ action: 'user.deleted', actor: LOGIN_MAPPING_ACTOR, target: userTarget(user), details: { groups: user.groups, provider, duplicate: true } }),
-    );
-    this.changed(user.id);
   }
 
   /** Every form of iam:permissions_changed about one user comes from here. */

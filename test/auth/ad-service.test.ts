@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import net from 'node:net';
 import request from 'supertest';
-import { adminAuth, ADMIN, startPeer, startService, type TestService } from '../support/service.js';
+import { adminAuth, ADMIN, basic, startPeer, startService, type TestService } from '../support/service.js';
 import { startSambaDc, type AdUser, type SambaDc } from '../support/samba.js';
 import { startRedis, type TestRedis } from '../support/redis.js';
 import { capturingLogger } from '../sockets/helpers.js';
@@ -12,7 +12,8 @@ import { createUser, getUser, patchAuthSettings } from './helpers.js';
 /**
  * The service with an Active Directory as companies run it (a real Samba AD DC): the names
  * people type, why a login was refused, e-mail linking, TLS with a private CA changed at run
- * time, and directory accounts checked again while their sessions live.
+ * time, and directory accounts checked again between sign-ins (their end, their groups, their
+ * names).
  */
 
 const AD_FILTER = '(&(objectCategory=person)(objectClass=user)(|(sAMAccountName={username})(userPrincipalName={username})))';
@@ -52,6 +53,24 @@ function ldapSettings(dc: SambaDc): Record<string, unknown> {
 }
 
 const login = (svc: TestService, username: string, password: string) => request(svc.url).post('/api/auth/login').send({ username, password });
+
+/** What `probe` answers once it answers something, polling; fails after `ms` (a few recheck rounds of 1 s). */
+async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, ms = 5000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const answer = await probe();
+    if (answer) return answer;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await sleep(150);
+  }
+}
+
+/** The trail's events about one user: actor, action and details. */
+async function eventsOf(svc: TestService, userId: string, action = 'user.updated'): Promise<Array<{ actor: string; outcome: string; details: any }>> {
+  await svc.service.iam.audit.flush();
+  const rows = await svc.service.db('audit_events').where({ action, target_id: userId }).orderBy('seq').select('actor_username', 'outcome', 'details');
+  return rows.map((r) => ({ actor: r.actor_username, outcome: r.outcome, details: JSON.parse(r.details) }));
+}
 
 async function metric(svc: TestService, name: string): Promise<number> {
   const text = (await request(svc.url).get('/metrics').expect(200)).text;
@@ -225,10 +244,13 @@ describe('Active Directory sign-in through the service (real Samba AD DC)', func
       const ended = logs.lines.map((l) => JSON.parse(l)).find((l) => l.event === 'ldap_account_ended');
       expect(ended).to.include({ username: 'rita', state: 'disabled' });
 
-      // the local user stays enabled: the directory decides, and enabling her there lets her in again
+      // the local user is disabled too (any other way in ends with it); enabling her in the
+      // directory lets her in again
+      expect((await getUser(svc.url, rita.user.id)).disabled).to.equal(true);
       await login(svc, 'rita', people.rita!.password).expect(401);
       await dc.enable('rita');
       await login(svc, 'rita', people.rita!.password).expect(200);
+      expect((await getUser(svc.url, rita.user.id)).disabled).to.equal(false);
 
       // the directory hangs: nothing ends, it is reported, and logins go on without waiting for it
       await patchAuthSettings(svc.url, {
@@ -254,7 +276,6 @@ describe('Active Directory sign-in through the service (real Samba AD DC)', func
       await patchAuthSettings(svc.url, { ...ldapSettings(dc), ldap_connect_timeout_ms: null, ldap_timeout_ms: null, ldap_recheck_interval: null }).expect(200);
     }
   });
-
   it('the login_failed line and the event carry the reason AD gave (disabled, expired, password expired, must change, locked); a locked account tells the person nothing', async () => {
     const ed = await dc.addUser('ed', 'Ed-Pass-1!', { ou: 'OU=People' });
     const gus = await dc.addUser('gus', 'Gus-Pass-1!', { ou: 'OU=People' });
@@ -296,6 +317,184 @@ describe('Active Directory sign-in through the service (real Samba AD DC)', func
         events.filter((e) => e.target_name === name).map((e) => JSON.parse(e.details).reason),
         name,
       ).to.include(reason);
+    }
+  });
+
+  it('a directory account that ends is disabled within the interval: its local password, Basic and every other way in stop; its return enables it (the recheck or a sign-in); an administrator may keep it', async function () {
+    this.timeout(90_000);
+    const lou = await dc.addUser('lou', 'Lou-Pass-1!', { ou: 'OU=People' });
+    const id = (await login(svc, 'lou', lou.password).expect(200)).body.user.id as string;
+    // a local password too (it ends the sessions: no live credential is left to revoke)
+    const local = 'Lou-Local-Secret-9!';
+    await request(svc.url).patch(`/api/users/${id}`).set('Authorization', adminAuth()).send({ password: local }).expect(200);
+    const byBasic = () => request(svc.url).get('/api/me').set('Authorization', basic('lou', local));
+    await byBasic().expect(200);
+    const recheck = svc.service.auth.directoryRecheck;
+    const disabled = async (want: boolean) => (await getUser(svc.url, id)).disabled === want;
+    await patchAuthSettings(svc.url, { ldap_recheck_interval: '1s' }).expect(200);
+    try {
+      await dc.disable('lou');
+      await until('ended by the recheck', () => disabled(true));
+      await byBasic().expect(401);
+      await login(svc, 'lou', local).expect(401);
+      expect((await eventsOf(svc, id)).at(-1)).to.deep.include({
+        actor: 'directory-recheck',
+        details: {
+          fields: ['disabled'],
+          disabled: true,
+          directory_state: 'ended',
+          provider: 'ldap',
+          directory_account: 'disabled',
+          because: 'its directory account ended',
+        },
+      });
+      const ended = logs.lines.map((l) => JSON.parse(l)).find((l) => l.event === 'ldap_account_ended' && l.user_id === id);
+      expect(ended).to.include({ state: 'disabled', revoked: 0, disabled: true });
+
+      // back in the directory: the recheck enables it
+      await dc.enable('lou');
+      await until('enabled by the recheck', () => disabled(false));
+      await byBasic().expect(200);
+      expect((await eventsOf(svc, id)).at(-1)).to.deep.include({
+        actor: 'directory-recheck',
+        details: { fields: ['disabled'], disabled: false, directory_state: null, provider: 'ldap', because: 'its directory account is active again' },
+      });
+
+      // expired, and back: a sign-in through the directory enables it (no round in between)
+      await dc.setExpiry('lou', 0);
+      await until('ended again (expired)', () => disabled(true));
+      recheck.stop();
+      try {
+        await dc.setExpiry('lou', 30);
+        await login(svc, 'lou', lou.password).expect(200);
+        expect((await eventsOf(svc, id)).at(-1)).to.deep.include({
+          actor: 'login-mapping',
+          details: { fields: ['disabled'], disabled: false, directory_state: null, provider: 'ldap', because: 'its directory account is active again' },
+        });
+      } finally {
+        recheck.start();
+      }
+
+      // an administrator enables it while its directory account is disabled: it is kept (rounds leave it alone)
+      await dc.disable('lou');
+      await until('ended once more', () => disabled(true));
+      await request(svc.url).patch(`/api/users/${id}`).set('Authorization', adminAuth()).send({ disabled: false }).expect(200);
+      expect((await eventsOf(svc, id)).at(-1)).to.deep.include({
+        actor: ADMIN.username,
+        details: { fields: ['disabled'], disabled: false, directory_state: 'kept' },
+      });
+      const rounds = recheck.stats.rounds.checked;
+      await until('two rounds', async () => recheck.stats.rounds.checked >= rounds + 2);
+      await byBasic().expect(200);
+      // back in the directory, the keeping is over: a new end applies again
+      await dc.enable('lou');
+      await until('kept no more', async () => (await svc.service.iam.store.userById(id))!.directoryState === null);
+      await dc.disable('lou');
+      await until('ended after its return', () => disabled(true));
+      await byBasic().expect(401);
+    } finally {
+      await dc.enable('lou');
+      await patchAuthSettings(svc.url, { ldap_recheck_interval: null }).expect(200);
+    }
+  });
+
+  it('groups follow the directory between sign-ins: out of the group mapped to INT_ADMIN, the session, the key and the ws connection lose the rights within the interval; back in, they have them again', async function () {
+    this.timeout(60_000);
+    const admins = await dc.addGroup('SvcAdmins', 'OU=Groups');
+    const ned = await dc.addUser('ned', 'Ned-Pass-1!', { ou: 'OU=People' });
+    await dc.addMembers('SvcAdmins', ['ned']);
+    await patchAuthSettings(svc.url, { ldap_group_mapping: { [platform]: ['INT_USER'], [admins]: ['INT_ADMIN'] }, ldap_recheck_interval: '1s' }).expect(200);
+    let ws: WsClient | null = null;
+    try {
+      const session = (await login(svc, 'ned', ned.password).expect(200)).body;
+      expect(session.user.groups).to.include('INT_ADMIN');
+      const bearer = `Bearer ${session.token}`;
+      const key = (await request(svc.url).post('/api/me/api-keys').set('Authorization', bearer).send({ label: 'automation' }).expect(201)).body.token as string;
+      const users = (auth: Record<string, string>) => request(svc.url).get('/api/users').set(auth);
+      await users({ Authorization: bearer }).expect(200);
+      await users({ 'X-API-Key': key }).expect(200);
+      ws = await WsClient.connect(svc, { headers: { Authorization: bearer } });
+      const makeGroup = (name: string) => request(svc.url).post('/api/groups').set('Authorization', adminAuth()).send({ name, permissions: [] }).expect(201);
+      await makeGroup('NED_WATCH_1');
+      await ws.next('audit:event', (f) => f.payload.target?.name === 'NED_WATCH_1');
+
+      await dc.removeMembers('SvcAdmins', ['ned']);
+      await until('the session loses INT_ADMIN', async () => (await users({ Authorization: bearer })).status === 403);
+      await users({ 'X-API-Key': key }).expect(403);
+      const change = (await eventsOf(svc, session.user.id)).at(-1)!;
+      expect(change.actor).to.equal('directory-recheck');
+      expect(change.details).to.include({ provider: 'ldap' });
+      expect(change.details.previous_groups).to.include('INT_ADMIN');
+      expect(change.details.groups).to.have.members(['INT_VIEWER']);
+      // the live connection follows: the trail's events (for administrators) no longer reach it
+      await sleep(300);
+      await makeGroup('NED_WATCH_2');
+      await sleep(500);
+      await ws.roundTrip();
+      expect(ws.all('audit:event', (f) => f.payload.target?.name === 'NED_WATCH_2')).to.deep.equal([]);
+
+      await dc.addMembers('SvcAdmins', ['ned']);
+      await until('the key has INT_ADMIN again', async () => (await users({ 'X-API-Key': key })).status === 200);
+    } finally {
+      await ws?.close();
+      await patchAuthSettings(svc.url, { ldap_group_mapping: { [platform]: ['INT_USER'] }, ldap_recheck_interval: null }).expect(200);
+    }
+  });
+
+  it('names follow the directory (the objectSid stays the identity): at a sign-in, a name or address another user holds stays behind, logged; between sign-ins a rename follows, and a new hire gets the old name and address', async function () {
+    this.timeout(60_000);
+    // at a sign-in
+    const quinnLocal = await createUser(svc.url, { username: 'quinn', password: 'Quinn-Local-Secret-9!', email: 'quinn@corp.example', groups: ['INT_VIEWER'] });
+    const quincy = await dc.addUser('quincy', 'Quincy-Pass-1!', { ou: 'OU=People', given: 'Quincy', surname: 'Q', mail: 'quincy@corp.example' });
+    const before = (await login(svc, 'quincy', quincy.password).expect(200)).body.user;
+    expect(before).to.include({ username: 'quincy', email: 'quincy@corp.example', display_name: 'Quincy Q' });
+    await dc.modify(quincy.dn, 'sAMAccountName', ['quinn']);
+    await dc.modify(quincy.dn, 'mail', ['quinn@corp.example']);
+    await dc.modify(quincy.dn, 'displayName', ['Quinn Q']);
+    const held = (await login(svc, quincy.upn, quincy.password).expect(200)).body.user;
+    expect(held).to.include({ id: before.id, username: 'quincy', email: 'quincy@corp.example', display_name: 'Quinn Q' });
+    const skipped = logs.lines.map((l) => JSON.parse(l)).filter((l) => l.event === 'profile_not_followed' && l.user_id === before.id);
+    expect(skipped.map((l) => [l.field, l.wanted, l.held_by])).to.have.deep.members([
+      ['username', 'quinn', quinnLocal],
+      ['email', 'quinn@corp.example', quinnLocal],
+    ]);
+    // the local quinn gone, the next sign-in takes both
+    await request(svc.url).delete(`/api/users/${quinnLocal}`).set('Authorization', adminAuth()).expect(204);
+    const taken = (await login(svc, 'quinn', quincy.password).expect(200)).body.user;
+    expect(taken).to.include({ id: before.id, username: 'quinn', email: 'quinn@corp.example' });
+    expect((await eventsOf(svc, before.id)).at(-1)).to.deep.include({
+      actor: 'login-mapping',
+      details: { fields: ['username', 'email'], provider: 'ldap', previous_username: 'quincy' },
+    });
+
+    // between sign-ins
+    const pat = await dc.addUser('pat', 'Pat-Pass-1!', { ou: 'OU=People', given: 'Pat', surname: 'Old', mail: 'pat@corp.example' });
+    const first = (await login(svc, 'pat', pat.password).expect(200)).body;
+    expect(first.user).to.include({ username: 'pat', email: 'pat@corp.example', display_name: 'Pat Old' });
+    await patchAuthSettings(svc.url, { ldap_recheck_interval: '1s' }).expect(200);
+    try {
+      await dc.modify(pat.dn, 'sAMAccountName', ['patricia']);
+      await dc.modify(pat.dn, 'userPrincipalName', ['patricia@corp.example']);
+      await dc.modify(pat.dn, 'mail', ['patricia@corp.example']);
+      await dc.modify(pat.dn, 'displayName', ['Patricia Old']);
+      const renamed = await until('the rename follows', async () => {
+        const u = await getUser(svc.url, first.user.id);
+        return u.username === 'patricia' && u;
+      });
+      expect(renamed).to.include({ email: 'patricia@corp.example', display_name: 'Patricia Old' });
+      expect(renamed.identities).to.deep.equal([{ provider: 'ldap', provider_user_id: pat.sid }]);
+      expect((await eventsOf(svc, first.user.id)).at(-1)).to.deep.include({
+        actor: 'directory-recheck',
+        details: { fields: ['username', 'email', 'displayName'], provider: 'ldap', previous_username: 'pat' },
+      });
+      expect((await request(svc.url).get('/api/me').set('Authorization', `Bearer ${first.token}`).expect(200)).body.username).to.equal('patricia');
+
+      const hire = await dc.addUser('pat', 'Pat-Hire-Pass-1!', { ou: 'OU=People', given: 'Pat', surname: 'New', mail: 'pat@corp.example' });
+      const newPat = (await login(svc, 'pat', hire.password).expect(200)).body.user;
+      expect(newPat).to.include({ username: 'pat', email: 'pat@corp.example', display_name: 'Pat New' });
+      expect(newPat.id).not.to.equal(first.user.id);
+    } finally {
+      await patchAuthSettings(svc.url, { ldap_recheck_interval: null }).expect(200);
     }
   });
 });

@@ -8,7 +8,7 @@ import { CommandPath } from '../../src/iam/commands.js';
 import { DomainError, isRecorded } from '../../src/errors.js';
 import { IamStore } from '../../src/iam/store.js';
 import { Passwords } from '../../src/iam/passwords.js';
-import { UserAdmin } from '../../src/iam/users.js';
+import { LOGIN_MAPPING_ACTOR, UserAdmin } from '../../src/iam/users.js';
 import { GroupAdmin } from '../../src/iam/groups.js';
 import { KeyAdmin } from '../../src/iam/keys.js';
 import { ApiKeyStore, type ApiKey } from '../../src/auth/api-keys.js';
@@ -100,7 +100,7 @@ describe('command path and user writer (no service)', function () {
 
   it('a login mapping that would take INT_ADMIN from its last enabled member keeps it, and says so', async () => {
     const only = await users.create(PLAIN, { username: 'only-admin', groups: ['INT_ADMIN'] });
-    await users.setGroupsFromLogin(only, ['INT_USER'], 'ldap');
+    await users.setGroupsFromLogin(LOGIN_MAPPING_ACTOR, only, ['INT_USER'], 'ldap');
     expect((await store.userById(only.id))!.groups).to.have.members(['INT_USER', 'INT_ADMIN']);
     const kept = (await events('user.updated')).filter((e) => e.target === 'only-admin');
     expect(kept.map((e) => e.details)).to.deep.equal([
@@ -114,11 +114,11 @@ describe('command path and user writer (no service)', function () {
       },
     ]);
     // the same mapping again changes nothing and writes nothing
-    await users.setGroupsFromLogin((await store.userById(only.id))!, ['INT_USER'], 'ldap');
+    await users.setGroupsFromLogin(LOGIN_MAPPING_ACTOR, (await store.userById(only.id))!, ['INT_USER'], 'ldap');
     expect((await events('user.updated')).filter((e) => e.target === 'only-admin')).to.have.length(1);
     // with another enabled administrator, the mapping is followed
     await users.create(PLAIN, { username: 'second-admin', groups: ['INT_ADMIN'] });
-    await users.setGroupsFromLogin((await store.userById(only.id))!, ['INT_USER'], 'ldap');
+    await users.setGroupsFromLogin(LOGIN_MAPPING_ACTOR, (await store.userById(only.id))!, ['INT_USER'], 'ldap');
     expect((await store.userById(only.id))!.groups).to.deep.equal(['INT_USER']);
   });
 

@@ -35,37 +35,28 @@
  * provider refuses at once for `backoffMs` (the chain moves on to the next provider without
  * waiting), then tries the directory again.
  *
- * Accounts of people who signed in are checked again with `checkAccounts` (the directory
- * recheck, src/auth/directory-recheck.ts).
+ * Accounts of people who signed in are read again with `readAccounts` (the directory recheck,
+ * src/auth/directory-recheck.ts): where each stands, and what a sign-in would read of it now.
  *
  * Beside this file: ldap-options.ts (the settings and their schema), ldap-connection.ts (TLS,
  * binds, timeouts, AD's bind codes), ldap-search.ts (filters, DNs, the rootDSE, the user lookup),
- * ldap-groups.ts (group resolution and mapping).
+ * ldap-groups.ts (group resolution and mapping), ldap-accounts.ts (accounts read again).
  */
-import { AndFilter, EqualityFilter, InvalidCredentialsError, NoSuchObjectError, OrFilter, type Client, type Entry } from 'ldapts';
+import { InvalidCredentialsError, type Client } from 'ldapts';
 import type { Logger } from '../../log.js';
+import { profileOf, readAccounts, type AccountState, type DirectoryAccount } from './ldap-accounts.js';
 import { adBindFailure, errorMessage, isTimeout, LdapConnector, LdapUnavailableError } from './ldap-connection.js';
 import { mappedGroups } from './ldap-groups.js';
 import { ldapOptionsSchema, type LdapProviderOptions, type ResolvedOptions } from './ldap-options.js';
-import { anyUserFilter, findUser, firstText, isWithin, loginName, normalizeDN, readDirectoryInfo, stableId, type DirectoryInfo } from './ldap-search.js';
+import { findUser, loginName, normalizeDN, readDirectoryInfo, type DirectoryInfo } from './ldap-search.js';
 import { LoginRefused } from './refusal.js';
-import { encodeObjectSid } from './sid.js';
 import type { CredentialsProvider, ExternalProfile } from './types.js';
 
 // the provider's helpers, where its importers have always found them
 export { adBindFailure, LdapTimeoutError, LdapUnavailableError, type AdBindFailure } from './ldap-connection.js';
 export { ldapOptionsSchema, type LdapProviderOptions } from './ldap-options.js';
 export { escapeFilterValue, normalizeDN } from './ldap-search.js';
-
-/** userAccountControl ACCOUNTDISABLE */
-const UF_ACCOUNTDISABLE = 0x2;
-/** accountExpires: 0 and 2^63-1 mean never */
-const NEVER = 0x7fffffffffffffffn;
-/** accounts per search when checking them again */
-const CHECK_BATCH = 100;
-
-/** Where a directory account stands, as the recheck sees it. */
-export type AccountState = 'active' | 'disabled' | 'expired' | 'gone';
+export type { AccountState, DirectoryAccount } from './ldap-accounts.js';
 
 export class LdapProvider implements CredentialsProvider {
   readonly id = 'ldap';
@@ -126,15 +117,7 @@ export class LdapProvider implements CredentialsProvider {
 
       // Groups are read on the service connection (anonymous when no bind DN is configured).
       const groups = this.mapping.size > 0 ? await mappedGroups(service, entry, info, this.options, this.mapping) : undefined;
-      return {
-        provider: this.id,
-        provider_user_id: stableId(entry, this.log),
-        username: firstText(entry, this.options.usernameAttr) ?? (info.ad ? firstText(entry, 'sAMAccountName') : null) ?? login,
-        email: firstText(entry, 'mail'),
-        email_verified: firstText(entry, 'mail') !== null,
-        display_name: firstText(entry, 'displayName') ?? firstText(entry, 'cn'),
-        groups,
-      };
+      return { ...profileOf(entry, this.options, info, this.log, login), groups };
     } catch (err) {
       this.noteFailure(err);
       throw err;
@@ -193,51 +176,28 @@ export class LdapProvider implements CredentialsProvider {
 
   /**
    * Where the accounts behind these provider user ids (objectSid or DN, as logins recorded
-   * them) stand now: `gone` when no login could find the entry any more (deleted, moved out of
-   * the base DN, no longer matching the user filter), `disabled` (userAccountControl), `expired`
-   * (accountExpires), else `active`. A locked account or an expired password is `active`: it
-   * ends nothing (anyone can lock an account by guessing, and an expired password is changed,
-   * not revoked). Throws when the directory cannot be asked (nothing may be concluded then).
+   * them) stand now (ldap-accounts.ts): `gone`, `disabled`, `expired`, else `active`. A locked
+   * account or an expired password is `active`: it ends nothing (anyone can lock an account by
+   * guessing, and an expired password is changed, not revoked). Throws when the directory cannot
+   * be asked (nothing may be concluded then).
    */
   async checkAccounts(ids: string[], now = Date.now()): Promise<Map<string, AccountState>> {
+    const accounts = await this.readAccounts(ids, now, false);
+    return new Map([...accounts].map(([id, a]) => [id, a.state]));
+  }
+
+  /**
+   * checkAccounts, and for each active account what a sign-in would read of it now (`profiles`):
+   * its local name, e-mail, display name and mapped groups, for the recheck to follow.
+   */
+  async readAccounts(ids: string[], now = Date.now(), profiles = true): Promise<Map<string, DirectoryAccount>> {
     this.assertAvailable();
-    const states = new Map<string, AccountState>();
-    if (ids.length === 0) return states;
+    if (ids.length === 0) return new Map();
     let client: Client | null = null;
     try {
       client = await this.connector.serviceConnection();
-      const anyUser = anyUserFilter(this.options);
-      const sids = ids.filter((id) => /^S-1-/.test(id));
-      const dns = ids.filter((id) => !/^S-1-/.test(id));
-      for (let i = 0; i < sids.length; i += CHECK_BATCH) {
-        const batch = sids.slice(i, i + CHECK_BATCH);
-        const { searchEntries } = await client.search(this.options.baseDN, {
-          scope: 'sub',
-          filter: new AndFilter({
-            filters: [anyUser, new OrFilter({ filters: batch.map((sid) => new EqualityFilter({ attribute: 'objectSid', value: encodeObjectSid(sid) })) })],
-          }),
-          attributes: ['objectSid', 'userAccountControl', 'accountExpires'],
-          explicitBufferAttributes: ['objectSid'],
-          paged: { pageSize: CHECK_BATCH },
-        });
-        const byId = new Map<string, Entry>();
-        for (const e of searchEntries) byId.set(stableId(e, this.log), e);
-        for (const sid of batch) states.set(sid, byId.has(sid) ? accountState(byId.get(sid)!, now) : 'gone');
-      }
-      for (const dn of dns) {
-        if (!isWithin(dn, this.options.baseDN)) {
-          states.set(dn, 'gone');
-          continue;
-        }
-        try {
-          const { searchEntries } = await client.search(dn, { scope: 'base', filter: anyUser, attributes: ['userAccountControl', 'accountExpires'] });
-          states.set(dn, searchEntries[0] ? accountState(searchEntries[0], now) : 'gone');
-        } catch (err) {
-          if (err instanceof NoSuchObjectError) states.set(dn, 'gone');
-          else throw err;
-        }
-      }
-      return states;
+      const info = profiles ? await this.directoryInfo(client) : { ad: false, domainDN: this.options.baseDN, netbios: null };
+      return await readAccounts(client, ids, { options: this.options, info, mapping: this.mapping, log: this.log, profiles }, now);
     } catch (err) {
       this.noteFailure(err);
       if (isTimeout(err) || err instanceof LdapUnavailableError) throw err;
@@ -246,17 +206,4 @@ export class LdapProvider implements CredentialsProvider {
       if (client) await LdapConnector.close(client);
     }
   }
-}
-
-/** AD's account control and expiry of an entry (a directory without them: active). */
-function accountState(entry: Entry, now: number): AccountState {
-  const control = Number(firstText(entry, 'userAccountControl') ?? 0);
-  if (Number.isFinite(control) && control & UF_ACCOUNTDISABLE) return 'disabled';
-  const expires = firstText(entry, 'accountExpires');
-  if (expires && /^\d+$/.test(expires)) {
-    const ticks = BigInt(expires);
-    // FILETIME: 100 ns since 1601-01-01
-    if (ticks !== 0n && ticks !== NEVER && Number(ticks / 10_000n) - 11_644_473_600_000 <= now) return 'expired';
-  }
-  return 'active';
 }

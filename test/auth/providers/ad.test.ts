@@ -6,6 +6,7 @@ import { adBindFailure, LdapProvider, type LdapProviderOptions } from '../../../
 import { LoginRefused } from '../../../src/auth/providers/refusal.js';
 import { decodeObjectSid, encodeObjectSid, sidWithRid } from '../../../src/auth/providers/sid.js';
 import { buildProviders } from '../../../src/auth/chain.js';
+import type { ExternalProfile } from '../../../src/auth/providers/types.js';
 import { loadConfig } from '../../../src/config.js';
 import { startSambaDc, type AdUser, type SambaDc } from '../../support/samba.js';
 
@@ -279,6 +280,29 @@ describe('LdapProvider against a real Active Directory (Samba AD DC)', function 
 
     it('throws, concluding nothing, when the directory refuses the service account', async () => {
       await rejection(provider({ bindPassword: 'not-the-service-password' }).checkAccounts([alice.sid]));
+    });
+
+    it('reads an active account as a sign-in would (name, e-mail, display name, nested and primary groups), by objectSid or DN; an ended one without', async () => {
+      const pia = await dc.addUser('pia', 'Pia-Pass-1!', { ou: 'OU=People', given: 'Pia', surname: 'Read', mail: 'pia@corp.example' });
+      const rex = await dc.addUser('rex', 'Rex-Pass-1!', { ou: 'OU=People' });
+      await dc.addMembers('Ops', ['pia']);
+      await dc.disable('rex');
+      const sorted = (p: ExternalProfile | null | undefined) => p && { ...p, groups: [...(p.groups ?? [])].sort() };
+      const signIn = await provider().authenticate('pia', pia.password);
+      const accounts = await provider().readAccounts([pia.sid, pia.dn, rex.sid]);
+      expect(accounts.get(pia.sid)!.state).to.equal('active');
+      expect(sorted(accounts.get(pia.sid)!.profile)).to.deep.equal(sorted(signIn));
+      expect(sorted(accounts.get(pia.dn)!.profile)).to.deep.equal({ ...sorted(signIn), provider_user_id: pia.dn });
+      expect(signIn!.groups).to.have.members(['platform', 'ops', 'staff']);
+      expect(accounts.get(rex.sid)).to.deep.equal({ state: 'disabled', profile: null });
+
+      // renamed and taken out of Ops: read as it is now
+      await dc.removeMembers('Ops', ['pia']);
+      await dc.modify(pia.dn, 'sAMAccountName', ['pia.read']);
+      await dc.modify(pia.dn, 'mail', ['pia.read@corp.example']);
+      const now = (await provider().readAccounts([pia.sid])).get(pia.sid)!;
+      expect(now.profile).to.include({ username: 'pia.read', email: 'pia.read@corp.example', display_name: 'Pia Read' });
+      expect(now.profile!.groups).to.have.members(['staff']);
     });
   });
 

@@ -3,6 +3,7 @@ import net from 'node:net';
 import { Writable } from 'node:stream';
 import { createLogger, type Logger } from '../../../src/log.js';
 import { LdapProvider, escapeFilterValue, normalizeDN, type LdapProviderOptions } from '../../../src/auth/providers/ldap.js';
+import { Attribute, Change, Client } from 'ldapts';
 import { LDAP_GROUPS, LDAP_PEOPLE, startSlapd, type Slapd } from '../../support/slapd.js';
 import { unusedPort } from '../helpers.js';
 
@@ -130,6 +131,37 @@ describe('LdapProvider against a real OpenLDAP slapd', function () {
     expect(profile!.email).to.equal(null);
     expect(profile!.email_verified).to.equal(false);
     expect(profile!.display_name).to.equal('Dave Domain');
+  });
+
+  it('reads accounts again as a sign-in would (DN and objectSid identities, groupOfNames and memberOf); a group left is no longer mapped, an entry not found is gone', async () => {
+    const { alice, bob, dave } = LDAP_PEOPLE;
+    const signIn = await provider().authenticate('alice', alice.password);
+    const nobody = `uid=nobody,ou=people,${slapd.baseDN}`;
+    const first = await provider().readAccounts([alice.dn, dave.objectSid!, nobody, 'uid=alice,dc=elsewhere,dc=test']);
+    expect(first.get(alice.dn)!.state).to.equal('active');
+    expect({ ...first.get(alice.dn)!.profile, groups: [...first.get(alice.dn)!.profile!.groups!].sort() }).to.deep.equal({
+      ...signIn,
+      groups: [...signIn!.groups!].sort(),
+    });
+    expect(first.get(dave.objectSid!)!.profile).to.include({ provider_user_id: dave.objectSid, username: 'dave', email: null, display_name: 'Dave Domain' });
+    expect(first.get(dave.objectSid!)!.profile!.groups).to.deep.equal(['INT_ADMIN']);
+    expect(first.get(nobody)).to.deep.equal({ state: 'gone', profile: null });
+    expect(first.get('uid=alice,dc=elsewhere,dc=test')).to.deep.equal({ state: 'gone', profile: null });
+    // without profiles (checkAccounts): states only
+    expect(Object.fromEntries(await provider().checkAccounts([alice.dn, nobody]))).to.deep.equal({ [alice.dn]: 'active', [nobody]: 'gone' });
+
+    const admin = new Client({ url: slapd.url });
+    await admin.bind(slapd.rootDN, slapd.rootPassword);
+    const developers = (op: 'add' | 'delete') =>
+      admin.modify(LDAP_GROUPS.developers, new Change({ operation: op, modification: new Attribute({ type: 'member', values: [bob.dn] }) }));
+    try {
+      await developers('delete');
+      const after = (await provider().readAccounts([bob.dn])).get(bob.dn)!;
+      expect(after.profile!.groups).to.deep.equal([]);
+    } finally {
+      await developers('add');
+      await admin.unbind();
+    }
   });
 
   it('honours a custom group attribute (here one the entries lack, so groupOfNames is used)', async () => {
