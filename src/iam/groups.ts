@@ -87,13 +87,13 @@ export class GroupAdmin {
       const renaming = Boolean(change.name && change.name !== group.name);
       if (renaming) {
         if (DEFAULT_GROUP_NAMES.includes(group.name)) throw conflict(`built-in group ${group.name} cannot be renamed`);
+        const hostPermissions = group.permissions.filter(reachesHost);
+        guardHostBoundary(actor, hostPermissions, 'rename a group whose permissions reach the host');
         // a name is what logins map and rules name: renaming hands the group to whoever holds the
         // new name, and takes a rule that names the old one off its members
         guardOwnGrants(actor, group.permissions, 'rename a group whose permissions are not all');
         if (this.deps.requiresSecondFactor?.(group.name) && !isTrusted(actor))
           throw new DomainError('forbidden', `only a superadmin may rename ${group.name}: its members must use a second factor (mfa_required_groups)`);
-        const hostPermissions = group.permissions.filter(reachesHost);
-        guardHostBoundary(actor, hostPermissions, 'rename a group whose permissions reach the host');
         // the old name may be one a login maps to, or become one: renaming hands the host to whoever holds it
         if (hostPermissions.length) await this.deps.requireStepUp?.(actor);
         if (await store.group(change.name!)) throw conflict(`group ${change.name} exists`);
