@@ -265,6 +265,8 @@ export class UserAdmin {
     // a trusted actor may, with a fresh second factor: taking over such an account hands out the host
     if (trusted) return holds.length || hasProtectedRole(user) ? this.deps.requireStepUp?.(actor) : undefined;
     guardHostBoundary(actor, holds, `take over ${user.username}, whose access reaches the host`);
+    // whoever takes an account over holds what it holds: no self-escalation through it either
+    guardOwnGrants(actor, [...user.extraPermissions, ...groups.flatMap((g) => g.permissions)], `take over ${user.username}, whose permissions are not all`);
   }
 
   /** A superadmin or bot account: even taking its access away (revoking a key) is for trusted actors. */

@@ -15,11 +15,11 @@ describe('no self-escalation', function () {
 
   before(async () => {
     svc = await startService();
-    // a helpdesk group: it administers users and groups, and reads
+    // a helpdesk group: it administers users, groups and the login settings, and reads
     await api()
       .post('/api/groups')
       .set('Authorization', adminAuth())
-      .send({ name: 'helpdesk', permissions: ['feature:admin.users', 'feature:admin.groups', 'feature:admin.settings', 'api:read'] })
+      .send({ name: 'helpdesk', permissions: ['feature:admin.users', 'feature:admin.groups', 'feature:admin.settings', 'feature:dashboard.view', 'api:read'] })
       .expect(201);
     for (const name of ['desk', 'victim']) {
       await api()
@@ -98,7 +98,7 @@ describe('no self-escalation', function () {
       await api()
         .patch('/api/groups/helpdesk')
         .set('Authorization', desk())
-        .send({ permissions: ['feature:admin.users', 'feature:admin.groups', 'feature:admin.settings', 'api:read', 'feature:*'] })
+        .send({ permissions: ['feature:admin.users', 'feature:admin.groups', 'feature:admin.settings', 'feature:dashboard.view', 'api:read', 'feature:*'] })
         .expect(403),
       /you lack feature:\*$/,
     );
@@ -195,6 +195,28 @@ describe('no self-escalation', function () {
     // a group within the renamer's own permissions may be renamed
     await api().patch('/api/groups/readers').set('Authorization', desk()).send({ name: 'readers-2' }).expect(200);
     await api().patch('/api/groups/readers-2').set('Authorization', desk()).send({ name: 'readers' }).expect(200);
+  });
+
+  it('taking an account over hands out what it holds: a user administrator cannot set the password of, change or delete an account with more', async () => {
+    const boss = (
+      await api()
+        .post('/api/users')
+        .set('Authorization', adminAuth())
+        .send({ username: 'boss', password: 'boss-password-long', groups: ['INT_ADMIN'] })
+        .expect(201)
+    ).body;
+    refused(
+      await api().post(`/api/users/${boss.id}/password`).set('Authorization', desk()).send({ new_password: 'Hx7#takeover-Quasar-2291' }).expect(403),
+      /feature:\*/,
+    );
+    refused(await api().patch(`/api/users/${boss.id}`).set('Authorization', desk()).send({ email: 'desk@example.org' }).expect(403), /feature:\*/);
+    refused(await api().delete(`/api/users/${boss.id}`).set('Authorization', desk()).expect(403), /feature:\*/);
+    // taking access away stays open to every administrator of users
+    await api().patch(`/api/users/${boss.id}`).set('Authorization', desk()).send({ disabled: true }).expect(200);
+    await api().get('/api/me').set('Authorization', basic('boss', 'boss-password-long')).expect(401);
+    // an account within the administrator's own permissions is theirs to manage
+    const victim = await idOf('victim');
+    await api().post(`/api/users/${victim}/password`).set('Authorization', desk()).send({ new_password: 'victim-password-renewed' }).expect(204);
   });
 
   it('trusted actors are not limited by it: the CLI hands out INT_ADMIN', async () => {
