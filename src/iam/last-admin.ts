@@ -1,5 +1,6 @@
 import { DomainError } from '../errors.js';
 import { ADMIN_GROUP } from './permissions.js';
+import type { Knex } from 'knex';
 import type { IamStore, User } from './store.js';
 
 /** What a change leaves of an account (null: the account is deleted). */
@@ -10,12 +11,22 @@ type Next = { groups: string[]; disabled: boolean; roles: string[] } | null;
  * superadmin (nobody could then administer it, grant host access or a protected account through
  * the API, the page or the CLI)? Refused (conflict), saying what to do first. The boot's
  * SERVICE_ADMIN_FORCE_SUPERADMIN stays the operator's way back.
+ *
+ * Runs inside the change's transaction `trx`: a change that concerns an administrator first takes
+ * the INT_ADMIN group's row lock, so two such changes at once are judged one after the other
+ * (two last superadmins disabled together would otherwise each count the other).
  */
-export async function guardLastAdmin(store: IamStore, user: User, next: Next): Promise<void> {
-  if (await leavesNoAdmin(store, user, next)) throw new DomainError('conflict', `${user.username} is the last enabled member of ${ADMIN_GROUP}`);
-  if (!user.roles.includes('superadmin') || user.disabled || (next && next.roles.includes('superadmin') && !next.disabled)) return;
-  const others = (await store.listUsers()).filter((u) => u.id !== user.id && !u.disabled && u.roles.includes('superadmin'));
-  if (others.length === 0) {
+export async function guardLastAdmin(store: IamStore, trx: Knex, user: User, next: Next): Promise<void> {
+  const administers = !user.disabled && (user.roles.includes('superadmin') || user.groups.includes(ADMIN_GROUP));
+  if (!administers) return;
+  await store.lockGroup(ADMIN_GROUP, trx);
+  const others = (await trx('users').whereNot({ id: user.id }).select('disabled', 'roles', 'groups')).filter((r) => !r.disabled);
+  const holding = (column: 'roles' | 'groups', value: string) =>
+    others.some((r) => (typeof r[column] === 'string' ? (JSON.parse(r[column]) as string[]) : (r[column] as string[])).includes(value));
+  const stays = (has: (n: NonNullable<Next>) => boolean) => next !== null && has(next) && !next.disabled;
+  if (user.groups.includes(ADMIN_GROUP) && !stays((n) => n.groups.includes(ADMIN_GROUP)) && !holding('groups', ADMIN_GROUP))
+    throw new DomainError('conflict', `${user.username} is the last enabled member of ${ADMIN_GROUP}`);
+  if (user.roles.includes('superadmin') && !stays((n) => n.roles.includes('superadmin')) && !holding('roles', 'superadmin')) {
     const becomes = next ? (next.disabled ? 'disabled' : 'demoted') : 'deleted';
     throw new DomainError(
       'conflict',

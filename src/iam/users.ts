@@ -161,11 +161,7 @@ export class UserAdmin {
         throw refused("a scoped API key cannot change its owner's password or e-mail address");
       await this.checkRefs(change);
       const granted = await this.guardHostGrants(actor, user, change);
-      await guardLastAdmin(this.deps.store, user, {
-        groups: change.groups ?? user.groups,
-        disabled: change.disabled ?? user.disabled,
-        roles: change.roles ?? user.roles,
-      });
+      const next = { groups: change.groups ?? user.groups, disabled: change.disabled ?? user.disabled, roles: change.roles ?? user.roles };
       const { password, ...rest } = change;
       if (password) requireStrongPassword(password, 'password', [user.username, rest.email ?? user.email, rest.displayName ?? user.displayName]);
       const hashedPassword = password ? await passwords.hash(password) : undefined;
@@ -176,6 +172,7 @@ export class UserAdmin {
       const directoryState = turned ? (!change.disabled && user.directoryState === 'ended' ? 'kept' : null) : undefined;
       const updated = await this.deps.commands.within(
         async (trx) => {
+          await guardLastAdmin(store, trx, user, next);
           await store.updateUser(
             user.id,
             { ...rest, displayName: rest.displayName === '' ? null : rest.displayName, directoryState, ...(hashedPassword ? { hashedPassword } : {}) },
@@ -198,9 +195,11 @@ export class UserAdmin {
   async remove(actor: Actor, user: User): Promise<void> {
     await this.deps.commands.run({ action: 'user.deleted', actor, target: userTarget(user) }, async () => {
       await this.guardTakeover(actor, user);
-      await guardLastAdmin(this.deps.store, user, null);
       await this.deps.commands.within(
-        (trx) => this.deps.store.deleteUser(user.id, trx),
+        async (trx) => {
+          await guardLastAdmin(this.deps.store, trx, user, null);
+          await this.deps.store.deleteUser(user.id, trx);
+        },
         () => ({ action: 'user.deleted', actor, target: userTarget(user), details: { groups: user.groups } }),
       );
       this.changed(user.id);

@@ -175,6 +175,37 @@ describe('IAM model and admin API', () => {
     await request(svc.url).patch(`/api/users/${solo.id}`).set('Authorization', self).send({ roles: [] }).expect(200);
   });
 
+  it('two changes at once cannot leave no enabled superadmin: they are judged one after the other', async () => {
+    const sys = { 'X-API-Key': SYSTEM_KEY };
+    const make = async (username: string) =>
+      (
+        await request(svc.url)
+          .post('/api/users')
+          .set(sys)
+          .send({ username, password: `${username}-password-long`, roles: ['superadmin'], groups: ['INT_VIEWER'] })
+          .expect(201)
+      ).body.id as string;
+    const [a, b] = [await make('race-root-a'), await make('race-root-b')];
+    for (const u of (await request(svc.url).get('/api/users').set(sys).expect(200)).body.users) {
+      if (u.id !== a && u.id !== b && u.roles.includes('superadmin'))
+        await request(svc.url).patch(`/api/users/${u.id}`).set(sys).send({ roles: [] }).expect(200);
+    }
+    // a new password makes each request wait on its hash: the two overlap
+    const [ra, rb] = await Promise.all(
+      [a, b].map((id, i) =>
+        request(svc.url)
+          .patch(`/api/users/${id}`)
+          .set(sys)
+          .send({ disabled: true, password: `race-renewed-${i}-password-long` }),
+      ),
+    );
+    expect([ra.status, rb.status].sort()).to.deep.equal([200, 409]);
+    const enabled = (await request(svc.url).get('/api/users').set(sys).expect(200)).body.users.filter(
+      (u: { roles: string[]; disabled: boolean }) => u.roles.includes('superadmin') && !u.disabled,
+    );
+    expect(enabled).to.have.length(1);
+  });
+
   it('refuses a common or easily guessed password wherever one is set: creating, changing, setting it, and the CLI', async () => {
     const field = (res: request.Response) => res.body.error.details[0] as { field: string; message: string };
     const created = await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'weakling', password: 'password123' }).expect(400);
