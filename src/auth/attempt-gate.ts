@@ -25,6 +25,11 @@ export interface Attempt {
    * budget and lockout; absent where the door has no such standing (Basic, a current password)
    */
   deviceCookie?: string | null;
+  /**
+   * a device cookie issued before this time is not a known device for this attempt: for a second
+   * factor, the account's first factor (a cookie the password alone got before it never passed one)
+   */
+  deviceSince?: number | null;
   via: AttemptVia;
   /** the provider that checks it (local, the chain's ids, second_factor, webauthn) */
   provider: string;
@@ -110,6 +115,9 @@ export function lockedOut(retryAfter: number, recorded = true): DomainError {
  */
 /** Wrong webhook signatures an address may send a minute (the bucket's depth too) before 429. */
 export const WRONG_UNNAMED_PER_MINUTE = 20;
+
+/** A known device's count of wrong second factors: its lockout client with this suffix. */
+const SECOND_FACTOR_SUFFIX = ':2f';
 
 export class AttemptGate {
   private readonly addresses: AttemptLimiter;
@@ -209,10 +217,14 @@ export class AttemptGate {
   /** Takes the budget and starts the lockout attempt of whoever this one counts against. */
   private async admit(attempt: Attempt): Promise<Admitted | { reason: 'rate_limited' | 'locked_out'; retryAfter: number }> {
     let admitted: Admitted | null = null;
-    const device = attempt.deviceCookie ? this.cookies.read(attempt.deviceCookie, attempt.username) : null;
+    const read = attempt.deviceCookie ? this.cookies.read(attempt.deviceCookie, attempt.username) : null;
+    const device = read && !(attempt.deviceSince && read.issuedAt < attempt.deviceSince) ? read : null;
     // a device never gets less than an unknown client would: spent, it counts as its address
     if (device && this.devices.take(lockoutKey(attempt.username)) === 0) {
-      if ((await this.deps.lockout.begin(attempt.username, device.client, DEVICE_RULE)) === 0) admitted = { client: device.client, device };
+      // its wrong second factors count apart from its wrong passwords: a right password clears
+      // only the latter (else password and code guesses could alternate without end)
+      const client = attempt.secret === 'second_factor' ? `${device.client}${SECOND_FACTOR_SUFFIX}` : device.client;
+      if ((await this.deps.lockout.begin(attempt.username, client, DEVICE_RULE)) === 0) admitted = { client, device };
     }
     if (!admitted) {
       const slow = this.addresses.take(attempt.ip);

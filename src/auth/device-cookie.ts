@@ -28,6 +28,8 @@ export interface KnownDevice {
   nonce: string;
   /** its client key in the lockout: the prefix and the SHA-256 of the nonce (the nonce itself is never stored) */
   client: string;
+  /** when this cookie was issued (each sign-in that passed every factor issues it again) */
+  issuedAt: number;
 }
 
 /** The cookie's value: `v1.<login name, base64url>.<nonce>.<issued at, base 36>.<HMAC-SHA256, base64url>`. */
@@ -58,7 +60,7 @@ export class DeviceCookies {
     const issuedAt = parseInt(issued, 36);
     if (!(issuedAt <= now + 60_000 && now - issuedAt < DEVICE_COOKIE_MAX_AGE_MS)) return null;
     if (Buffer.from(name, 'base64url').toString('utf8') !== normalizeLogin(username)) return null;
-    return { nonce, client: DEVICE_CLIENT_PREFIX + crypto.createHash('sha256').update(nonce).digest('base64url') };
+    return { nonce, client: DEVICE_CLIENT_PREFIX + crypto.createHash('sha256').update(nonce).digest('base64url'), issuedAt };
   }
 
   private mac(body: string): string {

@@ -465,6 +465,37 @@ describe('second factor: TOTP and recovery codes', function () {
     await api().post('/api/auth/login/mfa').set('X-Forwarded-For', '203.0.113.200').send({ mfa_token: late.body.mfa_token, code: '000000' }).expect(429);
   });
 
+  it("a device cookie the password got before the first factor is not the owner's device: its code guesses meet the account's count", async () => {
+    const omar = await newUser('omar');
+    const deviceOf = (res: request.Response) =>
+      ([] as string[])
+        .concat(res.headers['set-cookie'] ?? [])
+        .map((c) => /^svc\.device=([^;]+)/.exec(c)?.[1])
+        .find(Boolean);
+    // the attacker signs in with the password while the account has no factor: a device cookie
+    const early = await api().post('/api/auth/login').set('X-Forwarded-For', '203.0.113.230').send({ username: 'omar', password: omar.password }).expect(200);
+    const stolen = deviceOf(early);
+    expect(stolen).to.be.a('string');
+    await enrol(await session(omar));
+    // then alternates the right password and wrong codes with that cookie
+    let locked = false;
+    for (let i = 0; i < 14 && !locked; i++) {
+      const first = await api()
+        .post('/api/auth/login')
+        .set('X-Forwarded-For', `203.0.113.${231 + (i % 3)}`)
+        .set('Cookie', `svc.device=${stolen}`)
+        .send({ username: 'omar', password: omar.password })
+        .expect(200);
+      const res = await api()
+        .post('/api/auth/login/mfa')
+        .set('X-Forwarded-For', `203.0.113.${231 + (i % 3)}`)
+        .set('Cookie', `svc.device=${stolen}`)
+        .send({ mfa_token: first.body.mfa_token, code: '000000' });
+      locked = res.status === 429;
+    }
+    expect(locked, 'the account-wide count holds a cookie older than the factor').to.equal(true);
+  });
+
   it('removing the app takes its code through the attempt gate: guesses end in 429 and are in the trail; without a code it needs step-up', async () => {
     const lena = await newUser('lena');
     const token = await session(lena);
