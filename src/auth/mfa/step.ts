@@ -138,23 +138,21 @@ export class SecondStep {
     proof: SecondFactorProof,
     via: Extract<AttemptVia, 'second_step' | 'step_up' | 'factor_removal'>,
   ): Promise<GateResult<FactorKind>> {
-    return this.deps.mfa
-      .enrolledSince(user.id)
-      .then((deviceSince) =>
-        this.deps.gate.check(
-          {
-            secret: 'second_factor',
-            username: user.username,
-            ip: ctx.ip,
-            deviceCookie: deviceCookieOf(ctx),
-            deviceSince,
-            via,
-            provider: 'second_factor',
-            log: ctx.log,
-          },
-          () => this.verify(ctx, user, proof),
-        ),
-      );
+    return this.deps.mfa.enrolledSince(user.id).then((deviceSince) =>
+      this.deps.gate.check(
+        {
+          secret: 'second_factor',
+          username: user.username,
+          ip: ctx.ip,
+          deviceCookie: deviceCookieOf(ctx),
+          deviceSince,
+          via,
+          provider: 'second_factor',
+          log: ctx.log,
+        },
+        () => this.verify(ctx, user, proof),
+      ),
+    );
   }
 
   /** Checks a second factor of `user` with the registry: how it was proved, or null. Only prove() calls it (never past the gate). */
