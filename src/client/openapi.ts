@@ -5124,6 +5124,11 @@ export interface operations {
                                 error: "not_managed" | "not_found" | "not_a_directory" | "not_writable" | "invalid_path" | "inaccessible" | null;
                             };
                         };
+                        /**
+                         * @description the caller holds no socket permission: owners, modes and socket paths are hidden
+                         * @constant
+                         */
+                        host_facts_hidden?: true;
                     };
                 };
             };
@@ -5173,6 +5178,11 @@ export interface operations {
                         total: number;
                         /** @description the instance that answered: each lists the providers of its own host */
                         instance: string;
+                        /**
+                         * @description the caller holds no socket permission: owners, modes and socket paths are hidden
+                         * @constant
+                         */
+                        host_facts_hidden?: true;
                     };
                 };
             };

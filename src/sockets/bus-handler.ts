@@ -212,6 +212,24 @@ export class SocketRequests {
     });
   }
 
+  /**
+   * Does a caller (its `may`) administer some host service: repairing mounts, or any permission
+   * of a registered provider's operations? Host facts in reads open to anyone are theirs only.
+   */
+  private administersHost(may: (permission: string) => boolean): boolean {
+    if (may('socket:mounts:repair')) return true;
+    for (const name of this.deps.registry.names()) {
+      let ops: Record<string, ProviderOperation>;
+      try {
+        ops = this.deps.registry.get(name)?.operations() ?? {};
+      } catch {
+        continue;
+      }
+      if (Object.values(ops).some((op) => op.permission !== null && may(op.permission))) return true;
+    }
+    return false;
+  }
+
   /** The operations of the registry itself; `provider` (checked) narrows provider:list to that one. */
   private builtinOperations(): Record<string, BuiltinOperation> {
     const ops: Record<string, BuiltinOperation> = {
@@ -229,6 +247,12 @@ export class SocketRequests {
           };
         },
         result: providerListResult,
+        // where a daemon's socket lives is for those who administer a host service
+        shownTo: (r, may) => {
+          if (this.administersHost(may)) return r;
+          const list = r as { providers: Array<Record<string, unknown>> };
+          return { ...list, providers: list.providers.map((p) => ({ ...p, socket_path: '' })), host_facts_hidden: true };
+        },
       }),
     };
     const guardian = this.deps.mountGuardian;
@@ -239,6 +263,13 @@ export class SocketRequests {
         capability: 'can_verify_mounts',
         run: (a) => guardian.check(a.paths),
         result: mountCheckResult,
+        // whether the paths are healthy is anyone's (the specification's open read); their owners and modes are not
+        shownTo: (r, may) => {
+          if (this.administersHost(may)) return r;
+          const check = r as { mounts: Record<string, Record<string, unknown>> };
+          const mounts = Object.fromEntries(Object.entries(check.mounts).map(([p, s]) => [p, { ...s, owner_uid: null, mode: null }]));
+          return { ...check, mounts, host_facts_hidden: true };
+        },
       });
       ops['mounts:repair'] = builtin({
         schema: repairSchema,

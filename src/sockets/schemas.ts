@@ -23,9 +23,13 @@ const mountStatus = Joi.object({
     .description('null when healthy'),
 });
 
+/** Present when the caller administers no host service: owners, modes and socket paths are then hidden (null or empty). */
+const hostFactsHidden = Joi.boolean().valid(true).optional().description('the caller holds no socket permission: owners, modes and socket paths are hidden');
+
 export const mountCheckResult = Joi.object({
   healthy: Joi.boolean().description('every path exists, is a directory and is writable'),
   mounts: Joi.object().pattern(Joi.string(), mountStatus).description('{<path>: its status}, for each path asked'),
+  host_facts_hidden: hostFactsHidden,
 });
 
 /** A provider as provider:list shows it (ProviderListEntry of src/sockets/registry.ts). */
@@ -49,6 +53,7 @@ export const providerListResult = Joi.object({
   available: Joi.array().items(Joi.string()).description('the names of the available ones'),
   total: Joi.number().integer().min(0),
   instance: Joi.string().description('the instance that answered: each lists the providers of its own host'),
+  host_facts_hidden: hostFactsHidden,
 });
 
 /** RepairResult of src/sockets/mount-guardian.ts. */

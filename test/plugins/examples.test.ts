@@ -241,8 +241,11 @@ describe('example plugins', () => {
       const p = (await request(svc.url).get('/api/plugins').set('Authorization', admin()).expect(200)).body.plugins.find((x: any) => x.id === 'pg-socket');
       expect(p).to.include({ state: 'loaded', error: null });
       expect(p.socket_providers).to.deep.equal({ provides: ['pgsql'], uses: [], registered: ['pgsql'] });
-      const providers = (await request(svc.url).get('/api/socket/providers').expect(200)).body.providers;
+      // where the socket lives is shown to those who administer a host service (anonymous: '')
+      const providers = (await request(svc.url).get('/api/socket/providers').set('Authorization', admin()).expect(200)).body.providers;
       expect(providers.find((x: any) => x.name === 'pgsql')).to.deep.include({ plugin: 'pg-socket', socket_path: PG_SOCKET, available: true });
+      const anonymous = (await request(svc.url).get('/api/socket/providers').expect(200)).body.providers;
+      expect(anonymous.find((x: any) => x.name === 'pgsql')).to.deep.include({ plugin: 'pg-socket', socket_path: '', available: true });
     });
 
     it('serves pgsql:health and pgsql:server_info through socket:request', async () => {

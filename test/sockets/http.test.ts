@@ -99,15 +99,17 @@ describe('socket HTTP API', function () {
     return c.id;
   };
 
-  it('lists providers, with or without an identity', async () => {
-    for (const auth of [null, viewer]) {
+  it("lists providers, with or without an identity; where a daemon's socket lives only to holders of a socket permission", async () => {
+    for (const auth of [null, viewer, operator]) {
       const req = request(svc.url).get('/api/socket/providers');
       if (auth) req.set('Authorization', auth);
       const res = await req.expect(200);
       expect(res.body.total).to.equal(1);
       expect(res.body.available).to.deep.equal(['container']);
       const c = res.body.providers[0];
-      expect(c).to.include({ name: 'container', socket_path: dockerd.socketPath, available: true, reason: null, plugin: null });
+      const administers = auth === operator;
+      expect(c).to.include({ name: 'container', socket_path: administers ? dockerd.socketPath : '', available: true, reason: null, plugin: null });
+      expect(res.body.host_facts_hidden).to.equal(administers ? undefined : true);
       expect(c.capabilities).to.include.keys('can_verify_mounts', 'can_repair_permissions');
     }
   });
@@ -296,7 +298,18 @@ describe('socket HTTP API', function () {
         .query({ required_dirs: `${inside},/etc` })
         .expect(200)
     ).body;
-    expect(res.mounts[inside]).to.include({ exists: true, mode: '0700' });
+    // anyone may ask whether the paths are healthy; their owner and mode are for holders of a socket permission
+    expect(res.mounts[inside]).to.include({ exists: true, mode: null, owner_uid: null });
+    expect(res.host_facts_hidden).to.equal(true);
+    const shown = (
+      await request(svc.url)
+        .get('/api/socket/health')
+        .set('Authorization', operator)
+        .query({ required_dirs: `${inside},/etc` })
+        .expect(200)
+    ).body;
+    expect(shown.mounts[inside]).to.include({ exists: true, mode: '0700' });
+    expect(shown).not.to.have.property('host_facts_hidden');
     expect(res.mounts['/etc'].error).to.equal('not_managed');
     expect(res.healthy).to.equal(false);
     // the data dir itself is never managed: its default managed root is <data>/managed
