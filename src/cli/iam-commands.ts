@@ -157,8 +157,13 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       const { iam, auth } = await ctx.core('write');
       const target = await iam.users.find({ username: who });
       await ctx.announceChanges();
-      await auth.mfa.reset(CLI_ACTOR, target);
-      out(cmd).result({ username: target.username, mfa_reset: true }, `second factors of ${target.username} removed; their web sessions ended`);
+      const removed = await auth.mfa.reset(CLI_ACTOR, target);
+      out(cmd).result(
+        { username: target.username, mfa_reset: removed },
+        removed
+          ? `second factors of ${target.username} removed; their web sessions ended`
+          : `${target.username} had no second factor: nothing removed; their web sessions ended`,
+      );
     });
 }
 

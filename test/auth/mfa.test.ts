@@ -207,6 +207,13 @@ describe('second factor: TOTP and recovery codes', function () {
     expect(run.code, run.stderr).to.equal(0);
     expect(run.json()).to.deep.equal({ username: 'dave', mfa_reset: true });
     await session(dave);
+    // again: nothing is left to remove, and the answer says so rather than claiming a removal
+    const again = await cli(testEnv(svc.dataDir, svc.databaseUrl), ['--json', 'user', 'mfa-reset', 'dave']);
+    expect(again.code, again.stderr).to.equal(0);
+    expect(again.json()).to.deep.equal({ username: 'dave', mfa_reset: false });
+    const text = await cli(testEnv(svc.dataDir, svc.databaseUrl), ['user', 'mfa-reset', 'dave']);
+    expect(text.code, text.stderr).to.equal(0);
+    expect(text.stdout).to.contain('dave had no second factor').and.not.contain('second factors of dave removed');
   });
 
   /** Recovery codes cannot be read back: a fresh set through the API, for tests that need one. */

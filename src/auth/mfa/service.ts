@@ -109,16 +109,20 @@ export class MfaService {
   /**
    * Removes every factor and recovery code of `user` and ends their web sessions (a locked-out
    * user, a lost phone). Resetting another account's factors prepares its takeover: the host
-   * boundary applies as to a new password (src/iam/users.ts guardTakeover).
+   * boundary applies as to a new password (src/iam/users.ts guardTakeover). Answers whether
+   * the user had a confirmed factor to remove (false: nothing but an unfinished enrolment, if any).
    */
-  async reset(actor: Actor, user: User): Promise<void> {
-    await this.deps.commands.run({ action: 'auth.mfa_reset', actor, target: { type: 'user', id: user.id, name: user.username } }, async () => {
+  async reset(actor: Actor, user: User): Promise<boolean> {
+    const had = await this.deps.commands.run({ action: 'auth.mfa_reset', actor, target: { type: 'user', id: user.id, name: user.username } }, async () => {
       await this.deps.users.guardTakeover(actor, user);
-      await this.changes.change(actor, user, 'auth.mfa_reset', {}, async (trx) => {
+      return this.changes.change(actor, user, 'auth.mfa_reset', {}, async (trx) => {
+        const confirmed = Boolean(await this.changes.rows(user.id, trx).andWhere({ confirmed: true }).first('id'));
         for (const factor of this.list) await factor.clear(trx, user.id);
+        return confirmed;
       });
     });
     await this.deps.endSessions(user.id);
-    this.deps.log.warn({ user_id: user.id, username: user.username, actor: actor.username }, 'second factors reset');
+    this.deps.log.warn({ user_id: user.id, username: user.username, actor: actor.username, had_factor: had }, 'second factors reset');
+    return had;
   }
 }
