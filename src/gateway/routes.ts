@@ -7,6 +7,14 @@ import { TICKET, type WsTickets } from './tickets.js';
 const ticketView = Joi.object({ ticket: Joi.string().pattern(TICKET), expires_in: Joi.number().integer().description('seconds') });
 
 /** POST /api/ws/ticket (any identity) and a plain GET /ws that explains itself. */
+/** The upgrade's own credential for a browser, which cannot set headers on a WebSocket (POST /api/ws/ticket). */
+interface WsQuery {
+  ticket?: string;
+}
+const wsQuery = Joi.object<WsQuery, true>({
+  ticket: Joi.string().max(512).description('a ticket from POST /api/ws/ticket: single use, 30 seconds'),
+});
+
 export function gatewayRoutes(tickets: WsTickets): Router {
   const api = new ApiRouter({ tag: 'gateway' });
   api.endpoint(
@@ -39,6 +47,8 @@ export function gatewayRoutes(tickets: WsTickets): Router {
       description:
         'Authenticated at the upgrade by `?ticket=`, X-API-Key, Bearer, Basic or the cookie session (with an allowed Origin). Frames are JSON `{event, payload, ref?}`: the server sends `gateway:welcome`, then `system:notify` / `user:notify` with `seq`; the client may send `notifications:resume {since}`, `gateway:ping`, `socket:request`, `system:notify`, `user:notify`. A plain GET answers 426.',
       auth: 'none',
+      documentedAuth: 'identity',
+      query: wsQuery,
       responses: {
         101: 'switching to WebSocket',
         401: {

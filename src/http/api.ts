@@ -44,6 +44,12 @@ export interface EndpointDef<P = unknown, Q = unknown, B = unknown, M extends Bo
   /** defaults to the router's tag */
   tag?: string;
   auth: RouteAuth;
+  /**
+   * what the document says the operation needs, when the route checks the credential itself
+   * (logout, which needs a session; the ws upgrade, authenticated before Koa): generated clients
+   * and Swagger UI then send one
+   */
+  documentedAuth?: RouteAuth;
   params?: Joi.ObjectSchema<P>;
   query?: Joi.ObjectSchema<Q>;
   body?: Joi.Schema<B>;

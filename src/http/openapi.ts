@@ -82,7 +82,6 @@ const COMMON_RESPONSES: Record<string, { status: number; description: string; he
     description: 'rate_limited: the HTTP Basic user is locked out for a while after failed attempts',
     headers: { 'Retry-After': 'seconds to wait' },
   },
-  RequestHeaderFieldsTooLarge: { status: 431, description: 'the request headers are over 16 KiB (answered by the HTTP server with no body)' },
   InternalError: { status: 500, description: 'internal: a fault of the service (logged with the request id)' },
   Unavailable: {
     status: 503,
@@ -95,7 +94,7 @@ function commonResponse(name: string): Record<string, unknown> {
   const c = COMMON_RESPONSES[name]!;
   return {
     description: c.description,
-    ...(c.status === 431 ? {} : { content: errorContent }),
+    content: errorContent,
     ...(c.headers ? { headers: Object.fromEntries(Object.entries(c.headers).map(([k, v]) => [k, { description: v, schema: { type: 'string' } }])) } : {}),
   };
 }
@@ -217,11 +216,10 @@ function operation(e: Endpoint, pathNames: string[], components: Components): Re
     if (e.bodyMode !== 'raw') common(415, 'UnsupportedMediaType');
   }
   common(429, 'TooManyRequests');
-  common(431, 'RequestHeaderFieldsTooLarge');
   common(500, 'InternalError');
   common(503, 'Unavailable');
   op.responses = responses;
-  op.security = securityOf(e.auth);
+  op.security = securityOf(e.documentedAuth ?? e.auth);
   return op;
 }
 

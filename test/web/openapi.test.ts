@@ -86,7 +86,7 @@ describe('OpenAPI document', function () {
     expect(cleanup['x-permission']).to.equal('socket:container:cleanup');
     expect(cleanup.security).to.deep.equal([{ ApiKeyAuth: [] }, { bearerAuth: [] }, { basicAuth: [] }, { cookieAuth: [] }]);
     // derived from the container provider's declaration: its rule is the body, 502 when the daemon fails the operation, 503 when it is down
-    expect(cleanup.responses).to.have.keys('200', '401', '403', '400', '502', '503', '413', '415', '429', '431', '500');
+    expect(cleanup.responses).to.have.keys('200', '401', '403', '400', '502', '503', '413', '415', '429', '500');
     expect(Object.keys(cleanup.requestBody.content['application/json'].schema.properties)).to.deep.equal(['prefix', 'max_age_minutes', 'dry_run']);
     expect(op('get', '/api/socket/container/storage-root').security[0]).to.deep.equal({});
     // operations that declare no HTTP route have none
@@ -158,7 +158,17 @@ describe('OpenAPI document', function () {
     for (const name of Object.keys(doc.components.schemas)) expect(refs, name).to.include(`#/components/schemas/${name}`);
   });
 
+  it('declares what logout and the ws upgrade need: a credential, and the ticket parameter of the upgrade', function () {
+    expect(doc.paths['/api/auth/logout'].post.security).to.not.deep.equal([]);
+    const ws = doc.paths['/ws'].get;
+    expect(ws.security).to.not.deep.equal([]);
+    expect(ws.parameters.map((p: { name: string; in: string }) => `${p.in}:${p.name}`)).to.include('query:ticket');
+  });
+
   it('documents the answers every route may give once, and refers to them from each operation they apply to', function () {
+    // the HTTP server's own 431 (no body, before routing) is in the description, not on each operation
+    expect(doc.info.description).to.match(/431/);
+    for (const item of Object.values<any>(doc.paths)) for (const o of Object.values<any>(item)) expect(o.responses).not.to.have.property('431');
     expect(doc.components.responses).to.have.keys(
       'BadRequest',
       'Unauthorized',
@@ -166,7 +176,6 @@ describe('OpenAPI document', function () {
       'PayloadTooLarge',
       'UnsupportedMediaType',
       'TooManyRequests',
-      'RequestHeaderFieldsTooLarge',
       'InternalError',
       'Unavailable',
     );
@@ -177,7 +186,6 @@ describe('OpenAPI document', function () {
         // (a route may say more of one of them in its own words, with the same error body)
         for (const [status, name] of [
           ['429', 'TooManyRequests'],
-          ['431', 'RequestHeaderFieldsTooLarge'],
           ['500', 'InternalError'],
           ['503', 'Unavailable'],
         ]) {

@@ -94,6 +94,7 @@ export function authRoutes(auth: AuthComponent): Router {
       path: '/api/auth/logout',
       summary: 'Log out: revokes the presented session token and the cookie session',
       auth: 'none',
+      documentedAuth: 'identity',
       responses: { 204: 'logged out', 401: 'no session presented' },
     },
     async (ctx) => {
