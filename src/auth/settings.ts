@@ -43,6 +43,9 @@ const SECRET_BOUND_TO: Record<string, string[]> = {
   oidc_client_secret: ['oidc_issuer', 'oidc_client_id'],
 };
 
+/** A secret and the field naming where it is sent: unsetting that field unsets the secret with it (it has nowhere to go). */
+const SECRET_GOES_WITH: Record<string, string> = { ldap_bind_password: 'ldap_url', oidc_client_secret: 'oidc_issuer' };
+
 /** PATCH body: any subset of the fields; null resets a field to its default. */
 export type AuthSettingsPatch = Record<string, unknown>;
 
@@ -132,7 +135,8 @@ export class AuthSettingsStore {
    * Validated changes -> the settings they would produce, without saving them. A locked field
    * is a 409. Secret fields sent back as the mask keep their value, unless the endpoint or
    * account they authenticate changes: then the secret must be entered again (400), so a stored
-   * password is never sent to a server it was not set for.
+   * password is never sent to a server it was not set for. Unsetting the server's address
+   * (ldap_url, oidc_issuer) unsets its stored secret in the same change (named in `changes`).
    */
   preview(patch: Record<string, unknown>): { settings: AuthSettings; changes: Record<string, unknown> } {
     this.assertUnlocked(Object.keys(patch));
@@ -140,6 +144,10 @@ export class AuthSettingsStore {
     for (const [name, value] of Object.entries(patch)) {
       if (FIELDS[name]!.kind === 'secret' && value === MASK) continue;
       changes[name] = value === null ? null : normalise(name, value);
+    }
+    for (const [secret, endpoint] of Object.entries(SECRET_GOES_WITH)) {
+      const cleared = endpoint in changes && (changes[endpoint] === null || changes[endpoint] === '');
+      if (cleared && !(secret in changes) && secret in this.stored && !this.isLocked(secret) && !this.isLocked(endpoint)) changes[secret] = null;
     }
     const next = { ...this.stored };
     for (const [name, value] of Object.entries(changes)) {

@@ -137,9 +137,15 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
   program
     .command('migrate')
     .description('apply the pending database migrations (boot does the same)')
-    .action(async (_opts, cmd: Command) => {
-      const applied = await migrateLatest(await ctx.db());
-      out(cmd).result({ applied }, applied.length ? `applied ${applied.join(', ')}` : 'the database is up to date');
+    .option(
+      '--create-database',
+      "create the PostgreSQL database first when it does not exist (through the server's postgres database; the role needs CREATEDB)",
+    )
+    .action(async (opts: { createDatabase?: boolean }, cmd: Command) => {
+      const applied = await migrateLatest(await ctx.db({ create: opts.createDatabase === true }));
+      const created = ctx.createdDatabase;
+      const text = applied.length ? `applied ${applied.join(', ')}` : 'the database is up to date';
+      out(cmd).result(created ? { applied, created_database: created } : { applied }, created ? `created database ${created}; ${text}` : text);
     });
 
   program
@@ -214,6 +220,8 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
     const core = await ctx.core('write', { storesSecret: true });
     await ctx.announceChanges();
     const secret = SECRET_SETTINGS[name];
+    // what the change took with it (unsetting ldap_url unsets the stored bind password)
+    let along: string[] = [];
     if (secret) {
       // the same writers as the settings API: the system key's rule, one event naming the setting
       const forge = SCM_PROVIDERS.find((f) => forgeSecretKey(f) === name) ?? null;
@@ -226,10 +234,16 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       if (error) throw new UsageError(`value: ${fieldErrorsOf(error)[0]!.message}`);
       // the same checks as the settings API: groups that exist, a login chain that builds
       const { iam, auth } = core;
-      await changeAuthSettings({ settings: auth.authSettings, store: iam.store, local: auth.local, log: ctx.log, commands: iam.commands }, CLI_ACTOR, checked);
+      const changes = await changeAuthSettings(
+        { settings: auth.authSettings, store: iam.store, local: auth.local, log: ctx.log, commands: iam.commands },
+        CLI_ACTOR,
+        checked,
+      );
+      along = Object.keys(changes).filter((n) => n !== name);
       ctx.bus.emit('auth:settings_changed', {});
     }
-    out(cmd).result({ name, changed: true }, value === null ? `${name} reset to its default` : `${name} set`);
+    const said = value === null ? `${name} reset to its default` : `${name} set`;
+    out(cmd).result({ name, changed: true, ...(along.length ? { also_reset: along } : {}) }, along.length ? `${said}, and with it ${along.join(', ')}` : said);
   };
 
   settings

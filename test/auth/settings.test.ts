@@ -137,6 +137,28 @@ describe('auth settings API and plugin providers', function () {
     }
   });
 
+  it('unsetting the LDAP URL unsets the stored bind password in the same change', async function () {
+    await patchAuthSettings(svc.url, {
+      ldap_url: 'ldap://ldap.example.test',
+      ldap_base_dn: 'dc=example,dc=org',
+      ldap_bind_dn: 'cn=reader,dc=example,dc=org',
+      ldap_bind_password: STORED_BIND_PASSWORD,
+    }).expect(200);
+    try {
+      const res = await patchAuthSettings(svc.url, { ldap_url: null }).expect(200);
+      expect(res.body.settings.ldap_url).to.include({ source: 'default' });
+      expect(res.body.settings.ldap_bind_password).to.deep.include({ value: null, configured: false, source: 'default' });
+      expect(await svc.service.iam.secrets.get('core/auth', 'ldap_bind_password')).to.equal(null);
+      // one event names both fields (never a value)
+      await svc.service.iam.audit.flush();
+      const events = (await request(svc.url).get('/api/audit').query({ limit: 50, action: 'settings.changed' }).set('Authorization', adminAuth()).expect(200))
+        .body.events as { details: unknown }[];
+      expect(events[0]!.details).to.deep.equal({ fields: ['ldap_url', 'ldap_bind_password'] });
+    } finally {
+      await patchAuthSettings(svc.url, { ldap_url: null, ldap_base_dn: null, ldap_bind_dn: null, ldap_bind_password: null }).expect(200);
+    }
+  });
+
   it('answers 409 for an env-set field, even with other fields, and changes nothing', async function () {
     const res = await patchAuthSettings(svc.url, { oidc_client_secret: 'another-secret', oidc_label: 'Changed' }).expect(409);
     expect(res.body.error.details.locked).to.deep.equal([{ field: 'oidc_client_secret', env: 'SERVICE_OIDC_CLIENT_SECRET' }]);

@@ -194,6 +194,13 @@ describe('CLI with the service stopped', function () {
     expect(shown.scm_webhook_secret).to.include({ value: '********', source: 'env', locked: true });
     // moving the bind account without entering its password again is refused, as in the API
     refused(await cli(env, ['settings', 'set', 'ldap_url', 'ldap://moved.example.org']), 2, /ldap_bind_password: must be entered again/);
+    // unsetting the URL leaves the password nowhere to go: it is unset in the same change, and said
+    const unset = await cli(env, ['settings', 'unset', 'ldap_url']);
+    expect(unset.code, unset.stderr).to.equal(0);
+    expect(unset.stdout.trim()).to.equal('ldap_url reset to its default, and with it ldap_bind_password');
+    const after = (await cli(env, ['--json', 'settings', 'get'])).json().settings;
+    expect(after.ldap_url).to.include({ source: 'default' });
+    expect(after.ldap_bind_password).to.include({ value: null, source: 'default', configured: false });
   });
 
   it('makes the master key only when a secret is stored, never for anything else', async () => {
