@@ -243,7 +243,8 @@ export function joiToJsonSchema(schema: Joi.Schema, opts: ConvertOptions = {}): 
       const named: Record<string, JsonSchema> = {};
       parser.components = opts.components ? named : null;
       try {
-        hit = { schema: parser.parse(spec), named };
+        hit = { schema: openObjects(parser.parse(spec)), named };
+        for (const shape of Object.values(named)) openObjects(shape);
       } finally {
         parser.components = null;
         // the library pushes inherited preferences without a finally: a throw must not leave them for the next schema
@@ -257,6 +258,24 @@ export function joiToJsonSchema(schema: Joi.Schema, opts: ConvertOptions = {}): 
   }
   for (const [id, shape] of Object.entries(hit.named)) addComponent(opts.components!, id, shape);
   return hit.schema;
+}
+
+/**
+ * An object schema that names no property (an assertion of the browser, a forge's payload, an
+ * event's details) takes anything: it says so (`additionalProperties: true`), or generators read
+ * it as an object that may hold nothing (`Record<string, never>`). Changes `s` in place.
+ */
+function openObjects(s: JsonSchema): JsonSchema {
+  const walk = (node: unknown): void => {
+    if (Array.isArray(node)) return node.forEach(walk);
+    if (!node || typeof node !== 'object') return;
+    const o = node as Record<string, unknown>;
+    const shapeless = ['properties', 'patternProperties', 'additionalProperties', 'oneOf', 'anyOf', 'allOf', '$ref'].every((k) => !(k in o));
+    if (o.type === 'object' && shapeless) o.additionalProperties = true;
+    Object.values(o).forEach(walk);
+  };
+  walk(s);
+  return s;
 }
 
 /** One named shape into the document's components; the same name for another shape throws. */
