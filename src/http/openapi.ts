@@ -211,10 +211,9 @@ function operation(e: Endpoint, pathNames: string[], components: Components): Re
   responses['403'] = reasons.length
     ? errorRef(`forbidden: ${reasons.join('; or ')}; or, on any route: ${COMMON_RESPONSES.Forbidden!.description.replace(/^forbidden: /, '')}`)
     : commonRef('Forbidden');
-  if (readsBody) {
-    common(413, 'PayloadTooLarge');
-    if (e.bodyMode !== 'raw') common(415, 'UnsupportedMediaType');
-  }
+  // any route: a body over the limit is refused before routing, whether the operation reads one or not
+  common(413, 'PayloadTooLarge');
+  if (readsBody && e.bodyMode !== 'raw') common(415, 'UnsupportedMediaType');
   common(429, 'TooManyRequests');
   common(500, 'InternalError');
   common(503, 'Unavailable');
