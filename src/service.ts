@@ -8,7 +8,8 @@ import { createLogger, type Logger } from './log.js';
 import { EventBus } from './bus/bus.js';
 import type { RedisBridge } from './bus/redis-bridge.js';
 import { newInstanceId, PLUGIN_EVENT_SCHEMA } from './bus/cluster.js';
-import { createDb, DbHealth, dialectOf, probeDb, type Knex } from './db/knex.js';
+import { createDb, DbHealth, dbErrorText, dialectOf, probeDb, type Knex } from './db/knex.js';
+import { createDatabaseHint, isMissingDatabase } from './db/create-database.js';
 import { VERSION } from './version.js';
 import { createHttpApp, mountRouters, type BootState } from './http/app.js';
 import { webSessionMiddleware } from './auth/web-session.js';
@@ -58,7 +59,7 @@ export class Service {
   readonly log: Logger;
   readonly bus: EventBus;
   readonly db: Knex;
-  readonly state: BootState = { iamReady: false, bootComplete: false, bootError: null, stopping: false };
+  readonly state: BootState = { iamReady: false, bootComplete: false, bootError: null, stopping: false, dbError: null };
   readonly iam: IamComponent;
   readonly auth: AuthComponent;
   readonly sockets: SocketsComponent;
@@ -317,11 +318,16 @@ export class Service {
     for (let attempt = 1; !this.stopped; attempt++) {
       try {
         await probeDb(this.db, this.config);
+        this.state.dbError = null;
         if (attempt > 1) this.log.info({ attempt }, 'database reachable');
         return;
       } catch (err) {
-        // the message only: a connection string may carry a password
-        this.log.warn({ attempt, reason: (err as Error).message, retry_in_ms: delay }, 'database unreachable, retrying');
+        // the message only, without the URL's password; /readyz shows it too
+        const reason = dbErrorText(err, this.config.databaseUrl);
+        this.state.dbError = reason;
+        // a missing database never appears by waiting: say how to make it
+        const hint = isMissingDatabase(err) ? { hint: createDatabaseHint(this.config.databaseUrl!) } : {};
+        this.log.warn({ attempt, reason, retry_in_ms: delay, ...hint }, 'database unreachable, retrying');
         await new Promise<void>((resolve) => {
           const t = setTimeout(resolve, delay);
           this.connectAbort.signal.addEventListener('abort', () => {

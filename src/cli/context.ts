@@ -3,11 +3,12 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { loadConfig, type Config } from '../config.js';
-import { createLogger, type Logger } from '../log.js';
+import { createLogger, textDestination, type Logger } from '../log.js';
 import { EventBus } from '../bus/bus.js';
 import type { RedisBridge } from '../bus/redis-bridge.js';
 import { createDb, dialectOf, probeDb, sqliteFile, type Knex } from '../db/knex.js';
 import { DomainError } from '../errors.js';
+import { createDatabase, createDatabaseHint, databaseName, isMissingDatabase } from '../db/create-database.js';
 import { migrateLatest } from '../db/migrate.js';
 import type { EnvPasswordApplied } from '../iam/seed.js';
 import { buildCore, type Core } from '../core.js';
@@ -71,11 +72,15 @@ export class CliContext {
   /** this process's name, on what it records and announces */
   private readonly instanceId = `cli:${os.hostname()}:${process.pid}`;
 
+  /** --json: warnings and log lines are JSON too */
+  private readonly json: boolean;
+
   constructor(
     readonly io: CliIo,
     opts: { json?: boolean } = {},
   ) {
     this.env = io.env;
+    this.json = Boolean(opts.json);
     this.warn = opts.json ? (text) => io.stderr(JSON.stringify({ warning: text }) + '\n') : (text) => io.stderr(`warning: ${text}\n`);
   }
 
@@ -84,9 +89,10 @@ export class CliContext {
     return this.eventBus;
   }
 
-  /** Log lines (audit lines among them) go to stderr as JSON; stdout is the command's answer. */
+  /** Log lines (audit lines among them) go to stderr: text lines for a person, JSON with --json; stdout is the command's answer. */
   get log(): Logger {
-    this.logger ??= createLogger(this.env.SERVICE_LOG_LEVEL || 'warn', { write: (line: string) => this.io.stderr(line) } as never);
+    const write = (line: string) => this.io.stderr(line);
+    this.logger ??= createLogger(this.env.SERVICE_LOG_LEVEL || 'warn', this.json ? ({ write } as never) : textDestination(write));
     return this.logger;
   }
 
@@ -108,20 +114,31 @@ export class CliContext {
     return this.cachedConfig;
   }
 
-  /** The database, reachable now (no retries: a script wants to know at once); made when missing. */
-  async db(): Promise<Knex> {
+  /**
+   * The database, reachable now (no retries: a script wants to know at once); a SQLite file is
+   * made when missing. A PostgreSQL database that does not exist is refused naming its URL, or,
+   * with `create` (`migrate --create-database`), created first: `createdDatabase` then names it.
+   */
+  async db(opts: { create?: boolean } = {}): Promise<Knex> {
     if (!this.database) {
       const db = createDb(this.config, this.log);
       try {
         await probeDb(db, this.config);
       } catch (err) {
         await db.destroy();
-        throw err;
+        if (!isMissingDatabase(err)) throw err;
+        const url = this.config.databaseUrl!;
+        if (!opts.create) throw new DomainError('not_found', `the database of ${shownUrl(url)} does not exist: ${createDatabaseHint(url)}`);
+        if (await createDatabase(this.config, this.log)) this.createdDatabase = databaseName(url);
+        return this.db();
       }
       this.database = db;
     }
     return this.database;
   }
+
+  /** the PostgreSQL database `db({ create: true })` made, if it made one */
+  createdDatabase: string | null = null;
 
   /**
    * The database the configuration names, which must be one the service (or `migrate`) made: a

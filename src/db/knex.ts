@@ -194,6 +194,22 @@ export function isDbUnavailable(err: unknown): boolean {
 }
 
 /**
+ * What the driver said of `err` (its first line), never the password of `databaseUrl`: the
+ * reason shown by /readyz and the logs while the database is away.
+ */
+export function dbErrorText(err: unknown, databaseUrl: string | null): string {
+  let text = firstLine(err);
+  let password = '';
+  try {
+    password = databaseUrl ? new URL(databaseUrl).password : '';
+  } catch {
+    // not a URL: nothing to hide
+  }
+  for (const p of new Set([password, decodeURIComponent(password)])) if (p) text = text.split(p).join('***');
+  return text;
+}
+
+/**
  * Whether the database answers, asked at most once a second (so /readyz under a balancer's
  * polling costs nothing), each probe bounded by `timeoutMs`.
  */

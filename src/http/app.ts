@@ -24,6 +24,8 @@ export interface BootState {
   bootComplete: boolean;
   bootError: string | null;
   stopping: boolean;
+  /** what the database said while boot waits for it (password hidden); null once it answers */
+  dbError?: string | null;
 }
 
 /** What /readyz asks about the database (DbHealth), and what /healthz tells. */
@@ -160,11 +162,16 @@ async function readiness(ctx: Context, state: BootState, version: string, databa
     ctx.status = 503;
     ctx.set('Retry-After', '5');
     // the shape of the database-away answer below, with the error body beside it
-    const reason = state.stopping ? 'stopping' : state.bootError ? 'boot_failed' : 'booting';
+    // a database boot is still waiting for is named with its words (a missing database waits forever)
+    const dbAway = !state.stopping && !state.bootError && state.dbError ? `database unreachable: ${state.dbError}` : null;
+    const reason = state.stopping ? 'stopping' : state.bootError ? 'boot_failed' : dbAway ? 'database_unavailable' : 'booting';
     ctx.body = {
       status: 'unavailable',
       reason,
-      error: { code: state.stopping ? 'unavailable' : 'booting', message: state.bootError ?? (state.stopping ? 'shutting down' : 'booting') },
+      error: {
+        code: state.stopping || dbAway ? 'unavailable' : 'booting',
+        message: state.bootError ?? (state.stopping ? 'shutting down' : (dbAway ?? 'booting')),
+      },
     };
     return;
   }
