@@ -261,9 +261,11 @@ export function joiToJsonSchema(schema: Joi.Schema, opts: ConvertOptions = {}): 
 }
 
 /**
- * An object schema that names no property (an assertion of the browser, a forge's payload, an
- * event's details) takes anything: it says so (`additionalProperties: true`), or generators read
- * it as an object that may hold nothing (`Record<string, never>`). Changes `s` in place.
+ * Shapes generators understand, each saying what the validator does (changes `s` in place):
+ * an object schema that names no property (an assertion of the browser, a forge's payload, an
+ * event's details) takes anything, and says so (`additionalProperties: true`; else generators
+ * read `Record<string, never>`); `xor` is a plain `oneOf` of the two `required`; a key a branch
+ * forbids is `not: {required: [key]}` rather than a contradiction generators read as allowed.
  */
 function openObjects(s: JsonSchema): JsonSchema {
   const walk = (node: unknown): void => {
@@ -272,6 +274,23 @@ function openObjects(s: JsonSchema): JsonSchema {
     const o = node as Record<string, unknown>;
     const shapeless = ['properties', 'patternProperties', 'additionalProperties', 'oneOf', 'anyOf', 'allOf', '$ref'].every((k) => !(k in o));
     if (o.type === 'object' && shapeless) o.additionalProperties = true;
+    // xor(a, b) as joi-to-json writes it (if both: false, else one of them) is exactly one of them
+    const otherwise = o.else as { oneOf?: unknown[] } | undefined;
+    if (o.if && o.then === false && Array.isArray(otherwise?.oneOf) && Object.keys(otherwise).length === 1) {
+      delete o.if;
+      delete o.then;
+      delete o.else;
+      o.oneOf = otherwise.oneOf;
+    }
+    // a key this branch forbids comes out as `{const: x, not: {const: x}}`: say it is absent
+    const props = o.properties as Record<string, Record<string, unknown>> | undefined;
+    const absent = Object.entries(props ?? {}).filter(([, p]) => {
+      const { not, ...rest } = p;
+      return Object.keys(rest).length > 0 && JSON.stringify(not) === JSON.stringify(rest);
+    });
+    for (const [name] of absent) delete props![name];
+    if (absent.length === 1) o.not = { required: [absent[0]![0]] };
+    else if (absent.length > 1) o.allOf = absent.map(([name]) => ({ not: { required: [name] } }));
     Object.values(o).forEach(walk);
   };
   walk(s);

@@ -158,6 +158,16 @@ describe('OpenAPI document', function () {
     for (const name of Object.keys(doc.components.schemas)) expect(refs, name).to.include(`#/components/schemas/${name}`);
   });
 
+  it('says xor and a forbidden key in shapes generators understand: a oneOf of the required keys, and not-required', function () {
+    const stepUp = doc.paths['/api/auth/step-up'].post.requestBody.content['application/json'].schema;
+    expect(stepUp.oneOf).to.deep.equal([{ required: ['code'] }, { required: ['webauthn'] }]);
+    expect(stepUp).not.to.have.any.keys('if', 'then', 'else');
+    const send = doc.components.schemas.NotificationSend.anyOf[1];
+    expect(send.not).to.deep.equal({ required: ['action'] });
+    expect(send.properties).not.to.have.property('action');
+    expect(JSON.stringify(doc)).not.to.include('"then":false');
+  });
+
   it('declares what logout and the ws upgrade need: a credential, and the ticket parameter of the upgrade', function () {
     expect(doc.paths['/api/auth/logout'].post.security).to.not.deep.equal([]);
     const ws = doc.paths['/ws'].get;
