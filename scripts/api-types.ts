@@ -9,9 +9,11 @@
  * fails while either is not what the server code makes now. So a server change that changes
  * an answer shows in the type check of every client of it, once the files are written again.
  * Either way it also writes docs/client-example/service-core.ts (not kept in git) from the
- * current document, as a program's own `npx openapi-typescript` would: the type check of the
- * example in docs/client.md runs against the server as it is.
+ * current document with the very command docs/client.md gives (`openapi-typescript <document>
+ * -o service-core.ts`, no options): the type check of the example runs against the server as it
+ * is, with the types a program of its own would get.
  */
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -60,16 +62,26 @@ const HEADER = `/**
 `;
 
 export async function typesOf(document: string): Promise<string> {
-  // a field with a default is one a request may leave out: optional (answers list what they
-  // always send as required); an object that names no properties holds any (JSON Schema's reading)
-  return HEADER + astToString(await openapiTS(JSON.parse(document), { defaultNonNullable: false, emptyObjectsUnknown: true }));
+  // openapi-typescript's own defaults, exactly as `npx openapi-typescript` (docs/client.md) runs:
+  // the document is written so that they give the right types (src/http/joi-schema.ts)
+  return HEADER + astToString(await openapiTS(JSON.parse(document)));
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
   const check = process.argv.includes('--check');
   const document = await currentDocument();
   const types = await typesOf(document);
-  fs.writeFileSync(EXAMPLE_TYPES_FILE, types);
+  // the example's types by exactly the command docs/client.md gives a program (on the current document)
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-api-doc-'));
+  try {
+    fs.writeFileSync(path.join(tmp, 'openapi.json'), document);
+    const run = spawnSync(path.join(ROOT, 'node_modules', '.bin', 'openapi-typescript'), [path.join(tmp, 'openapi.json'), '-o', EXAMPLE_TYPES_FILE], {
+      encoding: 'utf8',
+    });
+    if (run.status !== 0) throw new Error(`npx openapi-typescript failed: ${run.stderr || run.error}`);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
   const stale = [
     [DOCUMENT_FILE, document],
     [TYPES_FILE, types],

@@ -265,7 +265,8 @@ export function joiToJsonSchema(schema: Joi.Schema, opts: ConvertOptions = {}): 
  * an object schema that names no property (an assertion of the browser, a forge's payload, an
  * event's details) takes anything, and says so (`additionalProperties: true`; else generators
  * read `Record<string, never>`); `xor` is a plain `oneOf` of the two `required`; a key a branch
- * forbids is `not: {required: [key]}` rather than a contradiction generators read as allowed.
+ * forbids is `not: {required: [key]}` rather than a contradiction generators read as allowed;
+ * a default is said in the description (a request may leave the field out).
  */
 function openObjects(s: JsonSchema): JsonSchema {
   const walk = (node: unknown): void => {
@@ -274,6 +275,14 @@ function openObjects(s: JsonSchema): JsonSchema {
     const o = node as Record<string, unknown>;
     const shapeless = ['properties', 'patternProperties', 'additionalProperties', 'oneOf', 'anyOf', 'allOf', '$ref'].every((k) => !(k in o));
     if (o.type === 'object' && shapeless) o.additionalProperties = true;
+    // a default is what the server fills in when a request leaves the field out; generators
+    // (openapi-typescript's default options) read `default` as "always there" and would make the
+    // field required in requests: the description says it instead
+    if ('default' in o && typeof o.default !== 'object') {
+      const said = `default: ${JSON.stringify(o.default)}`;
+      o.description = typeof o.description === 'string' ? `${o.description} (${said})` : said;
+      delete o.default;
+    }
     // xor(a, b) as joi-to-json writes it (if both: false, else one of them) is exactly one of them
     const otherwise = o.else as { oneOf?: unknown[] } | undefined;
     if (o.if && o.then === false && Array.isArray(otherwise?.oneOf) && Object.keys(otherwise).length === 1) {
