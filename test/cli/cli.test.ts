@@ -12,6 +12,7 @@ import { WsClient } from '../gateway/helpers.js';
 import { cli } from './helpers.js';
 import { serviceCommand } from '../support/process.js';
 import { createDb } from '../../src/db/knex.js';
+import { createLogger, textDestination } from '../../src/log.js';
 import { shownUrl } from '../../src/cli/context.js';
 import { parseEnvFile } from '../../src/cli/input.js';
 import { unusedPort } from '../auth/helpers.js';
@@ -469,6 +470,16 @@ describe('CLI output: --json errors are JSON on stderr, stdout is the answer onl
     }
   });
 
+  it('text log lines: one line per entry whatever a value holds, errors by their message, redaction kept', () => {
+    let out = '';
+    const log = createLogger(
+      'info',
+      textDestination((t) => (out += t)),
+    );
+    log.warn({ user: 'a b\nwarn: forged', err: new Error('boom'), password: 'hunter2-secret', n: 3, simple: 'ok' }, 'hello\x1b[31m\nthere');
+    expect(out).to.equal('warn: hello\\u001b[31m\\u000athere user="a b\\nwarn: forged" err="boom" password="[redacted]" n=3 simple=ok\n');
+  });
+
   it('as a process: --json with an unknown command, and with the database away, writes JSON on stderr and nothing on stdout', async () => {
     const port = await unusedPort();
     const [node, ...entry] = serviceCommand('cli');
@@ -487,7 +498,15 @@ describe('CLI output: --json errors are JSON on stderr, stdout is the answer onl
       .split('\n')
       .map((l) => JSON.parse(l));
     expect(lines.at(-1).error.code).to.equal('unavailable');
+    expect(lines[0]).to.include({ level: 'debug', component: 'knex' });
     expect(away.stderr).not.to.match(STACK);
+    // without --json the same log lines are text for a person: `level: message key=value`
+    const text = run(['user', 'list'], { SERVICE_DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/service`, SERVICE_LOG_LEVEL: 'debug' });
+    expect(text.status, text.stderr).to.equal(1);
+    const said = text.stderr.trimEnd().split('\n');
+    expect(said[0]).to.match(/^debug: knex: no connection component=knex reason="Acquire connection error: .*ECONNREFUSED/);
+    expect(said.at(-1)).to.match(/^service-core: database unreachable/);
+    expect(text.stderr).not.to.match(/^\{/m);
   });
 });
 
