@@ -17,15 +17,17 @@ async function main() {
   const { Service } = await import('./service.js');
   const service = new Service(config);
   for (const warning of config.warnings) service.log.warn({ warning }, 'configuration warning');
-  if (config.env === 'development') {
+  // once the accounts are seeded: only those still using the development password are named
+  const warnDevelopment = async () => {
+    if (config.env !== 'development') return;
+    const unset = [config.adminPasswordConfigured ? null : config.adminUser, config.botPasswordConfigured ? null : config.botUser].filter(Boolean);
+    const { developmentPasswordsInUse } = await import('./iam/seed.js');
+    const defaults = await developmentPasswordsInUse(service.iam.store, config, service.iam.passwords).catch(() => unset);
     service.log.warn(
-      {
-        default_passwords: [config.adminPasswordConfigured ? null : config.adminUser, config.botPasswordConfigured ? null : config.botUser].filter(Boolean),
-        generated_master_key: config.secretKeyGenerated,
-      },
+      { default_passwords: defaults, generated_master_key: config.secretKeyGenerated },
       'development mode: the public development passwords (on a loopback address only) and a generated secret key are accepted; a deployment sets SERVICE_ENV=production (docs/deploy.md)',
     );
-  }
+  };
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;
@@ -56,12 +58,14 @@ async function main() {
     process.exit(1);
   }
   service.booted().then(
-    () => {
+    async () => {
+      await warnDevelopment();
       // a stop before the end of boot ends the boot too: that is no readiness to announce
       if (service.state.bootComplete && !service.state.stopping) service.log.info({ url: config.publicUrl, admin: config.adminUser }, 'ready');
     },
-    (err) => {
+    async (err) => {
       if (!service.state.stopping) service.log.error({ reason: (err as Error).message }, 'boot failed; /readyz stays 503');
+      await warnDevelopment();
     },
   );
 }

@@ -232,3 +232,26 @@ export function envPasswordVariable(config: PinConfig, username: string): Passwo
   if (username === config.botUser && config.botPasswordConfigured) return 'SERVICE_BOT_PASSWORD';
   return null;
 }
+
+/**
+ * The bootstrap accounts whose password is still the public development default: the
+ * environment sets none for them, and their stored hash still matches it (an account whose
+ * password was changed since, or that is gone, is not named).
+ */
+export async function developmentPasswordsInUse(
+  store: IamStore,
+  config: Pick<Config, 'adminUser' | 'adminPassword' | 'adminPasswordConfigured' | 'botUser' | 'botPassword' | 'botPasswordConfigured'>,
+  passwords: Passwords,
+): Promise<string[]> {
+  const candidates = [
+    { username: config.adminUser, password: config.adminPassword, configured: config.adminPasswordConfigured },
+    { username: config.botUser, password: config.botPassword, configured: config.botPasswordConfigured },
+  ];
+  const inUse: string[] = [];
+  for (const c of candidates) {
+    if (c.configured) continue;
+    const user = await store.userByUsername(c.username);
+    if (user?.hashedPassword && (await passwords.verify(c.password, user.hashedPassword))) inUse.push(c.username);
+  }
+  return inUse;
+}

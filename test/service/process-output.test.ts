@@ -6,6 +6,7 @@ import path from 'node:path';
 import { testEnv, freshDatabase, type TestDb } from '../support/service.js';
 import { READY_TIMEOUT_MS, serviceCommand, spawnService } from '../support/process.js';
 import { unusedPort } from '../auth/helpers.js';
+import { cli } from '../cli/helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -69,11 +70,13 @@ describe('the service process: stdout is JSON lines', function () {
     this.timeout(3 * READY_TIMEOUT_MS);
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-dev-'));
     let db: TestDb | undefined;
+    const outputs: string[] = [];
     try {
       db = await freshDatabase();
       for (let start = 1; start <= 2; start++) {
         const svc = await spawnService({ dataDir, databaseUrl: db.url, env: { SERVICE_ENV: 'development', SERVICE_PROT: '9000' } });
         expect((await svc.kill()).code).to.equal(0);
+        outputs.push(svc.output());
         const lines = jsonLines(svc.output());
         const dev = lines.filter((l) => /^development mode/.test(l.msg));
         expect(dev, `start ${start}`).to.have.length(1);
@@ -82,10 +85,36 @@ describe('the service process: stdout is JSON lines', function () {
         expect(typo.map((l) => l.warning)).to.deep.equal(['SERVICE_PROT is not a setting and is ignored; did you mean SERVICE_PORT?']);
         expect(lines.map((l) => l.msg)).to.include('ready');
       }
+      // the test environment sets both passwords: neither is the development one
+      const last = jsonLines(outputs.at(-1)!).find((l) => /^development mode/.test(l.msg));
+      expect(last!.default_passwords).to.deep.equal([]);
       // and not in the test (or production) mode
       const quiet = await spawnService({ dataDir, databaseUrl: db.url });
       await quiet.kill();
       expect(jsonLines(quiet.output()).filter((l) => /^development mode/.test(l.msg))).to.deep.equal([]);
+    } finally {
+      await db?.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('the development warning names only the bootstrap accounts whose password is still the development one', async function () {
+    this.timeout(2 * READY_TIMEOUT_MS);
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-devpw-'));
+    const env = { SERVICE_ENV: 'development', SERVICE_ADMIN_PASSWORD: '', SERVICE_BOT_PASSWORD: '' };
+    const named = async () => {
+      const svc = await spawnService({ dataDir, databaseUrl: db!.url, env });
+      expect((await svc.kill()).code).to.equal(0);
+      return jsonLines(svc.output()).find((l) => /^development mode/.test(l.msg))!.default_passwords;
+    };
+    let db: TestDb | undefined;
+    try {
+      db = await freshDatabase();
+      expect(await named()).to.deep.equal(['admin', 'bot']);
+      // admin's password changed since the accounts were made: only bot still has the public one
+      const changed = await cli(testEnv(dataDir, db.url, env), ['user', 'set-password', 'admin'], 'a-password-of-our-own-4821\n');
+      expect(changed.code, changed.stderr).to.equal(0);
+      expect(await named()).to.deep.equal(['bot']);
     } finally {
       await db?.drop();
       fs.rmSync(dataDir, { recursive: true, force: true });
