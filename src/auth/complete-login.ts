@@ -4,7 +4,7 @@ import type { AuthComponent } from './component.js';
 import { HttpError } from '../http/errors.js';
 import { markRecorded } from '../errors.js';
 import { MFA_TOKEN_TTL_MS, type MfaTokenRecord, type RedirectResume } from './mfa/step.js';
-import type { SecondFactorProof } from './mfa/factor.js';
+import type { FactorKind, SecondFactorProof } from './mfa/factor.js';
 import { rememberDevice } from './device-cookie.js';
 
 export interface IssuedSession {
@@ -34,6 +34,8 @@ export interface CompletionOptions {
   via: 'login' | 'form' | 'redirect' | 'passkey' | 'second_step';
   /** the second factor was proved already (a passkey sign-in, the second step itself) */
   secondFactor?: boolean;
+  /** the factor that was proved (the event names it: an app code, a passkey, a recovery code) */
+  factor?: FactorKind;
   /** a redirect sign-in: how it ends after a second step */
   resume?: RedirectResume;
 }
@@ -57,7 +59,12 @@ export async function completeLogin(auth: AuthComponent, ctx: Context, user: Use
     action: 'auth.login',
     actor: { user_id: user.id, username: user.username, method: opts.via, ip: ctx.ip },
     target: { type: 'user', id: user.id, name: user.username },
-    details: { provider: opts.provider, second_factor: Boolean(opts.secondFactor), session_id: session.key_id },
+    details: {
+      provider: opts.provider,
+      second_factor: Boolean(opts.secondFactor),
+      ...(opts.factor ? { factor: opts.factor } : {}),
+      session_id: session.key_id,
+    },
   });
   return { kind: 'session', user, session };
 }
@@ -88,7 +95,7 @@ export async function passSecondStep(auth: AuthComponent, ctx: Context, token: u
   // the device passed both factors: it is the owner's known device from now on (its own budget
   // in the attempt gate; the account-wide count of wrong factors does not hold it)
   rememberDevice(ctx, auth.gate.cookies, user.username, proved.admitted.device, auth.config.publicUrl.startsWith('https:'));
-  const done = await completeLogin(auth, ctx, user, { provider: record.provider, via: 'second_step', secondFactor: true });
+  const done = await completeLogin(auth, ctx, user, { provider: record.provider, via: 'second_step', secondFactor: true, factor: proved.value });
   if (done.kind !== 'session') throw new Error('a verified second step must end in a session');
   ctx.log.info({ user_id: user.id, factor: proved.value }, 'second step passed');
   return { ok: true, user, session: done.session, record };

@@ -2,6 +2,8 @@ import type { Command } from 'commander';
 import { DomainError } from '../errors.js';
 import { parseDuration } from '../config.js';
 import { table, UsageError, type CommandEnv } from './output.js';
+import { AUDIT_ACTIONS } from '../iam/audit-types.js';
+import { auditSummary } from '../client/audit-summary.js';
 
 /** `--since`: a duration back from now (7d, 12h) or an ISO date; epoch ms. */
 function since(value: string | undefined): number | undefined {
@@ -11,6 +13,18 @@ function since(value: string | undefined): number | undefined {
   const at = Date.parse(value);
   if (Number.isNaN(at)) throw new UsageError('--since: must be a duration like 7d or 12h, or an ISO date');
   return at;
+}
+
+/** `--action`: an action the trail records, or a prefix ending in a dot that some action starts with (a usage error names them). */
+function knownAction(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (value.endsWith('.')) {
+    const prefixes = [...new Set(AUDIT_ACTIONS.map((a) => a.slice(0, a.indexOf('.') + 1)))];
+    if (!prefixes.includes(value)) throw new UsageError(`--action: no action starts with ${value}; prefixes: ${prefixes.join(', ')}`);
+  } else if (!(AUDIT_ACTIONS as readonly string[]).includes(value)) {
+    throw new UsageError(`--action: unknown action ${value}; actions: ${AUDIT_ACTIONS.join(', ')}`);
+  }
+  return value;
 }
 
 /**
@@ -31,14 +45,13 @@ export function auditCommands(program: Command, { ctx, out }: CommandEnv): void 
     .action(async (opts, cmd: Command) => {
       const limit = Number(opts.limit);
       if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new UsageError('--limit: must be a whole number from 1 to 500');
-      if (opts.action !== undefined && !/^[a-z_]+(\.[a-z_]*)?$/.test(opts.action))
-        throw new UsageError('--action: must be an action such as user.created, or a prefix such as user.');
+      const action = knownAction(opts.action);
       const trail = (await ctx.core('read')).iam.audit;
-      const page = await trail.list({ action: opts.action, actor: opts.actor, since: since(opts.since), limit });
+      const page = await trail.list({ action, actor: opts.actor, since: since(opts.since), limit });
       out(cmd).result(
         page,
         table(
-          ['SEQ', 'AT', 'ACTOR', 'ACTION', 'TARGET', 'OUTCOME'],
+          ['SEQ', 'AT', 'ACTOR', 'ACTION', 'TARGET', 'OUTCOME', 'SUMMARY'],
           page.events.map((e) => [
             String(e.seq),
             e.at,
@@ -46,6 +59,7 @@ export function auditCommands(program: Command, { ctx, out }: CommandEnv): void 
             e.action,
             [e.target.type, e.target.name ?? e.target.id].filter(Boolean).join(':'),
             e.outcome,
+            auditSummary(e),
           ]),
         ),
       );

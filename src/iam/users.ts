@@ -25,13 +25,29 @@ import { LoginWrites, userTarget } from './login-writes.js';
 
 export { DIRECTORY_RECHECK_ACTOR, LOGIN_MAPPING_ACTOR, userTarget } from './login-writes.js';
 
-/** What changed, for the event: names of fields, and the values that are access (never a password). */
+/** Which of `before` are gone from `after`, and which are new in it. */
+const listDiff = (before: readonly string[], after: readonly string[]) => ({
+  added: after.filter((x) => !before.includes(x)),
+  removed: before.filter((x) => !after.includes(x)),
+});
+
+/**
+ * What changed, for the event: names of fields, and the values that are access (never a
+ * password): the lists before and after, and what was added and removed, so a reader sees
+ * "groups_added: [ops]" without comparing two lists.
+ */
 function changeDetails(before: User, after: User, fields: string[], granted: string[]): Record<string, unknown> {
   const details: Record<string, unknown> = { fields };
-  if (fields.includes('groups')) Object.assign(details, { groups: after.groups, previous_groups: before.groups });
-  if (fields.includes('extraPermissions'))
-    Object.assign(details, { extra_permissions: after.extraPermissions, previous_extra_permissions: before.extraPermissions });
-  if (fields.includes('roles')) Object.assign(details, { roles: after.roles, previous_roles: before.roles });
+  const lists = [
+    ['groups', 'groups', after.groups, before.groups],
+    ['extraPermissions', 'extra_permissions', after.extraPermissions, before.extraPermissions],
+    ['roles', 'roles', after.roles, before.roles],
+  ] as const;
+  for (const [field, key, now, was] of lists) {
+    if (!fields.includes(field)) continue;
+    const { added, removed } = listDiff(was, now);
+    Object.assign(details, { [key]: now, [`previous_${key}`]: was, [`${key}_added`]: added, [`${key}_removed`]: removed });
+  }
   if (fields.includes('disabled')) details.disabled = after.disabled;
   if (after.directoryState !== before.directoryState) details.directory_state = after.directoryState;
   if (granted.length) details.host_permissions = granted;
@@ -309,6 +325,8 @@ export class UserAdmin {
           fields: ['groups'],
           groups: next,
           previous_groups: user.groups,
+          groups_added: listDiff(user.groups, next).added,
+          groups_removed: listDiff(user.groups, next).removed,
           provider,
           ...(granted.length ? { host_permissions: granted } : {}),
           ...(keep.length ? { kept: keep, because: 'last enabled member' } : {}),

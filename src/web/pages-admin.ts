@@ -107,7 +107,7 @@ const AUDIT_CONTENT = html`<section class="panel wide" aria-labelledby="audit-ti
 <div class="row"><button type="submit">Filter</button><button type="button" data-clear-filters>Clear</button></div>
 </form>
 <p class="form-msg" data-msg role="status"></p>
-<table class="list audit-events" data-events><thead><tr><th>Time</th><th>Actor</th><th>Action</th><th>Target</th><th>Outcome</th><th></th></tr></thead><tbody></tbody></table>
+<table class="list audit-events" data-events><thead><tr><th>Time</th><th>Actor</th><th>Action</th><th>Target</th><th>Outcome</th><th>Summary</th><th></th></tr></thead><tbody></tbody></table>
 <p class="empty" data-empty hidden>No events match these filters.</p>
 <button type="button" class="secondary" data-load-older hidden>Load older</button>
 </section>`;

@@ -8,6 +8,8 @@ import { cli } from '../cli/helpers.js';
 import { WsClient, sleep } from '../gateway/helpers.js';
 import { startRedis, type TestRedis } from '../support/redis.js';
 import { AuditTrail } from '../../src/iam/audit.js';
+import { AUDIT_ACTIONS } from '../../src/iam/audit-types.js';
+import { previousStepCode, totpCode } from '../auth/helpers.js';
 
 interface Event {
   seq: number;
@@ -106,7 +108,12 @@ describe('audit trail', function () {
     expect(userCreated.actor).to.include({ username: 'admin', method: 'basic' });
     expect(userCreated.actor.ip).to.be.a('string');
     expect(userCreated.details).to.deep.include({ groups: ['INT_USER'], password: true });
-    expect(one(events, 'user.updated').details).to.deep.include({ groups: ['INT_VIEWER'], previous_groups: ['INT_USER'] });
+    expect(one(events, 'user.updated').details).to.deep.include({
+      groups: ['INT_VIEWER'],
+      previous_groups: ['INT_USER'],
+      groups_added: ['INT_VIEWER'],
+      groups_removed: ['INT_USER'],
+    });
     expect(one(events, 'user.password_changed').details).to.deep.equal({ own: false });
     expect(one(events, 'group.created').target).to.deep.equal({ type: 'group', id: 'auditors', name: 'auditors' });
     expect(one(events, 'group.updated').details.fields).to.deep.equal(['description']);
@@ -525,6 +532,163 @@ describe('audit trail', function () {
       .map((l) => JSON.parse(l) as Event);
     expect(lines[0]!.seq).to.equal(cut + 1);
     expect(lines.every((e, i) => i === 0 || e.seq === lines[i - 1]!.seq + 1)).to.equal(true);
+  });
+
+  it('a user change says what it did: disabled or enabled, groups, permissions and roles added and removed; the CLI list sums it up', async () => {
+    const start = await head();
+    const id = (
+      await api()
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'dorothea', password: SECRETS.password, groups: ['INT_USER'] })
+        .expect(201)
+    ).body.id as string;
+    await api().patch(`/api/users/${id}`).set(sys).send({ disabled: true }).expect(200);
+    await api().patch(`/api/users/${id}`).set(sys).send({ disabled: false }).expect(200);
+    await api()
+      .patch(`/api/users/${id}`)
+      .set(sys)
+      .send({ groups: ['INT_VIEWER'], extra_permissions: ['feature:admin.audit'], display_name: 'Dora' })
+      .expect(200);
+    await api().patch(`/api/users/${id}`).set(sys).send({ extra_permissions: [] }).expect(200);
+    await api()
+      .patch(`/api/users/${id}`)
+      .set(sys)
+      .send({ roles: ['superadmin'] })
+      .expect(200);
+    await api().patch(`/api/users/${id}`).set(sys).send({ roles: [] }).expect(200);
+    const updates = (await since(start)).filter((e) => e.action === 'user.updated' && e.target.id === id).map((e) => e.details);
+    expect(updates).to.deep.equal([
+      { fields: ['disabled'], disabled: true },
+      { fields: ['disabled'], disabled: false },
+      {
+        fields: ['groups', 'displayName', 'extraPermissions'],
+        groups: ['INT_VIEWER'],
+        previous_groups: ['INT_USER'],
+        groups_added: ['INT_VIEWER'],
+        groups_removed: ['INT_USER'],
+        extra_permissions: ['feature:admin.audit'],
+        previous_extra_permissions: [],
+        extra_permissions_added: ['feature:admin.audit'],
+        extra_permissions_removed: [],
+      },
+      {
+        fields: ['extraPermissions'],
+        extra_permissions: [],
+        previous_extra_permissions: ['feature:admin.audit'],
+        extra_permissions_added: [],
+        extra_permissions_removed: ['feature:admin.audit'],
+      },
+      { fields: ['roles'], roles: ['superadmin'], previous_roles: [], roles_added: ['superadmin'], roles_removed: [] },
+      { fields: ['roles'], roles: [], previous_roles: ['superadmin'], roles_added: [], roles_removed: ['superadmin'] },
+    ]);
+    const env = testEnv(svc.dataDir, svc.databaseUrl);
+    const listed = await cli(env, ['audit', 'list', '--action', 'user.updated', '--limit', '6']);
+    expect(listed.code, listed.stderr).to.equal(0);
+    const [header, ...rows] = listed.stdout.trimEnd().split('\n');
+    expect(header).to.match(/OUTCOME\s+SUMMARY$/);
+    // newest first
+    expect(rows.map((r) => r.split(/\s{2,}/).at(-1))).to.deep.equal([
+      'roles -superadmin',
+      'roles +superadmin',
+      'permissions -feature:admin.audit',
+      'groups +INT_VIEWER -INT_USER, permissions +feature:admin.audit, display_name',
+      'enabled',
+      'disabled',
+    ]);
+  });
+
+  it('settings events name the settings in the list: the page API gives the names, the CLI shows them', async () => {
+    const start = await head();
+    await api().patch('/api/settings/auth').set(sys).send({ oidc_label: 'Named SSO', ldap_timeout_ms: 4000 }).expect(200);
+    await api().put('/api/settings/webhook-secret').set(sys).send({ secret: SECRETS.webhook }).expect(204);
+    await api().put('/api/settings/system-api-key').set(sys).send({ key: SYSTEM_KEY }).expect(204);
+    const events = await since(start);
+    expect(one(events, 'settings.changed', (e) => e.target.id === 'auth').details.fields).to.have.members(['oidc_label', 'ldap_timeout_ms']);
+    const env = testEnv(svc.dataDir, svc.databaseUrl);
+    const listed = await cli(env, ['audit', 'list', '--action', 'settings.', '--since', '1h', '--limit', '3']);
+    expect(listed.code, listed.stderr).to.equal(0);
+    const summaries = listed.stdout
+      .trimEnd()
+      .split('\n')
+      .slice(1)
+      .map((r) => r.split(/\s{2,}/).at(-1));
+    expect(summaries[0]).to.equal('scm_webhook_secret set');
+    expect(summaries[1]!.split(', ')).to.have.members(['oidc_label', 'ldap_timeout_ms']);
+    const keyed = await cli(env, ['audit', 'list', '--action', 'system_key.changed', '--limit', '1']);
+    expect(keyed.stdout.trimEnd().split('\n')[1]).to.match(/system_api_key set$/);
+    for (const e of events) expect(JSON.stringify(e)).not.to.include(SECRETS.webhook);
+    expect(listed.stdout).not.to.include(SECRETS.webhook);
+  });
+
+  it('a sign-in through the second step names the factor; a recovery code spent there is the account, by the second step, from its address', async () => {
+    const start = await head();
+    const password = SECRETS.password;
+    const id = (
+      await api()
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'fay', password, groups: ['INT_USER'] })
+        .expect(201)
+    ).body.id as string;
+    const token = (await api().post('/api/auth/login').send({ username: 'fay', password }).expect(200)).body.token as string;
+    const started = await api().post('/api/me/mfa/totp').set('Authorization', `Bearer ${token}`).expect(200);
+    const secret = started.body.secret as string;
+    const confirmed = await api()
+      .post('/api/me/mfa/totp/confirm')
+      .set('Authorization', `Bearer ${token}`)
+      .send({ code: await previousStepCode(secret) })
+      .expect(200);
+    const recovery = confirmed.body.recovery_codes as string[];
+    const firstStep = async () => (await api().post('/api/auth/login').send({ username: 'fay', password }).expect(200)).body.mfa_token as string;
+    await api()
+      .post('/api/auth/login/mfa')
+      .send({ mfa_token: await firstStep(), code: totpCode(secret) })
+      .expect(200);
+    const signedIn = (
+      await api()
+        .post('/api/auth/login/mfa')
+        .send({ mfa_token: await firstStep(), code: recovery[0] })
+        .expect(200)
+    ).body.token as string;
+    // signed in, a recovery code spent on a step-up is the session's, from its address
+    await api().post('/api/auth/step-up').set('Authorization', `Bearer ${signedIn}`).send({ code: recovery[1] }).expect(204);
+    const events = await since(start);
+    const logins = events.filter((e) => e.action === 'auth.login' && e.target.id === id);
+    expect(logins.map((e) => [e.actor.method, e.details.second_factor, e.details.factor])).to.deep.equal([
+      ['login', false, undefined],
+      ['second_step', true, 'totp'],
+      ['second_step', true, 'recovery_code'],
+    ]);
+    const used = events.filter((e) => e.action === 'auth.recovery_code_used' && e.target.id === id);
+    expect(used).to.have.length(2);
+    const [second, stepUp] = used as [Event, Event];
+    expect(second.actor).to.deep.include({ user_id: id, username: 'fay', method: 'second_step' });
+    expect(second.actor.ip).to.be.a('string').that.is.not.empty;
+    expect(second.actor.ip).to.equal(logins[2]!.actor.ip);
+    expect(second.details).to.deep.equal({ left: 9 });
+    expect(stepUp.actor).to.deep.include({ user_id: id, username: 'fay', method: 'session_token', ip: second.actor.ip });
+    expect(stepUp.details).to.deep.equal({ left: 8 });
+  });
+
+  it('`audit list --action` takes only actions the trail records, or a prefix some action starts with: else exit 2 listing them', async () => {
+    const env = testEnv(svc.dataDir, svc.databaseUrl);
+    const unknown = await cli(env, ['audit', 'list', '--action', 'bogus']);
+    expect(unknown.code).to.equal(2);
+    expect(unknown.stdout).to.equal('');
+    expect(unknown.stderr.trimEnd().split('\n')).to.have.length(1);
+    for (const action of AUDIT_ACTIONS) expect(unknown.stderr).to.include(action);
+    const typo = await cli(env, ['audit', 'list', '--action', 'user.update']);
+    expect(typo.code).to.equal(2);
+    expect(typo.stderr).to.match(/unknown action user\.update\b.*user\.updated/);
+    const prefix = await cli(env, ['audit', 'list', '--action', 'usr.']);
+    expect(prefix.code).to.equal(2);
+    expect(prefix.stderr.trimEnd().split('\n')).to.have.length(1);
+    expect(prefix.stderr).to.match(/no action starts with usr\./);
+    for (const p of ['auth.', 'user.', 'group.', 'settings.', 'audit.']) expect(prefix.stderr).to.include(p);
+    // a known action and a known prefix are read
+    expect((await cli(env, ['--json', 'audit', 'list', '--action', 'auth.', '--limit', '1'])).code).to.equal(0);
+    expect((await cli(env, ['--json', 'audit', 'list', '--action', 'user.updated', '--limit', '1'])).code).to.equal(0);
   });
 });
 

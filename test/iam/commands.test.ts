@@ -108,6 +108,8 @@ describe('command path and user writer (no service)', function () {
         fields: ['groups'],
         groups: ['INT_USER', 'INT_ADMIN'],
         previous_groups: ['INT_ADMIN'],
+        groups_added: ['INT_USER'],
+        groups_removed: [],
         provider: 'ldap',
         kept: ['INT_ADMIN'],
         because: 'last enabled member',

@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import request from 'supertest';
 import type { Page } from 'playwright-core';
 import { ADMIN, adminAuth } from '../support/service.js';
-import { createUser } from '../auth/helpers.js';
+import { createUser, userNamed } from '../auth/helpers.js';
 import { ARTIFACTS, expectNoProblems, openBrowser, signIn, signOut, startWebService, waitLive, type TestBrowser, type WebService } from './helpers.js';
 import { measureFit } from './support.js';
 
@@ -286,6 +286,31 @@ describe('browser: the audit page', function () {
     expect(list.map((r) => r.seq)).to.deep.equal([...list.map((r) => r.seq)].sort((a, b) => b - a));
     expect(list.at(-1)!.target).to.equal('/api/users');
     expect(await older.isVisible()).to.equal(false);
+  });
+
+  it('the summary column names the settings changed, what a user change did, and nothing secret', async function () {
+    await page.goto(`${svc.origin}/admin/audit`);
+    await waitLoaded();
+    await page.waitForSelector('[data-live-state][data-state=live]', { timeout: 10_000 });
+    const summaryOfTop = () => page.locator('[data-events] tbody tr[data-seq]').first().locator('[data-summary]').textContent();
+    const secret = 'a-webhook-secret-the-page-never-shows';
+    await request(svc.url).patch('/api/settings/auth').set('Authorization', adminAuth()).send({ oidc_label: 'Summed SSO' }).expect(200);
+    await waitTop('settings.changed', 'login settings');
+    expect(await summaryOfTop()).to.equal('oidc_label');
+    await request(svc.url).put('/api/settings/webhook-secret').set('Authorization', adminAuth()).send({ secret }).expect(204);
+    await waitTop('settings.changed', 'scm_webhook_secret');
+    expect(await summaryOfTop()).to.equal('scm_webhook_secret set');
+    const walt = await userNamed(svc.url, 'walt');
+    await request(svc.url)
+      .patch(`/api/users/${walt.id}`)
+      .set('Authorization', adminAuth())
+      .send({ disabled: true, groups: ['INT_USER'] })
+      .expect(200);
+    await waitTop('user.updated', 'walt');
+    expect(await summaryOfTop()).to.equal('disabled, groups +INT_USER -INT_VIEWER');
+    expect(await page.textContent('[data-events]')).not.to.include(secret);
+    expect(await page.locator('[data-events] thead th').allTextContents()).to.deep.equal(['Time', 'Actor', 'Action', 'Target', 'Outcome', 'Summary', '']);
+    expectNoProblems(browser);
   });
 
   it('a viewer cannot open the page (403 page) and receives no audit frames', async function () {

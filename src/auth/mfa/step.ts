@@ -158,8 +158,8 @@ export class SecondStep {
   /** Checks a second factor of `user` with the registry: how it was proved, or null. Only prove() calls it (never past the gate). */
   private verify(ctx: Context, user: User, proof: SecondFactorProof): Promise<FactorKind | null> {
     // a recovery code spent is an event: by the caller (signed in: step-up, removal), else the
-    // account itself from this address (the second step of a sign-in)
-    const by = ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : { ...userActor(user), ip: ctx.ip };
+    // account itself from this address, by the second step of its sign-in
+    const by = ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : actingFrom({ ...userActor(user), method: 'second_step' }, ctx.ip);
     return this.deps.mfa.verify(by, user, proof);
   }
 

@@ -284,7 +284,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
       // counted like a password guess at this account: the attempt is a failure until it passes
       const checked = await auth.gate.check(attempt(user.username), () => auth.webauthn.finish(begun.pending, { requireUserVerification: true }));
       if (!checked.ok) throw checked.retryAfter ? lockedOut(checked.retryAfter) : refused('invalid_passkey');
-      const done = await completeLogin(auth, ctx, user, { provider: 'webauthn', via: 'passkey', secondFactor: true });
+      const done = await completeLogin(auth, ctx, user, { provider: 'webauthn', via: 'passkey', secondFactor: true, factor: 'webauthn' });
       if (done.kind !== 'session') throw new Error('a passkey sign-in must end in a session');
       return signedIn(ctx, done.user, done.session);
     },

@@ -21,6 +21,7 @@ import {
 } from './app.js';
 
 import type { Answer, Schemas } from '../../client/api-types.js';
+import { auditSummary } from '../../client/audit-summary.js';
 
 type AuditEvent = Schemas['AuditEvent'];
 type AuditPage = Answer<'/api/audit', 'get'>;
@@ -146,6 +147,8 @@ function row(e: AuditEvent, fresh: boolean): HTMLTableRowElement {
     h('td', {}, h('code', { class: 'action' }, e.action)),
     targetCell(e.target),
     h('td', {}, h('span', { class: `pill outcome ${e.outcome}` }, e.outcome)),
+    // what it did in a few words (the settings changed by name, groups added and removed, the factor of a sign-in)
+    h('td', { class: 'summary', 'data-summary': true }, auditSummary(e)),
     h('td', {}, toggle),
   );
   toggle.addEventListener('click', () => {
