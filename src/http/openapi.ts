@@ -19,6 +19,8 @@ export const TAGS: { name: string; description: string }[] = [
   { name: 'gateway', description: 'The WebSocket gateway at /ws and its one-time tickets' },
   { name: 'plugins', description: 'Plugin administration [feature:admin.plugins]' },
   { name: 'socket-management', description: 'Socket providers, mount health and repair' },
+  { name: 'mfa', description: 'Second factors: an authenticator app, passkeys and recovery codes; the second step of a sign-in and step-up' },
+  { name: 'audit', description: 'The audit trail: who did what, refused or failed, hash-chained [feature:admin.audit]' },
 ];
 
 /** Every credential an authenticated route accepts (docs/auth.md). */
@@ -266,7 +268,12 @@ export function buildOpenApi(endpoints: readonly Endpoint[], info: OpenApiInfo):
   const used = new Set(visible.map((e) => e.tag));
   return {
     openapi: '3.1.0',
-    info: { title: info.title, version: info.version, ...(info.description ? { description: info.description } : {}) },
+    info: {
+      title: info.title,
+      version: info.version,
+      ...(info.description ? { description: info.description } : {}),
+      license: { name: 'MIT', identifier: 'MIT' },
+    },
     // relative: "Try it out" calls the origin the document was loaded from
     servers: [{ url: '/' }],
     tags: [...TAGS.filter((t) => used.has(t.name)), ...[...used].filter((t) => !TAGS.some((x) => x.name === t)).map((name) => ({ name }))],

@@ -169,6 +169,13 @@ describe('OpenAPI document', function () {
     expect(JSON.stringify(doc)).not.to.include('"then":false');
   });
 
+  it('describes every tag its operations use, and says its license', function () {
+    const described = new Set(doc.tags.map((t: { name: string; description: string }) => t.description && t.name));
+    for (const item of Object.values<any>(doc.paths))
+      for (const o of Object.values<any>(item)) for (const tag of o.tags ?? []) expect(described, tag).to.include(tag);
+    expect(doc.info.license).to.deep.equal({ name: 'MIT', identifier: 'MIT' });
+  });
+
   it('declares what logout and the ws upgrade need: a credential, and the ticket parameter of the upgrade', function () {
     expect(doc.paths['/api/auth/logout'].post.security).to.not.deep.equal([]);
     const ws = doc.paths['/ws'].get;
