@@ -1,6 +1,7 @@
 // The build that `npm ci` runs (prepare) and `npm start` uses: the server compiled by tsc into
 // dist/, the browser's static assets into dist/static/, and each page module of
 // src/web/browser bundled by esbuild into dist/static/<page>.js (with the gateway client).
+// `node scripts/build.mjs <dir>` builds into <dir> instead of dist/ (the package test's rebuild).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -8,13 +9,20 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const out = path.join(root, 'dist');
+const out = path.resolve(process.argv[2] ?? path.join(root, 'dist'));
 const browserDir = path.join(root, 'src/web/browser');
 /** shared by the pages, not a page of its own: bundled into each of them */
 const SHARED = new Set(['app.ts', 'forms.ts', 'permission-list.ts', 'plugin-config.ts', 'auth-form.ts', 'passkeys.ts', 'step-up.ts', 'security.ts']);
 
 fs.rmSync(out, { recursive: true, force: true });
-execFileSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json')], { stdio: 'inherit' });
+execFileSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json'), '--outDir', out], {
+  stdio: 'inherit',
+});
+// the package's bin: tsc writes it 0644, and npx runs its link to it directly ("Permission
+// denied" after every rebuild once npx has linked it); the shebang makes it a node script
+const cli = path.join(out, 'src/cli/main.js');
+if (!fs.readFileSync(cli, 'utf8').startsWith('#!/usr/bin/env node\n')) throw new Error(`${cli} lost its #!/usr/bin/env node line`);
+fs.chmodSync(cli, 0o755);
 fs.cpSync(path.join(root, 'src/web/static'), path.join(out, 'static'), { recursive: true });
 
 const pages = fs

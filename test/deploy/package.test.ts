@@ -362,3 +362,38 @@ export {};
     expect(await exited, output.slice(-2000)).to.equal(0);
   });
 });
+
+/**
+ * `npx service-core` in a tree of the package (this repository after `npm ci`, or a clone):
+ * npx links the bin once, in its cache, and later runs that link as it is, so a rebuild (`npm
+ * run build`, `npm pack`'s prepare) must itself leave the CLI executable.
+ */
+describe('the CLI through npx after a rebuild', () => {
+  it('npx service-core answers after the build rewrote dist/ (the bin keeps mode 0755 and its #! line)', async function () {
+    this.timeout(180_000);
+    const tree = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-rebuild-'));
+    try {
+      // this package without its scripts (npx would run prepare: a second build), on this tree's modules
+      const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as Record<string, unknown>;
+      delete manifest.scripts;
+      fs.writeFileSync(path.join(tree, 'package.json'), JSON.stringify(manifest));
+      fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(tree, 'node_modules'));
+      fs.cpSync(path.join(ROOT, 'dist'), path.join(tree, 'dist'), { recursive: true });
+      const env = cleanEnv({ npm_config_cache: path.join(tree, 'npm-cache'), npm_config_update_notifier: 'false' });
+      const npx = () => run('npx', ['--offline', 'service-core', 'version'], { cwd: tree, env });
+      // the first run links the bin in npx's cache (and makes it executable itself)
+      expect((await npx()).stdout.trim()).to.equal(repoPackage.version);
+      await run(process.execPath, [path.join(ROOT, 'scripts/build.mjs'), path.join(tree, 'dist')], { cwd: ROOT, env: cleanEnv(), maxBuffer: 16 * 1024 * 1024 });
+      const cli = path.join(tree, 'dist/src/cli/main.js');
+      expect(fs.statSync(cli).mode & 0o777).to.equal(0o755);
+      expect(fs.readFileSync(cli, 'utf8')).to.match(/^#!\/usr\/bin\/env node\n/);
+      // the same link, now to the rebuilt file
+      const again = await npx().catch((err: { stderr?: string; message: string }) => {
+        throw new Error(`npx service-core failed after the rebuild: ${err.stderr || err.message}`);
+      });
+      expect(again.stdout.trim()).to.equal(repoPackage.version);
+    } finally {
+      fs.rmSync(tree, { recursive: true, force: true });
+    }
+  });
+});
