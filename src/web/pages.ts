@@ -64,9 +64,18 @@ function lengthsOf(rule: Joi.Schema): { min: number; max: number } {
 }
 
 /** One env-lockable secret (src/http/secret-routes.ts): its state, a form to set it, generate and clear. */
-function secretPanel(o: { key: string; title: string; note: SafeHtml; label: string; field: string; save: string; setting: SettingDef }): SafeHtml {
+function secretPanel(o: {
+  key: string;
+  title: string;
+  note: SafeHtml;
+  label: string;
+  field: string;
+  save: string;
+  setting: SettingDef;
+  wide?: boolean;
+}): SafeHtml {
   const { min, max } = lengthsOf(o.setting.rule!);
-  return html`<section class="panel" aria-labelledby="${o.key}-title" data-${o.key}>
+  return html`<section class="panel${o.wide ? ' wide' : ''}" aria-labelledby="${o.key}-title" data-${o.key}>
 <h2 id="${o.key}-title">${o.title}</h2>
 <p class="note">${o.note}</p>
 <p data-state>…</p>
@@ -80,8 +89,20 @@ function secretPanel(o: { key: string; title: string; note: SafeHtml; label: str
 
 /** The same for every trusted actor (superadmin, system key): the system key hands out the host. Made once. */
 const SYSTEM_KEY_PANEL = html`${secretPanel({ key: 'system-key', title: 'System API key', note: html`The machine-to-machine master key: it passes every permission check. Stored encrypted.`, label: 'New key', field: 'key', save: 'Save key', setting: setting('SERVICE_SYSTEM_API_KEY') })}`;
-/** The same for every administrator: made once. */
-const SECRET_PANELS = html`${secretPanel({ key: 'webhook-secret', title: 'Webhook secret', note: html`Verifies deliveries to <code>/api/notifications/webhook/scm</code> from Gitea, GitHub and GitLab.`, label: 'New secret', field: 'secret', save: 'Save secret', setting: setting('SERVICE_SCM_WEBHOOK_SECRET') })}`;
+/** The shared webhook secret, for every administrator: beside the system key (the two share a row), or without it the whole row. Made once each. */
+const webhookSecretPanel = (wide: boolean) =>
+  secretPanel({
+    key: 'webhook-secret',
+    title: 'Webhook secret',
+    note: html`Verifies deliveries to <code>/api/notifications/webhook/scm</code> from Gitea, GitHub and GitLab.`,
+    label: 'New secret',
+    field: 'secret',
+    save: 'Save secret',
+    setting: setting('SERVICE_SCM_WEBHOOK_SECRET'),
+    wide,
+  });
+const TRUSTED_SECRET_PANELS = html`<div class="pair">${SYSTEM_KEY_PANEL}${webhookSecretPanel(false)}</div>`;
+const SECRET_PANELS = webhookSecretPanel(true);
 
 export function settingsContent(id: ApiIdentity, user: User | null): SafeHtml {
   const admin = id.allows('feature:admin.settings');
@@ -137,7 +158,7 @@ ${
 }
 ${
   admin
-    ? html`${id.isSystem || id.isSuperadmin ? SYSTEM_KEY_PANEL : ''}${SECRET_PANELS}
+    ? html`${id.isSystem || id.isSuperadmin ? TRUSTED_SECRET_PANELS : SECRET_PANELS}
 <section class="panel wide" aria-labelledby="auth-title" data-auth-settings>
 <h2 id="auth-title">Authentication providers</h2>
 <p class="note">Fields set in the environment are read-only here. Secrets are never shown; leave them masked to keep them.</p>

@@ -7,7 +7,18 @@ import type { Page } from 'playwright-core';
 import { ADMIN, adminAuth } from '../support/service.js';
 import { createUser } from '../auth/helpers.js';
 import { VERSION } from '../../src/version.js';
-import { ARTIFACTS, expectNoProblems, openBrowser, signIn, signOut, startWebService, waitLive, type TestBrowser, type WebService } from './helpers.js';
+import {
+  ARTIFACTS,
+  expectNoProblems,
+  forgetSession,
+  openBrowser,
+  signIn,
+  signOut,
+  startWebService,
+  waitLive,
+  type TestBrowser,
+  type WebService,
+} from './helpers.js';
 import { measureFit, reportsPlugin } from './support.js';
 
 const SHOTS = path.join(ARTIFACTS, 'screenshots');
@@ -232,6 +243,49 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
     expect(res.text).to.include('<header class="topbar">').and.include('href="/login?next=%2Fdocs"').and.not.include('data-logout');
     const health = await request(svc.url).get('/healthz').expect(200);
     expect(health.body.version).to.equal(VERSION);
+  });
+
+  it('settings of an administrator who is no superadmin: without the system key, the webhook secret takes the whole row', async function () {
+    for (const width of WIDTHS) {
+      await open(PAGES[1]!, width);
+      expect(await page.locator('[data-system-key]').count()).to.equal(0);
+      const box = async (sel: string) => (await page.locator(sel).boundingBox())!;
+      const [webhook, auth] = [await box('[data-webhook-secret]'), await box('[data-auth-settings]')];
+      expect({ x: webhook.x, width: webhook.width }, `at ${width} px`).to.deep.equal({ x: auth.x, width: auth.width });
+    }
+  });
+
+  it('settings of a superadmin: the system key and the webhook secret share a row (side by side at 1280 px, stacked at 390 px)', async function () {
+    const root = (
+      await request(svc.url)
+        .post('/api/users')
+        .set('Authorization', adminAuth())
+        .send({ username: 'root-layout', password: 'root-layout-password', groups: ['INT_ADMIN'] })
+        .expect(201)
+    ).body;
+    await svc.service
+      .db('users')
+      .where({ id: root.id })
+      .update({ roles: JSON.stringify(['superadmin']) });
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: root.id });
+    await forgetSession(browser);
+    await signIn(page, svc.origin, 'root-layout', 'root-layout-password');
+    try {
+      for (const width of WIDTHS) {
+        // this account has no API keys: the provider form shows that the page is filled
+        await open({ ...PAGES[1]!, ready: ['[data-auth-form] [name=oidc_label]'] }, width);
+        const box = async (sel: string) => (await page.locator(sel).boundingBox())!;
+        const [key, webhook, auth] = [await box('[data-system-key]'), await box('[data-webhook-secret]'), await box('[data-auth-settings]')];
+        const right = (b: { x: number; width: number }) => Math.round(b.x + b.width);
+        expect(Math.round(key.x), `at ${width} px`).to.equal(Math.round(auth.x));
+        expect(right(webhook), `at ${width} px`).to.equal(right(auth));
+        if (width === 1280) expect(webhook.y, 'side by side').to.equal(key.y);
+        else expect([Math.round(webhook.x), right(key)], 'stacked').to.deep.equal([Math.round(auth.x), right(auth)]);
+      }
+    } finally {
+      await forgetSession(browser);
+      await signIn(page, svc.origin, ADMIN.username, ADMIN.password);
+    }
   });
 
   it('shows every date in one style, with the ISO time in its title', async function () {
