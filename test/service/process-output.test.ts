@@ -7,6 +7,7 @@ import { testEnv, freshDatabase, type TestDb } from '../support/service.js';
 import { READY_TIMEOUT_MS, serviceCommand, spawnService } from '../support/process.js';
 import { unusedPort } from '../auth/helpers.js';
 import { cli } from '../cli/helpers.js';
+import { eventually } from '../sockets/helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -104,8 +105,11 @@ describe('the service process: stdout is JSON lines', function () {
     const env = { SERVICE_ENV: 'development', SERVICE_ADMIN_PASSWORD: '', SERVICE_BOT_PASSWORD: '' };
     const named = async () => {
       const svc = await spawnService({ dataDir, databaseUrl: db!.url, env });
+      // said once the accounts are seeded and their passwords compared: after ready, maybe
+      const line = () => jsonLines(svc.output()).find((l) => /^development mode/.test(l.msg));
+      await eventually(() => Boolean(line()), READY_TIMEOUT_MS);
       expect((await svc.kill()).code).to.equal(0);
-      return jsonLines(svc.output()).find((l) => /^development mode/.test(l.msg))!.default_passwords;
+      return line()!.default_passwords;
     };
     let db: TestDb | undefined;
     try {

@@ -60,7 +60,7 @@ describe('boot as specified', function () {
     }
   });
 
-  it('/readyz while booting answers {status: "unavailable", reason: "booting"}', async () => {
+  it('/readyz while boot waits for the database answers {status: "unavailable", reason: "database_unavailable"} with its words', async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-spec-'));
     // the SQLite file's folder cannot be made while a plain file stands in its way: boot waits
     const blocker = path.join(dataDir, 'db');
@@ -72,7 +72,9 @@ describe('boot as specified', function () {
     try {
       await service.start();
       const res = await request(service.url).get('/readyz').expect(503);
-      expect(res.body).to.include({ status: 'unavailable', reason: 'booting' });
+      // the reason an operator can act on (DESIGN: `reason` while the database is unreachable), with the database's own words
+      expect(res.body).to.include({ status: 'unavailable', reason: 'database_unavailable' });
+      expect(res.body.error.message).to.match(/^database unreachable: /);
       expect(res.headers['retry-after']).to.exist;
     } finally {
       await service.stop();
