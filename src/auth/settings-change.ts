@@ -46,12 +46,10 @@ const IDENTITY_FIELDS: Record<string, (field: string) => boolean> = {
 async function guardLinkedAccounts(store: IamStore, actor: Actor, changed: string[]): Promise<void> {
   for (const [provider, decides] of Object.entries(IDENTITY_FIELDS)) {
     if (!changed.some(decides)) continue;
-    guardHostBoundary(actor, await hostLoginsOf(store, provider), `repoint the ${provider} provider while accounts that reach the host sign in through it`);
+    const linked = await linkedAccounts(store, provider);
+    guardHostBoundary(actor, linked.hostLogins, `repoint the ${provider} provider while accounts that reach the host sign in through it`);
     // whoever repoints a provider signs in as its linked accounts: no self-escalation either
-    const linked = await store.usersLinkedTo(provider);
-    const groups = await store.groupsNamed([...new Set(linked.flatMap((u) => u.groups))]);
-    const held = linked.flatMap((u) => [...u.extraPermissions, ...groups.filter((g) => u.groups.includes(g.name)).flatMap((g) => g.permissions)]);
-    guardOwnGrants(actor, held, `repoint the ${provider} provider while accounts sign in through it whose permissions are not`);
+    guardOwnGrants(actor, linked.held, `repoint the ${provider} provider while accounts sign in through it whose permissions are not`);
   }
 }
 
@@ -69,12 +67,18 @@ function newlyHanded(before: AuthSettings, after: AuthSettings): string[] {
   return [...new Set([...added(before.ssoDefaultGroups, after.ssoDefaultGroups), ...mapped])];
 }
 
-/** The logins through `provider` of accounts that reach the host (or hold a protected role), as a refusal names them. */
-async function hostLoginsOf(store: IamStore, provider: string): Promise<string[]> {
+/**
+ * The accounts linked to `provider`, read once: the logins of those that reach the host (or hold
+ * a protected role), as a refusal names them, and every permission they hold between them.
+ */
+async function linkedAccounts(store: IamStore, provider: string): Promise<{ hostLogins: string[]; held: string[] }> {
   const linked = await store.usersLinkedTo(provider);
-  if (linked.length === 0) return [];
+  if (linked.length === 0) return { hostLogins: [], held: [] };
   const groups = await store.groupsNamed([...new Set(linked.flatMap((u) => u.groups))]);
-  return linked.filter((u) => hostAccessOf(u, groups).length > 0).map((u) => `the ${provider} login of ${u.username}`);
+  return {
+    hostLogins: linked.filter((u) => hostAccessOf(u, groups).length > 0).map((u) => `the ${provider} login of ${u.username}`),
+    held: linked.flatMap((u) => [...u.extraPermissions, ...groups.filter((g) => u.groups.includes(g.name)).flatMap((g) => g.permissions)]),
+  };
 }
 
 /**
@@ -96,7 +100,7 @@ async function guardHostProtections(store: IamStore, actor: Actor, before: AuthS
     if (was !== 0 && (now === 0 || now > was)) {
       guardHostBoundary(
         actor,
-        await hostLoginsOf(store, 'ldap'),
+        (await linkedAccounts(store, 'ldap')).hostLogins,
         'turn the directory re-check off or make it less frequent while accounts that reach the host sign in through LDAP',
       );
     }

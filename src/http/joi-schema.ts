@@ -243,8 +243,8 @@ export function joiToJsonSchema(schema: Joi.Schema, opts: ConvertOptions = {}): 
       const named: Record<string, JsonSchema> = {};
       parser.components = opts.components ? named : null;
       try {
-        hit = { schema: openObjects(parser.parse(spec)), named };
-        for (const shape of Object.values(named)) openObjects(shape);
+        hit = { schema: forGenerators(parser.parse(spec)), named };
+        for (const shape of Object.values(named)) forGenerators(shape);
       } finally {
         parser.components = null;
         // the library pushes inherited preferences without a finally: a throw must not leave them for the next schema
@@ -268,7 +268,7 @@ export function joiToJsonSchema(schema: Joi.Schema, opts: ConvertOptions = {}): 
  * forbids is `not: {required: [key]}` rather than a contradiction generators read as allowed;
  * a default is said in the description (a request may leave the field out).
  */
-function openObjects(s: JsonSchema): JsonSchema {
+function forGenerators(s: JsonSchema): JsonSchema {
   const walk = (node: unknown): void => {
     if (Array.isArray(node)) return node.forEach(walk);
     if (!node || typeof node !== 'object') return;

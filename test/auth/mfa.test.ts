@@ -44,6 +44,13 @@ describe('second factor: TOTP and recovery codes', function () {
     return res.body.token;
   }
 
+  /** The device cookie an answer sets, if any. */
+  const deviceOf = (res: request.Response) =>
+    ([] as string[])
+      .concat(res.headers['set-cookie'] ?? [])
+      .map((c) => /^svc\.device=([^;]+)/.exec(c)?.[1])
+      .find(Boolean);
+
   /** Enrols an authenticator app from a session: the secret and the recovery codes. */
   async function enrol(token: string, step: 'current' | 'previous' = 'current'): Promise<{ secret: string; recovery: string[] }> {
     const started = await api().post('/api/me/mfa/totp').set('Authorization', `Bearer ${token}`).expect(200);
@@ -422,11 +429,6 @@ describe('second factor: TOTP and recovery codes', function () {
   it("the password alone cannot lock the owner's device out of the second step; it makes no device known", async () => {
     const mira = await newUser('mira');
     const { secret, recovery } = await enrol(await session(mira));
-    const deviceOf = (res: request.Response) =>
-      ([] as string[])
-        .concat(res.headers['set-cookie'] ?? [])
-        .map((c) => /^svc\.device=([^;]+)/.exec(c)?.[1])
-        .find(Boolean);
     // the owner signs in on their laptop: the device becomes known after the second step only
     const step1 = await api().post('/api/auth/login').set('X-Forwarded-For', '192.0.2.10').send({ username: 'mira', password: mira.password }).expect(200);
     expect(deviceOf(step1), 'a device cookie on the password alone').to.equal(undefined);
@@ -474,11 +476,6 @@ describe('second factor: TOTP and recovery codes', function () {
 
   it("a device cookie the password got before the first factor is not the owner's device: its code guesses meet the account's count", async () => {
     const omar = await newUser('omar');
-    const deviceOf = (res: request.Response) =>
-      ([] as string[])
-        .concat(res.headers['set-cookie'] ?? [])
-        .map((c) => /^svc\.device=([^;]+)/.exec(c)?.[1])
-        .find(Boolean);
     // the attacker signs in with the password while the account has no factor: a device cookie
     const early = await api().post('/api/auth/login').set('X-Forwarded-For', '203.0.113.230').send({ username: 'omar', password: omar.password }).expect(200);
     const stolen = deviceOf(early);

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import request from 'supertest';
-import { startService, adminAuth, basic, testEnv, ADMIN, SYSTEM_KEY, type TestService } from '../support/service.js';
+import { startService, adminAuth, basic, testEnv, ADMIN, SYSTEM_KEY, type TestService, promoteToSuperadmin } from '../support/service.js';
 import { cli } from '../cli/helpers.js';
 
 describe('IAM model and admin API', () => {
@@ -125,11 +125,7 @@ describe('IAM model and admin API', () => {
         .send({ username: 'root1', password: 'root1-password', groups: ['INT_VIEWER'] })
         .expect(201)
     ).body;
-    await svc.service
-      .db('users')
-      .where({ id: root.id })
-      .update({ roles: JSON.stringify(['superadmin']) });
-    svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: root.id });
+    await promoteToSuperadmin(svc, root.id);
     await request(svc.url).patch(`/api/users/${root.id}`).set('Authorization', admin()).send({ password: 'taken-over-password' }).expect(403);
     await request(svc.url).post(`/api/users/${root.id}/password`).set('Authorization', admin()).send({ new_password: 'taken-over-password' }).expect(403);
     await request(svc.url).delete(`/api/users/${root.id}`).set('Authorization', admin()).expect(403);

@@ -32,6 +32,8 @@ describe('no self-escalation', function () {
   after(async () => svc.destroy());
 
   const desk = () => basic('desk', 'desk-password-long');
+  /** The login settings changed by the helpdesk user. */
+  const deskSettings = (body: object) => api().patch('/api/settings/auth').set('Authorization', desk()).send(body);
   const idOf = async (username: string) =>
     (await api().get('/api/users').set('Authorization', adminAuth()).expect(200)).body.users.find((u: { username: string }) => u.username === username).id;
   const refused = (res: { body: { error: { code: string; message: string } } }, lacks: RegExp) => {
@@ -118,27 +120,9 @@ describe('no self-escalation', function () {
   });
 
   it('a settings administrator cannot have a login hand out a group that gives more than they hold', async () => {
-    refused(
-      await api()
-        .patch('/api/settings/auth')
-        .set('Authorization', desk())
-        .send({ ldap_group_mapping: { 'cn=desk,ou=groups,dc=example,dc=org': ['INT_ADMIN'] } })
-        .expect(403),
-      /feature:\*/,
-    );
-    refused(
-      await api()
-        .patch('/api/settings/auth')
-        .set('Authorization', desk())
-        .send({ sso_default_groups: ['INT_USER'] })
-        .expect(403),
-      /api:write/,
-    );
-    await api()
-      .patch('/api/settings/auth')
-      .set('Authorization', desk())
-      .send({ sso_default_groups: ['readers'] })
-      .expect(200);
+    refused(await deskSettings({ ldap_group_mapping: { 'cn=desk,ou=groups,dc=example,dc=org': ['INT_ADMIN'] } }).expect(403), /feature:\*/);
+    refused(await deskSettings({ sso_default_groups: ['INT_USER'] }).expect(403), /api:write/);
+    await deskSettings({ sso_default_groups: ['readers'] }).expect(200);
   });
 
   it('moving what a login already hands out to other people is handing it out: per directory group, and to every new account', async () => {
@@ -147,28 +131,10 @@ describe('no self-escalation', function () {
     const mapped = await cli(env, ['settings', 'set', 'oidc_group_mapping', JSON.stringify({ 'idp-admins': ['INT_ADMIN'], 'idp-devs': ['readers'] })]);
     expect(mapped.code, mapped.stderr).to.equal(0);
     try {
-      refused(
-        await api()
-          .patch('/api/settings/auth')
-          .set('Authorization', desk())
-          .send({ oidc_group_mapping: { 'idp-admins': ['INT_ADMIN'], 'idp-devs': ['INT_ADMIN'] } })
-          .expect(403),
-        /feature:\*/,
-      );
-      refused(
-        await api()
-          .patch('/api/settings/auth')
-          .set('Authorization', desk())
-          .send({ sso_default_groups: ['INT_ADMIN'] })
-          .expect(403),
-        /feature:\*/,
-      );
+      refused(await deskSettings({ oidc_group_mapping: { 'idp-admins': ['INT_ADMIN'], 'idp-devs': ['INT_ADMIN'] } }).expect(403), /feature:\*/);
+      refused(await deskSettings({ sso_default_groups: ['INT_ADMIN'] }).expect(403), /feature:\*/);
       // what the mapping already hands to the same directory group stays changeable
-      await api()
-        .patch('/api/settings/auth')
-        .set('Authorization', desk())
-        .send({ oidc_group_mapping: { 'idp-admins': ['INT_ADMIN'], 'idp-devs': [] } })
-        .expect(200);
+      await deskSettings({ oidc_group_mapping: { 'idp-admins': ['INT_ADMIN'], 'idp-devs': [] } }).expect(200);
     } finally {
       expect((await cli(env, ['settings', 'unset', 'oidc_group_mapping'])).code).to.equal(0);
     }

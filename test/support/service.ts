@@ -180,3 +180,15 @@ export function startPeer(first: TestService, env: Record<string, string> = {}):
 
 export const basic = (username: string, password: string) => 'Basic ' + Buffer.from(`${username}:${password}`).toString('base64');
 export const adminAuth = () => basic(ADMIN.username, ADMIN.password);
+
+/**
+ * Makes an account superadmin the way an operator would, in the database (the API hands the role
+ * out to a superadmin or the system key only), and lets the service forget what it resolved.
+ */
+export async function promoteToSuperadmin(svc: TestService, userId: string): Promise<void> {
+  await svc.service
+    .db('users')
+    .where({ id: userId })
+    .update({ roles: JSON.stringify(['superadmin']) });
+  svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: userId });
+}

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import request from 'supertest';
 import type { Page } from 'playwright-core';
-import { ADMIN, adminAuth } from '../support/service.js';
+import { ADMIN, adminAuth, promoteToSuperadmin } from '../support/service.js';
 import { createUser } from '../auth/helpers.js';
 import { VERSION } from '../../src/version.js';
 import {
@@ -263,11 +263,7 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
         .send({ username: 'root-layout', password: 'root-layout-password', groups: ['INT_ADMIN'] })
         .expect(201)
     ).body;
-    await svc.service
-      .db('users')
-      .where({ id: root.id })
-      .update({ roles: JSON.stringify(['superadmin']) });
-    svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: root.id });
+    await promoteToSuperadmin(svc, root.id);
     await forgetSession(browser);
     await signIn(page, svc.origin, 'root-layout', 'root-layout-password');
     try {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import request from 'supertest';
-import { adminAuth, basic, startService, type TestService } from '../support/service.js';
+import { adminAuth, basic, startService, type TestService, promoteToSuperadmin } from '../support/service.js';
 import { createUser } from '../auth/helpers.js';
 import { collectEndpoints } from '../../src/http/api.js';
 
@@ -126,11 +126,7 @@ describe('web pages: access, headers, assets', function () {
         .send({ username: 'root-pages', password: 'root-pages-password', groups: ['INT_ADMIN'] })
         .expect(201)
     ).body;
-    await svc.service
-      .db('users')
-      .where({ id: root.id })
-      .update({ roles: JSON.stringify(['superadmin']) });
-    svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: root.id });
+    await promoteToSuperadmin(svc, root.id);
     const rootSettings = await request(svc.url).get('/settings').set('Authorization', basic('root-pages', 'root-pages-password')).expect(200);
     expect(rootSettings.text).to.include('data-system-key').and.include('data-auth-settings').and.include('data-webhook-secret');
     const viewerSettings = await request(svc.url).get('/settings').set('Authorization', basic(viewer.username, viewer.password)).expect(200);
