@@ -19,7 +19,8 @@ async function main() {
   for (const warning of config.warnings) service.log.warn({ warning }, 'configuration warning');
   // once the accounts are seeded: only those still using the development password are named
   const warnDevelopment = async () => {
-    if (config.env !== 'development') return;
+    // nothing to say to a stop that came first: the password pool and the database are closing
+    if (config.env !== 'development' || service.state.stopping) return;
     const unset = [config.adminPasswordConfigured ? null : config.adminUser, config.botPasswordConfigured ? null : config.botUser].filter(Boolean);
     const { developmentPasswordsInUse } = await import('./iam/seed.js');
     const defaults = await developmentPasswordsInUse(service.iam.store, config, service.iam.passwords).catch(() => unset);

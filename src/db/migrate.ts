@@ -4,7 +4,8 @@ import { isDbUnavailable } from './knex.js';
 /**
  * Applies the pending migrations of migrations/ and returns their names. Several instances (or
  * the CLI next to a running service) may migrate at once: the one holding knex's lock runs, the
- * others wait their turn (up to 10 s) and then find nothing left to do.
+ * others wait their turn (up to 10 s) and then find nothing left to do; on a new database, the
+ * one that lost the race to create knex's own tables tries again.
  */
 export async function migrateLatest(db: Knex): Promise<string[]> {
   for (let attempt = 1; ; attempt++) {
@@ -12,7 +13,11 @@ export async function migrateLatest(db: Knex): Promise<string[]> {
       const [, applied] = await db.migrate.latest(db.client.config.migrations);
       return applied as string[];
     } catch (err) {
-      const busy = isDbUnavailable(err) || /already locked/i.test((err as Error)?.message ?? '');
+      const message = (err as Error)?.message ?? '';
+      // two first migrations of one new database (an instance and the CLI) both create knex's own
+      // tables (PostgreSQL: "type knex_migrations_lock already exists"): the loser tries again
+      const raced = /knex_migrations/.test(message) && /already exists/i.test(message);
+      const busy = isDbUnavailable(err) || /already locked/i.test(message) || raced;
       if (!busy || attempt >= 40) throw err;
       await new Promise((r) => setTimeout(r, 250));
     }

@@ -76,7 +76,10 @@ describe('the service process: stdout is JSON lines', function () {
       db = await freshDatabase();
       for (let start = 1; start <= 2; start++) {
         const svc = await spawnService({ dataDir, databaseUrl: db.url, env: { SERVICE_ENV: 'development', SERVICE_PROT: '9000' } });
-        expect((await svc.kill()).code).to.equal(0);
+        // "ready" is said after /readyz turns 200 (the development warning comes first)
+        await eventually(() => jsonLines(svc.output()).some((l) => l.msg === 'ready'), READY_TIMEOUT_MS);
+        const ended = await svc.kill();
+        expect(ended.code, `ended by ${ended.signal}:\n${svc.output().slice(-2000)}`).to.equal(0);
         outputs.push(svc.output());
         const lines = jsonLines(svc.output());
         const dev = lines.filter((l) => /^development mode/.test(l.msg));
