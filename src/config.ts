@@ -4,11 +4,13 @@ import { DEFAULT_ADMIN_PASSWORD, DEFAULT_BOT_PASSWORD, isKnownPassword, isLoopba
 import { ConfigError, type ConfigProblem } from './config-error.js';
 import { resolveSecretKey } from './config-files.js';
 import { ENV_SCHEMA, parseDuration } from './settings-table.js';
+import { hostServicesFrom, type HostEnv, type HostServicesConfig } from './settings-table-hosts.js';
 
 export { AUTH_PROVIDER_IDS, parseDuration } from './settings-table.js';
 export { closestSetting, DEFAULT_ADMIN_PASSWORD, DEFAULT_BOT_PASSWORD, isLoopback, unknownVariables } from './config-checks.js';
 export { ConfigError, type ConfigProblem } from './config-error.js';
 export { privateDir } from './config-files.js';
+export type { HostServicesConfig };
 
 /**
  * The SERVICE_* environment -> typed Config. The variables, their rules and defaults are the
@@ -98,6 +100,8 @@ export interface Config {
   socketReadsRequireAuth: boolean;
   runnerPrefix: string;
   managedDirs: string[];
+  /** the host services besides the container daemon (src/settings-table-hosts.ts); each provider is registered when its socket is set */
+  hostServices: HostServicesConfig;
   pluginsDir: string;
   allowedOrigins: string[];
   /**
@@ -148,7 +152,7 @@ export interface LoadOptions {
  * converted, a default applied where the table has one. Where a variable has a problem it holds
  * what was written instead: read only the variables without one.
  */
-interface CheckedEnv {
+interface CheckedEnv extends HostEnv {
   SERVICE_HOST: string;
   SERVICE_PORT: number;
   SERVICE_PUBLIC_URL?: string;
@@ -359,6 +363,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
     socketReadsRequireAuth: v.SERVICE_SOCKET_READS_REQUIRE_AUTH,
     runnerPrefix: v.SERVICE_RUNNER_PREFIX,
     managedDirs,
+    hostServices: hostServicesFrom(v),
     pluginsDir: path.resolve(v.SERVICE_PLUGINS_DIR),
     allowedOrigins: [...allowedOrigins],
     proxyHops: typeof v.SERVICE_TRUST_PROXY === 'number' ? v.SERVICE_TRUST_PROXY : v.SERVICE_TRUST_PROXY ? 1 : 0,

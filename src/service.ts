@@ -97,6 +97,7 @@ export class Service {
     }));
     this.sockets = new SocketsComponent({
       config,
+      db: this.db,
       bus: this.bus,
       log: this.log.child({ component: 'sockets' }),
       instanceId: this.instanceId,

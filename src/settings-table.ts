@@ -2,6 +2,7 @@ import Joi from 'joi';
 import { fieldErrorsOf } from './errors.js';
 import { parseDuration, USERNAME, type SettingDef } from './settings-kinds.js';
 import { AUTH_SETTINGS } from './settings-table-auth.js';
+import { HOST_SETTINGS } from './settings-table-hosts.js';
 
 /**
  * Every SERVICE_* setting, once: its variable, kind, value rule, default and description. The
@@ -142,6 +143,8 @@ export const SETTINGS: readonly SettingDef[] = [
     defaultText: '`<data dir>/managed`',
     about: 'the only roots runners may mount and repair may touch; never the data dir itself ([docs/security.md](docs/security.md))',
   },
+  // DNS, DHCP, init system, gRPC (src/settings-table-hosts.ts)
+  ...HOST_SETTINGS,
   { env: 'SERVICE_PLUGINS_DIR', kind: 'string', rule: Joi.string().min(1), default: './plugins', about: 'plugin folders' },
   // http(s) only: another scheme's origin is "null", which every sandboxed page sends
   {

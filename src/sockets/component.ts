@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Context } from 'koa';
+import type { Knex } from 'knex';
 import { privateDir, type Config } from '../config.js';
 import type { EventBus } from '../bus/bus.js';
 import type { ClientChannels } from '../bus/channels.js';
@@ -17,6 +18,14 @@ import { mountCheckResult, providerListResult, repairResult } from './schemas.js
 import { HostPaths } from './host-paths.js';
 import { SocketRequests, type SocketAuditEntry, type SocketCaller } from './bus-handler.js';
 import { ContainerProvider } from './container-provider.js';
+import { register as registerDns } from './dns/index.js';
+import { register as registerDhcp } from './dhcp/index.js';
+import { register as registerInit } from './init/index.js';
+import { register as registerGrpc } from './grpc/index.js';
+import type { RegisterHostService } from './host-service.js';
+
+/** dns before dhcp: a reservation with `dns: true` finds the dns provider registered */
+const HOST_SERVICES: readonly RegisterHostService[] = [registerDns, registerDhcp, registerInit, registerGrpc];
 import type { OperationHttp, ProviderOperation, SocketProvider } from './base-provider.js';
 import { socketErrorToHttp } from './errors.js';
 import { actingFrom } from '../request-context.js';
@@ -55,6 +64,8 @@ export class SocketsComponent {
       config: Config;
       bus: EventBus;
       log: Logger;
+      /** what the host-service providers keep (dns records, the dhcp lock) */
+      db: Knex;
       instanceId?: string;
       /** step-up before an operation with these permissions (src/sockets/bus-handler.ts) */
       stepUp?: (caller: SocketCaller | null, permissions: readonly string[]) => Promise<void>;
@@ -76,7 +87,7 @@ export class SocketsComponent {
     this.requests.attachBus(deps.bus);
   }
 
-  /** The built-in container provider, registered before plugins boot. */
+  /** The built-in providers, registered before plugins boot: the container daemon, and each host service that is configured. */
   registerBuiltins(): void {
     const c = this.deps.config;
     this.registry.register(ContainerProvider, {
@@ -84,6 +95,8 @@ export class SocketsComponent {
       // runners may bind-mount only what lies inside the managed dirs
       options: { socketPath: c.containerSocket, runnerPrefix: c.runnerPrefix, dataDir: c.dataDir, mountRoots: c.managedDirs },
     });
+    const deps = { config: c, db: this.deps.db, bus: this.deps.bus, log: this.deps.log, registry: this.registry };
+    for (const register of HOST_SERVICES) register(deps);
   }
 
   /** `socket:request` frames over the ws gateway: answered to that connection only, with its permissions. */

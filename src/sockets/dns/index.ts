@@ -1,0 +1,4 @@
+import type { HostServiceDeps } from '../host-service.js';
+
+/** Registers the `dns` provider when it is configured (not built yet: registers nothing). */
+export function register(_deps: HostServiceDeps): void {}
