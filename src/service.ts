@@ -305,8 +305,15 @@ export class Service {
       throw new Error(`iam: ${(err as Error).message}`);
     }
     this.bus.emit('iam:ready', { providers: this.auth.chain.providers().map((p) => p.id) });
-    // the built-in container provider is registered before plugins boot
+    // the built-in providers are registered before plugins boot; their permissions (a gRPC
+    // daemon's methods) can be granted while they are registered
+    const { registry } = this.sockets;
+    // a plugin's provider declares its permissions in its manifest
+    const providerCatalog = () =>
+      this.iam.setProviderCatalog(registry.names().flatMap((n) => (registry.ownerOf(n) === 'core' ? (registry.get(n)?.permissions() ?? []) : [])));
+    this.bus.on('socket:providers_changed', (e) => (e.instance === registry.instance ? providerCatalog() : undefined));
     this.sockets.registerBuiltins();
+    providerCatalog();
     // plugins load after the built-in providers and before boot_complete
     const plugins = await this.plugins.loadAll();
     // the plugins' grants are in place before anyone is told the service is ready

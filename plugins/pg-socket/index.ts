@@ -49,7 +49,7 @@ export function setup(ctx: PluginContext): void {
       return this.lastAvailable;
     }
 
-    async health_check(): Promise<Record<string, unknown>> {
+    override async health_check(): Promise<Record<string, unknown>> {
       try {
         const probe = await sslProbe(this.socket_path, settings.timeout_ms);
         this.lastAvailable = true;

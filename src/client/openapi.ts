@@ -1024,6 +1024,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/socket/container/resolve-mounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The host paths behind paths inside this container
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["getApiSocketContainerResolveMounts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/container/runners": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Runner containers
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["getApiSocketContainerRunners"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/container/spawn": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a runner container
+         * @description `image` and `name` (starting with the runner prefix, SERVICE_RUNNER_PREFIX) are required; mounts come only from the managed dirs, read-only unless the caller also holds socket:container:mount_rw. docs/sockets.md walks through a first spawn.
+         *
+         *     Requires the permission `socket:container:spawn`.
+         *
+         *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
+         */
+        post: operations["postApiSocketContainerSpawn"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/socket/container/storage-root": {
         parameters: {
             query?: never;
@@ -1339,7 +1403,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "unauthorized" | "forbidden" | "not_found" | "validation_failed" | "conflict" | "payload_too_large" | "unsupported_media_type" | "method_not_allowed" | "rate_limited" | "unavailable" | "booting" | "bad_gateway" | "internal" | "mfa_required" | "step_up_required" | "mfa_enrollment_required" | "upgrade_required";
+                code: "unauthorized" | "forbidden" | "not_found" | "validation_failed" | "conflict" | "payload_too_large" | "unsupported_media_type" | "method_not_allowed" | "rate_limited" | "unavailable" | "booting" | "bad_gateway" | "internal" | "mfa_required" | "step_up_required" | "mfa_enrollment_required" | "upgrade_required" | "forbidden_zone" | "not_allowed" | "unsupported";
                 message: string;
                 /** @description validation_failed: one entry per invalid field; other codes: what the message says, as data (e.g. the missing permission, the byte limit) */
                 details?: {
@@ -4990,6 +5054,212 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getApiSocketContainerResolveMounts: {
+        parameters: {
+            query: {
+                /** @description paths inside this container (repeat the parameter for several) */
+                targets: string[] | string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description each target and the host path it lies on */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        in_container: boolean;
+                        container_id: string | null;
+                        /** @description {<target>: <host path> | null} */
+                        resolved: {
+                            [key: string]: string | null;
+                        };
+                        /**
+                         * @description present when the caller holds no socket:container permission: every host path is then empty (mounts) or null
+                         * @constant
+                         */
+                        host_paths_hidden?: true;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getApiSocketContainerRunners: {
+        parameters: {
+            query?: {
+                /** @description name prefix of the runner containers; default SERVICE_RUNNER_PREFIX (default: "runner-") */
+                prefix?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the containers whose name starts with the prefix */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        runners: {
+                            id: string;
+                            name: string;
+                            state: string;
+                            /** Format: date-time */
+                            created_at: string;
+                            image: string;
+                        }[];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postApiSocketContainerSpawn: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description an image the daemon already has, e.g. busybox:latest (it is not pulled) */
+                    image: string;
+                    /** @description the container's name; it must start with the runner prefix ("runner-", SERVICE_RUNNER_PREFIX) */
+                    name: string;
+                    /**
+                     * @description environment variables (the audit trail keeps their names only)
+                     * @default {}
+                     */
+                    env?: {
+                        [key: string]: string;
+                    };
+                    /** @default [] */
+                    mounts?: {
+                        /** @description a directory inside SERVICE_MANAGED_DIRS */
+                        source: string;
+                        /** @description where it appears in the container */
+                        target: string;
+                        /** @description false needs socket:container:mount_rw (default: true) */
+                        read_only?: boolean;
+                    }[];
+                    /**
+                     * @description the command and its arguments; default: the image's
+                     * @default []
+                     */
+                    command?: string[];
+                    /** @default {} */
+                    labels?: {
+                        [key: string]: string;
+                    };
+                    network?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the container started */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        name: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks socket:container:spawn or a permission these args ask for (the message names it); or step_up_required: verify the second factor again; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             /** @description bad_gateway: the operation failed in the provider or the service behind it */

@@ -21,6 +21,10 @@ export const ERROR_CODES = [
   'step_up_required',
   'mfa_enrollment_required',
   'upgrade_required',
+  // the host services' refusals (docs/sockets.md)
+  'forbidden_zone',
+  'not_allowed',
+  'unsupported',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

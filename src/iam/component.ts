@@ -193,7 +193,16 @@ export class IamComponent {
   }
 
   catalog(): CatalogEntry[] {
-    return [...CORE_CATALOG, ...(this.deps.installedCatalog ?? []), ...[...this.pluginCatalog.values()].flat()];
+    return [...CORE_CATALOG, ...(this.deps.installedCatalog ?? []), ...this.providerCatalog, ...[...this.pluginCatalog.values()].flat()];
+  }
+
+  /** the permissions of the registered socket providers beyond the core's own (a gRPC daemon's methods): grantable while registered */
+  private providerCatalog: CatalogEntry[] = [];
+
+  setProviderCatalog(entries: CatalogEntry[]): void {
+    const known = new Set(CORE_CATALOG.map((e) => e.id));
+    this.providerCatalog = entries.filter((e) => !known.has(e.id));
+    this.accessVersion++;
   }
 
   setPluginCatalog(pluginId: string, entries: CatalogEntry[], routes: string[]): void {

@@ -41,6 +41,12 @@ export const CORE_CATALOG: CatalogEntry[] = [
   { id: 'socket:container:spawn', description: 'start runner containers (read-only mounts from the managed dirs)' },
   { id: 'socket:container:mount_rw', description: 'mount a managed directory read-write into a runner' },
   { id: 'socket:mounts:repair', description: 'repair permissions of a managed directory' },
+  { id: 'socket:dns:read', description: 'list the DNS records of the zones the service writes in' },
+  { id: 'socket:dns:write', description: 'add and remove DNS records in those zones, flush names' },
+  { id: 'socket:dhcp:read', description: 'list DHCP leases and reservations' },
+  { id: 'socket:dhcp:write', description: 'release leases, add and remove reservations (and their DNS records)' },
+  { id: 'socket:init:read', description: 'list the allowed systemd units and their state' },
+  { id: 'socket:init:control', description: 'start, stop, restart and reload the allowed systemd units' },
   ...UI_ROUTES.map((r) => ({ id: `route:${r}`, description: `open the ${r} page` })),
 ];
 

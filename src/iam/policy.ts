@@ -67,7 +67,11 @@ export const PROTECTED_ROLES = ['superadmin', 'bot'] as const;
  */
 export function guardHostBoundary(actor: Actor, handsOut: readonly string[], what: string): void {
   if (handsOut.length && !isTrusted(actor)) {
-    throw new DomainError('forbidden', `only a superadmin may ${what} (${[...new Set(handsOut)].join(', ')})`);
+    // where to go from here: docs/sockets.md says who may grant what and how one becomes a superadmin
+    throw new DomainError('forbidden', `only a superadmin may ${what} (${[...new Set(handsOut)].join(', ')}); see docs/sockets.md, "Who may grant what"`, {
+      reason: 'host_boundary',
+      docs: 'docs/sockets.md#who-may-grant-what',
+    });
   }
 }
 

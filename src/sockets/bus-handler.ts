@@ -2,7 +2,7 @@ import Joi from 'joi';
 import type { EventBus } from '../bus/bus.js';
 import type { SocketRequestPayload, SocketResponsePayload } from '../bus/events.js';
 import type { Logger } from '../log.js';
-import { fullCapabilities, type ProviderOperation, type TypedArgs } from './base-provider.js';
+import { fullCapabilities, isChange, isPrivileged, servedOperations, type ProviderOperation, type TypedArgs } from './base-provider.js';
 import { SocketError } from './errors.js';
 import { checkPathsSchema, repairSchema, type MountGuardian } from './mount-guardian.js';
 import type { SocketRegistry } from './registry.js';
@@ -20,6 +20,14 @@ export interface SocketAuditEntry {
   /** the args' shape, never their secrets: the validated args of the operation */
   args: Record<string, unknown>;
   error: { code: string; message: string } | null;
+}
+
+/** a refusal of policy: in the trail whether the operation reads or changes */
+const DENIALS: ReadonlySet<string> = new Set(['forbidden', 'step_up_required', 'not_allowed', 'forbidden_zone']);
+
+interface Privileged {
+  args: Record<string, unknown>;
+  change: boolean;
 }
 
 /** Who asks. null = no identity: only operations without a permission are allowed. */
@@ -85,7 +93,9 @@ export class SocketRequests {
     const response = await this.serve(request, caller);
     const op = this.privileged.get(response);
     if (op && this.deps.record) {
-      const denied = response.error?.code === 'forbidden' || response.error?.code === 'step_up_required';
+      const denied = DENIALS.has(response.error?.code ?? '');
+      // a read is in the trail when it was refused; a change whatever came of it
+      if (!denied && !op.change) return response;
       this.deps.record({
         caller,
         trusted: caller === TRUSTED_CALLER,
@@ -101,11 +111,12 @@ export class SocketRequests {
 
   /** Was this response recorded (a privileged operation's, whatever came of it)? The transport answering it records nothing more. */
   recorded(response: SocketResponsePayload): boolean {
-    return Boolean(this.deps.record) && this.privileged.has(response);
+    const op = this.privileged.get(response);
+    return Boolean(this.deps.record) && Boolean(op) && (op!.change || DENIALS.has(response.error?.code ?? ''));
   }
 
-  /** the responses of privileged operations, with their args, for handle() to record */
-  private readonly privileged = new WeakMap<object, { args: Record<string, unknown> }>();
+  /** the responses of privileged operations, with their args and whether they change something, for handle() to record */
+  private readonly privileged = new WeakMap<object, Privileged>();
 
   private readonly serve: SocketRequestHandler = async (request, caller) => {
     const raw = (typeof request === 'object' && request !== null ? request : {}) as Record<string, unknown>;
@@ -115,7 +126,7 @@ export class SocketRequests {
       provider: null as string | null,
     };
     // set once the operation turns out to need a permission: what handle() records
-    let privileged: { args: Record<string, unknown> } | null = null;
+    let privileged: Privileged | null = null;
     const mark = (response: SocketResponsePayload): SocketResponsePayload => {
       if (privileged) this.privileged.set(response, privileged);
       return response;
@@ -161,18 +172,19 @@ export class SocketRequests {
       base.provider = providerName;
       const provider = this.deps.registry.get(providerName);
       if (!provider) return fail('unknown_provider', `no socket provider named ${providerName}`);
-      const ops = provider.kind === kind ? provider.operations() : {};
+      const ops = provider.kind === kind ? servedOperations(provider) : {};
       op = Object.prototype.hasOwnProperty.call(ops, short) ? ops[short] : undefined;
       if (op && op.requires_available !== false) needsAvailable = () => provider.isAvailable();
     }
     if (!op) return fail('unknown_operation', `unknown operation ${req.operation}${providerName ? ` for provider ${providerName}` : ''}`);
 
     // until the args are validated only their names are recorded: a refused request's raw args are anyone's
-    if (op.permission !== null) privileged = { args: { fields: Object.keys(req.args ?? {}).slice(0, 50) } };
+    if (isPrivileged(op)) privileged = { args: { fields: Object.keys(req.args ?? {}).slice(0, 50) }, change: isChange(op) };
     if (op.permission !== null && !allows(caller, op.permission)) return fail('forbidden', `missing permission ${op.permission}`);
 
     const checked = op.schema.validate(req.args, ARGS_OPTIONS);
-    if (privileged && !checked.error) privileged = { args: op.audited ? op.audited(checked.value) : { fields: Object.keys(checked.value ?? {}) } };
+    const change = !checked.error && isChange(op, checked.value);
+    if (privileged && !checked.error) privileged = { args: op.audited ? op.audited(checked.value) : { fields: Object.keys(checked.value ?? {}) }, change };
     if (checked.error) {
       const problems = fieldErrorsOf(checked.error);
       return fail('invalid_args', fieldErrorsText(problems), problems);
@@ -181,9 +193,11 @@ export class SocketRequests {
     for (const permission of further) {
       if (!allows(caller, permission)) return fail('forbidden', `missing permission ${permission}`);
     }
-    if (this.deps.stepUp && caller !== TRUSTED_CALLER && op.permission !== null) {
+    // a change needs a recent second factor (the composition root decides for which permissions); a read does not
+    const needed = [...(op.permission !== null ? [op.permission] : []), ...further];
+    if (this.deps.stepUp && caller !== TRUSTED_CALLER && change && needed.length) {
       try {
-        await this.deps.stepUp(caller, [op.permission, ...further]);
+        await this.deps.stepUp(caller, needed);
       } catch (err) {
         if (err instanceof DomainError && err.code === 'step_up_required') return fail('step_up_required', err.message, err.details);
         throw err;
@@ -219,13 +233,17 @@ export class SocketRequests {
   private administersHost(may: (permission: string) => boolean): boolean {
     if (may('socket:mounts:repair')) return true;
     for (const name of this.deps.registry.names()) {
-      let ops: Record<string, ProviderOperation>;
       try {
-        ops = this.deps.registry.get(name)?.operations() ?? {};
+        if (
+          this.deps.registry
+            .get(name)
+            ?.permissions()
+            .some((p) => may(p.id))
+        )
+          return true;
       } catch {
         continue;
       }
-      if (Object.values(ops).some((op) => op.permission !== null && may(op.permission))) return true;
     }
     return false;
   }

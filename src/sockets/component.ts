@@ -26,7 +26,7 @@ import type { RegisterHostService } from './host-service.js';
 
 /** dns before dhcp: a reservation with `dns: true` finds the dns provider registered */
 const HOST_SERVICES: readonly RegisterHostService[] = [registerDns, registerDhcp, registerInit, registerGrpc];
-import type { OperationHttp, ProviderOperation, SocketProvider } from './base-provider.js';
+import { httpOf, isChange, servedOperations, type OperationHttp, type ProviderOperation, type SocketProvider } from './base-provider.js';
 import { socketErrorToHttp } from './errors.js';
 import { actingFrom } from '../request-context.js';
 import { reachesHost } from '../iam/policy.js';
@@ -130,10 +130,11 @@ export class SocketsComponent {
   ): { provider: SocketProvider; name: string; op: ProviderOperation } {
     const provider = this.registry.get(providerName);
     const name = path.replace(/-/g, '_');
-    const ops = provider?.operations() ?? {};
+    const ops = provider ? servedOperations(provider) : {};
     const op = Object.prototype.hasOwnProperty.call(ops, name) ? ops[name] : undefined;
-    if (!provider || !op?.http) throw notFound(`socket operation /api/socket/${providerName}/${path}`);
-    if (op.http.method !== method) throw new HttpError(405, 'method_not_allowed', `use ${op.http.method}`, undefined, { Allow: op.http.method });
+    if (!provider || !op) throw notFound(`socket operation /api/socket/${providerName}/${path}`);
+    const http = httpOf(provider.kind, name, op);
+    if (http.method !== method) throw new HttpError(405, 'method_not_allowed', `use ${http.method}`, undefined, { Allow: http.method });
     return { provider, name, op };
   }
 
@@ -174,15 +175,16 @@ export class SocketsComponent {
     }
   }
 
-  /** The routes of every provider operation that declares `http`, for the OpenAPI document. */
+  /** The routes of every provider operation, for the OpenAPI document. */
   documentedRoutes(): { version: number; endpoints: Endpoint[] } {
     if (this.documented?.version !== this.registry.version) {
       const endpoints = this.registry.names().flatMap((providerName) => {
         try {
           const owner = this.registry.ownerOf(providerName);
           const readsRequireAuth = this.deps.config.socketReadsRequireAuth;
-          return Object.entries(this.registry.get(providerName)!.operations()).flatMap(([name, op]) =>
-            op.http ? [operationEndpoint(providerName, name, op, op.http, owner, readsRequireAuth)] : [],
+          const provider = this.registry.get(providerName)!;
+          return Object.entries(servedOperations(provider)).map(([name, op]) =>
+            operationEndpoint(providerName, name, op, httpOf(provider.kind, name, op), owner, readsRequireAuth),
           );
         } catch (err) {
           // a plugin provider whose operations() throws leaves the document, not breaks it
@@ -227,7 +229,7 @@ export class SocketsComponent {
       },
       (ctx) => this.run(ctx, 'provider:list'),
     );
-    // every provider operation that declares `http`: one route for all, so a plugin's provider
+    // every provider operation: one route for all, so a plugin's provider
     // gets its routes when it registers and loses them when it goes (documentedRoutes lists them)
     for (const method of ['GET', 'POST'] as const) {
       // each operation's own guard (httpAuth) runs in runOperation, once the operation is known
@@ -290,10 +292,11 @@ function operationEndpoint(
       schema: op.result ?? { description: 'any JSON value: the provider does not describe the result of this operation' },
     },
     502: 'bad_gateway: the operation failed in the provider or the service behind it',
+    ...http.responses,
   };
   if (op.requires_available !== false) responses[503] = 'unavailable: the provider is not available';
   // args that ask for more (permissionsFor): a further permission, refused to nobody in particular as 401
-  const stepUp = op.permission !== null && reachesHost(op.permission);
+  const stepUp = isChange(op) && op.permission !== null && reachesHost(op.permission);
   if (op.permissionsFor) {
     if (auth === 'optional') responses[401] = 'unauthorized: the args ask for a permission and no valid credential was given';
     responses[403] = `forbidden: the caller lacks ${op.permission ? `${op.permission} or ` : ''}a permission these args ask for (the message names it)${stepUp ? '; or step_up_required: verify the second factor again' : ''}`;

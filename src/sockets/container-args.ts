@@ -8,7 +8,10 @@ import { absolutePath, MAX_AGE_MINUTES, prefixSchema, spawnSchema } from './cont
 /** the operations that take no arguments */
 export const NO_ARGS = Joi.object({});
 
-export const RESOLVE_MOUNTS_ARGS = Joi.object({ targets: Joi.array().items(absolutePath).min(1).max(64).required() });
+/** one target or several (a query string repeats `targets`, or gives one) */
+export const RESOLVE_MOUNTS_ARGS = Joi.object({
+  targets: Joi.array().items(absolutePath).single().min(1).max(64).required().description('paths inside this container (repeat the parameter for several)'),
+});
 
 /**
  * The argument schemas that depend on the runner prefix (SERVICE_RUNNER_PREFIX), made once per

@@ -23,6 +23,7 @@ import {
   auditedSpawn,
   RUNNER_LABEL,
   SPAWN_PERMISSION,
+  CONTAINER_ROUTES,
   type CleanupOptions,
   type CleanupResult,
   type ContainerProviderOptions,
@@ -171,7 +172,7 @@ export class ContainerProvider extends SocketProvider {
     }
   }
 
-  async cleanup_stale(prefix: string, max_age_minutes: number, opts: CleanupOptions = {}): Promise<CleanupResult> {
+  override async cleanup_stale(prefix: string, max_age_minutes: number, opts: CleanupOptions = {}): Promise<CleanupResult> {
     checkPrefix(prefix);
     if (typeof max_age_minutes !== 'number' || !Number.isFinite(max_age_minutes) || max_age_minutes < 0 || max_age_minutes > MAX_AGE_MINUTES) {
       throw new SocketError('invalid_args', `max_age_minutes must be a number from 0 to ${MAX_AGE_MINUTES}`);
@@ -203,7 +204,7 @@ export class ContainerProvider extends SocketProvider {
     return result;
   }
 
-  async get_mounts(): Promise<{ mounts: Record<string, Record<string, string>> }> {
+  override async get_mounts(): Promise<{ mounts: Record<string, Record<string, string>> }> {
     const running = await this.call('list containers', async () => (await this.docker()).listContainers({ filters: { status: ['running'] } }));
     const mounts: Record<string, Record<string, string>> = {};
     for (const c of running) {
@@ -228,7 +229,7 @@ export class ContainerProvider extends SocketProvider {
     return { in_container: self !== null, container_id: self?.id ?? null, resolved };
   }
 
-  async detect_storage_root(): Promise<string | null> {
+  override async detect_storage_root(): Promise<string | null> {
     const self = await this.ownMounts();
     if (!self) return null;
     return hostPathFor(await realpathOrSelf(this.dataDir), self.mounts);
@@ -281,11 +282,7 @@ export class ContainerProvider extends SocketProvider {
         requires_available: false,
         run: () => this.shared('health', () => this.health_check()),
         result: RESULTS.health,
-        http: {
-          method: 'GET',
-          summary: 'Container daemon health',
-          response: "the daemon's health; a daemon that does not answer is healthy: false, not an error",
-        },
+        http: CONTAINER_ROUTES.health,
       },
       mounts: {
         schema: NO_ARGS,
@@ -293,7 +290,7 @@ export class ContainerProvider extends SocketProvider {
         run: () => this.shared('mounts', () => this.get_mounts()),
         shownTo: HIDE_HOST_PATHS.mounts,
         result: RESULTS.mounts,
-        http: { method: 'GET', summary: 'Container mount mappings', response: 'the mounts of each running container' },
+        http: CONTAINER_ROUTES.mounts,
       },
       storage_root: {
         schema: NO_ARGS,
@@ -301,7 +298,7 @@ export class ContainerProvider extends SocketProvider {
         run: async () => ({ storage_root: await this.detect_storage_root() }),
         shownTo: HIDE_HOST_PATHS.storage_root,
         result: RESULTS.storage_root,
-        http: { method: 'GET', summary: 'The host storage root as seen inside containers', response: 'the storage root' },
+        http: CONTAINER_ROUTES.storage_root,
       },
       resolve_mounts: {
         schema: RESOLVE_MOUNTS_ARGS,
@@ -309,12 +306,14 @@ export class ContainerProvider extends SocketProvider {
         run: (a: { targets: string[] }) => this.resolve_mounts(a.targets),
         shownTo: HIDE_HOST_PATHS.resolve_mounts,
         result: RESULTS.resolve_mounts,
+        http: CONTAINER_ROUTES.resolve_mounts,
       },
       runners: {
         schema: runners,
         permission: null,
         run: async (a: { prefix: string }) => ({ runners: await this.runners(a.prefix) }),
         result: RESULTS.runners,
+        http: CONTAINER_ROUTES.runners,
       },
       cleanup: {
         schema: cleanup,
@@ -323,12 +322,7 @@ export class ContainerProvider extends SocketProvider {
         // a prefix, an age and a flag: nothing secret
         audited: (a: object) => ({ ...a }),
         result: RESULTS.cleanup,
-        http: {
-          method: 'POST',
-          summary: 'Remove stale runner containers',
-          description: 'Only containers whose name starts with the prefix are touched.',
-          response: 'what was removed (or would be, with dry_run), and what could not be',
-        },
+        http: CONTAINER_ROUTES.cleanup,
       },
       spawn: {
         schema: spawn,
@@ -337,6 +331,7 @@ export class ContainerProvider extends SocketProvider {
         run: (a: SpawnRequest) => this.spawn(a),
         audited: auditedSpawn,
         result: RESULTS.spawn,
+        http: CONTAINER_ROUTES.spawn,
       },
     };
   }

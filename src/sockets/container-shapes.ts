@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import { promises as fsp } from 'node:fs';
 import path from 'node:path';
 import Joi from 'joi';
+import type { OperationHttp } from './base-provider.js';
 import { SocketError } from './errors.js';
 import { isInside } from './paths.js';
 
@@ -141,11 +142,13 @@ export function spawnSchema(prefix: string): Joi.ObjectSchema {
     image: Joi.string()
       .max(255)
       .pattern(/^[A-Za-z0-9][A-Za-z0-9_./:@-]*$/, 'image reference')
-      .required(),
+      .required()
+      .description('an image the daemon already has, e.g. busybox:latest (it is not pulled)'),
     name: Joi.string()
       .pattern(CONTAINER_NAME, 'container name')
       .custom((v: string, helpers) => (v.startsWith(prefix) ? v : helpers.message({ custom: `{{#label}} must start with the runner prefix "${prefix}"` })))
-      .required(),
+      .required()
+      .description(`the container's name; it must start with the runner prefix ("${prefix}", SERVICE_RUNNER_PREFIX)`),
     env: Joi.object()
       .pattern(
         Joi.string()
@@ -154,12 +157,19 @@ export function spawnSchema(prefix: string): Joi.ObjectSchema {
         Joi.string().max(32_768).allow(''),
       )
       .max(256)
-      .default({}),
+      .default({})
+      .description('environment variables (the audit trail keeps their names only)'),
     mounts: Joi.array()
-      .items(Joi.object({ source: absolutePath.required(), target: absolutePath.invalid('/').required(), read_only: Joi.boolean().default(true) }))
+      .items(
+        Joi.object({
+          source: absolutePath.required().description('a directory inside SERVICE_MANAGED_DIRS'),
+          target: absolutePath.invalid('/').required().description('where it appears in the container'),
+          read_only: Joi.boolean().default(true).description('false needs socket:container:mount_rw'),
+        }),
+      )
       .max(32)
       .default([]),
-    command: Joi.array().items(Joi.string().max(32_768).allow('')).max(256).default([]),
+    command: Joi.array().items(Joi.string().max(32_768).allow('')).max(256).default([]).description("the command and its arguments; default: the image's"),
     labels: Joi.object()
       .pattern(
         Joi.string()
@@ -280,3 +290,29 @@ export const RESULTS = {
   }),
   spawn: Joi.object(containerRef),
 } as const;
+
+/** The HTTP routes of the container provider's operations (`/api/socket/container/<operation>`). */
+export const CONTAINER_ROUTES: Record<'health' | 'mounts' | 'storage_root' | 'resolve_mounts' | 'runners' | 'cleanup' | 'spawn', OperationHttp> = {
+  health: {
+    method: 'GET',
+    summary: 'Container daemon health',
+    response: "the daemon's health; a daemon that does not answer is healthy: false, not an error",
+  },
+  mounts: { method: 'GET', summary: 'Container mount mappings', response: 'the mounts of each running container' },
+  storage_root: { method: 'GET', summary: 'The host storage root as seen inside containers', response: 'the storage root' },
+  resolve_mounts: { method: 'GET', summary: 'The host paths behind paths inside this container', response: 'each target and the host path it lies on' },
+  runners: { method: 'GET', summary: 'Runner containers', response: 'the containers whose name starts with the prefix' },
+  cleanup: {
+    method: 'POST',
+    summary: 'Remove stale runner containers',
+    description: 'Only containers whose name starts with the prefix are touched.',
+    response: 'what was removed (or would be, with dry_run), and what could not be',
+  },
+  spawn: {
+    method: 'POST',
+    summary: 'Start a runner container',
+    description:
+      '`image` and `name` (starting with the runner prefix, SERVICE_RUNNER_PREFIX) are required; mounts come only from the managed dirs, read-only unless the caller also holds socket:container:mount_rw. docs/sockets.md walks through a first spawn.',
+    response: 'the container started',
+  },
+};

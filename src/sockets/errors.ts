@@ -1,8 +1,8 @@
 import { HttpError } from '../http/errors.js';
 
 /**
- * Error codes of socket operations, as a socket:response carries them (docs/plugins.md);
- * not_found comes from the mount guardian (repair of a missing directory).
+ * Error codes of socket operations, as a socket:response carries them (docs/plugins.md,
+ * docs/sockets.md); the HTTP routes answer each with the status and code of HTTP_BY_CODE.
  */
 export type SocketErrorCode =
   | 'unknown_provider'
@@ -11,6 +11,14 @@ export type SocketErrorCode =
   | 'unavailable'
   | 'forbidden'
   | 'not_found'
+  /** a DNS name outside the zones the service may write in */
+  | 'forbidden_zone'
+  /** a unit or gRPC method off the allow-list */
+  | 'not_allowed'
+  /** an address or name already taken */
+  | 'conflict'
+  /** a required operation the provider does not serve */
+  | 'unsupported'
   /** the caller's session must verify its second factor again first (POST /api/auth/step-up) */
   | 'step_up_required'
   | 'failed';
@@ -53,6 +61,10 @@ const HTTP_BY_CODE: Record<SocketErrorCode, [number, HttpError['code']]> = {
   forbidden: [403, 'forbidden'],
   step_up_required: [403, 'step_up_required'],
   not_found: [404, 'not_found'],
+  forbidden_zone: [403, 'forbidden_zone'],
+  not_allowed: [403, 'not_allowed'],
+  conflict: [409, 'conflict'],
+  unsupported: [501, 'unsupported'],
   unknown_provider: [404, 'not_found'],
   unknown_operation: [404, 'not_found'],
   unavailable: [503, 'unavailable'],

@@ -1,6 +1,8 @@
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
+import Joi from 'joi';
 import {
+  servedOperations,
   fullCapabilities,
   OPTIONAL_CAPABILITIES,
   REQUIRED_CAPABILITIES,
@@ -214,7 +216,34 @@ export class SocketRegistry {
     }
     const wrong = OPTIONAL_CAPABILITIES.filter((f) => caps[f] !== undefined && typeof caps[f] !== 'boolean');
     if (wrong.length) throw bad(`provider ${p.name}: capabilities ${wrong.join(', ')} must be booleans when set`);
+    // every operation documents its args and its result: the bus validates the one, the API document shows both
+    let ops: Record<string, unknown>;
+    try {
+      ops = servedOperations(p);
+    } catch (err) {
+      throw bad(`provider ${p.name}: operations() failed: ${(err as Error)?.message ?? err}`);
+    }
+    for (const [name, op] of Object.entries(ops)) {
+      const problem = OPERATION_SHORT.test(name) ? operationProblem(op as Record<string, unknown>) : 'its name must match ^[a-z][a-z0-9_]{0,62}$';
+      if (problem) throw bad(`provider ${p.name}: operation ${name}: ${problem}`);
+    }
   }
+}
+
+const OPERATION_SHORT = /^[a-z][a-z0-9_]{0,62}$/;
+
+/** What is wrong with an operation's declaration (null: nothing). */
+function operationProblem(op: Record<string, unknown> | null): string | null {
+  if (!op || typeof op !== 'object') return 'must be an object';
+  if (!Joi.isSchema(op.schema) || (op.schema as Joi.Schema).type !== 'object') return 'schema must be a joi object schema of its args';
+  if (!Joi.isSchema(op.result)) return 'result must be a joi schema of what it answers';
+  if (op.permission !== null && (typeof op.permission !== 'string' || !op.permission)) return 'permission must be a string or null';
+  if (typeof op.run !== 'function') return 'run must be a function';
+  const http = op.http as { method?: unknown; summary?: unknown } | undefined;
+  if (http !== undefined && ((http.method !== 'GET' && http.method !== 'POST') || typeof http.summary !== 'string')) {
+    return 'http must name GET or POST and a summary';
+  }
+  return null;
 }
 
 async function availableWithin(provider: SocketProvider, ms: number): Promise<{ available: boolean; reason: string | null }> {

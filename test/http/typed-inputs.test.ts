@@ -62,9 +62,9 @@ export function typeChecks(api: ApiRouter, channels: ClientChannels): void {
   // @ts-expect-error an untyped payload schema
   channels.frame({ event: 'x:untyped', permission: null, schema: Joi.object({ label: Joi.string() }), handle: () => undefined });
 
-  operation({ schema: body, permission: null, run: async (args) => args.label.trim() });
+  operation({ schema: body, permission: null, run: async (args) => args.label.trim(), result: Joi.string() });
   // @ts-expect-error an untyped args schema
-  operation({ schema: Joi.object({ label: Joi.string() }), permission: null, run: async () => null });
+  operation({ schema: Joi.object({ label: Joi.string() }), permission: null, run: async () => null, result: Joi.any() });
 }
 
 describe('typed endpoint inputs', () => {

@@ -51,6 +51,8 @@ describe('IAM policy: host permissions and protected accounts', () => {
       const res = await (request(svc.url) as any)[method](url).set('Authorization', plain).send(body);
       expect(res.status, `${method} ${url} ${JSON.stringify(body)}`).to.equal(403);
       expect(res.body.error.message).to.match(/only a superadmin may grant permissions that reach the host/);
+      // and where to read who may: the walk-through of docs/sockets.md
+      expect(res.body.error.details).to.deep.equal({ reason: 'host_boundary', docs: 'docs/sockets.md#who-may-grant-what' });
     }
     expect((await access(plain)).filter((p) => p.startsWith('socket:'))).to.deep.equal([]);
     await request(svc.url).get('/api/groups/escalate').set('Authorization', plain).expect(404);

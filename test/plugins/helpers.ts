@@ -30,7 +30,7 @@ export const PROVIDER_CLASS = (name: string) => `class extends ctx.sdk.SocketPro
     capabilities = { can_verify_mounts: false, can_repair_permissions: false };
     async isAvailable() { return true; }
     async health_check() { return { healthy: true }; }
-    operations() { return { ping: { schema: ctx.sdk.Joi.object({}), permission: null, run: async () => ({ pong: ${JSON.stringify(name)} }) } }; }
+    operations() { return { ping: { schema: ctx.sdk.Joi.object({}), permission: null, run: async () => ({ pong: ${JSON.stringify(name)} }), result: ctx.sdk.Joi.object({ pong: ctx.sdk.Joi.string() }) } }; }
   }`;
 
 /**

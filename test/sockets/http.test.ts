@@ -205,9 +205,20 @@ describe('socket HTTP API', function () {
     expect(notJson.body.error.code).to.equal('validation_failed');
   });
 
-  it('serves exactly the operations that declare an HTTP route, with their method', async () => {
-    // spawn and runners are bus and ws operations only
-    for (const path of ['/api/socket/container/spawn', '/api/socket/container/runners', '/api/socket/container/resolve-mounts', '/api/socket/nothing/health']) {
+  it('serves every operation of a provider, with its method: spawn, runners and resolve_mounts too', async () => {
+    // a change is a POST: spawn's args are checked by its own rule and named
+    const spawn = await request(svc.url).post('/api/socket/container/spawn').set('X-API-Key', SYSTEM_KEY).send({}).expect(400);
+    expect(spawn.body.error.details.map((d: { field: string }) => d.field).sort()).to.deep.equal(['image', 'name']);
+    const wrongMethod = await request(svc.url).get('/api/socket/container/spawn').set('X-API-Key', SYSTEM_KEY).expect(405);
+    expect(wrongMethod.headers.allow).to.equal('POST');
+    // reads are GETs, their query converted by the operation's rule (one target or several)
+    const runners = await request(svc.url).get('/api/socket/container/runners').set('X-API-Key', SYSTEM_KEY).expect(200);
+    expect(runners.body.runners).to.be.an('array');
+    const one = await request(svc.url).get('/api/socket/container/resolve-mounts').query({ targets: '/srv' }).set('X-API-Key', SYSTEM_KEY).expect(200);
+    const two = await request(svc.url).get('/api/socket/container/resolve-mounts?targets=/srv&targets=/data').set('X-API-Key', SYSTEM_KEY).expect(200);
+    expect(Object.keys(one.body.mounts ?? one.body)).to.have.length.greaterThan(0);
+    expect(JSON.stringify(two.body)).to.include('/data');
+    for (const path of ['/api/socket/nothing/health', '/api/socket/container/nothing']) {
       const res = await request(svc.url).post(path).set('X-API-Key', SYSTEM_KEY).send({}).expect(404);
       expect(res.body.error.code, path).to.equal('not_found');
     }
@@ -217,6 +228,10 @@ describe('socket HTTP API', function () {
     // a GET's query is checked by the operation's rule: health takes no arguments
     const extra = await request(svc.url).get('/api/socket/container/health').query({ verbose: '1' }).expect(400);
     expect(extra.body.error.details).to.deep.equal([{ field: 'verbose', message: 'is not allowed' }]);
+    // every one is in the API document
+    const doc = (await request(svc.url).get('/openapi.json').expect(200)).body;
+    expect(doc.paths['/api/socket/container/spawn'].post.requestBody.content['application/json'].schema.required).to.include.members(['image', 'name']);
+    expect(doc.paths).to.include.keys('/api/socket/container/runners', '/api/socket/container/resolve-mounts');
   });
 
   it('a route derived from a declaration: args that ask for more are 401 to nobody, 403 to the unpermitted; a provider that cannot list its operations leaves only itself out of the document', async () => {
@@ -244,26 +259,33 @@ describe('socket HTTP API', function () {
             schema: Joi.object({}),
             permission: null,
             run: async () => Promise.reject(new Error('secret detail /etc/x')),
+            result: Joi.object({}),
             http: { method: 'POST' as const, summary: 'crash' },
           },
           refused: {
             schema: Joi.object({}),
             permission: null,
             run: async () => Promise.reject(new SocketError('failed', 'the daemon said no', { status: 500 })),
+            result: Joi.object({}),
             http: { method: 'POST' as const, summary: 'refused' },
           },
         };
       }
     }
+    // registered whole (the registry checks every operation), broken afterwards
+    let broken = false;
     class BrokenProvider extends ProbeProvider {
       override readonly name = 'broken';
-      override operations(): never {
-        throw new Error('cannot list');
+      override operations() {
+        if (broken) throw new Error('cannot list');
+        return super.operations();
       }
     }
     const registry = svc.service.sockets.registry;
     registry.register(ProbeProvider, { owner: 'core' });
     registry.register(BrokenProvider, { owner: 'core' });
+    broken = true;
+    registry.version++; // the document is made again
     try {
       expect((await request(svc.url).post('/api/socket/probe/poke').send({}).expect(200)).body).to.deep.equal({ poked: true, deep: false });
       await request(svc.url).post('/api/socket/probe/poke').send({ deep: true }).expect(401);
@@ -282,6 +304,12 @@ describe('socket HTTP API', function () {
       expect(poke).to.include.keys('401', '403');
       expect(doc.paths['/api/socket/probe/crash'].post.responses).to.have.property('502');
       expect(Object.keys(doc.paths).filter((p) => p.startsWith('/api/socket/broken'))).to.deep.equal([]);
+      // the required operations the provider does not serve: the base's answer, over HTTP and ws alike
+      const root = await request(svc.url).get('/api/socket/probe/storage-root').expect(501);
+      expect(root.body.error).to.deep.equal({ code: 'unsupported', message: 'socket provider probe does not serve detect_storage_root' });
+      expect(doc.paths['/api/socket/probe/cleanup'].post).to.be.an('object');
+      const viaBus = await svc.service.sockets.requests.handle({ request_id: 'r', operation: 'probe:mounts', args: {} }, null);
+      expect(viaBus.error).to.deep.include({ code: 'unsupported' });
     } finally {
       await registry.unregisterOwner('core').catch(() => undefined);
       svc.service.sockets.registerBuiltins();

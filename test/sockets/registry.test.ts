@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import Joi from 'joi';
 import { EventBus } from '../../src/bus/bus.js';
-import { SocketProvider, type ProviderCapabilities, type ProviderOperation } from '../../src/sockets/base-provider.js';
+import { servedOperations, SocketProvider, type ProviderCapabilities, type ProviderOperation } from '../../src/sockets/base-provider.js';
 import { ContainerProvider } from '../../src/sockets/container-provider.js';
-import { ProviderRegistrationError } from '../../src/sockets/errors.js';
+import { ProviderRegistrationError, SocketError } from '../../src/sockets/errors.js';
 import { SocketRegistry, derivesFromSocketProvider } from '../../src/sockets/registry.js';
 import { startDockerd, type TestDockerd } from '../support/dockerd.js';
 import { capturingLogger, eventually, quietLogger } from './helpers.js';
@@ -38,7 +38,7 @@ class EchoProvider extends SocketProvider {
     return { healthy: true };
   }
   override operations(): Record<string, ProviderOperation> {
-    return { ping: { schema: Joi.object({}), permission: null, run: async () => ({ pong: true }) } };
+    return { ping: { schema: Joi.object({}), permission: null, run: async () => ({ pong: true }), result: Joi.object({ pong: Joi.boolean() }) } };
   }
   override async close() {
     EchoProvider.closed++;
@@ -64,6 +64,22 @@ class BadOptionalCapsProvider extends EchoProvider {
 
 class ReservedNameProvider extends EchoProvider {
   override readonly name = 'provider';
+}
+
+/** An operation that does not say what it answers. */
+class NoResultProvider extends EchoProvider {
+  override readonly name = 'noresult';
+  override operations(): Record<string, ProviderOperation> {
+    return { ping: { schema: Joi.object({}), permission: null, run: async () => ({ pong: true }) } as unknown as ProviderOperation };
+  }
+}
+
+/** An operation whose args are not an object schema. */
+class LooseArgsProvider extends EchoProvider {
+  override readonly name = 'looseargs';
+  override operations(): Record<string, ProviderOperation> {
+    return { ping: { schema: undefined, permission: null, run: async () => ({}), result: Joi.object({}) } as unknown as ProviderOperation };
+  }
 }
 
 function expectRejected(fn: () => unknown, code: string): ProviderRegistrationError {
@@ -132,6 +148,27 @@ describe('sockets/registry', () => {
     expectRejected(() => registry.register(ReservedNameProvider as never, { owner: 'core' }), 'invalid_provider');
     expectRejected(() => registry.register(EchoProvider as never, { owner: '' }), 'invalid_provider');
     expect(registry.names()).to.deep.equal([]);
+  });
+
+  it('refuses a provider whose operations lack args or result schemas, naming the operation', () => {
+    expect(expectRejected(() => registry.register(NoResultProvider, { owner: 'core' }), 'invalid_provider').message).to.include('operation ping: result');
+    expect(expectRejected(() => registry.register(LooseArgsProvider, { owner: 'core' }), 'invalid_provider').message).to.include('operation ping: schema');
+    expect(registry.names()).to.deep.equal([]);
+  });
+
+  it('gives every provider the four required operations: the base answers unsupported where the provider serves none', async () => {
+    const echo = registry.register(EchoProvider, { owner: 'core' });
+    const ops = servedOperations(echo);
+    expect(Object.keys(ops)).to.include.members(['health', 'cleanup', 'mounts', 'storage_root', 'ping']);
+    expect(await ops.health.run({})).to.deep.equal({ healthy: true });
+    for (const name of ['cleanup', 'mounts', 'storage_root']) {
+      const err = await ops[name].run({}).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err, name).to.be.instanceOf(SocketError);
+      expect((err as SocketError).code, name).to.equal('unsupported');
+    }
   });
 
   it('records the owner, lists providers and unregisters by owner', async () => {
