@@ -1,0 +1,228 @@
+import type { Logger } from '../../log.js';
+import { SocketError } from '../errors.js';
+import { type UnboundControl, UnboundRefusal } from './control.js';
+import {
+  checkData,
+  checkName,
+  DEFAULT_TTL,
+  inZone,
+  keyOf,
+  MAX_TTL,
+  parseLocalData,
+  RECORD_TYPES,
+  reverseAddressIn,
+  rrLine,
+  type ListedRecord,
+} from './grammar.js';
+import type { DnsRecord, DnsRecordInput, DnsRecordType } from './records-port.js';
+import type { RecordStore, StoredRecord } from './store.js';
+
+/** What dns:record_remove (or the port) removes: a name's records, of one type, or one record. */
+export interface RemoveSpec {
+  name: string;
+  type?: DnsRecordType;
+  data?: string;
+}
+
+/** A record as dns:records lists it (another type than the five, e.g. the zone's SOA, as Unbound prints its data). */
+export interface ListedView {
+  name: string;
+  type: string;
+  ttl: number;
+  data: string;
+}
+
+/** The marker zone: present while Unbound holds what the table holds; gone after a restart or reload. */
+export const MARKER_ZONE = 'records-restored.service-core.invalid.';
+
+/**
+ * The records the dns provider manages: the rules (zones, conflicts, CNAME exclusivity), the
+ * table (the truth, shared by the instances) and Unbound (which forgets what remote control
+ * added when it restarts). Changes of one instance run one at a time (`serial`).
+ */
+export class DnsRecords {
+  private readonly store: RecordStore;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly control: UnboundControl,
+    store: RecordStore,
+    readonly zones: readonly string[],
+    private readonly log?: Logger,
+  ) {
+    this.store = store;
+  }
+
+  /** Runs `fn` after the changes queued before it. */
+  serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** What Unbound serves as local data now. */
+  async listed(): Promise<ListedRecord[]> {
+    return parseLocalData(await this.control.command('list_local_data'));
+  }
+
+  /** Is a name inside one of the zones? */
+  inZones(name: string): boolean {
+    return this.zones.some((z) => inZone(name, z));
+  }
+
+  /** dns:records: what Unbound serves inside the zones (and the service's own records elsewhere, e.g. PTRs), optionally inside `zone`. */
+  async list(zone?: string): Promise<ListedView[]> {
+    if (zone !== undefined && !this.inZones(zone) && !this.zones.some((z) => inZone(z, zone)) && !inZone(zone, 'in-addr.arpa.')) {
+      throw new SocketError('forbidden_zone', `${zone} is not one of the zones the service manages`, [{ field: 'zone', message: 'is outside the zones' }]);
+    }
+    const listed = await this.listed();
+    const ours = new Set((await this.store.rows()).map(keyOf));
+    return listed
+      .filter((r) => this.inZones(r.name) || ours.has(keyOf(r)))
+      .filter((r) => zone === undefined || inZone(r.name, zone))
+      .map(({ name, type, ttl, data }) => ({ name, type, ttl, data }))
+      .sort((a, b) => (a.name === b.name ? (a.type === b.type ? cmp(a.data, b.data) : cmp(a.type, b.type)) : cmp(a.name, b.name)));
+  }
+
+  /**
+   * Adds records, all or none: each checked (grammar, zone; a PTR of `reverseOf`'s subnet may
+   * go to its reverse zone), refused as `conflict` when it exists or breaks CNAME exclusivity
+   * (with what Unbound serves and what the table holds), then kept in the table and given to
+   * Unbound in one command. When Unbound fails, the rows go again and the names are put back.
+   */
+  add(inputs: readonly DnsRecordInput[], opts: { reverseOf?: string; owner?: string } = {}, field = (i: number, f: string) => `records[${i}].${f}`) {
+    const records = inputs.map((input, i) => this.checked(input, i, opts.reverseOf, field));
+    return this.serial(async () => {
+      const listed = await this.listed();
+      const names = [...new Set(records.map((r) => r.name))];
+      const added = await this.store.insertChecked(names, opts.owner ?? null, (stored) => {
+        const byName = new Map<string, Array<{ type: string; key: string }>>();
+        for (const r of [...listed, ...stored]) {
+          if (!names.includes(r.name)) continue;
+          byName.set(r.name, [...(byName.get(r.name) ?? []), { type: r.type, key: keyOf(r) }]);
+        }
+        for (const r of records) {
+          const there = byName.get(r.name) ?? [];
+          if (there.some((e) => e.key === keyOf(r))) throw conflict(`${r.name} already has the ${r.type} record ${r.data}`);
+          if (r.type === 'CNAME' && there.length) throw conflict(`${r.name} already has records: a CNAME must be its only record`);
+          if (there.some((e) => e.type === 'CNAME')) throw conflict(`${r.name} has a CNAME record: it can hold no other record`);
+          there.push({ type: r.type, key: keyOf(r) });
+          byName.set(r.name, there);
+        }
+        return records;
+      });
+      try {
+        await this.control.command('local_datas', added.map(rrLine));
+      } catch (err) {
+        await this.store.delete(added).catch((e: unknown) => this.log?.error({ err: e }, 'dns: a record row could not be taken back'));
+        if (err instanceof UnboundRefusal) await this.putBack(names, listed).catch(() => undefined);
+        throw err instanceof UnboundRefusal ? new SocketError('failed', 'Unbound refused the records') : err;
+      }
+      return added;
+    });
+  }
+
+  /**
+   * Removes what `spec` names (a name's records, of a type, or one record): from the table, then
+   * from Unbound, by removing the name and putting the rest of its records back. Answers the
+   * records removed (none: nothing matched).
+   */
+  remove(specs: readonly RemoveSpec[]): Promise<DnsRecord[]> {
+    return this.serial(async () => {
+      const listed = await this.listed();
+      const names = [...new Set(specs.map((s) => s.name))];
+      const stored = await this.store.rows(names);
+      const owned = new Set(stored.map((r) => r.name));
+      for (const s of specs) {
+        if (!this.inZones(s.name) && !owned.has(s.name)) throw forbiddenZone(s.name, 'name');
+      }
+      const matches = (r: { name: string; type: string; data: string }) =>
+        specs.some((s) => s.name === r.name && (s.type === undefined || s.type === r.type) && (s.data === undefined || s.data === r.data));
+      const gone = new Map<string, DnsRecord>();
+      for (const r of [...listed, ...stored]) {
+        if (matches(r) && !gone.has(keyOf(r))) gone.set(keyOf(r), { name: r.name, type: r.type as DnsRecordType, ttl: r.ttl, data: r.data });
+      }
+      if (!gone.size) return [];
+      await this.store.delete([...gone.values()]);
+      const touched = [...new Set([...gone.values()].map((r) => r.name))];
+      await this.putBack(
+        touched,
+        listed.filter((r) => !gone.has(keyOf(r))),
+      );
+      return [...gone.values()];
+    });
+  }
+
+  /** Removes each name from Unbound and gives it back the records in `keep` of that name (Unbound's own lines). */
+  private async putBack(names: readonly string[], keep: readonly ListedRecord[]): Promise<void> {
+    for (const name of names) {
+      await this.control.command(`local_data_remove ${name}`);
+      const rest = keep.filter((r) => r.name === name).map((r) => r.line.replace(/\t/g, ' ').trim());
+      if (rest.length) await this.control.command('local_datas', rest);
+    }
+  }
+
+  /**
+   * After Unbound started again (or reloaded): each zone declared (a static local zone when
+   * Unbound has none), every record of the table given back, then the marker. Answers how many
+   * records were missing.
+   */
+  restore(): Promise<number> {
+    return this.serial(async () => {
+      const zonesText = await this.control.command('list_local_zones');
+      const declared = new Set(zonesText.split('\n').map((l) => l.split(/\s+/)[0]!.toLowerCase()));
+      for (const zone of this.zones) {
+        if (declared.has(zone)) continue;
+        this.log?.warn({ zone }, 'dns: Unbound has no local zone for a configured zone: added as static (declare it in unbound.conf)');
+        await this.control.command(`local_zone ${zone} static`);
+      }
+      // what Unbound lists first, the table after: a record removed meanwhile is gone from both
+      const there = new Set((await this.listed()).map(keyOf));
+      const missing = (await this.store.rows()).filter((r) => !there.has(keyOf(r)));
+      if (missing.length) await this.control.command('local_datas', missing.map(rrLine));
+      await this.control.command(`local_zone ${MARKER_ZONE} static`);
+      if (missing.length) this.log?.info({ records: missing.length }, 'dns: records put back into Unbound');
+      return missing.length;
+    });
+  }
+
+  /** Is the marker there (Unbound holds what the table holds since the last restore)? Answers the zones Unbound lists too. */
+  async markerPresent(): Promise<boolean> {
+    const zonesText = await this.control.command('list_local_zones');
+    return zonesText.split('\n').some((l) => l.split(/\s+/)[0]!.toLowerCase() === MARKER_ZONE);
+  }
+
+  /** A record of the port, checked as the operations check theirs (field names `records[i].<field>`). */
+  private checked(input: DnsRecordInput, i: number, reverseOf: string | undefined, field: (i: number, f: string) => string): DnsRecord {
+    const problems: Array<{ field: string; message: string }> = [];
+    const name = checkName(typeof input?.name === 'string' ? input.name : '');
+    if (!name.ok) problems.push({ field: field(i, 'name'), message: name.problem });
+    const type = input?.type;
+    if (!RECORD_TYPES.includes(type)) problems.push({ field: field(i, 'type'), message: `must be one of ${RECORD_TYPES.join(', ')}` });
+    const data = RECORD_TYPES.includes(type) && typeof input.data === 'string' ? checkData(type, input.data) : null;
+    if (data && !data.ok) problems.push({ field: field(i, 'data'), message: data.problem });
+    if (!data && RECORD_TYPES.includes(type)) problems.push({ field: field(i, 'data'), message: 'must be a string' });
+    const ttl = input?.ttl ?? DEFAULT_TTL;
+    if (!Number.isInteger(ttl) || ttl < 0 || ttl > MAX_TTL) problems.push({ field: field(i, 'ttl'), message: `must be an integer from 0 to ${MAX_TTL}` });
+    if (problems.length || !name.ok || !data?.ok) {
+      throw new SocketError('invalid_args', problems.map((p) => `${p.field}: ${p.message}`).join('; '), problems);
+    }
+    const reverse = type === 'PTR' && reverseOf !== undefined && reverseAddressIn(name.value, reverseOf) !== null;
+    if (!this.inZones(name.value) && !reverse) throw forbiddenZone(name.value, field(i, 'name'));
+    return { name: name.value, type, data: data.value, ttl };
+  }
+}
+
+function cmp(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function conflict(message: string): SocketError {
+  return new SocketError('conflict', message);
+}
+
+export function forbiddenZone(name: string, field: string): SocketError {
+  return new SocketError('forbidden_zone', `${name} is outside the zones the service writes in`, [{ field, message: 'is outside the zones' }]);
+}
+
+export type { StoredRecord };
