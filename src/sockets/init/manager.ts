@@ -1,0 +1,211 @@
+import type { EventEmitter } from 'node:events';
+import type * as DbusNext from 'dbus-next';
+import type { DBusError as DBusErrorType, Message as MessageType, MessageBus } from 'dbus-next';
+import type { Logger } from '../../log.js';
+import { SocketError } from '../errors.js';
+
+/**
+ * The few calls the `init` provider makes to systemd's manager over D-Bus, each bounded by the
+ * host-service timeout. One connection, made on the first call; a connection that fails (the bus
+ * hangs up, does not answer in time, or cannot be reached) is dropped, and the next call makes a
+ * new one: a bus or manager that comes back is used again without a restart.
+ */
+
+export const SYSTEMD = 'org.freedesktop.systemd1';
+export const MANAGER_PATH = '/org/freedesktop/systemd1';
+export const MANAGER = 'org.freedesktop.systemd1.Manager';
+export const UNIT = 'org.freedesktop.systemd1.Unit';
+export const JOB = 'org.freedesktop.systemd1.Job';
+const PROPERTIES = 'org.freedesktop.DBus.Properties';
+
+/** the system bus when no address is configured (libdbus' default, or the variable it reads) */
+export function systemBusAddress(): string {
+  return process.env.DBUS_SYSTEM_BUS_ADDRESS || 'unix:path=/run/dbus/system_bus_socket';
+}
+
+type DbusModule = typeof DbusNext;
+let dbusModule: Promise<DbusModule> | null = null;
+
+/** dbus-next, loaded on the first call (a service without the provider never loads it) */
+function dbus(): Promise<DbusModule> {
+  dbusModule ??= import('dbus-next').then((m) => ((m as unknown as { default?: DbusModule }).default ?? m) as DbusModule);
+  return dbusModule;
+}
+
+interface Connection {
+  bus: MessageBus;
+  /** resolves once the bus said Hello back */
+  ready: Promise<void>;
+  /** rejects when the connection fails: every call waiting on it fails at once, not at its timeout */
+  broken: Promise<never>;
+  fail(err: Error): void;
+}
+
+/** errors of the bus itself, not of the manager's: the manager (or the bus) is away */
+const AWAY = new Set([
+  'org.freedesktop.DBus.Error.ServiceUnknown',
+  'org.freedesktop.DBus.Error.NameHasNoOwner',
+  'org.freedesktop.DBus.Error.NoReply',
+  'org.freedesktop.DBus.Error.Disconnected',
+  'org.freedesktop.DBus.Error.Timeout',
+  'org.freedesktop.DBus.Error.TimedOut',
+  'org.freedesktop.DBus.Error.NoServer',
+  'org.freedesktop.DBus.Error.LimitsExceeded',
+]);
+
+/** the manager refused what was asked of this unit as it is now (masked, not reloadable, a conflicting job...) */
+const REFUSED = new Set([
+  'org.freedesktop.systemd1.JobTypeNotApplicable',
+  'org.freedesktop.systemd1.UnitMasked',
+  'org.freedesktop.systemd1.UnitInactive',
+  'org.freedesktop.systemd1.OnlyByDependency',
+  'org.freedesktop.systemd1.TransactionIsDestructive',
+  'org.freedesktop.systemd1.TransactionJobsConflicting',
+  'org.freedesktop.systemd1.TransactionOrderIsCyclic',
+  'org.freedesktop.systemd1.LoadFailed',
+  'org.freedesktop.systemd1.BadUnitSetting',
+  'org.freedesktop.systemd1.ShuttingDown',
+  'org.freedesktop.systemd1.UnitGenerated',
+  'org.freedesktop.systemd1.UnitLinked',
+]);
+
+/** the manager does not let this service's user do it: the host's polkit rules (docs/sockets-init.md) */
+const DENIED = new Set(['org.freedesktop.DBus.Error.AccessDenied', 'org.freedesktop.DBus.Error.InteractiveAuthorizationRequired']);
+
+export class ManagerBus {
+  private connection: Connection | null = null;
+
+  constructor(
+    /** the bus address; null: the system bus */
+    private readonly address: string | null,
+    private readonly timeoutMs: number,
+    private readonly log?: Logger,
+  ) {}
+
+  /** the address connected to, as an administrator would write it */
+  get where(): string {
+    return this.address ?? systemBusAddress();
+  }
+
+  /** Calls a method of the manager's bus name; resolves with the reply's body. */
+  async call(path: string, iface: string, member: string, signature = '', body: unknown[] = []): Promise<unknown[]> {
+    const { Message, MessageFlag } = await dbus();
+    const deadline = Date.now() + this.timeoutMs;
+    const conn = this.connect(await dbus());
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${this.timeoutMs} ms`)), Math.max(1, deadline - Date.now()));
+    });
+    try {
+      await Promise.race([conn.ready, conn.broken, timeout]);
+      const msg: MessageType = new Message({
+        destination: SYSTEMD,
+        path,
+        interface: iface,
+        member,
+        signature,
+        body,
+        // never start a manager through bus activation: a manager that is away is unavailable
+        flags: MessageFlag.NO_AUTO_START,
+      });
+      const reply = await Promise.race([conn.bus.call(msg), conn.broken, timeout]);
+      return reply?.body ?? [];
+    } catch (err) {
+      if (isDbusError(err)) throw err;
+      this.drop(conn, err as Error);
+      throw new SocketError('unavailable', `systemd's manager on ${this.where} is unavailable: ${(err as Error).message}`);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Reads one property of an object of the manager. */
+  async property(path: string, iface: string, name: string): Promise<unknown> {
+    const [variant] = await this.call(path, PROPERTIES, 'Get', 'ss', [iface, name]);
+    return (variant as { value?: unknown } | undefined)?.value;
+  }
+
+  /** Reads every property of an interface of an object of the manager. */
+  async properties(path: string, iface: string): Promise<Record<string, unknown>> {
+    const [all] = await this.call(path, PROPERTIES, 'GetAll', 's', [iface]);
+    const out: Record<string, unknown> = {};
+    for (const [key, variant] of Object.entries((all ?? {}) as Record<string, { value?: unknown }>)) out[key] = variant?.value;
+    return out;
+  }
+
+  /** Closes the connection (the next call makes a new one). */
+  close(): void {
+    if (this.connection) this.drop(this.connection, new Error('closed'));
+  }
+
+  private connect(mod: DbusModule): Connection {
+    if (this.connection) return this.connection;
+    let fail!: (err: Error) => void;
+    const broken = new Promise<never>((_, reject) => (fail = reject));
+    broken.catch(() => undefined);
+    let bus: MessageBus;
+    try {
+      bus = mod.sessionBus({ busAddress: this.where });
+    } catch (err) {
+      // an address dbus-next cannot use: no connection to keep
+      const failed = Promise.reject(err as Error);
+      failed.catch(() => undefined);
+      return { bus: null as unknown as MessageBus, ready: failed, broken: failed, fail: () => undefined };
+    }
+    const ready = new Promise<void>((resolve) => bus.once('connect', () => resolve()));
+    const conn: Connection = { bus, ready, broken, fail };
+    // an emitter without an 'error' listener throws: every failure of the connection lands here
+    bus.on('error', (err: unknown) => this.drop(conn, err instanceof Error ? err : new Error(String(err))));
+    // the bus hanging up ends the stream without an error: calls waiting for a reply fail now
+    (bus as unknown as { _connection?: EventEmitter })._connection?.on('end', () => this.drop(conn, new Error('the bus closed the connection')));
+    this.connection = conn;
+    return conn;
+  }
+
+  private drop(conn: Connection, err: Error): void {
+    conn.fail(err);
+    if (this.connection !== conn) return;
+    this.connection = null;
+    this.log?.debug({ bus: this.where, reason: err.message }, 'D-Bus connection to systemd dropped');
+    try {
+      conn.bus?.disconnect();
+      (conn.bus as unknown as { _connection?: { stream?: { destroy?: () => void } } })?._connection?.stream?.destroy?.();
+    } catch {
+      // already gone
+    }
+  }
+}
+
+export function isDbusError(err: unknown): err is DBusErrorType {
+  return err instanceof Error && err.name === 'DBusError' && typeof (err as DBusErrorType).type === 'string';
+}
+
+/** The error name of a failed call (null: not an answer of the bus or the manager). */
+export function dbusErrorName(err: unknown): string | null {
+  return isDbusError(err) ? err.type : null;
+}
+
+/**
+ * What a failed call means to the caller: the manager away is `unavailable`, a unit it does not
+ * know `not_found`, a refusal of the unit's state or settings `conflict`, anything else `failed`
+ * (with the manager's own words, which name units and job types, never a secret).
+ */
+export function callFailure(err: unknown, what: string): SocketError {
+  if (err instanceof SocketError) return err;
+  if (!isDbusError(err)) return new SocketError('failed', `${what}: ${(err as Error)?.message ?? String(err)}`);
+  const text = err.text || err.type;
+  if (AWAY.has(err.type) || err.type.startsWith('org.freedesktop.DBus.Error.Spawn.')) {
+    return new SocketError('unavailable', `systemd's manager is not on the bus (${err.type.replace(/^org\.freedesktop\.DBus\.Error\./, '')})`);
+  }
+  if (err.type === 'org.freedesktop.systemd1.NoSuchUnit' || err.type === 'org.freedesktop.DBus.Error.UnknownObject') {
+    return new SocketError('not_found', `${what}: ${text}`);
+  }
+  if (REFUSED.has(err.type)) return new SocketError('conflict', `${what}: ${text}`);
+  if (DENIED.has(err.type)) {
+    return new SocketError(
+      'failed',
+      `${what}: systemd does not let this service's user do it (a polkit rule must allow it, see the init provider's documentation)`,
+    );
+  }
+  return new SocketError('failed', `${what}: ${text} (${err.type})`);
+}
