@@ -151,13 +151,13 @@ describe('sockets/registry', () => {
   });
 
   it('refuses a provider whose operations lack args or result schemas, naming the operation', () => {
-    expect(expectRejected(() => registry.register(NoResultProvider, { owner: 'core' }), 'invalid_provider').message).to.include('operation ping: result');
-    expect(expectRejected(() => registry.register(LooseArgsProvider, { owner: 'core' }), 'invalid_provider').message).to.include('operation ping: schema');
+    expect(expectRejected(() => registry.register(NoResultProvider as never, { owner: 'core' }), 'invalid_provider').message).to.include('operation ping: result');
+    expect(expectRejected(() => registry.register(LooseArgsProvider as never, { owner: 'core' }), 'invalid_provider').message).to.include('operation ping: schema');
     expect(registry.names()).to.deep.equal([]);
   });
 
   it('gives every provider the four required operations: the base answers unsupported where the provider serves none', async () => {
-    const echo = registry.register(EchoProvider, { owner: 'core' });
+    const echo: SocketProvider = registry.register(EchoProvider as never, { owner: 'core' });
     const ops = servedOperations(echo);
     expect(Object.keys(ops)).to.include.members(['health', 'cleanup', 'mounts', 'storage_root', 'ping']);
     expect(await ops.health.run({})).to.deep.equal({ healthy: true });
