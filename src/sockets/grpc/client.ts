@@ -1,0 +1,129 @@
+import * as grpc from '@grpc/grpc-js';
+import { SocketError, type SocketErrorCode } from '../errors.js';
+import { decodeAnswer, encodeRequest, type LoadedMethod } from './protos.js';
+
+/**
+ * One gRPC daemon on a UNIX socket: a channel made on first use, every call bounded by a
+ * deadline. A call the daemon did not answer (away, or too slow) drops the channel: the next call
+ * connects anew at once, so a daemon that comes back is reached by the very next call instead of
+ * after the channel's reconnect backoff.
+ */
+
+/** the channel's own reconnect backoff, kept short: a daemon on this host restarts in seconds */
+const CHANNEL_OPTIONS: grpc.ClientOptions = {
+  'grpc.initial_reconnect_backoff_ms': 100,
+  'grpc.min_reconnect_backoff_ms': 100,
+  'grpc.max_reconnect_backoff_ms': 1000,
+  // what a daemon may answer with (gRPC's default; a larger answer is failed)
+  'grpc.max_receive_message_length': 4 * 1024 * 1024,
+};
+
+/** gRPC status codes that say the daemon did not answer */
+const AWAY = new Set<number>([grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED]);
+
+/** what the daemon's answer means for the caller (DESIGN's codes; gRPC's own mapping to HTTP statuses) */
+const CODE_BY_STATUS: Partial<Record<grpc.status, SocketErrorCode>> = {
+  [grpc.status.INVALID_ARGUMENT]: 'invalid_args',
+  [grpc.status.OUT_OF_RANGE]: 'invalid_args',
+  [grpc.status.NOT_FOUND]: 'not_found',
+  [grpc.status.ALREADY_EXISTS]: 'conflict',
+  [grpc.status.ABORTED]: 'conflict',
+  [grpc.status.FAILED_PRECONDITION]: 'invalid_args',
+  [grpc.status.UNIMPLEMENTED]: 'unsupported',
+  [grpc.status.UNAVAILABLE]: 'unavailable',
+  [grpc.status.DEADLINE_EXCEEDED]: 'unavailable',
+};
+
+export class GrpcChannel {
+  private client: grpc.Client | null = null;
+
+  constructor(
+    readonly socketPath: string,
+    private readonly timeoutMs: number,
+  ) {}
+
+  private current(): grpc.Client {
+    this.client ??= new grpc.Client(`unix://${this.socketPath}`, grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
+    return this.client;
+  }
+
+  /** Drops the channel (closed once calls still on it had their time): the next call makes a new one. */
+  private drop(client: grpc.Client): void {
+    if (this.client !== client) return;
+    this.client = null;
+    setTimeout(() => client.close(), this.timeoutMs).unref();
+  }
+
+  /**
+   * Calls a unary method; resolves with the answer as plain JSON. A gRPC failure rejects with a
+   * GrpcFailure (its status, and whether the daemon answered at all).
+   */
+  call(method: LoadedMethod, request: Record<string, unknown>, metadata: Record<string, string>, timeoutMs = this.timeoutMs): Promise<Record<string, unknown>> {
+    const client = this.current();
+    const md = new grpc.Metadata();
+    for (const [key, value] of Object.entries(metadata)) md.set(key, value);
+    return new Promise((resolve, reject) => {
+      client.makeUnaryRequest(
+        method.path,
+        (r: Record<string, unknown>) => encodeRequest(method.requestType, r),
+        (b: Buffer) => decodeAnswer(method.responseType, b),
+        request,
+        md,
+        { deadline: Date.now() + timeoutMs },
+        (err, value) => {
+          if (!err) return resolve(value ?? {});
+          const failure = new GrpcFailure(err.code, err.details);
+          if (failure.away) this.drop(client);
+          reject(failure);
+        },
+      );
+    });
+  }
+
+  /** Does the daemon accept a connection within `timeoutMs`? */
+  connects(timeoutMs: number): Promise<boolean> {
+    const client = this.current();
+    return new Promise((resolve) =>
+      client.waitForReady(Date.now() + timeoutMs, (err) => {
+        if (err) this.drop(client);
+        resolve(!err);
+      }),
+    );
+  }
+
+  close(): void {
+    this.client?.close();
+    this.client = null;
+  }
+}
+
+/** A call that failed: the gRPC status and the daemon's words. */
+export class GrpcFailure extends Error {
+  constructor(
+    readonly status: grpc.status,
+    readonly details: string,
+  ) {
+    super(`${grpc.status[status] ?? status}: ${details}`);
+    this.name = 'GrpcFailure';
+  }
+
+  /** the daemon did not answer (away, or not within the deadline) */
+  get away(): boolean {
+    return AWAY.has(this.status);
+  }
+
+  /**
+   * The caller's error: the code that fits the status, a message naming the method and the
+   * status only (the audit trail keeps messages, and the daemon's words may quote the request),
+   * the daemon's words in the details.
+   */
+  toSocketError(provider: string, method: string): SocketError {
+    const statusName = grpc.status[this.status] ?? String(this.status);
+    const code = CODE_BY_STATUS[this.status] ?? 'failed';
+    const words = this.details.slice(0, 500);
+    if (this.away) return new SocketError('unavailable', `${provider} did not answer ${method} (${statusName})`);
+    if (code === 'invalid_args')
+      return new SocketError(code, `${provider} refused the request of ${method} (${statusName})`, [{ field: 'request', message: words }]);
+    return new SocketError(code, `${provider} answered ${method} with ${statusName}`, { grpc_status: statusName, grpc_message: words });
+  }
+}
