@@ -2,7 +2,8 @@
 # `npm test`: the whole suite, as CI runs it, on SQLite and on PostgreSQL (side by side).
 #
 # The tests start real servers (OpenLDAP slapd, a Samba AD domain controller, a private dockerd,
-# Redis, nginx, Chromium's headless shell, throwaway PostgreSQL clusters), so on a fresh Debian
+# Redis, nginx, Chromium's headless shell, throwaway PostgreSQL clusters, Unbound, Kea DHCPv4,
+# containerd, a systemd user manager on a session bus), so on a fresh Debian
 # machine this first installs the packages they need with apt-get: run it as root there.
 # Already installed, nothing is touched.
 #
@@ -18,7 +19,8 @@ export DEBIAN_FRONTEND=noninteractive
 say() { printf '\n=== %s\n' "$*"; }
 
 # --- Debian packages the tests use
-PACKAGES=(slapd ldap-utils samba docker.io busybox-static chromium-headless-shell redis-server nginx postgresql postgresql-client)
+PACKAGES=(slapd ldap-utils samba docker.io busybox-static chromium-headless-shell redis-server nginx postgresql postgresql-client
+  unbound kea-dhcp4-server containerd golang-github-containerd-containerd-dev systemd dbus-daemon util-linux)
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
