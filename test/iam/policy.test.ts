@@ -46,6 +46,11 @@ describe('IAM policy: host permissions and protected accounts', () => {
       ['post', '/api/users', { username: 'accomplice', password: 'accomplice-password', groups: ['runners'] }],
       ['post', '/api/groups', { name: 'escalate', permissions: ['socket:container:mount_rw'] }],
       ['patch', '/api/groups/INT_ADMIN', { permissions: ['feature:*', 'api:read', 'api:write', 'socket:container:spawn'] }],
+      // the host services' permissions, reads included
+      ...['socket:dns:read', 'socket:dns:write', 'socket:dhcp:read', 'socket:dhcp:write', 'socket:init:read', 'socket:init:control'].map(
+        (p): [string, string, Record<string, unknown>] => ['patch', `/api/users/${plainId}`, { extra_permissions: [p] }],
+      ),
+      ['post', '/api/groups', { name: 'network', permissions: ['socket:dns:write', 'socket:dhcp:write'] }],
     ];
     for (const [method, url, body] of attempts) {
       const res = await (request(svc.url) as any)[method](url).set('Authorization', plain).send(body);
