@@ -41,8 +41,11 @@ export interface DhcpProviderOptions {
   dnsProvider?: () => unknown;
 }
 
-/** how long an availability answer is kept */
+/** how long an answer that Kea is available is kept */
 const AVAILABILITY_TTL_MS = 1000;
+
+const NO_SUBNET = 'not_found: Kea has no subnet with this subnet_id';
+const NO_HOOK = 'unsupported: Kea has not loaded the lease_cmds hook library';
 
 /** A Kea lease as lease_cmds answers it. */
 interface KeaLease {
@@ -91,7 +94,8 @@ export class DhcpProvider extends SocketProvider {
   }
 
   override async isAvailable(): Promise<boolean> {
-    if (Date.now() - this.checkedAt < AVAILABILITY_TTL_MS) return this.lastAvailable;
+    // only an available Kea is taken as said for a moment: one that was away is asked again, so a restarted Kea serves at once
+    if (this.lastAvailable && Date.now() - this.checkedAt < AVAILABILITY_TTL_MS) return true;
     this.checking ??= this.kea
       .call('version-get')
       .then(
@@ -219,6 +223,7 @@ export class DhcpProvider extends SocketProvider {
           method: 'GET',
           summary: 'DHCPv4 leases',
           description: 'All leases, or those of a subnet, an Ethernet address, a host name or an address (the filters combine).',
+          responses: { 404: NO_SUBNET, 501: NO_HOOK },
         },
         run: (a) => this.leases(a),
       }),
@@ -229,7 +234,8 @@ export class DhcpProvider extends SocketProvider {
         http: {
           method: 'POST',
           summary: 'Release a DHCPv4 lease',
-          description: "Deletes the lease from Kea's lease database (lease4-del); 404 when there is none.",
+          description: "Deletes the lease from Kea's lease database (lease4-del).",
+          responses: { 404: 'not_found: Kea has no lease for this address', 501: NO_HOOK },
         },
         audited: (a) => ({ ...a }),
         run: (a) => this.release(a),
@@ -238,7 +244,12 @@ export class DhcpProvider extends SocketProvider {
         schema: Joi.object<ReservationsArgs, true>({ subnet_id: subnetId }),
         permission: READ_PERMISSION,
         result: Joi.object({ reservations: Joi.array().items(reservationResult).required() }),
-        http: { method: 'GET', summary: 'DHCPv4 host reservations', description: "The reservations of Kea's configuration, of every subnet or one." },
+        http: {
+          method: 'GET',
+          summary: 'DHCPv4 host reservations',
+          description: "The reservations of Kea's configuration, of every subnet or one.",
+          responses: { 404: NO_SUBNET },
+        },
         run: async (a) => ({ reservations: await this.tracked(() => this.reservations.list(a.subnet_id)) }),
       }),
       reservation_add: operation({
@@ -255,6 +266,11 @@ export class DhcpProvider extends SocketProvider {
           method: 'POST',
           summary: 'Add a DHCPv4 host reservation',
           description: "Changes Kea's configuration and rewrites its configuration file (config-set, config-write); with dns: true the A and PTR records too.",
+          responses: {
+            403: 'forbidden_zone: the hostname is outside SERVICE_DNS_ZONES (the details name the field)',
+            404: NO_SUBNET,
+            409: 'conflict: the Ethernet address, the address or the host name is reserved in the subnet already, or a DNS record of the name is taken',
+          },
         },
         audited: (a) => ({ ...a }),
         run: async (a) => ({ reservation: await this.tracked(() => this.reservations.add(a)) }),
@@ -267,6 +283,7 @@ export class DhcpProvider extends SocketProvider {
           method: 'POST',
           summary: 'Remove a DHCPv4 host reservation',
           description: "Changes Kea's configuration and rewrites its configuration file; removes the DNS records the reservation added.",
+          responses: { 404: 'not_found: no such subnet, or no reservation of this Ethernet address in it' },
         },
         audited: (a) => ({ ...a }),
         run: (a): Promise<ReservationRemoved> => this.tracked(() => this.reservations.remove(a)),
