@@ -111,6 +111,19 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
     () => ({ disabled: false }),
     (u) => `enabled ${u.username}`,
   );
+  // the way to a first superadmin besides SERVICE_ADMIN_FORCE_SUPERADMIN: whoever runs the CLI can read the database and the master key already
+  change(
+    'promote <username>',
+    'make a user a superadmin: they may grant permissions that reach the host (docs/sockets.md)',
+    (u) => ({ roles: [...new Set([...u.roles, 'superadmin'])] }),
+    (u) => `${u.username} is a superadmin`,
+  );
+  change(
+    'demote <username>',
+    'take the superadmin role from a user (never from the last one)',
+    (u) => ({ roles: u.roles.filter((r) => r !== 'superadmin') }),
+    (u) => `${u.username} is ${u.roles.includes('superadmin') ? 'still' : 'no longer'} a superadmin`,
+  );
   change(
     'add-group <username> <group>',
     'add a user to a group',

@@ -97,6 +97,20 @@ describe('CLI with the service stopped', function () {
     refused(await cli(env, ['user', 'disable', 'nobody']), 1, /no user named nobody/);
     refused(await cli(env, ['user', 'add-group', 'alice', 'NOPE']), 2, /groups: unknown group NOPE/);
     refused(await cli(env, ['user', 'remove-group', 'alice', 'INT_ADMIN']), 1, /alice is not in INT_ADMIN/);
+
+    // the way to a superadmin that docs/sockets.md names: the role is set, recorded as the cli's, and taken back
+    expect((await cli(env, ['user', 'promote', 'alice'])).stdout.trim()).to.equal('alice is a superadmin');
+    expect((await cli(env, ['--json', 'user', 'list'])).json().users.find((u: { username: string }) => u.username === 'alice').roles).to.deep.equal([
+      'superadmin',
+    ]);
+    const trail = (await cli(env, ['--json', 'audit', 'list', '--action', 'user.updated'])).json();
+    expect(JSON.stringify(trail)).to.include('superadmin');
+    const last = await cli(env, ['user', 'demote', 'alice']);
+    expect(last.code, last.stdout).to.equal(1);
+    expect(last.stderr).to.match(/superadmin/);
+    await cli(env, ['user', 'promote', 'admin']);
+    expect((await cli(env, ['user', 'demote', 'alice'])).stdout.trim()).to.equal('alice is no longer a superadmin');
+    refused(await cli(env, ['user', 'promote', 'nobody']), 1, /no user named nobody/);
   });
 
   it('refuses bad arguments with exit code 2 and one line naming the argument', async () => {
