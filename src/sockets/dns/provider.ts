@@ -135,7 +135,7 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
     try {
       const status = await this.control.command('status');
       this.version = /^version: (\S+)/m.exec(status)?.[1] ?? null;
-      if (!(await this.records.markerPresent())) {
+      if (!(await this.records.upToDate())) {
         try {
           await this.records.restore();
         } catch (err) {
@@ -194,7 +194,7 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
       }
       return { name: name.value, type: r.type, data: data.value };
     });
-    return (await this.guarded(() => this.records.remove(specs))).length;
+    return (await this.guarded(() => this.records.remove(specs, 'skip'))).length;
   }
 
   /** The port's callers do not pass through the bus handler's availability check: the same answer here. */

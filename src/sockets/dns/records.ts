@@ -125,17 +125,19 @@ export class DnsRecords {
   /**
    * Removes what `spec` names (a name's records, of a type, or one record): from the table, then
    * from Unbound, by removing the name and putting the rest of its records back. Answers the
-   * records removed (none: nothing matched).
+   * records removed (none: nothing matched). A name outside the zones that the service added no
+   * record of is `forbidden_zone` (`outside: 'skip'`: passed over).
    */
-  remove(specs: readonly RemoveSpec[]): Promise<DnsRecord[]> {
+  remove(specs: readonly RemoveSpec[], outside: 'refuse' | 'skip' = 'refuse'): Promise<DnsRecord[]> {
     return this.serial(async () => {
       const listed = await this.listed();
       const names = [...new Set(specs.map((s) => s.name))];
       const stored = await this.store.rows(names);
       const owned = new Set(stored.map((r) => r.name));
-      for (const s of specs) {
-        if (!this.inZones(s.name) && !owned.has(s.name)) throw forbiddenZone(s.name, 'name');
-      }
+      // outside the zones only what the service added (a reservation's PTR); the port's callers hear 0 for the rest
+      const allowed = (s: RemoveSpec) => this.inZones(s.name) || owned.has(s.name);
+      if (outside === 'refuse') for (const s of specs) if (!allowed(s)) throw forbiddenZone(s.name, 'name');
+      specs = specs.filter(allowed);
       const matches = (r: { name: string; type: string; data: string }) =>
         specs.some((s) => s.name === r.name && (s.type === undefined || s.type === r.type) && (s.data === undefined || s.data === r.data));
       const gone = new Map<string, DnsRecord>();
@@ -186,10 +188,14 @@ export class DnsRecords {
     });
   }
 
-  /** Is the marker there (Unbound holds what the table holds since the last restore)? Answers the zones Unbound lists too. */
-  async markerPresent(): Promise<boolean> {
+  /**
+   * Does Unbound hold what the table holds (the marker is there: no restart or reload since the
+   * last restore) and declare every zone? When not, restore() is due.
+   */
+  async upToDate(): Promise<boolean> {
     const zonesText = await this.control.command('list_local_zones');
-    return zonesText.split('\n').some((l) => l.split(/\s+/)[0]!.toLowerCase() === MARKER_ZONE);
+    const declared = new Set(zonesText.split('\n').map((l) => l.split(/\s+/)[0]!.toLowerCase()));
+    return declared.has(MARKER_ZONE) && this.zones.every((z) => declared.has(z));
   }
 
   /** A record of the port, checked as the operations check theirs (field names `records[i].<field>`). */
