@@ -92,7 +92,8 @@ export class Reservations {
       if (args.dns) entry['user-context'] = { [CONTEXT_KEY]: { dns: true } };
       const records = port && host ? recordsOf(host, args.ip_address) : [];
       // the records first: a refusal there (a name taken, a zone) leaves Kea untouched
-      if (port) await port.addRecords(records, { reverseOf: subnet.subnet, owner: `dhcp:${subnet.id}:${hw}` });
+      if (port)
+        await port.addRecords(records, { reverseOf: subnet.subnet, owner: `dhcp:${subnet.id}:${hw}` }).catch((err: unknown) => refusedByDns(err, records));
       try {
         list.push(entry);
         await this.apply(config, before);
@@ -173,6 +174,25 @@ export function recordsOf(host: string, ip: string): DnsRecordInput[] {
     { name: fqdn, type: 'A', data: ip },
     { name: reverseName(ip), type: 'PTR', data: fqdn },
   ];
+}
+
+/**
+ * A refusal of the dns side, told in the reservation's own fields: the A record is the hostname's,
+ * the PTR record's name is the address's (its data the hostname's). Other failures as they are.
+ */
+function refusedByDns(err: unknown, records: DnsRecordInput[]): never {
+  if (!(err instanceof SocketError) || !['conflict', 'forbidden_zone', 'invalid_args'].includes(err.code)) throw err;
+  const [a, ptr] = records;
+  const fieldOf = (text: string): string => {
+    const m = /records\[(\d)\]\.(\w+)/.exec(text);
+    if (m) return m[1] === '1' && m[2] === 'name' ? 'ip_address' : 'hostname';
+    return ptr && text.includes(ptr.name) && !(a && text.includes(a.name)) ? 'ip_address' : 'hostname';
+  };
+  const listed = Array.isArray(err.details) ? (err.details as Array<{ field?: unknown; message?: unknown }>) : [];
+  const details = listed.length
+    ? listed.map((d) => ({ field: fieldOf(String(d.field ?? '')), message: `dns: ${String(d.message ?? err.message)}` }))
+    : [{ field: fieldOf(err.message), message: `dns: ${err.message}` }];
+  throw new SocketError(err.code, `dns: ${err.message}`, details);
 }
 
 function subnetNamed(subnets: KeaSubnet[], id: number): KeaSubnet {
