@@ -3,6 +3,7 @@ import request from 'supertest';
 import { startKea, type TestKea } from '../../support/kea.js';
 import { basic, startService, SYSTEM_KEY, type TestService } from '../../support/service.js';
 import { WsClient } from '../../gateway/helpers.js';
+import { previousStepCode, totpCode } from '../../auth/helpers.js';
 
 /**
  * The dhcp provider through the running service, Kea real: HTTP and ws answer the same, the
@@ -36,6 +37,7 @@ describe('dhcp through the service (real Kea)', function () {
     for (const [name, group] of [
       ['reader', 'dhcp-readers'],
       ['writer', 'dhcp-writers'],
+      ['stepper', 'dhcp-writers'],
     ]) {
       await api()
         .post('/api/users')
@@ -174,6 +176,46 @@ describe('dhcp through the service (real Kea)', function () {
     expect(zone.body.error.code).to.equal('forbidden_zone');
     await api().post('/api/socket/dhcp/lease-release').set('Authorization', writer).send({ ip_address: '192.0.2.99' }).expect(404);
     expect((await kea.command('config-get')).arguments.Dhcp4.subnet4[0].reservations).to.deep.equal([]);
+  });
+
+  it('a change from a web session with a second factor needs step-up; a read does not', async () => {
+    // the account enrols an authenticator app, then signs in with both factors
+    const first = await api().post('/api/auth/login').send({ username: 'stepper', password: 'stepper-password' }).expect(200);
+    const firstBearer = { Authorization: `Bearer ${first.body.token}` };
+    const secret = (await api().post('/api/me/mfa/totp').set(firstBearer).expect(200)).body.secret;
+    const recovery: string[] = (
+      await api()
+        .post('/api/me/mfa/totp/confirm')
+        .set(firstBearer)
+        .send({ code: await previousStepCode(secret) })
+        .expect(200)
+    ).body.recovery_codes;
+    const again = await api().post('/api/auth/login').send({ username: 'stepper', password: 'stepper-password' }).expect(200);
+    const token = (
+      await api()
+        .post('/api/auth/login/mfa')
+        .send({ mfa_token: again.body.mfa_token, code: totpCode(secret) })
+        .expect(200)
+    ).body.token;
+    const bearer = `Bearer ${token}`;
+    const sessionId = (await api().get('/api/me/api-keys').set('Authorization', bearer).expect(200)).body.keys.find((k: { current: boolean }) => k.current).id;
+    // its verification is older than the window, as 16 minutes passing would make it
+    await svc.service
+      .db('api_keys')
+      .where({ id: sessionId })
+      .update({ mfa_at: Date.now() - 16 * 60_000 });
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
+
+    const args = { subnet_id: 2, hw_address: '02:aa:00:00:03:01', ip_address: '198.51.100.30' };
+    const refused = await api().post('/api/socket/dhcp/reservation-add').set('Authorization', bearer).send(args).expect(403);
+    expect(refused.body.error.code).to.equal('step_up_required');
+    expect((await overWs(bearer, 'dhcp:reservation_add', args)).error.code).to.equal('step_up_required');
+    expect((await kea.command('config-get')).arguments.Dhcp4.subnet4[1].reservations).to.deep.equal([]);
+    await api().get('/api/socket/dhcp/reservations').set('Authorization', bearer).expect(200);
+
+    await api().post('/api/auth/step-up').set('Authorization', bearer).send({ code: recovery[0] }).expect(204);
+    await api().post('/api/socket/dhcp/reservation-add').set('Authorization', bearer).send(args).expect(200);
+    await api().post('/api/socket/dhcp/reservation-remove').set('Authorization', bearer).send({ subnet_id: 2, hw_address: args.hw_address }).expect(200);
   });
 
   it('Kea stopped: 503 unavailable within a second and health says so; back by itself when Kea is', async () => {
