@@ -69,10 +69,21 @@ function pidNamespaceOf(pid: number): string | null {
   }
 }
 
-/** Is any process still in this PID namespace? */
+/** Is a process still running (not a zombie waiting for its parent to reap it)? */
+function alive(pid: number): boolean {
+  try {
+    // the state follows the command's closing parenthesis
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+/** Is any process of this PID namespace still running? */
 function namespaceInUse(ns: string): boolean {
   for (const entry of fs.readdirSync('/proc')) {
-    if (/^\d+$/.test(entry) && pidNamespaceOf(Number(entry)) === ns) return true;
+    if (/^\d+$/.test(entry) && pidNamespaceOf(Number(entry)) === ns && alive(Number(entry))) return true;
   }
   return false;
 }

@@ -126,7 +126,9 @@ export class InitProvider extends SocketProvider {
     const p = text(objectPath);
     const props = await this.ask(`read ${unit}`, () => this.manager.properties(p, UNIT));
     const id = text(props.Id) || unit;
-    if (id !== unit) this.checkAllowed(id);
+    if (id !== unit && !this.allowList.allows(id)) {
+      throw new SocketError('not_allowed', `${unit} is another name of ${id}, which is not one of the units this service may manage (SERVICE_INIT_UNITS)`);
+    }
     const info: UnitInfo = {
       unit: id,
       description: text(props.Description),

@@ -1,0 +1,211 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { expect } from 'chai';
+import { SocketRegistry } from '../../../src/sockets/registry.js';
+import { SocketRequests, TRUSTED_CALLER } from '../../../src/sockets/bus-handler.js';
+import { InitProvider } from '../../../src/sockets/init/index.js';
+import { startSystemdUser, type SystemdUser } from '../../support/systemd-user.js';
+import { eventually, expectSocketError, quietLogger } from '../helpers.js';
+
+const service = (description: string, extra = '') => `[Unit]\nDescription=${description}\n\n[Service]\nExecStart=/bin/sleep 1000\n${extra}`;
+
+/**
+ * The init provider against a real systemd: a user manager (`systemd --user`) on a private bus,
+ * with units written by the test. The allow-list is `svc-test-*.service`.
+ */
+describe('init provider (systemd --user on a private bus)', function () {
+  this.timeout(30_000);
+  let systemd: SystemdUser;
+  let registry: SocketRegistry;
+  let provider: InitProvider;
+  let requests: SocketRequests;
+  let n = 0;
+  /** one operation through the registry's request path (args validated as over the bus) */
+  const ask = (operation: string, args: Record<string, unknown> = {}) => requests.handle({ request_id: `r${n++}`, operation, args }, TRUSTED_CALLER);
+  const status = async (unit: string) => (await provider.unitStatus(unit)).unit;
+
+  before(async () => {
+    systemd = await startSystemdUser({
+      'svc-test-a.service': service('Test unit A'),
+      'svc-test-reloadable.service': service('Test unit that reloads', 'ExecReload=/bin/true\n'),
+      'svc-test-never.service': service('Test unit nobody loaded'),
+      'other-off-list.service': service('A unit off the allow-list'),
+    });
+    // an allowed name that is an alias of a unit off the list
+    fs.symlinkSync(path.join(systemd.unitDir, 'other-off-list.service'), path.join(systemd.unitDir, 'svc-test-alias.service'));
+    registry = new SocketRegistry({ logger: quietLogger() });
+    provider = registry.register(InitProvider, { owner: 'core', options: { bus: systemd.address, units: ['svc-test-*.service'], timeoutMs: 3000 } });
+    requests = new SocketRequests({ registry, logger: quietLogger() });
+  });
+  after(async () => {
+    await registry?.close();
+    await systemd?.destroy();
+  });
+
+  it("health: available, the manager's version and the globs", async () => {
+    const r = await ask('init:health');
+    expect(r.ok, JSON.stringify(r.error)).to.equal(true);
+    expect(r.result).to.deep.include({ available: true, units_allowed: ['svc-test-*.service'] });
+    expect((r.result as { version: string }).version).to.match(/^\d+/);
+  });
+
+  it('lists the allowed units, loaded or not, and nothing else (not an alias of a unit off the list)', async () => {
+    await provider.unitAction('svc-test-a.service', 'start');
+    const r = await ask('init:units');
+    expect(r.ok, JSON.stringify(r.error)).to.equal(true);
+    const units = (r.result as { units: Array<Record<string, unknown>> }).units;
+    expect(units.map((u) => u.unit)).to.deep.equal(['svc-test-a.service', 'svc-test-never.service', 'svc-test-reloadable.service']);
+    expect(units[0]).to.deep.equal({
+      unit: 'svc-test-a.service',
+      description: 'Test unit A',
+      load_state: 'loaded',
+      active_state: 'active',
+      sub_state: 'running',
+      unit_file_state: 'static',
+    });
+    expect(units[1]).to.deep.equal({
+      unit: 'svc-test-never.service',
+      description: 'Test unit nobody loaded',
+      load_state: 'loaded',
+      active_state: 'inactive',
+      sub_state: 'dead',
+      unit_file_state: 'static',
+    });
+    await provider.unitAction('svc-test-a.service', 'stop');
+  });
+
+  it('start, restart and stop change the ActiveState that unit_status reads back', async () => {
+    const unit = 'svc-test-a.service';
+    expect(await status(unit)).to.include({ active_state: 'inactive', sub_state: 'dead' });
+    const started = await ask('init:unit_action', { unit, action: 'start' });
+    expect(started.ok, JSON.stringify(started.error)).to.equal(true);
+    expect(started.result).to.include({ unit, action: 'start', active_state: 'active' });
+    expect((started.result as { job: string }).job).to.match(/^\/org\/freedesktop\/systemd1\/job\/\d+$/);
+    const read = await ask('init:unit_status', { unit });
+    expect(read.result).to.deep.equal({
+      unit: { unit, description: 'Test unit A', load_state: 'loaded', active_state: 'active', sub_state: 'running', unit_file_state: 'static' },
+    });
+
+    const before = await provider.unitAction(unit, 'restart');
+    expect(before).to.include({ unit, action: 'restart', active_state: 'active' });
+    expect(before.job).not.to.equal((started.result as { job: string }).job);
+    expect(await status(unit)).to.include({ active_state: 'active', sub_state: 'running' });
+
+    const stopped = await ask('init:unit_action', { unit, action: 'stop' });
+    expect(stopped.result).to.include({ unit, action: 'stop', active_state: 'inactive' });
+    expect(await status(unit)).to.include({ active_state: 'inactive', sub_state: 'dead' });
+  });
+
+  it('reload: a conflict for a unit without ExecReload, done for one with it', async () => {
+    await provider.unitAction('svc-test-a.service', 'start');
+    const refused = await ask('init:unit_action', { unit: 'svc-test-a.service', action: 'reload' });
+    expect(refused.ok).to.equal(false);
+    expect(refused.error!.code).to.equal('conflict');
+    expect(refused.error!.message).to.match(/reload svc-test-a\.service: .*reload.*not applicable/i);
+    await provider.unitAction('svc-test-a.service', 'stop');
+
+    await provider.unitAction('svc-test-reloadable.service', 'start');
+    const reloaded = await ask('init:unit_action', { unit: 'svc-test-reloadable.service', action: 'reload' });
+    expect(reloaded.ok, JSON.stringify(reloaded.error)).to.equal(true);
+    expect(reloaded.result).to.include({ unit: 'svc-test-reloadable.service', action: 'reload', active_state: 'active' });
+    await provider.unitAction('svc-test-reloadable.service', 'stop');
+  });
+
+  it('a unit off the allow-list is not_allowed, whether it exists or not, and so is an allowed alias of one', async () => {
+    for (const unit of ['other-off-list.service', 'nothing-here.service', 'svc-test-a.socket']) {
+      for (const r of [await ask('init:unit_status', { unit }), await ask('init:unit_action', { unit, action: 'start' })]) {
+        expect(r.error, unit).to.deep.include({ code: 'not_allowed' });
+        expect(r.error!.message).to.include(unit);
+      }
+    }
+    const alias = await ask('init:unit_action', { unit: 'svc-test-alias.service', action: 'start' });
+    expect(alias.error).to.deep.include({ code: 'not_allowed' });
+    expect(alias.error!.message).to.include('other-off-list.service');
+    await expectSocketError(provider.unitStatus('other-off-list.service'), 'not_allowed');
+    // the unit behind the alias was never started (read by a provider that may see it)
+    const wider = new InitProvider({ bus: systemd.address, units: ['other-*.service'], timeoutMs: 3000 });
+    try {
+      expect((await wider.unitStatus('other-off-list.service')).unit).to.include({ active_state: 'inactive' });
+    } finally {
+      await wider.close();
+    }
+  });
+
+  it('an allowed name the manager does not know is not_found', async () => {
+    const r = await ask('init:unit_status', { unit: 'svc-test-missing.service' });
+    expect(r.error).to.deep.include({ code: 'not_found' });
+    const a = await ask('init:unit_action', { unit: 'svc-test-missing.service', action: 'start' });
+    expect(a.error).to.deep.include({ code: 'not_found' });
+  });
+
+  it("a name outside systemd's unit name grammar is invalid_args naming unit; a bad action names action", async () => {
+    const bad = [
+      'svc-test-a',
+      'svc test.service',
+      '../svc-test-a.service',
+      'svc-test-a.exe',
+      'svc-test-@.service',
+      '.service',
+      `svc-test-${'x'.repeat(250)}.service`,
+      '',
+      7,
+    ];
+    for (const unit of bad) {
+      for (const r of [await ask('init:unit_status', { unit }), await ask('init:unit_action', { unit, action: 'start' })]) {
+        expect(r.error?.code, String(unit)).to.equal('invalid_args');
+        expect((r.error!.details as Array<{ field: string }>).map((d) => d.field)).to.deep.equal(['unit']);
+      }
+    }
+    const r = await ask('init:unit_action', { unit: 'svc-test-a.service', action: 'kill' });
+    expect(r.error?.code).to.equal('invalid_args');
+    expect((r.error!.details as Array<{ field: string }>).map((d) => d.field)).to.deep.equal(['action']);
+    // nothing else of the manager is reachable
+    for (const operation of ['init:call', 'init:list_jobs', 'init:set_property']) expect((await ask(operation)).error?.code).to.equal('unknown_operation');
+  });
+
+  it('a bus that is not there, or that never answers, is unavailable: at once, or when the timeout runs out', async () => {
+    const dir = fs.mkdtempSync(path.join('/tmp', 'svc-init-bus-'));
+    // reads what it is sent and never answers
+    const silent = net.createServer((socket) => socket.resume());
+    await new Promise<void>((resolve) => silent.listen(path.join(dir, 'silent'), resolve));
+    const absent = new InitProvider({ bus: `unix:path=${path.join(dir, 'absent')}`, units: ['svc-test-*.service'], timeoutMs: 400 });
+    const mute = new InitProvider({ bus: `unix:path=${path.join(dir, 'silent')}`, units: ['svc-test-*.service'], timeoutMs: 400 });
+    try {
+      let started = Date.now();
+      const gone = await expectSocketError(absent.units(), 'unavailable');
+      expect(gone.message).to.match(/ENOENT/);
+      expect(Date.now() - started).to.be.below(300);
+      expect(await absent.health_check()).to.deep.equal({ available: false, version: null, units_allowed: ['svc-test-*.service'] });
+      expect(absent.unavailable_reason).to.include('unavailable');
+      started = Date.now();
+      const stalled = await expectSocketError(mute.unitStatus('svc-test-a.service'), 'unavailable');
+      expect(stalled.message).to.include('no answer within 400 ms');
+      expect(Date.now() - started).to.be.within(350, 1500);
+    } finally {
+      await absent.close();
+      await mute.close();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the manager gone: unavailable at once; the same provider works again when a new one is up at the same address', async () => {
+    await systemd.stop();
+    const started = Date.now();
+    const down = await ask('init:units');
+    expect(down.error?.code, JSON.stringify(down)).to.equal('unavailable');
+    const action = await provider.unitAction('svc-test-a.service', 'start').catch((err) => err);
+    expect(action.code).to.equal('unavailable');
+    const health = await ask('init:health');
+    expect(health.result).to.deep.include({ available: false, version: null });
+    expect(Date.now() - started).to.be.below(1500);
+
+    await systemd.start();
+    await eventually(async () => (await ask('init:units')).ok, 5000);
+    expect((await ask('init:health')).result).to.deep.include({ available: true });
+    const again = await provider.unitAction('svc-test-a.service', 'start');
+    expect(again.active_state).to.equal('active');
+    await provider.unitAction('svc-test-a.service', 'stop');
+  });
+});
