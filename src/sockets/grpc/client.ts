@@ -14,6 +14,8 @@ const CHANNEL_OPTIONS: grpc.ClientOptions = {
   'grpc.initial_reconnect_backoff_ms': 100,
   'grpc.min_reconnect_backoff_ms': 100,
   'grpc.max_reconnect_backoff_ms': 1000,
+  // a channel of its own connections: a new channel must not inherit a backed-off connection from the process-wide pool
+  'grpc.use_local_subchannel_pool': 1,
   // what a daemon may answer with (gRPC's default; a larger answer is failed)
   'grpc.max_receive_message_length': 4 * 1024 * 1024,
 };

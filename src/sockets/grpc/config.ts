@@ -85,16 +85,14 @@ const entrySchema = Joi.object<RawEntry, true>({
       Joi.string().pattern(METADATA_KEY),
       Joi.object({ pattern: anchoredRegExp.required(), required: Joi.boolean().default(false), default: Joi.string().max(1024) }).custom((rule, helpers) =>
         rule.default !== undefined && !new RegExp(rule.pattern, 'u').test(rule.default)
-          ? helpers.message({ custom: '{{#label}}.default does not match its pattern' })
+          ? helpers.message({ custom: 'its default does not match its pattern' })
           : rule,
       ),
     )
     .default({})
     .messages({ 'object.unknown': '{{#label}} is not a metadata key a caller may send (lower case, not grpc-*, not *-bin, not an HTTP/2 header)' }),
   probe: Joi.string().pattern(METHOD_NAME, 'package.Service/Method'),
-}).custom((entry: RawEntry, helpers) =>
-  entry.probe !== undefined && entry.methods[entry.probe] !== 'read' ? helpers.message({ custom: 'probe must be one of the methods, a read' }) : entry,
-);
+});
 
 const LEFT_OUT = '; this daemon is not served';
 
@@ -126,6 +124,10 @@ export function readProvidersFile(file: string): GrpcProvidersFile {
           .map((p) => `${p.field}: ${p.message}`)
           .join('; ')}${LEFT_OUT}`,
       );
+      return;
+    }
+    if (value.probe !== undefined && value.methods[value.probe] !== 'read') {
+      problems.push(`${label}: probe: must be one of the methods, a read${LEFT_OUT}`);
       return;
     }
     if (seen.has(value.name)) {

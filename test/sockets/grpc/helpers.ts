@@ -24,7 +24,7 @@ export function containerdEntry(socket: string, extra: Record<string, unknown> =
     ],
     include_dirs: [GOCODE],
     methods: { [VERSION]: 'read', [NS_LIST]: 'read', [NS_CREATE]: 'change', [NS_DELETE]: 'change', [CT_LIST]: 'read', [CT_CREATE]: 'change' },
-    metadata: { 'containerd-namespace': { pattern: '^[a-z0-9._-]{1,76}$' } },
+    metadata: { 'containerd-namespace': { pattern: '^[a-z0-9._-]{1,76}$', default: 'default' } },
     probe: VERSION,
     ...extra,
   };
