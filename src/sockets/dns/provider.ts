@@ -218,7 +218,12 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
         schema: Joi.object<ZoneArgs, true>({ zone: domainName.description('only the records inside this zone') }),
         permission: 'socket:dns:read',
         result: RESULTS.records,
-        http: { method: 'GET', summary: 'DNS records Unbound serves inside the zones (and the PTR records the service added)', response: 'the records' },
+        http: {
+          method: 'GET',
+          summary: 'DNS records Unbound serves inside the zones (and the PTR records the service added)',
+          response: 'the records',
+          responses: { 403: 'forbidden_zone: zone is outside SERVICE_DNS_ZONES (and not a reverse zone); or forbidden: the caller lacks socket:dns:read' },
+        },
         run: async (a) => ({ records: await this.guarded(() => this.records.list(a.zone)) }),
       }),
       record_add: operation({
@@ -236,6 +241,10 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
           description:
             'A record that exists, a CNAME beside other records or a record beside a CNAME is 409 conflict; a name outside the zones 403 forbidden_zone.',
           response: 'the record added, in its canonical form',
+          responses: {
+            403: 'forbidden_zone: the name is outside SERVICE_DNS_ZONES (details name the field); or forbidden: the caller lacks socket:dns:write; or step_up_required',
+            409: 'conflict: the record exists, or a CNAME would stand beside other records of the name (or a record beside its CNAME)',
+          },
         },
         // names, types and data of DNS records are not secrets
         audited: (a) => ({ ...a }),
@@ -254,6 +263,10 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
           summary: "Remove a name's DNS records (of one type, or one record with type and data)",
           description: 'Nothing matching is 404 not_found; a name outside the zones (and not added by the service) 403 forbidden_zone.',
           response: 'how many records went, and which',
+          responses: {
+            403: 'forbidden_zone: the name is outside SERVICE_DNS_ZONES and holds no record the service added; or forbidden: the caller lacks socket:dns:write; or step_up_required',
+            404: 'not_found: no record of the name matches',
+          },
         },
         audited: (a) => ({ ...a }),
         run: async (a) => {
