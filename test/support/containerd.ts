@@ -38,6 +38,10 @@ export interface TestContainerd {
   halt(): Promise<void>;
   /** starts it again after halt() */
   start(): Promise<void>;
+  /** freezes the daemon (SIGSTOP): its socket still takes connections, nothing answers */
+  pause(): void;
+  /** lets a paused daemon run again (SIGCONT) */
+  resume(): void;
   /** stops the daemon and removes its dir */
   stop(): Promise<void>;
 }
@@ -77,7 +81,7 @@ export async function startContainerd(): Promise<TestContainerd> {
 
   let child: ChildProcess | null = null;
   let exited: Promise<void> = Promise.resolve();
-  const killOnExit = () => child?.kill('SIGKILL');
+  const killOnExit = () => void child?.kill('SIGKILL');
 
   const halt = async () => {
     const c = child;
@@ -126,7 +130,10 @@ export async function startContainerd(): Promise<TestContainerd> {
     ctr: async (...args) => (await run('ctr', ['--address', socketPath, ...args], { timeout: 10_000 })).stdout,
     halt,
     start,
+    pause: () => void child?.kill('SIGSTOP'),
+    resume: () => void child?.kill('SIGCONT'),
     stop: async () => {
+      child?.kill('SIGCONT');
       await halt();
       await fsp.rm(dir, { recursive: true, force: true, maxRetries: 3 });
     },

@@ -7,6 +7,8 @@ import { readProvidersFile } from '../../../src/sockets/grpc/config.js';
 import { GrpcProvider, register } from '../../../src/sockets/grpc/index.js';
 import { SocketRegistry } from '../../../src/sockets/registry.js';
 import { CONTAINERD_API } from '../../support/containerd.js';
+import request from 'supertest';
+import { startService, SYSTEM_KEY } from '../../support/service.js';
 import { capturingLogger, quietLogger } from '../helpers.js';
 import { containerdEntry, CT_LIST, providersFile, VERSION } from './helpers.js';
 
@@ -153,5 +155,27 @@ describe('gRPC providers file', function () {
       expect(d.registry.names()).to.deep.equal(['containerd']);
       await d.registry.close();
     });
+  });
+
+  it('at boot: the service starts whatever the file holds, a bad entry logged and left out, a daemon away listed as unavailable', async function () {
+    this.timeout(60_000);
+    const { logger, text } = capturingLogger('info');
+    const svc = await startService({
+      env: { SERVICE_GRPC_PROVIDERS: file([containerdEntry(SOCKET, { name: 'mounts' }), containerdEntry(SOCKET)]), SERVICE_SYSTEM_API_KEY: SYSTEM_KEY },
+      logger,
+    });
+    try {
+      await request(svc.url).get('/readyz').expect(200);
+      const listed = (await request(svc.url).get('/api/socket/providers').set('X-API-Key', SYSTEM_KEY).expect(200)).body.providers;
+      expect(listed.map((p: { name: string }) => p.name)).to.deep.equal(['container', 'containerd']);
+      expect(listed[1]).to.include({ available: false, reason: `no socket at ${SOCKET}` });
+      expect(text()).to.contain('[0] (mounts): name: is the name of a provider of the service itself; this daemon is not served');
+      // the daemon away: its health says so, a call is 503
+      expect((await request(svc.url).get('/api/socket/containerd/health').expect(200)).body.available).to.equal(false);
+      const res = await request(svc.url).post('/api/socket/containerd/call').set('X-API-Key', SYSTEM_KEY).send({ method: VERSION }).expect(503);
+      expect(res.body.error.code).to.equal('unavailable');
+    } finally {
+      await svc.destroy();
+    }
   });
 });

@@ -225,6 +225,44 @@ describe('gRPC provider (containerd)', function () {
     expect((listed.response.containers as Array<{ id: string }>).map((x) => x.id)).to.deep.equal(['grpc-c1']);
   });
 
+  it('containerd frozen: a call ends at its deadline as unavailable, and the next one after it thaws is answered', async () => {
+    const quick = new GrpcProvider({ spec: readProvidersFile(cfg.file).specs[0], timeoutMs: 600, availabilityTtlMs: 0 }, quietLogger());
+    try {
+      await quick.call(args({ method: VERSION }));
+      containerd.pause();
+      try {
+        const started = Date.now();
+        const err = await expectSocketError(quick.call(args({ method: VERSION })), 'unavailable');
+        const took = Date.now() - started;
+        expect(err.message).to.equal(`containerd did not answer ${VERSION} (DEADLINE_EXCEEDED)`);
+        expect(took).to.be.within(550, 1500);
+        expect(await quick.isAvailable()).to.equal(false);
+      } finally {
+        containerd.resume();
+      }
+      expect((await quick.call(args({ method: VERSION }))).response.version).to.equal(containerd.version.version);
+      expect(await quick.isAvailable()).to.equal(true);
+    } finally {
+      await quick.close();
+    }
+  });
+
+  it('a required metadata key without a default: invalid_args naming it, nothing sent', async () => {
+    const strict = providersFile([
+      containerdEntry(containerd.socketPath, { name: 'strict', metadata: { 'containerd-namespace': { pattern: '^[a-z0-9._-]{1,76}$', required: true } } }),
+    ]);
+    const p = new GrpcProvider({ spec: readProvidersFile(strict.file).specs[0], timeoutMs: 2000 }, quietLogger());
+    try {
+      const err = await expectSocketError(p.call({ method: CT_LIST, request: {} }), 'invalid_args');
+      expect(err.details).to.deep.equal([{ field: 'metadata.containerd-namespace', message: 'is required' }]);
+      const ok = await p.call({ method: CT_LIST, request: {}, metadata: NS });
+      expect((ok.response.containers as Array<{ id: string }>).map((c) => c.id)).to.deep.equal(['grpc-c1']);
+    } finally {
+      await p.close();
+      strict.remove();
+    }
+  });
+
   it('a probe-less daemon is available when its socket accepts a connection', async () => {
     const bare = providersFile([containerdEntry(containerd.socketPath, { name: 'bare', probe: undefined })]);
     try {
