@@ -63,6 +63,8 @@ export class KeaClient {
         size += chunk.length;
         if (size > MAX_ANSWER_BYTES) return finish(new SocketError('failed', `Kea's answer to ${command} is larger than ${MAX_ANSWER_BYTES} bytes`));
         // Kea writes the whole answer, then closes; a complete document need not wait for the close
+        // (parsed only when a chunk ends as a document does: a large answer is not parsed chunk by chunk)
+        if (!/}\s*$/.test(chunk.subarray(-16).toString('latin1'))) return;
         const answer = parsed();
         if (answer) finish(null, checked(answer, command));
       });

@@ -200,6 +200,26 @@ describe('dhcp provider (real Kea)', function () {
     }
   });
 
+  it('reads an answer that comes in many pieces (250 reservations with options) and changes it', async () => {
+    const config = (await kea.command('config-get')).arguments;
+    const original = structuredClone(config);
+    config.Dhcp4.subnet4[1].reservations = Array.from({ length: 250 }, (_, i) => ({
+      'hw-address': `02:bb:00:00:00:${i.toString(16).padStart(2, '0')}`,
+      'ip-address': `198.51.100.${i + 1}`,
+      'option-data': [{ name: 'domain-name', data: `${'x'.repeat(60)}.${'y'.repeat(60)}.home.arpa` }],
+    }));
+    expect((await kea.command('config-set', config)).result).to.equal(0);
+    try {
+      expect(JSON.stringify((await kea.command('config-get')).arguments).length).to.be.above(64 * 1024);
+      expect((await op(dhcp, 'reservations', { subnet_id: 2 })).reservations).to.have.length(250);
+      await op(dhcp, 'reservation_add', { subnet_id: 2, hw_address: '02:bb:ff:ff:ff:ff', ip_address: '198.51.100.251' });
+      expect((await kea.command('config-get')).arguments.Dhcp4.subnet4[1].reservations).to.have.length(251);
+    } finally {
+      expect((await kea.command('config-set', original)).result).to.equal(0);
+      expect((await kea.command('config-write')).result).to.equal(0);
+    }
+  });
+
   it(`concurrent changes lose nothing (${PG_URL ? 'two providers: the PostgreSQL advisory lock' : 'one provider: the in-process queue'})`, async () => {
     const other = PG_URL ? make() : dhcp;
     const macs = Array.from({ length: 8 }, (_, i) => `02:00:00:00:03:0${i}`);
