@@ -256,7 +256,15 @@ export class InitProvider extends SocketProvider {
         permission: READ_PERMISSION,
         run: (a) => this.unitStatus(a.unit),
         result: RESULTS.unit_status,
-        http: { method: 'GET', summary: 'The state of one allowed unit', response: 'the unit (404 when the manager knows no such unit)' },
+        http: {
+          method: 'GET',
+          summary: 'The state of one allowed unit',
+          response: 'the unit',
+          responses: {
+            403: `forbidden: the caller lacks ${READ_PERMISSION}; or not_allowed: the unit (or the unit an alias names) is off SERVICE_INIT_UNITS`,
+            404: 'not_found: the manager knows no such unit',
+          },
+        },
       }),
       unit_action: operation({
         schema: ACTION_ARGS,
@@ -271,6 +279,11 @@ export class InitProvider extends SocketProvider {
           description:
             'Queues the job with mode "replace" and waits (within SERVICE_HOST_SERVICE_TIMEOUT_MS) for it to finish. A reload of a unit that cannot reload is a conflict (409).',
           response: 'the job and the active state the unit reached',
+          responses: {
+            403: `forbidden: the caller lacks ${CONTROL_PERMISSION}; or step_up_required: verify the second factor again; or not_allowed: the unit (or the unit an alias names) is off SERVICE_INIT_UNITS`,
+            404: 'not_found: the manager knows no such unit',
+            409: 'conflict: the manager refused the job for this unit as it is (e.g. a reload of a unit without ExecReload, a masked unit, a conflicting transaction)',
+          },
         },
       }),
     };
