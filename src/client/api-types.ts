@@ -38,3 +38,24 @@ export type MfaStatus = Schemas['MfaStatus'];
 
 /** The error body of every failed call. */
 export type ErrorBody = Schemas['Error'];
+
+/*
+ * The socket providers' operations, typed from their HTTP routes: `dns:record_add` is
+ * POST /api/socket/dns/record-add, so its args are that route's body (a read's: its query) and
+ * its result that route's 200. Every built-in provider's operation is in the document, and
+ * the providers of the plugins under plugins/ too (scripts/api-types.ts registers them all).
+ */
+type Dashed<S extends string> = S extends `${infer A}_${infer B}` ? `${A}-${Dashed<B>}` : S;
+type Underscored<S extends string> = S extends `${infer A}-${infer B}` ? `${A}_${Underscored<B>}` : S;
+type SocketPath = Extract<keyof paths, `/api/socket/${string}/${string}`>;
+type PathOf<O extends string> = O extends `${infer P}:${infer N}` ? Extract<SocketPath, `/api/socket/${P}/${Dashed<N>}`> : never;
+type QueryOf<P extends keyof paths> = Operation<P, 'get'> extends { parameters: { query?: infer Q } } ? NonNullable<Q> : never;
+
+/** Every provider operation the API document lists, as socket:request names it (`container:spawn`). */
+export type SocketOperation = { [P in SocketPath]: P extends `/api/socket/${infer Prov}/${infer Op}` ? `${Prov}:${Underscored<Op>}` : never }[SocketPath];
+
+/** The args of an operation: its POST body, or its GET query. */
+export type SocketArgs<O extends SocketOperation> = paths[PathOf<O>] extends { post: object } ? RequestBody<PathOf<O>, 'post'> : QueryOf<PathOf<O>>;
+
+/** What an operation's socket:response carries as `result` when `ok`. */
+export type SocketResult<O extends SocketOperation> = paths[PathOf<O>] extends { post: object } ? Answer<PathOf<O>, 'post'> : Answer<PathOf<O>, 'get'>;

@@ -20,8 +20,18 @@ import type {
   SocketResponse,
 } from './types.js';
 import { PendingRequests } from './gateway-client-requests.js';
+import type { SocketArgs, SocketOperation, SocketResult } from './api-types.js';
+
+interface RequestOptions {
+  provider?: string;
+  timeoutMs?: number;
+}
+
+/** A socket:response whose `result` (when `ok`) has the operation's type. */
+export type TypedSocketResponse<R> = Omit<SocketResponse, 'result'> & { result: R | null };
 
 export type * from './types.js';
+export type { SocketArgs, SocketOperation, SocketResult } from './api-types.js';
 
 /** Thrown by a `ticket` function when the credential behind it is refused (e.g. a 401): no retry. */
 export class CredentialRefusedError extends Error {
@@ -114,8 +124,14 @@ export class GatewayClient {
     this.socket.send(JSON.stringify(ref === undefined ? { event, payload } : { event, payload, ref }));
   }
 
-  /** A socket:request, answered by its own socket:response (rejects on timeout or disconnect). */
-  request(operation: string, args: Record<string, unknown> = {}, opts: { provider?: string; timeoutMs?: number } = {}): Promise<SocketResponse> {
+  /**
+   * A socket:request, answered by its own socket:response (rejects on timeout or disconnect).
+   * An operation of the API document (every built-in one) takes and answers its own types.
+   */
+  request<O extends SocketOperation>(operation: O, args?: SocketArgs<O>, opts?: RequestOptions): Promise<TypedSocketResponse<SocketResult<O>>>;
+  /** An operation the document does not list (a plugin's provider registered at run time): untyped. */
+  request<S extends string>(operation: S extends SocketOperation ? never : S, args?: Record<string, unknown>, opts?: RequestOptions): Promise<SocketResponse>;
+  request(operation: string, args: object = {}, opts: RequestOptions = {}): Promise<SocketResponse> {
     const timeoutMs = opts.timeoutMs ?? this.options.requestTimeoutMs ?? 10_000;
     return this.requests.add(operation, timeoutMs, (ref) =>
       this.send('socket:request', { request_id: ref, operation, ...(opts.provider ? { provider: opts.provider } : {}), args }, ref),
