@@ -214,6 +214,12 @@ export class DhcpProvider extends SocketProvider {
         result: healthResult,
         http: { method: 'GET', summary: "Kea's availability, version and subnets", response: 'available false (with the reason) while Kea is away' },
         run: () => this.health_check(),
+        // why Kea is away names its socket: a host fact for those who may read or change Kea only
+        shownTo: (r, may) => {
+          const health = r as { reason?: string };
+          if (health.reason === undefined || may(READ_PERMISSION) || may(WRITE_PERMISSION)) return r;
+          return { ...health, reason: 'Kea is not available', host_facts_hidden: true };
+        },
       }),
       leases: operation({
         schema: leaseArgs,

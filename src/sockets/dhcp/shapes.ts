@@ -110,7 +110,8 @@ export const healthResult = Joi.object({
   subnets: Joi.array()
     .items(Joi.object({ id: Joi.number().integer().required(), subnet: Joi.string().required() }))
     .required(),
-  reason: Joi.string().optional().description('why Kea is unavailable'),
+  reason: Joi.string().optional().description('why Kea is unavailable (in general words unless the caller may read or change Kea)'),
+  host_facts_hidden: Joi.boolean().valid(true).optional().description("the reason's details (Kea's socket) are hidden from this caller"),
 });
 
 /** The lease states of Kea 2.2 by number. */

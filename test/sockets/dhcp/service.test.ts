@@ -228,7 +228,10 @@ describe('dhcp through the service (real Kea)', function () {
       const ws = await overWs(writer, 'dhcp:reservation_add', { subnet_id: 1, hw_address: '02:aa:00:00:02:01', ip_address: '192.0.2.12' });
       expect(ws.error.code).to.equal('unavailable');
       const health = (await api().get('/api/socket/dhcp/health').expect(200)).body;
-      expect(health).to.include({ available: false, version: null });
+      // where Kea's socket lives is not told to anyone
+      expect(health).to.deep.equal({ available: false, version: null, subnets: [], reason: 'Kea is not available', host_facts_hidden: true });
+      const told = (await api().get('/api/socket/dhcp/health').set('Authorization', reader).expect(200)).body;
+      expect(told.reason).to.equal(`Kea is not running: no control socket at ${kea.socketPath}`);
       const providers = (await api().get('/api/socket/providers').set('Authorization', writer).expect(200)).body;
       expect(providers.providers.find((p: any) => p.name === 'dhcp')).to.include({ available: false });
     } finally {
