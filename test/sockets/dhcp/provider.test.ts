@@ -200,6 +200,27 @@ describe('dhcp provider (real Kea)', function () {
     }
   });
 
+  it('a subnet inside a shared network: listed by health, its reservations added and removed', async () => {
+    const config = (await kea.command('config-get')).arguments;
+    const original = structuredClone(config);
+    config.Dhcp4['shared-networks'] = [{ name: 'lab', subnet4: [{ id: 3, subnet: '203.0.113.0/24', pools: [{ pool: '203.0.113.100 - 203.0.113.200' }] }] }];
+    expect((await kea.command('config-set', config)).result, 'config-set').to.equal(0);
+    try {
+      expect((await op(dhcp, 'health')).subnets).to.deep.include({ id: 3, subnet: '203.0.113.0/24' });
+      await op(dhcp, 'reservation_add', { subnet_id: 3, hw_address: '02:cc:00:00:00:01', ip_address: '203.0.113.5', hostname: 'lab1' });
+      const inKea = (await kea.command('config-get')).arguments.Dhcp4['shared-networks'][0].subnet4[0].reservations;
+      expect(inKea.map((r: any) => r['ip-address'])).to.deep.equal(['203.0.113.5']);
+      expect((await op(dhcp, 'reservations', { subnet_id: 3 })).reservations).to.deep.equal([
+        { subnet_id: 3, hw_address: '02:cc:00:00:00:01', ip_address: '203.0.113.5', hostname: 'lab1.home.arpa', dns: false },
+      ]);
+      await op(dhcp, 'reservation_remove', { subnet_id: 3, hw_address: '02:cc:00:00:00:01' });
+      expect((await op(dhcp, 'reservations', { subnet_id: 3 })).reservations).to.deep.equal([]);
+    } finally {
+      expect((await kea.command('config-set', original)).result).to.equal(0);
+      expect((await kea.command('config-write')).result).to.equal(0);
+    }
+  });
+
   it('reads an answer that comes in many pieces (250 reservations with options) and changes it', async () => {
     const config = (await kea.command('config-get')).arguments;
     const original = structuredClone(config);
