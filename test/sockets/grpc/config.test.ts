@@ -6,7 +6,7 @@ import type { HostServiceDeps } from '../../../src/sockets/host-service.js';
 import { readProvidersFile } from '../../../src/sockets/grpc/config.js';
 import { GrpcProvider, register } from '../../../src/sockets/grpc/index.js';
 import { SocketRegistry } from '../../../src/sockets/registry.js';
-import { CONTAINERD_API } from '../../support/containerd.js';
+import { CONTAINERD_API, GOCODE } from '../../support/containerd.js';
 import request from 'supertest';
 import { startService, SYSTEM_KEY } from '../../support/service.js';
 import { capturingLogger, quietLogger } from '../helpers.js';
@@ -36,6 +36,13 @@ describe('gRPC providers file', function () {
     expect(spec.methods.get(VERSION)!.method.path).to.equal(`/${VERSION}`);
     expect(spec.methods.get(CT_LIST)!.method.requestType.fullName).to.equal('.containerd.services.containers.v1.ListContainersRequest');
     expect([...spec.metadata.keys()]).to.deep.equal(['containerd-namespace']);
+  });
+
+  it('resolves gogo.proto when its folder is an include dir too (descriptor.proto is bundled)', () => {
+    const gogo = `${GOCODE}/github.com/gogo/protobuf`;
+    const { specs, problems } = readProvidersFile(file([containerdEntry(SOCKET, { include_dirs: [GOCODE, gogo] })]));
+    expect(problems).to.deep.equal([]);
+    expect(specs[0]!.methods.size).to.equal(6);
   });
 
   it('takes relative proto paths and include dirs from the folder of the file', () => {
