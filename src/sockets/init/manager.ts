@@ -1,4 +1,5 @@
 import type { EventEmitter } from 'node:events';
+import { createRequire } from 'node:module';
 import type * as DbusNext from 'dbus-next';
 import type { DBusError as DBusErrorType, Message as MessageType, MessageBus } from 'dbus-next';
 import type { Logger } from '../../log.js';
@@ -30,6 +31,34 @@ let dbusModule: Promise<DbusModule> | null = null;
 function dbus(): Promise<DbusModule> {
   dbusModule ??= import('dbus-next').then((m) => ((m as unknown as { default?: DbusModule }).default ?? m) as DbusModule);
   return dbusModule;
+}
+
+type BusClass = new (connection: unknown) => MessageBus;
+let guardedBus: BusClass | null = null;
+
+/**
+ * A bus connection to `address`. dbus-next's own constructor sends Hello and, when the peer
+ * answers it with an error (an address that leads to a D-Bus peer that is not a bus), rethrows
+ * it from a promise nobody holds: an unhandled rejection, the end of the process. This subclass
+ * turns that answer into the connection's 'error' event, like every other failure of it.
+ */
+function openBus(address: string): MessageBus {
+  if (!guardedBus) {
+    const load = createRequire(import.meta.url);
+    const Base = load('dbus-next/lib/bus.js') as BusClass;
+    guardedBus = class extends Base {
+      override call(msg: MessageType): Promise<MessageType | null> {
+        const reply = super.call(msg);
+        if (msg.member !== 'Hello' || msg.interface !== 'org.freedesktop.DBus') return reply;
+        return reply.catch((err: unknown) => {
+          this.emit('error', err instanceof Error ? err : new Error(String(err)));
+          return new Promise<never>(() => undefined);
+        });
+      }
+    };
+  }
+  const createConnection = createRequire(import.meta.url)('dbus-next/lib/connection.js') as (opts: { busAddress: string }) => unknown;
+  return new guardedBus(createConnection({ busAddress: address }));
 }
 
 interface Connection {
@@ -91,7 +120,7 @@ export class ManagerBus {
   async call(path: string, iface: string, member: string, signature = '', body: unknown[] = []): Promise<unknown[]> {
     const { Message, MessageFlag } = await dbus();
     const deadline = Date.now() + this.timeoutMs;
-    const conn = this.connect(await dbus());
+    const conn = this.connect();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`no answer within ${this.timeoutMs} ms`)), Math.max(1, deadline - Date.now()));
@@ -138,14 +167,14 @@ export class ManagerBus {
     if (this.connection) this.drop(this.connection, new Error('closed'));
   }
 
-  private connect(mod: DbusModule): Connection {
+  private connect(): Connection {
     if (this.connection) return this.connection;
     let fail!: (err: Error) => void;
     const broken = new Promise<never>((_, reject) => (fail = reject));
     broken.catch(() => undefined);
     let bus: MessageBus;
     try {
-      bus = mod.sessionBus({ busAddress: this.where });
+      bus = openBus(this.where);
     } catch (err) {
       // an address dbus-next cannot use: no connection to keep
       const failed = Promise.reject(err as Error);
