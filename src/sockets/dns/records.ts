@@ -118,6 +118,7 @@ export class DnsRecords {
         if (err instanceof UnboundRefusal) await this.putBack(names, listed).catch(() => undefined);
         throw err instanceof UnboundRefusal ? new SocketError('failed', 'Unbound refused the records') : err;
       }
+      this.changedHere(added, 'add');
       return added;
     });
   }
@@ -146,6 +147,7 @@ export class DnsRecords {
       }
       if (!gone.size) return [];
       await this.store.delete([...gone.values()]);
+      this.changedHere([...gone.values()], 'delete');
       const touched = [...new Set([...gone.values()].map((r) => r.name))];
       await this.putBack(
         touched,
@@ -165,37 +167,73 @@ export class DnsRecords {
   }
 
   /**
-   * After Unbound started again (or reloaded): each zone declared (a static local zone when
-   * Unbound has none), every record of the table given back, then the marker. Answers how many
-   * records were missing.
+   * Makes Unbound hold what the table holds, after it started again or reloaded (the marker is
+   * gone) or after the table changed (another instance, with an Unbound of its own, added or
+   * removed records): each zone declared (a static local zone when Unbound has none), every
+   * record of the table given back, the records the table held at the last sync and no longer
+   * holds taken out, then the marker. Answers how many records were put back.
    */
   restore(): Promise<number> {
     return this.serial(async () => {
-      const zonesText = await this.control.command('list_local_zones');
-      const declared = new Set(zonesText.split('\n').map((l) => l.split(/\s+/)[0]!.toLowerCase()));
+      const declared = await this.declaredZones();
       for (const zone of this.zones) {
         if (declared.has(zone)) continue;
         this.log?.warn({ zone }, 'dns: Unbound has no local zone for a configured zone: added as static (declare it in unbound.conf)');
         await this.control.command(`local_zone ${zone} static`);
       }
       // what Unbound lists first, the table after: a record removed meanwhile is gone from both
-      const there = new Set((await this.listed()).map(keyOf));
-      const missing = (await this.store.rows()).filter((r) => !there.has(keyOf(r)));
+      const listed = await this.listed();
+      const there = new Set(listed.map(keyOf));
+      const digest = await this.store.digest();
+      const rows = await this.store.rows();
+      const keys = new Set(rows.map(keyOf));
+      const missing = rows.filter((r) => !there.has(keyOf(r)));
       if (missing.length) await this.control.command('local_datas', missing.map(rrLine));
+      const stale = listed.filter((r) => this.synced?.keys.has(keyOf(r)) && !keys.has(keyOf(r)));
+      if (stale.length) {
+        const staleKeys = new Set(stale.map(keyOf));
+        await this.putBack(
+          [...new Set(stale.map((r) => r.name))],
+          listed.filter((r) => !staleKeys.has(keyOf(r))),
+        );
+      }
       await this.control.command(`local_zone ${MARKER_ZONE} static`);
-      if (missing.length) this.log?.info({ records: missing.length }, 'dns: records put back into Unbound');
+      this.synced = { digest, keys };
+      if (missing.length || stale.length) this.log?.info({ put_back: missing.length, taken_out: stale.length }, 'dns: Unbound brought in line with the table');
       return missing.length;
     });
   }
 
   /**
+   * This instance changed the table and its Unbound: the records it holds are known (a removal by
+   * another instance takes them out at the next sync), and the next check syncs (the digest is
+   * stale, and could even come back to the same numbers: a record added and removed).
+   */
+  private changedHere(records: readonly DnsRecord[], how: 'add' | 'delete'): void {
+    if (!this.synced) return;
+    for (const r of records) {
+      if (how === 'add') this.synced.keys.add(keyOf(r));
+      else this.synced.keys.delete(keyOf(r));
+    }
+    this.synced.digest = '';
+  }
+
+  /** the table as the last restore() found it: its digest and its records */
+  private synced: { digest: string; keys: Set<string> } | null = null;
+
+  /**
    * Does Unbound hold what the table holds (the marker is there: no restart or reload since the
-   * last restore) and declare every zone? When not, restore() is due.
+   * last restore; the table has not changed since) and declare every zone? When not, restore() is due.
    */
   async upToDate(): Promise<boolean> {
-    const zonesText = await this.control.command('list_local_zones');
-    const declared = new Set(zonesText.split('\n').map((l) => l.split(/\s+/)[0]!.toLowerCase()));
-    return declared.has(MARKER_ZONE) && this.zones.every((z) => declared.has(z));
+    const declared = await this.declaredZones();
+    if (!declared.has(MARKER_ZONE) || !this.zones.every((z) => declared.has(z))) return false;
+    return this.synced !== null && this.synced.digest === (await this.store.digest());
+  }
+
+  private async declaredZones(): Promise<Set<string>> {
+    const text = await this.control.command('list_local_zones');
+    return new Set(text.split('\n').map((l) => l.split(/\s+/)[0]!.toLowerCase()));
   }
 
   /** A record of the port, checked as the operations check theirs (field names `records[i].<field>`). */

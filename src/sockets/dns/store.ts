@@ -57,6 +57,15 @@ export class RecordStore {
     });
   }
 
+  /**
+   * What the table holds, in a few numbers that change with every insert and delete (rows are
+   * never updated; ids only grow): the count, the highest id and the sum of the ids.
+   */
+  async digest(): Promise<string> {
+    const row = (await this.db(TABLE).count({ n: '*' }).max({ top: 'id' }).sum({ total: 'id' }).first()) as Record<string, unknown> | undefined;
+    return `${Number(row?.n ?? 0)}:${Number(row?.top ?? 0)}:${Number(row?.total ?? 0)}`;
+  }
+
   /** Deletes these records (by name, type and data); answers how many rows went. */
   async delete(records: ReadonlyArray<{ name: string; type: string; data: string }>): Promise<number> {
     if (!records.length) return 0;

@@ -254,6 +254,26 @@ describe('dns provider (real Unbound)', function () {
     await fresh.removeRecords([{ name: 'back.home.arpa', type: 'A', data: '192.168.77.41' }]);
   });
 
+  it('instances with an Unbound each, on one database: what one adds or removes reaches the other at its next check', async () => {
+    const second = await startUnbound();
+    try {
+      const b = make({ socketPath: second.controlSocket, availabilityTtlMs: 0 });
+      expect(await b.isAvailable()).to.equal(true);
+      const a = make({ availabilityTtlMs: 0 });
+      await a.addRecords([{ name: 'shared.home.arpa', type: 'A', data: '192.168.77.60' }]);
+      expect(await b.isAvailable()).to.equal(true);
+      expect(await resolverOf(second.port).resolve4('shared.home.arpa')).to.deep.equal(['192.168.77.60']);
+      // removed through b: a's Unbound lets it go at a's next check
+      expect(await b.removeRecords([{ name: 'shared.home.arpa', type: 'A', data: '192.168.77.60' }])).to.equal(1);
+      expect(await resolver().resolve4('shared.home.arpa')).to.deep.equal(['192.168.77.60']);
+      expect(await a.isAvailable()).to.equal(true);
+      expect(await lookupError(resolver().resolve4('shared.home.arpa'))).to.equal('ENOTFOUND');
+      expect(await lookupError(resolverOf(second.port).resolve4('shared.home.arpa'))).to.equal('ENOTFOUND');
+    } finally {
+      await second.destroy();
+    }
+  });
+
   it('a configured zone Unbound does not declare is added as a static zone', async () => {
     const lab = make({ zones: ['lab.home.arpa.', 'lab.example.'] });
     expect(await lab.isAvailable()).to.equal(true);
