@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { expect } from 'chai';
 import knex, { type Knex } from 'knex';
+import { DHCP_CONFIG_LOCK_KEY } from '../../../src/sockets/dhcp/lock.js';
 import { DhcpProvider } from '../../../src/sockets/dhcp/provider.js';
 import { SocketError } from '../../../src/sockets/errors.js';
 import { startKea, type TestKea } from '../../support/kea.js';
@@ -250,6 +251,33 @@ describe('dhcp provider (real Kea)', function () {
     await Promise.all(macs.map((mac, i) => op(i % 2 ? other : dhcp, 'reservation_remove', { subnet_id: 1, hw_address: mac })));
     expect((await op(dhcp, 'reservations', { subnet_id: 1 })).reservations).to.deep.equal([]);
   });
+
+  // what only PostgreSQL has: other instances on the same database
+  if (PG_URL) {
+    it('another instance holding the configuration lock: a change waits for it, and past six timeouts answers unavailable', async () => {
+      const quick = make({ timeoutMs: 200 });
+      const held = await db!.transaction();
+      await held.raw('SELECT pg_advisory_xact_lock(?::bigint)', [DHCP_CONFIG_LOCK_KEY]);
+      try {
+        const started = Date.now();
+        const err = await expectSocketError(
+          op(quick, 'reservation_add', { subnet_id: 1, hw_address: '02:00:00:00:05:01', ip_address: '192.0.2.60' }),
+          'unavailable',
+        );
+        expect(err.message).to.match(/another instance is changing Kea's configuration/);
+        expect(Date.now() - started).to.be.within(1100, 3000);
+        // a change that waits less than that goes through once the lock is free
+        const waiting = op(dhcp, 'reservation_add', { subnet_id: 1, hw_address: '02:00:00:00:05:02', ip_address: '192.0.2.61' });
+        await new Promise((r) => setTimeout(r, 300));
+        expect((await kea.command('config-get')).arguments.Dhcp4.subnet4[0].reservations).to.deep.equal([]);
+        await held.commit();
+        expect((await waiting).reservation.hw_address).to.equal('02:00:00:00:05:02');
+      } finally {
+        if (!held.isCompleted()) await held.rollback();
+      }
+      await op(dhcp, 'reservation_remove', { subnet_id: 1, hw_address: '02:00:00:00:05:02' });
+    });
+  }
 
   for (const [how, signal] of [
     ['stopped (its socket removed)', 'SIGTERM'],
