@@ -135,7 +135,7 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
     await atWidth(1280);
     await signIn(page, svc.origin, users.sam.username, users.sam.password, '/admin/hosts');
     await loaded();
-    for (const name of ['dns', 'dhcp', 'init']) await expect(await page.locator(`[data-provider="${name}"] .pill`).textContent()).to.equal('available');
+    for (const name of ['dns', 'dhcp', 'init']) expect(await page.locator(`[data-provider="${name}"] .pill`).textContent()).to.equal('available');
     expect(await page.locator('[data-facts="dns"]').textContent()).to.contain('home.arpa.');
     expect(await page.locator('[data-facts="dhcp"]').textContent()).to.contain('192.0.2.0/24');
 
@@ -222,7 +222,9 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
     expect(await b.locator('.pill').textContent()).to.equal('inactive');
     await b.locator('[data-unit-action=start]').click();
     await page.locator('[data-part=init] [data-list-msg]').filter({ hasText: 'svc-web-b.service started: now active' }).waitFor();
-    await row('data-units', 'svc-web-b.service').locator('.pill', { hasText: 'active' }).waitFor();
+    await row('data-units', 'svc-web-b.service')
+      .locator('.pill', { hasText: /^active$/ })
+      .waitFor();
     await b.locator('[data-unit-action=restart]').click();
     await page.locator('[data-part=init] [data-list-msg]').filter({ hasText: 'svc-web-b.service restarted: now active' }).waitFor();
     // a unit that cannot reload: the conflict in words
@@ -247,6 +249,7 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
     ]);
     expect(await page.locator('main form:visible').count()).to.equal(0);
     expect(await page.locator('main table:visible').count()).to.equal(0);
+    expect(await page.locator('main button:visible').allTextContents()).to.deep.equal(['Refresh']);
     expect(await page.locator('[data-part]:visible').count()).to.equal(0);
     expect(await page.locator('[data-access-note]').textContent()).to.contain('socket:dns:read');
     await unbound.stop();
