@@ -139,7 +139,7 @@ export class GrpcProvider extends SocketProvider {
           response: 'availability and methods',
         },
         run: () => this.health_check(),
-      }) as ProviderOperation,
+      }),
       call: operation({
         schema: Joi.object<CallArgs, true>({
           method: Joi.string()
@@ -174,7 +174,7 @@ export class GrpcProvider extends SocketProvider {
           },
         },
         run: (a) => this.call(a),
-      }) as ProviderOperation,
+      }),
     };
   }
 
