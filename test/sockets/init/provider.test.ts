@@ -32,8 +32,9 @@ describe('init provider (systemd --user on a private bus)', function () {
       'svc-test-never.service': service('Test unit nobody loaded'),
       'other-off-list.service': service('A unit off the allow-list'),
     });
-    // an allowed name that is an alias of a unit off the list
+    // an allowed name that is an alias of a unit off the list, and a masked unit
     fs.symlinkSync(path.join(systemd.unitDir, 'other-off-list.service'), path.join(systemd.unitDir, 'svc-test-alias.service'));
+    fs.symlinkSync('/dev/null', path.join(systemd.unitDir, 'svc-test-masked.service'));
     registry = new SocketRegistry({ logger: quietLogger() });
     provider = registry.register(InitProvider, { owner: 'core', options: { bus: systemd.address, units: ['svc-test-*.service'], timeoutMs: 3000 } });
     requests = new SocketRequests({ registry, logger: quietLogger() });
@@ -55,7 +56,7 @@ describe('init provider (systemd --user on a private bus)', function () {
     const r = await ask('init:units');
     expect(r.ok, JSON.stringify(r.error)).to.equal(true);
     const units = (r.result as { units: Array<Record<string, unknown>> }).units;
-    expect(units.map((u) => u.unit)).to.deep.equal(['svc-test-a.service', 'svc-test-never.service', 'svc-test-reloadable.service']);
+    expect(units.map((u) => u.unit)).to.deep.equal(['svc-test-a.service', 'svc-test-masked.service', 'svc-test-never.service', 'svc-test-reloadable.service']);
     expect(units[0]).to.deep.equal({
       unit: 'svc-test-a.service',
       description: 'Test unit A',
@@ -64,7 +65,8 @@ describe('init provider (systemd --user on a private bus)', function () {
       sub_state: 'running',
       unit_file_state: 'static',
     });
-    expect(units[1]).to.deep.equal({
+    expect(units[1]).to.include({ unit: 'svc-test-masked.service', load_state: 'masked', active_state: 'inactive', unit_file_state: 'masked' });
+    expect(units[2]).to.deep.equal({
       unit: 'svc-test-never.service',
       description: 'Test unit nobody loaded',
       load_state: 'loaded',
@@ -130,6 +132,13 @@ describe('init provider (systemd --user on a private bus)', function () {
     } finally {
       await wider.close();
     }
+  });
+
+  it('a masked unit is read, and refuses to start: a conflict', async () => {
+    expect(await status('svc-test-masked.service')).to.include({ load_state: 'masked', unit_file_state: 'masked' });
+    const r = await ask('init:unit_action', { unit: 'svc-test-masked.service', action: 'start' });
+    expect(r.error?.code, JSON.stringify(r)).to.equal('conflict');
+    expect(r.error!.message).to.match(/masked/i);
   });
 
   it('an allowed name the manager does not know is not_found', async () => {
