@@ -225,6 +225,15 @@ describe('gRPC provider (containerd)', function () {
     expect((listed.response.containers as Array<{ id: string }>).map((x) => x.id)).to.deep.equal(['grpc-c1']);
   });
 
+  it('a restart no call saw: the next call reaches the new daemon', async () => {
+    await provider.call(args({ method: VERSION }));
+    await containerd.halt();
+    await containerd.start();
+    const started = Date.now();
+    expect((await provider.call(args({ method: VERSION }))).response.version).to.equal(containerd.version.version);
+    expect(Date.now() - started).to.be.below(1000);
+  });
+
   it('containerd frozen: a call ends at its deadline as unavailable, and the next one after it thaws is answered', async () => {
     const quick = new GrpcProvider({ spec: readProvidersFile(cfg.file).specs[0], timeoutMs: 600, availabilityTtlMs: 0 }, quietLogger());
     try {
