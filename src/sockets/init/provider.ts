@@ -289,6 +289,13 @@ export class InitProvider extends SocketProvider {
     };
   }
 
+  override permissions(): Array<{ id: string; description: string }> {
+    return [
+      { id: READ_PERMISSION, description: 'see the systemd units SERVICE_INIT_UNITS allows and their states' },
+      { id: CONTROL_PERMISSION, description: 'start, stop, restart and reload the systemd units SERVICE_INIT_UNITS allows' },
+    ];
+  }
+
   override async close(): Promise<void> {
     this.manager.close();
   }
