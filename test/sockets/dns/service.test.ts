@@ -223,7 +223,14 @@ describe('dns provider through the service (HTTP and ws)', function () {
       expect(away.body.error.code).to.equal('unavailable');
       await api().get('/api/socket/dns/records').set(reader).expect(503);
       expect(Date.now() - started).to.be.below(1000);
-      expect((await api().get('/api/socket/dns/health').expect(200)).body).to.include({ available: false, version: null });
+      expect((await api().get('/api/socket/dns/health').expect(200)).body).to.deep.equal({
+        available: false,
+        version: null,
+        zones: ['home.arpa.'],
+        reason: 'Unbound is not available',
+      });
+      // where the socket is, only to those who administer dns
+      expect((await api().get('/api/socket/dns/health').set(reader).expect(200)).body.reason).to.include(unbound.controlSocket);
     } finally {
       await unbound.start();
     }
