@@ -59,6 +59,7 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
     sam: { username: 'sam', password: 'sam-password-1' },
     vera: { username: 'vera', password: 'vera-password-1' },
     otto: { username: 'otto', password: 'otto-password-1' },
+    uma: { username: 'uma', password: 'uma-password-1' },
   };
   let ottoId: string;
 
@@ -127,7 +128,10 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
     const overlaps = await page.evaluate<string[]>(OVERLAPS);
     expect(overlaps, `${name} at ${width}`).to.deep.equal([]);
     const file = path.join(shots, `${name}-${width}.png`);
+    // the sticky top bar stays at the top of a full-page screenshot instead of over its middle
+    await page.evaluate(() => document.querySelector<HTMLElement>('.topbar')?.style.setProperty('position', 'static'));
     await page.screenshot({ path: file, fullPage: true });
+    await page.evaluate(() => document.querySelector<HTMLElement>('.topbar')?.style.removeProperty('position'));
     expect(fs.statSync(file).size).to.be.greaterThan(5_000);
   };
 
@@ -197,6 +201,16 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
     await form.locator('[name=ip_address]').fill('192.0.2.60');
     await form.locator('button[type=submit]').click();
     await fieldMsg('data-reservation-add', 'ip_address').filter({ hasText: 'Already taken' }).waitFor();
+    expect(await fieldMsg('data-reservation-add', 'ip_address').textContent()).to.equal('Already taken: 192.0.2.60 is already reserved in subnet 1');
+    // an Ethernet address that is none: the API's rule, beside it
+    await form.locator('[name=hw_address]').fill('02:aa:00:00:00');
+    await form.locator('button[type=submit]').click();
+    await fieldMsg('data-reservation-add', 'hw_address').filter({ hasText: 'must be an Ethernet address like aa:bb:cc:dd:ee:ff' }).waitFor();
+    expect(await form.locator('[name=hw_address]').getAttribute('aria-invalid')).to.equal('true');
+    expect(await fieldMsg('data-reservation-add', 'ip_address').textContent()).to.equal('');
+    await form.locator('[name=hw_address]').fill('02:aa:00:00:00:0a');
+    await form.locator('button[type=submit]').click();
+    await fieldMsg('data-reservation-add', 'ip_address').filter({ hasText: 'Already taken' }).waitFor();
     await checkLayout('hosts-dhcp', 1280);
 
     // remove: the button asks first, the second click removes the reservation and its records
@@ -239,6 +253,19 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
   });
 
   it('a viewer without the host permissions sees the health only, and an unavailable provider says why', async () => {
+    await forgetSession(browser);
+    // signed out: the login page, coming back here; without any permission that opens it: 403 naming them
+    const anonymous = await request(svc.url).get('/admin/hosts').expect(302);
+    expect(anonymous.headers.location).to.equal(`/login?${new URLSearchParams({ next: '/admin/hosts' })}`);
+    await createUser(users.uma, ['INT_USER']);
+    await signIn(page, svc.origin, users.uma.username, users.uma.password, '/admin/hosts');
+    expect(await page.locator('h1').textContent()).to.equal('Access denied');
+    expect(await page.locator('main li code').allTextContents()).to.include.members([
+      'socket:dns:read',
+      'socket:dhcp:read',
+      'socket:init:read',
+      'feature:admin.plugins',
+    ]);
     await forgetSession(browser);
     await signIn(page, svc.origin, users.vera.username, users.vera.password, '/admin/hosts');
     await loaded();

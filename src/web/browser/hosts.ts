@@ -343,13 +343,14 @@ async function load(): Promise<void> {
   document.body.dataset.hostsLoaded = String(Date.now());
 }
 
-// a field edited again loses the message about its former value
+// a field edited again loses the message about its former value, and the form its result
 for (const form of [dnsForm, reservationForm]) {
   form.addEventListener('input', (e) => {
     const name = e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement ? e.target.name : '';
     if (!name) return;
     say(form.querySelector(`[data-field-msg="${CSS.escape(name)}"]`), '');
     (e.target as Element).removeAttribute('aria-invalid');
+    say($('[data-msg]', form), '');
   });
 }
 

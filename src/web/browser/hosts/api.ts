@@ -126,9 +126,10 @@ export function showError(form: HTMLFormElement, err: unknown, fallbackField: st
   say(msg, placed ? `Nothing was changed: ${placed === 1 ? 'see the field above' : 'see the fields above'}.` : inWords(err), 'error');
 }
 
-/** Rows of a table's body, or its "none" line when there are none. */
+/** Rows of a table's body; without rows, its "none" line instead of the table. */
 export function fill(table: HTMLTableElement, empty: HTMLElement | null, rows: HTMLTableRowElement[]): void {
   table.tBodies[0]!.replaceChildren(...rows);
+  table.hidden = rows.length === 0;
   if (empty) empty.hidden = rows.length > 0;
 }
 
