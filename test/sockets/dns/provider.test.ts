@@ -175,6 +175,28 @@ describe('dns provider (real Unbound)', function () {
     expect(await rows()).to.deep.equal([]);
   });
 
+  it('two instances adding to one name at once: one wins, the other hears conflict', async () => {
+    const [a, b] = [make(), make()];
+    for (let round = 0; round < 5; round++) {
+      const name = `race${round}.home.arpa`;
+      const results = await Promise.allSettled([
+        a.addRecords([{ name, type: 'CNAME', data: 'nas.home.arpa' }]),
+        b.addRecords([{ name, type: 'A', data: '192.168.77.70' }]),
+        a.addRecords([{ name, type: 'TXT', data: 'third' }]),
+      ]);
+      expect(results.filter((r) => r.status === 'fulfilled').length, `round ${round}`).to.be.oneOf([1, 2]);
+      const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => (r.reason as { code: string }).code);
+      expect(refused.every((c) => c === 'conflict')).to.equal(true);
+      const stored = (await rows()).filter((r) => r.name === `${name}.`);
+      // a CNAME alone, or the A and TXT records without it
+      expect(stored.some((r) => r.type === 'CNAME') ? stored.length : 0).to.be.oneOf([0, 1]);
+      const { records } = (await run('records', { zone: `${name}.` })) as { records: Array<{ type: string }> };
+      expect(records.map((r) => r.type).sort()).to.deep.equal(stored.map((r) => r.type).sort());
+      await a.removeRecords(stored.map((r) => ({ name: r.name, type: r.type, data: r.data })));
+    }
+    expect(await rows()).to.deep.equal([]);
+  });
+
   it('strict grammar: invalid_args naming the field, nothing reaches Unbound', async () => {
     expect(refused('record_add', { name: 'a.home.arpa', type: 'TXT', data: 'one\ntwo.home.arpa. A 192.0.2.1' })).to.deep.equal([
       { field: 'data', message: 'must be one line (no line breaks)' },
