@@ -161,7 +161,8 @@ export class InitProvider extends SocketProvider {
     const found = new Map<string, UnitInfo>();
     for (const row of (loaded[0] ?? []) as unknown[][]) {
       const unit = text(row[0]);
-      if (!this.allowList.allows(unit)) continue;
+      // a name something referred to, with no unit behind it: unit_status answers not_found for it
+      if (!this.allowList.allows(unit) || text(row[2]) === 'not-found') continue;
       found.set(unit, {
         unit,
         description: text(row[1]),

@@ -5,6 +5,7 @@ import { expect } from 'chai';
 import { SocketRegistry } from '../../../src/sockets/registry.js';
 import { SocketRequests, TRUSTED_CALLER } from '../../../src/sockets/bus-handler.js';
 import { InitProvider } from '../../../src/sockets/init/index.js';
+import { MANAGER, MANAGER_PATH, ManagerBus } from '../../../src/sockets/init/manager.js';
 import { startSystemdUser, type SystemdUser } from '../../support/systemd-user.js';
 import { eventually, expectSocketError, quietLogger } from '../helpers.js';
 
@@ -27,7 +28,8 @@ describe('init provider (systemd --user on a private bus)', function () {
 
   before(async () => {
     systemd = await startSystemdUser({
-      'svc-test-a.service': service('Test unit A'),
+      // it wants a unit that does not exist: the manager holds that name as not-found
+      'svc-test-a.service': service('Test unit A').replace('[Unit]\n', '[Unit]\nWants=svc-test-ghost.service\n'),
       'svc-test-reloadable.service': service('Test unit that reloads', 'ExecReload=/bin/true\n'),
       'svc-test-never.service': service('Test unit nobody loaded'),
       'other-off-list.service': service('A unit off the allow-list'),
@@ -74,6 +76,14 @@ describe('init provider (systemd --user on a private bus)', function () {
       sub_state: 'dead',
       unit_file_state: 'static',
     });
+    // the manager does hold the wanted name that has no unit behind it; the list leaves it out
+    const manager = new ManagerBus(systemd.address, 3000);
+    try {
+      const [held] = await manager.call(MANAGER_PATH, MANAGER, 'ListUnitsByPatterns', 'asas', [[], ['svc-test-ghost.service']]);
+      expect((held as string[][]).map((row) => [row[0], row[2]])).to.deep.equal([['svc-test-ghost.service', 'not-found']]);
+    } finally {
+      manager.close();
+    }
     await provider.unitAction('svc-test-a.service', 'stop');
   });
 
