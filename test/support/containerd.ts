@@ -38,8 +38,8 @@ export interface TestContainerd {
   halt(): Promise<void>;
   /** starts it again after halt() */
   start(): Promise<void>;
-  /** freezes the daemon (SIGSTOP): its socket still takes connections, nothing answers */
-  pause(): void;
+  /** freezes the daemon (SIGSTOP, resolved once the kernel says it is stopped): its socket still takes connections, nothing answers */
+  pause(): Promise<void>;
   /** lets a paused daemon run again (SIGCONT) */
   resume(): void;
   /** stops the daemon and removes its dir */
@@ -130,7 +130,17 @@ export async function startContainerd(): Promise<TestContainerd> {
     ctr: async (...args) => (await run('ctr', ['--address', socketPath, ...args], { timeout: 10_000 })).stdout,
     halt,
     start,
-    pause: () => void child?.kill('SIGSTOP'),
+    pause: async () => {
+      const c = child;
+      if (!c?.pid) throw new Error('containerd is not running');
+      c.kill('SIGSTOP');
+      // the signal is sent, not yet taken: wait for the state the kernel reports (T, stopped)
+      const deadline = Date.now() + 5000;
+      while (!/^\d+ \(.*\) T /.test(await fsp.readFile(`/proc/${c.pid}/stat`, 'utf8'))) {
+        if (Date.now() > deadline) throw new Error('containerd did not stop on SIGSTOP');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    },
     resume: () => void child?.kill('SIGCONT'),
     stop: async () => {
       child?.kill('SIGCONT');
