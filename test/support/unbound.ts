@@ -28,6 +28,9 @@ export interface TestUnbound {
   running(): boolean;
   /** sends one control command and answers Unbound's text (for assertions) */
   control(command: string): Promise<string>;
+  /** freezes the process (SIGSTOP): its sockets accept connections and nothing answers; resume() (SIGCONT) thaws it */
+  pause(): void;
+  resume(): void;
   /** stops the process (SIGTERM), keeping the dir: start() runs it again on the same socket and port */
   stop(): Promise<void>;
   start(): Promise<void>;
@@ -90,6 +93,8 @@ export function controlCommand(socketPath: string, command: string, timeoutMs = 
 async function stopProcess(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  // a paused one (pause()) must run to handle SIGTERM
+  child.kill('SIGCONT');
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), 3000);
   await exited;
@@ -155,6 +160,8 @@ export async function startUnbound(options: StartUnboundOptions = {}): Promise<T
     dir,
     running: () => current.exitCode === null && current.signalCode === null,
     control: (command) => controlCommand(controlSocket, command),
+    pause: () => void current.kill('SIGSTOP'),
+    resume: () => void current.kill('SIGCONT'),
     stop: () => stopProcess(current),
     async start() {
       if (current.exitCode === null && current.signalCode === null) return;

@@ -134,6 +134,8 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
   private async probe(): Promise<boolean> {
     try {
       const status = await this.control.command('status');
+      // a socket that takes the command and says nothing (or something else) is not Unbound answering
+      if (!/is running/.test(status)) throw new SocketError('unavailable', `Unbound's control socket ${this.socket_path} gave no status`);
       this.version = /^version: (\S+)/m.exec(status)?.[1] ?? null;
       if (!(await this.records.upToDate())) {
         try {

@@ -276,6 +276,23 @@ describe('dns provider (real Unbound)', function () {
     await fresh.removeRecords([{ name: 'back.home.arpa', type: 'A', data: '192.168.77.41' }]);
   });
 
+  it('Unbound frozen: every call ends at the timeout as unavailable, and it serves again once thawed', async () => {
+    const fresh = make({ availabilityTtlMs: 0, timeoutMs: 300 });
+    expect(await fresh.isAvailable()).to.equal(true);
+    unbound.pause();
+    try {
+      const started = Date.now();
+      const err = await expectSocketError(fresh.addRecords([{ name: 'frozen.home.arpa', type: 'A', data: '192.168.77.50' }]), 'unavailable');
+      expect(err.message).to.match(/within 300 ms/);
+      expect(Date.now() - started).to.be.below(1000);
+      expect(await fresh.health_check()).to.deep.include({ available: false, version: null });
+    } finally {
+      unbound.resume();
+    }
+    expect(await fresh.isAvailable()).to.equal(true);
+    expect(await rows()).to.deep.equal([]);
+  });
+
   it('instances with an Unbound each, on one database: what one adds or removes reaches the other at its next check', async () => {
     const second = await startUnbound();
     try {
