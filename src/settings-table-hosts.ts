@@ -41,8 +41,8 @@ export const HOST_SETTINGS: readonly SettingDef[] = [
   {
     env: 'SERVICE_INIT_UNITS',
     kind: 'list',
-    rule: Joi.array().items(Joi.string().pattern(/^[A-Za-z0-9@:._*?\\-]{1,256}$/)),
-    about: 'the units `init` may show and act on, as globs (`nginx.service,app-*.service`); unset: no `init` provider',
+    rule: Joi.array().items(Joi.string().pattern(/^[A-Za-z0-9@:._*?\\[\]!^-]{1,256}$/)),
+    about: 'the units `init` may show and act on, as globs with `*`, `?` and `[...]` (`nginx.service,app-*.service`); unset: no `init` provider',
   },
   {
     env: 'SERVICE_GRPC_PROVIDERS',
