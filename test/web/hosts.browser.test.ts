@@ -117,6 +117,18 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
     await page.goto(`${svc.origin}/admin/hosts`);
     await loaded();
   };
+  /** Presses Refresh until `done` says so (at most 10 s). */
+  const refreshUntil = async (done: () => Promise<boolean>) => {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const before = await page.evaluate(() => document.body.dataset.hostsLoaded);
+      await page.click('[data-refresh]');
+      await page.waitForFunction((b) => document.body.dataset.hostsLoaded !== b, before);
+      if (await done()) return;
+      if (Date.now() > deadline) throw new Error('the page did not come to the state awaited within 10 s');
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  };
   const row = (table: string, text: string) => page.locator(`[${table}] tbody tr`, { hasText: text });
   const fieldMsg = (form: string, field: string) => page.locator(`[${form}] [data-field-msg="${field}"]`);
 
@@ -174,6 +186,42 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
     // editing the field clears its message
     await form.locator('[name=data]').fill('192.0.2.51');
     expect(await fieldMsg('data-dns-add', 'data').isVisible()).to.equal(false);
+    expect(await form.locator('[data-msg]').textContent()).to.equal('');
+
+    // Unbound away: said under the form in words; nothing is added
+    await unbound.stop();
+    try {
+      await form.locator('button[type=submit]').click();
+      await form.locator('[data-msg].error', { hasText: 'The service behind this provider is unavailable' }).waitFor();
+    } finally {
+      await unbound.start();
+    }
+    // Unbound back: the provider says so again within its availability check (a second), and
+    // has put back the record it lost; Refresh shows both
+    await refreshUntil(async () => (await page.locator('[data-provider=dns] .pill').textContent()) === 'available');
+    await row('data-dns-records', '192.0.2.50').waitFor();
+    expect(await unbound.control('list_local_data')).to.contain('web.home.arpa');
+    // a record's Remove asks first, then removes it from Unbound
+    await form.locator('[name=name]').fill('old.home.arpa');
+    await form.locator('[name=type]').selectOption('TXT');
+    await form.locator('[name=data]').fill('to be removed');
+    await form.locator('[name=ttl]').fill('60');
+    await form.locator('button[type=submit]').click();
+    await row('data-dns-records', 'old.home.arpa.').waitFor();
+    expect(await row('data-dns-records', 'old.home.arpa.').locator('td').allTextContents()).to.deep.equal([
+      'old.home.arpa.',
+      'TXT',
+      'to be removed',
+      '60',
+      'Remove',
+    ]);
+    const remove = row('data-dns-records', 'old.home.arpa.').locator('[data-remove-record]');
+    await remove.click();
+    await remove.click();
+    await row('data-dns-records', 'old.home.arpa.').waitFor({ state: 'detached' });
+    expect(await page.locator('[data-part=dns] [data-list-msg]').textContent()).to.equal('Removed old.home.arpa. TXT to be removed.');
+    expect(await unbound.control('list_local_data')).to.not.contain('old.home.arpa');
+    expect(await unbound.control('list_local_data')).to.contain('web.home.arpa');
     expectNoProblems(browser);
   });
 
@@ -241,6 +289,13 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
       .waitFor();
     await b.locator('[data-unit-action=restart]').click();
     await page.locator('[data-part=init] [data-list-msg]').filter({ hasText: 'svc-web-b.service restarted: now active' }).waitFor();
+    await b.locator('[data-unit-action=stop]').click();
+    await page.locator('[data-part=init] [data-list-msg]').filter({ hasText: 'svc-web-b.service stopped: now inactive' }).waitFor();
+    await row('data-units', 'svc-web-b.service')
+      .locator('.pill', { hasText: /^inactive$/ })
+      .waitFor();
+    await b.locator('[data-unit-action=restart]').click();
+    await page.locator('[data-part=init] [data-list-msg]').filter({ hasText: 'svc-web-b.service restarted: now active' }).waitFor();
     // a unit that cannot reload: the conflict in words
     await b.locator('[data-unit-action=reload]').click();
     await page.locator('[data-part=init] [data-list-msg].error', { hasText: 'The unit cannot do this' }).waitFor();
@@ -281,9 +336,7 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
     expect(await page.locator('[data-access-note]').textContent()).to.contain('socket:dns:read');
     await unbound.stop();
     try {
-      await new Promise((r) => setTimeout(r, 1100));
-      await page.click('[data-refresh]');
-      await page.locator('[data-provider=dns] .pill', { hasText: 'unavailable' }).waitFor();
+      await refreshUntil(async () => (await page.locator('[data-provider=dns] .pill').textContent()) === 'unavailable');
       expect(await page.locator('[data-provider=dns] [data-reason]').textContent()).to.match(/\S/);
       for (const width of [1280, 390]) {
         await atWidth(width);

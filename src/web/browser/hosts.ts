@@ -285,6 +285,7 @@ function facts(name: string, health: Health | null): Node[] {
     : [];
 }
 
+let loads = 0;
 async function load(): Promise<void> {
   say(providersMsg, '');
   let providers: Provider[];
@@ -340,7 +341,8 @@ async function load(): Promise<void> {
   must('[data-init-allowed]', init).textContent = allowed.length ? `Allowed: ${allowed.join(', ')}` : '';
 
   await Promise.all([shown.includes('dns') ? loadDns() : null, shown.includes('dhcp') ? loadDhcp() : null, shown.includes('init') ? loadUnits() : null]);
-  document.body.dataset.hostsLoaded = String(Date.now());
+  // each load done, counted (tests wait for it)
+  document.body.dataset.hostsLoaded = String(++loads);
 }
 
 // a field edited again loses the message about its former value, and the form its result
