@@ -27,7 +27,10 @@ export class UnboundControl {
     }
     const payload = `UBCT1 ${command}\n${lines ? `${lines.map((l) => `${l}\n`).join('')}\x04\n` : ''}`;
     const answer = await this.exchange(payload, command.split(' ')[0]!);
-    if (/^error/.test(answer)) throw new UnboundRefusal(answer.trim().slice(0, 300));
+    // Unbound's refusals are lines `error <words>` (a listed record's line starts with its name and a tab);
+    // a list command answers one per refused line, before its `added N datas`
+    const refusal = (lines ? /^error .*$/m : /^error .*$/).exec(answer);
+    if (refusal) throw new UnboundRefusal(refusal[0].slice(0, 300));
     return answer;
   }
 

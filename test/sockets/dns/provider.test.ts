@@ -226,6 +226,13 @@ describe('dns provider (real Unbound)', function () {
     expect(await unbound.control('list_local_data')).not.to.match(/a\.home\.arpa/);
   });
 
+  it("a record whose name starts like Unbound's error answers is listed and removed like any other", async () => {
+    await run('record_add', { name: 'error.home.arpa', type: 'TXT', data: 'error parsing nothing' });
+    const { records } = (await run('records', { zone: 'error.home.arpa' })) as { records: unknown[] };
+    expect(records).to.deep.equal([{ name: 'error.home.arpa.', type: 'TXT', ttl: 3600, data: 'error parsing nothing' }]);
+    expect(await run('record_remove', { name: 'error.home.arpa' })).to.deep.include({ removed: 1 });
+  });
+
   it('flush: the name leaves the cache', async () => {
     expect(await run('flush', { name: 'Some.Name.example' })).to.deep.equal({ flushed: 'some.name.example.' });
   });
