@@ -129,6 +129,14 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
       await new Promise((r) => setTimeout(r, 250));
     }
   };
+  /** Otto's web sessions: their last verification out of the step-up window, as 16 minutes passing would. */
+  const ageSession = async () => {
+    await svc.service
+      .db('api_keys')
+      .where({ user_id: ottoId, kind: 'session' })
+      .update({ mfa_at: Date.now() - 16 * 60_000 });
+    svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: ottoId });
+  };
   const row = (table: string, text: string) => page.locator(`[${table}] tbody tr`, { hasText: text });
   const fieldMsg = (form: string, field: string) => page.locator(`[${form}] [data-field-msg="${field}"]`);
 
@@ -204,6 +212,8 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
     // a record's Remove asks first, then removes it from Unbound
     await form.locator('[name=name]').fill('old.home.arpa');
     await form.locator('[name=type]').selectOption('TXT');
+    // the data field shows what data of the type looks like
+    expect(await form.locator('[name=data]').getAttribute('placeholder')).to.equal('any text');
     await form.locator('[name=data]').fill('to be removed');
     await form.locator('[name=ttl]').fill('60');
     await form.locator('button[type=submit]').click();
@@ -367,12 +377,7 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
     const confirmed = await post('/api/me/mfa/totp/confirm', { code: await previousStepCode(enrol.body.secret) });
     expect(confirmed.status).to.equal(200);
     const recovery: string[] = confirmed.body.recovery_codes;
-    // its last verification out of the window, as 16 minutes passing would
-    await svc.service
-      .db('api_keys')
-      .where({ user_id: ottoId, kind: 'session' })
-      .update({ mfa_at: Date.now() - 16 * 60_000 });
-    svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: ottoId });
+    await ageSession();
     await open();
     // dns only: no dhcp or init part
     expect(await page.locator('[data-part]:visible').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.part))).to.deep.equal(['dns']);
@@ -392,11 +397,7 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
     await row('data-dns-records', '192.0.2.70').waitFor();
     expect(await form.locator('[data-msg]').textContent()).to.equal('Added nas.home.arpa. A 192.0.2.70.');
     // cancelled: nothing is added, and the form says why
-    await svc.service
-      .db('api_keys')
-      .where({ user_id: ottoId, kind: 'session' })
-      .update({ mfa_at: Date.now() - 16 * 60_000 });
-    svc.service.bus.emit('iam:permissions_changed', { scope: 'user', user_id: ottoId });
+    await ageSession();
     await form.locator('[name=name]').fill('nas2.home.arpa');
     await form.locator('[name=data]').fill('192.0.2.71');
     await form.locator('button[type=submit]').click();
@@ -404,6 +405,16 @@ describe('browser: host services page (real Unbound, Kea, systemd)', function ()
     await page.click('[data-step-up-cancel]');
     await form.locator('[data-msg]', { hasText: 'second factor was not confirmed' }).waitFor();
     expect(await row('data-dns-records', '192.0.2.71').count()).to.equal(0);
+    // a row's button asks too: the record goes once the factor is confirmed
+    await ageSession();
+    const remove = row('data-dns-records', '192.0.2.70').locator('[data-remove-record]');
+    await remove.click();
+    await remove.click();
+    await dialog.waitFor();
+    await dialog.locator('[name=code]').fill(recovery[1]!);
+    await dialog.locator('button[type=submit]').click();
+    await row('data-dns-records', '192.0.2.70').waitFor({ state: 'detached' });
+    expect(await unbound.control('list_local_data')).to.not.contain('nas.home.arpa');
     await atWidth(1280);
     expectNoProblems(browser);
   });

@@ -77,6 +77,12 @@ async function loadDns(): Promise<void> {
 }
 
 const dnsForm = must<HTMLFormElement>('[data-dns-add]', dns);
+/** What the data of each type looks like, as the placeholder of the data field. */
+const DATA_EXAMPLE: Record<string, string> = { A: '192.0.2.10', AAAA: '2001:db8::10', CNAME: 'target.home.arpa.', TXT: 'any text', PTR: 'host.home.arpa.' };
+const typeSelect = dnsForm.elements.namedItem('type') as HTMLSelectElement;
+typeSelect.addEventListener('change', () => {
+  (dnsForm.elements.namedItem('data') as HTMLInputElement).placeholder = DATA_EXAMPLE[typeSelect.value] ?? '';
+});
 dnsForm.addEventListener('submit', async (e) => {
   e.preventDefault();
   clearForm(dnsForm);
@@ -90,6 +96,7 @@ dnsForm.addEventListener('submit', async (e) => {
   try {
     const { record } = await change<{ record: DnsRecord }>('dns', 'record_add', args);
     dnsForm.reset();
+    typeSelect.dispatchEvent(new Event('change'));
     say($('[data-msg]', dnsForm), `Added ${record.name} ${record.type} ${record.data}.`, 'ok');
     await loadDns();
   } catch (err) {
