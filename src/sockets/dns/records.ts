@@ -118,7 +118,7 @@ export class DnsRecords {
         if (err instanceof UnboundRefusal) await this.putBack(names, listed).catch(() => undefined);
         throw err instanceof UnboundRefusal ? new SocketError('failed', 'Unbound refused the records') : err;
       }
-      this.changedHere(added, 'add');
+      this.changedHere(added);
       return added;
     });
   }
@@ -147,7 +147,7 @@ export class DnsRecords {
       }
       if (!gone.size) return [];
       await this.store.delete([...gone.values()]);
-      this.changedHere([...gone.values()], 'delete');
+      this.changedHere([]);
       const touched = [...new Set([...gone.values()].map((r) => r.name))];
       await this.putBack(
         touched,
@@ -205,16 +205,15 @@ export class DnsRecords {
   }
 
   /**
-   * This instance changed the table and its Unbound: the records it holds are known (a removal by
-   * another instance takes them out at the next sync), and the next check syncs (the digest is
-   * stale, and could even come back to the same numbers: a record added and removed).
+   * This instance changed the table: the next check syncs (the digest is stale, and could even
+   * come back to the same numbers: a record added and removed). Records it added are known as
+   * the table's, so a removal by another instance takes them out of this Unbound; records it
+   * removed stay known until that sync, which takes them out of Unbound if they are still there
+   * (the removal from Unbound failed after the rows went).
    */
-  private changedHere(records: readonly DnsRecord[], how: 'add' | 'delete'): void {
+  private changedHere(added: readonly DnsRecord[]): void {
     if (!this.synced) return;
-    for (const r of records) {
-      if (how === 'add') this.synced.keys.add(keyOf(r));
-      else this.synced.keys.delete(keyOf(r));
-    }
+    for (const r of added) this.synced.keys.add(keyOf(r));
     this.synced.digest = '';
   }
 
