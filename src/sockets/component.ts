@@ -295,11 +295,18 @@ function operationEndpoint(
     ...http.responses,
   };
   if (op.requires_available !== false) responses[503] = 'unavailable: the provider is not available';
+  // a change reaching the host needs step-up: its own permission says so, or (a gRPC call) the
+  // permissions its args ask for, which a core provider's are (socket:...)
+  const stepUp = isChange(op) && (op.permission !== null ? reachesHost(op.permission) : Boolean(op.permissionsFor) && owner === 'core');
   // args that ask for more (permissionsFor): a further permission, refused to nobody in particular as 401
-  const stepUp = isChange(op) && op.permission !== null && reachesHost(op.permission);
   if (op.permissionsFor) {
     if (auth === 'optional') responses[401] = 'unauthorized: the args ask for a permission and no valid credential was given';
-    responses[403] = `forbidden: the caller lacks ${op.permission ? `${op.permission} or ` : ''}a permission these args ask for (the message names it)${stepUp ? '; or step_up_required: verify the second factor again' : ''}`;
+    const own = http.responses?.[403];
+    responses[403] = [
+      `forbidden: the caller lacks ${op.permission ? `${op.permission} or ` : ''}a permission these args ask for (the message names it)`,
+      ...(stepUp && !own?.includes('step_up_required') ? ['step_up_required: verify the second factor again'] : []),
+      ...(own ? [own] : []),
+    ].join('; or ');
   }
   return {
     method: http.method,
