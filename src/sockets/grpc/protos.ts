@@ -40,11 +40,22 @@ export interface LoadedMethod {
  */
 export function loadProtos(files: readonly string[], includeDirs: readonly string[]): protobuf.Root {
   addDescriptor();
-  const root = new protobuf.Root();
-  const fallback = root.resolvePath.bind(root);
-  root.resolvePath = (origin: string, target: string) => {
+  const root = new IncludeRoot(includeDirs);
+  // keepCase: fields are named as the .proto names them, in requests and answers alike
+  root.loadSync([...files], { keepCase: true });
+  root.resolveAll();
+  return root;
+}
+
+/** A root that looks an import up in the include dirs, in order, before protobufjs's own rule. */
+class IncludeRoot extends protobuf.Root {
+  constructor(private readonly includeDirs: readonly string[]) {
+    super();
+  }
+
+  override resolvePath(origin: string, target: string): string | null {
     if (path.isAbsolute(target)) return target;
-    for (const dir of includeDirs) {
+    for (const dir of this.includeDirs) {
       const full = path.join(dir, target);
       try {
         fs.accessSync(full, fs.constants.R_OK);
@@ -53,12 +64,8 @@ export function loadProtos(files: readonly string[], includeDirs: readonly strin
         continue;
       }
     }
-    return fallback(origin, target);
-  };
-  // keepCase: fields are named as the .proto names them, in requests and answers alike
-  root.loadSync([...files], { keepCase: true });
-  root.resolveAll();
-  return root;
+    return super.resolvePath(origin, target);
+  }
 }
 
 /** A configured method name: `package.Service/Method` (the package may be empty). */
