@@ -7,7 +7,7 @@ import type { Logger } from '../log.js';
 import { HttpError, notFound, STATUS_BY_DOMAIN_CODE, type ErrorCode } from './errors.js';
 import { DomainError, isRecorded } from '../errors.js';
 import { isDbUnavailable } from '../db/knex.js';
-import { readBody } from './body.js';
+import { BODY_METHODS, readBody } from './body.js';
 import type { Metrics } from './metrics.js';
 
 declare module 'koa' {
@@ -89,14 +89,15 @@ const SECURITY_HEADERS: Array<[string, string]> = [
 /**
  * What every request passes, in one middleware (each extra one costs an async hop on every
  * request): a request id (echoed when sane), a logger made on first use, the security headers,
- * /healthz and /readyz, the 503 gate on /api/* until IAM is ready, the body read (1 MiB, or
- * more for a route that says so), the error body for every failure, the route-pattern metric,
- * and one access line when the log level is info or finer.
+ * /healthz and /readyz, the 503 gate on /api/* until IAM is ready, the body read for the methods
+ * with one (@koa/bodyparser, 1 MiB or more for a route that says so: src/http/body.ts), the error
+ * body for every failure, the route-pattern metric, and one access line when the log level is
+ * info or finer.
  */
 function core(deps: HttpAppDeps) {
   const { log, state, metrics } = deps;
   const version = deps.version ?? '0.0.0';
-  const bodyLimit = readBody();
+  const bodies = readBody();
   return async (ctx: Context, next: Next) => {
     const incoming = ctx.get('x-request-id');
     const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
@@ -119,7 +120,8 @@ function core(deps: HttpAppDeps) {
         ctx.set('Retry-After', '5');
         return renderError(ctx, 503, 'booting', state.bootError ? `boot failed: ${state.bootError}` : 'the service is starting');
       }
-      await bodyLimit(ctx, next);
+      if (BODY_METHODS.has(ctx.method)) await bodies(ctx, next);
+      else await next();
       if (ctx.body === undefined && ctx.status === 404) throw notFound(`route ${ctx.method} ${ctx.path}`);
       if (ctx.body === undefined && ctx.status === 405) renderError(ctx, 405, 'method_not_allowed', `method ${ctx.method} is not allowed here`);
       // while draining, a finished request closes its connection instead of idling on keep-alive

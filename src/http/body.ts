@@ -1,4 +1,6 @@
-import type { Context, Next } from 'koa';
+import type { Context, Middleware, Next, Request } from 'koa';
+import FindMyWay from 'find-my-way';
+import { createRequire } from 'node:module';
 import getRawBody from 'raw-body';
 import { HttpError, payloadTooLarge, badField } from './errors.js';
 
@@ -6,64 +8,215 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 
 declare module 'koa' {
   interface Request {
-    /** the exact bytes the client sent (empty for body-less requests) */
-    rawBody: Buffer;
+    /** what @koa/bodyparser parsed (a JSON or form body); routes read it through jsonBody / formBody */
+    body?: unknown;
+    /** the exact bytes, only on a route that reads its own body (readOwnBytes: the SCM webhook) */
+    rawBody?: Buffer;
+  }
+  interface ExtendableContext {
+    /** set for a route that reads its own bytes: @koa/bodyparser leaves the body unread */
+    disableBodyParser?: boolean;
   }
 }
 
-/** Routes that take larger bodies than the default (`POST /api/notifications/batch`), by `METHOD path`. */
-const LARGER_BODIES = new Map<string, number>();
+/** The options of @koa/bodyparser this module sets. */
+interface ParserOptions {
+  parsedMethods: string[];
+  enableTypes: Array<'json' | 'form'>;
+  extendTypes: { json: string[] };
+  jsonStrict: boolean;
+  jsonLimit: number;
+  formLimit: number;
+  encoding: string;
+  detectJSON: (ctx: Context) => boolean;
+  onError: (err: Error, ctx: Context) => void;
+}
+// Loaded without its type declarations: they declare `ctx.request.rawBody` a string on every
+// request (the text it decoded), where here it is the webhook's bytes and nothing elsewhere.
+const { bodyParser } = createRequire(import.meta.url)('@koa/bodyparser') as { bodyParser(opts: ParserOptions): Middleware };
 
-/** Lets one route (a fixed path) take bodies up to `limit` bytes. */
+/** The methods whose bodies are read; any other request passes the body stage untouched. */
+export const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** What a route registered here reads unlike the rest: a larger limit, or its own bytes. */
+interface RouteBody {
+  limit?: number;
+  ownBytes?: boolean;
+}
+// matched as the dispatch matches (src/http/app.ts mountRouters): any case, with or without a trailing slash
+const routes = FindMyWay({ ignoreTrailingSlash: true, caseSensitive: false });
+const registered = new Map<string, RouteBody>();
+
+function setRoute(method: string, path: string, change: RouteBody): void {
+  const key = `${method} ${path}`;
+  const known = registered.get(key);
+  if (known) {
+    Object.assign(known, change);
+    return;
+  }
+  const store: RouteBody = { ...change };
+  registered.set(key, store);
+  routes.on(method as FindMyWay.HTTPMethod, path, () => undefined, store);
+}
+
+function routeOf(ctx: Context): RouteBody | undefined {
+  return routes.find(ctx.method as FindMyWay.HTTPMethod, ctx.path)?.store as RouteBody | undefined;
+}
+
+/** Lets one route (a fixed path) take bodies up to `limit` bytes (`POST /api/notifications/batch`: 8 MiB). */
 export function allowLargerBody(method: string, path: string, limit: number): void {
-  LARGER_BODIES.set(`${method} ${path}`, limit);
+  setRoute(method, path, { limit });
+}
+
+/** The parser leaves this route's body unread: the route reads the exact bytes itself (readOwnBytes). */
+export function readsOwnBody(method: string, path: string): void {
+  setRoute(method, path, { ownBytes: true });
 }
 
 /**
- * Reads the raw request body once, enforcing the size limit (413). Parsing is left to the
- * route (jsonBody / formBody) so a webhook can verify a signature over the raw bytes before
- * any parsing happens.
+ * How the body stage left a request: parsed (ctx.request.body), empty (parsed as {}), malformed
+ * JSON (the route that reads it answers 400), or unread (a type the parser does not take).
+ * Nothing: the stage did not parse it (a route that reads its own bytes).
+ */
+const STATE = Symbol('body state');
+type BodyRequest = Request & { [STATE]?: 'parsed' | 'empty' | 'malformed' | 'unread' };
+
+/** The parser's errors as the project's: 413 with the limit, 415 for an encoding it cannot undo, malformed JSON left to the route. */
+function parserFailed(err: Error, ctx: Context, limit: number): void {
+  const e = err as Error & { type?: string; status?: number };
+  if (e.type === 'entity.too.large') throw payloadTooLarge(limit);
+  if (e.type === 'request.aborted') throw new HttpError(400, 'validation_failed', 'request aborted');
+  if (e.status === 415) throw new HttpError(415, 'unsupported_media_type', e.message);
+  if (err instanceof SyntaxError && e.status === 400) {
+    // a route that never reads the body answers as if it were not there, as before the parser
+    (ctx.request as BodyRequest)[STATE] = 'malformed';
+    return;
+  }
+  throw new HttpError(400, 'validation_failed', 'unreadable request body');
+}
+
+function parser(limit: number): Middleware {
+  return bodyParser({
+    parsedMethods: [...BODY_METHODS],
+    enableTypes: ['json', 'form'],
+    // application/json and any */*+json, as the API takes them (its own list stays after these)
+    extendTypes: { json: ['application/json', '+json'] },
+    // any JSON value: a scalar body reaches the route's validation, which names the field
+    jsonStrict: false,
+    jsonLimit: limit,
+    formLimit: limit,
+    encoding: 'utf-8',
+    // a body without a content type is read as JSON, as the API always did
+    detectJSON: (ctx) => !ctx.get('content-type'),
+    onError: (err, ctx) => parserFailed(err, ctx, limit),
+  });
+}
+
+/** One parser per limit: the default one, and one for each larger limit a route registered. */
+const parsers = new Map<number, Middleware>();
+function parserFor(limit: number): Middleware {
+  let p = parsers.get(limit);
+  if (!p) parsers.set(limit, (p = parser(limit)));
+  return p;
+}
+
+/** What the parser kept beside the parsed body: how it left the request (its text is not kept). */
+function settle(ctx: Context): void {
+  const request = ctx.request as BodyRequest;
+  if (request[STATE] !== undefined || ctx.disableBodyParser) return;
+  // the parser's text of the body (declared a Buffer here: the webhook's bytes)
+  const text: unknown = request.rawBody;
+  if (typeof text === 'string') {
+    request.rawBody = undefined;
+    request[STATE] = text.length === 0 ? 'empty' : 'parsed';
+    if (text.length === 0) request.body = {};
+  } else {
+    // the parser answers {} for a type it does not read: nothing was parsed
+    request[STATE] = 'unread';
+    request.body = undefined;
+  }
+}
+
+/**
+ * The body stage, for the methods with a body (BODY_METHODS; the caller skips it for the rest):
+ * a declared length over the route's limit is 413 before anything is read, then @koa/bodyparser
+ * reads JSON and form bodies up to that limit into ctx.request.body. A route registered with
+ * readsOwnBody gets `ctx.disableBodyParser` and reads its bytes itself. Other types stay unread
+ * (jsonBody answers 415 for them).
  */
 export function readBody(defaultLimit = DEFAULT_BODY_LIMIT) {
+  const byDefault = parserFor(defaultLimit);
   return async (ctx: Context, next: Next) => {
-    ctx.request.rawBody = Buffer.alloc(0);
-    if (['POST', 'PUT', 'PATCH', 'DELETE'].includes(ctx.method)) {
-      const limit = LARGER_BODIES.get(`${ctx.method} ${ctx.path}`) ?? defaultLimit;
-      const declared = Number(ctx.get('content-length') || 0);
-      if (declared > limit) throw payloadTooLarge(limit);
-      try {
-        ctx.request.rawBody = await getRawBody(ctx.req, { limit });
-      } catch (err) {
-        const e = err as { type?: string; status?: number };
-        if (e.type === 'entity.too.large') throw payloadTooLarge(limit);
-        if (e.type === 'request.aborted') throw new HttpError(400, 'validation_failed', 'request aborted');
-        throw new HttpError(400, 'validation_failed', 'unreadable request body');
-      }
-    }
-    await next();
+    const route = routeOf(ctx);
+    const limit = route?.limit ?? defaultLimit;
+    const declared = Number(ctx.get('content-length') || 0);
+    if (declared > limit) throw payloadTooLarge(limit);
+    if (route?.ownBytes) ctx.disableBodyParser = true;
+    const parse = limit === defaultLimit ? byDefault : parserFor(limit);
+    await parse(ctx, () => {
+      settle(ctx);
+      return next();
+    });
   };
 }
 
-/** The JSON body (an empty body is {}); malformed JSON -> 400. */
-export function jsonBody(ctx: Context): unknown {
-  const raw = ctx.request.rawBody;
-  if (!raw || raw.length === 0) return {};
-  const type = ctx.request.type;
-  // form bodies are not accepted on the API: a cross-site HTML form could send them
-  if (type && type !== 'application/json' && !type.endsWith('+json')) {
-    throw new HttpError(415, 'unsupported_media_type', `content type ${type} is not accepted, send application/json`);
-  }
-  try {
-    return JSON.parse(raw.toString('utf8'));
-  } catch {
-    throw badField('body', 'is not valid JSON');
-  }
+/** Whether the request carries a body at all (chunked, or a length other than 0). */
+function hasBody(ctx: Context): boolean {
+  const length = ctx.req.headers['content-length'];
+  return ctx.req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
+const isJsonType = (type: string) => type === 'application/json' || type.endsWith('+json');
+
+/** The JSON body (an empty body is {}); another content type -> 415, malformed JSON -> 400 naming `body`. */
+export function jsonBody(ctx: Context): unknown {
+  // a method without a body, as before: its body is not read
+  if (!BODY_METHODS.has(ctx.method)) return {};
+  const request = ctx.request as BodyRequest;
+  const state = request[STATE];
+  if (state === undefined) throw new Error(`${ctx.method} ${ctx.path} reads its own bytes (readsOwnBody): it has no parsed body`);
+  if (state === 'empty' || (state === 'unread' && !hasBody(ctx))) return {};
+  const type = request.type;
+  // form bodies are not accepted on the API: a cross-site HTML form could send them; unread ones are of another type
+  if (state === 'unread' || (type && !isJsonType(type))) {
+    throw new HttpError(415, 'unsupported_media_type', `content type ${type || 'none'} is not accepted, send application/json`);
+  }
+  if (state === 'malformed') throw badField('body', 'is not valid JSON');
+  return request.body;
+}
+
+/** The form body (application/x-www-form-urlencoded) as flat fields: a repeated field keeps its last value. */
 export function formBody(ctx: Context): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of new URLSearchParams(ctx.request.rawBody.toString('utf8'))) out[k] = v;
+  const body = ctx.request.body;
+  if (ctx.request.type !== 'application/x-www-form-urlencoded' || !body || typeof body !== 'object') return out;
+  for (const [k, v] of Object.entries(body)) {
+    const value = Array.isArray(v) ? v[v.length - 1] : v;
+    if (typeof value === 'string') out[k] = value;
+  }
   return out;
+}
+
+/**
+ * The exact bytes of the body, for a route registered with readsOwnBody (a signature over them):
+ * read once with raw-body up to the route's limit (413 past it), kept as ctx.request.rawBody.
+ */
+export async function readOwnBytes(ctx: Context): Promise<Buffer> {
+  const request = ctx.request as BodyRequest;
+  if (request.rawBody) return request.rawBody;
+  if (request.body !== undefined || request[STATE] !== undefined)
+    throw new Error(`${ctx.method} ${ctx.path}: the body was parsed before the route read its bytes`);
+  if (!BODY_METHODS.has(ctx.method)) return (request.rawBody = Buffer.alloc(0));
+  const limit = routeOf(ctx)?.limit ?? DEFAULT_BODY_LIMIT;
+  try {
+    request.rawBody = await getRawBody(ctx.req, { limit });
+  } catch (err) {
+    const e = err as { type?: string };
+    if (e.type === 'entity.too.large') throw payloadTooLarge(limit);
+    if (e.type === 'request.aborted') throw new HttpError(400, 'validation_failed', 'request aborted');
+    throw new HttpError(400, 'validation_failed', 'unreadable request body');
+  }
+  return request.rawBody;
 }
 
 /** Answers with JSON that is already text (a view made once and kept). */

@@ -5,6 +5,7 @@ import Joi from 'joi';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.js';
 import { ApiRouter } from '../http/api.js';
+import { readOwnBytes, readsOwnBody } from '../http/body.js';
 import { lockableSecretRoutes } from '../http/secret-routes.js';
 import { FORGE_NAME, SCM_PROVIDERS, forgeRefusal, forgeSecretKey, keyOf, type WebhookSecrets } from './webhook-secrets.js';
 
@@ -28,6 +29,8 @@ import {
 import { MESSAGE_MAX, TITLE_MAX } from './schema.js';
 import type { NotificationsService } from './service.js';
 import { setting } from '../settings-table.js';
+
+const UTF8 = new TextDecoder();
 
 const DELIVERY_RETENTION_MS = 30 * 24 * 3600_000;
 const PRUNE_EVERY_MS = 3600_000;
@@ -142,7 +145,8 @@ export class ScmWebhook {
     }
     let payload: unknown;
     try {
-      payload = JSON.parse(rawBody.toString('utf8'));
+      // decoded as UTF-8, a leading byte-order mark dropped (RFC 8259 lets a parser ignore one)
+      payload = JSON.parse(UTF8.decode(rawBody));
     } catch {
       throw fieldError('body', 'is not valid JSON');
     }
@@ -344,11 +348,13 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
       },
     },
     async (ctx) => {
-      const outcome = await webhook.receive(ctx.req.headers, ctx.request.rawBody, ctx.ip);
+      const outcome = await webhook.receive(ctx.req.headers, await readOwnBytes(ctx), ctx.ip);
       ctx.status = outcome.status === 'ok' || outcome.status === 'duplicate' ? 200 : 202;
       ctx.body = outcome;
     },
   );
+  // the body parser leaves this body unread: the signature covers its exact bytes
+  readsOwnBody('POST', '/api/notifications/webhook/scm');
   return api.router;
 }
 
