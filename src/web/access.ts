@@ -38,6 +38,15 @@ export const PAGES = {
     admin: true,
   },
   audit: { key: 'audit', path: '/admin/audit', title: 'Audit', anyOf: ['feature:admin.audit', 'route:/admin/audit'], module: 'audit.js', admin: true },
+  // the providers' health is for plugin administrators too; records, leases and units come with the host services' own read permissions
+  hosts: {
+    key: 'hosts',
+    path: '/admin/hosts',
+    title: 'Host services',
+    anyOf: ['route:/admin/hosts', 'socket:dns:read', 'socket:dhcp:read', 'socket:init:read', 'feature:admin.plugins'],
+    module: 'hosts.js',
+    admin: true,
+  },
 } as const satisfies Record<string, PageDef>;
 
 export type PageKey = keyof typeof PAGES;

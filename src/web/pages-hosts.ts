@@ -3,23 +3,10 @@
  * of the zones, DHCP leases and reservations, the allowed systemd units. Its structure only:
  * src/web/browser/hosts.ts fills it from the public API (/api/socket/...) and shows each part and
  * each form by what GET /api/me/access says the viewer holds; the API checks every call anyway.
+ * Who opens it: PAGES.hosts in ./access.ts.
  */
-import type { PageDef } from './access.js';
-import { html, type SafeHtml } from './html.js';
 
-/**
- * Who opens the page: its route permission, a read permission of one of the host services, or
- * the plugin administrators (plugins register providers; they see the health, nothing more,
- * unless a superadmin granted them a host permission).
- */
-export const HOSTS_PAGE: PageDef = {
-  key: 'hosts',
-  path: '/admin/hosts',
-  title: 'Host services',
-  anyOf: ['route:/admin/hosts', 'socket:dns:read', 'socket:dhcp:read', 'socket:init:read', 'feature:admin.plugins'],
-  module: 'hosts.js',
-  admin: true,
-};
+import { html, type SafeHtml } from './html.js';
 
 /** Where the API's words about one field of a form go (filled by the browser module). */
 const fieldMsg = (name: string) => html`<span class="field-msg" data-field-msg="${name}" role="status"></span>`;

@@ -11,7 +11,7 @@ import { DOCS_PAGE, PAGES, pageAllowed, type PageDef } from './access.js';
 import { appPage, forbiddenPage, sendHtml } from './layout.js';
 import { auditContent, dashboardContent, docsContent, groupsContent, pluginsContent, settingsContent, usersContent } from './pages.js';
 import { serveStatic } from './static.js';
-import { HOSTS_PAGE, hostsContent } from './pages-hosts.js';
+import { hostsContent } from './pages-hosts.js';
 import { loginPageRoutes } from './login.js';
 import { html, type SafeHtml } from './html.js';
 import type { User } from '../iam/store.js';
@@ -94,7 +94,7 @@ export function webRoutes(auth: AuthComponent, extraEndpoints?: ExtraEndpoints):
   page(PAGES.groups, (ctx) => groupsContent(ctx.state.identity!));
   page(PAGES.plugins, () => pluginsContent());
   page(PAGES.audit, () => auditContent());
-  page(HOSTS_PAGE, () => hostsContent());
+  page(PAGES.hosts, () => hostsContent());
 
   /** Sign out without script: ends the session and lands on the login page. */
   r.post('/logout', async (ctx) => {
