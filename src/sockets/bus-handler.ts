@@ -206,7 +206,9 @@ export class SocketRequests {
 
     try {
       if (needsAvailable && !(await needsAvailable())) {
-        return fail('unavailable', `socket provider ${providerName} is not available`);
+        // a caller holding the operation's permission may read why not (the reason names the daemon's socket); an open read's may not
+        const why = isPrivileged(op) ? this.deps.registry.get(providerName!)?.unavailable_reason : null;
+        return fail('unavailable', `socket provider ${providerName} is not available${why ? `: ${why}` : ''}`);
       }
       const answer = await op.run(checked.value);
       const result = op.shownTo && caller !== TRUSTED_CALLER ? op.shownTo(answer, (p) => allows(caller, p)) : answer;
@@ -269,7 +271,9 @@ export class SocketRequests {
         shownTo: (r, may) => {
           if (this.administersHost(may)) return r;
           const list = r as { providers: Array<Record<string, unknown>> };
-          return { ...list, providers: list.providers.map((p) => ({ ...p, socket_path: '' })), host_facts_hidden: true };
+          // a reason names sockets and paths: only whether it is available is anyone's
+          const providers = list.providers.map((p) => ({ ...p, socket_path: '', reason: p.available ? null : 'not available' }));
+          return { ...list, providers, host_facts_hidden: true };
         },
       }),
     };

@@ -37,7 +37,9 @@ const providerEntry = Joi.object({
   name: Joi.string(),
   socket_path: Joi.string(),
   available: Joi.boolean(),
-  reason: Joi.string().allow(null).description('why it is unavailable; null when available'),
+  reason: Joi.string()
+    .allow(null)
+    .description('why it is unavailable ("not available" with host_facts_hidden: the reason names sockets and paths); null when available'),
   capabilities: Joi.object({
     can_verify_mounts: Joi.boolean(),
     can_repair_permissions: Joi.boolean(),

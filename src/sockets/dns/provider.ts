@@ -119,12 +119,13 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
   }
 
   /**
-   * Asks Unbound (`status`), at most once per availabilityTtlMs, callers meanwhile sharing the
-   * answer. When Unbound no longer holds the marker zone (it restarted or reloaded: what remote
+   * Asks Unbound (`status`), at most once per availabilityTtlMs while it answers (an outage is
+   * asked again at once: a request right after Unbound came back is served), callers meanwhile
+   * sharing the answer. When Unbound no longer holds the marker zone (it restarted or reloaded: what remote
    * control added is gone), the table's records are put back first.
    */
   override async isAvailable(): Promise<boolean> {
-    if (Date.now() - this.checkedAt < this.ttlMs) return this.lastAvailable;
+    if (this.lastAvailable && Date.now() - this.checkedAt < this.ttlMs) return true;
     this.inFlight ??= this.probe().finally(() => {
       this.inFlight = null;
     });
