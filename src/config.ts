@@ -46,6 +46,8 @@ export interface LdapConfig {
   timeoutMs: number;
   /** how often directory accounts are checked again, as written ('15m'; '0': never) */
   recheckInterval: string;
+  /** after the directory failed, how long LDAP is skipped before one login probes it, as written ('30s'; '0': no pause) */
+  retryAfter: string;
 }
 
 export interface OidcConfig {
@@ -184,6 +186,7 @@ interface CheckedEnv extends HostEnv {
   SERVICE_LDAP_CONNECT_TIMEOUT_MS: number;
   SERVICE_LDAP_TIMEOUT_MS: number;
   SERVICE_LDAP_RECHECK_INTERVAL: string;
+  SERVICE_LDAP_RETRY_AFTER: string;
   SERVICE_LDAP_LINK_BY_EMAIL: boolean;
   SERVICE_OIDC_ISSUER?: string;
   SERVICE_OIDC_CLIENT_ID?: string;
@@ -339,6 +342,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
       connectTimeoutMs: v.SERVICE_LDAP_CONNECT_TIMEOUT_MS,
       timeoutMs: v.SERVICE_LDAP_TIMEOUT_MS,
       recheckInterval: v.SERVICE_LDAP_RECHECK_INTERVAL,
+      retryAfter: v.SERVICE_LDAP_RETRY_AFTER,
     },
     oidc: {
       issuer: v.SERVICE_OIDC_ISSUER ?? null,

@@ -6,6 +6,7 @@
 import { X509Certificate } from 'node:crypto';
 import Joi from 'joi';
 import { GROUP_NAME, parseDuration, type SettingDef } from './settings-kinds.js';
+import { ldapUrlList } from './auth/providers/ldap-options.js';
 
 export const AUTH_PROVIDER_IDS = ['local', 'ldap', 'oidc'] as const;
 
@@ -111,11 +112,9 @@ export const AUTH_SETTINGS: readonly SettingDef[] = [
     'LDAP URL',
     {
       kind: 'string',
-      rule: Joi.string()
-        .trim()
-        .uri({ scheme: ['ldap', 'ldaps'] })
-        .max(2048),
-      about: 'directory server, `ldap://` or `ldaps://`',
+      rule: ldapUrlList,
+      about:
+        'directory servers, `ldap://` or `ldaps://`, separated by spaces: tried in order (the next one when a server does not answer or fails TLS, not when credentials are wrong); the one that answered is tried first for 10 minutes',
     },
     'url',
   ),
@@ -216,9 +215,27 @@ export const AUTH_SETTINGS: readonly SettingDef[] = [
       kind: 'string',
       rule: Joi.number().integer().min(100).max(300_000),
       default: '10000',
-      about: 'each directory operation; after a timeout LDAP is skipped for 30 s (the chain goes on at once)',
+      about: 'each directory operation; when no server answers in time LDAP is paused (`SERVICE_LDAP_RETRY_AFTER`)',
     },
     'timeoutMs',
+  ),
+  ldap(
+    'retry_after',
+    'Pause after the directory failed',
+    {
+      kind: 'string',
+      rule: Joi.string()
+        .custom((v: string) => {
+          const ms = parseDuration(v);
+          if (ms === null || ms > 3_600_000) throw new Error('must be a duration like 30s or 2m (at most 1h), or 0 (no pause)');
+          return v.trim();
+        })
+        .messages({ 'any.custom': '{{#label}} {{#error.message}}' }),
+      default: '30s',
+      about:
+        'when no directory server answers (a timeout, a refused connection, a TLS failure) LDAP is skipped this long, the chain going on at once; then one login asks the directory and the others wait for its answer; `0`: no pause',
+    },
+    'retryAfter',
   ),
   ldap(
     'recheck_interval',

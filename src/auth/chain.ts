@@ -7,6 +7,7 @@ import { LoginRefused } from './providers/refusal.js';
 import { OidcProvider } from './providers/oidc.js';
 import type { AuthProvider, CredentialsProvider, ExternalProfile, RedirectProvider } from './providers/types.js';
 import { AUTH_PROVIDER_IDS } from '../config.js';
+import { parseDuration } from '../settings-kinds.js';
 
 /**
  * The ordered login chain: built from SERVICE_AUTH_PROVIDERS (or the settings
@@ -77,6 +78,7 @@ function buildLdap(s: AuthSettings, log: Logger): LdapProvider {
       startTls: l.startTls,
       connectTimeoutMs: l.connectTimeoutMs,
       timeoutMs: l.timeoutMs,
+      backoffMs: parseDuration(l.retryAfter) ?? undefined,
     },
     // the provider names itself in its log lines
     log,

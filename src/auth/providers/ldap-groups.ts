@@ -68,16 +68,21 @@ async function groupDNs(client: Client, entry: Entry, info: DirectoryInfo, optio
   }
 }
 
-/** The local group names of the entry's directory groups (`mapping`: normalised group DN -> local names). */
+/**
+ * The local group names of the entry's directory groups (`mapping`: normalised group DN -> local
+ * names); `seen` (when given) receives every directory group found, mapped or not.
+ */
 export async function mappedGroups(
   client: Client,
   entry: Entry,
   info: DirectoryInfo,
   options: ResolvedOptions,
   mapping: Map<string, string[]>,
+  seen?: string[],
 ): Promise<string[]> {
   const local = new Set<string>();
   for (const dn of await groupDNs(client, entry, info, options)) {
+    seen?.push(dn);
     for (const name of mapping.get(normalizeDN(dn)) ?? []) local.add(name);
   }
   return [...local];

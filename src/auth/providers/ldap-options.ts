@@ -5,7 +5,10 @@
 import Joi from 'joi';
 
 export interface LdapProviderOptions {
-  /** ldap://host:port or ldaps://host:port */
+  /**
+   * ldap://host:port or ldaps://host:port; several, separated by spaces, are tried in order (the
+   * next one when a server does not answer or refuses TLS, never when credentials are wrong)
+   */
   url: string;
   /** service account used to search; empty or absent = anonymous search */
   bindDN?: string | null;
@@ -31,14 +34,18 @@ export interface LdapProviderOptions {
   connectTimeoutMs?: number;
   /** timeout of each LDAP operation (StartTLS, bind, search). Default 10000 */
   timeoutMs?: number;
-  /** after a timeout, how long the provider refuses at once instead of waiting again. Default 30000 */
+  /** after the directory failed (no server answered), how long the provider refuses at once; then one login probes. Default 30000 */
   backoffMs?: number;
+  /** how long the server that answered is tried first. Default 600000 (10 min) */
+  rememberMs?: number;
   /** shown on the login page. Default `LDAP` */
   label?: string;
 }
 
 /** The settings after the schema: defaults filled in. */
 export type ResolvedOptions = Required<Omit<LdapProviderOptions, 'bindDN' | 'bindPassword' | 'caCert'>> & {
+  /** `url` split: the servers in the order they are tried */
+  urls: string[];
   bindDN: string | null;
   bindPassword: string | null;
   caCert: string | null;
@@ -46,12 +53,38 @@ export type ResolvedOptions = Required<Omit<LdapProviderOptions, 'bindDN' | 'bin
 
 const ATTRIBUTE_NAME = /^[A-Za-z][A-Za-z0-9-]*$/;
 
+/** The URLs of a space-separated list that are not ldap:// or ldaps:// URLs with a host (each named in the message). */
+export function badLdapUrls(list: string): string[] {
+  return list
+    .split(/\s+/)
+    .filter(Boolean)
+    .filter((u) => {
+      try {
+        const url = new URL(u);
+        return !['ldap:', 'ldaps:'].includes(url.protocol) || url.hostname === '' || (url.pathname !== '' && url.pathname !== '/') || url.search !== '';
+      } catch {
+        return true;
+      }
+    });
+}
+
+/** A space-separated list of ldap:// and ldaps:// URLs (the settings table checks it with the same rule). */
+export const ldapUrlList = Joi.string()
+  .trim()
+  .max(2048)
+  .custom((text: string) => {
+    const urls = text.split(/\s+/).filter(Boolean);
+    if (urls.length === 0) throw new Error('must name at least one ldap:// or ldaps:// URL');
+    const bad = badLdapUrls(text);
+    if (bad.length) throw new Error(`must be ldap:// or ldaps:// URLs separated by spaces, not ${bad.map((u) => JSON.stringify(u)).join(', ')}`);
+    if (new Set(urls).size !== urls.length) throw new Error('names a URL twice');
+    return urls.join(' ');
+  })
+  .messages({ 'any.custom': '{{#label}} {{#error.message}}' });
+
 /** joi schema of the provider settings (also usable by the settings API). */
 export const ldapOptionsSchema = Joi.object({
-  url: Joi.string()
-    .trim()
-    .uri({ scheme: ['ldap', 'ldaps'] })
-    .required(),
+  url: ldapUrlList.required(),
   bindDN: Joi.string().trim().allow('', null).default(null),
   // A bind DN with an empty password is an unauthenticated bind that servers let "succeed".
   bindPassword: Joi.when('bindDN', {
@@ -84,5 +117,14 @@ export const ldapOptionsSchema = Joi.object({
   connectTimeoutMs: Joi.number().integer().min(100).max(120_000).default(5000),
   timeoutMs: Joi.number().integer().min(100).max(300_000).default(10_000),
   backoffMs: Joi.number().integer().min(0).max(3_600_000).default(30_000),
+  rememberMs: Joi.number().integer().min(0).max(86_400_000).default(600_000),
   label: Joi.string().trim().min(1).max(100).default('LDAP'),
 });
+
+/** Validates and resolves the provider settings (the URL list split); throws naming every problem. */
+export function resolveOptions(options: LdapProviderOptions): ResolvedOptions {
+  const { value, error } = ldapOptionsSchema.validate(options, { abortEarly: false, convert: true });
+  if (error) throw new Error(`invalid LDAP provider settings: ${error.details.map((d) => d.message).join('; ')}`);
+  const resolved = value as Omit<ResolvedOptions, 'urls'>;
+  return { ...resolved, urls: resolved.url.split(' ') };
+}

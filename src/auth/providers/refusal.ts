@@ -10,7 +10,14 @@
  * account) stay the generic 401: they must not tell whether a name exists.
  */
 
-export type RefusalReason = 'account_disabled' | 'account_expired' | 'password_expired' | 'password_must_change' | 'logon_restricted';
+export type RefusalReason =
+  | 'account_disabled'
+  | 'account_expired'
+  | 'password_expired'
+  | 'password_must_change'
+  | 'logon_restricted'
+  // the directory could not be asked (no server answered, TLS failed): said whatever was typed, and it reveals nothing of the name
+  | 'directory_unavailable';
 
 /**
  * What a directory says of an account whatever password was typed (AD's locked account): the
@@ -26,6 +33,7 @@ export const REFUSAL_TEXT: Record<RefusalReason, string> = {
   password_expired: 'Your password has expired: change it in the directory (for example when signing in to Windows), then sign in again.',
   password_must_change: 'Your password must be changed in the directory before you can sign in.',
   logon_restricted: 'Your account may not sign in at this time or from here.',
+  directory_unavailable: 'The directory is unavailable, so your password cannot be checked now. Try again in a few minutes, or tell your administrator.',
 };
 
 export class LoginRefused extends Error {

@@ -4,6 +4,7 @@ import { Writable } from 'node:stream';
 import { createLogger, type Logger } from '../../../src/log.js';
 import { LdapProvider, escapeFilterValue, normalizeDN, type LdapProviderOptions } from '../../../src/auth/providers/ldap.js';
 import { Attribute, Change, Client } from 'ldapts';
+import { LoginRefused } from '../../../src/auth/providers/refusal.js';
 import { LDAP_GROUPS, LDAP_PEOPLE, startSlapd, type Slapd } from '../../support/slapd.js';
 import { unusedPort } from '../helpers.js';
 
@@ -60,6 +61,12 @@ describe('LdapProvider against a real OpenLDAP slapd', function () {
       },
       logs.log,
     );
+
+  const lastUnavailable = () =>
+    logs
+      .lines()
+      .filter((l) => l.event === 'ldap_unavailable')
+      .pop() as { kind: string; reason: string };
 
   before(async () => {
     slapd = await startSlapd();
@@ -211,11 +218,15 @@ describe('LdapProvider against a real OpenLDAP slapd', function () {
     expect(warning!.username).to.equal('twins@example.org');
   });
 
-  it('throws when the service bind is rejected, without echoing the bind password', async () => {
+  it('a rejected service bind is "the directory is unavailable" to the person, the precise reason in the log, without the bind password', async () => {
     const wrongSecret = 'definitely-wrong-bind-secret';
     const err = await expectRejection(provider({ bindPassword: wrongSecret }).authenticate('alice', LDAP_PEOPLE.alice.password));
-    expect(err.message).to.match(/service bind/i);
-    expect(err.message).to.not.include(wrongSecret);
+    expect(err).to.be.instanceOf(LoginRefused);
+    expect((err as LoginRefused).reason).to.equal('directory_unavailable');
+    const line = lastUnavailable();
+    expect(line.kind).to.equal('service_bind');
+    expect(line.reason).to.match(/service bind as .* was refused: wrong bind DN or password/i);
+    expect(logs.text()).to.not.include(wrongSecret);
   });
 
   it('throws when anonymous search is not allowed and no service account is configured', async () => {
@@ -245,7 +256,9 @@ describe('LdapProvider against a real OpenLDAP slapd', function () {
       const p = provider({ url: `ldap://127.0.0.1:${port}`, connectTimeoutMs: 500, timeoutMs: 500 });
       const started = Date.now();
       const err = await expectRejection(p.authenticate('alice', LDAP_PEOPLE.alice.password));
-      expect(err.message).to.match(/timed out/i);
+      expect((err as LoginRefused).reason).to.equal('directory_unavailable');
+      expect(lastUnavailable()).to.include({ kind: 'timeout' });
+      expect(lastUnavailable().reason).to.match(/no answer in time/i);
       expect(Date.now() - started).to.be.below(2000);
     } finally {
       for (const s of sockets) s.destroy();
