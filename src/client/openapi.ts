@@ -17,7 +17,7 @@ export interface paths {
          *
          *     Requires the permission `feature:admin.audit`.
          */
-        get: operations["getApiAudit"];
+        get: operations["listAuditEvents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -39,7 +39,7 @@ export interface paths {
          * Log in with username and password (runs the provider chain)
          * @description Five failures per (username, client IP) within 60 s answer 429 with Retry-After. A success also sets the device cookie `svc.device` (HttpOnly, SameSite=Lax, 180 days): a later login for the same name presenting it is counted apart from its address and checked ahead of unknown clients (docs/security.md, "Known devices").
          */
-        post: operations["postApiAuthLogin"];
+        post: operations["login"];
         delete?: never;
         options?: never;
         head?: never;
@@ -59,7 +59,7 @@ export interface paths {
          * The second step of a sign-in: a code or a passkey
          * @description Wrong codes count toward the lockout of wrong passwords, and toward the account's own second-factor lockout (ten wrong in an hour, from any address). A wrong code spends the token and answers a new one in `details.mfa_token` (same expiry), to try again with.
          */
-        post: operations["postApiAuthLoginMfa"];
+        post: operations["completeMfaLogin"];
         delete?: never;
         options?: never;
         head?: never;
@@ -76,7 +76,7 @@ export interface paths {
         get?: never;
         put?: never;
         /** Log out: revokes the presented session token and the cookie session */
-        post: operations["postApiAuthLogout"];
+        post: operations["logout"];
         delete?: never;
         options?: never;
         head?: never;
@@ -94,7 +94,7 @@ export interface paths {
          * Start the OIDC redirect login (PKCE, state, nonce)
          * @description `next` is a local path to land on after login; `redirect_uri` (an allowed origin) receives a one-time `code` for POST /api/auth/token-exchange instead.
          */
-        get: operations["getApiAuthOidcStart"];
+        get: operations["startOidcLogin"];
         put?: never;
         post?: never;
         delete?: never;
@@ -111,7 +111,7 @@ export interface paths {
             cookie?: never;
         };
         /** Login providers (the login page renders one SSO button per redirect provider) */
-        get: operations["getApiAuthProviders"];
+        get: operations["listAuthProviders"];
         put?: never;
         post?: never;
         delete?: never;
@@ -135,7 +135,7 @@ export interface paths {
          *
          *     Requires an authenticated caller.
          */
-        post: operations["postApiAuthStepUp"];
+        post: operations["stepUp"];
         delete?: never;
         options?: never;
         head?: never;
@@ -152,7 +152,7 @@ export interface paths {
         get?: never;
         put?: never;
         /** Exchange a one-time code (from a client redirect_uri) for the session token */
-        post: operations["postApiAuthTokenExchange"];
+        post: operations["exchangeLoginCode"];
         delete?: never;
         options?: never;
         head?: never;
@@ -172,7 +172,7 @@ export interface paths {
          * Sign in with a passkey
          * @description `flow: "passwordless"` (the default): the answer of `startAuthentication()` to passwordless options; the passkey names the account, and counts as both factors. `flow: "second_step"` with `mfa_token`: the same as `POST /api/auth/login/mfa` with `webauthn`. Failures are logged as `login_failed` and count toward the lockout of the account the passkey belongs to.
          */
-        post: operations["postApiAuthWebauthn"];
+        post: operations["loginWithPasskey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -194,7 +194,7 @@ export interface paths {
          *
          *     Works anonymously; a presented credential is used when valid.
          */
-        post: operations["postApiAuthWebauthnOptions"];
+        post: operations["passkeyLoginOptions"];
         delete?: never;
         options?: never;
         head?: never;
@@ -212,13 +212,13 @@ export interface paths {
          * List groups with their permissions and members
          * @description Requires the permission `feature:admin.groups`.
          */
-        get: operations["getApiGroups"];
+        get: operations["listGroups"];
         put?: never;
         /**
          * Create a group
          * @description Requires the permission `feature:admin.groups`.
          */
-        post: operations["postApiGroups"];
+        post: operations["createGroup"];
         delete?: never;
         options?: never;
         head?: never;
@@ -236,14 +236,14 @@ export interface paths {
          * One group
          * @description Requires the permission `feature:admin.groups`.
          */
-        get: operations["getApiGroupsName"];
+        get: operations["getGroup"];
         put?: never;
         post?: never;
         /**
          * Delete a group (removed from every member)
          * @description Requires the permission `feature:admin.groups`.
          */
-        delete: operations["deleteApiGroupsName"];
+        delete: operations["deleteGroup"];
         options?: never;
         head?: never;
         /**
@@ -252,7 +252,7 @@ export interface paths {
          *
          *     Requires the permission `feature:admin.groups`.
          */
-        patch: operations["patchApiGroupsName"];
+        patch: operations["updateGroup"];
         trace?: never;
     };
     "/api/me": {
@@ -266,7 +266,7 @@ export interface paths {
          * Who am I
          * @description Requires an authenticated caller.
          */
-        get: operations["getApiMe"];
+        get: operations["getMe"];
         put?: never;
         post?: never;
         delete?: never;
@@ -286,7 +286,7 @@ export interface paths {
          * My effective access (permissions and per-plugin view)
          * @description Requires an authenticated caller.
          */
-        get: operations["getApiMeAccess"];
+        get: operations["getMyAccess"];
         put?: never;
         post?: never;
         delete?: never;
@@ -308,7 +308,7 @@ export interface paths {
          *
          *     Requires an authenticated caller.
          */
-        get: operations["getApiMeApiKeys"];
+        get: operations["listMyKeys"];
         put?: never;
         /**
          * Create an API key
@@ -318,7 +318,7 @@ export interface paths {
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        post: operations["postApiMeApiKeys"];
+        post: operations["issueMyKey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -339,7 +339,7 @@ export interface paths {
          * Revoke one of my API keys or sessions
          * @description Requires an authenticated caller.
          */
-        delete: operations["deleteApiMeApiKeysId"];
+        delete: operations["revokeMyKey"];
         options?: never;
         head?: never;
         patch?: never;
@@ -360,7 +360,7 @@ export interface paths {
          *
          *     Requires an authenticated caller.
          */
-        post: operations["postApiMeApiKeysRevokeBeforeFactor"];
+        post: operations["revokeMyKeysBeforeFactor"];
         delete?: never;
         options?: never;
         head?: never;
@@ -378,7 +378,7 @@ export interface paths {
          * My second factors
          * @description Requires an authenticated caller.
          */
-        get: operations["getApiMeMfa"];
+        get: operations["getMyMfa"];
         put?: never;
         post?: never;
         delete?: never;
@@ -402,7 +402,7 @@ export interface paths {
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        post: operations["postApiMeMfaRecoveryCodes"];
+        post: operations["regenerateRecoveryCodes"];
         delete?: never;
         options?: never;
         head?: never;
@@ -426,14 +426,14 @@ export interface paths {
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        post: operations["postApiMeMfaTotp"];
+        post: operations["startTotpEnrollment"];
         /**
          * Remove the authenticator app (with one of its codes or a recovery code, or after step-up)
          * @description Needs a second factor proved within the step-up window: `code` (a current code of the app, or an unused recovery code) is that proof; without it, the session must have verified a factor lately (`POST /api/auth/step-up`). A wrong code counts toward the lockout of wrong passwords and toward the account's own second-factor lockout (ten wrong in an hour).
          *
          *     Requires an authenticated caller.
          */
-        delete: operations["deleteApiMeMfaTotp"];
+        delete: operations["removeTotp"];
         options?: never;
         head?: never;
         patch?: never;
@@ -456,7 +456,7 @@ export interface paths {
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        post: operations["postApiMeMfaTotpConfirm"];
+        post: operations["confirmTotpEnrollment"];
         delete?: never;
         options?: never;
         head?: never;
@@ -480,7 +480,7 @@ export interface paths {
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        post: operations["postApiMeMfaWebauthn"];
+        post: operations["registerPasskey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -503,7 +503,7 @@ export interface paths {
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        delete: operations["deleteApiMeMfaWebauthnId"];
+        delete: operations["removePasskey"];
         options?: never;
         head?: never;
         patch?: never;
@@ -526,7 +526,7 @@ export interface paths {
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        post: operations["postApiMeMfaWebauthnOptions"];
+        post: operations["passkeyRegistrationOptions"];
         delete?: never;
         options?: never;
         head?: never;
@@ -546,7 +546,7 @@ export interface paths {
          *
          *     Requires an authenticated caller.
          */
-        get: operations["getApiNotifications"];
+        get: operations["listNotifications"];
         put?: never;
         /**
          * Send a notification
@@ -554,7 +554,7 @@ export interface paths {
          *
          *     Requires an authenticated caller.
          */
-        post: operations["postApiNotifications"];
+        post: operations["sendNotification"];
         delete?: never;
         options?: never;
         head?: never;
@@ -575,7 +575,7 @@ export interface paths {
          * Dismiss one notification (for me)
          * @description Requires an authenticated caller.
          */
-        delete: operations["deleteApiNotificationsId"];
+        delete: operations["deleteNotification"];
         options?: never;
         head?: never;
         patch?: never;
@@ -594,7 +594,7 @@ export interface paths {
          * Mark one notification read
          * @description Requires an authenticated caller.
          */
-        post: operations["postApiNotificationsIdRead"];
+        post: operations["markNotificationRead"];
         delete?: never;
         options?: never;
         head?: never;
@@ -616,7 +616,7 @@ export interface paths {
          *
          *     Requires an authenticated caller.
          */
-        post: operations["postApiNotificationsBatch"];
+        post: operations["sendNotificationBatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -636,7 +636,7 @@ export interface paths {
          * Mark everything read
          * @description Requires an authenticated caller.
          */
-        post: operations["postApiNotificationsReadAll"];
+        post: operations["markAllNotificationsRead"];
         delete?: never;
         options?: never;
         head?: never;
@@ -656,7 +656,7 @@ export interface paths {
          * Receive a Gitea, GitHub or GitLab event
          * @description Authenticated by the forge's own webhook secret, else the shared one, verified over the raw body before parsing: `X-Gitea-Signature` (hex HMAC-SHA256), `X-Hub-Signature-256` (`sha256=<hex>`) or `X-Gitlab-Token`. A secret GitLab sends in clear never verifies a GitHub or Gitea signature. A delivery id seen before, or a signed body seen before from any forge, answers `duplicate`.
          */
-        post: operations["postApiNotificationsWebhookScm"];
+        post: operations["receiveScmWebhook"];
         delete?: never;
         options?: never;
         head?: never;
@@ -671,7 +671,7 @@ export interface paths {
             cookie?: never;
         };
         /** Health of the webhook intake */
-        get: operations["getApiNotificationsWebhookScmHealth"];
+        get: operations["getScmWebhookHealth"];
         put?: never;
         post?: never;
         delete?: never;
@@ -691,7 +691,7 @@ export interface paths {
          * The permission catalog (core and plugin-declared ids)
          * @description Requires an authenticated caller.
          */
-        get: operations["getApiPermissions"];
+        get: operations["listPermissions"];
         put?: never;
         post?: never;
         delete?: never;
@@ -711,7 +711,7 @@ export interface paths {
          * List plugins with their manifest claims and state
          * @description Requires the permission `feature:admin.plugins`.
          */
-        get: operations["getApiPlugins"];
+        get: operations["listPlugins"];
         put?: never;
         post?: never;
         delete?: never;
@@ -733,7 +733,7 @@ export interface paths {
          * Disable a plugin: teardown, then its routes, bus subscriptions and providers go
          * @description Requires the permission `feature:admin.plugins`.
          */
-        post: operations["postApiPluginsIdDisable"];
+        post: operations["disablePlugin"];
         delete?: never;
         options?: never;
         head?: never;
@@ -755,7 +755,7 @@ export interface paths {
          *
          *     Requires the permission `feature:admin.plugins`.
          */
-        post: operations["postApiPluginsIdEnable"];
+        post: operations["enablePlugin"];
         delete?: never;
         options?: never;
         head?: never;
@@ -773,7 +773,7 @@ export interface paths {
          * The settings a plugin declares, where each value comes from (secret values are never shown)
          * @description Requires the permission `feature:admin.plugins`.
          */
-        get: operations["getApiPluginsIdSettings"];
+        get: operations["getPluginSettings"];
         put?: never;
         post?: never;
         delete?: never;
@@ -785,7 +785,7 @@ export interface paths {
          *
          *     Requires the permission `feature:admin.plugins`.
          */
-        patch: operations["patchApiPluginsIdSettings"];
+        patch: operations["updatePluginSettings"];
         trace?: never;
     };
     "/api/settings/auth": {
@@ -799,7 +799,7 @@ export interface paths {
          * Authentication provider settings (secrets masked, env-set fields locked)
          * @description Requires the permission `feature:admin.settings`.
          */
-        get: operations["getApiSettingsAuth"];
+        get: operations["getAuthSettings"];
         put?: never;
         post?: never;
         delete?: never;
@@ -813,7 +813,7 @@ export interface paths {
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        patch: operations["patchApiSettingsAuth"];
+        patch: operations["updateAuthSettings"];
         trace?: never;
     };
     "/api/settings/system-api-key": {
@@ -827,14 +827,14 @@ export interface paths {
          * Is a system API key configured
          * @description Requires the permission `feature:admin.settings`.
          */
-        get: operations["getApiSettingsSystemApiKey"];
+        get: operations["getSystemApiKey"];
         /**
          * Set or rotate the system API key
          * @description Requires the permission `feature:admin.settings`.
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        put: operations["putApiSettingsSystemApiKey"];
+        put: operations["setSystemApiKey"];
         post?: never;
         /**
          * Clear the system API key (disables it)
@@ -842,7 +842,7 @@ export interface paths {
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        delete: operations["deleteApiSettingsSystemApiKey"];
+        delete: operations["clearSystemApiKey"];
         options?: never;
         head?: never;
         patch?: never;
@@ -859,18 +859,18 @@ export interface paths {
          * Is a webhook secret configured
          * @description Requires the permission `feature:admin.settings`.
          */
-        get: operations["getApiSettingsWebhookSecret"];
+        get: operations["getWebhookSecret"];
         /**
          * Set or rotate the webhook secret
          * @description Requires the permission `feature:admin.settings`.
          */
-        put: operations["putApiSettingsWebhookSecret"];
+        put: operations["setWebhookSecret"];
         post?: never;
         /**
          * Clear the webhook secret (forges without their own secret answer 503)
          * @description Requires the permission `feature:admin.settings`.
          */
-        delete: operations["deleteApiSettingsWebhookSecret"];
+        delete: operations["clearWebhookSecret"];
         options?: never;
         head?: never;
         patch?: never;
@@ -887,18 +887,18 @@ export interface paths {
          * Is a Gitea webhook secret configured
          * @description Requires the permission `feature:admin.settings`.
          */
-        get: operations["getApiSettingsWebhookSecretGitea"];
+        get: operations["getGiteaWebhookSecret"];
         /**
          * Set or rotate the Gitea webhook secret
          * @description Requires the permission `feature:admin.settings`.
          */
-        put: operations["putApiSettingsWebhookSecretGitea"];
+        put: operations["setGiteaWebhookSecret"];
         post?: never;
         /**
          * Clear the Gitea webhook secret (Gitea deliveries are verified with the shared secret again)
          * @description Requires the permission `feature:admin.settings`.
          */
-        delete: operations["deleteApiSettingsWebhookSecretGitea"];
+        delete: operations["clearGiteaWebhookSecret"];
         options?: never;
         head?: never;
         patch?: never;
@@ -915,18 +915,18 @@ export interface paths {
          * Is a GitHub webhook secret configured
          * @description Requires the permission `feature:admin.settings`.
          */
-        get: operations["getApiSettingsWebhookSecretGithub"];
+        get: operations["getGithubWebhookSecret"];
         /**
          * Set or rotate the GitHub webhook secret
          * @description Requires the permission `feature:admin.settings`.
          */
-        put: operations["putApiSettingsWebhookSecretGithub"];
+        put: operations["setGithubWebhookSecret"];
         post?: never;
         /**
          * Clear the GitHub webhook secret (GitHub deliveries are verified with the shared secret again)
          * @description Requires the permission `feature:admin.settings`.
          */
-        delete: operations["deleteApiSettingsWebhookSecretGithub"];
+        delete: operations["clearGithubWebhookSecret"];
         options?: never;
         head?: never;
         patch?: never;
@@ -943,18 +943,18 @@ export interface paths {
          * Is a GitLab webhook secret configured
          * @description Requires the permission `feature:admin.settings`.
          */
-        get: operations["getApiSettingsWebhookSecretGitlab"];
+        get: operations["getGitlabWebhookSecret"];
         /**
          * Set or rotate the GitLab webhook secret
          * @description Requires the permission `feature:admin.settings`.
          */
-        put: operations["putApiSettingsWebhookSecretGitlab"];
+        put: operations["setGitlabWebhookSecret"];
         post?: never;
         /**
          * Clear the GitLab webhook secret (GitLab deliveries are verified with the shared secret again)
          * @description Requires the permission `feature:admin.settings`.
          */
-        delete: operations["deleteApiSettingsWebhookSecretGitlab"];
+        delete: operations["clearGitlabWebhookSecret"];
         options?: never;
         head?: never;
         patch?: never;
@@ -977,7 +977,7 @@ export interface paths {
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        post: operations["postApiSocketContainerCleanup"];
+        post: operations["containerCleanup"];
         delete?: never;
         options?: never;
         head?: never;
@@ -995,7 +995,7 @@ export interface paths {
          * Container daemon health
          * @description Works anonymously; a presented credential is used when valid.
          */
-        get: operations["getApiSocketContainerHealth"];
+        get: operations["containerHealth"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1015,7 +1015,7 @@ export interface paths {
          * Container mount mappings
          * @description Works anonymously; a presented credential is used when valid.
          */
-        get: operations["getApiSocketContainerMounts"];
+        get: operations["containerMounts"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1035,7 +1035,7 @@ export interface paths {
          * The host paths behind paths inside this container
          * @description Works anonymously; a presented credential is used when valid.
          */
-        get: operations["getApiSocketContainerResolveMounts"];
+        get: operations["containerResolveMounts"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1055,7 +1055,7 @@ export interface paths {
          * Runner containers
          * @description Works anonymously; a presented credential is used when valid.
          */
-        get: operations["getApiSocketContainerRunners"];
+        get: operations["containerRunners"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1081,7 +1081,7 @@ export interface paths {
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        post: operations["postApiSocketContainerSpawn"];
+        post: operations["containerSpawn"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1099,7 +1099,7 @@ export interface paths {
          * The host storage root as seen inside containers
          * @description Works anonymously; a presented credential is used when valid.
          */
-        get: operations["getApiSocketContainerStorageRoot"];
+        get: operations["containerStorageRoot"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1121,7 +1121,7 @@ export interface paths {
          *
          *     Works anonymously; a presented credential is used when valid.
          */
-        get: operations["getApiSocketHealth"];
+        get: operations["checkMountHealth"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1141,7 +1141,7 @@ export interface paths {
          * Registered socket providers, which are available, and why the others are not (`reason`)
          * @description Works anonymously; a presented credential is used when valid.
          */
-        get: operations["getApiSocketProviders"];
+        get: operations["listSocketProviders"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1165,7 +1165,7 @@ export interface paths {
          *
          *     Requires the permission `socket:mounts:repair`.
          */
-        post: operations["postApiSocketRepair"];
+        post: operations["repairMount"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1183,7 +1183,7 @@ export interface paths {
          * List users
          * @description Requires the permission `feature:admin.users`.
          */
-        get: operations["getApiUsers"];
+        get: operations["listUsers"];
         put?: never;
         /**
          * Create a user
@@ -1191,7 +1191,7 @@ export interface paths {
          *
          *     Requires the permission `feature:admin.users`.
          */
-        post: operations["postApiUsers"];
+        post: operations["createUser"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1209,14 +1209,14 @@ export interface paths {
          * One user with linked identities
          * @description Requires the permission `feature:admin.users`.
          */
-        get: operations["getApiUsersId"];
+        get: operations["getUser"];
         put?: never;
         post?: never;
         /**
          * Delete a user
          * @description Requires the permission `feature:admin.users`.
          */
-        delete: operations["deleteApiUsersId"];
+        delete: operations["deleteUser"];
         options?: never;
         head?: never;
         /**
@@ -1225,7 +1225,7 @@ export interface paths {
          *
          *     Requires the permission `feature:admin.users`.
          */
-        patch: operations["patchApiUsersId"];
+        patch: operations["updateUser"];
         trace?: never;
     };
     "/api/users/{id}/api-keys": {
@@ -1239,7 +1239,7 @@ export interface paths {
          * A user's API keys and sessions
          * @description Requires the permission `feature:admin.users`.
          */
-        get: operations["getApiUsersIdApiKeys"];
+        get: operations["listUserKeys"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1262,7 +1262,7 @@ export interface paths {
          * Revoke a user's API key or session
          * @description Requires the permission `feature:admin.users`.
          */
-        delete: operations["deleteApiUsersIdApiKeysKeyId"];
+        delete: operations["revokeUserKey"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1286,7 +1286,7 @@ export interface paths {
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        delete: operations["deleteApiUsersIdMfa"];
+        delete: operations["resetUserMfa"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1307,7 +1307,7 @@ export interface paths {
          *
          *     Requires an authenticated caller.
          */
-        post: operations["postApiUsersIdPassword"];
+        post: operations["setUserPassword"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1329,7 +1329,7 @@ export interface paths {
          *
          *     Requires an authenticated caller.
          */
-        post: operations["postApiWsTicket"];
+        post: operations["issueWsTicket"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1347,7 +1347,7 @@ export interface paths {
          * OIDC redirect callback (browser)
          * @description The identity provider sends the browser here with `code` and `state` (or `error`). Validates state, nonce and the ID token, links the identity and redirects to /auth/complete with a one-time code. Failures redirect to /login?error=<code>.
          */
-        get: operations["getAuthCallbackOidc"];
+        get: operations["finishOidcLogin"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1367,7 +1367,7 @@ export interface paths {
          * Single sign-on handoff (browser): redeems the one-time code and starts the cookie session
          * @description Query: `code`, the one-time code of the callback (bound to this browser); `next`, a local path to land on. Anything unusable lands on the login page rather than an error body.
          */
-        get: operations["getAuthComplete"];
+        get: operations["completeSsoLogin"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1387,7 +1387,7 @@ export interface paths {
          * The WebSocket gateway (send an Upgrade request)
          * @description Authenticated at the upgrade by `?ticket=`, X-API-Key, Bearer, Basic or the cookie session (with an allowed Origin). Frames are JSON `{event, payload, ref?}`: the server sends `gateway:welcome`, then `system:notify` / `user:notify` with `seq`; the client may send `notifications:resume {since}`, `gateway:ping`, `socket:request`, `system:notify`, `user:notify`. A plain GET answers 426.
          */
-        get: operations["getWs"];
+        get: operations["connectWebSocket"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1817,7 +1817,7 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
-    getApiAudit: {
+    listAuditEvents: {
         parameters: {
             query?: {
                 /** @description an action (auth.login, auth.login_failed, auth.logout, auth.locked, auth.mfa_enrolled, auth.mfa_removed, auth.mfa_reset, auth.recovery_codes_regenerated, auth.recovery_code_used, auth.step_up, user.created, user.updated, user.deleted, user.password_changed, user.linked, group.created, group.updated, group.deleted, key.issued, key.revoked, settings.changed, system_key.changed, secret_key.rotated, socket.operation, plugin.state_changed, webhook.rejected, request.denied, audit.pruned), or a prefix ending in a dot (`user.`) */
@@ -1870,7 +1870,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiAuthLogin: {
+    login: {
         parameters: {
             query?: never;
             header?: never;
@@ -1933,7 +1933,7 @@ export interface operations {
             };
         };
     };
-    postApiAuthLoginMfa: {
+    completeMfaLogin: {
         parameters: {
             query?: never;
             header?: never;
@@ -1992,7 +1992,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiAuthLogout: {
+    logout: {
         parameters: {
             query?: never;
             header?: never;
@@ -2025,7 +2025,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiAuthOidcStart: {
+    startOidcLogin: {
         parameters: {
             query?: {
                 /** @description default: "/" */
@@ -2067,7 +2067,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiAuthProviders: {
+    listAuthProviders: {
         parameters: {
             query?: never;
             header?: never;
@@ -2111,7 +2111,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiAuthStepUp: {
+    stepUp: {
         parameters: {
             query?: never;
             header?: never;
@@ -2174,7 +2174,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiAuthTokenExchange: {
+    exchangeLoginCode: {
         parameters: {
             query?: never;
             header?: never;
@@ -2216,7 +2216,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiAuthWebauthn: {
+    loginWithPasskey: {
         parameters: {
             query?: never;
             header?: never;
@@ -2277,7 +2277,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiAuthWebauthnOptions: {
+    passkeyLoginOptions: {
         parameters: {
             query?: never;
             header?: never;
@@ -2371,7 +2371,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiGroups: {
+    listGroups: {
         parameters: {
             query?: never;
             header?: never;
@@ -2408,7 +2408,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiGroups: {
+    createGroup: {
         parameters: {
             query?: never;
             header?: never;
@@ -2461,7 +2461,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiGroupsName: {
+    getGroup: {
         parameters: {
             query?: never;
             header?: never;
@@ -2508,7 +2508,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    deleteApiGroupsName: {
+    deleteGroup: {
         parameters: {
             query?: never;
             header?: never;
@@ -2562,7 +2562,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    patchApiGroupsName: {
+    updateGroup: {
         parameters: {
             query?: never;
             header?: never;
@@ -2627,7 +2627,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiMe: {
+    getMe: {
         parameters: {
             query?: never;
             header?: never;
@@ -2665,7 +2665,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiMeAccess: {
+    getMyAccess: {
         parameters: {
             query?: never;
             header?: never;
@@ -2706,7 +2706,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiMeApiKeys: {
+    listMyKeys: {
         parameters: {
             query?: never;
             header?: never;
@@ -2758,7 +2758,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiMeApiKeys: {
+    issueMyKey: {
         parameters: {
             query?: never;
             header?: never;
@@ -2821,7 +2821,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    deleteApiMeApiKeysId: {
+    revokeMyKey: {
         parameters: {
             query?: never;
             header?: never;
@@ -2866,7 +2866,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiMeApiKeysRevokeBeforeFactor: {
+    revokeMyKeysBeforeFactor: {
         parameters: {
             query?: never;
             header?: never;
@@ -2904,7 +2904,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiMeMfa: {
+    getMyMfa: {
         parameters: {
             query?: never;
             header?: never;
@@ -2939,7 +2939,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiMeMfaRecoveryCodes: {
+    regenerateRecoveryCodes: {
         parameters: {
             query?: never;
             header?: never;
@@ -2983,7 +2983,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiMeMfaTotp: {
+    startTotpEnrollment: {
         parameters: {
             query?: never;
             header?: never;
@@ -3059,7 +3059,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    deleteApiMeMfaTotp: {
+    removeTotp: {
         parameters: {
             query?: never;
             header?: never;
@@ -3127,7 +3127,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiMeMfaTotpConfirm: {
+    confirmTotpEnrollment: {
         parameters: {
             query?: never;
             header?: never;
@@ -3192,7 +3192,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiMeMfaWebauthn: {
+    registerPasskey: {
         parameters: {
             query?: never;
             header?: never;
@@ -3268,7 +3268,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    deleteApiMeMfaWebauthnId: {
+    removePasskey: {
         parameters: {
             query?: never;
             header?: never;
@@ -3312,7 +3312,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiMeMfaWebauthnOptions: {
+    passkeyRegistrationOptions: {
         parameters: {
             query?: never;
             header?: never;
@@ -3415,7 +3415,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiNotifications: {
+    listNotifications: {
         parameters: {
             query?: {
                 /** @description everything after this seq, oldest first; not with `before` */
@@ -3462,7 +3462,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiNotifications: {
+    sendNotification: {
         parameters: {
             query?: never;
             header?: never;
@@ -3511,7 +3511,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    deleteApiNotificationsId: {
+    deleteNotification: {
         parameters: {
             query?: never;
             header?: never;
@@ -3548,7 +3548,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiNotificationsIdRead: {
+    markNotificationRead: {
         parameters: {
             query?: never;
             header?: never;
@@ -3585,7 +3585,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiNotificationsBatch: {
+    sendNotificationBatch: {
         parameters: {
             query?: never;
             header?: never;
@@ -3646,7 +3646,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiNotificationsReadAll: {
+    markAllNotificationsRead: {
         parameters: {
             query?: never;
             header?: never;
@@ -3671,7 +3671,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiNotificationsWebhookScm: {
+    receiveScmWebhook: {
         parameters: {
             query?: never;
             header?: {
@@ -3790,7 +3790,7 @@ export interface operations {
             };
         };
     };
-    getApiNotificationsWebhookScmHealth: {
+    getScmWebhookHealth: {
         parameters: {
             query?: never;
             header?: never;
@@ -3832,7 +3832,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiPermissions: {
+    listPermissions: {
         parameters: {
             query?: never;
             header?: never;
@@ -3861,7 +3861,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiPlugins: {
+    listPlugins: {
         parameters: {
             query?: never;
             header?: never;
@@ -3906,7 +3906,7 @@ export interface operations {
             };
         };
     };
-    postApiPluginsIdDisable: {
+    disablePlugin: {
         parameters: {
             query?: never;
             header?: never;
@@ -3953,7 +3953,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiPluginsIdEnable: {
+    enablePlugin: {
         parameters: {
             query?: never;
             header?: never;
@@ -4009,7 +4009,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiPluginsIdSettings: {
+    getPluginSettings: {
         parameters: {
             query?: never;
             header?: never;
@@ -4068,7 +4068,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    patchApiPluginsIdSettings: {
+    updatePluginSettings: {
         parameters: {
             query?: never;
             header?: never;
@@ -4142,7 +4142,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiSettingsAuth: {
+    getAuthSettings: {
         parameters: {
             query?: never;
             header?: never;
@@ -4177,7 +4177,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    patchApiSettingsAuth: {
+    updateAuthSettings: {
         parameters: {
             query?: never;
             header?: never;
@@ -4190,7 +4190,6 @@ export interface operations {
                     auth_providers?: ("local" | "ldap" | "oidc")[] | string | null;
                     sso_default_groups?: string[] | string | null;
                     mfa_required_groups?: string[] | string | null;
-                    /** Format: uri */
                     ldap_url?: string | null;
                     ldap_bind_dn?: string | null;
                     ldap_bind_password?: string | null;
@@ -4207,6 +4206,7 @@ export interface operations {
                     ldap_nested_groups?: "auto" | boolean | null;
                     ldap_connect_timeout_ms?: number | null;
                     ldap_timeout_ms?: number | null;
+                    ldap_retry_after?: string | null;
                     ldap_recheck_interval?: string | null;
                     ldap_link_by_email?: boolean | null;
                     /** Format: uri */
@@ -4260,7 +4260,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiSettingsSystemApiKey: {
+    getSystemApiKey: {
         parameters: {
             query?: never;
             header?: never;
@@ -4295,7 +4295,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    putApiSettingsSystemApiKey: {
+    setSystemApiKey: {
         parameters: {
             query?: never;
             header?: never;
@@ -4345,7 +4345,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    deleteApiSettingsSystemApiKey: {
+    clearSystemApiKey: {
         parameters: {
             query?: never;
             header?: never;
@@ -4387,7 +4387,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiSettingsWebhookSecret: {
+    getWebhookSecret: {
         parameters: {
             query?: never;
             header?: never;
@@ -4422,7 +4422,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    putApiSettingsWebhookSecret: {
+    setWebhookSecret: {
         parameters: {
             query?: never;
             header?: never;
@@ -4472,7 +4472,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    deleteApiSettingsWebhookSecret: {
+    clearWebhookSecret: {
         parameters: {
             query?: never;
             header?: never;
@@ -4514,7 +4514,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiSettingsWebhookSecretGitea: {
+    getGiteaWebhookSecret: {
         parameters: {
             query?: never;
             header?: never;
@@ -4549,7 +4549,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    putApiSettingsWebhookSecretGitea: {
+    setGiteaWebhookSecret: {
         parameters: {
             query?: never;
             header?: never;
@@ -4599,7 +4599,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    deleteApiSettingsWebhookSecretGitea: {
+    clearGiteaWebhookSecret: {
         parameters: {
             query?: never;
             header?: never;
@@ -4641,7 +4641,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiSettingsWebhookSecretGithub: {
+    getGithubWebhookSecret: {
         parameters: {
             query?: never;
             header?: never;
@@ -4676,7 +4676,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    putApiSettingsWebhookSecretGithub: {
+    setGithubWebhookSecret: {
         parameters: {
             query?: never;
             header?: never;
@@ -4726,7 +4726,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    deleteApiSettingsWebhookSecretGithub: {
+    clearGithubWebhookSecret: {
         parameters: {
             query?: never;
             header?: never;
@@ -4768,7 +4768,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiSettingsWebhookSecretGitlab: {
+    getGitlabWebhookSecret: {
         parameters: {
             query?: never;
             header?: never;
@@ -4803,7 +4803,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    putApiSettingsWebhookSecretGitlab: {
+    setGitlabWebhookSecret: {
         parameters: {
             query?: never;
             header?: never;
@@ -4853,7 +4853,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    deleteApiSettingsWebhookSecretGitlab: {
+    clearGitlabWebhookSecret: {
         parameters: {
             query?: never;
             header?: never;
@@ -4895,7 +4895,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiSocketContainerCleanup: {
+    containerCleanup: {
         parameters: {
             query?: never;
             header?: never;
@@ -4972,7 +4972,7 @@ export interface operations {
             };
         };
     };
-    getApiSocketContainerHealth: {
+    containerHealth: {
         parameters: {
             query?: never;
             header?: never;
@@ -5020,7 +5020,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiSocketContainerMounts: {
+    containerMounts: {
         parameters: {
             query?: never;
             header?: never;
@@ -5076,7 +5076,7 @@ export interface operations {
             };
         };
     };
-    getApiSocketContainerResolveMounts: {
+    containerResolveMounts: {
         parameters: {
             query: {
                 /** @description paths inside this container (repeat the parameter for several) */
@@ -5135,7 +5135,7 @@ export interface operations {
             };
         };
     };
-    getApiSocketContainerRunners: {
+    containerRunners: {
         parameters: {
             query?: {
                 /** @description name prefix of the runner containers; default SERVICE_RUNNER_PREFIX (default: "runner-") */
@@ -5191,7 +5191,7 @@ export interface operations {
             };
         };
     };
-    postApiSocketContainerSpawn: {
+    containerSpawn: {
         parameters: {
             query?: never;
             header?: never;
@@ -5282,7 +5282,7 @@ export interface operations {
             };
         };
     };
-    getApiSocketContainerStorageRoot: {
+    containerStorageRoot: {
         parameters: {
             query?: never;
             header?: never;
@@ -5334,7 +5334,7 @@ export interface operations {
             };
         };
     };
-    getApiSocketHealth: {
+    checkMountHealth: {
         parameters: {
             query?: {
                 /** @description comma-separated paths (spaces around each trimmed, empty entries skipped): at most 64 paths of at most 4096 characters each; default: SERVICE_MANAGED_DIRS */
@@ -5389,7 +5389,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiSocketProviders: {
+    listSocketProviders: {
         parameters: {
             query?: never;
             header?: never;
@@ -5409,7 +5409,7 @@ export interface operations {
                             name: string;
                             socket_path: string;
                             available: boolean;
-                            /** @description why it is unavailable; null when available */
+                            /** @description why it is unavailable ("not available" with host_facts_hidden: the reason names sockets and paths); null when available */
                             reason: string | null;
                             capabilities: {
                                 can_verify_mounts: boolean;
@@ -5443,7 +5443,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiSocketRepair: {
+    repairMount: {
         parameters: {
             query?: never;
             header?: never;
@@ -5511,7 +5511,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiUsers: {
+    listUsers: {
         parameters: {
             query?: never;
             header?: never;
@@ -5548,7 +5548,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiUsers: {
+    createUser: {
         parameters: {
             query?: never;
             header?: never;
@@ -5606,7 +5606,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiUsersId: {
+    getUser: {
         parameters: {
             query?: never;
             header?: never;
@@ -5653,7 +5653,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    deleteApiUsersId: {
+    deleteUser: {
         parameters: {
             query?: never;
             header?: never;
@@ -5707,7 +5707,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    patchApiUsersId: {
+    updateUser: {
         parameters: {
             query?: never;
             header?: never;
@@ -5777,7 +5777,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getApiUsersIdApiKeys: {
+    listUserKeys: {
         parameters: {
             query?: never;
             header?: never;
@@ -5826,7 +5826,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    deleteApiUsersIdApiKeysKeyId: {
+    revokeUserKey: {
         parameters: {
             query?: never;
             header?: never;
@@ -5873,7 +5873,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    deleteApiUsersIdMfa: {
+    resetUserMfa: {
         parameters: {
             query?: never;
             header?: never;
@@ -5918,7 +5918,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiUsersIdPassword: {
+    setUserPassword: {
         parameters: {
             query?: never;
             header?: never;
@@ -5989,7 +5989,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiWsTicket: {
+    issueWsTicket: {
         parameters: {
             query?: never;
             header?: never;
@@ -6022,7 +6022,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getAuthCallbackOidc: {
+    finishOidcLogin: {
         parameters: {
             query?: never;
             header?: never;
@@ -6058,7 +6058,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getAuthComplete: {
+    completeSsoLogin: {
         parameters: {
             query?: never;
             header?: never;
@@ -6085,7 +6085,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    getWs: {
+    connectWebSocket: {
         parameters: {
             query?: {
                 /** @description a ticket from POST /api/ws/ticket: single use, 30 seconds */

@@ -21,6 +21,7 @@ export function gatewayRoutes(tickets: WsTickets): Router {
     {
       method: 'POST',
       path: '/api/ws/ticket',
+      operationId: 'issueWsTicket',
       summary: 'A one-time ticket for GET /ws?ticket=…',
       description:
         'For clients that cannot send headers or cookies with the WebSocket upgrade (browsers on another origin). Valid once, for 30 s, with the permissions (and key scopes) of the caller.',
@@ -43,6 +44,7 @@ export function gatewayRoutes(tickets: WsTickets): Router {
     {
       method: 'GET',
       path: '/ws',
+      operationId: 'connectWebSocket',
       summary: 'The WebSocket gateway (send an Upgrade request)',
       description:
         'Authenticated at the upgrade by `?ticket=`, X-API-Key, Bearer, Basic or the cookie session (with an allowed Origin). Frames are JSON `{event, payload, ref?}`: the server sends `gateway:welcome`, then `system:notify` / `user:notify` with `seq`; the client may send `notifications:resume {since}`, `gateway:ping`, `socket:request`, `system:notify`, `user:notify`. A plain GET answers 426.',

@@ -39,6 +39,13 @@ export interface EndpointDef<P = unknown, Q = unknown, B = unknown, M extends Bo
   method: HttpMethod;
   /** relative to the router's prefix, in router syntax (`/:id`) */
   path: string;
+  /**
+   * The operation's name in the API document, unique in it: a verb and what it acts on, in
+   * camelCase (`listUsers`, `revokeUserKey`); generated clients name their functions after it.
+   * Every route of the service names one; a plugin's route without one is named after its
+   * method and path (docs/client.md).
+   */
+  operationId?: string;
   summary: string;
   description?: string;
   /** defaults to the router's tag */

@@ -146,11 +146,19 @@ function refusesEmpty(body: Joi.Schema): boolean {
   return refused;
 }
 
-function operation(e: Endpoint, pathNames: string[], components: Components): Record<string, unknown> {
+/** The name of a route that gives none (a plugin's): its method and path in camelCase, `getApiPluginsDemoItems`. */
+export function pathOperationId(method: string, fullPath: string): string {
+  return `${method.toLowerCase()}${fullPath.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`;
+}
+
+/** What an operationId must look like (generated clients make function names of it). */
+export const OPERATION_ID = /^[a-z][A-Za-z0-9]*$/;
+
+function operation(e: Endpoint, pathNames: string[], components: Components, operationId: string): Record<string, unknown> {
   const op: Record<string, unknown> = {
     tags: [e.tag],
     summary: e.summary,
-    operationId: `${e.method.toLowerCase()}${e.fullPath.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
+    operationId,
   };
   const notes: string[] = [];
   if (e.description) notes.push(e.description);
@@ -225,11 +233,29 @@ function operation(e: Endpoint, pathNames: string[], components: Components): Re
 }
 
 /**
+ * The operationId of each endpoint: its own; one that is missing, malformed or taken by an
+ * endpoint before it (the service's routes come before the plugins' and the providers', and a
+ * core provider before a plugin's) is named after its method and path, which is unique. The
+ * service's own routes all keep theirs (test/http/openapi-tools.test.ts).
+ */
+function operationIds(endpoints: readonly Endpoint[]): Map<Endpoint, string> {
+  const ids = new Map<Endpoint, string>();
+  const taken = new Set<string>();
+  for (const e of endpoints) {
+    const own = e.operationId;
+    const id = own && OPERATION_ID.test(own) && !taken.has(own) ? own : pathOperationId(e.method, e.fullPath);
+    taken.add(id);
+    ids.set(e, id);
+  }
+  return ids;
+}
+
+/**
  * A plugin's route whose schemas cannot be documented (e.g. a shape named like another one) is
  * listed without them rather than taking the whole document down; the service's own routes
  * throw (test/web/openapi.test.ts builds the document).
  */
-function pluginSafe(e: Endpoint, build: () => Record<string, unknown>): Record<string, unknown> {
+function pluginSafe(e: Endpoint, operationId: string, build: () => Record<string, unknown>): Record<string, unknown> {
   if (!e.tag.startsWith('plugin:')) return build();
   try {
     return build();
@@ -237,6 +263,7 @@ function pluginSafe(e: Endpoint, build: () => Record<string, unknown>): Record<s
     return {
       tags: [e.tag],
       summary: e.summary,
+      operationId,
       description: `Its schemas could not be documented: ${(err as Error).message}`,
       responses: { default: { description: 'not documented' } },
       security: securityOf(e.auth),
@@ -256,14 +283,13 @@ export interface OpenApiInfo {
 export function buildOpenApi(endpoints: readonly Endpoint[], info: OpenApiInfo): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   const components: Components = {};
-  const visible = endpoints
-    .filter((e) => !e.hidden)
-    .slice()
-    .sort((a, b) => a.fullPath.localeCompare(b.fullPath));
+  const shown = endpoints.filter((e) => !e.hidden);
+  const ids = operationIds(shown);
+  const visible = shown.slice().sort((a, b) => a.fullPath.localeCompare(b.fullPath));
   for (const e of visible) {
     const { path, names } = openApiPath(e.fullPath);
     paths[path] ??= {};
-    paths[path]![e.method.toLowerCase()] = pluginSafe(e, () => operation(e, names, components));
+    paths[path]![e.method.toLowerCase()] = pluginSafe(e, ids.get(e)!, () => operation(e, names, components, ids.get(e)!));
   }
   const used = new Set(visible.map((e) => e.tag));
   return {

@@ -66,6 +66,8 @@ export function lockableSecretRoutes<A>(o: SecretRoutesOptions<A>): Router {
   const ADMIN = { permission: 'feature:admin.settings' };
   const LOCKED = `the ${o.what} is set by ${o.setting.env} (locked)`;
   const body = putBody(o);
+  // named after what it is: getSystemApiKey, setGithubWebhookSecret, clearWebhookSecret
+  const noun = o.what.replace(/\w+/g, (w) => w[0]!.toUpperCase() + w.slice(1).toLowerCase()).replace(/\W+/g, '');
   const unlocked = () => {
     if (o.secret.lockedByEnv) throw conflict(`the ${o.what} is set by ${o.setting.env} and cannot be changed here`);
   };
@@ -75,6 +77,7 @@ export function lockableSecretRoutes<A>(o: SecretRoutesOptions<A>): Router {
     {
       method: 'GET',
       path: '/',
+      operationId: `get${noun}`,
       summary: `Is a ${o.what} configured`,
       auth: ADMIN,
       responses: { 200: { description: 'never the value itself', schema: secretStatusView } },
@@ -86,6 +89,7 @@ export function lockableSecretRoutes<A>(o: SecretRoutesOptions<A>): Router {
     {
       method: 'PUT',
       path: '/',
+      operationId: `set${noun}`,
       summary: `Set or rotate the ${o.what}`,
       auth: ADMIN,
       body,
@@ -105,6 +109,7 @@ export function lockableSecretRoutes<A>(o: SecretRoutesOptions<A>): Router {
     {
       method: 'DELETE',
       path: '/',
+      operationId: `clear${noun}`,
       summary: `Clear the ${o.what} (${o.clearing})`,
       auth: ADMIN,
       stepUp: o.stepUp,

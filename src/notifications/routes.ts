@@ -27,6 +27,7 @@ export function notificationRoutes(notifications: NotificationsService): Router 
     {
       method: 'GET',
       path: '/',
+      operationId: 'listNotifications',
       summary: 'My notification history',
       description:
         'Without `since`: the newest first (`before` for the older pages). With `since`: everything after that seq, oldest first (cleared ones included, marked `cleared`). `since` and `before` together are a 400.',
@@ -37,13 +38,31 @@ export function notificationRoutes(notifications: NotificationsService): Router 
     async (ctx, { query }) => notifications.history(viewerOf(identity(ctx)), query),
   );
 
-  api.endpoint({ method: 'POST', path: '/read-all', summary: 'Mark everything read', auth: 'identity', responses: { 204: 'done' } }, async (ctx) => {
-    await notifications.readAll(viewerOf(identity(ctx)));
-    ctx.status = 204;
-  });
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/read-all',
+      operationId: 'markAllNotificationsRead',
+      summary: 'Mark everything read',
+      auth: 'identity',
+      responses: { 204: 'done' },
+    },
+    async (ctx) => {
+      await notifications.readAll(viewerOf(identity(ctx)));
+      ctx.status = 204;
+    },
+  );
 
   api.endpoint(
-    { method: 'POST', path: '/:id/read', summary: 'Mark one notification read', auth: 'identity', params: idParams, responses: { 204: 'done', 404: NOT_MINE } },
+    {
+      method: 'POST',
+      path: '/:id/read',
+      operationId: 'markNotificationRead',
+      summary: 'Mark one notification read',
+      auth: 'identity',
+      params: idParams,
+      responses: { 204: 'done', 404: NOT_MINE },
+    },
     async (ctx, { params }) => {
       if (!(await notifications.markRead(viewerOf(identity(ctx)), params.id))) throw notFound('notification');
       ctx.status = 204;
@@ -54,6 +73,7 @@ export function notificationRoutes(notifications: NotificationsService): Router 
     {
       method: 'DELETE',
       path: '/:id',
+      operationId: 'deleteNotification',
       summary: 'Dismiss one notification (for me)',
       auth: 'identity',
       params: idParams,
@@ -70,6 +90,7 @@ export function notificationRoutes(notifications: NotificationsService): Router 
     {
       method: 'POST',
       path: '/',
+      operationId: 'sendNotification',
       summary: 'Send a notification',
       description:
         'To everyone (needs `feature:notifications.broadcast`) or, with `user`, to one user (needs `feature:notifications.send`). Reusing an id updates that notification.',
@@ -100,6 +121,7 @@ export function notificationRoutes(notifications: NotificationsService): Router 
     {
       method: 'POST',
       path: '/batch',
+      operationId: 'sendNotificationBatch',
       summary: 'Send up to 1,000 notifications in one request, each with its own audience',
       description:
         'Each item is a `POST /api/notifications` body. Validated as a whole: any bad item is a 400 naming `notifications[i].field`, and nothing is written. Written in one transaction; the answer lists `{id, seq}` in input order. Items without `user` need `feature:notifications.broadcast`, items with `user` `feature:notifications.send`. Bodies up to 8 MiB.',

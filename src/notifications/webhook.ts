@@ -313,6 +313,7 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
     {
       method: 'GET',
       path: '/health',
+      operationId: 'getScmWebhookHealth',
       summary: 'Health of the webhook intake',
       auth: 'none',
       responses: { 200: { description: 'the intake state', schema: healthView } },
@@ -323,6 +324,7 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
     {
       method: 'POST',
       path: '/',
+      operationId: 'receiveScmWebhook',
       summary: 'Receive a Gitea, GitHub or GitLab event',
       description:
         "Authenticated by the forge's own webhook secret, else the shared one, verified over the raw body before parsing: `X-Gitea-Signature` (hex HMAC-SHA256), `X-Hub-Signature-256` (`sha256=<hex>`) or `X-Gitlab-Token`. A secret GitLab sends in clear never verifies a GitHub or Gitea signature. A delivery id seen before, or a signed body seen before from any forge, answers `duplicate`.",

@@ -58,6 +58,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
     {
       method: 'GET',
       path: '/',
+      operationId: 'listPlugins',
       summary: 'List plugins with their manifest claims and state',
       auth: ADMIN,
       middleware: [loaded],
@@ -70,6 +71,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
     {
       method: 'POST',
       path: '/:id/enable',
+      operationId: 'enablePlugin',
       summary: 'Enable a plugin and run its setup (again, when it failed)',
       description: 'Answers the plugin after the attempt: `state` tells whether setup succeeded. Grants revoked by an administrator are not re-applied.',
       auth: ADMIN,
@@ -84,6 +86,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
     {
       method: 'POST',
       path: '/:id/disable',
+      operationId: 'disablePlugin',
       summary: 'Disable a plugin: teardown, then its routes, bus subscriptions and providers go',
       auth: ADMIN,
       params: idParams,
@@ -97,6 +100,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
     {
       method: 'GET',
       path: '/:id/settings',
+      operationId: 'getPluginSettings',
       summary: 'The settings a plugin declares, where each value comes from (secret values are never shown)',
       auth: ADMIN,
       params: idParams,
@@ -110,6 +114,7 @@ export function pluginAdminRoutes(host: PluginHost): Router {
     {
       method: 'PATCH',
       path: '/:id/settings',
+      operationId: 'updatePluginSettings',
       summary: 'Store plugin settings (encrypted) and restart the plugin when it is enabled',
       description:
         "The settings as they would be after the change are checked against the plugin's own rules (its settingsSchema) before anything is stored: a value it would refuse is 400 naming the field, and the plugin keeps running as it was.",

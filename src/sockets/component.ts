@@ -208,6 +208,7 @@ export class SocketsComponent {
       {
         method: 'GET',
         path: '/health',
+        operationId: 'checkMountHealth',
         summary: 'Mount health of directories (read-only)',
         description: 'Paths outside SERVICE_MANAGED_DIRS are reported with error `not_managed`.',
         auth: reads,
@@ -223,6 +224,7 @@ export class SocketsComponent {
       {
         method: 'GET',
         path: '/providers',
+        operationId: 'listSocketProviders',
         summary: 'Registered socket providers, which are available, and why the others are not (`reason`)',
         auth: reads,
         responses: { 200: { description: 'the providers of the instance that answered', schema: providerListResult } },
@@ -241,6 +243,7 @@ export class SocketsComponent {
       {
         method: 'POST',
         path: '/repair',
+        operationId: 'repairMount',
         summary: 'Repair owner and mode of a managed directory',
         description: 'A target (symlinks resolved) outside SERVICE_MANAGED_DIRS is 403, a missing one 404.',
         auth: { permission: 'socket:mounts:repair' },
@@ -313,6 +316,7 @@ function operationEndpoint(
     path: fullPath,
     fullPath,
     tag: 'socket-management',
+    operationId: `${providerName}_${name}`.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c?: string) => (c ? c.toUpperCase() : '')),
     summary: http.summary,
     description: http.description,
     auth,

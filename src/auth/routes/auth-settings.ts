@@ -55,6 +55,7 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
     {
       method: 'GET',
       path: '/api/settings/auth',
+      operationId: 'getAuthSettings',
       tag: 'settings',
       summary: 'Authentication provider settings (secrets masked, env-set fields locked)',
       auth: ADMIN,
@@ -70,6 +71,7 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
     {
       method: 'PATCH',
       path: '/api/settings/auth',
+      operationId: 'updateAuthSettings',
       tag: 'settings',
       summary: 'Change authentication provider settings (rebuilds the provider chain)',
       description:

@@ -49,6 +49,7 @@ export function authRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api/auth/login',
+      operationId: 'login',
       summary: 'Log in with username and password (runs the provider chain)',
       description:
         'Five failures per (username, client IP) within 60 s answer 429 with Retry-After. A success also sets the device cookie `svc.device` (HttpOnly, SameSite=Lax, 180 days): a later login for the same name presenting it is counted apart from its address and checked ahead of unknown clients (docs/security.md, "Known devices").',
@@ -92,6 +93,7 @@ export function authRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api/auth/logout',
+      operationId: 'logout',
       summary: 'Log out: revokes the presented session token and the cookie session',
       auth: 'none',
       documentedAuth: 'identity',
@@ -108,6 +110,7 @@ export function authRoutes(auth: AuthComponent): Router {
     {
       method: 'GET',
       path: '/api/auth/providers',
+      operationId: 'listAuthProviders',
       summary: 'Login providers (the login page renders one SSO button per redirect provider)',
       auth: 'none',
       responses: { 200: { description: 'the providers in chain order', schema: providersResponse } },

@@ -100,7 +100,14 @@ export function meRoutes(auth: AuthComponent): Router {
   const accesses = new WeakMap<ApiIdentity, { version: number; json: string }>();
 
   api.endpoint(
-    { method: 'GET', path: '/', summary: 'Who am I', auth: 'identity', responses: { 200: { description: 'the caller', schema: meResponse } } },
+    {
+      method: 'GET',
+      path: '/',
+      operationId: 'getMe',
+      summary: 'Who am I',
+      auth: 'identity',
+      responses: { 200: { description: 'the caller', schema: meResponse } },
+    },
     async (ctx) => {
       const id = identity(ctx);
       let json = profiles.get(id);
@@ -126,6 +133,7 @@ export function meRoutes(auth: AuthComponent): Router {
     {
       method: 'GET',
       path: '/access',
+      operationId: 'getMyAccess',
       summary: 'My effective access (permissions and per-plugin view)',
       auth: 'identity',
       responses: { 200: { description: 'the access view', schema: accessResponse } },
@@ -155,6 +163,7 @@ export function meRoutes(auth: AuthComponent): Router {
     {
       method: 'GET',
       path: '/api-keys',
+      operationId: 'listMyKeys',
       summary: 'My API keys and web sessions',
       description: 'Never shows a token. Web sessions are listed with `kind: "session"`; `current` marks the credential of this request.',
       auth: 'identity',
@@ -173,6 +182,7 @@ export function meRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api-keys',
+      operationId: 'issueMyKey',
       summary: 'Create an API key',
       description:
         "The token is in this answer only. `scopes` limits the key to these permissions (within the owner's); a key created with a scoped key must be scoped within it. A key outlives its session and needs no second factor: for an account with one, keys are issued from a web session whose factor was verified lately (step-up), never with an API key (a narrower one neither).",
@@ -206,6 +216,7 @@ export function meRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api-keys/revoke-before-factor',
+      operationId: 'revokeMyKeysBeforeFactor',
       summary: 'Revoke my API keys issued before my second factor',
       description:
         'Revokes, in one step, the live API keys the enrolment answers listed as `keys_before_factor`: those issued before your oldest second factor, which never passed it (each revocation is its own `key.revoked` event, and keys minted with one end with it). Nothing to revoke answers 0.',
@@ -231,6 +242,7 @@ export function meRoutes(auth: AuthComponent): Router {
     {
       method: 'DELETE',
       path: '/api-keys/:id',
+      operationId: 'revokeMyKey',
       summary: 'Revoke one of my API keys or sessions',
       auth: 'identity',
       params: keyIdParams,

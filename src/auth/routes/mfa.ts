@@ -70,6 +70,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     {
       method: 'GET',
       path: '/api/me/mfa',
+      operationId: 'getMyMfa',
       summary: 'My second factors',
       auth: 'identity',
       responses: { 200: { description: 'the factors (never a secret)', schema: mfaStatusView }, 403: 'forbidden: the system key has no second factor' },
@@ -86,6 +87,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api/me/mfa/totp',
+      operationId: 'startTotpEnrollment',
       summary: 'Start enrolling an authenticator app',
       description: `Answers the secret (also as an \`otpauth://\` URI and a QR code) of an enrolment that becomes active with \`POST /api/me/mfa/totp/confirm\`. ${FIRST_FACTOR_PROOF}`,
       auth: 'identity',
@@ -111,6 +113,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api/me/mfa/totp/confirm',
+      operationId: 'confirmTotpEnrollment',
       summary: 'Confirm the authenticator app with a code: it becomes active',
       description:
         'A first second factor ends your other web sessions (this one stays). API keys issued before your oldest factor keep working: `keys_before_factor` lists them, for `POST /api/me/api-keys/revoke-before-factor`.',
@@ -137,6 +140,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     {
       method: 'DELETE',
       path: '/api/me/mfa/totp',
+      operationId: 'removeTotp',
       summary: 'Remove the authenticator app (with one of its codes or a recovery code, or after step-up)',
       description:
         "Needs a second factor proved within the step-up window: `code` (a current code of the app, or an unused recovery code) is that proof; without it, the session must have verified a factor lately (`POST /api/auth/step-up`). A wrong code counts toward the lockout of wrong passwords and toward the account's own second-factor lockout (ten wrong in an hour).",
@@ -170,6 +174,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api/me/mfa/recovery-codes',
+      operationId: 'regenerateRecoveryCodes',
       summary: 'New recovery codes (the old ones stop working)',
       auth: 'identity',
       stepUp: true,
@@ -191,6 +196,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api/auth/login/mfa',
+      operationId: 'completeMfaLogin',
       summary: 'The second step of a sign-in: a code or a passkey',
       description:
         "Wrong codes count toward the lockout of wrong passwords, and toward the account's own second-factor lockout (ten wrong in an hour, from any address). A wrong code spends the token and answers a new one in `details.mfa_token` (same expiry), to try again with.",
@@ -214,6 +220,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api/auth/step-up',
+      operationId: 'stepUp',
       summary: 'Verify the second factor again (step-up)',
       description:
         "Covers the actions that reach the host or change who is trusted for `SERVICE_MFA_STEP_UP_MINUTES`. A wrong code counts toward the lockout of wrong passwords, and toward the account's own second-factor lockout (ten wrong in an hour).",
@@ -251,6 +258,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     {
       method: 'DELETE',
       path: '/api/users/:id/mfa',
+      operationId: 'resetUserMfa',
       summary: "Reset a user's second factors (every factor and recovery code; their sessions end)",
       description: 'For a user who lost their device. An account that reaches the host is reset by a superadmin only.',
       auth: { permission: ADMIN_USERS },
@@ -272,6 +280,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
     {
       method: 'DELETE',
       path: '/api/me/mfa/webauthn/:id',
+      operationId: 'removePasskey',
       summary: 'Remove one of my passkeys or security keys',
       auth: 'identity',
       stepUp: true,

@@ -124,6 +124,7 @@ export function oidcRoutes(auth: AuthComponent): Router {
     {
       method: 'GET',
       path: '/api/auth/oidc/start',
+      operationId: 'startOidcLogin',
       summary: 'Start the OIDC redirect login (PKCE, state, nonce)',
       description:
         '`next` is a local path to land on after login; `redirect_uri` (an allowed origin) receives a one-time `code` for POST /api/auth/token-exchange instead.',
@@ -191,6 +192,7 @@ export function oidcRoutes(auth: AuthComponent): Router {
     {
       method: 'GET',
       path: CALLBACK_PATH,
+      operationId: 'finishOidcLogin',
       summary: 'OIDC redirect callback (browser)',
       description:
         'The identity provider sends the browser here with `code` and `state` (or `error`). Validates state, nonce and the ID token, links the identity and redirects to /auth/complete with a one-time code. Failures redirect to /login?error=<code>.',
@@ -261,6 +263,7 @@ export function oidcRoutes(auth: AuthComponent): Router {
     {
       method: 'GET',
       path: '/auth/complete',
+      operationId: 'completeSsoLogin',
       summary: 'Single sign-on handoff (browser): redeems the one-time code and starts the cookie session',
       description:
         'Query: `code`, the one-time code of the callback (bound to this browser); `next`, a local path to land on. Anything unusable lands on the login page rather than an error body.',
@@ -292,6 +295,7 @@ export function oidcRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api/auth/token-exchange',
+      operationId: 'exchangeLoginCode',
       summary: 'Exchange a one-time code (from a client redirect_uri) for the session token',
       auth: 'none',
       body: exchangeSchema,

@@ -40,6 +40,7 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/:id/password',
+      operationId: 'setUserPassword',
       summary: 'Set a password',
       description: `Oneself (with \`current_password\`, counted like a login attempt) or a caller holding \`${ADMIN_USERS}\` (a superadmin for an account that reaches the host).`,
       auth: 'identity',
@@ -75,6 +76,7 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
     {
       method: 'GET',
       path: '/:id/api-keys',
+      operationId: 'listUserKeys',
       summary: "A user's API keys and sessions",
       auth: ADMIN,
       params: idParams,
@@ -90,6 +92,7 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
     {
       method: 'DELETE',
       path: '/:id/api-keys/:keyId',
+      operationId: 'revokeUserKey',
       summary: "Revoke a user's API key or session",
       auth: ADMIN,
       params: keyParams,

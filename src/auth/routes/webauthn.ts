@@ -141,6 +141,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api/me/mfa/webauthn/options',
+      operationId: 'passkeyRegistrationOptions',
       summary: 'Start registering a passkey or security key',
       description: `Answers the options for \`navigator.credentials.create()\` (\`startRegistration()\` of @simplewebauthn/browser), with a challenge good for two minutes, once, from this session. ${FIRST_FACTOR_PROOF}`,
       auth: 'identity',
@@ -165,6 +166,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api/me/mfa/webauthn',
+      operationId: 'registerPasskey',
       summary: 'Register a passkey or security key',
       description:
         'Verifies the answer of `startRegistration()` to the options of `POST /api/me/mfa/webauthn/options` (same session) and keeps the key. When it is your first second factor, the answer also carries ten recovery codes, shown this once, and your other web sessions end (this one stays). API keys issued before your oldest factor keep working: `keys_before_factor` lists them, for `POST /api/me/api-keys/revoke-before-factor`.',
@@ -194,6 +196,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api/auth/webauthn/options',
+      operationId: 'passkeyLoginOptions',
       summary: 'Start a sign-in or verification with a passkey',
       description:
         'With no body: a passwordless sign-in (any passkey of this site, user verification required). With `mfa_token` (the answer of `POST /api/auth/login`): the second step, offering that account\'s passkeys; the token is not spent here. With `purpose: "step_up"` (signed in with a web session): step-up. The challenge is good for two minutes, once.',
@@ -230,6 +233,7 @@ export function webauthnRoutes(auth: AuthComponent): Router {
     {
       method: 'POST',
       path: '/api/auth/webauthn',
+      operationId: 'loginWithPasskey',
       summary: 'Sign in with a passkey',
       description:
         '`flow: "passwordless"` (the default): the answer of `startAuthentication()` to passwordless options; the passkey names the account, and counts as both factors. `flow: "second_step"` with `mfa_token`: the same as `POST /api/auth/login/mfa` with `webauthn`. Failures are logged as `login_failed` and count toward the lockout of the account the passkey belongs to.',

@@ -41,6 +41,7 @@ export function auditRoutes(iam: IamComponent): Router {
     {
       method: 'GET',
       path: '/',
+      operationId: 'listAuditEvents',
       summary: 'The audit trail: who did what, when, from where, and whether it was allowed',
       description: 'Newest first. Holders of the permission also receive each new event live as an `audit:event` ws frame.',
       auth: { permission: 'feature:admin.audit' },

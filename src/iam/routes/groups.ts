@@ -34,6 +34,7 @@ export function groupRoutes(iam: IamComponent): Router {
     {
       method: 'GET',
       path: '/api/permissions',
+      operationId: 'listPermissions',
       summary: 'The permission catalog (core and plugin-declared ids)',
       auth: 'identity',
       responses: { 200: { description: 'the catalog', schema: catalogView } },
@@ -45,6 +46,7 @@ export function groupRoutes(iam: IamComponent): Router {
     {
       method: 'GET',
       path: '/api/groups',
+      operationId: 'listGroups',
       summary: 'List groups with their permissions and members',
       auth: ADMIN,
       responses: { 200: { description: 'the groups', schema: groupListView } },
@@ -56,6 +58,7 @@ export function groupRoutes(iam: IamComponent): Router {
     {
       method: 'POST',
       path: '/api/groups',
+      operationId: 'createGroup',
       summary: 'Create a group',
       auth: ADMIN,
       body: createGroupSchema,
@@ -76,6 +79,7 @@ export function groupRoutes(iam: IamComponent): Router {
     {
       method: 'GET',
       path: '/api/groups/:name',
+      operationId: 'getGroup',
       summary: 'One group',
       auth: ADMIN,
       params: nameParams,
@@ -88,6 +92,7 @@ export function groupRoutes(iam: IamComponent): Router {
     {
       method: 'PATCH',
       path: '/api/groups/:name',
+      operationId: 'updateGroup',
       summary: 'Change a group (rename, description, permissions)',
       description:
         'Renaming updates every member. Built-in groups cannot be renamed. Adding a permission that reaches the host, or renaming a group that holds one, is for a superadmin.',
@@ -108,6 +113,7 @@ export function groupRoutes(iam: IamComponent): Router {
     {
       method: 'DELETE',
       path: '/api/groups/:name',
+      operationId: 'deleteGroup',
       summary: 'Delete a group (removed from every member)',
       auth: ADMIN,
       params: nameParams,

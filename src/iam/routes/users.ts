@@ -32,7 +32,14 @@ export function userRoutes(iam: IamComponent): Router {
   const HOST_REFUSAL = 'or step_up_required: a superadmin must verify the second factor again first';
 
   api.endpoint(
-    { method: 'GET', path: '/', summary: 'List users', auth: ADMIN, responses: { 200: { description: 'the users', schema: userListView } } },
+    {
+      method: 'GET',
+      path: '/',
+      operationId: 'listUsers',
+      summary: 'List users',
+      auth: ADMIN,
+      responses: { 200: { description: 'the users', schema: userListView } },
+    },
     async () => {
       const all = await iam.store.listUsers();
       const ids = await iam.store.identitiesOf(all.map((u) => u.id));
@@ -44,6 +51,7 @@ export function userRoutes(iam: IamComponent): Router {
     {
       method: 'POST',
       path: '/',
+      operationId: 'createUser',
       summary: 'Create a user',
       description: 'Without a password the user can only sign in through single sign-on. `roles` only by a superadmin or the system key.',
       auth: ADMIN,
@@ -65,6 +73,7 @@ export function userRoutes(iam: IamComponent): Router {
     {
       method: 'GET',
       path: '/:id',
+      operationId: 'getUser',
       summary: 'One user with linked identities',
       auth: ADMIN,
       params: idParams,
@@ -80,6 +89,7 @@ export function userRoutes(iam: IamComponent): Router {
     {
       method: 'PATCH',
       path: '/:id',
+      operationId: 'updateUser',
       summary: 'Change a user (groups, extra permissions, profile, disabled, password)',
       description:
         'The last enabled member of INT_ADMIN cannot leave it or be disabled (409). An account that reaches the host (or a superadmin or bot account) is changed only by itself or a superadmin, but for taking access away (disabling, leaving groups, dropping permissions).',
@@ -103,6 +113,7 @@ export function userRoutes(iam: IamComponent): Router {
     {
       method: 'DELETE',
       path: '/:id',
+      operationId: 'deleteUser',
       summary: 'Delete a user',
       auth: ADMIN,
       params: idParams,
