@@ -816,6 +816,52 @@ export interface paths {
         patch: operations["updateAuthSettings"];
         trace?: never;
     };
+    "/api/settings/auth/ldap/test-connection": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Test the directory connection: service bind, server kind, base DN
+         * @description Binds as the service account on the first server that answers, reads what kind of server it is and searches the base DN; answers which server answered and how long it took, or a reason an operator can act on (each server that could not be used, and why). With `settings`, the fields given are tried instead of the saved ones (not saved; a locked field is 409, a new server or account needs its bind password again).
+         *
+         *     Requires the permission `feature:admin.settings`.
+         */
+        post: operations["postApiSettingsAuthLdapTestConnection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/settings/auth/ldap/test-login": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Test a sign-in through the directory, without signing in
+         * @description What a sign-in through LDAP would conclude of this name and password: whether the directory lets it in, why not, and the local groups the mapping gives. No user is created or changed, no session is made, and nothing counts toward the lockout (the directory itself counts a wrong password, as for any bind). The password is never logged or recorded; the test is recorded as `auth.ldap_test_login`. With `settings`, as for test-connection.
+         *
+         *     Requires the permission `feature:admin.settings`.
+         *
+         *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
+         */
+        post: operations["postApiSettingsAuthLdapTestLogin"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/settings/system-api-key": {
         parameters: {
             query?: never;
@@ -1439,7 +1485,7 @@ export interface components {
                 method: string | null;
                 ip: string | null;
             };
-            /** @description what was done (this version records auth.login, auth.login_failed, auth.logout, auth.locked, auth.mfa_enrolled, auth.mfa_removed, auth.mfa_reset, auth.recovery_codes_regenerated, auth.recovery_code_used, auth.step_up, user.created, user.updated, user.deleted, user.password_changed, user.linked, group.created, group.updated, group.deleted, key.issued, key.revoked, settings.changed, system_key.changed, secret_key.rotated, socket.operation, plugin.state_changed, webhook.rejected, request.denied, audit.pruned) */
+            /** @description what was done (this version records auth.login, auth.login_failed, auth.logout, auth.locked, auth.mfa_enrolled, auth.mfa_removed, auth.mfa_reset, auth.recovery_codes_regenerated, auth.recovery_code_used, auth.step_up, auth.ldap_test_login, user.created, user.updated, user.deleted, user.password_changed, user.linked, group.created, group.updated, group.deleted, key.issued, key.revoked, settings.changed, system_key.changed, secret_key.rotated, socket.operation, plugin.state_changed, webhook.rejected, request.denied, audit.pruned) */
             action: string;
             target: {
                 type: string;
@@ -1469,6 +1515,8 @@ export interface components {
                 /** @description the plugin that registered it */
                 plugin: string | null;
             }[];
+            /** @description settings that leave the directory's traffic open: certificate checks off (ldap_tls_verify), a plain ldap:// server without StartTLS (ldap_url) */
+            warnings: components["schemas"]["LdapWarning"][];
         };
         AuthSettingView: {
             /** @description how the settings page shows it */
@@ -1492,6 +1540,54 @@ export interface components {
             permissions: string[];
             /** @description usernames */
             members: string[];
+        };
+        LdapConnectionTest: {
+            ok: boolean;
+            /** @description the server that answered */
+            url: string | null;
+            /**
+             * @description what the server's rootDSE says it is
+             * @enum {string|null}
+             */
+            server: "active_directory" | "openldap" | "unknown" | null;
+            vendor: string | null;
+            /** @description why not: tls, refused, timeout, unreachable (no server answered: the last one), service_bind, base_dn, settings, error */
+            kind: string | null;
+            /** @description why not, for the operator */
+            reason: string | null;
+            /** @description each server that could not be used, and why */
+            failures: {
+                url: string;
+                kind: string;
+                reason: string;
+            }[];
+            ms: number;
+            /** @description the warnings of the settings tested */
+            warnings: components["schemas"]["LdapWarning"][];
+        };
+        LdapLoginTest: {
+            would_sign_in: boolean;
+            /** @description signed_in, invalid_credentials (unknown name or wrong password), a refusal of the directory (account_disabled, account_expired, password_expired, password_must_change, logon_restricted, account_locked), directory_unavailable */
+            outcome: string;
+            /** @description the local user name a sign-in would use */
+            username: string | null;
+            dn: string | null;
+            url: string | null;
+            /** @description the local groups the mapping gives; null: no mapping configured */
+            groups: string[] | null;
+            /** @description every directory group found, mapped or not */
+            directory_groups: string[] | null;
+            reason: string | null;
+            ms: number;
+            /** @description LDAP is in the sign-in chain of these settings (else no sign-in reaches it) */
+            in_chain: boolean;
+        };
+        LdapWarning: {
+            /** @description the API name of the setting */
+            field: string;
+            /** @description its environment variable */
+            env: string;
+            message: string;
         };
         MfaStatus: {
             /** @description an authenticator app is enrolled */
@@ -1820,7 +1916,7 @@ export interface operations {
     listAuditEvents: {
         parameters: {
             query?: {
-                /** @description an action (auth.login, auth.login_failed, auth.logout, auth.locked, auth.mfa_enrolled, auth.mfa_removed, auth.mfa_reset, auth.recovery_codes_regenerated, auth.recovery_code_used, auth.step_up, user.created, user.updated, user.deleted, user.password_changed, user.linked, group.created, group.updated, group.deleted, key.issued, key.revoked, settings.changed, system_key.changed, secret_key.rotated, socket.operation, plugin.state_changed, webhook.rejected, request.denied, audit.pruned), or a prefix ending in a dot (`user.`) */
+                /** @description an action (auth.login, auth.login_failed, auth.logout, auth.locked, auth.mfa_enrolled, auth.mfa_removed, auth.mfa_reset, auth.recovery_codes_regenerated, auth.recovery_code_used, auth.step_up, auth.ldap_test_login, user.created, user.updated, user.deleted, user.password_changed, user.linked, group.created, group.updated, group.deleted, key.issued, key.revoked, settings.changed, system_key.changed, secret_key.rotated, socket.operation, plugin.state_changed, webhook.rejected, request.denied, audit.pruned), or a prefix ending in a dot (`user.`) */
                 action?: string;
                 /** @description a username or user id */
                 actor?: string;
@@ -4245,6 +4341,181 @@ export interface operations {
                 };
             };
             /** @description conflict: a field is set in the environment (`details.locked` names them) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    postApiSettingsAuthLdapTestConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description fields of PATCH /api/settings/auth to try instead of the saved ones (not saved); absent: the saved settings */
+                    settings?: {
+                        auth_providers?: ("local" | "ldap" | "oidc")[] | string | null;
+                        sso_default_groups?: string[] | string | null;
+                        mfa_required_groups?: string[] | string | null;
+                        ldap_url?: string | null;
+                        ldap_bind_dn?: string | null;
+                        ldap_bind_password?: string | null;
+                        ldap_base_dn?: string | null;
+                        ldap_user_filter?: string | null;
+                        ldap_group_attr?: string | null;
+                        ldap_group_mapping?: {
+                            [key: string]: string[] | string;
+                        } | null;
+                        ldap_tls_verify?: boolean | null;
+                        ldap_ca_cert?: string | null;
+                        ldap_starttls?: boolean | null;
+                        ldap_username_attr?: string | null;
+                        ldap_nested_groups?: "auto" | boolean | null;
+                        ldap_connect_timeout_ms?: number | null;
+                        ldap_timeout_ms?: number | null;
+                        ldap_retry_after?: string | null;
+                        ldap_recheck_interval?: string | null;
+                        ldap_link_by_email?: boolean | null;
+                        /** Format: uri */
+                        oidc_issuer?: string | null;
+                        oidc_client_id?: string | null;
+                        oidc_client_secret?: string | null;
+                        oidc_scopes?: string | null;
+                        oidc_groups_claim?: string | null;
+                        oidc_group_mapping?: {
+                            [key: string]: string[] | string;
+                        } | null;
+                        oidc_link_by_email?: boolean | null;
+                        oidc_label?: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description the outcome (also when the directory could not be used: `ok` false) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LdapConnectionTest"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks feature:admin.settings; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a field of `settings` is set in the environment */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    postApiSettingsAuthLdapTestLogin: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description fields of PATCH /api/settings/auth to try instead of the saved ones (not saved); absent: the saved settings */
+                    settings?: {
+                        auth_providers?: ("local" | "ldap" | "oidc")[] | string | null;
+                        sso_default_groups?: string[] | string | null;
+                        mfa_required_groups?: string[] | string | null;
+                        ldap_url?: string | null;
+                        ldap_bind_dn?: string | null;
+                        ldap_bind_password?: string | null;
+                        ldap_base_dn?: string | null;
+                        ldap_user_filter?: string | null;
+                        ldap_group_attr?: string | null;
+                        ldap_group_mapping?: {
+                            [key: string]: string[] | string;
+                        } | null;
+                        ldap_tls_verify?: boolean | null;
+                        ldap_ca_cert?: string | null;
+                        ldap_starttls?: boolean | null;
+                        ldap_username_attr?: string | null;
+                        ldap_nested_groups?: "auto" | boolean | null;
+                        ldap_connect_timeout_ms?: number | null;
+                        ldap_timeout_ms?: number | null;
+                        ldap_retry_after?: string | null;
+                        ldap_recheck_interval?: string | null;
+                        ldap_link_by_email?: boolean | null;
+                        /** Format: uri */
+                        oidc_issuer?: string | null;
+                        oidc_client_id?: string | null;
+                        oidc_client_secret?: string | null;
+                        oidc_scopes?: string | null;
+                        oidc_groups_claim?: string | null;
+                        oidc_group_mapping?: {
+                            [key: string]: string[] | string;
+                        } | null;
+                        oidc_link_by_email?: boolean | null;
+                        oidc_label?: string | null;
+                    };
+                    username: string;
+                    /** @description never logged or recorded */
+                    password: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the outcome */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LdapLoginTest"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks feature:admin.settings; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a field of `settings` is set in the environment */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -13,6 +13,7 @@ export const AUDIT_ACTIONS = [
   'auth.recovery_codes_regenerated',
   'auth.recovery_code_used',
   'auth.step_up',
+  'auth.ldap_test_login',
   'user.created',
   'user.updated',
   'user.deleted',

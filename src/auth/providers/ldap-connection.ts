@@ -142,6 +142,8 @@ export class LdapConnector {
   private readonly options: ResolvedOptions;
   /** the server that answered last, tried first until `until` */
   private remembered = { url: '', until: 0 };
+  /** the servers the last serviceConnection() could not use before one answered (or all of them) */
+  lastFailures: ServerFailure[] = [];
 
   constructor(options: ResolvedOptions) {
     this.options = options;
@@ -241,9 +243,11 @@ export class LdapConnector {
         }
       }
       this.remembered = { url, until: Date.now() + this.options.rememberMs };
+      this.lastFailures = failures;
       return { client, url };
     }
     this.remembered = { url: '', until: 0 };
+    this.lastFailures = failures;
     const last = failures[failures.length - 1]!;
     throw new LdapUnavailableError(`no LDAP server answered: ${failures.map((f) => `${f.url}: ${f.reason}`).join('; ')}`, last.kind, failures);
   }

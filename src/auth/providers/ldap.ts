@@ -52,6 +52,7 @@ import { InvalidCredentialsError, type Client } from 'ldapts';
 import type { Logger } from '../../log.js';
 import { profileOf, readAccounts, type AccountState, type DirectoryAccount } from './ldap-accounts.js';
 import { adBindFailure, connectionFailure, errorMessage, isTimeout, LdapConnector, LdapUnavailableError, type Opened } from './ldap-connection.js';
+import { logLdapWarningsOnce } from './ldap-diagnose.js';
 import { mappedGroups } from './ldap-groups.js';
 import { resolveOptions, type LdapProviderOptions, type ResolvedOptions } from './ldap-options.js';
 import { findUser, loginName, normalizeDN, readDirectoryInfo, type DirectoryInfo } from './ldap-search.js';
@@ -79,9 +80,11 @@ export class LdapProvider implements CredentialsProvider {
   /** after the pause: the one login asking the directory; the others wait for its answer (true: it answered) */
   private probe: Promise<boolean> | null = null;
 
-  constructor(options: LdapProviderOptions, log: Logger) {
+  /** `diagnostic`: built for a test of the settings page, not for the chain (its settings' warnings are not logged) */
+  constructor(options: LdapProviderOptions, log: Logger, opts: { diagnostic?: boolean } = {}) {
     this.options = resolveOptions(options);
     this.log = log.child({ provider: this.id });
+    if (!opts.diagnostic) logLdapWarningsOnce(this.options, this.log);
     this.label = this.options.label;
     for (const [dn, groups] of Object.entries(this.options.groupMapping)) {
       const key = normalizeDN(dn);
@@ -124,6 +127,13 @@ export class LdapProvider implements CredentialsProvider {
     try {
       const opened = await this.connector.serviceConnection();
       settle?.(true);
+      const skipped = this.connector.lastFailures;
+      if (skipped.length) {
+        this.log.warn(
+          { event: 'ldap_server_skipped', url: opened.url, failures: skipped },
+          `ldap: ${skipped.length} server(s) could not be used; ${opened.url} answered`,
+        );
+      }
       return opened;
     } catch (err) {
       this.noteFailure(err);

@@ -9,6 +9,8 @@ import { patchSchema } from '../settings.js';
 import { changeAuthSettings } from '../settings-change.js';
 import { noStore } from '../sessions.js';
 import { actor } from '../guards.js';
+import { ldapWarnings } from '../providers/ldap-diagnose.js';
+import { ldapTestEndpoints, ldapWarningView } from './auth-settings-ldap.js';
 
 /** One field of the settings (AuthSettingView of src/client/api-types.ts). */
 const authSettingView = Joi.object({
@@ -38,6 +40,11 @@ const authSettingsView = Joi.object({
       plugin: Joi.string().allow(null).description('the plugin that registered it'),
     }),
   ),
+  warnings: Joi.array()
+    .items(ldapWarningView)
+    .description(
+      "settings that leave the directory's traffic open: certificate checks off (ldap_tls_verify), a plain ldap:// server without StartTLS (ldap_url)",
+    ),
 }).id('AuthSettings');
 
 /** GET|PATCH /api/settings/auth: the login providers' settings, and the chain they build. */
@@ -49,6 +56,7 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
     chain: auth.chain
       .entries()
       .map((e: ChainEntry) => ({ id: e.provider.id, kind: e.provider.kind, label: e.provider.label, source: e.source, plugin: e.plugin })),
+    warnings: ldapWarnings(auth.authSettings.current().ldap),
   });
 
   api.endpoint(
@@ -105,5 +113,6 @@ export function authSettingsRoutes(auth: AuthComponent): Router {
     },
   );
 
+  ldapTestEndpoints(api, auth);
   return api.router;
 }
