@@ -8,7 +8,9 @@ import type { SocketRegistry } from './registry.js';
  * What a built-in host-service provider (dns, dhcp, init, grpc) is registered with: the
  * configuration, the database (what a provider must keep across restarts and instances), the
  * bus, a logger and the registry (where dhcp finds dns). Each area's `register(deps)` registers
- * its provider when its setting is present and does nothing otherwise.
+ * its provider when its setting is present and does nothing otherwise. A daemon's client library
+ * (dbus-next, @grpc/grpc-js) is loaded at the provider's first call, so a start without the
+ * provider does not pay for it.
  */
 export interface HostServiceDeps {
   config: Config;

@@ -1,4 +1,5 @@
-import * as grpc from '@grpc/grpc-js';
+import { createRequire } from 'node:module';
+import type * as Grpc from '@grpc/grpc-js';
 import { SocketError, type SocketErrorCode } from '../errors.js';
 import { decodeAnswer, encodeRequest, type LoadedMethod } from './protos.js';
 
@@ -10,7 +11,36 @@ import { decodeAnswer, encodeRequest, type LoadedMethod } from './protos.js';
  */
 
 /** the channel's own reconnect backoff, kept short: a daemon on this host restarts in seconds */
-const CHANNEL_OPTIONS: grpc.ClientOptions = {
+/** @grpc/grpc-js, loaded with the first channel (a service without a gRPC daemon configured never loads it) */
+let grpcModule: typeof Grpc | null = null;
+function grpcJs(): typeof Grpc {
+  grpcModule ??= createRequire(import.meta.url)('@grpc/grpc-js') as typeof Grpc;
+  return grpcModule;
+}
+
+/** gRPC's status codes (the same numbers in every implementation), by name */
+const STATUS = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  DATA_LOSS: 15,
+  UNAUTHENTICATED: 16,
+} as const;
+const STATUS_NAME: Record<number, string> = Object.fromEntries(Object.entries(STATUS).map(([name, code]) => [code, name]));
+
+const CHANNEL_OPTIONS: Grpc.ClientOptions = {
   'grpc.initial_reconnect_backoff_ms': 100,
   'grpc.min_reconnect_backoff_ms': 100,
   'grpc.max_reconnect_backoff_ms': 1000,
@@ -21,36 +51,37 @@ const CHANNEL_OPTIONS: grpc.ClientOptions = {
 };
 
 /** gRPC status codes that say the daemon did not answer */
-const AWAY = new Set<number>([grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED]);
+const AWAY = new Set<number>([STATUS.UNAVAILABLE, STATUS.DEADLINE_EXCEEDED]);
 
 /** what the daemon's answer means for the caller (DESIGN's codes; gRPC's own mapping to HTTP statuses) */
-const CODE_BY_STATUS: Partial<Record<grpc.status, SocketErrorCode>> = {
-  [grpc.status.INVALID_ARGUMENT]: 'invalid_args',
-  [grpc.status.OUT_OF_RANGE]: 'invalid_args',
-  [grpc.status.NOT_FOUND]: 'not_found',
-  [grpc.status.ALREADY_EXISTS]: 'conflict',
-  [grpc.status.ABORTED]: 'conflict',
-  [grpc.status.FAILED_PRECONDITION]: 'invalid_args',
-  [grpc.status.UNIMPLEMENTED]: 'unsupported',
-  [grpc.status.UNAVAILABLE]: 'unavailable',
-  [grpc.status.DEADLINE_EXCEEDED]: 'unavailable',
+const CODE_BY_STATUS: Partial<Record<number, SocketErrorCode>> = {
+  [STATUS.INVALID_ARGUMENT]: 'invalid_args',
+  [STATUS.OUT_OF_RANGE]: 'invalid_args',
+  [STATUS.NOT_FOUND]: 'not_found',
+  [STATUS.ALREADY_EXISTS]: 'conflict',
+  [STATUS.ABORTED]: 'conflict',
+  [STATUS.FAILED_PRECONDITION]: 'invalid_args',
+  [STATUS.UNIMPLEMENTED]: 'unsupported',
+  [STATUS.UNAVAILABLE]: 'unavailable',
+  [STATUS.DEADLINE_EXCEEDED]: 'unavailable',
 };
 
 export class GrpcChannel {
-  private client: grpc.Client | null = null;
+  private client: Grpc.Client | null = null;
 
   constructor(
     readonly socketPath: string,
     private readonly timeoutMs: number,
   ) {}
 
-  private current(): grpc.Client {
+  private current(): Grpc.Client {
+    const grpc = grpcJs();
     this.client ??= new grpc.Client(`unix://${this.socketPath}`, grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
     return this.client;
   }
 
   /** Drops the channel (closed once calls still on it had their time): the next call makes a new one. */
-  private drop(client: grpc.Client): void {
+  private drop(client: Grpc.Client): void {
     if (this.client !== client) return;
     this.client = null;
     setTimeout(() => client.close(), this.timeoutMs).unref();
@@ -62,7 +93,7 @@ export class GrpcChannel {
    */
   call(method: LoadedMethod, request: Record<string, unknown>, metadata: Record<string, string>, timeoutMs = this.timeoutMs): Promise<Record<string, unknown>> {
     const client = this.current();
-    const md = new grpc.Metadata();
+    const md = new (grpcJs().Metadata)();
     for (const [key, value] of Object.entries(metadata)) md.set(key, value);
     return new Promise((resolve, reject) => {
       client.makeUnaryRequest(
@@ -102,10 +133,10 @@ export class GrpcChannel {
 /** A call that failed: the gRPC status and the daemon's words. */
 export class GrpcFailure extends Error {
   constructor(
-    readonly status: grpc.status,
+    readonly status: number,
     readonly details: string,
   ) {
-    super(`${grpc.status[status] ?? status}: ${details}`);
+    super(`${STATUS_NAME[status] ?? status}: ${details}`);
     this.name = 'GrpcFailure';
   }
 
@@ -120,7 +151,7 @@ export class GrpcFailure extends Error {
    * the daemon's words in the details.
    */
   toSocketError(provider: string, method: string): SocketError {
-    const statusName = grpc.status[this.status] ?? String(this.status);
+    const statusName = STATUS_NAME[this.status] ?? String(this.status);
     const code = CODE_BY_STATUS[this.status] ?? 'failed';
     const words = this.details.slice(0, 500);
     if (this.away) return new SocketError('unavailable', `${provider} did not answer ${method} (${statusName})`);

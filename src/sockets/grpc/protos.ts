@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import protobuf from 'protobufjs';
+import type protobuf from 'protobufjs';
 
 /**
  * The service definitions of a gRPC daemon, loaded from its .proto files the way
@@ -14,13 +14,20 @@ import protobuf from 'protobufjs';
 const require = createRequire(import.meta.url);
 let descriptorAdded = false;
 
+/** protobufjs, loaded with the first providers file (a service without a gRPC daemon configured never loads it) */
+let protobufModule: typeof protobuf | null = null;
+export function protobufJs(): typeof protobuf {
+  protobufModule ??= require('protobufjs') as typeof protobuf;
+  return protobufModule;
+}
+
 /** descriptor.proto among the bundled definitions (gogo.proto and other option files import it) */
 function addDescriptor(): void {
   if (descriptorAdded) return;
   const json = require('protobufjs/google/protobuf/descriptor.json') as {
     nested: { google: { nested: { protobuf: { nested: protobuf.INamespace['nested'] } } } };
   };
-  protobuf.common('descriptor', json.nested.google.nested.protobuf.nested as { [k: string]: protobuf.AnyNestedObject });
+  protobufJs().common('descriptor', json.nested.google.nested.protobuf.nested as { [k: string]: protobuf.AnyNestedObject });
   descriptorAdded = true;
 }
 
@@ -40,7 +47,7 @@ export interface LoadedMethod {
  */
 export function loadProtos(files: readonly string[], includeDirs: readonly string[]): protobuf.Root {
   addDescriptor();
-  const root = new IncludeRoot(includeDirs);
+  const root = includeRoot(includeDirs);
   // keepCase: fields are named as the .proto names them, in requests and answers alike
   root.loadSync([...files], { keepCase: true });
   root.resolveAll();
@@ -48,24 +55,23 @@ export function loadProtos(files: readonly string[], includeDirs: readonly strin
 }
 
 /** A root that looks an import up in the include dirs, in order, before protobufjs's own rule. */
-class IncludeRoot extends protobuf.Root {
-  constructor(private readonly includeDirs: readonly string[]) {
-    super();
-  }
-
-  override resolvePath(origin: string, target: string): string | null {
-    if (path.isAbsolute(target)) return target;
-    for (const dir of this.includeDirs) {
-      const full = path.join(dir, target);
-      try {
-        fs.accessSync(full, fs.constants.R_OK);
-        return full;
-      } catch {
-        continue;
+function includeRoot(includeDirs: readonly string[]): protobuf.Root {
+  const IncludeRoot = class extends protobufJs().Root {
+    override resolvePath(origin: string, target: string): string | null {
+      if (path.isAbsolute(target)) return target;
+      for (const dir of includeDirs) {
+        const full = path.join(dir, target);
+        try {
+          fs.accessSync(full, fs.constants.R_OK);
+          return full;
+        } catch {
+          continue;
+        }
       }
+      return super.resolvePath(origin, target);
     }
-    return super.resolvePath(origin, target);
-  }
+  };
+  return new IncludeRoot();
 }
 
 /** A configured method name: `package.Service/Method` (the package may be empty). */
@@ -77,7 +83,7 @@ export function findMethod(root: protobuf.Root, name: string): LoadedMethod | st
   let service: protobuf.Service | null;
   try {
     const found = root.lookup(serviceName);
-    service = found instanceof protobuf.Service ? found : null;
+    service = found instanceof protobufJs().Service ? found : null;
   } catch {
     service = null;
   }

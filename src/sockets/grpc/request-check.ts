@@ -1,4 +1,5 @@
-import protobuf from 'protobufjs';
+import type protobuf from 'protobufjs';
+import { protobufJs } from './protos.js';
 
 /** A field of a request that its message type refuses, named as the caller wrote it (`request.filters.0`). */
 export interface FieldProblem {
@@ -58,7 +59,7 @@ function checkMessage(type: protobuf.Type, value: unknown, at: string, depth: nu
     }
     if (v === null || v === undefined) continue;
     field.resolve();
-    if (field instanceof protobuf.MapField) checkMap(field, v, where, depth, out);
+    if (field instanceof protobufJs().MapField) checkMap(field, v, where, depth, out);
     else if (field.repeated) {
       if (!Array.isArray(v)) out.push({ field: where, message: 'must be an array' });
       else v.forEach((item, i) => checkValue(field, item, `${where}.${i}`, depth, out));
@@ -96,8 +97,8 @@ function checkValue(field: protobuf.FieldBase, v: unknown, where: string, depth:
     return;
   }
   const resolved = field.resolvedType;
-  if (resolved instanceof protobuf.Type) return checkMessage(resolved, v, where, depth + 1, out);
-  if (resolved instanceof protobuf.Enum) {
+  if (resolved instanceof protobufJs().Type) return checkMessage(resolved, v, where, depth + 1, out);
+  if (resolved instanceof protobufJs().Enum) {
     const ok =
       typeof v === 'string'
         ? Object.prototype.hasOwnProperty.call(resolved.values, v)
