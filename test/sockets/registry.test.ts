@@ -151,8 +151,12 @@ describe('sockets/registry', () => {
   });
 
   it('refuses a provider whose operations lack args or result schemas, naming the operation', () => {
-    expect(expectRejected(() => registry.register(NoResultProvider as never, { owner: 'core' }), 'invalid_provider').message).to.include('operation ping: result');
-    expect(expectRejected(() => registry.register(LooseArgsProvider as never, { owner: 'core' }), 'invalid_provider').message).to.include('operation ping: schema');
+    expect(expectRejected(() => registry.register(NoResultProvider as never, { owner: 'core' }), 'invalid_provider').message).to.include(
+      'operation ping: result',
+    );
+    expect(expectRejected(() => registry.register(LooseArgsProvider as never, { owner: 'core' }), 'invalid_provider').message).to.include(
+      'operation ping: schema',
+    );
     expect(registry.names()).to.deep.equal([]);
   });
 
