@@ -49,7 +49,7 @@ export const HOST_SETTINGS: readonly SettingDef[] = [
     kind: 'string',
     rule: Joi.string().min(1),
     about:
-      'a JSON file naming gRPC daemons on UNIX sockets, their service definitions and the methods allowed ([docs/sockets.md](docs/sockets.md)); unset: none',
+      'a JSON file naming gRPC daemons on UNIX sockets, their service definitions and the methods allowed ([docs/sockets/grpc.md](docs/sockets/grpc.md)); unset: none',
   },
   {
     env: 'SERVICE_HOST_SERVICE_TIMEOUT_MS',

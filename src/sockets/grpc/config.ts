@@ -5,7 +5,7 @@ import { fieldErrorsOf } from '../../errors.js';
 import { findMethod, loadProtos, METHOD_NAME, type LoadedMethod } from './protos.js';
 
 /**
- * The file SERVICE_GRPC_PROVIDERS names (docs/sockets-grpc.md): a JSON array of gRPC daemons,
+ * The file SERVICE_GRPC_PROVIDERS names (docs/sockets/grpc.md): a JSON array of gRPC daemons,
  * each with its UNIX socket, its .proto files, the methods callers may call (each a read or a
  * change) and the request metadata they may send. Each entry is checked on its own: a bad entry
  * is named with every problem and left out, the others are served.

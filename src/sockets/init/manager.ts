@@ -98,7 +98,7 @@ const REFUSED = new Set([
   'org.freedesktop.systemd1.UnitLinked',
 ]);
 
-/** the manager does not let this service's user do it: the host's polkit rules (docs/sockets-init.md) */
+/** the manager does not let this service's user do it: the host's polkit rules (docs/sockets/init.md) */
 const DENIED = new Set(['org.freedesktop.DBus.Error.AccessDenied', 'org.freedesktop.DBus.Error.InteractiveAuthorizationRequired']);
 
 export class ManagerBus {
