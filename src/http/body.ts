@@ -79,7 +79,7 @@ export function readsOwnBody(method: string, path: string): void {
  * Nothing: the stage did not parse it (a route that reads its own bytes).
  */
 const STATE = Symbol('body state');
-type BodyRequest = Request & { [STATE]?: 'parsed' | 'empty' | 'malformed' | 'unread' };
+type BodyRequest = Request & { [STATE]?: 'parsed' | 'empty' | 'malformed' | 'prototype' | 'unread' };
 
 /** The parser's errors as the project's: 413 with the limit, 415 for an encoding it cannot undo, malformed JSON left to the route. */
 function parserFailed(err: Error, ctx: Context, limit: number): void {
@@ -89,7 +89,8 @@ function parserFailed(err: Error, ctx: Context, limit: number): void {
   if (e.status === 415) throw new HttpError(415, 'unsupported_media_type', e.message);
   if (err instanceof SyntaxError && e.status === 400) {
     // a route that never reads the body answers as if it were not there, as before the parser
-    (ctx.request as BodyRequest)[STATE] = 'malformed';
+    // (its JSON parser also refuses a "__proto__" key, which could reach an object's prototype)
+    (ctx.request as BodyRequest)[STATE] = err.message.includes('prototype') ? 'prototype' : 'malformed';
     return;
   }
   throw new HttpError(400, 'validation_failed', 'unreadable request body');
@@ -182,6 +183,7 @@ export function jsonBody(ctx: Context): unknown {
     throw new HttpError(415, 'unsupported_media_type', `content type ${type || 'none'} is not accepted, send application/json`);
   }
   if (state === 'malformed') throw badField('body', 'is not valid JSON');
+  if (state === 'prototype') throw badField('body', 'must not hold a "__proto__" key');
   return request.body;
 }
 

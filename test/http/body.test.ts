@@ -282,6 +282,9 @@ describe('request bodies (@koa/bodyparser, and the bytes of a route that reads i
       const bad = await send(url, 'POST', '/json', { 'Content-Type': 'application/json' }, [Buffer.from('{"a":')]);
       expect(bad.status).to.equal(400);
       expect(bad.body.error.details).to.deep.equal([{ field: 'body', message: 'is not valid JSON' }]);
+      const proto = await send(url, 'POST', '/json', { 'Content-Type': 'application/json' }, [Buffer.from('{"a":{"__proto__":{"admin":true}}}')]);
+      expect(proto.status).to.equal(400);
+      expect(proto.body.error.details).to.deep.equal([{ field: 'body', message: 'must not hold a "__proto__" key' }]);
       const ignored = await send(url, 'POST', '/ignores', { 'Content-Type': 'application/json' }, [Buffer.from('{"a":')]);
       expect(ignored.status).to.equal(200);
       const xml = await send(url, 'POST', '/json', { 'Content-Type': 'application/xml' }, [Buffer.from('<a/>')]);
