@@ -153,7 +153,7 @@ export const AUTH_SETTINGS: readonly SettingDef[] = [
   ldap(
     'tls_verify',
     'Verify the LDAP server certificate',
-    { kind: 'boolean', default: 'true', about: "check the server's certificate and name (a private CA: `SERVICE_LDAP_CA_CERT`)" },
+    { kind: 'boolean', default: 'true', about: "check the server's certificate and name (a private CA: `SERVICE_LDAP_CA_CERT`); `false` is warned of at boot and on the settings page" },
     'tlsVerify',
   ),
   ldap(
@@ -172,7 +172,8 @@ export const AUTH_SETTINGS: readonly SettingDef[] = [
     {
       kind: 'boolean',
       default: 'false',
-      about: 'an `ldap://` connection is upgraded with StartTLS before anything is sent, or refused; `ldaps://` is TLS already',
+      about:
+        'an `ldap://` connection is upgraded with StartTLS before anything is sent, or refused (the next server is tried); `ldaps://` is TLS already; a plain `ldap://` server without it is warned of at boot and on the settings page',
     },
     'startTls',
   ),

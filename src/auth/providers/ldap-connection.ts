@@ -224,6 +224,8 @@ export class LdapConnector {
         client = await this.connect(url);
       } catch (err) {
         const failure = connectionFailure(err) ?? { kind: 'unreachable' as const, reason: errorMessage(err) };
+        // say which TLS: the operator looks at SERVICE_LDAP_STARTTLS then
+        if (failure.kind === 'tls' && !url.startsWith('ldaps:')) failure.reason = failure.reason.replace(/^TLS failed/, 'StartTLS failed');
         failures.push({ url, ...failure });
         continue;
       }

@@ -2,6 +2,7 @@
 // field under a human label, env-set fields read-only, secrets masked, only changes sent.
 import type { Answer, AuthSettingView as FieldView, SettingKind as FieldKind } from '../../client/api-types.js';
 import { api, busy, clearOnEdit, control, errorText, fieldProblems, h, markInvalid, must, say, submitter } from './app.js';
+import { ldapChecks } from './ldap-tests.js';
 
 type AuthView = Answer<'/api/settings/auth', 'get'>;
 type FieldControl = HTMLInputElement | HTMLTextAreaElement;
@@ -91,9 +92,11 @@ export function authSettings(section: HTMLElement): void {
     const view = await api<AuthView>('GET', '/api/settings/auth');
     fields = view.settings;
     must('[data-chain]', section).textContent = `Sign-in chain: ${view.chain.map((c) => `${c.label} (${c.id})`).join(' → ') || 'empty'}`;
+    const current = fields;
     form.replaceChildren(
       ...Object.entries(fields).map(([name, f]) => fieldControl(name, f)),
       h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Save provider settings')),
+      ldapChecks(view, () => readPatch(form, current)),
     );
   };
   form.addEventListener('submit', async (e) => {
