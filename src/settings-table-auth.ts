@@ -153,7 +153,11 @@ export const AUTH_SETTINGS: readonly SettingDef[] = [
   ldap(
     'tls_verify',
     'Verify the LDAP server certificate',
-    { kind: 'boolean', default: 'true', about: "check the server's certificate and name (a private CA: `SERVICE_LDAP_CA_CERT`); `false` is warned of at boot and on the settings page" },
+    {
+      kind: 'boolean',
+      default: 'true',
+      about: "check the server's certificate and name (a private CA: `SERVICE_LDAP_CA_CERT`); `false` is warned of at boot and on the settings page",
+    },
     'tlsVerify',
   ),
   ldap(
