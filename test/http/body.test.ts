@@ -3,6 +3,7 @@ import Router from '@koa/router';
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import request from 'supertest';
 import { createHttpApp, mountRouters } from '../../src/http/app.js';
 import { BODY_METHODS, DEFAULT_BODY_LIMIT, formBody, jsonBody, readOwnBytes, readsOwnBody } from '../../src/http/body.js';
@@ -267,13 +268,15 @@ describe('request bodies (@koa/bodyparser, and the bytes of a route that reads i
       expect(get.body).to.deep.equal({ body: {} });
     });
 
-    it('takes any +json type and a body without a type as JSON; drops a leading byte-order mark', async () => {
+    it('takes any +json type and a body without a type as JSON; drops a leading byte-order mark; inflates a gzip body', async () => {
       const vendor = await send(url, 'POST', '/json', { 'Content-Type': 'application/vnd.example.v1+json; charset=utf-8' }, [Buffer.from('{"v":1}')]);
       expect(vendor.body).to.deep.equal({ body: { v: 1 } });
       const untyped = await send(url, 'POST', '/json', {}, [Buffer.from('{"u":"\u00e9"}')]);
       expect(untyped.body).to.deep.equal({ body: { u: '\u00e9' } });
       const bom = await send(url, 'POST', '/json', { 'Content-Type': 'application/json' }, [Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"b":2}')]);
       expect(bom.body).to.deep.equal({ body: { b: 2 } });
+      const gzipped = await send(url, 'POST', '/json', { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' }, [gzipSync('{"z":[1,2]}')]);
+      expect(gzipped.body).to.deep.equal({ body: { z: [1, 2] } });
       const scalar = await send(url, 'POST', '/json', { 'Content-Type': 'application/json' }, [Buffer.from('null')]);
       expect(scalar.body).to.deep.equal({ body: null });
     });
