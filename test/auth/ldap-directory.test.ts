@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import request from 'supertest';
-import { adminAuth, ADMIN, basic, startService, type TestService } from '../support/service.js';
+import { adminAuth, ADMIN, basic, startService, testEnv, type TestService } from '../support/service.js';
+import { cli } from '../cli/helpers.js';
 import { LDAP_GROUPS, LDAP_PEOPLE, startSlapd, type Slapd } from '../support/slapd.js';
 import { capturingLogger } from '../sockets/helpers.js';
 import { loadConfig } from '../../src/config.js';
@@ -245,6 +246,16 @@ describe('LDAP directory operations through the service (real slapd)', function 
       const test = (await request(other.url).post('/api/settings/auth/ldap/test-connection').set(admin()).send({}).expect(200)).body;
       expect(test).to.include({ ok: false, kind: 'refused' });
       expect(test.reason).to.include(dead).and.include('connection refused');
+
+      // the CLI takes the same list, checked the same way (the field and each bad URL named)
+      const env = testEnv(other.dataDir, other.databaseUrl);
+      const bad = await cli(env, ['settings', 'set', 'ldap_url', `${slapd.url} ftp://dc2.example`]);
+      expect(bad.code).to.equal(2);
+      // (the CLI names the argument: `settings set ldap_url <value>`)
+      expect(bad.stderr).to.match(/value: must be ldap:\/\/ or ldaps:\/\/ URLs separated by spaces, not "ftp:\/\/dc2\.example"/);
+      const good = await cli(env, ['settings', 'set', 'ldap_url', `  ldaps://dc1.example   ${slapd.url} `]);
+      expect(good.code, good.stderr).to.equal(0);
+      expect((await cli(env, ['--json', 'settings', 'get', 'ldap_url'])).json().settings.ldap_url.value).to.equal(`ldaps://dc1.example ${slapd.url}`);
     } finally {
       await other.destroy();
     }

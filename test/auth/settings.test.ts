@@ -174,7 +174,7 @@ describe('auth settings API and plugin providers', function () {
       [{ auth_providers: [] }, 'auth_providers', /at least one provider/],
       // a brace in a value is text, not a message template (it was a 500)
       [{ auth_providers: 'local,x{username}' }, 'auth_providers', /unknown provider "x\{username\}"/],
-      [{ ldap_url: 'http://not-ldap' }, 'ldap_url', /uri/],
+      [{ ldap_url: 'http://not-ldap' }, 'ldap_url', /must be ldap:\/\/ or ldaps:\/\/ URLs separated by spaces, not "http:\/\/not-ldap"/],
       [{ ldap_user_filter: '(uid=*)' }, 'ldap_user_filter', /parenthesised LDAP filter containing \{username\}$/],
       [{ oidc_scopes: 'profile email' }, 'oidc_scopes', /must contain openid/],
       [{ sso_default_groups: 'NO_SUCH_GROUP' }, 'sso_default_groups', /NO_SUCH_GROUP/],
