@@ -2,8 +2,9 @@ import { expect } from 'chai';
 import type { Page } from 'playwright-core';
 import { ADMIN } from '../support/service.js';
 import { LDAP_GROUPS, LDAP_PEOPLE, startSlapd, type Slapd } from '../support/slapd.js';
-import { patchAuthSettings } from '../auth/helpers.js';
-import { expectNoProblems, openBrowser, signIn, startWebService, type TestBrowser, type WebService } from './helpers.js';
+import { patchAuthSettings, unusedPort } from '../auth/helpers.js';
+import { REFUSAL_TEXT } from '../../src/auth/providers/refusal.js';
+import { expectNoProblems, forgetSession, openBrowser, signIn, startWebService, type TestBrowser, type WebService } from './helpers.js';
 
 /** In Chromium: the LDAP checks of the settings page against a real slapd (warnings, test connection, test login, unsaved changes tried). */
 describe('browser: the settings page tests the directory (real slapd)', function () {
@@ -70,5 +71,19 @@ describe('browser: the settings page tests the directory (real slapd)', function
     };
     expect(saved.settings.ldap_base_dn!.value).to.equal(slapd.baseDN);
     expectNoProblems(browser);
+  });
+
+  it('the login form says the directory is unavailable (not a wrong password) when no server answers', async () => {
+    await patchAuthSettings(svc.url, { ldap_url: `ldap://127.0.0.1:${await unusedPort()}`, ldap_bind_password: slapd.bindPassword }).expect(200);
+    try {
+      await forgetSession(browser);
+      await page.goto(`${svc.origin}/login`);
+      await page.fill('#username', 'alice');
+      await page.fill('#password', LDAP_PEOPLE.alice.password);
+      await Promise.all([page.waitForURL((u) => u.searchParams.get('error') === 'directory_unavailable'), page.click('button[type=submit]')]);
+      expect(await page.locator('p.error[role=alert]').textContent()).to.equal(REFUSAL_TEXT.directory_unavailable);
+    } finally {
+      await patchAuthSettings(svc.url, { ldap_url: slapd.url, ldap_bind_password: slapd.bindPassword }).expect(200);
+    }
   });
 });
