@@ -266,6 +266,35 @@ describe('LdapProvider against a real OpenLDAP slapd', function () {
     }
   });
 
+  it('a server that refuses StartTLS is a TLS failure: the next server of the list is tried', async () => {
+    const refusing = await expectRejection(provider({ startTls: true }).authenticate('alice', LDAP_PEOPLE.alice.password));
+    expect((refusing as LoginRefused).reason).to.equal('directory_unavailable');
+    expect(lastUnavailable().kind).to.equal('tls');
+    expect(lastUnavailable().reason).to.match(/StartTLS failed: the server refused StartTLS/);
+  });
+
+  it('a list of servers: one that refuses connections is skipped for the next, which is then tried first', async () => {
+    const dead = `ldap://127.0.0.1:${await unusedPort()}`;
+    const p = provider({ url: `${dead} ${slapd.url}` });
+    expect(p.connector.order()).to.deep.equal([dead, slapd.url]);
+    expect((await p.authenticate('alice', LDAP_PEOPLE.alice.password))?.username).to.equal('alice');
+    expect(p.connector.lastFailures).to.deep.equal([{ url: dead, kind: 'refused', reason: 'connection refused (nothing listens on that port)' }]);
+    expect(p.connector.order()).to.deep.equal([slapd.url, dead]);
+    expect(await p.authenticate('alice', 'wrong-password')).to.equal(null);
+    expect(p.connector.lastFailures).to.deep.equal([]);
+    // remembered for rememberMs only
+    const brief = provider({ url: `${dead} ${slapd.url}`, rememberMs: 0 });
+    await brief.authenticate('alice', LDAP_PEOPLE.alice.password);
+    expect(brief.connector.order()).to.deep.equal([dead, slapd.url]);
+  });
+
+  it('a list with a bad entry is refused naming each one', () => {
+    expect(() => provider({ url: `${slapd.url} http://x ldap:// ${slapd.url}` })).to.throw(
+      /"url" must be ldap:\/\/ or ldaps:\/\/ URLs separated by spaces, not "http:\/\/x", "ldap:\/\/"/,
+    );
+    expect(() => provider({ url: `${slapd.url} ${slapd.url}` })).to.throw(/names a URL twice/);
+  });
+
   it('never writes a password or the bind password to the log', () => {
     const text = logs.text();
     expect(text.length).to.be.greaterThan(0);
