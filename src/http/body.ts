@@ -81,6 +81,9 @@ export function readsOwnBody(method: string, path: string): void {
 const STATE = Symbol('body state');
 type BodyRequest = Request & { [STATE]?: 'parsed' | 'empty' | 'malformed' | 'prototype' | 'unread' };
 
+/** What @hapi/bourne (the parser's JSON.parse) says of a "__proto__" key. */
+const PROTOTYPE_REFUSED = 'Object contains forbidden prototype property';
+
 /** The parser's errors as the project's: 413 with the limit, 415 for an encoding it cannot undo, malformed JSON left to the route. */
 function parserFailed(err: Error, ctx: Context, limit: number): void {
   const e = err as Error & { type?: string; status?: number };
@@ -90,7 +93,7 @@ function parserFailed(err: Error, ctx: Context, limit: number): void {
   if (err instanceof SyntaxError && e.status === 400) {
     // a route that never reads the body answers as if it were not there, as before the parser
     // (its JSON parser also refuses a "__proto__" key, which could reach an object's prototype)
-    (ctx.request as BodyRequest)[STATE] = err.message.includes('prototype') ? 'prototype' : 'malformed';
+    (ctx.request as BodyRequest)[STATE] = err.message === PROTOTYPE_REFUSED ? 'prototype' : 'malformed';
     return;
   }
   throw new HttpError(400, 'validation_failed', 'unreadable request body');
