@@ -8,7 +8,9 @@
  * rounds), which is what group commit is for. A WebSocket client of the target user measures
  * push latency during the service's rounds; then seven bulk requests of 1,000.
  *
- *   npm run bench:notifications [-- --seconds 6 --connections 50 --rounds 5]
+ *   npm run bench:notifications [-- --seconds 3 --connections 50 --rounds 10 --profile DIR]
+ *
+ * --profile DIR: both servers write a V8 CPU profile there when they stop (node --cpu-prof).
  *
  * SERVICE_BENCH_DATABASE_URL=postgres://… runs on PostgreSQL (fresh databases are made from it).
  */
@@ -17,15 +19,21 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
+import Database from 'better-sqlite3';
 import WebSocket from 'ws';
 import { spawnService } from '../test/support/process.js';
 import { ADMIN, basic } from '../test/support/service.js';
 import { arg, pct, benchDatabase } from './bench/common.js';
 
-const SECONDS = arg('seconds', 6);
+// short rounds, many of them: on a shared machine the load moves within seconds, and each
+// round's ratio compares two neighbouring slices of time
+const SECONDS = arg('seconds', 3);
 const CONNECTIONS = arg('connections', 50);
-const ROUNDS = arg('rounds', 5);
+const ROUNDS = arg('rounds', 10);
 const ROOT = path.resolve(import.meta.dirname, '..');
+const PROFILE = process.argv.includes('--profile') ? path.resolve(process.argv[process.argv.indexOf('--profile') + 1]!) : null;
+/** node, with a CPU profile written on exit under --profile */
+const node = (...args: string[]) => [process.execPath, ...(PROFILE ? ['--cpu-prof', '--cpu-prof-dir', PROFILE] : []), '--import', 'tsx', ...args];
 
 function load(url: string, headers: Record<string, string>, body: string, seconds = SECONDS): Promise<autocannon.Result> {
   return new Promise((resolve, reject) => {
@@ -35,7 +43,8 @@ function load(url: string, headers: Record<string, string>, body: string, second
 
 /** The plain server as its own process; resolves with its URL once it listens. */
 async function startPlain(databaseUrl: string | null, dataDir: string): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/bench/plain-insert-server.ts', databaseUrl ?? '', dataDir], {
+  const [command, ...args] = node('scripts/bench/plain-insert-server.ts', databaseUrl ?? '', dataDir);
+  const child = spawn(command!, args, {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -44,6 +53,46 @@ async function startPlain(databaseUrl: string | null, dataDir: string): Promise<
     child.stdout!.once('data', (d: Buffer) => resolve(d.toString().trim()));
   });
   return { url: `http://127.0.0.1:${port}`, child };
+}
+
+/** The service's group-commit counters (/metrics): notifications written and the transactions that wrote them. */
+async function groupCommit(url: string): Promise<{ notifications: number; batches: number } | null> {
+  const text = await fetch(`${url}/metrics`).then((r) => (r.ok ? r.text() : ''));
+  const value = (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? NaN);
+  const out = { notifications: value('notifications_written'), batches: value('notification_write_batches') };
+  return Number.isNaN(out.notifications + out.batches) ? null : out;
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc (NaN where there is none). */
+function cpuSeconds(pid: number | undefined): number {
+  try {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    // utime and stime, fields 14 and 15 of stat(5), in clock ticks (100 a second on Linux)
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * What a commit costs on this disk now: µs per one-row transaction of SQLite (WAL, synchronous
+ * FULL as the service opens it: one fdatasync a commit). Group commit saves this per notification.
+ */
+function commitCost(dir: string): number {
+  const file = path.join(dir, 'probe.sqlite');
+  const probe = new Database(file);
+  try {
+    probe.pragma('journal_mode = WAL');
+    probe.pragma('synchronous = FULL');
+    probe.exec('CREATE TABLE t (id TEXT PRIMARY KEY, v TEXT)');
+    const insert = probe.prepare('INSERT INTO t VALUES (?, ?)');
+    const t = performance.now();
+    for (let i = 0; i < 300; i++) insert.run(`${i}-${Math.random()}`, 'x');
+    return ((performance.now() - t) / 300) * 1000;
+  } finally {
+    probe.close();
+    for (const suffix of ['', '-wal', '-shm']) fs.rmSync(file + suffix, { force: true });
+  }
 }
 
 const median = (xs: number[]) => {
@@ -56,7 +105,12 @@ async function main() {
   const plainDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-bench-plain-'));
   const db = await benchDatabase();
   const plainDb = await benchDatabase();
-  const svc = await spawnService({ dataDir, databaseUrl: db.url, env: { SERVICE_LOG_LEVEL: 'warn' } });
+  const svc = await spawnService({
+    dataDir,
+    databaseUrl: db.url,
+    env: { SERVICE_LOG_LEVEL: 'warn' },
+    ...(PROFILE ? { command: node(path.join(ROOT, 'src/main.ts')) } : {}),
+  });
   let plain: { url: string; child: ChildProcess } | undefined;
   try {
     plain = await startPlain(plainDb.url, plainDir);
@@ -104,15 +158,23 @@ async function main() {
     await new Promise((r) => setTimeout(r, 500));
     pushes.splice(0);
 
+    const commitsBefore = await groupCommit(svc.url);
+    const probes = [commitCost(plainDir)];
     const rates = { service: [] as number[], plain: [] as number[] };
+    // CPU of each server per persisted notification: on a saturated machine its inverse is the rate
+    const cpu = { service: [] as number[], plain: [] as number[] };
+    const pids = { service: svc.child.pid, plain: plain.child.pid };
     const post = { p50: [] as number[], p99: [] as number[], non2xx: 0 };
     for (let round = 0; round < ROUNDS; round++) {
       for (const name of round % 2 ? (['plain', 'service'] as const) : (['service', 'plain'] as const)) {
         const side = sides[name];
         const before = await side.count();
+        const cpuBefore = cpuSeconds(pids[name]);
         const result = await load(side.url, json, body);
+        const cpuAfter = cpuSeconds(pids[name]);
         const after = await side.count();
         rates[name].push((after - before) / result.duration);
+        cpu[name].push(((cpuAfter - cpuBefore) / (after - before)) * 1e6);
         if (name === 'service') {
           post.p50.push(result.latency.p50);
           post.p99.push(result.latency.p99);
@@ -120,6 +182,8 @@ async function main() {
         if (result.non2xx || result.errors) throw new Error(`${name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
       }
     }
+    const commitsAfter = await groupCommit(svc.url);
+    probes.push(commitCost(plainDir));
     await new Promise((r) => setTimeout(r, 1000));
     // the pushes of the timed load only (the bulk requests below push too)
     const pushLatency = pushes.splice(0).sort((a, b) => a - b);
@@ -147,12 +211,23 @@ async function main() {
         .map((l) => l.toFixed(1))
         .join(' ')}, ${new Date().toISOString()}, ${db.url ? 'PostgreSQL' : 'SQLite'}`,
     );
+    console.log(`a one-row SQLite commit on this disk (before / after the rounds): ${list(probes)} µs`);
     console.log(`${ROUNDS} rounds of ${SECONDS} s a side, ${CONNECTIONS} connections, alternating`);
     console.log(`plain server (one INSERT per request), persisted/s   median ${Math.round(median(rates.plain))}  (${list(rates.plain)})`);
     console.log(`service POST /api/notifications, persisted/s         median ${Math.round(median(rates.service))}  (${list(rates.service)})`);
     console.log(
       `service / plain                                       ${(median(rates.service) / median(rates.plain)).toFixed(2)}x of the medians; rounds ${list(ratios, 2)}, median ${median(ratios).toFixed(2)}x (goal >= 1.5x)`,
     );
+    console.log(
+      `CPU per persisted notification (median), its process  service ${Math.round(median(cpu.service))} µs, plain ${Math.round(median(cpu.plain))} µs (the database server's not counted)`,
+    );
+    if (commitsBefore && commitsAfter) {
+      const batches = commitsAfter.batches - commitsBefore.batches;
+      const written = commitsAfter.notifications - commitsBefore.notifications;
+      console.log(
+        `service group commit                                  ${written} notifications in ${batches} transactions, ${(written / batches).toFixed(1)} a transaction`,
+      );
+    }
     console.log(`service POST latency p50 / p99 (median of rounds)     ${median(post.p50)} / ${median(post.p99)} ms (goal p99 <= 50 ms)`);
     console.log(
       `push latency commit -> client p50 / p99              ${pct(pushLatency, 50)} / ${pct(pushLatency, 99)} ms over ${pushLatency.length} pushes (goal p99 <= 50 ms)`,
