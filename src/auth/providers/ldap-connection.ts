@@ -6,7 +6,7 @@
  */
 import net from 'node:net';
 import type { ConnectionOptions } from 'node:tls';
-import { Client, InvalidCredentialsError } from 'ldapts';
+import { Client, InvalidCredentialsError, ResultCodeError } from 'ldapts';
 import type { ResolvedOptions } from './ldap-options.js';
 import type { RefusalReason } from './refusal.js';
 
@@ -100,7 +100,8 @@ const CERT_WORDS: Record<string, string> = {
 /** Why a connection attempt failed, for the operator; null when the failure is not about reaching the server. */
 export function connectionFailure(err: unknown): { kind: UnavailableKind; reason: string } | null {
   if (isTimeout(err)) return { kind: 'timeout', reason: `no answer in time (${errorMessage(err)})` };
-  if (!(err instanceof Error)) return null;
+  // the server answered (an LDAP result code): whatever its words, the connection is fine
+  if (!(err instanceof Error) || err instanceof ResultCodeError) return null;
   const code = (err as NodeJS.ErrnoException).code ?? '';
   if (CERT_WORDS[code]) return { kind: 'tls', reason: `TLS failed: ${CERT_WORDS[code]} [${code}]` };
   if (/^ERR_SSL_|^ERR_TLS_|^EPROTO$/.test(code) || /SSL routines|TLS|certificate|handshake/i.test(err.message)) {
