@@ -107,24 +107,24 @@ describe('three instances behind nginx (the shipped several-instance config) und
     let killedAt = 0;
     let diedBy = 0;
     try {
-      await sleep(2000);
+      await sleep(1000);
       c.phase = 1; // Redis: a crash and a start, empty
       await cluster.redis.kill();
-      await sleep(1000);
+      await sleep(500);
       await cluster.redis.restart();
-      await sleep(2000);
+      await sleep(1000);
       c.phase = 2; // PostgreSQL down for 5 s
       await cluster.pg.stop();
       await sleep(5000);
       await cluster.pg.start();
-      await sleep(2000);
+      await sleep(1000);
       c.phase = 3; // one instance dies and comes back
       killedAt = Date.now();
       expect(await b!.kill('SIGKILL')).to.deep.equal({ code: null, signal: 'SIGKILL' });
       // it died somewhere between the signal and its exit reaching the test
       diedBy = Date.now();
       await b!.start();
-      await sleep(1000);
+      await sleep(500);
       c.phase = 4; // a rolling upgrade: each in turn drains (SIGTERM), exits 0 and starts again
       for (const inst of cluster.instances) {
         const direct = await inFlightAcrossSigterm(inst, c.phase);
@@ -132,7 +132,7 @@ describe('three instances behind nginx (the shipped several-instance config) und
         expect(await inst.kill('SIGTERM'), `${inst.name}:\n${inst.output.slice(-2000)}`).to.deep.equal({ code: 0, signal: null });
         await inst.start();
       }
-      await sleep(1000);
+      await sleep(500);
     } finally {
       await caster.stop();
     }

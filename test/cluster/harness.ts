@@ -194,21 +194,25 @@ export interface Cluster {
   destroy(): Promise<void>;
 }
 
-/** PostgreSQL, Redis, the instances (the first alone: it migrates the new database), then nginx in front of them. */
+/** PostgreSQL and Redis, the instances, then nginx in front of them. */
 export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   const cleanup: Array<() => Promise<unknown>> = [];
   const destroy = async () => {
     for (const step of cleanup.reverse()) await step().catch(() => undefined);
   };
   try {
-    const pg = await startPostgres();
-    cleanup.push(() => pg.destroy());
+    // side by side: initdb is the slow part
+    const [pgStarted, redisStarted] = await Promise.allSettled([startPostgres(), startRedis()]);
+    if (pgStarted.status === 'fulfilled') cleanup.push(() => pgStarted.value.destroy());
+    if (redisStarted.status === 'fulfilled') cleanup.push(() => redisStarted.value.stop());
+    if (pgStarted.status === 'rejected') throw pgStarted.reason;
+    if (redisStarted.status === 'rejected') throw redisStarted.reason;
+    const pg = pgStarted.value;
+    const redis = redisStarted.value;
     // the database goes with the throwaway cluster
     const admin = knex({ client: 'pg', connection: pg.url, pool: { min: 0, max: 1 } });
     await admin.raw('CREATE DATABASE service').finally(() => admin.destroy());
     const databaseUrl = pg.url.replace(/\/postgres$/, '/service');
-    const redis = await startRedis();
-    cleanup.push(() => redis.stop());
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cluster-'));
     cleanup.push(async () => fs.rmSync(dataDir, { recursive: true, force: true }));
     const nginxPort = await unusedPort();
@@ -234,8 +238,8 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       return new Instance(`instance ${String.fromCharCode(97 + i)}`, port, env);
     });
     cleanup.push(() => Promise.all(instances.map((i) => i.kill('SIGKILL'))));
-    await instances[0]!.start();
-    await Promise.all(instances.slice(1).map((i) => i.start()));
+    // all at once on the empty database: they share its migration and first seeding
+    await Promise.all(instances.map((i) => i.start()));
     const nginx = await startNginx(severalInstancesSite(nginxPort, ports), nginxPort, opts.clients);
     cleanup.push(() => nginx.stop());
     return { pg, redis, nginx, instances, origin, databaseUrl, destroy };

@@ -36,7 +36,7 @@ export class Histogram {
   }
 }
 
-/** A time a client was not live: from leaving `live` to being live again (null: not yet). */
+/** A time a client had no connection: from losing it (a resume on a live connection is none) to being live again (null: not yet). */
 export interface Outage {
   client: number;
   from: number;
@@ -69,7 +69,7 @@ export class Clients {
         if (state === 'live') {
           if (open) open.to = Date.now();
           this.down.delete(i);
-        } else if (!open && this.everLive.has(i)) {
+        } else if (!open && this.everLive.has(i) && state !== 'resuming') {
           const o = { client: i, from: Date.now(), to: null };
           this.outages.push(o);
           this.down.set(i, o);
