@@ -1,7 +1,10 @@
 /**
  * The API document and the types generated from it, as files in the repository:
  *
- *   docs/openapi.json        the document a service without plugins serves at /openapi.json
+ *   docs/openapi.json        the document a service serves at /openapi.json with every host
+ *                            service configured (dns, dhcp, init, and containerd's API as
+ *                            docs/deploy/grpc-providers.json gives it) and the plugins under
+ *                            plugins/ enabled: every socket operation a client may call
  *   src/client/openapi.ts  its types, by openapi-typescript (the browser code and the
  *                            client library read the API's shapes from here)
  *
@@ -28,12 +31,33 @@ export const DOCUMENT_FILE = path.join(ROOT, 'docs', 'openapi.json');
 export const TYPES_FILE = path.join(ROOT, 'src', 'client', 'openapi.ts');
 const EXAMPLE_TYPES_FILE = path.join(ROOT, 'docs', 'client-example', 'service-core.ts');
 
-/** The document of a service on a throwaway SQLite file, with no plugins. */
+/**
+ * What the documented service has besides a database: every host service, on sockets in `dir`
+ * that nobody listens on, and the repository's plugins (test/web/openapi.test.ts starts its
+ * service with the same).
+ */
+export function documentedSetup(dir: string): Record<string, string> {
+  return {
+    SERVICE_PLUGINS_DIR: path.join(ROOT, 'plugins'),
+    SERVICE_DNS_CONTROL_SOCKET: path.join(dir, 'unbound.sock'),
+    SERVICE_DNS_ZONES: 'home.arpa.',
+    SERVICE_DHCP_CONTROL_SOCKET: path.join(dir, 'kea.sock'),
+    SERVICE_INIT_BUS: `unix:path=${path.join(dir, 'bus')}`,
+    SERVICE_INIT_UNITS: 'example.service',
+    SERVICE_GRPC_PROVIDERS: path.join(ROOT, 'docs', 'deploy', 'grpc-providers.json'),
+  };
+}
+
+/**
+ * The document of a service on a throwaway SQLite file, with every host service configured (on
+ * sockets nobody listens on: their routes are documented whether the daemons answer or not)
+ * and the repository's plugins, so that the client is typed for all of their operations.
+ */
 export async function currentDocument(): Promise<string> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-api-types-'));
   const config = loadConfig({
     SERVICE_DATA_DIR: dir,
-    SERVICE_PLUGINS_DIR: path.join(dir, 'plugins'),
+    ...documentedSetup(dir),
     SERVICE_ENV: 'test',
     SERVICE_HOST: '127.0.0.1',
     SERVICE_PORT: '0',

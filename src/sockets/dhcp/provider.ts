@@ -42,6 +42,41 @@ export interface DhcpProviderOptions {
 }
 
 /** how long an answer that Kea is available is kept */
+/** the operations' args (and the answer of a removal), made once per process: operations() is asked at every request */
+const LEASE_ARGS = Joi.object<LeasesArgs, true>({
+  subnet_id: subnetId,
+  hw_address: hwAddress,
+  hostname,
+  ip_address: ipv4,
+});
+const REMOVED = Joi.object({
+  removed: Joi.boolean().valid(true).required(),
+  reservation: reservationResult.required(),
+  records_removed: Joi.number().integer().required(),
+});
+
+const RESULTS = {
+  leases: Joi.object({ leases: Joi.array().items(leaseResult).required() }),
+  lease_release: Joi.object({ released: Joi.boolean().valid(true).required(), ip_address: Joi.string().required() }),
+  reservations: Joi.object({ reservations: Joi.array().items(reservationResult).required() }),
+  reservation_add: Joi.object({ reservation: reservationResult.required() }),
+};
+
+const ARGS = {
+  none: Joi.object<Record<string, never>, true>({}),
+  leases: LEASE_ARGS,
+  lease_release: Joi.object<ReleaseArgs, true>({ ip_address: ipv4.required() }),
+  reservations: Joi.object<ReservationsArgs, true>({ subnet_id: subnetId }),
+  reservation_add: Joi.object<ReservationAddArgs, true>({
+    subnet_id: subnetId.required(),
+    hw_address: hwAddress.required(),
+    ip_address: ipv4.required(),
+    hostname,
+    dns: Joi.boolean().default(false).description('also add the A and PTR records through the dns provider (all or nothing)'),
+  }),
+  reservation_remove: Joi.object<ReservationRemoveArgs, true>({ subnet_id: subnetId.required(), hw_address: hwAddress.required() }),
+};
+
 const AVAILABILITY_TTL_MS = 1000;
 
 const NO_SUBNET = 'not_found: Kea has no subnet with this subnet_id';
@@ -193,21 +228,18 @@ export class DhcpProvider extends SocketProvider {
     }
   }
 
+  /** made once per provider: the bus handler asks at every request */
+  private ops: Record<string, ProviderOperation> | null = null;
+
   operations(): Record<string, ProviderOperation> {
-    const leaseArgs = Joi.object<LeasesArgs, true>({
-      subnet_id: subnetId,
-      hw_address: hwAddress,
-      hostname,
-      ip_address: ipv4,
-    });
-    const removed = Joi.object({
-      removed: Joi.boolean().valid(true).required(),
-      reservation: reservationResult.required(),
-      records_removed: Joi.number().integer().required(),
-    });
+    this.ops ??= this.makeOperations();
+    return this.ops;
+  }
+
+  private makeOperations(): Record<string, ProviderOperation> {
     return {
       health: operation({
-        schema: Joi.object<Record<string, never>, true>({}),
+        schema: ARGS.none,
         permission: null,
         requires_available: false,
         changes: false,
@@ -222,9 +254,9 @@ export class DhcpProvider extends SocketProvider {
         },
       }),
       leases: operation({
-        schema: leaseArgs,
+        schema: ARGS.leases,
         permission: READ_PERMISSION,
-        result: Joi.object({ leases: Joi.array().items(leaseResult).required() }),
+        result: RESULTS.leases,
         http: {
           method: 'GET',
           summary: 'DHCPv4 leases',
@@ -234,9 +266,9 @@ export class DhcpProvider extends SocketProvider {
         run: (a) => this.leases(a),
       }),
       lease_release: operation({
-        schema: Joi.object<ReleaseArgs, true>({ ip_address: ipv4.required() }),
+        schema: ARGS.lease_release,
         permission: WRITE_PERMISSION,
-        result: Joi.object({ released: Joi.boolean().valid(true).required(), ip_address: Joi.string().required() }),
+        result: RESULTS.lease_release,
         http: {
           method: 'POST',
           summary: 'Release a DHCPv4 lease',
@@ -247,9 +279,9 @@ export class DhcpProvider extends SocketProvider {
         run: (a) => this.release(a),
       }),
       reservations: operation({
-        schema: Joi.object<ReservationsArgs, true>({ subnet_id: subnetId }),
+        schema: ARGS.reservations,
         permission: READ_PERMISSION,
-        result: Joi.object({ reservations: Joi.array().items(reservationResult).required() }),
+        result: RESULTS.reservations,
         http: {
           method: 'GET',
           summary: 'DHCPv4 host reservations',
@@ -259,15 +291,9 @@ export class DhcpProvider extends SocketProvider {
         run: async (a) => ({ reservations: await this.tracked(() => this.reservations.list(a.subnet_id)) }),
       }),
       reservation_add: operation({
-        schema: Joi.object<ReservationAddArgs, true>({
-          subnet_id: subnetId.required(),
-          hw_address: hwAddress.required(),
-          ip_address: ipv4.required(),
-          hostname,
-          dns: Joi.boolean().default(false).description('also add the A and PTR records through the dns provider (all or nothing)'),
-        }),
+        schema: ARGS.reservation_add,
         permission: WRITE_PERMISSION,
-        result: Joi.object({ reservation: reservationResult.required() }),
+        result: RESULTS.reservation_add,
         http: {
           method: 'POST',
           summary: 'Add a DHCPv4 host reservation',
@@ -282,9 +308,9 @@ export class DhcpProvider extends SocketProvider {
         run: async (a) => ({ reservation: await this.tracked(() => this.reservations.add(a)) }),
       }),
       reservation_remove: operation({
-        schema: Joi.object<ReservationRemoveArgs, true>({ subnet_id: subnetId.required(), hw_address: hwAddress.required() }),
+        schema: ARGS.reservation_remove,
         permission: WRITE_PERMISSION,
-        result: removed,
+        result: REMOVED,
         http: {
           method: 'POST',
           summary: 'Remove a DHCPv4 host reservation',

@@ -102,7 +102,7 @@ export const reservationResult = Joi.object({
   ip_address: nullable(Joi.string()).description('null for a reservation that reserves no address'),
   hostname: nullable(Joi.string()),
   dns: Joi.boolean().required().description('its A and PTR records were added through the dns provider'),
-});
+}).id('DhcpReservation');
 
 export const healthResult = Joi.object({
   available: Joi.boolean().required(),

@@ -63,13 +63,32 @@ const recordData = (typeRequired: boolean) =>
     });
 
 const recordType = Joi.string().valid(...RECORD_TYPES);
-const record = Joi.object({
+const recordFields = {
   name: Joi.string().description('lower case, with the trailing dot'),
   type: recordType,
   ttl: Joi.number().integer().min(0),
   data: Joi.string().description('A: a dotted quad; AAAA: canonical IPv6; CNAME, PTR: a name; TXT: the text'),
+};
+/** a record the service wrote (named once in the API document: record_add and record_remove answer it) */
+const record = Joi.object(recordFields).id('DnsRecord');
+const listedRecord = Joi.object({
+  ...recordFields,
+  type: Joi.string().description('A, AAAA, CNAME, TXT, PTR, or a type of the operator (SOA, NS, MX...)'),
 });
-const listedRecord = record.keys({ type: Joi.string().description('A, AAAA, CNAME, TXT, PTR, or a type of the operator (SOA, NS, MX...)') });
+
+/** the operations' args, made once per process (operations() is asked at every request) */
+const ARGS = {
+  none: Joi.object<Record<string, never>, true>({}),
+  records: Joi.object<ZoneArgs, true>({ zone: domainName.description('only the records inside this zone') }),
+  record_add: Joi.object<AddArgs, true>({
+    name: domainName.required(),
+    type: recordType.required(),
+    data: recordData(true).required(),
+    ttl: Joi.number().integer().min(0).max(MAX_TTL).description(`seconds; default ${DEFAULT_TTL}`),
+  }),
+  record_remove: Joi.object<RemoveArgs, true>({ name: domainName.required(), type: recordType, data: recordData(false) }),
+  flush: Joi.object<NameArgs, true>({ name: domainName.required() }),
+};
 
 const RESULTS = {
   health: Joi.object({
@@ -206,11 +225,19 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
       throw new SocketError('unavailable', `socket provider dns is not available: ${this.unavailable_reason ?? 'Unbound is away'}`);
   }
 
+  /** made once per provider: the bus handler asks at every request */
+  private ops: Record<string, ProviderOperation> | null = null;
+
   operations(): Record<string, ProviderOperation> {
+    this.ops ??= this.makeOperations();
+    return this.ops;
+  }
+
+  private makeOperations(): Record<string, ProviderOperation> {
     const write = 'socket:dns:write';
     return {
       health: operation({
-        schema: Joi.object<Record<string, never>, true>({}),
+        schema: ARGS.none,
         permission: null,
         requires_available: false,
         result: RESULTS.health,
@@ -223,7 +250,7 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
         },
       }),
       records: operation({
-        schema: Joi.object<ZoneArgs, true>({ zone: domainName.description('only the records inside this zone') }),
+        schema: ARGS.records,
         permission: 'socket:dns:read',
         result: RESULTS.records,
         http: {
@@ -235,12 +262,7 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
         run: async (a) => ({ records: await this.guarded(() => this.records.list(a.zone)) }),
       }),
       record_add: operation({
-        schema: Joi.object<AddArgs, true>({
-          name: domainName.required(),
-          type: recordType.required(),
-          data: recordData(true).required(),
-          ttl: Joi.number().integer().min(0).max(MAX_TTL).description(`seconds; default ${DEFAULT_TTL}`),
-        }),
+        schema: ARGS.record_add,
         permission: write,
         result: RESULTS.record,
         http: {
@@ -259,11 +281,7 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
         run: async (a) => ({ record: (await this.guarded(() => this.records.add([a], {}, (_i, f) => f)))[0] }),
       }),
       record_remove: operation({
-        schema: Joi.object<RemoveArgs, true>({
-          name: domainName.required(),
-          type: recordType,
-          data: recordData(false),
-        }),
+        schema: ARGS.record_remove,
         permission: write,
         result: RESULTS.removed,
         http: {
@@ -284,7 +302,7 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
         },
       }),
       flush: operation({
-        schema: Joi.object<NameArgs, true>({ name: domainName.required() }),
+        schema: ARGS.flush,
         permission: write,
         result: RESULTS.flushed,
         http: { method: 'POST', summary: "Remove a name from Unbound's cache (flush)", response: 'the name flushed' },

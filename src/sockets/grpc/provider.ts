@@ -124,7 +124,15 @@ export class GrpcProvider extends SocketProvider {
     }));
   }
 
+  /** made once per provider (its args depend on the configured methods and metadata): the bus handler asks at every request */
+  private ops: Record<string, ProviderOperation> | null = null;
+
   operations(): Record<string, ProviderOperation> {
+    this.ops ??= this.makeOperations();
+    return this.ops;
+  }
+
+  private makeOperations(): Record<string, ProviderOperation> {
     const methods = this.spec.methods;
     return {
       health: operation({

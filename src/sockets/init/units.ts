@@ -57,7 +57,9 @@ export const unitResult = Joi.object({
   active_state: Joi.string().required().description('active, reloading, inactive, failed, activating, deactivating'),
   sub_state: Joi.string().required().description('the unit type\'s own state, e.g. "running" or "dead" for a service'),
   unit_file_state: Joi.string().allow(null).required().description('enabled, disabled, static, masked, ...; null for a unit without a unit file'),
-}).description('a unit');
+})
+  .description('a unit')
+  .id('InitUnit');
 
 export const RESULTS = {
   health: Joi.object({
