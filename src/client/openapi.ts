@@ -788,6 +788,48 @@ export interface paths {
         patch: operations["updatePluginSettings"];
         trace?: never;
     };
+    "/api/plugins/outbound-forwarder/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Outbound forwarder: what it delivered, retried, dropped, and the last failure
+         * @description Besides plugin:outbound-forwarder:api:read (the plugin dispatch), it needs the permission below.
+         *
+         *     Requires the permission `plugin:outbound-forwarder:deliveries.read`.
+         */
+        get: operations["getOutboundForwarderStatus"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/plugins/outbound-forwarder/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Outbound forwarder: queue a test delivery
+         * @description Requires the permission `plugin:outbound-forwarder:api:write`.
+         */
+        post: operations["testOutboundForwarder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/settings/auth": {
         parameters: {
             query?: never;
@@ -827,11 +869,11 @@ export interface paths {
         put?: never;
         /**
          * Test the directory connection: service bind, server kind, base DN
-         * @description Binds as the service account on the first server that answers, reads what kind of server it is and searches the base DN; answers which server answered and how long it took, or a reason an operator can act on (each server that could not be used, and why). With `settings`, the fields given are tried instead of the saved ones (not saved; a locked field is 409, a new server or account needs its bind password again).
+         * @description Binds as the service account on the first server that answers, reads what kind of server it is and searches the base DN; answers which server answered and how long it took, or a reason an operator can act on (each server that could not be used, and why). With `settings`, the fields given are tried instead of the saved ones (not saved; a locked field is 409, a new server or account needs its bind password again), and, as for the change itself, a session with a second factor must have verified it recently (403 step_up_required); the saved settings need no step-up.
          *
          *     Requires the permission `feature:admin.settings`.
          */
-        post: operations["postApiSettingsAuthLdapTestConnection"];
+        post: operations["testLdapConnection"];
         delete?: never;
         options?: never;
         head?: never;
@@ -855,7 +897,7 @@ export interface paths {
          *
          *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
-        post: operations["postApiSettingsAuthLdapTestLogin"];
+        post: operations["testLdapLogin"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1154,6 +1196,476 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/socket/containerd/call": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Call a method of the gRPC daemon containerd
+         * @description The method must be one of those configured (else 403 not_allowed) and the caller must hold socket:grpc:containerd:<package.Service>/<Method>; a change method needs step-up. The request is checked against the method's message type (400 naming request.<field>).
+         *
+         *     Works anonymously; a presented credential is used when valid.
+         *
+         *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
+         */
+        post: operations["containerdCall"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/containerd/cleanup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Clean up stale resources (containerd answers unsupported)
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        post: operations["containerdCleanup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/containerd/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Whether the gRPC daemon containerd answers, and the methods callers may call
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["containerdHealth"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/containerd/mounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Mounts (containerd answers unsupported)
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["containerdMounts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/containerd/storage-root": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Storage root (containerd answers unsupported)
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["containerdStorageRoot"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dhcp/cleanup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Clean up stale resources (dhcp answers unsupported)
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        post: operations["dhcpCleanup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dhcp/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Kea's availability, version and subnets
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["dhcpHealth"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dhcp/lease-release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Release a DHCPv4 lease
+         * @description Deletes the lease from Kea's lease database (lease4-del).
+         *
+         *     Requires the permission `socket:dhcp:write`.
+         *
+         *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
+         */
+        post: operations["dhcpLeaseRelease"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dhcp/leases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * DHCPv4 leases
+         * @description All leases, or those of a subnet, an Ethernet address, a host name or an address (the filters combine).
+         *
+         *     Requires the permission `socket:dhcp:read`.
+         */
+        get: operations["dhcpLeases"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dhcp/mounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Mounts (dhcp answers unsupported)
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["dhcpMounts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dhcp/reservation-add": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a DHCPv4 host reservation
+         * @description Changes Kea's configuration and rewrites its configuration file (config-set, config-write); with dns: true the A and PTR records too.
+         *
+         *     Requires the permission `socket:dhcp:write`.
+         *
+         *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
+         */
+        post: operations["dhcpReservationAdd"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dhcp/reservation-remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remove a DHCPv4 host reservation
+         * @description Changes Kea's configuration and rewrites its configuration file; removes the DNS records the reservation added.
+         *
+         *     Requires the permission `socket:dhcp:write`.
+         *
+         *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
+         */
+        post: operations["dhcpReservationRemove"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dhcp/reservations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * DHCPv4 host reservations
+         * @description The reservations of Kea's configuration, of every subnet or one.
+         *
+         *     Requires the permission `socket:dhcp:read`.
+         */
+        get: operations["dhcpReservations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dhcp/storage-root": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Storage root (dhcp answers unsupported)
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["dhcpStorageRoot"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dns/cleanup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Clean up stale resources (dns answers unsupported)
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        post: operations["dnsCleanup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dns/flush": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remove a name from Unbound's cache (flush)
+         * @description Requires the permission `socket:dns:write`.
+         *
+         *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
+         */
+        post: operations["dnsFlush"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dns/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Unbound health: available, its version, the zones the service writes in
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["dnsHealth"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dns/mounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Mounts (dns answers unsupported)
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["dnsMounts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dns/record-add": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a DNS record inside the zones
+         * @description A record that exists, a CNAME beside other records or a record beside a CNAME is 409 conflict; a name outside the zones 403 forbidden_zone.
+         *
+         *     Requires the permission `socket:dns:write`.
+         *
+         *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
+         */
+        post: operations["dnsRecordAdd"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dns/record-remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remove a name's DNS records (of one type, or one record with type and data)
+         * @description Nothing matching is 404 not_found; a name outside the zones (and not added by the service) 403 forbidden_zone.
+         *
+         *     Requires the permission `socket:dns:write`.
+         *
+         *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
+         */
+        post: operations["dnsRecordRemove"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dns/records": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * DNS records Unbound serves inside the zones (and the PTR records the service added)
+         * @description Requires the permission `socket:dns:read`.
+         */
+        get: operations["dnsRecords"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/dns/storage-root": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Storage root (dns answers unsupported)
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["dnsStorageRoot"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/socket/health": {
         parameters: {
             query?: never;
@@ -1168,6 +1680,252 @@ export interface paths {
          *     Works anonymously; a presented credential is used when valid.
          */
         get: operations["checkMountHealth"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/init/cleanup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Clean up stale resources (init answers unsupported)
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        post: operations["initCleanup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/init/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * systemd's manager: reachable, its version and the units allowed
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["initHealth"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/init/mounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Mounts (init answers unsupported)
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["initMounts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/init/storage-root": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Storage root (init answers unsupported)
+         * @description Works anonymously; a presented credential is used when valid.
+         */
+        get: operations["initStorageRoot"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/init/unit-action": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start, stop, restart or reload one allowed unit
+         * @description Queues the job with mode "replace" and waits (within SERVICE_HOST_SERVICE_TIMEOUT_MS) for it to finish. A reload of a unit that cannot reload is a conflict (409).
+         *
+         *     Requires the permission `socket:init:control`.
+         *
+         *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
+         */
+        post: operations["initUnitAction"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/init/unit-status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The state of one allowed unit
+         * @description Requires the permission `socket:init:read`.
+         */
+        get: operations["initUnitStatus"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/init/units": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The units SERVICE_INIT_UNITS allows, loaded or not
+         * @description Units the manager has loaded and units with a unit file, each matched against the globs of SERVICE_INIT_UNITS; templates are left out.
+         *
+         *     Requires the permission `socket:init:read`.
+         */
+        get: operations["initUnits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/pgsql/cleanup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Clean up stale resources (pgsql answers unsupported)
+         * @description Requires an authenticated caller.
+         */
+        post: operations["pgsqlCleanup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/pgsql/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * PostgreSQL server health (protocol probe, no password sent)
+         * @description Requires an authenticated caller.
+         */
+        get: operations["pgsqlHealth"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/pgsql/mounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Mounts (pgsql answers unsupported)
+         * @description Requires an authenticated caller.
+         */
+        get: operations["pgsqlMounts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/pgsql/server-info": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The authentication PostgreSQL asks of the role, and its startup parameters when it lets the role in
+         * @description Requires the permission `plugin:pg-socket:api:read`.
+         */
+        get: operations["pgsqlServerInfo"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/socket/pgsql/storage-root": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Storage root (pgsql answers unsupported)
+         * @description Requires an authenticated caller.
+         */
+        get: operations["pgsqlStorageRoot"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1534,12 +2292,43 @@ export interface components {
             secret: boolean;
             configured: boolean;
         };
+        DhcpReservation: {
+            subnet_id: number;
+            /** @description null for a reservation by another identifier (client id, DUID, circuit id) */
+            hw_address: string | null;
+            /** @description null for a reservation that reserves no address */
+            ip_address: string | null;
+            hostname: string | null;
+            /** @description its A and PTR records were added through the dns provider */
+            dns: boolean;
+        };
+        DnsRecord: {
+            /** @description lower case, with the trailing dot */
+            name: string;
+            /** @enum {string} */
+            type: "A" | "AAAA" | "CNAME" | "TXT" | "PTR";
+            ttl: number;
+            /** @description A: a dotted quad; AAAA: canonical IPv6; CNAME, PTR: a name; TXT: the text */
+            data: string;
+        };
         Group: {
             name: string;
             description: string;
             permissions: string[];
             /** @description usernames */
             members: string[];
+        };
+        InitUnit: {
+            unit: string;
+            description: string;
+            /** @description loaded, not-found, bad-setting, error, masked */
+            load_state: string;
+            /** @description active, reloading, inactive, failed, activating, deactivating */
+            active_state: string;
+            /** @description the unit type's own state, e.g. "running" or "dead" for a service */
+            sub_state: string;
+            /** @description enabled, disabled, static, masked, ...; null for a unit without a unit file */
+            unit_file_state: string | null;
         };
         LdapConnectionTest: {
             ok: boolean;
@@ -1942,6 +2731,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "events": [],
+                     *       "next_before": null
+                     *     }
+                     */
                     "application/json": {
                         events: components["schemas"]["AuditEvent"][];
                         /** @description the `before` of the next page; null: this is the last */
@@ -1975,6 +2770,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "username": "badger",
+                 *       "password": "xxxxxx-xxxxx-xxxx"
+                 *     }
+                 */
                 "application/json": {
                     username: string;
                     password: string;
@@ -1988,6 +2789,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "token": "svs_00XxxX0xXXxxxx00X0XXXXxxXXxXXx-x0-x0xx0XxXX",
+                     *       "token_type": "xxxxxxx",
+                     *       "expires_at": "2026-11-28T13:07:13.860Z",
+                     *       "user": {
+                     *         "id": "7eabc46e-1b7e-4f74-8943-26c083d599e5",
+                     *         "username": "badger",
+                     *         "display_name": null,
+                     *         "email": null,
+                     *         "groups": [
+                     *           "INT_VIEWER"
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Session"] | components["schemas"]["SecondStep"];
                 };
             };
@@ -2038,6 +2855,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "mfa_token": "svm_0_XxXxxXXXXXxxxXX0x0XXX0XxxxXXxXXXxXXXxXXXX",
+                 *       "code": "000000"
+                 *     }
+                 */
                 "application/json": {
                     /** @description a 6-digit code of the authenticator app, or a recovery code */
                     code?: string;
@@ -2057,6 +2880,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "token": "svs_xXXxXxXxXXXxxX0XxXXxXxX-Xxxx-xXxX000XxX0xxx",
+                     *       "token_type": "xxxxxxx",
+                     *       "expires_at": "2026-11-28T13:07:30.219Z",
+                     *       "user": {
+                     *         "id": "0de7d019-5b73-4adf-8076-7ef14a55d3b9",
+                     *         "username": "admin",
+                     *         "display_name": null,
+                     *         "email": null,
+                     *         "groups": [
+                     *           "INT_ADMIN"
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Session"];
                 };
             };
@@ -2178,6 +3017,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "providers": [
+                     *         {
+                     *           "id": "local",
+                     *           "kind": "credentials",
+                     *           "label": "Local account"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         providers: ({
                             id: string;
@@ -2216,6 +3066,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "code": "xx0x0-xxxxx"
+                 *     }
+                 */
                 "application/json": {
                     /** @description a 6-digit code of the authenticator app, or a recovery code */
                     code?: string;
@@ -2279,6 +3134,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "code": "svc_XXXxxXXxxXXxXXXxxxX0XX0xxXXxxXxX0XXxX0xXXxx"
+                 *     }
+                 */
                 "application/json": {
                     code: string;
                 };
@@ -2291,6 +3151,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "token": "svs_X_xXxxXxXXxxXxXx0x0Xxx0xXx00xXxx0XXx0xxxXXx",
+                     *       "token_type": "xxxxxxx",
+                     *       "expires_at": "2026-11-28T13:02:52.893Z",
+                     *       "user": {
+                     *         "id": "27df7193-bc47-47fe-b682-49d3425349b5",
+                     *         "username": "alice",
+                     *         "display_name": "Alice Example",
+                     *         "email": "alice@example.test",
+                     *         "groups": [
+                     *           "INT_VIEWER",
+                     *           "INT_USER"
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Session"];
                 };
             };
@@ -2321,6 +3198,24 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "flow": "passwordless",
+                 *       "response": {
+                 *         "id": "iuT9bHsYgDTmEu4LiTzWW-YgPDrikSW_EHdZlxZTStY",
+                 *         "rawId": "iuT9bHsYgDTmEu4LiTzWW-YgPDrikSW_EHdZlxZTStY",
+                 *         "response": {
+                 *           "authenticatorData": "SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAg",
+                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoiQjNLM3ZyOHdOT0xBOXFJb3M3Um52XzRXUVFIVFZldE9SdHBmRmt4LVVMbyIsIm9yaWdpbiI6Imh0dHA6Ly9sb2NhbGhvc3Q6Mzg1ODciLCJjcm9zc09yaWdpbiI6ZmFsc2V9",
+                 *           "signature": "XxXXxXXxx-XXxXxxX_xxxxx0x0xxxxX0xxxXxX0X-XXxxxxX_xxx0XxXXxXxXxxxXx0x00X_xXX-xXXxXX0_Xx",
+                 *           "userHandle": "MjZlOWQ3ODItMWM4Ni00MGYxLWJlODAtOTAxZjZiODA3YWRl"
+                 *         },
+                 *         "type": "public-key",
+                 *         "clientExtensionResults": {},
+                 *         "authenticatorAttachment": "platform"
+                 *       }
+                 *     }
+                 */
                 "application/json": {
                     /**
                      * @description default: "passwordless"
@@ -2342,6 +3237,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "token": "svs_X00XxxXXxXXxx-XXXxXxX0XxXxXxx-X00xxXXXxxxxx",
+                     *       "token_type": "xxxxxxx",
+                     *       "expires_at": "2026-11-28T13:07:40.414Z",
+                     *       "user": {
+                     *         "id": "26e9d782-1c86-40f1-be80-901f6b807ade",
+                     *         "username": "paula",
+                     *         "display_name": "Paula Passkey",
+                     *         "email": null,
+                     *         "groups": [
+                     *           "INT_USER"
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["Session"];
                 };
             };
@@ -2382,6 +3293,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": {
                     /** @description the second step of this sign-in */
                     mfa_token?: string;
@@ -2400,6 +3312,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "flow": "passwordless",
+                     *       "options": {
+                     *         "rpId": "localhost",
+                     *         "challenge": "B3K3vr8wNOLA9qIos7Rnv_4WQQHTVetORtpfFkx-ULo",
+                     *         "allowCredentials": [],
+                     *         "timeout": 120000,
+                     *         "userVerification": "required"
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         /** @enum {string} */
                         flow: "passwordless" | "second_step" | "step_up";
@@ -2482,6 +3406,47 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "groups": [
+                     *         {
+                     *           "name": "INT_ADMIN",
+                     *           "description": "administrators",
+                     *           "permissions": [
+                     *             "feature:*",
+                     *             "api:read",
+                     *             "api:write"
+                     *           ],
+                     *           "members": [
+                     *             "admin"
+                     *           ]
+                     *         },
+                     *         {
+                     *           "name": "INT_USER",
+                     *           "description": "everyday users",
+                     *           "permissions": [
+                     *             "feature:dashboard.view",
+                     *             "api:read",
+                     *             "api:write"
+                     *           ],
+                     *           "members": [
+                     *             "bot",
+                     *             "paula",
+                     *             "tom"
+                     *           ]
+                     *         },
+                     *         {
+                     *           "name": "INT_VIEWER",
+                     *           "description": "read-only access",
+                     *           "permissions": [
+                     *             "feature:dashboard.view",
+                     *             "api:read"
+                     *           ],
+                     *           "members": []
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         groups: components["schemas"]["Group"][];
                     };
@@ -2513,6 +3478,14 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "runners",
+                 *       "permissions": [
+                 *         "socket:container:spawn"
+                 *       ]
+                 *     }
+                 */
                 "application/json": {
                     name: string;
                     description?: string;
@@ -2527,6 +3500,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "name": "runners",
+                     *       "description": "",
+                     *       "permissions": [
+                     *         "socket:container:spawn"
+                     *       ],
+                     *       "members": []
+                     *     }
+                     */
                     "application/json": components["schemas"]["Group"];
                 };
             };
@@ -2575,6 +3558,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "name": "INT_VIEWER",
+                     *       "description": "read-only access",
+                     *       "permissions": [
+                     *         "feature:dashboard.view",
+                     *         "api:read"
+                     *       ],
+                     *       "members": [
+                     *         "operator"
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["Group"];
                 };
             };
@@ -2670,6 +3666,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "runner-ops"
+                 *     }
+                 */
                 "application/json": {
                     name?: string;
                     description?: string;
@@ -2684,6 +3685,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "name": "runner-ops",
+                     *       "description": "",
+                     *       "permissions": [
+                     *         "socket:container:spawn"
+                     *       ],
+                     *       "members": []
+                     *     }
+                     */
                     "application/json": components["schemas"]["Group"];
                 };
             };
@@ -2738,6 +3749,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "952a14ed-86eb-4332-849c-adba2fb53cfc",
+                     *       "username": "operator",
+                     *       "display_name": null,
+                     *       "email": "operator@example.org",
+                     *       "groups": [
+                     *         "INT_VIEWER",
+                     *         "runners"
+                     *       ],
+                     *       "roles": [],
+                     *       "method": "basic",
+                     *       "is_system": false
+                     *     }
+                     */
                     "application/json": {
                         /** Format: uuid */
                         id: string | null;
@@ -2776,6 +3802,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "username": "plainadmin",
+                     *       "groups": [
+                     *         "INT_ADMIN"
+                     *       ],
+                     *       "is_superadmin": false,
+                     *       "permissions": [
+                     *         "api:read",
+                     *         "api:write",
+                     *         "feature:admin.audit"
+                     *       ],
+                     *       "plugins": {}
+                     *     }
+                     */
                     "application/json": {
                         username: string;
                         groups: string[];
@@ -2817,6 +3858,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "keys": [
+                     *         {
+                     *           "id": "9f1ced81-45de-4f99-a761-21ce1f55cce6",
+                     *           "kind": "session",
+                     *           "label": "web session (local)",
+                     *           "prefix": "svs_Kdy1ms",
+                     *           "scopes": null,
+                     *           "created_at": "2026-11-28T01:07:39.019Z",
+                     *           "last_used_at": "2026-11-28T01:07:39.036Z",
+                     *           "expires_at": "2026-11-28T13:07:39.018Z",
+                     *           "current": true
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         keys: {
                             id: string;
@@ -2863,6 +3921,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "label": "own"
+                 *     }
+                 */
                 "application/json": {
                     label: string;
                     scopes?: string[];
@@ -2881,6 +3944,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "26695b91-40d5-4a0d-9c82-9c17461deeee",
+                     *       "kind": "key",
+                     *       "label": "own",
+                     *       "prefix": "svk_vBfZF9",
+                     *       "scopes": null,
+                     *       "created_at": "2026-11-28T01:07:13.452Z",
+                     *       "last_used_at": null,
+                     *       "expires_at": null,
+                     *       "token": "svk_xXxXX0XX0XX0xX-xxXx_XxXxx00x_xxxX0x_XXXXXX0"
+                     *     }
+                     */
                     "application/json": {
                         id: string;
                         /** @enum {string} */
@@ -2977,6 +4053,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "revoked": 1
+                     *     }
+                     */
                     "application/json": {
                         /** @description the keys revoked now */
                         revoked: number;
@@ -3015,6 +4096,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "totp": false,
+                     *       "totp_created_at": null,
+                     *       "totp_last_used_at": null,
+                     *       "webauthn": [],
+                     *       "recovery_codes_left": 0,
+                     *       "required": false
+                     *     }
+                     */
                     "application/json": components["schemas"]["MfaStatus"];
                 };
             };
@@ -3050,6 +4141,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "recovery_codes": [
+                     *         "x00x0-xxxxx",
+                     *         "yezex-xxxxx",
+                     *         "0x0xx-x0x0x"
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["RecoveryCodes"];
                 };
             };
@@ -3088,6 +4188,11 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "current_password": "tom-xxxxxxxx-0"
+                 *     }
+                 */
                 "application/json": {
                     /** @description your password, when this session signed in more than 5 minutes ago and you have no second factor yet */
                     current_password?: string;
@@ -3101,6 +4206,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "secret": "XXXXXX0X0XXX0XXXXX0XXXXXXXXXXXXX",
+                     *       "otpauth_uri": "xxxxxxx://xxxx/xxxxxxxxx%0X0000:xxxxx?xxxxxx=xxxxxxxxx%0X0000&xxxxxx=XXXXXX0X0XXX0XXXXX0XXXXXXXXXXXXX&xxxxxxxxx=XXX0&xxxxxx=0&xxxxxx=00",
+                     *       "qr_svg": "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 51 51\" shape-rendering=\"crispEdges\"><path fill=\"#ffffff\" d=\"M0 0h51v51H0z\"/><path stroke=\"#000000\" d=\"M1 1.5h7m1 0h1m1 0h1m1 0h3m1 0h3m1 0h1m1 0h2m3 0h1m3 0h1m3 0h1m4 0h1m1 0h7M1 2.5h1m5 0h1m1 0h1m1 0h2m1 0h4m1 0h3m1 0h1m2 0h4m1 0h1m4 0h1m2 0h3m1 0h1m5 0h1M1 3.5h1m1 0h3m1 0h1m1 0h5m4 0h1m1 0h4m1 0h3m2 0h1m2 0h1m4 0h1m1 0h2m1 0h1m1 0h3m1 0h1M1 4.5h1m1 0h3m1 0h1m2 0h4m2 0h2m1 0h1m1 0h4m2 0h1m1 0h2m2 0h1m1 0h2m1 0h1m1 0h1m2 0h1m1 0h3m1 0h1M1 5.5h1m1 0h3m1 0h1m1 0h1m1 0h3m4 0h1m1 0h1m1 0h7m2 0h1m4 0h3m4 0h1m1 0h3m1 0h1M1 6.5h1m5 0h1m2 0h3m5 0h2m1 0h1m1 0h1m3 0h3m2 0h1m4 0h3m3 0h1m5 0h1M1 7.5h7m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h7M10 8.5h2m3 0h2m1 0h2m3 0h1m3 0h3m4 0h1m1 0h1m1 0h4M1 9.5h1m2 0h7m2 0h2m1 0h1m4 0h7m1 0h1m1 0h2m1 0h4m1 0h1m2 0h1m2 0h1m1 0h3M2 10.5h1m3 0h1m1 0h3m5 0h1m6 0h1m3 0h2m2 0h1m1 0h1m1 0h2m1 0h2m3 0h1m1 0h2m1 0h1M2 11.5h2m1 0h1m1 0h1m2 0h1m2 0h2m3 0h1m1 0h1m1 0h1m3 0h1m1 0h1m4 0h5m3 0h1m5 0h1m1 0h1M6 12.5h1m2 0h3m1 0h1m2 0h1m1 0h2m4 0h1m3 0h1m1 0h2m1 0h1m1 0h2m3 0h2m1 0h2m1 0h1m2 0h1M1 13.5h1m1 0h2m2 0h3m1 0h2m2 0h2m1 0h2m1 0h1m1 0h4m1 0h2m3 0h1m3 0h1m1 0h2m1 0h2m1 0h1m1 0h2M5 14.5h2m2 0h3m1 0h4m1 0h1m1 0h2m3 0h1m1 0h2m3 0h2m1 0h2m2 0h7m1 0h2M2 15.5h3m1 0h2m3 0h1m1 0h4m6 0h8m1 0h5m1 0h2m7 0h3M4 16.5h1m3 0h1m3 0h1m8 0h1m1 0h1m2 0h4m1 0h3m1 0h1m1 0h1m1 0h1m1 0h1m1 0h2m3 0h1M3 17.5h3m1 0h2m1 0h2m5 0h1m2 0h1m3 0h2m2 0h1m2 0h1m1 0h1m2 0h2m2 0h3m1 0h2M3 18.5h1m4 0h1m2 0h1m1 0h1m1 0h1m1 0h2m2 0h1m1 0h1m1 0h1m1 0h6m2 0h3m2 0h5m1 0h2M1 19.5h2m2 0h1m1 0h1m1 0h1m3 0h2m3 0h1m1 0h2m1 0h1m3 0h3m1 0h3m1 0h3m1 0h1m5 0h5M1 20.5h3m2 0h1m3 0h1m5 0h2m1 0h1m1 0h2m1 0h1m1 0h4m1 0h1m2 0h2m1 0h1m1 0h3m4 0h1M1 21.5h1m1 0h2m2 0h3m1 0h2m1 0h7m1 0h1m2 0h1m2 0h3m1 0h2m4 0h1m1 0h1m1 0h1M5 22.5h1m2 0h1m1 0h2m4 0h3m3 0h2m1 0h1m1 0h1m2 0h2m1 0h4m1 0h2m1 0h1m1 0h3m1 0h1m1 0h1M1 23.5h1m1 0h1m1 0h6m1 0h3m5 0h10m3 0h3m5 0h5m1 0h2M1 24.5h1m1 0h1m1 0h1m3 0h1m1 0h2m1 0h1m3 0h2m1 0h3m3 0h1m2 0h6m4 0h2m3 0h3m1 0h1M2 25.5h4m1 0h1m1 0h1m2 0h4m2 0h1m1 0h1m2 0h1m1 0h1m1 0h1m1 0h5m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m3 0h1M1 26.5h1m1 0h3m3 0h2m4 0h1m1 0h2m2 0h3m3 0h2m2 0h3m2 0h1m2 0h3m3 0h1m1 0h1M5 27.5h5m1 0h1m1 0h6m4 0h5m1 0h1m2 0h2m2 0h1m1 0h2m1 0h5m2 0h2M1 28.5h1m1 0h2m1 0h1m2 0h2m3 0h1m1 0h4m2 0h2m1 0h3m1 0h3m3 0h1m3 0h3m1 0h3m2 0h1M1 29.5h16m4 0h2m2 0h1m1 0h1m4 0h6m4 0h3m2 0h1M10 30.5h1m1 0h1m4 0h1m1 0h7m2 0h1m1 0h1m4 0h4m3 0h1m3 0h1m1 0h1M3 31.5h3m1 0h3m5 0h1m1 0h2m1 0h1m1 0h2m1 0h5m5 0h3m1 0h2m1 0h1m3 0h1m2 0h1M1 32.5h1m1 0h1m5 0h2m2 0h1m3 0h2m3 0h2m1 0h1m4 0h1m1 0h4m1 0h1m4 0h1m1 0h2m1 0h3M2 33.5h1m1 0h1m2 0h1m1 0h1m1 0h1m1 0h2m2 0h1m3 0h1m11 0h2m2 0h3m1 0h1m5 0h3M1 34.5h1m3 0h1m2 0h1m1 0h2m1 0h3m1 0h2m2 0h3m2 0h2m2 0h1m3 0h1m2 0h1m2 0h2m1 0h3m1 0h2M5 35.5h4m1 0h1m1 0h2m1 0h1m2 0h2m2 0h2m1 0h3m1 0h4m1 0h1m1 0h1m1 0h3m1 0h5m1 0h1M1 36.5h1m1 0h3m2 0h3m1 0h1m1 0h2m1 0h1m1 0h1m3 0h2m1 0h3m2 0h3m1 0h6m4 0h5M3 37.5h1m3 0h1m3 0h2m1 0h9m5 0h1m1 0h4m2 0h1m3 0h2m2 0h1m1 0h1m2 0h1M3 38.5h1m5 0h3m2 0h2m5 0h1m3 0h2m4 0h1m2 0h1m2 0h1m1 0h1m1 0h3m1 0h1m2 0h2M2 39.5h1m3 0h2m1 0h1m2 0h1m1 0h1m2 0h1m3 0h1m3 0h3m1 0h1m2 0h1m1 0h1m1 0h1m2 0h1m1 0h3M2 40.5h3m3 0h2m1 0h1m2 0h1m1 0h1m2 0h1m2 0h4m4 0h3m2 0h1m2 0h1m1 0h2m2 0h4m1 0h1M1 41.5h3m3 0h2m6 0h4m4 0h5m2 0h1m2 0h1m1 0h1m1 0h1m1 0h7m1 0h3M9 42.5h6m2 0h1m2 0h1m2 0h1m3 0h2m2 0h2m1 0h5m2 0h1m3 0h1M1 43.5h7m1 0h3m1 0h1m1 0h2m2 0h1m1 0h3m1 0h1m1 0h3m2 0h5m1 0h1m2 0h1m1 0h1m1 0h2m1 0h2M1 44.5h1m5 0h1m1 0h3m2 0h1m1 0h1m2 0h1m2 0h2m3 0h3m2 0h1m3 0h1m1 0h1m2 0h1m3 0h2M1 45.5h1m1 0h3m1 0h1m1 0h2m1 0h1m2 0h1m1 0h1m1 0h1m2 0h10m3 0h4m2 0h8M1 46.5h1m1 0h3m1 0h1m1 0h1m2 0h2m3 0h1m3 0h1m1 0h2m1 0h1m1 0h2m1 0h3m1 0h1m1 0h1m2 0h1m1 0h3m4 0h1M1 47.5h1m1 0h3m1 0h1m3 0h3m1 0h1m3 0h4m1 0h2m7 0h1m3 0h1m1 0h2m3 0h2m1 0h1m1 0h1M1 48.5h1m5 0h1m5 0h2m3 0h1m3 0h1m1 0h9m2 0h1m1 0h1m1 0h6m2 0h3M1 49.5h7m1 0h4m1 0h1m2 0h1m1 0h1m2 0h3m1 0h4m1 0h3m1 0h2m2 0h2m2 0h3m1 0h1m1 0h1\"/></svg>\n"
+                     *     }
+                     */
                     "application/json": {
                         /** @description base32 */
                         secret: string;
@@ -3164,6 +4276,11 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "code": "000000"
+                 *     }
+                 */
                 "application/json": {
                     /** @description a 6-digit code of the authenticator app, or a recovery code */
                     code?: string;
@@ -3232,6 +4349,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "code": "000000"
+                 *     }
+                 */
                 "application/json": {
                     /** @description a 6-digit code of the authenticator app, or a recovery code */
                     code: string;
@@ -3245,6 +4367,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "recovery_codes": [
+                     *         "xx0x0-xxxxx",
+                     *         "x0xxx-xxxx0",
+                     *         "xx0x0-x0xxx"
+                     *       ],
+                     *       "keys_before_factor": []
+                     *     }
+                     */
                     "application/json": {
                         /** @description shown this once: each works once */
                         recovery_codes: string[];
@@ -3297,6 +4429,32 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "label": "Laptop",
+                 *       "response": {
+                 *         "id": "iuT9bHsYgDTmEu4LiTzWW-YgPDrikSW_EHdZlxZTStY",
+                 *         "rawId": "iuT9bHsYgDTmEu4LiTzWW-YgPDrikSW_EHdZlxZTStY",
+                 *         "response": {
+                 *           "attestationObject": "o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YViBSZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2NFAAAAAQECAwQFBgcIAQIDBAUGBwgAIIrk_Wx7GIA05hLuC4k81lvmIDw64pElvxB3WZcWU0rWpAEBAycgBiFYIIcqXXaStC67MrON5cUggUCwesJVhoJ8h0F7-Mg443M7",
+                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoid21xYWxhaTNjbkZNOFkza2ZnVWp5Z3U2NlQ2M0xTZXpnQWlSWnVFTGFPYyIsIm9yaWdpbiI6Imh0dHA6Ly9sb2NhbGhvc3Q6Mzg1ODciLCJjcm9zc09yaWdpbiI6ZmFsc2UsIm90aGVyX2tleXNfY2FuX2JlX2FkZGVkX2hlcmUiOiJkbyBub3QgY29tcGFyZSBjbGllbnREYXRhSlNPTiBhZ2FpbnN0IGEgdGVtcGxhdGUuIFNlZSBodHRwczovL2dvby5nbC95YWJQZXgifQ",
+                 *           "transports": [
+                 *             "internal"
+                 *           ],
+                 *           "publicKeyAlgorithm": -8,
+                 *           "publicKey": "MCowBQYDK2VwAyEAhypddpK0Lrsys43lxSCBQLB6wlWGgnyHQXv4yDjjczs",
+                 *           "authenticatorData": "SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2NFAAAAAQECAwQFBgcIAQIDBAUGBwgAIIrk_Wx7GIA05hLuC4k81lvmIDw64pElvxB3WZcWU0rWpAEBAycgBiFYIIcqXXaStC67MrON5cUggUCwesJVhoJ8h0F7-Mg443M7"
+                 *         },
+                 *         "type": "public-key",
+                 *         "clientExtensionResults": {
+                 *           "credProps": {
+                 *             "rk": true
+                 *           }
+                 *         },
+                 *         "authenticatorAttachment": "platform"
+                 *       }
+                 *     }
+                 */
                 "application/json": {
                     /** @description how you will recognise it: "Laptop", "YubiKey" */
                     label: string;
@@ -3314,6 +4472,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "6f7ccced-d48c-42aa-a5d8-b6a097b705b5",
+                     *       "label": "Laptop",
+                     *       "created_at": "2026-11-28T01:07:39.576Z",
+                     *       "last_used_at": null,
+                     *       "recovery_codes": [
+                     *         "xxxx0-x00x0",
+                     *         "xx00x-xxx0x",
+                     *         "pdafv-00x0x"
+                     *       ],
+                     *       "keys_before_factor": []
+                     *     }
+                     */
                     "application/json": {
                         /** Format: uuid */
                         id: string;
@@ -3417,6 +4589,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": {
                     /** @description your password, when this session signed in more than 5 minutes ago and you have no second factor yet */
                     current_password?: string;
@@ -3430,6 +4603,49 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "flow": "registration",
+                     *       "options": {
+                     *         "challenge": "wmqalai3cnFM8Y3kfgUjygu66T63LSezgAiRZuELaOc",
+                     *         "rp": {
+                     *           "name": "service-core",
+                     *           "id": "localhost"
+                     *         },
+                     *         "user": {
+                     *           "id": "MjZlOWQ3ODItMWM4Ni00MGYxLWJlODAtOTAxZjZiODA3YWRl",
+                     *           "name": "paula",
+                     *           "displayName": "Paula Passkey"
+                     *         },
+                     *         "pubKeyCredParams": [
+                     *           {
+                     *             "alg": -8,
+                     *             "type": "public-key"
+                     *           },
+                     *           {
+                     *             "alg": -7,
+                     *             "type": "public-key"
+                     *           },
+                     *           {
+                     *             "alg": -257,
+                     *             "type": "public-key"
+                     *           }
+                     *         ],
+                     *         "timeout": 120000,
+                     *         "attestation": "none",
+                     *         "excludeCredentials": [],
+                     *         "authenticatorSelection": {
+                     *           "residentKey": "preferred",
+                     *           "userVerification": "preferred",
+                     *           "requireResidentKey": false
+                     *         },
+                     *         "extensions": {
+                     *           "credProps": true
+                     *         },
+                     *         "hints": []
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         /** @constant */
                         flow: "registration";
@@ -3535,6 +4751,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "notifications": [],
+                     *       "unread": 0,
+                     *       "last_seq": 0
+                     *     }
+                     */
                     "application/json": {
                         notifications: components["schemas"]["Notification"][];
                         /** @description unread notifications of the caller in all, not only on this page */
@@ -3567,6 +4790,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "title": "http 0",
+                 *       "message": "m",
+                 *       "user": "gina"
+                 *     }
+                 */
                 "application/json": components["schemas"]["NotificationSend"];
             };
         };
@@ -3577,6 +4807,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "25bbbc79-9858-4f5a-95ca-e798a2f459d6",
+                     *       "seq": 251
+                     *     }
+                     */
                     "application/json": components["schemas"]["NotificationReceipt"];
                 };
             };
@@ -3690,6 +4926,26 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "notifications": [
+                 *         {
+                 *           "title": "bulk 0",
+                 *           "message": "m"
+                 *         },
+                 *         {
+                 *           "title": "bulk 1",
+                 *           "message": "m",
+                 *           "user": "gina"
+                 *         },
+                 *         {
+                 *           "title": "bulk 2",
+                 *           "message": "m",
+                 *           "user": "hank"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": {
                     notifications: components["schemas"]["NotificationSend"][];
                 };
@@ -3702,6 +4958,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "notifications": [
+                     *         {
+                     *           "id": "238f3194-d5e1-4516-8a6a-658d62ceeb65",
+                     *           "seq": 501
+                     *         },
+                     *         {
+                     *           "id": "045c447f-89ce-4db4-b108-e03222d0f955",
+                     *           "seq": 502
+                     *         },
+                     *         {
+                     *           "id": "c3bdfd54-0159-4660-878a-188f221199b2",
+                     *           "seq": 503
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         notifications: components["schemas"]["NotificationReceipt"][];
                     };
@@ -3797,6 +5071,197 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "ref": "refs/heads/master",
+                 *       "before": "0000000000000000000000000000000000000000",
+                 *       "after": "8b0d258628434d639a23b75542a3912400000000",
+                 *       "repository": {
+                 *         "id": 186853002,
+                 *         "node_id": "MDEwOlJlcG9zaXRvcnkxODY4NTMwMDI=",
+                 *         "name": "Hello-World",
+                 *         "full_name": "Codertocat/Hello-World",
+                 *         "private": false,
+                 *         "owner": {
+                 *           "name": "Codertocat",
+                 *           "email": "21031067+Codertocat@users.noreply.github.com",
+                 *           "login": "Codertocat",
+                 *           "id": 21031067,
+                 *           "node_id": "MDQ6VXNlcjIxMDMxMDY3",
+                 *           "avatar_url": "https://avatars1.githubusercontent.com/u/21031067?v=4",
+                 *           "gravatar_id": "",
+                 *           "url": "https://api.github.com/users/Codertocat",
+                 *           "html_url": "https://github.com/Codertocat",
+                 *           "followers_url": "https://api.github.com/users/Codertocat/followers",
+                 *           "following_url": "https://api.github.com/users/Codertocat/following{/other_user}",
+                 *           "gists_url": "https://api.github.com/users/Codertocat/gists{/gist_id}",
+                 *           "starred_url": "https://api.github.com/users/Codertocat/starred{/owner}{/repo}",
+                 *           "subscriptions_url": "https://api.github.com/users/Codertocat/subscriptions",
+                 *           "organizations_url": "https://api.github.com/users/Codertocat/orgs",
+                 *           "repos_url": "https://api.github.com/users/Codertocat/repos",
+                 *           "events_url": "https://api.github.com/users/Codertocat/events{/privacy}",
+                 *           "received_events_url": "https://api.github.com/users/Codertocat/received_events",
+                 *           "type": "User",
+                 *           "site_admin": false
+                 *         },
+                 *         "html_url": "https://github.com/Codertocat/Hello-World",
+                 *         "description": null,
+                 *         "fork": false,
+                 *         "url": "https://github.com/Codertocat/Hello-World",
+                 *         "forks_url": "https://api.github.com/repos/Codertocat/Hello-World/forks",
+                 *         "keys_url": "https://api.github.com/repos/Codertocat/Hello-World/keys{/key_id}",
+                 *         "collaborators_url": "https://api.github.com/repos/Codertocat/Hello-World/collaborators{/collaborator}",
+                 *         "teams_url": "https://api.github.com/repos/Codertocat/Hello-World/teams",
+                 *         "hooks_url": "https://api.github.com/repos/Codertocat/Hello-World/hooks",
+                 *         "issue_events_url": "https://api.github.com/repos/Codertocat/Hello-World/issues/events{/number}",
+                 *         "events_url": "https://api.github.com/repos/Codertocat/Hello-World/events",
+                 *         "assignees_url": "https://api.github.com/repos/Codertocat/Hello-World/assignees{/user}",
+                 *         "branches_url": "https://api.github.com/repos/Codertocat/Hello-World/branches{/branch}",
+                 *         "tags_url": "https://api.github.com/repos/Codertocat/Hello-World/tags",
+                 *         "blobs_url": "https://api.github.com/repos/Codertocat/Hello-World/git/blobs{/sha}",
+                 *         "git_tags_url": "https://api.github.com/repos/Codertocat/Hello-World/git/tags{/sha}",
+                 *         "git_refs_url": "https://api.github.com/repos/Codertocat/Hello-World/git/refs{/sha}",
+                 *         "trees_url": "https://api.github.com/repos/Codertocat/Hello-World/git/trees{/sha}",
+                 *         "statuses_url": "https://api.github.com/repos/Codertocat/Hello-World/statuses/{sha}",
+                 *         "languages_url": "https://api.github.com/repos/Codertocat/Hello-World/languages",
+                 *         "stargazers_url": "https://api.github.com/repos/Codertocat/Hello-World/stargazers",
+                 *         "contributors_url": "https://api.github.com/repos/Codertocat/Hello-World/contributors",
+                 *         "subscribers_url": "https://api.github.com/repos/Codertocat/Hello-World/subscribers",
+                 *         "subscription_url": "https://api.github.com/repos/Codertocat/Hello-World/subscription",
+                 *         "commits_url": "https://api.github.com/repos/Codertocat/Hello-World/commits{/sha}",
+                 *         "git_commits_url": "https://api.github.com/repos/Codertocat/Hello-World/git/commits{/sha}",
+                 *         "comments_url": "https://api.github.com/repos/Codertocat/Hello-World/comments{/number}",
+                 *         "issue_comment_url": "https://api.github.com/repos/Codertocat/Hello-World/issues/comments{/number}",
+                 *         "contents_url": "https://api.github.com/repos/Codertocat/Hello-World/contents/{+path}",
+                 *         "compare_url": "https://api.github.com/repos/Codertocat/Hello-World/compare/{base}...{head}",
+                 *         "merges_url": "https://api.github.com/repos/Codertocat/Hello-World/merges",
+                 *         "archive_url": "https://api.github.com/repos/Codertocat/Hello-World/{archive_format}{/ref}",
+                 *         "downloads_url": "https://api.github.com/repos/Codertocat/Hello-World/downloads",
+                 *         "issues_url": "https://api.github.com/repos/Codertocat/Hello-World/issues{/number}",
+                 *         "pulls_url": "https://api.github.com/repos/Codertocat/Hello-World/pulls{/number}",
+                 *         "milestones_url": "https://api.github.com/repos/Codertocat/Hello-World/milestones{/number}",
+                 *         "notifications_url": "https://api.github.com/repos/Codertocat/Hello-World/notifications{?since,all,participating}",
+                 *         "labels_url": "https://api.github.com/repos/Codertocat/Hello-World/labels{/name}",
+                 *         "releases_url": "https://api.github.com/repos/Codertocat/Hello-World/releases{/id}",
+                 *         "deployments_url": "https://api.github.com/repos/Codertocat/Hello-World/deployments",
+                 *         "created_at": 1557933565,
+                 *         "updated_at": "2019-05-15T15:20:41Z",
+                 *         "pushed_at": 1557933657,
+                 *         "git_url": "git://github.com/Codertocat/Hello-World.git",
+                 *         "ssh_url": "git@github.com:Codertocat/Hello-World.git",
+                 *         "clone_url": "https://github.com/Codertocat/Hello-World.git",
+                 *         "svn_url": "https://github.com/Codertocat/Hello-World",
+                 *         "homepage": null,
+                 *         "size": 0,
+                 *         "stargazers_count": 0,
+                 *         "watchers_count": 0,
+                 *         "language": "Ruby",
+                 *         "has_issues": true,
+                 *         "has_projects": true,
+                 *         "has_downloads": true,
+                 *         "has_wiki": true,
+                 *         "has_pages": true,
+                 *         "forks_count": 1,
+                 *         "mirror_url": null,
+                 *         "archived": false,
+                 *         "disabled": false,
+                 *         "open_issues_count": 2,
+                 *         "license": null,
+                 *         "forks": 1,
+                 *         "open_issues": 2,
+                 *         "watchers": 0,
+                 *         "default_branch": "master",
+                 *         "stargazers": 0,
+                 *         "master_branch": "master",
+                 *         "is_template": false,
+                 *         "topics": [],
+                 *         "visibility": "public",
+                 *         "web_commit_signoff_required": false,
+                 *         "custom_properties": {}
+                 *       },
+                 *       "pusher": {
+                 *         "name": "Codertocat",
+                 *         "email": "21031067+Codertocat@users.noreply.github.com"
+                 *       },
+                 *       "sender": {
+                 *         "login": "Codertocat",
+                 *         "id": 21031067,
+                 *         "node_id": "MDQ6VXNlcjIxMDMxMDY3",
+                 *         "avatar_url": "https://avatars1.githubusercontent.com/u/21031067?v=4",
+                 *         "gravatar_id": "",
+                 *         "url": "https://api.github.com/users/Codertocat",
+                 *         "html_url": "https://github.com/Codertocat",
+                 *         "followers_url": "https://api.github.com/users/Codertocat/followers",
+                 *         "following_url": "https://api.github.com/users/Codertocat/following{/other_user}",
+                 *         "gists_url": "https://api.github.com/users/Codertocat/gists{/gist_id}",
+                 *         "starred_url": "https://api.github.com/users/Codertocat/starred{/owner}{/repo}",
+                 *         "subscriptions_url": "https://api.github.com/users/Codertocat/subscriptions",
+                 *         "organizations_url": "https://api.github.com/users/Codertocat/orgs",
+                 *         "repos_url": "https://api.github.com/users/Codertocat/repos",
+                 *         "events_url": "https://api.github.com/users/Codertocat/events{/privacy}",
+                 *         "received_events_url": "https://api.github.com/users/Codertocat/received_events",
+                 *         "type": "User",
+                 *         "site_admin": false
+                 *       },
+                 *       "installation": {
+                 *         "id": 1,
+                 *         "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="
+                 *       },
+                 *       "created": true,
+                 *       "deleted": false,
+                 *       "forced": false,
+                 *       "base_ref": null,
+                 *       "compare": "https://github.com/Codertocat/Hello-World/commit/6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+                 *       "commits": [
+                 *         {
+                 *           "id": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+                 *           "tree_id": "31b122c26a97cf9af023e9ddab94a82c6e77b0ea",
+                 *           "distinct": true,
+                 *           "message": "Initial commit",
+                 *           "timestamp": "2019-05-15T15:19:25Z",
+                 *           "url": "https://github.com/Codertocat/Hello-World/commit/6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+                 *           "author": {
+                 *             "name": "Codertocat",
+                 *             "email": "21031067+Codertocat@users.noreply.github.com",
+                 *             "username": "Codertocat"
+                 *           },
+                 *           "committer": {
+                 *             "name": "Codertocat",
+                 *             "email": "21031067+Codertocat@users.noreply.github.com",
+                 *             "username": "Codertocat"
+                 *           },
+                 *           "added": [
+                 *             "README.md"
+                 *           ],
+                 *           "removed": [],
+                 *           "modified": []
+                 *         }
+                 *       ],
+                 *       "head_commit": {
+                 *         "id": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+                 *         "tree_id": "31b122c26a97cf9af023e9ddab94a82c6e77b0ea",
+                 *         "distinct": true,
+                 *         "message": "Initial commit",
+                 *         "timestamp": "2019-05-15T15:19:25Z",
+                 *         "url": "https://github.com/Codertocat/Hello-World/commit/6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+                 *         "author": {
+                 *           "name": "Codertocat",
+                 *           "email": "21031067+Codertocat@users.noreply.github.com",
+                 *           "username": "Codertocat"
+                 *         },
+                 *         "committer": {
+                 *           "name": "Codertocat",
+                 *           "email": "21031067+Codertocat@users.noreply.github.com",
+                 *           "username": "Codertocat"
+                 *         },
+                 *         "added": [
+                 *           "README.md"
+                 *         ],
+                 *         "removed": [],
+                 *         "modified": []
+                 *       }
+                 *     }
+                 */
                 "application/json": {
                     [key: string]: unknown;
                 };
@@ -3809,6 +5274,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "ok"
+                     *     }
+                     */
                     "application/json": {
                         /**
                          * @description a ping
@@ -3828,6 +5298,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "accepted",
+                     *       "notification_id": "b3e3342e-5ada-4f00-b2c2-c27ce453abcc"
+                     *     }
+                     */
                     "application/json": {
                         /** @constant */
                         status: "accepted";
@@ -3901,6 +5377,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "disabled",
+                     *       "secret_configured": false,
+                     *       "accepts": [
+                     *         "gitea",
+                     *         "github",
+                     *         "gitlab"
+                     *       ],
+                     *       "last_delivery_at": null,
+                     *       "forges": {
+                     *         "gitea": {
+                     *           "secret_configured": false,
+                     *           "secret_source": null
+                     *         },
+                     *         "github": {
+                     *           "secret_configured": false,
+                     *           "secret_source": null
+                     *         },
+                     *         "gitlab": {
+                     *           "secret_configured": false,
+                     *           "secret_source": null
+                     *         }
+                     *       },
+                     *       "warnings": []
+                     *     }
+                     */
                     "application/json": {
                         /** @enum {string} */
                         status: "ok" | "disabled";
@@ -3943,6 +5446,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "permissions": [
+                     *         {
+                     *           "id": "feature:dashboard.view",
+                     *           "description": "see the dashboard"
+                     *         },
+                     *         {
+                     *           "id": "feature:dashboard.admin_sections",
+                     *           "description": "see the administrative sections of the dashboard"
+                     *         },
+                     *         {
+                     *           "id": "feature:notifications.broadcast",
+                     *           "description": "send a notification to everyone"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         permissions: components["schemas"]["Permission"][];
                     };
@@ -3972,6 +5493,139 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "plugins": [
+                     *         {
+                     *           "id": "broken",
+                     *           "folder": "broken",
+                     *           "name": null,
+                     *           "version": null,
+                     *           "description": null,
+                     *           "enabled": true,
+                     *           "state": "failed",
+                     *           "error": "invalid manifest: name: is not allowed to be empty; version: with value \"one\" fails to match the version (semver, e.g. 1.2.3) pattern; permissions.subscribe[0]: with value \"bad topic\" fails to match the topic (e.g. notification:outbound) pattern; permissions.emit[0]: topic db:connected is reserved to the core; extra: is not allowed",
+                     *           "permissions": {
+                     *             "subscribe": [],
+                     *             "emit": []
+                     *           },
+                     *           "permissions_declared": [],
+                     *           "roles": [],
+                     *           "routes": [],
+                     *           "socket_providers": {
+                     *             "provides": [],
+                     *             "uses": [],
+                     *             "registered": []
+                     *           },
+                     *           "auth_providers": [],
+                     *           "updated_at": "2026-11-28T01:03:34.740Z"
+                     *         },
+                     *         {
+                     *           "id": "escaper",
+                     *           "folder": "escaper",
+                     *           "name": "Escaper",
+                     *           "version": "1.0.0",
+                     *           "description": "",
+                     *           "enabled": true,
+                     *           "state": "failed",
+                     *           "error": "setup failed: entry ../outside.mjs resolves outside the plugin folder",
+                     *           "permissions": {
+                     *             "subscribe": [],
+                     *             "emit": []
+                     *           },
+                     *           "permissions_declared": [],
+                     *           "roles": [],
+                     *           "routes": [],
+                     *           "socket_providers": {
+                     *             "provides": [],
+                     *             "uses": [],
+                     *             "registered": []
+                     *           },
+                     *           "auth_providers": [],
+                     *           "updated_at": "2026-11-28T01:03:34.743Z"
+                     *         },
+                     *         {
+                     *           "id": "good",
+                     *           "folder": "good",
+                     *           "name": "Good",
+                     *           "version": "1.0.0",
+                     *           "description": "",
+                     *           "enabled": true,
+                     *           "state": "loaded",
+                     *           "error": null,
+                     *           "permissions": {
+                     *             "subscribe": [
+                     *               "system:notify",
+                     *               "plugin:good:hello"
+                     *             ],
+                     *             "emit": [
+                     *               "plugin:good:hello"
+                     *             ]
+                     *           },
+                     *           "permissions_declared": [
+                     *             {
+                     *               "id": "plugin:good:run",
+                     *               "description": "run the good thing"
+                     *             }
+                     *           ],
+                     *           "roles": [
+                     *             {
+                     *               "id": "operator",
+                     *               "label": "Operator",
+                     *               "permissions": [
+                     *                 "plugin:good:run"
+                     *               ],
+                     *               "auto_map_groups": [
+                     *                 "INT_USER"
+                     *               ]
+                     *             },
+                     *             {
+                     *               "id": "dash",
+                     *               "permissions": [
+                     *                 "plugin:good:route:/dash"
+                     *               ],
+                     *               "auto_map_groups": [
+                     *                 "INT_VIEWER",
+                     *                 "INT_USER"
+                     *               ],
+                     *               "label": "dash"
+                     *             },
+                     *             {
+                     *               "id": "admin-ui",
+                     *               "permissions": [
+                     *                 "plugin:good:route:/admin"
+                     *               ],
+                     *               "auto_map_groups": [
+                     *                 "INT_ADMIN"
+                     *               ],
+                     *               "label": "admin-ui"
+                     *             }
+                     *           ],
+                     *           "routes": [
+                     *             {
+                     *               "path": "/dash",
+                     *               "label": "Dashboard"
+                     *             },
+                     *             {
+                     *               "path": "/admin",
+                     *               "label": "Administration"
+                     *             }
+                     *           ],
+                     *           "socket_providers": {
+                     *             "provides": [
+                     *               "goodsock"
+                     *             ],
+                     *             "uses": [],
+                     *             "registered": [
+                     *               "goodsock"
+                     *             ]
+                     *           },
+                     *           "auth_providers": [],
+                     *           "updated_at": "2026-11-28T01:03:34.753Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         plugins: components["schemas"]["PluginView"][];
                     };
@@ -4020,6 +5674,85 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "good",
+                     *       "folder": "good",
+                     *       "name": "Good",
+                     *       "version": "1.0.0",
+                     *       "description": "",
+                     *       "enabled": false,
+                     *       "state": "disabled",
+                     *       "error": null,
+                     *       "permissions": {
+                     *         "subscribe": [
+                     *           "system:notify",
+                     *           "plugin:good:hello"
+                     *         ],
+                     *         "emit": [
+                     *           "plugin:good:hello"
+                     *         ]
+                     *       },
+                     *       "permissions_declared": [
+                     *         {
+                     *           "id": "plugin:good:run",
+                     *           "description": "run the good thing"
+                     *         }
+                     *       ],
+                     *       "roles": [
+                     *         {
+                     *           "id": "operator",
+                     *           "label": "Operator",
+                     *           "permissions": [
+                     *             "plugin:good:run"
+                     *           ],
+                     *           "auto_map_groups": [
+                     *             "INT_USER"
+                     *           ]
+                     *         },
+                     *         {
+                     *           "id": "dash",
+                     *           "permissions": [
+                     *             "plugin:good:route:/dash"
+                     *           ],
+                     *           "auto_map_groups": [
+                     *             "INT_VIEWER",
+                     *             "INT_USER"
+                     *           ],
+                     *           "label": "dash"
+                     *         },
+                     *         {
+                     *           "id": "admin-ui",
+                     *           "permissions": [
+                     *             "plugin:good:route:/admin"
+                     *           ],
+                     *           "auto_map_groups": [
+                     *             "INT_ADMIN"
+                     *           ],
+                     *           "label": "admin-ui"
+                     *         }
+                     *       ],
+                     *       "routes": [
+                     *         {
+                     *           "path": "/dash",
+                     *           "label": "Dashboard"
+                     *         },
+                     *         {
+                     *           "path": "/admin",
+                     *           "label": "Administration"
+                     *         }
+                     *       ],
+                     *       "socket_providers": {
+                     *         "provides": [
+                     *           "goodsock"
+                     *         ],
+                     *         "uses": [],
+                     *         "registered": []
+                     *       },
+                     *       "auth_providers": [],
+                     *       "updated_at": "2026-11-28T01:03:35.972Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["PluginView"];
                 };
             };
@@ -4067,6 +5800,87 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "good",
+                     *       "folder": "good",
+                     *       "name": "Good",
+                     *       "version": "1.0.0",
+                     *       "description": "",
+                     *       "enabled": true,
+                     *       "state": "loaded",
+                     *       "error": null,
+                     *       "permissions": {
+                     *         "subscribe": [
+                     *           "system:notify",
+                     *           "plugin:good:hello"
+                     *         ],
+                     *         "emit": [
+                     *           "plugin:good:hello"
+                     *         ]
+                     *       },
+                     *       "permissions_declared": [
+                     *         {
+                     *           "id": "plugin:good:run",
+                     *           "description": "run the good thing"
+                     *         }
+                     *       ],
+                     *       "roles": [
+                     *         {
+                     *           "id": "operator",
+                     *           "label": "Operator",
+                     *           "permissions": [
+                     *             "plugin:good:run"
+                     *           ],
+                     *           "auto_map_groups": [
+                     *             "INT_USER"
+                     *           ]
+                     *         },
+                     *         {
+                     *           "id": "dash",
+                     *           "permissions": [
+                     *             "plugin:good:route:/dash"
+                     *           ],
+                     *           "auto_map_groups": [
+                     *             "INT_VIEWER",
+                     *             "INT_USER"
+                     *           ],
+                     *           "label": "dash"
+                     *         },
+                     *         {
+                     *           "id": "admin-ui",
+                     *           "permissions": [
+                     *             "plugin:good:route:/admin"
+                     *           ],
+                     *           "auto_map_groups": [
+                     *             "INT_ADMIN"
+                     *           ],
+                     *           "label": "admin-ui"
+                     *         }
+                     *       ],
+                     *       "routes": [
+                     *         {
+                     *           "path": "/dash",
+                     *           "label": "Dashboard"
+                     *         },
+                     *         {
+                     *           "path": "/admin",
+                     *           "label": "Administration"
+                     *         }
+                     *       ],
+                     *       "socket_providers": {
+                     *         "provides": [
+                     *           "goodsock"
+                     *         ],
+                     *         "uses": [],
+                     *         "registered": [
+                     *           "goodsock"
+                     *         ]
+                     *       },
+                     *       "auth_providers": [],
+                     *       "updated_at": "2026-11-28T01:03:36.039Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["PluginView"];
                 };
             };
@@ -4123,6 +5937,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "plugin": "relay",
+                     *       "settings": [
+                     *         {
+                     *           "key": "xxxxxxxx",
+                     *           "description": "where to send",
+                     *           "secret": false,
+                     *           "value": "https://relay.example.com/in",
+                     *           "configured": true,
+                     *           "source": "store",
+                     *           "locked": false
+                     *         },
+                     *         {
+                     *           "key": "xxxxx",
+                     *           "description": "bearer token sent there",
+                     *           "secret": true,
+                     *           "value": null,
+                     *           "configured": true,
+                     *           "source": "store",
+                     *           "locked": false
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         plugin: string;
                         settings: components["schemas"]["PluginSettingView"][];
@@ -4176,6 +6015,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "endpoint": "https://relay.example.com/in",
+                 *       "token": "relay-xxxxx-0000000000"
+                 *     }
+                 */
                 "application/json": {
                     [key: string]: string | null;
                 };
@@ -4188,6 +6033,54 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "plugin": {
+                     *         "id": "relay",
+                     *         "folder": "relay",
+                     *         "name": "Relay",
+                     *         "version": "1.0.0",
+                     *         "description": "",
+                     *         "enabled": true,
+                     *         "state": "loaded",
+                     *         "error": null,
+                     *         "permissions": {
+                     *           "subscribe": [],
+                     *           "emit": []
+                     *         },
+                     *         "permissions_declared": [],
+                     *         "roles": [],
+                     *         "routes": [],
+                     *         "socket_providers": {
+                     *           "provides": [],
+                     *           "uses": [],
+                     *           "registered": []
+                     *         },
+                     *         "auth_providers": [],
+                     *         "updated_at": "2026-11-28T01:03:36.364Z"
+                     *       },
+                     *       "settings": [
+                     *         {
+                     *           "key": "xxxxxxxx",
+                     *           "description": "where to send",
+                     *           "secret": false,
+                     *           "value": "https://relay.example.com/in",
+                     *           "configured": true,
+                     *           "source": "store",
+                     *           "locked": false
+                     *         },
+                     *         {
+                     *           "key": "xxxxx",
+                     *           "description": "bearer token sent there",
+                     *           "secret": true,
+                     *           "value": null,
+                     *           "configured": true,
+                     *           "source": "store",
+                     *           "locked": false
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         plugin: components["schemas"]["PluginView"];
                         settings: components["schemas"]["PluginSettingView"][];
@@ -4238,6 +6131,114 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getOutboundForwarderStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the delivery statistics since the plugin started */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description a url is set */
+                        configured: boolean;
+                        /** @description the origin of the url (never its path or query); null when idle */
+                        target: string | null;
+                        delivered: number;
+                        /** @description notifications given up */
+                        failed: number;
+                        /** @description notifications not sent: the url is not a public address (allow_private_destinations is off) */
+                        refused: number;
+                        retries: number;
+                        /** @description deliveries waiting or in flight */
+                        pending: number;
+                        /** @description notifications dropped because too many were pending */
+                        dropped: number;
+                        last_error: string | null;
+                        /** Format: date-time */
+                        last_delivery_at: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks one of plugin:outbound-forwarder:api:read, plugin:outbound-forwarder:deliveries.read (details.permission names it); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    testOutboundForwarder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description queued */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        status: "queued";
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks plugin:outbound-forwarder:api:write; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict: no url is configured (the forwarder idles) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unavailable: too many deliveries pending (or the service is starting, or its database is away) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     getAuthSettings: {
         parameters: {
             query?: never;
@@ -4253,6 +6254,278 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "settings": {
+                     *         "auth_providers": {
+                     *           "label": "Sign-in providers, in order",
+                     *           "kind": "list",
+                     *           "value": [
+                     *             "local"
+                     *           ],
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "sso_default_groups": {
+                     *           "label": "Default groups of new single sign-on users",
+                     *           "kind": "list",
+                     *           "value": [
+                     *             "INT_VIEWER"
+                     *           ],
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "mfa_required_groups": {
+                     *           "label": "Groups that must use a second factor",
+                     *           "kind": "list",
+                     *           "value": [],
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_url": {
+                     *           "label": "LDAP URL",
+                     *           "kind": "string",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": false
+                     *         },
+                     *         "ldap_bind_dn": {
+                     *           "label": "LDAP bind DN",
+                     *           "kind": "string",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": false
+                     *         },
+                     *         "ldap_bind_password": {
+                     *           "label": "LDAP bind password",
+                     *           "kind": "secret",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": true,
+                     *           "configured": false
+                     *         },
+                     *         "ldap_base_dn": {
+                     *           "label": "LDAP base DN",
+                     *           "kind": "string",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": false
+                     *         },
+                     *         "ldap_user_filter": {
+                     *           "label": "LDAP user filter",
+                     *           "kind": "string",
+                     *           "value": "(uid={username})",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_group_attr": {
+                     *           "label": "LDAP group attribute",
+                     *           "kind": "string",
+                     *           "value": "memberOf",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_group_mapping": {
+                     *           "label": "LDAP group mapping",
+                     *           "kind": "mapping",
+                     *           "value": {},
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_tls_verify": {
+                     *           "label": "Verify the LDAP server certificate",
+                     *           "kind": "boolean",
+                     *           "value": true,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_ca_cert": {
+                     *           "label": "LDAP CA certificates (PEM)",
+                     *           "kind": "string",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": false
+                     *         },
+                     *         "ldap_starttls": {
+                     *           "label": "Upgrade ldap:// with StartTLS",
+                     *           "kind": "boolean",
+                     *           "value": false,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_username_attr": {
+                     *           "label": "LDAP username attribute",
+                     *           "kind": "string",
+                     *           "value": "uid",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_nested_groups": {
+                     *           "label": "Follow nested LDAP groups",
+                     *           "kind": "string",
+                     *           "value": "auto",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_connect_timeout_ms": {
+                     *           "label": "LDAP connect timeout (ms)",
+                     *           "kind": "string",
+                     *           "value": 5000,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_timeout_ms": {
+                     *           "label": "LDAP operation timeout (ms)",
+                     *           "kind": "string",
+                     *           "value": 10000,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_retry_after": {
+                     *           "label": "Pause after the directory failed",
+                     *           "kind": "string",
+                     *           "value": "30s",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_recheck_interval": {
+                     *           "label": "Directory account recheck interval",
+                     *           "kind": "string",
+                     *           "value": "15m",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_link_by_email": {
+                     *           "label": "Link LDAP logins by e-mail",
+                     *           "kind": "boolean",
+                     *           "value": false,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "oidc_issuer": {
+                     *           "label": "OIDC issuer URL",
+                     *           "kind": "string",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": false
+                     *         },
+                     *         "oidc_client_id": {
+                     *           "label": "OIDC client ID",
+                     *           "kind": "string",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": false
+                     *         },
+                     *         "oidc_client_secret": {
+                     *           "label": "OIDC client secret",
+                     *           "kind": "secret",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": true,
+                     *           "configured": false
+                     *         },
+                     *         "oidc_scopes": {
+                     *           "label": "OIDC scopes",
+                     *           "kind": "string",
+                     *           "value": "openid profile email",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "oidc_groups_claim": {
+                     *           "label": "OIDC groups claim",
+                     *           "kind": "string",
+                     *           "value": "groups",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "oidc_group_mapping": {
+                     *           "label": "OIDC group mapping",
+                     *           "kind": "mapping",
+                     *           "value": {},
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "oidc_link_by_email": {
+                     *           "label": "Link OIDC logins by verified e-mail",
+                     *           "kind": "boolean",
+                     *           "value": true,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "oidc_label": {
+                     *           "label": "OIDC button label",
+                     *           "kind": "string",
+                     *           "value": "SSO",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         }
+                     *       },
+                     *       "chain": [
+                     *         {
+                     *           "id": "local",
+                     *           "kind": "credentials",
+                     *           "label": "Local account",
+                     *           "source": "config",
+                     *           "plugin": null
+                     *         }
+                     *       ],
+                     *       "warnings": []
+                     *     }
+                     */
                     "application/json": components["schemas"]["AuthSettings"];
                 };
             };
@@ -4282,6 +6555,15 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "oidc_group_mapping": {
+                 *         "ops-team": [
+                 *           "runners"
+                 *         ]
+                 *       }
+                 *     }
+                 */
                 "application/json": {
                     auth_providers?: ("local" | "ldap" | "oidc")[] | string | null;
                     sso_default_groups?: string[] | string | null;
@@ -4326,6 +6608,282 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "settings": {
+                     *         "auth_providers": {
+                     *           "label": "Sign-in providers, in order",
+                     *           "kind": "list",
+                     *           "value": [
+                     *             "local"
+                     *           ],
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "sso_default_groups": {
+                     *           "label": "Default groups of new single sign-on users",
+                     *           "kind": "list",
+                     *           "value": [
+                     *             "INT_VIEWER"
+                     *           ],
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "mfa_required_groups": {
+                     *           "label": "Groups that must use a second factor",
+                     *           "kind": "list",
+                     *           "value": [],
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_url": {
+                     *           "label": "LDAP URL",
+                     *           "kind": "string",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": false
+                     *         },
+                     *         "ldap_bind_dn": {
+                     *           "label": "LDAP bind DN",
+                     *           "kind": "string",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": false
+                     *         },
+                     *         "ldap_bind_password": {
+                     *           "label": "LDAP bind password",
+                     *           "kind": "secret",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": true,
+                     *           "configured": false
+                     *         },
+                     *         "ldap_base_dn": {
+                     *           "label": "LDAP base DN",
+                     *           "kind": "string",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": false
+                     *         },
+                     *         "ldap_user_filter": {
+                     *           "label": "LDAP user filter",
+                     *           "kind": "string",
+                     *           "value": "(uid={username})",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_group_attr": {
+                     *           "label": "LDAP group attribute",
+                     *           "kind": "string",
+                     *           "value": "memberOf",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_group_mapping": {
+                     *           "label": "LDAP group mapping",
+                     *           "kind": "mapping",
+                     *           "value": {},
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_tls_verify": {
+                     *           "label": "Verify the LDAP server certificate",
+                     *           "kind": "boolean",
+                     *           "value": true,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_ca_cert": {
+                     *           "label": "LDAP CA certificates (PEM)",
+                     *           "kind": "string",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": false
+                     *         },
+                     *         "ldap_starttls": {
+                     *           "label": "Upgrade ldap:// with StartTLS",
+                     *           "kind": "boolean",
+                     *           "value": false,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_username_attr": {
+                     *           "label": "LDAP username attribute",
+                     *           "kind": "string",
+                     *           "value": "uid",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_nested_groups": {
+                     *           "label": "Follow nested LDAP groups",
+                     *           "kind": "string",
+                     *           "value": "auto",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_connect_timeout_ms": {
+                     *           "label": "LDAP connect timeout (ms)",
+                     *           "kind": "string",
+                     *           "value": 5000,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_timeout_ms": {
+                     *           "label": "LDAP operation timeout (ms)",
+                     *           "kind": "string",
+                     *           "value": 10000,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_retry_after": {
+                     *           "label": "Pause after the directory failed",
+                     *           "kind": "string",
+                     *           "value": "30s",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_recheck_interval": {
+                     *           "label": "Directory account recheck interval",
+                     *           "kind": "string",
+                     *           "value": "15m",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "ldap_link_by_email": {
+                     *           "label": "Link LDAP logins by e-mail",
+                     *           "kind": "boolean",
+                     *           "value": false,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "oidc_issuer": {
+                     *           "label": "OIDC issuer URL",
+                     *           "kind": "string",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": false
+                     *         },
+                     *         "oidc_client_id": {
+                     *           "label": "OIDC client ID",
+                     *           "kind": "string",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": false
+                     *         },
+                     *         "oidc_client_secret": {
+                     *           "label": "OIDC client secret",
+                     *           "kind": "secret",
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": true,
+                     *           "configured": false
+                     *         },
+                     *         "oidc_scopes": {
+                     *           "label": "OIDC scopes",
+                     *           "kind": "string",
+                     *           "value": "openid profile email",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "oidc_groups_claim": {
+                     *           "label": "OIDC groups claim",
+                     *           "kind": "string",
+                     *           "value": "groups",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "oidc_group_mapping": {
+                     *           "label": "OIDC group mapping",
+                     *           "kind": "mapping",
+                     *           "value": {
+                     *             "ops-team": [
+                     *               "runners"
+                     *             ]
+                     *           },
+                     *           "source": "store",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "oidc_link_by_email": {
+                     *           "label": "Link OIDC logins by verified e-mail",
+                     *           "kind": "boolean",
+                     *           "value": true,
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         },
+                     *         "oidc_label": {
+                     *           "label": "OIDC button label",
+                     *           "kind": "string",
+                     *           "value": "SSO",
+                     *           "source": "default",
+                     *           "locked": false,
+                     *           "secret": false,
+                     *           "configured": true
+                     *         }
+                     *       },
+                     *       "chain": [
+                     *         {
+                     *           "id": "local",
+                     *           "kind": "credentials",
+                     *           "label": "Local account",
+                     *           "source": "config",
+                     *           "plugin": null
+                     *         }
+                     *       ],
+                     *       "warnings": []
+                     *     }
+                     */
                     "application/json": components["schemas"]["AuthSettings"];
                 };
             };
@@ -4356,7 +6914,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiSettingsAuthLdapTestConnection: {
+    testLdapConnection: {
         parameters: {
             query?: never;
             header?: never;
@@ -4365,6 +6923,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": {
                     /** @description fields of PATCH /api/settings/auth to try instead of the saved ones (not saved); absent: the saved settings */
                     settings?: {
@@ -4412,12 +6971,42 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "ok": true,
+                     *       "url": "ldap://127.0.0.1:46227",
+                     *       "server": "openldap",
+                     *       "vendor": null,
+                     *       "kind": null,
+                     *       "reason": null,
+                     *       "failures": [
+                     *         {
+                     *           "url": "ldap://127.0.0.1:44229",
+                     *           "kind": "refused",
+                     *           "reason": "connection refused (nothing listens on that port)"
+                     *         }
+                     *       ],
+                     *       "ms": 2,
+                     *       "warnings": [
+                     *         {
+                     *           "field": "ldap_url",
+                     *           "env": "SERVICE_LDAP_URL",
+                     *           "message": "ldap://127.0.0.1:44229, ldap://127.0.0.1:46227 are plain ldap:// without StartTLS: the bind password and every password typed at sign-in cross the network in clear text (use ldaps://, or set SERVICE_LDAP_STARTTLS)"
+                     *         },
+                     *         {
+                     *           "field": "ldap_tls_verify",
+                     *           "env": "SERVICE_LDAP_TLS_VERIFY",
+                     *           "message": "SERVICE_LDAP_TLS_VERIFY is false: the directory's certificate is not checked, so anyone on the network path can pose as the directory and read the passwords (trust a private CA with SERVICE_LDAP_CA_CERT instead)"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["LdapConnectionTest"];
                 };
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.settings; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: the caller lacks feature:admin.settings; or `settings` were given and a session with a second factor has not verified it recently (step_up_required); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4442,7 +7031,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    postApiSettingsAuthLdapTestLogin: {
+    testLdapLogin: {
         parameters: {
             query?: never;
             header?: never;
@@ -4451,6 +7040,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "username": "carol",
+                 *       "password": "carol-Xxxxxx-0"
+                 *     }
+                 */
                 "application/json": {
                     /** @description fields of PATCH /api/settings/auth to try instead of the saved ones (not saved); absent: the saved settings */
                     settings?: {
@@ -4501,6 +7096,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "would_sign_in": true,
+                     *       "outcome": "signed_in",
+                     *       "username": "carol",
+                     *       "dn": "uid=carol,ou=people,dc=example,dc=org",
+                     *       "url": "ldap://127.0.0.1:46227",
+                     *       "groups": [],
+                     *       "directory_groups": [
+                     *         "cn=staff,ou=groups,dc=example,dc=org"
+                     *       ],
+                     *       "reason": null,
+                     *       "ms": 13,
+                     *       "in_chain": true
+                     *     }
+                     */
                     "application/json": components["schemas"]["LdapLoginTest"];
                 };
             };
@@ -4546,6 +7157,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "configured": false,
+                     *       "locked": false
+                     *     }
+                     */
                     "application/json": components["schemas"]["SecretStatus"];
                 };
             };
@@ -4575,6 +7192,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "key": "test-xxxxxx-xxx-0000000000xxxxxx0000000000"
+                 *     }
+                 */
                 "application/json": {
                     /** @description the new system API key */
                     key: string;
@@ -4673,6 +7295,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "configured": true,
+                     *       "locked": false
+                     *     }
+                     */
                     "application/json": components["schemas"]["SecretStatus"];
                 };
             };
@@ -4702,6 +7330,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "secret": "xxxxxxx-xxxxxx-xxxxx-xxxxxx-00"
+                 *     }
+                 */
                 "application/json": {
                     /** @description the new webhook secret */
                     secret: string;
@@ -4800,6 +7433,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "configured": false,
+                     *       "locked": false
+                     *     }
+                     */
                     "application/json": components["schemas"]["SecretStatus"];
                 };
             };
@@ -4829,6 +7468,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "secret": "xxxxxx-xxx-xxxxxx-xxx-xxxxx-0000000000"
+                 *     }
+                 */
                 "application/json": {
                     /** @description the new Gitea webhook secret */
                     secret: string;
@@ -4927,6 +7571,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "configured": true,
+                     *       "locked": false
+                     *     }
+                     */
                     "application/json": components["schemas"]["SecretStatus"];
                 };
             };
@@ -4956,6 +7606,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "secret": "xxxxxx-xxx-xxxxxx-xxx-xxxxx-0000000000"
+                 *     }
+                 */
                 "application/json": {
                     /** @description the new GitHub webhook secret */
                     secret: string;
@@ -5054,6 +7709,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "configured": true,
+                     *       "locked": true
+                     *     }
+                     */
                     "application/json": components["schemas"]["SecretStatus"];
                 };
             };
@@ -5083,6 +7744,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "secret": "xxxxxx-xxx-xxxxxx-xxx-xxxxx-0000000000"
+                 *     }
+                 */
                 "application/json": {
                     /** @description the new GitLab webhook secret */
                     secret: string;
@@ -5175,6 +7841,12 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "max_age_minutes": 0,
+                 *       "dry_run": true
+                 *     }
+                 */
                 "application/json": {
                     /** @description name prefix of the runner containers; default SERVICE_RUNNER_PREFIX (default: "runner-") */
                     prefix?: string;
@@ -5192,6 +7864,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "dry_run": true,
+                     *       "removed": [
+                     *         {
+                     *           "id": "3c6dea95ff0e6b994b1ead6e33a19646159c73014119aab96995afeedbc9b8dc",
+                     *           "name": "runner-old-1"
+                     *         },
+                     *         {
+                     *           "id": "75815906031b66ca5dfeee85d74c562bbb2fc829e4382d2ce0594009f2fe0041",
+                     *           "name": "runner-mounted-2"
+                     *         },
+                     *         {
+                     *           "id": "f980390cedd5476ab0a7bf485ae6d169af16685b65b9f570c1a0af86842cb509",
+                     *           "name": "runner-mounted-1"
+                     *         }
+                     *       ],
+                     *       "errors": []
+                     *     }
+                     */
                     "application/json": {
                         dry_run: boolean;
                         /** @description removed (with dry_run: what would be) */
@@ -5258,6 +7950,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "healthy": true,
+                     *       "daemon": {
+                     *         "version": "20.10.24+dfsg1",
+                     *         "api_version": "1.41"
+                     *       },
+                     *       "containers_running": 1,
+                     *       "containers_total": 1,
+                     *       "images": 1
+                     *     }
+                     */
                     "application/json": {
                         healthy: boolean;
                         daemon: {
@@ -5306,6 +8010,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "mounts": {
+                     *         "1b430f2b892514abe06605370404039500dc5348684074d4b4ddbcc58e353377": {}
+                     *       },
+                     *       "host_paths_hidden": true
+                     *     }
+                     */
                     "application/json": {
                         /** @description the running containers by id */
                         mounts: {
@@ -5365,6 +8077,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "in_container": false,
+                     *       "container_id": null,
+                     *       "resolved": {
+                     *         "/srv": null
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         in_container: boolean;
                         container_id: string | null;
@@ -5424,6 +8145,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "runners": [
+                     *         {
+                     *           "id": "d9fc7429989b0fda7df74e291cac44bce5300b7c4a32158be32b4e242abfeae6",
+                     *           "name": "runner-hello",
+                     *           "state": "running",
+                     *           "created_at": "2026-11-28T01:07:34.000Z",
+                     *           "image": "busybox-local:latest"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         runners: {
                             id: string;
@@ -5471,6 +8205,22 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "image": "busybox-local:latest",
+                 *       "name": "runner-hello",
+                 *       "command": [
+                 *         "sleep",
+                 *         "30"
+                 *       ],
+                 *       "mounts": [
+                 *         {
+                 *           "source": "/tmp/svc-test-vDXcRC/managed/work",
+                 *           "target": "/work"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": {
                     /** @description an image the daemon already has, e.g. busybox:latest (it is not pulled) */
                     image: string;
@@ -5512,6 +8262,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "d9fc7429989b0fda7df74e291cac44bce5300b7c4a32158be32b4e242abfeae6",
+                     *       "name": "runner-hello"
+                     *     }
+                     */
                     "application/json": {
                         id: string;
                         name: string;
@@ -5568,6 +8324,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "storage_root": null,
+                     *       "host_paths_hidden": true
+                     *     }
+                     */
                     "application/json": {
                         /** @description the host path of the data dir; null when the service does not run in a container of this daemon */
                         storage_root: string | null;
@@ -5605,6 +8367,1571 @@ export interface operations {
             };
         };
     };
+    containerdCall: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "method": "containerd.services.version.v1.Version/Version",
+                 *       "request": {}
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `package.Service/Method`, one of the methods of health */
+                    method: string;
+                    /**
+                     * @description the method's request message as JSON, fields by their .proto names
+                     * @default {}
+                     */
+                    request?: {
+                        [key: string]: unknown;
+                    };
+                    /** @description request metadata: only containerd-namespace */
+                    metadata?: {
+                        /** @description must match ^[a-z0-9][a-z0-9._-]{0,75}$ */
+                        "containerd-namespace"?: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description the method's answer */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "response": {
+                     *         "version": "1.6.20~ds1",
+                     *         "revision": "1.6.20~ds1-1+deb12u3"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @description the method's answer as JSON: fields by their .proto names, every field present, 64-bit integers and enums as strings, bytes in base64 */
+                        response: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description validation_failed: method is not package.Service/Method, a request field is not of the method's message type (request.<field>), metadata is not allowed or does not match its pattern (metadata.<key>), or the daemon refused the request (INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unauthorized: the args ask for a permission and no valid credential was given */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the caller lacks a permission these args ask for (the message names it); or not_allowed: the method is not one of those configured; forbidden: the caller lacks its permission; step_up_required: a change method, verify the second factor again; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: the daemon answered NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict: the daemon answered ALREADY_EXISTS or ABORTED */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: the daemon does not implement the method (UNIMPLEMENTED) */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the daemon did not answer within the deadline (SERVICE_HOST_SERVICE_TIMEOUT_MS), or is away */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    containerdCleanup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: containerd does not serve cleanup */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    containerdHealth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description availability and methods */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "available": true,
+                     *       "methods": [
+                     *         "containerd.services.version.v1.Version/Version",
+                     *         "containerd.services.namespaces.v1.Namespaces/List",
+                     *         "containerd.services.namespaces.v1.Namespaces/Create"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        available: boolean;
+                        /** @description the methods callers may call, each `package.Service/Method` */
+                        methods: string[];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    containerdMounts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: containerd does not serve mounts */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    containerdStorageRoot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: containerd does not serve storage_root */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    dhcpCleanup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: dhcp does not serve cleanup */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    dhcpHealth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description available false (with the reason) while Kea is away */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "available": true,
+                     *       "version": "2.2.0",
+                     *       "subnets": [
+                     *         {
+                     *           "id": 1,
+                     *           "subnet": "192.0.2.0/24"
+                     *         },
+                     *         {
+                     *           "id": 2,
+                     *           "subnet": "198.51.100.0/24"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        available: boolean;
+                        version: string | null;
+                        subnets: {
+                            id: number;
+                            subnet: string;
+                        }[];
+                        /** @description why Kea is unavailable (in general words unless the caller may read or change Kea) */
+                        reason?: string;
+                        /**
+                         * @description the reason's details (Kea's socket) are hidden from this caller
+                         * @constant
+                         */
+                        host_facts_hidden?: true;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    dhcpLeaseRelease: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "ip_address": "192.0.2.150"
+                 *     }
+                 */
+                "application/json": {
+                    /**
+                     * Format: ipv4
+                     * @description an IPv4 address
+                     */
+                    ip_address: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the result */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "released": true,
+                     *       "ip_address": "192.0.2.150"
+                     *     }
+                     */
+                    "application/json": {
+                        /** @constant */
+                        released: true;
+                        ip_address: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks socket:dhcp:write; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: Kea has no lease for this address */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: Kea has not loaded the lease_cmds hook library */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    dhcpLeases: {
+        parameters: {
+            query?: {
+                /** @description Kea's subnet id */
+                subnet_id?: number;
+                /** @description an Ethernet address (aa:bb:cc:dd:ee:ff, dashes or Cisco dots also taken; answered in lower case with colons) */
+                hw_address?: string;
+                /** @description a host name: a bare label (qualified by the first of SERVICE_DNS_ZONES) or a name inside one of the zones */
+                hostname?: string;
+                /** @description an IPv4 address */
+                ip_address?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the result */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "leases": [
+                     *         {
+                     *           "ip_address": "192.0.2.150",
+                     *           "hw_address": "0a:00:00:00:00:01",
+                     *           "hostname": "laptop.home.arpa",
+                     *           "subnet_id": 1,
+                     *           "state": "active",
+                     *           "expires_at": "2026-11-28T02:04:14.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        leases: {
+                            ip_address: string;
+                            hw_address: string | null;
+                            hostname: string | null;
+                            subnet_id: number;
+                            /** @description active, declined, expired (reclaimed), or state-<n> for a state this version does not name */
+                            state: string;
+                            /**
+                             * Format: date-time
+                             * @description when the lease ends (null: never)
+                             */
+                            expires_at: string | null;
+                        }[];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks socket:dhcp:read; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: Kea has no subnet with this subnet_id */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: Kea has not loaded the lease_cmds hook library */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    dhcpMounts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: dhcp does not serve mounts */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    dhcpReservationAdd: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "subnet_id": 1,
+                 *       "hw_address": "02:AA:00:00:00:01",
+                 *       "ip_address": "192.0.2.10",
+                 *       "hostname": "printer"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description Kea's subnet id */
+                    subnet_id: number;
+                    /** @description an Ethernet address (aa:bb:cc:dd:ee:ff, dashes or Cisco dots also taken; answered in lower case with colons) */
+                    hw_address: string;
+                    /**
+                     * Format: ipv4
+                     * @description an IPv4 address
+                     */
+                    ip_address: string;
+                    /** @description a host name: a bare label (qualified by the first of SERVICE_DNS_ZONES) or a name inside one of the zones */
+                    hostname?: string;
+                    /** @description also add the A and PTR records through the dns provider (all or nothing) (default: false) */
+                    dns?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description the result */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "reservation": {
+                     *         "subnet_id": 1,
+                     *         "hw_address": "02:aa:00:00:00:01",
+                     *         "ip_address": "192.0.2.10",
+                     *         "hostname": "printer.home.arpa",
+                     *         "dns": false
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        reservation: components["schemas"]["DhcpReservation"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: forbidden_zone: the hostname is outside SERVICE_DNS_ZONES (the details name the field); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: Kea has no subnet with this subnet_id */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict: the Ethernet address, the address or the host name is reserved in the subnet already, or a DNS record of the name is taken */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    dhcpReservationRemove: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "subnet_id": 2,
+                 *       "hw_address": "02:aa:00:00:03:01"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description Kea's subnet id */
+                    subnet_id: number;
+                    /** @description an Ethernet address (aa:bb:cc:dd:ee:ff, dashes or Cisco dots also taken; answered in lower case with colons) */
+                    hw_address: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the result */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "removed": true,
+                     *       "reservation": {
+                     *         "subnet_id": 2,
+                     *         "hw_address": "02:aa:00:00:03:01",
+                     *         "ip_address": "198.51.100.30",
+                     *         "hostname": null,
+                     *         "dns": false
+                     *       },
+                     *       "records_removed": 0
+                     *     }
+                     */
+                    "application/json": {
+                        /** @constant */
+                        removed: true;
+                        reservation: components["schemas"]["DhcpReservation"];
+                        records_removed: number;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks socket:dhcp:write; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no such subnet, or no reservation of this Ethernet address in it */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    dhcpReservations: {
+        parameters: {
+            query?: {
+                /** @description Kea's subnet id */
+                subnet_id?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the result */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "reservations": []
+                     *     }
+                     */
+                    "application/json": {
+                        reservations: components["schemas"]["DhcpReservation"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks socket:dhcp:read; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: Kea has no subnet with this subnet_id */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    dhcpStorageRoot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: dhcp does not serve storage_root */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    dnsCleanup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: dns does not serve cleanup */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    dnsFlush: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "web.home.arpa"
+                 *     }
+                 */
+                "application/json": {
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the name flushed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "flushed": "web.home.arpa."
+                     *     }
+                     */
+                    "application/json": {
+                        flushed: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks socket:dns:write; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    dnsHealth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the check */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "available": true,
+                     *       "version": "1.17.1",
+                     *       "zones": [
+                     *         "home.arpa."
+                     *       ],
+                     *       "reason": null
+                     *     }
+                     */
+                    "application/json": {
+                        available: boolean;
+                        /** @description Unbound's version (null while it is away) */
+                        version: string | null;
+                        /** @description the zones the service writes in (SERVICE_DNS_ZONES) */
+                        zones: string[];
+                        /** @description why Unbound is unavailable (null when available) */
+                        reason: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    dnsMounts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: dns does not serve mounts */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    dnsRecordAdd: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "web.home.arpa",
+                 *       "type": "A",
+                 *       "data": "192.168.77.80"
+                 *     }
+                 */
+                "application/json": {
+                    name: string;
+                    /** @enum {string} */
+                    type: "A" | "AAAA" | "CNAME" | "TXT" | "PTR";
+                    data: string;
+                    /** @description seconds; default 3600 */
+                    ttl?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description the record added, in its canonical form */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "record": {
+                     *         "name": "web.home.arpa.",
+                     *         "type": "A",
+                     *         "data": "192.168.77.80",
+                     *         "ttl": 3600
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        record: components["schemas"]["DnsRecord"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: forbidden_zone: the name is outside SERVICE_DNS_ZONES (details name the field); or forbidden: the caller lacks socket:dns:write; or step_up_required; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict: the record exists, or a CNAME would stand beside other records of the name (or a record beside its CNAME) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    dnsRecordRemove: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "web.home.arpa"
+                 *     }
+                 */
+                "application/json": {
+                    name: string;
+                    /** @enum {string} */
+                    type?: "A" | "AAAA" | "CNAME" | "TXT" | "PTR";
+                    data?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description how many records went, and which */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "removed": 1,
+                     *       "records": [
+                     *         {
+                     *           "name": "web.home.arpa.",
+                     *           "type": "A",
+                     *           "ttl": 3600,
+                     *           "data": "192.168.77.80"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        removed: number;
+                        records: components["schemas"]["DnsRecord"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: forbidden_zone: the name is outside SERVICE_DNS_ZONES and holds no record the service added; or forbidden: the caller lacks socket:dns:write; or step_up_required; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no record of the name matches */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    dnsRecords: {
+        parameters: {
+            query?: {
+                /** @description only the records inside this zone */
+                zone?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the records */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "records": [
+                     *         {
+                     *           "name": "web.home.arpa.",
+                     *           "type": "A",
+                     *           "ttl": 3600,
+                     *           "data": "192.168.77.80"
+                     *         },
+                     *         {
+                     *           "name": "web.home.arpa.",
+                     *           "type": "TXT",
+                     *           "ttl": 300,
+                     *           "data": "served by ws"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        records: {
+                            /** @description lower case, with the trailing dot */
+                            name: string;
+                            /** @description A, AAAA, CNAME, TXT, PTR, or a type of the operator (SOA, NS, MX...) */
+                            type: string;
+                            ttl: number;
+                            /** @description A: a dotted quad; AAAA: canonical IPv6; CNAME, PTR: a name; TXT: the text */
+                            data: string;
+                        }[];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: forbidden_zone: zone is outside SERVICE_DNS_ZONES (and not a reverse zone); or forbidden: the caller lacks socket:dns:read; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    dnsStorageRoot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: dns does not serve storage_root */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
     checkMountHealth: {
         parameters: {
             query?: {
@@ -5623,6 +9950,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "healthy": false,
+                     *       "mounts": {
+                     *         "/tmp/svc-test-vZZXgr/managed/inside": {
+                     *           "exists": true,
+                     *           "writable": true,
+                     *           "is_mount_point": false,
+                     *           "owner_uid": null,
+                     *           "mode": null,
+                     *           "error": null
+                     *         },
+                     *         "/etc": {
+                     *           "exists": null,
+                     *           "writable": null,
+                     *           "is_mount_point": null,
+                     *           "owner_uid": null,
+                     *           "mode": null,
+                     *           "error": "not_managed"
+                     *         }
+                     *       },
+                     *       "host_facts_hidden": true
+                     *     }
+                     */
                     "application/json": {
                         /** @description every path exists, is a directory and is writable */
                         healthy: boolean;
@@ -5660,6 +10011,732 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    initCleanup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: init does not serve cleanup */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    initHealth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a manager that does not answer is available: false, not an error */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "available": true,
+                     *       "version": "252.39-1~deb12u2",
+                     *       "units_allowed": [
+                     *         "svc-test-*.service"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        available: boolean;
+                        /** @description systemd's version (its manager's Version property); null when unavailable */
+                        version: string | null;
+                        /** @description the globs of SERVICE_INIT_UNITS */
+                        units_allowed: string[];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    initMounts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: init does not serve mounts */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    initStorageRoot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: init does not serve storage_root */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    initUnitAction: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "unit": "svc-test-a.service",
+                 *       "action": "start"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description a unit name such as `nginx.service` or `getty@tty1.service` */
+                    unit: string;
+                    /** @enum {string} */
+                    action: "start" | "stop" | "restart" | "reload";
+                };
+            };
+        };
+        responses: {
+            /** @description the job and the active state the unit reached */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "unit": "svc-test-a.service",
+                     *       "action": "start",
+                     *       "job": "/org/freedesktop/systemd1/job/32",
+                     *       "active_state": "active"
+                     *     }
+                     */
+                    "application/json": {
+                        unit: string;
+                        /** @enum {string} */
+                        action: "start" | "stop" | "restart" | "reload";
+                        /** @description the manager's job object path (e.g. /org/freedesktop/systemd1/job/42) */
+                        job: string;
+                        /** @description the unit's ActiveState once the job finished (or when the wait ran out: then perhaps "activating") */
+                        active_state: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks socket:init:control; or step_up_required: verify the second factor again; or not_allowed: the unit (or the unit an alias names) is off SERVICE_INIT_UNITS; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: the manager knows no such unit */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict: the manager refused the job for this unit as it is (e.g. a reload of a unit without ExecReload, a masked unit, a conflicting transaction) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    initUnitStatus: {
+        parameters: {
+            query: {
+                /** @description a unit name such as `nginx.service` or `getty@tty1.service` */
+                unit: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the unit */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "unit": {
+                     *         "unit": "svc-test-never.service",
+                     *         "description": "Test unit nobody loaded",
+                     *         "load_state": "loaded",
+                     *         "active_state": "inactive",
+                     *         "sub_state": "dead",
+                     *         "unit_file_state": "static"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        /** @description a unit */
+                        unit: components["schemas"]["InitUnit"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks socket:init:read; or not_allowed: the unit (or the unit an alias names) is off SERVICE_INIT_UNITS; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: the manager knows no such unit */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    initUnits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the units, by name */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "units": [
+                     *         {
+                     *           "unit": "svc-test-a.service",
+                     *           "description": "Test unit A",
+                     *           "load_state": "loaded",
+                     *           "active_state": "inactive",
+                     *           "sub_state": "dead",
+                     *           "unit_file_state": "static"
+                     *         },
+                     *         {
+                     *           "unit": "svc-test-never.service",
+                     *           "description": "Test unit nobody loaded",
+                     *           "load_state": "loaded",
+                     *           "active_state": "inactive",
+                     *           "sub_state": "dead",
+                     *           "unit_file_state": "static"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        /** @description the units the allow-list matches, loaded or not, by name */
+                        units: components["schemas"]["InitUnit"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks socket:init:read; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    pgsqlCleanup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: pgsql does not serve cleanup */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    pgsqlHealth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the probe; a server that is not reachable is healthy: false, not an error */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        healthy: boolean;
+                        socket_path: string;
+                        /** @description the server answered the SSLRequest */
+                        reachable: boolean;
+                        /** @description when reachable */
+                        ssl_supported?: boolean;
+                        /** @description when reachable */
+                        latency_ms?: number;
+                        /** @description why it is not reachable (an errno code such as ENOENT, or a message) */
+                        error: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    pgsqlMounts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: pgsql does not serve mounts */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    pgsqlServerInfo: {
+        parameters: {
+            query?: {
+                database?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description what the server answered the startup message */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        socket_path: string;
+                        user: string;
+                        database: string;
+                        /** @description the server let the role in without a password (trust / peer) */
+                        accepted: boolean;
+                        /** @description the authentication the server asked for (ok = none; md5_password, sasl, ...); null when it answered with an error first */
+                        auth: string | null;
+                        /** @description for auth sasl: the mechanisms offered */
+                        sasl_mechanisms?: string[];
+                        /** @description the startup parameters (server_version, encodings, TimeZone) when accepted */
+                        parameters: {
+                            [key: string]: string;
+                        };
+                        /** @description an error the server answered with (e.g. no such database) */
+                        error: {
+                            code: string | null;
+                            message: string;
+                        } | null;
+                        latency_ms: number;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks plugin:pg-socket:api:read; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: the provider is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    pgsqlStorageRoot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description never: this provider does not serve it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            /** @description unsupported: pgsql does not serve storage_root */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
     listSocketProviders: {
         parameters: {
             query?: never;
@@ -5675,6 +10752,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "providers": [
+                     *         {
+                     *           "name": "container",
+                     *           "socket_path": "",
+                     *           "available": false,
+                     *           "reason": "not available",
+                     *           "capabilities": {
+                     *             "can_verify_mounts": true,
+                     *             "can_repair_permissions": false,
+                     *             "can_spawn": true,
+                     *             "can_cleanup": true,
+                     *             "can_query_mounts": true
+                     *           },
+                     *           "plugin": null
+                     *         }
+                     *       ],
+                     *       "available": [],
+                     *       "total": 1,
+                     *       "instance": "vm-16916-1ea7aa",
+                     *       "host_facts_hidden": true
+                     *     }
+                     */
                     "application/json": {
                         providers: {
                             name: string;
@@ -5723,6 +10824,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "target_dir": "/tmp/svc-test-AZfli3/managed/work",
+                 *       "mode": "0750"
+                 *     }
+                 */
                 "application/json": {
                     target_dir: string;
                     /** @description default: "0755" */
@@ -5741,6 +10848,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "repaired",
+                     *       "target_dir": "/tmp/svc-test-AZfli3/managed/work",
+                     *       "changed": 1,
+                     *       "failed": 0,
+                     *       "skipped": 0
+                     *     }
+                     */
                     "application/json": {
                         /** @constant */
                         status: "repaired";
@@ -5797,6 +10913,77 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "users": [
+                     *         {
+                     *           "id": "88c0a5f9-7e6b-4908-9953-fdb4f55cddcf",
+                     *           "username": "admin",
+                     *           "display_name": null,
+                     *           "email": null,
+                     *           "groups": [
+                     *             "INT_ADMIN"
+                     *           ],
+                     *           "roles": [
+                     *             "superadmin"
+                     *           ],
+                     *           "extra_permissions": [],
+                     *           "disabled": false,
+                     *           "mfa": false,
+                     *           "identities": [
+                     *             {
+                     *               "provider": "local",
+                     *               "provider_user_id": "admin"
+                     *             }
+                     *           ],
+                     *           "created_at": "2026-11-28T01:07:12.015Z"
+                     *         },
+                     *         {
+                     *           "id": "dab12619-d531-4028-a8a8-4c48d440c906",
+                     *           "username": "bot",
+                     *           "display_name": null,
+                     *           "email": null,
+                     *           "groups": [
+                     *             "INT_USER"
+                     *           ],
+                     *           "roles": [
+                     *             "bot"
+                     *           ],
+                     *           "extra_permissions": [],
+                     *           "disabled": false,
+                     *           "mfa": false,
+                     *           "identities": [
+                     *             {
+                     *               "provider": "local",
+                     *               "provider_user_id": "bot"
+                     *             }
+                     *           ],
+                     *           "created_at": "2026-11-28T01:07:12.039Z"
+                     *         },
+                     *         {
+                     *           "id": "952a14ed-86eb-4332-849c-adba2fb53cfc",
+                     *           "username": "operator",
+                     *           "display_name": null,
+                     *           "email": "operator@example.org",
+                     *           "groups": [
+                     *             "INT_VIEWER",
+                     *             "runners"
+                     *           ],
+                     *           "roles": [],
+                     *           "extra_permissions": [],
+                     *           "disabled": false,
+                     *           "mfa": false,
+                     *           "identities": [
+                     *             {
+                     *               "provider": "local",
+                     *               "provider_user_id": "operator"
+                     *             }
+                     *           ],
+                     *           "created_at": "2026-11-28T01:07:12.914Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         users: components["schemas"]["User"][];
                     };
@@ -5828,6 +11015,15 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "username": "gina",
+                 *       "password": "gina-xxxxxxxx-0",
+                 *       "groups": [
+                 *         "INT_USER"
+                 *       ]
+                 *     }
+                 */
                 "application/json": {
                     username: string;
                     password?: string;
@@ -5847,6 +11043,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "b8aca121-2515-45af-8a45-a11833008c66",
+                     *       "username": "gina",
+                     *       "display_name": null,
+                     *       "email": null,
+                     *       "groups": [
+                     *         "INT_USER"
+                     *       ],
+                     *       "roles": [],
+                     *       "extra_permissions": [],
+                     *       "disabled": false,
+                     *       "mfa": false,
+                     *       "identities": [
+                     *         {
+                     *           "provider": "local",
+                     *           "provider_user_id": "gina"
+                     *         }
+                     *       ],
+                     *       "created_at": "2026-11-28T01:07:07.089Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["User"];
                 };
             };
@@ -5895,6 +11113,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "952a14ed-86eb-4332-849c-adba2fb53cfc",
+                     *       "username": "operator",
+                     *       "display_name": null,
+                     *       "email": "operator@example.org",
+                     *       "groups": [
+                     *         "INT_VIEWER",
+                     *         "runners"
+                     *       ],
+                     *       "roles": [],
+                     *       "extra_permissions": [],
+                     *       "disabled": false,
+                     *       "mfa": false,
+                     *       "identities": [
+                     *         {
+                     *           "provider": "local",
+                     *           "provider_user_id": "operator"
+                     *         }
+                     *       ],
+                     *       "created_at": "2026-11-28T01:07:12.914Z",
+                     *       "password_pinned_by": null
+                     *     }
+                     */
                     "application/json": components["schemas"]["UserDetail"];
                 };
             };
@@ -5990,6 +11232,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "disabled": true
+                 *     }
+                 */
                 "application/json": {
                     /** Format: email */
                     email?: string | null;
@@ -6009,6 +11256,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "01c7ebe4-943a-4c8c-96e8-126479cdcf23",
+                     *       "username": "sleeper",
+                     *       "display_name": null,
+                     *       "email": null,
+                     *       "groups": [],
+                     *       "roles": [],
+                     *       "extra_permissions": [
+                     *         "socket:mounts:repair"
+                     *       ],
+                     *       "disabled": true,
+                     *       "mfa": false,
+                     *       "identities": [
+                     *         {
+                     *           "provider": "local",
+                     *           "provider_user_id": "sleeper"
+                     *         }
+                     *       ],
+                     *       "created_at": "2026-11-28T01:07:12.945Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["User"];
                 };
             };
@@ -6066,6 +11335,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "keys": []
+                     *     }
+                     */
                     "application/json": {
                         keys: components["schemas"]["ApiKey"][];
                     };
@@ -6201,6 +11475,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "new_password": "xxxxxxxx-xxxxxxxx-0"
+                 *     }
+                 */
                 "application/json": {
                     new_password: string;
                     current_password?: string;
@@ -6277,6 +11556,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "ticket": "svt_Xx__xXxX0X0XxxXxxXxxXx00XxxXXXxXxXxxX-XXx0x",
+                     *       "expires_in": 30
+                     *     }
+                     */
                     "application/json": {
                         ticket: string;
                         /** @description seconds */

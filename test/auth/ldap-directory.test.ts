@@ -221,6 +221,10 @@ describe('LDAP directory operations through the service (real slapd)', function 
     svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
 
     await api().post('/api/settings/auth/ldap/test-connection').set(bearer).send({}).expect(200);
+    // unsaved settings point the service at servers of the caller's choosing: step-up, as for the change
+    const elsewhere = { settings: { ldap_base_dn: 'dc=elsewhere,dc=test' } };
+    const unsaved = await api().post('/api/settings/auth/ldap/test-connection').set(bearer).send(elsewhere).expect(403);
+    expect(unsaved.body.error.code).to.equal('step_up_required');
     const refused = await api()
       .post('/api/settings/auth/ldap/test-login')
       .set(bearer)
@@ -230,6 +234,7 @@ describe('LDAP directory operations through the service (real slapd)', function 
     await api().post('/api/auth/step-up').set(bearer).send({ code: recovery[0] }).expect(204);
     const ok = await api().post('/api/settings/auth/ldap/test-login').set(bearer).send({ username: 'alice', password: LDAP_PEOPLE.alice.password }).expect(200);
     expect(ok.body.would_sign_in).to.equal(true);
+    expect((await api().post('/api/settings/auth/ldap/test-connection').set(bearer).send(elsewhere).expect(200)).body.kind).to.equal('base_dn');
   });
 
   it('a directory that cannot be used reads as "unavailable" to the person, never as a wrong password', async () => {

@@ -1,4 +1,5 @@
 import Joi from 'joi';
+import type { Context } from 'koa';
 import type { ApiRouter } from '../../http/api.js';
 import type { Logger } from '../../log.js';
 import type { AuthComponent } from '../component.js';
@@ -113,6 +114,12 @@ function diagnosticProvider(s: AuthSettings, log: Logger): LdapProvider {
   );
 }
 
+/** The step-up of the session (as `stepUp: true` routes ask it), for a request that needs it only sometimes. */
+async function stepUp(ctx: Context): Promise<void> {
+  const state = ctx.state as { identity?: unknown; stepUp?: { require(identity: unknown): Promise<void> } };
+  await state.stepUp?.require(state.identity);
+}
+
 /** The settings a test runs with: the saved ones, or `settings` laid over them (validated as a change, not saved). */
 function settingsOf(auth: AuthComponent, body: ConnectionBody): AuthSettings {
   if (!body.settings || Object.keys(body.settings).length === 0) return auth.authSettings.current();
@@ -126,19 +133,23 @@ export function ldapTestEndpoints(api: ApiRouter, auth: AuthComponent): void {
     {
       method: 'POST',
       path: '/api/settings/auth/ldap/test-connection',
+      operationId: 'testLdapConnection',
       tag: 'settings',
       summary: 'Test the directory connection: service bind, server kind, base DN',
       description:
-        'Binds as the service account on the first server that answers, reads what kind of server it is and searches the base DN; answers which server answered and how long it took, or a reason an operator can act on (each server that could not be used, and why). With `settings`, the fields given are tried instead of the saved ones (not saved; a locked field is 409, a new server or account needs its bind password again).',
+        'Binds as the service account on the first server that answers, reads what kind of server it is and searches the base DN; answers which server answered and how long it took, or a reason an operator can act on (each server that could not be used, and why). With `settings`, the fields given are tried instead of the saved ones (not saved; a locked field is 409, a new server or account needs its bind password again), and, as for the change itself, a session with a second factor must have verified it recently (403 step_up_required); the saved settings need no step-up.',
       auth: ADMIN,
       body: connectionBody,
       responses: {
         200: { description: 'the outcome (also when the directory could not be used: `ok` false)', schema: connectionView },
+        403: 'the caller lacks feature:admin.settings; or `settings` were given and a session with a second factor has not verified it recently (step_up_required)',
         409: 'a field of `settings` is set in the environment',
       },
     },
     async (ctx, { body }) => {
       noStore(ctx);
+      // settings not saved point the service at servers of the caller's choosing: as the change itself, a step-up action
+      if (body.settings && Object.keys(body.settings).length) await stepUp(ctx);
       const settings = settingsOf(auth, body);
       const result = await testConnection(diagnosticProvider(settings, ctx.log));
       ctx.log.info(
@@ -153,6 +164,7 @@ export function ldapTestEndpoints(api: ApiRouter, auth: AuthComponent): void {
     {
       method: 'POST',
       path: '/api/settings/auth/ldap/test-login',
+      operationId: 'testLdapLogin',
       tag: 'settings',
       summary: 'Test a sign-in through the directory, without signing in',
       description:
