@@ -180,6 +180,8 @@ export class LdapProvider implements CredentialsProvider {
    * null for an unknown user or a wrong password; throws LoginRefused as authenticate() does.
    */
   async lookUp(typed: string, password: string): Promise<{ profile: ExternalProfile; dn: string; url: string; directoryGroups: string[] | null } | null> {
+    // an empty password would be an unauthenticated bind, which "succeeds"
+    if (typed === '' || password === '') return null;
     let service: Client | null = null;
     try {
       const opened = await this.open().catch((err: unknown) => {
