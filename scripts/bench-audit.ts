@@ -73,15 +73,25 @@ async function main(): Promise<void> {
     const set = (on: boolean) => {
       trail.record = on ? recording : () => undefined;
     };
-    const side = () => ({ logins: [] as number[], p99: [] as number[], rps: [] as number[] });
+    const side = () => ({ logins: [] as number[], p50: [] as number[], p99: [] as number[], rps: [] as number[], cpu: [] as number[] });
+    // CPU of this process (the service, its hashing threads and the client) per login: what the
+    // trail adds whatever else the machine runs, where the latency moves with the machine's load
+    const cpuMs = () => {
+      const u = process.cpuUsage();
+      return (u.user + u.system) / 1000;
+    };
     const results = { on: side(), off: side() };
     await logins(svc.url); // warm up: the hashing threads, the caches
     for (let round = 0; round < ROUNDS; round++) {
       for (const on of round % 2 ? [true, false] : [false, true]) {
         set(on);
         const s = on ? results.on : results.off;
+        const cpuBefore = cpuMs();
         const ms = await logins(svc.url);
+        await trail.flush();
+        s.cpu.push((cpuMs() - cpuBefore) / LOGINS);
         s.logins.push(...ms);
+        s.p50.push(pct(ms, 50));
         s.p99.push(pct(ms, 99));
         const load = await denied(svc.url, key);
         if (load.non2xx === 0) throw new Error('the denied requests were not denied');
@@ -92,6 +102,7 @@ async function main(): Promise<void> {
     set(true);
     const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
     const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
+    const median = (xs: number[]) => pct(sorted(xs), 50);
     const on = sorted(results.on.logins);
     const off = sorted(results.off.logins);
     const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
@@ -110,7 +121,12 @@ async function main(): Promise<void> {
         `  login p${p}            ${ratio(pct(on, p), pct(off, p)).padStart(6)}  (${pct(on, p).toFixed(1)} vs ${pct(off, p).toFixed(1)} ms, ${on.length} logins a side)`,
       );
     }
+    console.log(`  login p50 of each round: recording ${rounds(results.on.p50)} ms, not ${rounds(results.off.p50)} ms`);
     console.log(`  login p99 of each round: recording ${rounds(results.on.p99)} ms, not ${rounds(results.off.p99)} ms`);
+    console.log(
+      `  CPU per login        ${ratio(median(results.on.cpu), median(results.off.cpu)).padStart(6)}  (${median(results.on.cpu).toFixed(2)} vs ${median(results.off.cpu).toFixed(2)} ms, median of the rounds; the trail's writes flushed before the count ends)`,
+    );
+    console.log(`  denied requests/s of each round: recording ${rounds(results.on.rps)}, not ${rounds(results.off.rps)}`);
     console.log(
       `  denied requests/s    ${ratio(avg(results.on.rps), avg(results.off.rps)).padStart(6)}  (${Math.round(avg(results.on.rps))} vs ${Math.round(avg(results.off.rps))} req/s)`,
     );
