@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import request from 'supertest';
 import { adminAuth, ADMIN, basic, startService, testEnv, type TestService } from '../support/service.js';
 import { cli } from '../cli/helpers.js';
+import { relayTo } from '../support/tcp-relay.js';
 import { LDAP_GROUPS, LDAP_PEOPLE, startSlapd, type Slapd } from '../support/slapd.js';
 import { capturingLogger } from '../sockets/helpers.js';
 import { loadConfig } from '../../src/config.js';
@@ -235,6 +236,55 @@ describe('LDAP directory operations through the service (real slapd)', function 
     const ok = await api().post('/api/settings/auth/ldap/test-login').set(bearer).send({ username: 'alice', password: LDAP_PEOPLE.alice.password }).expect(200);
     expect(ok.body.would_sign_in).to.equal(true);
     expect((await api().post('/api/settings/auth/ldap/test-connection').set(bearer).send(elsewhere).expect(200)).body.kind).to.equal('base_dn');
+  });
+
+  it('after SERVICE_LDAP_RETRY_AFTER one sign-in probes the directory; the others in flight wait for its answer (a hung directory, then one back)', async () => {
+    const relay = await relayTo(slapd.port);
+    const probing = await startService({
+      logger: logs.logger,
+      env: {
+        SERVICE_AUTH_PROVIDERS: 'ldap,local',
+        SERVICE_LDAP_URL: relay.url,
+        SERVICE_LDAP_BIND_DN: slapd.bindDN,
+        SERVICE_LDAP_BIND_PASSWORD: slapd.bindPassword,
+        SERVICE_LDAP_BASE_DN: slapd.baseDN,
+        SERVICE_LDAP_CONNECT_TIMEOUT_MS: '500',
+        SERVICE_LDAP_TIMEOUT_MS: '500',
+        SERVICE_LDAP_RETRY_AFTER: '1s',
+      },
+    });
+    const signIn = (name: keyof typeof LDAP_PEOPLE) =>
+      request(probing.url).post('/api/auth/login').send({ username: LDAP_PEOPLE[name].uid, password: LDAP_PEOPLE[name].password });
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    try {
+      relay.mode = 'silent';
+      expect((await signIn('alice').expect(401)).body.error.details.reason).to.equal('directory_unavailable');
+      // the pause: refused at once, the directory not asked
+      let accepted = relay.accepted;
+      let started = Date.now();
+      expect((await signIn('bob').expect(401)).body.error.details.reason).to.equal('directory_unavailable');
+      expect(Date.now() - started).to.be.below(400);
+      expect(relay.accepted).to.equal(accepted);
+
+      await sleep(1100);
+      accepted = relay.accepted;
+      started = Date.now();
+      const still = await Promise.all((['carol', 'dave', 'twin1', 'twin2'] as const).map((n) => signIn(n)));
+      expect(still.map((r) => [r.status, r.body.error?.details?.reason])).to.deep.equal(Array(4).fill([401, 'directory_unavailable']));
+      expect(relay.accepted - accepted, 'one probe asked the directory').to.equal(1);
+      // about one operation timeout for all of them, not one each after the other
+      expect(Date.now() - started).to.be.below(2000);
+
+      relay.mode = 'forward';
+      await sleep(1100);
+      const back = await Promise.all((['alice', 'bob', 'carol'] as const).map((n) => signIn(n)));
+      expect(back.map((r) => r.status)).to.deep.equal([200, 200, 200]);
+      expect(log(logs).some((l) => l.event === 'ldap_probe')).to.equal(true);
+      expect(log(logs).some((l) => l.event === 'ldap_back')).to.equal(true);
+    } finally {
+      await probing.destroy();
+      await relay.close();
+    }
   });
 
   it('a directory that cannot be used reads as "unavailable" to the person, never as a wrong password', async () => {

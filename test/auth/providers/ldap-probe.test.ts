@@ -1,45 +1,14 @@
 import { expect } from 'chai';
-import net from 'node:net';
 import { createLogger } from '../../../src/log.js';
 import { LdapProvider } from '../../../src/auth/providers/ldap.js';
 import { LoginRefused } from '../../../src/auth/providers/refusal.js';
 import { LDAP_PEOPLE, startSlapd, type Slapd } from '../../support/slapd.js';
+import { relayTo, type Relay } from '../../support/tcp-relay.js';
 
 /**
  * The pause after the directory failed, and the single probe after it: a TCP relay in front of a
  * real slapd either passes connections on or holds them without a word (a hung directory).
  */
-
-interface Relay {
-  url: string;
-  mode: 'forward' | 'silent';
-  accepted: number;
-  close(): Promise<void>;
-}
-
-async function relayTo(port: number): Promise<Relay> {
-  const sockets = new Set<net.Socket>();
-  const relay: Relay = { url: '', mode: 'forward', accepted: 0, close: async () => undefined };
-  const server = net.createServer((client) => {
-    relay.accepted++;
-    sockets.add(client);
-    client.on('error', () => undefined);
-    if (relay.mode === 'silent') return;
-    const upstream = net.connect(port, '127.0.0.1');
-    sockets.add(upstream);
-    upstream.on('error', () => client.destroy());
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  relay.url = `ldap://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
-  relay.close = async () => {
-    for (const s of sockets) s.destroy();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  };
-  return relay;
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
