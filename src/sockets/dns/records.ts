@@ -141,9 +141,14 @@ export class DnsRecords {
       specs = specs.filter(allowed);
       const matches = (r: { name: string; type: string; data: string }) =>
         specs.some((s) => s.name === r.name && (s.type === undefined || s.type === r.type) && (s.data === undefined || s.data === r.data));
+      // outside the zones only the records the service added go (never an operator's beside them); inside,
+      // only the five types it writes (a name's SOA or NS, the operator's, stay)
+      const ours = new Set(stored.map(keyOf));
+      const removable = (r: { name: string; type: string; data: string }) =>
+        RECORD_TYPES.includes(r.type as DnsRecordType) && (this.inZones(r.name) || ours.has(keyOf(r)));
       const gone = new Map<string, DnsRecord>();
       for (const r of [...listed, ...stored]) {
-        if (matches(r) && !gone.has(keyOf(r))) gone.set(keyOf(r), { name: r.name, type: r.type as DnsRecordType, ttl: r.ttl, data: r.data });
+        if (matches(r) && removable(r) && !gone.has(keyOf(r))) gone.set(keyOf(r), { name: r.name, type: r.type as DnsRecordType, ttl: r.ttl, data: r.data });
       }
       if (!gone.size) return [];
       await this.store.delete([...gone.values()]);

@@ -155,6 +155,39 @@ describe('dns provider (real Unbound)', function () {
     expect(await rows()).to.deep.equal([]);
   });
 
+  it("removing outside the zones takes only the service's own records, never an operator's beside them", async () => {
+    // the operator's PTR and NS at a reverse name the service also holds a PTR of
+    const reverse = '40.77.168.192.in-addr.arpa.';
+    expect(await unbound.control(`local_data ${reverse} 300 IN PTR operator.example.`)).to.equal('ok\n');
+    expect(await unbound.control(`local_data ${reverse} 300 IN TXT "operator"`)).to.equal('ok\n');
+    await dns.addRecords([{ name: reverse, type: 'PTR', data: 'ours.home.arpa' }], { reverseOf: '192.168.77.0/24' });
+    // the operator's PTR by type and data: not the service's to remove
+    await expectSocketError(run('record_remove', { name: reverse, type: 'PTR', data: 'operator.example.' }), 'not_found');
+    // the whole name: only the service's PTR goes
+    expect(await run('record_remove', { name: reverse })).to.deep.equal({
+      removed: 1,
+      records: [{ name: reverse, type: 'PTR', ttl: 3600, data: 'ours.home.arpa.' }],
+    });
+    expect(await resolver().reverse('192.168.77.40')).to.deep.equal(['operator.example']);
+    expect(await resolver().resolveTxt(reverse)).to.deep.equal([['operator']]);
+    expect(await rows()).to.deep.equal([]);
+    expect(await unbound.control(`local_data_remove ${reverse}`)).to.equal('ok\n');
+  });
+
+  it("removing a name inside the zones without a type leaves the operator's SOA and NS of it", async () => {
+    await unbound.control('local_data apex.home.arpa. 300 IN SOA ns.home.arpa. admin.home.arpa. 1 3600 600 86400 300');
+    await unbound.control('local_data apex.home.arpa. 300 IN NS ns.home.arpa.');
+    await run('record_add', { name: 'apex.home.arpa', type: 'TXT', data: 'ours' });
+    const gone = (await run('record_remove', { name: 'apex.home.arpa' })) as { removed: number; records: Array<{ type: string }> };
+    expect(gone.records.map((r) => r.type)).to.deep.equal(['TXT']);
+    const left = (await unbound.control('list_local_data')).split('\n').filter((l) => l.startsWith('apex.home.arpa.'));
+    expect(left.map((l) => l.split(/\s+/)[3]).sort()).to.deep.equal(['NS', 'SOA']);
+    // nothing of the five types left: not_found, and the SOA and NS stay
+    await expectSocketError(run('record_remove', { name: 'apex.home.arpa' }), 'not_found');
+    await unbound.control('local_data_remove apex.home.arpa.');
+    expect(await rows()).to.deep.equal([]);
+  });
+
   it('conflict: a record that exists, a CNAME beside other records, a record beside a CNAME', async () => {
     await run('record_add', { name: 'nas.home.arpa', type: 'A', data: '192.168.77.20' });
     await expectSocketError(run('record_add', { name: 'NAS.home.arpa.', type: 'A', data: '192.168.77.20', ttl: 60 }), 'conflict');
