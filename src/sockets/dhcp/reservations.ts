@@ -85,6 +85,7 @@ export class Reservations {
       if (list.some((r) => r['ip-address'] === args.ip_address)) throw taken('ip_address', `${args.ip_address} is already reserved in subnet ${subnet.id}`);
       if (host && list.some((r) => String(r.hostname ?? '').toLowerCase() === host))
         throw taken('hostname', `${host} is already reserved in subnet ${subnet.id}`);
+      await this.notLeasedToAnother(args.ip_address, hw, taken);
 
       const before = structuredClone(config);
       const entry: KeaReservation = { 'hw-address': hw, 'ip-address': args.ip_address };
@@ -93,7 +94,9 @@ export class Reservations {
       const records = port && host ? recordsOf(host, args.ip_address) : [];
       // the records first: a refusal there (a name taken, a zone) leaves Kea untouched
       if (port)
-        await port.addRecords(records, { reverseOf: subnet.subnet, owner: `dhcp:${subnet.id}:${hw}` }).catch((err: unknown) => refusedByDns(err, records));
+        await port
+          .addRecords(records, { reverseOf: subnet.subnet, owner: `dhcp:${subnet.id}:${hw}`, exclusive: true })
+          .catch((err: unknown) => refusedByDns(err, records));
       try {
         list.push(entry);
         await this.apply(config, before);
@@ -137,6 +140,27 @@ export class Reservations {
       this.deps.log?.info({ subnet_id: subnet.id, hw_address: hw, records_removed: removed }, 'dhcp reservation removed');
       return { removed: true, reservation: reservationView(subnet.id, entry), records_removed: removed };
     });
+  }
+
+  /**
+   * An address Kea has leased to another client (an active lease, not expired) is taken: reserved
+   * for this one, the two clients would fight over it. Without lease_cmds the leases cannot be
+   * read: nothing to compare with.
+   */
+  private async notLeasedToAnother(ip: string, hw: string, taken: (field: string, message: string) => SocketError): Promise<void> {
+    let lease: { 'hw-address'?: unknown; state?: unknown; cltt?: unknown; 'valid-lft'?: unknown } | undefined;
+    try {
+      const answer = await this.deps.kea.call<typeof lease>('lease4-get', { 'ip-address': ip });
+      lease = answer.empty ? undefined : answer.value;
+    } catch (err) {
+      if (err instanceof SocketError && err.code === 'unsupported') return;
+      throw err;
+    }
+    if (!lease || String(lease['hw-address'] ?? '').toLowerCase() === hw) return;
+    if (lease.state !== undefined && lease.state !== 0) return;
+    const ends = typeof lease.cltt === 'number' && typeof lease['valid-lft'] === 'number' ? (lease.cltt + lease['valid-lft']) * 1000 : Infinity;
+    if (ends <= Date.now()) return;
+    throw taken('ip_address', `${ip} is leased to another client (release its lease first)`);
   }
 
   /** The configuration Kea runs. */

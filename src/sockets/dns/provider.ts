@@ -6,7 +6,7 @@ import { SocketError } from '../errors.js';
 import { UnboundControl } from './control.js';
 import { checkData, checkName, DEFAULT_TTL, MAX_TTL, RECORD_TYPES } from './grammar.js';
 import { DnsRecords } from './records.js';
-import type { DnsRecord, DnsRecordInput, DnsRecordsPort, DnsRecordType } from './records-port.js';
+import type { AddRecordsOptions, DnsRecord, DnsRecordInput, DnsRecordsPort, DnsRecordType } from './records-port.js';
 import { RecordStore } from './store.js';
 
 export interface DnsProviderOptions {
@@ -197,7 +197,7 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
   }
 
   /** DnsRecordsPort: every record or none; `reverseOf` lets PTR records into that subnet's reverse zone. */
-  async addRecords(records: DnsRecordInput[], opts: { reverseOf?: string; owner?: string } = {}): Promise<DnsRecord[]> {
+  async addRecords(records: DnsRecordInput[], opts: AddRecordsOptions = {}): Promise<DnsRecord[]> {
     await this.ready();
     return this.guarded(() => this.records.add(records, opts));
   }

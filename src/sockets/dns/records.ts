@@ -14,7 +14,7 @@ import {
   rrLine,
   type ListedRecord,
 } from './grammar.js';
-import type { DnsRecord, DnsRecordInput, DnsRecordType } from './records-port.js';
+import type { AddRecordsOptions, DnsRecord, DnsRecordInput, DnsRecordType } from './records-port.js';
 import type { RecordStore, StoredRecord } from './store.js';
 
 /** What dns:record_remove (or the port) removes: a name's records, of one type, or one record. */
@@ -90,7 +90,7 @@ export class DnsRecords {
    * (with what Unbound serves and what the table holds), then kept in the table and given to
    * Unbound in one command. When Unbound fails, the rows go again and the names are put back.
    */
-  add(inputs: readonly DnsRecordInput[], opts: { reverseOf?: string; owner?: string } = {}, field = (i: number, f: string) => `records[${i}].${f}`) {
+  add(inputs: readonly DnsRecordInput[], opts: AddRecordsOptions = {}, field = (i: number, f: string) => `records[${i}].${f}`) {
     const records = inputs.map((input, i) => this.checked(input, i, opts.reverseOf, field));
     return this.serial(async () => {
       const listed = await this.listed();
@@ -106,6 +106,7 @@ export class DnsRecords {
           if (there.some((e) => e.key === keyOf(r))) throw conflict(`${r.name} already has the ${r.type} record ${r.data}`);
           if (r.type === 'CNAME' && there.length) throw conflict(`${r.name} already has records: a CNAME must be its only record`);
           if (there.some((e) => e.type === 'CNAME')) throw conflict(`${r.name} has a CNAME record: it can hold no other record`);
+          if (opts.exclusive && there.some((e) => e.type === r.type)) throw conflict(`${r.name} already has a ${r.type} record`);
           there.push({ type: r.type, key: keyOf(r) });
           byName.set(r.name, there);
         }

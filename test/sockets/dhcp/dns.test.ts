@@ -99,6 +99,32 @@ describe('dhcp reservations with dns (real Kea, real Unbound)', function () {
     }
   });
 
+  it("dns: true for a name or an address that already resolves (another subnet's reservation, an operator's PTR) is a conflict", async () => {
+    await op('reservation_add', { subnet_id: 1, hw_address: '02:dd:00:00:00:20', ip_address: '192.0.2.20', hostname: 'pc', dns: true });
+    try {
+      // the same host name in another subnet: pc.home.arpa would get a second address
+      const name = await expectSocketError(
+        op('reservation_add', { subnet_id: 2, hw_address: '02:dd:00:00:00:21', ip_address: '198.51.100.20', hostname: 'pc', dns: true }),
+        'conflict',
+      );
+      expect((name.details as any)[0].field).to.equal('hostname');
+      expect(await resolver().resolve4('pc.home.arpa')).to.deep.equal(['192.0.2.20']);
+      // an address whose reverse name holds the operator's PTR: a second PTR is not added
+      expect(await unbound.control('local_data 21.2.0.192.in-addr.arpa. 300 IN PTR router.home.arpa.')).to.equal('ok\n');
+      const address = await expectSocketError(
+        op('reservation_add', { subnet_id: 1, hw_address: '02:dd:00:00:00:22', ip_address: '192.0.2.21', hostname: 'laptop', dns: true }),
+        'conflict',
+      );
+      expect((address.details as any)[0].field).to.equal('ip_address');
+      expect(await resolver().reverse('192.0.2.21')).to.deep.equal(['router.home.arpa']);
+      expect((await keaReservations()).map((r) => r['hw-address'])).to.deep.equal(['02:dd:00:00:00:20']);
+      expect((await rows()).map((r) => r.name)).to.deep.equal(['20.2.0.192.in-addr.arpa.', 'pc.home.arpa.']);
+    } finally {
+      await unbound.control('local_data_remove 21.2.0.192.in-addr.arpa.');
+      await op('reservation_remove', { subnet_id: 1, hw_address: '02:dd:00:00:00:20' });
+    }
+  });
+
   it("Kea's side fails after the records were added: the records are removed again", async () => {
     const file = await fs.promises.readFile(kea.configPath);
     await fs.promises.rm(kea.configPath);

@@ -187,6 +187,34 @@ describe('dhcp provider (real Kea)', function () {
     }
   });
 
+  it("an address Kea has leased to another client is taken (conflict); the client's own lease, or an expired one, is not", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    expect((await kea.command('lease4-add', { 'ip-address': '192.0.2.160', 'hw-address': '02:00:00:00:02:99', 'subnet-id': 1 })).result).to.equal(0);
+    expect((await kea.command('lease4-add', { 'ip-address': '192.0.2.161', 'hw-address': '02:00:00:00:02:01', 'subnet-id': 1 })).result).to.equal(0);
+    const old = { 'ip-address': '192.0.2.162', 'hw-address': '02:00:00:00:02:98', 'subnet-id': 1, 'valid-lft': 60, expire: now - 10 };
+    const added = await kea.command('lease4-add', old);
+    expect(added.result, added.text).to.equal(0);
+    try {
+      const leased = await expectSocketError(
+        op(dhcp, 'reservation_add', { subnet_id: 1, hw_address: '02:00:00:00:02:01', ip_address: '192.0.2.160' }),
+        'conflict',
+      );
+      expect(leased.details).to.deep.equal([{ field: 'ip_address', message: '192.0.2.160 is leased to another client (release its lease first)' }]);
+      expect((await kea.command('config-get')).arguments.Dhcp4.subnet4[0].reservations ?? []).to.deep.equal([]);
+      // the client's own address, and an address whose lease ran out, may be reserved
+      await op(dhcp, 'reservation_add', { subnet_id: 1, hw_address: '02:00:00:00:02:01', ip_address: '192.0.2.161' });
+      await op(dhcp, 'reservation_add', { subnet_id: 1, hw_address: '02:00:00:00:02:02', ip_address: '192.0.2.162' });
+      await op(dhcp, 'reservation_remove', { subnet_id: 1, hw_address: '02:00:00:00:02:01' });
+      await op(dhcp, 'reservation_remove', { subnet_id: 1, hw_address: '02:00:00:00:02:02' });
+      // released, the address is free
+      await op(dhcp, 'lease_release', { ip_address: '192.0.2.160' });
+      await op(dhcp, 'reservation_add', { subnet_id: 1, hw_address: '02:00:00:00:02:01', ip_address: '192.0.2.160' });
+      await op(dhcp, 'reservation_remove', { subnet_id: 1, hw_address: '02:00:00:00:02:01' });
+    } finally {
+      for (const ip of ['192.0.2.160', '192.0.2.161', '192.0.2.162']) await kea.command('lease4-del', { 'ip-address': ip });
+    }
+  });
+
   it('a configuration file Kea cannot write: the reservation is refused and Kea runs the configuration it had', async () => {
     const file = await fs.promises.readFile(kea.configPath);
     await fs.promises.rm(kea.configPath);
