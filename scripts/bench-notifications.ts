@@ -20,6 +20,7 @@ import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import Database from 'better-sqlite3';
+import knex from 'knex';
 import WebSocket from 'ws';
 import { spawnService } from '../test/support/process.js';
 import { ADMIN, basic } from '../test/support/service.js';
@@ -95,6 +96,17 @@ function commitCost(dir: string): number {
   }
 }
 
+/** PostgreSQL's backends serving `database` (a local server: their CPU is read from /proc), CPU seconds so far by pid. */
+async function backendCpu(admin: knex.Knex | null, database: string | null): Promise<Map<number, number>> {
+  if (!admin || !database) return new Map();
+  const rows: { pid: number }[] = await admin('pg_stat_activity').where({ datname: database }).select('pid');
+  return new Map(rows.map((r) => [r.pid, cpuSeconds(r.pid)]));
+}
+
+/** CPU seconds the backends used between two readings (one that appeared in between counts from zero). */
+const backendDelta = (before: Map<number, number>, after: Map<number, number>) =>
+  [...after].reduce((sum, [pid, t]) => sum + (Number.isNaN(t) ? 0 : t - (before.get(pid) ?? 0)), 0);
+
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
@@ -164,17 +176,24 @@ async function main() {
     // CPU of each server per persisted notification: on a saturated machine its inverse is the rate
     const cpu = { service: [] as number[], plain: [] as number[] };
     const pids = { service: svc.child.pid, plain: plain.child.pid };
+    // on PostgreSQL, the CPU of each side's backends too (what a commit per row costs the server)
+    const pgAdmin = db.url ? knex({ client: 'pg', connection: process.env.SERVICE_BENCH_DATABASE_URL, pool: { min: 0, max: 1 } }) : null;
+    const databases = { service: db.url ? new URL(db.url).pathname.slice(1) : null, plain: plainDb.url ? new URL(plainDb.url).pathname.slice(1) : null };
+    const serverCpu = { service: [] as number[], plain: [] as number[] };
     const post = { p50: [] as number[], p99: [] as number[], non2xx: 0 };
     for (let round = 0; round < ROUNDS; round++) {
       for (const name of round % 2 ? (['plain', 'service'] as const) : (['service', 'plain'] as const)) {
         const side = sides[name];
         const before = await side.count();
         const cpuBefore = cpuSeconds(pids[name]);
+        const backendsBefore = await backendCpu(pgAdmin, databases[name]);
         const result = await load(side.url, json, body);
         const cpuAfter = cpuSeconds(pids[name]);
+        const backendsAfter = await backendCpu(pgAdmin, databases[name]);
         const after = await side.count();
         rates[name].push((after - before) / result.duration);
         cpu[name].push(((cpuAfter - cpuBefore) / (after - before)) * 1e6);
+        serverCpu[name].push((backendDelta(backendsBefore, backendsAfter) / (after - before)) * 1e6);
         if (name === 'service') {
           post.p50.push(result.latency.p50);
           post.p99.push(result.latency.p99);
@@ -183,6 +202,7 @@ async function main() {
       }
     }
     const commitsAfter = await groupCommit(svc.url);
+    await pgAdmin?.destroy();
     probes.push(commitCost(plainDir));
     await new Promise((r) => setTimeout(r, 1000));
     // the pushes of the timed load only (the bulk requests below push too)
@@ -219,8 +239,13 @@ async function main() {
       `service / plain                                       ${(median(rates.service) / median(rates.plain)).toFixed(2)}x of the medians; rounds ${list(ratios, 2)}, median ${median(ratios).toFixed(2)}x (goal >= 1.5x)`,
     );
     console.log(
-      `CPU per persisted notification (median), its process  service ${Math.round(median(cpu.service))} µs, plain ${Math.round(median(cpu.plain))} µs (the database server's not counted)`,
+      `CPU per persisted notification (median), its process  service ${Math.round(median(cpu.service))} µs, plain ${Math.round(median(cpu.plain))} µs`,
     );
+    if (db.url) {
+      console.log(
+        `  and its PostgreSQL backends                         service ${Math.round(median(serverCpu.service))} µs, plain ${Math.round(median(serverCpu.plain))} µs`,
+      );
+    }
     if (commitsBefore && commitsAfter) {
       const batches = commitsAfter.batches - commitsBefore.batches;
       const written = commitsAfter.notifications - commitsBefore.notifications;
