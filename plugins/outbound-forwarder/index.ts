@@ -81,6 +81,7 @@ export function setup(ctx: PluginContext): void {
     {
       method: 'GET',
       path: '/status',
+      operationId: 'getOutboundForwarderStatus',
       summary: 'Outbound forwarder: what it delivered, retried, dropped, and the last failure',
       permission: `plugin:${ctx.id}:deliveries.read`,
       responses: {
@@ -109,6 +110,7 @@ export function setup(ctx: PluginContext): void {
     {
       method: 'POST',
       path: '/test',
+      operationId: 'testOutboundForwarder',
       summary: 'Outbound forwarder: queue a test delivery',
       responses: {
         202: { description: 'queued', schema: Joi.object({ status: Joi.string().valid('queued') }) },

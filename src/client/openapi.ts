@@ -2733,7 +2733,85 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "events": [],
+                     *       "events": [
+                     *         {
+                     *           "seq": 17,
+                     *           "id": "e4b99b9c-aa5c-43ad-ae54-8c16e286e00f",
+                     *           "at": "2026-11-28T01:21:17.399Z",
+                     *           "actor": {
+                     *             "user_id": "4aa42cac-6085-485f-948a-0450845849ab",
+                     *             "username": "admin",
+                     *             "method": "basic",
+                     *             "ip": "127.0.0.1"
+                     *           },
+                     *           "action": "settings.changed",
+                     *           "target": {
+                     *             "type": "settings",
+                     *             "id": "auth",
+                     *             "name": "login settings"
+                     *           },
+                     *           "outcome": "success",
+                     *           "details": {
+                     *             "fields": [
+                     *               "ldap_url",
+                     *               "ldap_bind_password"
+                     *             ]
+                     *           },
+                     *           "hash": "a591c2c57ec8a7eff8b0f03dfdf1375f2fbbb9ff5a76f4cdbe04d64f22018758"
+                     *         },
+                     *         {
+                     *           "seq": 16,
+                     *           "id": "3ca703e2-fc98-4a00-bae7-ae143a496d90",
+                     *           "at": "2026-11-28T01:21:17.327Z",
+                     *           "actor": {
+                     *             "user_id": "4aa42cac-6085-485f-948a-0450845849ab",
+                     *             "username": "admin",
+                     *             "method": "basic",
+                     *             "ip": "127.0.0.1"
+                     *           },
+                     *           "action": "settings.changed",
+                     *           "target": {
+                     *             "type": "settings",
+                     *             "id": "auth",
+                     *             "name": "login settings"
+                     *           },
+                     *           "outcome": "success",
+                     *           "details": {
+                     *             "fields": [
+                     *               "ldap_url",
+                     *               "ldap_base_dn",
+                     *               "ldap_bind_dn"
+                     *             ]
+                     *           },
+                     *           "hash": "4084f1d26d14818847f2e3a4ea1d2dd8d855156e8c7da4be695ebdfd0a26a030"
+                     *         },
+                     *         {
+                     *           "seq": 15,
+                     *           "id": "f279d3fe-f669-4878-87b9-730e271ed699",
+                     *           "at": "2026-11-28T01:21:17.267Z",
+                     *           "actor": {
+                     *             "user_id": "4aa42cac-6085-485f-948a-0450845849ab",
+                     *             "username": "admin",
+                     *             "method": "basic",
+                     *             "ip": "127.0.0.1"
+                     *           },
+                     *           "action": "settings.changed",
+                     *           "target": {
+                     *             "type": "settings",
+                     *             "id": "auth",
+                     *             "name": "login settings"
+                     *           },
+                     *           "outcome": "success",
+                     *           "details": {
+                     *             "fields": [
+                     *               "ldap_url",
+                     *               "ldap_base_dn",
+                     *               "ldap_bind_dn"
+                     *             ]
+                     *           },
+                     *           "hash": "4ccda0544d0fc9af41013a8417f7d1e29b5ba11b0a72b000efb66b166d76759d"
+                     *         }
+                     *       ],
                      *       "next_before": null
                      *     }
                      */
@@ -2772,8 +2850,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "username": "badger",
-                 *       "password": "xxxxxx-xxxxx-xxxx"
+                 *       "username": "carl",
+                 *       "password": "xxxx-xxxxxxxx-0"
                  *     }
                  */
                 "application/json": {
@@ -2791,16 +2869,16 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "token": "svs_00XxxX0xXXxxxx00X0XXXXxxXXxXXx-x0-x0xx0XxXX",
-                     *       "token_type": "xxxxxxx",
-                     *       "expires_at": "2026-11-28T13:07:13.860Z",
+                     *       "token": "svs_XXXx00xxxXXxXXxXx00x00XxxxxXxXxx00xxxX_xxxX",
+                     *       "token_type": "session",
+                     *       "expires_at": "2026-11-28T13:19:20.531Z",
                      *       "user": {
-                     *         "id": "7eabc46e-1b7e-4f74-8943-26c083d599e5",
-                     *         "username": "badger",
-                     *         "display_name": null,
-                     *         "email": null,
+                     *         "id": "adc8d1e9-62ff-4d7c-b33f-7bc483651029",
+                     *         "username": "carl",
+                     *         "display_name": "Carl",
+                     *         "email": "carl@example.test",
                      *         "groups": [
-                     *           "INT_VIEWER"
+                     *           "INT_USER"
                      *         ]
                      *       }
                      *     }
@@ -2857,7 +2935,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "mfa_token": "svm_0_XxXxxXXXXXxxxXX0x0XXX0XxxxXXxXXXxXXXxXXXX",
+                 *       "mfa_token": "svm_xXxxX0XXxX00xxXxxX0xxX0XxxXXxXxxxxxxxx00XXX",
                  *       "code": "000000"
                  *     }
                  */
@@ -2882,16 +2960,16 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "token": "svs_xXXxXxXxXXXxxX0XxXXxXxX-Xxxx-xXxX000XxX0xxx",
-                     *       "token_type": "xxxxxxx",
-                     *       "expires_at": "2026-11-28T13:07:30.219Z",
+                     *       "token": "svs_XxxXxXXX0-xx0XXX0xxXx0X0X-0x0XxxX0xxXxXxxX0",
+                     *       "token_type": "session",
+                     *       "expires_at": "2026-11-28T13:19:35.972Z",
                      *       "user": {
-                     *         "id": "0de7d019-5b73-4adf-8076-7ef14a55d3b9",
-                     *         "username": "admin",
+                     *         "id": "94914dd2-5d73-476a-8bc1-33bad2f376ec",
+                     *         "username": "alice",
                      *         "display_name": null,
                      *         "email": null,
                      *         "groups": [
-                     *           "INT_ADMIN"
+                     *           "INT_USER"
                      *         ]
                      *       }
                      *     }
@@ -3068,7 +3146,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "code": "xx0x0-xxxxx"
+                 *       "code": "000000"
                  *     }
                  */
                 "application/json": {
@@ -3136,7 +3214,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "code": "svc_XXXxxXXxxXXxXXXxxxX0XX0xxXXxxXxX0XXxX0xXXxx"
+                 *       "code": "svc_x0XXx0XxXxXxxxXXXX00xxXXXxxxXXxxxXxXXxXX0XX"
                  *     }
                  */
                 "application/json": {
@@ -3153,11 +3231,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "token": "svs_X_xXxxXxXXxxXxXx0x0Xxx0xXx00xXxx0XXx0xxxXXx",
-                     *       "token_type": "xxxxxxx",
-                     *       "expires_at": "2026-11-28T13:02:52.893Z",
+                     *       "token": "svs_X_xXxxXxXXxxxx0xxx0XxXXxx0Xx000xxxx0xXxx0X0",
+                     *       "token_type": "session",
+                     *       "expires_at": "2026-11-28T13:20:58.856Z",
                      *       "user": {
-                     *         "id": "27df7193-bc47-47fe-b682-49d3425349b5",
+                     *         "id": "a4cdff3b-c117-48f1-b708-742846912b9f",
                      *         "username": "alice",
                      *         "display_name": "Alice Example",
                      *         "email": "alice@example.test",
@@ -3202,13 +3280,13 @@ export interface operations {
                  * @example {
                  *       "flow": "passwordless",
                  *       "response": {
-                 *         "id": "iuT9bHsYgDTmEu4LiTzWW-YgPDrikSW_EHdZlxZTStY",
-                 *         "rawId": "iuT9bHsYgDTmEu4LiTzWW-YgPDrikSW_EHdZlxZTStY",
+                 *         "id": "Lm7-Fp3laNq5z85XOieYnx7DWWpWTT0WA8W1QeMZyx8",
+                 *         "rawId": "Lm7-Fp3laNq5z85XOieYnx7DWWpWTT0WA8W1QeMZyx8",
                  *         "response": {
                  *           "authenticatorData": "SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAg",
-                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoiQjNLM3ZyOHdOT0xBOXFJb3M3Um52XzRXUVFIVFZldE9SdHBmRmt4LVVMbyIsIm9yaWdpbiI6Imh0dHA6Ly9sb2NhbGhvc3Q6Mzg1ODciLCJjcm9zc09yaWdpbiI6ZmFsc2V9",
-                 *           "signature": "XxXXxXXxx-XXxXxxX_xxxxx0x0xxxxX0xxxXxX0X-XXxxxxX_xxx0XxXXxXxXxxxXx0x00X_xXX-xXXxXX0_Xx",
-                 *           "userHandle": "MjZlOWQ3ODItMWM4Ni00MGYxLWJlODAtOTAxZjZiODA3YWRl"
+                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uZ2V0IiwiY2hhbGxlbmdlIjoiYUhMb2ZLNlVnYkFPNnNYOFNNUWNmQWZsal9lS2Y0djAzZG1DQ3psVVVZQSIsIm9yaWdpbiI6Imh0dHA6Ly9sb2NhbGhvc3Q6NDAyNjkiLCJjcm9zc09yaWdpbiI6ZmFsc2V9",
+                 *           "signature": "xxx0XXxXx000XXX00XXXx000X0X0xXxXXxXxXXXxXxXX0X0X-0XXxx-0XxX0-XX0XXX0X0X0xxxXxX0XXXXxXX",
+                 *           "userHandle": "YWYxODBjYjYtM2VlZC00YzM4LWJmMzAtYWYyNzI4MzI2NTdh"
                  *         },
                  *         "type": "public-key",
                  *         "clientExtensionResults": {},
@@ -3239,11 +3317,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "token": "svs_X00XxxXXxXXxx-XXXxXxX0XxXxXxx-X00xxXXXxxxxx",
-                     *       "token_type": "xxxxxxx",
-                     *       "expires_at": "2026-11-28T13:07:40.414Z",
+                     *       "token": "svs_XxxXXxxXX-Xxx-x0xX00xxxxx0xxxXxXxxxx0XxXxxX",
+                     *       "token_type": "session",
+                     *       "expires_at": "2026-11-28T13:26:47.453Z",
                      *       "user": {
-                     *         "id": "26e9d782-1c86-40f1-be80-901f6b807ade",
+                     *         "id": "af180cb6-3eed-4c38-bf30-af272832657a",
                      *         "username": "paula",
                      *         "display_name": "Paula Passkey",
                      *         "email": null,
@@ -3317,7 +3395,7 @@ export interface operations {
                      *       "flow": "passwordless",
                      *       "options": {
                      *         "rpId": "localhost",
-                     *         "challenge": "B3K3vr8wNOLA9qIos7Rnv_4WQQHTVetORtpfFkx-ULo",
+                     *         "challenge": "aHLofK6UgbAO6sX8SMQcfAflj_eKf4v03dmCCzlUUYA",
                      *         "allowCredentials": [],
                      *         "timeout": 120000,
                      *         "userVerification": "required"
@@ -3430,9 +3508,7 @@ export interface operations {
                      *             "api:write"
                      *           ],
                      *           "members": [
-                     *             "bot",
-                     *             "paula",
-                     *             "tom"
+                     *             "bot"
                      *           ]
                      *         },
                      *         {
@@ -3480,9 +3556,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "name": "runners",
+                 *       "name": "ops",
                  *       "permissions": [
-                 *         "socket:container:spawn"
+                 *         "feature:notifications.broadcast"
                  *       ]
                  *     }
                  */
@@ -3502,10 +3578,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "name": "runners",
+                     *       "name": "ops",
                      *       "description": "",
                      *       "permissions": [
-                     *         "socket:container:spawn"
+                     *         "feature:notifications.broadcast"
                      *       ],
                      *       "members": []
                      *     }
@@ -3561,14 +3637,11 @@ export interface operations {
                     /**
                      * @example {
                      *       "name": "INT_VIEWER",
-                     *       "description": "read-only access",
+                     *       "description": "edited",
                      *       "permissions": [
-                     *         "feature:dashboard.view",
                      *         "api:read"
                      *       ],
-                     *       "members": [
-                     *         "operator"
-                     *       ]
+                     *       "members": []
                      *     }
                      */
                     "application/json": components["schemas"]["Group"];
@@ -3668,7 +3741,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "name": "runner-ops"
+                 *       "name": "developers"
                  *     }
                  */
                 "application/json": {
@@ -3687,12 +3760,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "name": "runner-ops",
-                     *       "description": "",
+                     *       "name": "developers",
+                     *       "description": "developers",
                      *       "permissions": [
-                     *         "socket:container:spawn"
+                     *         "api:write"
                      *       ],
-                     *       "members": []
+                     *       "members": [
+                     *         "dev1"
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["Group"];
@@ -3751,14 +3826,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "952a14ed-86eb-4332-849c-adba2fb53cfc",
-                     *       "username": "operator",
+                     *       "id": "4f6ad67e-dd0f-444f-8fc6-904a5dc89f5e",
+                     *       "username": "weakling",
                      *       "display_name": null,
-                     *       "email": "operator@example.org",
-                     *       "groups": [
-                     *         "INT_VIEWER",
-                     *         "runners"
-                     *       ],
+                     *       "email": null,
+                     *       "groups": [],
                      *       "roles": [],
                      *       "method": "basic",
                      *       "is_system": false
@@ -3804,7 +3876,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "username": "plainadmin",
+                     *       "username": "admin",
                      *       "groups": [
                      *         "INT_ADMIN"
                      *       ],
@@ -3862,14 +3934,14 @@ export interface operations {
                      * @example {
                      *       "keys": [
                      *         {
-                     *           "id": "9f1ced81-45de-4f99-a761-21ce1f55cce6",
+                     *           "id": "e989c768-0a3d-477b-b7e7-ec8bbc2c081b",
                      *           "kind": "session",
                      *           "label": "web session (local)",
-                     *           "prefix": "svs_Kdy1ms",
+                     *           "prefix": "svs_GMAn26",
                      *           "scopes": null,
-                     *           "created_at": "2026-11-28T01:07:39.019Z",
-                     *           "last_used_at": "2026-11-28T01:07:39.036Z",
-                     *           "expires_at": "2026-11-28T13:07:39.018Z",
+                     *           "created_at": "2026-11-28T01:19:20.531Z",
+                     *           "last_used_at": "2026-11-28T01:19:20.667Z",
+                     *           "expires_at": "2026-11-28T13:19:20.531Z",
                      *           "current": true
                      *         }
                      *       ]
@@ -3923,7 +3995,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "label": "own"
+                 *       "label": "from the UI"
                  *     }
                  */
                 "application/json": {
@@ -3946,15 +4018,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "26695b91-40d5-4a0d-9c82-9c17461deeee",
+                     *       "id": "6b89020f-7f8d-44b5-960d-ce36148d2cb4",
                      *       "kind": "key",
-                     *       "label": "own",
-                     *       "prefix": "svk_vBfZF9",
+                     *       "label": "from the UI",
+                     *       "prefix": "svk_A-5rhL",
                      *       "scopes": null,
-                     *       "created_at": "2026-11-28T01:07:13.452Z",
+                     *       "created_at": "2026-11-28T01:19:22.433Z",
                      *       "last_used_at": null,
                      *       "expires_at": null,
-                     *       "token": "svk_xXxXX0XX0XX0xX-xxXx_XxXxx00x_xxxX0x_XXXXXX0"
+                     *       "token": "svk_X-0xxXx0xX0xXxxx00XX000XXX0XXX_xxxxx0XXxXxX"
                      *     }
                      */
                     "application/json": {
@@ -4055,7 +4127,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "revoked": 1
+                     *       "revoked": 3
                      *     }
                      */
                     "application/json": {
@@ -4144,9 +4216,9 @@ export interface operations {
                     /**
                      * @example {
                      *       "recovery_codes": [
-                     *         "x00x0-xxxxx",
-                     *         "yezex-xxxxx",
-                     *         "0x0xx-x0x0x"
+                     *         "xxxxx-xxxxx",
+                     *         "xxxxx-xxxx0",
+                     *         "0xx0x-xx0xx"
                      *       ]
                      *     }
                      */
@@ -4190,7 +4262,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "current_password": "tom-xxxxxxxx-0"
+                 *       "current_password": "xxxx-xxxxxxxx-0"
                  *     }
                  */
                 "application/json": {
@@ -4208,9 +4280,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "secret": "XXXXXX0X0XXX0XXXXX0XXXXXXXXXXXXX",
-                     *       "otpauth_uri": "xxxxxxx://xxxx/xxxxxxxxx%0X0000:xxxxx?xxxxxx=xxxxxxxxx%0X0000&xxxxxx=XXXXXX0X0XXX0XXXXX0XXXXXXXXXXXXX&xxxxxxxxx=XXX0&xxxxxx=0&xxxxxx=00",
-                     *       "qr_svg": "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 51 51\" shape-rendering=\"crispEdges\"><path fill=\"#ffffff\" d=\"M0 0h51v51H0z\"/><path stroke=\"#000000\" d=\"M1 1.5h7m1 0h1m1 0h1m1 0h3m1 0h3m1 0h1m1 0h2m3 0h1m3 0h1m3 0h1m4 0h1m1 0h7M1 2.5h1m5 0h1m1 0h1m1 0h2m1 0h4m1 0h3m1 0h1m2 0h4m1 0h1m4 0h1m2 0h3m1 0h1m5 0h1M1 3.5h1m1 0h3m1 0h1m1 0h5m4 0h1m1 0h4m1 0h3m2 0h1m2 0h1m4 0h1m1 0h2m1 0h1m1 0h3m1 0h1M1 4.5h1m1 0h3m1 0h1m2 0h4m2 0h2m1 0h1m1 0h4m2 0h1m1 0h2m2 0h1m1 0h2m1 0h1m1 0h1m2 0h1m1 0h3m1 0h1M1 5.5h1m1 0h3m1 0h1m1 0h1m1 0h3m4 0h1m1 0h1m1 0h7m2 0h1m4 0h3m4 0h1m1 0h3m1 0h1M1 6.5h1m5 0h1m2 0h3m5 0h2m1 0h1m1 0h1m3 0h3m2 0h1m4 0h3m3 0h1m5 0h1M1 7.5h7m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h7M10 8.5h2m3 0h2m1 0h2m3 0h1m3 0h3m4 0h1m1 0h1m1 0h4M1 9.5h1m2 0h7m2 0h2m1 0h1m4 0h7m1 0h1m1 0h2m1 0h4m1 0h1m2 0h1m2 0h1m1 0h3M2 10.5h1m3 0h1m1 0h3m5 0h1m6 0h1m3 0h2m2 0h1m1 0h1m1 0h2m1 0h2m3 0h1m1 0h2m1 0h1M2 11.5h2m1 0h1m1 0h1m2 0h1m2 0h2m3 0h1m1 0h1m1 0h1m3 0h1m1 0h1m4 0h5m3 0h1m5 0h1m1 0h1M6 12.5h1m2 0h3m1 0h1m2 0h1m1 0h2m4 0h1m3 0h1m1 0h2m1 0h1m1 0h2m3 0h2m1 0h2m1 0h1m2 0h1M1 13.5h1m1 0h2m2 0h3m1 0h2m2 0h2m1 0h2m1 0h1m1 0h4m1 0h2m3 0h1m3 0h1m1 0h2m1 0h2m1 0h1m1 0h2M5 14.5h2m2 0h3m1 0h4m1 0h1m1 0h2m3 0h1m1 0h2m3 0h2m1 0h2m2 0h7m1 0h2M2 15.5h3m1 0h2m3 0h1m1 0h4m6 0h8m1 0h5m1 0h2m7 0h3M4 16.5h1m3 0h1m3 0h1m8 0h1m1 0h1m2 0h4m1 0h3m1 0h1m1 0h1m1 0h1m1 0h1m1 0h2m3 0h1M3 17.5h3m1 0h2m1 0h2m5 0h1m2 0h1m3 0h2m2 0h1m2 0h1m1 0h1m2 0h2m2 0h3m1 0h2M3 18.5h1m4 0h1m2 0h1m1 0h1m1 0h1m1 0h2m2 0h1m1 0h1m1 0h1m1 0h6m2 0h3m2 0h5m1 0h2M1 19.5h2m2 0h1m1 0h1m1 0h1m3 0h2m3 0h1m1 0h2m1 0h1m3 0h3m1 0h3m1 0h3m1 0h1m5 0h5M1 20.5h3m2 0h1m3 0h1m5 0h2m1 0h1m1 0h2m1 0h1m1 0h4m1 0h1m2 0h2m1 0h1m1 0h3m4 0h1M1 21.5h1m1 0h2m2 0h3m1 0h2m1 0h7m1 0h1m2 0h1m2 0h3m1 0h2m4 0h1m1 0h1m1 0h1M5 22.5h1m2 0h1m1 0h2m4 0h3m3 0h2m1 0h1m1 0h1m2 0h2m1 0h4m1 0h2m1 0h1m1 0h3m1 0h1m1 0h1M1 23.5h1m1 0h1m1 0h6m1 0h3m5 0h10m3 0h3m5 0h5m1 0h2M1 24.5h1m1 0h1m1 0h1m3 0h1m1 0h2m1 0h1m3 0h2m1 0h3m3 0h1m2 0h6m4 0h2m3 0h3m1 0h1M2 25.5h4m1 0h1m1 0h1m2 0h4m2 0h1m1 0h1m2 0h1m1 0h1m1 0h1m1 0h5m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m3 0h1M1 26.5h1m1 0h3m3 0h2m4 0h1m1 0h2m2 0h3m3 0h2m2 0h3m2 0h1m2 0h3m3 0h1m1 0h1M5 27.5h5m1 0h1m1 0h6m4 0h5m1 0h1m2 0h2m2 0h1m1 0h2m1 0h5m2 0h2M1 28.5h1m1 0h2m1 0h1m2 0h2m3 0h1m1 0h4m2 0h2m1 0h3m1 0h3m3 0h1m3 0h3m1 0h3m2 0h1M1 29.5h16m4 0h2m2 0h1m1 0h1m4 0h6m4 0h3m2 0h1M10 30.5h1m1 0h1m4 0h1m1 0h7m2 0h1m1 0h1m4 0h4m3 0h1m3 0h1m1 0h1M3 31.5h3m1 0h3m5 0h1m1 0h2m1 0h1m1 0h2m1 0h5m5 0h3m1 0h2m1 0h1m3 0h1m2 0h1M1 32.5h1m1 0h1m5 0h2m2 0h1m3 0h2m3 0h2m1 0h1m4 0h1m1 0h4m1 0h1m4 0h1m1 0h2m1 0h3M2 33.5h1m1 0h1m2 0h1m1 0h1m1 0h1m1 0h2m2 0h1m3 0h1m11 0h2m2 0h3m1 0h1m5 0h3M1 34.5h1m3 0h1m2 0h1m1 0h2m1 0h3m1 0h2m2 0h3m2 0h2m2 0h1m3 0h1m2 0h1m2 0h2m1 0h3m1 0h2M5 35.5h4m1 0h1m1 0h2m1 0h1m2 0h2m2 0h2m1 0h3m1 0h4m1 0h1m1 0h1m1 0h3m1 0h5m1 0h1M1 36.5h1m1 0h3m2 0h3m1 0h1m1 0h2m1 0h1m1 0h1m3 0h2m1 0h3m2 0h3m1 0h6m4 0h5M3 37.5h1m3 0h1m3 0h2m1 0h9m5 0h1m1 0h4m2 0h1m3 0h2m2 0h1m1 0h1m2 0h1M3 38.5h1m5 0h3m2 0h2m5 0h1m3 0h2m4 0h1m2 0h1m2 0h1m1 0h1m1 0h3m1 0h1m2 0h2M2 39.5h1m3 0h2m1 0h1m2 0h1m1 0h1m2 0h1m3 0h1m3 0h3m1 0h1m2 0h1m1 0h1m1 0h1m2 0h1m1 0h3M2 40.5h3m3 0h2m1 0h1m2 0h1m1 0h1m2 0h1m2 0h4m4 0h3m2 0h1m2 0h1m1 0h2m2 0h4m1 0h1M1 41.5h3m3 0h2m6 0h4m4 0h5m2 0h1m2 0h1m1 0h1m1 0h1m1 0h7m1 0h3M9 42.5h6m2 0h1m2 0h1m2 0h1m3 0h2m2 0h2m1 0h5m2 0h1m3 0h1M1 43.5h7m1 0h3m1 0h1m1 0h2m2 0h1m1 0h3m1 0h1m1 0h3m2 0h5m1 0h1m2 0h1m1 0h1m1 0h2m1 0h2M1 44.5h1m5 0h1m1 0h3m2 0h1m1 0h1m2 0h1m2 0h2m3 0h3m2 0h1m3 0h1m1 0h1m2 0h1m3 0h2M1 45.5h1m1 0h3m1 0h1m1 0h2m1 0h1m2 0h1m1 0h1m1 0h1m2 0h10m3 0h4m2 0h8M1 46.5h1m1 0h3m1 0h1m1 0h1m2 0h2m3 0h1m3 0h1m1 0h2m1 0h1m1 0h2m1 0h3m1 0h1m1 0h1m2 0h1m1 0h3m4 0h1M1 47.5h1m1 0h3m1 0h1m3 0h3m1 0h1m3 0h4m1 0h2m7 0h1m3 0h1m1 0h2m3 0h2m1 0h1m1 0h1M1 48.5h1m5 0h1m5 0h2m3 0h1m3 0h1m1 0h9m2 0h1m1 0h1m1 0h6m2 0h3M1 49.5h7m1 0h4m1 0h1m2 0h1m1 0h1m2 0h3m1 0h4m1 0h3m1 0h2m2 0h2m2 0h3m1 0h1m1 0h1\"/></svg>\n"
+                     *       "secret": "XXXXXX00XXX0XX0XXXXXX0XX0XXXXXX0",
+                     *       "otpauth_uri": "otpauth://totp/localhost%3A8080:alice?issuer=localhost%3A8080&secret=XXXXXX00XXX0XX0XXXXXX0XX0XXXXXX0&algorithm=SHA1&digits=6&period=30",
+                     *       "qr_svg": "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 51 51\" shape-rendering=\"crispEdges\"><path fill=\"#ffffff\" d=\"M0 0h51v51H0z\"/><path stroke=\"#000000\" d=\"M1 1.5h7m4 0h2m1 0h1m1 0h1m3 0h1m4 0h5m2 0h1m1 0h1m2 0h1m2 0h1m1 0h7M1 2.5h1m5 0h1m4 0h4m1 0h2m1 0h1m1 0h2m5 0h1m1 0h4m1 0h1m1 0h4m1 0h1m5 0h1M1 3.5h1m1 0h3m1 0h1m1 0h1m2 0h2m2 0h1m3 0h3m2 0h1m1 0h1m1 0h2m1 0h2m1 0h1m4 0h2m1 0h1m1 0h3m1 0h1M1 4.5h1m1 0h3m1 0h1m1 0h1m1 0h5m2 0h2m4 0h1m3 0h1m1 0h1m3 0h1m1 0h3m1 0h1m2 0h1m1 0h3m1 0h1M1 5.5h1m1 0h3m1 0h1m1 0h2m2 0h3m2 0h11m1 0h2m1 0h1m3 0h2m4 0h1m1 0h3m1 0h1M1 6.5h1m5 0h1m1 0h1m6 0h3m2 0h3m3 0h1m2 0h1m1 0h1m1 0h3m1 0h2m3 0h1m5 0h1M1 7.5h7m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h7M9 8.5h3m6 0h6m3 0h1m1 0h1m2 0h2m2 0h1m4 0h1M1 9.5h1m1 0h5m2 0h1m1 0h4m4 0h8m3 0h1m2 0h1m1 0h4m1 0h1m1 0h5M1 10.5h2m1 0h3m1 0h1m2 0h3m1 0h1m1 0h3m1 0h2m6 0h1m1 0h1m2 0h1m1 0h1m1 0h1m1 0h2m1 0h1m3 0h2M2 11.5h6m1 0h2m3 0h3m3 0h3m1 0h1m1 0h3m1 0h1m3 0h2m1 0h1m1 0h1m1 0h2m2 0h1m1 0h3M3 12.5h2m4 0h1m2 0h1m6 0h1m2 0h2m5 0h1m1 0h1m1 0h1m4 0h2m2 0h2m3 0h3M1 13.5h2m1 0h1m1 0h2m1 0h1m3 0h2m2 0h1m1 0h2m4 0h1m1 0h2m1 0h1m1 0h1m1 0h1m1 0h2m1 0h2m2 0h1M2 14.5h3m1 0h1m4 0h1m1 0h1m3 0h2m3 0h1m2 0h2m7 0h3m2 0h5m1 0h4M3 15.5h2m2 0h1m1 0h1m4 0h1m1 0h1m2 0h2m3 0h2m1 0h2m1 0h1m2 0h1m1 0h2m2 0h3m2 0h1m3 0h2M2 16.5h2m1 0h1m2 0h1m3 0h2m5 0h1m2 0h1m3 0h1m4 0h2m1 0h1m2 0h1m5 0h6M1 17.5h5m1 0h3m1 0h1m2 0h1m1 0h1m2 0h3m3 0h1m1 0h2m1 0h2m5 0h1m1 0h3m2 0h1m3 0h1M4 18.5h2m2 0h2m3 0h1m2 0h1m4 0h2m1 0h2m1 0h1m3 0h2m1 0h1m2 0h1m5 0h2m3 0h1M1 19.5h1m2 0h2m1 0h1m2 0h1m2 0h1m1 0h1m2 0h1m5 0h1m1 0h1m1 0h1m1 0h2m5 0h2m2 0h2m1 0h1m1 0h1m2 0h1M1 20.5h1m1 0h1m4 0h1m2 0h1m1 0h1m3 0h2m1 0h1m3 0h1m4 0h1m1 0h3m1 0h1m1 0h2m2 0h1m1 0h3M1 21.5h2m3 0h2m2 0h3m3 0h1m1 0h1m1 0h4m1 0h2m1 0h1m1 0h1m2 0h1m1 0h1m4 0h2m2 0h1m2 0h1M3 22.5h1m2 0h1m1 0h3m7 0h2m2 0h1m2 0h1m2 0h4m4 0h1m1 0h1m1 0h1m2 0h2m1 0h1m1 0h1M1 23.5h1m1 0h8m2 0h3m2 0h2m3 0h8m3 0h4m1 0h1m1 0h5m1 0h1M1 24.5h5m3 0h1m4 0h1m1 0h3m2 0h1m1 0h1m3 0h3m1 0h3m2 0h1m4 0h1m3 0h1m2 0h2M2 25.5h4m1 0h1m1 0h1m1 0h3m1 0h2m4 0h1m1 0h1m1 0h1m1 0h1m3 0h1m4 0h3m2 0h1m1 0h1m1 0h1m1 0h1m1 0h1M2 26.5h1m2 0h1m3 0h1m2 0h1m1 0h3m2 0h2m1 0h2m3 0h1m3 0h1m2 0h1m1 0h1m1 0h1m2 0h1m3 0h3M2 27.5h1m2 0h5m2 0h1m2 0h4m1 0h8m5 0h1m1 0h2m2 0h1m1 0h9M1 28.5h1m3 0h1m3 0h1m1 0h9m3 0h1m1 0h2m1 0h1m1 0h2m1 0h3m3 0h1m3 0h2m1 0h1m1 0h1M1 29.5h2m1 0h2m1 0h2m1 0h5m3 0h1m3 0h1m1 0h2m4 0h1m1 0h1m1 0h2m1 0h1m1 0h1m3 0h3m1 0h2M2 30.5h1m1 0h3m4 0h2m5 0h4m3 0h1m3 0h1m4 0h1m2 0h1m2 0h2m5 0h1M1 31.5h2m1 0h1m1 0h2m2 0h2m1 0h1m1 0h3m1 0h1m1 0h2m1 0h2m2 0h1m1 0h1m1 0h2m3 0h1m2 0h2m2 0h6M1 32.5h1m2 0h1m3 0h1m1 0h1m1 0h4m1 0h1m1 0h3m1 0h1m1 0h4m1 0h1m4 0h1m1 0h3m1 0h2m3 0h4M4 33.5h1m2 0h1m1 0h3m2 0h2m1 0h2m1 0h2m1 0h1m2 0h1m2 0h1m2 0h4m1 0h1m1 0h1m1 0h1m6 0h2M1 34.5h1m1 0h2m1 0h1m3 0h5m3 0h1m7 0h1m1 0h3m2 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m2 0h1m1 0h1M4 35.5h4m1 0h2m2 0h2m6 0h6m2 0h1m1 0h4m3 0h1m1 0h1m2 0h1m1 0h2M1 36.5h1m2 0h3m3 0h2m3 0h2m9 0h2m1 0h6m2 0h3m1 0h2m1 0h1m4 0h1M2 37.5h2m2 0h3m5 0h3m3 0h5m1 0h4m1 0h1m3 0h1m2 0h3m1 0h1m2 0h5M2 38.5h1m1 0h2m2 0h4m3 0h2m1 0h1m1 0h1m1 0h1m2 0h1m1 0h2m2 0h3m3 0h2m1 0h5m1 0h1m1 0h1M2 39.5h1m3 0h2m1 0h1m1 0h2m1 0h1m5 0h1m2 0h1m1 0h1m1 0h1m6 0h3m1 0h2m2 0h3m2 0h3M2 40.5h3m9 0h1m2 0h1m1 0h1m4 0h2m1 0h8m3 0h2m4 0h1m4 0h1M1 41.5h3m3 0h6m1 0h1m1 0h1m2 0h1m1 0h1m1 0h5m7 0h3m2 0h6m1 0h3M9 42.5h2m2 0h1m1 0h1m1 0h1m2 0h1m1 0h2m3 0h1m1 0h4m4 0h2m1 0h2m3 0h4M1 43.5h7m2 0h1m2 0h2m1 0h5m1 0h2m1 0h1m1 0h2m1 0h1m3 0h1m4 0h1m1 0h1m1 0h1m1 0h2m2 0h1M1 44.5h1m5 0h1m1 0h1m1 0h3m1 0h1m3 0h1m1 0h1m1 0h1m3 0h1m1 0h1m3 0h2m1 0h1m1 0h1m1 0h2m3 0h1m2 0h2M1 45.5h1m1 0h3m1 0h1m1 0h4m1 0h2m1 0h1m1 0h2m1 0h7m1 0h3m3 0h4m1 0h5m1 0h3M1 46.5h1m1 0h3m1 0h1m1 0h3m1 0h1m1 0h3m5 0h2m1 0h2m3 0h2m1 0h1m2 0h1m3 0h7m1 0h1M1 47.5h1m1 0h3m1 0h1m1 0h2m1 0h1m4 0h4m1 0h1m2 0h1m1 0h1m2 0h1m5 0h5m1 0h1m1 0h1m2 0h3M1 48.5h1m5 0h1m3 0h1m1 0h1m2 0h1m1 0h1m4 0h1m1 0h3m3 0h2m1 0h1m1 0h2m1 0h1m4 0h1m1 0h1m2 0h1M1 49.5h7m1 0h4m4 0h2m1 0h3m5 0h1m1 0h2m6 0h1m1 0h3m5 0h2\"/></svg>\n"
                      *     }
                      */
                     "application/json": {
@@ -4370,9 +4442,9 @@ export interface operations {
                     /**
                      * @example {
                      *       "recovery_codes": [
-                     *         "xx0x0-xxxxx",
-                     *         "x0xxx-xxxx0",
-                     *         "xx0x0-x0xxx"
+                     *         "x0xx0-xxxx0",
+                     *         "x0x0x-xxxx0",
+                     *         "x0xxx-xx00x"
                      *       ],
                      *       "keys_before_factor": []
                      *     }
@@ -4433,17 +4505,17 @@ export interface operations {
                  * @example {
                  *       "label": "Laptop",
                  *       "response": {
-                 *         "id": "iuT9bHsYgDTmEu4LiTzWW-YgPDrikSW_EHdZlxZTStY",
-                 *         "rawId": "iuT9bHsYgDTmEu4LiTzWW-YgPDrikSW_EHdZlxZTStY",
+                 *         "id": "Lm7-Fp3laNq5z85XOieYnx7DWWpWTT0WA8W1QeMZyx8",
+                 *         "rawId": "Lm7-Fp3laNq5z85XOieYnx7DWWpWTT0WA8W1QeMZyx8",
                  *         "response": {
-                 *           "attestationObject": "o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YViBSZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2NFAAAAAQECAwQFBgcIAQIDBAUGBwgAIIrk_Wx7GIA05hLuC4k81lvmIDw64pElvxB3WZcWU0rWpAEBAycgBiFYIIcqXXaStC67MrON5cUggUCwesJVhoJ8h0F7-Mg443M7",
-                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoid21xYWxhaTNjbkZNOFkza2ZnVWp5Z3U2NlQ2M0xTZXpnQWlSWnVFTGFPYyIsIm9yaWdpbiI6Imh0dHA6Ly9sb2NhbGhvc3Q6Mzg1ODciLCJjcm9zc09yaWdpbiI6ZmFsc2UsIm90aGVyX2tleXNfY2FuX2JlX2FkZGVkX2hlcmUiOiJkbyBub3QgY29tcGFyZSBjbGllbnREYXRhSlNPTiBhZ2FpbnN0IGEgdGVtcGxhdGUuIFNlZSBodHRwczovL2dvby5nbC95YWJQZXgifQ",
+                 *           "attestationObject": "o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YViBSZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2NFAAAAAQECAwQFBgcIAQIDBAUGBwgAIC5u_had5Wjauc_OVzonmJ8ew1lqVk09FgPFtUHjGcsfpAEBAycgBiFYIIxMfZB72tmADEVUEDnj7WkSVyvuRwIGdyLpZnTrqraC",
+                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIiwiY2hhbGxlbmdlIjoibE1mWUhDX3hNT2ZjdXdybXBVLTVXclZZdm9rcllHUGhtV0tzWlBvSGZ0YyIsIm9yaWdpbiI6Imh0dHA6Ly9sb2NhbGhvc3Q6NDAyNjkiLCJjcm9zc09yaWdpbiI6ZmFsc2V9",
                  *           "transports": [
                  *             "internal"
                  *           ],
                  *           "publicKeyAlgorithm": -8,
-                 *           "publicKey": "MCowBQYDK2VwAyEAhypddpK0Lrsys43lxSCBQLB6wlWGgnyHQXv4yDjjczs",
-                 *           "authenticatorData": "SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2NFAAAAAQECAwQFBgcIAQIDBAUGBwgAIIrk_Wx7GIA05hLuC4k81lvmIDw64pElvxB3WZcWU0rWpAEBAycgBiFYIIcqXXaStC67MrON5cUggUCwesJVhoJ8h0F7-Mg443M7"
+                 *           "publicKey": "MCowBQYDK2VwAyEAjEx9kHva2YAMRVQQOePtaRJXK-5HAgZ3IulmdOuqtoI",
+                 *           "authenticatorData": "SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2NFAAAAAQECAwQFBgcIAQIDBAUGBwgAIC5u_had5Wjauc_OVzonmJ8ew1lqVk09FgPFtUHjGcsfpAEBAycgBiFYIIxMfZB72tmADEVUEDnj7WkSVyvuRwIGdyLpZnTrqraC"
                  *         },
                  *         "type": "public-key",
                  *         "clientExtensionResults": {
@@ -4474,14 +4546,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "6f7ccced-d48c-42aa-a5d8-b6a097b705b5",
+                     *       "id": "7d053ef9-8267-47ad-910d-1d6a5ddbcf81",
                      *       "label": "Laptop",
-                     *       "created_at": "2026-11-28T01:07:39.576Z",
+                     *       "created_at": "2026-11-28T01:26:44.818Z",
                      *       "last_used_at": null,
                      *       "recovery_codes": [
-                     *         "xxxx0-x00x0",
-                     *         "xx00x-xxx0x",
-                     *         "pdafv-00x0x"
+                     *         "x0x0x-xxx0x",
+                     *         "xxxxx-xxxxx",
+                     *         "xxx0x-xx00x"
                      *       ],
                      *       "keys_before_factor": []
                      *     }
@@ -4589,7 +4661,11 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                /** @example {} */
+                /**
+                 * @example {
+                 *       "current_password": "xxxx-xxxxxxxx-0"
+                 *     }
+                 */
                 "application/json": {
                     /** @description your password, when this session signed in more than 5 minutes ago and you have no second factor yet */
                     current_password?: string;
@@ -4607,15 +4683,15 @@ export interface operations {
                      * @example {
                      *       "flow": "registration",
                      *       "options": {
-                     *         "challenge": "wmqalai3cnFM8Y3kfgUjygu66T63LSezgAiRZuELaOc",
+                     *         "challenge": "2RhtF6Ra09Qs1AVK-h2cJDbCl6Af_v07Sb8QIme68Os",
                      *         "rp": {
                      *           "name": "service-core",
                      *           "id": "localhost"
                      *         },
                      *         "user": {
-                     *           "id": "MjZlOWQ3ODItMWM4Ni00MGYxLWJlODAtOTAxZjZiODA3YWRl",
-                     *           "name": "paula",
-                     *           "displayName": "Paula Passkey"
+                     *           "id": "ZDQyY2I3MmYtMzBjMC00ZjYxLWIxYjItYTI4M2ZlNzIyOWQ0",
+                     *           "name": "nora",
+                     *           "displayName": "nora"
                      *         },
                      *         "pubKeyCredParams": [
                      *           {
@@ -4792,9 +4868,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "title": "http 0",
-                 *       "message": "m",
-                 *       "user": "gina"
+                 *       "title": "hi",
+                 *       "message": "from sender",
+                 *       "user": "bob"
                  *     }
                  */
                 "application/json": components["schemas"]["NotificationSend"];
@@ -4809,8 +4885,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "25bbbc79-9858-4f5a-95ca-e798a2f459d6",
-                     *       "seq": 251
+                     *       "id": "fa2f96d4-af49-4c84-9c93-fc9449ab4d56",
+                     *       "seq": 1
                      *     }
                      */
                     "application/json": components["schemas"]["NotificationReceipt"];
@@ -4962,15 +5038,15 @@ export interface operations {
                      * @example {
                      *       "notifications": [
                      *         {
-                     *           "id": "238f3194-d5e1-4516-8a6a-658d62ceeb65",
+                     *           "id": "886e5e3b-818a-414c-a7b6-6050baad760c",
                      *           "seq": 501
                      *         },
                      *         {
-                     *           "id": "045c447f-89ce-4db4-b108-e03222d0f955",
+                     *           "id": "f3b20d54-8340-477f-8a58-dd65851683b0",
                      *           "seq": 502
                      *         },
                      *         {
-                     *           "id": "c3bdfd54-0159-4660-878a-188f221199b2",
+                     *           "id": "1c892eec-eb7d-402f-8165-f71babf811ff",
                      *           "seq": 503
                      *         }
                      *       ]
@@ -5075,7 +5151,7 @@ export interface operations {
                  * @example {
                  *       "ref": "refs/heads/master",
                  *       "before": "0000000000000000000000000000000000000000",
-                 *       "after": "8b0d258628434d639a23b75542a3912400000000",
+                 *       "after": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
                  *       "repository": {
                  *         "id": 186853002,
                  *         "node_id": "MDEwOlJlcG9zaXRvcnkxODY4NTMwMDI=",
@@ -5301,7 +5377,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "status": "accepted",
-                     *       "notification_id": "b3e3342e-5ada-4f00-b2c2-c27ce453abcc"
+                     *       "notification_id": "0416daca-0654-464d-9ff4-c742374e623b"
                      *     }
                      */
                     "application/json": {
@@ -5518,7 +5594,7 @@ export interface operations {
                      *             "registered": []
                      *           },
                      *           "auth_providers": [],
-                     *           "updated_at": "2026-11-28T01:03:34.740Z"
+                     *           "updated_at": "2026-11-28T01:22:39.902Z"
                      *         },
                      *         {
                      *           "id": "escaper",
@@ -5542,7 +5618,7 @@ export interface operations {
                      *             "registered": []
                      *           },
                      *           "auth_providers": [],
-                     *           "updated_at": "2026-11-28T01:03:34.743Z"
+                     *           "updated_at": "2026-11-28T01:22:39.921Z"
                      *         },
                      *         {
                      *           "id": "good",
@@ -5621,7 +5697,7 @@ export interface operations {
                      *             ]
                      *           },
                      *           "auth_providers": [],
-                     *           "updated_at": "2026-11-28T01:03:34.753Z"
+                     *           "updated_at": "2026-11-28T01:22:39.952Z"
                      *         }
                      *       ]
                      *     }
@@ -5750,7 +5826,7 @@ export interface operations {
                      *         "registered": []
                      *       },
                      *       "auth_providers": [],
-                     *       "updated_at": "2026-11-28T01:03:35.972Z"
+                     *       "updated_at": "2026-11-28T01:22:47.078Z"
                      *     }
                      */
                     "application/json": components["schemas"]["PluginView"];
@@ -5878,7 +5954,7 @@ export interface operations {
                      *         ]
                      *       },
                      *       "auth_providers": [],
-                     *       "updated_at": "2026-11-28T01:03:36.039Z"
+                     *       "updated_at": "2026-11-28T01:22:47.285Z"
                      *     }
                      */
                     "application/json": components["schemas"]["PluginView"];
@@ -6018,7 +6094,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "endpoint": "https://relay.example.com/in",
-                 *       "token": "relay-xxxxx-0000000000"
+                 *       "token": "xxxxx-xxxxx-0000000000"
                  *     }
                  */
                 "application/json": {
@@ -6057,7 +6133,7 @@ export interface operations {
                      *           "registered": []
                      *         },
                      *         "auth_providers": [],
-                     *         "updated_at": "2026-11-28T01:03:36.364Z"
+                     *         "updated_at": "2026-11-28T01:22:48.241Z"
                      *       },
                      *       "settings": [
                      *         {
@@ -6146,6 +6222,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "configured": false,
+                     *       "target": null,
+                     *       "delivered": 0,
+                     *       "failed": 0,
+                     *       "refused": 0,
+                     *       "retries": 0,
+                     *       "pending": 0,
+                     *       "dropped": 0,
+                     *       "last_error": null,
+                     *       "last_delivery_at": null
+                     *     }
+                     */
                     "application/json": {
                         /** @description a url is set */
                         configured: boolean;
@@ -6199,6 +6289,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "queued"
+                     *     }
+                     */
                     "application/json": {
                         /** @constant */
                         status: "queued";
@@ -6462,11 +6557,11 @@ export interface operations {
                      *         "oidc_client_secret": {
                      *           "label": "OIDC client secret",
                      *           "kind": "secret",
-                     *           "value": null,
-                     *           "source": "default",
-                     *           "locked": false,
+                     *           "value": "********",
+                     *           "source": "env",
+                     *           "locked": true,
                      *           "secret": true,
-                     *           "configured": false
+                     *           "configured": true
                      *         },
                      *         "oidc_scopes": {
                      *           "label": "OIDC scopes",
@@ -6557,11 +6652,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "oidc_group_mapping": {
-                 *         "ops-team": [
-                 *           "runners"
-                 *         ]
-                 *       }
+                 *       "mfa_required_groups": [
+                 *         "INT_VIEWER"
+                 *       ]
                  *     }
                  */
                 "application/json": {
@@ -6636,8 +6729,10 @@ export interface operations {
                      *         "mfa_required_groups": {
                      *           "label": "Groups that must use a second factor",
                      *           "kind": "list",
-                     *           "value": [],
-                     *           "source": "default",
+                     *           "value": [
+                     *             "INT_VIEWER"
+                     *           ],
+                     *           "source": "store",
                      *           "locked": false,
                      *           "secret": false,
                      *           "configured": true
@@ -6843,12 +6938,8 @@ export interface operations {
                      *         "oidc_group_mapping": {
                      *           "label": "OIDC group mapping",
                      *           "kind": "mapping",
-                     *           "value": {
-                     *             "ops-team": [
-                     *               "runners"
-                     *             ]
-                     *           },
-                     *           "source": "store",
+                     *           "value": {},
+                     *           "source": "default",
                      *           "locked": false,
                      *           "secret": false,
                      *           "configured": true
@@ -6974,24 +7065,24 @@ export interface operations {
                     /**
                      * @example {
                      *       "ok": true,
-                     *       "url": "ldap://127.0.0.1:46227",
+                     *       "url": "ldap://127.0.0.1:43889",
                      *       "server": "openldap",
                      *       "vendor": null,
                      *       "kind": null,
                      *       "reason": null,
                      *       "failures": [
                      *         {
-                     *           "url": "ldap://127.0.0.1:44229",
+                     *           "url": "ldap://127.0.0.1:37543",
                      *           "kind": "refused",
                      *           "reason": "connection refused (nothing listens on that port)"
                      *         }
                      *       ],
-                     *       "ms": 2,
+                     *       "ms": 22,
                      *       "warnings": [
                      *         {
                      *           "field": "ldap_url",
                      *           "env": "SERVICE_LDAP_URL",
-                     *           "message": "ldap://127.0.0.1:44229, ldap://127.0.0.1:46227 are plain ldap:// without StartTLS: the bind password and every password typed at sign-in cross the network in clear text (use ldaps://, or set SERVICE_LDAP_STARTTLS)"
+                     *           "message": "ldap://127.0.0.1:37543, ldap://127.0.0.1:43889 are plain ldap:// without StartTLS: the bind password and every password typed at sign-in cross the network in clear text (use ldaps://, or set SERVICE_LDAP_STARTTLS)"
                      *         },
                      *         {
                      *           "field": "ldap_tls_verify",
@@ -7043,7 +7134,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "username": "carol",
-                 *       "password": "carol-Xxxxxx-0"
+                 *       "password": "xxxxx-Xxxxxx-0"
                  *     }
                  */
                 "application/json": {
@@ -7102,13 +7193,13 @@ export interface operations {
                      *       "outcome": "signed_in",
                      *       "username": "carol",
                      *       "dn": "uid=carol,ou=people,dc=example,dc=org",
-                     *       "url": "ldap://127.0.0.1:46227",
+                     *       "url": "ldap://127.0.0.1:43889",
                      *       "groups": [],
                      *       "directory_groups": [
                      *         "cn=staff,ou=groups,dc=example,dc=org"
                      *       ],
                      *       "reason": null,
-                     *       "ms": 13,
+                     *       "ms": 22,
                      *       "in_chain": true
                      *     }
                      */
@@ -7194,7 +7285,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "key": "test-xxxxxx-xxx-0000000000xxxxxx0000000000"
+                 *       "key": "xxxx-xxxxxx-xxx-0000000000xxxxxx0000000000"
                  *     }
                  */
                 "application/json": {
@@ -7869,15 +7960,15 @@ export interface operations {
                      *       "dry_run": true,
                      *       "removed": [
                      *         {
-                     *           "id": "3c6dea95ff0e6b994b1ead6e33a19646159c73014119aab96995afeedbc9b8dc",
+                     *           "id": "40dc333b681d9528262adbcd8237b02a922a6572fe253ff55698a044c25744e2",
                      *           "name": "runner-old-1"
                      *         },
                      *         {
-                     *           "id": "75815906031b66ca5dfeee85d74c562bbb2fc829e4382d2ce0594009f2fe0041",
+                     *           "id": "d6b51c23377d28d84cae3a576400c3bfbb3a1d4cce2c6b8f0a8019abe0c594b0",
                      *           "name": "runner-mounted-2"
                      *         },
                      *         {
-                     *           "id": "f980390cedd5476ab0a7bf485ae6d169af16685b65b9f570c1a0af86842cb509",
+                     *           "id": "3d98860a285a1baeda3d4e3153a8b4d653ab9a5b1ad86c12c52c93cba25a77ec",
                      *           "name": "runner-mounted-1"
                      *         }
                      *       ],
@@ -8013,7 +8104,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "mounts": {
-                     *         "1b430f2b892514abe06605370404039500dc5348684074d4b4ddbcc58e353377": {}
+                     *         "b5c87c9e353210f5c114775c8371ee914ddb6812a39f3d42f1ea2b110a24f28f": {}
                      *       },
                      *       "host_paths_hidden": true
                      *     }
@@ -8147,15 +8238,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "runners": [
-                     *         {
-                     *           "id": "d9fc7429989b0fda7df74e291cac44bce5300b7c4a32158be32b4e242abfeae6",
-                     *           "name": "runner-hello",
-                     *           "state": "running",
-                     *           "created_at": "2026-11-28T01:07:34.000Z",
-                     *           "image": "busybox-local:latest"
-                     *         }
-                     *       ]
+                     *       "runners": []
                      *     }
                      */
                     "application/json": {
@@ -8215,7 +8298,7 @@ export interface operations {
                  *       ],
                  *       "mounts": [
                  *         {
-                 *           "source": "/tmp/svc-test-vDXcRC/managed/work",
+                 *           "source": "/tmp/svc-test-4Xs46B/managed/work",
                  *           "target": "/work"
                  *         }
                  *       ]
@@ -8264,7 +8347,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "d9fc7429989b0fda7df74e291cac44bce5300b7c4a32158be32b4e242abfeae6",
+                     *       "id": "80f6e3263a7f4cf9704de5973290bf90e45d30267055db13a4ab94310ca4dc86",
                      *       "name": "runner-hello"
                      *     }
                      */
@@ -8948,7 +9031,7 @@ export interface operations {
                      *           "hostname": "laptop.home.arpa",
                      *           "subnet_id": 1,
                      *           "state": "active",
-                     *           "expires_at": "2026-11-28T02:04:14.000Z"
+                     *           "expires_at": "2026-11-28T02:24:14.000Z"
                      *         }
                      *       ]
                      *     }
@@ -9954,7 +10037,7 @@ export interface operations {
                      * @example {
                      *       "healthy": false,
                      *       "mounts": {
-                     *         "/tmp/svc-test-vZZXgr/managed/inside": {
+                     *         "/tmp/svc-test-3X64EA/managed/inside": {
                      *           "exists": true,
                      *           "writable": true,
                      *           "is_mount_point": false,
@@ -10537,6 +10620,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "healthy": true,
+                     *       "socket_path": "/var/run/postgresql/.s.PGSQL.5432",
+                     *       "reachable": true,
+                     *       "ssl_supported": false,
+                     *       "latency_ms": 2.8,
+                     *       "error": null
+                     *     }
+                     */
                     "application/json": {
                         healthy: boolean;
                         socket_path: string;
@@ -10633,6 +10726,32 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "socket_path": "/var/run/postgresql/.s.PGSQL.5432",
+                     *       "user": "postgres",
+                     *       "database": "postgres",
+                     *       "accepted": true,
+                     *       "auth": "ok",
+                     *       "parameters": {
+                     *         "application_name": "service-pg-socket-probe",
+                     *         "client_encoding": "UTF8",
+                     *         "DateStyle": "ISO, MDY",
+                     *         "default_transaction_read_only": "off",
+                     *         "in_hot_standby": "off",
+                     *         "integer_datetimes": "on",
+                     *         "IntervalStyle": "postgres",
+                     *         "is_superuser": "on",
+                     *         "server_encoding": "UTF8",
+                     *         "server_version": "15.20 (Debian 15.20-0+deb12u1)",
+                     *         "session_authorization": "postgres",
+                     *         "standard_conforming_strings": "on",
+                     *         "TimeZone": "Etc/UTC"
+                     *       },
+                     *       "error": null,
+                     *       "latency_ms": 11
+                     *     }
+                     */
                     "application/json": {
                         socket_path: string;
                         user: string;
@@ -10768,11 +10887,42 @@ export interface operations {
                      *             "can_query_mounts": true
                      *           },
                      *           "plugin": null
+                     *         },
+                     *         {
+                     *           "name": "goodsock",
+                     *           "socket_path": "",
+                     *           "available": true,
+                     *           "reason": null,
+                     *           "capabilities": {
+                     *             "can_verify_mounts": false,
+                     *             "can_repair_permissions": false,
+                     *             "can_spawn": false,
+                     *             "can_cleanup": false,
+                     *             "can_query_mounts": false
+                     *           },
+                     *           "plugin": "good"
+                     *         },
+                     *         {
+                     *           "name": "sneakysock",
+                     *           "socket_path": "",
+                     *           "available": true,
+                     *           "reason": null,
+                     *           "capabilities": {
+                     *             "can_verify_mounts": false,
+                     *             "can_repair_permissions": false,
+                     *             "can_spawn": false,
+                     *             "can_cleanup": false,
+                     *             "can_query_mounts": false
+                     *           },
+                     *           "plugin": "sneaky"
                      *         }
                      *       ],
-                     *       "available": [],
-                     *       "total": 1,
-                     *       "instance": "vm-16916-1ea7aa",
+                     *       "available": [
+                     *         "goodsock",
+                     *         "sneakysock"
+                     *       ],
+                     *       "total": 3,
+                     *       "instance": "vm-2448-71c672",
                      *       "host_facts_hidden": true
                      *     }
                      */
@@ -10826,7 +10976,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "target_dir": "/tmp/svc-test-AZfli3/managed/work",
+                 *       "target_dir": "/tmp/svc-test-1LVldO/managed/work",
                  *       "mode": "0750"
                  *     }
                  */
@@ -10851,7 +11001,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "status": "repaired",
-                     *       "target_dir": "/tmp/svc-test-AZfli3/managed/work",
+                     *       "target_dir": "/tmp/svc-test-1LVldO/managed/work",
                      *       "changed": 1,
                      *       "failed": 0,
                      *       "skipped": 0
@@ -10917,16 +11067,14 @@ export interface operations {
                      * @example {
                      *       "users": [
                      *         {
-                     *           "id": "88c0a5f9-7e6b-4908-9953-fdb4f55cddcf",
+                     *           "id": "dfd62fcd-cd96-4731-aff1-acd8752dd05b",
                      *           "username": "admin",
                      *           "display_name": null,
                      *           "email": null,
                      *           "groups": [
                      *             "INT_ADMIN"
                      *           ],
-                     *           "roles": [
-                     *             "superadmin"
-                     *           ],
+                     *           "roles": [],
                      *           "extra_permissions": [],
                      *           "disabled": false,
                      *           "mfa": false,
@@ -10936,10 +11084,10 @@ export interface operations {
                      *               "provider_user_id": "admin"
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-28T01:07:12.015Z"
+                     *           "created_at": "2026-11-28T01:19:07.363Z"
                      *         },
                      *         {
-                     *           "id": "dab12619-d531-4028-a8a8-4c48d440c906",
+                     *           "id": "a3140bb3-8655-4d10-a079-ae9420797b83",
                      *           "username": "bot",
                      *           "display_name": null,
                      *           "email": null,
@@ -10958,28 +11106,7 @@ export interface operations {
                      *               "provider_user_id": "bot"
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-28T01:07:12.039Z"
-                     *         },
-                     *         {
-                     *           "id": "952a14ed-86eb-4332-849c-adba2fb53cfc",
-                     *           "username": "operator",
-                     *           "display_name": null,
-                     *           "email": "operator@example.org",
-                     *           "groups": [
-                     *             "INT_VIEWER",
-                     *             "runners"
-                     *           ],
-                     *           "roles": [],
-                     *           "extra_permissions": [],
-                     *           "disabled": false,
-                     *           "mfa": false,
-                     *           "identities": [
-                     *             {
-                     *               "provider": "local",
-                     *               "provider_user_id": "operator"
-                     *             }
-                     *           ],
-                     *           "created_at": "2026-11-28T01:07:12.914Z"
+                     *           "created_at": "2026-11-28T01:19:07.416Z"
                      *         }
                      *       ]
                      *     }
@@ -11017,10 +11144,10 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "username": "gina",
-                 *       "password": "gina-xxxxxxxx-0",
+                 *       "username": "sneaky",
+                 *       "password": "xxxxxx-xxxxxxxx",
                  *       "groups": [
-                 *         "INT_USER"
+                 *         "INT_VIEWER"
                  *       ]
                  *     }
                  */
@@ -11045,12 +11172,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "b8aca121-2515-45af-8a45-a11833008c66",
-                     *       "username": "gina",
+                     *       "id": "58625c4b-d864-4830-b42a-0155bc150021",
+                     *       "username": "sneaky",
                      *       "display_name": null,
                      *       "email": null,
                      *       "groups": [
-                     *         "INT_USER"
+                     *         "INT_VIEWER"
                      *       ],
                      *       "roles": [],
                      *       "extra_permissions": [],
@@ -11059,10 +11186,10 @@ export interface operations {
                      *       "identities": [
                      *         {
                      *           "provider": "local",
-                     *           "provider_user_id": "gina"
+                     *           "provider_user_id": "sneaky"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-28T01:07:07.089Z"
+                     *       "created_at": "2026-11-28T01:19:08.666Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -11115,13 +11242,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "952a14ed-86eb-4332-849c-adba2fb53cfc",
-                     *       "username": "operator",
+                     *       "id": "b8e3cd54-fb04-46f3-af5f-5248a51aaf6a",
+                     *       "username": "dev1",
                      *       "display_name": null,
-                     *       "email": "operator@example.org",
+                     *       "email": null,
                      *       "groups": [
                      *         "INT_VIEWER",
-                     *         "runners"
+                     *         "developers"
                      *       ],
                      *       "roles": [],
                      *       "extra_permissions": [],
@@ -11130,10 +11257,10 @@ export interface operations {
                      *       "identities": [
                      *         {
                      *           "provider": "local",
-                     *           "provider_user_id": "operator"
+                     *           "provider_user_id": "dev1"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-28T01:07:12.914Z",
+                     *       "created_at": "2026-11-28T01:19:10.754Z",
                      *       "password_pinned_by": null
                      *     }
                      */
@@ -11234,7 +11361,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "disabled": true
+                 *       "display_name": "Root"
                  *     }
                  */
                 "application/json": {
@@ -11258,24 +11385,26 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "01c7ebe4-943a-4c8c-96e8-126479cdcf23",
-                     *       "username": "sleeper",
-                     *       "display_name": null,
+                     *       "id": "e1e2a56f-f2d5-45f6-89b5-f2d4bf88ebed",
+                     *       "username": "root1",
+                     *       "display_name": "Root",
                      *       "email": null,
-                     *       "groups": [],
-                     *       "roles": [],
-                     *       "extra_permissions": [
-                     *         "socket:mounts:repair"
+                     *       "groups": [
+                     *         "INT_VIEWER"
                      *       ],
-                     *       "disabled": true,
+                     *       "roles": [
+                     *         "superadmin"
+                     *       ],
+                     *       "extra_permissions": [],
+                     *       "disabled": false,
                      *       "mfa": false,
                      *       "identities": [
                      *         {
                      *           "provider": "local",
-                     *           "provider_user_id": "sleeper"
+                     *           "provider_user_id": "root1"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-28T01:07:12.945Z"
+                     *       "created_at": "2026-11-28T01:19:09.276Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -11558,7 +11687,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "ticket": "svt_Xx__xXxX0X0XxxXxxXxxXx00XxxXXXxXxXxxX-XXx0x",
+                     *       "ticket": "svt_x0x0XxXXXxxx0Xx0-00_X0xXxXxXXXXXXX0X00xxx0X",
                      *       "expires_in": 30
                      *     }
                      */

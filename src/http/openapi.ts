@@ -2,6 +2,7 @@ import Joi from 'joi';
 import type { Endpoint, ResponseDoc, RouteAuth } from './api.js';
 import { ERROR_CODES } from './errors.js';
 import { joiToJsonSchema, objectFields, type JsonSchema } from './joi-schema.js';
+import recordedExamples from '../../docs/api-examples.json' with { type: 'json' };
 
 /**
  * The OpenAPI 3.1 document, generated from the route definitions of src/http/api.ts: the
@@ -119,6 +120,13 @@ function openApiPath(path: string): { path: string; names: string[] } {
   return { path: converted, names };
 }
 
+/**
+ * Examples by operationId: a request body and the 2xx answers by status, as a real test run
+ * sent and received them (scripts/api-examples.ts writes docs/api-examples.json; secrets and
+ * tokens are placeholders). test/http/openapi-tools.test.ts holds each to its schema.
+ */
+const EXAMPLES = recordedExamples as unknown as Record<string, { request?: unknown; responses?: Record<string, unknown> } | undefined>;
+
 /** Components collected while the document is built (shapes named with joi's `.id()`). */
 type Components = Record<string, JsonSchema>;
 
@@ -193,12 +201,17 @@ function operation(e: Endpoint, pathNames: string[], components: Components, ope
     const contentType = e.bodyMode === 'raw' ? (e.bodyContentType ?? 'application/json') : 'application/json';
     const schema = e.body ? joiToJsonSchema(e.body, { components }) : {};
     const required = e.bodyMode === 'raw' || (e.body !== undefined && refusesEmpty(e.body));
-    op.requestBody = { required, content: { [contentType]: { schema } } };
+    const example = contentType === 'application/json' ? EXAMPLES[operationId]?.request : undefined;
+    op.requestBody = { required, content: { [contentType]: { schema, ...(example !== undefined ? { example } : {}) } } };
   }
 
   const responses: Record<string, unknown> = {};
   const given = e.responses ?? {};
   for (const [status, doc] of Object.entries(given)) if (doc) responses[status] = responseObject(doc, Number(status), components);
+  for (const [status, example] of Object.entries(EXAMPLES[operationId]?.responses ?? {})) {
+    const json = (responses[status] as { content?: Record<string, Record<string, unknown>> } | undefined)?.content?.['application/json'];
+    if (json) json.example = example;
+  }
   // a route that documents no success, no redirect and no default answers 200
   if (!Object.keys(given).some((s) => Number(s) < 400 || s === 'default')) responses['200'] = { description: 'OK' };
   const common = (status: number, name: string) => {
@@ -302,7 +315,12 @@ export function buildOpenApi(endpoints: readonly Endpoint[], info: OpenApiInfo):
     },
     // relative: "Try it out" calls the origin the document was loaded from
     servers: [{ url: '/' }],
-    tags: [...TAGS.filter((t) => used.has(t.name)), ...[...used].filter((t) => !TAGS.some((x) => x.name === t)).map((name) => ({ name }))],
+    tags: [
+      ...TAGS.filter((t) => used.has(t.name)),
+      ...[...used]
+        .filter((t) => !TAGS.some((x) => x.name === t))
+        .map((name) => ({ name, description: name.startsWith('plugin:') ? `Routes of the plugin ${name.slice(7)}` : name })),
+    ],
     paths,
     components: {
       securitySchemes: {

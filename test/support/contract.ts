@@ -208,6 +208,15 @@ export function checkResponses(service: Service): void {
 
 function capture(service: Service, req: http.IncomingMessage, res: http.ServerResponse): void {
   const chunks: Buffer[] = [];
+  // the request's body as the parser hands it to the stream (whoever reads it, whenever)
+  const sent: Buffer[] = [];
+  if (EXAMPLES) {
+    const push = req.push.bind(req);
+    req.push = (chunk: unknown, encoding?: BufferEncoding) => {
+      if (chunk !== null && chunk !== undefined) sent.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string, encoding));
+      return push(chunk, encoding);
+    };
+  }
   const write = res.write.bind(res) as (...args: unknown[]) => boolean;
   const end = res.end.bind(res) as (...args: unknown[]) => http.ServerResponse;
   const keep = (chunk: unknown, encoding: unknown) => {
@@ -236,12 +245,81 @@ function capture(service: Service, req: http.IncomingMessage, res: http.ServerRe
           Buffer.concat(chunks),
         );
         if (problem) violations.push({ request: `${method} ${(req.url ?? '').split('?')[0]} -> ${res.statusCode}`, problem });
+        else if (EXAMPLES && res.statusCode >= 200 && res.statusCode < 300) {
+          const answer = { status: res.statusCode, type: res.getHeader('content-type') as string | undefined, body: Buffer.concat(chunks) };
+          recordExample(checkerFor(service.openApiDocument()), method, req.url ?? '/', req.headers['content-type'], Buffer.concat(sent), answer);
+        }
       } catch (err) {
         violations.push({ request: `${req.method} ${req.url}`, problem: `the check failed: ${(err as Error).stack}` });
       }
     }
     return ended;
   }) as typeof res.end;
+}
+
+/**
+ * TEST_API_EXAMPLES=FILE: per operation, the first request body and the first answer of each
+ * 2xx status that match the document are kept, and appended to FILE as JSON lines when the run
+ * ends; scripts/api-examples.ts makes docs/api-examples.json of them (the document's examples).
+ */
+const EXAMPLES = process.env.TEST_API_EXAMPLES;
+
+interface Example {
+  operationId: string;
+  /** the document's path and the operation's tag (the script keeps the service's own operations) */
+  path: string;
+  tag: string | undefined;
+  /** `request`, or the answer's status */
+  part: string;
+  value: unknown;
+}
+
+const examples = new Map<string, Example>();
+
+function parseJson(type: string | string[] | undefined, body: Buffer): { value: unknown } | null {
+  const t = mediaType(Array.isArray(type) ? type[0] : type);
+  if (!body.length || !(t === 'application/json' || t.endsWith('+json'))) return null;
+  try {
+    return { value: JSON.parse(body.toString('utf8')) as unknown };
+  } catch {
+    return null;
+  }
+}
+
+/** A 2xx answer that met the contract, and the JSON body the request sent when the document's schema of it takes it. */
+function recordExample(
+  c: Checker,
+  method: string,
+  url: string,
+  requestType: string | string[] | undefined,
+  requestBody: Buffer,
+  answer: { status: number; type: string | undefined; body: Buffer },
+): void {
+  if (method === 'HEAD') return;
+  const found = c.router.find(method as FindMyWay.HTTPMethod, routedPath(url));
+  if (!found) return;
+  const docPath = (found.store as { path: string }).path;
+  const op = c.doc.paths[docPath]![method.toLowerCase()] as {
+    operationId?: string;
+    tags?: string[];
+    requestBody?: { content?: Record<string, { schema?: unknown }> };
+  };
+  const id = op.operationId;
+  if (!id) return;
+  const where = { operationId: id, path: docPath, tag: op.tags?.[0] };
+  const sent = parseJson(requestType, requestBody);
+  if (sent && !examples.has(`${id} request`) && op.requestBody?.content?.['application/json']?.schema) {
+    const v = validatorFor(c, pointer('paths', docPath, method.toLowerCase(), 'requestBody', 'content', 'application/json', 'schema'));
+    if (v(sent.value)) examples.set(`${id} request`, { ...where, part: 'request', value: sent.value });
+  }
+  const got = parseJson(answer.type, answer.body);
+  if (got && !examples.has(`${id} ${answer.status}`)) examples.set(`${id} ${answer.status}`, { ...where, part: String(answer.status), value: got.value });
+}
+
+function writeExamples(): void {
+  if (!EXAMPLES || !examples.size) return;
+  fs.appendFileSync(EXAMPLES, [...examples.values()].map((e) => JSON.stringify(e) + '\n').join(''));
+  examples.clear();
 }
 
 /** Builds the checker of a service's document now (after boot), not during its first answer. */
@@ -293,6 +371,7 @@ export const mochaHooks: RootHookObject = {
     };
   },
   afterAll() {
+    writeExamples();
     const err = report();
     if (err) throw err;
   },
