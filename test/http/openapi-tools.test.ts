@@ -140,6 +140,11 @@ describe('API document for tools: operationIds, examples, Redocly', function () 
       expect(JSON.stringify(file.issueMyKey?.responses?.['201'])).to.match(/"token":"[^"]*X{4}/i);
     });
 
+    it('names only operations of the document (a renamed one is recorded again)', function () {
+      const ids = new Set(ops.map((o) => o.op.operationId));
+      expect(Object.keys(file).filter((id) => !ids.has(id))).to.deep.equal([]);
+    });
+
     it('is what the document shows', function () {
       const id = (method: string, path: string) => doc.paths[path]![method]!;
       expect(id('post', '/api/users').requestBody!.content['application/json']!.example).to.deep.equal(file.createUser!.request);
