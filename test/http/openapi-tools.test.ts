@@ -153,10 +153,8 @@ describe('API document for tools: operationIds, examples, Redocly', function () 
   });
 
   it("passes Redocly's recommended rules without an error", async function () {
-    const started = Date.now();
     const problems = await lintFromString({ source: text, absoluteRef: '/openapi.json', config: await createConfig({ extends: ['recommended'] }) });
     const errors = problems.filter((p) => p.severity === 'error').map((p) => `${p.ruleId}: ${p.message} at ${p.location[0]?.pointer}`);
     expect(errors).to.deep.equal([]);
-    expect(Date.now() - started).to.be.below(10_000);
   });
 });
