@@ -167,7 +167,7 @@ describe('browser: settings, administration and API docs', function () {
     await apiKeyBlock.locator('button.authorize').click();
     await dialog.locator('button.close-modal').click();
 
-    const op = docs.locator('#operations-me-getApiMe');
+    const op = docs.locator('#operations-me-getMe');
     await op.locator('.opblock-summary').click();
     await op.locator('.try-out__btn').click();
     await op.locator('.execute').click();
