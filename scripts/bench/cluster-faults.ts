@@ -106,12 +106,17 @@ async function main() {
     await sleep(QUIET_S * 1000);
     await caster.stop();
     const acked = caster.acked();
-    const deadline = Date.now() + 60_000;
+    // the end: every client live with everything, or no progress for 30 s (at most 5 minutes)
+    const ended = Date.now();
     let missing = c.missing(acked);
-    while ((missing.length || c.notLive()) && Date.now() < deadline) {
-      await sleep(500);
+    let progress = Date.now();
+    let best = Infinity;
+    while ((missing.length || c.notLive()) && Date.now() - progress < 30_000 && Date.now() - ended < 300_000) {
+      await sleep(1000);
       missing = c.missing(acked);
+      if (missing.length + c.notLive() < best) [best, progress] = [missing.length + c.notLive(), Date.now()];
     }
+    const settledMs = Date.now() - ended;
 
     // the outages, each counted in the fault during whose phase it began
     for (const f of faults) {
@@ -157,8 +162,15 @@ async function main() {
       console.log(`answers, ${names[p]}: ${[...byStatus].map(([k, n]) => `${k}: ${n}`).join(', ')}`);
     }
     console.log(`acknowledged notifications: ${acked.length}`);
+    // what nginx said about answers other than a refused connect (a 502 or 504 has its line here)
+    const said = cluster.nginx
+      .errors()
+      .split('\n')
+      .filter((l) => l && !/Connection refused|no live upstreams/.test(l));
+    console.log(`nginx error log, other than refused connections: ${said.length} lines${said.length ? '; the last ones:' : ''}`);
+    for (const l of said.slice(-8)) console.log(`  ${l.replace(/, client: .*?(, request)/, '$1').slice(0, 240)}`);
     console.log(
-      `at the end: ${CLIENTS - c.notLive()} of ${CLIENTS} clients live; ${missing.length} clients miss an acknowledged notification; ${c.duplicates} seqs handed on twice`,
+      `at the end (${(settledMs / 1000).toFixed(1)} s after the last send): ${CLIENTS - c.notLive()} of ${CLIENTS} clients live; ${missing.length} clients miss an acknowledged notification; ${c.duplicates} seqs handed on twice`,
     );
   } finally {
     await clients?.close(2000);

@@ -103,7 +103,7 @@ describe('three instances behind nginx (the shipped several-instance config) und
     await c.ready(30_000);
     const caster = new Broadcaster(cluster.origin, adminAuth(), RATE, () => c.phase);
     caster.start();
-    const [a, b] = cluster.instances;
+    const b = cluster.instances[1];
     let killedAt = 0;
     let diedBy = 0;
     try {
@@ -151,9 +151,9 @@ describe('three instances behind nginx (the shipped several-instance config) und
         .slice(-3000)}`,
     ).to.deep.equal([]);
     const acked = caster.acked();
-    // most of it was acknowledged: the faults are short
-    expect(acked.length).to.be.greaterThan(caster.answers.length * 0.6);
-    expect(a!.running && cluster.instances.every((i) => i.running)).to.equal(true);
+    // most requests were acknowledged: the faults are short
+    expect(caster.answers.filter((x) => x.status === 202).length).to.be.greaterThan(caster.answers.length * 0.6);
+    expect(cluster.instances.every((i) => i.running)).to.equal(true);
 
     // every client ends live, with every acknowledged notification (caught up after its reconnects)
     const deadline = Date.now() + 30_000;

@@ -121,7 +121,14 @@ export class Clients {
    */
   async close(waitMs = 5000): Promise<void> {
     await Promise.allSettled(this.clients.map((c) => c.ready(waitMs)));
+    // one still connecting after that: its socket's error (and only that one) is let pass
+    const stray = (err: Error) => {
+      if (!/WebSocket was closed before the connection was established/.test(err.message)) throw err;
+    };
+    process.on('uncaughtException', stray);
     for (const c of this.clients) c.close();
+    await new Promise((r) => setTimeout(r, 200));
+    process.off('uncaughtException', stray);
   }
 }
 
@@ -175,7 +182,8 @@ export class Broadcaster {
         answer.seqs = 'notifications' in json ? json.notifications.map((n) => n.seq) : [json.seq];
       } else if (res.status !== 503) answer.error = text.slice(0, 300);
     } catch (err) {
-      answer.error = (err as Error).message;
+      const cause = (err as Error & { cause?: Error }).cause;
+      answer.error = `${(err as Error).message}${cause ? `: ${cause.message}` : ''}`;
     }
     answer.end = Date.now();
     this.answers.push(answer);
