@@ -172,11 +172,23 @@ export class Reservations {
 
   /** config-set then config-write; when the file cannot be written, Kea is set back to `before` (its running configuration and its file agree). */
   private async apply(config: KeaConfig, before: KeaConfig): Promise<void> {
-    await this.deps.kea.call('config-set', forConfigSet(config));
+    try {
+      await this.deps.kea.call('config-set', forConfigSet(config));
+    } catch (err) {
+      // no answer (a frozen Kea reads the command once it runs again): the configuration it had
+      // is sent after it, so whichever Kea reads, it ends where it started
+      if (err instanceof SocketError && err.code === 'unavailable') {
+        await this.undo('set Kea back after config-set got no answer', () => this.deps.kea.call('config-set', forConfigSet(before)));
+      }
+      throw err;
+    }
     try {
       await this.deps.kea.call('config-write');
     } catch (err) {
       await this.undo('set Kea back after config-write failed', () => this.deps.kea.call('config-set', forConfigSet(before)));
+      // without an answer the write may still happen once Kea runs again: the file is written again after the set-back
+      if (err instanceof SocketError && err.code === 'unavailable')
+        await this.undo('write the configuration set back', () => this.deps.kea.call('config-write'));
       throw err instanceof SocketError && err.code === 'failed' ? new SocketError('failed', `Kea could not write its configuration file: ${err.message}`) : err;
     }
   }

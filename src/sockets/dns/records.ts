@@ -117,6 +117,9 @@ export class DnsRecords {
       } catch (err) {
         await this.store.delete(added).catch((e: unknown) => this.log?.error({ err: e }, 'dns: a record row could not be taken back'));
         if (err instanceof UnboundRefusal) await this.putBack(names, listed).catch(() => undefined);
+        // no answer: Unbound may still take the command (frozen, it reads it once thawed); the next
+        // sync takes out what it holds of these records and the table does not
+        else this.changedHere(added);
         throw err instanceof UnboundRefusal ? new SocketError('failed', 'Unbound refused the records') : err;
       }
       this.changedHere(added);

@@ -6,7 +6,7 @@ import { DhcpProvider } from '../../../src/sockets/dhcp/provider.js';
 import { SocketError } from '../../../src/sockets/errors.js';
 import { startKea, type TestKea } from '../../support/kea.js';
 import { freshDatabase, PG_URL, type TestDb } from '../../support/service.js';
-import { expectSocketError, quietLogger } from '../helpers.js';
+import { eventually, expectSocketError, quietLogger } from '../helpers.js';
 
 /**
  * The dhcp provider against a real Kea DHCPv4 2.2 (test/support/kea.ts), called as the bus
@@ -214,6 +214,33 @@ describe('dhcp provider (real Kea)', function () {
       for (const ip of ['192.0.2.160', '192.0.2.161', '192.0.2.162']) await kea.command('lease4-del', { 'ip-address': ip });
     }
   });
+
+  for (const frozenAt of ['config-set', 'config-write']) {
+    it(`Kea frozen as it is sent ${frozenAt}: unavailable, and once it runs again its configuration and its file are as before`, async () => {
+      const frozen = new DhcpProvider({ socketPath: kea.socketPath, timeoutMs: 300, dnsZones: ['home.arpa.'] }, quietLogger());
+      const runningBefore = (await kea.command('config-get')).arguments.Dhcp4.subnet4[0].reservations ?? [];
+      const diskBefore = (await kea.configOnDisk()).Dhcp4.subnet4[0].reservations ?? [];
+      // the real client, made to freeze Kea (SIGSTOP) just before the command goes: Kea reads it once thawed
+      const client = (frozen as unknown as { kea: { call(c: string, a?: unknown): Promise<unknown> } }).kea;
+      const original = client.call.bind(client);
+      client.call = (command, args) => {
+        if (command === frozenAt) kea.pause();
+        return original(command, args);
+      };
+      try {
+        await expectSocketError(op(frozen, 'reservation_add', { subnet_id: 1, hw_address: '02:00:00:00:03:01', ip_address: '192.0.2.171' }), 'unavailable');
+      } finally {
+        client.call = original;
+        kea.resume();
+      }
+      // the caller heard it failed: Kea neither runs nor keeps the reservation, now or after a restart
+      await eventually(async () => (await kea.command('version-get').catch(() => null))?.result === 0);
+      await new Promise((r) => setTimeout(r, 300));
+      const hw = (list: any[]) => list.map((r) => r['hw-address']);
+      expect(hw((await kea.command('config-get')).arguments.Dhcp4.subnet4[0].reservations ?? [])).to.deep.equal(hw(runningBefore));
+      expect(hw((await kea.configOnDisk()).Dhcp4.subnet4[0].reservations ?? [])).to.deep.equal(hw(diskBefore));
+    });
+  }
 
   it('a configuration file Kea cannot write: the reservation is refused and Kea runs the configuration it had', async () => {
     const file = await fs.promises.readFile(kea.configPath);

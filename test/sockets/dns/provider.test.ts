@@ -333,6 +333,28 @@ describe('dns provider (real Unbound)', function () {
     expect(await rows()).to.deep.equal([]);
   });
 
+  it('Unbound frozen while it is given a record: what it takes after thawing is taken out again at the next check', async () => {
+    const fresh = make({ availabilityTtlMs: 0, timeoutMs: 300 });
+    expect(await fresh.isAvailable()).to.equal(true);
+    // freeze Unbound just as the record is written to its socket: the command waits there, and runs once thawed
+    const control = (fresh as unknown as { control: { command(c: string, l?: readonly string[]): Promise<string> } }).control;
+    const original = control.command.bind(control);
+    control.command = (command, lines) => {
+      if (command === 'local_datas') unbound.pause();
+      return original(command, lines);
+    };
+    try {
+      await expectSocketError(fresh.addRecords([{ name: 'limbo.home.arpa', type: 'A', data: '192.168.77.51' }]), 'unavailable');
+    } finally {
+      control.command = original;
+      unbound.resume();
+    }
+    expect(await rows()).to.deep.equal([]);
+    // the caller heard it failed: the name must not resolve once Unbound answers again
+    await eventually(async () => (await fresh.isAvailable()) && !(await unbound.control('list_local_data')).includes('limbo.home.arpa.'));
+    expect(await lookupError(resolver().resolve4('limbo.home.arpa'))).to.equal('ENOTFOUND');
+  });
+
   it('instances with an Unbound each, on one database: what one adds or removes reaches the other at its next check', async () => {
     const second = await startUnbound();
     try {
