@@ -140,6 +140,11 @@ export class GrpcFailure extends Error {
     this.name = 'GrpcFailure';
   }
 
+  /** the call ran out of its deadline (the daemon frozen, or an answer that never arrived) */
+  get timedOut(): boolean {
+    return this.status === STATUS.DEADLINE_EXCEEDED;
+  }
+
   /** the daemon did not answer (away, or not within the deadline) */
   get away(): boolean {
     return AWAY.has(this.status);

@@ -103,6 +103,18 @@ export class GrpcProvider extends SocketProvider {
     return this.lastAvailable;
   }
 
+  /** Does the daemon answer now (its probe method, or a connection), within a second at most? */
+  private async answers(): Promise<boolean> {
+    const within = Math.min(1000, this.timeoutMs);
+    if (!this.spec.probe) return this.channel.connects(within);
+    try {
+      await this.channel.call(this.spec.methods.get(this.spec.probe)!.method, {}, this.defaults(), within);
+      return true;
+    } catch (err) {
+      return err instanceof GrpcFailure && !err.away;
+    }
+  }
+
   private get timeoutMs(): number {
     return (this.options as unknown as GrpcProviderOptions).timeoutMs;
   }
@@ -178,6 +190,7 @@ export class GrpcProvider extends SocketProvider {
             404: 'not_found: the daemon answered NOT_FOUND',
             409: 'conflict: the daemon answered ALREADY_EXISTS or ABORTED',
             501: 'unsupported: the daemon does not implement the method (UNIMPLEMENTED)',
+            502: 'failed: the daemon answered with a status this service has no code for, or its answer to this call could not be read within the deadline while it answers other calls',
             503: 'unavailable: the daemon did not answer within the deadline (SERVICE_HOST_SERVICE_TIMEOUT_MS), or is away',
           },
         },
@@ -220,6 +233,12 @@ export class GrpcProvider extends SocketProvider {
       return { response };
     } catch (err) {
       if (!(err instanceof GrpcFailure)) throw err;
+      if (err.timedOut && (await this.answers())) {
+        // the daemon answers, this call's answer never came: one too large to read (HTTP/2 drops
+        // trailers over 64 KiB, e.g. an error quoting a very long request value), not the daemon away
+        this.remember(null);
+        throw new SocketError('failed', `${this.name} gave no answer to ${args.method} that could be read within the deadline, though it answers other calls`);
+      }
       if (err.away) this.remember(`the daemon at ${this.socket_path} did not answer ${args.method}`);
       else this.remember(null);
       throw err.toSocketError(this.name, args.method);

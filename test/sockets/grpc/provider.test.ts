@@ -256,6 +256,23 @@ describe('gRPC provider (containerd)', function () {
     }
   });
 
+  it("a request whose refusal never arrives (containerd quotes a 100 000-character name: trailers over HTTP/2's limit) is failed, and the daemon stays available", async () => {
+    const quick = new GrpcProvider({ spec: readProvidersFile(cfg.file).specs[0], timeoutMs: 600, availabilityTtlMs: 60_000 }, quietLogger());
+    try {
+      expect(await quick.isAvailable()).to.equal(true);
+      const started = Date.now();
+      const err = await expectSocketError(quick.call(args({ method: NS_CREATE, request: { namespace: { name: 'x'.repeat(100_000) } } })), 'failed');
+      expect(err.message).to.equal(`containerd gave no answer to ${NS_CREATE} that could be read within the deadline, though it answers other calls`);
+      expect(Date.now() - started).to.be.below(2500);
+      // one caller's request does not make the daemon unavailable for the others
+      expect(await quick.isAvailable()).to.equal(true);
+      expect((await quick.call(args({ method: VERSION }))).response.version).to.equal(containerd.version.version);
+      expect(await containerd.ctr('namespaces', 'ls', '-q')).to.not.contain('xxxx');
+    } finally {
+      await quick.close();
+    }
+  });
+
   it('a required metadata key without a default: invalid_args naming it, nothing sent', async () => {
     const strict = providersFile([
       containerdEntry(containerd.socketPath, { name: 'strict', metadata: { 'containerd-namespace': { pattern: '^[a-z0-9._-]{1,76}$', required: true } } }),
