@@ -8564,7 +8564,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description bad_gateway: the operation failed in the provider or the service behind it */
+            /** @description failed: the daemon answered with a status this service has no code for, or its answer to this call could not be read within the deadline while it answers other calls */
             502: {
                 headers: {
                     [name: string]: unknown;

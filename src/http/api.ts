@@ -3,7 +3,7 @@ import type Joi from 'joi';
 import type Koa from 'koa';
 import type { Context, Middleware } from 'koa';
 import { requireIdentity, requirePermission } from './guards.js';
-import { allowLargerBody, jsonBody } from './body.js';
+import { allowLargerBody, jsonBody, readOwnBytes, readsOwnBody } from './body.js';
 import type { Dispatch } from './app.js';
 import { validate } from './validate.js';
 import type { JsonSchema } from './joi-schema.js';
@@ -169,11 +169,16 @@ export class ApiRouter {
   ): this {
     const guard = guardFor(def.auth, def.permissionCheck);
     const parseBody = def.body !== undefined && (def.bodyMode ?? 'json') === 'json';
+    const fullPath = joinPath(this.prefix, def.path);
+    // `raw`: the parser leaves the body alone; its exact bytes are ctx.request.rawBody when the handler runs
+    const ownBytes = def.bodyMode === 'raw';
+    if (ownBytes) readsOwnBody(def.method, fullPath);
     const run = async (ctx: Context) => {
       if (def.stepUp) {
         const state = ctx.state as StepUpState;
         await state.stepUp?.require(state.identity);
       }
+      if (ownBytes) await readOwnBytes(ctx);
       const input: Input = {
         params: def.params ? validate(def.params, { ...ctx.params }, 'params') : ctx.params,
         query: def.query ? validate(def.query, { ...ctx.query }, 'query') : undefined,
@@ -188,7 +193,6 @@ export class ApiRouter {
       : [(ctx: Context) => (guard ? guard(ctx, () => run(ctx)) : run(ctx))];
     const method = def.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
     (this.router[method] as (path: string, ...mw: Middleware[]) => unknown)(def.path, ...chain);
-    const fullPath = joinPath(this.prefix, def.path);
     if (def.bodyLimit) {
       if (fullPath.includes(':')) throw new Error(`bodyLimit needs a fixed path: ${fullPath}`);
       allowLargerBody(def.method, fullPath, def.bodyLimit);

@@ -5,7 +5,7 @@ import Joi from 'joi';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.js';
 import { ApiRouter } from '../http/api.js';
-import { readOwnBytes, readsOwnBody } from '../http/body.js';
+import { readOwnBytes } from '../http/body.js';
 import { lockableSecretRoutes } from '../http/secret-routes.js';
 import { FORGE_NAME, SCM_PROVIDERS, forgeRefusal, forgeSecretKey, keyOf, type WebhookSecrets } from './webhook-secrets.js';
 
@@ -355,8 +355,6 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
       ctx.body = outcome;
     },
   );
-  // the body parser leaves this body unread: the signature covers its exact bytes
-  readsOwnBody('POST', '/api/notifications/webhook/scm');
   return api.router;
 }
 

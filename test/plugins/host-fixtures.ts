@@ -52,6 +52,11 @@ export async function setup(ctx) {
     { method: 'POST', path: '/echo', summary: 'answers its body', body: Joi.object({ a: Joi.number().integer() }), responses: { 200: { description: 'the body', schema: Joi.object({ echo: Joi.object({ a: Joi.number().integer().optional() }) }) } } },
     (_koa, { body }) => { ctx.bus.emit('plugin:good:hello', {}); return { echo: body }; },
   );
+  // a route that reads its exact bytes (a signature over them): the parser leaves them alone
+  ctx.endpoint(
+    { method: 'POST', path: '/raw', summary: 'answers its exact bytes', bodyMode: 'raw', responses: { 200: { description: 'the bytes', schema: Joi.object({ hex: Joi.string() }) } } },
+    (koa) => ({ hex: koa.request.rawBody.toString('hex') }),
+  );
   // a plain route with a guard of its own: the document names the guard's permission
   ctx.router.get('/run', ctx.requirePermission('plugin:good:run'), (koa) => { koa.body = { ran: true }; });
 }

@@ -206,6 +206,16 @@ describe('plugin host', () => {
     expect(run).to.include({ 'x-permission': 'plugin:good:run' });
     expect(run.description).to.contain('plugin:good:api:read');
     expect(paths['/api/plugins/good/hello'].get).to.include({ 'x-permission': 'plugin:good:api:read' });
+    // bodyMode raw: the handler reads the exact bytes, a byte that is not UTF-8 and a byte-order mark included
+    const bytes = Buffer.from([0xef, 0xbb, 0xbf, 0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]);
+    const raw = await request(svc.url)
+      .post('/api/plugins/good/raw')
+      .set('Authorization', users.user)
+      .set('Content-Type', 'application/json')
+      .serialize((b: Buffer) => b as never)
+      .send(bytes as never)
+      .expect(200);
+    expect(raw.body).to.deep.equal({ hex: bytes.toString('hex') });
   });
 
   it('/api/me/access fills the plugin entries for viewer, user and admin', async () => {
