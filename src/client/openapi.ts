@@ -2887,7 +2887,7 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
-            /** @description wrong credentials; or the directory proved the password and refused the account: `details.reason` says why (`account_disabled`, `account_expired`, `password_expired`, `password_must_change`, `logon_restricted`) */
+            /** @description wrong credentials; or the directory proved the password and refused the account: `details.reason` says why (`account_disabled`, `account_expired`, `password_expired`, `password_must_change`, `logon_restricted`); or `directory_unavailable`: no directory server could check the password (unreachable, TLS refused, paused), never read as a wrong password */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -8917,10 +8917,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    /**
-                     * Format: ipv4
-                     * @description an IPv4 address
-                     */
+                    /** @description an IPv4 address */
                     ip_address: string;
                 };
             };
@@ -9174,10 +9171,7 @@ export interface operations {
                     subnet_id: number;
                     /** @description an Ethernet address (aa:bb:cc:dd:ee:ff, dashes or Cisco dots also taken; answered in lower case with colons) */
                     hw_address: string;
-                    /**
-                     * Format: ipv4
-                     * @description an IPv4 address
-                     */
+                    /** @description an IPv4 address */
                     ip_address: string;
                     /** @description a host name: a bare label (qualified by the first of SERVICE_DNS_ZONES) or a name inside one of the zones */
                     hostname?: string;

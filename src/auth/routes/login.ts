@@ -61,7 +61,7 @@ export function authRoutes(auth: AuthComponent): Router {
           description: 'the session; or, for an account with a second factor, the second step it must pass first (`mfa_required`)',
           schema: loginAnswerView,
         },
-        401: 'wrong credentials; or the directory proved the password and refused the account: `details.reason` says why (`account_disabled`, `account_expired`, `password_expired`, `password_must_change`, `logon_restricted`)',
+        401: 'wrong credentials; or the directory proved the password and refused the account: `details.reason` says why (`account_disabled`, `account_expired`, `password_expired`, `password_must_change`, `logon_restricted`); or `directory_unavailable`: no directory server could check the password (unreachable, TLS refused, paused), never read as a wrong password',
         429: { description: 'locked out, or over the per-address budget', headers: { 'Retry-After': 'seconds' } },
         503: {
           description: 'unavailable: too many password checks waiting; or booting / the database not reachable (as on every route)',
