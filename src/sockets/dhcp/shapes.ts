@@ -71,8 +71,13 @@ export function normalHostname(value: string): string | null {
 }
 
 export const subnetId = Joi.number().integer().min(1).max(4294967294).description("Kea's subnet id");
+const OCTET = '(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])';
+/** a dotted quad of decimal octets without leading zeros (Kea refuses `010.0.0.1`, which some parsers read as octal) */
+const IPV4 = new RegExp(`^${OCTET}(?:\\.${OCTET}){3}$`);
 export const ipv4 = Joi.string()
-  .ip({ version: ['ipv4'], cidr: 'forbidden' })
+  .max(15)
+  .pattern(IPV4)
+  .messages({ 'string.pattern.base': '{{#label}} must be an IPv4 address like 192.0.2.10 (four decimal octets without leading zeros)' })
   .description('an IPv4 address');
 export const hwAddress = Joi.string()
   .max(17)

@@ -178,6 +178,28 @@ describe('dhcp through the service (real Kea)', function () {
     expect((await kea.command('config-get')).arguments.Dhcp4.subnet4[0].reservations).to.deep.equal([]);
   });
 
+  it('an address with a leading zero in an octet (which Kea refuses) is 400 naming the field, never 502', async () => {
+    const expectField = (res: request.Response) => {
+      expect(res.status, JSON.stringify(res.body)).to.equal(400);
+      expect(res.body.error.details).to.deep.equal([
+        { field: 'ip_address', message: 'must be an IPv4 address like 192.0.2.10 (four decimal octets without leading zeros)' },
+      ]);
+    };
+    expectField(await api().get('/api/socket/dhcp/leases').query({ ip_address: '192.0.2.050' }).set('Authorization', reader));
+    expectField(await api().post('/api/socket/dhcp/lease-release').set('Authorization', writer).send({ ip_address: '192.0.02.150' }));
+    expectField(
+      await api()
+        .post('/api/socket/dhcp/reservation-add')
+        .set('Authorization', writer)
+        .send({ subnet_id: 1, hw_address: '02:aa:00:00:01:09', ip_address: '192.0.2.011' }),
+    );
+    const ws = await overWs(writer, 'dhcp:reservation_add', { subnet_id: 1, hw_address: '02:aa:00:00:01:09', ip_address: '192.0.2.011' });
+    expect(ws.error.code).to.equal('invalid_args');
+    expect((await kea.command('config-get')).arguments.Dhcp4.subnet4[0].reservations).to.deep.equal([]);
+    // the lease Kea holds is still there
+    expect((await kea.command('lease4-get', { 'ip-address': '192.0.2.150' })).result).to.equal(0);
+  });
+
   it('a change from a web session with a second factor needs step-up; a read does not', async () => {
     // the account enrols an authenticator app, then signs in with both factors
     const first = await api().post('/api/auth/login').send({ username: 'stepper', password: 'stepper-password' }).expect(200);
