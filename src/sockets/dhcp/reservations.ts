@@ -172,6 +172,13 @@ export class Reservations {
 
   /** config-set then config-write; when the file cannot be written, Kea is set back to `before` (its running configuration and its file agree). */
   private async apply(config: KeaConfig, before: KeaConfig): Promise<void> {
+    // the lock keeps out this service's instances, not the operator: a configuration Kea runs that
+    // is no longer the one this change was made from (a config-set or config-reload meanwhile) is
+    // not overwritten
+    const now = await this.config();
+    if (JSON.stringify(forConfigSet(now)) !== JSON.stringify(forConfigSet(before))) {
+      throw new SocketError('conflict', "Kea's configuration changed while this change was made (another writer): nothing was changed, try again");
+    }
     try {
       await this.deps.kea.call('config-set', forConfigSet(config));
     } catch (err) {

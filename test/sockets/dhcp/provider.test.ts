@@ -242,6 +242,40 @@ describe('dhcp provider (real Kea)', function () {
     });
   }
 
+  it("an operator's change of Kea's configuration made during a reservation change is not overwritten: conflict, and the operator's change stays", async () => {
+    const racing = new DhcpProvider({ socketPath: kea.socketPath, timeoutMs: 2000, dnsZones: ['home.arpa.'] }, quietLogger());
+    const client = (racing as unknown as { kea: { call(c: string, a?: unknown): Promise<unknown> } }).kea;
+    const original = client.call.bind(client);
+    let reads = 0;
+    // the operator's config-set lands between the change's read of the configuration and its write
+    client.call = async (command, args) => {
+      if (command === 'config-get' && ++reads === 2) {
+        const config = (await kea.command('config-get')).arguments;
+        config.Dhcp4.subnet4[1].reservations = [{ 'hw-address': '02:00:00:00:04:99', 'ip-address': '198.51.100.99' }];
+        delete config.hash;
+        expect((await kea.command('config-set', config)).result).to.equal(0);
+      }
+      return original(command, args);
+    };
+    try {
+      const err = await expectSocketError(
+        op(racing, 'reservation_add', { subnet_id: 1, hw_address: '02:00:00:00:04:01', ip_address: '192.0.2.181' }),
+        'conflict',
+      );
+      expect(err.message).to.match(/changed while this change was made/);
+    } finally {
+      client.call = original;
+    }
+    const running = (await kea.command('config-get')).arguments.Dhcp4.subnet4;
+    expect((running[0].reservations ?? []).map((r: any) => r['hw-address'])).to.not.include('02:00:00:00:04:01');
+    expect(running[1].reservations.map((r: any) => r['hw-address'])).to.deep.equal(['02:00:00:00:04:99']);
+    // tried again, it is made on top of the operator's change
+    await op(racing, 'reservation_add', { subnet_id: 1, hw_address: '02:00:00:00:04:01', ip_address: '192.0.2.181' });
+    expect((await kea.command('config-get')).arguments.Dhcp4.subnet4[1].reservations.map((r: any) => r['hw-address'])).to.deep.equal(['02:00:00:00:04:99']);
+    await op(racing, 'reservation_remove', { subnet_id: 1, hw_address: '02:00:00:00:04:01' });
+    await op(racing, 'reservation_remove', { subnet_id: 2, hw_address: '02:00:00:00:04:99' });
+  });
+
   it('a configuration file Kea cannot write: the reservation is refused and Kea runs the configuration it had', async () => {
     const file = await fs.promises.readFile(kea.configPath);
     await fs.promises.rm(kea.configPath);
