@@ -301,7 +301,7 @@ export class DhcpProvider extends SocketProvider {
           responses: {
             403: 'forbidden_zone: the hostname is outside SERVICE_DNS_ZONES (the details name the field)',
             404: NO_SUBNET,
-            409: "conflict: the Ethernet address, the address or the host name is reserved in the subnet already, the address is leased to another client, a DNS record of the name (or the address's PTR) is taken, or Kea's configuration changed meanwhile",
+            409: 'conflict: the Ethernet address, the address or the host name is reserved in the subnet already, or a DNS record of the name is taken',
           },
         },
         audited: (a) => ({ ...a }),
