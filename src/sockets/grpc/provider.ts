@@ -190,6 +190,7 @@ export class GrpcProvider extends SocketProvider {
             404: 'not_found: the daemon answered NOT_FOUND',
             409: 'conflict: the daemon answered ALREADY_EXISTS or ABORTED',
             501: 'unsupported: the daemon does not implement the method (UNIMPLEMENTED)',
+            502: 'failed: the daemon answered with a status this service has no code for, or its answer to this call could not be read within the deadline while it answers other calls',
             503: 'unavailable: the daemon did not answer within the deadline (SERVICE_HOST_SERVICE_TIMEOUT_MS), or is away',
           },
         },
