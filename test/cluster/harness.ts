@@ -73,10 +73,12 @@ export async function startNginx(site: string, port: number, connections: number
     [
       'daemon off;',
       'worker_processes 1;',
-      `worker_rlimit_nofile ${connections * 2 + 1024};`,
+      // each client holds two connections (its own and one upstream); short of connections, nginx
+      // closes idle keep-alive ones (the broadcaster's) to make room
+      `worker_rlimit_nofile ${connections * 4 + 2048};`,
       `pid ${dir}/nginx.pid;`,
       `error_log ${dir}/logs/error.log warn;`,
-      `events { worker_connections ${connections * 2 + 512}; }`,
+      `events { worker_connections ${connections * 4 + 1024}; }`,
       'http {',
       `  access_log off;`,
       ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `  ${t}_temp_path ${dir}/tmp/${t};`),
