@@ -10,6 +10,7 @@
  *   npm run bench [-- --seconds 8 --connections 50 --rounds 2]
  *   npm run bench -- --device-storm-only     (the known device's figure alone)
  *   npm run bench -- --hot-path-only         (the API-key figure and the login p99 alone)
+ *   npm run bench -- --cold-only [--cold-rounds 7]  (the cold start against its floor, the CLI's start)
  *   npm run bench -- --service DIR           (the service of another checkout's build, DIR/dist:
  *                                              scripts/bench-builds.sh runs two builds in turn)
  *
@@ -22,7 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { spawnService, type ServiceProcess } from '../test/support/process.js';
-import { ADMIN, basic } from '../test/support/service.js';
+import { ADMIN, basic, testEnv } from '../test/support/service.js';
 import type { Capture } from './bench/replay-server.js';
 import { arg, benchDatabase, pct } from './bench/common.js';
 import { DEVICE_COOKIE } from '../src/auth/device-cookie.js';
@@ -225,20 +226,84 @@ async function hotPath(url: string, key: string): Promise<void> {
   );
 }
 
-async function coldStart(): Promise<number[]> {
-  const times: number[] = [];
-  for (let i = 0; i < 5; i++) {
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const ratioText = (ours: number[], base: number[]) => `${(median(ours) / median(base)).toFixed(2)}x`;
+
+/** Wall time of one process from spawn to exit, in ms (its output discarded). */
+async function timed(command: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const started = performance.now();
+  await run(command[0]!, command.slice(1), { cwd: ROOT, env, maxBuffer: 1 << 24 });
+  return performance.now() - started;
+}
+
+/**
+ * The cold start against its floor (scripts/bench/cold-floor.mjs: Koa, knex, the migrations'
+ * tables and two bcrypt hashes at the same cost, then /readyz 200), each spawned to /readyz 200
+ * on a fresh SQLite data dir, in alternation, ROUNDS_COLD times; then the CLI: `version` against
+ * `node -e 0` in alternation, and `user list` on a seeded SQLite data dir. Medians.
+ */
+async function coldStart(): Promise<void> {
+  const rounds = arg('cold-rounds', 7);
+  const dist = path.join(SERVICE_ROOT, 'dist');
+  const floorCommand = fs.existsSync(path.join(dist, 'migrations')) ? [process.execPath, path.join(ROOT, 'scripts/bench/cold-floor.mjs'), dist] : null;
+  const startOnce = async (command: string[]) => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cold-'));
-    const started = performance.now();
-    const svc = await spawnService({ dataDir, databaseUrl: null, env: { SERVICE_LOG_LEVEL: 'warn' }, command: BUILD, pollMs: 10 });
-    times.push(performance.now() - started);
-    await svc.kill('SIGTERM');
+    try {
+      const started = performance.now();
+      const svc = await spawnService({ dataDir, databaseUrl: null, env: { SERVICE_LOG_LEVEL: 'warn' }, command, pollMs: 10 });
+      const ms = performance.now() - started;
+      await svc.kill('SIGTERM');
+      return ms;
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  };
+  const service: number[] = [];
+  const floor: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const sides = [
+      () => startOnce(BUILD).then((ms) => service.push(ms)),
+      ...(floorCommand ? [() => startOnce(floorCommand).then((ms) => floor.push(ms))] : []),
+    ];
+    for (const side of round % 2 ? sides.reverse() : sides) await side();
+  }
+  const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+  console.log(
+    `${'cold start to /readyz 200 (SQLite)'.padEnd(36)} ${floor.length ? ratioText(service, floor).padStart(6) + ' the floor' : ''}  (${s(median(service))} vs ${floor.length ? s(median(floor)) : 'no floor without a build'}; ${rounds} rounds alternating, medians; best ${s(Math.min(...service))}; goal <= 2x the floor; ${BUILD.slice(1).join(' ')})`,
+  );
+
+  const cli = fs.existsSync(path.join(dist, 'src/cli/main.js'))
+    ? [process.execPath, path.join(dist, 'src/cli/main.js')]
+    : [process.execPath, '--import', 'tsx', path.join(SERVICE_ROOT, 'src/cli/main.ts')];
+  const version: number[] = [];
+  const bare: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const sides = [() => timed([...cli, 'version']).then((ms) => version.push(ms)), () => timed([process.execPath, '-e', '0']).then((ms) => bare.push(ms))];
+    for (const side of round % 2 ? sides.reverse() : sides) await side();
+  }
+  console.log(
+    `${'CLI version vs node -e 0'.padEnd(36)} ${ratioText(version, bare).padStart(6)}  (${median(version).toFixed(0)} vs ${median(bare).toFixed(0)} ms; goal <= 3x)`,
+  );
+
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cold-cli-'));
+  try {
+    const env = { ...process.env, ...testEnv(dataDir, null) };
+    await timed([...cli, 'seed'], env);
+    const list: number[] = [];
+    for (let round = 0; round < rounds; round++) list.push(await timed([...cli, 'user', 'list'], env));
+    console.log(
+      `${'CLI user list (SQLite)'.padEnd(36)} ${s(median(list)).padStart(6)}  (best ${s(Math.min(...list))}; node -e 0 ${median(bare).toFixed(0)} ms; goal <= 1 s)`,
+    );
+  } finally {
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
-  return times.sort((a, b) => a - b);
 }
 
 async function main() {
+  if (process.argv.includes('--cold-only')) {
+    console.log(`machine: ${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}, node ${process.version}, ${new Date().toISOString()}`);
+    return coldStart();
+  }
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
   const db = await benchDatabase();
   let svc: ServiceProcess | null = null;
@@ -330,10 +395,7 @@ async function main() {
     );
     await deviceStorm(svc.url);
 
-    const cold = await coldStart();
-    console.log(
-      `${'cold start to /readyz 200 (SQLite)'.padEnd(36)} ${(cold[2] / 1000).toFixed(2)} s median, ${(cold[0] / 1000).toFixed(2)} s best (goal <= 1.0 s; ${BUILD.slice(1).join(' ')})`,
-    );
+    await coldStart();
   } finally {
     await svc?.kill('SIGTERM');
     await db.drop();

@@ -1,4 +1,4 @@
-import { passwordWeakness } from './password-strength.js';
+import { passwordProblems, type PasswordCheck } from './password-strength.js';
 import path from 'node:path';
 import { DEFAULT_ADMIN_PASSWORD, DEFAULT_BOT_PASSWORD, isKnownPassword, isLoopback, isPlaceholderKey, unknownVariables } from './config-checks.js';
 import { ConfigError, type ConfigProblem } from './config-error.js';
@@ -147,6 +147,8 @@ function originOf(url: string, variable: string): string {
 export interface LoadOptions {
   /** create the data dir and the generated secret key file (false in pure validation tests) */
   writeFiles?: boolean;
+  /** the bootstrap passwords' strength checks, left here for the caller (src/main.ts) unless something else is wrong */
+  deferPasswordStrength?: PasswordCheck[];
 }
 
 /**
@@ -222,7 +224,7 @@ interface CheckedEnv extends HostEnv {
 }
 
 /** What is wrong with the bootstrap passwords and the master key in this mode (nothing: []). */
-function credentialProblems(v: CheckedEnv): ConfigProblem[] {
+function credentialProblems(v: CheckedEnv, defer?: PasswordCheck[]): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
   const passwords = [
     ['SERVICE_ADMIN_PASSWORD', v.SERVICE_ADMIN_PASSWORD],
@@ -248,9 +250,12 @@ function credentialProblems(v: CheckedEnv): ConfigProblem[] {
   // a password of one's own, in every mode, is held to the rule of every password set
   // (src/password-strength.ts); the development defaults are judged above
   for (const [variable, value] of passwords) {
-    const weak =
-      value && !isKnownPassword(value) ? passwordWeakness(value, [variable === 'SERVICE_ADMIN_PASSWORD' ? v.SERVICE_ADMIN_USER : v.SERVICE_BOT_USER]) : null;
-    if (weak) problems.push({ variable, reason: weak });
+    const check =
+      value && !isKnownPassword(value)
+        ? { variable, password: value, userInputs: [variable === 'SERVICE_ADMIN_PASSWORD' ? v.SERVICE_ADMIN_USER : v.SERVICE_BOT_USER] }
+        : null;
+    if (check && defer) defer.push(check);
+    else if (check) problems.push(...passwordProblems([check]));
   }
   if (v.SERVICE_ENV !== 'production' && !isLoopback(v.SERVICE_HOST)) {
     // the development passwords are in the README: on an address others reach they are anyone's
@@ -279,7 +284,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
   const v = value as CheckedEnv;
   const bad = (variable: string) => problems.some((p) => p.variable === variable);
   // refused before anything is written: production never leaves a generated key behind
-  if (!bad('SERVICE_ENV') && !bad('SERVICE_HOST')) problems.push(...credentialProblems(v).filter((p) => !bad(p.variable)));
+  if (!bad('SERVICE_ENV') && !bad('SERVICE_HOST')) problems.push(...credentialProblems(v, opts.deferPasswordStrength).filter((p) => !bad(p.variable)));
   const allowedOrigins = new Set<string>();
   const origin = (url: string, variable: string) => {
     try {
@@ -293,6 +298,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, opts: LoadOptio
   const publicUrl: string = (v.SERVICE_PUBLIC_URL ?? `http://localhost:${port || 8080}`).replace(/\/+$/, '');
   if (!bad('SERVICE_PUBLIC_URL') && !bad('SERVICE_PORT')) origin(publicUrl, 'SERVICE_PUBLIC_URL');
   if (!bad('SERVICE_ALLOWED_ORIGINS')) for (const o of (v.SERVICE_ALLOWED_ORIGINS ?? []) as string[]) origin(o, 'SERVICE_ALLOWED_ORIGINS');
+  // something else is wrong: every problem at once, in order, the passwords' strength included
+  if (problems.length && opts.deferPasswordStrength?.length) return loadConfig(env, { ...opts, deferPasswordStrength: undefined });
   if (problems.length) throw new ConfigError(problems);
 
   const fromEnv = new Set(Object.keys(env).filter((k) => k.startsWith('SERVICE_') && env[k] !== undefined && String(env[k]).trim() !== ''));

@@ -1,20 +1,28 @@
 import { loadConfig, ConfigError } from './config.js';
+import { passwordProblemsElsewhere, type PasswordCheck } from './password-strength.js';
+
+const refuse = (err: ConfigError): never => {
+  // every problem at once, one line each (variables that share a reason share a line)
+  for (const line of err.lines()) process.stderr.write(`configuration error: ${line}\n`);
+  process.exit(2);
+};
 
 /** Process entry: config -> service -> listen; SIGTERM / SIGINT drain and exit 0 within 10 s. */
 async function main() {
   let config;
+  // the bootstrap passwords' strength is judged on another thread while the service's modules load
+  const passwordChecks: PasswordCheck[] = [];
   try {
-    config = loadConfig(process.env);
+    config = loadConfig(process.env, { deferPasswordStrength: passwordChecks });
   } catch (err) {
-    if (err instanceof ConfigError) {
-      // every problem at once, one line each (variables that share a reason share a line)
-      for (const line of err.lines()) process.stderr.write(`configuration error: ${line}\n`);
-      process.exit(2);
-    }
+    if (err instanceof ConfigError) refuse(err);
     throw err;
   }
+  const weakPasswords = passwordProblemsElsewhere(passwordChecks);
   // the service's modules are loaded once the configuration holds: a refused one is said at once
   const { Service } = await import('./service.js');
+  const weak = await weakPasswords;
+  if (weak.length) refuse(new ConfigError(weak));
   const service = new Service(config);
   for (const warning of config.warnings) service.log.warn({ warning }, 'configuration warning');
   // once the accounts are seeded: only those still using the development password are named

@@ -1,4 +1,7 @@
 import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import { fieldError } from './errors.js';
 
 /** The zxcvbn score (0 to 4) a password must reach: 3, "safely unguessable" (moderate protection against an offline attack on a slow hash). */
@@ -44,6 +47,42 @@ export function passwordWeakness(password: string, userInputs: ReadonlyArray<str
   if (result.score < MIN_PASSWORD_SCORE)
     return `is too easy to guess (strength ${result.score} of 4, ${MIN_PASSWORD_SCORE} needed): a longer passphrase of unrelated words works well`;
   return null;
+}
+
+/** A bootstrap password of the environment to judge: its variable, and the account's name as a word an attacker tries first. */
+export interface PasswordCheck {
+  variable: string;
+  password: string;
+  userInputs: string[];
+}
+
+/** What is wrong with each password of `checks`, as configuration problems (none: []). */
+export function passwordProblems(checks: readonly PasswordCheck[]): Array<{ variable: string; reason: string }> {
+  return checks.flatMap(({ variable, password, userInputs }) => {
+    const weak = passwordWeakness(password, userInputs);
+    return weak ? [{ variable, reason: weak }] : [];
+  });
+}
+
+/**
+ * passwordProblems on a thread of its own (src/password-strength-worker.ts): loading the
+ * dictionary and judging takes a few hundred milliseconds of CPU, which the service's start
+ * spends loading its modules meanwhile. Judged here if the thread cannot be started.
+ */
+export async function passwordProblemsElsewhere(checks: readonly PasswordCheck[]): Promise<Array<{ variable: string; reason: string }>> {
+  if (!checks.length) return [];
+  const here = fileURLToPath(import.meta.url);
+  const file = path.join(path.dirname(here), `password-strength-worker${path.extname(here)}`);
+  try {
+    const worker = new Worker(file, { workerData: checks });
+    return await new Promise((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+      worker.once('exit', (code) => reject(new Error(`the password strength thread exited (${code})`)));
+    });
+  } catch {
+    return passwordProblems(checks);
+  }
 }
 
 /** Throws validation_failed naming `field` when `password` may not be set (passwordWeakness). */

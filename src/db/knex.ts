@@ -1,9 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type BetterSqlite3 from 'better-sqlite3';
+import type Pg from 'pg';
 import knex, { type Knex } from 'knex';
-import pg from 'pg';
 import { withTimeout } from '../errors.js';
 import { privateDir } from '../config.js';
 import { createLogger, type Logger } from '../log.js';
@@ -11,8 +12,17 @@ import { createLogger, type Logger } from '../log.js';
 export type { Knex };
 export type Dialect = 'sqlite' | 'postgres';
 
-// bigint columns hold epoch milliseconds; they fit a JS number, so read them as numbers
-pg.types.setTypeParser(20, (v) => Number(v));
+/**
+ * bigint columns hold epoch milliseconds; they fit a JS number, so read them as numbers. Set on
+ * the driver when a PostgreSQL configuration is first made: a start on SQLite never loads pg.
+ */
+let pgTypesSet = false;
+function setPgTypes(): void {
+  if (pgTypesSet) return;
+  const pg = createRequire(import.meta.url)('pg') as typeof Pg;
+  pg.types.setTypeParser(20, (v) => Number(v));
+  pgTypesSet = true;
+}
 
 export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
 export const SEEDS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../seeds');
@@ -110,6 +120,7 @@ export function knexConfig(settings: DbSettings, log: Logger = stderrLog()): Kne
   const migrations = { migrationSource, tableName: 'knex_migrations' };
   const seeds = { directory: SEEDS_DIR, loadExtensions: [EXT] };
   if (dialectOf(settings) === 'postgres') {
+    setPgTypes();
     return {
       log: knexLog(log),
       client: 'pg',

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { Secret, TOTP } from 'otpauth';
+import { createRequire } from 'node:module';
+import type * as OtpAuth from 'otpauth';
 import { DomainError, fieldError } from '../../errors.js';
 import type { SecretsStore } from '../../iam/secrets.js';
 import type { User } from '../../iam/store.js';
@@ -17,13 +18,18 @@ import type { RecoveryCodeFactor } from './recovery.js';
 export const TOTP_PERIOD_S = 30;
 const DIGITS = 6;
 
-function totp(secret: string, label = 'user', issuer = 'service-core'): TOTP {
+/** otpauth, loaded at the first code made or checked: a start never needs it. */
+let otpauth: typeof OtpAuth | undefined;
+const lib = (): typeof OtpAuth => (otpauth ??= createRequire(import.meta.url)('otpauth') as typeof OtpAuth);
+
+function totp(secret: string, label = 'user', issuer = 'service-core'): OtpAuth.TOTP {
+  const { Secret, TOTP } = lib();
   return new TOTP({ issuer, label, algorithm: 'SHA1', digits: DIGITS, period: TOTP_PERIOD_S, secret: Secret.fromBase32(secret) });
 }
 
 /** A new secret: 160 random bits, base32 (what authenticator apps take). */
 export function newTotpSecret(): string {
-  return new Secret({ size: 20 }).base32;
+  return new (lib().Secret)({ size: 20 }).base32;
 }
 
 /** The `otpauth://` URI an authenticator app scans. */

@@ -8,7 +8,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import Joi from 'joi';
-import * as client from 'openid-client';
+import type * as OpenId from 'openid-client';
 import type { Logger } from '../../log.js';
 import type { ExternalProfile, RedirectProvider, RedirectStart } from './types.js';
 
@@ -78,6 +78,9 @@ const expectedSchema = Joi.object({
   redirect_uri: redirectUriSchema,
 }).unknown(true); // callers may hand over their whole stored login record
 
+/** openid-client, loaded at the first discovery: a start without an OIDC login never loads it. */
+let client: typeof OpenId | undefined;
+
 export class OidcProvider implements RedirectProvider {
   readonly id = 'oidc';
   readonly kind = 'redirect' as const;
@@ -85,7 +88,7 @@ export class OidcProvider implements RedirectProvider {
   private readonly opts: ResolvedOptions;
   private readonly logger: Logger;
   /** in-flight or finished discovery; cleared on failure so the next login retries */
-  private discovering: Promise<client.Configuration> | undefined;
+  private discovering: Promise<OpenId.Configuration> | undefined;
 
   constructor(options: OidcProviderOptions, logger: Logger) {
     const { value, error } = optionsSchema.validate(options, { abortEarly: false, convert: false });
@@ -103,6 +106,7 @@ export class OidcProvider implements RedirectProvider {
   async start(redirectUri: string): Promise<RedirectStart> {
     Joi.assert(redirectUri, redirectUriSchema, 'redirect_uri');
     const config = await this.configuration();
+    const client = await openIdClient();
     const code_verifier = client.randomPKCECodeVerifier();
     const state = client.randomState();
     const nonce = client.randomNonce();
@@ -149,13 +153,14 @@ export class OidcProvider implements RedirectProvider {
     }
 
     const config = await this.configuration();
+    const client = await openIdClient();
     // The token request's redirect_uri must be the one sent in start(), not whatever host the
     // request reached us on (proxies), so rebuild the response URL on it.
     const responseUrl = new URL(expected.redirect_uri);
     responseUrl.search = callbackUrl.search;
     responseUrl.hash = '';
 
-    let tokens: Awaited<ReturnType<typeof client.authorizationCodeGrant>>;
+    let tokens: Awaited<ReturnType<typeof OpenId.authorizationCodeGrant>>;
     try {
       tokens = await client.authorizationCodeGrant(config, responseUrl, {
         pkceCodeVerifier: expected.code_verifier,
@@ -186,7 +191,7 @@ export class OidcProvider implements RedirectProvider {
   }
 
   /** Lazy, shared discovery; a failure is not cached so the next login tries again. */
-  private configuration(): Promise<client.Configuration> {
+  private configuration(): Promise<OpenId.Configuration> {
     if (!this.discovering) {
       const attempt = this.discover();
       this.discovering = attempt;
@@ -197,10 +202,11 @@ export class OidcProvider implements RedirectProvider {
     return this.discovering;
   }
 
-  private async discover(): Promise<client.Configuration> {
+  private async discover(): Promise<OpenId.Configuration> {
+    const client = await openIdClient();
     const auth =
       this.opts.tokenAuthMethod === 'client_secret_post' ? client.ClientSecretPost(this.opts.clientSecret) : client.ClientSecretBasic(this.opts.clientSecret);
-    const execute: Array<(config: client.Configuration) => void> = [client.enableNonRepudiationChecks];
+    const execute: Array<(config: OpenId.Configuration) => void> = [client.enableNonRepudiationChecks];
     if (this.opts.allowInsecureHttp) execute.push(client.allowInsecureRequests);
     try {
       const config = await client.discovery(new URL(this.opts.issuer), this.opts.clientId, { client_secret: this.opts.clientSecret }, auth, {
@@ -221,10 +227,10 @@ export class OidcProvider implements RedirectProvider {
     if (err instanceof OidcLoginError) return err;
     const message = describe(err);
     if (isNetworkFailure(err)) return new OidcLoginError('idp_unreachable', message, { cause: err });
-    if (err instanceof client.AuthorizationResponseError) return new OidcLoginError('idp_error', message, { cause: err });
+    if (client && err instanceof client.AuthorizationResponseError) return new OidcLoginError('idp_error', message, { cause: err });
     if (fallback === 'exchange_failed') {
       if (claimInCauseChain(err) === 'nonce') return new OidcLoginError('nonce_mismatch', message, { cause: err });
-      if (err instanceof client.ResponseBodyError) return new OidcLoginError('exchange_failed', message, { cause: err });
+      if (client && err instanceof client.ResponseBodyError) return new OidcLoginError('exchange_failed', message, { cause: err });
       const code = (err as { code?: unknown }).code;
       if (
         code === 'OAUTH_JWT_CLAIM_COMPARISON_FAILED' ||
@@ -293,13 +299,18 @@ function claimInCauseChain(err: unknown): string | undefined {
   return undefined;
 }
 
+async function openIdClient(): Promise<typeof OpenId> {
+  client ??= await import('openid-client');
+  return client;
+}
+
 /** A short, secret-free description: library message, code and OAuth error name. */
 function describe(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   const parts = [err.message];
   const code = (err as { code?: unknown }).code;
   if (typeof code === 'string') parts.push(`(${code})`);
-  if (err instanceof client.ResponseBodyError) parts.push(`[${err.error}]`);
+  if (client && err instanceof client.ResponseBodyError) parts.push(`[${err.error}]`);
   const causeCode = (err.cause as { code?: unknown } | undefined)?.code;
   if (typeof causeCode === 'string' && causeCode !== code) parts.push(`<${causeCode}>`);
   return parts.join(' ');
