@@ -182,29 +182,33 @@ export class SocketRequests {
     if (isPrivileged(op)) privileged = { args: { fields: Object.keys(req.args ?? {}).slice(0, 50) }, change: isChange(op) };
     if (op.permission !== null && !allows(caller, op.permission)) return fail('forbidden', `missing permission ${op.permission}`);
 
-    const checked = op.schema.validate(req.args, ARGS_OPTIONS);
-    const change = !checked.error && isChange(op, checked.value);
-    if (privileged && !checked.error) privileged = { args: op.audited ? op.audited(checked.value) : { fields: Object.keys(checked.value ?? {}) }, change };
-    if (checked.error) {
-      const problems = fieldErrorsOf(checked.error);
-      return fail('invalid_args', fieldErrorsText(problems), problems);
-    }
-    const further = op.permissionsFor?.(checked.value) ?? [];
-    for (const permission of further) {
-      if (!allows(caller, permission)) return fail('forbidden', `missing permission ${permission}`);
-    }
-    // a change needs a recent second factor (the composition root decides for which permissions); a read does not
-    const needed = [...(op.permission !== null ? [op.permission] : []), ...further];
-    if (this.deps.stepUp && caller !== TRUSTED_CALLER && change && needed.length) {
-      try {
-        await this.deps.stepUp(caller, needed);
-      } catch (err) {
-        if (err instanceof DomainError && err.code === 'step_up_required') return fail('step_up_required', err.message, err.details);
-        throw err;
-      }
-    }
-
+    // everything that asks the operation's own code (its schema, audited, permissionsFor, run) is
+    // inside: a provider's mistake is a `failed` answer, never a rejection of handle()
     try {
+      const checked = op.schema.validate(req.args, ARGS_OPTIONS);
+      const change = !checked.error && isChange(op, checked.value);
+      if (privileged && !checked.error) privileged = { args: op.audited ? op.audited(checked.value) : { fields: Object.keys(checked.value ?? {}) }, change };
+      if (checked.error) {
+        const problems = fieldErrorsOf(checked.error);
+        return fail('invalid_args', fieldErrorsText(problems), problems);
+      }
+      const further = op.permissionsFor?.(checked.value) ?? [];
+      for (const permission of further) {
+        if (!allows(caller, permission)) return fail('forbidden', `missing permission ${permission}`);
+      }
+      // a change needs a recent second factor (the composition root decides for which permissions); a read does not
+      const needed = [...(op.permission !== null ? [op.permission] : []), ...further];
+      if (this.deps.stepUp && caller !== TRUSTED_CALLER && change && needed.length) {
+        try {
+          await this.deps.stepUp(caller, needed);
+        } catch (err) {
+          if (err instanceof DomainError && err.code === 'step_up_required') return fail('step_up_required', err.message, err.details);
+          // the check itself failed (the session store away): the operation is not run
+          this.deps.logger.error({ err, operation: req.operation, provider: providerName }, 'socket operation: the step-up check failed');
+          return fail('failed', 'the step-up check failed');
+        }
+      }
+
       if (needsAvailable && !(await needsAvailable())) {
         // a caller holding the operation's permission may read why not (the reason names the daemon's socket); an open read's may not
         const why = isPrivileged(op) ? this.deps.registry.get(providerName!)?.unavailable_reason : null;

@@ -129,6 +129,8 @@ export class SocketsComponent {
     method: OperationHttp['method'],
   ): { provider: SocketProvider; name: string; op: ProviderOperation } {
     const provider = this.registry.get(providerName);
+    // one URL per operation: `record-add`, never `record_add` beside it
+    if (path.includes('_')) throw notFound(`socket operation /api/socket/${providerName}/${path}`);
     const name = path.replace(/-/g, '_');
     const ops = provider ? servedOperations(provider) : {};
     const op = Object.prototype.hasOwnProperty.call(ops, name) ? ops[name] : undefined;

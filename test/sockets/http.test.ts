@@ -218,6 +218,8 @@ describe('socket HTTP API', function () {
     const two = await request(svc.url).get('/api/socket/container/resolve-mounts?targets=/srv&targets=/data').set('X-API-Key', SYSTEM_KEY).expect(200);
     expect(Object.keys(one.body.mounts ?? one.body)).to.have.length.greaterThan(0);
     expect(JSON.stringify(two.body)).to.include('/data');
+    // one URL per operation: the underscore spelling is not a second one
+    await request(svc.url).get('/api/socket/container/storage_root').set('X-API-Key', SYSTEM_KEY).expect(404);
     for (const path of ['/api/socket/nothing/health', '/api/socket/container/nothing']) {
       const res = await request(svc.url).post(path).set('X-API-Key', SYSTEM_KEY).send({}).expect(404);
       expect(res.body.error.code, path).to.equal('not_found');
