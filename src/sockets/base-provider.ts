@@ -162,6 +162,34 @@ export abstract class SocketProvider {
   /** Asks the socket (implementations may cache briefly) and remembers the answer. */
   abstract isAvailable(): Promise<boolean>;
 
+  /** when the daemon was last found answering or away (seen()) */
+  private seenAt = 0;
+  private probing: Promise<boolean> | null = null;
+
+  /**
+   * The availability rule of the host services: a daemon found answering is taken at its word
+   * for `ttlMs`; one found away is asked again at once (a request right after it came back is
+   * served); callers meanwhile share one probe. `probe` asks the daemon and says what it found
+   * with seen(); what it throws counts as away.
+   */
+  protected shareProbe(ttlMs: number, probe: () => Promise<unknown>): Promise<boolean> {
+    if (this.lastAvailable && Date.now() - this.seenAt < ttlMs) return Promise.resolve(true);
+    this.probing ??= probe()
+      .catch((err: unknown) => this.seen(`${this.name}: ${(err as Error)?.message ?? err}`))
+      .then(() => this.lastAvailable)
+      .finally(() => {
+        this.probing = null;
+      });
+    return this.probing;
+  }
+
+  /** What a probe or a call found: the daemon answering (null), or away and why (for its administrators). */
+  protected seen(reason: string | null): void {
+    this.lastAvailable = reason === null;
+    this.lastUnavailableReason = reason;
+    this.seenAt = Date.now();
+  }
+
   /*
    * The four operations every provider answers (the specification's base contract), as
    * `<kind>:health`, `<kind>:cleanup`, `<kind>:mounts` and `<kind>:storage_root`. The base

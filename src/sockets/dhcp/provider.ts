@@ -109,8 +109,6 @@ export class DhcpProvider extends SocketProvider {
   readonly capabilities: ProviderCapabilities = { can_verify_mounts: false, can_repair_permissions: false };
   private readonly kea: KeaClient;
   private readonly reservations: Reservations;
-  private checkedAt = 0;
-  private checking: Promise<boolean> | null = null;
 
   constructor(options: DhcpProviderOptions = {}, logger?: Logger) {
     super(options as unknown as Record<string, unknown>, logger);
@@ -128,25 +126,14 @@ export class DhcpProvider extends SocketProvider {
     });
   }
 
-  override async isAvailable(): Promise<boolean> {
-    // only an available Kea is taken as said for a moment: one that was away is asked again, so a restarted Kea serves at once
-    if (this.lastAvailable && Date.now() - this.checkedAt < AVAILABILITY_TTL_MS) return true;
-    this.checking ??= this.kea
-      .call('version-get')
-      .then(
+  /** Asks Kea its version, as the base's shareProbe says (a Kea found away is asked again at once: a restarted Kea serves at once). */
+  override isAvailable(): Promise<boolean> {
+    return this.shareProbe(AVAILABILITY_TTL_MS, () =>
+      this.kea.call('version-get').then(
         () => this.seen(null),
         (err: Error) => this.seen(err.message),
-      )
-      .finally(() => (this.checking = null));
-    return this.checking;
-  }
-
-  /** Remembers what the last call to Kea said of its availability. */
-  private seen(reason: string | null): boolean {
-    this.lastAvailable = reason === null;
-    this.lastUnavailableReason = reason;
-    this.checkedAt = Date.now();
-    return this.lastAvailable;
+      ),
+    );
   }
 
   /** A call to Kea; an answer that Kea is away marks the provider unavailable until the next check. */

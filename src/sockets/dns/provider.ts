@@ -117,8 +117,6 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
   private readonly control: UnboundControl;
   private readonly records: DnsRecords;
   private readonly ttlMs: number;
-  private checkedAt = 0;
-  private inFlight: Promise<boolean> | null = null;
   private version: string | null = null;
   private readonly timer: NodeJS.Timeout | null;
 
@@ -138,20 +136,15 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
   }
 
   /**
-   * Asks Unbound (`status`), at most once per availabilityTtlMs while it answers (an outage is
-   * asked again at once: a request right after Unbound came back is served), callers meanwhile
-   * sharing the answer. When Unbound no longer holds the marker zone (it restarted or reloaded: what remote
+   * Asks Unbound (`status`), as the base's shareProbe says (at most once per availabilityTtlMs
+   * while it answers, at once after an outage). When Unbound no longer holds the marker zone (it restarted or reloaded: what remote
    * control added is gone), the table's records are put back first.
    */
-  override async isAvailable(): Promise<boolean> {
-    if (this.lastAvailable && Date.now() - this.checkedAt < this.ttlMs) return true;
-    this.inFlight ??= this.probe().finally(() => {
-      this.inFlight = null;
-    });
-    return this.inFlight;
+  override isAvailable(): Promise<boolean> {
+    return this.shareProbe(this.ttlMs, () => this.probe());
   }
 
-  private async probe(): Promise<boolean> {
+  private async probe(): Promise<void> {
     try {
       const status = await this.control.command('status');
       // a socket that takes the command and says nothing (or something else) is not Unbound answering
@@ -166,15 +159,11 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
           this.log?.error({ err }, 'dns: records could not be put back into Unbound');
         }
       }
-      this.lastAvailable = true;
-      this.lastUnavailableReason = null;
+      this.seen(null);
     } catch (err) {
-      this.lastAvailable = false;
-      this.lastUnavailableReason = err instanceof SocketError ? err.message : `Unbound's control socket ${this.socket_path} failed`;
+      this.seen(err instanceof SocketError ? err.message : `Unbound's control socket ${this.socket_path} failed`);
       if (!(err instanceof SocketError)) this.log?.warn({ err }, 'dns: availability check failed');
     }
-    this.checkedAt = Date.now();
-    return this.lastAvailable;
   }
 
   /** A call to Unbound; Unbound found away is remembered (until the next check) so that the next callers hear `unavailable` at once. */
@@ -182,11 +171,7 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
     try {
       return await fn();
     } catch (err) {
-      if (err instanceof SocketError && err.code === 'unavailable') {
-        this.lastAvailable = false;
-        this.lastUnavailableReason = err.message;
-        this.checkedAt = Date.now();
-      }
+      if (err instanceof SocketError && err.code === 'unavailable') this.seen(err.message);
       throw err;
     }
   }

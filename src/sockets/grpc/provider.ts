@@ -55,8 +55,6 @@ export class GrpcProvider extends SocketProvider {
   private readonly spec: GrpcSpec;
   private readonly channel: GrpcChannel;
   private readonly availabilityTtlMs: number;
-  private availabilityCheckedAt = 0;
-  private availabilityInFlight: Promise<boolean> | null = null;
 
   constructor(options: Record<string, unknown>, logger?: Logger) {
     super(options, logger);
@@ -74,16 +72,13 @@ export class GrpcProvider extends SocketProvider {
     return [...this.spec.methods.keys()];
   }
 
-  override async isAvailable(): Promise<boolean> {
-    if (Date.now() - this.availabilityCheckedAt < this.availabilityTtlMs) return this.lastAvailable;
-    this.availabilityInFlight ??= this.probe().finally(() => {
-      this.availabilityInFlight = null;
-    });
-    return this.availabilityInFlight;
+  /** As the base's shareProbe says: a daemon found away is asked again at once. */
+  override isAvailable(): Promise<boolean> {
+    return this.shareProbe(this.availabilityTtlMs, () => this.probe());
   }
 
   /** Is the socket there, and does the daemon answer (its probe method, or a connection)? */
-  private async probe(): Promise<boolean> {
+  private async probe(): Promise<void> {
     let reason: string | null = null;
     const st = await fsp.stat(this.socket_path).catch(() => null);
     if (!st) reason = `no socket at ${this.socket_path}`;
@@ -99,8 +94,7 @@ export class GrpcProvider extends SocketProvider {
     } else if (!(await this.channel.connects(Math.min(PROBE_TIMEOUT_MS, this.timeoutMs)))) {
       reason = `the daemon at ${this.socket_path} did not accept a connection`;
     }
-    this.remember(reason);
-    return this.lastAvailable;
+    this.seen(reason);
   }
 
   /** Does the daemon answer now (its probe method, or a connection), within a second at most? */
@@ -117,12 +111,6 @@ export class GrpcProvider extends SocketProvider {
 
   private get timeoutMs(): number {
     return (this.options as unknown as GrpcProviderOptions).timeoutMs;
-  }
-
-  private remember(reason: string | null): void {
-    this.lastAvailable = reason === null;
-    this.lastUnavailableReason = reason;
-    this.availabilityCheckedAt = Date.now();
   }
 
   override async health_check(): Promise<Record<string, unknown>> {
@@ -229,18 +217,18 @@ export class GrpcProvider extends SocketProvider {
     if (problems.length) throw new SocketError('invalid_args', problems.map((p) => `${p.field}: ${p.message}`).join('; '), problems);
     try {
       const response = await this.channel.call(entry.method, args.request ?? {}, metadata);
-      this.remember(null);
+      this.seen(null);
       return { response };
     } catch (err) {
       if (!(err instanceof GrpcFailure)) throw err;
       if (err.timedOut && (await this.answers())) {
         // the daemon answers, this call's answer never came: one too large to read (HTTP/2 drops
         // trailers over 64 KiB, e.g. an error quoting a very long request value), not the daemon away
-        this.remember(null);
+        this.seen(null);
         throw new SocketError('failed', `${this.name} gave no answer to ${args.method} that could be read within the deadline, though it answers other calls`);
       }
-      if (err.away) this.remember(`the daemon at ${this.socket_path} did not answer ${args.method}`);
-      else this.remember(null);
+      if (err.away) this.seen(`the daemon at ${this.socket_path} did not answer ${args.method}`);
+      else this.seen(null);
       throw err.toSocketError(this.name, args.method);
     }
   }

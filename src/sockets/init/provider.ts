@@ -50,8 +50,6 @@ export class InitProvider extends SocketProvider {
   private readonly allowList: UnitAllowList;
   private readonly availabilityTtlMs: number;
   private readonly timeoutMs: number;
-  private availabilityCheckedAt = 0;
-  private availabilityInFlight: Promise<boolean> | null = null;
   private version: string | null = null;
 
   constructor(options: InitProviderOptions = {}, logger?: Logger) {
@@ -65,35 +63,24 @@ export class InitProvider extends SocketProvider {
     this.availabilityTtlMs = options.availabilityTtlMs ?? 1000;
   }
 
-  override async isAvailable(): Promise<boolean> {
-    if (Date.now() - this.availabilityCheckedAt < this.availabilityTtlMs) return this.lastAvailable;
-    this.availabilityInFlight ??= this.probe().finally(() => {
-      this.availabilityInFlight = null;
-    });
-    return this.availabilityInFlight;
+  /** As the base's shareProbe says: a manager found away is asked again at once. */
+  override isAvailable(): Promise<boolean> {
+    return this.shareProbe(this.availabilityTtlMs, () => this.probe());
   }
 
   /** Asks the manager its version: it answers when the bus and the manager are both there. */
-  private async probe(): Promise<boolean> {
+  private async probe(): Promise<void> {
     try {
       this.version = text(await this.manager.property(MANAGER_PATH, MANAGER, 'Version')) || null;
-      this.lastAvailable = true;
-      this.lastUnavailableReason = null;
+      this.seen(null);
     } catch (err) {
-      this.lastAvailable = false;
-      this.lastUnavailableReason = callFailure(err, `systemd's manager on ${this.socket_path}`).message;
+      this.seen(callFailure(err, `systemd's manager on ${this.socket_path}`).message);
     }
-    this.availabilityCheckedAt = Date.now();
-    return this.lastAvailable;
   }
 
   /** A call failed because the manager is away: say so until the next check. */
   private noted(err: SocketError): SocketError {
-    if (err.code === 'unavailable') {
-      this.lastAvailable = false;
-      this.lastUnavailableReason = err.message;
-      this.availabilityCheckedAt = Date.now();
-    }
+    if (err.code === 'unavailable') this.seen(err.message);
     return err;
   }
 
