@@ -51,7 +51,8 @@ async function caughtUp(clients: Clients, seqs: number[], from: number, until: n
 
 async function main() {
   const started = Date.now();
-  const cluster = await startCluster({ instances: 3, clients: CLIENTS, env: { SERVICE_LOG_LEVEL: 'error' } });
+  // every broadcast of the run kept (the default keeps 1,000: a client away longer would resume truncated)
+  const cluster = await startCluster({ instances: 3, clients: CLIENTS, env: { SERVICE_LOG_LEVEL: 'error', SERVICE_NOTIFICATION_MAX_PER_USER: '10000000' } });
   let clients: Clients | null = null;
   try {
     const origin = cluster.origin;
@@ -162,6 +163,12 @@ async function main() {
       console.log(`answers, ${names[p]}: ${[...byStatus].map(([k, n]) => `${k}: ${n}`).join(', ')}`);
     }
     console.log(`acknowledged notifications: ${acked.length}`);
+    // when each fault began and each answer other than 202 / 503 was asked and given (s from the first send)
+    const t0 = caster.answers.reduce((m, a) => Math.min(m, a.start), Infinity);
+    const at = (t: number) => ((t - t0) / 1000).toFixed(1);
+    console.log(`faults began at ${faults.map((f) => `${at(f.start)} s (${f.name})`).join(', ')}`);
+    for (const a of caster.answers.filter((x) => x.status !== 202 && x.status !== 503).slice(0, 12))
+      console.log(`  ${a.status || 'failed'} ${a.kind}: sent at ${at(a.start)} s, answered at ${at(a.end)} s`);
     // what nginx said about answers other than a refused connect (a 502 or 504 has its line here)
     const said = cluster.nginx
       .errors()
@@ -170,7 +177,7 @@ async function main() {
     console.log(`nginx error log, other than refused connections: ${said.length} lines${said.length ? '; the last ones:' : ''}`);
     for (const l of said.slice(-8)) console.log(`  ${l.replace(/, client: .*?(, request)/, '$1').slice(0, 240)}`);
     console.log(
-      `at the end (${(settledMs / 1000).toFixed(1)} s after the last send): ${CLIENTS - c.notLive()} of ${CLIENTS} clients live; ${missing.length} clients miss an acknowledged notification; ${c.duplicates} seqs handed on twice`,
+      `at the end (${(settledMs / 1000).toFixed(1)} s after the last send): ${CLIENTS - c.notLive()} of ${CLIENTS} clients live; ${missing.length} clients miss an acknowledged notification; ${c.truncated.size} clients were told their resume was truncated; ${c.duplicates} seqs handed on twice`,
     );
   } finally {
     await clients?.close(2000);

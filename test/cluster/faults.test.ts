@@ -165,6 +165,7 @@ describe('three instances behind nginx (the shipped several-instance config) und
     expect(c.notLive(), 'clients not live at the end').to.equal(0);
     expect(missing.slice(0, 5), `${missing.length} clients miss an acknowledged notification`).to.deep.equal([]);
     expect(c.duplicates, 'seqs handed on twice').to.equal(0);
+    expect(c.truncated.size, 'clients whose resume was truncated').to.equal(0);
     // the faults were felt: clients of the killed and the drained instances reconnected
     expect(c.outages.length).to.be.at.least(CLIENTS);
     expect(c.outages.every((o) => o.to !== null)).to.equal(true);

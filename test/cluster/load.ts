@@ -48,6 +48,8 @@ export class Clients {
   /** per client, a byte per seq: 1 once handed on */
   private got: Uint8Array[] = [];
   duplicates = 0;
+  /** clients told their resume starts after the oldest notification kept (retention pruned what they missed) */
+  readonly truncated = new Set<number>();
   readonly outages: Outage[] = [];
   private readonly down = new Map<number, Outage>();
   readonly latency: Histogram[] = [];
@@ -64,6 +66,7 @@ export class Clients {
         const [sent, phase] = (payload.message ?? '').split(' ').map(Number);
         if (Number.isFinite(sent) && Number.isFinite(phase)) (this.latency[phase!] ??= new Histogram()).add(Date.now() - sent!);
       });
+      c.on('truncated', () => this.truncated.add(i));
       c.on('state', ({ state }) => {
         const open = this.down.get(i);
         if (state === 'live') {
