@@ -1,7 +1,7 @@
 import http from 'node:http';
 import request from 'supertest';
 import { Secret, TOTP } from 'otpauth';
-import { adminAuth } from '../support/service.js';
+import { adminAuth, type TestService } from '../support/service.js';
 
 /** The origin every test service accepts (SERVICE_PUBLIC_URL of the harness). */
 export const ORIGIN = 'http://localhost:8080';
@@ -118,4 +118,42 @@ export async function previousStepCode(secret: string, margin = 5_000): Promise<
   const left = TOTP_STEP_MS - (Date.now() % TOTP_STEP_MS);
   if (left < margin) await new Promise((r) => setTimeout(r, left + 50));
   return totpCode(secret, Date.now() - TOTP_STEP_MS);
+}
+
+/**
+ * An account enrols an authenticator app from a password session, then signs in with both
+ * factors: that session's token, the app's secret and the recovery codes.
+ */
+export async function signInWithAuthenticatorApp(
+  url: string,
+  username: string,
+  password: string,
+): Promise<{ token: string; secret: string; recovery: string[] }> {
+  const first = await request(url).post('/api/auth/login').send({ username, password }).expect(200);
+  const bearer = `Bearer ${first.body.token}`;
+  const secret: string = (await request(url).post('/api/me/mfa/totp').set('Authorization', bearer).expect(200)).body.secret;
+  const confirmed = await request(url)
+    .post('/api/me/mfa/totp/confirm')
+    .set('Authorization', bearer)
+    .send({ code: await previousStepCode(secret) })
+    .expect(200);
+  const again = await request(url).post('/api/auth/login').send({ username, password }).expect(200);
+  const done = await request(url)
+    .post('/api/auth/login/mfa')
+    .send({ mfa_token: again.body.mfa_token, code: totpCode(secret) })
+    .expect(200);
+  return { token: done.body.token, secret, recovery: confirmed.body.recovery_codes };
+}
+
+/** The session's last verification of its second factor moved out of the step-up window, as 16 minutes passing would. */
+export async function stepUpExpired(svc: TestService, token: string): Promise<void> {
+  const keys = (await request(svc.url).get('/api/me/api-keys').set('Authorization', `Bearer ${token}`).expect(200)).body.keys as Array<{
+    id: string;
+    current: boolean;
+  }>;
+  await svc.service
+    .db('api_keys')
+    .where({ id: keys.find((k) => k.current)!.id })
+    .update({ mfa_at: Date.now() - 16 * 60_000 });
+  svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
 }

@@ -3,7 +3,7 @@ import request from 'supertest';
 import { startKea, type TestKea } from '../../support/kea.js';
 import { basic, startService, SYSTEM_KEY, type TestService } from '../../support/service.js';
 import { WsClient } from '../../gateway/helpers.js';
-import { previousStepCode, totpCode } from '../../auth/helpers.js';
+import { signInWithAuthenticatorApp, stepUpExpired } from '../../auth/helpers.js';
 
 /**
  * The dhcp provider through the running service, Kea real: HTTP and ws answer the same, the
@@ -201,32 +201,10 @@ describe('dhcp through the service (real Kea)', function () {
   });
 
   it('a change from a web session with a second factor needs step-up; a read does not', async () => {
-    // the account enrols an authenticator app, then signs in with both factors
-    const first = await api().post('/api/auth/login').send({ username: 'stepper', password: 'stepper-password' }).expect(200);
-    const firstBearer = { Authorization: `Bearer ${first.body.token}` };
-    const secret = (await api().post('/api/me/mfa/totp').set(firstBearer).expect(200)).body.secret;
-    const recovery: string[] = (
-      await api()
-        .post('/api/me/mfa/totp/confirm')
-        .set(firstBearer)
-        .send({ code: await previousStepCode(secret) })
-        .expect(200)
-    ).body.recovery_codes;
-    const again = await api().post('/api/auth/login').send({ username: 'stepper', password: 'stepper-password' }).expect(200);
-    const token = (
-      await api()
-        .post('/api/auth/login/mfa')
-        .send({ mfa_token: again.body.mfa_token, code: totpCode(secret) })
-        .expect(200)
-    ).body.token;
+    // the account enrols an authenticator app, then signs in with both factors; its verification is then older than the window
+    const { token, recovery } = await signInWithAuthenticatorApp(svc.url, 'stepper', 'stepper-password');
     const bearer = `Bearer ${token}`;
-    const sessionId = (await api().get('/api/me/api-keys').set('Authorization', bearer).expect(200)).body.keys.find((k: { current: boolean }) => k.current).id;
-    // its verification is older than the window, as 16 minutes passing would make it
-    await svc.service
-      .db('api_keys')
-      .where({ id: sessionId })
-      .update({ mfa_at: Date.now() - 16 * 60_000 });
-    svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
+    await stepUpExpired(svc, token);
 
     const args = { subnet_id: 2, hw_address: '02:aa:00:00:03:01', ip_address: '198.51.100.30' };
     const refused = await api().post('/api/socket/dhcp/reservation-add').set('Authorization', bearer).send(args).expect(403);

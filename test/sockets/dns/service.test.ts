@@ -3,7 +3,7 @@ import request from 'supertest';
 import { startService, basic, SYSTEM_KEY, type TestService } from '../../support/service.js';
 import { startUnbound, type TestUnbound } from '../../support/unbound.js';
 import { WsClient } from '../../gateway/helpers.js';
-import { previousStepCode, totpCode } from '../../auth/helpers.js';
+import { signInWithAuthenticatorApp, stepUpExpired } from '../../auth/helpers.js';
 import { lookupError, resolverOf } from './helpers.js';
 
 /**
@@ -180,28 +180,9 @@ describe('dns provider through the service (HTTP and ws)', function () {
   });
 
   it('a web session with a second factor verifies it again before a change; a read needs no step-up', async () => {
-    const first = await api().post('/api/auth/login').send({ username: 'admin', password: 'admin-test-password' }).expect(200);
-    const secret = (await api().post('/api/me/mfa/totp').set('Authorization', `Bearer ${first.body.token}`).expect(200)).body.secret;
-    const recovery: string[] = (
-      await api()
-        .post('/api/me/mfa/totp/confirm')
-        .set('Authorization', `Bearer ${first.body.token}`)
-        .send({ code: await previousStepCode(secret) })
-        .expect(200)
-    ).body.recovery_codes;
-    const again = await api().post('/api/auth/login').send({ username: 'admin', password: 'admin-test-password' }).expect(200);
-    const done = await api()
-      .post('/api/auth/login/mfa')
-      .send({ mfa_token: again.body.mfa_token, code: totpCode(secret) })
-      .expect(200);
-    const bearer = { Authorization: `Bearer ${done.body.token}` };
-    const session = (await api().get('/api/me/api-keys').set(bearer).expect(200)).body.keys.find((k: { current: boolean }) => k.current).id;
-    // the last verification out of the window, as 16 minutes passing would
-    await svc.service
-      .db('api_keys')
-      .where({ id: session })
-      .update({ mfa_at: Date.now() - 16 * 60_000 });
-    svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
+    const { token, recovery } = await signInWithAuthenticatorApp(svc.url, 'admin', 'admin-test-password');
+    const bearer = { Authorization: `Bearer ${token}` };
+    await stepUpExpired(svc, token);
 
     const body = { name: 'stepup.home.arpa', type: 'A', data: '192.168.77.90' };
     const refused = await api().post('/api/socket/dns/record-add').set(bearer).send(body).expect(403);

@@ -3,7 +3,7 @@ import request from 'supertest';
 import { startContainerd, type TestContainerd } from '../../support/containerd.js';
 import { basic, startService, SYSTEM_KEY, type TestService } from '../../support/service.js';
 import { WsClient } from '../../gateway/helpers.js';
-import { previousStepCode, totpCode } from '../../auth/helpers.js';
+import { signInWithAuthenticatorApp, stepUpExpired } from '../../auth/helpers.js';
 import { containerdEntry, CT_DELETE, CT_LIST, NS_CREATE, NS_LIST, providersFile, VERSION } from './helpers.js';
 
 const perm = (method: string) => `socket:grpc:containerd:${method}`;
@@ -186,31 +186,10 @@ describe('gRPC provider through the service (real containerd)', function () {
   });
 
   it('a web session with a second factor: a change method needs step-up, a read method does not', async () => {
-    const first = await api().post('/api/auth/login').send({ username: 'admin', password: 'admin-test-password' }).expect(200);
-    const bearer = { Authorization: `Bearer ${first.body.token}` };
-    const secret = (await api().post('/api/me/mfa/totp').set(bearer).expect(200)).body.secret;
-    const recovery: string[] = (
-      await api()
-        .post('/api/me/mfa/totp/confirm')
-        .set(bearer)
-        .send({ code: await previousStepCode(secret) })
-        .expect(200)
-    ).body.recovery_codes;
-    const again = await api().post('/api/auth/login').send({ username: 'admin', password: 'admin-test-password' }).expect(200);
-    const token = (
-      await api()
-        .post('/api/auth/login/mfa')
-        .send({ mfa_token: again.body.mfa_token, code: totpCode(secret, Date.now()) })
-        .expect(200)
-    ).body.token;
+    const { token, recovery } = await signInWithAuthenticatorApp(svc.url, 'admin', 'admin-test-password');
     const session = { Authorization: `Bearer ${token}` };
-    const sessionId = (await api().get('/api/me/api-keys').set(session).expect(200)).body.keys.find((k: { current: boolean }) => k.current).id;
     // the verification moved out of the window, as 16 minutes passing would
-    await svc.service
-      .db('api_keys')
-      .where({ id: sessionId })
-      .update({ mfa_at: Date.now() - 16 * 60_000 });
-    svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
+    await stepUpExpired(svc, token);
 
     const create = { method: NS_CREATE, request: { namespace: { name: 'stepped-up' } } };
     const refused = await api().post('/api/socket/containerd/call').set(session).send(create).expect(403);

@@ -3,7 +3,7 @@ import request from 'supertest';
 import { startService, basic, SYSTEM_KEY, type TestService } from '../../support/service.js';
 import { startSystemdUser, type SystemdUser } from '../../support/systemd-user.js';
 import { WsClient } from '../../gateway/helpers.js';
-import { previousStepCode, totpCode } from '../../auth/helpers.js';
+import { signInWithAuthenticatorApp, stepUpExpired } from '../../auth/helpers.js';
 
 const service = (description: string) => `[Unit]\nDescription=${description}\n\n[Service]\nExecStart=/bin/sleep 1000\n`;
 
@@ -168,23 +168,8 @@ describe('init provider through the service (HTTP and ws)', function () {
   });
 
   it('a web session with a second factor verifies it again before a unit action (a read needs no step-up)', async () => {
-    const admin = { username: 'admin', password: 'admin-test-password' };
-    const first = await api().post('/api/auth/login').send(admin).expect(200);
-    const bearer = { Authorization: `Bearer ${first.body.token}` };
-    const secret = (await api().post('/api/me/mfa/totp').set(bearer).expect(200)).body.secret;
-    const recovery: string[] = (
-      await api()
-        .post('/api/me/mfa/totp/confirm')
-        .set(bearer)
-        .send({ code: await previousStepCode(secret) })
-        .expect(200)
-    ).body.recovery_codes;
-    const again = await api().post('/api/auth/login').send(admin).expect(200);
-    const done = await api()
-      .post('/api/auth/login/mfa')
-      .send({ mfa_token: again.body.mfa_token, code: totpCode(secret, Date.now()) })
-      .expect(200);
-    const session = { Authorization: `Bearer ${done.body.token}` };
+    const { token, recovery } = await signInWithAuthenticatorApp(svc.url, 'admin', 'admin-test-password');
+    const session = { Authorization: `Bearer ${token}` };
     await api()
       .post('/api/groups')
       .set(sys)
@@ -197,12 +182,7 @@ describe('init provider through the service (HTTP and ws)', function () {
       .send({ groups: ['INT_ADMIN', 'unit-operators'] })
       .expect(200);
     // the sign-in's verification is older than the window
-    const keyId = (await api().get('/api/me/api-keys').set(session).expect(200)).body.keys.find((k: { current: boolean }) => k.current).id;
-    await svc.service
-      .db('api_keys')
-      .where({ id: keyId })
-      .update({ mfa_at: Date.now() - 16 * 60_000 });
-    svc.service.bus.emit('iam:permissions_changed', { scope: 'all' });
+    await stepUpExpired(svc, token);
 
     await api().get('/api/socket/init/units').set(session).expect(200);
     const unit = 'svc-test-a.service';
