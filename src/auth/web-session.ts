@@ -1,5 +1,6 @@
 import type Koa from 'koa';
-import session from 'koa-session';
+import { createRequire } from 'node:module';
+import type session from 'koa-session';
 import type { Knex } from 'knex';
 import { sha256 } from './tokens.js';
 
@@ -44,7 +45,9 @@ export function webSessionMiddleware(app: Koa, db: Knex, opts: { ttlMs: number; 
         .delete();
     },
   };
-  const middleware = session(
+  // koa-session is loaded when the service mounts its middleware: a CLI command never does
+  const { default: createSession } = createRequire(import.meta.url)('koa-session') as { default: typeof session };
+  const middleware = createSession(
     {
       key: SESSION_COOKIE,
       maxAge: opts.ttlMs,

@@ -1,6 +1,8 @@
-import Koa, { type Context, type Next } from 'koa';
+import type Koa from 'koa';
+import type { Context, Next } from 'koa';
 import type Router from '@koa/router';
-import FindMyWay from 'find-my-way';
+import type FindMyWay from 'find-my-way';
+import { createRequire } from 'node:module';
 import compose from 'koa-compose';
 import crypto from 'node:crypto';
 import type { Logger } from '../log.js';
@@ -205,7 +207,9 @@ export interface HttpAppDeps {
 export function createHttpApp(deps: HttpAppDeps): Koa {
   // maxIpsCount: the client is the entry the nearest proxy added; entries before it are the client's own words
   const hops = deps.proxyHops ?? 0;
-  const app = new Koa({ keys: deps.keys, proxy: hops > 0, maxIpsCount: hops });
+  // Koa and find-my-way are loaded when a service makes its app: a CLI command never does
+  const KoaApp = createRequire(import.meta.url)('koa') as typeof Koa;
+  const app = new KoaApp({ keys: deps.keys, proxy: hops > 0, maxIpsCount: hops });
   app.silent = true; // errors are logged by the core middleware
   // the request's logger, made on first use (most requests never log beyond the access line)
   const log = deps.log;
@@ -232,7 +236,7 @@ export type Dispatch = Koa.Middleware & { routers: Router[] };
  * with Allow (OPTIONS: 204 with Allow).
  */
 export function mountRouters(app: Koa, routers: Router[]): void {
-  const tree = FindMyWay({ ignoreTrailingSlash: true, caseSensitive: false });
+  const tree = (createRequire(import.meta.url)('find-my-way') as typeof FindMyWay)({ ignoreTrailingSlash: true, caseSensitive: false });
   for (const router of routers) {
     for (const layer of router.stack) {
       if (!layer.methods.length || typeof layer.path !== 'string') throw new Error(`only plain routes can be mounted (${String(layer.path)})`);

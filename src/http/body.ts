@@ -1,7 +1,7 @@
 import type { Context, Middleware, Next, Request } from 'koa';
-import FindMyWay from 'find-my-way';
+import type FindMyWay from 'find-my-way';
 import { createRequire } from 'node:module';
-import getRawBody from 'raw-body';
+import type getRawBodyType from 'raw-body';
 import { HttpError, payloadTooLarge, badField } from './errors.js';
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
@@ -33,7 +33,10 @@ interface ParserOptions {
 }
 // Loaded without its type declarations: they declare `ctx.request.rawBody` a string on every
 // request (the text it decoded), where here it is the webhook's bytes and nothing elsewhere.
-const { bodyParser } = createRequire(import.meta.url)('@koa/bodyparser') as { bodyParser(opts: ParserOptions): Middleware };
+// Loaded at the first parser made (a CLI command never makes one).
+let koaBodyParser: ((opts: ParserOptions) => Middleware) | undefined;
+const bodyParser = (opts: ParserOptions): Middleware =>
+  (koaBodyParser ??= (createRequire(import.meta.url)('@koa/bodyparser') as { bodyParser(opts: ParserOptions): Middleware }).bodyParser)(opts);
 
 /** The methods whose bodies are read; any other request passes the body stage untouched. */
 export const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -44,7 +47,13 @@ interface RouteBody {
   ownBytes?: boolean;
 }
 // matched as the dispatch matches (src/http/app.ts mountRouters): any case, with or without a trailing slash
-const routes = FindMyWay({ ignoreTrailingSlash: true, caseSensitive: false });
+// (find-my-way and raw-body are loaded at first use: a CLI command loads this module and reads no body)
+const lazy = createRequire(import.meta.url);
+let tree: FindMyWay.Instance<FindMyWay.HTTPVersion.V1> | undefined;
+const routes = () => (tree ??= (lazy('find-my-way') as typeof FindMyWay)({ ignoreTrailingSlash: true, caseSensitive: false }));
+let rawBody: typeof getRawBodyType | undefined;
+const getRawBody: typeof getRawBodyType = ((...args: Parameters<typeof getRawBodyType>) =>
+  (rawBody ??= lazy('raw-body') as typeof getRawBodyType)(...args)) as typeof getRawBodyType;
 const registered = new Map<string, RouteBody>();
 
 function setRoute(method: string, path: string, change: RouteBody): void {
@@ -56,11 +65,11 @@ function setRoute(method: string, path: string, change: RouteBody): void {
   }
   const store: RouteBody = { ...change };
   registered.set(key, store);
-  routes.on(method as FindMyWay.HTTPMethod, path, () => undefined, store);
+  routes().on(method as FindMyWay.HTTPMethod, path, () => undefined, store);
 }
 
 function routeOf(ctx: Context): RouteBody | undefined {
-  return routes.find(ctx.method as FindMyWay.HTTPMethod, ctx.path)?.store as RouteBody | undefined;
+  return routes().find(ctx.method as FindMyWay.HTTPMethod, ctx.path)?.store as RouteBody | undefined;
 }
 
 /** Lets one route (a fixed path) take bodies up to `limit` bytes (`POST /api/notifications/batch`: 8 MiB). */
