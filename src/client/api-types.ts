@@ -54,8 +54,11 @@ type QueryOf<P extends keyof paths> = Operation<P, 'get'> extends { parameters: 
 /** Every provider operation the API document lists, as socket:request names it (`container:spawn`). */
 export type SocketOperation = { [P in SocketPath]: P extends `/api/socket/${infer Prov}/${infer Op}` ? `${Prov}:${Underscored<Op>}` : never }[SocketPath];
 
+/** an operation that takes no args takes `{}` (the document says `never`) */
+type OrNoArgs<T> = [T] extends [never] ? Record<string, never> : T;
+
 /** The args of an operation: its POST body, or its GET query. */
-export type SocketArgs<O extends SocketOperation> = paths[PathOf<O>] extends { post: object } ? RequestBody<PathOf<O>, 'post'> : QueryOf<PathOf<O>>;
+export type SocketArgs<O extends SocketOperation> = OrNoArgs<paths[PathOf<O>] extends { post: object } ? RequestBody<PathOf<O>, 'post'> : QueryOf<PathOf<O>>>;
 
 /** What an operation's socket:response carries as `result` when `ok`. */
 export type SocketResult<O extends SocketOperation> = paths[PathOf<O>] extends { post: object } ? Answer<PathOf<O>, 'post'> : Answer<PathOf<O>, 'get'>;

@@ -14,6 +14,10 @@ export function typedRequests(client: GatewayClient): void {
   // @ts-expect-error cleanup's max_age_minutes is a number
   void client.request('container:cleanup', { max_age_minutes: 'old' });
   void client.request('container:runners').then((r) => r.result?.runners.map((x) => x.name));
+  // an operation without args takes {} (docs/client.md's example), and nothing else
+  void client.request('container:health', {}, { timeoutMs: 5000 }).then((r) => r.result?.healthy);
+  // @ts-expect-error health takes no args
+  void client.request('container:health', { verbose: true });
   // the host services and the plugins under plugins/ are in the document too
   void client.request('dns:record_add', { name: 'printer.home.arpa.', type: 'A', data: '192.0.2.10' }).then((r) => r.result?.record.name);
   // @ts-expect-error a DNS record's type is one of A, AAAA, CNAME, TXT, PTR
