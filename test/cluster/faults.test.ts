@@ -40,7 +40,8 @@ async function inFlightAcrossSigterm(inst: Instance, phase: number): Promise<Ans
     const req = http.request(`${inst.url}/api/notifications`, {
       method: 'POST',
       agent: false,
-      headers: { ...admin, 'content-length': Buffer.byteLength(body) },
+      // the instance answers 100 Continue once it has read the headers and taken the request
+      headers: { ...admin, 'content-length': Buffer.byteLength(body), expect: '100-continue' },
     });
     req.on('response', (res) => {
       let text = '';
@@ -48,9 +49,10 @@ async function inFlightAcrossSigterm(inst: Instance, phase: number): Promise<Ans
       res.on('end', () => resolve({ status: res.statusCode!, text }));
     });
     req.on('error', reject);
-    req.write(body.slice(0, half));
-    // the request is in flight (its headers read) before the signal
-    setTimeout(() => {
+    req.flushHeaders();
+    // the request is in flight (taken, half its body sent) when the signal comes
+    req.once('continue', () => {
+      req.write(body.slice(0, half));
       void (async () => {
         const exited = inst.kill('SIGTERM');
         try {
@@ -60,7 +62,7 @@ async function inFlightAcrossSigterm(inst: Instance, phase: number): Promise<Ans
         }
         await exited;
       })().catch(reject);
-    }, 200);
+    });
   });
   const res = await answer;
   expect(res.status, `the request in flight at SIGTERM: ${res.text}`).to.equal(202);
@@ -137,7 +139,10 @@ describe('three instances behind nginx (the shipped several-instance config) und
       await caster.stop();
     }
 
-    // every answer: 202 or 503, but for a request the SIGKILL cut (nginx's 502)
+    // every answer: 202 or 503, but for a request the SIGKILL cut (nginx's 502). A 502 for a POST
+    // sent as an instance got SIGTERM is the drain closing a keep-alive connection nginx had just
+    // sent that request on (the service closes the connections idle at that moment): a gap of
+    // the drain, not of this test
     const cut = (x: Answer) => x.status === 502 && x.start <= diedBy && x.end >= killedAt;
     const wrong = caster.answers.filter((x) => x.status !== 202 && x.status !== 503 && !cut(x));
     const when = (t: number) => `${t - T0} ms (kill at ${killedAt - T0} ms, exit seen at ${diedBy - T0})`;
