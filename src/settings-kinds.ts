@@ -3,7 +3,7 @@
  * of: a row's shape, the name rules and the durations they check. Both parts import it, so neither
  * imports the other's rules.
  */
-import type Joi from 'joi';
+import Joi from 'joi';
 import type { SettingKind } from './client/api-types.js';
 
 export const USERNAME = /^[A-Za-z0-9._@-]{1,64}$/;
@@ -41,3 +41,32 @@ export function parseDuration(value: string): number | null {
   if (!m) return null;
   return Number(m[1]) * UNIT_MS[m[2] ?? 's'];
 }
+
+/** The URLs of a space-separated list that are not ldap:// or ldaps:// URLs with a host (each named in the message). */
+export function badLdapUrls(list: string): string[] {
+  return list
+    .split(/\s+/)
+    .filter(Boolean)
+    .filter((u) => {
+      try {
+        const url = new URL(u);
+        return !['ldap:', 'ldaps:'].includes(url.protocol) || url.hostname === '' || (url.pathname !== '' && url.pathname !== '/') || url.search !== '';
+      } catch {
+        return true;
+      }
+    });
+}
+
+/** A space-separated list of ldap:// and ldaps:// URLs (the settings table checks it with the same rule). */
+export const ldapUrlList = Joi.string()
+  .trim()
+  .max(2048)
+  .custom((text: string) => {
+    const urls = text.split(/\s+/).filter(Boolean);
+    if (urls.length === 0) throw new Error('must name at least one ldap:// or ldaps:// URL');
+    const bad = badLdapUrls(text);
+    if (bad.length) throw new Error(`must be ldap:// or ldaps:// URLs separated by spaces, not ${bad.map((u) => JSON.stringify(u)).join(', ')}`);
+    if (new Set(urls).size !== urls.length) throw new Error('names a URL twice');
+    return urls.join(' ');
+  })
+  .messages({ 'any.custom': '{{#label}} {{#error.message}}' });

@@ -5,8 +5,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import Joi from 'joi';
-import { GROUP_NAME, parseDuration, type SettingDef } from './settings-kinds.js';
-import { ldapUrlList } from './auth/providers/ldap-options.js';
+import { GROUP_NAME, ldapUrlList, parseDuration, type SettingDef } from './settings-kinds.js';
 
 export const AUTH_PROVIDER_IDS = ['local', 'ldap', 'oidc'] as const;
 

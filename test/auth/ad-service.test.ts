@@ -54,8 +54,12 @@ function ldapSettings(dc: SambaDc): Record<string, unknown> {
 
 const login = (svc: TestService, username: string, password: string) => request(svc.url).post('/api/auth/login').send({ username, password });
 
-/** What `probe` answers once it answers something, polling; fails after `ms` (a few recheck rounds of 1 s). */
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, ms = 5000): Promise<T> {
+/**
+ * What `probe` answers once it answers something, polling; fails after `ms`: a few recheck rounds
+ * of 1 s, each a directory search that a Samba DC on a machine busy with the rest of the suite
+ * (two databases' lanes side by side) may take seconds to answer.
+ */
+async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, ms = 15_000): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
     const answer = await probe();

@@ -4,64 +4,15 @@
  *    of server), the base DN searched; or a reason an operator can act on, each server's own;
  *  - test login: what a sign-in would conclude of a name and a password (the entry, the password,
  *    the directory's refusal, the mapped groups), without a user, a session or a lockout count;
- *  - the warnings of the settings: certificate checks off, a plain ldap:// server.
+ * (The warnings of the settings are ldap-warnings.ts.)
  * Each runs on a provider of its own, built from the settings given, so the chain's provider (its
  * pause, its remembered server) is neither used nor changed.
  */
 import { NoSuchObjectError, type Client } from 'ldapts';
-import type { Logger } from '../../log.js';
 import { errorMessage, LdapConnector, LdapUnavailableError, type ServerFailure, type UnavailableKind } from './ldap-connection.js';
 import type { LdapProvider } from './ldap.js';
 import { LoginRefused, type QuietRefusal, type RefusalReason } from './refusal.js';
 import { texts } from './ldap-search.js';
-
-/** The LDAP part of the settings the warnings are read from (Config.ldap). */
-export interface LdapWarningInput {
-  url: string | null;
-  tlsVerify: boolean;
-  startTls: boolean;
-}
-
-/** A setting that leaves the directory's traffic open: the field, its variable, what it means. */
-export interface LdapWarning {
-  field: string;
-  env: string;
-  message: string;
-}
-
-/** Certificate checks off, or a plain ldap:// server without StartTLS: passwords readable or the directory impersonable on the way. */
-export function ldapWarnings(l: LdapWarningInput): LdapWarning[] {
-  if (!l.url) return [];
-  const out: LdapWarning[] = [];
-  const plain = l.url.split(/\s+/).filter((u) => u.startsWith('ldap://'));
-  if (plain.length && !l.startTls) {
-    out.push({
-      field: 'ldap_url',
-      env: 'SERVICE_LDAP_URL',
-      message: `${plain.join(', ')} ${plain.length > 1 ? 'are' : 'is'} plain ldap:// without StartTLS: the bind password and every password typed at sign-in cross the network in clear text (use ldaps://, or set SERVICE_LDAP_STARTTLS)`,
-    });
-  }
-  if (!l.tlsVerify) {
-    out.push({
-      field: 'ldap_tls_verify',
-      env: 'SERVICE_LDAP_TLS_VERIFY',
-      message:
-        "SERVICE_LDAP_TLS_VERIFY is false: the directory's certificate is not checked, so anyone on the network path can pose as the directory and read the passwords (trust a private CA with SERVICE_LDAP_CA_CERT instead)",
-    });
-  }
-  return out;
-}
-
-const warned = new Set<string>();
-
-/** Logs each warning once per process (a rebuild of the chain with the same settings says nothing again). */
-export function logLdapWarningsOnce(l: LdapWarningInput, log: Logger): void {
-  for (const w of ldapWarnings(l)) {
-    if (warned.has(w.message)) continue;
-    warned.add(w.message);
-    log.warn({ event: 'ldap_insecure_setting', field: w.field, env: w.env }, `ldap: ${w.message}`);
-  }
-}
 
 /** The answer of a test connection. */
 export interface ConnectionTest {

@@ -3,6 +3,9 @@
  * makes of them.
  */
 import Joi from 'joi';
+import { ldapUrlList } from '../../settings-kinds.js';
+
+export { badLdapUrls, ldapUrlList } from '../../settings-kinds.js';
 
 export interface LdapProviderOptions {
   /**
@@ -52,35 +55,6 @@ export type ResolvedOptions = Required<Omit<LdapProviderOptions, 'bindDN' | 'bin
 };
 
 const ATTRIBUTE_NAME = /^[A-Za-z][A-Za-z0-9-]*$/;
-
-/** The URLs of a space-separated list that are not ldap:// or ldaps:// URLs with a host (each named in the message). */
-export function badLdapUrls(list: string): string[] {
-  return list
-    .split(/\s+/)
-    .filter(Boolean)
-    .filter((u) => {
-      try {
-        const url = new URL(u);
-        return !['ldap:', 'ldaps:'].includes(url.protocol) || url.hostname === '' || (url.pathname !== '' && url.pathname !== '/') || url.search !== '';
-      } catch {
-        return true;
-      }
-    });
-}
-
-/** A space-separated list of ldap:// and ldaps:// URLs (the settings table checks it with the same rule). */
-export const ldapUrlList = Joi.string()
-  .trim()
-  .max(2048)
-  .custom((text: string) => {
-    const urls = text.split(/\s+/).filter(Boolean);
-    if (urls.length === 0) throw new Error('must name at least one ldap:// or ldaps:// URL');
-    const bad = badLdapUrls(text);
-    if (bad.length) throw new Error(`must be ldap:// or ldaps:// URLs separated by spaces, not ${bad.map((u) => JSON.stringify(u)).join(', ')}`);
-    if (new Set(urls).size !== urls.length) throw new Error('names a URL twice');
-    return urls.join(' ');
-  })
-  .messages({ 'any.custom': '{{#label}} {{#error.message}}' });
 
 /** joi schema of the provider settings (also usable by the settings API). */
 export const ldapOptionsSchema = Joi.object({

@@ -52,7 +52,7 @@ import { InvalidCredentialsError, type Client } from 'ldapts';
 import type { Logger } from '../../log.js';
 import { profileOf, readAccounts, type AccountState, type DirectoryAccount } from './ldap-accounts.js';
 import { adBindFailure, connectionFailure, errorMessage, isTimeout, LdapConnector, LdapUnavailableError, type Opened } from './ldap-connection.js';
-import { logLdapWarningsOnce } from './ldap-diagnose.js';
+import { logLdapWarningsOnce } from './ldap-warnings.js';
 import { mappedGroups } from './ldap-groups.js';
 import { resolveOptions, type LdapProviderOptions, type ResolvedOptions } from './ldap-options.js';
 import { findUser, loginName, normalizeDN, readDirectoryInfo, type DirectoryInfo } from './ldap-search.js';

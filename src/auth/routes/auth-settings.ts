@@ -9,7 +9,7 @@ import { patchSchema } from '../settings.js';
 import { changeAuthSettings } from '../settings-change.js';
 import { noStore } from '../sessions.js';
 import { actor } from '../guards.js';
-import { ldapWarnings } from '../providers/ldap-diagnose.js';
+import { ldapWarnings } from '../providers/ldap-warnings.js';
 import { ldapTestEndpoints, ldapWarningView } from './auth-settings-ldap.js';
 
 /** One field of the settings (AuthSettingView of src/client/api-types.ts). */
