@@ -222,7 +222,9 @@ export class GatewayClient {
     const socket = this.socket;
     if (!socket) return;
     this.detach(why);
-    socket.onopen = socket.onmessage = socket.onerror = socket.onclose = null;
+    socket.onopen = socket.onmessage = socket.onclose = null;
+    // Node's ws reports a close while still connecting as an error event: with no listener it would be thrown
+    socket.onerror = () => undefined;
     try {
       if (code === undefined && socket.terminate) socket.terminate();
       // browsers refuse a close reason over 123 bytes

@@ -4,11 +4,15 @@ import { isDbUnavailable } from './knex.js';
 /**
  * Applies the pending migrations of migrations/ and returns their names. Several instances (or
  * the CLI next to a running service) may migrate at once: the one holding knex's lock runs, the
- * others wait their turn (up to 10 s) and then find nothing left to do; on a new database, the
- * one that lost the race to create knex's own tables tries again.
+ * others wait their turn (up to LOCK_WAIT_MS: a new database's every migration on a busy machine
+ * takes more than a few seconds) and then find nothing left to do; on a new database, the one
+ * that lost the race to create knex's own tables tries again.
  */
+const LOCK_WAIT_MS = 120_000;
+
 export async function migrateLatest(db: Knex): Promise<string[]> {
-  for (let attempt = 1; ; attempt++) {
+  const until = Date.now() + LOCK_WAIT_MS;
+  for (;;) {
     try {
       const [, applied] = await db.migrate.latest(db.client.config.migrations);
       return applied as string[];
@@ -18,7 +22,7 @@ export async function migrateLatest(db: Knex): Promise<string[]> {
       // tables (PostgreSQL: "type knex_migrations_lock already exists"): the loser tries again
       const raced = /knex_migrations/.test(message) && /already exists/i.test(message);
       const busy = isDbUnavailable(err) || /already locked/i.test(message) || raced;
-      if (!busy || attempt >= 40) throw err;
+      if (!busy || Date.now() > until) throw err;
       await new Promise((r) => setTimeout(r, 250));
     }
   }

@@ -275,6 +275,28 @@ describe('GatewayClient', function () {
     expect(refused).to.be.at.least(4);
   });
 
+  it('closed while its connection is still being made (a peer that never answers the upgrade): no error escapes', async () => {
+    // a TCP server that takes the connection and says nothing: the ws handshake stays open
+    const held: net.Socket[] = [];
+    const silent = net.createServer((c) => void held.push(c));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const escaped: unknown[] = [];
+    const onUncaught = (err: unknown) => void escaped.push(err);
+    process.on('uncaughtException', onUncaught);
+    try {
+      const t = track({ url: `ws://127.0.0.1:${(silent.address() as net.AddressInfo).port}/ws` });
+      await eventually(() => expect(held).to.have.length(1), 2000);
+      t.client.close();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(t.client.state).to.equal('closed');
+      expect(escaped).to.deep.equal([]);
+    } finally {
+      process.off('uncaughtException', onUncaught);
+      for (const c of held) c.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
   it('the keepalive drops a connection whose peer stopped answering, and reconnects', async () => {
     const r = await relay();
     const t = track({ url: r.url(), keepalive: { intervalMs: 150, timeoutMs: 300 } });
