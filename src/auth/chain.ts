@@ -41,14 +41,22 @@ export function isLoopbackHost(hostname: string): boolean {
   return hostname === 'localhost' || hostname === '127.0.0.1' || hostname === '[::1]' || hostname === '::1';
 }
 
-/** Builds the configured providers; a provider that cannot be built is reported and left out. */
-export function buildProviders(settings: AuthSettings, local: LocalProvider, log: Logger): { providers: AuthProvider[]; errors: BuildError[] } {
+/**
+ * Builds the configured providers; a provider that cannot be built is reported and left out.
+ * `check`: only to see that they can be built (a settings change before it is saved): nothing is logged of them.
+ */
+export function buildProviders(
+  settings: AuthSettings,
+  local: LocalProvider,
+  log: Logger,
+  opts: { check?: boolean } = {},
+): { providers: AuthProvider[]; errors: BuildError[] } {
   const providers: AuthProvider[] = [];
   const errors: BuildError[] = [];
   for (const id of settings.authProviders) {
     try {
       if (id === 'local') providers.push(local);
-      else if (id === 'ldap') providers.push(buildLdap(settings, log));
+      else if (id === 'ldap') providers.push(buildLdap(settings, log, opts.check === true));
       else if (id === 'oidc') providers.push(buildOidc(settings, log));
       else throw new Error(`unknown provider "${id}"`);
     } catch (err) {
@@ -58,7 +66,7 @@ export function buildProviders(settings: AuthSettings, local: LocalProvider, log
   return { providers, errors };
 }
 
-function buildLdap(s: AuthSettings, log: Logger): LdapProvider {
+function buildLdap(s: AuthSettings, log: Logger, check: boolean): LdapProvider {
   const l = s.ldap;
   const missing = [!l.url && 'ldap_url', !l.baseDN && 'ldap_base_dn'].filter(Boolean);
   if (missing.length) throw new Error(`LDAP needs ${missing.join(' and ')}`);
@@ -82,6 +90,7 @@ function buildLdap(s: AuthSettings, log: Logger): LdapProvider {
     },
     // the provider names itself in its log lines
     log,
+    { diagnostic: check },
   );
 }
 

@@ -147,7 +147,7 @@ export async function changeAuthSettings(
       await guardLinkedAccounts(deps.store, actor, Object.keys(changes));
       await guardHostProtections(deps.store, actor, before, settings, Object.keys(changes));
     }
-    const { errors } = buildProviders(settings, deps.local, deps.log);
+    const { errors } = buildProviders(settings, deps.local, deps.log, { check: true });
     if (errors.length) {
       const problems = errors.map((e) => ({ field: e.provider, message: e.message }));
       throw new DomainError('validation_failed', fieldErrorsText(problems), problems);

@@ -43,10 +43,17 @@ export function ldapWarnings(l: LdapWarningInput): LdapWarning[] {
   return out;
 }
 
-const warned = new Set<string>();
+/** the warnings said, by the logger of the chain that said them: one chain per service */
+const warnedBy = new WeakMap<object, Set<string>>();
 
-/** Logs each warning once per process (a rebuild of the chain with the same settings says nothing again). */
-export function logLdapWarningsOnce(l: LdapWarningInput, log: Logger): void {
+/**
+ * Logs each warning once per chain (`chainLog`, the logger the service's login chain builds its
+ * providers with: a rebuild with the same settings says nothing again, another service in the
+ * same process says it for itself), on `log`.
+ */
+export function logLdapWarningsOnce(l: LdapWarningInput, chainLog: object, log: Logger): void {
+  let warned = warnedBy.get(chainLog);
+  if (!warned) warnedBy.set(chainLog, (warned = new Set()));
   for (const w of ldapWarnings(l)) {
     if (warned.has(w.message)) continue;
     warned.add(w.message);

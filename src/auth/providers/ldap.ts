@@ -80,11 +80,14 @@ export class LdapProvider implements CredentialsProvider {
   /** after the pause: the one login asking the directory; the others wait for its answer (true: it answered) */
   private probe: Promise<boolean> | null = null;
 
-  /** `diagnostic`: built for a test of the settings page, not for the chain (its settings' warnings are not logged) */
+  /**
+   * `diagnostic`: built for a test of the settings page or to check settings before they are
+   * saved, not for the chain (its settings' warnings are not logged; the chain's are, once per chain's logger)
+   */
   constructor(options: LdapProviderOptions, log: Logger, opts: { diagnostic?: boolean } = {}) {
     this.options = resolveOptions(options);
     this.log = log.child({ provider: this.id });
-    if (!opts.diagnostic) logLdapWarningsOnce(this.options, this.log);
+    if (!opts.diagnostic) logLdapWarningsOnce(this.options, log, this.log);
     this.label = this.options.label;
     for (const [dn, groups] of Object.entries(this.options.groupMapping)) {
       const key = normalizeDN(dn);
