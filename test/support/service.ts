@@ -118,6 +118,20 @@ export async function migratedSqlite(): Promise<{ db: knex.Knex; drop(): Promise
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-unit-'));
   const settings = { databaseUrl: null, dataDir };
   if (MIGRATED_SQLITE) fs.copyFileSync(MIGRATED_SQLITE, sqliteFile(settings));
+  return openMigrated(settings, async () => undefined);
+}
+
+/**
+ * A migrated database of the run's kind, for a part tested without a service: a fresh
+ * PostgreSQL database when the run has one (SERVICE_TEST_DATABASE_URL), else an SQLite file.
+ */
+export async function migratedDb(): Promise<{ db: knex.Knex; drop(): Promise<void> }> {
+  if (!PG_URL) return migratedSqlite();
+  const fresh = await freshDatabase(PG_URL, { migrated: true });
+  return openMigrated({ databaseUrl: fresh.url, dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'svc-unit-')) }, () => fresh.drop());
+}
+
+async function openMigrated(settings: { databaseUrl: string | null; dataDir: string }, dropDatabase: () => Promise<void>) {
   const db = createDb(settings);
   await probeDb(db, settings);
   await migrateLatest(db);
@@ -125,7 +139,8 @@ export async function migratedSqlite(): Promise<{ db: knex.Knex; drop(): Promise
     db,
     drop: async () => {
       await db.destroy();
-      fs.rmSync(dataDir, { recursive: true, force: true });
+      await dropDatabase();
+      fs.rmSync(settings.dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -6,11 +6,11 @@ import { DhcpProvider } from '../../../src/sockets/dhcp/provider.js';
 import { DnsProvider } from '../../../src/sockets/dns/provider.js';
 import { SocketError } from '../../../src/sockets/errors.js';
 import { startKea, type TestKea } from '../../support/kea.js';
-import { PG_URL, startService, SYSTEM_KEY, type TestService } from '../../support/service.js';
+import { migratedDb, PG_URL, startService, SYSTEM_KEY, type TestService } from '../../support/service.js';
 import { startUnbound, type TestUnbound } from '../../support/unbound.js';
 import { eventually, expectSocketError, quietLogger } from '../helpers.js';
 import { WsClient } from '../../gateway/helpers.js';
-import { lookupError, migratedDb, resolverOf } from '../dns/helpers.js';
+import { lookupError, resolverOf } from '../dns/helpers.js';
 
 /**
  * Reservations with `dns: true` against a real Kea and a real Unbound: the name and its PTR

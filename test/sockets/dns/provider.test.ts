@@ -6,7 +6,8 @@ import { DnsProvider } from '../../../src/sockets/dns/provider.js';
 import { MARKER_ZONE } from '../../../src/sockets/dns/records.js';
 import { startUnbound, type TestUnbound } from '../../support/unbound.js';
 import { eventually, expectSocketError, quietLogger } from '../helpers.js';
-import { lookupError, migratedDb, resolverOf } from './helpers.js';
+import { lookupError, resolverOf } from './helpers.js';
+import { migratedDb } from '../../support/service.js';
 
 /** The dns provider against a real Unbound (test/support/unbound.ts) and a real database. */
 describe('dns provider (real Unbound)', function () {

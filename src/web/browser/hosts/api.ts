@@ -1,26 +1,17 @@
 // The host services page's calls to the public API, its types, and how it shows the API's
 // errors: in words, beside the field they name. Used by ../hosts.ts.
+import type { Answer, Schemas, SocketResult } from '../../../client/api-types.js';
 import { $, api, ApiError, confirmButton, errorText, h, say } from '../app.js';
 
-export interface Provider {
-  name: string;
-  available: boolean;
-  reason: string | null;
-  plugin?: string | null;
-}
-export interface Access {
-  permissions: string[];
-}
-export interface DnsRecord {
-  name: string;
-  type: string;
-  ttl: number;
-  data: string;
-}
-export interface Subnet {
-  id: number;
-  subnet: string;
-}
+// the shapes of the API document (npm run api:types), never written again here
+export type Provider = Answer<'/api/socket/providers', 'get'>['providers'][number];
+export type Access = Answer<'/api/me/access', 'get'>;
+export type DnsRecord = SocketResult<'dns:records'>['records'][number];
+export type Subnet = SocketResult<'dhcp:health'>['subnets'][number];
+export type Lease = SocketResult<'dhcp:leases'>['leases'][number];
+export type Reservation = Schemas['DhcpReservation'];
+export type Unit = Schemas['InitUnit'];
+/** a provider's health as the page shows it: the facts of dns, dhcp and init where it is one of them */
 export interface Health {
   available: boolean;
   version?: string | null;
@@ -28,29 +19,6 @@ export interface Health {
   zones?: string[];
   subnets?: Subnet[];
   units_allowed?: string[];
-}
-export interface Lease {
-  ip_address: string;
-  hw_address: string | null;
-  hostname: string | null;
-  subnet_id: number;
-  state: string;
-  expires_at: string | null;
-}
-export interface Reservation {
-  subnet_id: number;
-  hw_address: string | null;
-  ip_address: string | null;
-  hostname: string | null;
-  dns: boolean;
-}
-export interface Unit {
-  unit: string;
-  description: string;
-  load_state: string;
-  active_state: string;
-  sub_state: string;
-  unit_file_state: string | null;
 }
 
 /** The providers this page has a part for, with the permissions of their reads and changes. */
