@@ -12,7 +12,17 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const out = path.resolve(process.argv[2] ?? path.join(root, 'dist'));
 const browserDir = path.join(root, 'src/web/browser');
 /** shared by the pages, not a page of its own: bundled into each of them */
-const SHARED = new Set(['app.ts', 'forms.ts', 'permission-list.ts', 'plugin-config.ts', 'auth-form.ts', 'passkeys.ts', 'step-up.ts', 'security.ts']);
+const SHARED = new Set([
+  'app.ts',
+  'forms.ts',
+  'permission-list.ts',
+  'plugin-config.ts',
+  'auth-form.ts',
+  'ldap-tests.ts',
+  'passkeys.ts',
+  'step-up.ts',
+  'security.ts',
+]);
 
 fs.rmSync(out, { recursive: true, force: true });
 execFileSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json'), '--outDir', out], {

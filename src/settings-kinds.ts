@@ -27,7 +27,7 @@ export interface SettingDef {
   about: string;
   /** set also through the API (and the CLI) under this name; the environment then locks it */
   api?: string;
-  /** the settings page's label */
+  /** the Authentication page's label */
   label?: string;
   /** where an auth setting lives in Config (and in the resolved auth settings) */
   path?: string;

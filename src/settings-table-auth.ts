@@ -155,7 +155,7 @@ export const AUTH_SETTINGS: readonly SettingDef[] = [
     {
       kind: 'boolean',
       default: 'true',
-      about: "check the server's certificate and name (a private CA: `SERVICE_LDAP_CA_CERT`); `false` is warned of at boot and on the settings page",
+      about: "check the server's certificate and name (a private CA: `SERVICE_LDAP_CA_CERT`); `false` is warned of at boot and on the Authentication page (`/admin/authentication`)",
     },
     'tlsVerify',
   ),

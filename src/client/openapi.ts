@@ -2277,7 +2277,7 @@ export interface components {
             warnings: components["schemas"]["LdapWarning"][];
         };
         AuthSettingView: {
-            /** @description how the settings page shows it */
+            /** @description how the Authentication page shows it */
             label: string;
             /** @enum {string} */
             kind: "string" | "secret" | "boolean" | "list" | "mapping";

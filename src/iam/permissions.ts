@@ -16,7 +16,18 @@ export const CORE_FEATURES = [
 ] as const;
 
 /** Server-rendered UI pages, each gated by route:<ui_route> */
-export const UI_ROUTES = ['/', '/settings', '/admin/users', '/admin/groups', '/admin/plugins', '/admin/audit', '/admin/hosts', '/docs'] as const;
+export const UI_ROUTES = [
+  '/',
+  '/settings',
+  '/admin/users',
+  '/admin/groups',
+  '/admin/authentication',
+  '/admin/integrations',
+  '/admin/plugins',
+  '/admin/audit',
+  '/admin/hosts',
+  '/docs',
+] as const;
 
 export interface CatalogEntry {
   id: string;

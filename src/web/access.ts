@@ -10,7 +10,7 @@ export interface PageDef {
   key: string;
   path: string;
   title: string;
-  /** any one of these opens the page */
+  /** any one of these opens the page; none: every signed-in identity (the account page) */
   anyOf: readonly string[];
   /** the browser module of the page, under /static */
   module: string;
@@ -19,16 +19,26 @@ export interface PageDef {
 
 export const PAGES = {
   dashboard: { key: 'dashboard', path: '/', title: 'Dashboard', anyOf: ['feature:dashboard.view', 'route:/'], module: 'dashboard.js', admin: false },
-  settings: {
-    key: 'settings',
-    path: '/settings',
-    title: 'Settings',
-    anyOf: ['feature:dashboard.view', 'route:/settings', 'feature:admin.settings'],
-    module: 'settings.js',
-    admin: false,
-  },
+  // one's own profile, second factors, keys and sessions: every signed-in person has an account to look after
+  account: { key: 'account', path: '/settings', title: 'Account', anyOf: [], module: 'account.js', admin: false },
   users: { key: 'users', path: '/admin/users', title: 'Users', anyOf: ['feature:admin.users', 'route:/admin/users'], module: 'users.js', admin: true },
   groups: { key: 'groups', path: '/admin/groups', title: 'Groups', anyOf: ['feature:admin.groups', 'route:/admin/groups'], module: 'groups.js', admin: true },
+  authentication: {
+    key: 'authentication',
+    path: '/admin/authentication',
+    title: 'Authentication',
+    anyOf: ['feature:admin.settings', 'route:/admin/authentication'],
+    module: 'authentication.js',
+    admin: true,
+  },
+  integrations: {
+    key: 'integrations',
+    path: '/admin/integrations',
+    title: 'Integrations',
+    anyOf: ['feature:admin.settings', 'route:/admin/integrations'],
+    module: 'integrations.js',
+    admin: true,
+  },
   plugins: {
     key: 'plugins',
     path: '/admin/plugins',
@@ -55,13 +65,28 @@ export type PageKey = keyof typeof PAGES;
 export const DOCS_PAGE: PageDef = { key: 'docs', path: '/docs', title: 'API docs', anyOf: [], module: 'docs.js', admin: false };
 
 export function pageAllowed(id: ApiIdentity, page: PageDef): boolean {
-  return page.anyOf.some((p) => id.allows(p));
+  return page.anyOf.length === 0 || page.anyOf.some((p) => id.allows(p));
 }
 
 /** The pages this identity may open, in navigation order. */
 export function allowedPages(id: ApiIdentity): PageDef[] {
   return Object.values(PAGES).filter((p) => pageAllowed(id, p));
 }
+
+const ADMIN_PAGES: PageDef[] = Object.values(PAGES).filter((p) => p.admin);
+
+/**
+ * /admin, the top bar's "Administration": it opens the first administration page this identity
+ * may open, so it opens with anything that opens one of them.
+ */
+export const ADMIN_INDEX: PageDef = {
+  key: 'admin',
+  path: '/admin',
+  title: 'Administration',
+  anyOf: [...new Set(ADMIN_PAGES.flatMap((p) => p.anyOf))],
+  module: '',
+  admin: true,
+};
 
 /** The core features this identity holds: the browser modules show or hide controls by them (the API enforces them anyway). */
 export function uiPermissions(id: ApiIdentity): string[] {

@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import type { ApiIdentity } from '../auth/identity.js';
 import { VERSION } from '../version.js';
 import { html, type SafeHtml } from './html.js';
-import { allowedPages, uiPermissions, type PageDef } from './access.js';
+import { ADMIN_INDEX, allowedPages, uiPermissions, type PageDef } from './access.js';
 
 /**
  * The page shell every signed-in page shares: navigation (only the pages this identity may
@@ -74,21 +74,20 @@ export function siteFooter(): SafeHtml {
 }
 
 /**
- * The top bar: brand, the pages this identity may open, the bell, who is signed in and sign out
- * (or a sign-in link on the public /docs). On a phone the navigation becomes a second row that
- * scrolls sideways inside the bar.
+ * The top bar: brand, the pages this identity may open (the administration pages as one
+ * "Administration" link, to the first of them it may open), the bell, who is signed in and sign
+ * out (or a sign-in link on the public /docs). On a phone the navigation becomes a second row
+ * that scrolls sideways inside the bar.
  */
-function topBar(id: ApiIdentity | null, page: PageDef, displayName?: string | null): SafeHtml {
-  const pages = id ? allowedPages(id) : [];
+function topBar(id: ApiIdentity | null, page: PageDef, pages: PageDef[], displayName?: string | null): SafeHtml {
   const current = (key: string) => (key === page.key ? html` aria-current="page"` : '');
-  const link = (p: PageDef) => html`<a href="${p.path}"${current(p.key)}>${p.title}</a>`;
   const main = pages.filter((p) => !p.admin);
-  const admin = pages.filter((p) => p.admin);
+  const admin = pages.some((p) => p.admin) ? html`<a href="${ADMIN_INDEX.path}"${page.admin ? html` aria-current="true"` : ''}>${ADMIN_INDEX.title}</a>` : '';
   return html`<header class="topbar">
 <a class="brand" href="/">service-core</a>
 <nav aria-label="Main">
-${main.map(link)}
-${admin.length ? html`<span class="nav-sep" aria-hidden="true"></span>${admin.map(link)}` : ''}
+${main.map((p) => html`<a href="${p.path}"${current(p.key)}>${p.title}</a>`)}
+${admin}
 <a href="/docs"${current('docs')}>API docs</a>
 </nav>
 <div class="who">
@@ -103,20 +102,40 @@ ${
 </header>`;
 }
 
+/**
+ * An administration page's content, beside the list of the administration pages this identity
+ * may open (above it on a phone, scrolling sideways like the top bar).
+ */
+function adminLayout(page: PageDef, pages: PageDef[], content: SafeHtml): SafeHtml {
+  const links = pages.filter((p) => p.admin).map((p) => html`<a href="${p.path}"${p.key === page.key ? html` aria-current="page"` : ''}>${p.title}</a>`);
+  return html`<div class="admin-layout">
+<nav class="admin-nav" aria-label="${ADMIN_INDEX.title}">${links}</nav>
+<div class="admin-main">
+<h1>${page.title}</h1>
+${content}
+</div>
+</div>`;
+}
+
 /** A page of the app: top bar, navigation, main content, footer, toasts. `id` is null only on the public /docs. */
 export function appPage(id: ApiIdentity | null, page: PageDef, content: SafeHtml, displayName?: string | null, head?: SafeHtml): SafeHtml {
   const attrs = html` data-page="${page.key}" data-username="${id?.username ?? ''}" data-user-id="${id?.userId ?? ''}" data-permissions="${id ? uiPermissions(id).join(' ') : ''}"`;
+  const pages = id ? allowedPages(id) : [];
   return htmlDocument({
     title: page.title,
     module: page.module,
     bodyAttrs: attrs,
-    bodyClass: `app page-${page.key}`,
+    bodyClass: `app page-${page.key}${page.admin ? ' admin' : ''}`,
     head,
-    body: html`${topBar(id, page, displayName)}
+    body: html`${topBar(id, page, pages, displayName)}
 <p class="conn" data-conn-state hidden>Live updates paused, reconnecting…</p>
 <main id="main">
-<h1>${page.title}</h1>
-${content}
+${
+  page.admin
+    ? adminLayout(page, pages, content)
+    : html`<h1>${page.title}</h1>
+${content}`
+}
 </main>
 ${siteFooter()}
 <div class="toasts" data-toasts role="status" aria-live="polite"></div>`,

@@ -1,10 +1,9 @@
 import type { ApiIdentity } from '../auth/identity.js';
 import type { User } from '../iam/store.js';
-import type Joi from 'joi';
-import { setting, type SettingDef } from '../settings-table.js';
 import { html, type SafeHtml } from './html.js';
 
 export { auditContent, GROUP_RULE, groupsContent, pluginsContent, USERNAME_RULE, usersContent } from './pages-admin.js';
+export { authenticationContent, integrationsContent } from './pages-service.js';
 
 /**
  * The content of each signed-in page. The server renders the structure and what it knows
@@ -56,58 +55,10 @@ ${
 </div>`;
 }
 
-/** A string rule's length limits, as the settings table states them (the input enforces the same). */
-function lengthsOf(rule: Joi.Schema): { min: number; max: number } {
-  const rules = (rule.describe().rules ?? []) as Array<{ name: string; args?: { limit?: number } }>;
-  const limit = (name: string) => rules.find((r) => r.name === name)?.args?.limit;
-  return { min: limit('min') ?? 1, max: limit('max') ?? 4096 };
-}
-
-/** One env-lockable secret (src/http/secret-routes.ts): its state, a form to set it, generate and clear. */
-function secretPanel(o: {
-  key: string;
-  title: string;
-  note: SafeHtml;
-  label: string;
-  field: string;
-  save: string;
-  setting: SettingDef;
-  wide?: boolean;
-}): SafeHtml {
-  const { min, max } = lengthsOf(o.setting.rule!);
-  return html`<section class="panel${o.wide ? ' wide' : ''}" aria-labelledby="${o.key}-title" data-${o.key}>
-<h2 id="${o.key}-title">${o.title}</h2>
-<p class="note">${o.note}</p>
-<p data-state>…</p>
-<form class="stack">
-<label>${o.label} (at least ${min} characters) <input name="${o.field}" minlength="${min}" maxlength="${max}" autocomplete="off" spellcheck="false" required></label>
-<div class="row"><button type="button" data-generate>Generate</button><button type="submit">${o.save}</button><button type="button" class="danger" data-clear>Clear</button></div>
-<p class="form-msg" data-msg role="status"></p>
-</form>
-</section>`;
-}
-
-/** The same for every trusted actor (superadmin, system key): the system key hands out the host. Made once. */
-const SYSTEM_KEY_PANEL = html`${secretPanel({ key: 'system-key', title: 'System API key', note: html`The machine-to-machine master key: it passes every permission check. Stored encrypted.`, label: 'New key', field: 'key', save: 'Save key', setting: setting('SERVICE_SYSTEM_API_KEY') })}`;
-/** The shared webhook secret, for every administrator: beside the system key (the two share a row), or without it the whole row. Made once each. */
-const webhookSecretPanel = (wide: boolean) =>
-  secretPanel({
-    key: 'webhook-secret',
-    title: 'Webhook secret',
-    note: html`Verifies deliveries to <code>/api/notifications/webhook/scm</code> from Gitea, GitHub and GitLab.`,
-    label: 'New secret',
-    field: 'secret',
-    save: 'Save secret',
-    setting: setting('SERVICE_SCM_WEBHOOK_SECRET'),
-    wide,
-  });
-const TRUSTED_SECRET_PANELS = html`<div class="pair">${SYSTEM_KEY_PANEL}${webhookSecretPanel(false)}</div>`;
-const SECRET_PANELS = webhookSecretPanel(true);
-
-export function settingsContent(id: ApiIdentity, user: User | null): SafeHtml {
-  const admin = id.allows('feature:admin.settings');
+/** The account page: one's profile and password, second factors, API keys and sessions. */
+export function accountContent(user: User | null): SafeHtml {
   return html`<div class="grid">
-<section class="panel" aria-labelledby="profile-title">
+<section class="panel wide" aria-labelledby="profile-title">
 <h2 id="profile-title">Profile</h2>
 ${
   user
@@ -154,19 +105,6 @@ ${
 <h2 id="sessions-title">Sessions</h2>
 <table class="list" data-sessions><thead><tr><th>Session</th><th>Started</th><th>Expires</th><th>Last used</th><th></th></tr></thead><tbody></tbody></table>
 </section>`
-    : ''
-}
-${
-  admin
-    ? html`${id.isSystem || id.isSuperadmin ? TRUSTED_SECRET_PANELS : SECRET_PANELS}
-<section class="panel wide" aria-labelledby="auth-title" data-auth-settings>
-<h2 id="auth-title">Authentication providers</h2>
-<p class="note">Fields set in the environment are read-only here. Secrets are never shown; leave them masked to keep them.</p>
-<p data-chain></p>
-<form data-auth-form class="settings-form"></form>
-<p class="form-msg" data-msg role="status"></p>
-</section>
-${FORGE_SECRET_PANELS}`
     : ''
 }
 </div>`;
@@ -228,29 +166,6 @@ const SECURITY_PANEL = html`<section class="panel wide" id="security" aria-label
 </div>
 </div>
 </section>`;
-
-/** Each forge's own webhook secret (rows of the settings table), and what the intake warns about. */
-const FORGE_SECRET_PANELS = html`<section class="panel wide" aria-labelledby="webhook-warnings-title" data-webhook-warnings hidden>
-<h2 id="webhook-warnings-title">Webhook secrets: warnings</h2>
-<ul></ul>
-</section>
-${(
-  [
-    ['gitea', 'Gitea', html`Verifies only Gitea deliveries; unset, the shared webhook secret does.`],
-    ['github', 'GitHub', html`Verifies only GitHub deliveries; unset, the shared webhook secret does.`],
-    ['gitlab', 'GitLab', html`GitLab sends its token in clear: with its own secret, the shared one stays a signing key for Gitea and GitHub only.`],
-  ] as const
-).map(([forge, name, note]) =>
-  secretPanel({
-    key: `webhook-secret-${forge}`,
-    title: `${name} webhook secret`,
-    note,
-    label: 'New secret',
-    field: 'secret',
-    save: 'Save secret',
-    setting: setting(`SERVICE_SCM_WEBHOOK_SECRET_${forge.toUpperCase()}`),
-  }),
-)}`;
 
 /** Swagger UI fills this; its files come first in the head (see DOCS_HEAD in routes.ts). */
 export function docsContent(): SafeHtml {

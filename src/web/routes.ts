@@ -7,9 +7,19 @@ import { SESSION_COOKIE } from '../auth/web-session.js';
 import { collectEndpoints, type Endpoint } from '../http/api.js';
 import { buildOpenApi } from '../http/openapi.js';
 import { VERSION } from '../version.js';
-import { DOCS_PAGE, PAGES, pageAllowed, type PageDef } from './access.js';
+import { ADMIN_INDEX, allowedPages, DOCS_PAGE, PAGES, pageAllowed, type PageDef } from './access.js';
 import { appPage, forbiddenPage, sendHtml } from './layout.js';
-import { auditContent, dashboardContent, docsContent, groupsContent, pluginsContent, settingsContent, usersContent } from './pages.js';
+import {
+  accountContent,
+  auditContent,
+  authenticationContent,
+  dashboardContent,
+  docsContent,
+  groupsContent,
+  integrationsContent,
+  pluginsContent,
+  usersContent,
+} from './pages.js';
 import { serveStatic } from './static.js';
 import { hostsContent } from './pages-hosts.js';
 import { loginPageRoutes } from './login.js';
@@ -89,12 +99,20 @@ export function webRoutes(auth: AuthComponent, extraEndpoints?: ExtraEndpoints):
   };
 
   page(PAGES.dashboard, (ctx) => dashboardContent(ctx.state.identity!));
-  page(PAGES.settings, (ctx, user) => settingsContent(ctx.state.identity!, user));
+  page(PAGES.account, (_ctx, user) => accountContent(user));
   page(PAGES.users, () => usersContent());
   page(PAGES.groups, (ctx) => groupsContent(ctx.state.identity!));
+  page(PAGES.authentication, () => authenticationContent());
+  page(PAGES.integrations, (ctx) => integrationsContent(ctx.state.identity!));
   page(PAGES.plugins, () => pluginsContent());
   page(PAGES.audit, () => auditContent());
   page(PAGES.hosts, () => hostsContent());
+
+  // the top bar's "Administration": the first administration page this identity may open
+  r.get(ADMIN_INDEX.path, pageGuard(ADMIN_INDEX), (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    ctx.redirect(allowedPages(ctx.state.identity!).find((p) => p.admin)!.path);
+  });
 
   /** Sign out without script: ends the session and lands on the login page. */
   r.post('/logout', async (ctx) => {

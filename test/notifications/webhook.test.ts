@@ -515,13 +515,13 @@ describe('SCM webhook intake', function () {
       expect((await api(forgeSvc).get('/api/settings/webhook-secret/bitbucket').set('Authorization', adminAuth())).status).to.equal(404);
     });
 
-    it('the settings page has a panel per forge, from the settings table, and room for the warnings', async () => {
-      const page = await api(forgeSvc).get('/settings').set('Authorization', adminAuth());
+    it('the integrations page has a panel per forge, from the settings table, and room for the warnings', async () => {
+      const page = await api(forgeSvc).get('/admin/integrations').set('Authorization', adminAuth());
       expect(page.status).to.equal(200);
       for (const forge of ['gitea', 'github', 'gitlab']) expect(page.text).to.include(`data-webhook-secret-${forge}`);
       expect(page.text).to.include('data-webhook-warnings').and.include('minlength="16" maxlength="256"');
-      const user = await api(forgeSvc).get('/settings').set('Authorization', bob.auth);
-      expect(user.status).to.equal(200);
+      const user = await api(forgeSvc).get('/admin/integrations').set('Authorization', bob.auth);
+      expect(user.status).to.equal(403);
       expect(user.text).to.not.include('data-webhook-secret-github');
     });
   });

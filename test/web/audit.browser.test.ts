@@ -88,7 +88,7 @@ describe('browser: the audit page', function () {
     const time = page.locator('[data-events] tbody tr[data-seq] time').first();
     expect(await time.textContent()).to.match(/^\d{1,2} [A-Z][a-z]{2,3} \d{4}, \d{2}:\d{2}$/);
     expect(await page.getAttribute('[data-live-state]', 'data-state')).to.equal('live');
-    expect(await page.getAttribute('.topbar nav a[href="/admin/audit"]', 'aria-current')).to.equal('page');
+    expect(await page.getAttribute('.admin-nav a[href="/admin/audit"]', 'aria-current')).to.equal('page');
   });
 
   it('an action done through the API appears at the top within a second, without a reload', async function () {
@@ -329,7 +329,7 @@ describe('browser: the audit page', function () {
 
     await viewerPage.goto(`${svc.origin}/`);
     await waitLive(viewerPage);
-    expect(await viewerPage.locator('.topbar nav a[href="/admin/audit"]').count()).to.equal(0);
+    expect(await viewerPage.locator('a[href="/admin/audit"], a[href="/admin"]').count()).to.equal(0);
     await createGroup('ops-unseen');
     // a broadcast after the change: once it is here, the change's event would have been too
     const sent = await request(svc.url)

@@ -37,7 +37,7 @@ describe('web: error pages and other addresses', function () {
     const agent = request.agent(here);
     await agent.post('/login').type('form').set('Origin', here).send({ username: ADMIN.username, password: ADMIN.password }).expect(303);
     const page = await agent.get('/no/such/page').set('Accept', BROWSER).expect(404);
-    expect(page.text).to.include('<header class="topbar">').and.include('href="/admin/users"').and.include('data-logout').and.include('data-bell');
+    expect(page.text).to.include('<header class="topbar">').and.include('href="/admin"').and.include('data-logout').and.include('data-bell');
     expect(page.text)
       .to.include('<h1>Page not found</h1>')
       .and.include('<code>/no/such/page</code>')

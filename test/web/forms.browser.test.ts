@@ -201,7 +201,7 @@ describe('browser: forms, messages and permissions', function () {
   });
 
   it('labels the authentication settings for people and names the mapping that is not JSON', async function () {
-    await page.goto(`${svc.origin}/settings`);
+    await page.goto(`${svc.origin}/admin/authentication`);
     const auth = page.locator('[data-auth-settings]');
     await auth.locator('[name=ldap_bind_dn]').waitFor();
     const labelText = (name: string) => auth.locator(`label[data-field="${name}"]`).evaluate((el) => el.firstChild?.textContent ?? '');

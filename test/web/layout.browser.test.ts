@@ -27,14 +27,21 @@ const WIDTHS = [1280, 390] as const;
 /** Every page of the UI, with what shows that its data has arrived. */
 const PAGES: Array<{ name: string; path: string; ready: string[] }> = [
   { name: 'dashboard', path: '/', ready: ['[data-feed] li', '[data-providers] .provider'] },
-  { name: 'settings', path: '/settings', ready: ['[data-keys] tbody tr[data-key-id]', '[data-auth-form] [name=oidc_label]', '[data-scope-list] .perm'] },
+  { name: 'account', path: '/settings', ready: ['[data-keys] tbody tr[data-key-id]', '[data-scope-list] .perm', '[data-factors] tbody tr'] },
   { name: 'users', path: '/admin/users', ready: ['[data-users] tr[data-username="quentin.long-name@example.test"]'] },
   { name: 'groups', path: '/admin/groups', ready: ['[data-permission-checks] input'] },
+  { name: 'authentication', path: '/admin/authentication', ready: ['[data-auth-form] [name=oidc_label]'] },
+  { name: 'integrations', path: '/admin/integrations', ready: ['[data-webhook-secret] [data-state] .pill', '[data-webhook-secret-gitlab] [data-state] .pill'] },
   { name: 'plugins', path: '/admin/plugins', ready: ['[data-plugins] tr[data-plugin="reports"] [data-state="loaded"]', '[data-plugin-settings="reports"]'] },
+  { name: 'audit', path: '/admin/audit', ready: ['[data-events] tbody tr'] },
   { name: 'docs', path: '/docs', ready: ['.swagger-ui .opblock'] },
   { name: 'login', path: '/login', ready: ['#username'] },
   { name: 'error-404', path: '/nope', ready: ['main h1'] },
 ];
+
+const INTEGRATIONS = PAGES.find((p) => p.name === 'integrations')!;
+/** an administrator (INT_ADMIN) opens every administration page: users, groups, authentication, integrations, plugins, audit, host services */
+const ADMIN_LINKS = 7;
 
 /** In Chromium at desktop and phone width: no page scrolls sideways, one top bar, one footer, one date style. */
 describe('browser: layout of every page at 1280 and 390 px', function () {
@@ -119,6 +126,16 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
           expect(fit.navRows, `${p.name} at ${width}: navigation rows`).to.equal(1);
           expect(fit.barHeadAligned, `${p.name} at ${width}: brand and account on one row`).to.equal(true);
         }
+        if (p.path.startsWith('/admin/')) {
+          // the administration pages: a column beside the page at 1280 px, one row above it at 390 px; the page's own link is current
+          expect(fit.adminNav, `${p.name} at ${width}`).to.deep.equal(
+            width === 1280
+              ? { links: ADMIN_LINKS, columns: 1, rows: ADMIN_LINKS, besideMain: true }
+              : { links: ADMIN_LINKS, columns: ADMIN_LINKS, rows: 1, besideMain: false },
+          );
+          expect(await page.getAttribute(`.admin-nav a[href="${p.path}"]`, 'aria-current'), p.name).to.equal('page');
+          expect(await page.getAttribute('.topbar nav a[href="/admin"]', 'aria-current'), p.name).to.equal('true');
+        } else expect(fit.adminNav, p.name).to.equal(null);
         const file = path.join(SHOTS, `${p.name}-${width}.png`);
         await page.screenshot({ path: file, fullPage: true });
         expect(fs.statSync(file).size, file).to.be.greaterThan(5_000);
@@ -245,17 +262,30 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
     expect(health.body.version).to.equal(VERSION);
   });
 
-  it('settings of an administrator who is no superadmin: without the system key, the webhook secret takes the whole row', async function () {
+  it('integrations of an administrator who is no superadmin: without the system key, the webhook secret takes the whole row', async function () {
     for (const width of WIDTHS) {
-      await open(PAGES[1]!, width);
+      await open(INTEGRATIONS, width);
       expect(await page.locator('[data-system-key]').count()).to.equal(0);
       const box = async (sel: string) => (await page.locator(sel).boundingBox())!;
-      const [webhook, auth] = [await box('[data-webhook-secret]'), await box('[data-auth-settings]')];
-      expect({ x: webhook.x, width: webhook.width }, `at ${width} px`).to.deep.equal({ x: auth.x, width: auth.width });
+      const [webhook, row] = [await box('[data-webhook-secret]'), await box('.admin-main > .grid')];
+      expect(webhook.x, `at ${width} px`).to.be.closeTo(row.x, 1);
+      expect(webhook.width, `at ${width} px`).to.be.closeTo(row.width, 1);
     }
   });
 
-  it('settings of a superadmin: the system key and the webhook secret share a row (side by side at 1280 px, stacked at 390 px)', async function () {
+  it('the account page holds the account only: the settings of the service are administration pages', async function () {
+    for (const width of WIDTHS) {
+      await open(PAGES[1]!, width);
+      for (const sel of ['[data-auth-settings]', '[data-webhook-secret]', '[data-system-key]', '.admin-nav'])
+        expect(await page.locator(sel).count(), sel).to.equal(0);
+      // the profile is not left half-width beside an empty gap: it spans the row the Security panel spans
+      const box = async (sel: string) => (await page.locator(sel).boundingBox())!;
+      const [profile, security] = [await box('section:has(#profile-title)'), await box('[data-security]')];
+      expect({ x: profile.x, width: profile.width }, `at ${width} px`).to.deep.equal({ x: security.x, width: security.width });
+    }
+  });
+
+  it('integrations of a superadmin: the system key and the webhook secret share a row (side by side at 1280 px, stacked at 390 px)', async function () {
     const root = (
       await request(svc.url)
         .post('/api/users')
@@ -268,15 +298,18 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
     await signIn(page, svc.origin, 'root-layout', 'root-layout-password');
     try {
       for (const width of WIDTHS) {
-        // this account has no API keys: the provider form shows that the page is filled
-        await open({ ...PAGES[1]!, ready: ['[data-auth-form] [name=oidc_label]'] }, width);
+        await open({ ...INTEGRATIONS, ready: [...INTEGRATIONS.ready, '[data-system-key] [data-state] .pill'] }, width);
         const box = async (sel: string) => (await page.locator(sel).boundingBox())!;
-        const [key, webhook, auth] = [await box('[data-system-key]'), await box('[data-webhook-secret]'), await box('[data-auth-settings]')];
-        const right = (b: { x: number; width: number }) => Math.round(b.x + b.width);
-        expect(Math.round(key.x), `at ${width} px`).to.equal(Math.round(auth.x));
-        expect(right(webhook), `at ${width} px`).to.equal(right(auth));
+        const [key, webhook, row] = [await box('[data-system-key]'), await box('[data-webhook-secret]'), await box('.admin-main > .grid')];
+        // edges within a pixel: the grid's fractions fall between pixels
+        const right = (b: { x: number; width: number }) => b.x + b.width;
+        expect(key.x, `at ${width} px`).to.be.closeTo(row.x, 1);
+        expect(right(webhook), `at ${width} px`).to.be.closeTo(right(row), 1);
         if (width === 1280) expect(webhook.y, 'side by side').to.equal(key.y);
-        else expect([Math.round(webhook.x), right(key)], 'stacked').to.deep.equal([Math.round(auth.x), right(auth)]);
+        else {
+          expect(webhook.x, 'stacked').to.be.closeTo(row.x, 1);
+          expect(right(key), 'stacked').to.be.closeTo(right(row), 1);
+        }
       }
     } finally {
       await forgetSession(browser);

@@ -35,7 +35,7 @@ describe('browser: the settings page tests the directory (real slapd)', function
   });
 
   it('shows the warning of a plain ldap:// server, tests the connection and a login, and tries an unsaved change', async () => {
-    await signIn(page, svc.origin, ADMIN.username, ADMIN.password, '/settings');
+    await signIn(page, svc.origin, ADMIN.username, ADMIN.password, '/admin/authentication');
     const checks = page.locator('[data-ldap-checks]');
     await checks.waitFor();
     expect(await checks.locator('[data-ldap-warnings] li').allTextContents()).to.have.length(1);

@@ -19,7 +19,7 @@ describe('web pages: access, headers, assets', function () {
     await svc?.destroy();
   });
 
-  const pages = ['/', '/settings', '/admin/users', '/admin/groups', '/admin/plugins'];
+  const pages = ['/', '/settings', '/admin', '/admin/users', '/admin/groups', '/admin/authentication', '/admin/integrations', '/admin/plugins'];
 
   it('sends an unauthenticated page request to /login with next', async function () {
     for (const path of pages) {
@@ -35,7 +35,7 @@ describe('web pages: access, headers, assets', function () {
 
   it('enforces page permissions on the server: 403 page for a viewer on admin pages', async function () {
     const auth = basic(viewer.username, viewer.password);
-    for (const path of ['/admin/users', '/admin/groups', '/admin/plugins']) {
+    for (const path of ['/admin', '/admin/users', '/admin/groups', '/admin/authentication', '/admin/integrations', '/admin/plugins']) {
       const res = await request(svc.url).get(path).set('Authorization', auth).expect(403);
       expect(res.headers['content-type']).to.match(/^text\/html/);
       expect(res.text).to.include('Access denied').and.include('feature:admin.');
@@ -43,17 +43,63 @@ describe('web pages: access, headers, assets', function () {
     for (const path of ['/', '/settings']) await request(svc.url).get(path).set('Authorization', auth).expect(200);
   });
 
+  it('opens the account page for every signed-in person, whatever their groups', async function () {
+    const bare = { username: 'no-groups-pages', password: 'no-groups-password-1' };
+    await createUser(svc.url, { ...bare, groups: [] });
+    const auth = basic(bare.username, bare.password);
+    const account = await request(svc.url).get('/settings').set('Authorization', auth).expect(200);
+    expect(account.text).to.include('<h1>Account</h1>').and.include('data-key-form').and.include('data-security');
+    expect(account.text).not.to.include('data-auth-settings').and.not.include('data-webhook-secret');
+    await request(svc.url).get('/').set('Authorization', auth).expect(403);
+  });
+
+  it('opens the administration at the first of its pages one may open', async function () {
+    const admin = await request(svc.url).get('/admin').set('Authorization', adminAuth()).expect(302);
+    expect(admin.headers.location).to.equal('/admin/users');
+    expect(admin.headers['cache-control']).to.equal('no-store');
+    await request(svc.url)
+      .patch('/api/groups/INT_VIEWER')
+      .set('Authorization', adminAuth())
+      .send({ permissions: ['feature:dashboard.view', 'api:read', 'feature:admin.settings'] })
+      .expect(200);
+    try {
+      const settingsOnly = await request(svc.url).get('/admin').set('Authorization', basic(viewer.username, viewer.password)).expect(302);
+      expect(settingsOnly.headers.location).to.equal('/admin/authentication');
+      // the administration pages it may open beside the page, and nothing else
+      const page = await request(svc.url).get('/admin/integrations').set('Authorization', basic(viewer.username, viewer.password)).expect(200);
+      const adminNav = /<nav class="admin-nav"[^>]*>(.*?)<\/nav>/s.exec(page.text)?.[1] ?? '';
+      expect([...adminNav.matchAll(/href="([^"]+)"/g)].map((m) => m[1])).to.deep.equal(['/admin/authentication', '/admin/integrations']);
+      expect(adminNav).to.include('<a href="/admin/integrations" aria-current="page">');
+      expect(page.text).to.include('<a href="/admin" aria-current="true">Administration</a>');
+    } finally {
+      await request(svc.url)
+        .patch('/api/groups/INT_VIEWER')
+        .set('Authorization', adminAuth())
+        .send({ permissions: ['feature:dashboard.view', 'api:read'] })
+        .expect(200);
+    }
+  });
+
   it('shows only the pages an identity may open in the navigation', async function () {
     const nav = async (auth: string) => {
       const res = await request(svc.url).get('/').set('Authorization', auth).expect(200);
-      return [...res.text.matchAll(/<a href="([^"]+)"(?: aria-current="page")?>/g)].map((m) => m[1]);
+      const topBar = /<nav aria-label="Main">(.*?)<\/nav>/s.exec(res.text)?.[1] ?? '';
+      return [...topBar.matchAll(/<a href="([^"]+)"/g)].map((m) => m[1]);
     };
-    const viewerNav = await nav(basic(viewer.username, viewer.password));
-    expect(viewerNav).to.include.members(['/', '/settings', '/docs']);
-    expect(viewerNav).not.to.include.members(['/admin/users']);
-    expect(viewerNav.filter((h) => h.startsWith('/admin'))).to.deep.equal([]);
-    const adminNav = await nav(adminAuth());
-    expect(adminNav).to.include.members(['/', '/settings', '/admin/users', '/admin/groups', '/admin/plugins', '/docs']);
+    expect(await nav(basic(viewer.username, viewer.password))).to.deep.equal(['/', '/settings', '/docs']);
+    // the administration pages are one link, to the first of them
+    expect(await nav(adminAuth())).to.deep.equal(['/', '/settings', '/admin', '/docs']);
+    const users = await request(svc.url).get('/admin/users').set('Authorization', adminAuth()).expect(200);
+    const adminNav = /<nav class="admin-nav"[^>]*>(.*?)<\/nav>/s.exec(users.text)?.[1] ?? '';
+    expect([...adminNav.matchAll(/href="([^"]+)"/g)].map((m) => m[1])).to.deep.equal([
+      '/admin/users',
+      '/admin/groups',
+      '/admin/authentication',
+      '/admin/integrations',
+      '/admin/plugins',
+      '/admin/audit',
+      '/admin/hosts',
+    ]);
   });
 
   it('opens a page through its route:<ui_route> permission', async function () {
@@ -115,10 +161,16 @@ describe('web pages: access, headers, assets', function () {
     expect(userDash.text).not.to.include('data-send-form');
     const viewerDash = await request(svc.url).get('/').set('Authorization', basic(viewer.username, viewer.password)).expect(200);
     expect(viewerDash.text).not.to.include('status-title');
+    // the account page is one's own; the service's settings are on the administration pages
+    const adminAccount = await request(svc.url).get('/settings').set('Authorization', adminAuth()).expect(200);
+    expect(adminAccount.text).to.include('data-key-form');
+    expect(adminAccount.text).not.to.include('data-auth-settings').and.not.include('data-webhook-secret').and.not.include('data-system-key');
+    const authentication = await request(svc.url).get('/admin/authentication').set('Authorization', adminAuth()).expect(200);
+    expect(authentication.text).to.include('data-auth-settings').and.not.include('data-webhook-secret');
     // the system key hands out the host: its panel is for superadmins (and the system key) only
-    const adminSettings = await request(svc.url).get('/settings').set('Authorization', adminAuth()).expect(200);
-    expect(adminSettings.text).to.include('data-auth-settings').and.include('data-webhook-secret');
-    expect(adminSettings.text).not.to.include('data-system-key');
+    const adminIntegrations = await request(svc.url).get('/admin/integrations').set('Authorization', adminAuth()).expect(200);
+    expect(adminIntegrations.text).to.include('data-webhook-secret').and.include('data-webhook-secret-gitlab');
+    expect(adminIntegrations.text).not.to.include('data-system-key');
     const root = (
       await request(svc.url)
         .post('/api/users')
@@ -127,8 +179,10 @@ describe('web pages: access, headers, assets', function () {
         .expect(201)
     ).body;
     await promoteToSuperadmin(svc, root.id);
-    const rootSettings = await request(svc.url).get('/settings').set('Authorization', basic('root-pages', 'root-pages-password')).expect(200);
-    expect(rootSettings.text).to.include('data-system-key').and.include('data-auth-settings').and.include('data-webhook-secret');
+    const rootIntegrations = await request(svc.url).get('/admin/integrations').set('Authorization', basic('root-pages', 'root-pages-password')).expect(200);
+    expect(rootIntegrations.text).to.include('data-system-key').and.include('data-webhook-secret');
+    const rootAccount = await request(svc.url).get('/settings').set('Authorization', basic('root-pages', 'root-pages-password')).expect(200);
+    expect(rootAccount.text).not.to.include('data-system-key');
     const viewerSettings = await request(svc.url).get('/settings').set('Authorization', basic(viewer.username, viewer.password)).expect(200);
     expect(viewerSettings.text).not.to.include('data-system-key');
     expect(viewerSettings.text).to.include('data-key-form');

@@ -79,7 +79,7 @@ describe('browser: settings, administration and API docs', function () {
 
   it('lets a superadmin set and clear the system key and change provider settings', async function () {
     await forgetSession(browser);
-    await signIn(page, svc.origin, ADMIN.username, ADMIN.password, '/settings');
+    await signIn(page, svc.origin, ADMIN.username, ADMIN.password, '/admin/integrations');
     const section = page.locator('[data-system-key]');
     await section.locator('[data-state]:has-text("not set")').waitFor();
     await section.locator('[data-generate]').click();
@@ -95,6 +95,8 @@ describe('browser: settings, administration and API docs', function () {
     await request(svc.url).get('/api/me').set('X-API-Key', key).expect(401);
 
     // provider settings: change one field, the rest stays
+    await page.click('.admin-nav a[href="/admin/authentication"]');
+    await page.waitForURL(`${svc.origin}/admin/authentication`);
     const auth = page.locator('[data-auth-settings]');
     await auth.locator('[name=oidc_label]').fill('Company SSO');
     await auth.locator('button[type=submit]').click();

@@ -37,6 +37,8 @@ export interface FitReport {
   navRows: number;
   /** the brand and the sign-out area sit on one row */
   barHeadAligned: boolean;
+  /** the administration pages' links: how many, in how many columns and rows, and whether they sit beside the page (or above it) */
+  adminNav: { links: number; columns: number; rows: number; besideMain: boolean } | null;
 }
 
 /** Measures, in the page, whether it fits its viewport. */
@@ -55,6 +57,16 @@ export function measureFit(page: Page): Promise<FitReport> {
     const brand = document.querySelector('.topbar .brand')?.getBoundingClientRect();
     const who = document.querySelector('.topbar .who')?.getBoundingClientRect();
     const barHeadAligned = !brand || !who || Math.abs(brand.top + brand.height / 2 - (who.top + who.height / 2)) < 8;
-    return { scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth, wrappedBadges, navRows: navTops.size, barHeadAligned };
+    const adminLinks = [...document.querySelectorAll<HTMLElement>('.admin-nav a')].map((a) => a.getBoundingClientRect());
+    const adminMain = document.querySelector('.admin-main')?.getBoundingClientRect();
+    const adminNav = adminLinks.length
+      ? {
+          links: adminLinks.length,
+          columns: new Set(adminLinks.map((r) => Math.round(r.left))).size,
+          rows: new Set(adminLinks.map((r) => Math.round(r.top))).size,
+          besideMain: !!adminMain && Math.max(...adminLinks.map((r) => r.right)) <= adminMain.left,
+        }
+      : null;
+    return { scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth, wrappedBadges, navRows: navTops.size, barHeadAligned, adminNav };
   });
 }

@@ -1,5 +1,5 @@
 /**
- * What the settings page and API ask of the LDAP provider (docs/auth.md, "Testing the directory"):
+ * What the Authentication page and the API ask of the LDAP provider (docs/auth.md, "Testing the directory"):
  *  - test connection: the service bind on the first server that answers, the rootDSE (which kind
  *    of server), the base DN searched; or a reason an operator can act on, each server's own;
  *  - test login: what a sign-in would conclude of a name and a password (the entry, the password,

@@ -81,7 +81,7 @@ export class LdapProvider implements CredentialsProvider {
   private probe: Promise<boolean> | null = null;
 
   /**
-   * `diagnostic`: built for a test of the settings page or to check settings before they are
+   * `diagnostic`: built for a test of the Authentication page or to check settings before they are
    * saved, not for the chain (its settings' warnings are not logged; the chain's are, once per chain's logger)
    */
   constructor(options: LdapProviderOptions, log: Logger, opts: { diagnostic?: boolean } = {}) {

@@ -14,7 +14,7 @@ import { ldapTestEndpoints, ldapWarningView } from './auth-settings-ldap.js';
 
 /** One field of the settings (AuthSettingView of src/client/api-types.ts). */
 const authSettingView = Joi.object({
-  label: Joi.string().description('how the settings page shows it'),
+  label: Joi.string().description('how the Authentication page shows it'),
   kind: Joi.string().valid('string', 'secret', 'boolean', 'list', 'mapping'),
   value: Joi.alternatives()
     .try(Joi.string(), Joi.number(), Joi.boolean(), Joi.array().items(Joi.string()), Joi.object().pattern(Joi.string(), Joi.array().items(Joi.string())))

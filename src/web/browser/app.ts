@@ -34,7 +34,7 @@ function toEnrolment(): void {
 /**
  * One JSON call with the session cookie; 401 sends the browser to the login page. A 403
  * `step_up_required` opens the step-up dialog and, once the factor is verified, sends the call
- * again (once); a 403 `mfa_enrollment_required` goes to the Security panel of the settings page.
+ * again (once); a 403 `mfa_enrollment_required` goes to the Security panel of the account page.
  */
 export async function api<T = unknown>(method: string, path: string, payload?: unknown, retried = false): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
@@ -115,10 +115,10 @@ export const formatDate = (iso: string): string => DATE_FORMAT.format(new Date(i
 export const when = (iso: string | null | undefined): Node | string =>
   iso ? h('time', { datetime: iso, title: new Date(iso).toISOString() }, formatDate(iso)) : '—';
 
-// On a phone the navigation scrolls sideways: the current page's link is scrolled into sight.
-const nav = $('.topbar nav');
-const currentLink = nav && $('[aria-current=page]', nav);
-if (nav && currentLink && nav.scrollWidth > nav.clientWidth) {
+// On a phone the navigations scroll sideways: the current page's link is scrolled into sight.
+for (const nav of document.querySelectorAll<HTMLElement>('.topbar nav, .admin-nav')) {
+  const currentLink = $('[aria-current]', nav);
+  if (!currentLink || nav.scrollWidth <= nav.clientWidth) continue;
   const past = currentLink.getBoundingClientRect().right - nav.getBoundingClientRect().right;
   if (past > -24) nav.scrollLeft += past + 32;
 }

@@ -1,4 +1,4 @@
-// The authentication provider settings on the settings page (feature:admin.settings): each
+// The authentication provider settings on the Authentication page (feature:admin.settings): each
 // field under a human label, env-set fields read-only, secrets masked, only changes sent.
 import type { Answer, AuthSettingView as FieldView, SettingKind as FieldKind } from '../../client/api-types.js';
 import { api, busy, clearOnEdit, control, errorText, fieldProblems, h, markInvalid, must, say, submitter } from './app.js';

@@ -1,4 +1,4 @@
-// Settings, Security: my second factors (GET /api/me/mfa). Enrol an authenticator app (QR code,
+// Account, Security: my second factors (GET /api/me/mfa). Enrol an authenticator app (QR code,
 // the key as text, confirmed with a code), add passkeys and security keys, remove a factor (the
 // app with one of its codes), new recovery codes; recovery codes are shown once, with a download.
 // An enrolment lists the API keys issued before the first factor (they never passed it), with
