@@ -8,7 +8,10 @@ import type { PluginContext, PluginSdk } from '../../src/plugins/types.js';
 import { checkLiteral, publicLookup, RefusedDestination } from './destination.js';
 
 /**
- * Example plugin 1: forwards every `notification:outbound` as a signed JSON POST.
+ * Example plugin 1: forwards every `notification:outbound` to everyone as a signed JSON POST;
+ * one addressed to a single user only where a trusted actor set forward_user_notifications (it is
+ * that user's alone: no administrator reads it through the API either, so a plugin
+ * administrator must not be able to send it to a url of their own).
  *
  * Wire format (docs/plugins.md, "Outbound forwarder"):
  *   POST <url>   Content-Type: application/json
@@ -29,6 +32,7 @@ interface Settings {
   backoff_ms: number;
   timeout_ms: number;
   allow_private_destinations: boolean;
+  forward_user_notifications: boolean;
 }
 
 const MAX_PENDING = 1000;
@@ -55,6 +59,7 @@ export function settingsSchema({ Joi }: PluginSdk) {
     backoff_ms: Joi.number().integer().min(0).max(MAX_BACKOFF_MS).required(),
     timeout_ms: Joi.number().integer().min(100).max(120_000).required(),
     allow_private_destinations: Joi.boolean().required(),
+    forward_user_notifications: Joi.boolean().required(),
   });
 }
 
@@ -72,6 +77,7 @@ export function setup(ctx: PluginContext): void {
     retries: 0,
     pending: 0,
     dropped: 0,
+    withheld: 0,
     last_error: null as string | null,
     last_delivery_at: null as string | null,
   };
@@ -96,6 +102,7 @@ export function setup(ctx: PluginContext): void {
             retries: Joi.number().integer().min(0),
             pending: Joi.number().integer().min(0).description('deliveries waiting or in flight'),
             dropped: Joi.number().integer().min(0).description('notifications dropped because too many were pending'),
+            withheld: Joi.number().integer().min(0).description('notifications addressed to one user and not forwarded (forward_user_notifications is off)'),
             last_error: Joi.string().allow(null),
             last_delivery_at: Joi.string().isoDate().allow(null),
           }),
@@ -253,10 +260,11 @@ export function setup(ctx: PluginContext): void {
   }
 
   ctx.bus.on('notification:outbound', (n) => {
-    enqueue(n);
+    if (n.user !== null && !settings.forward_user_notifications) stats.withheld += 1;
+    else enqueue(n);
   });
 
-  ctx.log.info({ target, max_attempts: settings.max_attempts }, 'forwarding outbound notifications');
+  ctx.log.info({ target, max_attempts: settings.max_attempts, user_notifications: settings.forward_user_notifications }, 'forwarding outbound notifications');
 }
 
 export function teardown(): void {

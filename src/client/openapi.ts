@@ -6251,6 +6251,8 @@ export interface operations {
                         pending: number;
                         /** @description notifications dropped because too many were pending */
                         dropped: number;
+                        /** @description notifications addressed to one user and not forwarded (forward_user_notifications is off) */
+                        withheld: number;
                         last_error: string | null;
                         /** Format: date-time */
                         last_delivery_at: string | null;

@@ -140,7 +140,7 @@ describe('outbound forwarder: where it may deliver', function () {
       // a plain admin may point the forwarder anywhere; it connects to public addresses only
       await patch(asPlain, { url, secret: SECRET, max_attempts: '3', backoff_ms: '0' }).expect(200);
       const title = `payroll for ${crypto.randomUUID()}`;
-      await api().post('/api/notifications').set(sys).send({ title, message: 'private figures', user: 'plainadmin' }).expect(202);
+      await api().post('/api/notifications').set(sys).send({ title, message: 'private figures' }).expect(202);
       const s = await eventually(async () => {
         const now = await status();
         expect(now, url).to.include({ refused: 1, pending: 0 });
@@ -201,6 +201,37 @@ describe('outbound forwarder: where it may deliver', function () {
     // the system key (trusted) takes the allowance back; then a plain admin may move the url again
     await patch(sys, { allow_private_destinations: null }).expect(200);
     await patch(asPlain, { url: 'https://hooks.receiver.example/in', secret: SECRET }).expect(200);
+  });
+
+  it("a notification to one user is that user's: withheld unless a trusted actor forwards them, which then holds the url", async () => {
+    // no administrator reads another's notification through the API: a plugin administrator may not send them to a url of their own
+    for (const value of ['true', null]) {
+      const refused = await patch(asPlain, { forward_user_notifications: value }).expect(403);
+      expect(refused.body.error.details).to.deep.equal([{ field: 'forward_user_notifications', message: 'only a superadmin or the system key may change it' }]);
+    }
+    const local = `http://127.0.0.1:${p4}/users`;
+    await patch(sys, { url: local, secret: SECRET, allow_private_destinations: 'true' }).expect(200);
+    const seen = v4.bodies.length;
+    const delivered = () => v4.bodies.slice(seen).map((b) => JSON.parse(b.raw).notification as { title: string; user: { username: string } | null });
+    const mine = `salary of ${crypto.randomUUID()}`;
+    await api().post('/api/notifications').set(sys).send({ title: mine, message: 'for plainadmin only', user: 'plainadmin' }).expect(202);
+    const everyone = `maintenance ${crypto.randomUUID()}`;
+    await api().post('/api/notifications').set(sys).send({ title: everyone, message: 'tonight' }).expect(202);
+    await eventually(async () => expect(await status()).to.include({ delivered: 1, withheld: 1, pending: 0 }));
+    expect(delivered().map((n) => n.title)).to.deep.equal([everyone]);
+
+    // a trusted actor forwards them: then they go, and only a trusted actor moves the url
+    await patch(sys, { forward_user_notifications: 'true' }).expect(200);
+    const next = `review of ${crypto.randomUUID()}`;
+    await api().post('/api/notifications').set(sys).send({ title: next, message: 'for plainadmin only', user: 'plainadmin' }).expect(202);
+    await eventually(() => expect(delivered().map((n) => n.title)).to.deep.equal([everyone, next]));
+    expect(delivered()[1]!.user).to.deep.include({ username: 'plainadmin' });
+    await patch(sys, { allow_private_destinations: null }).expect(200);
+    const moved = await patch(asPlain, { url: 'https://hooks.collector.example/in', secret: OTHER_SECRET }).expect(403);
+    expect(moved.body.error.details).to.deep.equal([
+      { field: 'url', message: 'only a superadmin or the system key may change it while forward_user_notifications is set' },
+    ]);
+    await patch(sys, { forward_user_notifications: null, url: 'https://hooks.receiver.example/in', secret: SECRET }).expect(200);
   });
 
   it('manifest: guards names other settings, and only a trusted_only setting guards', () => {
