@@ -67,13 +67,22 @@ export function openApiDocument(app: Koa, extra?: ExtraEndpoints): string {
   return doc.text;
 }
 
-/** Unauthenticated -> the login page (coming back here after); not allowed -> a 403 page. */
+/**
+ * Unauthenticated -> the login page (coming back here after); not allowed -> a 403 page, except
+ * the start page: someone who may not see the dashboard starts on their account page (where a
+ * sign-in without `next` lands).
+ */
 function pageGuard(page: PageDef) {
   return async (ctx: Context, next: Next) => {
     const id = ctx.state.identity;
     if (!id) {
       ctx.set('Cache-Control', 'no-store');
       ctx.redirect(`/login?${new URLSearchParams({ next: ctx.originalUrl })}`);
+      return;
+    }
+    if (!pageAllowed(id, page) && page === PAGES.dashboard) {
+      ctx.set('Cache-Control', 'no-store');
+      ctx.redirect(PAGES.account.path);
       return;
     }
     if (!pageAllowed(id, page)) {

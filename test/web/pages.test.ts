@@ -43,14 +43,16 @@ describe('web pages: access, headers, assets', function () {
     for (const path of ['/', '/settings']) await request(svc.url).get(path).set('Authorization', auth).expect(200);
   });
 
-  it('opens the account page for every signed-in person, whatever their groups', async function () {
+  it('opens the account page for every signed-in person, whatever their groups, and starts there one who may not see the dashboard', async function () {
     const bare = { username: 'no-groups-pages', password: 'no-groups-password-1' };
     await createUser(svc.url, { ...bare, groups: [] });
     const auth = basic(bare.username, bare.password);
     const account = await request(svc.url).get('/settings').set('Authorization', auth).expect(200);
     expect(account.text).to.include('<h1>Account</h1>').and.include('data-key-form').and.include('data-security');
     expect(account.text).not.to.include('data-auth-settings').and.not.include('data-webhook-secret');
-    await request(svc.url).get('/').set('Authorization', auth).expect(403);
+    // the dashboard is not theirs: their start page is the account
+    const start = await request(svc.url).get('/').set('Authorization', auth).expect(302);
+    expect(start.headers.location).to.equal('/settings');
   });
 
   it('opens the administration at the first of its pages one may open', async function () {
