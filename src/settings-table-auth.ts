@@ -176,7 +176,7 @@ export const AUTH_SETTINGS: readonly SettingDef[] = [
       kind: 'boolean',
       default: 'false',
       about:
-        'an `ldap://` connection is upgraded with StartTLS before anything is sent, or refused (the next server is tried); `ldaps://` is TLS already; a plain `ldap://` server without it is warned of at boot and on the settings page',
+        'an `ldap://` connection is upgraded with StartTLS before anything is sent, or refused (the next server is tried); `ldaps://` is TLS already; a plain `ldap://` server without it is warned of at boot and on the Authentication page',
     },
     'startTls',
   ),

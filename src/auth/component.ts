@@ -285,7 +285,7 @@ export class AuthComponent implements CredentialRules {
           // the router matches paths decoded and in any case (/API/users, /%61pi/users): so does the wall
           const path = routedPath(ctx.path);
           if (path.startsWith('/api/') && !ENROLMENT_PATHS.test(path))
-            throw new DomainError('mfa_enrollment_required', 'your groups require a second factor: enrol one first (Settings, Security)');
+            throw new DomainError('mfa_enrollment_required', 'your groups require a second factor: enrol one first (Account, Security: /settings#security)');
         }
         return next();
       });

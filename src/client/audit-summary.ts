@@ -7,6 +7,8 @@
 /** The parts of an event the summary reads. */
 export interface SummarisedEvent {
   action: string;
+  /** success, failure or denied: a refusal or failure says why after what was tried */
+  outcome?: string;
   target: { id: string | null };
   details: Record<string, unknown>;
 }
@@ -57,8 +59,17 @@ function permissionChange(d: Record<string, unknown>): string | null {
 const text = (v: unknown): string | null => (typeof v === 'string' && v ? v : null);
 const line = (...parts: Array<string | null>) => parts.filter(Boolean).join(', ');
 
-/** What the event did in a few words ('' when its action says it all). */
+/**
+ * What the event did in a few words ('' when its action says it all); a refusal or failure also
+ * says why (the reason the command path recorded: "only a superadmin may set roles").
+ */
 export function auditSummary(e: SummarisedEvent): string {
+  const what = whatItDid(e);
+  const why = e.outcome && e.outcome !== 'success' ? text(e.details?.reason) : null;
+  return line(what || null, why);
+}
+
+function whatItDid(e: SummarisedEvent): string {
   const d = e.details ?? {};
   switch (e.action) {
     case 'settings.changed':
@@ -103,7 +114,7 @@ export function auditSummary(e: SummarisedEvent): string {
     case 'socket.operation':
       return text(d.error) ?? '';
     default:
-      // a refusal or failure says why (a wrong password, a lockout, a bad signature, a missing permission)
-      return line(text(d.permission) && `missing ${String(d.permission)}`, text(d.reason), text(d.provider));
+      // a refusal by a permission check names the permission (its reason, as every refusal's, comes after)
+      return line(text(d.permission) && `missing ${String(d.permission)}`, text(d.provider));
   }
 }

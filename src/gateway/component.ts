@@ -49,7 +49,7 @@ export class GatewayComponent {
       authenticate: async (req) => {
         const result = await authenticateUpgrade(req, { auth, tickets: this.tickets, cookieIdentity, selfOrigin, clientAddress });
         if (result.ok && deps.mustEnrol?.(result.identity))
-          throw new HttpError(403, 'mfa_enrollment_required', 'your groups require a second factor: enrol one first (Settings, Security)');
+          throw new HttpError(403, 'mfa_enrollment_required', 'your groups require a second factor: enrol one first (Account, Security: /settings#security)');
         return result;
       },
       // each frame acts with the identity as it is now: past the enrolment wall too

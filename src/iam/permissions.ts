@@ -15,10 +15,9 @@ export const CORE_FEATURES = [
   'feature:admin.audit',
 ] as const;
 
-/** Server-rendered UI pages, each gated by route:<ui_route> */
+/** Server-rendered UI pages, each gated by route:<ui_route> (the account page /settings and /docs are open to everyone signed in, and to all) */
 export const UI_ROUTES = [
   '/',
-  '/settings',
   '/admin/users',
   '/admin/groups',
   '/admin/authentication',
@@ -26,7 +25,6 @@ export const UI_ROUTES = [
   '/admin/plugins',
   '/admin/audit',
   '/admin/hosts',
-  '/docs',
 ] as const;
 
 export interface CatalogEntry {

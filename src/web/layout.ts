@@ -66,7 +66,9 @@ ${opts.body}
 `;
 }
 
-const BELL = html`<svg aria-hidden="true" viewBox="0 0 24 24" width="20" height="20"><path fill="currentColor" d="M12 22a2.5 2.5 0 0 0 2.5-2.5h-5A2.5 2.5 0 0 0 12 22Zm7-6V11a7 7 0 0 0-5.5-6.84V3.5a1.5 1.5 0 0 0-3 0v.66A7 7 0 0 0 5 11v5l-2 2v1h18v-1l-2-2Z"/></svg>`;
+const BELL_ICON = html`<svg aria-hidden="true" viewBox="0 0 24 24" width="20" height="20"><path fill="currentColor" d="M12 22a2.5 2.5 0 0 0 2.5-2.5h-5A2.5 2.5 0 0 0 12 22Zm7-6V11a7 7 0 0 0-5.5-6.84V3.5a1.5 1.5 0 0 0-3 0v.66A7 7 0 0 0 5 11v5l-2 2v1h18v-1l-2-2Z"/></svg>`;
+/** The unread count, linking to the dashboard's feed: only for those who may open it (live toasts come on every page). */
+const BELL_LINK = html`<a class="bell" href="/#notifications" title="Notifications" aria-label="Notifications" data-bell>${BELL_ICON}<span class="badge" data-bell-count hidden>0</span></a>`;
 
 /** The release under every page, so a report can say which one it was seen on. */
 export function siteFooter(): SafeHtml {
@@ -93,7 +95,7 @@ ${admin}
 <div class="who">
 ${
   id
-    ? html`<a class="bell" href="/#notifications" title="Notifications" aria-label="Notifications" data-bell>${BELL}<span class="badge" data-bell-count hidden>0</span></a>
+    ? html`${pages.some((p) => p.key === 'dashboard') ? BELL_LINK : ''}
 <span class="username" title="${id.username}">${displayName || id.username}</span>
 <form method="post" action="/logout" class="inline"><button type="submit" class="link" data-logout>Sign out</button></form>`
     : html`<a href="/login?${new URLSearchParams({ next: page.path })}">Sign in</a>`

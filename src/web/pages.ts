@@ -55,9 +55,13 @@ ${
 </div>`;
 }
 
+/** Where an administrator's bookmark of this page finds what it held before the administration pages. */
+const MOVED_NOTE = html`<p class="note" data-moved-note>The service's own settings (login providers, webhook secrets, the system key) are under Administration: <a href="/admin/authentication">Authentication</a> and <a href="/admin/integrations">Integrations</a>.</p>`;
+
 /** The account page: one's profile and password, second factors, API keys and sessions. */
-export function accountContent(user: User | null): SafeHtml {
-  return html`<div class="grid">
+export function accountContent(id: ApiIdentity, user: User | null): SafeHtml {
+  return html`${id.allows('feature:admin.settings') ? MOVED_NOTE : ''}
+<div class="grid">
 <section class="panel wide" aria-labelledby="profile-title">
 <h2 id="profile-title">Profile</h2>
 ${

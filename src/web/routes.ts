@@ -108,7 +108,7 @@ export function webRoutes(auth: AuthComponent, extraEndpoints?: ExtraEndpoints):
   };
 
   page(PAGES.dashboard, (ctx) => dashboardContent(ctx.state.identity!));
-  page(PAGES.account, (_ctx, user) => accountContent(user));
+  page(PAGES.account, (ctx, user) => accountContent(ctx.state.identity!, user));
   page(PAGES.users, () => usersContent());
   page(PAGES.groups, (ctx) => groupsContent(ctx.state.identity!));
   page(PAGES.authentication, () => authenticationContent());

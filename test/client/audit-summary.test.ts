@@ -33,7 +33,7 @@ describe('audit summary: what each event did, in a line', function () {
       .map(auditSummary);
   }
 
-  it('names groups, permissions, keys, owners and why a sign-in failed; never a secret', async () => {
+  it('names groups, permissions, keys, owners, and why a sign-in failed or an escalation was refused; never a secret', async () => {
     await svc.service.iam.audit.flush();
     const start = ((await api().get('/api/audit').query({ limit: 1 }).set(sys).expect(200)).body.events[0]?.seq as number) ?? 0;
 
@@ -71,22 +71,41 @@ describe('audit summary: what each event did, in a line', function () {
     await api().delete(`/api/users/${user.id}/api-keys/${key.id}`).set(sys).expect(204);
     await api().post('/api/auth/login').send({ username: 'summary-sam', password: 'not-the-password' }).expect(401);
     await api().get('/api/users').set('Authorization', sam).expect(403);
+    // a plain administrator's escalations, refused: what was tried, and why not
+    const plain = (
+      await api()
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'summary-pat', password: 'summary-pat-password', groups: ['INT_ADMIN'] })
+        .expect(201)
+    ).body;
+    const pat = basic('summary-pat', 'summary-pat-password');
+    await api()
+      .patch(`/api/users/${plain.id}`)
+      .set('Authorization', pat)
+      .send({ roles: ['superadmin'] })
+      .expect(403);
+    await api().put('/api/settings/system-api-key').set('Authorization', pat).send({ key: 'a-system-key-pat-must-not-set-0123456789' }).expect(403);
 
     expect(await summaries(start, 'group.created')).to.deep.equal(['permissions feature:notifications.send, api:read, api:write and 1 more']);
     expect(await summaries(start, 'group.updated')).to.deep.equal([
       'renamed from ops, permissions +feature:dashboard.view -api:write -feature:admin.audit, description',
     ]);
-    expect(await summaries(start, 'user.created')).to.deep.equal(['groups operators, INT_VIEWER', 'groups INT_VIEWER, single sign-on only']);
+    expect(await summaries(start, 'user.created')).to.deep.equal(['groups operators, INT_VIEWER', 'groups INT_VIEWER, single sign-on only', 'groups INT_ADMIN']);
     expect(await summaries(start, 'key.issued')).to.deep.equal([
       'for summary-sam, scopes api:read, until 2099-01-02',
       'for summary-sam, all of the owner’s access',
     ]);
     expect(await summaries(start, 'key.revoked')).to.deep.equal(['of summary-sam']);
     const [failed] = await summaries(start, 'auth.login_failed');
-    expect(failed).to.match(/^[a-z_]+, local$/);
+    expect(failed).to.match(/^local, [a-z_]+$/);
     const [denied] = await summaries(start, 'request.denied');
     expect(denied).to.equal('missing feature:admin.users');
+    const [escalation] = await summaries(start, 'user.updated');
+    expect(escalation).to.match(/^only a superadmin may set roles/);
+    const [systemKey] = await summaries(start, 'system_key.changed');
+    expect(systemKey).to.match(/^system_api_key, .+/);
     const all = await summaries(start);
-    expect(all.join('\n')).not.to.include('summary-sam-password').and.not.include('not-the-password');
+    expect(all.join('\n')).not.to.include('summary-sam-password').and.not.include('not-the-password').and.not.include('a-system-key-pat-must-not-set');
   });
 });

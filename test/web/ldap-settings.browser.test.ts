@@ -6,8 +6,8 @@ import { patchAuthSettings, unusedPort } from '../auth/helpers.js';
 import { REFUSAL_TEXT } from '../../src/auth/providers/refusal.js';
 import { expectNoProblems, forgetSession, openBrowser, signIn, startWebService, type TestBrowser, type WebService } from './helpers.js';
 
-/** In Chromium: the LDAP checks of the settings page against a real slapd (warnings, test connection, test login, unsaved changes tried). */
-describe('browser: the settings page tests the directory (real slapd)', function () {
+/** In Chromium: the LDAP checks of the Authentication page against a real slapd (warnings, test connection, test login, unsaved changes tried). */
+describe('browser: the Authentication page tests the directory (real slapd)', function () {
   this.timeout(60_000);
   let svc: WebService;
   let slapd: Slapd;

@@ -49,7 +49,9 @@ describe('web pages: access, headers, assets', function () {
     const auth = basic(bare.username, bare.password);
     const account = await request(svc.url).get('/settings').set('Authorization', auth).expect(200);
     expect(account.text).to.include('<h1>Account</h1>').and.include('data-key-form').and.include('data-security');
-    expect(account.text).not.to.include('data-auth-settings').and.not.include('data-webhook-secret');
+    expect(account.text).not.to.include('data-auth-settings').and.not.include('data-webhook-secret').and.not.include('data-moved-note');
+    // no dashboard to read notifications on: no bell that leads nowhere (live toasts still come)
+    expect(account.text).not.to.include('data-bell');
     // the dashboard is not theirs: their start page is the account
     const start = await request(svc.url).get('/').set('Authorization', auth).expect(302);
     expect(start.headers.location).to.equal('/settings');
@@ -165,7 +167,7 @@ describe('web pages: access, headers, assets', function () {
     expect(viewerDash.text).not.to.include('status-title');
     // the account page is one's own; the service's settings are on the administration pages
     const adminAccount = await request(svc.url).get('/settings').set('Authorization', adminAuth()).expect(200);
-    expect(adminAccount.text).to.include('data-key-form');
+    expect(adminAccount.text).to.include('data-key-form').and.include('data-moved-note');
     expect(adminAccount.text).not.to.include('data-auth-settings').and.not.include('data-webhook-secret').and.not.include('data-system-key');
     const authentication = await request(svc.url).get('/admin/authentication').set('Authorization', adminAuth()).expect(200);
     expect(authentication.text).to.include('data-auth-settings').and.not.include('data-webhook-secret');

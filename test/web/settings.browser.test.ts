@@ -17,8 +17,8 @@ function helloPlugin(dir: string): void {
   fs.writeFileSync(path.join(folder, 'index.mjs'), 'export async function setup() {}\n');
 }
 
-/** In Chromium: API keys from the settings page, administration pages, the API docs. */
-describe('browser: settings, administration and API docs', function () {
+/** In Chromium: API keys from the account page, administration pages, the API docs. */
+describe('browser: account, administration and API docs', function () {
   this.timeout(60_000);
   let svc: WebService;
   let browser: TestBrowser;

@@ -198,6 +198,7 @@ export function setUnread(count: number): void {
 
 /** Re-reads the unread count (debounced: bursts of events cost one request). */
 export function refreshUnread(): void {
+  if (!bellCount) return; // no bell on this page (no dashboard to read them on)
   clearTimeout(bellTimer);
   bellTimer = setTimeout(async () => {
     try {
