@@ -91,7 +91,11 @@ describe('audit summary: what each event did, in a line', function () {
     expect(await summaries(start, 'group.updated')).to.deep.equal([
       'renamed from ops, permissions +feature:dashboard.view -api:write -feature:admin.audit, description',
     ]);
-    expect(await summaries(start, 'user.created')).to.deep.equal(['groups operators, INT_VIEWER', 'groups INT_VIEWER, single sign-on only', 'groups INT_ADMIN']);
+    expect(await summaries(start, 'user.created')).to.deep.equal([
+      'groups operators, INT_VIEWER',
+      'groups INT_VIEWER, single sign-on only',
+      'groups INT_ADMIN',
+    ]);
     expect(await summaries(start, 'key.issued')).to.deep.equal([
       'for summary-sam, scopes api:read, until 2099-01-02',
       'for summary-sam, all of the owner’s access',
