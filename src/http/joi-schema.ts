@@ -1,5 +1,6 @@
+import { createRequire } from 'node:module';
 import type Joi from 'joi';
-import OpenApi31Parser from 'joi-to-json/lib/parsers/open-api-3.1.js';
+import type OpenApi31Parser from 'joi-to-json/lib/parsers/open-api-3.1.js';
 
 /**
  * joi schema -> JSON Schema 2020-12 (the dialect of OpenAPI 3.1) through joi-to-json. The
@@ -87,121 +88,129 @@ function discriminated(s: JsonSchema): JsonSchema {
   return { anyOf: [then, other], ...(s.description === undefined ? {} : { description: s.description }) };
 }
 
-class ApiSchemaParser extends OpenApi31Parser {
-  /** the library's stack of preferences inherited from parent schemas */
-  declare inheritedPreferences: unknown[];
+/**
+ * The parser class, made at the first conversion: joi-to-json is loaded only when an API document
+ * is built (/openapi.json), never by a start.
+ */
+function apiSchemaParser() {
+  const Base = createRequire(import.meta.url)('joi-to-json/lib/parsers/open-api-3.1.js') as typeof OpenApi31Parser;
+  return class ApiSchemaParser extends Base {
+    /** the library's stack of preferences inherited from parent schemas */
+    declare inheritedPreferences: unknown[];
 
-  override _getFieldType(d: Described): string {
-    return d.type === 'number' && d.rules?.some((r) => r.name === 'integer') ? 'integer' : d.type;
-  }
-
-  override _setStringFieldProperties(s: JsonSchema, d: Described): void {
-    super._setStringFieldProperties(s, d);
-    if (s.type !== 'string') return;
-    const length = limit(d, 'length');
-    if (length !== undefined) s.minLength = s.maxLength = length;
-    // every pattern, inverted ones as `not`, flags as jsonPattern can say them
-    delete s.pattern;
-    // an allowed '' passes every rule in joi: it passes length and patterns here too
-    const emptyAllowed = d.allow?.includes('') && !d.flags?.only;
-    if (emptyAllowed) delete s.minLength;
-    const patterns = (d.rules ?? [])
-      .filter((r) => r.name === 'pattern' && typeof r.args?.regex === 'string')
-      .flatMap((r): JsonSchema[] => {
-        const pattern = jsonPattern(r.args!.regex as string);
-        if (pattern === undefined) return [];
-        if ((r.args!.options as { invert?: boolean } | undefined)?.invert) return [{ not: { pattern: emptyAllowed ? `(?!^$)(?:${pattern})` : pattern } }];
-        return [{ pattern: emptyAllowed ? `^$|(?:${pattern})` : pattern }];
-      });
-    if (patterns.length === 1 && typeof patterns[0]!.pattern === 'string') s.pattern = patterns[0]!.pattern;
-    else if (patterns.length) s.allOf = patterns;
-  }
-
-  override _setDateFieldProperties(s: JsonSchema, d: Described): void {
-    if (s.type !== 'date') return;
-    const format = d.flags?.format;
-    if (format === 'iso') Object.assign(s, { type: 'string', format: 'date-time' });
-    else if (format === 'javascript' || format === 'unix') s.type = 'number';
-    else {
-      // without a format joi takes a date string or a number of milliseconds
-      delete s.type;
-      s.anyOf = [{ type: 'string', format: 'date-time' }, { type: 'number' }];
+    override _getFieldType(d: Described): string {
+      return d.type === 'number' && d.rules?.some((r) => r.name === 'integer') ? 'integer' : d.type;
     }
-  }
 
-  override _setObjectProperties(s: JsonSchema, d: Described, definitions: Record<string, unknown>, level: number): void {
-    // the library's own pattern handling adds the regex as a property name and skips schema keys
-    super._setObjectProperties(s, { ...d, patterns: undefined }, definitions, level);
-    if (s.type !== 'object') return;
-    if (!d.keys && !d.patterns?.length) {
-      // a bare object(): any keys (the library says none)
-      delete s.properties;
-      delete s.additionalProperties;
+    override _setStringFieldProperties(s: JsonSchema, d: Described): void {
+      super._setStringFieldProperties(s, d);
+      if (s.type !== 'string') return;
+      const length = limit(d, 'length');
+      if (length !== undefined) s.minLength = s.maxLength = length;
+      // every pattern, inverted ones as `not`, flags as jsonPattern can say them
+      delete s.pattern;
+      // an allowed '' passes every rule in joi: it passes length and patterns here too
+      const emptyAllowed = d.allow?.includes('') && !d.flags?.only;
+      if (emptyAllowed) delete s.minLength;
+      const patterns = (d.rules ?? [])
+        .filter((r) => r.name === 'pattern' && typeof r.args?.regex === 'string')
+        .flatMap((r): JsonSchema[] => {
+          const pattern = jsonPattern(r.args!.regex as string);
+          if (pattern === undefined) return [];
+          if ((r.args!.options as { invert?: boolean } | undefined)?.invert) return [{ not: { pattern: emptyAllowed ? `(?!^$)(?:${pattern})` : pattern } }];
+          return [{ pattern: emptyAllowed ? `^$|(?:${pattern})` : pattern }];
+        });
+      if (patterns.length === 1 && typeof patterns[0]!.pattern === 'string') s.pattern = patterns[0]!.pattern;
+      else if (patterns.length) s.allOf = patterns;
     }
-    for (const p of d.patterns ?? []) {
-      const rule = this.parse(p.rule, definitions, level + 1);
-      const keyPattern = p.regex === undefined ? undefined : jsonPattern(p.regex);
-      if (keyPattern !== undefined) s.patternProperties = { ...(s.patternProperties as object), [keyPattern]: rule };
-      else if (p.regex) s.additionalProperties = rule;
+
+    override _setDateFieldProperties(s: JsonSchema, d: Described): void {
+      if (s.type !== 'date') return;
+      const format = d.flags?.format;
+      if (format === 'iso') Object.assign(s, { type: 'string', format: 'date-time' });
+      else if (format === 'javascript' || format === 'unix') s.type = 'number';
       else {
-        s.additionalProperties = rule;
-        const names = p.schema && this.parse(p.schema, definitions, level + 1);
-        if (names && Object.keys(names).some((k) => k !== 'type')) s.propertyNames = names;
+        // without a format joi takes a date string or a number of milliseconds
+        delete s.type;
+        s.anyOf = [{ type: 'string', format: 'date-time' }, { type: 'number' }];
       }
     }
-    const min = limit(d, 'min') ?? limit(d, 'length');
-    const max = limit(d, 'max') ?? limit(d, 'length');
-    if (min !== undefined) s.minProperties = min;
-    if (max !== undefined) s.maxProperties = max;
-  }
 
-  override _setConditionCompositionStyle(s: JsonSchema, condition: Described, definitions: Record<string, unknown>, level: number): JsonSchema {
-    // a condition on another field that only makes this one required or optional leaves its
-    // value as it is (the library would add "any type" alternatives, or replace the type)
-    if (condition.ref && presenceOnly(condition.then) && presenceOnly(condition.otherwise)) return s;
-    return super._setConditionCompositionStyle(s, condition, definitions, level);
-  }
-
-  override _addNullTypeIfNullable(s: JsonSchema, d: Described): void {
-    // alternatives have no type to widen: null becomes one more alternative
-    if (!s.type && Array.isArray(s.anyOf) && d.allow?.includes(null)) s.anyOf.push({ type: 'null' });
-    else super._addNullTypeIfNullable(s, d);
-  }
-
-  /** Shapes named with joi's `.id()`, collected for the document's components while parsing. */
-  components: Record<string, JsonSchema> | null = null;
-
-  override parse(d: Described, definitions: Record<string, unknown> = {}, level = 0): JsonSchema {
-    const id = d?.flags?.id;
-    if (typeof id === 'string') return this.named(id, d, definitions, level);
-    const s = discriminated(super.parse(d, definitions, level));
-    if (d?.type !== 'array' || !d.flags?.single || s.type !== 'array') return s;
-    // single(): one item is taken for an array of it
-    const { description, default: byDefault, ...array } = s;
-    return { anyOf: [array, s.items], ...(description === undefined ? {} : { description }), ...(byDefault === undefined ? {} : { default: byDefault }) };
-  }
-
-  /**
-   * A shape named with `.id('User')`: its schema goes to the components once, and each use is a
-   * $ref (with the use's description, and null beside it when the use allows null). The same
-   * name for two different shapes is a mistake in the route definitions: it throws.
-   */
-  private named(id: string, d: Described, definitions: Record<string, unknown>, level: number): JsonSchema {
-    const description = (d as { flags?: { description?: string } }).flags?.description;
-    const nullable = d.allow?.includes(null) ?? false;
-    const shape: Described = { ...d, flags: { ...d.flags, id: undefined, description: undefined }, allow: d.allow?.filter((v) => v !== null) };
-    const schema = this.parse(shape, definitions, level + 1);
-    if (this.components) addComponent(this.components, id, schema);
-    else {
-      // no document to hold it (a schema converted on its own): inline
-      return { ...schema, ...(description === undefined ? {} : { description }) };
+    override _setObjectProperties(s: JsonSchema, d: Described, definitions: Record<string, unknown>, level: number): void {
+      // the library's own pattern handling adds the regex as a property name and skips schema keys
+      super._setObjectProperties(s, { ...d, patterns: undefined }, definitions, level);
+      if (s.type !== 'object') return;
+      if (!d.keys && !d.patterns?.length) {
+        // a bare object(): any keys (the library says none)
+        delete s.properties;
+        delete s.additionalProperties;
+      }
+      for (const p of d.patterns ?? []) {
+        const rule = this.parse(p.rule, definitions, level + 1);
+        const keyPattern = p.regex === undefined ? undefined : jsonPattern(p.regex);
+        if (keyPattern !== undefined) s.patternProperties = { ...(s.patternProperties as object), [keyPattern]: rule };
+        else if (p.regex) s.additionalProperties = rule;
+        else {
+          s.additionalProperties = rule;
+          const names = p.schema && this.parse(p.schema, definitions, level + 1);
+          if (names && Object.keys(names).some((k) => k !== 'type')) s.propertyNames = names;
+        }
+      }
+      const min = limit(d, 'min') ?? limit(d, 'length');
+      const max = limit(d, 'max') ?? limit(d, 'length');
+      if (min !== undefined) s.minProperties = min;
+      if (max !== undefined) s.maxProperties = max;
     }
-    const ref: JsonSchema = { $ref: `#/components/schemas/${id}`, ...(description === undefined ? {} : { description }) };
-    return nullable ? { anyOf: [ref, { type: 'null' }] } : ref;
-  }
+
+    override _setConditionCompositionStyle(s: JsonSchema, condition: Described, definitions: Record<string, unknown>, level: number): JsonSchema {
+      // a condition on another field that only makes this one required or optional leaves its
+      // value as it is (the library would add "any type" alternatives, or replace the type)
+      if (condition.ref && presenceOnly(condition.then) && presenceOnly(condition.otherwise)) return s;
+      return super._setConditionCompositionStyle(s, condition, definitions, level);
+    }
+
+    override _addNullTypeIfNullable(s: JsonSchema, d: Described): void {
+      // alternatives have no type to widen: null becomes one more alternative
+      if (!s.type && Array.isArray(s.anyOf) && d.allow?.includes(null)) s.anyOf.push({ type: 'null' });
+      else super._addNullTypeIfNullable(s, d);
+    }
+
+    /** Shapes named with joi's `.id()`, collected for the document's components while parsing. */
+    components: Record<string, JsonSchema> | null = null;
+
+    override parse(d: Described, definitions: Record<string, unknown> = {}, level = 0): JsonSchema {
+      const id = d?.flags?.id;
+      if (typeof id === 'string') return this.named(id, d, definitions, level);
+      const s = discriminated(super.parse(d, definitions, level));
+      if (d?.type !== 'array' || !d.flags?.single || s.type !== 'array') return s;
+      // single(): one item is taken for an array of it
+      const { description, default: byDefault, ...array } = s;
+      return { anyOf: [array, s.items], ...(description === undefined ? {} : { description }), ...(byDefault === undefined ? {} : { default: byDefault }) };
+    }
+
+    /**
+     * A shape named with `.id('User')`: its schema goes to the components once, and each use is a
+     * $ref (with the use's description, and null beside it when the use allows null). The same
+     * name for two different shapes is a mistake in the route definitions: it throws.
+     */
+    private named(id: string, d: Described, definitions: Record<string, unknown>, level: number): JsonSchema {
+      const description = (d as { flags?: { description?: string } }).flags?.description;
+      const nullable = d.allow?.includes(null) ?? false;
+      const shape: Described = { ...d, flags: { ...d.flags, id: undefined, description: undefined }, allow: d.allow?.filter((v) => v !== null) };
+      const schema = this.parse(shape, definitions, level + 1);
+      if (this.components) addComponent(this.components, id, schema);
+      else {
+        // no document to hold it (a schema converted on its own): inline
+        return { ...schema, ...(description === undefined ? {} : { description }) };
+      }
+      const ref: JsonSchema = { $ref: `#/components/schemas/${id}`, ...(description === undefined ? {} : { description }) };
+      return nullable ? { anyOf: [ref, { type: 'null' }] } : ref;
+    }
+  };
 }
 
-const parser = new ApiSchemaParser();
+let madeParser: InstanceType<ReturnType<typeof apiSchemaParser>> | undefined;
+const schemaParser = () => (madeParser ??= new (apiSchemaParser())());
 
 export interface ConvertOptions {
   /**
@@ -241,6 +250,7 @@ export function joiToJsonSchema(schema: Joi.Schema, opts: ConvertOptions = {}): 
     if (!hit) {
       const spec = opts.presence ? { ...d, preferences: { presence: opts.presence, ...d.preferences } } : d;
       const named: Record<string, JsonSchema> = {};
+      const parser = schemaParser();
       parser.components = opts.components ? named : null;
       try {
         hit = { schema: forGenerators(parser.parse(spec)), named };

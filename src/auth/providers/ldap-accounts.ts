@@ -4,7 +4,8 @@
  * the active ones, what a sign-in would read of them now (the profile: name, e-mail, display
  * name, mapped groups), so the recheck keeps the local user in step as a sign-in does.
  */
-import { AndFilter, EqualityFilter, NoSuchObjectError, OrFilter, type Client, type Entry } from 'ldapts';
+import type { Client, Entry } from 'ldapts';
+import { ldapts } from './ldapts.js';
 import type { Logger } from '../../log.js';
 import { errorMessage, isTimeout } from './ldap-connection.js';
 import { mappedGroups } from './ldap-groups.js';
@@ -94,8 +95,11 @@ export async function readAccounts(client: Client, ids: string[], reading: Accou
     const batch = sids.slice(i, i + CHECK_BATCH);
     const { searchEntries } = await client.search(options.baseDN, {
       scope: 'sub',
-      filter: new AndFilter({
-        filters: [anyUser, new OrFilter({ filters: batch.map((sid) => new EqualityFilter({ attribute: 'objectSid', value: encodeObjectSid(sid) })) })],
+      filter: new (ldapts().AndFilter)({
+        filters: [
+          anyUser,
+          new (ldapts().OrFilter)({ filters: batch.map((sid) => new (ldapts().EqualityFilter)({ attribute: 'objectSid', value: encodeObjectSid(sid) })) }),
+        ],
       }),
       attributes,
       explicitBufferAttributes: ['objectSid'],
@@ -116,7 +120,7 @@ export async function readAccounts(client: Client, ids: string[], reading: Accou
           searchEntries: [entry],
         } = await client.search(dn, { scope: 'base', filter: anyUser, attributes, explicitBufferAttributes: ['objectSid'] }));
       } catch (err) {
-        if (!(err instanceof NoSuchObjectError)) throw err;
+        if (!(err instanceof ldapts().NoSuchObjectError)) throw err;
       }
     }
     out.set(dn, entry ? await account(client, entry, dn, reading, now) : { state: 'gone', profile: null });

@@ -6,7 +6,8 @@
  */
 import net from 'node:net';
 import type { ConnectionOptions } from 'node:tls';
-import { Client, InvalidCredentialsError, ResultCodeError } from 'ldapts';
+import type { Client } from 'ldapts';
+import { ldapts } from './ldapts.js';
 import type { ResolvedOptions } from './ldap-options.js';
 import type { RefusalReason } from './refusal.js';
 
@@ -101,7 +102,7 @@ const CERT_WORDS: Record<string, string> = {
 export function connectionFailure(err: unknown): { kind: UnavailableKind; reason: string } | null {
   if (isTimeout(err)) return { kind: 'timeout', reason: `no answer in time (${errorMessage(err)})` };
   // the server answered (an LDAP result code): whatever its words, the connection is fine
-  if (!(err instanceof Error) || err instanceof ResultCodeError) return null;
+  if (!(err instanceof Error) || err instanceof ldapts().ResultCodeError) return null;
   const code = (err as NodeJS.ErrnoException).code ?? '';
   if (CERT_WORDS[code]) return { kind: 'tls', reason: `TLS failed: ${CERT_WORDS[code]} [${code}]` };
   if (/^ERR_SSL_|^ERR_TLS_|^EPROTO$/.test(code) || /SSL routines|TLS|certificate|handshake/i.test(err.message)) {
@@ -175,7 +176,7 @@ export class LdapConnector {
   async connect(url: string): Promise<Client> {
     const host = hostOf(url);
     const secure = url.startsWith('ldaps:');
-    const client = new Client({
+    const client = new (ldapts().Client)({
       url,
       timeout: this.options.timeoutMs,
       connectTimeout: this.options.connectTimeoutMs,
@@ -240,7 +241,7 @@ export class LdapConnector {
             failures.push({ url, ...failure });
             continue;
           }
-          const why = err instanceof InvalidCredentialsError ? 'wrong bind DN or password' : errorMessage(err);
+          const why = err instanceof ldapts().InvalidCredentialsError ? 'wrong bind DN or password' : errorMessage(err);
           const reason = `the service bind as ${this.options.bindDN} was refused: ${why}`;
           throw new LdapUnavailableError(`LDAP ${reason} (${url})`, 'service_bind', [...failures, { url, kind: 'service_bind', reason }]);
         }

@@ -8,7 +8,8 @@
  * Each runs on a provider of its own, built from the settings given, so the chain's provider (its
  * pause, its remembered server) is neither used nor changed.
  */
-import { NoSuchObjectError, type Client } from 'ldapts';
+import type { Client } from 'ldapts';
+import { ldapts } from './ldapts.js';
 import { errorMessage, LdapConnector, LdapUnavailableError, type ServerFailure, type UnavailableKind } from './ldap-connection.js';
 import type { LdapProvider } from './ldap.js';
 import { LoginRefused, type QuietRefusal, type RefusalReason } from './refusal.js';
@@ -68,7 +69,7 @@ export async function testConnection(provider: LdapProvider): Promise<Connection
       await client.search(baseDN, { scope: 'base', filter: '(objectClass=*)', attributes: ['1.1'] });
     } catch (err) {
       const reason =
-        err instanceof NoSuchObjectError
+        err instanceof ldapts().NoSuchObjectError
           ? `the base DN ${baseDN} does not exist on ${url} (check SERVICE_LDAP_BASE_DN)`
           : `searching the base DN ${baseDN} on ${url} failed: ${errorMessage(err)}`;
       return done({ ok: false, url, ...described, kind: 'base_dn', reason, failures });

@@ -3,7 +3,8 @@
  * group, nested groups through the in-chain rule, groupOfNames / groupOfUniqueNames where there is
  * no memberOf, and the mapping of directory group DNs to local group names.
  */
-import { EqualityFilter, type Client, type Entry } from 'ldapts';
+import type { Client, Entry } from 'ldapts';
+import { ldapts } from './ldapts.js';
 import { errorMessage, isTimeout } from './ldap-connection.js';
 import type { ResolvedOptions } from './ldap-options.js';
 import { escapeFilterValue, firstText, normalizeDN, texts, values, type DirectoryInfo } from './ldap-search.js';
@@ -25,7 +26,7 @@ async function primaryGroup(client: Client, entry: Entry, info: DirectoryInfo): 
   }
   const { searchEntries } = await client.search(info.domainDN, {
     scope: 'sub',
-    filter: new EqualityFilter({ attribute: 'objectSid', value: groupSid }),
+    filter: new (ldapts().EqualityFilter)({ attribute: 'objectSid', value: groupSid }),
     attributes: ['1.1'],
     sizeLimit: 1,
   });

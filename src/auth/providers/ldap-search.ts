@@ -2,7 +2,8 @@
  * Searches of the LDAP provider (ldap.ts): filter values and their escaping, DNs, the attribute
  * values of entries, what the rootDSE says about the directory, and the user lookup.
  */
-import { AndFilter, EqualityFilter, FilterParser, type Client, type Entry, type Filter } from 'ldapts';
+import type { Client, Entry, Filter } from 'ldapts';
+import { ldapts } from './ldapts.js';
 import type { Logger } from '../../log.js';
 import { errorMessage, isTimeout } from './ldap-connection.js';
 import type { ResolvedOptions } from './ldap-options.js';
@@ -112,8 +113,11 @@ export async function readDirectoryInfo(client: Client, options: ResolvedOptions
     try {
       const { searchEntries } = await client.search(`CN=Partitions,${configuration}`, {
         scope: 'one',
-        filter: new AndFilter({
-          filters: [new EqualityFilter({ attribute: 'objectClass', value: 'crossRef' }), new EqualityFilter({ attribute: 'nCName', value: domainDN })],
+        filter: new (ldapts().AndFilter)({
+          filters: [
+            new (ldapts().EqualityFilter)({ attribute: 'objectClass', value: 'crossRef' }),
+            new (ldapts().EqualityFilter)({ attribute: 'nCName', value: domainDN }),
+          ],
         }),
         attributes: ['nETBIOSName'],
       });
@@ -180,5 +184,5 @@ export function stableId(entry: Entry, log: Logger): string {
 
 /** The user filter for any login name: `{username}` becomes a wildcard ("some login finds this entry"). */
 export function anyUserFilter(options: ResolvedOptions): Filter {
-  return FilterParser.parseString(options.userFilter.replaceAll('{username}', '*'));
+  return ldapts().FilterParser.parseString(options.userFilter.replaceAll('{username}', '*'));
 }

@@ -48,7 +48,8 @@
  * connection, test login, the settings' warnings), ldap-search.ts (filters, DNs, the rootDSE, the user lookup),
  * ldap-groups.ts (group resolution and mapping), ldap-accounts.ts (accounts read again).
  */
-import { InvalidCredentialsError, type Client } from 'ldapts';
+import type { Client } from 'ldapts';
+import { ldapts } from './ldapts.js';
 import type { Logger } from '../../log.js';
 import { profileOf, readAccounts, type AccountState, type DirectoryAccount } from './ldap-accounts.js';
 import { adBindFailure, connectionFailure, errorMessage, isTimeout, LdapConnector, LdapUnavailableError, type Opened } from './ldap-connection.js';
@@ -238,7 +239,7 @@ export class LdapProvider implements CredentialsProvider {
       await client.bind(dn, password);
       return true;
     } catch (err) {
-      if (!(err instanceof InvalidCredentialsError)) {
+      if (!(err instanceof ldapts().InvalidCredentialsError)) {
         if (connectionFailure(err)) throw err;
         throw new Error(`LDAP bind as ${dn} failed: ${errorMessage(err)}`);
       }
