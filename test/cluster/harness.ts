@@ -8,6 +8,7 @@ import { serviceCommand, READY_TIMEOUT_MS } from '../support/process.js';
 import { unusedPort } from '../support/ports.js';
 import knex from 'knex';
 import { testEnv } from '../support/service.js';
+import { shippedSite, startNginx, type TestNginx } from '../support/nginx.js';
 
 /**
  * Several instances of the service as real processes (each on a port of its own that it keeps
@@ -15,109 +16,6 @@ import { testEnv } from '../support/service.js';
  * one Redis of the test's own, behind Debian's nginx running docs/deploy/nginx.conf's
  * several-instance variant. Used by test/cluster/faults.test.ts and scripts/bench/cluster-faults.ts.
  */
-
-const SHIPPED = path.resolve(import.meta.dirname, '../../docs/deploy/nginx.conf');
-
-/** A commented-out line of the file, as it reads once uncommented. */
-const uncommented = (line: string) => line.replace(/^#( |$)/, '');
-
-/**
- * docs/deploy/nginx.conf with the commented several-instance upstream in place of the single
- * one, the test's instances as its server lines, a plain listener on `listenPort` instead of
- * 443 with TLS; every other line as shipped.
- */
-export function severalInstancesSite(listenPort: number, upstreams: number[]): string {
-  const out: string[] = [];
-  let block: 'active' | 'variant' | null = null;
-  let serversDone = false;
-  for (const raw of fs.readFileSync(SHIPPED, 'utf8').split('\n')) {
-    if (/^upstream service_core \{/.test(raw)) block = 'active';
-    else if (/^#\s*upstream service_core \{/.test(raw)) block = 'variant';
-    if (block) {
-      const line = block === 'variant' ? uncommented(raw) : raw;
-      const keep = block === 'variant';
-      if (/^\}/.test(line)) block = null;
-      if (!keep) continue;
-      const server = /^(\s*server )\S+?(;| .*)$/.exec(line);
-      if (!server) out.push(line);
-      else if (!serversDone) {
-        // the file's address, its parameters kept (max_fails=…)
-        out.push(...upstreams.map((p) => `${server[1]}127.0.0.1:${p}${server[2]}`));
-        serversDone = true;
-      }
-    } else if (/^\s*listen 443 ssl/.test(raw)) out.push(`    listen 127.0.0.1:${listenPort};`);
-    else if (!/^\s*ssl_/.test(raw)) out.push(raw);
-  }
-  if (!serversDone) throw new Error('docs/deploy/nginx.conf has no several-instance upstream variant');
-  return out.join('\n');
-}
-
-export interface TestNginx {
-  origin: string;
-  site: string;
-  /** nginx's error log so far */
-  errors(): string;
-  stop(): Promise<void>;
-}
-
-/** nginx in the foreground with a prefix, pid file, temp paths and logs of its own in a temp dir. */
-export async function startNginx(site: string, port: number, connections: number): Promise<TestNginx> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nginx-faults-'));
-  for (const d of ['logs', 'tmp']) fs.mkdirSync(path.join(dir, d));
-  // the workers (nobody, under a root master) write large request bodies into tmp/
-  fs.chmodSync(dir, 0o755);
-  fs.chmodSync(path.join(dir, 'tmp'), 0o1777);
-  const conf = path.join(dir, 'nginx.conf');
-  fs.writeFileSync(
-    conf,
-    [
-      'daemon off;',
-      'worker_processes 1;',
-      // each client holds two connections (its own and one upstream); short of connections, nginx
-      // closes idle keep-alive ones (the broadcaster's) to make room
-      `worker_rlimit_nofile ${connections * 4 + 2048};`,
-      `pid ${dir}/nginx.pid;`,
-      `error_log ${dir}/logs/error.log warn;`,
-      `events { worker_connections ${connections * 4 + 1024}; }`,
-      'http {',
-      `  access_log off;`,
-      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `  ${t}_temp_path ${dir}/tmp/${t};`),
-      site,
-      '}',
-    ].join('\n'),
-  );
-  const child: ChildProcess = spawn('nginx', ['-c', conf, '-p', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let err = '';
-  child.stderr!.on('data', (d) => (err += d.toString()));
-  const exited = new Promise((r) => child.once('exit', r));
-  const onExit = () => child.kill('SIGKILL');
-  process.once('exit', onExit);
-  const stop = async (signal: NodeJS.Signals) => {
-    process.off('exit', onExit);
-    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-    await exited;
-    fs.rmSync(dir, { recursive: true, force: true });
-  };
-  const origin = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    if (child.exitCode !== null) {
-      await stop('SIGKILL');
-      throw new Error(`nginx exited: ${err}`);
-    }
-    const up = await fetch(`${origin}/healthz`).then(
-      (r) => r.status === 200,
-      () => false,
-    );
-    if (up) break;
-    if (Date.now() > deadline) {
-      await stop('SIGKILL');
-      throw new Error(`nginx did not answer within 10 s: ${err}`);
-    }
-    await sleep(100);
-  }
-  return { origin, site, errors: () => fs.readFileSync(path.join(dir, 'logs', 'error.log'), 'utf8'), stop: () => stop('SIGQUIT') };
-}
 
 export type Exit = { code: number | null; signal: NodeJS.Signals | null };
 
@@ -245,7 +143,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
     // its boot fails for good
     await instances[0]!.start();
     await Promise.all(instances.slice(1).map((i) => i.start()));
-    const nginx = await startNginx(severalInstancesSite(nginxPort, ports), nginxPort, opts.clients);
+    const nginx = await startNginx(shippedSite(nginxPort, ports, 'several'), nginxPort, opts.clients);
     cleanup.push(() => nginx.stop());
     return { pg, redis, nginx, instances, origin, databaseUrl, destroy };
   } catch (err) {

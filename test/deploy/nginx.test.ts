@@ -1,7 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { expect } from 'chai';
 import WebSocket from 'ws';
 import { GatewayClient, type SocketFactory } from '../../src/client/gateway-client.js';
@@ -9,11 +6,7 @@ import { ADMIN, adminAuth, startPeer, startService, type TestService } from '../
 import { startRedis, type TestRedis } from '../support/redis.js';
 import { unusedPort } from '../auth/helpers.js';
 import { eventually } from '../plugins/helpers.js';
-
-const EXAMPLE = path.resolve(import.meta.dirname, '../../docs/deploy/nginx.conf');
-
-/** A commented-out line of the file, as it reads once uncommented. */
-const uncommented = (line: string) => line.replace(/^#( |$)/, '');
+import { SHIPPED_NGINX, shippedSite, startNginx, type TestNginx } from '../support/nginx.js';
 
 /** The server lines of the file's upstream that is not commented out. */
 function activeServers(text: string): string[] {
@@ -25,91 +18,6 @@ function activeServers(text: string): string[] {
     else if (inside && /^\s*server /.test(line)) servers.push(line.trim());
   }
   return servers;
-}
-
-/**
- * docs/deploy/nginx.conf with the test's ports, without TLS (no certificate here). As shipped
- * (one instance), its `server 127.0.0.1:8080` becomes the instance and every other line stays
- * as written. With `several`, the commented variant takes the place of that upstream, with the
- * instances as its server lines.
- */
-function siteConfig(listenPort: number, upstreams: number[], variant: 'shipped' | 'several'): string {
-  const out: string[] = [];
-  let block: 'active' | 'variant' | null = null;
-  let serversDone = false;
-  for (const raw of fs.readFileSync(EXAMPLE, 'utf8').split('\n')) {
-    if (/^upstream service_core \{/.test(raw)) block = 'active';
-    else if (/^#\s*upstream service_core \{/.test(raw)) block = 'variant';
-    if (block) {
-      const line = block === 'variant' ? uncommented(raw) : raw;
-      const keep = (block === 'active') === (variant === 'shipped');
-      if (/^\}/.test(line)) block = null;
-      if (!keep) continue;
-      if (variant === 'shipped') out.push(line.replace(/^(\s*server 127\.0\.0\.1):8080;/, `$1:${upstreams[0]};`));
-      else if (!/^\s*server /.test(line)) out.push(line);
-      else if (!serversDone) {
-        out.push(...upstreams.map((p) => `    server 127.0.0.1:${p};`));
-        serversDone = true;
-      }
-    } else if (/^\s*listen 443 ssl/.test(raw)) out.push(`    listen 127.0.0.1:${listenPort};`);
-    else if (!/^\s*ssl_/.test(raw)) out.push(raw);
-  }
-  return out.join('\n');
-}
-
-/** Debian's nginx, as a foreground process of the test with its own prefix. */
-interface TestNginx {
-  /** what nginx wrote to its error log so far */
-  errors(): string;
-  stop(): Promise<void>;
-}
-
-async function startNginx(site: string): Promise<TestNginx> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nginx-'));
-  for (const d of ['logs', 'tmp']) fs.mkdirSync(path.join(dir, d));
-  const conf = path.join(dir, 'nginx.conf');
-  fs.writeFileSync(
-    conf,
-    [
-      'daemon off;',
-      'worker_processes 1;',
-      `pid ${dir}/nginx.pid;`,
-      `error_log ${dir}/logs/error.log warn;`,
-      'events { worker_connections 1024; }',
-      'http {',
-      `  access_log ${dir}/logs/access.log;`,
-      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `  ${t}_temp_path ${dir}/tmp/${t};`),
-      site,
-      '}',
-    ].join('\n'),
-  );
-  const child: ChildProcess = spawn('nginx', ['-c', conf, '-p', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let err = '';
-  child.stderr!.on('data', (d) => (err += d.toString()));
-  const port = Number(/listen 127\.0\.0\.1:(\d+)/.exec(site)![1]);
-  const exited = new Promise((r) => child.once('exit', r));
-  const stop = async (signal: NodeJS.Signals) => {
-    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-    await exited;
-    fs.rmSync(dir, { recursive: true, force: true });
-  };
-  try {
-    await eventually(
-      async () => {
-        if (child.exitCode !== null) throw new Error(`nginx exited: ${err}`);
-        await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => expect(r.status).to.equal(200));
-      },
-      10_000,
-      100,
-    );
-  } catch (e) {
-    await stop('SIGKILL');
-    throw e;
-  }
-  return {
-    errors: () => fs.readFileSync(path.join(dir, 'logs', 'error.log'), 'utf8'),
-    stop: () => stop('SIGQUIT'),
-  };
 }
 
 /** Five failed logins through the proxy with an X-Forwarded-For of the client's own: the service records the address nginx saw. */
@@ -138,7 +46,7 @@ describe('behind nginx, one instance (docs/deploy/nginx.conf as shipped)', funct
     const port = await unusedPort();
     origin = `http://127.0.0.1:${port}`;
     svc = await startService({ env: { SERVICE_TRUST_PROXY: 'true', SERVICE_PUBLIC_URL: origin } });
-    nginx = await startNginx(siteConfig(port, [Number(new URL(svc.url).port)], 'shipped'));
+    nginx = await startNginx(shippedSite(port, [Number(new URL(svc.url).port)], 'one'), port);
   });
   after(async () => {
     await nginx?.stop();
@@ -146,7 +54,7 @@ describe('behind nginx, one instance (docs/deploy/nginx.conf as shipped)', funct
   });
 
   it('lists one instance: a login, API calls, a ws connection and a push go through, and nginx logs no upstream error', async () => {
-    expect(activeServers(fs.readFileSync(EXAMPLE, 'utf8'))).to.deep.equal(['server 127.0.0.1:8080;']);
+    expect(activeServers(fs.readFileSync(SHIPPED_NGINX, 'utf8'))).to.deep.equal(['server 127.0.0.1:8080;']);
     const login = await fetch(`${origin}/api/auth/login`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', origin },
@@ -202,7 +110,7 @@ describe('behind nginx, several instances (the variant in docs/deploy/nginx.conf
     const env = { SERVICE_REDIS_URL: redis.url, SERVICE_TRUST_PROXY: 'true', SERVICE_PUBLIC_URL: origin };
     a = await startService({ env });
     b = await startPeer(a, env);
-    nginx = await startNginx(siteConfig(port, [new URL(a.url).port, new URL(b.url).port].map(Number), 'several'));
+    nginx = await startNginx(shippedSite(port, [new URL(a.url).port, new URL(b.url).port].map(Number), 'several'), port);
   });
   after(async () => {
     await nginx?.stop();
