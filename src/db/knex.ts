@@ -156,6 +156,7 @@ export function knexConfig(settings: DbSettings, log: Logger = stderrLog()): Kne
           conn.pragma('foreign_keys = ON');
           // a file locked by someone else answers 503 within 2 s instead of waiting
           conn.pragma('busy_timeout = 1500');
+          reusePreparedStatements(conn);
           done(null, conn);
         } catch (err) {
           done(err as Error, conn);
@@ -165,6 +166,35 @@ export function knexConfig(settings: DbSettings, log: Logger = stderrLog()): Kne
     migrations,
     seeds,
   };
+}
+
+/** prepared statements a SQLite connection keeps for reuse, the most recently used */
+const STATEMENTS_KEPT = 200;
+
+/**
+ * knex prepares every query's text anew on better-sqlite3; this connection keeps the last
+ * STATEMENTS_KEPT it prepared by their text and hands the same one back, so a query that recurs
+ * (a group commit's INSERT, an identity look-up) is compiled once. Safe as knex uses statements:
+ * one at a time, to completion (`all` or `run`, never a held iterator), with fresh bindings each
+ * run; SQLite compiles a kept statement again by itself after a schema change.
+ */
+function reusePreparedStatements(conn: BetterSqlite3.Database): void {
+  const prepare = conn.prepare.bind(conn);
+  const kept = new Map<string, BetterSqlite3.Statement>();
+  // set as the pool makes the connection, before anyone uses it
+  conn.prepare = preparedOnce as BetterSqlite3.Database['prepare'];
+  function preparedOnce(sql: string): BetterSqlite3.Statement {
+    let statement = kept.get(sql);
+    if (statement) {
+      // most recently used last: the first entry is the one to drop
+      kept.delete(sql);
+    } else {
+      statement = prepare(sql);
+      if (kept.size >= STATEMENTS_KEPT) kept.delete(kept.keys().next().value!);
+    }
+    kept.set(sql, statement);
+    return statement;
+  }
 }
 
 /** The database of `settings`; knex's own messages become log lines of `log` (default: stderr). */

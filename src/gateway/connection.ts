@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import { WebSocket } from 'ws';
 import type { ApiIdentity } from '../auth/identity.js';
 import { viewerOf, type ClientErrorCode, type ClientSession, type Viewer } from '../bus/channels.js';
@@ -11,6 +12,9 @@ export interface ConnectionLimits {
   frameBurst: number;
   replayHighWaterBytes: number;
 }
+
+/** frames a tick holds back for one write at most (bytes): beyond, they go out at once */
+const CORKED_BYTES_MAX = 16 * 1024;
 
 interface Held {
   data: Buffer;
@@ -43,6 +47,8 @@ export class Connection implements ClientSession {
   private replaying = false;
   private tokens: number;
   private tokensAt = Date.now();
+  /** the socket holds this tick's frames, written together when the tick ends */
+  private corked = false;
 
   constructor(
     readonly ws: WebSocket,
@@ -50,6 +56,8 @@ export class Connection implements ClientSession {
     private readonly limits: ConnectionLimits,
     /** called when the connection cannot keep up (it is closed with 1013) */
     private readonly onSlow: (conn: Connection) => void,
+    /** the connection's socket (the upgrade's), corked while a tick writes several frames */
+    private readonly socket: Duplex | null = null,
   ) {
     this.viewer = viewerOf(identity);
     this.tokens = limits.frameBurst;
@@ -65,11 +73,25 @@ export class Connection implements ClientSession {
     return true;
   }
 
+  private readonly uncork = () => {
+    if (!this.corked) return;
+    this.corked = false;
+    this.socket!.uncork();
+  };
+
   /** Writes now, unless the consumer is not draining (then it is closed as slow). */
   write(data: Buffer | string): void {
     const ws = this.ws;
     if (this.gone || ws.readyState !== WebSocket.OPEN) return;
+    // what the tick holds goes out before it counts against the consumer (a fast one takes it at once)
+    if (this.corked && this.socket!.writableLength >= CORKED_BYTES_MAX) this.uncork();
     if (ws.bufferedAmount > this.limits.maxBufferedBytes) return this.onSlow(this);
+    // the frames of one tick (a group commit's pushes) leave in one write, not one system call each
+    if (this.socket && !this.corked) {
+      this.corked = true;
+      this.socket.cork();
+      process.nextTick(this.uncork);
+    }
     // a Buffer sent as a text frame: ws frames it without copying or re-encoding
     ws.send(data, { binary: false });
   }

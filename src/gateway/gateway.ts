@@ -214,7 +214,7 @@ export class Gateway implements ClientChannels {
     if (socket.destroyed || this.closing) return;
     const identity = result.identity;
     const ip = this.deps.clientAddress?.(req) ?? null;
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, identity, ip));
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, identity, ip, socket));
   }
 
   private reject(socket: Duplex, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
@@ -232,8 +232,8 @@ export class Gateway implements ClientChannels {
 
   // ---- connections -----------------------------------------------------------------------
 
-  private onConnection(ws: WebSocket, identity: ApiIdentity, ip: string | null): void {
-    const conn = new Connection(ws, identity, this.options, (c) => this.closeSlow(c));
+  private onConnection(ws: WebSocket, identity: ApiIdentity, ip: string | null, socket: Duplex): void {
+    const conn = new Connection(ws, identity, this.options, (c) => this.closeSlow(c), socket);
     conn.ip = ip;
     const subject = conn.viewer.subject;
     if ((this.bySubject.get(subject)?.size ?? 0) >= this.options.maxConnectionsPerUser) {

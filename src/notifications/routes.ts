@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import Joi from 'joi';
 import { identity } from '../auth/guards.js';
 import { ApiRouter } from '../http/api.js';
-import { jsonBody } from '../http/body.js';
+import { jsonBody, sendJson } from '../http/body.js';
 import { badField, forbidden, notFound } from '../http/errors.js';
 import { historyQuerySchema, MAX_BATCH, NOTIFICATION_ID, sendSchema, type ValidNotify } from './schema.js';
 import { validate } from '../http/validate.js';
@@ -113,7 +113,7 @@ export function notificationRoutes(notifications: NotificationsService): Router 
       if (!caller.allows(permission)) throw forbidden(permission);
       const result = await notifications.notify(targeted ? 'user' : 'broadcast', body, { sender: caller.username });
       ctx.status = 202;
-      ctx.body = { id: result.id, seq: result.seq };
+      sendJson(ctx, JSON.stringify({ id: result.id, seq: result.seq }));
     },
   );
 

@@ -6,8 +6,8 @@ import { NotifyError, type ClearView, type NotifyResult, type PushFrame, type Us
 
 /** the counters row that hands out notification seqs */
 export const SEQ_COUNTER = 'notifications';
-/** rows per INSERT statement (SQLite and PostgreSQL both take this many bound values) */
-const INSERT_CHUNK = 500;
+/** ids per look-up, rows per INSERT on PostgreSQL (SQLite and PostgreSQL both take this many bound values) */
+const CHUNK = 500;
 
 export interface WriteOptions {
   /** who sent it (username, `bus`, `scm:github`): stored for audit, never shown */
@@ -174,8 +174,8 @@ export class NotificationWriter {
     // only an id the sender chose can exist already; a generated one is new
     const ids = [...new Set(groups.flatMap((p) => p.jobs.filter((j) => j.n.id !== undefined).map((j) => j.id)))];
     const stored = new Map<string, Row>();
-    for (let i = 0; i < ids.length; i += INSERT_CHUNK) {
-      for (const r of (await trx('notifications').whereIn('id', ids.slice(i, i + INSERT_CHUNK))) as Row[]) stored.set(r.id, r);
+    for (let i = 0; i < ids.length; i += CHUNK) {
+      for (const r of (await trx('notifications').whereIn('id', ids.slice(i, i + CHUNK))) as Row[]) stored.set(r.id, r);
     }
     // which notification each id stands for as the batch goes on: its audience, whether it is stored
     const known = new Map<string, { user_id: string | null }>([...stored].map(([id, r]) => [id, { user_id: r.user_id ?? null }]));
@@ -232,8 +232,8 @@ export class NotificationWriter {
           continue;
         }
         const n = job.n;
+        // every column written out (no spread of the stored row): one object shape for every row
         const row: Row = {
-          ...(prev ?? { created_at: now }),
           id: job.id,
           seq: seq!,
           user_id: userId,
@@ -245,6 +245,7 @@ export class NotificationWriter {
           toast: n.toast,
           cleared: false,
           sender: job.opts.sender?.slice(0, 128) ?? null,
+          created_at: prev ? prev.created_at : now,
           updated_at: now,
         };
         finals.set(job.id, row);
@@ -256,16 +257,68 @@ export class NotificationWriter {
 
     const inserts: Row[] = [];
     for (const [id, row] of finals) {
-      const r = { ...row, toast: Boolean(row.toast), cleared: Boolean(row.cleared) };
       if (stored.has(id)) {
-        const { id: _id, created_at: _created, read_seq: _read, ...changes } = r;
+        const { id: _id, created_at: _created, read_seq: _read, ...changes } = { ...row, toast: Boolean(row.toast), cleared: Boolean(row.cleared) };
         await trx('notifications').where({ id }).update(changes);
       } else {
-        inserts.push(r);
+        inserts.push(row);
       }
     }
-    for (let i = 0; i < inserts.length; i += INSERT_CHUNK) await trx('notifications').insert(inserts.slice(i, i + INSERT_CHUNK));
+    await insertRows(trx, inserts);
     return out;
+  }
+}
+
+/** The columns of an inserted row, in the order of the statements below. */
+const COLUMNS = ['id', 'seq', 'user_id', 'title', 'message', 'level', 'source', 'link', 'toast', 'cleared', 'sender', 'created_at', 'updated_at'] as const;
+/** the statement sizes of an INSERT on SQLite, largest first */
+const SQLITE_SIZES = [256, 64, 16, 4, 1];
+/** INSERT statements by their number of rows, made once each */
+const insertSql = new Map<number, string>();
+
+function insertStatement(rows: number): string {
+  let sql = insertSql.get(rows);
+  if (!sql) {
+    const tuple = `(${COLUMNS.map(() => '?').join(', ')})`;
+    sql = `insert into notifications (${COLUMNS.join(', ')}) values ${Array.from({ length: rows }, () => tuple).join(', ')}`;
+    insertSql.set(rows, sql);
+  }
+  return sql;
+}
+
+/**
+ * Inserts new rows. On SQLite in statements of 256, 64, 16, 4 and 1 rows: a few texts that recur
+ * batch after batch, so the connection reuses their prepared statements (src/db/knex.ts), where
+ * one text per batch size was prepared anew for nearly every batch; running a statement there
+ * is a call in this process. On PostgreSQL, where each statement is a round trip, one per 500.
+ */
+async function insertRows(trx: Knex.Transaction, rows: Row[]): Promise<void> {
+  const sqlite = !String((trx.client as { config?: { client?: unknown } }).config?.client ?? '').startsWith('p');
+  let at = 0;
+  while (at < rows.length) {
+    const left = rows.length - at;
+    const size = sqlite ? SQLITE_SIZES.find((n) => n <= left)! : Math.min(left, CHUNK);
+    const bindings: Knex.Value[] = [];
+    for (let i = at; i < at + size; i++) {
+      const r = rows[i];
+      bindings.push(
+        r.id,
+        r.seq,
+        r.user_id,
+        r.title,
+        r.message,
+        r.level,
+        r.source,
+        r.link,
+        Boolean(r.toast),
+        Boolean(r.cleared),
+        r.sender ?? null,
+        r.created_at,
+        r.updated_at,
+      );
+    }
+    await trx.raw(insertStatement(size), bindings);
+    at += size;
   }
 }
 
