@@ -47,8 +47,9 @@ async function main() {
       process.exit(1);
     }, 10_000);
     hard.unref();
+    // within the hard limit above: the grace (STOP_GRACE_MS, 8 s) and the closing after it
     service
-      .stop(8000)
+      .stop()
       .then(() => {
         service.log.info('stopped');
         process.exit(0);

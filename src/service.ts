@@ -1,4 +1,4 @@
-import http from 'node:http';
+import type http from 'node:http';
 import os from 'node:os';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
@@ -12,6 +12,7 @@ import { createDb, DbHealth, dbErrorText, dialectOf, probeDb, type Knex } from '
 import { createDatabaseHint, isMissingDatabase } from './db/create-database.js';
 import { VERSION } from './version.js';
 import { createHttpApp, mountRouters, type BootState } from './http/app.js';
+import { drain, drainableServer, STOP_GRACE_MS } from './http/drain.js';
 import { webSessionMiddleware } from './auth/web-session.js';
 import type { IamComponent } from './iam/component.js';
 import type { AuthComponent } from './auth/component.js';
@@ -224,7 +225,8 @@ export class Service {
     // every area's routes in one router, then the one dispatch of every plugin's routes
     mountRouters(this.app, [...routers, pluginAdminRoutes(this.plugins)]);
     this.app.use(this.plugins.middleware());
-    this.server = http.createServer(this.app.callback());
+    // once stopping, every answer closes its connection (src/http/drain.ts)
+    this.server = drainableServer(this.app.callback(), () => this.state.stopping);
     this.gateway.attach(this.server); // /ws upgrades
     this.server.headersTimeout = 20_000;
     this.server.requestTimeout = 60_000;
@@ -348,18 +350,20 @@ export class Service {
     }
   }
 
-  /** Stops accepting, lets in-flight requests finish (up to `graceMs`), then closes everything. */
-  async stop(graceMs = 8000): Promise<void> {
+  /**
+   * Stops accepting; answers every request that reaches it on a connection already open, with
+   * `Connection: close`; leaves idle connections to their peer for `idleMs` (a balancer may be
+   * writing a request onto one); cuts what is left at `graceMs` (src/http/drain.ts); then closes
+   * everything.
+   */
+  async stop(graceMs = STOP_GRACE_MS, idleMs = graceMs): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     this.state.stopping = true;
     this.connectAbort.abort();
-    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    this.server.closeIdleConnections();
-    const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);
-    await this.gateway.close(); // upgraded sockets would keep server.close() waiting
-    await closed;
-    clearTimeout(timer);
+    const drained = drain(this.server, graceMs, idleMs);
+    await this.gateway.close(); // upgraded sockets would keep the drain waiting
+    await drained;
     this.auth.stop();
     await this.iam.stop();
     await this.plugins.close(); // plugin teardown before the registry closes their providers

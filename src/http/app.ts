@@ -126,8 +126,6 @@ function core(deps: HttpAppDeps) {
       else await next();
       if (ctx.body === undefined && ctx.status === 404) throw notFound(`route ${ctx.method} ${ctx.path}`);
       if (ctx.body === undefined && ctx.status === 405) renderError(ctx, 405, 'method_not_allowed', `method ${ctx.method} is not allowed here`);
-      // while draining, a finished request closes its connection instead of idling on keep-alive
-      if (state.stopping) ctx.set('Connection', 'close');
     } catch (err) {
       // a refusal no writer recorded on its way up (a route's rule, its step-up, the enrolment wall) is recorded here, once
       if (ctx.state.identity && !isRecorded(err)) (ctx.state as { denials?: { refused(ctx: Context, err: unknown): void } }).denials?.refused(ctx, err);

@@ -1,11 +1,52 @@
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import net from 'node:net';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { freshDatabase, testEnv, adminAuth, type TestDb } from '../support/service.js';
 import { READY_TIMEOUT_MS, serviceCommand, spawnService, type ServiceProcess } from '../support/process.js';
+
+/** Resolves once nothing listens on the port any more: the stop has begun. */
+async function refusesConnections(port: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const s = net.connect(port, '127.0.0.1', () => {
+        s.destroy();
+        resolve(false);
+      });
+      s.once('error', () => resolve(true));
+    });
+    if (refused) return;
+    if (Date.now() > deadline) throw new Error(`port ${port} still accepts connections 10 s after SIGTERM`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+interface Exchange {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  /** the request went out on a connection the agent already had */
+  reused: boolean;
+  localPort: number;
+}
+
+function exchange(agent: http.Agent, url: string, method: string, headers: Record<string, string> = {}, body?: string): Promise<Exchange> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, agent, headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) } });
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text, reused: req.reusedSocket, localPort: req.socket!.localPort! }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
 
 describe('graceful shutdown', () => {
   it('SIGTERM stops accepting, answers the request in flight and exits 0', async function () {
@@ -60,6 +101,8 @@ describe('graceful shutdown', () => {
       await closed;
       expect(response).to.match(/^HTTP\/1\.1 201/);
       expect(response).to.contain('"label":"in-flight"');
+      // answered while draining: the connection closes after it
+      expect(response).to.match(/\r\nConnection: close\r\n/i);
       const code = await exited;
       expect(code).to.equal(0);
       expect(out).to.contain('"msg":"stopped"');
@@ -67,6 +110,42 @@ describe('graceful shutdown', () => {
       // gone before its data dir and database are
       child?.kill('SIGKILL');
       await exited;
+      await db?.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('SIGTERM: a POST on a keep-alive connection that was idle at that moment is answered, with Connection: close', async function () {
+    // what a balancer does in a rolling restart: it writes a request onto one of its idle
+    // connections to the instance just as the instance is told to stop
+    this.timeout(READY_TIMEOUT_MS + 30_000);
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-idle-'));
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    let db: TestDb | undefined;
+    let svc: ServiceProcess | undefined;
+    try {
+      db = await freshDatabase();
+      svc = await spawnService({ dataDir, databaseUrl: db.url });
+      const first = await exchange(agent, `${svc.url}/api/me`, 'GET', { authorization: adminAuth() });
+      expect(first.status).to.equal(200);
+      expect(first.headers.connection).to.equal('keep-alive');
+      // the connection is idle in the agent's pool when the signal comes
+      const exited = svc.kill('SIGTERM');
+      await refusesConnections(svc.port);
+      const body = JSON.stringify({ label: 'sent-while-draining' });
+      const late = await exchange(agent, `${svc.url}/api/me/api-keys`, 'POST', { authorization: adminAuth(), 'content-type': 'application/json' }, body);
+      expect(late.reused, 'the POST went out on the idle connection').to.equal(true);
+      expect(late.localPort).to.equal(first.localPort);
+      expect(late.status, late.body).to.equal(201);
+      expect(late.body).to.contain('"label":"sent-while-draining"');
+      // the peer is told to move on: the instance closes the connection after this answer
+      expect(late.headers.connection).to.equal('close');
+      const { code } = await exited;
+      expect(code, svc.output().slice(-2000)).to.equal(0);
+      expect(svc.output()).to.contain('"msg":"stopped"');
+    } finally {
+      agent.destroy();
+      await svc?.kill('SIGKILL');
       await db?.drop();
       fs.rmSync(dataDir, { recursive: true, force: true });
     }

@@ -1,0 +1,58 @@
+import http from 'node:http';
+import net from 'node:net';
+
+/**
+ * How long the service keeps an idle keep-alive connection open (Node's default, said here).
+ * A balancer in front keeps its idle connections to the service for less (nginx's upstream
+ * keepalive_timeout is 4 s in docs/deploy/nginx.conf): the balancer closes them first, and so
+ * never writes a request onto one the service is closing at that moment.
+ */
+export const KEEP_ALIVE_MS = 5000;
+
+/**
+ * A stop's grace (main.ts): longer than KEEP_ALIVE_MS, so that by its end every connection idle
+ * at the stop was closed by its peer or by its keep-alive timer, never by the stop under a
+ * request; what is left then (a request still running, a connection that never sent one) is cut.
+ */
+export const STOP_GRACE_MS = 8000;
+
+/**
+ * An HTTP server whose answers, once `draining()` holds, carry `Connection: close` and close
+ * their connection: every answer, whatever wrote it (the app, its error path, the health checks).
+ */
+export function drainableServer(listener: http.RequestListener, draining: () => boolean): http.Server {
+  type Headers = http.OutgoingHttpHeaders | http.OutgoingHttpHeader[];
+  class ClosingWhenDraining extends http.ServerResponse {
+    override writeHead(statusCode: number, statusMessage?: string, headers?: Headers): this;
+    override writeHead(statusCode: number, headers?: Headers): this;
+    override writeHead(statusCode: number, ...rest: [(string | Headers)?, Headers?]): this {
+      // read by Node as it writes the headers, just below (an answer without its own writeHead call comes here too)
+      if (draining()) this.shouldKeepAlive = false;
+      return super.writeHead(statusCode, ...(rest as [string?, Headers?]));
+    }
+  }
+  const server = http.createServer({ ServerResponse: ClosingWhenDraining }, listener);
+  server.keepAliveTimeout = KEEP_ALIVE_MS;
+  return server;
+}
+
+/**
+ * Drains the server: stops listening, answers every request on a connection already open
+ * (closing it after the answer, with drainableServer), leaves idle connections to their peer for
+ * `idleMs` (then closes them), and cuts whatever is left at `graceMs`. Resolves once every
+ * connection is gone. A WebSocket connection is its owner's to close.
+ */
+export async function drain(server: http.Server, graceMs: number, idleMs: number): Promise<void> {
+  // net.Server's close stops listening and waits for the open connections; http.Server's own
+  // close() would also close the idle ones at once, under the request a balancer may be
+  // writing onto one at that very moment (a POST so cut is not sent again: a 502)
+  const closed = new Promise<void>((resolve) => net.Server.prototype.close.call(server, () => resolve()));
+  const timers: NodeJS.Timeout[] = [];
+  if (idleMs <= 0) server.closeIdleConnections();
+  else if (idleMs < graceMs) timers.push(setTimeout(() => server.closeIdleConnections(), idleMs));
+  timers.push(setTimeout(() => server.closeAllConnections(), graceMs));
+  await closed;
+  for (const t of timers) clearTimeout(t);
+  // nothing is open any more: http.Server's close() now only ends its timeout checks
+  server.close();
+}
