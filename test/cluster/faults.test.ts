@@ -139,10 +139,9 @@ describe('three instances behind nginx (the shipped several-instance config) und
       await caster.stop();
     }
 
-    // every answer: 202 or 503, but for a request the SIGKILL cut (nginx's 502). A 502 for a POST
-    // sent as an instance got SIGTERM is the drain closing a keep-alive connection nginx had just
-    // sent that request on (the service closes the connections idle at that moment): a gap of
-    // the drain, not of this test
+    // every answer: 202 or 503, but for a request the SIGKILL cut (nginx's 502). None at a
+    // SIGTERM: the drain answers what nginx writes onto a connection idle at that moment (it
+    // leaves those to nginx to close) and what was in flight (src/http/drain.ts)
     const cut = (x: Answer) => x.status === 502 && x.start <= diedBy && x.end >= killedAt;
     const wrong = caster.answers.filter((x) => x.status !== 202 && x.status !== 503 && !cut(x));
     const when = (t: number) => `${t - T0} ms (kill at ${killedAt - T0} ms, exit seen at ${diedBy - T0})`;
