@@ -3556,9 +3556,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "name": "ops",
+                 *       "name": "dashonly",
                  *       "permissions": [
-                 *         "feature:notifications.broadcast"
+                 *         "feature:dashboard.view"
                  *       ]
                  *     }
                  */
@@ -3578,10 +3578,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "name": "ops",
+                     *       "name": "dashonly",
                      *       "description": "",
                      *       "permissions": [
-                     *         "feature:notifications.broadcast"
+                     *         "feature:dashboard.view"
                      *       ],
                      *       "members": []
                      *     }
@@ -4868,9 +4868,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "title": "hi",
-                 *       "message": "from sender",
-                 *       "user": "bob"
+                 *       "title": "Deploy finished",
+                 *       "message": "Deploy finished body"
                  *     }
                  */
                 "application/json": components["schemas"]["NotificationSend"];
@@ -4885,7 +4884,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "fa2f96d4-af49-4c84-9c93-fc9449ab4d56",
+                     *       "id": "56a91cf1-dcbc-4b19-bd72-40dad3ec7b55",
                      *       "seq": 1
                      *     }
                      */
@@ -5573,131 +5572,84 @@ export interface operations {
                      * @example {
                      *       "plugins": [
                      *         {
-                     *           "id": "broken",
-                     *           "folder": "broken",
-                     *           "name": null,
-                     *           "version": null,
-                     *           "description": null,
-                     *           "enabled": true,
-                     *           "state": "failed",
-                     *           "error": "invalid manifest: name: is not allowed to be empty; version: with value \"one\" fails to match the version (semver, e.g. 1.2.3) pattern; permissions.subscribe[0]: with value \"bad topic\" fails to match the topic (e.g. notification:outbound) pattern; permissions.emit[0]: topic db:connected is reserved to the core; extra: is not allowed",
-                     *           "permissions": {
-                     *             "subscribe": [],
-                     *             "emit": []
-                     *           },
-                     *           "permissions_declared": [],
-                     *           "roles": [],
-                     *           "routes": [],
-                     *           "socket_providers": {
-                     *             "provides": [],
-                     *             "uses": [],
-                     *             "registered": []
-                     *           },
-                     *           "auth_providers": [],
-                     *           "updated_at": "2026-11-28T01:22:39.902Z"
-                     *         },
-                     *         {
-                     *           "id": "escaper",
-                     *           "folder": "escaper",
-                     *           "name": "Escaper",
+                     *           "id": "outbound-forwarder",
+                     *           "folder": "outbound-forwarder",
+                     *           "name": "Outbound forwarder",
                      *           "version": "1.0.0",
-                     *           "description": "",
-                     *           "enabled": true,
-                     *           "state": "failed",
-                     *           "error": "setup failed: entry ../outside.mjs resolves outside the plugin folder",
-                     *           "permissions": {
-                     *             "subscribe": [],
-                     *             "emit": []
-                     *           },
-                     *           "permissions_declared": [],
-                     *           "roles": [],
-                     *           "routes": [],
-                     *           "socket_providers": {
-                     *             "provides": [],
-                     *             "uses": [],
-                     *             "registered": []
-                     *           },
-                     *           "auth_providers": [],
-                     *           "updated_at": "2026-11-28T01:22:39.921Z"
-                     *         },
-                     *         {
-                     *           "id": "good",
-                     *           "folder": "good",
-                     *           "name": "Good",
-                     *           "version": "1.0.0",
-                     *           "description": "",
+                     *           "description": "POSTs every outbound notification to everyone (and, where a superadmin allows it, those to one user) as JSON, signed with HMAC-SHA256, to a configured URL; retries with backoff and gives up after a bound.",
                      *           "enabled": true,
                      *           "state": "loaded",
                      *           "error": null,
                      *           "permissions": {
                      *             "subscribe": [
-                     *               "system:notify",
-                     *               "plugin:good:hello"
+                     *               "notification:outbound"
                      *             ],
-                     *             "emit": [
-                     *               "plugin:good:hello"
-                     *             ]
+                     *             "emit": []
                      *           },
                      *           "permissions_declared": [
                      *             {
-                     *               "id": "plugin:good:run",
-                     *               "description": "run the good thing"
+                     *               "id": "plugin:outbound-forwarder:deliveries.read",
+                     *               "description": "see the forwarder's delivery statistics"
                      *             }
                      *           ],
                      *           "roles": [
                      *             {
-                     *               "id": "operator",
-                     *               "label": "Operator",
+                     *               "id": "observer",
+                     *               "label": "Forwarder observer",
                      *               "permissions": [
-                     *                 "plugin:good:run"
-                     *               ],
-                     *               "auto_map_groups": [
-                     *                 "INT_USER"
-                     *               ]
-                     *             },
-                     *             {
-                     *               "id": "dash",
-                     *               "permissions": [
-                     *                 "plugin:good:route:/dash"
-                     *               ],
-                     *               "auto_map_groups": [
-                     *                 "INT_VIEWER",
-                     *                 "INT_USER"
-                     *               ],
-                     *               "label": "dash"
-                     *             },
-                     *             {
-                     *               "id": "admin-ui",
-                     *               "permissions": [
-                     *                 "plugin:good:route:/admin"
+                     *                 "plugin:outbound-forwarder:deliveries.read"
                      *               ],
                      *               "auto_map_groups": [
                      *                 "INT_ADMIN"
-                     *               ],
-                     *               "label": "admin-ui"
+                     *               ]
                      *             }
                      *           ],
                      *           "routes": [
                      *             {
-                     *               "path": "/dash",
-                     *               "label": "Dashboard"
-                     *             },
+                     *               "path": "/status",
+                     *               "label": "Forwarder status"
+                     *             }
+                     *           ],
+                     *           "socket_providers": {
+                     *             "provides": [],
+                     *             "uses": [],
+                     *             "registered": []
+                     *           },
+                     *           "auth_providers": [],
+                     *           "updated_at": "2026-11-28T04:06:48.061Z"
+                     *         },
+                     *         {
+                     *           "id": "pg-socket",
+                     *           "folder": "pg-socket",
+                     *           "name": "PostgreSQL socket",
+                     *           "version": "1.0.0",
+                     *           "description": "A socket provider for the local PostgreSQL server's UNIX socket: a protocol-level health probe and the server's startup parameters, without ever sending a password or running a query.",
+                     *           "enabled": true,
+                     *           "state": "loaded",
+                     *           "error": null,
+                     *           "permissions": {
+                     *             "subscribe": [],
+                     *             "emit": []
+                     *           },
+                     *           "permissions_declared": [],
+                     *           "roles": [],
+                     *           "routes": [
                      *             {
-                     *               "path": "/admin",
-                     *               "label": "Administration"
+                     *               "path": "/",
+                     *               "label": "PostgreSQL"
                      *             }
                      *           ],
                      *           "socket_providers": {
                      *             "provides": [
-                     *               "goodsock"
+                     *               "pgsql"
                      *             ],
                      *             "uses": [],
                      *             "registered": [
-                     *               "goodsock"
+                     *               "pgsql"
                      *             ]
                      *           },
                      *           "auth_providers": [],
-                     *           "updated_at": "2026-11-28T01:22:39.952Z"
+                     *           "updated_at": "2026-11-28T04:06:48.149Z"
                      *         }
                      *       ]
                      *     }
@@ -5752,81 +5704,51 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "good",
-                     *       "folder": "good",
-                     *       "name": "Good",
+                     *       "id": "outbound-forwarder",
+                     *       "folder": "outbound-forwarder",
+                     *       "name": "Outbound forwarder",
                      *       "version": "1.0.0",
-                     *       "description": "",
+                     *       "description": "POSTs every outbound notification to everyone (and, where a superadmin allows it, those to one user) as JSON, signed with HMAC-SHA256, to a configured URL; retries with backoff and gives up after a bound.",
                      *       "enabled": false,
                      *       "state": "disabled",
                      *       "error": null,
                      *       "permissions": {
                      *         "subscribe": [
-                     *           "system:notify",
-                     *           "plugin:good:hello"
+                     *           "notification:outbound"
                      *         ],
-                     *         "emit": [
-                     *           "plugin:good:hello"
-                     *         ]
+                     *         "emit": []
                      *       },
                      *       "permissions_declared": [
                      *         {
-                     *           "id": "plugin:good:run",
-                     *           "description": "run the good thing"
+                     *           "id": "plugin:outbound-forwarder:deliveries.read",
+                     *           "description": "see the forwarder's delivery statistics"
                      *         }
                      *       ],
                      *       "roles": [
                      *         {
-                     *           "id": "operator",
-                     *           "label": "Operator",
+                     *           "id": "observer",
+                     *           "label": "Forwarder observer",
                      *           "permissions": [
-                     *             "plugin:good:run"
-                     *           ],
-                     *           "auto_map_groups": [
-                     *             "INT_USER"
-                     *           ]
-                     *         },
-                     *         {
-                     *           "id": "dash",
-                     *           "permissions": [
-                     *             "plugin:good:route:/dash"
-                     *           ],
-                     *           "auto_map_groups": [
-                     *             "INT_VIEWER",
-                     *             "INT_USER"
-                     *           ],
-                     *           "label": "dash"
-                     *         },
-                     *         {
-                     *           "id": "admin-ui",
-                     *           "permissions": [
-                     *             "plugin:good:route:/admin"
+                     *             "plugin:outbound-forwarder:deliveries.read"
                      *           ],
                      *           "auto_map_groups": [
                      *             "INT_ADMIN"
-                     *           ],
-                     *           "label": "admin-ui"
+                     *           ]
                      *         }
                      *       ],
                      *       "routes": [
                      *         {
-                     *           "path": "/dash",
-                     *           "label": "Dashboard"
-                     *         },
-                     *         {
-                     *           "path": "/admin",
-                     *           "label": "Administration"
+                     *           "path": "/status",
+                     *           "label": "Forwarder status"
                      *         }
                      *       ],
                      *       "socket_providers": {
-                     *         "provides": [
-                     *           "goodsock"
-                     *         ],
+                     *         "provides": [],
                      *         "uses": [],
                      *         "registered": []
                      *       },
                      *       "auth_providers": [],
-                     *       "updated_at": "2026-11-28T01:22:47.078Z"
+                     *       "updated_at": "2026-11-28T04:06:50.894Z"
                      *     }
                      */
                     "application/json": components["schemas"]["PluginView"];
@@ -5878,83 +5800,51 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "good",
-                     *       "folder": "good",
-                     *       "name": "Good",
+                     *       "id": "outbound-forwarder",
+                     *       "folder": "outbound-forwarder",
+                     *       "name": "Outbound forwarder",
                      *       "version": "1.0.0",
-                     *       "description": "",
+                     *       "description": "POSTs every outbound notification to everyone (and, where a superadmin allows it, those to one user) as JSON, signed with HMAC-SHA256, to a configured URL; retries with backoff and gives up after a bound.",
                      *       "enabled": true,
                      *       "state": "loaded",
                      *       "error": null,
                      *       "permissions": {
                      *         "subscribe": [
-                     *           "system:notify",
-                     *           "plugin:good:hello"
+                     *           "notification:outbound"
                      *         ],
-                     *         "emit": [
-                     *           "plugin:good:hello"
-                     *         ]
+                     *         "emit": []
                      *       },
                      *       "permissions_declared": [
                      *         {
-                     *           "id": "plugin:good:run",
-                     *           "description": "run the good thing"
+                     *           "id": "plugin:outbound-forwarder:deliveries.read",
+                     *           "description": "see the forwarder's delivery statistics"
                      *         }
                      *       ],
                      *       "roles": [
                      *         {
-                     *           "id": "operator",
-                     *           "label": "Operator",
+                     *           "id": "observer",
+                     *           "label": "Forwarder observer",
                      *           "permissions": [
-                     *             "plugin:good:run"
-                     *           ],
-                     *           "auto_map_groups": [
-                     *             "INT_USER"
-                     *           ]
-                     *         },
-                     *         {
-                     *           "id": "dash",
-                     *           "permissions": [
-                     *             "plugin:good:route:/dash"
-                     *           ],
-                     *           "auto_map_groups": [
-                     *             "INT_VIEWER",
-                     *             "INT_USER"
-                     *           ],
-                     *           "label": "dash"
-                     *         },
-                     *         {
-                     *           "id": "admin-ui",
-                     *           "permissions": [
-                     *             "plugin:good:route:/admin"
+                     *             "plugin:outbound-forwarder:deliveries.read"
                      *           ],
                      *           "auto_map_groups": [
                      *             "INT_ADMIN"
-                     *           ],
-                     *           "label": "admin-ui"
+                     *           ]
                      *         }
                      *       ],
                      *       "routes": [
                      *         {
-                     *           "path": "/dash",
-                     *           "label": "Dashboard"
-                     *         },
-                     *         {
-                     *           "path": "/admin",
-                     *           "label": "Administration"
+                     *           "path": "/status",
+                     *           "label": "Forwarder status"
                      *         }
                      *       ],
                      *       "socket_providers": {
-                     *         "provides": [
-                     *           "goodsock"
-                     *         ],
+                     *         "provides": [],
                      *         "uses": [],
-                     *         "registered": [
-                     *           "goodsock"
-                     *         ]
+                     *         "registered": []
                      *       },
                      *       "auth_providers": [],
-                     *       "updated_at": "2026-11-28T01:22:47.285Z"
+                     *       "updated_at": "2026-11-28T04:06:51.276Z"
                      *     }
                      */
                     "application/json": components["schemas"]["PluginView"];
@@ -6015,24 +5905,33 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "plugin": "relay",
+                     *       "plugin": "outbound-forwarder",
                      *       "settings": [
                      *         {
-                     *           "key": "xxxxxxxx",
-                     *           "description": "where to send",
+                     *           "key": "xxx",
+                     *           "description": "where to POST (http or https); unset = the forwarder idles",
                      *           "secret": false,
-                     *           "value": "https://relay.example.com/in",
-                     *           "configured": true,
-                     *           "source": "store",
+                     *           "value": null,
+                     *           "configured": false,
+                     *           "source": "unset",
                      *           "locked": false
                      *         },
                      *         {
-                     *           "key": "xxxxx",
-                     *           "description": "bearer token sent there",
+                     *           "key": "xxxxxx",
+                     *           "description": "HMAC-SHA256 key for the X-Service-Signature-256 header (at least 16 characters); entered again whenever url changes",
                      *           "secret": true,
                      *           "value": null,
+                     *           "configured": false,
+                     *           "source": "unset",
+                     *           "locked": false
+                     *         },
+                     *         {
+                     *           "key": "max_xxxxxxxx",
+                     *           "description": "attempts per notification before giving up (1-20)",
+                     *           "secret": false,
+                     *           "value": "5",
                      *           "configured": true,
-                     *           "source": "store",
+                     *           "source": "default",
                      *           "locked": false
                      *         }
                      *       ]
@@ -6093,8 +5992,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "endpoint": "https://relay.example.com/in",
-                 *       "token": "xxxxx-xxxxx-0000000000"
+                 *       "url": "http://127.0.0.1:45727/hooks/service?token=receiver-side",
+                 *       "secret": "xxxxxxxxx-xxxx-xxxxxx-0000000000",
+                 *       "allow_private_destinations": "true"
                  *     }
                  */
                 "application/json": {
@@ -6112,46 +6012,78 @@ export interface operations {
                     /**
                      * @example {
                      *       "plugin": {
-                     *         "id": "relay",
-                     *         "folder": "relay",
-                     *         "name": "Relay",
+                     *         "id": "outbound-forwarder",
+                     *         "folder": "outbound-forwarder",
+                     *         "name": "Outbound forwarder",
                      *         "version": "1.0.0",
-                     *         "description": "",
+                     *         "description": "POSTs every outbound notification to everyone (and, where a superadmin allows it, those to one user) as JSON, signed with HMAC-SHA256, to a configured URL; retries with backoff and gives up after a bound.",
                      *         "enabled": true,
                      *         "state": "loaded",
                      *         "error": null,
                      *         "permissions": {
-                     *           "subscribe": [],
+                     *           "subscribe": [
+                     *             "notification:outbound"
+                     *           ],
                      *           "emit": []
                      *         },
-                     *         "permissions_declared": [],
-                     *         "roles": [],
-                     *         "routes": [],
+                     *         "permissions_declared": [
+                     *           {
+                     *             "id": "plugin:outbound-forwarder:deliveries.read",
+                     *             "description": "see the forwarder's delivery statistics"
+                     *           }
+                     *         ],
+                     *         "roles": [
+                     *           {
+                     *             "id": "observer",
+                     *             "label": "Forwarder observer",
+                     *             "permissions": [
+                     *               "plugin:outbound-forwarder:deliveries.read"
+                     *             ],
+                     *             "auto_map_groups": [
+                     *               "INT_ADMIN"
+                     *             ]
+                     *           }
+                     *         ],
+                     *         "routes": [
+                     *           {
+                     *             "path": "/status",
+                     *             "label": "Forwarder status"
+                     *           }
+                     *         ],
                      *         "socket_providers": {
                      *           "provides": [],
                      *           "uses": [],
                      *           "registered": []
                      *         },
                      *         "auth_providers": [],
-                     *         "updated_at": "2026-11-28T01:22:48.241Z"
+                     *         "updated_at": "2026-11-28T04:06:49.704Z"
                      *       },
                      *       "settings": [
                      *         {
-                     *           "key": "xxxxxxxx",
-                     *           "description": "where to send",
+                     *           "key": "xxx",
+                     *           "description": "where to POST (http or https); unset = the forwarder idles",
                      *           "secret": false,
-                     *           "value": "https://relay.example.com/in",
+                     *           "value": "http://127.0.0.1:45727/hooks/service?token=receiver-side",
                      *           "configured": true,
                      *           "source": "store",
                      *           "locked": false
                      *         },
                      *         {
-                     *           "key": "xxxxx",
-                     *           "description": "bearer token sent there",
+                     *           "key": "xxxxxx",
+                     *           "description": "HMAC-SHA256 key for the X-Service-Signature-256 header (at least 16 characters); entered again whenever url changes",
                      *           "secret": true,
                      *           "value": null,
                      *           "configured": true,
                      *           "source": "store",
+                     *           "locked": false
+                     *         },
+                     *         {
+                     *           "key": "max_xxxxxxxx",
+                     *           "description": "attempts per notification before giving up (1-20)",
+                     *           "secret": false,
+                     *           "value": "5",
+                     *           "configured": true,
+                     *           "source": "default",
                      *           "locked": false
                      *         }
                      *       ]
@@ -6232,6 +6164,7 @@ export interface operations {
                      *       "retries": 0,
                      *       "pending": 0,
                      *       "dropped": 0,
+                     *       "withheld": 0,
                      *       "last_error": null,
                      *       "last_delivery_at": null
                      *     }
@@ -10622,7 +10555,7 @@ export interface operations {
                      *       "socket_path": "/var/run/postgresql/.s.PGSQL.5432",
                      *       "reachable": true,
                      *       "ssl_supported": false,
-                     *       "latency_ms": 2.8,
+                     *       "latency_ms": 1.2,
                      *       "error": null
                      *     }
                      */
@@ -10745,7 +10678,7 @@ export interface operations {
                      *         "TimeZone": "Etc/UTC"
                      *       },
                      *       "error": null,
-                     *       "latency_ms": 11
+                     *       "latency_ms": 6.1
                      *     }
                      */
                     "application/json": {
@@ -10872,9 +10805,9 @@ export interface operations {
                      *       "providers": [
                      *         {
                      *           "name": "container",
-                     *           "socket_path": "",
+                     *           "socket_path": "/var/run/docker.sock",
                      *           "available": false,
-                     *           "reason": "not available",
+                     *           "reason": "no socket at /var/run/docker.sock",
                      *           "capabilities": {
                      *             "can_verify_mounts": true,
                      *             "can_repair_permissions": false,
@@ -10885,8 +10818,8 @@ export interface operations {
                      *           "plugin": null
                      *         },
                      *         {
-                     *           "name": "goodsock",
-                     *           "socket_path": "",
+                     *           "name": "pgsql",
+                     *           "socket_path": "/var/run/postgresql/.s.PGSQL.5432",
                      *           "available": true,
                      *           "reason": null,
                      *           "capabilities": {
@@ -10896,30 +10829,14 @@ export interface operations {
                      *             "can_cleanup": false,
                      *             "can_query_mounts": false
                      *           },
-                     *           "plugin": "good"
-                     *         },
-                     *         {
-                     *           "name": "sneakysock",
-                     *           "socket_path": "",
-                     *           "available": true,
-                     *           "reason": null,
-                     *           "capabilities": {
-                     *             "can_verify_mounts": false,
-                     *             "can_repair_permissions": false,
-                     *             "can_spawn": false,
-                     *             "can_cleanup": false,
-                     *             "can_query_mounts": false
-                     *           },
-                     *           "plugin": "sneaky"
+                     *           "plugin": "pg-socket"
                      *         }
                      *       ],
                      *       "available": [
-                     *         "goodsock",
-                     *         "sneakysock"
+                     *         "pgsql"
                      *       ],
-                     *       "total": 3,
-                     *       "instance": "vm-2448-71c672",
-                     *       "host_facts_hidden": true
+                     *       "total": 2,
+                     *       "instance": "vm-17316-277542"
                      *     }
                      */
                     "application/json": {
@@ -11140,8 +11057,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "username": "sneaky",
-                 *       "password": "xxxxxx-xxxxxxxx",
+                 *       "username": "viewer",
+                 *       "password": "xxxxxx-xxxxxxxx-0",
                  *       "groups": [
                  *         "INT_VIEWER"
                  *       ]
@@ -11168,8 +11085,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "58625c4b-d864-4830-b42a-0155bc150021",
-                     *       "username": "sneaky",
+                     *       "id": "6a91ee73-1175-4c3d-8020-994ae2868bc9",
+                     *       "username": "viewer",
                      *       "display_name": null,
                      *       "email": null,
                      *       "groups": [
@@ -11182,10 +11099,10 @@ export interface operations {
                      *       "identities": [
                      *         {
                      *           "provider": "local",
-                     *           "provider_user_id": "sneaky"
+                     *           "provider_user_id": "viewer"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-28T01:19:08.666Z"
+                     *       "created_at": "2026-11-28T04:06:48.996Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
