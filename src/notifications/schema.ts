@@ -82,69 +82,6 @@ export interface FieldProblem {
 
 export type NotifyKind = 'broadcast' | 'user';
 
-/** A string the schemas above take unchanged: within its lengths, and (`trimmed`) with nothing `trim()` would remove. */
-const plainString = (v: unknown, min: number, max: number, trimmed: boolean): v is string =>
-  typeof v === 'string' && v.length >= min && v.length <= max && (!trimmed || v.trim() === v);
-
-/**
- * The common payload checked without joi (a notification with a title and a message, its fields
- * of their plain types): the value the schema would answer, or null for anything else (a clear,
- * a field to convert or refuse, an unknown key), which the schema then judges. Never more
- * lenient than the schema: it accepts a subset of what the schema accepts unchanged, and adds
- * the same defaults (test/notifications/schema.test.ts holds the two to it).
- */
-export function plainNotify(kind: NotifyKind, raw: Record<string, unknown>): ValidNotify | null {
-  if (Object.getPrototypeOf(raw) !== Object.prototype) return null;
-  const value: ValidNotify = { level: 'info', persist: true, toast: true };
-  let title = false;
-  let message = false;
-  for (const key in raw) {
-    const v = raw[key];
-    switch (key) {
-      case 'title':
-        if (!plainString(v, 1, TITLE_MAX, true)) return null;
-        value.title = v;
-        title = true;
-        break;
-      case 'message':
-        if (!plainString(v, 0, MESSAGE_MAX, false)) return null;
-        value.message = v;
-        message = true;
-        break;
-      case 'level':
-        if (!LEVELS.includes(v as NotificationLevel)) return null;
-        value.level = v as NotificationLevel;
-        break;
-      case 'user':
-        if (kind !== 'user' || !plainString(v, 1, 128, true)) return null;
-        value.user = v;
-        break;
-      case 'id':
-        if (typeof v !== 'string' || !NOTIFICATION_ID.test(v)) return null;
-        value.id = v;
-        break;
-      case 'source':
-        if (v !== null && !plainString(v, 1, 128, true)) return null;
-        value.source = v;
-        break;
-      case 'link':
-        if (v !== null && !(plainString(v, 1, 2048, false) && (isLocalPath(v) || isWebUrl(v)))) return null;
-        value.link = v;
-        break;
-      case 'persist':
-      case 'toast':
-        if (typeof v !== 'boolean') return null;
-        value[key] = v;
-        break;
-      default:
-        // `action` (a clear) and any unknown key: the schema says what they are
-        return null;
-    }
-  }
-  if (!title || !message || (kind === 'user' && value.user === undefined)) return null;
-  return value;
-}
-
 /** Validates a notify payload; returns the normalised value or the problems, field by field. */
 export function checkNotify(kind: NotifyKind, raw: unknown): { value: ValidNotify; problems: null } | { value: null; problems: FieldProblem[] } {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
@@ -152,9 +89,6 @@ export function checkNotify(kind: NotifyKind, raw: unknown): { value: ValidNotif
   }
   const nul = nulField(raw);
   if (nul !== null) return { value: null, problems: [{ field: nul || 'payload', message: 'must not contain NUL characters' }] };
-  // the common payload is a few type checks; joi (several µs a payload) judges the rest
-  const plain = plainNotify(kind, raw as Record<string, unknown>);
-  if (plain) return { value: plain, problems: null };
   const schema = kind === 'broadcast' ? broadcastSchema : targetedSchema;
   const { value, error } = schema.validate(raw, { abortEarly: false, convert: true, stripUnknown: false });
   if (error) {
