@@ -95,11 +95,16 @@ async function main() {
       await cluster.instances[1]!.kill('SIGKILL');
       await cluster.instances[1]!.start();
     });
+    // when each instance of the rolling restart got SIGTERM, was gone, and was ready again
+    const rolling: { name: string; term: number; exited: number; ready: number }[] = [];
     await fault(4, async () => {
       for (const inst of cluster.instances) {
+        const term = Date.now();
         const exit = await inst.kill('SIGTERM');
+        const exited = Date.now();
         if (exit.code !== 0) console.error(`${inst.name} exited with ${JSON.stringify(exit)}`);
         await inst.start();
+        rolling.push({ name: inst.name, term, exited, ready: Date.now() });
       }
     });
     c.phase = 5;
@@ -167,6 +172,9 @@ async function main() {
     const t0 = caster.answers.reduce((m, a) => Math.min(m, a.start), Infinity);
     const at = (t: number) => ((t - t0) / 1000).toFixed(1);
     console.log(`faults began at ${faults.map((f) => `${at(f.start)} s (${f.name})`).join(', ')}`);
+    console.log(
+      `rolling restart: ${rolling.map((r) => `${r.name} SIGTERM at ${at(r.term)} s, gone at ${at(r.exited)} s, ready at ${at(r.ready)} s`).join('; ')}`,
+    );
     for (const a of caster.answers.filter((x) => x.status !== 202 && x.status !== 503).slice(0, 12))
       console.log(`  ${a.status || 'failed'} ${a.kind}: sent at ${at(a.start)} s, answered at ${at(a.end)} s`);
     // what nginx said about answers other than a refused connect (a 502 or 504 has its line here)
@@ -174,7 +182,15 @@ async function main() {
       .errors()
       .split('\n')
       .filter((l) => l && !/Connection refused|no live upstreams/.test(l));
-    console.log(`nginx error log, other than refused connections: ${said.length} lines${said.length ? '; the last ones:' : ''}`);
+    console.log(`nginx error log, other than refused connections: ${said.length} lines, by kind:`);
+    // by what nginx said (a 502's line says whether the instance reset, closed or never answered)
+    const kinds = new Map<string, number>();
+    for (const l of said) {
+      const kind = /\*\d+ (.*?)(, client:|$)/.exec(l)?.[1] ?? l;
+      kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+    }
+    for (const [kind, n] of [...kinds].sort((a, b) => b[1] - a[1])) console.log(`  ${String(n).padStart(5)} x ${kind.slice(0, 200)}`);
+    if (said.length) console.log('  the last ones:');
     for (const l of said.slice(-8)) console.log(`  ${l.replace(/, client: .*?(, request)/, '$1').slice(0, 240)}`);
     console.log(
       `at the end (${(settledMs / 1000).toFixed(1)} s after the last send): ${CLIENTS - c.notLive()} of ${CLIENTS} clients live; ${missing.length} clients miss an acknowledged notification; ${c.truncated.size} clients were told their resume was truncated; ${c.duplicates} seqs handed on twice`,
