@@ -7,7 +7,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(slapd ldap-utils samba docker.io busybox-static chromium-headless-shell redis-server nginx postgresql postgresql-client
-  unbound kea-dhcp4-server containerd golang-github-containerd-containerd-dev systemd dbus-daemon util-linux)
+  unbound kea-dhcp4-server containerd golang-github-containerd-containerd-dev systemd dbus-daemon util-linux caddy)
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

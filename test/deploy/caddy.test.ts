@@ -1,0 +1,129 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import WebSocket from 'ws';
+import { GatewayClient, type SocketFactory } from '../../src/client/gateway-client.js';
+import { KEEP_ALIVE_MS } from '../../src/http/drain.js';
+import { ADMIN, adminAuth, startService, type TestService } from '../support/service.js';
+import { unusedPort } from '../auth/helpers.js';
+import { eventually } from '../plugins/helpers.js';
+
+const SHIPPED_CADDYFILE = path.resolve(import.meta.dirname, '../../docs/deploy/Caddyfile');
+
+/**
+ * docs/deploy/Caddyfile with the test's addresses: the site on plain HTTP at `port` (no
+ * certificate here; Caddy's admin endpoint off), the upstream the test's service; every other
+ * line as shipped.
+ */
+function site(port: number, upstream: number): string {
+  const text = fs.readFileSync(SHIPPED_CADDYFILE, 'utf8');
+  if (!/^service\.example\.com \{$/m.test(text) || !/reverse_proxy 127\.0\.0\.1:8080 \{/.test(text))
+    throw new Error('the Caddyfile changed its site or upstream');
+  return `{\n\tadmin off\n}\n${text.replace(/^service\.example\.com \{$/m, `http://127.0.0.1:${port} {`).replace('reverse_proxy 127.0.0.1:8080 {', `reverse_proxy 127.0.0.1:${upstream} {`)}`;
+}
+
+/** Debian's Caddy in the foreground, its config and data in a temp dir. */
+async function startCaddy(config: string, port: number): Promise<{ stop(): Promise<void> }> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'caddy-'));
+  const file = path.join(dir, 'Caddyfile');
+  fs.writeFileSync(file, config);
+  const env = { ...process.env, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir };
+  const child: ChildProcess = spawn('caddy', ['run', '--config', file, '--adapter', 'caddyfile'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  child.stderr!.on('data', (d) => (err += d.toString()));
+  const exited = new Promise((r) => child.once('exit', r));
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    await exited;
+    fs.rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await eventually(
+      async () => {
+        if (child.exitCode !== null) throw new Error(`caddy exited: ${err}`);
+        expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).to.equal(200);
+      },
+      10_000,
+      100,
+    );
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { stop };
+}
+
+/** The shipped Caddyfile in front of one instance. */
+describe('behind Caddy (docs/deploy/Caddyfile as shipped)', function () {
+  this.timeout(60_000);
+  let svc: TestService;
+  let caddy: { stop(): Promise<void> };
+  let origin: string;
+
+  before(async () => {
+    const port = await unusedPort();
+    origin = `http://127.0.0.1:${port}`;
+    svc = await startService({ env: { SERVICE_TRUST_PROXY: 'true', SERVICE_PUBLIC_URL: origin } });
+    caddy = await startCaddy(site(port, Number(new URL(svc.url).port)), port);
+  });
+  after(async () => {
+    await caddy?.stop();
+    await svc?.destroy();
+  });
+
+  it('keeps an idle upstream connection shorter than the service does (the service never closes one under a request Caddy sends)', () => {
+    const json = JSON.parse(execFileSync('caddy', ['adapt', '--config', SHIPPED_CADDYFILE, '--adapter', 'caddyfile'], { encoding: 'utf8' }));
+    const proxy = JSON.stringify(json.apps.http.servers);
+    const idle = /"keep_alive":\{[^}]*"idle_timeout":(\d+)/.exec(proxy);
+    expect(idle, 'transport http { keepalive … } in the Caddyfile').to.not.equal(null);
+    expect(Number(idle![1]) / 1e6, 'ms').to.be.below(KEEP_ALIVE_MS);
+  });
+
+  it('passes a login, API calls, a ws connection and a push', async () => {
+    const login = await fetch(`${origin}/api/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin },
+      body: JSON.stringify({ username: ADMIN.username, password: ADMIN.password }),
+    });
+    expect(login.status).to.equal(200);
+    const { token } = (await login.json()) as { token: string };
+    const me = await fetch(`${origin}/api/me`, { headers: { authorization: `Bearer ${token}` } });
+    expect(((await me.json()) as { username: string }).username).to.equal('admin');
+    const client = new GatewayClient({
+      url: `${origin.replace('http', 'ws')}/ws`,
+      WebSocket: WebSocket as unknown as SocketFactory,
+      headers: { Authorization: `Bearer ${token}` },
+    });
+    try {
+      await client.ready();
+      const got: string[] = [];
+      client.on('notification', ({ payload }) => got.push(payload.title!));
+      const res = await fetch(`${origin}/api/notifications`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: adminAuth() },
+        body: JSON.stringify({ title: 'through caddy', message: 'm' }),
+      });
+      expect(res.status).to.equal(202);
+      await eventually(() => expect(got).to.deep.equal(['through caddy']), 2000);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('takes the client address Caddy saw, not one the client wrote into X-Forwarded-For', async () => {
+    for (let i = 0; i < 3; i++) {
+      const r = await fetch(`${origin}/api/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', origin, 'x-forwarded-for': '203.0.113.9' },
+        body: JSON.stringify({ username: 'admin', password: `wrong-${i}` }),
+      });
+      expect(r.status).to.equal(401);
+    }
+    const rows = await svc.service.db('login_failures').where({ username: 'admin' }).select('ip');
+    expect(rows.map((r: { ip: string }) => r.ip))
+      .to.include('127.0.0.1')
+      .and.not.include('203.0.113.9');
+  });
+});
