@@ -155,7 +155,8 @@ export const AUTH_SETTINGS: readonly SettingDef[] = [
     {
       kind: 'boolean',
       default: 'true',
-      about: "check the server's certificate and name (a private CA: `SERVICE_LDAP_CA_CERT`); `false` is warned of at boot and on the Authentication page (`/admin/authentication`)",
+      about:
+        "check the server's certificate and name (a private CA: `SERVICE_LDAP_CA_CERT`); `false` is warned of at boot and on the Authentication page (`/admin/authentication`)",
     },
     'tlsVerify',
   ),

@@ -37,6 +37,11 @@ export function dialectOf(settings: DbSettings): Dialect {
   return url && /^postgres(ql)?:/.test(url) ? 'postgres' : 'sqlite';
 }
 
+/** Whether this database handle (or a transaction of it) is PostgreSQL's; otherwise it is SQLite's. */
+export function onPostgres(db: Knex): boolean {
+  return /^(pg|postgres)/.test(String((db.client as { config?: { client?: unknown } }).config?.client ?? ''));
+}
+
 export function sqliteFile(settings: DbSettings): string {
   const url = settings.databaseUrl;
   if (url && /^(sqlite|file):/.test(url)) return decodeURIComponent(url.replace(/^(sqlite|file):(\/\/)?/, ''));

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
+import { onPostgres } from '../db/knex.js';
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
 import { addressOf } from '../request-context.js';
@@ -92,7 +93,7 @@ export class AuditTrail {
   private dropped = 0;
 
   constructor(private readonly deps: AuditDeps) {
-    this.postgres = String((deps.db.client as { config?: { client?: unknown } }).config?.client ?? '').startsWith('p');
+    this.postgres = onPostgres(deps.db);
     // another instance (or the CLI) appended events: they are read from the database, never
     // taken from the message, and handed to this instance's live tail
     deps.bus.on('audit:appended', ({ from, to, origin }) => {

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
+import { onPostgres } from '../db/knex.js';
 import { BaseModel } from '../db/model.js';
 
 /** Users, groups and their linked identities: the objection models of their tables and the queries the IAM model makes. */
@@ -252,7 +253,7 @@ export class IamStore {
   async lockGroup(name: string, trx: Knex): Promise<Group | null> {
     // SQLite has no row locks (knex drops forUpdate): a write takes the database's write lock
     // first, so two connections that both read before writing cannot end in "database is locked"
-    if (!String((this.db.client as { config?: { client?: unknown } }).config?.client ?? '').startsWith('p')) {
+    if (!onPostgres(this.db)) {
       await GroupModel.query(trx)
         .findById(name)
         .patch({ updatedAt: GroupModel.raw('updated_at') } as never);

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
+import { onPostgres } from '../db/knex.js';
 import { toView, type Row } from './rows.js';
 import type { NotifyKind, ValidNotify } from './schema.js';
 import { NotifyError, type ClearView, type NotifyResult, type PushFrame, type UserDirectory, type UserRef } from './types.js';
@@ -293,7 +294,7 @@ function insertStatement(rows: number): string {
  * is a call in this process. On PostgreSQL, where each statement is a round trip, one per 500.
  */
 async function insertRows(trx: Knex.Transaction, rows: Row[]): Promise<void> {
-  const sqlite = !String((trx.client as { config?: { client?: unknown } }).config?.client ?? '').startsWith('p');
+  const sqlite = !onPostgres(trx);
   let at = 0;
   while (at < rows.length) {
     const left = rows.length - at;

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { onPostgres } from '../../db/knex.js';
 import type { DnsRecord, DnsRecordType } from './records-port.js';
 import { keyOf } from './grammar.js';
 
@@ -83,7 +84,7 @@ export class RecordStore {
   }
 
   private async lock(trx: Knex.Transaction): Promise<void> {
-    if (/^(pg|postgres)/.test(String(this.db.client.config.client))) await trx.raw("SELECT pg_advisory_xact_lock(hashtext('service-core:dns_records'))");
+    if (onPostgres(this.db)) await trx.raw("SELECT pg_advisory_xact_lock(hashtext('service-core:dns_records'))");
   }
 }
 
