@@ -11,6 +11,7 @@ import { createLogger } from '../../src/log.js';
 import { testEnv, PG_URL, adminAuth } from '../support/service.js';
 import { trackDatabase } from '../support/leftovers.js';
 import { cli } from '../cli/helpers.js';
+import { eventually } from '../plugins/helpers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -53,7 +54,16 @@ describe('a PostgreSQL database that does not exist', () => {
       const made = await cli(env, ['--json', 'migrate', '--create-database']);
       expect(made.code, made.stderr).to.equal(0);
       expect(made.json().created_database).to.equal(name);
-      expect(made.json().applied).to.have.length.greaterThan(0);
+      // the migrations ran: by this command, or by the service (retrying every 100 ms) the moment the database existed
+      expect(made.json().applied).to.be.an('array');
+      await eventually(async () => {
+        const migrated = knex({ client: 'pg', connection: databaseUrl, pool: { min: 0, max: 1 } });
+        try {
+          expect(Number((await migrated('knex_migrations').count({ n: '*' }))[0]!.n)).to.be.greaterThan(0);
+        } finally {
+          await migrated.destroy();
+        }
+      }, 10_000);
       // a second run finds it there
       expect((await cli(env, ['--json', 'migrate', '--create-database'])).json()).to.deep.equal({ applied: [] });
 
