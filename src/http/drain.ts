@@ -2,17 +2,21 @@ import http from 'node:http';
 import net from 'node:net';
 
 /**
- * How long the service keeps an idle keep-alive connection open (Node's default, said here).
- * A balancer in front keeps its idle connections to the service for less (nginx's upstream
- * keepalive_timeout is 4 s in docs/deploy/nginx.conf): the balancer closes them first, and so
- * never writes a request onto one the service is closing at that moment.
+ * How long the service keeps an idle keep-alive connection open: far longer than a balancer in
+ * front keeps its idle connections to the service (4 s in docs/deploy/nginx.conf and the
+ * Caddyfile), so the balancer always closes one first and never writes a request onto one the
+ * service is closing at that moment. Far longer, not just longer: a keep-alive timer that comes
+ * due while the event loop is held up (seconds, under a reconnection storm) runs before the loop
+ * reads a request that arrived meanwhile, and resets it (nginx: 502). Node's default of 5 s left
+ * a 1 s margin, which a loaded instance overran.
  */
-export const KEEP_ALIVE_MS = 5000;
+export const KEEP_ALIVE_MS = 65_000;
 
 /**
- * A stop's grace (main.ts): longer than KEEP_ALIVE_MS, so that by its end every connection idle
- * at the stop was closed by its peer or by its keep-alive timer, never by the stop under a
- * request; what is left then (a request still running, a connection that never sent one) is cut.
+ * A stop's grace (main.ts): longer than the balancer's idle keep-alive (4 s), so that by its end
+ * every connection idle at the stop was closed by the balancer, never by the stop under a
+ * request; what is left then (a request still running, a client's own idle connection, a
+ * connection that never sent one) is cut.
  */
 export const STOP_GRACE_MS = 8000;
 

@@ -73,12 +73,12 @@ describe('behind Caddy (docs/deploy/Caddyfile as shipped)', function () {
     await svc?.destroy();
   });
 
-  it('keeps an idle upstream connection shorter than the service does (the service never closes one under a request Caddy sends)', () => {
+  it('keeps an idle upstream connection far shorter than the service does (the service never closes one under a request Caddy sends)', () => {
     const json = JSON.parse(execFileSync('caddy', ['adapt', '--config', SHIPPED_CADDYFILE, '--adapter', 'caddyfile'], { encoding: 'utf8' }));
     const proxy = JSON.stringify(json.apps.http.servers);
     const idle = /"keep_alive":\{[^}]*"idle_timeout":(\d+)/.exec(proxy);
     expect(idle, 'transport http { keepalive … } in the Caddyfile').to.not.equal(null);
-    expect(Number(idle![1]) / 1e6, 'ms').to.be.below(KEEP_ALIVE_MS);
+    expect(KEEP_ALIVE_MS - Number(idle![1]) / 1e6, 'margin, ms').to.be.at.least(30_000);
   });
 
   it('passes a login, API calls, a ws connection and a push', async () => {

@@ -7,6 +7,7 @@ import { startRedis, type TestRedis } from '../support/redis.js';
 import { unusedPort } from '../auth/helpers.js';
 import { eventually } from '../plugins/helpers.js';
 import { SHIPPED_NGINX, shippedSite, startNginx, type TestNginx } from '../support/nginx.js';
+import { KEEP_ALIVE_MS } from '../../src/http/drain.js';
 
 /** The server lines of the file's upstream that is not commented out. */
 function activeServers(text: string): string[] {
@@ -51,6 +52,14 @@ describe('behind nginx, one instance (docs/deploy/nginx.conf as shipped)', funct
   after(async () => {
     await nginx?.stop();
     await svc?.destroy();
+  });
+
+  it('keeps an idle upstream connection far shorter than the service does (a lagging instance never times out one nginx just wrote onto)', () => {
+    const text = fs.readFileSync(SHIPPED_NGINX, 'utf8');
+    const timeouts = [...text.matchAll(/^#?\s*keepalive_timeout (\d+)s;/gm)].map((m) => Number(m[1]) * 1000);
+    // the shipped upstream and its several-instance variant
+    expect(timeouts).to.have.length(2);
+    for (const t of timeouts) expect(KEEP_ALIVE_MS - t, 'margin, ms').to.be.at.least(30_000);
   });
 
   it('lists one instance: a login, API calls, a ws connection and a push go through, and nginx logs no upstream error', async () => {
