@@ -80,13 +80,11 @@ function pageGuard(page: PageDef) {
       ctx.redirect(`/login?${new URLSearchParams({ next: ctx.originalUrl })}`);
       return;
     }
-    if (!pageAllowed(id, page) && page === PAGES.dashboard) {
-      ctx.set('Cache-Control', 'no-store');
-      ctx.redirect(PAGES.account.path);
-      return;
-    }
     if (!pageAllowed(id, page)) {
-      sendHtml(ctx, forbiddenPage(id, page), { status: 403, formPosts: true });
+      if (page === PAGES.dashboard) {
+        ctx.set('Cache-Control', 'no-store');
+        ctx.redirect(PAGES.account.path);
+      } else sendHtml(ctx, forbiddenPage(id, page), { status: 403, formPosts: true });
       return;
     }
     await next();

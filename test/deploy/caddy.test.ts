@@ -3,10 +3,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import WebSocket from 'ws';
-import { GatewayClient, type SocketFactory } from '../../src/client/gateway-client.js';
 import { KEEP_ALIVE_MS } from '../../src/http/drain.js';
-import { ADMIN, adminAuth, startService, type TestService } from '../support/service.js';
+import { startService, type TestService } from '../support/service.js';
+import { forwardedForIsTheProxys, loginCallsAndPushThrough } from '../support/proxy.js';
 import { unusedPort } from '../auth/helpers.js';
 import { eventually } from '../plugins/helpers.js';
 
@@ -82,48 +81,10 @@ describe('behind Caddy (docs/deploy/Caddyfile as shipped)', function () {
   });
 
   it('passes a login, API calls, a ws connection and a push', async () => {
-    const login = await fetch(`${origin}/api/auth/login`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', origin },
-      body: JSON.stringify({ username: ADMIN.username, password: ADMIN.password }),
-    });
-    expect(login.status).to.equal(200);
-    const { token } = (await login.json()) as { token: string };
-    const me = await fetch(`${origin}/api/me`, { headers: { authorization: `Bearer ${token}` } });
-    expect(((await me.json()) as { username: string }).username).to.equal('admin');
-    const client = new GatewayClient({
-      url: `${origin.replace('http', 'ws')}/ws`,
-      WebSocket: WebSocket as unknown as SocketFactory,
-      headers: { Authorization: `Bearer ${token}` },
-    });
-    try {
-      await client.ready();
-      const got: string[] = [];
-      client.on('notification', ({ payload }) => got.push(payload.title!));
-      const res = await fetch(`${origin}/api/notifications`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: adminAuth() },
-        body: JSON.stringify({ title: 'through caddy', message: 'm' }),
-      });
-      expect(res.status).to.equal(202);
-      await eventually(() => expect(got).to.deep.equal(['through caddy']), 2000);
-    } finally {
-      client.close();
-    }
+    await loginCallsAndPushThrough(origin, 'through caddy');
   });
 
   it('takes the client address Caddy saw, not one the client wrote into X-Forwarded-For', async () => {
-    for (let i = 0; i < 3; i++) {
-      const r = await fetch(`${origin}/api/auth/login`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', origin, 'x-forwarded-for': '203.0.113.9' },
-        body: JSON.stringify({ username: 'admin', password: `wrong-${i}` }),
-      });
-      expect(r.status).to.equal(401);
-    }
-    const rows = await svc.service.db('login_failures').where({ username: 'admin' }).select('ip');
-    expect(rows.map((r: { ip: string }) => r.ip))
-      .to.include('127.0.0.1')
-      .and.not.include('203.0.113.9');
+    await forwardedForIsTheProxys(origin, svc);
   });
 });

@@ -1,13 +1,12 @@
 import fs from 'node:fs';
 import { expect } from 'chai';
-import WebSocket from 'ws';
-import { GatewayClient, type SocketFactory } from '../../src/client/gateway-client.js';
-import { ADMIN, adminAuth, startPeer, startService, type TestService } from '../support/service.js';
+import { adminAuth, startPeer, startService, type TestService } from '../support/service.js';
 import { startRedis, type TestRedis } from '../support/redis.js';
 import { unusedPort } from '../auth/helpers.js';
 import { eventually } from '../plugins/helpers.js';
 import { SHIPPED_NGINX, shippedSite, startNginx, type TestNginx } from '../support/nginx.js';
 import { KEEP_ALIVE_MS } from '../../src/http/drain.js';
+import { clientThrough, forwardedForIsTheProxys, loginCallsAndPushThrough, loginThrough } from '../support/proxy.js';
 
 /** The server lines of the file's upstream that is not commented out. */
 function activeServers(text: string): string[] {
@@ -19,21 +18,6 @@ function activeServers(text: string): string[] {
     else if (inside && /^\s*server /.test(line)) servers.push(line.trim());
   }
   return servers;
-}
-
-/** Five failed logins through the proxy with an X-Forwarded-For of the client's own: the service records the address nginx saw. */
-async function forwardedForIsNginxs(origin: string, svc: TestService): Promise<void> {
-  for (let i = 0; i < 5; i++) {
-    const r = await fetch(`${origin}/api/auth/login`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', origin, 'x-forwarded-for': '203.0.113.9' },
-      body: JSON.stringify({ username: 'admin', password: `wrong-${i}` }),
-    });
-    expect(r.status).to.equal(401);
-  }
-  // nginx appends the address it saw (127.0.0.1): the service reads the client, not the proxy
-  const rows = await svc.service.db('login_failures').where({ username: 'admin' }).select('ip');
-  expect(rows.map((r: { ip: string }) => r.ip)).to.include('127.0.0.1');
 }
 
 /** The shipped file as it is: one instance, no Redis. */
@@ -64,42 +48,13 @@ describe('behind nginx, one instance (docs/deploy/nginx.conf as shipped)', funct
 
   it('lists one instance: a login, API calls, a ws connection and a push go through, and nginx logs no upstream error', async () => {
     expect(activeServers(fs.readFileSync(SHIPPED_NGINX, 'utf8'))).to.deep.equal(['server 127.0.0.1:8080;']);
-    const login = await fetch(`${origin}/api/auth/login`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', origin },
-      body: JSON.stringify({ username: ADMIN.username, password: ADMIN.password }),
-    });
-    expect(login.status).to.equal(200);
-    const { token } = (await login.json()) as { token: string };
-    // more requests than a round robin over two servers needs to reach both
-    for (let i = 0; i < 6; i++) {
-      const me = await fetch(`${origin}/api/me`, { headers: { authorization: `Bearer ${token}` } });
-      expect(((await me.json()) as { username: string }).username).to.equal('admin');
-    }
-    const client = new GatewayClient({
-      url: `${origin.replace('http', 'ws')}/ws`,
-      WebSocket: WebSocket as unknown as SocketFactory,
-      headers: { Authorization: `Bearer ${token}` },
-    });
-    try {
-      await client.ready();
-      const got: string[] = [];
-      client.on('notification', ({ payload }) => got.push(payload.title!));
-      const res = await fetch(`${origin}/api/notifications`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: adminAuth() },
-        body: JSON.stringify({ title: 'through nginx', message: 'm' }),
-      });
-      expect(res.status).to.equal(202);
-      await eventually(() => expect(got).to.deep.equal(['through nginx']), 2000);
-    } finally {
-      client.close();
-    }
+    // more API calls than a round robin over two servers needs to reach both
+    await loginCallsAndPushThrough(origin, 'through nginx', 6);
     expect(nginx.errors()).not.to.match(/upstream/);
   });
 
   it('takes the client address nginx saw, not one the client wrote into X-Forwarded-For', async () => {
-    await forwardedForIsNginxs(origin, svc);
+    await forwardedForIsTheProxys(origin, svc);
   });
 });
 
@@ -129,26 +84,12 @@ describe('behind nginx, several instances (the variant in docs/deploy/nginx.conf
   });
 
   it('a login, an API call, a ws connection and a push from either instance, through the proxy', async () => {
-    const login = await fetch(`${origin}/api/auth/login`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', origin },
-      body: JSON.stringify({ username: ADMIN.username, password: ADMIN.password }),
-    });
-    expect(login.status).to.equal(200);
-    const { token } = (await login.json()) as { token: string };
+    const token = await loginThrough(origin);
     const me = await fetch(`${origin}/api/me`, { headers: { authorization: `Bearer ${token}` } });
     expect(((await me.json()) as { username: string }).username).to.equal('admin');
 
     // several connections: the balancer spreads them over both instances
-    const clients = Array.from(
-      { length: 4 },
-      () =>
-        new GatewayClient({
-          url: `${origin.replace('http', 'ws')}/ws`,
-          WebSocket: WebSocket as unknown as SocketFactory,
-          headers: { Authorization: `Bearer ${token}` },
-        }),
-    );
+    const clients = Array.from({ length: 4 }, () => clientThrough(origin, token));
     try {
       await Promise.all(clients.map((c) => c.ready()));
       expect(a.service.gateway.gateway.connectionCount).to.be.greaterThan(0);
@@ -171,6 +112,6 @@ describe('behind nginx, several instances (the variant in docs/deploy/nginx.conf
   });
 
   it('takes the client address nginx saw, not one the client wrote into X-Forwarded-For', async () => {
-    await forwardedForIsNginxs(origin, a);
+    await forwardedForIsTheProxys(origin, a);
   });
 });

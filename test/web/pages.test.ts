@@ -10,6 +10,22 @@ describe('web pages: access, headers, assets', function () {
   const viewer = { username: 'vera', password: 'vera-password-1' };
   const user = { username: 'uma', password: 'uma-password-1' };
 
+  /** Runs `check` while INT_VIEWER (vera's group) also holds `permission`, then takes it back. */
+  async function withViewerGranted(permission: string, check: () => Promise<void>): Promise<void> {
+    const grant = (permissions: string[]) =>
+      request(svc.url).patch('/api/groups/INT_VIEWER').set('Authorization', adminAuth()).send({ permissions }).expect(200);
+    await grant(['feature:dashboard.view', 'api:read', permission]);
+    try {
+      await check();
+    } finally {
+      await grant(['feature:dashboard.view', 'api:read']);
+    }
+  }
+
+  /** A page's administration navigation, and the links of a navigation in order. */
+  const adminNavOf = (page: string) => /<nav class="admin-nav"[^>]*>(.*?)<\/nav>/s.exec(page)?.[1] ?? '';
+  const linksOf = (nav: string) => [...nav.matchAll(/href="([^"]+)"/g)].map((m) => m[1]);
+
   before(async function () {
     svc = await startService();
     await createUser(svc.url, { ...viewer, groups: ['INT_VIEWER'] });
@@ -61,41 +77,28 @@ describe('web pages: access, headers, assets', function () {
     const admin = await request(svc.url).get('/admin').set('Authorization', adminAuth()).expect(302);
     expect(admin.headers.location).to.equal('/admin/users');
     expect(admin.headers['cache-control']).to.equal('no-store');
-    await request(svc.url)
-      .patch('/api/groups/INT_VIEWER')
-      .set('Authorization', adminAuth())
-      .send({ permissions: ['feature:dashboard.view', 'api:read', 'feature:admin.settings'] })
-      .expect(200);
-    try {
+    await withViewerGranted('feature:admin.settings', async () => {
       const settingsOnly = await request(svc.url).get('/admin').set('Authorization', basic(viewer.username, viewer.password)).expect(302);
       expect(settingsOnly.headers.location).to.equal('/admin/authentication');
       // the administration pages it may open beside the page, and nothing else
       const page = await request(svc.url).get('/admin/integrations').set('Authorization', basic(viewer.username, viewer.password)).expect(200);
-      const adminNav = /<nav class="admin-nav"[^>]*>(.*?)<\/nav>/s.exec(page.text)?.[1] ?? '';
-      expect([...adminNav.matchAll(/href="([^"]+)"/g)].map((m) => m[1])).to.deep.equal(['/admin/authentication', '/admin/integrations']);
+      const adminNav = adminNavOf(page.text);
+      expect(linksOf(adminNav)).to.deep.equal(['/admin/authentication', '/admin/integrations']);
       expect(adminNav).to.include('<a href="/admin/integrations" aria-current="page">');
       expect(page.text).to.include('<a href="/admin" aria-current="true">Administration</a>');
-    } finally {
-      await request(svc.url)
-        .patch('/api/groups/INT_VIEWER')
-        .set('Authorization', adminAuth())
-        .send({ permissions: ['feature:dashboard.view', 'api:read'] })
-        .expect(200);
-    }
+    });
   });
 
   it('shows only the pages an identity may open in the navigation', async function () {
     const nav = async (auth: string) => {
       const res = await request(svc.url).get('/').set('Authorization', auth).expect(200);
-      const topBar = /<nav aria-label="Main">(.*?)<\/nav>/s.exec(res.text)?.[1] ?? '';
-      return [...topBar.matchAll(/<a href="([^"]+)"/g)].map((m) => m[1]);
+      return linksOf(/<nav aria-label="Main">(.*?)<\/nav>/s.exec(res.text)?.[1] ?? '');
     };
     expect(await nav(basic(viewer.username, viewer.password))).to.deep.equal(['/', '/settings', '/docs']);
     // the administration pages are one link, to the first of them
     expect(await nav(adminAuth())).to.deep.equal(['/', '/settings', '/admin', '/docs']);
     const users = await request(svc.url).get('/admin/users').set('Authorization', adminAuth()).expect(200);
-    const adminNav = /<nav class="admin-nav"[^>]*>(.*?)<\/nav>/s.exec(users.text)?.[1] ?? '';
-    expect([...adminNav.matchAll(/href="([^"]+)"/g)].map((m) => m[1])).to.deep.equal([
+    expect(linksOf(adminNavOf(users.text))).to.deep.equal([
       '/admin/users',
       '/admin/groups',
       '/admin/authentication',
@@ -107,22 +110,11 @@ describe('web pages: access, headers, assets', function () {
   });
 
   it('opens a page through its route:<ui_route> permission', async function () {
-    await request(svc.url)
-      .patch('/api/groups/INT_VIEWER')
-      .set('Authorization', adminAuth())
-      .send({ permissions: ['feature:dashboard.view', 'api:read', 'route:/admin/plugins'] })
-      .expect(200);
-    try {
+    await withViewerGranted('route:/admin/plugins', async () => {
       await request(svc.url).get('/admin/plugins').set('Authorization', basic(viewer.username, viewer.password)).expect(200);
       // the page opens; its data still needs the API permission
       await request(svc.url).get('/api/plugins').set('Authorization', basic(viewer.username, viewer.password)).expect(403);
-    } finally {
-      await request(svc.url)
-        .patch('/api/groups/INT_VIEWER')
-        .set('Authorization', adminAuth())
-        .send({ permissions: ['feature:dashboard.view', 'api:read'] })
-        .expect(200);
-    }
+    });
   });
 
   it('gates the Audit page by feature:admin.audit or route:/admin/audit (its data by the API)', async function () {
@@ -141,22 +133,11 @@ describe('web pages: access, headers, assets', function () {
     expect(admin.text).to.include('<a href="/admin/audit" aria-current="page">Audit</a>');
     const viewerHome = await request(svc.url).get('/').set('Authorization', viewerAuth).expect(200);
     expect(viewerHome.text).not.to.include('href="/admin/audit"');
-    await request(svc.url)
-      .patch('/api/groups/INT_VIEWER')
-      .set('Authorization', adminAuth())
-      .send({ permissions: ['feature:dashboard.view', 'api:read', 'route:/admin/audit'] })
-      .expect(200);
-    try {
+    await withViewerGranted('route:/admin/audit', async () => {
       await request(svc.url).get('/admin/audit').set('Authorization', viewerAuth).expect(200);
       // the page opens; the trail still needs feature:admin.audit
       await request(svc.url).get('/api/audit').set('Authorization', viewerAuth).expect(403);
-    } finally {
-      await request(svc.url)
-        .patch('/api/groups/INT_VIEWER')
-        .set('Authorization', adminAuth())
-        .send({ permissions: ['feature:dashboard.view', 'api:read'] })
-        .expect(200);
-    }
+    });
   });
 
   it('renders the admin-only sections only for those who may use them', async function () {
