@@ -46,8 +46,8 @@ const SERVICE_ROOT = (() => {
   return i > 0 && process.argv[i + 1] ? path.resolve(process.argv[i + 1]!) : ROOT;
 })();
 /** the service as `npm start` runs it: the build when there is one */
-const BUILD = fs.existsSync(path.join(SERVICE_ROOT, 'dist/src/main.js'))
-  ? [process.execPath, path.join(SERVICE_ROOT, 'dist/src/main.js')]
+const BUILD = fs.existsSync(path.join(SERVICE_ROOT, 'dist/server/main.js'))
+  ? [process.execPath, path.join(SERVICE_ROOT, 'dist/server/main.js')]
   : [process.execPath, '--import', 'tsx', path.join(SERVICE_ROOT, 'src/main.ts')];
 const SERVICE_COMMAND = onCore(0, BUILD);
 

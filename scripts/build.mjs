@@ -1,12 +1,15 @@
 // The build that `npm ci` runs (prepare) and `npm start` uses: the server compiled by tsc into
-// dist/, the browser's static assets into dist/static/, and each page module of
-// src/web/browser bundled by esbuild into dist/static/<page>.js (with the gateway client).
+// dist/ (the CLI, the published client, the migrations and the worker threads run from there),
+// the server bundled with its packages into dist/server/ (what `npm start` runs:
+// scripts/bundle-server.mjs), the browser's static assets into dist/static/, and each page
+// module of src/web/browser bundled by esbuild into dist/static/<page>.js (with the gateway client).
 // `node scripts/build.mjs <dir>` builds into <dir> instead of dist/ (the package test's rebuild).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { bundleServer } from './bundle-server.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const out = path.resolve(process.argv[2] ?? path.join(root, 'dist'));
@@ -52,3 +55,5 @@ await build({
   logLevel: 'warning',
   tsconfig: path.join(root, 'tsconfig.browser.json'),
 });
+// last: the tests take a bundle newer than the sources for a whole build (test/support/process.ts)
+await bundleServer(root, out);

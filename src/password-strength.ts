@@ -21,9 +21,8 @@ let checker: Checker | null = null;
 /** zxcvbn-ts with its common dictionary (about 2 MB): loaded at the first password it judges, never by a start that sets none. */
 function zxcvbn(): Checker {
   if (!checker) {
-    const require = createRequire(import.meta.url);
-    const core = require('@zxcvbn-ts/core') as { ZxcvbnFactory: new (options: object) => Checker };
-    const common = require('@zxcvbn-ts/language-common') as { dictionary: object; adjacencyGraphs: object };
+    const core = createRequire(import.meta.url)('@zxcvbn-ts/core') as { ZxcvbnFactory: new (options: object) => Checker };
+    const common = createRequire(import.meta.url)('@zxcvbn-ts/language-common') as { dictionary: object; adjacencyGraphs: object };
     checker = new core.ZxcvbnFactory({ dictionary: { ...common.dictionary }, graphs: common.adjacencyGraphs });
   }
   return checker;

@@ -48,12 +48,11 @@ interface RouteBody {
 }
 // matched as the dispatch matches (src/http/app.ts mountRouters): any case, with or without a trailing slash
 // (find-my-way and raw-body are loaded at first use: a CLI command loads this module and reads no body)
-const lazy = createRequire(import.meta.url);
 let tree: FindMyWay.Instance<FindMyWay.HTTPVersion.V1> | undefined;
-const routes = () => (tree ??= (lazy('find-my-way') as typeof FindMyWay)({ ignoreTrailingSlash: true, caseSensitive: false }));
+const routes = () => (tree ??= (createRequire(import.meta.url)('find-my-way') as typeof FindMyWay)({ ignoreTrailingSlash: true, caseSensitive: false }));
 let rawBody: typeof getRawBodyType | undefined;
 const getRawBody: typeof getRawBodyType = ((...args: Parameters<typeof getRawBodyType>) =>
-  (rawBody ??= lazy('raw-body') as typeof getRawBodyType)(...args)) as typeof getRawBodyType;
+  (rawBody ??= createRequire(import.meta.url)('raw-body') as typeof getRawBodyType)(...args)) as typeof getRawBodyType;
 const registered = new Map<string, RouteBody>();
 
 function setRoute(method: string, path: string, change: RouteBody): void {

@@ -91,7 +91,7 @@ describe('the npm package, installed without dev dependencies', function () {
 
   before(async function () {
     this.timeout(INSTALL_TIMEOUT_MS + READY_TIMEOUT_MS);
-    for (const built of ['dist/src/main.js', 'dist/static/dashboard.js']) {
+    for (const built of ['dist/server/main.js', 'dist/src/main.js', 'dist/static/dashboard.js']) {
       if (!fs.existsSync(path.join(ROOT, built))) throw new Error(`${built} is missing: build first (npm run build; npm ci runs it)`);
     }
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-package-'));
@@ -154,7 +154,7 @@ describe('the npm package, installed without dev dependencies', function () {
       SERVICE_LOG_LEVEL: 'warn',
     });
     // as the systemd unit runs it, from the installed package (its default plugins dir, ./plugins, is absent)
-    const child = spawn(process.execPath, ['node_modules/service-core/dist/src/main.js'], { cwd: app, env: serviceEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['node_modules/service-core/dist/server/main.js'], { cwd: app, env: serviceEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     service = child;
     child.stdout!.on('data', (d) => (output += d.toString()));
     child.stderr!.on('data', (d) => (output += d.toString()));

@@ -26,7 +26,17 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 export const READY_TIMEOUT_MS = 90_000;
 
 /** What the build in dist/ is made from (scripts/build.mjs): an edit to any of them makes it stale. */
-const BUILD_SOURCES = ['src', 'migrations', 'seeds', 'knexfile.ts', 'package.json', 'tsconfig.json', 'tsconfig.build.json'];
+const BUILD_SOURCES = [
+  'src',
+  'migrations',
+  'seeds',
+  'knexfile.ts',
+  'package.json',
+  'tsconfig.json',
+  'tsconfig.build.json',
+  'scripts/build.mjs',
+  'scripts/bundle-server.mjs',
+];
 
 function newestChange(p: string): number {
   const stat = fs.statSync(p, { throwIfNoEntry: false });
@@ -39,18 +49,22 @@ let buildIsCurrent: boolean | undefined;
 
 /**
  * The command line of the service (`main`) or of the CLI (`cli`) as a process of its own: the
- * build in dist/ (what `npm start` and the installed command run) when it is newer than every
- * source it is made from, else the sources under tsx; a build older than an edit is never what
- * a test runs. `npm ci` builds it; from the build a process starts on half the CPU of tsx, which
- * compiles and loads every module first.
+ * build in dist/ (what `npm start` and the installed command run: the server's bundle,
+ * dist/server/main.js, and the CLI's dist/src/cli/main.js) when it is newer than every source it
+ * is made from, else the sources under tsx; a build older than an edit is never what a test runs.
+ * `npm ci` builds it; from the build a process starts on half the CPU of tsx, which compiles and
+ * loads every module first.
  */
 export function serviceCommand(entry: 'main' | 'cli'): string[] {
+  const built = path.join(ROOT, entry === 'main' ? 'dist/server/main.js' : 'dist/src/cli/main.js');
   buildIsCurrent ??= (() => {
-    const builtAt = fs.statSync(path.join(ROOT, 'dist/src/main.js'), { throwIfNoEntry: false })?.mtimeMs ?? 0;
+    // the bundle is the build's last step: when it is there, so is the rest
+    const builtAt = fs.statSync(path.join(ROOT, 'dist/server/main.js'), { throwIfNoEntry: false })?.mtimeMs ?? 0;
     return builtAt > 0 && BUILD_SOURCES.every((source) => newestChange(path.join(ROOT, source)) < builtAt);
   })();
-  const file = entry === 'main' ? 'main' : 'cli/main';
-  return buildIsCurrent ? [process.execPath, path.join(ROOT, `dist/src/${file}.js`)] : [process.execPath, '--import', 'tsx', path.join(ROOT, `src/${file}.ts`)];
+  return buildIsCurrent
+    ? [process.execPath, built]
+    : [process.execPath, '--import', 'tsx', path.join(ROOT, `src/${entry === 'main' ? 'main' : 'cli/main'}.ts`)];
 }
 
 /**

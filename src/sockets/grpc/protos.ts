@@ -11,20 +11,19 @@ import type protobuf from 'protobufjs';
  * only descriptors and lenient serializers), and the same type encodes it and decodes the answer.
  */
 
-const require = createRequire(import.meta.url);
 let descriptorAdded = false;
 
 /** protobufjs, loaded with the first providers file (a service without a gRPC daemon configured never loads it) */
 let protobufModule: typeof protobuf | null = null;
 export function protobufJs(): typeof protobuf {
-  protobufModule ??= require('protobufjs') as typeof protobuf;
+  protobufModule ??= createRequire(import.meta.url)('protobufjs') as typeof protobuf;
   return protobufModule;
 }
 
 /** descriptor.proto among the bundled definitions (gogo.proto and other option files import it) */
 function addDescriptor(): void {
   if (descriptorAdded) return;
-  const json = require('protobufjs/google/protobuf/descriptor.json') as {
+  const json = createRequire(import.meta.url)('protobufjs/google/protobuf/descriptor.json') as {
     nested: { google: { nested: { protobuf: { nested: protobuf.INamespace['nested'] } } } };
   };
   protobufJs().common('descriptor', json.nested.google.nested.protobuf.nested as { [k: string]: protobuf.AnyNestedObject });

@@ -44,8 +44,7 @@ let guardedBus: BusClass | null = null;
  */
 function openBus(address: string): MessageBus {
   if (!guardedBus) {
-    const load = createRequire(import.meta.url);
-    const Base = load('dbus-next/lib/bus.js') as BusClass;
+    const Base = createRequire(import.meta.url)('dbus-next/lib/bus.js') as BusClass;
     guardedBus = class extends Base {
       override call(msg: MessageType): Promise<MessageType | null> {
         const reply = super.call(msg);
