@@ -12,7 +12,7 @@ import { createDb, DbHealth, dbErrorText, dialectOf, probeDb, type Knex } from '
 import { createDatabaseHint, isMissingDatabase } from './db/create-database.js';
 import { VERSION } from './version.js';
 import { createHttpApp, mountRouters, type BootState } from './http/app.js';
-import { drain, drainableServer, STOP_GRACE_MS } from './http/drain.js';
+import { drain, drainableServer, STOP_GRACE_MS, STOP_IDLE_MS } from './http/drain.js';
 import { webSessionMiddleware } from './auth/web-session.js';
 import type { IamComponent } from './iam/component.js';
 import type { AuthComponent } from './auth/component.js';
@@ -356,7 +356,7 @@ export class Service {
    * writing a request onto one); cuts what is left at `graceMs` (src/http/drain.ts); then closes
    * everything.
    */
-  async stop(graceMs = STOP_GRACE_MS, idleMs = graceMs): Promise<void> {
+  async stop(graceMs = STOP_GRACE_MS, idleMs = Math.min(STOP_IDLE_MS, graceMs)): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     this.state.stopping = true;

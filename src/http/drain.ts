@@ -13,11 +13,16 @@ import net from 'node:net';
 export const KEEP_ALIVE_MS = 65_000;
 
 /**
- * A stop's grace (main.ts): longer than the balancer's idle keep-alive (4 s), so that by its end
- * every connection idle at the stop was closed by the balancer, never by the stop under a
- * request; what is left then (a request still running, a client's own idle connection, a
- * connection that never sent one) is cut.
+ * How long a stop leaves a connection idle at its start to its peer: past a balancer's own idle
+ * keep-alive (4 s in docs/deploy/nginx.conf and the Caddyfile; the deploy tests hold them below
+ * this), so that by then a balancer has closed each of its idle connections itself and never
+ * writes a request onto one the stop is closing. One still idle then is a client's own (a
+ * browser's, a script's): closed, as a keep-alive timeout closes it, instead of holding the stop
+ * to its grace.
  */
+export const STOP_IDLE_MS = 5000;
+
+/** A stop's grace (main.ts): what is still open then (a request still running, a connection that never sent one) is cut. */
 export const STOP_GRACE_MS = 8000;
 
 /**

@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { freshDatabase, testEnv, adminAuth, type TestDb } from '../support/service.js';
 import { READY_TIMEOUT_MS, serviceCommand, spawnService, type ServiceProcess } from '../support/process.js';
+import { STOP_GRACE_MS, STOP_IDLE_MS } from '../../src/http/drain.js';
 
 /** Resolves once nothing listens on the port any more: the stop has begun. */
 async function refusesConnections(port: number): Promise<void> {
@@ -143,6 +144,35 @@ describe('graceful shutdown', () => {
       const { code } = await exited;
       expect(code, svc.output().slice(-2000)).to.equal(0);
       expect(svc.output()).to.contain('"msg":"stopped"');
+    } finally {
+      agent.destroy();
+      await svc?.kill('SIGKILL');
+      await db?.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('SIGTERM: a connection still idle when a balancer would have closed its own (a client of its own) is closed then, not at the grace', async function () {
+    this.timeout(READY_TIMEOUT_MS + 30_000);
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-idle-client-'));
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    let db: TestDb | undefined;
+    let svc: ServiceProcess | undefined;
+    try {
+      db = await freshDatabase();
+      svc = await spawnService({ dataDir, databaseUrl: db.url });
+      const first = await exchange(agent, `${svc.url}/api/me`, 'GET', { authorization: adminAuth() });
+      expect(first.headers.connection).to.equal('keep-alive');
+      const [socket] = Object.values(agent.freeSockets).flat();
+      const closed = new Promise<number>((resolve) => socket!.once('close', () => resolve(performance.now())));
+      const signalled = performance.now();
+      const exited = svc.kill('SIGTERM');
+      // left to its peer as long as a balancer keeps one idle, then closed; the stop then ends
+      const after = (await closed) - signalled;
+      expect(after)
+        .to.be.at.least(STOP_IDLE_MS - 100)
+        .and.below(STOP_GRACE_MS - 500);
+      expect((await exited).code, svc.output().slice(-2000)).to.equal(0);
     } finally {
       agent.destroy();
       await svc?.kill('SIGKILL');
