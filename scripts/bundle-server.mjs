@@ -64,8 +64,9 @@ export function loadedAtFirstUse(srcDir) {
   return [...names].sort();
 }
 
-// Defined once at the top of every output file: `require` for the packages left outside (and
-// the CommonJS ones inside, which esbuild turns into calls to it), and where a package is.
+// Defined once at the top of every output file: `require`, which loads what is left outside
+// (esbuild's calls for an external package and our first-use createRequire calls resolve from
+// here or from dist/src alike), and where a package is (for the __dirname preludes below).
 const BANNER = `import { createRequire as __serviceCreateRequire } from 'node:module';
 import { dirname as __serviceDirname, join as __serviceJoin } from 'node:path';
 import { existsSync as __serviceExists } from 'node:fs';
