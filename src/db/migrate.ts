@@ -19,8 +19,10 @@ export async function migrateLatest(db: Knex): Promise<string[]> {
     } catch (err) {
       const message = (err as Error)?.message ?? '';
       // two first migrations of one new database (an instance and the CLI) both create knex's own
-      // tables (PostgreSQL: "type knex_migrations_lock already exists"): the loser tries again
-      const raced = /knex_migrations/.test(message) && /already exists/i.test(message);
+      // tables: the loser tries again. PostgreSQL says so as "type knex_migrations_lock already
+      // exists", or, for two CREATE TABLE at the same instant, as a duplicate key in one of its
+      // catalogs ("pg_type_typname_nsp_index", "pg_class_relname_nsp_index")
+      const raced = /knex_migrations/.test(message) && /already exists|unique constraint "pg_\w+_index"/i.test(message);
       const busy = isDbUnavailable(err) || /already locked/i.test(message) || raced;
       if (!busy || Date.now() > until) throw err;
       await new Promise((r) => setTimeout(r, 250));

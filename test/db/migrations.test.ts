@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createDb, knexConfig, type Knex } from '../../src/db/knex.js';
+import { migrateLatest } from '../../src/db/migrate.js';
 import { spawnSync } from 'node:child_process';
 import { freshDatabase, testEnv, type TestDb } from '../support/service.js';
 
@@ -36,6 +37,24 @@ describe('migrations', () => {
     const mod = await import('../../migrations/20261125000000_core.js');
     await mod.up(db);
     expect(await columns('users')).to.deep.equal(before.users);
+  });
+
+  it('several migrators on one new database (instances starting together, the CLI beside them): one applies, the others find nothing left', async function () {
+    this.timeout(60_000);
+    // each on a database of its own, new: the race is on creating knex's own tables
+    for (let round = 0; round < 4; round++) {
+      const fresh = await freshDatabase();
+      const roundDir = fs.mkdtempSync(path.join(dataDir, 'round-'));
+      const handles = [0, 1, 2].map(() => createDb({ databaseUrl: fresh.url, dataDir: roundDir }));
+      try {
+        const applied = await Promise.all(handles.map((h) => migrateLatest(h)));
+        expect(applied.flat().length, `round ${round}`).to.equal(applied.find((a) => a.length)!.length);
+        expect(await migrateLatest(handles[0]!)).to.deep.equal([]);
+      } finally {
+        await Promise.all(handles.map((h) => h.destroy()));
+        await fresh.drop();
+      }
+    }
   });
 
   it('upgrade an older schema that lacks columns, losing nothing', async () => {
