@@ -11,6 +11,7 @@ import tseslint from 'typescript-eslint';
 export default defineConfig(
   globalIgnores([
     'dist/',
+    'dist.building/',
     'node_modules/',
     'coverage/',
     'test-artifacts/',

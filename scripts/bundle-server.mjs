@@ -3,39 +3,45 @@
 // start then reads a few files instead of resolving, reading and compiling some 1,800 modules
 // one by one, which was most of its time (docs/performance.md, "Cold start").
 //
-// What stays outside the bundle, loaded from node_modules as before:
+// What stays outside the bundle is loaded at run time from dist/server, where Node finds this
+// package's own dependencies and nothing else (an install may nest a dependency's dependencies
+// under it, or hoist another version of one). So only dependencies of package.json stay outside,
+// and the build refuses anything else (checkOutside):
 // - the packages the service loads at the first use of an optional feature (pg, ldapts, the
 //   gRPC and D-Bus clients, zxcvbn, …: createRequire calls, which esbuild does not follow; a
-//   package outside is outside for every importer, so there is one copy of each and pg's type
+//   package outside is outside for every importer, so there is one copy of it and pg's type
 //   parsers, ldapts's error classes are those its other users get);
-// - native modules and the database drivers knex names but the service never installs;
-// - tsx, loaded to import a plugin written in TypeScript.
+// - KEPT_OUTSIDE: packages that run or read files of their own at run time (a bundled copy would
+//   pair the build's code with the installed files), a native module, tsx;
+// - packages that bundled code requires only optionally and that are not installed (NOT_INSTALLED,
+//   and those esbuild leaves outside itself: a require inside a try).
 //
 // Paths keep meaning what they meant: `import.meta.url` in a module of dist/src is that module's
-// file (the hash worker, the migrations and package.json are found beside it), and a package's
-// `__dirname` / `__filename` are its own file's in node_modules, found where Node would find the
-// package from dist/server (in this tree or in an installed package's hoisted node_modules).
+// file (the hash worker, the migrations and package.json are found beside it). A bundled
+// package's `__dirname` / `__filename` are refused, save for OWN_FILES_UNUSED.
 import fs from 'node:fs';
+import { builtinModules, createRequire } from 'node:module';
 import path from 'node:path';
 import { build } from 'esbuild';
 
-/** what knex's dialects require and the service never installs, and modules with a native part */
-const NEVER_BUNDLED = [
-  'better-sqlite3',
-  'pg-native',
-  'cpu-features',
-  'ssh2',
-  'oracledb',
-  'mysql',
-  'mysql2',
-  'mariadb',
-  'tedious',
-  'sqlite3',
-  '@vscode/sqlite3',
-  'pg-query-stream',
-  'x11',
-  'tsx',
-];
+/** dependencies never bundled, and why */
+const KEPT_OUTSIDE = {
+  pino: "its transports run their worker (its own and thread-stream's) from the package's files",
+  piscina: 'runs its worker file in each thread',
+  dockerode: 'reads its .proto files; its tree holds ssh2 (native helpers) and @grpc copies of its own (loaded at first use anyway)',
+  ioredis: 'reads its package.json for the version it reports (loaded only with Redis anyway)',
+  'better-sqlite3': 'a native module',
+  tsx: 'registers its loader for TypeScript plugins',
+};
+
+/** required by a bundled package only in a configuration the service never makes: knex's other drivers */
+const NOT_INSTALLED = ['sqlite3', 'pg-query-stream'];
+
+/**
+ * Bundled packages whose `__dirname` names files the service never uses; it is set to the
+ * installed package's folder (where Node finds it from dist/server: a dependency of ours).
+ */
+const OWN_FILES_UNUSED = { knex: 'the templates of migrate.make and seed.make' };
 
 /**
  * What the sources load with `createRequire(import.meta.url)('…')` (written so, never through a
@@ -66,7 +72,7 @@ export function loadedAtFirstUse(srcDir) {
 
 // Defined once at the top of every output file: `require`, which loads what is left outside
 // (esbuild's calls for an external package and our first-use createRequire calls resolve from
-// here or from dist/src alike), and where a package is (for the __dirname preludes below).
+// here or from dist/src alike), and where a package is (for OWN_FILES_UNUSED's preludes below).
 const BANNER = `import { createRequire as __serviceCreateRequire } from 'node:module';
 import { dirname as __serviceDirname, join as __serviceJoin } from 'node:path';
 import { existsSync as __serviceExists } from 'node:fs';
@@ -85,7 +91,15 @@ function packageOf(file) {
   return { name: parts.slice(0, take).join('/'), rel: parts.slice(take).join('/') };
 }
 
-/** The esbuild plugin that keeps import.meta.url, __dirname and __filename meaning what they did (above). */
+/** The folder of package `name` as Node finds it from `fromFile`, or null. */
+function packageDir(name, fromFile) {
+  for (const dir of createRequire(fromFile).resolve.paths(name) ?? []) {
+    if (fs.existsSync(path.join(dir, name, 'package.json'))) return fs.realpathSync(path.join(dir, name));
+  }
+  return null;
+}
+
+/** The esbuild plugin that keeps import.meta.url meaning what it did, and refuses a bundled package's own paths (above). */
 function keepPaths(outDir) {
   return {
     name: 'keep-paths',
@@ -102,15 +116,44 @@ function keepPaths(outDir) {
         if (ownModule) return undefined;
         if (text.includes('import.meta')) throw new Error(`${args.path} uses import.meta: not handled by the bundle (scripts/bundle-server.mjs)`);
         if (!/\b__(dirname|filename)\b/.test(text)) return undefined;
-        if (/\b(var|let|const)\s+__(dirname|filename)\b/.test(text))
-          throw new Error(`${args.path} declares __dirname or __filename: not handled by the bundle`);
-        // CommonJS: esbuild wraps the module in a function, so these are the module's own
         const { name, rel } = packageOf(args.path);
+        if (!Object.hasOwn(OWN_FILES_UNUSED, name) || /\b(var|let|const)\s+__(dirname|filename)\b/.test(text))
+          throw new Error(
+            `${args.path} finds files of its own package at run time: keep the dependency that brings ${name} outside the bundle (KEPT_OUTSIDE in scripts/bundle-server.mjs)`,
+          );
+        // CommonJS: esbuild wraps the module in a function, so these are the module's own
         const prelude = `var __filename = __servicePackageFile(${JSON.stringify(name)}, ${JSON.stringify(rel)}), __dirname = __serviceDirname(__filename);\n`;
         return { contents: prelude + text, loader: 'js' };
       });
     },
   };
+}
+
+/**
+ * Refuses an external the bundle would not find at run time as its importer does: anything but a
+ * dependency of package.json (found from dist/server, where Node finds ours), or a dependency of
+ * ours that a bundled package finds elsewhere (another copy: its own version). Packages that are
+ * not installed at all are what bundled code requires only optionally.
+ */
+function checkOutside(metafile, root, dependencies) {
+  const builtin = new Set(builtinModules);
+  const rootFile = path.join(root, 'package.json');
+  const refused = [];
+  for (const [input, { imports }] of Object.entries(metafile.inputs)) {
+    for (const { path: spec, external } of imports) {
+      if (!external || spec.startsWith('node:') || spec.startsWith('.') || spec.startsWith('<') || builtin.has(spec.split('/')[0])) continue;
+      const name = packageName(spec);
+      const importer = path.resolve(root, input);
+      const theirs = input.includes('node_modules/') ? packageDir(name, importer) : packageDir(name, rootFile);
+      if (theirs === null) continue;
+      if (!Object.hasOwn(dependencies, name)) refused.push(`${input} requires ${name}, which is not a dependency of package.json`);
+      else if (theirs !== packageDir(name, rootFile)) refused.push(`${input} requires its own copy of ${name} (${theirs}), not ours`);
+    }
+  }
+  if (refused.length > 0)
+    throw new Error(
+      `the bundle would load these from dist/server, not where their importer finds them; keep the dependency that brings the importer outside (KEPT_OUTSIDE in scripts/bundle-server.mjs):\n  ${refused.join('\n  ')}`,
+    );
 }
 
 /**
@@ -131,6 +174,7 @@ const otherDialects = {
 /** Bundles `<dist>/src/main.js` into `<dist>/server/`. */
 export async function bundleServer(root, dist) {
   const outDir = path.join(dist, 'server');
+  const { dependencies } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
   const result = await build({
     entryPoints: [path.join(dist, 'src/main.js')],
     outdir: outDir,
@@ -140,7 +184,9 @@ export async function bundleServer(root, dist) {
     format: 'esm',
     platform: 'node',
     target: 'node20',
-    external: [...NEVER_BUNDLED, ...loadedAtFirstUse(path.join(root, 'src'))],
+    external: [...Object.keys(KEPT_OUTSIDE), ...NOT_INSTALLED, ...loadedAtFirstUse(path.join(root, 'src'))],
+    // from a dist/ outside this tree too (the package test's rebuild): its packages are ours
+    nodePaths: [path.join(root, 'node_modules')],
     banner: { js: BANNER },
     // less to read and parse at a start; names kept for logs, errors and the classes that read theirs
     minifyWhitespace: true,
@@ -152,5 +198,6 @@ export async function bundleServer(root, dist) {
     logLevel: 'warning',
     plugins: [keepPaths(outDir), otherDialects],
   });
+  checkOutside(result.metafile, root, dependencies);
   return result.metafile;
 }

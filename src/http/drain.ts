@@ -13,14 +13,16 @@ import net from 'node:net';
 export const KEEP_ALIVE_MS = 65_000;
 
 /**
- * How long a stop leaves a connection idle at its start to its peer: past a balancer's own idle
- * keep-alive (4 s in docs/deploy/nginx.conf and the Caddyfile; the deploy tests hold them below
- * this), so that by then a balancer has closed each of its idle connections itself and never
- * writes a request onto one the stop is closing. One still idle then is a client's own (a
- * browser's, a script's): closed, as a keep-alive timeout closes it, instead of holding the stop
- * to its grace.
+ * How long a stop leaves a connection idle at its start to its peer: 2 s past a balancer's own
+ * idle keep-alive (4 s in docs/deploy/nginx.conf and the Caddyfile; the deploy tests hold them at
+ * least STOP_IDLE_MARGIN_MS below this), so that by then a balancer has closed each of its idle
+ * connections itself and never writes a request onto one the stop is closing, even when this
+ * timer runs late on a loaded instance (as KEEP_ALIVE_MS's did by a second). One still idle then
+ * is a client's own (a browser's, a script's): closed, as a keep-alive timeout closes it, instead
+ * of holding the stop to its grace.
  */
-export const STOP_IDLE_MS = 5000;
+export const STOP_IDLE_MS = 6000;
+export const STOP_IDLE_MARGIN_MS = 2000;
 
 /** A stop's grace (main.ts): what is still open then (a request still running, a connection that never sent one) is cut. */
 export const STOP_GRACE_MS = 8000;

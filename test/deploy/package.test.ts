@@ -1,4 +1,4 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { builtinModules } from 'node:module';
@@ -69,6 +69,103 @@ function clientDocExamples(): string[] {
   return [...doc.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!).filter((code) => code.includes("from 'service-core/client'"));
 }
 
+/** `npm pack` of this tree (its dist/ as built) into `dir`: the tarball and the files it holds. */
+async function packRelease(dir: string): Promise<{ tarball: string; packed: string[] }> {
+  // --ignore-scripts: pack the dist/ that is there (prepare would rebuild it under other tests' feet)
+  const pack = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], {
+    cwd: ROOT,
+    env: cleanEnv(),
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  const [info] = JSON.parse(pack.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  return { tarball: path.join(dir, info!.filename), packed: info!.files.map((f) => f.path) };
+}
+
+/**
+ * `npm install --omit=dev` of the tarball (and `extra` packages) into a new project at `app`.
+ * better-sqlite3 installs a prebuilt binary where it can download one (an operator's install
+ * does); here nothing can be downloaded, so it gets the one this tree built, as a local
+ * prebuild, instead of a minute and more of compiling.
+ */
+async function installRelease(app: string, tarball: string, extra: string[], npmOptions: string[] = []): Promise<void> {
+  fs.mkdirSync(app);
+  fs.writeFileSync(
+    path.join(app, 'package.json'),
+    JSON.stringify({ name: 'service-core-consumer', private: true, type: 'module', allowScripts: repoPackage.allowScripts ?? {} }, null, 2),
+  );
+  const prebuilds = path.join(app, '.prebuilds');
+  const sqlite = path.join(ROOT, 'node_modules/better-sqlite3');
+  const sqliteVersion = (JSON.parse(fs.readFileSync(path.join(sqlite, 'package.json'), 'utf8')) as { version: string }).version;
+  fs.mkdirSync(prebuilds);
+  await run('tar', [
+    '-czf',
+    path.join(prebuilds, `better-sqlite3-v${sqliteVersion}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`),
+    '-C',
+    sqlite,
+    'build/Release/better_sqlite3.node',
+  ]);
+  await run('npm', ['install', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', ...npmOptions, '--prefix', app, tarball, ...extra], {
+    cwd: app,
+    env: { ...cleanEnv(), npm_config_better_sqlite3_local_prebuilds: prebuilds },
+    timeout: INSTALL_TIMEOUT_MS,
+    maxBuffer: 16 * 1024 * 1024,
+  }).catch((err: { stderr?: string; message: string }) => {
+    throw new Error(`npm install of the tarball failed: ${err.stderr?.slice(-3000) ?? err.message}`);
+  });
+}
+
+/** An operator's production settings for a service at `url` with its data in `dataDir`. */
+function productionEnv(url: string, dataDir: string, adminPassword: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return cleanEnv({
+    SERVICE_ENV: 'production',
+    SERVICE_HOST: '127.0.0.1',
+    SERVICE_PORT: new URL(url).port,
+    SERVICE_PUBLIC_URL: url,
+    SERVICE_DATA_DIR: dataDir,
+    SERVICE_SECRET_KEY: crypto.randomBytes(48).toString('base64'),
+    SERVICE_ADMIN_PASSWORD: adminPassword,
+    SERVICE_BOT_PASSWORD: crypto.randomBytes(12).toString('hex'),
+    ...extra,
+  });
+}
+
+interface InstalledService {
+  output(): string;
+  /** sends `signal` unless it has exited; resolves with its exit code */
+  kill(signal: NodeJS.Signals): Promise<number | null>;
+}
+
+/** The installed package's server, as the systemd unit runs it (dist/server/main.js from `app`), once /readyz answers 200. */
+async function startInstalled(app: string, env: NodeJS.ProcessEnv, url: string): Promise<InstalledService> {
+  let output = '';
+  const child = spawn(process.execPath, ['node_modules/service-core/dist/server/main.js'], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout!.on('data', (d) => (output += d.toString()));
+  child.stderr!.on('data', (d) => (output += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const service: InstalledService = {
+    output: () => output,
+    kill: async (signal) => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (
+    (await fetch(`${url}/readyz`).then(
+      (r) => r.status,
+      () => 0,
+    )) !== 200
+  ) {
+    if (child.exitCode !== null) throw new Error(`the installed service exited (${child.exitCode}):\n${output.slice(-3000)}`);
+    if (Date.now() > deadline) {
+      await service.kill('SIGKILL');
+      throw new Error(`the installed service was not ready within ${READY_TIMEOUT_MS / 1000} s:\n${output.slice(-3000)}`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return service;
+}
+
 /**
  * The release as an operator installs it: `npm pack` of this tree (its dist/ as built), installed
  * with `npm install --omit=dev` into an empty folder, started with node from there on the
@@ -84,9 +181,7 @@ describe('the npm package, installed without dev dependencies', function () {
   let packed: string[];
   let tarball: string;
   let installed: PackageJson;
-  let service: ChildProcess | null = null;
-  let exited: Promise<number | null>;
-  let output = '';
+  let service: InstalledService | undefined;
   let url: string;
   let serviceEnv: NodeJS.ProcessEnv;
   const admin = { username: 'admin', password: crypto.randomBytes(12).toString('hex') };
@@ -97,89 +192,22 @@ describe('the npm package, installed without dev dependencies', function () {
       if (!fs.existsSync(path.join(ROOT, built))) throw new Error(`${built} is missing: build first (npm run build; npm ci runs it)`);
     }
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-package-'));
-    // --ignore-scripts: pack the dist/ that is there (prepare would rebuild it under other tests' feet)
-    const pack = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', tmp], {
-      cwd: ROOT,
-      env: cleanEnv(),
-      maxBuffer: 16 * 1024 * 1024,
-    });
-    const [info] = JSON.parse(pack.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
-    packed = info!.files.map((f) => f.path);
-    tarball = path.join(tmp, info!.filename);
-
+    ({ tarball, packed } = await packRelease(tmp));
     app = path.join(tmp, 'app');
-    fs.mkdirSync(app);
     // a project of its own: the client's caller brings ws (and its types) itself
-    fs.writeFileSync(
-      path.join(app, 'package.json'),
-      JSON.stringify({ name: 'service-core-consumer', private: true, type: 'module', allowScripts: repoPackage.allowScripts ?? {} }, null, 2),
-    );
-    // better-sqlite3 installs a prebuilt binary where it can download one (an operator's install
-    // does); here nothing can be downloaded, so it gets the one this tree built, as a local
-    // prebuild, instead of a minute and more of compiling
-    const prebuilds = path.join(tmp, 'prebuilds');
-    const sqlite = path.join(ROOT, 'node_modules/better-sqlite3');
-    const sqliteVersion = (JSON.parse(fs.readFileSync(path.join(sqlite, 'package.json'), 'utf8')) as { version: string }).version;
-    fs.mkdirSync(prebuilds);
-    await run('tar', [
-      '-czf',
-      path.join(prebuilds, `better-sqlite3-v${sqliteVersion}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`),
-      '-C',
-      sqlite,
-      'build/Release/better_sqlite3.node',
-    ]);
-    await run(
-      'npm',
-      ['install', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', '--prefix', app, tarball, `ws@${repoPackage.dependencies.ws}`, '@types/ws@8'],
-      {
-        cwd: app,
-        env: { ...cleanEnv(), npm_config_better_sqlite3_local_prebuilds: prebuilds },
-        timeout: INSTALL_TIMEOUT_MS,
-        maxBuffer: 16 * 1024 * 1024,
-      },
-    ).catch((err: { stderr?: string; message: string }) => {
-      throw new Error(`npm install of the tarball failed: ${err.stderr?.slice(-3000) ?? err.message}`);
-    });
+    await installRelease(app, tarball, [`ws@${repoPackage.dependencies.ws}`, '@types/ws@8']);
     installed = JSON.parse(fs.readFileSync(path.join(app, 'node_modules/service-core/package.json'), 'utf8')) as PackageJson;
 
     const port = await unusedPort();
     url = `http://127.0.0.1:${port}`;
-    serviceEnv = cleanEnv({
-      SERVICE_ENV: 'production',
-      SERVICE_HOST: '127.0.0.1',
-      SERVICE_PORT: String(port),
-      SERVICE_PUBLIC_URL: url,
-      SERVICE_DATA_DIR: path.join(tmp, 'data'),
-      SERVICE_SECRET_KEY: crypto.randomBytes(48).toString('base64'),
-      SERVICE_ADMIN_PASSWORD: admin.password,
-      SERVICE_BOT_PASSWORD: crypto.randomBytes(12).toString('hex'),
-      SERVICE_LOG_LEVEL: 'warn',
-    });
+    serviceEnv = productionEnv(url, path.join(tmp, 'data'), admin.password, { SERVICE_LOG_LEVEL: 'warn' });
     // as the systemd unit runs it, from the installed package (its default plugins dir, ./plugins, is absent)
-    const child = spawn(process.execPath, ['node_modules/service-core/dist/server/main.js'], { cwd: app, env: serviceEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-    service = child;
-    child.stdout!.on('data', (d) => (output += d.toString()));
-    child.stderr!.on('data', (d) => (output += d.toString()));
-    exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
-    const deadline = Date.now() + READY_TIMEOUT_MS;
-    while (
-      (await fetch(`${url}/readyz`).then(
-        (r) => r.status,
-        () => 0,
-      )) !== 200
-    ) {
-      if (child.exitCode !== null) throw new Error(`the installed service exited (${child.exitCode}):\n${output.slice(-3000)}`);
-      if (Date.now() > deadline) throw new Error(`the installed service was not ready within ${READY_TIMEOUT_MS / 1000} s:\n${output.slice(-3000)}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    service = await startInstalled(app, serviceEnv, url);
   });
 
   after(async function () {
     this.timeout(30_000);
-    if (service && service.exitCode === null && service.signalCode === null) {
-      service.kill('SIGKILL');
-      await exited;
-    }
+    await service?.kill('SIGKILL');
     if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
   });
 
@@ -364,8 +392,63 @@ export {};
   });
 
   it('stops on SIGTERM with exit code 0', async function () {
-    service!.kill('SIGTERM');
-    expect(await exited, output.slice(-2000)).to.equal(0);
+    expect(await service!.kill('SIGTERM'), service!.output().slice(-2000)).to.equal(0);
+  });
+});
+
+/**
+ * The bundle finds what it leaves outside from dist/server, where Node finds this package's own
+ * dependencies and nothing else: with npm's nested layout a dependency's dependencies sit under
+ * it (pino's thread-stream, dockerode's docker-modem), not beside the package. The build keeps
+ * only dependencies outside (scripts/bundle-server.mjs); this installs the release so and runs
+ * what loads those packages: the log (pino), a password check (piscina's worker), the container
+ * provider (dockerode, answering that its socket is missing).
+ */
+describe('the npm package in a nested install (npm install --install-strategy=nested)', function () {
+  this.timeout(60_000);
+  let tmp: string;
+  let app: string;
+  let url: string;
+  let service: InstalledService | undefined;
+  const password = crypto.randomBytes(12).toString('hex');
+
+  before(async function () {
+    this.timeout(INSTALL_TIMEOUT_MS + READY_TIMEOUT_MS);
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-nested-'));
+    const { tarball } = await packRelease(tmp);
+    app = path.join(tmp, 'app');
+    await installRelease(app, tarball, [], ['--install-strategy=nested']);
+    url = `http://127.0.0.1:${await unusedPort()}`;
+    const env = productionEnv(url, path.join(tmp, 'data'), password, { SERVICE_LOG_LEVEL: 'info', SERVICE_CONTAINER_SOCKET: path.join(tmp, 'no-daemon.sock') });
+    service = await startInstalled(app, env, url);
+  });
+
+  after(async function () {
+    this.timeout(30_000);
+    await service?.kill('SIGKILL');
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('the layout is nested: the packages the bundle leaves outside keep their own dependencies under them', () => {
+    const own = path.join(app, 'node_modules/service-core/node_modules');
+    for (const [dependency, theirs] of [
+      ['pino', 'thread-stream'],
+      ['dockerode', 'docker-modem'],
+    ] as const) {
+      expect(fs.existsSync(path.join(own, dependency, 'node_modules', theirs, 'package.json')), `${dependency}/node_modules/${theirs}`).to.equal(true);
+      expect(fs.existsSync(path.join(own, theirs)), `${theirs} beside the package's dependencies`).to.equal(false);
+    }
+  });
+
+  it('the bundle starts, logs, checks a password and reaches the container provider', async () => {
+    expect(service!.output()).to.match(/"msg":"ready"/);
+    const auth = { Authorization: `Basic ${Buffer.from(`admin:${password}`).toString('base64')}` };
+    const me = await fetch(`${url}/api/me`, { headers: auth });
+    expect(me.status).to.equal(200);
+    const health = await fetch(`${url}/api/socket/container/health`, { headers: auth });
+    expect(health.status).to.equal(200);
+    expect(await health.json()).to.deep.include({ healthy: false, error: 'container daemon unreachable (health check: ENOENT)' });
+    expect(await service!.kill('SIGTERM'), service!.output().slice(-2000)).to.equal(0);
   });
 });
 
