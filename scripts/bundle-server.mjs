@@ -48,7 +48,7 @@ const OWN_FILES_UNUSED = { knex: 'the templates of migrate.make and seed.make' }
  * variable: the build refuses one), by package name: bundled where a start loads it (AT_START),
  * else left outside and loaded from node_modules at the feature's first use, as before.
  */
-export const AT_START = new Set(['koa', 'find-my-way', 'koa-session']);
+export const AT_START = new Set(['koa', 'find-my-way', 'koa-session', '@koa/bodyparser', 'raw-body']);
 const REQUIRE_CALL = /createRequire\(import\.meta\.url\)(\.resolve)?\(\s*'([^']+)'/g;
 const packageName = (spec) =>
   spec

@@ -1,6 +1,4 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import crypto from 'node:crypto';
-import bcrypt from 'bcryptjs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +11,12 @@ export const BCRYPT_COST = 10;
 export const PASSWORD_MAX = 1024;
 /** bcrypt of a random value at BCRYPT_COST: compared against when a user is unknown, so timing tells nobody who exists. */
 const DUMMY_HASH = '$2b$10$BNQfVp7u55aVkTTjvEw6su4r/7b6hVDm5HC0jll90gLYP/rsyhSIi';
+
+/**
+ * DUMMY_HASH at `cost`: the cost is a field of the hash, and a check against it runs that many
+ * rounds whatever salt and digest follow (which then match no password), so no hash is made.
+ */
+export const dummyAt = (cost: number): string => DUMMY_HASH.replace(`$${BCRYPT_COST}$`, `$${String(cost).padStart(2, '0')}$`);
 
 export interface PasswordOptions {
   /** worker threads; 0 hashes on the calling thread (the CLI and knex seeds, never the server) */
@@ -57,7 +61,7 @@ export class Passwords {
 
   constructor(opts: PasswordOptions = {}) {
     this.cost = opts.cost ?? BCRYPT_COST;
-    this.dummy = this.cost === BCRYPT_COST ? DUMMY_HASH : bcrypt.hashSync(crypto.randomBytes(16).toString('hex'), this.cost);
+    this.dummy = dummyAt(this.cost);
     this.maxQueue = opts.maxQueue ?? 64;
     const threads = opts.threads ?? Math.max(1, (os.availableParallelism?.() ?? os.cpus().length) - 1);
     this.threads = threads;

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { Passwords } from '../../src/iam/passwords.js';
+import { dummyAt, Passwords } from '../../src/iam/passwords.js';
 import { DomainError } from '../../src/errors.js';
 
 /** The password pool's two lanes: the priority lane is served first, and each lane has its own bound. */
@@ -41,5 +41,20 @@ describe('password pool lanes', function () {
     } finally {
       await passwords.close();
     }
+  });
+});
+
+describe('the dummy hash an unknown user is checked against', () => {
+  it('has the configured cost, so the check of an unknown user takes as long as a real one; it matches no password', async () => {
+    const bcrypt = (await import('bcryptjs')).default;
+    for (const cost of [4, 10, 12]) {
+      const dummy = dummyAt(cost);
+      expect(bcrypt.getRounds(dummy), `cost ${cost}`).to.equal(cost);
+      expect(dummy).to.have.length(60);
+    }
+    // bcrypt runs its rounds on it: it skips them only for a hash not 60 characters long, and throws on a malformed salt
+    expect(bcrypt.compareSync('', dummyAt(4))).to.equal(false);
+    const passwords = new Passwords({ threads: 0, cost: 4 });
+    expect(await passwords.verify('any password', null)).to.equal(false);
   });
 });
