@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { unusedPort } from '../auth/helpers.js';
 import { testEnv } from './service.js';
@@ -16,6 +17,20 @@ export interface ServiceProcess {
 }
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
+
+/**
+ * /readyz's status (0: no answer), on a connection of its own that closes after the answer: one
+ * left idle (fetch keeps its connections) would hold the service's stop to STOP_IDLE_MS.
+ */
+function readyzStatus(port: number): Promise<number> {
+  return new Promise((resolve) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/readyz', agent: false, headers: { connection: 'close' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', () => resolve(0));
+  });
+}
 
 /**
  * How long a service started as a process may take to get ready (`/readyz` 200, or its `ready`
@@ -95,10 +110,7 @@ export async function spawnService(opts: {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`the service process exited (${child.exitCode}):\n${out.slice(-2000)}`);
-    const ready = await fetch(`${url}/readyz`).then(
-      (r) => r.status === 200,
-      () => false,
-    );
+    const ready = (await readyzStatus(port)) === 200;
     if (ready) break;
     if (Date.now() > deadline) {
       // gone before the caller removes its data dir
