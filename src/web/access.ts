@@ -15,14 +15,35 @@ export interface PageDef {
   /** the browser module of the page, under /static */
   module: string;
   admin: boolean;
+  /**
+   * the permission its panels read their data with from the API: one who opened the page by its
+   * route permission alone is told so once, instead of seeing every panel answer 403
+   */
+  data?: string;
 }
 
 export const PAGES = {
   dashboard: { key: 'dashboard', path: '/', title: 'Dashboard', anyOf: ['feature:dashboard.view', 'route:/'], module: 'dashboard.js', admin: false },
   // one's own profile, second factors, keys and sessions: every signed-in person has an account to look after
   account: { key: 'account', path: '/settings', title: 'Account', anyOf: [], module: 'account.js', admin: false },
-  users: { key: 'users', path: '/admin/users', title: 'Users', anyOf: ['feature:admin.users', 'route:/admin/users'], module: 'users.js', admin: true },
-  groups: { key: 'groups', path: '/admin/groups', title: 'Groups', anyOf: ['feature:admin.groups', 'route:/admin/groups'], module: 'groups.js', admin: true },
+  users: {
+    key: 'users',
+    path: '/admin/users',
+    title: 'Users',
+    anyOf: ['feature:admin.users', 'route:/admin/users'],
+    module: 'users.js',
+    admin: true,
+    data: 'feature:admin.users',
+  },
+  groups: {
+    key: 'groups',
+    path: '/admin/groups',
+    title: 'Groups',
+    anyOf: ['feature:admin.groups', 'route:/admin/groups'],
+    module: 'groups.js',
+    admin: true,
+    data: 'feature:admin.groups',
+  },
   authentication: {
     key: 'authentication',
     path: '/admin/authentication',
@@ -30,6 +51,7 @@ export const PAGES = {
     anyOf: ['feature:admin.settings', 'route:/admin/authentication'],
     module: 'authentication.js',
     admin: true,
+    data: 'feature:admin.settings',
   },
   integrations: {
     key: 'integrations',
@@ -38,6 +60,7 @@ export const PAGES = {
     anyOf: ['feature:admin.settings', 'route:/admin/integrations'],
     module: 'integrations.js',
     admin: true,
+    data: 'feature:admin.settings',
   },
   plugins: {
     key: 'plugins',
@@ -46,8 +69,17 @@ export const PAGES = {
     anyOf: ['feature:admin.plugins', 'route:/admin/plugins'],
     module: 'plugins.js',
     admin: true,
+    data: 'feature:admin.plugins',
   },
-  audit: { key: 'audit', path: '/admin/audit', title: 'Audit', anyOf: ['feature:admin.audit', 'route:/admin/audit'], module: 'audit.js', admin: true },
+  audit: {
+    key: 'audit',
+    path: '/admin/audit',
+    title: 'Audit',
+    anyOf: ['feature:admin.audit', 'route:/admin/audit'],
+    module: 'audit.js',
+    admin: true,
+    data: 'feature:admin.audit',
+  },
   // the providers' health is for plugin administrators too; records, leases and units come with the host services' own read permissions
   hosts: {
     key: 'hosts',
@@ -73,7 +105,7 @@ export function allowedPages(id: ApiIdentity): PageDef[] {
   return Object.values(PAGES).filter((p) => pageAllowed(id, p));
 }
 
-const ADMIN_PAGES: PageDef[] = Object.values(PAGES).filter((p) => p.admin);
+export const ADMIN_PAGES: PageDef[] = Object.values(PAGES).filter((p) => p.admin);
 
 /**
  * /admin, the top bar's "Administration": it opens the first administration page this identity

@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import type { ApiIdentity } from '../auth/identity.js';
 import { VERSION } from '../version.js';
 import { html, type SafeHtml } from './html.js';
-import { ADMIN_INDEX, allowedPages, uiPermissions, type PageDef } from './access.js';
+import { ADMIN_INDEX, ADMIN_PAGES, allowedPages, uiPermissions, type PageDef } from './access.js';
 
 /**
  * The page shell every signed-in page shares: navigation (only the pages this identity may
@@ -144,7 +144,20 @@ ${siteFooter()}
   });
 }
 
-/** 403 for a signed-in identity that may not open the page (naming what would open it). */
+/** `a`, `a` or `b`, `a`, `b` or `c`: each as code. */
+const orList = (items: readonly string[]): SafeHtml =>
+  html`${items.map((p, i) => html`${i === 0 ? '' : i === items.length - 1 ? ' or ' : ', '}<code>${p}</code>`)}`;
+
+/**
+ * A page opened by its route permission without the permission its data needs (PageDef.data):
+ * said once, instead of panels that would each answer 403.
+ */
+export function withoutData(id: ApiIdentity, page: PageDef): SafeHtml {
+  const opened = page.anyOf.find((p) => p.startsWith('route:') && id.allows(p));
+  return html`<p class="note" data-without-data>You may open this page${opened ? html` (<code>${opened}</code>)` : ''}, but what it shows comes from the API, which needs <code>${page.data ?? ''}</code>. Ask an administrator for that permission.</p>`;
+}
+
+/** 403 for a signed-in identity that may not open the page (naming what would open it; for /admin, page by page). */
 export function forbiddenPage(id: ApiIdentity, page: PageDef): SafeHtml {
   return htmlDocument({
     title: 'Access denied',
@@ -152,8 +165,13 @@ export function forbiddenPage(id: ApiIdentity, page: PageDef): SafeHtml {
     referrer: 'same-origin',
     body: html`<main class="card">
 <h1>Access denied</h1>
-<p>You are signed in as <strong>${id.username}</strong>, but the <em>${page.title}</em> page needs one of these permissions:</p>
-<ul>${page.anyOf.map((p) => html`<li><code>${p}</code></li>`)}</ul>
+${
+  page === ADMIN_INDEX
+    ? html`<p>You are signed in as <strong>${id.username}</strong>, but the administration pages each need a permission of their own:</p>
+<ul>${ADMIN_PAGES.map((p) => html`<li>${p.title}: ${orList(p.anyOf)}</li>`)}</ul>`
+    : html`<p>You are signed in as <strong>${id.username}</strong>, but the <em>${page.title}</em> page needs one of these permissions:</p>
+<ul>${page.anyOf.map((p) => html`<li><code>${p}</code></li>`)}</ul>`
+}
 <p>Ask an administrator for access, or <a href="/">go to the start page</a>.</p>
 <form method="post" action="/logout"><button type="submit">Sign in as someone else</button></form>
 </main>

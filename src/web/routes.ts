@@ -8,7 +8,7 @@ import { collectEndpoints, type Endpoint } from '../http/api.js';
 import { buildOpenApi } from '../http/openapi.js';
 import { VERSION } from '../version.js';
 import { ADMIN_INDEX, allowedPages, DOCS_PAGE, PAGES, pageAllowed, type PageDef } from './access.js';
-import { appPage, forbiddenPage, sendHtml } from './layout.js';
+import { appPage, forbiddenPage, sendHtml, withoutData } from './layout.js';
 import {
   accountContent,
   auditContent,
@@ -101,7 +101,9 @@ export function webRoutes(auth: AuthComponent, extraEndpoints?: ExtraEndpoints):
     r.get(def.path, pageGuard(def), async (ctx) => {
       const id = ctx.state.identity!;
       const user = await userOf(id);
-      sendHtml(ctx, appPage(id, def, content(ctx, user), user?.displayName));
+      // opened by its route permission alone: one notice, and no module whose every call would answer 403
+      if (def.data && !id.allows(def.data)) sendHtml(ctx, appPage(id, { ...def, module: '' }, withoutData(id, def), user?.displayName));
+      else sendHtml(ctx, appPage(id, def, content(ctx, user), user?.displayName));
     });
   };
 

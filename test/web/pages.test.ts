@@ -109,12 +109,32 @@ describe('web pages: access, headers, assets', function () {
     ]);
   });
 
-  it('opens a page through its route:<ui_route> permission', async function () {
+  it('opens a page through its route:<ui_route> permission, and says once which permission its data needs', async function () {
+    const auth = basic(viewer.username, viewer.password);
     await withViewerGranted('route:/admin/plugins', async () => {
-      await request(svc.url).get('/admin/plugins').set('Authorization', basic(viewer.username, viewer.password)).expect(200);
+      const page = await request(svc.url).get('/admin/plugins').set('Authorization', auth).expect(200);
       // the page opens; its data still needs the API permission
-      await request(svc.url).get('/api/plugins').set('Authorization', basic(viewer.username, viewer.password)).expect(403);
+      await request(svc.url).get('/api/plugins').set('Authorization', auth).expect(403);
+      // so it says that once, with no panels (and no module) that would each answer 403
+      const notice = /<p class="note" data-without-data>(.*?)<\/p>/s.exec(page.text)?.[1];
+      expect(notice, page.text).to.be.a('string');
+      expect(notice).to.include('<code>route:/admin/plugins</code>').and.include('<code>feature:admin.plugins</code>');
+      expect(page.text).not.to.include('src="/static/plugins.js"');
+      expect(page.text).to.include('<a href="/admin/plugins" aria-current="page">');
     });
+    // with the data's permission the page is whole
+    await withViewerGranted('feature:admin.plugins', async () => {
+      const page = await request(svc.url).get('/admin/plugins').set('Authorization', auth).expect(200);
+      expect(page.text).to.include('src="/static/plugins.js"').and.not.include('data-without-data');
+    });
+  });
+
+  it("lists, on /admin's 403 page, each administration page with the permissions that open it", async function () {
+    const refused = await request(svc.url).get('/admin').set('Authorization', basic(viewer.username, viewer.password)).expect(403);
+    const items = [...refused.text.matchAll(/<li>(.*?)<\/li>/gs)].map((m) => m[1]!);
+    expect(items).to.have.length(7);
+    expect(items).to.include('Users: <code>feature:admin.users</code> or <code>route:/admin/users</code>');
+    expect(items.find((i) => i.startsWith('Host services: '))).to.include('<code>socket:dns:read</code>, ');
   });
 
   it('gates the Audit page by feature:admin.audit or route:/admin/audit (its data by the API)', async function () {
