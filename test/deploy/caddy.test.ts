@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,7 +7,7 @@ import { KEEP_ALIVE_MS, STOP_IDLE_MARGIN_MS, STOP_IDLE_MS } from '../../src/http
 import { startService, type TestService } from '../support/service.js';
 import { forwardedForIsTheProxys, loginCallsAndPushThrough } from '../support/proxy.js';
 import { unusedPort } from '../auth/helpers.js';
-import { eventually } from '../plugins/helpers.js';
+import { startForeground } from '../support/foreground.js';
 
 const SHIPPED_CADDYFILE = path.resolve(import.meta.dirname, '../../docs/deploy/Caddyfile');
 
@@ -28,30 +28,15 @@ async function startCaddy(config: string, port: number): Promise<{ stop(): Promi
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'caddy-'));
   const file = path.join(dir, 'Caddyfile');
   fs.writeFileSync(file, config);
-  const env = { ...process.env, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir };
-  const child: ChildProcess = spawn('caddy', ['run', '--config', file, '--adapter', 'caddyfile'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-  let err = '';
-  child.stderr!.on('data', (d) => (err += d.toString()));
-  const exited = new Promise((r) => child.once('exit', r));
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    await exited;
-    fs.rmSync(dir, { recursive: true, force: true });
-  };
-  try {
-    await eventually(
-      async () => {
-        if (child.exitCode !== null) throw new Error(`caddy exited: ${err}`);
-        expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).to.equal(200);
-      },
-      10_000,
-      100,
-    );
-  } catch (e) {
-    await stop();
-    throw e;
-  }
-  return { stop };
+  const caddy = await startForeground({
+    name: 'caddy',
+    command: 'caddy',
+    args: ['run', '--config', file, '--adapter', 'caddyfile'],
+    dir,
+    env: { ...process.env, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir },
+    readyUrl: `http://127.0.0.1:${port}/readyz`,
+  });
+  return { stop: () => caddy.stop('SIGTERM') };
 }
 
 /** The shipped Caddyfile in front of one instance. */

@@ -1,7 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { startForeground } from './foreground.js';
 
 /**
  * Debian's nginx running the shipped docs/deploy/nginx.conf in front of the test's instances:
@@ -11,8 +11,6 @@ import path from 'node:path';
  */
 
 export const SHIPPED_NGINX = path.resolve(import.meta.dirname, '../../docs/deploy/nginx.conf');
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** A commented-out line of the file, as it reads once uncommented. */
 const uncommented = (line: string) => line.replace(/^#( |$)/, '');
@@ -82,35 +80,7 @@ export async function startNginx(site: string, port: number, connections = 256):
       '}',
     ].join('\n'),
   );
-  const child: ChildProcess = spawn('nginx', ['-c', conf, '-p', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let err = '';
-  child.stderr!.on('data', (d) => (err += d.toString()));
-  const exited = new Promise((r) => child.once('exit', r));
-  const onExit = () => child.kill('SIGKILL');
-  process.once('exit', onExit);
-  const stop = async (signal: NodeJS.Signals) => {
-    process.off('exit', onExit);
-    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-    await exited;
-    fs.rmSync(dir, { recursive: true, force: true });
-  };
   const origin = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    if (child.exitCode !== null) {
-      await stop('SIGKILL');
-      throw new Error(`nginx exited: ${err}`);
-    }
-    const up = await fetch(`${origin}/healthz`).then(
-      (r) => r.status === 200,
-      () => false,
-    );
-    if (up) break;
-    if (Date.now() > deadline) {
-      await stop('SIGKILL');
-      throw new Error(`nginx did not answer within 10 s: ${err}`);
-    }
-    await sleep(100);
-  }
-  return { origin, site, errors: () => fs.readFileSync(path.join(dir, 'logs', 'error.log'), 'utf8'), stop: () => stop('SIGQUIT') };
+  const nginx = await startForeground({ name: 'nginx', command: 'nginx', args: ['-c', conf, '-p', dir], dir, readyUrl: `${origin}/healthz` });
+  return { origin, site, errors: () => fs.readFileSync(path.join(dir, 'logs', 'error.log'), 'utf8'), stop: () => nginx.stop('SIGQUIT') };
 }
