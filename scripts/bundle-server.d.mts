@@ -7,3 +7,7 @@ export const AT_START: ReadonlySet<string>;
 export function loadedAtFirstUse(srcDir: string): string[];
 /** bundles `<dist>/src/main.js` into `<dist>/server/` */
 export function bundleServer(root: string, dist: string): Promise<Metafile>;
+/** dependencies never bundled (they run or read files of their own at run time), and why */
+export const KEPT_OUTSIDE: Readonly<Record<string, string>>;
+/** throws naming every external of `metafile` the bundle would not find at run time as its importer does */
+export function checkOutside(metafile: Pick<Metafile, 'inputs'>, root: string, dependencies: Record<string, string>): void;

@@ -25,7 +25,7 @@ import path from 'node:path';
 import { build } from 'esbuild';
 
 /** dependencies never bundled, and why */
-const KEPT_OUTSIDE = {
+export const KEPT_OUTSIDE = {
   pino: "its transports run their worker (its own and thread-stream's) from the package's files",
   piscina: 'runs its worker file in each thread',
   dockerode: 'reads its .proto files; its tree holds ssh2 (native helpers) and @grpc copies of its own (loaded at first use anyway)',
@@ -135,7 +135,7 @@ function keepPaths(outDir) {
  * ours that a bundled package finds elsewhere (another copy: its own version). Packages that are
  * not installed at all are what bundled code requires only optionally.
  */
-function checkOutside(metafile, root, dependencies) {
+export function checkOutside(metafile, root, dependencies) {
   const builtin = new Set(builtinModules);
   const rootFile = path.join(root, 'package.json');
   const refused = [];

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import request from 'supertest';
 import { READY_TIMEOUT_MS, spawnService, type ServiceProcess } from '../support/process.js';
-import { AT_START, loadedAtFirstUse } from '../../scripts/bundle-server.mjs';
+import { AT_START, checkOutside, KEPT_OUTSIDE, loadedAtFirstUse } from '../../scripts/bundle-server.mjs';
 import { ADMIN, basic, freshDatabase, type TestDb } from '../support/service.js';
 import { startSlapd, type Slapd } from '../support/slapd.js';
 
@@ -65,6 +65,9 @@ describe('the server bundle (npm start)', function () {
     const outside = loadedAtFirstUse(path.join(ROOT, 'src'));
     expect(outside).to.include.members(['pg', 'ldapts', '@grpc/grpc-js', 'dbus-next', 'otpauth']);
     expect(outside.filter((name) => inside.has(name))).to.deep.equal([]);
+    // those that run files of their own are not inside either, nor their own dependencies
+    expect(['pino', 'thread-stream', 'piscina', 'dockerode', 'docker-modem', 'ssh2', 'ioredis'].filter((name) => inside.has(name))).to.deep.equal([]);
+    expect(Object.keys(KEPT_OUTSIDE)).to.include.members(['pino', 'piscina', 'dockerode', 'ioredis']);
     expect([...AT_START].filter((name) => !inside.has(name))).to.deep.equal([]);
     expect(inside).to.include.keys('knex', 'joi', 'objection');
   });
@@ -105,5 +108,37 @@ describe('the server bundle (npm start)', function () {
     const passkey = (await request(svc.url).post('/api/me/mfa/webauthn/options').set(bearer).send({}).expect(200)).body;
     expect(passkey.flow).to.equal('registration');
     expect(passkey.options.challenge).to.be.a('string').and.not.empty;
+  });
+});
+
+/** What the build refuses to leave outside (checkOutside in scripts/bundle-server.mjs), on this tree's node_modules. */
+describe('the server bundle: what may stay outside it', () => {
+  const { dependencies } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+  const importing = (input: string, spec: string) => ({
+    inputs: { [input]: { bytes: 0, imports: [{ path: spec, kind: 'require-call' as const, external: true }] } },
+  });
+
+  it('a dependency of package.json, found where the bundled importer finds it', () => {
+    expect(() => checkOutside(importing('node_modules/knex/lib/dialects/postgres/index.js', 'pg'), ROOT, dependencies)).not.to.throw();
+    expect(() => checkOutside(importing('dist/src/plugins/loader.js', 'tsx/esm/api'), ROOT, dependencies)).not.to.throw();
+  });
+
+  it('refuses a package that is not a dependency (a bundled package would find it only where npm happened to hoist it)', () => {
+    expect(() => checkOutside(importing('node_modules/docker-modem/lib/ssh.js', 'ssh2'), ROOT, dependencies)).to.throw(
+      /node_modules\/docker-modem\/lib\/ssh\.js requires ssh2, which is not a dependency of package\.json/,
+    );
+  });
+
+  it('refuses a dependency that the bundled importer finds as another copy', () => {
+    // dockerode's own @grpc/proto-loader (another version) is nested under it
+    const nested = path.join(ROOT, 'node_modules/dockerode/node_modules/@grpc/proto-loader/package.json');
+    expect(fs.existsSync(nested), 'this tree nests a proto-loader under dockerode').to.equal(true);
+    expect(() =>
+      checkOutside(importing('node_modules/dockerode/lib/session.js', '@grpc/proto-loader'), ROOT, { ...dependencies, '@grpc/proto-loader': '*' }),
+    ).to.throw(/requires its own copy of @grpc\/proto-loader/);
+  });
+
+  it('lets pass what is not installed at all (required only in a configuration the service never makes)', () => {
+    expect(() => checkOutside(importing('node_modules/knex/lib/dialects/sqlite3/index.js', 'sqlite3'), ROOT, dependencies)).not.to.throw();
   });
 });
