@@ -12,6 +12,7 @@ export default defineConfig(
   globalIgnores([
     'dist/',
     'dist.building/',
+    'dist.old/',
     'node_modules/',
     'coverage/',
     'test-artifacts/',

@@ -71,5 +71,9 @@ try {
   fs.rmSync(out, { recursive: true, force: true });
   throw err;
 }
-fs.rmSync(target, { recursive: true, force: true });
+// the previous build is moved aside before the new one takes its name, and removed after
+const previous = `${target}.old`;
+fs.rmSync(previous, { recursive: true, force: true });
+if (fs.existsSync(target)) fs.renameSync(target, previous);
 fs.renameSync(out, target);
+fs.rmSync(previous, { recursive: true, force: true });

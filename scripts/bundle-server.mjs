@@ -139,9 +139,11 @@ export function checkOutside(metafile, root, dependencies) {
   const builtin = new Set(builtinModules);
   const rootFile = path.join(root, 'package.json');
   const refused = [];
+  // (the metafile's paths are relative to the build's working directory: root, bundleServer)
   for (const [input, { imports }] of Object.entries(metafile.inputs)) {
     for (const { path: spec, external } of imports) {
-      if (!external || spec.startsWith('node:') || spec.startsWith('.') || spec.startsWith('<') || builtin.has(spec.split('/')[0])) continue;
+      // `string_decoder/` and the like name the npm package, not the builtin
+      if (!external || spec.startsWith('node:') || spec.startsWith('.') || spec.startsWith('<') || builtin.has(spec)) continue;
       const name = packageName(spec);
       const importer = path.resolve(root, input);
       const theirs = input.includes('node_modules/') ? packageDir(name, importer) : packageDir(name, rootFile);
@@ -154,6 +156,24 @@ export function checkOutside(metafile, root, dependencies) {
     throw new Error(
       `the bundle would load these from dist/server, not where their importer finds them; keep the dependency that brings the importer outside (KEPT_OUTSIDE in scripts/bundle-server.mjs):\n  ${refused.join('\n  ')}`,
     );
+}
+
+/**
+ * The packages our modules (`dist`) import are this tree's (root's node_modules), wherever
+ * `dist` is: a dist/ outside the tree (`node scripts/build.mjs <dir>`) may sit under another
+ * project's node_modules, which esbuild would search first.
+ */
+function packagesOfRoot(root, dist) {
+  return {
+    name: 'packages-of-root',
+    setup(b) {
+      b.onResolve({ filter: /^[^./]/ }, (args) =>
+        args.pluginData?.fromRoot || !args.importer.startsWith(dist + path.sep) || args.path.startsWith('node:') || builtinModules.includes(args.path)
+          ? undefined
+          : b.resolve(args.path, { kind: args.kind, resolveDir: root, importer: args.importer, pluginData: { fromRoot: true } }),
+      );
+    },
+  };
 }
 
 /**
@@ -175,6 +195,10 @@ const otherDialects = {
 export async function bundleServer(root, dist) {
   const outDir = path.join(dist, 'server');
   const { dependencies } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
+  const firstUse = loadedAtFirstUse(path.join(root, 'src'));
+  // what our modules load by name with createRequire never reaches esbuild's metafile: checked here
+  const notOurs = [...firstUse, ...AT_START].filter((name) => !Object.hasOwn(dependencies, name));
+  if (notOurs.length > 0) throw new Error(`src/ loads ${notOurs.join(', ')} with createRequire, not dependencies of package.json`);
   const result = await build({
     entryPoints: [path.join(dist, 'src/main.js')],
     outdir: outDir,
@@ -184,9 +208,8 @@ export async function bundleServer(root, dist) {
     format: 'esm',
     platform: 'node',
     target: 'node20',
-    external: [...Object.keys(KEPT_OUTSIDE), ...NOT_INSTALLED, ...loadedAtFirstUse(path.join(root, 'src'))],
-    // from a dist/ outside this tree too (the package test's rebuild): its packages are ours
-    nodePaths: [path.join(root, 'node_modules')],
+    external: [...Object.keys(KEPT_OUTSIDE), ...NOT_INSTALLED, ...firstUse],
+    absWorkingDir: root,
     banner: { js: BANNER },
     // less to read and parse at a start; names kept for logs, errors and the classes that read theirs
     minifyWhitespace: true,
@@ -196,7 +219,7 @@ export async function bundleServer(root, dist) {
     sourcemap: 'linked',
     metafile: true,
     logLevel: 'warning',
-    plugins: [keepPaths(outDir), otherDialects],
+    plugins: [packagesOfRoot(root, dist), keepPaths(outDir), otherDialects],
   });
   checkOutside(result.metafile, root, dependencies);
   return result.metafile;

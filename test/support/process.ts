@@ -24,10 +24,13 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
  */
 function readyzStatus(port: number): Promise<number> {
   return new Promise((resolve) => {
-    const req = http.get({ host: '127.0.0.1', port, path: '/readyz', agent: false, headers: { connection: 'close' } }, (res) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/readyz', agent: false, headers: { connection: 'close' }, timeout: 5000 }, (res) => {
       res.resume();
+      // an answer cut short ends with 'close' and no 'end'
       res.on('end', () => resolve(res.statusCode ?? 0));
+      res.on('close', () => resolve(res.complete ? (res.statusCode ?? 0) : 0));
     });
+    req.on('timeout', () => req.destroy());
     req.on('error', () => resolve(0));
   });
 }
