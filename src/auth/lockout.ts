@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { onPostgres } from '../db/knex.js';
 import { lockoutKey } from './attempts.js';
 
 export const MAX_FAILURES = 5;
@@ -39,6 +40,10 @@ export const SECOND_FACTOR_RULE: LockoutRule = { max: 10, windowMs: 3_600_000 };
  *
  * An attempt is recorded as a failure *before* the password is checked, and cleared on
  * success: so a burst of parallel guesses cannot all pass the check before any failure lands.
+ * The record and the count are one transaction holding the pair's lock (on PostgreSQL an
+ * advisory lock, which every instance takes; on SQLite the write lock): attempts on many
+ * connections would otherwise count before others' records were visible (records that drew
+ * their ids first and committed last).
  */
 export class LoginLockout {
   constructor(private readonly db: Knex) {}
@@ -54,34 +59,38 @@ export class LoginLockout {
   async begin(username: string, client: string, rule: LockoutRule = ADDRESS_RULE): Promise<number> {
     const now = Date.now();
     const key = this.key(username);
-    const [row] = await this.db('login_failures').insert({ username: key, ip: client, at: now }).returning('id');
-    const id = Number(typeof row === 'object' ? row.id : row);
-    // the attempts recorded before this one, within the window
-    const earlier = await this.db('login_failures')
-      .where({ username: key, ip: client })
-      .andWhere('at', '>', now - rule.windowMs)
-      .andWhere('id', '<', id)
-      .orderBy('id', 'desc')
-      .limit(rule.max)
-      .select('at');
-    if (earlier.length < rule.max) {
-      // keep the table small: drop what left its window long ago (a device's failures count for a day)
-      if (Math.random() < 0.05) {
-        await this.db('login_failures')
-          .where('at', '<', now - DEVICE_RULE.windowMs)
-          .orWhere((q) =>
-            q
-              .where('at', '<', now - 10 * WINDOW_MS)
-              .andWhereNot('ip', 'like', `${DEVICE_CLIENT_PREFIX}%`)
-              .andWhereNot('ip', SECOND_FACTOR_CLIENT),
-          )
-          .delete();
-      }
-      return 0;
+    const wait = await this.db.transaction(async (trx) => {
+      if (onPostgres(trx)) await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`service-core:login_failures:${key}:${client}`]);
+      // recorded first: on SQLite the first write takes the database's write lock (another
+      // process waits its turn), so nobody counts between this count and this record
+      const [row] = await trx('login_failures').insert({ username: key, ip: client, at: now }).returning('id');
+      const id = Number(typeof row === 'object' ? row.id : row);
+      // the pair's other attempts within the window, the newest `max`
+      const counted: Array<{ at: number | string }> = await trx('login_failures')
+        .where({ username: key, ip: client })
+        .andWhere('at', '>', now - rule.windowMs)
+        .andWhereNot('id', id)
+        .orderBy('at', 'desc')
+        .limit(rule.max)
+        .select('at');
+      if (counted.length < rule.max) return 0;
+      await trx('login_failures').where({ id }).delete();
+      const oldestCounted = Math.min(...counted.map((r) => Number(r.at)));
+      return Math.max(1, Math.ceil((oldestCounted + rule.windowMs - now) / 1000));
+    });
+    // keep the table small: drop what left its window long ago (a device's failures count for a day)
+    if (wait === 0 && Math.random() < 0.05) {
+      await this.db('login_failures')
+        .where('at', '<', now - DEVICE_RULE.windowMs)
+        .orWhere((q) =>
+          q
+            .where('at', '<', now - 10 * WINDOW_MS)
+            .andWhereNot('ip', 'like', `${DEVICE_CLIENT_PREFIX}%`)
+            .andWhereNot('ip', SECOND_FACTOR_CLIENT),
+        )
+        .delete();
     }
-    await this.db('login_failures').where({ id }).delete();
-    const oldestCounted = Math.min(...earlier.map((r: { at: number }) => Number(r.at)));
-    return Math.max(1, Math.ceil((oldestCounted + rule.windowMs - now) / 1000));
+    return wait;
   }
 
   async succeed(username: string, client: string): Promise<void> {
