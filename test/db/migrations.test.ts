@@ -7,6 +7,8 @@ import { migrateLatest } from '../../src/db/migrate.js';
 import { spawnSync } from 'node:child_process';
 import { freshDatabase, testEnv, type TestDb } from '../support/service.js';
 
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
 describe('migrations', () => {
   let tdb: TestDb;
   let db: Knex;
@@ -54,6 +56,32 @@ describe('migrations', () => {
         await Promise.all(handles.map((h) => h.destroy()));
         await fresh.drop();
       }
+    }
+  });
+
+  it('a new database that two first migrations left with two lock rows (knex reads that as locked for ever) is migrated', async function () {
+    this.timeout(60_000);
+    const fresh = await freshDatabase();
+    const db = createDb({ databaseUrl: fresh.url, dataDir: fs.mkdtempSync(path.join(dataDir, 'two-rows-')) });
+    try {
+      // what knex makes (table-creator.js), with the row each migrator inserted after both found the table empty
+      await db.schema.createTable('knex_migrations', (t) => {
+        t.increments();
+        t.string('name');
+        t.integer('batch');
+        t.timestamp('migration_time');
+      });
+      await db.schema.createTable('knex_migrations_lock', (t) => {
+        t.increments('index').primary();
+        t.integer('is_locked');
+      });
+      await db('knex_migrations_lock').insert([{ is_locked: 0 }, { is_locked: 0 }]);
+      const applied = await migrateLatest(db);
+      expect(applied).to.have.length(fs.readdirSync(path.join(ROOT, 'migrations')).filter((f) => f.endsWith('.ts')).length);
+      expect(await db('knex_migrations_lock').select('is_locked')).to.deep.equal([{ is_locked: 0 }]);
+    } finally {
+      await db.destroy();
+      await fresh.drop();
     }
   });
 
