@@ -191,6 +191,46 @@ const otherDialects = {
   },
 };
 
+/**
+ * objection's AjvValidator, which objection loads with itself, requires Ajv (200 kB with its
+ * formats and meta-schemas, run at every start). The service's models validate with a validator
+ * of their own (src/db/model.ts), so AjvValidator is never made: in the bundle its Ajv is a
+ * stand-in that says so if it ever is.
+ */
+const objectionWithoutAjv = {
+  name: 'objection-without-ajv',
+  setup(b) {
+    b.onResolve({ filter: /^ajv(-formats)?$/ }, (args) =>
+      args.importer.endsWith(path.join('objection', 'lib', 'model', 'AjvValidator.js')) ? { path: args.path, namespace: 'without-ajv' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'without-ajv' }, (args) => ({
+      contents: `module.exports = function ${args.path === 'ajv' ? 'Ajv' : 'addFormats'}() { throw new Error("objection's AjvValidator is not in the server bundle: models validate with src/db/model.ts's validator"); };`,
+      loader: 'js',
+    }));
+  },
+};
+
+/** JSON files from this size on are bundled as a string that JSON.parse reads (jsonAsText). */
+const JSON_AS_TEXT_BYTES = 10_000;
+
+/**
+ * Large JSON files (mime-db's table, iconv-lite's code pages, the API examples) as
+ * `JSON.parse('…')` instead of the object literal esbuild writes: V8 scans a string literal as
+ * one token and JSON.parse builds the object faster than the literal runs, and most of these are
+ * never read at all (iconv-lite's CJK tables, behind a function until a body in that charset
+ * comes), yet a start compiles every chunk it loads whole. The same values either way.
+ */
+const jsonAsText = {
+  name: 'json-as-text',
+  setup(b) {
+    b.onLoad({ filter: /\.json$/ }, async (args) => {
+      const text = await fs.promises.readFile(args.path, 'utf8');
+      if (text.length < JSON_AS_TEXT_BYTES) return undefined;
+      return { contents: `module.exports = JSON.parse(${JSON.stringify(JSON.stringify(JSON.parse(text)))});`, loader: 'js' };
+    });
+  },
+};
+
 /** Bundles `<dist>/src/main.js` into `<dist>/server/`. */
 export async function bundleServer(root, dist) {
   const outDir = path.join(dist, 'server');
@@ -211,15 +251,17 @@ export async function bundleServer(root, dist) {
     external: [...Object.keys(KEPT_OUTSIDE), ...NOT_INSTALLED, ...firstUse],
     absWorkingDir: root,
     banner: { js: BANNER },
-    // less to read and parse at a start; names kept for logs, errors and the classes that read theirs
+    // less to read and parse at a start. Names are not kept (keepNames, an Object.defineProperty
+    // for each of ~3,800 functions and classes as the chunks run, cost ~5% of a start): a class
+    // that names itself in a static member reads as `_Name`, one renamed for a clash as `Name2`.
+    // Nothing that runs compares such a name (docs/decisions.md, "The server runs as a bundle").
     minifyWhitespace: true,
     minifySyntax: true,
-    keepNames: true,
     // beside the files, linked: NODE_OPTIONS=--enable-source-maps turns stack traces into src/ lines
     sourcemap: 'linked',
     metafile: true,
     logLevel: 'warning',
-    plugins: [packagesOfRoot(root, dist), keepPaths(outDir), otherDialects],
+    plugins: [packagesOfRoot(root, dist), keepPaths(outDir), otherDialects, objectionWithoutAjv, jsonAsText],
   });
   checkOutside(result.metafile, root, dependencies);
   return result.metafile;

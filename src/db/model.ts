@@ -1,4 +1,18 @@
-import { Model, snakeCaseMappers, type Pojo } from 'objection';
+import { Model, snakeCaseMappers, Validator, type Pojo, type ValidatorArgs } from 'objection';
+
+/**
+ * The validator of every model: objection's default (AjvValidator) builds two Ajv instances at a
+ * model's first use to check a `jsonSchema` no model declares, and the server bundle leaves Ajv
+ * out (scripts/bundle-server.mjs). A model that declares one is refused at its first write
+ * rather than silently left unchecked.
+ */
+class WithoutJsonSchema extends Validator {
+  override validate({ model, json }: ValidatorArgs): Pojo {
+    const modelClass = model.constructor as typeof Model;
+    if (modelClass.jsonSchema) throw new Error(`${modelClass.name} declares a jsonSchema: models are not validated by schema here (src/db/model.ts)`);
+    return json;
+  }
+}
 
 /**
  * The base of the model layer (objection over the service's knex): camelCase properties in
@@ -10,6 +24,12 @@ import { Model, snakeCaseMappers, type Pojo } from 'objection';
  */
 export class BaseModel extends Model {
   static override useLimitInFirst = true;
+
+  /** input is checked with joi where it enters (src/http), not by a model's JSON schema */
+  static override createValidator(): Validator {
+    return new WithoutJsonSchema();
+  }
+
   /** properties SQLite answers as 0/1 */
   static booleanAttributes: string[] = [];
   /** JSON attributes that may be null (no list at all); the others always read as a list */

@@ -40,25 +40,37 @@ function secretPanel(o: {
 </section>`;
 }
 
-/** The same for every trusted actor (superadmin, system key): the system key hands out the host. Made once. */
-const SYSTEM_KEY_PANEL = html`${secretPanel({ key: 'system-key', title: 'System API key', note: html`The machine-to-machine master key: it passes every permission check. Stored encrypted.`, label: 'New key', field: 'key', save: 'Save key', setting: setting('SERVICE_SYSTEM_API_KEY') })}`;
-/** The shared webhook secret, for every administrator: beside the system key (the two share a row), or without it the whole row. Made once each. */
-const webhookSecretPanel = (wide: boolean) =>
-  secretPanel({
-    key: 'webhook-secret',
-    title: 'Webhook secret',
-    note: html`Verifies deliveries to <code>/api/notifications/webhook/scm</code> from Gitea, GitHub and GitLab.`,
-    label: 'New secret',
-    field: 'secret',
-    save: 'Save secret',
-    setting: setting('SERVICE_SCM_WEBHOOK_SECRET'),
-    wide,
+/**
+ * The Integrations page's secret panels, made at its first render (a rule's describe() is not
+ * cheap, and a start need not pay it): the system key for every trusted actor (superadmin,
+ * system key: it hands out the host), the shared webhook secret for every administrator (beside
+ * the system key, the two sharing a row, or without it the whole row), each forge's own webhook
+ * secret (rows of the settings table) and what the intake warns about.
+ */
+let integrationPanels: { trusted: SafeHtml; others: SafeHtml; forges: SafeHtml } | undefined;
+function integrationsPanels(): { trusted: SafeHtml; others: SafeHtml; forges: SafeHtml } {
+  if (integrationPanels) return integrationPanels;
+  const systemKey = secretPanel({
+    key: 'system-key',
+    title: 'System API key',
+    note: html`The machine-to-machine master key: it passes every permission check. Stored encrypted.`,
+    label: 'New key',
+    field: 'key',
+    save: 'Save key',
+    setting: setting('SERVICE_SYSTEM_API_KEY'),
   });
-const TRUSTED_SECRET_PANELS = html`<div class="pair">${SYSTEM_KEY_PANEL}${webhookSecretPanel(false)}</div>`;
-const SECRET_PANELS = webhookSecretPanel(true);
-
-/** Each forge's own webhook secret (rows of the settings table), and what the intake warns about. */
-const FORGE_SECRET_PANELS = html`<section class="panel wide" aria-labelledby="webhook-warnings-title" data-webhook-warnings hidden>
+  const webhookSecret = (wide: boolean) =>
+    secretPanel({
+      key: 'webhook-secret',
+      title: 'Webhook secret',
+      note: html`Verifies deliveries to <code>/api/notifications/webhook/scm</code> from Gitea, GitHub and GitLab.`,
+      label: 'New secret',
+      field: 'secret',
+      save: 'Save secret',
+      setting: setting('SERVICE_SCM_WEBHOOK_SECRET'),
+      wide,
+    });
+  const forges = html`<section class="panel wide" aria-labelledby="webhook-warnings-title" data-webhook-warnings hidden>
 <h2 id="webhook-warnings-title">Webhook secrets: warnings</h2>
 <ul></ul>
 </section>
@@ -79,6 +91,9 @@ ${(
     setting: setting(`SERVICE_SCM_WEBHOOK_SECRET_${forge.toUpperCase()}`),
   }),
 )}`;
+  integrationPanels = { trusted: html`<div class="pair">${systemKey}${webhookSecret(false)}</div>`, others: webhookSecret(true), forges };
+  return integrationPanels;
+}
 
 /** The provider chain and each provider's settings (src/web/browser/auth-form.ts), with the directory's checks. Made once. */
 const AUTHENTICATION_CONTENT = html`<div class="grid">
@@ -97,8 +112,9 @@ export function authenticationContent(): SafeHtml {
 
 /** The system key only for a trusted actor (superadmin, system key): it hands out the host. */
 export function integrationsContent(id: ApiIdentity): SafeHtml {
+  const panels = integrationsPanels();
   return html`<div class="grid">
-${id.isSystem || id.isSuperadmin ? TRUSTED_SECRET_PANELS : SECRET_PANELS}
-${FORGE_SECRET_PANELS}
+${id.isSystem || id.isSuperadmin ? panels.trusted : panels.others}
+${panels.forges}
 </div>`;
 }
