@@ -47,9 +47,13 @@ function secretPanel(o: {
  * the system key, the two sharing a row, or without it the whole row), each forge's own webhook
  * secret (rows of the settings table) and what the intake warns about.
  */
-let integrationPanels: { trusted: SafeHtml; others: SafeHtml; forges: SafeHtml } | undefined;
-function integrationsPanels(): { trusted: SafeHtml; others: SafeHtml; forges: SafeHtml } {
-  if (integrationPanels) return integrationPanels;
+let integrationPanels: IntegrationPanels | undefined;
+interface IntegrationPanels {
+  trusted: SafeHtml;
+  others: SafeHtml;
+  forges: SafeHtml;
+}
+function makeIntegrationPanels(): IntegrationPanels {
   const systemKey = secretPanel({
     key: 'system-key',
     title: 'System API key',
@@ -91,8 +95,7 @@ ${(
     setting: setting(`SERVICE_SCM_WEBHOOK_SECRET_${forge.toUpperCase()}`),
   }),
 )}`;
-  integrationPanels = { trusted: html`<div class="pair">${systemKey}${webhookSecret(false)}</div>`, others: webhookSecret(true), forges };
-  return integrationPanels;
+  return { trusted: html`<div class="pair">${systemKey}${webhookSecret(false)}</div>`, others: webhookSecret(true), forges };
 }
 
 /** The provider chain and each provider's settings (src/web/browser/auth-form.ts), with the directory's checks. Made once. */
@@ -112,7 +115,7 @@ export function authenticationContent(): SafeHtml {
 
 /** The system key only for a trusted actor (superadmin, system key): it hands out the host. */
 export function integrationsContent(id: ApiIdentity): SafeHtml {
-  const panels = integrationsPanels();
+  const panels = (integrationPanels ??= makeIntegrationPanels());
   return html`<div class="grid">
 ${id.isSystem || id.isSuperadmin ? panels.trusted : panels.others}
 ${panels.forges}
