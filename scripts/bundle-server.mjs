@@ -194,8 +194,8 @@ const otherDialects = {
 /**
  * objection's AjvValidator, which objection loads with itself, requires Ajv (200 kB with its
  * formats and meta-schemas, run at every start). The service's models validate with a validator
- * of their own (src/db/model.ts), so AjvValidator is never made: in the bundle its Ajv is a
- * stand-in that says so if it ever is.
+ * of their own (src/db/model.ts, objection's Model included), so AjvValidator is never made: in
+ * the bundle its Ajv is a stand-in that says so if it ever is.
  */
 const objectionWithoutAjv = {
   name: 'objection-without-ajv',
@@ -225,7 +225,7 @@ const jsonAsText = {
   setup(b) {
     b.onLoad({ filter: /\.json$/ }, async (args) => {
       const text = await fs.promises.readFile(args.path, 'utf8');
-      if (text.length < JSON_AS_TEXT_BYTES) return undefined;
+      if (Buffer.byteLength(text) < JSON_AS_TEXT_BYTES) return undefined;
       return { contents: `module.exports = JSON.parse(${JSON.stringify(JSON.stringify(JSON.parse(text)))});`, loader: 'js' };
     });
   },
@@ -252,9 +252,8 @@ export async function bundleServer(root, dist) {
     absWorkingDir: root,
     banner: { js: BANNER },
     // less to read and parse at a start. Names are not kept (keepNames, an Object.defineProperty
-    // for each of ~3,800 functions and classes as the chunks run, cost ~5% of a start): a class
-    // that names itself in a static member reads as `_Name`, one renamed for a clash as `Name2`.
-    // Nothing that runs compares such a name (docs/decisions.md, "The server runs as a bundle").
+    // for each of ~3,800 functions and classes as the start's chunks run, cost ~5% of a start):
+    // some read as `_Name`, `Name2` or nothing (docs/decisions.md, "The server runs as a bundle").
     minifyWhitespace: true,
     minifySyntax: true,
     // beside the files, linked: NODE_OPTIONS=--enable-source-maps turns stack traces into src/ lines

@@ -1,18 +1,27 @@
 import { Model, snakeCaseMappers, Validator, type Pojo, type ValidatorArgs } from 'objection';
 
 /**
- * The validator of every model: objection's default (AjvValidator) builds two Ajv instances at a
- * model's first use to check a `jsonSchema` no model declares, and the server bundle leaves Ajv
- * out (scripts/bundle-server.mjs). A model that declares one is refused at its first write
- * rather than silently left unchecked.
+ * The validator of every model: input is checked with Joi where it enters (src/http), not by a
+ * model's JSON schema. objection's default (AjvValidator) builds two Ajv instances at a model's
+ * first use to check a schema no model declares, and the server bundle leaves Ajv out
+ * (scripts/bundle-server.mjs). A model that declares one (`jsonSchema`, or a `$beforeValidate`
+ * that returns one) is refused at its first write rather than silently left unchecked.
  */
 class WithoutJsonSchema extends Validator {
-  override validate({ model, json }: ValidatorArgs): Pojo {
+  override beforeValidate({ model, json, options }: ValidatorArgs): void {
     const modelClass = model.constructor as typeof Model;
-    if (modelClass.jsonSchema) throw new Error(`${modelClass.name} declares a jsonSchema: models are not validated by schema here (src/db/model.ts)`);
+    if (model.$beforeValidate(modelClass.jsonSchema, json, options))
+      throw new Error(`${modelClass.tableName} has a JSON schema: models are not validated by schema here (src/db/model.ts)`);
+  }
+
+  override validate({ json }: ValidatorArgs): Pojo {
     return json;
   }
 }
+
+// objection's own Model too: the join table of a many-to-many relation is a model it makes from
+// Model itself, not from BaseModel
+Model.createValidator = () => new WithoutJsonSchema();
 
 /**
  * The base of the model layer (objection over the service's knex): camelCase properties in
@@ -24,11 +33,6 @@ class WithoutJsonSchema extends Validator {
  */
 export class BaseModel extends Model {
   static override useLimitInFirst = true;
-
-  /** input is checked with joi where it enters (src/http), not by a model's JSON schema */
-  static override createValidator(): Validator {
-    return new WithoutJsonSchema();
-  }
 
   /** properties SQLite answers as 0/1 */
   static booleanAttributes: string[] = [];
