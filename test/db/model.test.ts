@@ -25,8 +25,8 @@ describe('the model layer', () => {
     declare permissions: string[];
   }
 
-  const failureOf = (write: Promise<unknown>) =>
-    write.then(
+  const failureOf = (write: PromiseLike<unknown>) =>
+    Promise.resolve(write).then(
       () => null,
       (err: Error) => err,
     );
