@@ -191,25 +191,6 @@ const otherDialects = {
   },
 };
 
-/**
- * objection's AjvValidator, which objection loads with itself, requires Ajv (200 kB with its
- * formats and meta-schemas, run at every start). The service's models validate with a validator
- * of their own (src/db/model.ts, objection's Model included), so AjvValidator is never made: in
- * the bundle its Ajv is a stand-in that says so if it ever is.
- */
-const objectionWithoutAjv = {
-  name: 'objection-without-ajv',
-  setup(b) {
-    b.onResolve({ filter: /^ajv(-formats)?$/ }, (args) =>
-      args.importer.endsWith(path.join('objection', 'lib', 'model', 'AjvValidator.js')) ? { path: args.path, namespace: 'without-ajv' } : undefined,
-    );
-    b.onLoad({ filter: /.*/, namespace: 'without-ajv' }, (args) => ({
-      contents: `module.exports = function ${args.path === 'ajv' ? 'Ajv' : 'addFormats'}() { throw new Error("objection's AjvValidator is not in the server bundle: models validate with src/db/model.ts's validator"); };`,
-      loader: 'js',
-    }));
-  },
-};
-
 /** JSON files from this size on are bundled as a string that JSON.parse reads (jsonAsText). */
 const JSON_AS_TEXT_BYTES = 10_000;
 
@@ -260,7 +241,7 @@ export async function bundleServer(root, dist) {
     sourcemap: 'linked',
     metafile: true,
     logLevel: 'warning',
-    plugins: [packagesOfRoot(root, dist), keepPaths(outDir), otherDialects, objectionWithoutAjv, jsonAsText],
+    plugins: [packagesOfRoot(root, dist), keepPaths(outDir), otherDialects, jsonAsText],
   });
   checkOutside(result.metafile, root, dependencies);
   return result.metafile;

@@ -1,11 +1,11 @@
 import { Model, snakeCaseMappers, Validator, type Pojo, type ValidatorArgs } from 'objection';
 
 /**
- * The validator of every model: input is checked with Joi where it enters (src/http), not by a
- * model's JSON schema. objection's default (AjvValidator) builds two Ajv instances at a model's
- * first use to check a schema no model declares, and the server bundle leaves Ajv out
- * (scripts/bundle-server.mjs). A model that declares one (`jsonSchema`, or a `$beforeValidate`
- * that returns one) is refused at its first write rather than silently left unchecked.
+ * The validator of every model of ours: input is checked with Joi where it enters (src/http), not
+ * by a model's JSON schema. objection's default (AjvValidator) builds two Ajv instances at a
+ * model's first use (a start's seed) to check a schema no model declares. A model that declares
+ * one (`jsonSchema`, or a `$beforeValidate` that returns one) is refused at its first write
+ * rather than silently left unchecked.
  */
 class WithoutJsonSchema extends Validator {
   override beforeValidate({ model, json, options }: ValidatorArgs): void {
@@ -19,10 +19,6 @@ class WithoutJsonSchema extends Validator {
   }
 }
 
-// objection's own Model too: the join table of a many-to-many relation is a model it makes from
-// Model itself, not from BaseModel
-Model.createValidator = () => new WithoutJsonSchema();
-
 /**
  * The base of the model layer (objection over the service's knex): camelCase properties in
  * TypeScript, snake_case columns in the database, list columns declared as `jsonAttributes`
@@ -33,6 +29,10 @@ Model.createValidator = () => new WithoutJsonSchema();
  */
 export class BaseModel extends Model {
   static override useLimitInFirst = true;
+
+  static override createValidator(): Validator {
+    return new WithoutJsonSchema();
+  }
 
   /** properties SQLite answers as 0/1 */
   static booleanAttributes: string[] = [];
