@@ -1,6 +1,6 @@
 import Joi from 'joi';
 import { fieldErrorsOf } from './errors.js';
-import { parseDuration, USERNAME, type SettingDef } from './settings-kinds.js';
+import { hostName, parseDuration, urlWithScheme, USERNAME, type SettingDef } from './settings-kinds.js';
 import { AUTH_SETTINGS } from './settings-table-auth.js';
 import { HOST_SETTINGS } from './settings-table-hosts.js';
 
@@ -36,12 +36,12 @@ const forgeWebhookSecret = (env: string, api: string, forge: string, why = ''): 
 });
 
 export const SETTINGS: readonly SettingDef[] = [
-  { env: 'SERVICE_HOST', kind: 'string', rule: Joi.string().hostname(), default: '127.0.0.1', about: 'listen address' },
+  { env: 'SERVICE_HOST', kind: 'string', rule: hostName, default: '127.0.0.1', about: 'listen address' },
   { env: 'SERVICE_PORT', kind: 'string', rule: Joi.number().integer().min(0).max(65535), default: '8080', about: 'listen port' },
   {
     env: 'SERVICE_PUBLIC_URL',
     kind: 'string',
-    rule: Joi.string().uri({ scheme: ['http', 'https'] }),
+    rule: urlWithScheme(['http', 'https']),
     defaultText: '`http://localhost:<port>`',
     about: 'base URL; origin for cookies, OIDC redirects, Origin checks',
   },
@@ -49,7 +49,7 @@ export const SETTINGS: readonly SettingDef[] = [
   {
     env: 'SERVICE_DATABASE_URL',
     kind: 'string',
-    rule: Joi.string().uri({ scheme: ['postgres', 'postgresql', 'sqlite', 'file'] }),
+    rule: urlWithScheme(['postgres', 'postgresql', 'sqlite', 'file']),
     defaultText: 'SQLite in the data dir',
     about: '`postgres://user@host:5432/db` selects PostgreSQL',
   },
@@ -150,7 +150,7 @@ export const SETTINGS: readonly SettingDef[] = [
   {
     env: 'SERVICE_ALLOWED_ORIGINS',
     kind: 'list',
-    rule: Joi.array().items(Joi.string().uri({ scheme: ['http', 'https'] })),
+    rule: Joi.array().items(urlWithScheme(['http', 'https'])),
     defaultText: "the public URL's origin",
     about: 'extra http(s) origins for cookie, ws and OIDC redirect checks',
   },
@@ -164,7 +164,7 @@ export const SETTINGS: readonly SettingDef[] = [
   {
     env: 'SERVICE_REDIS_URL',
     kind: 'string',
-    rule: Joi.string().uri({ scheme: ['redis', 'rediss'] }),
+    rule: urlWithScheme(['redis', 'rediss']),
     about:
       'several instances: the Redis that carries the (signed) bus between them, `redis://user:password@host:6379/0` or `rediss://` for TLS ([docs/deploy.md](docs/deploy.md)); unset: one instance, no Redis needed',
   },

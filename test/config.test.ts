@@ -124,6 +124,37 @@ describe('config', () => {
     rejects({ SERVICE_ALLOWED_ORIGINS: 'app://desktop' }, 'SERVICE_ALLOWED_ORIGINS');
   });
 
+  // these are read with Node's URL parser and net.isIP (src/settings-kinds.ts), as their users read them
+  it('accepts a listen address as an IP address of either family or a host name, and refuses anything else', () => {
+    for (const host of ['127.0.0.1', '0.0.0.0', '::', '::1', 'fe80::1', 'localhost', 'svc-1.internal.example']) {
+      // passwords of its own: the development ones are refused on an address other hosts reach
+      const own = { SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one-of-mine' };
+      expect(loadConfig({ ...base(), ...own, SERVICE_HOST: host }, { writeFiles: false }).host).to.equal(host);
+    }
+    rejects({ SERVICE_HOST: 'not a host' }, 'SERVICE_HOST', /^must be an IP address or a host name$/);
+    rejects({ SERVICE_HOST: '300.1.1.1.' }, 'SERVICE_HOST');
+    rejects({ SERVICE_HOST: 'http://x.example' }, 'SERVICE_HOST');
+  });
+
+  it('reads the URLs of the service, its database and its Redis by their schemes, without spaces', () => {
+    const c = loadConfig(
+      {
+        ...base(),
+        SERVICE_PUBLIC_URL: 'https://svc.example:8443/base',
+        SERVICE_REDIS_URL: 'rediss://user:pass@redis.example:6380/2',
+        SERVICE_ALLOWED_ORIGINS: 'http://[::1]:3000',
+      },
+      { writeFiles: false },
+    );
+    expect(c.publicUrl).to.match(/^https:\/\/svc\.example:8443/);
+    expect(c.allowedOrigins).to.include('http://[::1]:3000');
+    rejects({ SERVICE_PUBLIC_URL: 'https://svc.example/a b' }, 'SERVICE_PUBLIC_URL', /^must be a URL without spaces$/);
+    rejects({ SERVICE_PUBLIC_URL: 'ftp://x.example' }, 'SERVICE_PUBLIC_URL', /^must be a http or https URL, not ftp:$/);
+    rejects({ SERVICE_PUBLIC_URL: 'http://' }, 'SERVICE_PUBLIC_URL', /^must be a http or https URL$/);
+    rejects({ SERVICE_REDIS_URL: 'http://redis.example' }, 'SERVICE_REDIS_URL', /redis or rediss URL/);
+    rejects({ SERVICE_REDIS_URL: 'redis' }, 'SERVICE_REDIS_URL');
+  });
+
   it('refuses production with default passwords or a generated secret key', () => {
     rejects({ SERVICE_ENV: 'production' }, 'SERVICE_ADMIN_PASSWORD', /production/);
     rejects({ SERVICE_ENV: 'production', SERVICE_ADMIN_PASSWORD: 'a-real-password', SERVICE_BOT_PASSWORD: 'another-one-of-mine' }, 'SERVICE_SECRET_KEY');
