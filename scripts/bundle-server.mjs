@@ -45,8 +45,9 @@ const OWN_FILES_UNUSED = { knex: 'the templates of migrate.make and seed.make' }
 
 /**
  * What the sources load with `createRequire(import.meta.url)('…')` (written so, never through a
- * variable: the build refuses one), by package name: bundled where a start loads it (AT_START),
- * else left outside and loaded from node_modules at the feature's first use, as before.
+ * variable: the build refuses one), by package name: bundled where a start or the first request
+ * loads it (AT_START: the body parser and raw-body at the first request with a body), else left
+ * outside and loaded from node_modules at the feature's first use, as before.
  */
 export const AT_START = new Set(['koa', 'find-my-way', 'koa-session', '@koa/bodyparser', 'raw-body']);
 const REQUIRE_CALL = /createRequire\(import\.meta\.url\)(\.resolve)?\(\s*'([^']+)'/g;

@@ -157,14 +157,15 @@ function settle(ctx: Context): void {
  * (jsonBody answers 415 for them).
  */
 export function readBody(defaultLimit = DEFAULT_BODY_LIMIT) {
-  const byDefault = parserFor(defaultLimit);
+  // made at the first body, not with the app: the parser's packages are not a start's work
+  let byDefault: Middleware | undefined;
   return async (ctx: Context, next: Next) => {
     const route = routeOf(ctx);
     const limit = route?.limit ?? defaultLimit;
     const declared = Number(ctx.get('content-length') || 0);
     if (declared > limit) throw payloadTooLarge(limit);
     if (route?.ownBytes) ctx.disableBodyParser = true;
-    const parse = limit === defaultLimit ? byDefault : parserFor(limit);
+    const parse = limit === defaultLimit ? (byDefault ??= parserFor(defaultLimit)) : parserFor(limit);
     await parse(ctx, () => {
       settle(ctx);
       return next();
