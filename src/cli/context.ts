@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { loadConfig, type Config } from '../config.js';
+import { ConfigError, loadConfig, type Config } from '../config.js';
+import { passwordProblems, type PasswordCheck } from '../password-strength.js';
 import { createLogger, textDestination, type Logger } from '../log.js';
 import { EventBus } from '../bus/bus.js';
 import type { RedisBridge } from '../bus/redis-bridge.js';
@@ -65,6 +66,8 @@ export class CliContext {
   private eventBus: EventBus | null = null;
   private env: NodeJS.ProcessEnv;
   private cachedConfig: Config | null = null;
+  /** the environment's bootstrap passwords, judged by the command that applies them (bootstrapPasswordsHold) */
+  private passwordChecks: PasswordCheck[] = [];
   private database: Knex | null = null;
   private bridge: RedisBridge | null = null;
   private preparing: Promise<Knex> | null = null;
@@ -108,10 +111,27 @@ export class CliContext {
   /** The service's configuration; nothing is written (no secret key is generated here). */
   get config(): Config {
     if (!this.cachedConfig) {
-      this.cachedConfig = loadConfig(this.env, { writeFiles: false });
+      this.cachedConfig = this.load(false);
       for (const w of this.cachedConfig.warnings) this.warn(w);
     }
     return this.cachedConfig;
+  }
+
+  // Judging a bootstrap password's strength loads a dictionary (a few hundred milliseconds of
+  // CPU): it is left to `seed`, the one command that applies those passwords, instead of every
+  // command paying it. Any other problem is still reported by every command, the strength with it.
+  private load(writeFiles: boolean): Config {
+    const checks: PasswordCheck[] = [];
+    const config = loadConfig(this.env, { writeFiles, deferPasswordStrength: checks });
+    this.passwordChecks = checks;
+    return config;
+  }
+
+  /** Refuses, as the service's start does, a bootstrap password of the environment that is easy to guess. */
+  bootstrapPasswordsHold(): void {
+    void this.config;
+    const weak = passwordProblems(this.passwordChecks);
+    if (weak.length) throw new ConfigError(weak);
   }
 
   /**
@@ -208,7 +228,7 @@ export class CliContext {
     if (this.built) return this.built;
     const db = mode === 'write' ? await this.prepared() : await this.current();
     if (opts.storesSecret && !this.config.fromEnv.has('SERVICE_SECRET_KEY') && !fs.existsSync(path.join(this.config.dataDir, 'secret.key'))) {
-      this.cachedConfig = loadConfig(this.env, { writeFiles: true });
+      this.cachedConfig = this.load(true);
     }
     const config = this.config;
     this.built = buildCore({

@@ -154,6 +154,7 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       'migrate, then create the default groups and the admin and bot accounts when missing (boot does the same; roles of existing accounts are left as they are)',
     )
     .action(async (_opts, cmd: Command) => {
+      ctx.bootstrapPasswordsHold();
       const applied = await migrateLatest(await ctx.db());
       const { iam } = await ctx.core('write');
       // a password the environment sets ends the account's sessions on the running instances too

@@ -141,6 +141,19 @@ describe('CLI with the service stopped', function () {
     refused(spaced, 2, /value: must not contain whitespace/);
     expect(spaced.stderr).not.to.include('must-not-come-back');
     refused(await cli({ ...env, SERVICE_PORT: 'eighty' }, ['user', 'list']), 2, /configuration error: SERVICE_PORT/);
+    // a bootstrap password that is easy to guess: refused by seed, which applies it (as the
+    // service's start refuses it); a command that does not use it is not held up by it
+    const weak = { ...env, SERVICE_ADMIN_PASSWORD: 'password123' };
+    refused(await cli(weak, ['seed']), 2, /^service-core: configuration error: SERVICE_ADMIN_PASSWORD: is a common password/);
+    const listed = await cli(weak, ['--json', 'user', 'list']);
+    expect(listed.code, listed.stderr).to.equal(0);
+    expect(listed.json().users.map((u: { username: string }) => u.username)).to.include('admin');
+    // with another problem, every command says both at once
+    refused(
+      await cli({ ...weak, SERVICE_PORT: 'eighty' }, ['user', 'list']),
+      2,
+      /SERVICE_PORT: .*SERVICE_ADMIN_PASSWORD: is a common password|SERVICE_ADMIN_PASSWORD: is a common password.*SERVICE_PORT: /,
+    );
     const json = await cli(env, ['--json', 'user', 'create', 'bad name']);
     expect(json.code).to.equal(2);
     expect(JSON.parse(json.stderr)).to.deep.equal({ error: { code: 'usage', message: 'username: must be 1-64 letters, digits or . _ @ -' } });
