@@ -272,8 +272,8 @@ async function coldStart(): Promise<void> {
     `${'cold start to /readyz 200 (SQLite)'.padEnd(36)} ${floor.length ? ratioText(service, floor).padStart(6) + ' the floor' : ''}  (${s(median(service))} vs ${floor.length ? s(median(floor)) : 'no floor without a build'}; ${rounds} rounds alternating, medians; best ${s(Math.min(...service))}; goal <= 2x the floor; ${BUILD.slice(1).join(' ')})`,
   );
 
-  const cli = fs.existsSync(path.join(dist, 'src/cli/main.js'))
-    ? [process.execPath, path.join(dist, 'src/cli/main.js')]
+  const cli = fs.existsSync(path.join(dist, 'server/cli.js'))
+    ? [process.execPath, path.join(dist, 'server/cli.js')]
     : [process.execPath, '--import', 'tsx', path.join(SERVICE_ROOT, 'src/cli/main.ts')];
   const version: number[] = [];
   const bare: number[] = [];

@@ -36,11 +36,6 @@ async function buildInto(out) {
   execFileSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json'), '--outDir', out], {
     stdio: 'inherit',
   });
-  // the package's bin: tsc writes it 0644, and npx runs its link to it directly ("Permission
-  // denied" after every rebuild once npx has linked it); the shebang makes it a node script
-  const cli = path.join(out, 'src/cli/main.js');
-  if (!fs.readFileSync(cli, 'utf8').startsWith('#!/usr/bin/env node\n')) throw new Error(`${cli} lost its #!/usr/bin/env node line`);
-  fs.chmodSync(cli, 0o755);
   fs.cpSync(path.join(root, 'src/web/static'), path.join(out, 'static'), { recursive: true });
 
   const pages = fs
@@ -62,6 +57,12 @@ async function buildInto(out) {
   });
   // last: the tests take a bundle newer than the sources for a whole build (test/support/process.ts)
   await bundleServer(root, out);
+  // the package's bin, the bundled CLI: esbuild writes it 0644, and npx runs its link to it
+  // directly ("Permission denied" after every rebuild once npx has linked it); the shebang makes
+  // it a node script
+  const cli = path.join(out, 'server/cli.js');
+  if (!fs.readFileSync(cli, 'utf8').startsWith('#!/usr/bin/env node\n')) throw new Error(`${cli} lost its #!/usr/bin/env node line`);
+  fs.chmodSync(cli, 0o755);
 }
 
 fs.rmSync(out, { recursive: true, force: true });

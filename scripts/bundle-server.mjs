@@ -32,6 +32,7 @@ export const KEPT_OUTSIDE = {
   ioredis: 'reads its package.json for the version it reports (loaded only with Redis anyway)',
   'better-sqlite3': 'a native module',
   tsx: 'registers its loader for TypeScript plugins',
+  commander: 'looks for the executables of subcommands beside the script (the CLI has none)',
 };
 
 /** required by a bundled package only in a configuration the service never makes: knex's other drivers */
@@ -213,7 +214,10 @@ const jsonAsText = {
   },
 };
 
-/** Bundles `<dist>/src/main.js` into `<dist>/server/`. */
+/**
+ * Bundles `<dist>/src/main.js` (the server) and `<dist>/src/cli/main.js` (the CLI, the package's
+ * bin) into `<dist>/server/`, as `main.js` and `cli.js` with the chunks they share.
+ */
 export async function bundleServer(root, dist) {
   const outDir = path.join(dist, 'server');
   const { dependencies } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
@@ -222,7 +226,8 @@ export async function bundleServer(root, dist) {
   const notOurs = [...firstUse, ...AT_START].filter((name) => !Object.hasOwn(dependencies, name));
   if (notOurs.length > 0) throw new Error(`src/ loads ${notOurs.join(', ')} with createRequire, not dependencies of package.json`);
   const result = await build({
-    entryPoints: [path.join(dist, 'src/main.js')],
+    // both beside their chunks in one folder, where import.meta.url's rewriting (keepPaths) is relative to
+    entryPoints: { main: path.join(dist, 'src/main.js'), cli: path.join(dist, 'src/cli/main.js') },
     outdir: outDir,
     bundle: true,
     splitting: true,

@@ -268,7 +268,7 @@ describe('CLI with the service stopped', function () {
     expect(bad.status).to.equal(2);
     expect(bad.stderr.trim()).to.equal('service-core: username: must be 1-64 letters, digits or . _ @ -');
     const pkg = JSON.parse(fs.readFileSync('package.json', 'utf8'));
-    expect(pkg.bin['service-core']).to.equal('dist/src/cli/main.js');
+    expect(pkg.bin['service-core']).to.equal('dist/server/cli.js');
   });
 });
 

@@ -473,7 +473,7 @@ describe('the CLI through npx after a rebuild', () => {
       // the first run links the bin in npx's cache (and makes it executable itself)
       expect((await npx()).stdout.trim()).to.equal(repoPackage.version);
       await run(process.execPath, [path.join(ROOT, 'scripts/build.mjs'), path.join(tree, 'dist')], { cwd: ROOT, env: cleanEnv(), maxBuffer: 16 * 1024 * 1024 });
-      const cli = path.join(tree, 'dist/src/cli/main.js');
+      const cli = path.join(tree, 'dist/server/cli.js');
       expect(fs.statSync(cli).mode & 0o777).to.equal(0o755);
       expect(fs.readFileSync(cli, 'utf8')).to.match(/^#!\/usr\/bin\/env node\n/);
       // the same link, now to the rebuilt file

@@ -68,13 +68,13 @@ let buildIsCurrent: boolean | undefined;
 /**
  * The command line of the service (`main`) or of the CLI (`cli`) as a process of its own: the
  * build in dist/ (what `npm start` and the installed command run: the server's bundle,
- * dist/server/main.js, and the CLI's dist/src/cli/main.js) when it is newer than every source it
+ * dist/server/main.js, and the CLI's dist/server/cli.js) when it is newer than every source it
  * is made from, else the sources under tsx; a build older than an edit is never what a test runs.
  * `npm ci` builds it; from the build a process starts on half the CPU of tsx, which compiles and
  * loads every module first.
  */
 export function serviceCommand(entry: 'main' | 'cli'): string[] {
-  const built = path.join(ROOT, entry === 'main' ? 'dist/server/main.js' : 'dist/src/cli/main.js');
+  const built = path.join(ROOT, entry === 'main' ? 'dist/server/main.js' : 'dist/server/cli.js');
   buildIsCurrent ??= (() => {
     // the bundle is the build's last step: when it is there, so is the rest
     const builtAt = fs.statSync(path.join(ROOT, 'dist/server/main.js'), { throwIfNoEntry: false })?.mtimeMs ?? 0;
