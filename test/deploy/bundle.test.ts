@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -5,12 +6,13 @@ import { expect } from 'chai';
 import request from 'supertest';
 import { READY_TIMEOUT_MS, spawnService, type ServiceProcess } from '../support/process.js';
 import { AT_START, checkOutside, KEPT_OUTSIDE, loadedAtFirstUse } from '../../scripts/bundle-server.mjs';
-import { ADMIN, basic, freshDatabase, type TestDb } from '../support/service.js';
+import { ADMIN, basic, freshDatabase, testEnv, type TestDb } from '../support/service.js';
 import { startSlapd, type Slapd } from '../support/slapd.js';
 import { followToCallback, startIdp, type RunningIdp } from '../support/oidc-idp.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BUNDLE = path.join(ROOT, 'dist/server/main.js');
+const CLI = path.join(ROOT, 'dist/server/cli.js');
 
 /**
  * The server's bundle (dist/server/, scripts/bundle-server.mjs), what `npm start` runs, on what
@@ -199,6 +201,65 @@ describe('the server bundle: a login through an OpenID Provider', function () {
 });
 
 /** What the build refuses to leave outside (checkOutside in scripts/bundle-server.mjs), on this tree's node_modules. */
+/**
+ * The CLI's bundle (dist/server/cli.js, the package's bin), which shares the server's chunks: the
+ * in-process CLI tests run the sources, so what bundling can break (the migrations found beside
+ * the modules, the drivers and commander left in node_modules, stdin) is run here, on the run's
+ * database.
+ */
+describe("the CLI bundle (the package's bin)", function () {
+  this.timeout(60_000);
+  let dataDir: string;
+  let db: TestDb;
+  let env: Record<string, string>;
+  const cli = (args: string[], input = '') => {
+    const run = spawnSync(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH, ...env }, input, encoding: 'utf8', timeout: 30_000 });
+    return { code: run.status, stdout: run.stdout, stderr: run.stderr };
+  };
+
+  before(async () => {
+    if (!fs.existsSync(CLI)) throw new Error(`${CLI} is missing: build first (npm run build; npm ci runs it)`);
+    db = await freshDatabase();
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-cli-bundle-'));
+    env = testEnv(dataDir, db.url);
+  });
+  after(async () => {
+    await db?.drop();
+    if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('is executable, migrates and seeds, creates a user with a password from stdin, lists, notifies and verifies the audit trail', () => {
+    expect(fs.statSync(CLI).mode & 0o111).to.equal(0o111);
+    const seeded = cli(['--json', 'seed']);
+    expect(seeded.code, seeded.stderr).to.equal(0);
+    // the migrations are found beside the modules (import.meta.url, rewritten by the build)
+    expect(JSON.parse(seeded.stdout)).to.deep.include({ changed: true }).and.have.property('applied').that.includes('20261125000000_core.ts');
+    expect(cli(['migrate']).stdout.trim()).to.equal('the database is up to date');
+    const created = cli(['user', 'create', 'carol', '--password-stdin'], 'a-long-and-unusual-passphrase-of-carol\n');
+    expect(created.code, created.stderr).to.equal(0);
+    const users = JSON.parse(cli(['--json', 'user', 'list']).stdout).users.map((u: { username: string }) => u.username);
+    expect(users).to.deep.equal(['admin', 'bot', 'carol']);
+    expect(cli(['notify', '--user', 'carol', '--title', 'hello', '--message', 'from the bundled CLI']).stdout).to.match(/^created notification .* for carol/);
+    const verified = cli(['audit', 'verify']);
+    expect(verified.code, verified.stderr).to.equal(0);
+    expect(verified.stdout).to.match(/^the audit trail verifies: \d+ events/);
+    const { settings } = JSON.parse(cli(['--json', 'settings', 'get', 'auth_providers']).stdout);
+    expect(settings.auth_providers).to.include({ source: 'default', locked: false }).and.have.deep.property('value', ['local']);
+  });
+
+  it('backs up SQLite through the native driver in node_modules, and says PostgreSQL is pg_dump', () => {
+    const file = path.join(dataDir, 'backup.sqlite');
+    const backup = cli(['backup', file]);
+    if (db.url) {
+      expect(backup.code).to.equal(1);
+      expect(backup.stderr).to.match(/PostgreSQL: back it up with pg_dump/);
+    } else {
+      expect(backup.code, backup.stderr).to.equal(0);
+      expect(fs.statSync(file).mode & 0o777).to.equal(0o600);
+    }
+  });
+});
+
 describe('the server bundle: what may stay outside it', () => {
   const { dependencies } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
   const importing = (input: string, spec: string) => ({
