@@ -78,11 +78,14 @@ export const ldapUrlList = Joi.string()
 // address's, RFC 3986's, one per scheme list) that V8 compiles at their first use: about 25 ms of
 // every start for each.
 
-/** A URL with one of `schemes`, as Node's URL parser reads it; no white space. */
+/** RFC 3986's characters: anything else (a space, `<password>` left from a template) must be percent-encoded. */
+const URL_TEXT = /^(?:[A-Za-z0-9\-._~:/?#[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*$/;
+
+/** A URL with one of `schemes`, as Node's URL parser reads it, written in RFC 3986's characters. */
 export const urlWithScheme = (schemes: readonly string[]) =>
   Joi.string()
     .custom((text: string) => {
-      if (/\s/.test(text)) throw new Error('must be a URL without spaces');
+      if (!URL_TEXT.test(text)) throw new Error('must be a URL, with spaces and characters such as < > " { } | percent-encoded');
       let url: URL;
       try {
         url = new URL(text);

@@ -148,7 +148,13 @@ describe('config', () => {
     );
     expect(c.publicUrl).to.match(/^https:\/\/svc\.example:8443/);
     expect(c.allowedOrigins).to.include('http://[::1]:3000');
-    rejects({ SERVICE_PUBLIC_URL: 'https://svc.example/a b' }, 'SERVICE_PUBLIC_URL', /^must be a URL without spaces$/);
+    rejects({ SERVICE_PUBLIC_URL: 'https://svc.example/a b' }, 'SERVICE_PUBLIC_URL', /^must be a URL, with spaces and characters such as/);
+    // a template's placeholder left in (docs/deploy.md's redis://:<password>@...), a broken escape
+    rejects({ SERVICE_REDIS_URL: 'redis://:<password>@redis.internal:6379/0' }, 'SERVICE_REDIS_URL', /percent-encoded/);
+    rejects({ SERVICE_DATABASE_URL: 'postgres://u:100%@db/x' }, 'SERVICE_DATABASE_URL', /percent-encoded/);
+    for (const url of ['postgres:///service?host=/var/run/postgresql', 'postgres://u:p%40ss@db.internal:5432/service', 'sqlite:./data/service.sqlite']) {
+      expect(loadConfig({ ...base(), SERVICE_DATABASE_URL: url }, { writeFiles: false }).databaseUrl).to.equal(url);
+    }
     rejects({ SERVICE_PUBLIC_URL: 'ftp://x.example' }, 'SERVICE_PUBLIC_URL', /^must be a http or https URL, not ftp:$/);
     rejects({ SERVICE_PUBLIC_URL: 'http://' }, 'SERVICE_PUBLIC_URL', /^must be a http or https URL$/);
     rejects({ SERVICE_REDIS_URL: 'http://redis.example' }, 'SERVICE_REDIS_URL', /redis or rediss URL/);
