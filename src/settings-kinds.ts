@@ -81,7 +81,13 @@ export const ldapUrlList = Joi.string()
 /** RFC 3986's characters: anything else (a space, `<password>` left from a template) must be percent-encoded. */
 const URL_TEXT = /^(?:[A-Za-z0-9\-._~:/?#[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*$/;
 
-/** A URL with one of `schemes`, as Node's URL parser reads it, written in RFC 3986's characters. */
+/**
+ * A URL with one of `schemes`, as Node's URL parser reads it, written in RFC 3986's characters,
+ * its scheme in lower case and a host after `//`: what reads these values afterwards also
+ * compares their text (the database's dialect by its prefix, `https:` for secure cookies, the
+ * Redis client's `rediss://` for TLS), which an upper-case `HTTPS://` or a repaired `https:host`
+ * would pass the parser and fail there.
+ */
 export const urlWithScheme = (schemes: readonly string[]) =>
   Joi.string()
     .custom((text: string) => {
@@ -93,6 +99,8 @@ export const urlWithScheme = (schemes: readonly string[]) =>
         throw new Error(`must be a ${schemes.join(' or ')} URL`);
       }
       if (!schemes.includes(url.protocol.slice(0, -1))) throw new Error(`must be a ${schemes.join(' or ')} URL, not ${url.protocol}`);
+      if (!text.startsWith(url.protocol)) throw new Error(`must begin with its scheme in lower case, ${url.protocol}`);
+      if (url.host && !text.startsWith(`${url.protocol}//`)) throw new Error(`must name its host after ${url.protocol}//`);
       return text;
     })
     .messages({ 'any.custom': '{{#label}} {{#error.message}}' });

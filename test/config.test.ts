@@ -159,6 +159,12 @@ describe('config', () => {
     rejects({ SERVICE_PUBLIC_URL: 'http://' }, 'SERVICE_PUBLIC_URL', /^must be a http or https URL$/);
     rejects({ SERVICE_REDIS_URL: 'http://redis.example' }, 'SERVICE_REDIS_URL', /redis or rediss URL/);
     rejects({ SERVICE_REDIS_URL: 'redis' }, 'SERVICE_REDIS_URL');
+    // the text is compared afterwards (the dialect, secure cookies, the Redis client's TLS): as it is written
+    rejects({ SERVICE_DATABASE_URL: 'POSTGRES://u@db.internal/service' }, 'SERVICE_DATABASE_URL', /^must begin with its scheme in lower case, postgres:$/);
+    rejects({ SERVICE_REDIS_URL: 'REDISS://redis.internal:6380/0' }, 'SERVICE_REDIS_URL', /lower case/);
+    rejects({ SERVICE_PUBLIC_URL: 'HTTPS://svc.example' }, 'SERVICE_PUBLIC_URL', /lower case/);
+    rejects({ SERVICE_PUBLIC_URL: 'https:svc.example' }, 'SERVICE_PUBLIC_URL', /^must name its host after https:\/\/$/);
+    rejects({ SERVICE_ALLOWED_ORIGINS: 'http:/app.example' }, 'SERVICE_ALLOWED_ORIGINS', /host after http:\/\//);
   });
 
   it('refuses production with default passwords or a generated secret key', () => {

@@ -200,7 +200,6 @@ describe('the server bundle: a login through an OpenID Provider', function () {
   });
 });
 
-/** What the build refuses to leave outside (checkOutside in scripts/bundle-server.mjs), on this tree's node_modules. */
 /**
  * The CLI's bundle (dist/server/cli.js, the package's bin), which shares the server's chunks: the
  * in-process CLI tests run the sources, so what bundling can break (the migrations found beside
@@ -260,6 +259,7 @@ describe("the CLI bundle (the package's bin)", function () {
   });
 });
 
+/** What the build refuses to leave outside (checkOutside in scripts/bundle-server.mjs), on this tree's node_modules. */
 describe('the server bundle: what may stay outside it', () => {
   const { dependencies } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
   const importing = (input: string, spec: string) => ({
