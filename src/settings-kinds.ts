@@ -73,8 +73,8 @@ export const ldapUrlList = Joi.string()
   .messages({ 'any.custom': '{{#label}} {{#error.message}}' });
 
 // The two rules below check what every start reads (the listen address, the URLs of the service,
-// its database and its Redis) with Node's own parsers, which are also what read those values
-// later. joi's hostname() and uri() test a value against large regular expressions (an IP
+// its database and its Redis) with Node's own parsers, as pg, the Redis client and the origin
+// checks read them. joi's hostname() and uri() test a value against large regular expressions (an IP
 // address's, RFC 3986's, one per scheme list) that V8 compiles at their first use: about 25 ms of
 // every start for each.
 

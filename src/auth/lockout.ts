@@ -46,7 +46,25 @@ export const SECOND_FACTOR_RULE: LockoutRule = { max: 10, windowMs: 3_600_000 };
  * their ids first and committed last).
  */
 export class LoginLockout {
+  /**
+   * This instance's attempts of one pair, one after another: a burst of them waits here, not
+   * each in a transaction holding a pool connection while the pair's lock is taken in turn (a
+   * burst of one pair emptied the pool for every other request). The lock stays what orders the
+   * instances.
+   */
+  private readonly inTurn = new Map<string, Promise<unknown>>();
+
   constructor(private readonly db: Knex) {}
+
+  private oneAtATime<T>(pair: string, attempt: () => Promise<T>): Promise<T> {
+    const run = (this.inTurn.get(pair) ?? Promise.resolve()).then(attempt);
+    const settled = run.catch(() => undefined);
+    this.inTurn.set(pair, settled);
+    void settled.then(() => {
+      if (this.inTurn.get(pair) === settled) this.inTurn.delete(pair);
+    });
+    return run;
+  }
 
   private key(username: string) {
     return lockoutKey(username);
@@ -59,25 +77,27 @@ export class LoginLockout {
   async begin(username: string, client: string, rule: LockoutRule = ADDRESS_RULE): Promise<number> {
     const now = Date.now();
     const key = this.key(username);
-    const wait = await this.db.transaction(async (trx) => {
-      if (onPostgres(trx)) await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`service-core:login_failures:${key}:${client}`]);
-      // recorded first: on SQLite the first write takes the database's write lock (another
-      // process waits its turn), so nobody counts between this count and this record
-      const [row] = await trx('login_failures').insert({ username: key, ip: client, at: now }).returning('id');
-      const id = Number(typeof row === 'object' ? row.id : row);
-      // the pair's other attempts within the window, the newest `max`
-      const counted: Array<{ at: number | string }> = await trx('login_failures')
-        .where({ username: key, ip: client })
-        .andWhere('at', '>', now - rule.windowMs)
-        .andWhereNot('id', id)
-        .orderBy('at', 'desc')
-        .limit(rule.max)
-        .select('at');
-      if (counted.length < rule.max) return 0;
-      await trx('login_failures').where({ id }).delete();
-      const oldestCounted = Math.min(...counted.map((r) => Number(r.at)));
-      return Math.max(1, Math.ceil((oldestCounted + rule.windowMs - now) / 1000));
-    });
+    const wait = await this.oneAtATime(`${key}\n${client}`, () =>
+      this.db.transaction(async (trx) => {
+        if (onPostgres(trx)) await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`service-core:login_failures:${key}:${client}`]);
+        // recorded first: on SQLite the first write takes the database's write lock (another
+        // process waits its turn), so nobody counts between this count and this record
+        const [row] = await trx('login_failures').insert({ username: key, ip: client, at: now }).returning('id');
+        const id = Number(typeof row === 'object' ? row.id : row);
+        // the pair's other attempts within the window, the newest `max`
+        const counted: Array<{ at: number | string }> = await trx('login_failures')
+          .where({ username: key, ip: client })
+          .andWhere('at', '>', now - rule.windowMs)
+          .andWhereNot('id', id)
+          .orderBy('at', 'desc')
+          .limit(rule.max)
+          .select('at');
+        if (counted.length < rule.max) return 0;
+        await trx('login_failures').where({ id }).delete();
+        const oldestCounted = Math.min(...counted.map((r) => Number(r.at)));
+        return Math.max(1, Math.ceil((oldestCounted + rule.windowMs - now) / 1000));
+      }),
+    );
     // keep the table small: drop what left its window long ago (a device's failures count for a day)
     if (wait === 0 && Math.random() < 0.05) {
       await this.db('login_failures')

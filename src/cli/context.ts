@@ -129,7 +129,7 @@ export class CliContext {
 
   /** Refuses, as the service's start does, a bootstrap password of the environment that is easy to guess. */
   bootstrapPasswordsHold(): void {
-    void this.config;
+    void this.config; // read first: reading it collects the checks
     const weak = passwordProblems(this.passwordChecks);
     if (weak.length) throw new ConfigError(weak);
   }

@@ -441,6 +441,8 @@ describe('the npm package in a nested install (npm install --install-strategy=ne
   });
 
   it('the bundle starts, logs, checks a password and reaches the container provider', async () => {
+    // the line comes just after /readyz says 200 (logged once the boot is complete, then piped to us)
+    for (const deadline = Date.now() + 10_000; !/"msg":"ready"/.test(service!.output()) && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 50));
     expect(service!.output()).to.match(/"msg":"ready"/);
     const auth = { Authorization: `Basic ${Buffer.from(`admin:${password}`).toString('base64')}` };
     const me = await fetch(`${url}/api/me`, { headers: auth });
