@@ -73,7 +73,7 @@ export async function currentDocument(): Promise<string> {
     await service.booted();
     return JSON.stringify(JSON.parse(service.openApiDocument()), null, 2) + '\n';
   } finally {
-    await service.stop(1000).catch(() => undefined);
+    await service.stop({ graceMs: 1000 }).catch(() => undefined);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -12,7 +12,7 @@ import { createDb, DbHealth, dbErrorText, dialectOf, probeDb, type Knex } from '
 import { createDatabaseHint, isMissingDatabase } from './db/create-database.js';
 import { VERSION } from './version.js';
 import { createHttpApp, mountRouters, type BootState } from './http/app.js';
-import { drain, drainableServer, STOP_GRACE_MS, STOP_IDLE_MS } from './http/drain.js';
+import { drain, drainableServer, STOP_GRACE_MS, STOP_IDLE_MS, type DrainTimes } from './http/drain.js';
 import { webSessionMiddleware } from './auth/web-session.js';
 import type { IamComponent } from './iam/component.js';
 import type { AuthComponent } from './auth/component.js';
@@ -353,15 +353,21 @@ export class Service {
   /**
    * Stops accepting; answers every request that reaches it on a connection already open, with
    * `Connection: close`; leaves idle connections to their peer for `idleMs` (a balancer may be
-   * writing a request onto one); cuts what is left at `graceMs` (src/http/drain.ts); then closes
-   * everything.
+   * writing a request onto one); at `graceMs` refuses (503) what is still to run or reach it, and
+   * cuts what is left `refuseMs` later (src/http/drain.ts); then closes everything.
    */
-  async stop(graceMs = STOP_GRACE_MS, idleMs = Math.min(STOP_IDLE_MS, graceMs)): Promise<void> {
+  async stop(times: Partial<DrainTimes> = {}): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     this.state.stopping = true;
     this.connectAbort.abort();
-    const drained = drain(this.server, graceMs, idleMs);
+    const graceMs = times.graceMs ?? STOP_GRACE_MS;
+    const drained = drain(this.server, { ...times, graceMs, idleMs: times.idleMs ?? Math.min(STOP_IDLE_MS, graceMs) }, () => {
+      // too loaded to finish within the grace: answer what is left rather than have it cut
+      this.log.warn({ grace_ms: graceMs }, 'stop: the grace ran out; refusing what has not run yet');
+      this.state.refusing = true;
+      this.notifications.refuseWrites();
+    });
     await this.gateway.close(); // upgraded sockets would keep the drain waiting
     await drained;
     this.auth.stop();

@@ -26,6 +26,8 @@ export interface BootState {
   bootComplete: boolean;
   bootError: string | null;
   stopping: boolean;
+  /** a stop's grace ran out: whatever still arrives is answered 503 without being run (src/http/drain.ts) */
+  refusing?: boolean;
   /** what the database said while boot waits for it (password hidden); null once it answers */
   dbError?: string | null;
 }
@@ -117,6 +119,10 @@ function core(deps: HttpAppDeps) {
         else if (metrics) await metrics.serve(ctx);
         else ctx.status = 404;
         return;
+      }
+      if (state.refusing) {
+        ctx.set('Retry-After', '1');
+        return renderError(ctx, 503, 'unavailable', 'the service is shutting down; try again');
       }
       if (!state.iamReady && (path === '/api' || path.startsWith('/api/') || path === '/ws')) {
         ctx.set('Retry-After', '5');

@@ -24,8 +24,19 @@ export const KEEP_ALIVE_MS = 65_000;
 export const STOP_IDLE_MS = 6000;
 export const STOP_IDLE_MARGIN_MS = 2000;
 
-/** A stop's grace (main.ts): what is still open then (a request still running, a connection that never sent one) is cut. */
+/**
+ * A stop's grace (main.ts): requests run normally until then. What is still open at its end is
+ * refused for STOP_REFUSE_MS (answered 503, not run), then cut.
+ */
 export const STOP_GRACE_MS = 8000;
+
+/**
+ * How long an instance whose grace ran out (too loaded to finish in it) answers what still reaches
+ * it with 503 before cutting what is left: a request nginx wrote onto a connection the loop had not
+ * read yet gets an answer nginx may pass on (a 503), where a cut is a 502. Grace and refusal end
+ * within main.ts's 10 s hard limit, with a second left to close the parts.
+ */
+export const STOP_REFUSE_MS = 1000;
 
 /**
  * An HTTP server whose answers, once `draining()` holds, carry `Connection: close` and close
@@ -48,22 +59,58 @@ export function drainableServer(listener: http.RequestListener, draining: () => 
 }
 
 /**
+ * Runs `fn` `ms` from now, once the event loop has read its sockets: a timer runs before the loop
+ * reads what arrived meanwhile, so a timer that closes connections would, on a loop running late,
+ * close one under a request it has not read yet (reset: nginx's 502). Read first, that request is
+ * in flight and its connection no longer idle.
+ */
+function afterReads(ms: number, fn: () => void): () => void {
+  let immediate: NodeJS.Immediate | undefined;
+  const timer = setTimeout(() => (immediate = setImmediate(fn)), ms);
+  return () => {
+    clearTimeout(timer);
+    if (immediate) clearImmediate(immediate);
+  };
+}
+
+export interface DrainTimes {
+  /** requests run normally until then */
+  graceMs: number;
+  /** a connection idle at the start is left to its peer until then */
+  idleMs: number;
+  /** after the grace, what still reaches the server is refused (`refuse`) for this long, then cut */
+  refuseMs?: number;
+}
+
+/**
  * Drains the server: stops listening, answers every request on a connection already open
  * (closing it after the answer, with drainableServer), leaves idle connections to their peer for
- * `idleMs` (then closes them), and cuts whatever is left at `graceMs`. Resolves once every
- * connection is gone. A WebSocket connection is its owner's to close.
+ * `idleMs` (then closes them). At `graceMs` calls `refuse` (from then on the owner answers 503
+ * without running a request), closes what is idle once the loop has read its sockets, and cuts
+ * whatever is left `refuseMs` later.
+ * Resolves once every connection is gone. A WebSocket connection is its owner's to close.
  */
-export async function drain(server: http.Server, graceMs: number, idleMs: number): Promise<void> {
+export async function drain(server: http.Server, times: DrainTimes, refuse: () => void = () => undefined): Promise<void> {
+  const { graceMs, idleMs, refuseMs = STOP_REFUSE_MS } = times;
   // net.Server's close stops listening and waits for the open connections; http.Server's own
   // close() would also close the idle ones at once, under the request a balancer may be
   // writing onto one at that very moment (a POST so cut is not sent again: a 502)
   const closed = new Promise<void>((resolve) => net.Server.prototype.close.call(server, () => resolve()));
-  const timers: NodeJS.Timeout[] = [];
+  const cancels: Array<() => void> = [];
   if (idleMs <= 0) server.closeIdleConnections();
-  else if (idleMs < graceMs) timers.push(setTimeout(() => server.closeIdleConnections(), idleMs));
-  timers.push(setTimeout(() => server.closeAllConnections(), graceMs));
+  else if (idleMs < graceMs) cancels.push(afterReads(idleMs, () => server.closeIdleConnections()));
+  const graceEnd = setTimeout(() => {
+    // before the loop reads what arrived meanwhile: a request read from now on is refused
+    refuse();
+    const closeIdle = setImmediate(() => server.closeIdleConnections());
+    cancels.push(
+      () => clearImmediate(closeIdle),
+      afterReads(refuseMs, () => server.closeAllConnections()),
+    );
+  }, graceMs);
+  cancels.push(() => clearTimeout(graceEnd));
   await closed;
-  for (const t of timers) clearTimeout(t);
+  for (const cancel of cancels) cancel();
   // nothing is open any more: http.Server's close() now only ends its timeout checks
   server.close();
 }

@@ -122,6 +122,11 @@ export class NotificationsComponent {
     return [webhookRoutes(this.webhook), notificationRoutes(this.service), ...webhookSecretRoutes(this.webhookSecrets)];
   }
 
+  /** A stop's grace ran out: notifications not yet being written are refused (503). */
+  refuseWrites(): void {
+    this.service.refuseWrites();
+  }
+
   async stop(): Promise<void> {
     for (const off of this.detach.splice(0)) off();
     if (this.retentionTimer) clearTimeout(this.retentionTimer);

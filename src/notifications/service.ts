@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
 import type { NotificationPush, OutboundNotification } from '../bus/events.js';
+import { DomainError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { checkNotify, type FieldProblem, type HistoryQuery, type NotifyKind, type ValidNotify } from './schema.js';
 import { NotifyError, type NotificationView, type NotifyResult, type PushFrame, type UserDirectory, type UserRef, type Viewer } from './types.js';
@@ -278,6 +279,11 @@ export class NotificationsService {
       .onConflict(['notification_id', 'subject'])
       .merge(['dismissed_seq', 'updated_at']);
     return true;
+  }
+
+  /** From now on refuses (503) every write not yet being written (a stop whose grace ran out). */
+  refuseWrites(): void {
+    this.writer.refuse(new DomainError('unavailable', 'the service is shutting down; try again', undefined, 1));
   }
 
   /** Waits for writes in flight (shutdown). */

@@ -72,6 +72,8 @@ export interface WriterDeps {
 export class NotificationWriter {
   private readonly queue: Pending[] = [];
   private running: Promise<void> | null = null;
+  /** set by refuse(): every later submission is refused with it */
+  private refusal: Error | null = null;
   private readonly maxBatch: number;
   /** transactions written (for /metrics and tests) */
   readonly stats = { batches: 0, notifications: 0 };
@@ -81,11 +83,22 @@ export class NotificationWriter {
   }
 
   submit(jobs: WriteJob[]): Promise<Committed[]> {
+    if (this.refusal) return Promise.reject(this.refusal);
     return new Promise((resolve, reject) => {
       this.queue.push({ jobs, resolve, reject });
       // the first submission waits a moment, so callers of the same moment share its batch
       this.running ??= new Promise<void>((r) => setTimeout(r, this.deps.lingerMs ?? 2)).then(() => this.run());
     });
+  }
+
+  /**
+   * Refuses with `err` every submission not yet taken into a batch, and every later one (a stop
+   * whose grace ran out: its callers are answered rather than cut). A batch being written goes on
+   * to its commit and answers its callers as usual.
+   */
+  refuse(err: Error): void {
+    this.refusal = err;
+    for (const p of this.queue.splice(0)) p.reject(err);
   }
 
   /** Resolves when every submission so far has been written (shutdown). */

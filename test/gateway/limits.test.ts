@@ -38,20 +38,21 @@ describe('ws gateway: limits per user and per connection', function () {
 
   it('a user gets at most SERVICE_WS_MAX_CONNECTIONS_PER_USER (default 20) connections; the next is told why and closed 1008', async () => {
     expect(svc.config.wsMaxConnectionsPerUser).to.equal(20);
+    // each held open until every one has its first frame (however long the machine takes to
+    // authenticate 60): a welcomed one closed early would free a place for another
     const attempts = await Promise.all(
       Array.from(
         { length: 60 },
         () =>
-          new Promise<{ first: string | null; code: number }>((resolve) => {
+          new Promise<{ ws: WebSocket; first: string | null; closed: Promise<number> }>((resolve) => {
             const ws = new WebSocket(wsUrl(svc), { headers: { Authorization: mallory.auth } });
-            let first: string | null = null;
-            ws.on(
-              'message',
-              (d) => (first ??= JSON.parse(d.toString()).event === 'gateway:error' ? JSON.parse(d.toString()).payload.code : JSON.parse(d.toString()).event),
-            );
-            ws.on('close', (code) => resolve({ first, code }));
+            const closed = new Promise<number>((r) => ws.on('close', (code) => r(code)));
+            ws.once('message', (d) => {
+              const frame = JSON.parse(d.toString());
+              resolve({ ws, first: frame.event === 'gateway:error' ? frame.payload.code : frame.event, closed });
+            });
+            ws.on('close', () => resolve({ ws, first: null, closed }));
             ws.on('error', () => undefined);
-            setTimeout(() => ws.close(), 1500);
           }),
       ),
     );
@@ -59,7 +60,9 @@ describe('ws gateway: limits per user and per connection', function () {
     const refused = attempts.filter((a) => a.first === 'too_many_connections');
     expect(welcomed).to.have.length(20);
     expect(refused).to.have.length(40);
-    for (const r of refused) expect(r.code).to.equal(1008);
+    for (const r of refused) expect(await r.closed).to.equal(1008);
+    for (const w of welcomed) w.ws.close();
+    await Promise.all(welcomed.map((w) => w.closed));
     // others are not affected by mallory's cap
     const other = await createUser(svc, 'bystander');
     const c = await WsClient.connect(svc, { headers: { Authorization: other.auth } });

@@ -5,7 +5,9 @@ import net from 'node:net';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freshDatabase, testEnv, adminAuth, type TestDb } from '../support/service.js';
+import { freshDatabase, testEnv, adminAuth, startService, type TestDb, type TestService } from '../support/service.js';
+import { DomainError } from '../../src/errors.js';
+import { createDb } from '../../src/db/knex.js';
 import { READY_TIMEOUT_MS, serviceCommand, spawnService, type ServiceProcess } from '../support/process.js';
 import { STOP_GRACE_MS, STOP_IDLE_MS } from '../../src/http/drain.js';
 
@@ -202,5 +204,150 @@ describe('graceful shutdown', () => {
       await db?.drop();
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
+  });
+});
+
+/** Reads one HTTP answer from a raw socket, up to its end (the service closes the connection after it while stopping). */
+function answerOf(sock: net.Socket): Promise<{ head: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    sock.setEncoding('utf8');
+    sock.on('data', (d: string) => (text += d));
+    sock.once('error', reject);
+    sock.once('close', () => {
+      const at = text.indexOf('\r\n\r\n');
+      if (at < 0) reject(new Error(`the connection closed without an answer: ${JSON.stringify(text)}`));
+      else resolve({ head: text.slice(0, at), body: text.slice(at + 4) });
+    });
+  });
+}
+
+/**
+ * Writes `request` on `sock` and holds the event loop until `until` (performance.now()), as a
+ * loaded instance's is held: the service's side cannot read the request meanwhile, and the next
+ * turn of the loop runs the timers then due before it reads its sockets.
+ */
+function sendWhileHeld(sock: net.Socket, request: string, until: number): Promise<void> {
+  return new Promise((resolve) =>
+    setImmediate(() => {
+      sock.write(request);
+      while (performance.now() < until);
+      resolve();
+    }),
+  );
+}
+
+const notifyRequest = (body: string) =>
+  `POST /api/notifications HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${adminAuth()}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
+
+describe('a stop on an instance running late (its event loop held up by load)', function () {
+  this.timeout(30_000);
+  let svc: TestService | undefined;
+  afterEach(async () => svc?.destroy());
+
+  /** rows of that title, read after the stop (which closes the service's own database handle) */
+  const stored = async (title: string) => {
+    const db = createDb({ databaseUrl: svc!.databaseUrl, dataDir: svc!.dataDir });
+    try {
+      return Number(((await db('notifications').where({ title }).count({ n: '*' }).first()) as { n: number }).n);
+    } finally {
+      await db.destroy();
+    }
+  };
+
+  /** A keep-alive connection that has served one request and is idle, as a balancer's is; its socket and the next answer on it. */
+  async function idleConnection(): Promise<net.Socket> {
+    const sock = net.connect(Number(new URL(svc!.url).port), '127.0.0.1');
+    await new Promise((r) => sock.once('connect', r));
+    sock.write('GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    let text = '';
+    await new Promise<void>((resolve) => {
+      const read = (d: Buffer) => {
+        text += d.toString('latin1');
+        const at = text.indexOf('\r\n\r\n');
+        const length = /\r\ncontent-length: (\d+)/i.exec(text);
+        if (at < 0 || !length || text.length < at + 4 + Number(length[1])) return;
+        sock.off('data', read);
+        resolve();
+      };
+      sock.on('data', read);
+    });
+    return sock;
+  }
+
+  it('a request that arrived unread on an idle connection when the idle timer came due is answered, not reset', async () => {
+    svc = await startService();
+    const sock = await idleConnection();
+    const answer = answerOf(sock);
+    const started = performance.now();
+    const stopped = svc.service.stop({ graceMs: 5000, idleMs: 300 });
+    await new Promise((r) => setTimeout(r, 150));
+    const body = JSON.stringify({ title: 'unread at the idle close', message: 'm' });
+    // the loop held past the idle close's time: that timer runs before the loop reads the request
+    await sendWhileHeld(sock, notifyRequest(body) + body, started + 500);
+    const { head, body: text } = await answer;
+    expect(head).to.match(/^HTTP\/1\.1 202 /);
+    expect(head).to.match(/\r\nConnection: close/i);
+    expect(JSON.parse(text).seq).to.be.a('number');
+    await stopped;
+    expect(await stored('unread at the idle close')).to.equal(1);
+  });
+
+  it('a request the event loop had not read when the grace ended is answered 503, not cut', async () => {
+    svc = await startService();
+    const sock = await idleConnection();
+    const answer = answerOf(sock);
+    const started = performance.now();
+    const stopped = svc.service.stop({ graceMs: 300, idleMs: 300, refuseMs: 3000 });
+    await new Promise((r) => setTimeout(r, 150));
+    const body = JSON.stringify({ title: 'unread at the grace end', message: 'm' });
+    // the loop held past the grace's end (as by a reconnection storm): its timer runs before the
+    // loop reads the request that arrived meanwhile
+    await sendWhileHeld(sock, notifyRequest(body) + body, started + 500);
+    const { head, body: text } = await answer;
+    expect(head).to.match(/^HTTP\/1\.1 503 /);
+    expect(head).to.match(/\r\nConnection: close/i);
+    expect(head).to.match(/\r\nRetry-After: 1/i);
+    expect(JSON.parse(text).error.code).to.equal('unavailable');
+    await stopped;
+    expect(await stored('unread at the grace end')).to.equal(0);
+  });
+
+  it('notifications not yet being written are refused (503), the batch being written commits and is answered', async () => {
+    svc = await startService();
+    const notifications = svc.service.notifications.service;
+    // a batch held inside its transaction, and a notification queued behind it
+    let entered!: () => void;
+    const inside = new Promise<void>((r) => (entered = r));
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const writing = notifications.notify('broadcast', { title: 'being written', message: 'm' }, { within: async () => (entered(), held) });
+    await inside;
+    const queued = notifications.notify('broadcast', { title: 'queued', message: 'm' });
+    // and a request whose body is still arriving
+    const sock = net.connect(Number(new URL(svc.url).port), '127.0.0.1');
+    await new Promise((r) => sock.once('connect', r));
+    const answer = answerOf(sock);
+    const body = JSON.stringify({ title: 'body late', message: 'm' });
+    sock.write(notifyRequest(body) + body.slice(0, 5));
+    await new Promise((r) => setTimeout(r, 100));
+
+    const stopped = svc.service.stop({ graceMs: 300, idleMs: 300, refuseMs: 3000 });
+    const refused = await queued.then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(refused).to.be.instanceOf(DomainError);
+    expect((refused as DomainError).code).to.equal('unavailable');
+    release();
+    expect((await writing).seq).to.be.a('number');
+    sock.write(body.slice(5));
+    const { head, body: text } = await answer;
+    expect(head).to.match(/^HTTP\/1\.1 503 /);
+    expect(JSON.parse(text).error.code).to.equal('unavailable');
+    await stopped;
+    expect(await stored('being written')).to.equal(1);
+    expect(await stored('queued')).to.equal(0);
+    expect(await stored('body late')).to.equal(0);
   });
 });

@@ -167,14 +167,14 @@ export async function startService(opts: TestServiceOptions = {}): Promise<TestS
     }
   } catch (err) {
     // e.g. the port was taken (callers retry): what was made for this service goes with it
-    await service.stop(2000, 0).catch(() => undefined);
+    await service.stop({ graceMs: 2000, idleMs: 0 }).catch(() => undefined);
     await db?.drop();
     if (!opts.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
     throw err;
   }
   // no balancer in front of a test's service: its idle connections (the test's own client pool)
   // are closed at once rather than left to their peer, which would only make every stop wait
-  const stop = () => service.stop(2000, 0);
+  const stop = () => service.stop({ graceMs: 2000, idleMs: 0 });
   return {
     service,
     url: service.url,
