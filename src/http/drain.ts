@@ -94,8 +94,11 @@ export async function drain(server: http.Server, times: DrainTimes, refuse: () =
   const { graceMs, idleMs, refuseMs = STOP_REFUSE_MS } = times;
   // net.Server's close stops listening and waits for the open connections; http.Server's own
   // close() would also close the idle ones at once, under the request a balancer may be
-  // writing onto one at that very moment (a POST so cut is not sent again: a 502)
-  const closed = new Promise<void>((resolve) => net.Server.prototype.close.call(server, () => resolve()));
+  // writing onto one at that very moment (a POST so cut is not sent again: a 502). It stops
+  // listening once the loop has accepted what waits in the listening socket's backlog: closing
+  // it resets every connection still queued there (seconds of them on a loop running late),
+  // each with the request a balancer has already written onto it.
+  const closed = new Promise<void>((resolve) => setImmediate(() => net.Server.prototype.close.call(server, () => resolve())));
   const cancels: Array<() => void> = [];
   if (idleMs <= 0) server.closeIdleConnections();
   else if (idleMs < graceMs) cancels.push(afterReads(idleMs, () => server.closeIdleConnections()));

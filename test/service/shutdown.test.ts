@@ -275,6 +275,30 @@ describe('a stop on an instance running late (its event loop held up by load)', 
     return sock;
   }
 
+  it("a connection still in the listening socket's backlog when the stop begins is accepted and answered, not reset", async () => {
+    svc = await startService();
+    const body = JSON.stringify({ title: 'in the backlog', message: 'm' });
+    let answer!: Promise<{ head: string; body: string }>;
+    let stopped!: Promise<void>;
+    await new Promise<void>((resolve) =>
+      setImmediate(() => {
+        // in one turn of the loop, as on a loop running late: a balancer's connection completes
+        // its handshake (loopback: within connect()) and waits to be accepted; then the stop begins
+        const sock = net.connect(Number(new URL(svc!.url).port), '127.0.0.1');
+        answer = answerOf(sock);
+        sock.write(notifyRequest(body) + body);
+        stopped = svc!.service.stop({ graceMs: 5000, idleMs: 5000 });
+        resolve();
+      }),
+    );
+    const { head, body: text } = await answer;
+    expect(head).to.match(/^HTTP\/1\.1 202 /);
+    expect(head).to.match(/\r\nConnection: close/i);
+    expect(JSON.parse(text).seq).to.be.a('number');
+    await stopped;
+    expect(await stored('in the backlog')).to.equal(1);
+  });
+
   it('a request that arrived unread on an idle connection when the idle timer came due is answered, not reset', async () => {
     svc = await startService();
     const sock = await idleConnection();
