@@ -98,10 +98,16 @@ describe('notifications resume', function () {
           if (i % 4 !== 3) produced.push(r.seq);
         }
       })();
-      await new Promise((r) => setTimeout(r, 100));
+      // a few for alice before the resume (its replay) and a few after its answer (live pushes),
+      // however long this machine takes to post them
+      const producedAtLeast = async (n: number) => {
+        const deadline = Date.now() + 15_000;
+        while (produced.length < n && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      };
+      await producedAtLeast(3);
       const { client, resumed } = await reconnectAndResume(svc, alice, since);
       clients.push(client);
-      await new Promise((r) => setTimeout(r, 150));
+      await producedAtLeast(produced.length + 3);
       producing = false;
       await producer;
       const lastProduced = produced[produced.length - 1];

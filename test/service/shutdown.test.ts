@@ -255,7 +255,7 @@ describe('a stop on an instance running late (its event loop held up by load)', 
     }
   };
 
-  /** A keep-alive connection that has served one request and is idle, as a balancer's is; its socket and the next answer on it. */
+  /** A keep-alive connection that has served one request and is now idle, as a balancer's is between requests. */
   async function idleConnection(): Promise<net.Socket> {
     const sock = net.connect(Number(new URL(svc!.url).port), '127.0.0.1');
     await new Promise((r) => sock.once('connect', r));
