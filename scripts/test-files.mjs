@@ -12,7 +12,8 @@
 //                      the files that load the machine on purpose (production-cost password
 //                      hashing from dozens of clients) and hold the service to answer times
 //                      under that load; they run after the others (the two runs above leave
-//                      them out), where no other load is at the event loops' priority.
+//                      them out), one database after the other, where no other load is at
+//                      the event loops' priority.
 //
 // Within a run the longest files start first: a long file started last would leave one worker
 // busy alone at the end while the other waits. SECONDS is what the longer files took in the

@@ -481,10 +481,13 @@ describe('Active Directory sign-in through the service (real Samba AD DC)', func
     expect(first.user).to.include({ username: 'pat', email: 'pat@corp.example', display_name: 'Pat Old' });
     await patchAuthSettings(svc.url, { ldap_recheck_interval: '1s' }).expect(200);
     try {
-      await dc.modify(pat.dn, 'sAMAccountName', ['patricia']);
-      await dc.modify(pat.dn, 'userPrincipalName', ['patricia@corp.example']);
-      await dc.modify(pat.dn, 'mail', ['patricia@corp.example']);
-      await dc.modify(pat.dn, 'displayName', ['Patricia Old']);
+      // one change of the directory (the recheck runs every second: it must not see half of it)
+      await dc.modifyAll(pat.dn, {
+        sAMAccountName: ['patricia'],
+        userPrincipalName: ['patricia@corp.example'],
+        mail: ['patricia@corp.example'],
+        displayName: ['Patricia Old'],
+      });
       const renamed = await until('the rename follows', async () => {
         const u = await getUser(svc.url, first.user.id);
         return u.username === 'patricia' && u;

@@ -107,6 +107,8 @@ export interface SambaDc {
   sidOf(name: string): Promise<string>;
   /** replaces an attribute's values, as the DC's administrator over LDAP */
   modify(dn: string, attribute: string, values: string[]): Promise<void>;
+  /** replaces several attributes' values in one LDAP modify: a reader sees all of them or none */
+  modifyAll(dn: string, changes: Record<string, string[]>): Promise<void>;
   /** stops samba and removes the temp dir; safe to call twice */
   stop(): Promise<void>;
 }
@@ -547,6 +549,10 @@ export async function startSambaDc(): Promise<SambaDc> {
     },
     async modify(dn, attribute, values) {
       await replace(dn, attribute, values);
+    },
+    async modifyAll(dn, changes) {
+      const all = Object.entries(changes).map(([type, values]) => new Change({ operation: 'replace', modification: new Attribute({ type, values }) }));
+      await asAdmin((client) => client.modify(dn, all));
     },
     stop() {
       stopped ??= (async () => {
