@@ -6,6 +6,7 @@ import { markRecorded } from '../errors.js';
 import { MFA_TOKEN_TTL_MS, type MfaTokenRecord, type RedirectResume } from './mfa/step.js';
 import type { FactorKind, SecondFactorProof } from './mfa/factor.js';
 import { rememberDevice } from './device-cookie.js';
+import { hasSessionCookie } from './web-session.js';
 
 export interface IssuedSession {
   token: string;
@@ -129,9 +130,14 @@ export function loginBody(user: User, session: { token: string; expires_at: numb
   };
 }
 
-/** Starts the UI cookie session under a fresh session id (the old id, if any, is destroyed). */
+/**
+ * Starts the UI cookie session under a fresh session id: a request that carried a session
+ * cookie has its old id destroyed and a new one issued (no fixation); one without it already
+ * has a fresh id, which the end of the request saves (one write instead of three).
+ */
 export async function startCookieSession(ctx: Context, keyId: string): Promise<void> {
   ctx.session = { key_id: keyId };
+  if (!hasSessionCookie(ctx.req.headers.cookie)) return;
   const session = ctx.session as { regenerate?: () => Promise<void> } | null;
   await session?.regenerate?.();
 }

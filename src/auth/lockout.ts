@@ -41,9 +41,10 @@ export const SECOND_FACTOR_RULE: LockoutRule = { max: 10, windowMs: 3_600_000 };
  * An attempt is recorded as a failure *before* the password is checked, and cleared on
  * success: so a burst of parallel guesses cannot all pass the check before any failure lands.
  * The record and the count are one transaction holding the pair's lock (on PostgreSQL an
- * advisory lock, which every instance takes; on SQLite the write lock): attempts on many
- * connections would otherwise count before others' records were visible (records that drew
- * their ids first and committed last).
+ * advisory lock, which every instance takes, in one function call: a login's round trips are
+ * its cost under a storm; on SQLite the write lock): attempts on many connections would
+ * otherwise count before others' records were visible (records that drew their ids first and
+ * committed last).
  */
 export class LoginLockout {
   /**
@@ -78,25 +79,7 @@ export class LoginLockout {
     const now = Date.now();
     const key = this.key(username);
     const wait = await this.oneAtATime(`${key}\n${client}`, () =>
-      this.db.transaction(async (trx) => {
-        if (onPostgres(trx)) await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`service-core:login_failures:${key}:${client}`]);
-        // recorded first: on SQLite the first write takes the database's write lock (another
-        // process waits its turn), so nobody counts between this count and this record
-        const [row] = await trx('login_failures').insert({ username: key, ip: client, at: now }).returning('id');
-        const id = Number(typeof row === 'object' ? row.id : row);
-        // the pair's other attempts within the window, the newest `max`
-        const counted: Array<{ at: number | string }> = await trx('login_failures')
-          .where({ username: key, ip: client })
-          .andWhere('at', '>', now - rule.windowMs)
-          .andWhereNot('id', id)
-          .orderBy('at', 'desc')
-          .limit(rule.max)
-          .select('at');
-        if (counted.length < rule.max) return 0;
-        await trx('login_failures').where({ id }).delete();
-        const oldestCounted = Math.min(...counted.map((r) => Number(r.at)));
-        return Math.max(1, Math.ceil((oldestCounted + rule.windowMs - now) / 1000));
-      }),
+      onPostgres(this.db) ? this.attemptInOneCall(key, client, now, rule) : this.attemptInTransaction(key, client, now, rule),
     );
     // keep the table small: drop what left its window long ago (a device's failures count for a day)
     if (wait === 0 && Math.random() < 0.05) {
@@ -111,6 +94,34 @@ export class LoginLockout {
         .delete();
     }
     return wait;
+  }
+
+  /** PostgreSQL: the function migrations/20261202000000_login_attempt_function.ts made, one round trip. */
+  private async attemptInOneCall(key: string, client: string, now: number, rule: LockoutRule): Promise<number> {
+    const { rows } = await this.db.raw('SELECT service_login_attempt(?, ?, ?, ?, ?) AS wait', [key, client, now, rule.windowMs, rule.max]);
+    return Number(rows[0].wait);
+  }
+
+  /** SQLite: the same steps as one transaction, which the first write's lock orders. */
+  private attemptInTransaction(key: string, client: string, now: number, rule: LockoutRule): Promise<number> {
+    return this.db.transaction(async (trx) => {
+      // recorded first: the first write takes the database's write lock (another process waits
+      // its turn), so nobody counts between this count and this record
+      const [row] = await trx('login_failures').insert({ username: key, ip: client, at: now }).returning('id');
+      const id = Number(typeof row === 'object' ? row.id : row);
+      // the pair's other attempts within the window, the newest `max`
+      const counted: Array<{ at: number | string }> = await trx('login_failures')
+        .where({ username: key, ip: client })
+        .andWhere('at', '>', now - rule.windowMs)
+        .andWhereNot('id', id)
+        .orderBy('at', 'desc')
+        .limit(rule.max)
+        .select('at');
+      if (counted.length < rule.max) return 0;
+      await trx('login_failures').where({ id }).delete();
+      const oldestCounted = Math.min(...counted.map((r) => Number(r.at)));
+      return Math.max(1, Math.ceil((oldestCounted + rule.windowMs - now) / 1000));
+    });
   }
 
   async succeed(username: string, client: string): Promise<void> {

@@ -20,7 +20,13 @@ describe('login API, web session and logout', function () {
   });
 
   it('returns the session token and the user, and starts an HttpOnly SameSite=Lax cookie session', async function () {
+    const sessionQueries: string[] = [];
+    const onQuery = (q: { sql: string }) => q.sql.includes('web_sessions') && sessionQueries.push(q.sql);
+    svc.service.db.on('query', onQuery);
     const res = await request(svc.url).post('/api/auth/login').send({ username: 'carl', password: 'carl-password-1' }).expect(200);
+    svc.service.db.off('query', onQuery);
+    // a request without a session cookie has no old session to destroy: the new one is one write
+    expect(sessionQueries, sessionQueries.join('\n')).to.have.length(1);
     expect(res.body).to.have.keys('token', 'token_type', 'expires_at', 'user');
     expect(res.body.token_type).to.equal('session');
     expect(res.body.token).to.match(/^svs_/);
