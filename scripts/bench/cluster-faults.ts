@@ -156,27 +156,34 @@ async function main() {
         `${f.name.padEnd(30)} ${s(f.end - f.start, '').padStart(6)} ${String(lost).padStart(12)} ${s(f.allBackMs, lost ? 'not yet' : '-').padStart(32)} ${s(f.caughtUpMs, `> ${SETTLE_S} s`).padStart(32)}`,
       );
     }
-    // the answers by status, in the phase their request was sent in
-    for (let p = 0; p < names.length; p++) {
+    // the answers by status, in the phase their request was sent in; then when each fault began,
+    // and for each phase when its first answers other than 202 / 503 were asked and given (s
+    // from the first send: a rolling restart's are not hidden behind a SIGKILL's)
+    const t0 = caster.answers.reduce((m, a) => Math.min(m, a.start), Infinity);
+    const at = (t: number) => ((t - t0) / 1000).toFixed(1);
+    const sentIn = (p: number) => {
       const from = p === 0 ? 0 : (faults.find((f) => f.phase === p)?.start ?? phase5);
       const to = faults.find((f) => f.phase === p + 1)?.start ?? (p === 5 ? Infinity : phase5);
+      return caster.answers.filter((x) => x.start >= from && x.start < to);
+    };
+    for (let p = 0; p < names.length; p++) {
       const byStatus = new Map<string, number>();
-      for (const a of caster.answers.filter((x) => x.start >= from && x.start < to)) {
+      for (const a of sentIn(p)) {
         const key = a.status ? String(a.status) : `failed (${a.error})`;
         byStatus.set(key, (byStatus.get(key) ?? 0) + 1);
       }
       console.log(`answers, ${names[p]}: ${[...byStatus].map(([k, n]) => `${k}: ${n}`).join(', ')}`);
     }
     console.log(`acknowledged notifications: ${acked.length}`);
-    // when each fault began and each answer other than 202 / 503 was asked and given (s from the first send)
-    const t0 = caster.answers.reduce((m, a) => Math.min(m, a.start), Infinity);
-    const at = (t: number) => ((t - t0) / 1000).toFixed(1);
     console.log(`faults began at ${faults.map((f) => `${at(f.start)} s (${f.name})`).join(', ')}`);
     console.log(
       `rolling restart: ${rolling.map((r) => `${r.name} SIGTERM at ${at(r.term)} s, gone at ${at(r.exited)} s, ready at ${at(r.ready)} s`).join('; ')}`,
     );
-    for (const a of caster.answers.filter((x) => x.status !== 202 && x.status !== 503).slice(0, 12))
-      console.log(`  ${a.status || 'failed'} ${a.kind}: sent at ${at(a.start)} s, answered at ${at(a.end)} s`);
+    for (let p = 0; p < names.length; p++) {
+      const other = sentIn(p).filter((x) => x.status !== 202 && x.status !== 503);
+      if (other.length) console.log(`  ${names[p]}, the first ${Math.min(6, other.length)} of ${other.length} answers other than 202 / 503:`);
+      for (const a of other.slice(0, 6)) console.log(`    ${a.status || 'failed'} ${a.kind}: sent at ${at(a.start)} s, answered at ${at(a.end)} s`);
+    }
     // what nginx said about answers other than a refused connect (a 502 or 504 has its line here)
     const said = cluster.nginx
       .errors()
