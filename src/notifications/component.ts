@@ -9,6 +9,7 @@ import { notificationRoutes } from './routes.js';
 import { ScmWebhook, webhookRoutes, webhookSecretRoutes, type ScmWebhookDeps } from './webhook.js';
 import { WebhookSecrets, type SecretStore } from './webhook-secrets.js';
 import { NotifyError, type UserDirectory } from './types.js';
+import { DomainError } from '../errors.js';
 import { NotificationChannels } from './channels.js';
 import { NotificationRetention, type RetentionOptions } from './retention.js';
 import type { ClientChannels } from '../bus/channels.js';
@@ -109,9 +110,13 @@ export class NotificationsComponent {
     try {
       await this.service.notify(kind, payload, { sender: 'bus' });
     } catch (err) {
-      // a bad payload from an in-process emitter is logged and dropped; the emitter goes on
+      // a bad payload from an in-process emitter is logged and dropped; the emitter goes on. So is
+      // one that cannot be stored now (a stop's grace ran out, the database is away): said why
+      const event = kind === 'broadcast' ? 'system:notify' : 'user:notify';
       if (err instanceof NotifyError) {
-        this.deps.log.warn({ event: kind === 'broadcast' ? 'system:notify' : 'user:notify', code: err.reason, problems: err.problems }, 'notification dropped');
+        this.deps.log.warn({ event, code: err.reason, problems: err.problems }, 'notification dropped');
+      } else if (err instanceof DomainError && err.code === 'unavailable') {
+        this.deps.log.warn({ event, code: err.code, reason: err.message }, 'notification dropped');
       } else {
         this.deps.log.error({ err }, 'storing a notification failed');
       }

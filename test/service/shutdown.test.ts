@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { freshDatabase, testEnv, adminAuth, startService, type TestDb, type TestService } from '../support/service.js';
 import { DomainError } from '../../src/errors.js';
+import { capturingLogger, eventually } from '../sockets/helpers.js';
 import { createDb } from '../../src/db/knex.js';
 import { READY_TIMEOUT_MS, serviceCommand, spawnService, type ServiceProcess } from '../support/process.js';
 import { STOP_GRACE_MS, STOP_IDLE_MS } from '../../src/http/drain.js';
@@ -338,7 +339,8 @@ describe('a stop on an instance running late (its event loop held up by load)', 
   });
 
   it('notifications not yet being written are refused (503), the batch being written commits and is answered', async () => {
-    svc = await startService();
+    const logs = capturingLogger('info');
+    svc = await startService({ logger: logs.logger });
     const notifications = svc.service.notifications.service;
     // a batch held inside its transaction, and a notification queued behind it
     let entered!: () => void;
@@ -363,6 +365,11 @@ describe('a stop on an instance running late (its event loop held up by load)', 
     );
     expect(refused).to.be.instanceOf(DomainError);
     expect((refused as DomainError).code).to.equal('unavailable');
+    // one from the bus (a plugin's teardown, say) is dropped with a warning that says why
+    svc.service.bus.emit('system:notify', { title: 'from the bus', message: 'm' });
+    await eventually(() => logs.text().includes('notification dropped'));
+    const dropped = logs.lines.map((l) => JSON.parse(l)).find((l) => l.msg === 'notification dropped');
+    expect(dropped).to.deep.include({ level: 'warn', event: 'system:notify', code: 'unavailable', reason: 'the service is shutting down; try again' });
     release();
     expect((await writing).seq).to.be.a('number');
     sock.write(body.slice(5));

@@ -416,8 +416,15 @@ export async function startSambaDc(): Promise<SambaDc> {
   }
   const search = (filter: string | EqualityFilter, attributes: string[]) =>
     asAdmin(async (client) => (await client.search(AD_BASE_DN, { scope: 'sub', filter, attributes, explicitBufferAttributes: ['objectSid'] })).searchEntries);
-  const replace = (dn: string, type: string, values: string[] | Buffer[]) =>
-    asAdmin((client) => client.modify(dn, new Change({ operation: 'replace', modification: new Attribute({ type, values }) })));
+  /** one LDAP modify replacing each attribute named: a reader sees all of it or none */
+  const replaceAll = (dn: string, changes: Record<string, string[] | Buffer[]>) =>
+    asAdmin((client) =>
+      client.modify(
+        dn,
+        Object.entries(changes).map(([type, values]) => new Change({ operation: 'replace', modification: new Attribute({ type, values }) })),
+      ),
+    );
+  const replace = (dn: string, type: string, values: string[] | Buffer[]) => replaceAll(dn, { [type]: values });
   /** userAccountControl with `bit` set or cleared (ACCOUNTDISABLE is 2) */
   const accountControl = async (sam: string, bit: number, on: boolean) => {
     const [entry] = await search(new EqualityFilter({ attribute: 'sAMAccountName', value: sam }), ['userAccountControl']);
@@ -551,8 +558,7 @@ export async function startSambaDc(): Promise<SambaDc> {
       await replace(dn, attribute, values);
     },
     async modifyAll(dn, changes) {
-      const all = Object.entries(changes).map(([type, values]) => new Change({ operation: 'replace', modification: new Attribute({ type, values }) }));
-      await asAdmin((client) => client.modify(dn, all));
+      await replaceAll(dn, changes);
     },
     stop() {
       stopped ??= (async () => {
