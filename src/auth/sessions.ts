@@ -115,7 +115,8 @@ export async function logout(auth: AuthComponent, ctx: Context): Promise<boolean
     }
     ctx.session = null;
   }
-  if (id?.userId)
+  // an API key or Basic ends nothing (the call is answered 204, the key left as it is): no event
+  if (id?.userId && ended)
     auth.iam.commands.record({
       action: 'auth.logout',
       actor: { user_id: id.userId, username: id.username, method: id.method, ip: ctx.ip },

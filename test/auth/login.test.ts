@@ -161,7 +161,12 @@ describe('login API, web session and logout', function () {
   it('logout with an API key ends nothing but the call (204) and keeps the key', async function () {
     const created = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).send({ label: 'script' }).expect(201);
     await request(svc.url).post('/api/auth/logout').set('X-API-Key', created.body.token).expect(204);
+    await request(svc.url).post('/api/auth/logout').set('Authorization', adminAuth()).expect(204);
     await request(svc.url).get('/api/me').set('X-API-Key', created.body.token).expect(200);
+    // nothing ended, so no logout is recorded
+    await svc.service.iam.audit.flush();
+    const events = await request(svc.url).get('/api/audit').query({ action: 'auth.logout', limit: 200 }).set('Authorization', adminAuth()).expect(200);
+    expect(events.body.events.filter((e: any) => e.actor.method === 'api_key' || e.actor.method === 'basic')).to.deep.equal([]);
   });
 
   it('lists the configured providers for the login page', async function () {
