@@ -3,7 +3,7 @@ import type { AuditInput } from './audit.js';
 import type { CommandPath } from './commands.js';
 import { leavesNoAdmin } from './last-admin.js';
 import type { Actor } from './policy.js';
-import type { DirectoryState, IamStore, User } from './store.js';
+import { NameTaken, type DirectoryState, type IamStore, type User } from './store.js';
 
 /** A user as the audit trail names it. */
 export const userTarget = (u: Pick<User, 'id' | 'username'>) => ({ type: 'user', id: u.id, name: u.username });
@@ -97,7 +97,7 @@ export class LoginWrites {
         }),
       );
     } catch (err) {
-      if (!username || !isUniqueViolation(err)) throw err;
+      if (!username || !(isUniqueViolation(err) || err instanceof NameTaken)) throw err;
       await this.follow(actor, user, rest, provider);
       return { renamed: false };
     }

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { onPostgres } from '../db/knex.js';
 import { BaseModel } from '../db/model.js';
+import { DomainError } from '../errors.js';
 
 /** Users, groups and their linked identities: the objection models of their tables and the queries the IAM model makes. */
 
@@ -110,11 +111,32 @@ function fieldsOf<T extends object>(input: T, fields: readonly string[]): Partia
   return Object.fromEntries(Object.entries(input).filter(([k, v]) => v !== undefined && fields.includes(k))) as Partial<T>;
 }
 
+/** A username another user holds in another case (a 409 where it is answered). */
+export class NameTaken extends DomainError {
+  constructor(wanted: string, held: string) {
+    super('conflict', `username ${wanted} is taken (as ${held}: names differ in more than case)`);
+  }
+}
+
 export class IamStore {
   constructor(readonly db: Knex) {}
 
   async userById(id: string, trx: Knex = this.db): Promise<User | null> {
     return (await UserModel.query(trx).findById(id)) ?? null;
+  }
+
+  /**
+   * Two accounts whose names differ only in case would share what is counted per login name
+   * (the lockout folds case: src/auth/attempts.ts lockoutKey): a name another user holds in any
+   * case is taken. The unique index on lower(username) holds it across instances (made by the
+   * migrations where no such pair existed before); this holds it where it could not be made.
+   */
+  private async refuseCaseTwin(username: string, exceptId: string | null, trx: Knex): Promise<void> {
+    // the same name in the same case is the unique constraint's to refuse
+    const twin = trx('users').whereRaw('lower(username) = ?', [username.toLowerCase()]).whereNot('username', username).first('username');
+    if (exceptId) twin.whereNot('id', exceptId);
+    const held = (await twin) as { username: string } | undefined;
+    if (held) throw new NameTaken(username, held.username);
   }
 
   async userByUsername(username: string, trx: Knex = this.db): Promise<User | null> {
@@ -141,6 +163,7 @@ export class IamStore {
   }
 
   async createUser(input: NewUser, trx: Knex = this.db): Promise<User> {
+    await this.refuseCaseTwin(input.username, null, trx);
     const now = Date.now();
     return UserModel.query(trx).insert({
       email: null,
@@ -181,6 +204,7 @@ export class IamStore {
 
   /** Renames a user and its local identity (the name a local login types) together. */
   async renameUser(id: string, from: string, to: string, trx: Knex): Promise<void> {
+    await this.refuseCaseTwin(to, id, trx);
     await UserModel.query(trx).findById(id).patch({ username: to, updatedAt: Date.now() });
     await trx('user_identities').where({ user_id: id, provider: 'local', provider_user_id: from }).update({ provider_user_id: to });
   }

@@ -8,6 +8,7 @@ import { checkPathsSchema, repairSchema, type MountGuardian } from './mount-guar
 import type { SocketRegistry } from './registry.js';
 import { mountCheckResult, providerListResult, repairResult } from './schemas.js';
 import { DomainError, fieldErrorsOf, fieldErrorsText } from '../errors.js';
+import { reachesHost } from '../iam/policy.js';
 
 /** A privileged socket operation as the audit trail records it (the composition root hands it on). */
 export interface SocketAuditEntry {
@@ -234,7 +235,9 @@ export class SocketRequests {
 
   /**
    * Does a caller (its `may`) administer some host service: repairing mounts, or any permission
-   * of a registered provider's operations? Host facts in reads open to anyone are theirs only.
+   * of a registered provider's operations that reaches the host? Host facts in reads open to
+   * anyone are theirs only. (A plugin's provider may guard an operation with a permission of its
+   * own, `plugin:<id>:...`, which readers hold: that administers nothing.)
    */
   private administersHost(may: (permission: string) => boolean): boolean {
     if (may('socket:mounts:repair')) return true;
@@ -244,7 +247,7 @@ export class SocketRequests {
           this.deps.registry
             .get(name)
             ?.permissions()
-            .some((p) => may(p.id))
+            .some((p) => reachesHost(p.id) && may(p.id))
         )
           return true;
       } catch {

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createDb, knexConfig, type Knex } from '../../src/db/knex.js';
+import { createDb, isUniqueViolation, knexConfig, type Knex } from '../../src/db/knex.js';
 import { migrateLatest } from '../../src/db/migrate.js';
 import { spawnSync } from 'node:child_process';
 import { freshDatabase, testEnv, type TestDb } from '../support/service.js';
@@ -110,6 +110,30 @@ describe('migrations', () => {
     expect(JSON.parse(row.groups)).to.deep.equal(['INT_USER']);
     expect(JSON.parse(row.extra_permissions)).to.deep.equal([]);
     expect(Boolean(row.disabled)).to.equal(false);
+  });
+
+  it('a database holding two names that differ only in case keeps both, without the index that refuses such pairs', async () => {
+    const index = await import('../../migrations/20261202000100_usernames_unique_in_any_case.js');
+    await migrate();
+    // the pair as an older release let it in: the index (made by the migration) set aside
+    await db.raw('DROP INDEX users_username_folded');
+    await db('users').insert([
+      { id: '00000000-0000-4000-8000-0000000000a1', username: 'vic', roles: '[]', groups: '[]' },
+      { id: '00000000-0000-4000-8000-0000000000a2', username: 'VIC', roles: '[]', groups: '[]' },
+    ]);
+    await index.up(db);
+    expect((await db('users').whereIn('username', ['vic', 'VIC'])).length).to.equal(2);
+    await db('users').insert({ id: '00000000-0000-4000-8000-0000000000a3', username: 'Vic', roles: '[]', groups: '[]' });
+    // once the pair is one name, the migration's body makes the index
+    await db('users').whereIn('username', ['VIC', 'Vic']).delete();
+    await index.up(db);
+    const twin = await db('users')
+      .insert({ id: '00000000-0000-4000-8000-0000000000a4', username: 'VIC', roles: '[]', groups: '[]' })
+      .then(
+        () => null,
+        (err: unknown) => err,
+      );
+    expect(isUniqueViolation(twin), String(twin)).to.equal(true);
   });
 
   it('knex seed:run and migrate:latest (`npx knex`) work on a fresh data dir, idempotently, writing nothing else; seeding is audited and keeps roles', async function () {

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import request from 'supertest';
 import { startService, adminAuth, basic, testEnv, ADMIN, SYSTEM_KEY, type TestService, promoteToSuperadmin } from '../support/service.js';
 import { cli } from '../cli/helpers.js';
+import { isUniqueViolation } from '../../src/db/knex.js';
 
 describe('IAM model and admin API', () => {
   let svc: TestService;
@@ -234,6 +235,25 @@ describe('IAM model and admin API', () => {
     expect(run.stderr).to.match(/password: (is a common password|is too easy to guess)/);
     // the old password still works: nothing was changed
     await request(svc.url).get('/api/me').set('Authorization', basic('weakling', 'tidal-orbit-lantern-97')).expect(200);
+  });
+
+  it('a username another user holds in another case is taken (409): the lockout counts names without case', async () => {
+    await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'vic.case', password: 'vic-password-12345' }).expect(201);
+    for (const username of ['VIC.case', 'Vic.Case']) {
+      const res = await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username, password: 'twin-password-12345' }).expect(409);
+      expect(res.body.error).to.deep.include({ code: 'conflict', message: `username ${username} is taken (as vic.case: names differ in more than case)` });
+    }
+    // and the database holds it for every instance: two creations at the same instant cannot both land
+    const db = svc.service.db;
+    const row = await db('users').where({ username: 'vic.case' }).first();
+    const twin = { ...row, id: '00000000-0000-4000-8000-00000000c45e', username: 'VIC.CASE' };
+    const refused = await db('users')
+      .insert(twin)
+      .then(
+        () => null,
+        (err: unknown) => err,
+      );
+    expect(isUniqueViolation(refused), String(refused)).to.equal(true);
   });
 
   it('refuses to delete, demote or disable the last enabled member of INT_ADMIN (409)', async () => {

@@ -246,6 +246,10 @@ describe('example plugins', () => {
       expect(providers.find((x: any) => x.name === 'pgsql')).to.deep.include({ plugin: 'pg-socket', socket_path: PG_SOCKET, available: true });
       const anonymous = (await request(svc.url).get('/api/socket/providers').expect(200)).body.providers;
       expect(anonymous.find((x: any) => x.name === 'pgsql')).to.deep.include({ plugin: 'pg-socket', socket_path: '', available: true });
+      // a reader holds the plugin's own permission (plugin:pg-socket:api:read): that administers no host service
+      const read = (await request(svc.url).get('/api/socket/providers').set('Authorization', viewer).expect(200)).body;
+      expect(read.host_facts_hidden).to.equal(true);
+      expect(read.providers.map((x: any) => x.socket_path)).to.deep.equal(read.providers.map(() => ''));
     });
 
     it('serves pgsql:health and pgsql:server_info through socket:request', async () => {
