@@ -9,6 +9,12 @@ const io: CliIo = {
   stdin: process.stdin,
 };
 const argv = process.argv.slice(2);
+// a reader that stopped reading (`audit export | head`) ends the command quietly, as it ends a
+// Unix tool: nothing is left to say to it
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'EPIPE') throw err;
+  process.exit(0);
+});
 
 /**
  * The version is answered without loading the commands (commander, the core, the database

@@ -16,10 +16,9 @@ export const MESSAGE_MAX = 4000;
 /** A link is an absolute http(s) URL or a path on this service; never javascript:, data: or //host in disguise. */
 const link = Joi.string()
   .max(2048)
-  .custom((value: string) => {
-    if (isLocalPath(value) || isWebUrl(value)) return value;
-    throw new Error('must be an http(s) URL or a path starting with /');
-  })
+  .custom((value: string, helpers) =>
+    isLocalPath(value) || isWebUrl(value) ? value : helpers.message({ custom: '{{#label}} must be an http(s) URL or a path starting with /' }),
+  )
   .allow(null);
 
 const base = {

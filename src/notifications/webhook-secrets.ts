@@ -130,7 +130,7 @@ export class WebhookSecrets {
    * A GitLab token that is one of the secrets in use has travelled in clear: mark its value
    * (whether or not this delivery is then accepted), so it never verifies an HMAC again.
    */
-  async markSentInClear(token: string | undefined, view: SecretsView): Promise<void> {
+  async markSentInClear(token: string | undefined, view: SecretsView, ip: string | null): Promise<void> {
     const slots: [string, string | null][] = [
       [WEBHOOK_SECRET_KEY, view.shared],
       [forgeSecretKey('gitea'), view.own.gitea],
@@ -140,7 +140,16 @@ export class WebhookSecrets {
       if (!value || !tokenMatches(token, value)) continue;
       const digest = sha256(value);
       if (view.sentInClear.has(digest)) continue;
-      await this.deps.secrets.set(WEBHOOK_SECRET_NAMESPACE, `${key}${SENT_IN_CLEAR}`, digest);
+      // a change of what the secret verifies, made by a delivery: an event like any other change of it
+      await this.deps.commands.within(
+        (trx) => this.deps.secrets.set(WEBHOOK_SECRET_NAMESPACE, `${key}${SENT_IN_CLEAR}`, digest, trx),
+        () => ({
+          action: 'settings.changed',
+          actor: { user_id: null, username: 'webhook:gitlab', method: 'webhook', ip },
+          target: { type: 'settings', id: key, name: key },
+          details: { fields: [key], change: 'sent_in_clear' },
+        }),
+      );
       view.sentInClear.add(digest);
       this.deps.log.warn({ setting: key }, 'a webhook secret arrived as a GitLab token (in clear): it no longer verifies GitHub or Gitea deliveries');
     }

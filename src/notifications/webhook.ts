@@ -95,7 +95,7 @@ export class ScmWebhook {
   /** Handles one delivery (receiveChecked); a delivery refused for its signature or secret is an audit event. */
   async receive(headers: Record<string, string | string[] | undefined>, rawBody: Buffer, ip: string | null = null): Promise<DeliveryOutcome> {
     try {
-      return await this.receiveChecked(headers, rawBody);
+      return await this.receiveChecked(headers, rawBody, ip);
     } catch (err) {
       if (!(err instanceof DomainError && err.code === 'unauthorized')) throw err;
       // a signature that verifies is always taken (a forge shares its egress addresses with
@@ -124,15 +124,23 @@ export class ScmWebhook {
     });
   }
 
-  private async receiveChecked(headers: Record<string, string | string[] | undefined>, rawBody: Buffer): Promise<DeliveryOutcome> {
+  private async receiveChecked(headers: Record<string, string | string[] | undefined>, rawBody: Buffer, ip: string | null): Promise<DeliveryOutcome> {
     const view = await this.deps.secrets.view();
-    if (!SCM_PROVIDERS.some((f) => keyOf(f, view))) throw new DomainError('unavailable', 'the SCM webhook is disabled: no webhook secret is configured');
+    if (!SCM_PROVIDERS.some((f) => keyOf(f, view)))
+      throw new DomainError(
+        'unavailable',
+        'the SCM webhook is disabled: no webhook secret is configured (set one on /admin/integrations, or SERVICE_SCM_WEBHOOK_SECRET; docs/webhooks.md)',
+      );
     const request = detectScmRequest(headers);
     if (!request) throw fieldError('headers', 'expected an X-Gitea-Event, X-GitHub-Event or X-Gitlab-Event header');
     const { provider } = request;
-    if (provider === 'gitlab') await this.deps.secrets.markSentInClear(headerValue(headers, 'x-gitlab-token'), view);
+    if (provider === 'gitlab') await this.deps.secrets.markSentInClear(headerValue(headers, 'x-gitlab-token'), view, ip);
     const key = keyOf(provider, view);
-    if (!key) throw new DomainError('unavailable', `no webhook secret verifies ${FORGE_NAME[provider]} deliveries`);
+    if (!key)
+      throw new DomainError(
+        'unavailable',
+        `no webhook secret verifies ${FORGE_NAME[provider]} deliveries (set ${FORGE_NAME[provider]}'s own on /admin/integrations, or SERVICE_SCM_WEBHOOK_SECRET_${provider.toUpperCase()}; docs/webhooks.md)`,
+      );
     // verify the exact bytes before anything looks inside them
     if (!verifyScmSignature(request, headers, rawBody, key.value)) {
       this.deps.log.warn({ provider, event: request.event }, 'webhook signature rejected');

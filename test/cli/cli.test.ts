@@ -270,6 +270,16 @@ describe('CLI with the service stopped', function () {
     const pkg = JSON.parse(fs.readFileSync('package.json', 'utf8'));
     expect(pkg.bin['service-core']).to.equal('dist/server/cli.js');
   });
+
+  it('ends quietly when its reader stops reading (audit export | a reader gone)', async () => {
+    await seeded(env);
+    const [node, ...entry] = serviceCommand('cli');
+    const command = [node!, ...entry, 'audit', 'export'].map((a) => `'${a}'`).join(' ');
+    // `true` is gone before the command writes its first line: every write meets a closed pipe
+    const run = spawnSync('bash', ['-c', `set -o pipefail; ${command} | true`], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 30_000 });
+    expect(run.stderr).to.equal('');
+    expect(run.status).to.equal(0);
+  });
 });
 
 describe('CLI finds the right database', function () {

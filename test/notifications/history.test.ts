@@ -54,6 +54,8 @@ describe('notifications history API', function () {
       expect(bad.status).to.equal(400);
       expect(bad.body.error.code).to.equal('validation_failed');
       expect(bad.body.error.details.map((d: any) => d.field).sort()).to.deep.equal(['colour', 'level', 'link', 'message', 'title']);
+      // each in words a person reads (not joi's "failed custom validation because")
+      expect(bad.body.error.details.find((d: any) => d.field === 'link').message).to.equal('must be an http(s) URL or a path starting with /');
       expect((await api(svc).post('/api/notifications').set('Authorization', adminAuth()).type('json').send('{nope')).status).to.equal(400);
       expect((await post(adminAuth(), [1, 2])).status).to.equal(400);
     });

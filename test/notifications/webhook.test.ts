@@ -558,6 +558,13 @@ describe('SCM webhook intake', function () {
       expect((await send(githubHeaders('push', body), body)).status).to.equal(202);
 
       expect((await send(gitlabHeaders('Push Hook', SECRET), json(fixture('gitlab-push')))).status).to.equal(202);
+      // what the secret verifies changed: an event, by the delivery, naming the setting (never its value)
+      const events = (await api(sharedSvc).get('/api/audit').query({ action: 'settings.changed' }).set('Authorization', adminAuth()).expect(200)).body.events;
+      const marked = events.filter((e: any) => e.details.change === 'sent_in_clear');
+      expect(marked).to.have.length(1);
+      expect(marked[0]).to.deep.include({ outcome: 'success', target: { type: 'settings', id: 'scm_webhook_secret', name: 'scm_webhook_secret' } });
+      expect(marked[0].actor).to.include({ user_id: null, username: 'webhook:gitlab', method: 'webhook' });
+      expect(JSON.stringify(marked)).not.to.include(SECRET);
       const before = Number((await sharedSvc.service.db('notifications').count({ c: '*' }).first())!.c);
       body = push();
       const refused = await send(githubHeaders('push', body), body);
