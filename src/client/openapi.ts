@@ -1968,6 +1968,8 @@ export interface paths {
          * @description A target (symlinks resolved) outside SERVICE_MANAGED_DIRS is 403, a missing one 404.
          *
          *     Requires the permission `socket:mounts:repair`.
+         *
+         *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
          */
         post: operations["repairMount"];
         delete?: never;

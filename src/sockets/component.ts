@@ -250,6 +250,8 @@ export class SocketsComponent {
         description: 'A target (symlinks resolved) outside SERVICE_MANAGED_DIRS is 403, a missing one 404.',
         auth: { permission: 'socket:mounts:repair' },
         permissionCheck: 'operation',
+        // the bus handler asks for it, as for every change that reaches the host: the document says so
+        stepUp: true,
         body: repairSchema,
         bodyMode: 'manual',
         responses: {

@@ -173,6 +173,8 @@ describe('second factor: step-up before what reaches the host', function () {
     expect(doc.paths['/api/settings/auth'].patch['x-step-up']).to.equal(true);
     expect(doc.paths['/api/settings/system-api-key'].put['x-step-up']).to.equal(true);
     expect(doc.paths['/api/users/{id}/mfa'].delete['x-step-up']).to.equal(true);
+    expect(doc.paths['/api/me/api-keys'].post['x-step-up']).to.equal(true);
+    expect(doc.paths['/api/socket/repair'].post['x-step-up']).to.equal(true);
     expect(doc.components.schemas.Error.properties.error.properties.code.enum).to.include.members([
       'step_up_required',
       'mfa_required',
