@@ -42,6 +42,12 @@ function settingName(name: string): string {
   return name;
 }
 
+/** The secret a refused change would have to enter again (the settings' "must be entered again"), if that was why. */
+function reEntered(details: unknown): string | null {
+  const problems = Array.isArray(details) ? (details as Array<{ field?: string; message?: string }>) : [];
+  return problems.find((p) => p.message?.startsWith('must be entered again'))?.field ?? null;
+}
+
 /** A value given on the command line, as the settings API would take it in JSON. */
 function parseValue(name: string, text: string): unknown {
   const kind = FIELDS[name]!.kind;
@@ -217,7 +223,8 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       );
     });
 
-  const change = async (name: string, value: unknown, cmd: Command) => {
+  /** `along`: a secret set in the same change (a bind password entered again with its new server). */
+  const change = async (name: string, value: unknown, cmd: Command, withSecret: Record<string, unknown> = {}) => {
     const core = await ctx.core('write', { storesSecret: true });
     await ctx.announceChanges();
     const secret = SECRET_SETTINGS[name];
@@ -231,7 +238,8 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       if (value === null) await writer.clear(CLI_ACTOR);
       else await writer.set(CLI_ACTOR, value as string);
     } else {
-      const { error, value: checked } = Joi.object({ [name]: FIELDS[name]!.schema.allow(null) }).validate({ [name]: value });
+      const schemas = Object.fromEntries([name, ...Object.keys(withSecret)].map((n) => [n, FIELDS[n]!.schema.allow(null)]));
+      const { error, value: checked } = Joi.object(schemas).validate({ [name]: value, ...withSecret });
       if (error) throw new UsageError(`value: ${fieldErrorsOf(error)[0]!.message}`);
       // the same checks as the settings API: groups that exist, a login chain that builds
       const { iam, auth } = core;
@@ -240,21 +248,28 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
         CLI_ACTOR,
         checked,
       );
-      along = Object.keys(changes).filter((n) => n !== name);
+      along = Object.keys(changes).filter((n) => n !== name && !(n in withSecret));
       ctx.bus.emit('auth:settings_changed', {});
     }
-    const said = value === null ? `${name} reset to its default` : `${name} set`;
+    const said = value === null ? `${name} reset to its default` : [name, ...Object.keys(withSecret)].join(' and ') + ' set';
     out(cmd).result({ name, changed: true, ...(along.length ? { also_reset: along } : {}) }, along.length ? `${said}, and with it ${along.join(', ')}` : said);
   };
 
   settings
     .command('set <name> [value]')
     .description('store a setting; a secret is read from stdin (prompted for on a terminal), never from the command line')
-    .action(async (name: string, value: string | undefined, _opts, cmd: Command) => {
+    .option('--with-secret <secret>', 'set this secret in the same change, read from stdin (a bind password entered again with its new server)')
+    .action(async (name: string, value: string | undefined, opts: { withSecret?: string }, cmd: Command) => {
       settingName(name);
       const isSecret = name in SECRET_SETTINGS || FIELDS[name]?.kind === 'secret';
       if (isSecret && value !== undefined) throw new UsageError(`value: ${name} is a secret: give it on stdin, not on the command line`);
       if (!isSecret && value === undefined) throw new UsageError(`value: missing for ${name}`);
+      if (opts.withSecret !== undefined) {
+        if (isSecret || FIELDS[settingName(opts.withSecret)]?.kind !== 'secret')
+          throw new UsageError(`--with-secret: ${opts.withSecret} is not a login provider's secret that ${name} could move`);
+        const secret = await readSecret(ctx.io, opts.withSecret);
+        return change(name, parseValue(name, value!), cmd, { [opts.withSecret]: secret });
+      }
       let parsed: unknown;
       if (isSecret) {
         parsed = await readSecret(ctx.io, name);
@@ -265,7 +280,13 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
           parsed = ok;
         }
       } else parsed = parseValue(name, value!);
-      await change(name, parsed, cmd);
+      await change(name, parsed, cmd).catch((err: unknown) => {
+        // the secret this change moves must come with it: say how, on this command line
+        const again = err instanceof DomainError && err.code === 'validation_failed' ? reEntered(err.details) : null;
+        if (!again) throw err;
+        const { code, message, details } = err as DomainError;
+        throw new DomainError(code, `${message} (give it in the same change: --with-secret ${again}, read from stdin)`, details);
+      });
     });
 
   settings

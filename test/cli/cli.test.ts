@@ -221,7 +221,22 @@ describe('CLI with the service stopped', function () {
     expect(shown.ldap_url).to.include({ value: 'ldap://from-env.example.org', source: 'env', locked: true });
     expect(shown.scm_webhook_secret).to.include({ value: '********', source: 'env', locked: true });
     // moving the bind account without entering its password again is refused, as in the API
-    refused(await cli(env, ['settings', 'set', 'ldap_url', 'ldap://moved.example.org']), 2, /ldap_bind_password: must be entered again/);
+    refused(
+      await cli(env, ['settings', 'set', 'ldap_url', 'ldap://moved.example.org']),
+      2,
+      /ldap_bind_password: must be entered again when ldap_url changes \(give it in the same change: --with-secret ldap_bind_password, read from stdin\)/,
+    );
+    // ... and taken with it in one change, the password from stdin
+    const moved = await cli(env, ['settings', 'set', 'ldap_bind_dn', 'cn=moved,dc=example,dc=org', '--with-secret', 'ldap_bind_password'], 'bind-secret-2\n');
+    expect(moved.code, moved.stderr).to.equal(0);
+    expect(moved.stdout.trim()).to.equal('ldap_bind_dn and ldap_bind_password set');
+    expect(moved.stdout + moved.stderr).not.to.include('bind-secret-2');
+    expect((await cli(env, ['--json', 'settings', 'get', 'ldap_bind_dn'])).json().settings.ldap_bind_dn.value).to.equal('cn=moved,dc=example,dc=org');
+    refused(
+      await cli(env, ['settings', 'set', 'ldap_url', 'ldap://x.example.org', '--with-secret', 'ldap_base_dn'], 's\n'),
+      2,
+      /--with-secret: ldap_base_dn is not/,
+    );
     // unsetting the URL leaves the password nowhere to go: it is unset in the same change, and said
     const unset = await cli(env, ['settings', 'unset', 'ldap_url']);
     expect(unset.code, unset.stderr).to.equal(0);
