@@ -6,7 +6,7 @@ import { markRecorded } from '../errors.js';
 import { MFA_TOKEN_TTL_MS, type MfaTokenRecord, type RedirectResume } from './mfa/step.js';
 import type { FactorKind, SecondFactorProof } from './mfa/factor.js';
 import { rememberDevice } from './device-cookie.js';
-import { hasSessionCookie } from './web-session.js';
+import { hasSessionCookie, sessionMiddlewareRuns } from './web-session.js';
 
 export interface IssuedSession {
   token: string;
@@ -132,14 +132,16 @@ export function loginBody(user: User, session: { token: string; expires_at: numb
 
 /**
  * Starts the UI cookie session under a fresh session id: a request that carried a session
- * cookie has its old id destroyed and a new one issued (no fixation); one without it already
- * has a fresh id, which the end of the request saves (one write instead of three).
+ * cookie has its old id destroyed and a new one issued (no fixation). One without it already
+ * has a fresh id: saved once, by the session middleware as the request ends where it runs
+ * (the sign-in routes), else here (the second step's routes), instead of destroyed, saved and
+ * saved again.
  */
 export async function startCookieSession(ctx: Context, keyId: string): Promise<void> {
   ctx.session = { key_id: keyId };
-  if (!hasSessionCookie(ctx.req.headers.cookie)) return;
-  const session = ctx.session as { regenerate?: () => Promise<void> } | null;
-  await session?.regenerate?.();
+  const session = ctx.session as { regenerate?: () => Promise<void>; save?: () => Promise<void> } | null;
+  if (hasSessionCookie(ctx.req.headers.cookie)) await session?.regenerate?.();
+  else if (!sessionMiddlewareRuns(ctx)) await session?.save?.();
 }
 
 /**

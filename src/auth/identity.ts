@@ -43,6 +43,15 @@ export class ApiIdentity {
     return this.proof?.kind === 'credential' ? this.proof.id : null;
   }
 
+  /**
+   * May this caller change its own things (its profile, keys, factors, notifications) on the
+   * routes that name no permission? Not a key scoped without `api:write`: its scopes say what it
+   * may do, and its owner's own things are no exception (docs/auth.md, "Scoped keys").
+   */
+  changesOwn(): boolean {
+    return !this.keyScopes || grantsInclude(this.keyScopes, 'api:write');
+  }
+
   allows(permission: string): boolean {
     if (this.isSystem) return true;
     if (this.keyScopes && !grantsInclude(this.keyScopes, permission)) return false;

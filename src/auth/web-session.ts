@@ -65,7 +65,15 @@ export function webSessionMiddleware(app: Koa, db: Knex, opts: { ttlMs: number; 
   ) as unknown as Koa.Middleware;
   // koa-session initialises and commits a session on every request; a request without the
   // cookie has no session to read, so only the routes that start or end one need it then
-  return (ctx, next) => (hasSessionCookie(ctx.req.headers.cookie) || SESSION_ROUTES.has(ctx.path) ? middleware(ctx, next) : next());
+  return (ctx, next) => (sessionMiddlewareRuns(ctx) ? middleware(ctx, next) : next());
+}
+
+/**
+ * Does the session middleware wrap this request (and so save a changed session when it ends)?
+ * Elsewhere a session is written only by an explicit save.
+ */
+export function sessionMiddlewareRuns(ctx: Koa.Context): boolean {
+  return hasSessionCookie(ctx.req.headers.cookie) || SESSION_ROUTES.has(ctx.path);
 }
 
 /** Does a Cookie header carry the session cookie? (A plain look, before any cookie parsing.) */

@@ -3179,7 +3179,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description forbidden: not a web session, or no second factor; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: not a web session, or no second factor; or a key scoped to reads (its scopes do not include api:write) asking for a change; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4051,7 +4051,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the system key owns no keys; or an API key of an account with a second factor (issue keys from a signed-in session that verified it lately); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: the system key owns no keys; or an API key of an account with a second factor (issue keys from a signed-in session that verified it lately); or a key scoped to reads (its scopes do not include api:write) asking for a change; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4140,7 +4140,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the system key owns no keys; or not a web session (an API key or Basic); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: the system key owns no keys; or not a web session (an API key or Basic); or a key scoped to reads (its scopes do not include api:write) asking for a change; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4229,7 +4229,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: not a web session (an API key, Basic or the system key); or a key scoped to reads (its scopes do not include api:write) asking for a change; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4306,7 +4306,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: not a web session (an API key, Basic or the system key); or a key scoped to reads (its scopes do not include api:write) asking for a change; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4379,7 +4379,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or step_up_required: no code and no second factor verified lately; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: not a web session (an API key, Basic or the system key); or step_up_required: no code and no second factor verified lately; or a key scoped to reads (its scopes do not include api:write) asking for a change; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4469,7 +4469,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: not a web session (an API key, Basic or the system key); or a key scoped to reads (its scopes do not include api:write) asking for a change; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4585,7 +4585,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: not a web session (an API key, Basic or the system key); or a key scoped to reads (its scopes do not include api:write) asking for a change; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4630,7 +4630,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: not a web session (an API key, Basic or the system key); or a key scoped to reads (its scopes do not include api:write) asking for a change; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4779,7 +4779,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: not a web session (an API key, Basic or the system key); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: not a web session (an API key, Basic or the system key); or a key scoped to reads (its scopes do not include api:write) asking for a change; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4941,7 +4941,15 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            /** @description forbidden: a key scoped to reads (its scopes do not include api:write) asking for a change; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description not visible to the caller */
             404: {
                 headers: {
@@ -4978,7 +4986,15 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            /** @description forbidden: a key scoped to reads (its scopes do not include api:write) asking for a change; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description not visible to the caller */
             404: {
                 headers: {
@@ -5111,7 +5127,15 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            /** @description forbidden: a key scoped to reads (its scopes do not include api:write) asking for a change; or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];

@@ -26,6 +26,8 @@ export function gatewayRoutes(tickets: WsTickets): Router {
       description:
         'For clients that cannot send headers or cookies with the WebSocket upgrade (browsers on another origin). Valid once, for 30 s, with the permissions (and key scopes) of the caller.',
       auth: 'identity',
+      // minting a ticket to listen is a read, whatever the key's scopes (the ticket carries them)
+      readScopedMay: true,
       responses: {
         200: {
           description: 'the ticket',

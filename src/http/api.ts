@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type Joi from 'joi';
 import type Koa from 'koa';
 import type { Context, Middleware } from 'koa';
-import { requireIdentity, requirePermission } from './guards.js';
+import { requireIdentity, requireIdentityThatChanges, requirePermission } from './guards.js';
 import { allowLargerBody, jsonBody, readOwnBytes, readsOwnBody } from './body.js';
 import type { Dispatch } from './app.js';
 import { validate } from './validate.js';
@@ -93,6 +93,12 @@ export interface EndpointDef<P = unknown, Q = unknown, B = unknown, M extends Bo
    * the bus); the route itself only requires an identity.
    */
   permissionCheck?: 'route' | 'operation';
+  /**
+   * A change with `auth: 'identity'` that a key scoped to reads may still make: what only reads
+   * or gives up access (a ws ticket, a key revoking itself). Every other change of a route that
+   * names no permission needs a key scoped with api:write (src/http/guards.ts).
+   */
+  readScopedMay?: boolean;
 }
 
 /** What the authentication middleware offers routes beside the identity (src/auth). */
@@ -138,9 +144,14 @@ export function endpointsOf(router: Router): readonly Endpoint[] {
   return registry.get(router) ?? [];
 }
 
-export function guardFor(auth: RouteAuth, permissionCheck: EndpointDef['permissionCheck'] = 'route'): Middleware | null {
+/** A change of the caller's own things (a route that names no permission): a key scoped to reads may not ask for it. */
+export function changesOwn(def: Pick<EndpointDef, 'auth' | 'method' | 'readScopedMay' | 'permissionCheck'>): boolean {
+  return def.auth === 'identity' && def.method !== 'GET' && !def.readScopedMay && def.permissionCheck !== 'operation';
+}
+
+export function guardFor(auth: RouteAuth, permissionCheck: EndpointDef['permissionCheck'] = 'route', change = false): Middleware | null {
   if (auth === 'none' || auth === 'optional') return null;
-  if (auth === 'identity' || permissionCheck === 'operation') return requireIdentity;
+  if (auth === 'identity' || permissionCheck === 'operation') return change ? requireIdentityThatChanges : requireIdentity;
   return requirePermission(auth.permission);
 }
 
@@ -167,7 +178,7 @@ export class ApiRouter {
     def: EndpointDef<P, Q, B, M> & TypedSchemas<P, Q, B>,
     handler: EndpointHandler<P, Q, BodyOf<B, M>>,
   ): this {
-    const guard = guardFor(def.auth, def.permissionCheck);
+    const guard = guardFor(def.auth, def.permissionCheck, changesOwn(def));
     const parseBody = def.body !== undefined && (def.bodyMode ?? 'json') === 'json';
     const fullPath = joinPath(this.prefix, def.path);
     // `raw`: the parser leaves the body alone; its exact bytes are ctx.request.rawBody when the handler runs

@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import { forbidden, unauthorized, type HttpError } from './errors.js';
+import { forbidden, forbiddenBecause, unauthorized, type HttpError } from './errors.js';
 import { renderError } from './app.js';
 
 // The guards answer a refusal themselves instead of throwing it: an unauthenticated request is
@@ -8,6 +8,8 @@ import { renderError } from './app.js';
 /** What a guard asks of the identity the authentication middleware put on ctx.state. */
 interface Caller {
   allows(permission: string): boolean;
+  /** false: a key scoped to reads (src/auth/identity.ts) */
+  changesOwn?(): boolean;
 }
 
 const callerOf = (ctx: Context): Caller | null | undefined => (ctx.state as { identity?: Caller | null }).identity;
@@ -31,6 +33,23 @@ function refuseUnauthenticated(ctx: Context): void {
 /** 401 when no identity was found. */
 export function requireIdentity(ctx: Context, next: Next) {
   if (!callerOf(ctx)) return refuseUnauthenticated(ctx);
+  return next();
+}
+
+/** The 403 of a change asked with a key scoped to reads. */
+const READ_SCOPED = forbiddenBecause('this key is scoped to reads: a change needs a key whose scopes include api:write');
+
+/**
+ * A change on a route that names no permission: 401 when unauthenticated, 403 for a key scoped
+ * without api:write (it changes nothing of its owner's either).
+ */
+export function requireIdentityThatChanges(ctx: Context, next: Next) {
+  const id = callerOf(ctx);
+  if (!id) return refuseUnauthenticated(ctx);
+  if (id.changesOwn && !id.changesOwn()) {
+    (ctx.state as { denials?: Denials }).denials?.denied(ctx, 'api:write');
+    return refuse(ctx, READ_SCOPED);
+  }
   return next();
 }
 

@@ -1,5 +1,5 @@
 import Joi from 'joi';
-import type { Endpoint, ResponseDoc, RouteAuth } from './api.js';
+import { changesOwn, type Endpoint, type ResponseDoc, type RouteAuth } from './api.js';
 import { ERROR_CODES } from './errors.js';
 import { joiToJsonSchema, objectFields, type JsonSchema } from './joi-schema.js';
 import recordedExamples from '../../docs/api-examples.json' with { type: 'json' };
@@ -227,6 +227,7 @@ function operation(e: Endpoint, pathNames: string[], components: Components, ope
   const own = (responses['403'] as { description: string } | undefined)?.description.replace(/^forbidden: /, '');
   const reasons = [
     own ?? (typeof e.auth === 'object' ? `the caller lacks ${e.auth.permission}` : null),
+    changesOwn(e) ? 'a key scoped to reads (its scopes do not include api:write) asking for a change' : null,
     e.stepUp && !own?.includes('step_up_required')
       ? 'step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up)'
       : null,

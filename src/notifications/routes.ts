@@ -95,6 +95,8 @@ export function notificationRoutes(notifications: NotificationsService): Router 
       description:
         'To everyone (needs `feature:notifications.broadcast`) or, with `user`, to one user (needs `feature:notifications.send`). Reusing an id updates that notification.',
       auth: 'identity',
+      // the audience's permission (broadcast or a user), with the key's scopes, is the service's to judge
+      permissionCheck: 'operation',
       // checked by the service (as bus and ws frames are) after the permission, with the schema of its kind
       body: sendSchema,
       bodyMode: 'manual',
@@ -126,6 +128,8 @@ export function notificationRoutes(notifications: NotificationsService): Router 
       description:
         'Each item is a `POST /api/notifications` body. Validated as a whole: any bad item is a 400 naming `notifications[i].field`, and nothing is written. Written in one transaction; the answer lists `{id, seq}` in input order. Items without `user` need `feature:notifications.broadcast`, items with `user` `feature:notifications.send`. Bodies up to 8 MiB.',
       auth: 'identity',
+      // the audience's permission (broadcast or a user), with the key's scopes, is the service's to judge
+      permissionCheck: 'operation',
       body: batchBody,
       bodyMode: 'manual',
       // a thousand notifications of a few KiB each

@@ -324,6 +324,8 @@ function operationEndpoint(
     summary: http.summary,
     description: http.description,
     auth,
+    // judged by the operation (its permission, with the key's scopes) as the route that runs it is
+    permissionCheck: 'operation' as const,
     // an operation that reaches the host needs a recent second factor from a web session (the bus handler's stepUp)
     stepUp,
     ...(http.method === 'GET' ? { query: op.schema } : { body: op.schema, bodyMode: 'manual' as const }),

@@ -163,6 +163,44 @@ describe('credential methods', () => {
       await request(svc.url).get('/api/me').set('Authorization', u.auth).expect(401);
     });
 
+    it("a key scoped to reads changes nothing of its owner's either; it may listen (a ws ticket) and revoke itself", async () => {
+      const key = await makeKey(svc, adminAuth(), { label: 'reader', scopes: ['api:read'] });
+      const writer = await makeKey(svc, adminAuth(), { label: 'writer', scopes: ['api:read', 'api:write'] });
+      await request(svc.url)
+        .post('/api/notifications')
+        .set('Authorization', adminAuth())
+        .send({ title: 'for the reader', message: 'm', user: 'admin' })
+        .expect(202);
+      const mine = (await request(svc.url).get('/api/notifications').set('X-API-Key', key.token).expect(200)).body.notifications;
+      const note = mine.find((n: any) => n.title === 'for the reader');
+      expect(note, 'a reader reads').to.be.an('object');
+      const changes: Array<[string, string, Record<string, unknown>?]> = [
+        ['post', `/api/notifications/${note.id}/read`],
+        ['post', '/api/notifications/read-all'],
+        ['delete', `/api/notifications/${note.id}`],
+        ['post', '/api/me/api-keys', { label: 'narrower', scopes: ['api:read'] }],
+        ['post', '/api/me/mfa/totp'],
+      ];
+      for (const [method, url, body] of changes) {
+        const res = await (request(svc.url) as any)
+          [method](url)
+          .set('X-API-Key', key.token)
+          .send(body ?? {});
+        expect(res.status, `${method} ${url}: ${JSON.stringify(res.body)}`).to.equal(403);
+        expect(res.body.error).to.include({ code: 'forbidden', message: 'this key is scoped to reads: a change needs a key whose scopes include api:write' });
+      }
+      // nothing changed: the notification is there, unread
+      const still = (await request(svc.url).get('/api/notifications').set('X-API-Key', key.token).expect(200)).body.notifications;
+      expect(still.find((n: any) => n.id === note.id)).to.include({ read: false });
+      // a key that may write does, on its owner's things
+      await request(svc.url).post(`/api/notifications/${note.id}/read`).set('X-API-Key', writer.token).expect(204);
+      // listening and giving up access stay open to the reader
+      const ticket = await request(svc.url).post('/api/ws/ticket').set('X-API-Key', key.token).expect(200);
+      expect(ticket.body.ticket).to.be.a('string');
+      await request(svc.url).delete(`/api/me/api-keys/${key.id}`).set('X-API-Key', key.token).expect(204);
+      await request(svc.url).get('/api/me').set('X-API-Key', key.token).expect(401);
+    });
+
     it('key_scopes limit a key: 403 naming the permission outside the scope', async () => {
       const key = await makeKey(svc, adminAuth(), { label: 'read-only', scopes: ['api:read'] });
       await request(svc.url).get('/api/me').set('X-API-Key', key.token).expect(200);
@@ -171,8 +209,9 @@ describe('credential methods', () => {
       expect(res.body.error.message).to.contain('feature:admin.users');
       const access = await request(svc.url).get('/api/me/access').set('X-API-Key', key.token).expect(200);
       expect(access.body.permissions).to.deep.equal(['api:read']);
-      // a scoped key cannot mint a broader key
-      const broader = await request(svc.url).post('/api/me/api-keys').set('X-API-Key', key.token).send({ label: 'x' }).expect(400);
+      // a scoped key cannot mint a broader key (one that may write, to be let ask at all)
+      const writer = await makeKey(svc, adminAuth(), { label: 'read-write', scopes: ['api:read', 'api:write'] });
+      const broader = await request(svc.url).post('/api/me/api-keys').set('X-API-Key', writer.token).send({ label: 'x' }).expect(400);
       expect(broader.body.error.details[0].field).to.equal('scopes');
       const unknown = await request(svc.url)
         .post('/api/me/api-keys')

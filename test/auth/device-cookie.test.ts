@@ -122,8 +122,14 @@ describe('known devices (device cookies)', function () {
 
   it('a device of another account whose name differs only in case is not a device of this one', async () => {
     // the lockout folds case ('Walt' and 'walt' share five guesses an address): a device cookie
-    // must not, or whoever has an account 'Walt' mints cookies that guess at walt past the lockout
-    await createUser(svc.url, { username: 'Walt', password: 'other-walt-password', groups: ['INT_VIEWER'] });
+    // must not, or whoever has an account 'Walt' mints cookies that guess at walt past the lockout.
+    // Such a pair is refused now; a database an older release filled may hold one (made here as it
+    // could have been: without the index on lower(username))
+    await createUser(svc.url, { username: 'walt-twin', password: 'other-walt-password', groups: ['INT_VIEWER'] });
+    const db = svc.service.db;
+    await db.raw('DROP INDEX users_username_folded');
+    await db('users').where({ username: 'walt-twin' }).update({ username: 'Walt' });
+    await db('user_identities').where({ provider: 'local', provider_user_id: 'walt-twin' }).update({ provider_user_id: 'Walt' });
     const other = deviceOf(await login('127.0.11.1', 'Walt', 'other-walt-password'));
     for (let i = 0; i < 5; i++) expect((await login('127.0.11.2', 'walt', `guess-${i}`)).status).to.equal(401);
     expect((await login('127.0.11.2', 'walt', 'guess-5', other)).status).to.equal(429);

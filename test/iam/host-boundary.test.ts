@@ -313,7 +313,7 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
       await api()
         .post('/api/me/api-keys')
         .set('Authorization', plain)
-        .send({ label: 'p', scopes: ['api:read'], expires_at: soon })
+        .send({ label: 'p', scopes: ['api:read', 'api:write'], expires_at: soon })
         .expect(201)
     ).body;
     const child = (

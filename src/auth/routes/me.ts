@@ -245,6 +245,8 @@ export function meRoutes(auth: AuthComponent): Router {
       operationId: 'revokeMyKey',
       summary: 'Revoke one of my API keys or sessions',
       auth: 'identity',
+      // giving up access is open to every key: a key scoped to reads revokes itself (and nothing else, below)
+      readScopedMay: true,
       params: keyIdParams,
       responses: {
         204: 'revoked',

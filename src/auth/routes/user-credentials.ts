@@ -44,6 +44,8 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
       summary: 'Set a password',
       description: `Oneself (with \`current_password\`, counted like a login attempt) or a caller holding \`${ADMIN_USERS}\` (a superadmin for an account that reaches the host).`,
       auth: 'identity',
+      // oneself or ADMIN_USERS (with the key's scopes): the users service judges which
+      permissionCheck: 'operation',
       params: idParams,
       body: passwordSchema,
       bodyMode: 'manual',
