@@ -326,6 +326,22 @@ describe('example plugins', () => {
       expect(await documented()).to.have.property('/api/socket/pgsql/health');
     });
 
+    it('its socket path is a host path: a plain administrator may not point the probes elsewhere (403 naming it)', async () => {
+      await request(svc.url)
+        .post('/api/users')
+        .set('Authorization', admin())
+        .send({ username: 'plainadmin', password: 'plain-admin-password-1', groups: ['INT_ADMIN'] })
+        .expect(201);
+      const refused = await request(svc.url)
+        .patch('/api/plugins/pg-socket/settings')
+        .set('Authorization', basic('plainadmin', 'plain-admin-password-1'))
+        .send({ socket_path: '/run/docker.sock' })
+        .expect(403);
+      expect(JSON.stringify(refused.body.error)).to.include('socket_path');
+      const settings = (await request(svc.url).get('/api/plugins/pg-socket/settings').set('Authorization', admin()).expect(200)).body;
+      expect(JSON.stringify(settings)).not.to.include('/run/docker.sock');
+    });
+
     it('reports a missing socket instead of failing', async () => {
       const changed = (
         await request(svc.url)
