@@ -244,6 +244,11 @@ export class ApiKeyStore {
   }
 
   /** Revokes one credential of a user; false when it is not theirs or already gone. */
+  async labelOf(userId: string, id: string, trx: Knex = this.db): Promise<string | null> {
+    const row = await ApiKeyModel.query(trx).where({ id, user_id: userId }).first();
+    return row?.label ?? null;
+  }
+
   async revoke(userId: string, id: string, trx: Knex = this.db): Promise<boolean> {
     const now = Date.now();
     const n = await ApiKeyModel.query(trx).where({ id, user_id: userId }).whereNull('revoked_at').patch({ revokedAt: now });

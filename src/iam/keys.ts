@@ -15,6 +15,8 @@ export interface KeyVault<K> {
     trx?: Knex,
   ): Promise<{ token: string; key: K }>;
   revoke(userId: string, id: string, trx?: Knex): Promise<boolean>;
+  /** the label of one of `userId`'s keys (a revocation's event names it, as the issue's does) */
+  labelOf(userId: string, id: string, trx?: Knex): Promise<string | null>;
 }
 
 export interface KeyRequest {
@@ -110,9 +112,14 @@ export class KeyAdmin<K extends { id: string }> {
         this.deps.users.guardProtectedRole(actor, owner),
       );
     }
+    let label: string | null = null;
     return this.deps.commands.within(
-      (trx) => this.deps.vault.revoke(owner.id, keyId, trx),
-      (done) => (done ? { action: 'key.revoked', actor, target: { type: 'key', id: keyId }, details: { owner: owner.username, owner_id: owner.id } } : null),
+      async (trx) => {
+        label = await this.deps.vault.labelOf(owner.id, keyId, trx);
+        return this.deps.vault.revoke(owner.id, keyId, trx);
+      },
+      (done) =>
+        done ? { action: 'key.revoked', actor, target: { type: 'key', id: keyId, name: label }, details: { owner: owner.username, owner_id: owner.id } } : null,
     );
   }
 }
