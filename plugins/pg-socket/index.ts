@@ -69,9 +69,12 @@ export function setup(ctx: PluginContext): void {
           // health reports an outage itself instead of answering `unavailable`
           requires_available: false,
           run: () => this.health_check(),
+          // whether the server is alive is anyone's; where its socket lives is for holders of this plugin's read
+          shownTo: (result, may) => (may(`plugin:${ctx.id}:api:read`) ? result : { ...(result as object), socket_path: '', host_paths_hidden: true }),
           result: Joi.object({
             healthy: Joi.boolean(),
-            socket_path: Joi.string(),
+            socket_path: Joi.string().allow('').description("empty for a caller without this plugin's read permission (host_paths_hidden)"),
+            host_paths_hidden: Joi.boolean().optional().description('true when socket_path was left out for this caller'),
             reachable: Joi.boolean().description('the server answered the SSLRequest'),
             ssl_supported: Joi.boolean().optional().description('when reachable'),
             latency_ms: Joi.number().min(0).optional().description('when reachable'),

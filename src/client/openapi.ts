@@ -10587,7 +10587,10 @@ export interface operations {
                      */
                     "application/json": {
                         healthy: boolean;
+                        /** @description empty for a caller without this plugin's read permission (host_paths_hidden) */
                         socket_path: string;
+                        /** @description true when socket_path was left out for this caller */
+                        host_paths_hidden?: boolean;
                         /** @description the server answered the SSLRequest */
                         reachable: boolean;
                         /** @description when reachable */

@@ -306,6 +306,9 @@ describe('example plugins', () => {
         .send({ username: 'dash', password: 'dash-password-1', groups: ['dashonly'] })
         .expect(201);
       await request(svc.url).get('/api/socket/pgsql/server-info').set('Authorization', basic('dash', 'dash-password-1')).expect(403);
+      // whether it is alive is anyone's; where its socket lives is not
+      const hidden = (await request(svc.url).get('/api/socket/pgsql/health').set('Authorization', basic('dash', 'dash-password-1')).expect(200)).body;
+      expect(hidden).to.include({ healthy: true, socket_path: '', host_paths_hidden: true });
       // only what the operation declares: its method, and no route for an operation without `http`
       const wrongMethod = await request(svc.url).post('/api/socket/pgsql/health').set('Authorization', admin()).send({}).expect(405);
       expect(wrongMethod.headers.allow).to.equal('GET');
