@@ -5510,6 +5510,7 @@ export interface operations {
                         status: "ok" | "disabled";
                         /** @description some forge has a secret its deliveries may be verified with */
                         secret_configured: boolean;
+                        /** @description the forges whose deliveries the intake understands (all, always); which it can verify now is each forge's secret_configured */
                         accepts: ("gitea" | "github" | "gitlab")[];
                         /** Format: date-time */
                         last_delivery_at: string | null;

@@ -280,7 +280,9 @@ const forgeHealthView = Joi.object({
 const healthView = Joi.object({
   status: Joi.string().valid('ok', 'disabled'),
   secret_configured: Joi.boolean().description('some forge has a secret its deliveries may be verified with'),
-  accepts: Joi.array().items(Joi.string().valid(...SCM_PROVIDERS)),
+  accepts: Joi.array()
+    .items(Joi.string().valid(...SCM_PROVIDERS))
+    .description("the forges whose deliveries the intake understands (all, always); which it can verify now is each forge's secret_configured"),
   last_delivery_at: Joi.string().isoDate().allow(null),
   forges: Joi.object(Object.fromEntries(SCM_PROVIDERS.map((forge) => [forge, forgeHealthView]))),
   warnings: Joi.array().items(Joi.string()).description('secrets that GitLab sends, or would send, in clear'),
