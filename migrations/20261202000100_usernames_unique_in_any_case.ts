@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 /**
  * A unique index on lower(username): two accounts whose names differ only in case would share
  * what is counted per login name (the lockout folds case), so one could lock the other out, or
- * clear the count of guesses at the other. Usernames are ASCII (src/settings-table.ts USERNAME),
+ * clear the count of guesses at the other. Usernames are ASCII (src/settings-kinds.ts USERNAME),
  * so lower() is the fold on both databases. A database that already holds such a pair keeps it
  * and gets no index (nothing is renamed behind its operator's back): the service still refuses
  * every new name taken in another case (src/iam/store.ts), only not under the database's guard

@@ -223,7 +223,7 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       );
     });
 
-  /** `along`: a secret set in the same change (a bind password entered again with its new server). */
+  /** `withSecret`: a secret set in the same change (a bind password entered again with its new server). */
   const change = async (name: string, value: unknown, cmd: Command, withSecret: Record<string, unknown> = {}) => {
     const core = await ctx.core('write', { storesSecret: true });
     await ctx.announceChanges();

@@ -114,7 +114,7 @@ function fieldsOf<T extends object>(input: T, fields: readonly string[]): Partia
 /** A username another user holds in another case (a 409 where it is answered). */
 export class NameTaken extends DomainError {
   constructor(wanted: string, held: string) {
-    super('conflict', `username ${wanted} is taken (as ${held}: names differ in more than case)`);
+    super('conflict', `username ${wanted} is taken (as ${held}: names must differ in more than case)`);
   }
 }
 

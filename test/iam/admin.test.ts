@@ -241,7 +241,7 @@ describe('IAM model and admin API', () => {
     await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'vic.case', password: 'vic-password-12345' }).expect(201);
     for (const username of ['VIC.case', 'Vic.Case']) {
       const res = await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username, password: 'twin-password-12345' }).expect(409);
-      expect(res.body.error).to.deep.include({ code: 'conflict', message: `username ${username} is taken (as vic.case: names differ in more than case)` });
+      expect(res.body.error).to.deep.include({ code: 'conflict', message: `username ${username} is taken (as vic.case: names must differ in more than case)` });
     }
     // and the database holds it for every instance: two creations at the same instant cannot both land
     const db = svc.service.db;
