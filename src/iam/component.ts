@@ -150,6 +150,14 @@ export class IamComponent {
             : "password set from the environment: it differed from the account's, and no value of the variable was applied here before",
       );
     }
+    // accounts an older release let in under one name in two cases share the lockout's counts
+    // (migrations/20261202000100_usernames_unique_in_any_case.ts): said at every start until gone
+    const twins = await this.store.caseTwins();
+    if (twins.length)
+      log.warn(
+        { usernames: twins },
+        'accounts whose names differ only in case share what the lockout counts per name: delete or disable all but one of each (docs/security.md)',
+      );
     // hourly, and once now: audit events past SERVICE_AUDIT_RETENTION go (the chain keeps verifying)
     const prune = () => this.audit.prune(config.auditRetentionMs).catch((err) => log.warn({ err }, 'audit pruning failed'));
     void prune();

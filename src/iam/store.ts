@@ -139,6 +139,17 @@ export class IamStore {
     if (held) throw new NameTaken(username, held.username);
   }
 
+  /** Names that differ only in case, each group sorted (a database an older release filled may hold some). */
+  async caseTwins(): Promise<string[][]> {
+    const rows: Array<{ username: string }> = await this.db('users')
+      .whereRaw('lower(username) IN (SELECT lower(username) FROM users GROUP BY lower(username) HAVING count(*) > 1)')
+      .select('username');
+    const groups = new Map<string, string[]>();
+    for (const { username } of rows) groups.set(username.toLowerCase(), [...(groups.get(username.toLowerCase()) ?? []), username]);
+    // sorted here, not by the database's collation
+    return [...groups.values()].map((names) => names.sort()).sort((a, b) => (a[0]! < b[0]! ? -1 : 1));
+  }
+
   async userByUsername(username: string, trx: Knex = this.db): Promise<User | null> {
     return (await UserModel.query(trx).findOne({ username })) ?? null;
   }

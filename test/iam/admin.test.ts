@@ -3,6 +3,7 @@ import request from 'supertest';
 import { startService, adminAuth, basic, testEnv, ADMIN, SYSTEM_KEY, type TestService, promoteToSuperadmin } from '../support/service.js';
 import { cli } from '../cli/helpers.js';
 import { isUniqueViolation } from '../../src/db/knex.js';
+import { capturingLogger } from '../sockets/helpers.js';
 
 describe('IAM model and admin API', () => {
   let svc: TestService;
@@ -398,6 +399,30 @@ describe('IAM across restarts', () => {
         } finally {
           await third.stop();
         }
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      await first.destroy();
+    }
+  });
+
+  it('a start names accounts an older release let in under one name in two cases', async function () {
+    this.timeout(30000);
+    const first = await startService();
+    try {
+      await request(first.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'ruth' }).expect(201);
+      await request(first.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'ruth-2' }).expect(201);
+      // as an older release could have left them: no index, the second renamed in another case
+      await first.service.db.raw('DROP INDEX users_username_folded');
+      await first.service.db('users').where({ username: 'ruth-2' }).update({ username: 'Ruth' });
+      await first.stop();
+      const logs = capturingLogger('warn');
+      const second = await startService({ dataDir: first.dataDir, databaseUrl: first.databaseUrl, logger: logs.logger });
+      try {
+        const said = logs.lines.map((l) => JSON.parse(l)).find((l) => Array.isArray(l.usernames));
+        expect(said).to.deep.include({ level: 'warn', usernames: [['Ruth', 'ruth']] });
+        expect(said.msg).to.match(/differ only in case/);
       } finally {
         await second.stop();
       }
