@@ -48,7 +48,7 @@ export class ApiIdentity {
    * routes that name no permission? Not a key scoped without `api:write`: its scopes say what it
    * may do, and its owner's own things are no exception (docs/auth.md, "Scoped keys").
    */
-  changesOwn(): boolean {
+  mayChangeOwn(): boolean {
     return !this.keyScopes || grantsInclude(this.keyScopes, 'api:write');
   }
 

@@ -9,7 +9,7 @@ import { renderError } from './app.js';
 interface Caller {
   allows(permission: string): boolean;
   /** false: a key scoped to reads (src/auth/identity.ts) */
-  changesOwn?(): boolean;
+  mayChangeOwn?(): boolean;
 }
 
 const callerOf = (ctx: Context): Caller | null | undefined => (ctx.state as { identity?: Caller | null }).identity;
@@ -46,7 +46,7 @@ const READ_SCOPED = forbiddenBecause('this key is scoped to reads: a change need
 export function requireIdentityThatChanges(ctx: Context, next: Next) {
   const id = callerOf(ctx);
   if (!id) return refuseUnauthenticated(ctx);
-  if (id.changesOwn && !id.changesOwn()) {
+  if (id.mayChangeOwn && !id.mayChangeOwn()) {
     (ctx.state as { denials?: Denials }).denials?.denied(ctx, 'api:write');
     return refuse(ctx, READ_SCOPED);
   }
