@@ -6,6 +6,7 @@ import type Koa from 'koa';
 import type { Config } from './config.js';
 import { createLogger, type Logger } from './log.js';
 import { EventBus } from './bus/bus.js';
+import type { DatabaseRelayReader } from './bus/database-relay.js';
 import type { RedisBridge } from './bus/redis-bridge.js';
 import { newInstanceId, PLUGIN_EVENT_SCHEMA } from './bus/cluster.js';
 import { createDb, DbHealth, dbErrorText, dialectOf, probeDb, type Knex } from './db/knex.js';
@@ -74,6 +75,8 @@ export class Service {
   readonly instanceId = newInstanceId(os.hostname());
   /** the bus bridge to the other instances (SERVICE_REDIS_URL; made at start), or null for one instance */
   bridge: RedisBridge | null = null;
+  /** without SERVICE_REDIS_URL: what the CLI announces through the database (made at boot) */
+  relay: DatabaseRelayReader | null = null;
   private bootPromise: Promise<void> | null = null;
   private stopped = false;
   private connectAbort = new AbortController();
@@ -320,6 +323,11 @@ export class Service {
     const plugins = await this.plugins.loadAll();
     // the plugins' grants are in place before anyone is told the service is ready
     await this.iam.ledger.applyAll();
+    if (!this.config.redisUrl) {
+      const { DatabaseRelayReader } = await import('./bus/database-relay.js');
+      this.relay = new DatabaseRelayReader({ db: this.db, bus: this.bus, origin: this.instanceId, log: this.log.child({ component: 'bus-relay' }) });
+      if (!this.stopped) await this.relay.start();
+    }
     this.bus.emit('system:boot_complete', { plugins });
   }
 
@@ -376,6 +384,7 @@ export class Service {
     await this.notifications.stop(); // after plugin teardown (it may notify); lets in-flight writes commit
     await this.sockets.close();
     await this.bridge?.close();
+    this.relay?.stop();
     this.bus.removeAll();
     await this.db.destroy();
   }

@@ -6,6 +6,7 @@ import { ConfigError, loadConfig, type Config } from '../config.js';
 import { passwordProblems, type PasswordCheck } from '../password-strength.js';
 import { createLogger, textDestination, type Logger } from '../log.js';
 import { EventBus } from '../bus/bus.js';
+import type { DatabaseRelayWriter } from '../bus/database-relay.js';
 import type { RedisBridge } from '../bus/redis-bridge.js';
 import { createDb, dialectOf, probeDb, sqliteFile, type Knex } from '../db/knex.js';
 import { DomainError } from '../errors.js';
@@ -70,6 +71,7 @@ export class CliContext {
   private passwordChecks: PasswordCheck[] = [];
   private database: Knex | null = null;
   private bridge: RedisBridge | null = null;
+  private relay: DatabaseRelayWriter | null = null;
   private preparing: Promise<Knex> | null = null;
   private built: Core | null = null;
   /** this process's name, on what it records and announces */
@@ -250,11 +252,17 @@ export class CliContext {
 
   /**
    * With SERVICE_REDIS_URL, connects the bus bridge so that what the command emits (a disabled
-   * user, a revoked key, a notification) reaches the running instances at once. Without Redis,
-   * or when it does not answer within 3 s, instances notice within their cache lifetime.
+   * user, a revoked key, a notification) reaches the running instances at once; when Redis does
+   * not answer within 3 s, instances notice within their cache lifetime. Without Redis, what it
+   * emits is written to the database, where a running instance reads it within about a second.
    */
   async announceChanges(): Promise<void> {
-    if (!this.config.redisUrl || this.bridge) return;
+    if (this.bridge || this.relay) return;
+    if (!this.config.redisUrl) {
+      const { DatabaseRelayWriter } = await import('../bus/database-relay.js');
+      this.relay = new DatabaseRelayWriter({ db: await this.prepared(), bus: this.bus, origin: this.instanceId, log: this.log });
+      return;
+    }
     const { RedisBridge } = await import('../bus/redis-bridge.js');
     this.bridge = new RedisBridge({
       url: this.config.redisUrl,
@@ -276,6 +284,7 @@ export class CliContext {
     this.built?.auth.stop();
     await this.built?.iam.stop();
     await this.bridge?.close();
+    await this.relay?.close();
     await this.database?.destroy();
   }
 }

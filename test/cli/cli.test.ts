@@ -712,64 +712,78 @@ describe('CLI backup target and data dir modes', function () {
   });
 });
 
-describe('CLI next to a running service', function () {
-  this.timeout(60_000);
-  let redis: TestRedis;
-  let svc: TestService;
-  let env: Record<string, string>;
+// over Redis (the bus bridge), and without it (the database relay, read every second)
+for (const withRedis of [true, false])
+  describe(`CLI next to a running service ${withRedis ? 'over Redis' : 'without Redis'}`, function () {
+    this.timeout(60_000);
+    let redis: TestRedis | null = null;
+    let svc: TestService;
+    let env: Record<string, string>;
 
-  before(async () => {
-    redis = await startRedis();
-    // a long cache: only the bus bridge can make the service see a change at once
-    svc = await startService({ env: { SERVICE_REDIS_URL: redis.url, SERVICE_PERMISSION_CACHE_TTL_MS: '600000', SERVICE_SYSTEM_API_KEY: SYSTEM_KEY } });
-    env = testEnv(svc.dataDir, svc.databaseUrl, { SERVICE_REDIS_URL: redis.url });
-    while (!svc.service.bridge?.isUp) await new Promise((r) => setTimeout(r, 50));
-  });
-  after(async () => {
-    await svc.destroy();
-    await redis.stop();
-  });
+    before(async () => {
+      redis = withRedis ? await startRedis() : null;
+      const redisEnv: Record<string, string> = redis ? { SERVICE_REDIS_URL: redis.url } : {};
+      // a long cache and no connection sweep: only the bridge or the relay can make the service see a change at once
+      svc = await startService({ env: { ...redisEnv, SERVICE_PERMISSION_CACHE_TTL_MS: '600000', SERVICE_SYSTEM_API_KEY: SYSTEM_KEY } });
+      env = testEnv(svc.dataDir, svc.databaseUrl, redisEnv);
+      if (withRedis) while (!svc.service.bridge?.isUp) await new Promise((r) => setTimeout(r, 50));
+      else expect(svc.service.relay, 'the relay reader runs without Redis').to.not.equal(null);
+    });
+    after(async () => {
+      await svc.destroy();
+      await redis?.stop();
+    });
 
-  it('a user and a password made by the CLI sign in at once; disabling ends their connection', async () => {
-    expect((await cli(env, ['user', 'create', 'dave', '--group', 'INT_USER', '--password-stdin'], 'dave-password-1\n')).code).to.equal(0);
-    await request(svc.url).get('/api/me').set('Authorization', basic('dave', 'dave-password-1')).expect(200);
-    const ws = await WsClient.basic(svc, 'dave', 'dave-password-1');
-    expect((await cli(env, ['user', 'set-password', 'dave'], 'dave-password-2\n')).code).to.equal(0);
-    // the old password is refused at once, though the service caches identities for 10 minutes
-    await request(svc.url).get('/api/me').set('Authorization', basic('dave', 'dave-password-1')).expect(401);
-    await ws.closed;
-    await request(svc.url).get('/api/me').set('Authorization', basic('dave', 'dave-password-2')).expect(200);
-    const ws2 = await WsClient.basic(svc, 'dave', 'dave-password-2');
-    expect((await cli(env, ['user', 'disable', 'dave'])).code).to.equal(0);
-    await ws2.closed;
-    await request(svc.url).get('/api/me').set('Authorization', basic('dave', 'dave-password-2')).expect(401);
-  });
-
-  it('a key issued by the CLI works at once and stops at once when revoked', async () => {
-    const key = (await cli(env, ['--json', 'key', 'issue', '--user', 'admin', '--scope', 'api:read'])).json();
-    await request(svc.url).get('/api/me').set('Authorization', `Bearer ${key.token}`).expect(200);
-    expect((await cli(env, ['key', 'revoke', key.id])).code).to.equal(0);
-    await request(svc.url).get('/api/me').set('Authorization', `Bearer ${key.token}`).expect(401);
-  });
-
-  it('a notification sent by the CLI reaches a connected client live', async () => {
-    const ws = await WsClient.basic(svc, 'admin', 'admin-test-password');
-    try {
-      expect((await cli(env, ['notify', '--user', 'admin', '--title', 'From the console', '--message', 'hello'])).code).to.equal(0);
-      const frame = await ws.next('user:notify', (f) => f.payload.title === 'From the console');
-      expect(frame.payload).to.include({ message: 'hello', source: 'cli' });
-      expect((await cli(env, ['notify', '--broadcast', '--title', 'Maintenance', '--message', 'at noon'])).code).to.equal(0);
-      await ws.next('system:notify', (f) => f.payload.title === 'Maintenance');
-    } finally {
-      await ws.close();
+    /** A credential refused: at once over Redis, within a read of the relay (and a margin) without it. */
+    async function refusedSoon(authorization: string): Promise<void> {
+      const deadline = Date.now() + (withRedis ? 0 : 2500);
+      for (;;) {
+        const { status } = await request(svc.url).get('/api/me').set('Authorization', authorization);
+        if (status === 401 || Date.now() >= deadline) return void expect(status).to.equal(401);
+        await new Promise((r) => setTimeout(r, 100));
+      }
     }
-  });
 
-  it('a system key stored by the CLI is refused while the environment sets one', async () => {
-    refused(
-      await cli({ ...env, SERVICE_SYSTEM_API_KEY: SYSTEM_KEY }, ['settings', 'set', 'system_api_key'], `${'s'.repeat(40)}\n`),
-      1,
-      /locked: system_api_key/,
-    );
+    it('a user and a password made by the CLI sign in at once; disabling ends their connection', async () => {
+      expect((await cli(env, ['user', 'create', 'dave', '--group', 'INT_USER', '--password-stdin'], 'dave-password-1\n')).code).to.equal(0);
+      await request(svc.url).get('/api/me').set('Authorization', basic('dave', 'dave-password-1')).expect(200);
+      const ws = await WsClient.basic(svc, 'dave', 'dave-password-1');
+      expect((await cli(env, ['user', 'set-password', 'dave'], 'dave-password-2\n')).code).to.equal(0);
+      // the old password is refused at once, though the service caches identities for 10 minutes
+      await refusedSoon(basic('dave', 'dave-password-1'));
+      expect((await ws.closedWithin(3000)).code).to.equal(1008);
+      await request(svc.url).get('/api/me').set('Authorization', basic('dave', 'dave-password-2')).expect(200);
+      const ws2 = await WsClient.basic(svc, 'dave', 'dave-password-2');
+      expect((await cli(env, ['user', 'disable', 'dave'])).code).to.equal(0);
+      expect((await ws2.closedWithin(3000)).code).to.equal(1008);
+      await refusedSoon(basic('dave', 'dave-password-2'));
+    });
+
+    it('a key issued by the CLI works at once and stops at once when revoked', async () => {
+      const key = (await cli(env, ['--json', 'key', 'issue', '--user', 'admin', '--scope', 'api:read'])).json();
+      await request(svc.url).get('/api/me').set('Authorization', `Bearer ${key.token}`).expect(200);
+      expect((await cli(env, ['key', 'revoke', key.id])).code).to.equal(0);
+      await refusedSoon(`Bearer ${key.token}`);
+    });
+
+    it('a notification sent by the CLI reaches a connected client live', async () => {
+      const ws = await WsClient.basic(svc, 'admin', 'admin-test-password');
+      try {
+        expect((await cli(env, ['notify', '--user', 'admin', '--title', 'From the console', '--message', 'hello'])).code).to.equal(0);
+        const frame = await ws.next('user:notify', (f) => f.payload.title === 'From the console');
+        expect(frame.payload).to.include({ message: 'hello', source: 'cli' });
+        expect((await cli(env, ['notify', '--broadcast', '--title', 'Maintenance', '--message', 'at noon'])).code).to.equal(0);
+        await ws.next('system:notify', (f) => f.payload.title === 'Maintenance');
+      } finally {
+        await ws.close();
+      }
+    });
+
+    it('a system key stored by the CLI is refused while the environment sets one', async () => {
+      refused(
+        await cli({ ...env, SERVICE_SYSTEM_API_KEY: SYSTEM_KEY }, ['settings', 'set', 'system_api_key'], `${'s'.repeat(40)}\n`),
+        1,
+        /locked: system_api_key/,
+      );
+    });
   });
-});

@@ -50,6 +50,17 @@ export class WsClient {
     return WsClient.connect(svc, { ...extra, headers: { Authorization: basic(username, password) } });
   }
 
+  /** The close, which must come within `ms` (a connection sweep later is not the close asked for). */
+  async closedWithin(ms: number): Promise<{ code: number; reason: string }> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`the connection was still open after ${ms} ms`)), ms)));
+    try {
+      return await Promise.race([this.closed, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /** All frames of `event` received so far (optionally filtered). */
   all(event: string, match: (f: Frame) => boolean = () => true): Frame[] {
     return this.frames.filter((f) => f.event === event && match(f));

@@ -1,0 +1,28 @@
+import type { Knex } from 'knex';
+import { ensureSchema, type TableDef } from '../src/db/schema.js';
+
+/**
+ * `bus_relay`: the cluster-wide bus events of a process that has no Redis link (the CLI without
+ * SERVICE_REDIS_URL, or whose Redis did not answer), for the running instances to read within
+ * about a second (src/bus/database-relay.ts). Rows live a few minutes: the writers prune them.
+ */
+export const busRelayTables: TableDef[] = [
+  {
+    name: 'bus_relay',
+    columns: {
+      id: (t) => t.increments('id').primary(),
+      event: (t) => t.string('event', 64).notNullable(),
+      payload: (t) => t.text('payload').notNullable(),
+      origin: (t) => t.string('origin', 200).notNullable(),
+      created_at: (t) => t.bigInteger('created_at').notNullable().defaultTo(0),
+    },
+    indexes: [{ name: 'bus_relay_created', columns: ['created_at'] }],
+  },
+];
+
+export async function up(knex: Knex): Promise<void> {
+  await ensureSchema(knex, busRelayTables);
+}
+
+// additive migrations are never rolled back
+export async function down(): Promise<void> {}

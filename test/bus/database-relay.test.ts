@@ -1,0 +1,100 @@
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { EventBus } from '../../src/bus/bus.js';
+import { DatabaseRelayReader, DatabaseRelayWriter } from '../../src/bus/database-relay.js';
+import { createLogger, type Logger } from '../../src/log.js';
+import { migratedDb } from '../support/service.js';
+
+/** A logger that keeps its warnings' messages. */
+function recordingLog(): { log: Logger; warnings: string[] } {
+  const warnings: string[] = [];
+  const log = createLogger('warn', { write: (line: string) => void warnings.push(JSON.parse(line).msg) } as never);
+  return { log, warnings };
+}
+
+describe('the database relay (a change announced without Redis)', () => {
+  let db: Knex;
+  let drop: () => Promise<void>;
+  const quiet = createLogger('silent');
+
+  beforeEach(async () => {
+    ({ db, drop } = await migratedDb());
+  });
+  afterEach(() => drop());
+
+  /** A reader on a bus of its own, and the events of `event` it emitted. */
+  async function reader(event: 'iam:password_changed' | 'auth:credentials_revoked' = 'iam:password_changed', log: Logger = quiet) {
+    const bus = new EventBus(quiet);
+    const got: unknown[] = [];
+    bus.on(event, (p) => void got.push(p));
+    const relay = new DatabaseRelayReader({ db, bus, origin: 'instance-1', log, everyMs: 60_000 });
+    await relay.start();
+    return { relay, got };
+  }
+
+  it('carries what a process emits to a running instance, once, in the order emitted', async () => {
+    const { relay, got } = await reader('auth:credentials_revoked');
+    const cliBus = new EventBus(quiet);
+    const writer = new DatabaseRelayWriter({ db, bus: cliBus, origin: 'cli:host:1', log: quiet });
+    for (const user_id of ['u1', 'u2', 'u3']) cliBus.emit('auth:credentials_revoked', { user_id });
+    cliBus.emit('notification:push', {} as never); // followed by the notification counter, not relayed
+    await writer.close();
+    cliBus.emit('auth:credentials_revoked', { user_id: 'after-close' });
+    expect(await db('bus_relay').pluck('event')).to.deep.equal(Array(3).fill('auth:credentials_revoked'));
+    await relay.read();
+    await relay.read();
+    expect(got).to.deep.equal([{ user_id: 'u1' }, { user_id: 'u2' }, { user_id: 'u3' }]);
+    relay.stop();
+  });
+
+  it('does not replay what was written before the instance started', async () => {
+    await db('bus_relay').insert({ event: 'iam:password_changed', payload: JSON.stringify({ user_id: 'old' }), origin: 'cli', created_at: Date.now() });
+    const { relay, got } = await reader();
+    await relay.read();
+    expect(got).to.deep.equal([]);
+  });
+
+  it('reads a row that became visible after a higher id, within the re-read window', async () => {
+    const { relay, got } = await reader();
+    const row = (id: number, user_id: string) => ({ id, event: 'iam:password_changed', payload: JSON.stringify({ user_id }), origin: 'cli', created_at: Date.now() });
+    const t0 = Date.now();
+    await db('bus_relay').insert(row(20, 'second-id'));
+    await relay.read(t0);
+    // the lower id commits late (two writers on PostgreSQL)
+    await db('bus_relay').insert(row(10, 'first-id'));
+    await relay.read(t0 + 1000);
+    await relay.read(t0 + 2000);
+    expect(got).to.deep.equal([{ user_id: 'second-id' }, { user_id: 'first-id' }]);
+    // past the window the floor moves up: what was read is not read again
+    await relay.read(t0 + 10_000);
+    await db('bus_relay').insert(row(30, 'third'));
+    await relay.read(t0 + 11_000);
+    expect(got).to.have.length(3);
+  });
+
+  it('drops a row that is not a relayed event or whose payload does not fit, and goes on; skips its own', async () => {
+    const { log, warnings } = recordingLog();
+    const { relay, got } = await reader('iam:password_changed', log);
+    const now = Date.now();
+    await db('bus_relay').insert([
+      { event: 'iam:password_changed', payload: JSON.stringify({ user_id: 'u1', extra: true }), origin: 'cli', created_at: now },
+      { event: 'notification:push', payload: '{}', origin: 'cli', created_at: now },
+      { event: 'iam:password_changed', payload: 'not json', origin: 'cli', created_at: now },
+      { event: 'iam:password_changed', payload: JSON.stringify({ user_id: 'mine' }), origin: 'instance-1', created_at: now },
+      { event: 'iam:password_changed', payload: JSON.stringify({ user_id: 'u2' }), origin: 'cli', created_at: now },
+    ]);
+    await relay.read();
+    expect(got).to.deep.equal([{ user_id: 'u2' }]);
+    expect(relay.stats).to.deep.equal({ emitted: 1, dropped: 3 });
+    expect(warnings).to.deep.equal(Array(3).fill('a relayed change was dropped'));
+  });
+
+  it('keeps rows a few minutes: a writer prunes older ones', async () => {
+    await db('bus_relay').insert({ event: 'iam:password_changed', payload: '{}', origin: 'cli', created_at: Date.now() - 10 * 60_000 });
+    const bus = new EventBus(quiet);
+    const writer = new DatabaseRelayWriter({ db, bus, origin: 'cli', log: quiet });
+    bus.emit('iam:password_changed', { user_id: 'u1' });
+    await writer.close();
+    expect(await db('bus_relay').pluck('payload')).to.deep.equal([JSON.stringify({ user_id: 'u1' })]);
+  });
+});
