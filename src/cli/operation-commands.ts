@@ -7,7 +7,7 @@ import { DomainError, fieldErrorsOf } from '../errors.js';
 import { VERSION } from '../version.js';
 import { migrateLatest } from '../db/migrate.js';
 import { dialectOf, sqliteFile } from '../db/knex.js';
-import { FIELDS, MASK } from '../auth/settings.js';
+import { AUTH_NS, FIELDS, MASK } from '../auth/settings.js';
 import { changeAuthSettings } from '../auth/settings-change.js';
 import { SYSTEM_KEY_NAME, SYSTEM_KEY_NS } from '../auth/system-key.js';
 import type { LockableSecret } from '../http/secret-routes.js';
@@ -213,6 +213,13 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
         };
       }
       const shown = name ? { [name]: all[name]! } : all;
+      // a value written under another master key reads as unset: said, not hidden
+      const unreadable = new Set(await secrets.unreadable());
+      for (const n of Object.keys(shown)) {
+        const s = SECRET_SETTINGS[n];
+        if (unreadable.has(s ? `${s.namespace}/${s.key}` : `${AUTH_NS}/${n}`))
+          ctx.warn(`${n} is stored but does not open under the current master key (written under another one): it reads as unset until set again`);
+      }
       const text = (v: unknown) => (v === null || v === undefined ? '-' : typeof v === 'string' ? v : JSON.stringify(v));
       out(cmd).result(
         { settings: shown },

@@ -158,6 +158,14 @@ export class IamComponent {
         { usernames: twins },
         'accounts whose names differ only in case share what the lockout counts per name: delete or disable all but one of each (docs/security.md)',
       );
+    // a secret written under another key (an instance left running through a rotation) reads as
+    // unset: said at every start until set again or unset
+    const unreadable = await this.secrets.unreadable();
+    if (unreadable.length)
+      log.warn(
+        { secrets: unreadable },
+        'stored secrets do not open under the current master key (written under another, e.g. by an instance still running during rotate-secret-key): they read as unset until set again (service-core settings set) or unset',
+      );
     // hourly, and once now: audit events past SERVICE_AUDIT_RETENTION go (the chain keeps verifying)
     const prune = () => this.audit.prune(config.auditRetentionMs).catch((err) => log.warn({ err }, 'audit pruning failed'));
     void prune();

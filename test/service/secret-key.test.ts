@@ -282,6 +282,38 @@ describe('the master key: one per database', function () {
       expect((await cli(env(NEW), ['user', 'list'])).code).to.equal(0);
     });
 
+    it('a secret an instance wrote under the old key after a rotation is named at the next start and by settings get, not shown as unset silently', async () => {
+      expect((await cli(env(KEY), ['rotate-secret-key'], `${NEW}\n`)).code).to.equal(0);
+      // the instance left running with the old key stores secrets after the rotation
+      await svc.service.iam.secrets.set('core/settings', 'scm_webhook_secret', 'written-under-the-old-key');
+      await svc.service.iam.secrets.set('core/auth', 'ldap_url', JSON.stringify('ldap://old.example.org'));
+      await svc.stop();
+      const logs = capturingLogger('warn');
+      const restarted = await startService({ dataDir: svc.dataDir, databaseUrl: svc.databaseUrl, env: { SERVICE_SECRET_KEY: NEW }, logger: logs.logger });
+      try {
+        const line = logs.lines.map((l) => JSON.parse(l)).find((l) => /do not open under the current master key/.test(l.msg));
+        expect(line, logs.text()).to.not.equal(undefined);
+        expect(line.secrets).to.deep.equal(['core/auth/ldap_url', 'core/settings/scm_webhook_secret']);
+        expect(logs.text()).not.to.include('written-under-the-old-key');
+      } finally {
+        await restarted.stop();
+      }
+      const shown = await cli(env(NEW), ['--json', 'settings', 'get']);
+      expect(shown.code, shown.stderr).to.equal(0);
+      expect(shown.json().settings.scm_webhook_secret).to.include({ source: 'default', configured: false });
+      const warnings = shown.stderr
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l).warning);
+      expect(warnings).to.deep.equal([
+        'ldap_url is stored but does not open under the current master key (written under another one): it reads as unset until set again',
+        'scm_webhook_secret is stored but does not open under the current master key (written under another one): it reads as unset until set again',
+      ]);
+      // set again, it is read, and nothing is said
+      expect((await cli(env(NEW), ['settings', 'set', 'scm_webhook_secret'], 'webhook-secret-again-1\n')).code).to.equal(0);
+      expect((await cli(env(NEW), ['settings', 'get', 'scm_webhook_secret'])).stderr).to.equal('');
+    });
+
     it('rotate-secret-key --generate replaces secret.key where the key lives there', async () => {
       await svc.stop();
       // the key in the data dir, as the service generates it when SERVICE_SECRET_KEY is unset
