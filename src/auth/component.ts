@@ -105,7 +105,16 @@ export class AuthComponent implements CredentialRules {
     this.apiKeys = new ApiKeyStore(db, dialectOf(config) === 'sqlite' ? sqliteFile(config) : null, (userId) =>
       bus.emit('auth:credentials_revoked', { user_id: userId }),
     );
-    this.keys = new KeyAdmin({ users: iam.users, vault: this.apiKeys, commands: iam.commands, isKnownPermission: (p) => iam.isKnownPermission(p) });
+    this.keys = new KeyAdmin({
+      users: iam.users,
+      vault: this.apiKeys,
+      commands: iam.commands,
+      isKnownPermission: (p) => iam.isKnownPermission(p),
+      ownerAllows: async (owner) => {
+        const id = await this.authenticator.identityOf(owner.id, 'api_key');
+        return (p) => id?.allows(p) ?? false;
+      },
+    });
     this.systemKey = new SystemKey(config.systemApiKey, iam.secrets, iam.commands, () => bus.emit('auth:system_key_changed', {}));
     this.local = new LocalProvider(iam.store, iam.passwords);
     this.gate = new AttemptGate({

@@ -1,18 +1,14 @@
 import type { Command } from 'commander';
 import { DomainError } from '../errors.js';
-import { parseDuration } from '../config.js';
+import { auditSince } from '../iam/schemas.js';
+import { check } from './iam-commands.js';
 import { table, UsageError, type CommandEnv } from './output.js';
 import { AUDIT_ACTIONS } from '../iam/audit-types.js';
 import { auditSummary } from '../client/audit-summary.js';
 
-/** `--since`: a duration back from now (7d, 12h) or an ISO date; epoch ms. */
+/** `--since`: as the API's `since` (a duration back from now, or an ISO date); epoch ms. */
 function since(value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const ms = parseDuration(value);
-  if (ms !== null) return Date.now() - ms;
-  const at = Date.parse(value);
-  if (Number.isNaN(at)) throw new UsageError('--since: must be a duration like 7d or 12h, or an ISO date');
-  return at;
+  return value === undefined ? undefined : check<Date>('--since', auditSince, value).getTime();
 }
 
 /** `--action`: an action the trail records, or a prefix ending in a dot that some action starts with (a usage error names them). */

@@ -2714,7 +2714,7 @@ export interface operations {
                 /** @description a target's id or name */
                 target?: string;
                 outcome?: "success" | "failure" | "denied";
-                /** @description events at or after this time (ISO 8601) */
+                /** @description events at or after this time: a duration back from now (7d, 12h, 30m) or an ISO 8601 date */
                 since?: string;
                 /** @description events before this seq (the next page: `next_before`) */
                 before?: number;

@@ -43,7 +43,16 @@ export interface KeyIssuingCredential {
  * revoking takes access away and is open to administrators (but for superadmin and bot accounts).
  */
 export class KeyAdmin<K extends { id: string }> {
-  constructor(private readonly deps: { users: UserAdmin; vault: KeyVault<K>; commands: CommandPath; isKnownPermission(p: string): boolean }) {}
+  constructor(
+    private readonly deps: {
+      users: UserAdmin;
+      vault: KeyVault<K>;
+      commands: CommandPath;
+      isKnownPermission(p: string): boolean;
+      /** what the owner holds now (groups, extra permissions, superadmin) */
+      ownerAllows(owner: User): Promise<(permission: string) => boolean>;
+    },
+  ) {}
 
   async issue(
     actor: Actor,
@@ -65,6 +74,13 @@ export class KeyAdmin<K extends { id: string }> {
       // oneself, with any credential of one's own: a scoped key mints only keys within its scopes
       if (actor.userId !== owner.id) await this.deps.users.guardTakeover(actor, owner);
       if (owner.disabled) throw new DomainError('conflict', `${owner.username} is disabled: enable the user first`);
+      // a scope narrows what the owner may do and adds nothing: one the owner lacks would make a key that silently cannot use it
+      if (request.scopes?.length) {
+        const allows = await this.deps.ownerAllows(owner);
+        const lacking = request.scopes.filter((s) => !allows(s));
+        if (lacking.length)
+          throw fieldError(field, `${owner.username} does not hold ${lacking.join(', ')}: a key's scopes narrow its owner's permissions and add none`);
+      }
     });
     const parent = via?.parent ?? null;
     let expiresAt = request.expiresAt ?? null;

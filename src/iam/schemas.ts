@@ -4,7 +4,7 @@ import { PERMISSION_ID } from './permissions.js';
 import { PROTECTED_ROLES } from './policy.js';
 import type { Identity, User } from './store.js';
 
-import { GROUP_NAME, USERNAME } from '../settings-table.js';
+import { GROUP_NAME, parseDuration, USERNAME } from '../settings-table.js';
 
 export { GROUP_NAME, USERNAME };
 export const PASSWORD = Joi.string().min(8).max(200);
@@ -89,7 +89,15 @@ export interface CreateKeyBody {
 
 export const createKeySchema = Joi.object<CreateKeyBody, true>({
   label: Joi.string().trim().min(1).max(128).required(),
-  scopes: Joi.array().items(Joi.string().pattern(PERMISSION_ID).max(256)).max(100).unique(),
+  scopes: Joi.array()
+    .items(
+      Joi.string()
+        .pattern(PERMISSION_ID)
+        .max(256)
+        .messages({ 'string.pattern.base': 'must be a permission, a name and its parts joined by colons such as api:read or feature:admin.users' }),
+    )
+    .max(100)
+    .unique(),
   expires_at: Joi.date().iso().greater('now').description('a time in the future'),
 });
 
@@ -184,3 +192,18 @@ export const auditEventView = Joi.object({
   details: Joi.object().unknown(true).description('what changed (names of settings, never their values)'),
   hash: Joi.string().description("SHA-256 of the previous event's hash and this event's canonical JSON"),
 }).id('AuditEvent');
+
+/**
+ * Where a look back at the audit trail starts (`since` of GET /api/audit, `--since` of the CLI):
+ * a duration back from now (`7d`, `12h`, `30m`) or an ISO 8601 date; a Date once validated.
+ */
+// typed as the date schema it is to the query objects that hold it: either branch gives a Date
+export const auditSince = Joi.alternatives()
+  .try(
+    Joi.string()
+      .pattern(/^\d+(ms|s|m|h|d)$/)
+      .custom((v: string) => new Date(Date.now() - parseDuration(v)!)),
+    Joi.date().iso(),
+  )
+  .messages({ 'alternatives.match': 'must be a duration back from now such as 7d or 12h, or an ISO 8601 date' })
+  .description('events at or after this time: a duration back from now (7d, 12h, 30m) or an ISO 8601 date') as unknown as Joi.DateSchema<Date>;

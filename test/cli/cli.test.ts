@@ -124,10 +124,20 @@ describe('CLI with the service stopped', function () {
     refused(await cli(env, ['user', 'create']), 2, /missing required argument 'username'/);
     refused(await cli(env, ['key', 'issue']), 2, /required option '--user <username>'/);
     refused(await cli(env, ['key', 'issue', '--user', 'admin', '--scope', 'feature:nope']), 2, /--scope: unknown permission feature:nope/);
+    refused(await cli(env, ['key', 'issue', '--user', 'admin', '--scope', 'bogus']), 2, /--scope: must be a permission, .* such as api:read or feature:admin.users/);
+    // a scope the owner does not hold would make a key that silently cannot use it
+    expect((await cli(env, ['user', 'create', 'ivy', '--group', 'INT_USER'])).code).to.equal(0);
+    refused(
+      await cli(env, ['key', 'issue', '--user', 'ivy', '--scope', 'api:read', '--scope', 'feature:admin.users']),
+      2,
+      /--scope: ivy does not hold feature:admin.users: a key's scopes narrow its owner's permissions and add none/,
+    );
+    expect((await cli(env, ['key', 'issue', '--user', 'ivy', '--scope', 'api:read'])).code).to.equal(0);
     refused(await cli(env, ['key', 'issue', '--user', 'admin', '--expires', 'soon']), 2, /--expires: must be a duration/);
     refused(await cli(env, ['key', 'issue', '--user', 'admin', '--expires', '2001-01-01']), 2, /--expires: must be greater than "now"/);
     refused(await cli(env, ['key', 'issue', '--user', 'admin', '--label', '']), 2, /--label: /);
     refused(await cli(env, ['key', 'revoke', '../etc']), 2, /id:/);
+    refused(await cli(env, ['audit', 'list', '--since', 'last week']), 2, /--since: must be a duration back from now such as 7d or 12h, or an ISO 8601 date/);
     refused(await cli(env, ['notify', '--title', 't', '--message', 'm']), 2, /--user\/--broadcast/);
     refused(await cli(env, ['notify', '--broadcast', '--title', 't', '--message', 'm', '--level', 'loud']), 2, /--level: must be one of/);
     refused(await cli(env, ['notify', '--broadcast', '--title', 't', '--message', 'm', '--link', 'javascript:alert(1)']), 2, /--link/);

@@ -13,6 +13,7 @@ import { previousStepCode, totpCode } from '../auth/helpers.js';
 
 interface Event {
   seq: number;
+  at: string;
   action: string;
   outcome: string;
   actor: { user_id: string | null; username: string; method: string | null; ip: string | null };
@@ -342,6 +343,17 @@ describe('audit trail', function () {
     ).to.equal(true);
     const bad = await api().get('/api/audit').query({ outcome: 'maybe' }).set(sys).expect(400);
     expect(bad.body.error.details[0].field).to.equal('outcome');
+    // since: a duration back from now, as the CLI's --since takes it, or a date
+    const newest = page.events[0] as Event;
+    const recent = (await api().get('/api/audit').query({ since: '1h', limit: 500 }).set(sys).expect(200)).body.events as Event[];
+    expect(recent.map((e) => e.seq)).to.include(newest.seq);
+    const at = new Date(Date.parse(newest.at) + 1).toISOString();
+    expect((await api().get('/api/audit').query({ since: at }).set(sys).expect(200)).body.events.map((e: Event) => e.seq)).not.to.include(newest.seq);
+    const badSince = await api().get('/api/audit').query({ since: 'last week' }).set(sys).expect(400);
+    expect(badSince.body.error.details[0]).to.deep.include({
+      field: 'since',
+      message: 'must be a duration back from now such as 7d or 12h, or an ISO 8601 date',
+    });
   });
 
   /** How many attempts a list of events stands for: each one, or the count it carries. */

@@ -57,7 +57,13 @@ describe('command path and user writer (no service)', function () {
     });
     const known = (p: string) => isKnownPermission(CORE_CATALOG, p);
     groups = new GroupAdmin({ store, bus: new EventBus(log), commands, isKnownPermission: known });
-    keys = new KeyAdmin({ users, vault: new ApiKeyStore(db), commands, isKnownPermission: known });
+    keys = new KeyAdmin({
+      users,
+      vault: new ApiKeyStore(db),
+      commands,
+      isKnownPermission: known,
+      ownerAllows: () => Promise.reject(new Error('no key issued here has scopes')),
+    });
   });
   after(async () => {
     await drop?.();

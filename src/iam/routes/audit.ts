@@ -3,7 +3,7 @@ import Joi from 'joi';
 import type { IamComponent } from '../component.js';
 import { ApiRouter } from '../../http/api.js';
 import { AUDIT_ACTIONS } from '../audit.js';
-import { auditEventView } from '../schemas.js';
+import { auditEventView, auditSince } from '../schemas.js';
 
 /** The filters and page of GET /api/audit, validated (`since` a Date, `limit` defaulted). */
 interface AuditQuery {
@@ -24,7 +24,7 @@ const query = Joi.object<AuditQuery, true>({
   actor: Joi.string().max(256).description('a username or user id'),
   target: Joi.string().max(256).description("a target's id or name"),
   outcome: Joi.string().valid('success', 'failure', 'denied'),
-  since: Joi.date().iso().description('events at or after this time (ISO 8601)'),
+  since: auditSince,
   before: Joi.number().integer().min(1).description('events before this seq (the next page: `next_before`)'),
   limit: Joi.number().integer().min(1).max(500).default(50),
 });
