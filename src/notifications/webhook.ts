@@ -21,6 +21,7 @@ import {
   detectScmRequest,
   headerValue,
   normalizeScmEvent,
+  signatureFormProblem,
   verifyScmSignature,
   ScmPayloadError,
   type ScmProvider,
@@ -144,7 +145,8 @@ export class ScmWebhook {
     // verify the exact bytes before anything looks inside them
     if (!verifyScmSignature(request, headers, rawBody, key.value)) {
       this.deps.log.warn({ provider, event: request.event }, 'webhook signature rejected');
-      throw new DomainError('unauthorized', 'bad or missing webhook signature');
+      const problem = signatureFormProblem(request, headers) ?? `it does not verify under the secret set here for ${FORGE_NAME[provider]}`;
+      throw new DomainError('unauthorized', `bad or missing webhook signature: ${problem}`);
     }
     // signed with a secret GitLab sends in clear: whoever saw a GitLab delivery could have made it
     if (key.refused) {
@@ -156,7 +158,9 @@ export class ScmWebhook {
       // decoded as UTF-8, a leading byte-order mark dropped (RFC 8259 lets a parser ignore one)
       payload = JSON.parse(UTF8.decode(rawBody));
     } catch {
-      throw fieldError('body', 'is not valid JSON');
+      // GitHub's webhooks may be set to send the payload form-encoded
+      const form = /^application\/x-www-form-urlencoded\b/i.test(headerValue(headers, 'content-type') ?? '');
+      throw fieldError('body', form ? "is form-encoded: set the webhook's content type to application/json on the forge" : 'is not valid JSON');
     }
     if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw fieldError('body', 'must be a JSON object');
     // Gitea and GitHub always send a delivery id: without one a replay could not be recognised

@@ -188,6 +188,13 @@ describe('SCM webhook intake', function () {
     it('refuses a Gitea signature made with another secret', async () => {
       const body = json(fixture('gitea-push'));
       expect((await deliver(giteaHeaders('push', body, 'another-secret-0123456789'), body)).status).to.equal(401);
+      // GitHub's form of the header sent by Gitea: the message says what the form should be
+      const signed = giteaHeaders('push', body);
+      const prefixed = await deliver({ ...signed, 'X-Gitea-Signature': `sha256=${signed['X-Gitea-Signature']}` }, body);
+      expect(prefixed.status).to.equal(401);
+      expect(prefixed.body.error.message).to.equal(
+        'bad or missing webhook signature: X-Gitea-Signature must be the hex HMAC-SHA256 of the body (64 hex digits, without the sha256= prefix)',
+      );
     });
   });
 
@@ -220,7 +227,9 @@ describe('SCM webhook intake', function () {
       expect((await deliver(gitlabHeaders('Push Hook', 'wrong-token-0123456789'), json(fixture('gitlab-push')))).status).to.equal(401);
       const headers = gitlabHeaders('Push Hook');
       delete headers['X-Gitlab-Token'];
-      expect((await deliver(headers, json(fixture('gitlab-push')))).status).to.equal(401);
+      const missing = await deliver(headers, json(fixture('gitlab-push')));
+      expect(missing.status).to.equal(401);
+      expect(missing.body.error.message).to.equal('bad or missing webhook signature: no X-Gitlab-Token header: give the webhook a secret on the forge');
     });
 
     it('de-duplicates by Idempotency-Key', async () => {
@@ -243,9 +252,18 @@ describe('SCM webhook intake', function () {
       const body = pushBody();
       const noSig = githubHeaders('push', body);
       delete noSig['X-Hub-Signature-256'];
-      expect((await deliver(noSig, body)).status).to.equal(401);
-      expect((await deliver({ ...githubHeaders('push', body), 'X-Hub-Signature-256': 'sha256=abc' }, body)).status).to.equal(401);
-      expect((await deliver(githubHeaders('push', body, 'not-the-secret-0123456789'), body)).status).to.equal(401);
+      // each says what is wrong with the header's form, or that the value is not this secret's
+      const refused = async (headers: Record<string, string>, message: string) => {
+        const res = await deliver(headers, body);
+        expect(res.status).to.equal(401);
+        expect(res.body.error.message).to.equal(`bad or missing webhook signature: ${message}`);
+      };
+      await refused(noSig, 'no X-Hub-Signature-256 header: give the webhook a secret on the forge');
+      await refused(
+        { ...githubHeaders('push', body), 'X-Hub-Signature-256': 'sha256=abc' },
+        'X-Hub-Signature-256 must be sha256= and the hex HMAC-SHA256 of the body',
+      );
+      await refused(githubHeaders('push', body, 'not-the-secret-0123456789'), 'it does not verify under the secret set here for GitHub');
       const tampered = Buffer.from(body.toString().replace('"master"', '"main"'));
       const res = await deliver(githubHeaders('push', body), tampered);
       expect(res.status).to.equal(401);
@@ -263,7 +281,13 @@ describe('SCM webhook intake', function () {
       const notJson = Buffer.from('payload=%7B%7D');
       const res = await deliver({ ...githubHeaders('push', notJson), 'Content-Type': 'application/x-www-form-urlencoded' }, notJson);
       expect(res.status).to.equal(400);
-      expect(res.body.error.details[0].field).to.equal('body');
+      expect(res.body.error.details[0]).to.deep.include({
+        field: 'body',
+        message: "is form-encoded: set the webhook's content type to application/json on the forge",
+      });
+      const garbled = Buffer.from('{"zen": ');
+      const plain = await deliver(githubHeaders('push', garbled), garbled);
+      expect(plain.body.error.details[0]).to.deep.include({ field: 'body', message: 'is not valid JSON' });
       const arr = json([1, 2]);
       expect((await deliver(githubHeaders('push', arr), arr)).status).to.equal(400);
     });
@@ -487,7 +511,9 @@ describe('SCM webhook intake', function () {
       expect(res.status).to.equal(401);
       expect(res.body.error.message).to.match(/also GitLab's secret/);
       // a wrong signature learns nothing about why
-      expect((await send(giteaHeaders('push', body, 'not-the-secret-0123456789'), body)).body.error.message).to.equal('bad or missing webhook signature');
+      expect((await send(giteaHeaders('push', body, 'not-the-secret-0123456789'), body)).body.error.message).to.equal(
+        'bad or missing webhook signature: it does not verify under the secret set here for Gitea',
+      );
       const health = (await api(forgeSvc).get(`${PATH}/health`)).body;
       expect(health.forges.gitea).to.deep.equal({ secret_configured: false, secret_source: 'own' });
       expect(health.warnings).to.have.length(1);

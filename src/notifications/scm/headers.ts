@@ -114,3 +114,18 @@ export function verifyScmSignature(request: ScmRequest, headers: RequestHeaders,
     return false;
   }
 }
+
+/**
+ * Why a delivery's signature header cannot verify by its form alone (missing, or not the form
+ * the forge uses), for the refusal's message; null when the form is right and the value is
+ * simply not this secret's. Says nothing of the secret.
+ */
+export function signatureFormProblem(request: ScmRequest, headers: RequestHeaders): string | null {
+  const header = { gitea: 'X-Gitea-Signature', github: 'X-Hub-Signature-256', gitlab: 'X-Gitlab-Token' }[request.provider];
+  const value = headerValue(headers, header.toLowerCase());
+  if (value === undefined || value === '') return `no ${header} header: give the webhook a secret on the forge`;
+  if (request.provider === 'gitea' && !HEX_SHA256.test(value))
+    return `${header} must be the hex HMAC-SHA256 of the body (64 hex digits${value.startsWith('sha256=') ? ', without the sha256= prefix' : ''})`;
+  if (request.provider === 'github' && !GITHUB_SIGNATURE.test(value)) return `${header} must be sha256= and the hex HMAC-SHA256 of the body`;
+  return null;
+}

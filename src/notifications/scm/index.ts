@@ -1,5 +1,6 @@
 export {
   detectScmRequest,
+  signatureFormProblem,
   verifyScmSignature,
   headerValue,
   tokenMatches,
