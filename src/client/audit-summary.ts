@@ -95,6 +95,9 @@ function whatItDid(e: SummarisedEvent): string {
       return line(
         text(d.previous_name) && `renamed from ${String(d.previous_name)}`,
         permissionChange(d),
+        // a plugin's role granted to a group (the role ledger records what it added, and whose role)
+        listChange(d, 'permissions', 'permissions'),
+        text(d.plugin) && `role ${text(d.role) ?? '?'} of the plugin ${String(d.plugin)}`,
         names(d.fields).includes('description') ? 'description' : null,
       );
     case 'key.issued':

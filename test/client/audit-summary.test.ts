@@ -91,6 +91,10 @@ describe('audit summary: what each event did, in a line', function () {
     expect(await summaries(start, 'group.updated')).to.deep.equal([
       'renamed from ops, permissions +feature:dashboard.view -api:write -feature:admin.audit, description',
     ]);
+    // a plugin's role granted to a group by the role ledger: what it added, and whose role
+    const ledgerStart = ((await api().get('/api/audit').query({ limit: 1 }).set(sys).expect(200)).body.events[0]?.seq as number) ?? 0;
+    expect(await svc.service.iam.ledger.grantOnce('summary-plugin', 'reader', 'operators', 'api:write')).to.equal(true);
+    expect(await summaries(ledgerStart, 'group.updated')).to.deep.equal(['permissions +api:write, role reader of the plugin summary-plugin']);
     expect(await summaries(start, 'user.created')).to.deep.equal([
       'groups operators, INT_VIEWER',
       'groups INT_VIEWER, single sign-on only',

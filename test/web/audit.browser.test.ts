@@ -214,6 +214,17 @@ describe('browser: the audit page', function () {
       expect(fit.scrollWidth, `page ${fit.scrollWidth} px wide at ${width}`).to.be.at.most(fit.innerWidth);
       expect(fit.wrappedBadges, `badges broken over lines at ${width}`).to.deep.equal([]);
       expect(fit.navRows, 'navigation rows').to.equal(1);
+      // an actor's address is one line in the table (a range over its text has one box per line)
+      const wrappedAddresses = await page.locator('[data-events] .ip').evaluateAll((els) =>
+        els
+          .filter((el) => {
+            const range = document.createRange();
+            range.selectNodeContents(el);
+            return range.getClientRects().length > 1;
+          })
+          .map((el) => el.textContent),
+      );
+      if (width === 1280) expect(wrappedAddresses, 'addresses broken over lines').to.deep.equal([]);
       if (width === 390) {
         expect(await page.locator('[data-events] thead').isVisible()).to.equal(false);
         const labels = await page

@@ -240,6 +240,7 @@ describe('browser: forms, messages and permissions', function () {
     await provider.waitFor();
     expect(await provider.locator('.pill').textContent()).to.equal('container unavailable');
     expect(await provider.locator('.reason').textContent()).to.equal('not available');
+    expect(await provider.locator('[data-reason-hidden]').textContent()).to.equal('why is shown to a superadmin or a holder of a socket permission');
     expectNoProblems(browser);
   });
 });

@@ -234,6 +234,10 @@ async function loadStatus(status: HTMLElement): Promise<void> {
         { class: 'provider', dataset: { provider: x.name } },
         h('span', { class: `pill ${x.available ? 'on' : 'off'}` }, `${x.name} ${x.available ? 'available' : 'unavailable'}`),
         !x.available && x.reason ? h('span', { class: 'note reason' }, x.reason) : null,
+        // the reason names sockets and paths: say who reads it instead of leaving a bare "not available"
+        !x.available && p.host_facts_hidden
+          ? h('span', { class: 'note', dataset: { reasonHidden: '' } }, 'why is shown to a superadmin or a holder of a socket permission')
+          : null,
       );
     providers.replaceChildren(...(p.providers.length ? p.providers.map(entry) : ['none']));
   } catch (err) {
