@@ -62,8 +62,13 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
         { email: '--email', display_name: '--display-name', groups: '--group' },
       );
       const password = opts.passwordStdin ? check<string>('password', PASSWORD, await readSecret(ctx.io, 'Password')) : undefined;
-      const { users } = (await ctx.core('write')).iam;
-      const created = await users.create(CLI_ACTOR, { ...userFieldsOf(input), password });
+      const { iam, auth } = await ctx.core('write');
+      const created = await iam.users.create(CLI_ACTOR, { ...userFieldsOf(input), password });
+      // single sign-on only, with no provider to sign in through: an account nobody can use yet
+      if (!password && !auth.authSettings.current().authProviders.some((p) => p !== 'local'))
+        ctx.warn(
+          `${created.username} has no password and no single sign-on provider is configured: they cannot sign in until a password is set (--password-stdin, or service-core user set-password ${created.username})`,
+        );
       out(cmd).result(
         publicUser(created),
         `created user ${created.username} (${created.id})${password ? '' : ', single sign-on only until a password is set'}`,

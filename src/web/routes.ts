@@ -58,7 +58,7 @@ export function openApiDocument(app: Koa, extra?: ExtraEndpoints): string {
         version: VERSION,
         sessionCookie: SESSION_COOKIE,
         description:
-          'Identity and access management, notifications and socket providers. Authorize with an API key (X-API-Key or Bearer), a session token (Bearer) or HTTP Basic; the browser session cookie works too. Before any operation is reached, the HTTP server itself answers 431 (no body) to request headers over 16 KiB, as it answers 405 to a method no route has: no operation lists them.',
+          'Identity and access management, notifications and socket providers. Authorize with an API key (X-API-Key or Bearer), a session token (Bearer) or HTTP Basic; the browser session cookie works too. Before any operation is reached, the HTTP server itself answers 431 (no body) to request headers over 16 KiB, as it answers 405 to a method no route has: no operation lists them. The probes for operators, `GET /healthz` (liveness), `GET /readyz` (readiness, 503 naming the reason) and `GET /metrics` (Prometheus), are answered before routing too and are not operations here: docs/deploy.md describes them.',
       }),
     );
     doc = { version, text };

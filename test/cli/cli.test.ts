@@ -80,6 +80,17 @@ describe('CLI with the service stopped', function () {
     expect(created.code, created.stderr).to.equal(0);
     expect(created.json()).to.include({ username: 'alice', email: 'alice@example.org', disabled: false });
     expect(created.stdout + created.stderr).not.to.include('alice-password-1');
+    expect(created.stderr).to.equal('');
+    // without a password, and no single sign-on to sign in through: made, and said that nobody can use it yet
+    const sso = await cli(env, ['user', 'create', 'erin'], 'erin-password-1\n');
+    expect(sso.code, sso.stderr).to.equal(0);
+    expect(sso.stdout.trim()).to.match(/^created user erin \(.*\), single sign-on only until a password is set$/);
+    expect(sso.stderr.trim()).to.equal(
+      'warning: erin has no password and no single sign-on provider is configured: they cannot sign in until a password is set (--password-stdin, or service-core user set-password erin)',
+    );
+    const withLdap = await cli({ ...env, SERVICE_AUTH_PROVIDERS: 'local,ldap', SERVICE_LDAP_URL: 'ldap://ldap.example.org' }, ['user', 'create', 'finn']);
+    expect(withLdap.code, withLdap.stderr).to.equal(0);
+    expect(withLdap.stderr).to.equal('');
 
     const listed = (await cli(env, ['--json', 'user', 'list'])).json().users;
     expect(listed.map((u: { username: string }) => u.username)).to.include.members(['admin', 'bot', 'alice']);
@@ -124,7 +135,11 @@ describe('CLI with the service stopped', function () {
     refused(await cli(env, ['user', 'create']), 2, /missing required argument 'username'/);
     refused(await cli(env, ['key', 'issue']), 2, /required option '--user <username>'/);
     refused(await cli(env, ['key', 'issue', '--user', 'admin', '--scope', 'feature:nope']), 2, /--scope: unknown permission feature:nope/);
-    refused(await cli(env, ['key', 'issue', '--user', 'admin', '--scope', 'bogus']), 2, /--scope: must be a permission, .* such as api:read or feature:admin.users/);
+    refused(
+      await cli(env, ['key', 'issue', '--user', 'admin', '--scope', 'bogus']),
+      2,
+      /--scope: must be a permission, .* such as api:read or feature:admin.users/,
+    );
     // a scope the owner does not hold would make a key that silently cannot use it
     expect((await cli(env, ['user', 'create', 'ivy', '--group', 'INT_USER'])).code).to.equal(0);
     refused(
