@@ -56,7 +56,13 @@ describe('the database relay (a change announced without Redis)', () => {
 
   it('reads a row that became visible after a higher id, within the re-read window', async () => {
     const { relay, got } = await reader();
-    const row = (id: number, user_id: string) => ({ id, event: 'iam:password_changed', payload: JSON.stringify({ user_id }), origin: 'cli', created_at: Date.now() });
+    const row = (id: number, user_id: string) => ({
+      id,
+      event: 'iam:password_changed',
+      payload: JSON.stringify({ user_id }),
+      origin: 'cli',
+      created_at: Date.now(),
+    });
     const t0 = Date.now();
     await db('bus_relay').insert(row(20, 'second-id'));
     await relay.read(t0);
