@@ -19,15 +19,31 @@ interface Denials {
   denied(ctx: Context, permission: string): void;
 }
 
-/** The 401 of every guard, made once. */
-const UNAUTHORIZED = unauthorized();
-const UNAUTHORIZED_BODY = JSON.stringify({ error: { code: UNAUTHORIZED.code, message: UNAUTHORIZED.message } });
+/**
+ * The 401s of every guard, made once: nothing presented, a password (Basic) that did not sign
+ * in, or a key or token that is not a live one. Which header came says no more than the request
+ * itself; why a credential failed (no such user, a wrong password, a revoked key) is not said.
+ */
+const UNAUTHORIZED = {
+  none: unauthorized(),
+  basic: unauthorized('invalid username or password'),
+  token: unauthorized('the API key or token is not valid: unknown, revoked or expired'),
+};
+const bodyOf = (e: HttpError) => JSON.stringify({ error: { code: e.code, message: e.message } });
+const UNAUTHORIZED_BODY = { none: bodyOf(UNAUTHORIZED.none), basic: bodyOf(UNAUTHORIZED.basic), token: bodyOf(UNAUTHORIZED.token) };
 
 function refuseUnauthenticated(ctx: Context): void {
+  const { authorization } = ctx.headers;
+  const presented =
+    typeof authorization === 'string' && /^basic\s/i.test(authorization)
+      ? 'basic'
+      : ctx.headers['x-api-key'] || (typeof authorization === 'string' && /^bearer\s/i.test(authorization))
+        ? 'token'
+        : 'none';
   ctx.status = 401;
-  for (const k in UNAUTHORIZED.headers) ctx.set(k, UNAUTHORIZED.headers[k]);
+  for (const k in UNAUTHORIZED.none.headers) ctx.set(k, UNAUTHORIZED.none.headers[k]);
   ctx.res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  ctx.body = UNAUTHORIZED_BODY;
+  ctx.body = UNAUTHORIZED_BODY[presented];
 }
 
 /** 401 when no identity was found. */

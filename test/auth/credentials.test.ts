@@ -353,6 +353,15 @@ describe('credential methods', () => {
       const viewer = await makeUser(svc, 'viewer1', ['INT_VIEWER']);
       const unauth = await request(svc.url).get('/api/users').expect(401);
       expect(unauth.body).to.deep.equal({ error: { code: 'unauthorized', message: 'authentication required' } });
+      // a credential that did not sign in is named by its kind, never by why it failed
+      const wrongPassword = await request(svc.url).get('/api/users').set('Authorization', basic('viewer1', 'not-the-password')).expect(401);
+      const noSuchUser = await request(svc.url).get('/api/users').set('Authorization', basic('nobody-here', 'not-the-password')).expect(401);
+      for (const res of [wrongPassword, noSuchUser]) expect(res.body.error).to.deep.equal({ code: 'unauthorized', message: 'invalid username or password' });
+      for (const headers of [{ 'X-API-Key': 'svk_not-a-key' }, { Authorization: 'Bearer not-a-token' }]) {
+        const res = await request(svc.url).get('/api/users').set(headers).expect(401);
+        expect(res.body.error).to.deep.equal({ code: 'unauthorized', message: 'the API key or token is not valid: unknown, revoked or expired' });
+        expect(res.headers['www-authenticate']).to.equal('Bearer, Basic realm="service"');
+      }
       const res = await request(svc.url).get('/api/users').set('Authorization', viewer.auth).expect(403);
       expect(res.body.error).to.deep.equal({
         code: 'forbidden',
