@@ -68,8 +68,8 @@ export class DatabaseRelayWriter {
  * not replayed: a fresh instance holds no stale state to correct.
  */
 export class DatabaseRelayReader {
-  /** rows up to this id were read and will not be read again */
-  private floor = 0;
+  /** rows up to this id were read and will not be read again (null: not known yet, the database was away at the start) */
+  private floor: number | null = null;
   private readonly seen = new Set<number>();
   /** [when, highest id seen then]: the floor follows REREAD_MS behind */
   private readonly marks: Array<[number, number]> = [];
@@ -81,21 +81,18 @@ export class DatabaseRelayReader {
 
   constructor(private readonly deps: { db: Knex; bus: EventBus; origin: string; log: Logger; everyMs?: number }) {}
 
-  /** Starts after what the table holds now, then reads it every RELAY_EVERY_MS. */
+  /**
+   * Starts after what the table holds now, then reads it every RELAY_EVERY_MS. The database away
+   * at this moment fails nothing: the first read that reaches it starts from there.
+   */
   async start(): Promise<void> {
-    const row = (await this.deps.db('bus_relay').max({ top: 'id' }).first()) as { top: number | string | null } | undefined;
-    this.floor = Number(row?.top ?? 0);
+    await this.startFloor().catch((err: unknown) => this.warn(err));
     const tick = async () => {
       this.timer = null;
       try {
         await this.read();
       } catch (err) {
-        // the database is away: the next read tries again; one line a minute at most
-        const now = Date.now();
-        if (!this.stopped && now - this.lastWarning >= 60_000) {
-          this.lastWarning = now;
-          this.deps.log.warn({ err: (err as Error).message }, 'reading the changes of other processes failed');
-        }
+        this.warn(err);
       }
       if (this.stopped) return;
       this.timer = setTimeout(tick, this.deps.everyMs ?? RELAY_EVERY_MS);
@@ -106,15 +103,31 @@ export class DatabaseRelayReader {
     this.timer.unref();
   }
 
+  private async startFloor(): Promise<number> {
+    const row = (await this.deps.db('bus_relay').max({ top: 'id' }).first()) as { top: number | string | null } | undefined;
+    this.floor ??= Number(row?.top ?? 0);
+    return this.floor;
+  }
+
+  /** The database is away: the next read tries again; one line a minute at most. */
+  private warn(err: unknown): void {
+    const now = Date.now();
+    if (this.stopped || now - this.lastWarning < 60_000) return;
+    this.lastWarning = now;
+    this.deps.log.warn({ err: (err as Error).message }, 'reading the changes of other processes failed');
+  }
+
   /** One read: emits what is new; exposed for tests. */
   async read(now = Date.now()): Promise<void> {
-    const rows = (await this.deps.db('bus_relay').where('id', '>', this.floor).orderBy('id').limit(BATCH).select('id', 'event', 'payload', 'origin')) as Array<{
+    if (this.floor === null) return void (await this.startFloor());
+    const floor = this.floor;
+    const rows = (await this.deps.db('bus_relay').where('id', '>', floor).orderBy('id').limit(BATCH).select('id', 'event', 'payload', 'origin')) as Array<{
       id: number | string;
       event: string;
       payload: string;
       origin: string;
     }>;
-    let top = this.floor;
+    let top = floor;
     for (const row of rows) {
       const id = Number(row.id);
       top = Math.max(top, id);
@@ -123,8 +136,10 @@ export class DatabaseRelayReader {
       if (row.origin !== this.deps.origin) this.emit(row);
     }
     this.marks.push([now, Math.max(top, this.marks.at(-1)?.[1] ?? 0)]);
-    while (this.marks.length && now - this.marks[0]![0] >= REREAD_MS) this.floor = Math.max(this.floor, this.marks.shift()![1]);
-    for (const id of this.seen) if (id <= this.floor) this.seen.delete(id);
+    let moved = floor;
+    while (this.marks.length && now - this.marks[0]![0] >= REREAD_MS) moved = Math.max(moved, this.marks.shift()![1]);
+    this.floor = moved;
+    for (const id of this.seen) if (id <= moved) this.seen.delete(id);
   }
 
   private emit(row: { event: string; payload: string }): void {

@@ -54,6 +54,21 @@ describe('the database relay (a change announced without Redis)', () => {
     expect(got).to.deep.equal([]);
   });
 
+  it('starts with the database away: nothing fails, the first read that reaches it starts from there', async () => {
+    const { log, warnings } = recordingLog();
+    await db.schema.renameTable('bus_relay', 'bus_relay_away');
+    const { relay, got } = await reader('iam:password_changed', log);
+    expect(warnings).to.deep.equal(['reading the changes of other processes failed']);
+    await db.schema.renameTable('bus_relay_away', 'bus_relay');
+    const row = (user_id: string) => ({ event: 'iam:password_changed', payload: JSON.stringify({ user_id }), origin: 'cli', created_at: Date.now() });
+    await db('bus_relay').insert(row('before-the-floor'));
+    await relay.read();
+    await db('bus_relay').insert(row('after'));
+    await relay.read();
+    expect(got).to.deep.equal([{ user_id: 'after' }]);
+    relay.stop();
+  });
+
   it('reads a row that became visible after a higher id, within the re-read window', async () => {
     const { relay, got } = await reader();
     const row = (id: number, user_id: string) => ({
