@@ -2,6 +2,7 @@ import http from 'node:http';
 import type Koa from 'koa';
 import { ApiIdentity, type CredentialMethod, type CredentialProof } from '../auth/identity.js';
 import { hasSessionCookie } from '../auth/web-session.js';
+import { presentedCredential, UNAUTHENTICATED } from '../http/errors.js';
 import type { WsTickets } from './tickets.js';
 
 /** The parts of the Authenticator the upgrade needs. */
@@ -73,7 +74,7 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: Upgra
     const identity = await deps.cookieIdentity(req);
     if (identity) return { ok: true, identity };
   }
-  return refuse('authentication required');
+  return refuse(UNAUTHENTICATED[presentedCredential(req.headers)]);
 }
 
 /**

@@ -55,6 +55,24 @@ export class HttpError extends Error {
 
 export const unauthorized = (message = 'authentication required') =>
   new HttpError(401, 'unauthorized', message, undefined, { 'WWW-Authenticate': 'Bearer, Basic realm="service"' });
+
+/**
+ * The 401's message for a request that came without an identity (HTTP and the WebSocket upgrade
+ * alike): it names what was presented, nothing, a Basic password that did not sign in, or a key
+ * or token that is not a live one. Which header came says no more than the request itself; why
+ * a credential failed (no such user, a wrong password, a revoked key) is not said.
+ */
+export const UNAUTHENTICATED = {
+  none: 'authentication required',
+  basic: 'invalid username or password',
+  token: 'the API key or token is not valid: unknown, revoked or expired',
+} as const;
+
+export function presentedCredential(headers: { authorization?: string; 'x-api-key'?: string | string[] }): keyof typeof UNAUTHENTICATED {
+  const { authorization } = headers;
+  if (typeof authorization === 'string' && /^basic\s/i.test(authorization)) return 'basic';
+  return headers['x-api-key'] || (typeof authorization === 'string' && /^bearer\s/i.test(authorization)) ? 'token' : 'none';
+}
 export const forbidden = (permission: string) => new HttpError(403, 'forbidden', `missing permission ${permission}`, { permission });
 export const forbiddenBecause = (message: string) => new HttpError(403, 'forbidden', message);
 /** An unsafe request sent from a page at another origin (what CSRF looks like); `details.reason` lets a page say so. */

@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import { forbidden, forbiddenBecause, unauthorized, type HttpError } from './errors.js';
+import { forbidden, forbiddenBecause, presentedCredential, unauthorized, UNAUTHENTICATED, type HttpError } from './errors.js';
 import { renderError } from './app.js';
 
 // The guards answer a refusal themselves instead of throwing it: an unauthenticated request is
@@ -19,31 +19,17 @@ interface Denials {
   denied(ctx: Context, permission: string): void;
 }
 
-/**
- * The 401s of every guard, made once: nothing presented, a password (Basic) that did not sign
- * in, or a key or token that is not a live one. Which header came says no more than the request
- * itself; why a credential failed (no such user, a wrong password, a revoked key) is not said.
- */
-const UNAUTHORIZED = {
-  none: unauthorized(),
-  basic: unauthorized('invalid username or password'),
-  token: unauthorized('the API key or token is not valid: unknown, revoked or expired'),
-};
-const bodyOf = (e: HttpError) => JSON.stringify({ error: { code: e.code, message: e.message } });
-const UNAUTHORIZED_BODY = { none: bodyOf(UNAUTHORIZED.none), basic: bodyOf(UNAUTHORIZED.basic), token: bodyOf(UNAUTHORIZED.token) };
+/** The 401s of every guard, made once, one for each kind of credential presented (UNAUTHENTICATED). */
+const UNAUTHORIZED = unauthorized();
+const UNAUTHORIZED_BODY = Object.fromEntries(
+  Object.entries(UNAUTHENTICATED).map(([kind, message]) => [kind, JSON.stringify({ error: { code: UNAUTHORIZED.code, message } })]),
+) as Record<keyof typeof UNAUTHENTICATED, string>;
 
 function refuseUnauthenticated(ctx: Context): void {
-  const { authorization } = ctx.headers;
-  const presented =
-    typeof authorization === 'string' && /^basic\s/i.test(authorization)
-      ? 'basic'
-      : ctx.headers['x-api-key'] || (typeof authorization === 'string' && /^bearer\s/i.test(authorization))
-        ? 'token'
-        : 'none';
   ctx.status = 401;
-  for (const k in UNAUTHORIZED.none.headers) ctx.set(k, UNAUTHORIZED.none.headers[k]);
+  for (const k in UNAUTHORIZED.headers) ctx.set(k, UNAUTHORIZED.headers[k]);
   ctx.res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  ctx.body = UNAUTHORIZED_BODY[presented];
+  ctx.body = UNAUTHORIZED_BODY[presentedCredential(ctx.headers)];
 }
 
 /** 401 when no identity was found. */

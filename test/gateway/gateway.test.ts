@@ -6,7 +6,7 @@ import { SESSION_COOKIE } from '../../src/auth/web-session.js';
 import { sha256 } from '../../src/auth/tokens.js';
 import { WsTickets } from '../../src/gateway/tickets.js';
 import { passwordProof } from '../../src/auth/authenticate.js';
-import { api, gatewaySuite, refusedStatus, sleep, type TestUser } from './helpers.js';
+import { api, gatewaySuite, refusal, refusedStatus, sleep, type TestUser } from './helpers.js';
 
 const ORIGIN = 'http://localhost:8080';
 
@@ -35,11 +35,15 @@ describe('ws gateway', function () {
   }
 
   describe('upgrade', () => {
-    it('answers 401 without credentials and with bad ones', async () => {
-      expect(await refusedStatus(svc)).to.equal(401);
-      expect(await refusedStatus(svc, { headers: { Authorization: 'Bearer svk_not-a-real-token-0123456789' } })).to.equal(401);
-      expect(await refusedStatus(svc, { headers: { 'X-API-Key': 'nope-nope-nope-nope-nope' } })).to.equal(401);
-      expect(await refusedStatus(svc, { headers: { Authorization: `Basic ${Buffer.from('alice:wrong-password').toString('base64')}` } })).to.equal(401);
+    it('answers 401 without credentials and with bad ones, naming what came (as HTTP does)', async () => {
+      const token = 'the API key or token is not valid: unknown, revoked or expired';
+      expect(await refusal(svc)).to.deep.equal({ status: 401, message: 'authentication required' });
+      expect(await refusal(svc, { headers: { Authorization: 'Bearer svk_not-a-real-token-0123456789' } })).to.deep.equal({ status: 401, message: token });
+      expect(await refusal(svc, { headers: { 'X-API-Key': 'nope-nope-nope-nope-nope' } })).to.deep.equal({ status: 401, message: token });
+      expect(await refusal(svc, { headers: { Authorization: `Basic ${Buffer.from('alice:wrong-password').toString('base64')}` } })).to.deep.equal({
+        status: 401,
+        message: 'invalid username or password',
+      });
     });
 
     it('answers 404 on another path', async () => {

@@ -105,13 +105,27 @@ export class WsClient {
 }
 
 /** The HTTP status of a refused upgrade (fails when the upgrade succeeds). */
-export function refusedStatus(svc: TestService, opts: ConnectOptions = {}): Promise<number> {
+export async function refusedStatus(svc: TestService, opts: ConnectOptions = {}): Promise<number> {
+  return (await refusal(svc, opts)).status;
+}
+
+/** The answer to an upgrade that must be refused: its status and the error body's message. */
+export function refusal(svc: TestService, opts: ConnectOptions = {}): Promise<{ status: number; message: string | undefined }> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(wsUrl(svc, opts.query), { headers: opts.headers, origin: opts.origin });
     ws.once('unexpected-response', (_req, res) => {
-      resolve(res.statusCode ?? 0);
-      res.resume();
-      ws.terminate();
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => {
+        let message: string | undefined;
+        try {
+          message = (JSON.parse(body) as { error?: { message?: string } }).error?.message;
+        } catch {
+          message = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, message });
+        ws.terminate();
+      });
     });
     ws.once('open', () => {
       ws.terminate();
