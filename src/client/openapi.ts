@@ -1987,7 +1987,9 @@ export interface paths {
         };
         /**
          * List users
-         * @description Requires the permission `feature:admin.users`.
+         * @description Every user, by name; `username` finds one by name, in any case (an empty list when there is none).
+         *
+         *     Requires the permission `feature:admin.users`.
          */
         get: operations["listUsers"];
         put?: never;
@@ -10993,7 +10995,10 @@ export interface operations {
     };
     listUsers: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description a username, in any case */
+                username?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;

@@ -169,8 +169,10 @@ export class IamStore {
     return UserModel.query(this.db).whereRaw('lower(email) = ?', [email.toLowerCase()]);
   }
 
-  async listUsers(): Promise<User[]> {
-    return UserModel.query(this.db).orderBy('username');
+  /** Every user by name, or the one named `username` in any case (names are unique regardless of case). */
+  async listUsers(filter: { username?: string } = {}): Promise<User[]> {
+    const query = UserModel.query(this.db).orderBy('username');
+    return filter.username === undefined ? query : query.whereRaw('lower(username) = ?', [filter.username.toLowerCase()]);
   }
 
   async createUser(input: NewUser, trx: Knex = this.db): Promise<User> {

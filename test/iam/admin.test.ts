@@ -255,6 +255,19 @@ describe('IAM model and admin API', () => {
         (err: unknown) => err,
       );
     expect(isUniqueViolation(refused), String(refused)).to.equal(true);
+    // and a client finds a user by name, in any case, without listing them all
+    const found = async (username: string) =>
+      (await request(svc.url).get('/api/users').query({ username }).set('Authorization', admin()).expect(200)).body.users.map(
+        (u: { username: string }) => u.username,
+      );
+    expect(await found('VIC.Case')).to.deep.equal(['vic.case']);
+    expect(await found('vic')).to.deep.equal([]);
+    const bad = await request(svc.url)
+      .get('/api/users')
+      .query({ username: 'v'.repeat(65) })
+      .set('Authorization', admin())
+      .expect(400);
+    expect(bad.body.error.details[0].field).to.equal('username');
   });
 
   it('refuses to delete, demote or disable the last enabled member of INT_ADMIN (409)', async () => {

@@ -16,6 +16,7 @@ export interface UserIdParams {
 export const userIdParams = Joi.object<UserIdParams, true>({ id: uuidParam.description('the user id (UUID)') });
 
 const userListView = Joi.object({ users: Joi.array().items(userView) });
+const usersQuery = Joi.object<{ username?: string }, true>({ username: Joi.string().max(64).description('a username, in any case') });
 
 /**
  * /api/users: the user administration of the model, translated to HTTP; the rules are
@@ -37,11 +38,13 @@ export function userRoutes(iam: IamComponent): Router {
       path: '/',
       operationId: 'listUsers',
       summary: 'List users',
+      description: 'Every user, by name; `username` finds one by name, in any case (an empty list when there is none).',
       auth: ADMIN,
+      query: usersQuery,
       responses: { 200: { description: 'the users', schema: userListView } },
     },
-    async () => {
-      const all = await iam.store.listUsers();
+    async (_ctx, { query }) => {
+      const all = await iam.store.listUsers({ username: query.username });
       const ids = await iam.store.identitiesOf(all.map((u) => u.id));
       return { users: all.map((u) => publicUser(u, ids.get(u.id))) };
     },
