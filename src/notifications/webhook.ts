@@ -21,6 +21,7 @@ import {
   detectScmRequest,
   headerValue,
   normalizeScmEvent,
+  payloadOf,
   signatureFormProblem,
   verifyScmSignature,
   ScmPayloadError,
@@ -30,8 +31,6 @@ import {
 import { MESSAGE_MAX, TITLE_MAX } from './schema.js';
 import type { NotificationsService } from './service.js';
 import { setting } from '../settings-table.js';
-
-const UTF8 = new TextDecoder();
 
 const DELIVERY_RETENTION_MS = 30 * 24 * 3600_000;
 const PRUNE_EVERY_MS = 3600_000;
@@ -153,16 +152,7 @@ export class ScmWebhook {
       this.deps.log.error({ provider, event: request.event, reason: key.refused }, 'webhook refused: its secret travels in clear as a GitLab token');
       throw new DomainError('unauthorized', forgeRefusal(provider, key));
     }
-    let payload: unknown;
-    try {
-      // decoded as UTF-8, a leading byte-order mark dropped (RFC 8259 lets a parser ignore one)
-      payload = JSON.parse(UTF8.decode(rawBody));
-    } catch {
-      // GitHub's webhooks may be set to send the payload form-encoded
-      const form = /^application\/x-www-form-urlencoded\b/i.test(headerValue(headers, 'content-type') ?? '');
-      throw fieldError('body', form ? "is form-encoded: set the webhook's content type to application/json on the forge" : 'is not valid JSON');
-    }
-    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw fieldError('body', 'must be a JSON object');
+    const payload = payloadOf(headers, rawBody);
     // Gitea and GitHub always send a delivery id: without one a replay could not be recognised
     if (!request.deliveryId && request.provider !== 'gitlab') {
       throw fieldError(DELIVERY_HEADER[request.provider], 'is required: the delivery id de-duplicates re-sent events');

@@ -1,4 +1,5 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { fieldError } from '../../errors.js';
 import type { ScmProvider, ScmRequest } from './types.js';
 
 export type RequestHeaders = Record<string, string | string[] | undefined>;
@@ -128,4 +129,21 @@ export function signatureFormProblem(request: ScmRequest, headers: RequestHeader
     return `${header} must be the hex HMAC-SHA256 of the body (64 hex digits${value.startsWith('sha256=') ? ', without the sha256= prefix' : ''})`;
   if (request.provider === 'github' && !GITHUB_SIGNATURE.test(value)) return `${header} must be sha256= and the hex HMAC-SHA256 of the body`;
   return null;
+}
+
+const UTF8 = new TextDecoder();
+
+/** A verified delivery's payload: a JSON object, else 400 naming the body (and a form-encoded one as such). */
+export function payloadOf(headers: RequestHeaders, rawBody: Buffer): Record<string, unknown> {
+  let payload: unknown;
+  try {
+    // decoded as UTF-8, a leading byte-order mark dropped (RFC 8259 lets a parser ignore one)
+    payload = JSON.parse(UTF8.decode(rawBody));
+  } catch {
+    // GitHub's webhooks may be set to send the payload form-encoded
+    const form = /^application\/x-www-form-urlencoded\b/i.test(headerValue(headers, 'content-type') ?? '');
+    throw fieldError('body', form ? "is form-encoded: set the webhook's content type to application/json on the forge" : 'is not valid JSON');
+  }
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw fieldError('body', 'must be a JSON object');
+  return payload as Record<string, unknown>;
 }

@@ -1,5 +1,6 @@
 export {
   detectScmRequest,
+  payloadOf,
   signatureFormProblem,
   verifyScmSignature,
   headerValue,
