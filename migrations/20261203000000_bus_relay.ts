@@ -2,9 +2,9 @@ import type { Knex } from 'knex';
 import { ensureSchema, type TableDef } from '../src/db/schema.js';
 
 /**
- * `bus_relay`: the cluster-wide bus events of a process that has no Redis link (the CLI without
- * SERVICE_REDIS_URL, or whose Redis did not answer), for the running instances to read within
- * about a second (src/bus/database-relay.ts). Rows live a few minutes: the writers prune them.
+ * `bus_relay`: the cluster-wide bus events of the CLI run without SERVICE_REDIS_URL, for the
+ * running instances without Redis to read within about a second (src/bus/database-relay.ts).
+ * The writers keep the newest 10,000 rows.
  */
 export const busRelayTables: TableDef[] = [
   {

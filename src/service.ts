@@ -301,6 +301,13 @@ export class Service {
     this.bus.emit('db:connected', { dialect });
     try {
       await this.iam.initialised();
+      // without Redis, what the CLI announces is read from here on (the table exists once migrated):
+      // before the API opens at iam:ready, so nothing changed after that moment is missed
+      if (!this.config.redisUrl && !this.stopped) {
+        const { DatabaseRelayReader } = await import('./bus/database-relay.js');
+        this.relay = new DatabaseRelayReader({ db: this.db, bus: this.bus, origin: this.instanceId, log: this.log.child({ component: 'bus-relay' }) });
+        await this.relay.start();
+      }
       await this.auth.init();
     } catch (err) {
       this.log.error({ err }, 'IAM initialisation failed');
@@ -323,11 +330,6 @@ export class Service {
     const plugins = await this.plugins.loadAll();
     // the plugins' grants are in place before anyone is told the service is ready
     await this.iam.ledger.applyAll();
-    if (!this.config.redisUrl) {
-      const { DatabaseRelayReader } = await import('./bus/database-relay.js');
-      this.relay = new DatabaseRelayReader({ db: this.db, bus: this.bus, origin: this.instanceId, log: this.log.child({ component: 'bus-relay' }) });
-      if (!this.stopped) await this.relay.start();
-    }
     this.bus.emit('system:boot_complete', { plugins });
   }
 
@@ -368,6 +370,7 @@ export class Service {
     if (this.stopped) return;
     this.stopped = true;
     this.state.stopping = true;
+    this.relay?.stop(); // nothing relayed reaches the parts as they stop
     this.connectAbort.abort();
     const graceMs = times.graceMs ?? STOP_GRACE_MS;
     const drained = drain(this.server, { ...times, graceMs, idleMs: times.idleMs ?? Math.min(STOP_IDLE_MS, graceMs) }, () => {
@@ -384,7 +387,6 @@ export class Service {
     await this.notifications.stop(); // after plugin teardown (it may notify); lets in-flight writes commit
     await this.sockets.close();
     await this.bridge?.close();
-    this.relay?.stop();
     this.bus.removeAll();
     await this.db.destroy();
   }

@@ -3,8 +3,8 @@ import type { Logger } from '../log.js';
 import type { EventBus } from './bus.js';
 import { CLUSTER_EVENTS, type EventName } from './events.js';
 
-/** How long a relayed event stays in the table (the writers prune what is older). */
-const KEEP_MS = 5 * 60_000;
+/** How many relayed events the table keeps, the newest (each writer prunes by id: no clock is trusted). */
+const KEEP_ROWS = 10_000;
 /** How often an instance reads the table. */
 export const RELAY_EVERY_MS = 1000;
 /**
@@ -45,8 +45,9 @@ export class DatabaseRelayWriter {
       const now = Date.now();
       try {
         await db('bus_relay').insert({ event, payload: JSON.stringify(payload), origin, created_at: now });
+        const newest = (await db('bus_relay').max({ top: 'id' }).first()) as { top: number | string | null } | undefined;
         await db('bus_relay')
-          .where('created_at', '<', now - KEEP_MS)
+          .where('id', '<=', Number(newest?.top ?? 0) - KEEP_ROWS)
           .delete();
       } catch (err) {
         log.warn({ err: (err as Error).message, event }, 'telling the running instances of a change failed: they see it within their cache lifetime');
@@ -65,11 +66,14 @@ export class DatabaseRelayWriter {
  * The reading side, on an instance without SERVICE_REDIS_URL: every RELAY_EVERY_MS it reads the
  * rows written since it started and emits each on its own bus, once, after checking its payload
  * as the Redis bridge does (exactly the event's fields). What was written before it started is
- * not replayed: a fresh instance holds no stale state to correct.
+ * not replayed: a fresh instance holds no stale state to correct. An instance starts it before
+ * its API opens, so no change made through the CLI after that is missed.
  */
 export class DatabaseRelayReader {
   /** rows up to this id were read and will not be read again (null: not known yet, the database was away at the start) */
   private floor: number | null = null;
+  /** when start() ran: with the database away then, the rows written since are the first read's */
+  private startedAt = 0;
   private readonly seen = new Set<number>();
   /** [when, highest id seen then]: the floor follows REREAD_MS behind */
   private readonly marks: Array<[number, number]> = [];
@@ -83,9 +87,11 @@ export class DatabaseRelayReader {
 
   /**
    * Starts after what the table holds now, then reads it every RELAY_EVERY_MS. The database away
-   * at this moment fails nothing: the first read that reaches it starts from there.
+   * at this moment fails nothing: the first read that reaches it starts after the rows written
+   * before this moment (by their writers' clocks: the one place a clock decides).
    */
   async start(): Promise<void> {
+    this.startedAt = Date.now();
     await this.startFloor().catch((err: unknown) => this.warn(err));
     const tick = async () => {
       this.timer = null;
@@ -103,8 +109,10 @@ export class DatabaseRelayReader {
     this.timer.unref();
   }
 
-  private async startFloor(): Promise<number> {
-    const row = (await this.deps.db('bus_relay').max({ top: 'id' }).first()) as { top: number | string | null } | undefined;
+  private async startFloor(late = false): Promise<number> {
+    const before = this.deps.db('bus_relay');
+    if (late) before.where('created_at', '<', this.startedAt);
+    const row = (await before.max({ top: 'id' }).first()) as { top: number | string | null } | undefined;
     this.floor ??= Number(row?.top ?? 0);
     return this.floor;
   }
@@ -119,8 +127,7 @@ export class DatabaseRelayReader {
 
   /** One read: emits what is new; exposed for tests. */
   async read(now = Date.now()): Promise<void> {
-    if (this.floor === null) return void (await this.startFloor());
-    const floor = this.floor;
+    const floor = this.floor ?? (await this.startFloor(true));
     const rows = (await this.deps.db('bus_relay').where('id', '>', floor).orderBy('id').limit(BATCH).select('id', 'event', 'payload', 'origin')) as Array<{
       id: number | string;
       event: string;

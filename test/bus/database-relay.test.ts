@@ -2,8 +2,9 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { EventBus } from '../../src/bus/bus.js';
 import { DatabaseRelayReader, DatabaseRelayWriter } from '../../src/bus/database-relay.js';
+import { onPostgres } from '../../src/db/knex.js';
 import { createLogger, type Logger } from '../../src/log.js';
-import { migratedDb } from '../support/service.js';
+import { migratedDb, startService } from '../support/service.js';
 
 /** A logger that keeps its warnings' messages. */
 function recordingLog(): { log: Logger; warnings: string[] } {
@@ -54,18 +55,25 @@ describe('the database relay (a change announced without Redis)', () => {
     expect(got).to.deep.equal([]);
   });
 
-  it('starts with the database away: nothing fails, the first read that reaches it starts from there', async () => {
+  it('starts with the database away: nothing fails, and the first read that reaches it takes what was written since the start', async () => {
     const { log, warnings } = recordingLog();
+    const row = (user_id: string, created_at = Date.now()) => ({
+      event: 'iam:password_changed',
+      payload: JSON.stringify({ user_id }),
+      origin: 'cli',
+      created_at,
+    });
+    await db('bus_relay').insert(row('before-the-start', Date.now() - 1000));
     await db.schema.renameTable('bus_relay', 'bus_relay_away');
     const { relay, got } = await reader('iam:password_changed', log);
     expect(warnings).to.deep.equal(['reading the changes of other processes failed']);
     await db.schema.renameTable('bus_relay_away', 'bus_relay');
-    const row = (user_id: string) => ({ event: 'iam:password_changed', payload: JSON.stringify({ user_id }), origin: 'cli', created_at: Date.now() });
-    await db('bus_relay').insert(row('before-the-floor'));
+    // written while the instance could not read the table: a change after its start, not lost
+    await db('bus_relay').insert(row('while-away'));
     await relay.read();
     await db('bus_relay').insert(row('after'));
     await relay.read();
-    expect(got).to.deep.equal([{ user_id: 'after' }]);
+    expect(got).to.deep.equal([{ user_id: 'while-away' }, { user_id: 'after' }]);
     relay.stop();
   });
 
@@ -110,12 +118,40 @@ describe('the database relay (a change announced without Redis)', () => {
     expect(warnings).to.deep.equal(Array(3).fill('a relayed change was dropped'));
   });
 
-  it('keeps rows a few minutes: a writer prunes older ones', async () => {
-    await db('bus_relay').insert({ event: 'iam:password_changed', payload: '{}', origin: 'cli', created_at: Date.now() - 10 * 60_000 });
+  it('keeps the newest 10,000 rows: a writer prunes by id, whatever the clocks say', async () => {
+    // rows of another writer whose clock runs ahead, and an old one
+    await db('bus_relay').insert({ id: 1, event: 'iam:password_changed', payload: '"oldest"', origin: 'cli', created_at: 0 });
+    await db('bus_relay').insert({ id: 9_000, event: 'iam:password_changed', payload: '"ahead"', origin: 'cli', created_at: Date.now() + 3_600_000 });
+    await db('bus_relay').insert({ id: 10_001, event: 'iam:password_changed', payload: '"newest"', origin: 'cli', created_at: Date.now() + 3_600_000 });
+    // the ids a sequence would have drawn (SQLite's autoincrement follows the highest by itself)
+    if (onPostgres(db)) await db.raw("SELECT setval(pg_get_serial_sequence('bus_relay', 'id'), 10001)");
     const bus = new EventBus(quiet);
     const writer = new DatabaseRelayWriter({ db, bus, origin: 'cli', log: quiet });
     bus.emit('iam:password_changed', { user_id: 'u1' });
     await writer.close();
-    expect(await db('bus_relay').pluck('payload')).to.deep.equal([JSON.stringify({ user_id: 'u1' })]);
+    expect(await db('bus_relay').max({ top: 'id' }).first()).to.deep.equal({ top: 10_002 });
+    const left = await db('bus_relay').orderBy('created_at').pluck('payload');
+    expect(left).to.have.members(['"ahead"', '"newest"', JSON.stringify({ user_id: 'u1' })]);
+  });
+});
+
+describe('the database relay in a service without Redis', function () {
+  this.timeout(30_000);
+
+  it('reads from before the API opens: a change written at that moment is not missed', async () => {
+    const svc = await startService({ wait: false });
+    try {
+      const relayed = svc.service.bus.waitFor('iam:password_changed', { match: (p) => p.user_id === 'at-iam-ready', timeoutMs: 10_000 });
+      // the CLI's row lands the moment the API opens (plugins may still be loading)
+      svc.service.bus.on('iam:ready', () =>
+        svc.service
+          .db('bus_relay')
+          .insert({ event: 'iam:password_changed', payload: JSON.stringify({ user_id: 'at-iam-ready' }), origin: 'cli', created_at: Date.now() }),
+      );
+      await svc.service.booted();
+      expect(await relayed).to.deep.equal({ user_id: 'at-iam-ready' });
+    } finally {
+      await svc.destroy();
+    }
   });
 });
