@@ -27,6 +27,7 @@ import { LocalProvider } from './providers/local.js';
 import { AuthSettingsStore, AUTH_NS } from './settings.js';
 import { SystemKey } from './system-key.js';
 import { KeyAdmin } from '../iam/keys.js';
+import { expandGrants } from '../iam/permissions.js';
 import type { Context, Middleware } from 'koa';
 import { actingFrom } from '../request-context.js';
 import { DomainError } from '../errors.js';
@@ -110,6 +111,7 @@ export class AuthComponent implements CredentialRules {
       vault: this.apiKeys,
       commands: iam.commands,
       isKnownPermission: (p) => iam.isKnownPermission(p),
+      permissionsOf: (scope) => expandGrants([scope], iam.catalog()),
       ownerAllows: async (owner) => {
         const id = await this.authenticator.identityOf(owner.id, 'api_key');
         return (p) => id?.allows(p) ?? false;

@@ -49,6 +49,8 @@ export class KeyAdmin<K extends { id: string }> {
       vault: KeyVault<K>;
       commands: CommandPath;
       isKnownPermission(p: string): boolean;
+      /** the permissions a scope stands for: itself, or what of the catalog a wildcard covers */
+      permissionsOf(scope: string): readonly string[];
       /** what the owner holds now (groups, extra permissions, superadmin) */
       ownerAllows(owner: User): Promise<(permission: string) => boolean>;
     },
@@ -74,10 +76,11 @@ export class KeyAdmin<K extends { id: string }> {
       // oneself, with any credential of one's own: a scoped key mints only keys within its scopes
       if (actor.userId !== owner.id) await this.deps.users.guardTakeover(actor, owner);
       if (owner.disabled) throw new DomainError('conflict', `${owner.username} is disabled: enable the user first`);
-      // a scope narrows what the owner may do and adds nothing: one the owner lacks would make a key that silently cannot use it
+      // a scope narrows what the owner may do and adds nothing: one the owner holds nothing of (a
+      // wildcard: nothing it covers) would make a key that silently cannot use it
       if (request.scopes?.length) {
         const allows = await this.deps.ownerAllows(owner);
-        const lacking = request.scopes.filter((s) => !allows(s));
+        const lacking = request.scopes.filter((s) => !this.deps.permissionsOf(s).some(allows));
         if (lacking.length)
           throw fieldError(field, `${owner.username} does not hold ${lacking.join(', ')}: a key's scopes narrow its owner's permissions and add none`);
       }

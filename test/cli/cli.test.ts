@@ -148,6 +148,11 @@ describe('CLI with the service stopped', function () {
       /--scope: ivy does not hold feature:admin.users: a key's scopes narrow its owner's permissions and add none/,
     );
     expect((await cli(env, ['key', 'issue', '--user', 'ivy', '--scope', 'api:read'])).code).to.equal(0);
+    // a wildcard the owner holds some of narrows to that part (api:* over api:read and api:write, feature:* over the dashboard)
+    const wide = await cli(env, ['--json', 'key', 'issue', '--user', 'ivy', '--scope', 'api:*', '--scope', 'feature:*']);
+    expect(wide.code, wide.stderr).to.equal(0);
+    expect(wide.json().scopes).to.deep.equal(['api:*', 'feature:*']);
+    refused(await cli(env, ['key', 'issue', '--user', 'ivy', '--scope', 'socket:*']), 2, /--scope: ivy does not hold socket:\*/);
     refused(await cli(env, ['key', 'issue', '--user', 'admin', '--expires', 'soon']), 2, /--expires: must be a duration/);
     refused(await cli(env, ['key', 'issue', '--user', 'admin', '--expires', '2001-01-01']), 2, /--expires: must be greater than "now"/);
     refused(await cli(env, ['key', 'issue', '--user', 'admin', '--label', '']), 2, /--label: /);

@@ -62,6 +62,7 @@ describe('command path and user writer (no service)', function () {
       vault: new ApiKeyStore(db),
       commands,
       isKnownPermission: known,
+      permissionsOf: (scope) => [scope],
       ownerAllows: () => Promise.reject(new Error('no key issued here has scopes')),
     });
   });
