@@ -200,9 +200,12 @@ export const auditEventView = Joi.object({
 // typed as the date schema it is to the query objects that hold it: either branch gives a Date
 export const auditSince = Joi.alternatives()
   .try(
-    Joi.string()
-      .pattern(/^\d+(ms|s|m|h|d)$/)
-      .custom((v: string) => new Date(Date.now() - parseDuration(v)!)),
+    // the durations of the configuration (a bare number is seconds); one too long for a date is refused
+    Joi.string().custom((v: string, helpers) => {
+      const ms = parseDuration(v);
+      const at = ms === null ? null : new Date(Date.now() - ms);
+      return at && !Number.isNaN(at.getTime()) ? at : helpers.error('any.invalid');
+    }),
     Joi.date().iso(),
   )
   .messages({ 'alternatives.match': 'must be a duration back from now such as 7d or 12h, or an ISO 8601 date' })
