@@ -213,11 +213,11 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
         };
       }
       const shown = name ? { [name]: all[name]! } : all;
-      // a value written under another master key reads as unset: said, not hidden
-      const unreadable = new Set(await secrets.unreadable());
-      for (const n of Object.keys(shown)) {
+      // a value written under another master key reads as unset: said, not hidden (one the environment sets is not read anyway)
+      const unreadable = new Set((await iam.masterKey.unreadable()).settings);
+      for (const [n, view] of Object.entries(shown)) {
         const s = SECRET_SETTINGS[n];
-        if (unreadable.has(s ? `${s.namespace}/${s.key}` : `${AUTH_NS}/${n}`))
+        if (!view.locked && unreadable.has(s ? `${s.namespace}/${s.key}` : `${AUTH_NS}/${n}`))
           ctx.warn(`${n} is stored but does not open under the current master key (written under another one): it reads as unset until set again`);
       }
       const text = (v: unknown) => (v === null || v === undefined ? '-' : typeof v === 'string' ? v : JSON.stringify(v));

@@ -6,7 +6,7 @@ import { migrateLatest } from '../db/migrate.js';
 import { IamStore } from './store.js';
 import { PermissionResolver } from './resolver.js';
 import { SecretsStore } from './secrets.js';
-import { envPasswordVariable, seedIam, type SeedResult } from './seed.js';
+import { ENV_PASSWORD_NAMESPACE, envPasswordVariable, seedIam, type SeedResult } from './seed.js';
 import { CORE_CATALOG, isKnownPermission, type CatalogEntry } from './permissions.js';
 import { RoleLedger } from './ledger.js';
 import { Passwords } from './passwords.js';
@@ -160,11 +160,13 @@ export class IamComponent {
       );
     // a secret written under another key (an instance left running through a rotation) reads as
     // unset: said at every start until set again or unset
-    const unreadable = await this.secrets.unreadable();
-    if (unreadable.length)
+    // (the bootstrap password records among them are made again by the seed, from the environment)
+    const unreadable = await this.masterKey.unreadable();
+    const secrets = unreadable.settings.filter((s) => !s.startsWith(`${ENV_PASSWORD_NAMESPACE}/`));
+    if (secrets.length || unreadable.apps.length)
       log.warn(
-        { secrets: unreadable },
-        'stored secrets do not open under the current master key (written under another, e.g. by an instance still running during rotate-secret-key): they read as unset until set again (service-core settings set) or unset',
+        { secrets, authenticator_apps_of: unreadable.apps },
+        "stored secrets do not open under the current master key (written under another, e.g. by an instance still running during rotate-secret-key): they read as unset. Set each again where it is set (service-core settings set, /admin/integrations, a plugin's settings) or unset it; the users named sign in with a recovery code or a passkey, or service-core user mfa-reset clears their factor",
       );
     // hourly, and once now: audit events past SERVICE_AUDIT_RETENTION go (the chain keeps verifying)
     const prune = () => this.audit.prune(config.auditRetentionMs).catch((err) => log.warn({ err }, 'audit pruning failed'));

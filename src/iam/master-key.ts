@@ -72,6 +72,14 @@ async function storedSecrets(db: Knex): Promise<Stored> {
   return { settings, totp };
 }
 
+/** What of `stored` does not open under `store`'s key: settings secrets by `namespace/key`, authenticator apps by user id. */
+function unopened(stored: Stored, store: SecretsStore): { settings: string[]; totpUserIds: string[] } {
+  return {
+    settings: stored.settings.filter((s) => store.unseal(s.ciphertext) === null).map((s) => `${s.namespace}/${s.key}`),
+    totpUserIds: stored.totp.filter((t) => store.unseal(t.secret) === null).map((t) => t.user_id),
+  };
+}
+
 /** What a rotation did (its audit event's details; never a value). */
 export interface KeyRotation {
   /** settings secrets re-encrypted under the new key */
@@ -137,6 +145,20 @@ export class MasterKey {
     return 'matched';
   }
 
+  /**
+   * The stored secrets that do not open under the configured key, written under another one (an
+   * instance left running through a rotation): reads take them as unset. Settings secrets by
+   * `namespace/key`, authenticator apps by their owner's username.
+   */
+  async unreadable(): Promise<{ settings: string[]; apps: string[] }> {
+    const { db, config } = this.deps;
+    const found = unopened(await storedSecrets(db), new SecretsStore(db, config.secretKey));
+    const owners: { username: string }[] = found.totpUserIds.length
+      ? await db('users').whereIn('id', found.totpUserIds).select('username').orderBy('username')
+      : [];
+    return { settings: found.settings, apps: owners.map((u) => u.username) };
+  }
+
   /** How many of `stored` open under `key`. */
   private tally(stored: Stored, key: string): { opened: number; total: number } {
     const store = new SecretsStore(this.deps.db, key);
@@ -182,7 +204,7 @@ export class MasterKey {
             .merge(['check_value', 'rotated_at']);
           const stored = await storedSecrets(trx);
           const done: KeyRotation = { settings: 0, totp: 0, dropped: [], totpUnreadable: [], bootstrapNotCarried: [], oldKeyLost };
-          const unreadable = stored.settings.filter((s) => from.unseal(s.ciphertext) === null).map((s) => `${s.namespace}/${s.key}`);
+          const unreadable = unopened(stored, from).settings;
           if (unreadable.length && !oldKeyLost && !opts.dropUnreadable) {
             throw new DomainError(
               'conflict',

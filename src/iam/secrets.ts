@@ -67,20 +67,6 @@ export class SecretsStore {
     return out;
   }
 
-  /**
-   * The stored secrets (`namespace/key`) that do not open under this master key: written under
-   * another one, e.g. by an instance still running with the old key after a rotation. Reads
-   * treat them as unset; this says they are there.
-   */
-  async unreadable(): Promise<string[]> {
-    const rows = (await this.db('secrets').select('namespace', 'key', 'ciphertext').orderBy(['namespace', 'key'])) as Array<{
-      namespace: string;
-      key: string;
-      ciphertext: string;
-    }>;
-    return rows.filter((r) => this.unseal(r.ciphertext) === null).map((r) => `${r.namespace}/${r.key}`);
-  }
-
   async set(namespace: string, key: string, value: string, trx: Knex = this.db): Promise<void> {
     const row = { namespace, key, ciphertext: this.encrypt(value), updated_at: Date.now() };
     await trx('secrets').insert(row).onConflict(['namespace', 'key']).merge(['ciphertext', 'updated_at']);

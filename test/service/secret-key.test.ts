@@ -287,6 +287,8 @@ describe('the master key: one per database', function () {
       // the instance left running with the old key stores secrets after the rotation
       await svc.service.iam.secrets.set('core/settings', 'scm_webhook_secret', 'written-under-the-old-key');
       await svc.service.iam.secrets.set('core/auth', 'ldap_url', JSON.stringify('ldap://old.example.org'));
+      // and an authenticator app enrolled there
+      await userWithApp('tina');
       await svc.stop();
       const logs = capturingLogger('warn');
       const restarted = await startService({ dataDir: svc.dataDir, databaseUrl: svc.databaseUrl, env: { SERVICE_SECRET_KEY: NEW }, logger: logs.logger });
@@ -294,6 +296,7 @@ describe('the master key: one per database', function () {
         const line = logs.lines.map((l) => JSON.parse(l)).find((l) => /do not open under the current master key/.test(l.msg));
         expect(line, logs.text()).to.not.equal(undefined);
         expect(line.secrets).to.deep.equal(['core/auth/ldap_url', 'core/settings/scm_webhook_secret']);
+        expect(line.authenticator_apps_of).to.deep.equal(['tina']);
         expect(logs.text()).not.to.include('written-under-the-old-key');
       } finally {
         await restarted.stop();
@@ -309,6 +312,10 @@ describe('the master key: one per database', function () {
         'ldap_url is stored but does not open under the current master key (written under another one): it reads as unset until set again',
         'scm_webhook_secret is stored but does not open under the current master key (written under another one): it reads as unset until set again',
       ]);
+      // one the environment sets is not read at all: nothing to say of the stored copy
+      const locked = await cli(env(NEW, { SERVICE_SCM_WEBHOOK_SECRET: 'env-webhook-secret-1' }), ['settings', 'get', 'scm_webhook_secret']);
+      expect(locked.code, locked.stderr).to.equal(0);
+      expect(locked.stderr).to.equal('');
       // set again, it is read, and nothing is said
       expect((await cli(env(NEW), ['settings', 'set', 'scm_webhook_secret'], 'webhook-secret-again-1\n')).code).to.equal(0);
       expect((await cli(env(NEW), ['settings', 'get', 'scm_webhook_secret'])).stderr).to.equal('');
