@@ -68,6 +68,9 @@ export const UNAUTHENTICATED = {
   token: 'the API key or token is not valid: unknown, revoked or expired',
 } as const;
 
+/** The 401 of a request that came without an identity, its message naming what was presented. */
+export const unauthenticated = (headers: Parameters<typeof presentedCredential>[0]) => unauthorized(UNAUTHENTICATED[presentedCredential(headers)]);
+
 export function presentedCredential(headers: { authorization?: string; 'x-api-key'?: string | string[] }): keyof typeof UNAUTHENTICATED {
   const { authorization } = headers;
   if (typeof authorization === 'string' && /^basic\s/i.test(authorization)) return 'basic';

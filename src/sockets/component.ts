@@ -9,7 +9,7 @@ import type { EventBus } from '../bus/bus.js';
 import type { ClientChannels } from '../bus/channels.js';
 import type { Logger } from '../log.js';
 import { ApiRouter, guardFor, type Endpoint, type ResponseDoc, type RouteAuth } from '../http/api.js';
-import { HttpError, notFound, unauthorized } from '../http/errors.js';
+import { HttpError, notFound, unauthenticated } from '../http/errors.js';
 import { jsonBody } from '../http/body.js';
 import { validate } from '../http/validate.js';
 import { SocketRegistry } from './registry.js';
@@ -112,7 +112,7 @@ export class SocketsComponent {
     const caller: SocketCaller | null = ctx.state.identity ? actingFrom(ctx.state.identity, ctx.ip) : null;
     const res = await this.requests.handle({ request_id: ctx.state.requestId, operation, args, ...(provider ? { provider } : {}) }, caller);
     // a permission the args asked for (permissionsFor), refused to nobody in particular: sign in first
-    if (!res.ok && res.error!.code === 'forbidden' && !caller) throw unauthorized();
+    if (!res.ok && res.error!.code === 'forbidden' && !caller) throw unauthenticated(ctx.headers);
     if (!res.ok) {
       const err = socketErrorToHttp(res.error!);
       // the bus handler recorded it (socket.operation): the HTTP answer records nothing more

@@ -510,7 +510,7 @@ describe('SCM webhook intake', function () {
       const res = await send(giteaHeaders('push', body, GITLAB_SECRET), body);
       expect(res.status).to.equal(401);
       expect(res.body.error.message).to.match(/also GitLab's secret/);
-      // a wrong signature learns nothing about why
+      // a wrong signature learns only that it does not verify, not that GitLab's secret is involved
       expect((await send(giteaHeaders('push', body, 'not-the-secret-0123456789'), body)).body.error.message).to.equal(
         'bad or missing webhook signature: it does not verify under the secret set here for Gitea',
       );

@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import Joi from 'joi';
 import type { Context, Next } from 'koa';
 import type { AuthComponent } from '../component.js';
-import { HttpError, unauthorized } from '../../http/errors.js';
+import { HttpError, unauthenticated, UNAUTHENTICATED, unauthorized } from '../../http/errors.js';
 import { lockedOut } from '../attempt-gate.js';
 import { ApiRouter } from '../../http/api.js';
 import { checkOrigin, credentialsLogin, loginSchema, logout, noStore, providerList } from '../sessions.js';
@@ -82,7 +82,7 @@ export function authRoutes(auth: AuthComponent): Router {
             { reason: outcome.refusal },
             { 'WWW-Authenticate': 'Bearer, Basic realm="service"' },
           );
-        throw unauthorized('invalid username or password');
+        throw unauthorized(UNAUTHENTICATED.basic);
       }
       if (outcome.kind === 'second_step') return secondStepBody(outcome);
       return signedIn(ctx, outcome.user, outcome.session);
@@ -101,7 +101,7 @@ export function authRoutes(auth: AuthComponent): Router {
     },
     async (ctx) => {
       noStore(ctx);
-      if (!(await logout(auth, ctx))) throw unauthorized();
+      if (!(await logout(auth, ctx))) throw unauthenticated(ctx.headers);
       ctx.status = 204;
     },
   );

@@ -124,6 +124,8 @@ export function verifyScmSignature(request: ScmRequest, headers: RequestHeaders,
 export function signatureFormProblem(request: ScmRequest, headers: RequestHeaders): string | null {
   const header = { gitea: 'X-Gitea-Signature', github: 'X-Hub-Signature-256', gitlab: 'X-Gitlab-Token' }[request.provider];
   const value = headerValue(headers, header.toLowerCase());
+  const sent = Object.entries(headers).some(([k, v]) => k.toLowerCase() === header.toLowerCase() && v !== undefined);
+  if (value === undefined && sent) return `${header} was sent more than once`;
   if (value === undefined || value === '') return `no ${header} header: give the webhook a secret on the forge`;
   if (request.provider === 'gitea' && !HEX_SHA256.test(value))
     return `${header} must be the hex HMAC-SHA256 of the body (64 hex digits${value.startsWith('sha256=') ? ', without the sha256= prefix' : ''})`;

@@ -1,6 +1,13 @@
 import { expect } from 'chai';
 import { createHmac, randomUUID } from 'node:crypto';
-import { detectScmRequest, normalizeScmEvent, verifyScmSignature, type RequestHeaders, type ScmRequest } from '../../../src/notifications/scm/index.js';
+import {
+  detectScmRequest,
+  normalizeScmEvent,
+  signatureFormProblem,
+  verifyScmSignature,
+  type RequestHeaders,
+  type ScmRequest,
+} from '../../../src/notifications/scm/index.js';
 import { fixture, githubExample, hmacHex } from './fixtures/load.js';
 
 const SECRET = 'It5-a-s3cret-with-ünïcode';
@@ -174,6 +181,19 @@ describe('scm webhook headers', () => {
       expect(verifies(gitlab, { 'x-gitlab-token': '' }, body, '')).to.equal(false);
       expect(verifies(github, { 'x-hub-signature-256': `sha256=${hex}` }, body.toString('utf8') as unknown as Buffer)).to.equal(false);
       expect(verifies({ provider: 'bitbucket' } as unknown as ScmRequest, {}, body)).to.equal(false);
+    });
+
+    it('says what is wrong with a signature header by its form alone, never by the secret', () => {
+      expect(signatureFormProblem(github, {})).to.equal('no X-Hub-Signature-256 header: give the webhook a secret on the forge');
+      expect(signatureFormProblem(github, { 'x-hub-signature-256': [`sha256=${hex}`, `sha256=${hex}`] })).to.equal(
+        'X-Hub-Signature-256 was sent more than once',
+      );
+      expect(signatureFormProblem(github, { 'x-hub-signature-256': hex })).to.equal('X-Hub-Signature-256 must be sha256= and the hex HMAC-SHA256 of the body');
+      expect(signatureFormProblem(gitea, { 'X-Gitea-Signature': `sha256=${hex}` })).to.match(/without the sha256= prefix\)$/);
+      expect(signatureFormProblem(gitlab, { 'x-gitlab-token': '' })).to.equal('no X-Gitlab-Token header: give the webhook a secret on the forge');
+      // the right form with the wrong value: nothing to say here (the caller says it does not verify)
+      expect(signatureFormProblem(github, { 'x-hub-signature-256': `sha256=${hmacHex(body, 'other-secret')}` })).to.equal(null);
+      expect(signatureFormProblem(gitlab, { 'x-gitlab-token': 'wrong-token' })).to.equal(null);
     });
   });
 
