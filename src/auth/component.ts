@@ -348,6 +348,11 @@ export class AuthComponent implements CredentialRules {
     await this.apiKeys.revokeAllOf(userId, { kind: 'session', except: keep });
   }
 
+  /** A disabled account's web sessions and keys end (revoked: enabling it again brings none back). */
+  async endCredentials(userId: string): Promise<void> {
+    await this.apiKeys.revokeAllOf(userId);
+  }
+
   /** The model asks for a fresh second factor before a trusted actor hands out host access. */
   requireStepUp(actor: Actor): Promise<void> {
     return this.secondStep.require(actor);

@@ -45,6 +45,7 @@ describe('second-factor registry (no service)', function () {
       commands,
       isKnownPermission: (p) => isKnownPermission(CORE_CATALOG, p),
       passwordChanged: async () => undefined,
+      accountDisabled: async () => undefined,
     });
     mfa = new MfaService({
       db,

@@ -789,6 +789,19 @@ for (const withRedis of [true, false])
       await refusedSoon(basic('dave', 'dave-password-2'));
     });
 
+    it('disabling ends the keys and sessions for good: enabling again brings back only the password', async () => {
+      expect((await cli(env, ['user', 'create', 'gail', '--group', 'INT_USER', '--password-stdin'], 'gail-password-1\n')).code).to.equal(0);
+      const session = (await request(svc.url).post('/api/auth/login').send({ username: 'gail', password: 'gail-password-1' }).expect(200)).body.token;
+      const key = (await cli(env, ['--json', 'key', 'issue', '--user', 'gail'])).json().token;
+      await request(svc.url).get('/api/me').set('Authorization', `Bearer ${key}`).expect(200);
+      expect((await cli(env, ['user', 'disable', 'gail'])).code).to.equal(0);
+      expect((await cli(env, ['user', 'enable', 'gail'])).code).to.equal(0);
+      await refusedSoon(`Bearer ${key}`);
+      await refusedSoon(`Bearer ${session}`);
+      expect((await cli(env, ['--json', 'key', 'list', '--user', 'gail'])).json().keys).to.deep.equal([]);
+      await request(svc.url).get('/api/me').set('Authorization', basic('gail', 'gail-password-1')).expect(200);
+    });
+
     it('a key issued by the CLI works at once and stops at once when revoked', async () => {
       const key = (await cli(env, ['--json', 'key', 'issue', '--user', 'admin', '--scope', 'api:read'])).json();
       await request(svc.url).get('/api/me').set('Authorization', `Bearer ${key.token}`).expect(200);

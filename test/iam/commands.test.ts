@@ -54,6 +54,7 @@ describe('command path and user writer (no service)', function () {
       commands,
       isKnownPermission: (p) => isKnownPermission(CORE_CATALOG, p),
       passwordChanged: async () => undefined,
+      accountDisabled: async () => undefined,
     });
     const known = (p: string) => isKnownPermission(CORE_CATALOG, p);
     groups = new GroupAdmin({ store, bus: new EventBus(log), commands, isKnownPermission: known });
