@@ -5521,7 +5521,7 @@ export interface operations {
                             github: components["schemas"]["WebhookForgeHealth"];
                             gitlab: components["schemas"]["WebhookForgeHealth"];
                         };
-                        /** @description secrets that GitLab sends, or would send, in clear */
+                        /** @description secrets that GitLab sends, or would send, in clear; secrets stored under another master key, which read as unset */
                         warnings: string[];
                     };
                 };

@@ -67,6 +67,11 @@ export class SecretsStore {
     return out;
   }
 
+  /** The keys stored in a namespace, whether or not they open under this master key. */
+  async keysOf(namespace: string): Promise<string[]> {
+    return this.db('secrets').where({ namespace }).orderBy('key').pluck('key');
+  }
+
   async set(namespace: string, key: string, value: string, trx: Knex = this.db): Promise<void> {
     const row = { namespace, key, ciphertext: this.encrypt(value), updated_at: Date.now() };
     await trx('secrets').insert(row).onConflict(['namespace', 'key']).merge(['ciphertext', 'updated_at']);

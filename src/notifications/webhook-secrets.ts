@@ -31,6 +31,7 @@ export const FORGE_NAME: Record<ScmProvider, string> = { gitea: 'Gitea', github:
 export interface SecretStore {
   get(namespace: string, key: string): Promise<string | null>;
   getAll(namespace: string): Promise<Record<string, string>>;
+  keysOf(namespace: string): Promise<string[]>;
   set(namespace: string, key: string, value: string, trx?: Knex): Promise<void>;
   delete(namespace: string, key: string, trx?: Knex): Promise<void>;
 }
@@ -103,6 +104,29 @@ export class WebhookSecrets {
       own: { gitea: pick('gitea'), github: pick('github'), gitlab: pick('gitlab') },
       sentInClear: new Set(marks.map((k) => stored[k]!)),
     };
+  }
+
+  /**
+   * What of the webhook secrets is stored but does not open under the current master key
+   * (written under another: an instance left running through a rotation), each said as the
+   * health's warning: such a secret reads as unset, so its forge falls back to the shared one.
+   */
+  async unreadableWarnings(): Promise<string[]> {
+    const [keys, stored] = await Promise.all([this.deps.secrets.keysOf(WEBHOOK_SECRET_NAMESPACE), this.deps.secrets.getAll(WEBHOOK_SECRET_NAMESPACE)]);
+    const warnings: string[] = [];
+    for (const key of keys.filter((k) => k.startsWith(WEBHOOK_SECRET_KEY) && !(k in stored))) {
+      if (key.endsWith(SENT_IN_CLEAR)) {
+        warnings.push(
+          'a record that GitLab sent a webhook secret in clear does not open under the current master key: that secret could verify GitHub and Gitea deliveries again; set the webhook secrets again',
+        );
+        continue;
+      }
+      const forge = SCM_PROVIDERS.find((f) => forgeSecretKey(f) === key) ?? null;
+      if (this.envOf(forge)) continue; // the environment's value is the one read
+      const fallback = forge ? `, and ${FORGE_NAME[forge]}'s deliveries are verified with the shared secret` : '';
+      warnings.push(`${key} is stored but does not open under the current master key (written under another one): it reads as unset${fallback}; set it again`);
+    }
+    return warnings;
   }
 
   /** The shared secret (null) or a forge's own, as the settings API and the CLI change it. */

@@ -79,6 +79,7 @@ export class ScmWebhook {
         `GitLab shares the shared webhook secret with ${names} and sends it in clear: once a GitLab delivery has carried it, it no longer verifies ${names}; give GitLab its own secret (${forgeSecretKey('gitlab')})`,
       );
     }
+    warnings.push(...(await this.deps.secrets.unreadableWarnings()));
     const configured = SCM_PROVIDERS.some((f) => forges[f].secret_configured);
     const row = await this.deps.db('webhook_deliveries').max({ at: 'received_at' }).first();
     const at = row?.at == null ? null : Number(row.at);
@@ -279,7 +280,9 @@ const healthView = Joi.object({
     .description("the forges whose deliveries the intake understands (all, always); which it can verify now is each forge's secret_configured"),
   last_delivery_at: Joi.string().isoDate().allow(null),
   forges: Joi.object(Object.fromEntries(SCM_PROVIDERS.map((forge) => [forge, forgeHealthView]))),
-  warnings: Joi.array().items(Joi.string()).description('secrets that GitLab sends, or would send, in clear'),
+  warnings: Joi.array()
+    .items(Joi.string())
+    .description('secrets that GitLab sends, or would send, in clear; secrets stored under another master key, which read as unset'),
 });
 
 /** DeliveryOutcome, by the status it is answered with. */

@@ -286,6 +286,7 @@ describe('the master key: one per database', function () {
       expect((await cli(env(KEY), ['rotate-secret-key'], `${NEW}\n`)).code).to.equal(0);
       // the instance left running with the old key stores secrets after the rotation
       await svc.service.iam.secrets.set('core/settings', 'scm_webhook_secret', 'written-under-the-old-key');
+      await svc.service.iam.secrets.set('core/settings', 'scm_webhook_secret_github', 'github-under-the-old-key');
       await svc.service.iam.secrets.set('core/auth', 'ldap_url', JSON.stringify('ldap://old.example.org'));
       // and an authenticator app enrolled there
       await userWithApp('tina');
@@ -295,7 +296,13 @@ describe('the master key: one per database', function () {
       try {
         const line = logs.lines.map((l) => JSON.parse(l)).find((l) => /do not open under the current master key/.test(l.msg));
         expect(line, logs.text()).to.not.equal(undefined);
-        expect(line.secrets).to.deep.equal(['core/auth/ldap_url', 'core/settings/scm_webhook_secret']);
+        expect(line.secrets).to.deep.equal(['core/auth/ldap_url', 'core/settings/scm_webhook_secret', 'core/settings/scm_webhook_secret_github']);
+        // the webhook's health (and the integrations page) says it too, with what it means for the forge
+        const health = (await request(restarted.url).get('/api/notifications/webhook/scm/health').expect(200)).body;
+        expect(health.warnings).to.deep.equal([
+          'scm_webhook_secret is stored but does not open under the current master key (written under another one): it reads as unset; set it again',
+          "scm_webhook_secret_github is stored but does not open under the current master key (written under another one): it reads as unset, and GitHub's deliveries are verified with the shared secret; set it again",
+        ]);
         expect(line.authenticator_apps_of).to.deep.equal(['tina']);
         expect(logs.text()).not.to.include('written-under-the-old-key');
       } finally {
@@ -311,6 +318,7 @@ describe('the master key: one per database', function () {
       expect(warnings).to.deep.equal([
         'ldap_url is stored but does not open under the current master key (written under another one): it reads as unset until set again',
         'scm_webhook_secret is stored but does not open under the current master key (written under another one): it reads as unset until set again',
+        'scm_webhook_secret_github is stored but does not open under the current master key (written under another one): it reads as unset until set again',
       ]);
       // one the environment sets is not read at all: nothing to say of the stored copy
       const locked = await cli(env(NEW, { SERVICE_SCM_WEBHOOK_SECRET: 'env-webhook-secret-1' }), ['settings', 'get', 'scm_webhook_secret']);
