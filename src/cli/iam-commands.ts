@@ -215,7 +215,10 @@ function expiry(value: string | undefined): string | undefined {
   const ms = parseDuration(value);
   if (ms !== null) {
     if (ms <= 0) throw new UsageError('--expires: must be in the future');
-    return new Date(Date.now() + ms).toISOString();
+    const at = new Date(Date.now() + ms);
+    // too far for a date at all: the schema's bound (the year 9999) names the rest
+    if (Number.isNaN(at.getTime())) throw new UsageError('--expires: must be before 9999-12-31');
+    return at.toISOString();
   }
   if (Number.isNaN(Date.parse(value))) throw new UsageError('--expires: must be a duration like 30d or 12h, or an ISO date');
   return value;

@@ -98,7 +98,12 @@ export const createKeySchema = Joi.object<CreateKeyBody, true>({
     )
     .max(100)
     .unique(),
-  expires_at: Joi.date().iso().greater('now').description('a time in the future'),
+  expires_at: Joi.date()
+    .iso()
+    .greater('now')
+    .max('9999-12-31T23:59:59Z')
+    .messages({ 'date.max': 'must be before 9999-12-31' })
+    .description('a time in the future, before the year 10000'),
 });
 
 /**

@@ -154,6 +154,8 @@ describe('CLI with the service stopped', function () {
     expect(wide.json().scopes).to.deep.equal(['api:*', 'feature:*']);
     refused(await cli(env, ['key', 'issue', '--user', 'ivy', '--scope', 'socket:*']), 2, /--scope: ivy does not hold socket:\*/);
     refused(await cli(env, ['key', 'issue', '--user', 'admin', '--expires', 'soon']), 2, /--expires: must be a duration/);
+    refused(await cli(env, ['key', 'issue', '--user', 'admin', '--expires', '9999999d']), 2, /--expires: must be before 9999-12-31/);
+    refused(await cli(env, ['key', 'issue', '--user', 'admin', '--expires', '99999999999d']), 2, /--expires: must be before 9999-12-31/);
     refused(await cli(env, ['key', 'issue', '--user', 'admin', '--expires', '2001-01-01']), 2, /--expires: must be greater than "now"/);
     refused(await cli(env, ['key', 'issue', '--user', 'admin', '--label', '']), 2, /--label: /);
     refused(await cli(env, ['key', 'revoke', '../etc']), 2, /id:/);
