@@ -65,13 +65,14 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       const { iam, auth } = await ctx.core('write');
       const created = await iam.users.create(CLI_ACTOR, { ...userFieldsOf(input), password });
       // single sign-on only, with no provider to sign in through: an account nobody can use yet
-      if (!password && !auth.authSettings.current().authProviders.some((p) => p !== 'local'))
+      const sso = auth.authSettings.current().authProviders.some((p) => p !== 'local');
+      if (!password && !sso)
         ctx.warn(
           `${created.username} has no password and no single sign-on provider is configured: they cannot sign in until a password is set (--password-stdin, or service-core user set-password ${created.username})`,
         );
       out(cmd).result(
         publicUser(created),
-        `created user ${created.username} (${created.id})${password ? '' : ', single sign-on only until a password is set'}`,
+        `created user ${created.username} (${created.id})${password ? '' : sso ? ', single sign-on only until a password is set' : ', without a password'}`,
       );
     });
 
@@ -231,7 +232,10 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
     .command('issue')
     .description('issue an API key for a user; the token is printed this once')
     .requiredOption('--user <username>', 'the owner')
-    .option('--scope <permission>', 'limit the key to this permission (repeat for several)', collect)
+    .option('--scope <permission>', 'limit the key to this permission (repeat, or separate by commas, for several)', (v: string, all: string[] = []) => [
+      ...all,
+      ...v.split(',').map((s) => s.trim()),
+    ])
     .option('--expires <when>', 'a duration from now (30d, 12h) or an ISO date')
     .option('--label <label>', 'what the key is for', 'issued by the CLI')
     .action(async (opts, cmd: Command) => {
@@ -269,8 +273,8 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
       out(cmd).result(
         { keys: rows },
         table(
-          ['ID', 'KIND', 'PREFIX', 'LABEL', 'EXPIRES'],
-          rows.map((k) => [k.id, k.kind, k.prefix, k.label || '-', k.expires_at ?? 'never']),
+          ['ID', 'KIND', 'PREFIX', 'LABEL', 'SCOPES', 'EXPIRES'],
+          rows.map((k) => [k.id, k.kind, k.prefix, k.label || '-', k.scopes?.join(',') ?? 'all', k.expires_at ?? 'never']),
         ),
       );
     });

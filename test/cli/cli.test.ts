@@ -84,13 +84,14 @@ describe('CLI with the service stopped', function () {
     // without a password, and no single sign-on to sign in through: made, and said that nobody can use it yet
     const sso = await cli(env, ['user', 'create', 'erin'], 'erin-password-1\n');
     expect(sso.code, sso.stderr).to.equal(0);
-    expect(sso.stdout.trim()).to.match(/^created user erin \(.*\), single sign-on only until a password is set$/);
+    expect(sso.stdout.trim()).to.match(/^created user erin \(.*\), without a password$/);
     expect(sso.stderr.trim()).to.equal(
       'warning: erin has no password and no single sign-on provider is configured: they cannot sign in until a password is set (--password-stdin, or service-core user set-password erin)',
     );
     const withLdap = await cli({ ...env, SERVICE_AUTH_PROVIDERS: 'local,ldap', SERVICE_LDAP_URL: 'ldap://ldap.example.org' }, ['user', 'create', 'finn']);
     expect(withLdap.code, withLdap.stderr).to.equal(0);
     expect(withLdap.stderr).to.equal('');
+    expect(withLdap.stdout.trim()).to.match(/^created user finn \(.*\), single sign-on only until a password is set$/);
 
     const listed = (await cli(env, ['--json', 'user', 'list'])).json().users;
     expect(listed.map((u: { username: string }) => u.username)).to.include.members(['admin', 'bot', 'alice']);
@@ -148,6 +149,10 @@ describe('CLI with the service stopped', function () {
       /--scope: ivy does not hold feature:admin.users: a key's scopes narrow its owner's permissions and add none/,
     );
     expect((await cli(env, ['key', 'issue', '--user', 'ivy', '--scope', 'api:read'])).code).to.equal(0);
+    // several in one option, separated by commas; the list shows them
+    const two = await cli(env, ['--json', 'key', 'issue', '--user', 'ivy', '--scope', 'api:read, feature:dashboard.view']);
+    expect(two.json().scopes, two.stderr).to.deep.equal(['api:read', 'feature:dashboard.view']);
+    expect((await cli(env, ['key', 'list', '--user', 'ivy'])).stdout).to.match(/\bapi:read,feature:dashboard\.view\s/);
     // a wildcard the owner holds some of narrows to that part (api:* over api:read and api:write, feature:* over the dashboard)
     const wide = await cli(env, ['--json', 'key', 'issue', '--user', 'ivy', '--scope', 'api:*', '--scope', 'feature:*']);
     expect(wide.code, wide.stderr).to.equal(0);
