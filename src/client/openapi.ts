@@ -4007,7 +4007,7 @@ export interface operations {
                     scopes?: string[];
                     /**
                      * Format: date-time
-                     * @description a time in the future
+                     * @description a time in the future, before the year 10000
                      */
                     expires_at?: string;
                 };
