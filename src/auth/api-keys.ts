@@ -274,12 +274,21 @@ export class ApiKeyStore {
   }
 
   /** Revokes every credential of a user (of one kind), but `except`; the number revoked. */
-  async revokeAllOf(userId: string, opts: { kind?: CredentialKind; except?: string | null } = {}): Promise<number> {
-    const q = ApiKeyModel.query(this.db).where({ user_id: userId }).whereNull('revoked_at');
+  /** `trx`: within the caller's transaction; live connections are checked again once it commits. */
+  async revokeAllOf(userId: string, opts: { kind?: CredentialKind; except?: string | null; trx?: Knex } = {}): Promise<number> {
+    const q = ApiKeyModel.query(opts.trx ?? this.db)
+      .where({ user_id: userId })
+      .whereNull('revoked_at');
     if (opts.kind) q.andWhere({ kind: opts.kind });
     if (opts.except) q.andWhereNot({ id: opts.except });
     const n = await q.patch({ revokedAt: Date.now() });
-    if (n > 0) this.onRevoked(userId);
+    const committed = (opts.trx as unknown as Partial<Knex.Transaction> | undefined)?.executionPromise;
+    if (n > 0 && committed)
+      committed.then(
+        () => this.onRevoked(userId),
+        () => undefined,
+      );
+    else if (n > 0) this.onRevoked(userId);
     return n;
   }
 }

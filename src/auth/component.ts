@@ -349,8 +349,8 @@ export class AuthComponent implements CredentialRules {
   }
 
   /** A disabled account's web sessions and keys end (revoked: enabling it again brings none back). */
-  async endCredentials(userId: string): Promise<void> {
-    await this.apiKeys.revokeAllOf(userId);
+  async endCredentials(userId: string, trx: Knex): Promise<void> {
+    await this.apiKeys.revokeAllOf(userId, { trx });
   }
 
   /** The model asks for a fresh second factor before a trusted actor hands out host access. */

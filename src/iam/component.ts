@@ -30,8 +30,8 @@ export interface PluginAccessEntry {
 export interface CredentialRules {
   /** What a new password ends besides the proofs it made: the user's web sessions but `keep`, the one that set it. */
   endSessions(userId: string, keep: string | null): Promise<void>;
-  /** What disabling an account ends: every web session and API key of it (enabling it again brings none back). */
-  endCredentials(userId: string): Promise<void>;
+  /** What disabling an account ends, in its transaction: every web session and API key of it (enabling it again brings none back). */
+  endCredentials(userId: string, trx: Knex): Promise<void>;
   /** Before a trusted actor hands out host access or trust: a fresh second factor when the actor's session has one (step-up, docs/auth.md). */
   requireStepUp(actor: Actor): Promise<void>;
   /** The local groups the login settings hand to people signing in through these providers (all of them when null). */
@@ -103,7 +103,7 @@ export class IamComponent {
       commands: this.commands,
       isKnownPermission: (p) => this.isKnownPermission(p),
       passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
-      accountDisabled: (userId) => this.deps.credentials().endCredentials(userId),
+      accountDisabled: (userId, trx) => this.deps.credentials().endCredentials(userId, trx),
       requireStepUp: (actor) => deps.credentials().requireStepUp(actor),
       loginGroupsOf: async (user) => {
         const providers = ((await this.store.identitiesOf([user.id])).get(user.id) ?? []).map((i) => i.provider);

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
 import { DomainError, fieldError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
@@ -85,8 +86,8 @@ export interface UserAdminDeps {
   isKnownPermission(p: string): boolean;
   /** ends the user's web sessions but `keep` and drops what the old password proved */
   passwordChanged(userId: string, keep: string | null): Promise<void>;
-  /** after an account was disabled: its sessions and keys end for good */
-  accountDisabled(userId: string): Promise<void>;
+  /** an account being disabled: its sessions and keys end for good, in the same transaction */
+  accountDisabled(userId: string, trx: Knex): Promise<void>;
   /** before a trusted actor hands out host access or trust: a fresh second factor (step-up) */
   requireStepUp?(actor: Actor): Promise<void>;
   /** the groups the login mappings of the providers this user signs in through can give them */
@@ -197,6 +198,8 @@ export class UserAdmin {
             trx,
           );
           if (password) await store.linkIdentity(user.id, 'local', user.username, trx);
+          // a disabled account's credentials end with it (as its directory's end does): enabling it again brings none back
+          if (turned && change.disabled) await this.deps.accountDisabled(user.id, trx);
           return (await store.userById(user.id, trx))!;
         },
         (u) => [
@@ -205,8 +208,6 @@ export class UserAdmin {
         ],
       );
       if (password) await this.deps.passwordChanged(user.id, keepSession);
-      // a disabled account's credentials end (as its directory's end does): enabling it again brings none back
-      if (turned && change.disabled) await this.deps.accountDisabled(user.id);
       this.changed(user.id);
       return updated;
     });

@@ -39,6 +39,7 @@ describe('command path and user writer (no service)', function () {
   let store: IamStore;
   let groups: GroupAdmin;
   let keys: KeyAdmin<ApiKey>;
+  let failRevocation = false;
 
   before(async () => {
     ({ db, drop } = await migratedSqlite());
@@ -54,7 +55,10 @@ describe('command path and user writer (no service)', function () {
       commands,
       isKnownPermission: (p) => isKnownPermission(CORE_CATALOG, p),
       passwordChanged: async () => undefined,
-      accountDisabled: async () => undefined,
+      accountDisabled: async (userId, trx) => {
+        await new ApiKeyStore(db).revokeAllOf(userId, { trx });
+        if (failRevocation) throw new Error('the database went away');
+      },
     });
     const known = (p: string) => isKnownPermission(CORE_CATALOG, p);
     groups = new GroupAdmin({ store, bus: new EventBus(log), commands, isKnownPermission: known });
@@ -142,6 +146,21 @@ describe('command path and user writer (no service)', function () {
       ['plain', 'denied'],
       ['cli', 'success'],
     ]);
+  });
+
+  it('disabling revokes the keys in the same transaction: a revocation that fails leaves the account enabled and its keys as they were', async () => {
+    const owner = await users.create(CLI_ACTOR, { username: 'keyholder', groups: ['INT_USER'] });
+    const { key } = await keys.issue(CLI_ACTOR, owner, { label: 'job' });
+    const live = async () => (await db('api_keys').where({ id: key.id }).first()).revoked_at === null;
+    failRevocation = true;
+    const failed = await users.update(CLI_ACTOR, owner, { disabled: true }).catch((e: unknown) => e);
+    failRevocation = false;
+    expect(String(failed)).to.include('the database went away');
+    expect((await store.userById(owner.id))!.disabled).to.equal(false);
+    expect(await live()).to.equal(true);
+    await users.update(CLI_ACTOR, owner, { disabled: true });
+    expect((await store.userById(owner.id))!.disabled).to.equal(true);
+    expect(await live()).to.equal(false);
   });
 
   it("the key writer: only a trusted actor revokes a protected account's key; the refusal names the key as the revocation would", async () => {
