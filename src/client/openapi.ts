@@ -670,7 +670,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Health of the webhook intake */
+        /**
+         * Health of the webhook intake
+         * @description Open to anyone; a caller holding feature:admin.settings also reads the warnings about stored secrets that do not open under the master key.
+         *
+         *     Works anonymously; a presented credential is used when valid.
+         */
         get: operations["getScmWebhookHealth"];
         put?: never;
         post?: never;
@@ -5521,7 +5526,7 @@ export interface operations {
                             github: components["schemas"]["WebhookForgeHealth"];
                             gitlab: components["schemas"]["WebhookForgeHealth"];
                         };
-                        /** @description secrets that GitLab sends, or would send, in clear; secrets stored under another master key, which read as unset */
+                        /** @description secrets GitLab sends in clear; to holders of feature:admin.settings, stored secrets the master key does not open */
                         warnings: string[];
                     };
                 };

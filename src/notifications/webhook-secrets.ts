@@ -111,19 +111,24 @@ export class WebhookSecrets {
    * (written under another: an instance left running through a rotation), each said as the
    * health's warning: such a secret reads as unset, so its forge falls back to the shared one.
    */
-  async unreadableWarnings(): Promise<string[]> {
+  async unreadableWarnings(view: SecretsView): Promise<string[]> {
     const [keys, stored] = await Promise.all([this.deps.secrets.keysOf(WEBHOOK_SECRET_NAMESPACE), this.deps.secrets.getAll(WEBHOOK_SECRET_NAMESPACE)]);
     const warnings: string[] = [];
     for (const key of keys.filter((k) => k.startsWith(WEBHOOK_SECRET_KEY) && !(k in stored))) {
       if (key.endsWith(SENT_IN_CLEAR)) {
+        const of = key.slice(0, -SENT_IN_CLEAR.length);
         warnings.push(
-          'a record that GitLab sent a webhook secret in clear does not open under the current master key: that secret could verify GitHub and Gitea deliveries again; set the webhook secrets again',
+          `the record that GitLab sent ${of} in clear does not open under the current master key: that value could verify GitHub or Gitea deliveries again; set ${of} again`,
         );
         continue;
       }
       const forge = SCM_PROVIDERS.find((f) => forgeSecretKey(f) === key) ?? null;
       if (this.envOf(forge)) continue; // the environment's value is the one read
-      const fallback = forge ? `, and ${FORGE_NAME[forge]}'s deliveries are verified with the shared secret` : '';
+      const fallback = !forge
+        ? ''
+        : view.shared
+          ? `, and ${FORGE_NAME[forge]}'s deliveries are verified with the shared secret`
+          : `, and ${FORGE_NAME[forge]}'s deliveries are refused (no shared secret either)`;
       warnings.push(`${key} is stored but does not open under the current master key (written under another one): it reads as unset${fallback}; set it again`);
     }
     return warnings;

@@ -61,7 +61,8 @@ export class ScmWebhook {
 
   constructor(private readonly deps: ScmWebhookDeps) {}
 
-  async health() {
+  /** `administers`: the caller holds feature:admin.settings (what only the settings' administrators read is said to them). */
+  async health(administers = false) {
     const view = await this.deps.secrets.view();
     const forges = {} as Record<ScmProvider, { secret_configured: boolean; secret_source: 'own' | 'shared' | null }>;
     const warnings: string[] = [];
@@ -79,7 +80,8 @@ export class ScmWebhook {
         `GitLab shares the shared webhook secret with ${names} and sends it in clear: once a GitLab delivery has carried it, it no longer verifies ${names}; give GitLab its own secret (${forgeSecretKey('gitlab')})`,
       );
     }
-    warnings.push(...(await this.deps.secrets.unreadableWarnings()));
+    // that a stored secret does not open (and what that exposes) is the administrators' to know
+    if (administers) warnings.push(...(await this.deps.secrets.unreadableWarnings(view)));
     const configured = SCM_PROVIDERS.some((f) => forges[f].secret_configured);
     const row = await this.deps.db('webhook_deliveries').max({ at: 'received_at' }).first();
     const at = row?.at == null ? null : Number(row.at);
@@ -282,7 +284,7 @@ const healthView = Joi.object({
   forges: Joi.object(Object.fromEntries(SCM_PROVIDERS.map((forge) => [forge, forgeHealthView]))),
   warnings: Joi.array()
     .items(Joi.string())
-    .description('secrets that GitLab sends, or would send, in clear; secrets stored under another master key, which read as unset'),
+    .description('secrets GitLab sends in clear; to holders of feature:admin.settings, stored secrets the master key does not open'),
 });
 
 /** DeliveryOutcome, by the status it is answered with. */
@@ -322,10 +324,12 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
       path: '/health',
       operationId: 'getScmWebhookHealth',
       summary: 'Health of the webhook intake',
-      auth: 'none',
+      description:
+        'Open to anyone; a caller holding feature:admin.settings also reads the warnings about stored secrets that do not open under the master key.',
+      auth: 'optional',
       responses: { 200: { description: 'the intake state', schema: healthView } },
     },
-    () => webhook.health(),
+    (ctx) => webhook.health(Boolean((ctx.state.identity as { allows?(p: string): boolean } | null)?.allows?.('feature:admin.settings'))),
   );
   api.endpoint(
     {

@@ -297,12 +297,14 @@ describe('the master key: one per database', function () {
         const line = logs.lines.map((l) => JSON.parse(l)).find((l) => /do not open under the current master key/.test(l.msg));
         expect(line, logs.text()).to.not.equal(undefined);
         expect(line.secrets).to.deep.equal(['core/auth/ldap_url', 'core/settings/scm_webhook_secret', 'core/settings/scm_webhook_secret_github']);
-        // the webhook's health (and the integrations page) says it too, with what it means for the forge
-        const health = (await request(restarted.url).get('/api/notifications/webhook/scm/health').expect(200)).body;
+        // the webhook's health (and the integrations page) says it too, with what it means for the
+        // forge: to the settings' administrators, not to anyone who asks
+        const health = (await request(restarted.url).get('/api/notifications/webhook/scm/health').set('Authorization', adminAuth()).expect(200)).body;
         expect(health.warnings).to.deep.equal([
           'scm_webhook_secret is stored but does not open under the current master key (written under another one): it reads as unset; set it again',
-          "scm_webhook_secret_github is stored but does not open under the current master key (written under another one): it reads as unset, and GitHub's deliveries are verified with the shared secret; set it again",
+          "scm_webhook_secret_github is stored but does not open under the current master key (written under another one): it reads as unset, and GitHub's deliveries are refused (no shared secret either); set it again",
         ]);
+        expect((await request(restarted.url).get('/api/notifications/webhook/scm/health').expect(200)).body.warnings).to.deep.equal([]);
         expect(line.authenticator_apps_of).to.deep.equal(['tina']);
         expect(logs.text()).not.to.include('written-under-the-old-key');
       } finally {
