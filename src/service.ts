@@ -370,7 +370,6 @@ export class Service {
     if (this.stopped) return;
     this.stopped = true;
     this.state.stopping = true;
-    this.relay?.stop(); // nothing relayed reaches the parts as they stop
     this.connectAbort.abort();
     const graceMs = times.graceMs ?? STOP_GRACE_MS;
     const drained = drain(this.server, { ...times, graceMs, idleMs: times.idleMs ?? Math.min(STOP_IDLE_MS, graceMs) }, () => {
@@ -381,6 +380,7 @@ export class Service {
     });
     await this.gateway.close(); // upgraded sockets would keep the drain waiting
     await drained;
+    this.relay?.stop(); // the requests in flight saw what the CLI changed; nothing relayed reaches the parts as they stop
     this.auth.stop();
     await this.iam.stop();
     await this.plugins.close(); // plugin teardown before the registry closes their providers
