@@ -273,8 +273,10 @@ export class ApiKeyStore {
     return n > 0;
   }
 
-  /** Revokes every credential of a user (of one kind), but `except`; the number revoked. */
-  /** `trx`: within the caller's transaction; live connections are checked again once it commits. */
+  /**
+   * Revokes every credential of a user (of one kind), but `except`; the number revoked. With
+   * `trx`, within the caller's transaction: live connections are checked again once it commits.
+   */
   async revokeAllOf(userId: string, opts: { kind?: CredentialKind; except?: string | null; trx?: Knex } = {}): Promise<number> {
     const q = ApiKeyModel.query(opts.trx ?? this.db)
       .where({ user_id: userId })
