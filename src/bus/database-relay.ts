@@ -44,10 +44,11 @@ export class DatabaseRelayWriter {
     this.queue = this.queue.then(async () => {
       const now = Date.now();
       try {
-        await db('bus_relay').insert({ event, payload: JSON.stringify(payload), origin, created_at: now });
-        const newest = (await db('bus_relay').max({ top: 'id' }).first()) as { top: number | string | null } | undefined;
+        const [row] = (await db('bus_relay')
+          .insert({ event, payload: JSON.stringify(payload), origin, created_at: now })
+          .returning('id')) as Array<{ id: number | string }>;
         await db('bus_relay')
-          .where('id', '<=', Number(newest?.top ?? 0) - KEEP_ROWS)
+          .where('id', '<=', Number(row!.id) - KEEP_ROWS)
           .delete();
       } catch (err) {
         log.warn({ err: (err as Error).message, event }, 'telling the running instances of a change failed: they see it within their cache lifetime');
@@ -93,20 +94,15 @@ export class DatabaseRelayReader {
   async start(): Promise<void> {
     this.startedAt = Date.now();
     await this.startFloor().catch((err: unknown) => this.warn(err));
-    const tick = async () => {
-      this.timer = null;
-      try {
-        await this.read();
-      } catch (err) {
-        this.warn(err);
-      }
+    const next = () => {
       if (this.stopped) return;
-      this.timer = setTimeout(tick, this.deps.everyMs ?? RELAY_EVERY_MS);
+      this.timer = setTimeout(async () => {
+        await this.read().catch((err: unknown) => this.warn(err));
+        next();
+      }, this.deps.everyMs ?? RELAY_EVERY_MS);
       this.timer.unref();
     };
-    if (this.stopped) return;
-    this.timer = setTimeout(tick, this.deps.everyMs ?? RELAY_EVERY_MS);
-    this.timer.unref();
+    next();
   }
 
   private async startFloor(late = false): Promise<number> {

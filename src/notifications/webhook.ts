@@ -1,4 +1,5 @@
 import { actor } from '../auth/guards.js';
+import { holds } from '../iam/policy.js';
 import { createHash } from 'node:crypto';
 import type Router from '@koa/router';
 import Joi from 'joi';
@@ -329,7 +330,7 @@ export function webhookRoutes(webhook: ScmWebhook): Router {
       auth: 'optional',
       responses: { 200: { description: 'the intake state', schema: healthView } },
     },
-    (ctx) => webhook.health(Boolean((ctx.state.identity as { allows?(p: string): boolean } | null)?.allows?.('feature:admin.settings'))),
+    (ctx) => webhook.health(Boolean(ctx.state.identity && holds(ctx.state.identity, 'feature:admin.settings'))),
   );
   api.endpoint(
     {
