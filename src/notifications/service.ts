@@ -6,7 +6,8 @@ import type { Logger } from '../log.js';
 import { checkNotify, type FieldProblem, type HistoryQuery, type NotifyKind, type ValidNotify } from './schema.js';
 import { NotifyError, type NotificationView, type NotifyResult, type PushFrame, type UserDirectory, type UserRef, type Viewer } from './types.js';
 import { isRead, iso, toFrame, toView, type Row } from './rows.js';
-import { NotificationWriter, newNotificationId, SEQ_COUNTER, type WriteJob, type WriteOptions } from './writer.js';
+import { SEQ_COUNTER } from './statements.js';
+import { NotificationWriter, newNotificationId, type WriteJob, type WriteOptions } from './writer.js';
 
 export type NotifyOptions = WriteOptions;
 

@@ -2,12 +2,11 @@ import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { onPostgres } from '../db/knex.js';
 import { toView, type Row } from './rows.js';
+import { allocate, insertFresh, insertRows } from './statements.js';
 import type { NotifyKind, ValidNotify } from './schema.js';
 import { NotifyError, type ClearView, type NotifyResult, type PushFrame, type UserDirectory, type UserRef } from './types.js';
 
-/** the counters row that hands out notification seqs */
-export const SEQ_COUNTER = 'notifications';
-/** ids per look-up, rows per INSERT on PostgreSQL (SQLite and PostgreSQL both take this many bound values) */
+/** ids per look-up (SQLite and PostgreSQL both take this many bound values) */
 const CHUNK = 500;
 
 export interface WriteOptions {
@@ -150,21 +149,24 @@ export class NotificationWriter {
     const refused = new Map<Pending, unknown>();
     let written: Map<Pending, Committed[]>;
     try {
-      written = await this.deps.db.transaction(async (trx) => {
-        // a failing hook (a webhook delivery seen before) fails its own group, in a savepoint
-        for (const p of live) {
-          for (const job of p.jobs) {
-            if (!job.opts.within || refused.has(p)) continue;
-            try {
-              await trx.transaction((sp) => job.opts.within!(sp, { id: job.id }));
-            } catch (err) {
-              refused.set(p, err);
-            }
-          }
-        }
-        const groups = live.filter((p) => !refused.has(p));
-        return this.store(trx, groups, targets, refused);
-      });
+      written =
+        onPostgres(this.deps.db) && live.every((p) => p.jobs.every(isFresh))
+          ? await this.storeFresh(live, targets)
+          : await this.deps.db.transaction(async (trx) => {
+              // a failing hook (a webhook delivery seen before) fails its own group, in a savepoint
+              for (const p of live) {
+                for (const job of p.jobs) {
+                  if (!job.opts.within || refused.has(p)) continue;
+                  try {
+                    await trx.transaction((sp) => job.opts.within!(sp, { id: job.id }));
+                  } catch (err) {
+                    refused.set(p, err);
+                  }
+                }
+              }
+              const groups = live.filter((p) => !refused.has(p));
+              return this.store(trx, groups, targets, refused);
+            });
     } catch (err) {
       for (const p of live) p.reject(err);
       return;
@@ -191,66 +193,118 @@ export class NotificationWriter {
     for (let i = 0; i < ids.length; i += CHUNK) {
       for (const r of (await trx('notifications').whereIn('id', ids.slice(i, i + CHUNK))) as Row[]) stored.set(r.id, r);
     }
-    // which notification each id stands for as the batch goes on: its audience, whether it is stored
-    const known = new Map<string, { user_id: string | null }>([...stored].map(([id, r]) => [id, { user_id: r.user_id ?? null }]));
+    const { plans, slots } = plan(groups, targets, stored, refused);
+    const { rows, placed } = place(plans, stored);
+    if (slots) seqFrom(placed, (await allocate(trx, slots)) - slots + 1);
 
-    const plans = new Map<Pending, Planned[]>();
-    let slots = 0;
-    for (const p of groups) {
-      const overlay = new Map<string, { user_id: string | null }>();
-      const planned: Planned[] = [];
-      const problems: Array<{ field: string; message: string }> = [];
-      // slots this request takes so far (a running count: a batch holds up to 1,000 jobs)
-      let taken = 0;
-      for (const job of p.jobs) {
-        const target = job.kind === 'user' ? targets.get(job.n.user!)! : null;
-        const userId = target?.id ?? null;
-        const before = overlay.get(job.id) ?? known.get(job.id);
-        if (before && before.user_id !== userId) {
-          problems.push({ field: `${job.field}id`, message: 'is in use by a notification for another audience' });
-          continue;
-        }
-        if (job.n.action === 'clear') {
-          // never stored (or transient): clients may still show it, so the clear is pushed without a seq
-          planned.push({ job, target, action: 'cleared', slot: before ? slots + taken++ : null });
-        } else {
-          planned.push({ job, target, action: before ? 'updated' : 'created', slot: slots + taken++ });
-          overlay.set(job.id, { user_id: userId });
-        }
+    const inserts: Row[] = [];
+    for (const [id, row] of rows) {
+      if (stored.has(id)) {
+        const { id: _id, created_at: _created, read_seq: _read, ...changes } = { ...row, toast: Boolean(row.toast), cleared: Boolean(row.cleared) };
+        await trx('notifications').where({ id }).update(changes);
+      } else {
+        inserts.push(row);
       }
-      if (problems.length) {
-        refused.set(p, new NotifyError('conflict', problems));
+    }
+    await insertRows(trx, inserts);
+    return itemsOf(placed);
+  }
+
+  /**
+   * A batch of new notifications with ids of their own (no clear, no hook) on PostgreSQL: one
+   * statement takes the seq range and inserts the rows, a transaction of its own. It holds the
+   * counter's row lock as the transaction of store() does, in one round trip instead of four
+   * (BEGIN, the counter, the INSERT, COMMIT): each of those waits for a turn of a busy event loop.
+   */
+  private async storeFresh(groups: Pending[], targets: Map<string, UserRef>): Promise<Map<Pending, Committed[]>> {
+    // generated ids are new: nothing to look up, nothing refused
+    const { plans } = plan(groups, targets, new Map(), new Map());
+    const { rows, placed } = place(plans, new Map());
+    seqFrom(placed, await insertFresh(this.deps.db, [...rows.values()]));
+    return itemsOf(placed);
+  }
+}
+
+/** A new notification with a generated id, no clear and no hook: nothing stored can stand in its way. */
+const isFresh = (job: WriteJob): boolean => job.n.id === undefined && job.n.action !== 'clear' && !job.opts.within;
+
+/**
+ * What each group does to the notifications known so far (those stored, then those the batch
+ * writes before it), and the seq slots it takes. A group that names an id of another audience
+ * is refused whole (in `refused`).
+ */
+function plan(
+  groups: Pending[],
+  targets: Map<string, UserRef>,
+  stored: Map<string, Row>,
+  refused: Map<Pending, unknown>,
+): { plans: Map<Pending, Planned[]>; slots: number } {
+  // which notification each id stands for as the batch goes on: its audience, whether it is stored
+  const known = new Map<string, { user_id: string | null }>([...stored].map(([id, r]) => [id, { user_id: r.user_id ?? null }]));
+  const plans = new Map<Pending, Planned[]>();
+  let slots = 0;
+  for (const p of groups) {
+    const overlay = new Map<string, { user_id: string | null }>();
+    const planned: Planned[] = [];
+    const problems: Array<{ field: string; message: string }> = [];
+    // slots this request takes so far (a running count: a batch holds up to 1,000 jobs)
+    let taken = 0;
+    for (const job of p.jobs) {
+      const target = job.kind === 'user' ? targets.get(job.n.user!)! : null;
+      const userId = target?.id ?? null;
+      const before = overlay.get(job.id) ?? known.get(job.id);
+      if (before && before.user_id !== userId) {
+        problems.push({ field: `${job.field}id`, message: 'is in use by a notification for another audience' });
         continue;
       }
-      for (const [id, v] of overlay) known.set(id, v);
-      slots += taken;
-      plans.set(p, planned);
+      if (job.n.action === 'clear') {
+        // never stored (or transient): clients may still show it, so the clear is pushed without a seq
+        planned.push({ job, target, action: 'cleared', slot: before ? slots + taken++ : null });
+      } else {
+        planned.push({ job, target, action: before ? 'updated' : 'created', slot: slots + taken++ });
+        overlay.set(job.id, { user_id: userId });
+      }
     }
+    if (problems.length) {
+      refused.set(p, new NotifyError('conflict', problems));
+      continue;
+    }
+    for (const [id, v] of overlay) known.set(id, v);
+    slots += taken;
+    plans.set(p, planned);
+  }
+  return { plans, slots };
+}
 
-    const first = slots ? (await allocate(trx, slots)) - slots + 1 : 0;
-    const now = Date.now();
-    const finals = new Map<string, Row>();
-    const out = new Map<Pending, Committed[]>();
-    for (const [p, planned] of plans) {
-      const items: Committed[] = [];
-      for (const pl of planned) {
-        const { job, target } = pl;
-        const seq = pl.slot === null ? null : first + pl.slot;
-        const prev = finals.get(job.id) ?? stored.get(job.id);
-        const event = job.kind === 'broadcast' ? 'system:notify' : 'user:notify';
-        const userId = target?.id ?? null;
-        if (pl.action === 'cleared') {
-          if (prev && seq !== null) finals.set(job.id, { ...prev, seq, cleared: true, updated_at: now });
-          const clear: ClearView = { id: job.id, seq, action: 'clear', broadcast: userId === null };
-          items.push({ result: { id: job.id, seq, action: 'cleared' }, push: { event, userId, seq, payload: clear }, target, view: null });
-          continue;
-        }
+/** A planned job and the row it leaves (null: a clear of a notification never stored). */
+interface Placed {
+  planned: Planned;
+  row: Row | null;
+}
+
+/**
+ * Each planned job's row, and the rows to write by id (the last write of an id wins). A row's
+ * seq is its slot until seqFrom() adds the range's first seq.
+ */
+function place(plans: Map<Pending, Planned[]>, stored: Map<string, Row>): { rows: Map<string, Row>; placed: Map<Pending, Placed[]> } {
+  const now = Date.now();
+  const rows = new Map<string, Row>();
+  const placed = new Map<Pending, Placed[]>();
+  for (const [p, planned] of plans) {
+    const out: Placed[] = [];
+    for (const pl of planned) {
+      const { job, target } = pl;
+      const prev = rows.get(job.id) ?? stored.get(job.id);
+      let row: Row | null = null;
+      if (pl.action === 'cleared') {
+        if (prev && pl.slot !== null) rows.set(job.id, (row = { ...prev, seq: pl.slot, cleared: true, updated_at: now }));
+      } else {
         const n = job.n;
         // every column written out (no spread of the stored row): one object shape for every row
-        const row: Row = {
+        row = {
           id: job.id,
-          seq: seq!,
-          user_id: userId,
+          seq: pl.slot!,
+          user_id: target?.id ?? null,
           title: n.title!,
           message: n.message!,
           level: n.level,
@@ -262,85 +316,41 @@ export class NotificationWriter {
           created_at: prev ? prev.created_at : now,
           updated_at: now,
         };
-        finals.set(job.id, row);
-        const view = toView(row, false);
-        items.push({ result: { id: job.id, seq, action: pl.action }, push: { event, userId, seq, payload: view }, target, view });
+        rows.set(job.id, row);
       }
-      out.set(p, items);
+      out.push({ planned: pl, row });
     }
+    placed.set(p, out);
+  }
+  return { rows, placed };
+}
 
-    const inserts: Row[] = [];
-    for (const [id, row] of finals) {
-      if (stored.has(id)) {
-        const { id: _id, created_at: _created, read_seq: _read, ...changes } = { ...row, toast: Boolean(row.toast), cleared: Boolean(row.cleared) };
-        await trx('notifications').where({ id }).update(changes);
-      } else {
-        inserts.push(row);
+/** Turns the rows' slots into seqs of the range that starts at `first` (each row is one job's own). */
+function seqFrom(placed: Map<Pending, Placed[]>, first: number): void {
+  for (const list of placed.values()) for (const { row } of list) if (row) row.seq = first + Number(row.seq);
+}
+
+/** Each group's answers and pushes, from the rows as written. */
+function itemsOf(placed: Map<Pending, Placed[]>): Map<Pending, Committed[]> {
+  const out = new Map<Pending, Committed[]>();
+  for (const [p, list] of placed) {
+    const items: Committed[] = [];
+    for (const { planned, row } of list) {
+      const { job, target, action } = planned;
+      const event = job.kind === 'broadcast' ? 'system:notify' : 'user:notify';
+      const userId = target?.id ?? null;
+      if (action === 'cleared') {
+        const seq = row ? Number(row.seq) : null;
+        const clear: ClearView = { id: job.id, seq, action: 'clear', broadcast: userId === null };
+        items.push({ result: { id: job.id, seq, action: 'cleared' }, push: { event, userId, seq, payload: clear }, target, view: null });
+        continue;
       }
+      const view = toView(row!, false);
+      items.push({ result: { id: job.id, seq: view.seq, action }, push: { event, userId, seq: view.seq, payload: view }, target, view });
     }
-    await insertRows(trx, inserts);
-    return out;
+    out.set(p, items);
   }
-}
-
-/** The columns of an inserted row, in the order of the statements below. */
-const COLUMNS = ['id', 'seq', 'user_id', 'title', 'message', 'level', 'source', 'link', 'toast', 'cleared', 'sender', 'created_at', 'updated_at'] as const;
-/** the statement sizes of an INSERT on SQLite, largest first */
-const SQLITE_SIZES = [256, 64, 16, 4, 1];
-/** INSERT statements by their number of rows, made once each */
-const insertSql = new Map<number, string>();
-
-function insertStatement(rows: number): string {
-  let sql = insertSql.get(rows);
-  if (!sql) {
-    const tuple = `(${COLUMNS.map(() => '?').join(', ')})`;
-    sql = `insert into notifications (${COLUMNS.join(', ')}) values ${Array.from({ length: rows }, () => tuple).join(', ')}`;
-    insertSql.set(rows, sql);
-  }
-  return sql;
-}
-
-/**
- * Inserts new rows. On SQLite in statements of 256, 64, 16, 4 and 1 rows: a few texts that recur
- * batch after batch, so the connection reuses their prepared statements (src/db/knex.ts), where
- * one text per batch size was prepared anew for nearly every batch; running a statement there
- * is a call in this process. On PostgreSQL, where each statement is a round trip, one per 500.
- */
-async function insertRows(trx: Knex.Transaction, rows: Row[]): Promise<void> {
-  const sqlite = !onPostgres(trx);
-  let at = 0;
-  while (at < rows.length) {
-    const left = rows.length - at;
-    const size = sqlite ? SQLITE_SIZES.find((n) => n <= left)! : Math.min(left, CHUNK);
-    const bindings: Knex.Value[] = [];
-    for (let i = at; i < at + size; i++) {
-      const r = rows[i];
-      bindings.push(
-        r.id,
-        r.seq,
-        r.user_id,
-        r.title,
-        r.message,
-        r.level,
-        r.source,
-        r.link,
-        Boolean(r.toast),
-        Boolean(r.cleared),
-        r.sender ?? null,
-        r.created_at,
-        r.updated_at,
-      );
-    }
-    await trx.raw(insertStatement(size), bindings);
-    at += size;
-  }
-}
-
-/** Takes `n` seqs: one statement, whose row lock (PostgreSQL) orders this batch after every other writer's. */
-async function allocate(trx: Knex.Transaction, n: number): Promise<number> {
-  const rows: { value: number | string }[] = await trx('counters').where({ name: SEQ_COUNTER }).increment('value', n).returning('value');
-  if (!rows.length) throw new Error('the notifications counter is missing (migration not applied?)');
-  return Number(rows[0].value);
+  return out;
 }
 
 /** A fresh notification id. */
