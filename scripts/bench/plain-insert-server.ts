@@ -3,7 +3,8 @@
  * app with the service's database configuration (src/db/knex.ts: the same driver, the same pool,
  * the same SQLite pragmas), one INSERT per request, each its own transaction (autocommit), into
  * a table made from the service's own definition of `notifications` (columns and indexes). The
- * seq is a counter in this process (no counter row, no lock); no authentication, no validation
+ * seq is a counter in this process (no counter row, no lock), the id the service's own
+ * (time-ordered); no authentication, no validation
  * beyond reading the JSON, no push: everything favours the baseline.
  *
  *   node --import tsx scripts/bench/plain-insert-server.ts <database url or ''> <data dir>
@@ -18,6 +19,7 @@ import Koa from 'koa';
 import { notificationTables } from '../../migrations/20261125000100_notifications.js';
 import { createDb } from '../../src/db/knex.js';
 import { ensureSchema } from '../../src/db/schema.js';
+import { newNotificationId } from '../../src/notifications/writer.js';
 
 const db = createDb({ databaseUrl: process.argv[2] || null, dataDir: process.argv[3]! });
 // a user id of the service's shape (the service stores the target's id)
@@ -46,7 +48,7 @@ async function main(): Promise<void> {
     const n = await readJson(ctx.req);
     const now = Date.now();
     const row = {
-      id: crypto.randomUUID(),
+      id: newNotificationId(),
       seq: ++seq,
       user_id: USER_ID,
       title: String(n.title ?? ''),

@@ -1,5 +1,5 @@
-import crypto from 'node:crypto';
 import type { Knex } from 'knex';
+import { v7 as uuidv7 } from 'uuid';
 import { onPostgres } from '../db/knex.js';
 import { toView, type Row } from './rows.js';
 import { allocate, insertFresh, insertRows } from './statements.js';
@@ -353,5 +353,9 @@ function itemsOf(placed: Map<Pending, Placed[]>): Map<Pending, Committed[]> {
   return out;
 }
 
-/** A fresh notification id. */
-export const newNotificationId = () => crypto.randomUUID();
+/**
+ * A fresh notification id: a UUIDv7, whose leading bits are the time, so new rows go to the
+ * right edge of the primary key's index instead of a random page each (a batch of 40 random ids
+ * dirtied 40 index pages, each written to the log at its commit).
+ */
+export const newNotificationId = () => uuidv7();

@@ -236,6 +236,30 @@ describe('notifications: group commit, bulk sends, history pages', function () {
     }
   });
 
+  it('a batch of new notifications is stored as sent, whatever its characters; generated ids are UUIDv7s in time order', async () => {
+    // on PostgreSQL such a batch goes as one array a column: quotes, braces, backslashes and the word NULL must survive it
+    const odd = ['quote \' " \\ { } , ( )', 'NULL', 'null', '', 'emoji 🙂 and ünïcödé', '{"a":[1,2]}', 'line\nbreak\ttab'];
+    const items = odd.map((message, i) => ({ title: i === 1 ? 'NULL' : `odd ${i}`, message, user: 'gina', link: i % 2 ? null : '/x?a=1,2' }));
+    const res = await request(svc.url).post('/api/notifications/batch').set(admin).send({ notifications: items }).expect(202);
+    const out = res.body.notifications as Array<{ id: string; seq: number }>;
+    const rows: Array<{ id: string; title: string; message: string; link: string | null; source: string | null }> = await svc.service
+      .db('notifications')
+      .whereIn(
+        'id',
+        out.map((o) => o.id),
+      )
+      .orderBy('seq')
+      .select('id', 'title', 'message', 'link', 'source');
+    expect(rows.map((r) => [r.title, r.message, r.link, r.source])).to.deep.equal(items.map((n) => [n.title, n.message, n.link, null]));
+    // version 7: the first 48 bits are the time in ms, so later ids sort after earlier ones
+    for (const { id } of out) expect(id).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    const msOf = (id: string) => parseInt(id.replace(/-/g, '').slice(0, 12), 16);
+    expect(Math.abs(msOf(out[0].id) - Date.now())).to.be.below(60_000);
+    await new Promise((r) => setTimeout(r, 5));
+    const later = (await request(svc.url).post('/api/notifications').set(admin).send({ title: 'later', message: 'm' }).expect(202)).body.id as string;
+    expect(out.every((o) => o.id < later)).to.equal(true);
+  });
+
   it('history pages: `before` gives the older page, newest first', async () => {
     const made = [];
     for (let i = 0; i < 5; i++)
