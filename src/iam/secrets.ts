@@ -67,9 +67,17 @@ export class SecretsStore {
     return out;
   }
 
-  /** The keys stored in a namespace, whether or not they open under this master key. */
-  async keysOf(namespace: string): Promise<string[]> {
-    return this.db('secrets').where({ namespace }).orderBy('key').pluck('key');
+  /**
+   * The stored secrets that do not open under this master key (written under another: an
+   * instance left running through a rotation), which reads take as unset: `namespace/key`, in
+   * one namespace or in all.
+   */
+  async unreadable(namespace?: string): Promise<string[]> {
+    const rows: { namespace: string; key: string; ciphertext: string }[] = await this.db('secrets')
+      .modify((q) => namespace !== undefined && q.where({ namespace }))
+      .orderBy(['namespace', 'key'])
+      .select('namespace', 'key', 'ciphertext');
+    return rows.filter((r) => this.unseal(r.ciphertext) === null).map((r) => `${r.namespace}/${r.key}`);
   }
 
   async set(namespace: string, key: string, value: string, trx: Knex = this.db): Promise<void> {

@@ -31,7 +31,7 @@ export const FORGE_NAME: Record<ScmProvider, string> = { gitea: 'Gitea', github:
 export interface SecretStore {
   get(namespace: string, key: string): Promise<string | null>;
   getAll(namespace: string): Promise<Record<string, string>>;
-  keysOf(namespace: string): Promise<string[]>;
+  unreadable(namespace: string): Promise<string[]>;
   set(namespace: string, key: string, value: string, trx?: Knex): Promise<void>;
   delete(namespace: string, key: string, trx?: Knex): Promise<void>;
 }
@@ -112,9 +112,9 @@ export class WebhookSecrets {
    * health's warning: such a secret reads as unset, so its forge falls back to the shared one.
    */
   async unreadableWarnings(view: SecretsView): Promise<string[]> {
-    const [keys, stored] = await Promise.all([this.deps.secrets.keysOf(WEBHOOK_SECRET_NAMESPACE), this.deps.secrets.getAll(WEBHOOK_SECRET_NAMESPACE)]);
+    const keys = (await this.deps.secrets.unreadable(WEBHOOK_SECRET_NAMESPACE)).map((k) => k.slice(WEBHOOK_SECRET_NAMESPACE.length + 1));
     const warnings: string[] = [];
-    for (const key of keys.filter((k) => k.startsWith(WEBHOOK_SECRET_KEY) && !(k in stored))) {
+    for (const key of keys.filter((k) => k.startsWith(WEBHOOK_SECRET_KEY))) {
       if (key.endsWith(SENT_IN_CLEAR)) {
         const of = key.slice(0, -SENT_IN_CLEAR.length);
         warnings.push(
