@@ -3,6 +3,7 @@ import Joi from 'joi';
 import { DomainError } from '../errors.js';
 import { parseDuration } from '../config.js';
 import { publicKey } from '../auth/api-keys.js';
+import { noSignInWarning } from '../auth/settings.js';
 import { createKeySchema, createUserSchema, GROUP_NAME, PASSWORD, publicUser, userFieldsOf, USERNAME } from '../iam/schemas.js';
 import type { User } from '../iam/store.js';
 import type { UserChange } from '../iam/users.js';
@@ -64,15 +65,11 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       const password = opts.passwordStdin ? check<string>('password', PASSWORD, await readSecret(ctx.io, 'Password')) : undefined;
       const { iam, auth } = await ctx.core('write');
       const created = await iam.users.create(CLI_ACTOR, { ...userFieldsOf(input), password });
-      // single sign-on only, with no provider to sign in through: an account nobody can use yet
-      const sso = auth.authSettings.current().authProviders.some((p) => p !== 'local');
-      if (!password && !sso)
-        ctx.warn(
-          `${created.username} has no password and no single sign-on provider is configured: they cannot sign in until a password is set (--password-stdin, or service-core user set-password ${created.username})`,
-        );
+      const warning = noSignInWarning(auth.authSettings.current(), created, Boolean(password));
+      if (warning) ctx.warn(`${warning} (--password-stdin, or service-core user set-password ${created.username})`);
       out(cmd).result(
         publicUser(created),
-        `created user ${created.username} (${created.id})${password ? '' : sso ? ', single sign-on only until a password is set' : ', without a password'}`,
+        `created user ${created.username} (${created.id})${password ? '' : warning ? ', without a password' : ', single sign-on only until a password is set'}`,
       );
     });
 

@@ -2301,6 +2301,28 @@ export interface components {
             secret: boolean;
             configured: boolean;
         };
+        CreatedUser: {
+            /** Format: uuid */
+            id: string;
+            username: string;
+            display_name: string | null;
+            email: string | null;
+            groups: string[];
+            /** @description the roles the account holds (the API sets superadmin, bot) */
+            roles: string[];
+            extra_permissions: string[];
+            disabled: boolean;
+            /** @description has a second factor (an authenticator app or a passkey) */
+            mfa: boolean;
+            identities: {
+                provider: string;
+                provider_user_id: string;
+            }[];
+            /** Format: date-time */
+            created_at: string;
+            /** @description what stops the account from being used: no password and no single sign-on to sign in through; absent when nothing does */
+            warnings?: string[];
+        };
         DhcpReservation: {
             subnet_id: number;
             /** @description null for a reservation by another identifier (client id, DUID, circuit id) */
@@ -11117,7 +11139,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description the user */
+            /** @description the user, and `warnings` when nobody can sign in with it yet */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -11145,7 +11167,7 @@ export interface operations {
                      *       "created_at": "2026-11-28T04:06:48.996Z"
                      *     }
                      */
-                    "application/json": components["schemas"]["User"];
+                    "application/json": components["schemas"]["CreatedUser"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -238,6 +238,27 @@ describe('IAM model and admin API', () => {
     await request(svc.url).get('/api/me').set('Authorization', basic('weakling', 'tidal-orbit-lantern-97')).expect(200);
   });
 
+  it('an account created without a password, with no single sign-on to sign in through, is made and the answer says nobody can use it yet', async () => {
+    const bare = await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'nopass.nosso' }).expect(201);
+    expect(bare.body.warnings).to.deep.equal([
+      'nopass.nosso has no password and no single sign-on provider is configured: they cannot sign in until a password is set',
+    ]);
+    const withPassword = await request(svc.url)
+      .post('/api/users')
+      .set('Authorization', admin())
+      .send({ username: 'pass.nosso', password: 'pass-nosso-password-1' })
+      .expect(201);
+    expect(withPassword.body).not.to.have.property('warnings');
+    // with a directory to sign in through, an account without a password is the usual thing: nothing said
+    const sso = await startService({ env: { SERVICE_AUTH_PROVIDERS: 'local,ldap', SERVICE_LDAP_URL: 'ldap://ldap.example.org' } });
+    try {
+      const res = await request(sso.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'nopass.sso' }).expect(201);
+      expect(res.body).not.to.have.property('warnings');
+    } finally {
+      await sso.destroy();
+    }
+  });
+
   it('a username another user holds in another case is taken (409): the lockout counts names without case', async () => {
     await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'vic.case', password: 'vic-password-12345' }).expect(201);
     for (const username of ['VIC.case', 'Vic.Case']) {

@@ -103,7 +103,14 @@ describe('browser: forms, messages and permissions', function () {
     await username.fill('good.name@x');
     expect(await msgOf('[data-user-form]').textContent()).to.equal('');
     expect(await username.evaluate((el: HTMLInputElement) => el.validity.valid)).to.equal(true);
-    await form.locator('[data-cancel]').click();
+    // saved without a password, with no single sign-on configured: the page says nobody can sign in with it yet
+    await form.locator('button[type=submit]').click();
+    await page.waitForSelector('[data-users] tr[data-username="good.name@x"]');
+    const saved = page.locator('[data-list-msg]');
+    expect(await saved.textContent()).to.match(
+      /^Saved good\.name@x\. good\.name@x has no password and no single sign-on provider is configured: they cannot sign in until a password is set$/,
+    );
+    expect(await saved.getAttribute('class')).to.include('error');
 
     // the browser's patterns and the server's rules agree
     const samples = ['ok', 'a.b_c@d-e', 'bad name', 'x'.repeat(64), 'x'.repeat(65), '-lead', '_lead', 'ünï', 'semi;colon', ''];

@@ -18,11 +18,26 @@ export const userIdParams = Joi.object<UserIdParams, true>({ id: uuidParam.descr
 const userListView = Joi.object({ users: Joi.array().items(userView) });
 const usersQuery = Joi.object<{ username?: string }, true>({ username: Joi.string().max(64).description('a username, in any case') });
 
+/** What the users API asks of other areas. */
+export interface UserRouteOptions {
+  /** the warning for an account created without a password, or null (src/auth/settings.ts noSignInWarning) */
+  signInWarning?(user: { username: string }, hasPassword: boolean): string | null;
+}
+
+const createdUserView = userView
+  .keys({
+    warnings: Joi.array()
+      .items(Joi.string())
+      .optional()
+      .description('what stops the account from being used: no password and no single sign-on to sign in through; absent when nothing does'),
+  })
+  .id('CreatedUser');
+
 /**
  * /api/users: the user administration of the model, translated to HTTP; the rules are
  * UserAdmin's (src/iam/users.ts). A user's password and keys are credentials: src/auth/routes/user-credentials.ts.
  */
-export function userRoutes(iam: IamComponent): Router {
+export function userRoutes(iam: IamComponent, opts: UserRouteOptions = {}): Router {
   const api = new ApiRouter({ prefix: '/api/users', tag: 'users' });
   const ADMIN = { permission: ADMIN_USERS };
 
@@ -60,7 +75,7 @@ export function userRoutes(iam: IamComponent): Router {
       auth: ADMIN,
       body: createUserSchema,
       responses: {
-        201: { description: 'the user', schema: userView },
+        201: { description: 'the user, and `warnings` when nobody can sign in with it yet', schema: createdUserView },
         403: `forbidden: the caller lacks ${ADMIN_USERS}, or hands out \`roles\` or permissions that reach the host (directly or through a group) without being a superadmin; or gives (through \`groups\` or \`extra_permissions\`) a permission the caller does not hold themself (no self-escalation); ${HOST_REFUSAL}`,
         409: 'the username is taken',
       },
@@ -68,7 +83,9 @@ export function userRoutes(iam: IamComponent): Router {
     async (ctx, { body }) => {
       const user = await users.create(callerOf(ctx), userFieldsOf(body));
       ctx.status = 201;
-      return publicUser(user, body.password ? [{ provider: 'local', providerUserId: user.username }] : []);
+      const view = publicUser(user, body.password ? [{ provider: 'local', providerUserId: user.username }] : []);
+      const warning = opts.signInWarning?.(user, Boolean(body.password));
+      return warning ? { ...view, warnings: [warning] } : view;
     },
   );
 

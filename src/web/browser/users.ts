@@ -7,6 +7,7 @@ import { grantable, grantedIn, permissionChecks, withUnknown, type CatalogEntry,
 
 /** GET /api/users, one user. */
 type UserView = Schemas['User'];
+type CreatedUser = Schemas['CreatedUser'];
 
 interface UserBody {
   username?: string;
@@ -145,10 +146,10 @@ form.addEventListener('submit', async (e) => {
     extra_permissions: grantedIn(permissionBox, 'extra_permissions'),
   };
   if (text(f, 'password')) body.password = text(f, 'password');
-  let done: UserView | undefined;
+  let done: CreatedUser | undefined;
   const target = editing;
   const send = (method: string, path: string) => () =>
-    api<UserView>(method, path, body).catch((err: unknown) => {
+    api<CreatedUser>(method, path, body).catch((err: unknown) => {
       markInvalid(form, err);
       throw err;
     });
@@ -163,7 +164,8 @@ form.addEventListener('submit', async (e) => {
   }
   if (done) {
     form.hidden = true;
-    say(listMsg, `Saved ${done.username}.`);
+    // an account nobody can sign in with yet (no password, no single sign-on) is said, not hidden
+    say(listMsg, [`Saved ${done.username}.`, ...(done.warnings ?? [])].join(' '), done.warnings?.length ? 'error' : 'ok');
     await load();
   }
 });
