@@ -136,7 +136,7 @@ async function main() {
     });
     if (created.status !== 201) throw new Error(`creating the target user: ${created.status}`);
 
-    // the target's connection: commit -> client latency from the notification's created_at
+    // the target's connection: latency from the notification's created_at (taken as its batch is written, just before the statement that commits it) to the client
     const pushes: number[] = [];
     const ws = new WebSocket(`${svc.url.replace('http', 'ws')}/ws`, { headers: { authorization: target }, perMessageDeflate: false });
     await new Promise<void>((resolve, reject) => {

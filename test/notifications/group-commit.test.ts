@@ -251,7 +251,7 @@ describe('notifications: group commit, bulk sends, history pages', function () {
       .orderBy('seq')
       .select('id', 'title', 'message', 'link', 'source');
     expect(rows.map((r) => [r.title, r.message, r.link, r.source])).to.deep.equal(items.map((n) => [n.title, n.message, n.link, null]));
-    // version 7: the first 48 bits are the time in ms, so later ids sort after earlier ones
+    // version 7: the first 48 bits are the time in ms, so an id of a later millisecond sorts after (within one, the rest is random)
     for (const { id } of out) expect(id).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     const msOf = (id: string) => parseInt(id.replace(/-/g, '').slice(0, 12), 16);
     expect(Math.abs(msOf(out[0].id) - Date.now())).to.be.below(60_000);
