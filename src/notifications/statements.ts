@@ -64,6 +64,19 @@ export async function insertRows(trx: Knex.Transaction, rows: Row[]): Promise<vo
   }
 }
 
+/**
+ * Takes the counter's lock before a batch reads anything (PostgreSQL: its row lock; SQLite: the
+ * database's write lock), so that what the batch reads (the ids it replaces, the deliveries its
+ * hooks have seen) is what the writers before it committed: two instances writing one id at
+ * once then replace it in turn instead of both inserting it (a unique violation failed the
+ * later one's whole batch).
+ */
+export async function lockCounter(trx: Knex.Transaction): Promise<void> {
+  await trx('counters')
+    .where({ name: SEQ_COUNTER })
+    .update({ value: trx.raw('??', ['value']) });
+}
+
 /** Takes `n` seqs: one statement, whose row lock (PostgreSQL) orders this batch after every other writer's. */
 export async function allocate(trx: Knex.Transaction, n: number): Promise<number> {
   const rows: { value: number | string }[] = await trx('counters').where({ name: SEQ_COUNTER }).increment('value', n).returning('value');

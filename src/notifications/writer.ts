@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { onPostgres } from '../db/knex.js';
 import { toView, type Row } from './rows.js';
-import { allocate, insertFresh, insertRows } from './statements.js';
+import { allocate, insertFresh, insertRows, lockCounter } from './statements.js';
 import type { NotifyKind, ValidNotify } from './schema.js';
 import { NotifyError, type ClearView, type NotifyResult, type PushFrame, type UserDirectory, type UserRef } from './types.js';
 
@@ -153,6 +153,7 @@ export class NotificationWriter {
         onPostgres(this.deps.db) && live.every((p) => p.jobs.every(isFresh))
           ? await this.storeFresh(live, targets)
           : await this.deps.db.transaction(async (trx) => {
+              await lockCounter(trx);
               // a failing hook (a webhook delivery seen before) fails its own group, in a savepoint
               for (const p of live) {
                 for (const job of p.jobs) {

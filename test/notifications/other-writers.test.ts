@@ -110,6 +110,44 @@ describe('notifications another process writes, without Redis', function () {
   });
 });
 
+describe('two instances writing one id at once', function () {
+  this.timeout(60_000);
+  let a: TestService;
+  let b: TestService;
+  before(async () => {
+    a = await startService();
+    b = await startService({ dataDir: a.dataDir, databaseUrl: a.databaseUrl });
+  });
+  after(async () => {
+    await b?.stop();
+    await a?.destroy();
+  });
+
+  it('each batch reads the ids it replaces under the counter lock: no write fails, nor any bystander of its batch; the row holds the last seq', async () => {
+    const writers = [a, b].map((s) => s.service.notifications.service);
+    const start = Number((await a.service.db('counters').where({ name: 'notifications' }).first('value')).value);
+    const work: Promise<{ seq: number | null }>[] = [];
+    for (let round = 0; round < 15; round++) {
+      for (const [i, w] of writers.entries()) {
+        // the same id from both instances in the same moment, each beside new notifications of its batch
+        work.push(w.notify('broadcast', { id: 'shared-status', title: `status ${round}.${i}`, message: 'm' }));
+        for (let k = 0; k < 3; k++) work.push(w.notify('broadcast', { title: `bystander ${round}.${i}.${k}`, message: 'm' }));
+      }
+      await new Promise((r) => setTimeout(r, 3));
+    }
+    const outcomes = await Promise.allSettled(work);
+    const failed = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected').map((o) => String(o.reason));
+    expect(failed, failed.slice(0, 3).join('\n')).to.deep.equal([]);
+    const seqs = outcomes.map((o) => (o as PromiseFulfilledResult<{ seq: number | null }>).value.seq!);
+    expect(new Set(seqs).size).to.equal(seqs.length);
+    const end = Number((await a.service.db('counters').where({ name: 'notifications' }).first('value')).value);
+    expect(end - start).to.equal(seqs.length);
+    const row = await a.service.db('notifications').where({ id: 'shared-status' }).first('seq');
+    const statusSeqs = seqs.filter((_, n) => n % 4 === 0);
+    expect(Number(row.seq)).to.equal(Math.max(...statusSeqs));
+  });
+});
+
 describe('OrderedFanout.catchUp: what the database committed, up to its counter', function () {
   this.timeout(30_000);
   let svc: TestService;
