@@ -20,7 +20,6 @@ import type { AuthComponent } from './auth/component.js';
 import { buildCore } from './core.js';
 import { accessView, meRoutes } from './auth/routes/me.js';
 import { userCredentialRoutes } from './auth/routes/user-credentials.js';
-import { noSignInWarning } from './auth/settings.js';
 import { mfaRoutes } from './auth/routes/mfa.js';
 import { webauthnRoutes } from './auth/routes/webauthn.js';
 import { reachesHost, type Actor } from './iam/policy.js';
@@ -194,7 +193,7 @@ export class Service {
     const auth = this.auth;
     const routers: Router[] = [
       meRoutes(auth),
-      userRoutes(this.iam, { signInWarning: (user, hasPassword) => noSignInWarning(auth.authSettings.current(), user, hasPassword) }),
+      userRoutes(this.iam, { noPasswordWarning: (user) => auth.noPasswordWarning(user) }),
       userCredentialRoutes(auth),
       mfaRoutes(auth),
       webauthnRoutes(auth),

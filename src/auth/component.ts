@@ -5,12 +5,13 @@ import type { Logger } from '../log.js';
 import { dialectOf, sqliteFile } from '../db/knex.js';
 import type { CredentialRules, IamComponent } from '../iam/component.js';
 import type { Actor } from '../iam/policy.js';
+import type { User } from '../iam/store.js';
 import { groupsGrantedByLogin } from './settings-change.js';
 import { ApiKeyStore, type ApiKey } from './api-keys.js';
 import { AttemptGate } from './attempt-gate.js';
 import { Authenticator } from './authenticate.js';
 import { BasicVerifier } from './basic.js';
-import { ProviderChain, type BuildError } from './chain.js';
+import { buildProviders, ProviderChain, type BuildError } from './chain.js';
 import { DirectoryRecheck } from './directory-recheck.js';
 import { LdapProvider } from './providers/ldap.js';
 import { parseDuration } from '../settings-table.js';
@@ -360,6 +361,21 @@ export class AuthComponent implements CredentialRules {
 
   secondFactorRequiredOf(name: string): boolean {
     return this.authSettings.current().mfaRequiredGroups.includes(name);
+  }
+
+  /**
+   * What to tell whoever made `user` without a password, or null when a single sign-on can sign
+   * it in: the CLI and the users API both say it. Without a password the only way in is a first
+   * sign-on at a configured provider that links it (src/auth/linking.ts whyUnreachable).
+   */
+  async noPasswordWarning(user: User): Promise<string | null> {
+    const { providers } = buildProviders(this.authSettings.current(), this.local, this.deps.log, { check: true });
+    const sso = providers.map((p) => p.id).filter((id) => id !== 'local');
+    if (!sso.length) return `${user.username} has no password and no single sign-on provider is configured: they cannot sign in until a password is set`;
+    const why = await this.linker.whyUnreachable(user, sso);
+    return why
+      ? `${user.username} has no password, and a first single sign-on would make a new account rather than sign in to this one (${why}): they cannot sign in until a password is set`
+      : null;
   }
 
   loginGroups(providers: readonly string[] | null): string[] {

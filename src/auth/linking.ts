@@ -180,6 +180,19 @@ export class IdentityLinker {
     this.deps.log.warn({ event: 'profile_not_followed', user_id: user.id, username: user.username, field, wanted, ...details }, message);
   }
 
+  /**
+   * Why a first sign-on at one of `providers` (those the chain would build) could not reach
+   * `user`, an account made in advance, or null when one could: byVerifiedEmail's rules, asked
+   * before any login (the address's verification is the provider's to say, at the sign-on).
+   */
+  async whyUnreachable(user: User, providers: readonly string[]): Promise<string | null> {
+    const linking = providers.filter((p) => EMAIL_LINKING_PROVIDERS.has(p) && this.deps.linkByEmail(p));
+    if (!linking.length) return `${providers.join(' and ')} ${providers.length === 1 ? 'links' : 'link'} an existing account only by e-mail, and that is off`;
+    if (!user.email) return 'it links an existing account only by e-mail, and this one has none';
+    if (await this.deps.users.isPrivileged(user)) return 'a privileged account is never linked by e-mail';
+    return null;
+  }
+
   private async byVerifiedEmail(profile: ExternalProfile): Promise<User | null> {
     if (profile.email_verified !== true || !profile.email) return null;
     const candidates = await this.deps.store.usersByEmail(profile.email);

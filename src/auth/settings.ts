@@ -205,16 +205,6 @@ export class AuthSettingsStore {
   }
 }
 
-/**
- * What to tell whoever creates an account without a password, or null: such an account signs in
- * only through single sign-on, and with no provider but the local one configured, nobody can use
- * it until a password is set. The CLI and the users API both say it.
- */
-export function noSignInWarning(s: AuthSettings, user: { username: string }, hasPassword: boolean): string | null {
-  if (hasPassword || s.authProviders.some((p) => p !== 'local')) return null;
-  return `${user.username} has no password and no single sign-on provider is configured: they cannot sign in until a password is set`;
-}
-
 /** Reads one field of resolved settings by its API name. */
 export function readSetting(s: AuthSettings, name: string): unknown {
   return FIELDS[name]!.path.reduce<unknown>((at, key) => (at as Record<string, unknown> | undefined)?.[key], s);

@@ -3,7 +3,6 @@ import Joi from 'joi';
 import { DomainError } from '../errors.js';
 import { parseDuration } from '../config.js';
 import { publicKey } from '../auth/api-keys.js';
-import { noSignInWarning } from '../auth/settings.js';
 import { createKeySchema, createUserSchema, GROUP_NAME, PASSWORD, publicUser, userFieldsOf, USERNAME } from '../iam/schemas.js';
 import type { User } from '../iam/store.js';
 import type { UserChange } from '../iam/users.js';
@@ -65,7 +64,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       const password = opts.passwordStdin ? check<string>('password', PASSWORD, await readSecret(ctx.io, 'Password')) : undefined;
       const { iam, auth } = await ctx.core('write');
       const created = await iam.users.create(CLI_ACTOR, { ...userFieldsOf(input), password });
-      const warning = noSignInWarning(auth.authSettings.current(), created, Boolean(password));
+      const warning = password ? null : await auth.noPasswordWarning(created);
       if (warning) ctx.warn(`${warning} (--password-stdin, or service-core user set-password ${created.username})`);
       out(cmd).result(
         publicUser(created),

@@ -214,7 +214,7 @@ export function operationCommands(program: Command, { ctx, out }: CommandEnv): v
       }
       const shown = name ? { [name]: all[name]! } : all;
       // a value written under another master key reads as unset: said, not hidden (one the environment sets is not read anyway)
-      const unreadable = new Set(await iam.secrets.unreadable());
+      const unreadable = new Set(await secrets.unreadable());
       for (const [n, view] of Object.entries(shown)) {
         const s = SECRET_SETTINGS[n];
         if (!view.locked && unreadable.has(s ? `${s.namespace}/${s.key}` : `${AUTH_NS}/${n}`))

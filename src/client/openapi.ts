@@ -2320,7 +2320,7 @@ export interface components {
             }[];
             /** Format: date-time */
             created_at: string;
-            /** @description what stops the account from being used: no password and no single sign-on to sign in through; absent when nothing does */
+            /** @description without a password: why nobody can sign in to it yet (no single sign-on configured, or none that would link it rather than make a new account); absent when a password was given or a sign-on can reach it */
             warnings?: string[];
         };
         DhcpReservation: {

@@ -1,7 +1,7 @@
 /**
  * The SCM webhook's HTTP routes: the public intake and its health under
- * /api/notifications/webhook/scm (src/notifications/webhook.ts holds what they call), and the
- * settings routes of the webhook secrets.
+ * /api/notifications/webhook/scm (they call src/notifications/webhook.ts), and the settings
+ * routes of the webhook secrets (src/notifications/webhook-secrets.ts).
  */
 import type Router from '@koa/router';
 import Joi from 'joi';

@@ -88,10 +88,19 @@ describe('CLI with the service stopped', function () {
     expect(sso.stderr.trim()).to.equal(
       'warning: erin has no password and no single sign-on provider is configured: they cannot sign in until a password is set (--password-stdin, or service-core user set-password erin)',
     );
-    const withLdap = await cli({ ...env, SERVICE_AUTH_PROVIDERS: 'local,ldap', SERVICE_LDAP_URL: 'ldap://ldap.example.org' }, ['user', 'create', 'finn']);
+    // a directory that links the account by its e-mail at the first sign-on: nothing to warn of
+    const ldap = { ...env, SERVICE_AUTH_PROVIDERS: 'local,ldap', SERVICE_LDAP_URL: 'ldap://ldap.example.org', SERVICE_LDAP_BASE_DN: 'dc=example,dc=org' };
+    const withLdap = await cli({ ...ldap, SERVICE_LDAP_LINK_BY_EMAIL: 'true' }, ['user', 'create', 'finn', '--email', 'finn@example.org']);
     expect(withLdap.code, withLdap.stderr).to.equal(0);
     expect(withLdap.stderr).to.equal('');
     expect(withLdap.stdout.trim()).to.match(/^created user finn \(.*\), single sign-on only until a password is set$/);
+    // one that would not link it (linking by e-mail off): the first sign-on would make another account
+    const unlinked = await cli(ldap, ['user', 'create', 'gwen', '--email', 'gwen@example.org']);
+    expect(unlinked.code, unlinked.stderr).to.equal(0);
+    expect(unlinked.stdout.trim()).to.match(/^created user gwen \(.*\), without a password$/);
+    expect(unlinked.stderr.trim()).to.equal(
+      'warning: gwen has no password, and a first single sign-on would make a new account rather than sign in to this one (ldap links an existing account only by e-mail, and that is off): they cannot sign in until a password is set (--password-stdin, or service-core user set-password gwen)',
+    );
 
     const listed = (await cli(env, ['--json', 'user', 'list'])).json().users;
     expect(listed.map((u: { username: string }) => u.username)).to.include.members(['admin', 'bot', 'alice']);

@@ -108,7 +108,7 @@ describe('browser: forms, messages and permissions', function () {
     await page.waitForSelector('[data-users] tr[data-username="good.name@x"]');
     const saved = page.locator('[data-list-msg]');
     expect(await saved.textContent()).to.match(
-      /^Saved good\.name@x\. good\.name@x has no password and no single sign-on provider is configured: they cannot sign in until a password is set$/,
+      /^Saved, but good\.name@x has no password and no single sign-on provider is configured: they cannot sign in until a password is set\. Edit the user to give them one\.$/,
     );
     expect(await saved.getAttribute('class')).to.include('error');
 

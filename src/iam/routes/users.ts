@@ -5,6 +5,7 @@ import type { IamComponent } from '../component.js';
 import { ApiRouter } from '../../http/api.js';
 import { callerOf, ownSession } from './caller.js';
 import { createUserSchema, patchUserSchema, publicUser, userDetailView, userFieldsOf, userView, uuidParam } from '../schemas.js';
+import type { User } from '../store.js';
 
 export const ADMIN_USERS = ADMIN_USERS_PERMISSION;
 
@@ -20,8 +21,8 @@ const usersQuery = Joi.object<{ username?: string }, true>({ username: Joi.strin
 
 /** What the users API asks of other areas. */
 export interface UserRouteOptions {
-  /** the warning for an account created without a password, or null (src/auth/settings.ts noSignInWarning) */
-  signInWarning?(user: { username: string }, hasPassword: boolean): string | null;
+  /** why nobody can sign in to an account created without a password, or null (AuthComponent.noPasswordWarning) */
+  noPasswordWarning?(user: User): Promise<string | null>;
 }
 
 const createdUserView = userView
@@ -29,7 +30,9 @@ const createdUserView = userView
     warnings: Joi.array()
       .items(Joi.string())
       .optional()
-      .description('what stops the account from being used: no password and no single sign-on to sign in through; absent when nothing does'),
+      .description(
+        'without a password: why nobody can sign in to it yet (no single sign-on configured, or none that would link it rather than make a new account); absent when a password was given or a sign-on can reach it',
+      ),
   })
   .id('CreatedUser');
 
@@ -84,7 +87,7 @@ export function userRoutes(iam: IamComponent, opts: UserRouteOptions = {}): Rout
       const user = await users.create(callerOf(ctx), userFieldsOf(body));
       ctx.status = 201;
       const view = publicUser(user, body.password ? [{ provider: 'local', providerUserId: user.username }] : []);
-      const warning = opts.signInWarning?.(user, Boolean(body.password));
+      const warning = body.password ? null : ((await opts.noPasswordWarning?.(user)) ?? null);
       return warning ? { ...view, warnings: [warning] } : view;
     },
   );

@@ -65,7 +65,7 @@ function openForm(user: UserView | null): void {
   checkUsername();
   field.displayName.value = user?.display_name ?? '';
   field.email.value = user?.email ?? '';
-  field.password.placeholder = user ? 'leave empty to keep' : 'empty: single sign-on only';
+  field.password.placeholder = user ? 'leave empty to keep' : 'empty: no password (single sign-on only)';
   field.disabled.checked = Boolean(user?.disabled);
   groupChecks(user?.groups ?? ['INT_VIEWER']);
   permissionList(user?.extra_permissions ?? []);
@@ -164,8 +164,10 @@ form.addEventListener('submit', async (e) => {
   }
   if (done) {
     form.hidden = true;
-    // an account nobody can sign in with yet (no password, no single sign-on) is said, not hidden
-    say(listMsg, [`Saved ${done.username}.`, ...(done.warnings ?? [])].join(' '), done.warnings?.length ? 'error' : 'ok');
+    // an account nobody can sign in to yet (no password, and no single sign-on that reaches it) is said, not hidden
+    const warnings = done.warnings ?? [];
+    if (warnings.length) say(listMsg, `Saved, but ${warnings.join(' ')}. Edit the user to give them one.`, 'error');
+    else say(listMsg, `Saved ${done.username}.`);
     await load();
   }
 });
