@@ -1,6 +1,6 @@
 /**
  * The statements the notification writer (src/notifications/writer.ts) stores a batch with: the
- * seq range from the counter row, and the INSERTs of new rows.
+ * counter row's lock and seq range, and the INSERTs of new rows.
  */
 import type { Knex } from 'knex';
 import { onPostgres } from '../db/knex.js';

@@ -61,7 +61,8 @@ export interface WriterDeps {
 
 /**
  * Group commit for notifications: concurrent submissions are written together, one transaction
- * per batch, one seq range per batch (one counter update), multi-row inserts. A submission is a
+ * per batch (on PostgreSQL a batch of new notifications is one statement), one seq range per
+ * batch (one counter update), multi-row inserts. A submission is a
  * group that is written whole or not at all (the bulk API's thousand items, or one notify);
  * the caller is answered once its batch committed. A group whose user is unknown or whose id
  * belongs to another audience is refused alone (NotifyError); a database error fails every group
@@ -212,10 +213,10 @@ export class NotificationWriter {
   }
 
   /**
-   * A batch of new notifications with ids of their own (no clear, no hook) on PostgreSQL: one
+   * A batch of new notifications with generated ids (no clear, no hook) on PostgreSQL: one
    * statement takes the seq range and inserts the rows, a transaction of its own. It holds the
-   * counter's row lock as the transaction of store() does, in one round trip instead of four
-   * (BEGIN, the counter, the INSERT, COMMIT): each of those waits for a turn of a busy event loop.
+   * counter's row lock as the transaction of store() does, in one round trip instead of five
+   * (BEGIN, the lock, the counter, the INSERT, COMMIT): each waits for a turn of a busy event loop.
    */
   private async storeFresh(groups: Pending[], targets: Map<string, UserRef>): Promise<Map<Pending, Committed[]>> {
     // generated ids are new: nothing to look up, nothing refused
