@@ -3,9 +3,9 @@
  * app with the service's database configuration (src/db/knex.ts: the same driver, the same pool,
  * the same SQLite pragmas), one INSERT per request, each its own transaction (autocommit), into
  * a table made from the service's own definition of `notifications` (columns and indexes). The
- * seq is a counter in this process (no counter row, no lock), the id the service's own
- * (time-ordered); no authentication, no validation
- * beyond reading the JSON, no push: everything favours the baseline.
+ * seq is a counter in this process (no counter row, no lock) and the id the service's own
+ * (time-ordered); no authentication, no validation beyond reading the JSON, no push: everything
+ * favours the baseline.
  *
  *   node --import tsx scripts/bench/plain-insert-server.ts <database url or ''> <data dir>
  *

@@ -2,7 +2,6 @@ import { createHash } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.js';
 import { FORGE_NAME, SCM_PROVIDERS, forgeRefusal, forgeSecretKey, keyOf, type WebhookSecrets } from './webhook-secrets.js';
-
 import type { CommandPath } from '../iam/commands.js';
 import { DomainError, fieldError, markRecorded } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
