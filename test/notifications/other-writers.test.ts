@@ -4,7 +4,7 @@ import path from 'node:path';
 import request from 'supertest';
 import type { ClientPush } from '../../src/bus/channels.js';
 import { OrderedFanout } from '../../src/notifications/fanout.js';
-import { adminAuth, ADMIN, startService, testEnv, type TestService } from '../support/service.js';
+import { adminAuth, ADMIN, startPeer, startService, testEnv, type TestService } from '../support/service.js';
 import { READY_TIMEOUT_MS, serviceCommand } from '../support/process.js';
 import { createUser, WsClient, type Frame } from '../gateway/helpers.js';
 import { capturingLogger } from '../sockets/helpers.js';
@@ -116,7 +116,7 @@ describe('two instances writing one id at once', function () {
   let b: TestService;
   before(async () => {
     a = await startService();
-    b = await startService({ dataDir: a.dataDir, databaseUrl: a.databaseUrl });
+    b = await startPeer(a);
   });
   after(async () => {
     await b?.stop();
