@@ -361,8 +361,8 @@ export class Service {
   }
 
   /**
-   * Stops accepting; answers every request that reaches it on a connection already open, with
-   * `Connection: close`; leaves idle connections to their peer for `idleMs` (a balancer may be
+   * Closes the WebSocket connections, then stops accepting; answers every request that reaches
+   * it, with `Connection: close`; leaves idle connections to their peer for `idleMs` (a balancer may be
    * writing a request onto one); at `graceMs` refuses (503) what is still to run or reach it, and
    * cuts what is left `refuseMs` later (src/http/drain.ts); then closes everything.
    */
@@ -372,13 +372,17 @@ export class Service {
     this.state.stopping = true;
     this.connectAbort.abort();
     const graceMs = times.graceMs ?? STOP_GRACE_MS;
-    const drained = drain(this.server, { ...times, graceMs, idleMs: times.idleMs ?? Math.min(STOP_IDLE_MS, graceMs) }, () => {
+    // upgraded sockets would keep the drain waiting; they are also most of a loaded loop's work,
+    // so the drain keeps listening until they are closed (src/http/drain.ts)
+    const wsClosed = this.gateway.close();
+    const refuse = () => {
       // too loaded to finish within the grace: answer what is left rather than have it cut
       this.log.warn({ grace_ms: graceMs }, 'stop: the grace ran out; refusing what has not run yet');
       this.state.refusing = true;
       this.notifications.refuseWrites();
-    });
-    await this.gateway.close(); // upgraded sockets would keep the drain waiting
+    };
+    const drained = drain(this.server, { ...times, graceMs, idleMs: times.idleMs ?? Math.min(STOP_IDLE_MS, graceMs) }, refuse, wsClosed);
+    await wsClosed;
     await drained;
     this.relay?.stop(); // the requests in flight saw what the CLI changed; nothing relayed reaches the parts as they stop
     this.auth.stop();

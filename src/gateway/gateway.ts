@@ -57,7 +57,6 @@ export class Gateway implements ClientChannels {
   private revalidator: NodeJS.Timeout | null = null;
   private closing = false;
   private readonly upgradeListener = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void this.handleUpgrade(req, socket, head);
-  private server: http.Server | null = null;
   /** counters for tests and metrics */
   readonly stats = { accepted: 0, slowClosed: 0, deadDropped: 0, refused: 0 };
   /** what a client frame's dispatch needs (src/gateway/dispatch.ts) */
@@ -106,7 +105,6 @@ export class Gateway implements ClientChannels {
 
   /** Takes over the 'upgrade' event of the service's HTTP server and starts the heartbeat. */
   attach(server: http.Server): void {
-    this.server = server;
     server.on('upgrade', this.upgradeListener);
     this.setHeartbeat(this.options.heartbeatMs);
     this.revalidator = setInterval(() => void this.revalidate(), this.options.revalidateMs);
@@ -188,7 +186,7 @@ export class Gateway implements ClientChannels {
       pathname = '';
     }
     if (pathname !== this.options.path) return this.reject(socket, 404, 'not_found', 'no WebSocket endpoint here');
-    if (this.closing || this.deps.state.stopping) return this.reject(socket, 503, 'unavailable', 'shutting down');
+    if (this.closing || this.deps.state.stopping) return this.reject(socket, 503, 'unavailable', 'shutting down', { 'Retry-After': '1' });
     if (!this.deps.state.iamReady) return this.reject(socket, 503, 'booting', 'the service is starting', { 'Retry-After': '5' });
 
     let result: UpgradeAuthResult;
@@ -340,7 +338,8 @@ export class Gateway implements ClientChannels {
     this.closing = true;
     if (this.heartbeat) clearInterval(this.heartbeat);
     if (this.revalidator) clearInterval(this.revalidator);
-    this.server?.off('upgrade', this.upgradeListener);
+    // the upgrade listener stays: an upgrade that still arrives while the server drains is refused
+    // (503, which a balancer passes to another instance) instead of reaching the app as a plain GET
     const sockets = [...this.all].map((c) => c.ws);
     for (const conn of [...this.all]) this.unregister(conn);
     // 1012 (service restart): clients reconnect, to this instance's successor or another one

@@ -82,29 +82,56 @@ export interface DrainTimes {
   refuseMs?: number;
 }
 
+/** Runs `fn` once a whole poll phase of the event loop (where it accepts connections and reads sockets) has run from now. */
+function afterAPoll(fn: () => void): void {
+  // an immediate set in the check phase runs in the next turn's: a poll phase lies between, wherever this is called from
+  setImmediate(() => setImmediate(fn));
+}
+
 /**
- * Drains the server: stops listening, answers every request on a connection already open
- * (closing it after the answer, with drainableServer), leaves idle connections to their peer for
- * `idleMs` (then closes them). At `graceMs` calls `refuse` (from then on the owner answers 503
- * without running a request), closes what is idle once the loop has read its sockets, and cuts
+ * Drains the server: answers every request that reaches it (closing its connection after the
+ * answer, with drainableServer), leaves idle connections to their peer for `idleMs` (then closes
+ * them), and stops listening once `unloaded` has settled (the owner's WebSocket connections
+ * closed) and the loop has then accepted what waits in the listening socket's backlog. At
+ * `graceMs` calls `refuse` (from then on the owner answers 503 without running a request), stops
+ * listening if it still does, closes what is idle once the loop has read its sockets, and cuts
  * whatever is left `refuseMs` later.
  * Resolves once every connection is gone. A WebSocket connection is its owner's to close.
  */
-export async function drain(server: http.Server, times: DrainTimes, refuse: () => void = () => undefined): Promise<void> {
+export async function drain(
+  server: http.Server,
+  times: DrainTimes,
+  refuse: () => void = () => undefined,
+  unloaded: Promise<unknown> = Promise.resolve(),
+): Promise<void> {
   const { graceMs, idleMs, refuseMs = STOP_REFUSE_MS } = times;
   // net.Server's close stops listening and waits for the open connections; http.Server's own
   // close() would also close the idle ones at once, under the request a balancer may be
-  // writing onto one at that very moment (a POST so cut is not sent again: a 502). It stops
-  // listening once the loop has accepted what waits in the listening socket's backlog: closing
-  // it resets every connection still queued there (seconds of them on a loop running late),
-  // each with the request a balancer has already written onto it.
-  const closed = new Promise<void>((resolve) => setImmediate(() => net.Server.prototype.close.call(server, () => resolve())));
+  // writing onto one at that very moment (a POST so cut is not sent again: a 502).
+  // Closing the listening socket resets every connection queued in its backlog, each with the
+  // request a balancer has already written onto it (a 502 again). A loop running late (seconds,
+  // under the load of its WebSocket connections) accepts late, and the backlog is long, even
+  // overflowing; so the socket closes once that load is gone and a poll phase has accepted what
+  // waited, when the backlog is short and emptied at once. Until then new connections are
+  // accepted and their requests run (an upgrade is refused, 503, by its owner); a balancer that
+  // finds the socket closed sends the request to another instance.
+  let stopListening!: () => void;
+  const closed = new Promise<void>((resolve) => {
+    let once = false;
+    stopListening = () => {
+      if (once) return;
+      once = true;
+      afterAPoll(() => net.Server.prototype.close.call(server, () => resolve()));
+    };
+  });
+  void unloaded.then(stopListening, stopListening);
   const cancels: Array<() => void> = [];
   if (idleMs <= 0) server.closeIdleConnections();
   else if (idleMs < graceMs) cancels.push(afterReads(idleMs, () => server.closeIdleConnections()));
   const graceEnd = setTimeout(() => {
     // before the loop reads what arrived meanwhile: a request read from now on is refused
     refuse();
+    stopListening();
     const closeIdle = setImmediate(() => server.closeIdleConnections());
     cancels.push(
       () => clearImmediate(closeIdle),

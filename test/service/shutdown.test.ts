@@ -300,6 +300,73 @@ describe('a stop on an instance running late (its event loop held up by load)', 
     expect(await stored('in the backlog')).to.equal(1);
   });
 
+  it('a connection that completes its handshake in the poll phase where the stop begins (as a SIGTERM does) is accepted and answered, not reset', async () => {
+    svc = await startService();
+    const body = JSON.stringify({ title: 'in the poll phase', message: 'm' });
+    let answer!: Promise<{ head: string; body: string }>;
+    let stopped!: Promise<void>;
+    // an I/O callback runs in the loop's poll phase, as a signal's handler does; the connection is
+    // queued in the listening socket's backlog after this phase's accepts, before its check phase
+    await new Promise<void>((resolve) =>
+      fs.stat(os.tmpdir(), () => {
+        const sock = net.connect(Number(new URL(svc!.url).port), '127.0.0.1');
+        answer = answerOf(sock);
+        sock.write(notifyRequest(body) + body);
+        stopped = svc!.service.stop({ graceMs: 5000, idleMs: 5000 });
+        resolve();
+      }),
+    );
+    const { head, body: text } = await answer;
+    expect(head).to.match(/^HTTP\/1\.1 202 /);
+    expect(JSON.parse(text).seq).to.be.a('number');
+    await stopped;
+    expect(await stored('in the poll phase')).to.equal(1);
+  });
+
+  it('keeps listening while its WebSocket connections close, runs a request that comes meanwhile and refuses an upgrade (503), then stops listening', async () => {
+    svc = await startService();
+    const port = Number(new URL(svc.url).port);
+    // a WebSocket client that never answers the close handshake: the gateway waits for it (1 s)
+    const ws = net.connect(port, '127.0.0.1');
+    const upgraded = new Promise<string>((resolve) => {
+      let text = '';
+      ws.on('data', (d: Buffer) => {
+        text += d.toString('latin1');
+        if (text.includes('\r\n\r\n')) resolve(text);
+      });
+    });
+    ws.write(
+      `GET /ws HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${adminAuth()}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+    );
+    expect(await upgraded).to.match(/^HTTP\/1\.1 101 /);
+    const wsGone = new Promise((r) => ws.once('close', r));
+    const stopped = svc.service.stop({ graceMs: 5000, idleMs: 5000 });
+    await new Promise((r) => setTimeout(r, 200));
+
+    const sock = net.connect(port, '127.0.0.1');
+    const answer = answerOf(sock);
+    const body = JSON.stringify({ title: 'while the WebSockets close', message: 'm' });
+    sock.write(notifyRequest(body) + body);
+    const { head, body: text } = await answer;
+    expect(head).to.match(/^HTTP\/1\.1 202 /);
+    expect(head).to.match(/\r\nConnection: close/i);
+    expect(JSON.parse(text).seq).to.be.a('number');
+
+    const again = net.connect(port, '127.0.0.1');
+    const refusedUpgrade = answerOf(again);
+    again.write(
+      `GET /ws HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${adminAuth()}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+    );
+    const refused = await refusedUpgrade;
+    expect(refused.head).to.match(/^HTTP\/1\.1 503 /);
+    expect(refused.head).to.match(/\r\nRetry-After: 1/i);
+
+    await wsGone;
+    await refusesConnections(port);
+    await stopped;
+    expect(await stored('while the WebSockets close')).to.equal(1);
+  });
+
   it('a request that arrived unread on an idle connection when the idle timer came due is answered, not reset', async () => {
     svc = await startService();
     const sock = await idleConnection();
