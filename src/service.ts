@@ -13,7 +13,7 @@ import { createDb, DbHealth, dbErrorText, dialectOf, probeDb, type Knex } from '
 import { createDatabaseHint, isMissingDatabase } from './db/create-database.js';
 import { VERSION } from './version.js';
 import { createHttpApp, mountRouters, type BootState } from './http/app.js';
-import { drain, drainableServer, STOP_GRACE_MS, STOP_IDLE_MS, type DrainTimes } from './http/drain.js';
+import { drain, drainableServer, LISTEN_BACKLOG, STOP_GRACE_MS, STOP_IDLE_MS, type DrainTimes } from './http/drain.js';
 import { webSessionMiddleware } from './auth/web-session.js';
 import type { IamComponent } from './iam/component.js';
 import type { AuthComponent } from './auth/component.js';
@@ -264,7 +264,7 @@ export class Service {
   async start(): Promise<void> {
     await new Promise<void>((resolve, reject) => {
       this.server.once('error', reject);
-      this.server.listen(this.config.port, this.config.host, () => {
+      this.server.listen({ port: this.config.port, host: this.config.host, backlog: LISTEN_BACKLOG }, () => {
         this.server.off('error', reject);
         resolve();
       });

@@ -13,6 +13,17 @@ import net from 'node:net';
 export const KEEP_ALIVE_MS = 65_000;
 
 /**
+ * The listening socket's queue of connections waiting to be accepted: the kernel's own limit
+ * (net.core.somaxconn, 4096 on current Linux, caps it), not Node's 511. A loop running late
+ * under a reconnection storm accepts late; once the queue is full the kernel drops the final
+ * ACK of a handshake the peer already counts as done, and a balancer writes its request onto a
+ * connection that is not there yet: it waits for the handshake to be retried, and the stop's
+ * closing of the socket resets it (nginx: 502 for a POST). Queued instead, it is accepted and
+ * answered.
+ */
+export const LISTEN_BACKLOG = 65_535;
+
+/**
  * How long a stop leaves a connection idle at its start to its peer: 2 s past a balancer's own
  * idle keep-alive (4 s in docs/deploy/nginx.conf and the Caddyfile; the deploy tests hold them at
  * least STOP_IDLE_MARGIN_MS below this), so that by then a balancer has closed each of its idle

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import fs from 'node:fs';
@@ -10,7 +10,7 @@ import { DomainError } from '../../src/errors.js';
 import { capturingLogger, eventually } from '../sockets/helpers.js';
 import { createDb } from '../../src/db/knex.js';
 import { READY_TIMEOUT_MS, serviceCommand, spawnService, type ServiceProcess } from '../support/process.js';
-import { STOP_GRACE_MS, STOP_IDLE_MS } from '../../src/http/drain.js';
+import { LISTEN_BACKLOG, STOP_GRACE_MS, STOP_IDLE_MS } from '../../src/http/drain.js';
 
 /** Resolves once nothing listens on the port any more: the stop has begun. */
 async function refusesConnections(port: number): Promise<void> {
@@ -298,6 +298,16 @@ describe('a stop on an instance running late (its event loop held up by load)', 
     expect(JSON.parse(text).seq).to.be.a('number');
     await stopped;
     expect(await stored('in the backlog')).to.equal(1);
+  });
+
+  it("listens with the kernel's longest queue of connections waiting to be accepted, not Node's 511", async () => {
+    svc = await startService();
+    // ss shows a listening socket's queue limit as its Send-Q
+    const port = new URL(svc.url).port;
+    const line = execFileSync('ss', ['-ltnH', `sport = :${port}`], { encoding: 'utf8' }).trim();
+    const somaxconn = Number(fs.readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
+    expect(Number(line.split(/\s+/)[2]), line).to.equal(Math.min(somaxconn, LISTEN_BACKLOG));
+    expect(Math.min(somaxconn, LISTEN_BACKLOG)).to.be.above(511);
   });
 
   it('a connection that completes its handshake in the poll phase where the stop begins (as a SIGTERM does) is accepted and answered, not reset', async () => {
