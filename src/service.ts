@@ -382,7 +382,9 @@ export class Service {
       this.notifications.refuseWrites();
     };
     const drained = drain(this.server, { ...times, graceMs, idleMs: times.idleMs ?? Math.min(STOP_IDLE_MS, graceMs) }, refuse, wsClosed);
-    await wsClosed;
+    // a gateway that failed to close still leaves the drain to finish what it holds
+    const [closing] = await Promise.allSettled([wsClosed]);
+    if (closing.status === 'rejected') this.log.error({ err: closing.reason }, 'stop: closing the WebSocket connections failed');
     await drained;
     this.relay?.stop(); // the requests in flight saw what the CLI changed; nothing relayed reaches the parts as they stop
     this.auth.stop();

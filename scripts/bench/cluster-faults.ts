@@ -14,6 +14,8 @@
  *
  *   npm run bench:faults [-- --clients 5000 --rate 20 --quiet 20 --settle 10]
  */
+import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import { adminAuth } from '../../test/support/service.js';
 import { sleep, startCluster } from '../../test/cluster/harness.js';
@@ -62,8 +64,11 @@ async function main() {
     const caster = new Broadcaster(origin, adminAuth(), RATE, () => c.phase);
     const faults: Fault[] = [];
     const names = ['fault-free', 'Redis restart', 'PostgreSQL down 5 s', 'SIGKILL + start', 'rolling restart (SIGTERM)', 'fault-free again'];
+    // connections the kernel dropped from a full accept queue, machine-wide, at each phase's start
+    const overflows: number[] = [];
     const fault = async (phase: number, action: () => Promise<void>) => {
       c.phase = phase;
+      overflows[phase] = listenOverflows();
       const f: Fault = { phase, name: names[phase]!, start: Date.now(), end: 0, allBackMs: null, caughtUpMs: null };
       console.error(`phase ${phase}: ${f.name}`);
       await action();
@@ -80,6 +85,7 @@ async function main() {
       faults.push(f);
     };
     caster.start();
+    overflows[0] = listenOverflows();
     await sleep(QUIET_S * 1000);
     await fault(1, async () => {
       await cluster.redis.kill();
@@ -95,19 +101,22 @@ async function main() {
       await cluster.instances[1]!.kill('SIGKILL');
       await cluster.instances[1]!.start();
     });
-    // when each instance of the rolling restart got SIGTERM, was gone, and was ready again
-    const rolling: { name: string; term: number; exited: number; ready: number }[] = [];
+    // when each instance of the rolling restart got SIGTERM, stopped listening, was gone, and was ready again
+    const rolling: { name: string; term: number; unlistened: number | null; exited: number; ready: number }[] = [];
     await fault(4, async () => {
       for (const inst of cluster.instances) {
         const term = Date.now();
-        const exit = await inst.kill('SIGTERM');
+        const exiting = inst.kill('SIGTERM');
+        const unlistened = await Promise.race([refusedFrom(inst.port), exiting.then(() => null)]);
+        const exit = await exiting;
         const exited = Date.now();
         if (exit.code !== 0) console.error(`${inst.name} exited with ${JSON.stringify(exit)}`);
         await inst.start();
-        rolling.push({ name: inst.name, term, exited, ready: Date.now() });
+        rolling.push({ name: inst.name, term, unlistened, exited, ready: Date.now() });
       }
     });
     c.phase = 5;
+    overflows[5] = listenOverflows();
     const phase5 = Date.now();
     await sleep(QUIET_S * 1000);
     await caster.stop();
@@ -174,10 +183,19 @@ async function main() {
       }
       console.log(`answers, ${names[p]}: ${[...byStatus].map(([k, n]) => `${k}: ${n}`).join(', ')}`);
     }
+    overflows[6] = listenOverflows();
+    console.log(
+      `connections dropped from a full accept queue (the machine's TcpExtListenOverflows), by phase: ${names.map((n, p) => `${n} ${overflows[p + 1]! - overflows[p]!}`).join(', ')}`,
+    );
     console.log(`acknowledged notifications: ${acked.length}`);
     console.log(`faults began at ${faults.map((f) => `${at(f.start)} s (${f.name})`).join(', ')}`);
     console.log(
-      `rolling restart: ${rolling.map((r) => `${r.name} SIGTERM at ${at(r.term)} s, gone at ${at(r.exited)} s, ready at ${at(r.ready)} s`).join('; ')}`,
+      `rolling restart: ${rolling
+        .map(
+          (r) =>
+            `${r.name} SIGTERM at ${at(r.term)} s, not listening at ${r.unlistened ? `${at(r.unlistened)} s` : '-'}, gone at ${at(r.exited)} s, ready at ${at(r.ready)} s`,
+        )
+        .join('; ')}`,
     );
     for (let p = 0; p < names.length; p++) {
       const other = sentIn(p).filter((x) => x.status !== 202 && x.status !== 503);
@@ -197,6 +215,16 @@ async function main() {
       kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
     }
     for (const [kind, n] of [...kinds].sort((a, b) => b[1] - a[1])) console.log(`  ${String(n).padStart(5)} x ${kind.slice(0, 200)}`);
+    // the lines about a request other than an upgrade (a POST's 502 has one), with the instance it went to
+    const named = (l: string) => cluster.instances.reduce((line, i) => line.replace(`127.0.0.1:${i.port}/`, `${i.name}/`), l);
+    const posts = said.filter((l) => /request: "(?!GET \/ws )/.test(l));
+    if (posts.length) console.log(`  about requests other than upgrades (${posts.length}), the first ones:`);
+    for (const l of posts.slice(0, 8))
+      console.log(
+        `  ${named(l)
+          .replace(/, client: .*?(, request)/, '$1')
+          .slice(0, 240)}`,
+      );
     if (said.length) console.log('  the last ones:');
     for (const l of said.slice(-8)) console.log(`  ${l.replace(/, client: .*?(, request)/, '$1').slice(0, 240)}`);
     console.log(
@@ -205,6 +233,31 @@ async function main() {
   } finally {
     await clients?.close(2000);
     await cluster.destroy();
+  }
+}
+
+/** The kernel's count of connections dropped because a listening socket's accept queue was full. */
+function listenOverflows(): number {
+  const [head, values] = fs
+    .readFileSync('/proc/net/netstat', 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('TcpExt:'));
+  const at = head!.split(' ').indexOf('ListenOverflows');
+  return Number(values!.split(' ')[at]);
+}
+
+/** When a connection to the port is first refused (every 20 ms): the instance stopped listening. */
+async function refusedFrom(port: number): Promise<number> {
+  for (;;) {
+    const refused = await new Promise<boolean>((resolve) => {
+      const s = net.connect(port, '127.0.0.1', () => {
+        s.destroy();
+        resolve(false);
+      });
+      s.once('error', () => resolve(true));
+    });
+    if (refused) return Date.now();
+    await sleep(20);
   }
 }
 

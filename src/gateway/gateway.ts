@@ -209,7 +209,9 @@ export class Gateway implements ClientChannels {
       this.stats.refused++;
       return this.reject(socket, 401, 'unauthorized', result.message, { 'WWW-Authenticate': 'Bearer, Basic realm="service"' });
     }
-    if (socket.destroyed || this.closing) return;
+    if (socket.destroyed) return;
+    // closed while this upgrade was authenticated: answered, so that neither the peer nor the drain waits for it
+    if (this.closing) return this.reject(socket, 503, 'unavailable', 'shutting down', { 'Retry-After': '1' });
     const identity = result.identity;
     const ip = this.deps.clientAddress?.(req) ?? null;
     this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, identity, ip, socket));
@@ -225,6 +227,9 @@ export class Gateway implements ClientChannels {
       `Content-Length: ${Buffer.byteLength(body)}`,
       ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
     ];
+    // closed once the answer is written: a socket handed to 'upgrade' is no longer the HTTP
+    // server's to close, and one its peer leaves half-open would hold a stop's drain
+    socket.once('finish', () => socket.destroy());
     socket.end(`${lines.join('\r\n')}\r\n\r\n${body}`);
   }
 

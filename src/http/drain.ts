@@ -18,8 +18,7 @@ export const KEEP_ALIVE_MS = 65_000;
  * under a reconnection storm accepts late; once the queue is full the kernel drops the final
  * ACK of a handshake the peer already counts as done, and a balancer writes its request onto a
  * connection that is not there yet: it waits for the handshake to be retried, and the stop's
- * closing of the socket resets it (nginx: 502 for a POST). Queued instead, it is accepted and
- * answered.
+ * closing of the socket resets it (nginx: 502 for a POST). A longer queue overflows later.
  */
 export const LISTEN_BACKLOG = 65_535;
 
@@ -49,6 +48,23 @@ export const STOP_GRACE_MS = 8000;
  */
 export const STOP_REFUSE_MS = 1000;
 
+/** When each open connection of a drainableServer was accepted (performance.now()). */
+const acceptedAt = new WeakMap<http.Server, Map<net.Socket, number>>();
+
+/** How long a drain lets a connection stay silent after it was accepted before taking it for one nobody will use. */
+const SILENT_MS = 1000;
+
+/**
+ * Closes the server's idle connections, and those that have not sent a byte in the SILENT_MS
+ * since they were accepted: Node counts a connection that never sent a request as busy, so one a
+ * client opened and left unused (a browser's preconnect) would hold the drain until its cut.
+ */
+function closeIdle(server: http.Server): void {
+  server.closeIdleConnections();
+  const now = performance.now();
+  for (const [socket, at] of acceptedAt.get(server) ?? []) if (socket.bytesRead === 0 && now - at >= SILENT_MS) socket.destroy();
+}
+
 /**
  * An HTTP server whose answers, once `draining()` holds, carry `Connection: close` and close
  * their connection: every answer, whatever wrote it (the app, its error path, the health checks).
@@ -66,6 +82,12 @@ export function drainableServer(listener: http.RequestListener, draining: () => 
   }
   const server = http.createServer({ ServerResponse: ClosingWhenDraining }, listener);
   server.keepAliveTimeout = KEEP_ALIVE_MS;
+  const accepted = new Map<net.Socket, number>();
+  acceptedAt.set(server, accepted);
+  server.on('connection', (socket: net.Socket) => {
+    accepted.set(socket, performance.now());
+    socket.once('close', () => accepted.delete(socket));
+  });
   return server;
 }
 
@@ -102,7 +124,7 @@ function afterAPoll(fn: () => void): void {
 /**
  * Drains the server: answers every request that reaches it (closing its connection after the
  * answer, with drainableServer), leaves idle connections to their peer for `idleMs` (then closes
- * them), and stops listening once `unloaded` has settled (the owner's WebSocket connections
+ * them, and those that never sent a byte), and stops listening once `unloaded` has settled (the owner's WebSocket connections
  * closed) and the loop has then accepted what waits in the listening socket's backlog. At
  * `graceMs` calls `refuse` (from then on the owner answers 503 without running a request), stops
  * listening if it still does, closes what is idle once the loop has read its sockets, and cuts
@@ -121,11 +143,13 @@ export async function drain(
   // writing onto one at that very moment (a POST so cut is not sent again: a 502).
   // Closing the listening socket resets every connection queued in its backlog, each with the
   // request a balancer has already written onto it (a 502 again). A loop running late (seconds,
-  // under the load of its WebSocket connections) accepts late, and the backlog is long, even
-  // overflowing; so the socket closes once that load is gone and a poll phase has accepted what
-  // waited, when the backlog is short and emptied at once. Until then new connections are
+  // under the load of its WebSocket connections) accepts late and its queue is long then; so the
+  // socket closes once that load is gone and a poll phase has accepted what waited. What completes
+  // its handshake during that last poll phase, or still waits for the kernel to complete it (a
+  // queue that overflowed), is reset all the same: only a balancer told to stop sending to the
+  // instance first avoids that (docs/deploy.md). Until the socket closes, new connections are
   // accepted and their requests run (an upgrade is refused, 503, by its owner); a balancer that
-  // finds the socket closed sends the request to another instance.
+  // finds it closed sends the request to another instance.
   let stopListening!: () => void;
   const closed = new Promise<void>((resolve) => {
     let once = false;
@@ -137,15 +161,15 @@ export async function drain(
   });
   void unloaded.then(stopListening, stopListening);
   const cancels: Array<() => void> = [];
-  if (idleMs <= 0) server.closeIdleConnections();
-  else if (idleMs < graceMs) cancels.push(afterReads(idleMs, () => server.closeIdleConnections()));
+  if (idleMs <= 0) closeIdle(server);
+  else if (idleMs < graceMs) cancels.push(afterReads(idleMs, () => closeIdle(server)));
   const graceEnd = setTimeout(() => {
     // before the loop reads what arrived meanwhile: a request read from now on is refused
     refuse();
     stopListening();
-    const closeIdle = setImmediate(() => server.closeIdleConnections());
+    const idleClose = setImmediate(() => closeIdle(server));
     cancels.push(
-      () => clearImmediate(closeIdle),
+      () => clearImmediate(idleClose),
       afterReads(refuseMs, () => server.closeAllConnections()),
     );
   }, graceMs);

@@ -333,9 +333,10 @@ describe('a stop on an instance running late (its event loop held up by load)', 
     expect(await stored('in the poll phase')).to.equal(1);
   });
 
-  it('keeps listening while its WebSocket connections close, runs a request that comes meanwhile and refuses an upgrade (503), then stops listening', async () => {
+  it('keeps listening while its WebSocket connections close: runs a request that comes meanwhile, refuses an upgrade (503) and closes it though its peer stays, then stops', async () => {
     svc = await startService();
     const port = Number(new URL(svc.url).port);
+    const upgrade = `GET /ws HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${adminAuth()}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`;
     // a WebSocket client that never answers the close handshake: the gateway waits for it (1 s)
     const ws = net.connect(port, '127.0.0.1');
     const upgraded = new Promise<string>((resolve) => {
@@ -345,36 +346,68 @@ describe('a stop on an instance running late (its event loop held up by load)', 
         if (text.includes('\r\n\r\n')) resolve(text);
       });
     });
-    ws.write(
-      `GET /ws HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${adminAuth()}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
-    );
+    ws.write(upgrade);
     expect(await upgraded).to.match(/^HTTP\/1\.1 101 /);
     const wsGone = new Promise((r) => ws.once('close', r));
+    const started = performance.now();
     const stopped = svc.service.stop({ graceMs: 5000, idleMs: 5000 });
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 100));
 
+    // both at once, while the gateway waits for its client
     const sock = net.connect(port, '127.0.0.1');
     const answer = answerOf(sock);
     const body = JSON.stringify({ title: 'while the WebSockets close', message: 'm' });
     sock.write(notifyRequest(body) + body);
+    // a peer that keeps its side open after the answer (allowHalfOpen): the service closes it anyway
+    const late = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    let refused = '';
+    late.setEncoding('utf8');
+    late.on('data', (d: string) => (refused += d));
+    const lateAnswered = new Promise((r) => late.once('end', r));
+    late.write(upgrade);
+
     const { head, body: text } = await answer;
     expect(head).to.match(/^HTTP\/1\.1 202 /);
     expect(head).to.match(/\r\nConnection: close/i);
     expect(JSON.parse(text).seq).to.be.a('number');
-
-    const again = net.connect(port, '127.0.0.1');
-    const refusedUpgrade = answerOf(again);
-    again.write(
-      `GET /ws HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${adminAuth()}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
-    );
-    const refused = await refusedUpgrade;
-    expect(refused.head).to.match(/^HTTP\/1\.1 503 /);
-    expect(refused.head).to.match(/\r\nRetry-After: 1/i);
+    await lateAnswered;
+    expect(refused).to.match(/^HTTP\/1\.1 503 /);
+    expect(refused).to.match(/\r\nRetry-After: 1/i);
 
     await wsGone;
     await refusesConnections(port);
-    await stopped;
+    // not held past the grace (5 s) by the refused upgrade's connection, its peer's side still open
+    const ended = await Promise.race([stopped.then(() => 'stopped'), new Promise((r) => setTimeout(() => r('still draining'), 4000))]);
+    late.destroy();
+    expect(ended).to.equal('stopped');
+    expect(performance.now() - started).to.be.below(4000);
     expect(await stored('while the WebSockets close')).to.equal(1);
+  });
+
+  it('an upgrade still being authenticated when the stop closes the gateway is answered 503, not left open', async () => {
+    svc = await startService();
+    const auth = svc.service.auth.authenticator as unknown as { fromHeaders: (...args: unknown[]) => Promise<unknown> };
+    const fromHeaders = auth.fromHeaders.bind(auth);
+    let entered!: () => void;
+    const inside = new Promise<void>((r) => (entered = r));
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    // the upgrade's authentication held until the stop has begun
+    auth.fromHeaders = async (...args) => (entered(), await held, fromHeaders(...args));
+    const sock = net.connect(Number(new URL(svc.url).port), '127.0.0.1');
+    const answer = answerOf(sock);
+    sock.write(
+      `GET /ws HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${adminAuth()}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+    );
+    await inside;
+    const stopped = svc.service.stop({ graceMs: 5000, idleMs: 5000 });
+    release();
+    const { head } = await answer;
+    expect(head).to.match(/^HTTP\/1\.1 503 /);
+    expect(head).to.match(/\r\nRetry-After: 1/i);
+    const started = performance.now();
+    await stopped;
+    expect(performance.now() - started).to.be.below(4000);
   });
 
   it('a request that arrived unread on an idle connection when the idle timer came due is answered, not reset', async () => {

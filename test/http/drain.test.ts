@@ -1,0 +1,70 @@
+import { expect } from 'chai';
+import type http from 'node:http';
+import net from 'node:net';
+import { drain, drainableServer } from '../../src/http/drain.js';
+
+/** A drainable server answering 200 on a free loopback port; `draining` turns its answers to `Connection: close`. */
+async function listening(): Promise<{ server: http.Server; port: number; stopping: { now: boolean } }> {
+  const stopping = { now: false };
+  const server = drainableServer(
+    (_req, res) => res.end('ok'),
+    () => stopping.now,
+  );
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, port: (server.address() as net.AddressInfo).port, stopping };
+}
+
+describe('drain (src/http/drain.ts)', () => {
+  let server: http.Server | undefined;
+  afterEach(() => {
+    server?.closeAllConnections();
+    server?.close();
+  });
+
+  it('keeps listening until what loads the loop has settled, then stops once a poll phase has run', async () => {
+    const s = await listening();
+    server = s.server;
+    s.stopping.now = true;
+    let settle!: () => void;
+    const unloaded = new Promise<void>((resolve) => (settle = resolve));
+    const drained = drain(s.server, { graceMs: 5000, idleMs: 5000 }, undefined, unloaded);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(s.server.listening, 'listening while the load is there').to.equal(true);
+    settle();
+    await Promise.resolve();
+    // not in the turn it settled in: what waits in the listening socket's queue is accepted first
+    await new Promise((r) => setImmediate(r));
+    expect(s.server.listening).to.equal(true);
+    await drained;
+    expect(s.server.listening).to.equal(false);
+  });
+
+  it('stops listening at the grace end when the load never settles', async () => {
+    const s = await listening();
+    server = s.server;
+    s.stopping.now = true;
+    let refused = false;
+    const started = performance.now();
+    await drain(s.server, { graceMs: 300, idleMs: 300, refuseMs: 100 }, () => (refused = true), new Promise<void>(() => undefined));
+    expect(refused).to.equal(true);
+    expect(s.server.listening).to.equal(false);
+    expect(performance.now() - started).to.be.below(2000);
+  });
+
+  it('closes a connection that never sent a byte at the idle close, instead of holding the drain to its cut', async () => {
+    const s = await listening();
+    server = s.server;
+    const silent = net.connect(s.port, '127.0.0.1');
+    silent.on('error', () => undefined);
+    await new Promise((r) => silent.once('connect', r));
+    const closed = new Promise<number>((resolve) => silent.once('close', () => resolve(performance.now())));
+    // a second's silence before the idle close: not a balancer about to write
+    await new Promise((r) => setTimeout(r, 1100));
+    s.stopping.now = true;
+    const started = performance.now();
+    await drain(s.server, { graceMs: 5000, idleMs: 200 });
+    const took = performance.now() - started;
+    expect(took).to.be.below(2000);
+    expect((await closed) - started).to.be.below(2000);
+  });
+});
