@@ -48,8 +48,12 @@ export const STOP_GRACE_MS = 8000;
  */
 export const STOP_REFUSE_MS = 1000;
 
-/** When each open connection of a drainableServer was accepted (performance.now()). */
-const acceptedAt = new WeakMap<http.Server, Map<net.Socket, number>>();
+/** A drainableServer's connections: when each open one was accepted (performance.now()), and how many it has accepted. */
+interface Accepts {
+  open: Map<net.Socket, number>;
+  count: number;
+}
+const accepts = new WeakMap<http.Server, Accepts>();
 
 /** How long a drain lets a connection stay silent after it was accepted before taking it for one nobody will use. */
 const SILENT_MS = 1000;
@@ -62,7 +66,7 @@ const SILENT_MS = 1000;
 function closeIdle(server: http.Server): void {
   server.closeIdleConnections();
   const now = performance.now();
-  for (const [socket, at] of acceptedAt.get(server) ?? []) if (socket.bytesRead === 0 && now - at >= SILENT_MS) socket.destroy();
+  for (const [socket, at] of accepts.get(server)?.open ?? []) if (socket.bytesRead === 0 && now - at >= SILENT_MS) socket.destroy();
 }
 
 /**
@@ -82,11 +86,12 @@ export function drainableServer(listener: http.RequestListener, draining: () => 
   }
   const server = http.createServer({ ServerResponse: ClosingWhenDraining }, listener);
   server.keepAliveTimeout = KEEP_ALIVE_MS;
-  const accepted = new Map<net.Socket, number>();
-  acceptedAt.set(server, accepted);
+  const mine: Accepts = { open: new Map(), count: 0 };
+  accepts.set(server, mine);
   server.on('connection', (socket: net.Socket) => {
-    accepted.set(socket, performance.now());
-    socket.once('close', () => accepted.delete(socket));
+    mine.count++;
+    mine.open.set(socket, performance.now());
+    socket.once('close', () => mine.open.delete(socket));
   });
   return server;
 }
@@ -115,20 +120,33 @@ export interface DrainTimes {
   refuseMs?: number;
 }
 
-/** Runs `fn` once a whole poll phase of the event loop (where it accepts connections and reads sockets) has run from now. */
-function afterAPoll(fn: () => void): void {
-  // an immediate set in the check phase runs in the next turn's: a poll phase lies between, wherever this is called from
-  setImmediate(() => setImmediate(fn));
+/**
+ * Stops the server listening once its listening socket's queue is empty: after a turn of the
+ * event loop whose poll phase accepted no connection (Node 20's libuv accepts one connection a
+ * turn, however many wait), or at once when `now()` says so. An immediate set in the check phase
+ * runs in the next turn's, so a poll phase lies between two looks at the count.
+ */
+function closeWhenQueueEmpty(server: http.Server, now: () => boolean, closed: () => void): void {
+  const mine = accepts.get(server);
+  let seen = -1;
+  const look = () => {
+    const count = mine?.count ?? 0;
+    if (count === seen || now()) return void net.Server.prototype.close.call(server, closed);
+    seen = count;
+    setImmediate(look);
+  };
+  setImmediate(look);
 }
 
 /**
  * Drains the server: answers every request that reaches it (closing its connection after the
  * answer, with drainableServer), leaves idle connections to their peer for `idleMs` (then closes
- * them, and those that never sent a byte), and stops listening once `unloaded` has settled (the owner's WebSocket connections
- * closed) and the loop has then accepted what waits in the listening socket's backlog. At
- * `graceMs` calls `refuse` (from then on the owner answers 503 without running a request), stops
- * listening if it still does, closes what is idle once the loop has read its sockets, and cuts
- * whatever is left `refuseMs` later.
+ * them, and those that never sent a byte), and stops listening once `unloaded` has settled (the
+ * owner's WebSocket connections closed) and the loop has then accepted every connection waiting
+ * in the listening socket's queue. At `graceMs` calls `refuse` (from then on the owner answers 503
+ * without running a request), stops listening if it still does (what still waits is reset),
+ * closes what is idle once the loop has read its sockets, and cuts whatever is left `refuseMs`
+ * later.
  * Resolves once every connection is gone. A WebSocket connection is its owner's to close.
  */
 export async function drain(
@@ -142,21 +160,23 @@ export async function drain(
   // close() would also close the idle ones at once, under the request a balancer may be
   // writing onto one at that very moment (a POST so cut is not sent again: a 502).
   // Closing the listening socket resets every connection queued in its backlog, each with the
-  // request a balancer has already written onto it (a 502 again). A loop running late (seconds,
-  // under the load of its WebSocket connections) accepts late and its queue is long then; so the
-  // socket closes once that load is gone and a poll phase has accepted what waited. What completes
-  // its handshake during that last poll phase, or still waits for the kernel to complete it (a
-  // queue that overflowed), is reset all the same: only a balancer told to stop sending to the
+  // request a balancer has already written onto it (a 502 again). The loop accepts one
+  // connection a turn, and a turn lasts long under the load of its WebSocket connections: the
+  // queue holds hundreds then, for seconds. So the socket closes once that load is gone and the
+  // queue has been emptied (closeWhenQueueEmpty). What completes its handshake in the moment
+  // between the last look and the close, or still waits for the kernel to complete it (a queue
+  // that overflowed), is reset all the same: only a balancer told to stop sending to the
   // instance first avoids that (docs/deploy.md). Until the socket closes, new connections are
   // accepted and their requests run (an upgrade is refused, 503, by its owner); a balancer that
   // finds it closed sends the request to another instance.
   let stopListening!: () => void;
+  let graceOver = false;
   const closed = new Promise<void>((resolve) => {
     let once = false;
     stopListening = () => {
       if (once) return;
       once = true;
-      afterAPoll(() => net.Server.prototype.close.call(server, () => resolve()));
+      closeWhenQueueEmpty(server, () => graceOver, resolve);
     };
   });
   void unloaded.then(stopListening, stopListening);
@@ -166,6 +186,8 @@ export async function drain(
   const graceEnd = setTimeout(() => {
     // before the loop reads what arrived meanwhile: a request read from now on is refused
     refuse();
+    // what still waits in the listening socket's queue is reset: an instance too loaded to empty it
+    graceOver = true;
     stopListening();
     const idleClose = setImmediate(() => closeIdle(server));
     cancels.push(

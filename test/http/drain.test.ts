@@ -39,6 +39,42 @@ describe('drain (src/http/drain.ts)', () => {
     expect(s.server.listening).to.equal(false);
   });
 
+  it("accepts every connection waiting in the listening socket's queue before it stops listening (the loop accepts one a turn)", async () => {
+    const s = await listening();
+    server = s.server;
+    const answers: Array<Promise<string>> = [];
+    await new Promise<void>((resolve) =>
+      setImmediate(() => {
+        // fifty connections complete their handshake while the loop is held, as on a loaded instance
+        for (let i = 0; i < 50; i++) {
+          const sock = net.connect(s.port, '127.0.0.1');
+          sock.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+          answers.push(
+            new Promise((done) => {
+              let text = '';
+              sock.on('data', (d: Buffer) => (text += d.toString()));
+              sock.on('close', () => done(text));
+              sock.on('error', (err) => done(`error: ${err.message}`));
+            }),
+          );
+        }
+        setTimeout(() => {
+          const until = performance.now() + 200;
+          while (performance.now() < until);
+          s.stopping.now = true;
+          void drain(s.server, { graceMs: 5000, idleMs: 5000 });
+          resolve();
+        }, 0);
+      }),
+    );
+    const texts = await Promise.all(answers);
+    expect(
+      texts.filter((t) => !t.startsWith('HTTP/1.1 200')),
+      'answers other than 200',
+    ).to.deep.equal([]);
+    expect(texts.every((t) => /\r\nConnection: close\r\n/i.test(t))).to.equal(true);
+  });
+
   it('stops listening at the grace end when the load never settles', async () => {
     const s = await listening();
     server = s.server;
