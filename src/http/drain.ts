@@ -123,15 +123,15 @@ export interface DrainTimes {
 /**
  * Stops the server listening once its listening socket's queue is empty: after a turn of the
  * event loop whose poll phase accepted no connection (Node 20's libuv accepts one connection a
- * turn, however many wait), or at once when `now()` says so. An immediate set in the check phase
+ * turn, however many wait), or at its next look once `forced()` holds. An immediate set in the check phase
  * runs in the next turn's, so a poll phase lies between two looks at the count.
  */
-function closeWhenQueueEmpty(server: http.Server, now: () => boolean, closed: () => void): void {
+function closeWhenQueueEmpty(server: http.Server, forced: () => boolean, closed: () => void): void {
   const mine = accepts.get(server);
   let seen = -1;
   const look = () => {
     const count = mine?.count ?? 0;
-    if (count === seen || now()) return void net.Server.prototype.close.call(server, closed);
+    if (count === seen || forced()) return void net.Server.prototype.close.call(server, closed);
     seen = count;
     setImmediate(look);
   };

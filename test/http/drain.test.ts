@@ -21,7 +21,7 @@ describe('drain (src/http/drain.ts)', () => {
     server?.close();
   });
 
-  it('keeps listening until what loads the loop has settled, then stops once a poll phase has run', async () => {
+  it('keeps listening until what loads the loop has settled, then stops after a turn of the loop that accepted nothing', async () => {
     const s = await listening();
     server = s.server;
     s.stopping.now = true;
