@@ -238,6 +238,10 @@ function sendWhileHeld(sock: net.Socket, request: string, until: number): Promis
   );
 }
 
+/** A WebSocket upgrade of /ws as the admin. */
+const wsUpgrade = () =>
+  `GET /ws HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${adminAuth()}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`;
+
 const notifyRequest = (body: string) =>
   `POST /api/notifications HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${adminAuth()}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
 
@@ -336,9 +340,9 @@ describe('a stop on an instance running late (its event loop held up by load)', 
   it('keeps listening while its WebSocket connections close: runs a request that comes meanwhile, refuses an upgrade (503) and closes it though its peer stays, then stops', async () => {
     svc = await startService();
     const port = Number(new URL(svc.url).port);
-    const upgrade = `GET /ws HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${adminAuth()}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`;
     // a WebSocket client that never answers the close handshake: the gateway waits for it (1 s)
     const ws = net.connect(port, '127.0.0.1');
+    ws.on('error', () => undefined);
     const upgraded = new Promise<string>((resolve) => {
       let text = '';
       ws.on('data', (d: Buffer) => {
@@ -346,7 +350,7 @@ describe('a stop on an instance running late (its event loop held up by load)', 
         if (text.includes('\r\n\r\n')) resolve(text);
       });
     });
-    ws.write(upgrade);
+    ws.write(wsUpgrade());
     expect(await upgraded).to.match(/^HTTP\/1\.1 101 /);
     const wsGone = new Promise((r) => ws.once('close', r));
     const started = performance.now();
@@ -361,10 +365,11 @@ describe('a stop on an instance running late (its event loop held up by load)', 
     // a peer that keeps its side open after the answer (allowHalfOpen): the service closes it anyway
     const late = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
     let refused = '';
+    late.on('error', () => undefined);
     late.setEncoding('utf8');
     late.on('data', (d: string) => (refused += d));
     const lateAnswered = new Promise((r) => late.once('end', r));
-    late.write(upgrade);
+    late.write(wsUpgrade());
 
     const { head, body: text } = await answer;
     expect(head).to.match(/^HTTP\/1\.1 202 /);
@@ -396,9 +401,7 @@ describe('a stop on an instance running late (its event loop held up by load)', 
     auth.fromHeaders = async (...args) => (entered(), await held, fromHeaders(...args));
     const sock = net.connect(Number(new URL(svc.url).port), '127.0.0.1');
     const answer = answerOf(sock);
-    sock.write(
-      `GET /ws HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${adminAuth()}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
-    );
+    sock.write(wsUpgrade());
     await inside;
     const stopped = svc.service.stop({ graceMs: 5000, idleMs: 5000 });
     release();
