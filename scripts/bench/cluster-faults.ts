@@ -107,7 +107,9 @@ async function main() {
       for (const inst of cluster.instances) {
         const term = Date.now();
         const exiting = inst.kill('SIGTERM');
-        const unlistened = await Promise.race([refusedFrom(inst.port), exiting.then(() => null)]);
+        let gone = false;
+        void exiting.then(() => (gone = true));
+        const unlistened = await refusedFrom(inst.port, () => gone);
         const exit = await exiting;
         const exited = Date.now();
         if (exit.code !== 0) console.error(`${inst.name} exited with ${JSON.stringify(exit)}`);
@@ -246,9 +248,10 @@ function listenOverflows(): number {
   return Number(values!.split(' ')[at]);
 }
 
-/** When a connection to the port is first refused (every 20 ms): the instance stopped listening. */
-async function refusedFrom(port: number): Promise<number> {
+/** When a connection to the port is first refused (every 20 ms): the instance stopped listening; null once `gone()` holds first. */
+async function refusedFrom(port: number, gone: () => boolean): Promise<number | null> {
   for (;;) {
+    if (gone()) return null;
     const refused = await new Promise<boolean>((resolve) => {
       const s = net.connect(port, '127.0.0.1', () => {
         s.destroy();
