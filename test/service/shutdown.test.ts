@@ -280,15 +280,16 @@ describe('a stop on an instance running late (its event loop held up by load)', 
     return sock;
   }
 
-  it("a connection still in the listening socket's backlog when the stop begins is accepted and answered, not reset", async () => {
-    svc = await startService();
-    const body = JSON.stringify({ title: 'in the backlog', message: 'm' });
+  /**
+   * In one callback that `at` schedules: a connection is opened and a notification titled `title`
+   * written onto it, then the stop begins. Answers the connection's answer and the stop.
+   */
+  async function postAsStopBegins(title: string, at: (turn: () => void) => void) {
+    const body = JSON.stringify({ title, message: 'm' });
     let answer!: Promise<{ head: string; body: string }>;
     let stopped!: Promise<void>;
     await new Promise<void>((resolve) =>
-      setImmediate(() => {
-        // in one turn of the loop, as on a loop running late: a balancer's connection completes
-        // its handshake (loopback: within connect()) and waits to be accepted; then the stop begins
+      at(() => {
         const sock = net.connect(Number(new URL(svc!.url).port), '127.0.0.1');
         answer = answerOf(sock);
         sock.write(notifyRequest(body) + body);
@@ -296,6 +297,14 @@ describe('a stop on an instance running late (its event loop held up by load)', 
         resolve();
       }),
     );
+    return { answer, stopped };
+  }
+
+  it("a connection still in the listening socket's backlog when the stop begins is accepted and answered, not reset", async () => {
+    svc = await startService();
+    // in one turn of the loop, as on a loop running late: a balancer's connection completes its
+    // handshake (loopback: within connect()) and waits to be accepted; then the stop begins
+    const { answer, stopped } = await postAsStopBegins('in the backlog', (turn) => setImmediate(turn));
     const { head, body: text } = await answer;
     expect(head).to.match(/^HTTP\/1\.1 202 /);
     expect(head).to.match(/\r\nConnection: close/i);
@@ -316,20 +325,9 @@ describe('a stop on an instance running late (its event loop held up by load)', 
 
   it('a connection that completes its handshake in the poll phase where the stop begins (as a SIGTERM does) is accepted and answered, not reset', async () => {
     svc = await startService();
-    const body = JSON.stringify({ title: 'in the poll phase', message: 'm' });
-    let answer!: Promise<{ head: string; body: string }>;
-    let stopped!: Promise<void>;
     // an I/O callback runs in the loop's poll phase, as a signal's handler does; the connection is
     // queued in the listening socket's backlog after this phase's accepts, before its check phase
-    await new Promise<void>((resolve) =>
-      fs.stat(os.tmpdir(), () => {
-        const sock = net.connect(Number(new URL(svc!.url).port), '127.0.0.1');
-        answer = answerOf(sock);
-        sock.write(notifyRequest(body) + body);
-        stopped = svc!.service.stop({ graceMs: 5000, idleMs: 5000 });
-        resolve();
-      }),
-    );
+    const { answer, stopped } = await postAsStopBegins('in the poll phase', (turn) => fs.stat(os.tmpdir(), turn));
     const { head, body: text } = await answer;
     expect(head).to.match(/^HTTP\/1\.1 202 /);
     expect(JSON.parse(text).seq).to.be.a('number');
