@@ -1,3 +1,5 @@
+// first: what a signal does while the rest loads
+import { onStopSignal } from './stop-signals.js';
 import { loadConfig, ConfigError } from './config.js';
 import { passwordProblemsElsewhere, type PasswordCheck } from './password-strength.js';
 
@@ -59,8 +61,7 @@ async function main() {
         process.exit(1);
       });
   };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  onStopSignal(shutdown);
   try {
     await service.start();
   } catch (err) {

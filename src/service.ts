@@ -1,5 +1,6 @@
 import type http from 'node:http';
 import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
 import type Koa from 'koa';
@@ -79,6 +80,7 @@ export class Service {
   relay: DatabaseRelayReader | null = null;
   private bootPromise: Promise<void> | null = null;
   private stopped = false;
+  private stopping: Promise<void> | null = null;
   private connectAbort = new AbortController();
 
   constructor(
@@ -348,13 +350,8 @@ export class Service {
         // a missing database never appears by waiting: say how to make it
         const hint = isMissingDatabase(err) ? { hint: createDatabaseHint(this.config.databaseUrl!) } : {};
         this.log.warn({ attempt, reason, retry_in_ms: delay, ...hint }, 'database unreachable, retrying');
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, delay);
-          this.connectAbort.signal.addEventListener('abort', () => {
-            clearTimeout(t);
-            resolve();
-          });
-        });
+        // a stop ends the wait (an AbortError, swallowed: the loop then ends)
+        await sleep(delay, undefined, { signal: this.connectAbort.signal }).catch(() => undefined);
         delay = Math.min(delay * 2, 10_000);
       }
     }
@@ -366,8 +363,12 @@ export class Service {
    * writing a request onto one); at `graceMs` refuses (503) what is still to run or reach it, and
    * cuts what is left `refuseMs` later (src/http/drain.ts); then closes everything.
    */
-  async stop(times: Partial<DrainTimes> = {}): Promise<void> {
-    if (this.stopped) return;
+  stop(times: Partial<DrainTimes> = {}): Promise<void> {
+    // a second call waits for the first stop instead of answering before it is done
+    return (this.stopping ??= this.stopOnce(times));
+  }
+
+  private async stopOnce(times: Partial<DrainTimes>): Promise<void> {
     this.stopped = true;
     this.state.stopping = true;
     this.connectAbort.abort();

@@ -49,6 +49,14 @@ export class Gateway implements ClientChannels {
   readonly options: GatewayOptions;
   private readonly wss: WebSocketServer;
   private readonly all = new Set<Connection>();
+  /**
+   * every upgraded socket until it is closed, registered or not (one refused for too many
+   * connections, or dropped, is still closing): a stop closes them all, or its drain waits for
+   * a peer that never answers the close
+   */
+  private readonly sockets = new Set<WebSocket>();
+  /** upgrade requests being authenticated: a stop answers them (503) rather than wait for the answer */
+  private readonly upgrading = new Set<Duplex>();
   /** connections by viewer subject: the user id, or `system:<name>` for the system key */
   private readonly bySubject = new Map<string, Set<Connection>>();
   private readonly frames = new Map<string, ClientFrameDef>();
@@ -190,6 +198,7 @@ export class Gateway implements ClientChannels {
     if (!this.deps.state.iamReady) return this.reject(socket, 503, 'booting', 'the service is starting', { 'Retry-After': '5' });
 
     let result: UpgradeAuthResult;
+    this.upgrading.add(socket);
     try {
       result = await this.deps.authenticate(req);
     } catch (err) {
@@ -204,21 +213,26 @@ export class Gateway implements ClientChannels {
         );
       this.deps.log.error({ err }, 'upgrade authentication failed');
       return this.reject(socket, 500, 'internal', 'internal error');
+    } finally {
+      this.upgrading.delete(socket);
     }
     if (!result.ok) {
       this.stats.refused++;
       return this.reject(socket, 401, 'unauthorized', result.message, { 'WWW-Authenticate': 'Bearer, Basic realm="service"' });
     }
-    if (socket.destroyed) return;
-    // closed while this upgrade was authenticated: answered, so that neither the peer nor the drain waits for it
-    if (this.closing) return this.reject(socket, 503, 'unavailable', 'shutting down', { 'Retry-After': '1' });
+    // gone, or answered by close() while it was authenticated
+    if (socket.destroyed || socket.writableEnded) return;
     const identity = result.identity;
     const ip = this.deps.clientAddress?.(req) ?? null;
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, identity, ip, socket));
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      this.sockets.add(ws);
+      ws.once('close', () => this.sockets.delete(ws));
+      this.onConnection(ws, identity, ip, socket);
+    });
   }
 
   private reject(socket: Duplex, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
-    if (socket.destroyed) return;
+    if (socket.destroyed || socket.writableEnded) return;
     const body = JSON.stringify({ error: { code, message } });
     const lines = [
       `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}`,
@@ -337,7 +351,10 @@ export class Gateway implements ClientChannels {
 
   // ---- shutdown --------------------------------------------------------------------------
 
-  /** Closes every connection (1012), waits briefly for the close handshakes, then cuts the rest. */
+  /**
+   * Answers the upgrades still being authenticated (503), closes every connection (1012), waits
+   * briefly for the close handshakes, then cuts the rest.
+   */
   async close(graceMs = 1000): Promise<void> {
     if (this.closing) return;
     this.closing = true;
@@ -345,7 +362,8 @@ export class Gateway implements ClientChannels {
     if (this.revalidator) clearInterval(this.revalidator);
     // the upgrade listener stays: an upgrade that still arrives while the server drains is refused
     // (503, which a balancer passes to another instance) instead of reaching the app as a plain GET
-    const sockets = [...this.all].map((c) => c.ws);
+    for (const socket of this.upgrading) this.reject(socket, 503, 'unavailable', 'shutting down', { 'Retry-After': '1' });
+    const sockets = [...this.sockets];
     for (const conn of [...this.all]) this.unregister(conn);
     // 1012 (service restart): clients reconnect, to this instance's successor or another one
     const closed = sockets.map(
@@ -353,7 +371,8 @@ export class Gateway implements ClientChannels {
         new Promise<void>((resolve) => {
           if (ws.readyState === WebSocket.CLOSED) return resolve();
           ws.once('close', () => resolve());
-          ws.close(1012, 'service restart');
+          // one closing already (refused, dropped, slow) keeps its own code
+          if (ws.readyState === WebSocket.OPEN) ws.close(1012, 'service restart');
         }),
     );
     const timer = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());

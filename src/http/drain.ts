@@ -48,25 +48,43 @@ export const STOP_GRACE_MS = 8000;
  */
 export const STOP_REFUSE_MS = 1000;
 
-/** A drainableServer's connections: when each open one was accepted (performance.now()), and how many it has accepted. */
+/** An open connection of a drainableServer: when it was accepted (performance.now()), and its requests not yet answered. */
+interface Open {
+  at: number;
+  requests: number;
+}
+/** A drainableServer's open connections, and how many it has accepted. */
 interface Accepts {
-  open: Map<net.Socket, number>;
+  open: Map<net.Socket, Open>;
   count: number;
 }
 const accepts = new WeakMap<http.Server, Accepts>();
 
-/** How long a drain lets a connection stay silent after it was accepted before taking it for one nobody will use. */
+/** How long a drain lets a connection without a request read nothing before taking it for one nobody will use. */
 const SILENT_MS = 1000;
 
 /**
- * Closes the server's idle connections, and those that have not sent a byte in the SILENT_MS
- * since they were accepted: Node counts a connection that never sent a request as busy, so one a
- * client opened and left unused (a browser's preconnect) would hold the drain until its cut.
+ * Closes the server's idle connections, and those without a request in progress that read
+ * nothing for SILENT_MS: Node counts a connection that never sent a request, or sent part of its
+ * headers and stopped, as busy, so one a client opened and left unused (a browser's preconnect)
+ * or stalled in its headers would hold the drain until its cut. `asOf` is when the loop was last
+ * due to read (the timer's time): a connection accepted after it has not had a read yet. Those
+ * silent since SILENT_MS before `asOf` are closed at once; the others are looked at again
+ * SILENT_MS later, and closed if they read nothing meanwhile. Returns the cancel of that look.
  */
-function closeIdle(server: http.Server): void {
+function closeIdle(server: http.Server, asOf: number): () => void {
   server.closeIdleConnections();
-  const now = performance.now();
-  for (const [socket, at] of accepts.get(server)?.open ?? []) if (socket.bytesRead === 0 && now - at >= SILENT_MS) socket.destroy();
+  const open = accepts.get(server)?.open ?? new Map<net.Socket, Open>();
+  const watched = new Map<net.Socket, number>();
+  for (const [socket, o] of open) {
+    if (o.requests > 0) continue;
+    if (socket.bytesRead === 0 && asOf - o.at >= SILENT_MS) socket.destroy();
+    else if (o.at <= asOf) watched.set(socket, socket.bytesRead);
+  }
+  if (!watched.size) return () => undefined;
+  return afterReads(SILENT_MS, () => {
+    for (const [socket, read] of watched) if (open.get(socket)?.requests === 0 && socket.bytesRead === read) socket.destroy();
+  });
 }
 
 /**
@@ -90,8 +108,14 @@ export function drainableServer(listener: http.RequestListener, draining: () => 
   accepts.set(server, mine);
   server.on('connection', (socket: net.Socket) => {
     mine.count++;
-    mine.open.set(socket, performance.now());
+    mine.open.set(socket, { at: performance.now(), requests: 0 });
     socket.once('close', () => mine.open.delete(socket));
+  });
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const o = mine.open.get(req.socket);
+    if (!o) return;
+    o.requests++;
+    res.once('close', () => o.requests--);
   });
   return server;
 }
@@ -100,14 +124,20 @@ export function drainableServer(listener: http.RequestListener, draining: () => 
  * Runs `fn` `ms` from now, once the event loop has read its sockets: a timer runs before the loop
  * reads what arrived meanwhile, so a timer that closes connections would, on a loop running late,
  * close one under a request it has not read yet (reset: nginx's 502). Read first, that request is
- * in flight and its connection no longer idle.
+ * in flight and its connection no longer idle. `fn` is given the time the timer ran, and may
+ * return a cancel of its own, run by the cancel returned here.
  */
-function afterReads(ms: number, fn: () => void): () => void {
+function afterReads(ms: number, fn: (firedAt: number) => (() => void) | void): () => void {
   let immediate: NodeJS.Immediate | undefined;
-  const timer = setTimeout(() => (immediate = setImmediate(fn)), ms);
+  let inner: (() => void) | void;
+  const timer = setTimeout(() => {
+    const firedAt = performance.now();
+    immediate = setImmediate(() => (inner = fn(firedAt)));
+  }, ms);
   return () => {
     clearTimeout(timer);
     if (immediate) clearImmediate(immediate);
+    inner?.();
   };
 }
 
@@ -141,13 +171,13 @@ function closeWhenQueueEmpty(server: http.Server, forced: () => boolean, closed:
 /**
  * Drains the server: answers every request that reaches it (closing its connection after the
  * answer, with drainableServer), leaves idle connections to their peer for `idleMs` (then closes
- * them, and those that never sent a byte), and stops listening once `unloaded` has settled (the
+ * them, and those without a request that read nothing for a second), and stops listening once `unloaded` has settled (the
  * owner's WebSocket connections closed) and the loop has then accepted every connection waiting
  * in the listening socket's queue. At `graceMs` calls `refuse` (from then on the owner answers 503
  * without running a request), stops listening if it still does (what still waits is reset),
  * closes what is idle once the loop has read its sockets, and cuts whatever is left `refuseMs`
- * later.
- * Resolves once every connection is gone. A WebSocket connection is its owner's to close.
+ * later (an upgraded connection its owner did not close too).
+ * Resolves once every connection is gone. A WebSocket connection is its owner's to close, until the cut.
  */
 export async function drain(
   server: http.Server,
@@ -181,18 +211,28 @@ export async function drain(
   });
   void unloaded.then(stopListening, stopListening);
   const cancels: Array<() => void> = [];
-  if (idleMs <= 0) closeIdle(server);
-  else if (idleMs < graceMs) cancels.push(afterReads(idleMs, () => closeIdle(server)));
+  if (idleMs <= 0) cancels.push(closeIdle(server, performance.now()));
+  else if (idleMs < graceMs) cancels.push(afterReads(idleMs, (firedAt) => closeIdle(server, firedAt)));
   const graceEnd = setTimeout(() => {
+    const firedAt = performance.now();
     // before the loop reads what arrived meanwhile: a request read from now on is refused
     refuse();
     // what still waits in the listening socket's queue is reset: an instance too loaded to empty it
     graceOver = true;
     stopListening();
-    const idleClose = setImmediate(() => closeIdle(server));
+    let idleLook: (() => void) | undefined;
+    const idleClose = setImmediate(() => (idleLook = closeIdle(server, firedAt)));
     cancels.push(
-      () => clearImmediate(idleClose),
-      afterReads(refuseMs, () => server.closeAllConnections()),
+      () => {
+        clearImmediate(idleClose);
+        idleLook?.();
+      },
+      // the cut: every connection left, an upgraded one its owner failed to close too (Node's
+      // closeAllConnections() no longer knows a socket handed to 'upgrade')
+      afterReads(refuseMs, () => {
+        server.closeAllConnections();
+        for (const socket of accepts.get(server)?.open.keys() ?? []) socket.destroy();
+      }),
     );
   }, graceMs);
   cancels.push(() => clearTimeout(graceEnd));

@@ -103,4 +103,70 @@ describe('drain (src/http/drain.ts)', () => {
     expect(took).to.be.below(2000);
     expect((await closed) - started).to.be.below(2000);
   });
+
+  it('closes a connection stalled in its headers a second after the idle close, instead of holding the drain to its cut', async () => {
+    const s = await listening();
+    server = s.server;
+    const stalled = net.connect(s.port, '127.0.0.1');
+    stalled.on('error', () => undefined);
+    await new Promise((r) => stalled.once('connect', r));
+    // one byte and no more: Node counts the connection busy (a request begun), never idle
+    stalled.write('G');
+    const closed = new Promise<number>((resolve) => stalled.once('close', () => resolve(performance.now())));
+    await new Promise((r) => setTimeout(r, 100));
+    s.stopping.now = true;
+    const started = performance.now();
+    await drain(s.server, { graceMs: 5000, idleMs: 200 });
+    expect(performance.now() - started).to.be.below(2500);
+    expect((await closed) - started).to.be.within(1000, 2500);
+  });
+
+  it('does not take a connection accepted after the idle timer came due for a silent one, however long that turn lasts', async () => {
+    const s = await listening();
+    server = s.server;
+    s.stopping.now = true;
+    let answer!: Promise<string>;
+    // listening until the answer is in (as while WebSocket connections close)
+    let settle!: () => void;
+    const drained = drain(s.server, { graceMs: 5000, idleMs: 100 }, undefined, new Promise<void>((r) => (settle = r)));
+    // the same duration, set after the drain's idle timer: runs just after it, in the same timers phase
+    setTimeout(() => {
+      const sock = net.connect(s.port, '127.0.0.1');
+      sock.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+      answer = new Promise((done) => {
+        let text = '';
+        sock.on('data', (d: Buffer) => (text += d.toString()));
+        sock.on('close', () => done(text));
+        sock.on('error', (err) => done(`error: ${err.message}`));
+      });
+      // the poll phase that accepts it then runs 1.2 s of other work before the loop reads it
+      s.server.once('connection', () => {
+        const until = performance.now() + 1200;
+        while (performance.now() < until);
+      });
+    }, 100);
+    await new Promise((r) => setTimeout(r, 150));
+    const text = await answer;
+    settle();
+    await drained;
+    expect(text).to.match(/^HTTP\/1\.1 200 /);
+  });
+
+  it('cuts at its end an upgraded connection its owner never closes', async () => {
+    const s = await listening();
+    server = s.server;
+    // an owner that takes the upgrade and then forgets it
+    s.server.on('upgrade', (_req, socket: net.Socket) => socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n'));
+    const sock = net.connect(s.port, '127.0.0.1');
+    sock.on('error', () => undefined);
+    const switched = new Promise((r) => sock.once('data', r));
+    sock.write('GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n');
+    await switched;
+    const closed = new Promise((r) => sock.once('close', r));
+    s.stopping.now = true;
+    const started = performance.now();
+    await drain(s.server, { graceMs: 300, idleMs: 300, refuseMs: 100 });
+    await closed;
+    expect(performance.now() - started).to.be.below(2000);
+  });
 });

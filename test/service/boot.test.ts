@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
+import { getEventListeners } from 'node:events';
 import knex from 'knex';
 import request from 'supertest';
 import { loadConfig } from '../../src/config.js';
@@ -87,6 +88,30 @@ describe('boot sequence', () => {
     } finally {
       await service.stop();
       await cleanup();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('waits between database retries without adding a listener each time, and a stop ends the wait', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-boot-'));
+    // a SQLite file whose folder a plain file stands in the way of: never reachable
+    fs.writeFileSync(path.join(dataDir, 'db'), 'not a folder');
+    const databaseUrl = `sqlite://${path.join(dataDir, 'db', 'service.sqlite')}`;
+    const lines: string[] = [];
+    const log = createLogger('warn', { write: (s: string) => void lines.push(s) } as any);
+    const service = new Service(loadConfig(testEnv(dataDir, databaseUrl)), { logger: log, dbRetryMs: 1 });
+    const retries = () => lines.filter((l) => l.includes('database unreachable, retrying')).length;
+    try {
+      await service.start();
+      while (retries() < 6) await sleep(20);
+      const signal = (service as unknown as { connectAbort: AbortController }).connectAbort.signal;
+      // at most the wait in progress listens for the stop
+      expect(getEventListeners(signal, 'abort').length).to.be.at.most(1);
+    } finally {
+      const started = performance.now();
+      await service.stop();
+      // the wait in progress (up to 64 ms by now) does not hold the stop to its end
+      expect(performance.now() - started).to.be.below(2000);
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
   });

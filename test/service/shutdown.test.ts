@@ -387,7 +387,7 @@ describe('a stop on an instance running late (its event loop held up by load)', 
     expect(await stored('while the WebSockets close')).to.equal(1);
   });
 
-  it('an upgrade still being authenticated when the stop closes the gateway is answered 503, not left open', async () => {
+  it('an upgrade still being authenticated when the stop closes the gateway is answered 503 at once, not when its authentication ends', async () => {
     svc = await startService();
     const auth = svc.service.auth.authenticator as unknown as { fromHeaders: (...args: unknown[]) => Promise<unknown> };
     const fromHeaders = auth.fromHeaders.bind(auth);
@@ -401,14 +401,54 @@ describe('a stop on an instance running late (its event loop held up by load)', 
     const answer = answerOf(sock);
     sock.write(wsUpgrade());
     await inside;
+    const started = performance.now();
     const stopped = svc.service.stop({ graceMs: 5000, idleMs: 5000 });
-    release();
+    // answered while its authentication still waits (a directory that does not answer, say)
     const { head } = await answer;
     expect(head).to.match(/^HTTP\/1\.1 503 /);
     expect(head).to.match(/\r\nRetry-After: 1/i);
-    const started = performance.now();
     await stopped;
     expect(performance.now() - started).to.be.below(4000);
+    // its authentication ending afterwards writes nothing more
+    release();
+    await new Promise((r) => setTimeout(r, 50));
+  });
+
+  it('a second stop waits for the first to finish instead of answering before it is done', async () => {
+    svc = await startService();
+    let firstDone = false;
+    void svc.service.stop({ graceMs: 5000, idleMs: 5000 }).then(() => (firstDone = true));
+    await svc.service.stop();
+    expect(firstDone).to.equal(true);
+  });
+
+  it('a WebSocket connection refused as one too many, whose peer never answers the close, does not hold the stop', async () => {
+    svc = await startService({ env: { SERVICE_WS_MAX_CONNECTIONS_PER_USER: '1' } });
+    const port = Number(new URL(svc.url).port);
+    /** an upgraded connection that reads what comes and never answers a close */
+    const upgrade = async () => {
+      const sock = net.connect(port, '127.0.0.1');
+      sock.on('error', () => undefined);
+      let text = '';
+      const switched = new Promise<void>((resolve) =>
+        sock.on('data', (d: Buffer) => {
+          text += d.toString('latin1');
+          if (text.includes('\r\n\r\n')) resolve();
+        }),
+      );
+      sock.write(wsUpgrade());
+      await switched;
+      expect(text).to.match(/^HTTP\/1\.1 101 /);
+      return { sock, text: () => text, gone: new Promise((r) => sock.once('close', r)) };
+    };
+    const first = await upgrade();
+    const second = await upgrade();
+    // the second is told why and closed (1008); it never answers, so only the service can end it
+    await eventually(() => second.text().includes('too_many_connections'));
+    const started = performance.now();
+    await svc.service.stop({ graceMs: 5000, idleMs: 5000 });
+    expect(performance.now() - started).to.be.below(3000);
+    await Promise.all([first.gone, second.gone]);
   });
 
   it('a request that arrived unread on an idle connection when the idle timer came due is answered, not reset', async () => {
