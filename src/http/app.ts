@@ -113,7 +113,8 @@ function core(deps: HttpAppDeps) {
     const started = metrics || log.isLevelEnabled('info') ? performance.now() : 0;
     try {
       const path = ctx.path;
-      if (ctx.method === 'GET' && (path === '/healthz' || path === '/readyz' || path === '/metrics')) {
+      // HEAD too: a monitor may probe with it (Koa sends the status and headers without the body)
+      if ((ctx.method === 'GET' || ctx.method === 'HEAD') && (path === '/healthz' || path === '/readyz' || path === '/metrics')) {
         if (path === '/healthz') ctx.body = { status: 'ok', version };
         else if (path === '/readyz') await readiness(ctx, state, version, deps.database);
         else if (metrics) await metrics.serve(ctx);

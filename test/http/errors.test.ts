@@ -109,6 +109,15 @@ describe('metrics', () => {
     expect(res.text).to.match(/^ws_connections 0$/m);
   });
 
+  it('answers HEAD on the health probes and /metrics as GET, without a body (a monitor may probe with it)', async () => {
+    for (const path of ['/healthz', '/readyz', '/metrics']) {
+      const get = await request(svc.url).get(path).expect(200);
+      const head = await request(svc.url).head(path).expect(200);
+      expect(head.headers['content-type'], path).to.equal(get.headers['content-type']);
+      expect(head.text ?? '', path).to.equal('');
+    }
+  });
+
   it('GET /metrics counts the notifications written and the transactions that wrote them', async () => {
     await request(svc.url)
       .post('/api/notifications/batch')
