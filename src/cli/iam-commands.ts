@@ -87,7 +87,8 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       );
     });
 
-  const change = (verb: string, describe: string, patch: (u: User, args: string[]) => UserChange, done: (u: User) => string) =>
+  /** `done` says what the command did, from the user after and before it (a change to what they hold already is no change) */
+  const change = (verb: string, describe: string, patch: (u: User, args: string[]) => UserChange, done: (u: User, before: User) => string) =>
     user
       .command(verb)
       .description(describe)
@@ -98,39 +99,43 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
         const target = await users.find({ username: username(positional[0]!) });
         await ctx.announceChanges();
         const updated = await users.update(CLI_ACTOR, target, patch(target, positional.slice(1)));
-        out(cmd).result(publicUser(updated), done(updated));
+        out(cmd).result(publicUser(updated), done(updated, target));
       });
 
   change(
     'disable <username>',
     'disable a user: every sign-in, key and live connection of theirs stops',
     () => ({ disabled: true }),
-    (u) => `disabled ${u.username}`,
+    (u, was) => (was.disabled ? `${u.username} was disabled already: nothing changed` : `disabled ${u.username}`),
   );
   change(
     'enable <username>',
     'enable a disabled user',
     () => ({ disabled: false }),
-    (u) => `enabled ${u.username}`,
+    (u, was) => (was.disabled ? `enabled ${u.username}` : `${u.username} was enabled already: nothing changed`),
   );
   // the way to a first superadmin besides SERVICE_ADMIN_FORCE_SUPERADMIN: whoever runs the CLI can read the database and the master key already
   change(
     'promote <username>',
     'make a user a superadmin: they may grant permissions that reach the host (docs/sockets.md)',
     (u) => ({ roles: [...new Set([...u.roles, 'superadmin'])] }),
-    (u) => `${u.username} is a superadmin`,
+    (u, was) => `${u.username} ${was.roles.includes('superadmin') ? 'was a superadmin already: nothing changed' : 'is a superadmin'}`,
   );
   change(
     'demote <username>',
     'take the superadmin role from a user (never from the last one)',
     (u) => ({ roles: u.roles.filter((r) => r !== 'superadmin') }),
-    (u) => `${u.username} is ${u.roles.includes('superadmin') ? 'still' : 'no longer'} a superadmin`,
+    (u, was) =>
+      was.roles.includes('superadmin')
+        ? `${u.username} is ${u.roles.includes('superadmin') ? 'still' : 'no longer'} a superadmin`
+        : `${u.username} was not a superadmin: nothing changed`,
   );
   change(
     'add-group <username> <group>',
     'add a user to a group',
     (u, [g]) => ({ groups: [...new Set([...u.groups, groupName(g!)])] }),
-    (u) => `${u.username} is in ${u.groups.join(', ')}`,
+    (u, was) =>
+      u.groups.length === was.groups.length ? `${u.username} was in that group already: nothing changed` : `${u.username} is in ${u.groups.join(', ')}`,
   );
   change(
     'remove-group <username> <group>',

@@ -32,6 +32,17 @@ const listDiff = (before: readonly string[], after: readonly string[]) => ({
   removed: before.filter((x) => !after.includes(x)),
 });
 
+/** Whether a change's value for a field is what the user holds already (lists in any order; no display name and '' alike). */
+function unchanged(user: User, field: keyof Omit<UserChange, 'password'>, value: unknown): boolean {
+  const now = user[field];
+  if (Array.isArray(now) && Array.isArray(value)) {
+    const { added, removed } = listDiff(now as string[], value as string[]);
+    return added.length === 0 && removed.length === 0;
+  }
+  // false, null and '' alike: an enabled user is not disabled by `disabled: false`
+  return (now || null) === (value || null);
+}
+
 /**
  * What changed, for the event: names of fields, and the values that are access (never a
  * password): the lists before and after, and what was added and removed, so a reader sees
@@ -184,7 +195,8 @@ export class UserAdmin {
       const { password, ...rest } = change;
       if (password) requireStrongPassword(password, 'password', [user.username, rest.email ?? user.email, rest.displayName ?? user.displayName]);
       const hashedPassword = password ? await passwords.hash(password) : undefined;
-      const fields = Object.keys(rest).filter((k) => rest[k as keyof typeof rest] !== undefined);
+      // the fields whose value changes: a change to what the user holds already is no event (`demote` of a user who is no superadmin)
+      const fields = (Object.keys(rest) as (keyof typeof rest)[]).filter((k) => rest[k] !== undefined && !unchanged(user, k, rest[k]));
       // enabling an account its directory's end disabled keeps it (the end is not applied again
       // until the account has been back there); disabling is the administrator's own
       const turned = change.disabled !== undefined && change.disabled !== user.disabled;

@@ -132,6 +132,14 @@ describe('CLI with the service stopped', function () {
     await cli(env, ['user', 'promote', 'admin']);
     expect((await cli(env, ['user', 'demote', 'alice'])).stdout.trim()).to.equal('alice is no longer a superadmin');
     refused(await cli(env, ['user', 'promote', 'nobody']), 1, /no user named nobody/);
+    // a change to what the user holds already says so and is no event
+    const updates = async () => (await cli(env, ['--json', 'audit', 'list', '--action', 'user.updated'])).json().events.length;
+    const before = await updates();
+    expect((await cli(env, ['user', 'demote', 'alice'])).stdout.trim()).to.equal('alice was not a superadmin: nothing changed');
+    expect((await cli(env, ['user', 'enable', 'alice'])).stdout.trim()).to.equal('alice was enabled already: nothing changed');
+    expect((await cli(env, ['user', 'add-group', 'alice', 'INT_VIEWER'])).stdout.trim()).to.equal('alice was in that group already: nothing changed');
+    expect((await cli(env, ['user', 'promote', 'admin'])).stdout.trim()).to.equal('admin was a superadmin already: nothing changed');
+    expect(await updates()).to.equal(before);
   });
 
   it('refuses bad arguments with exit code 2 and one line naming the argument', async () => {
