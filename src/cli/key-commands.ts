@@ -84,9 +84,11 @@ export function secretKeyCommands(program: Command, { ctx, out }: CommandEnv): v
         }
       }
       const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
-      const where = inEnv
-        ? "put the new key in SERVICE_SECRET_KEY of every instance's environment (and the CLI's) before starting them"
-        : `${file} holds it: every instance reading another data dir needs a copy before it starts`;
+      const where = `${
+        inEnv
+          ? "put the new key in SERVICE_SECRET_KEY of every instance's environment (and the CLI's)"
+          : `${file} holds it: every instance reading another data dir needs a copy`
+      }, then start or restart every instance (one still running reads the stored secrets as unset and refuses to save one)`;
       out(cmd).result(
         {
           key: keySource(config),

@@ -1,9 +1,8 @@
-import crypto from 'node:crypto';
 import path from 'node:path';
 import type { Knex } from 'knex';
 import type { Config } from '../config.js';
 import { DomainError } from '../errors.js';
-import { SecretsStore } from './secrets.js';
+import { checkValueOf, sameValue, SecretsStore } from './secrets.js';
 import { ENV_PASSWORD_NAMESPACE, entryKey, fingerprint } from './seed.js';
 import type { CommandPath } from './commands.js';
 import type { Actor } from './policy.js';
@@ -16,17 +15,6 @@ import type { Actor } from './policy.js';
  * re-encrypts the settings store and the sealed TOTP secrets and replaces the check value, in
  * one transaction (docs/deploy.md, "Changing the master key").
  */
-
-/** An HMAC of a fixed label under a key derived from `masterKey`: names the key, never gives it back. */
-export function checkValueOf(masterKey: string): string {
-  const key = Buffer.from(crypto.hkdfSync('sha256', masterKey, 'service-core', 'master key check v1', 32));
-  return crypto.createHmac('sha256', key).update('service-core master key check').digest('hex');
-}
-
-const sameValue = (a: string, b: string) => {
-  const [x, y] = [Buffer.from(a), Buffer.from(b)];
-  return x.length === y.length && crypto.timingSafeEqual(x, y);
-};
 
 /** The refusal of a master key that is not the database's (boot fails with it; the CLI exits 1). */
 export class SecretKeyMismatch extends DomainError {

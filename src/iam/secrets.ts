@@ -1,5 +1,21 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
+import { DomainError } from '../errors.js';
+
+/** An HMAC of a fixed label under a key derived from `masterKey`: names the key, never gives it back (kept in `secret_key_check`). */
+export function checkValueOf(masterKey: string): string {
+  const key = Buffer.from(crypto.hkdfSync('sha256', masterKey, 'service-core', 'master key check v1', 32));
+  return crypto.createHmac('sha256', key).update('service-core master key check').digest('hex');
+}
+
+export const sameValue = (a: string, b: string): boolean => {
+  const [x, y] = [Buffer.from(a), Buffer.from(b)];
+  return x.length === y.length && crypto.timingSafeEqual(x, y);
+};
+
+/** What an instance left running through `rotate-secret-key` says instead of writing a secret the others cannot read. */
+export const STALE_MASTER_KEY =
+  'the master key was changed (service-core rotate-secret-key) since this instance started: restart it with the new key (a secret saved here now would be written under the old one)';
 
 /**
  * Encrypted settings store: AES-256-GCM under a key derived from SERVICE_SECRET_KEY.
@@ -7,12 +23,25 @@ import type { Knex } from 'knex';
  */
 export class SecretsStore {
   private readonly key: Buffer;
+  private readonly check: string;
 
   constructor(
     private readonly db: Knex,
     masterKey: string,
   ) {
     this.key = Buffer.from(crypto.hkdfSync('sha256', masterKey, 'service-secrets', 'aes-256-gcm', 32));
+    this.check = checkValueOf(masterKey);
+  }
+
+  /** Whether the database has another master key than this store's: rotated since this process started (none recorded: not stale). */
+  async stale(db: Knex = this.db): Promise<boolean> {
+    const row: { check_value: string } | undefined = await db('secret_key_check').where({ id: 1 }).first('check_value');
+    return Boolean(row) && !sameValue(row!.check_value, this.check);
+  }
+
+  /** Refuses (409) a write under a master key the database no longer has: after a restart with the new key nobody could read it. */
+  async assertCurrent(db: Knex = this.db): Promise<void> {
+    if (await this.stale(db)) throw new DomainError('conflict', STALE_MASTER_KEY);
   }
 
   private encrypt(plain: string): string {
@@ -81,6 +110,7 @@ export class SecretsStore {
   }
 
   async set(namespace: string, key: string, value: string, trx: Knex = this.db): Promise<void> {
+    await this.assertCurrent(trx);
     const row = { namespace, key, ciphertext: this.encrypt(value), updated_at: Date.now() };
     await trx('secrets').insert(row).onConflict(['namespace', 'key']).merge(['ciphertext', 'updated_at']);
   }

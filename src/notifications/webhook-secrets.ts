@@ -4,6 +4,7 @@ import type { Logger } from '../log.js';
 import type { LockableSecret } from '../http/secret-routes.js';
 import type { CommandPath } from '../iam/commands.js';
 import type { Actor } from '../iam/policy.js';
+import { STALE_MASTER_KEY } from '../iam/secrets.js';
 import { tokenMatches, type ScmProvider } from './scm/index.js';
 
 /**
@@ -32,6 +33,8 @@ export interface SecretStore {
   get(namespace: string, key: string): Promise<string | null>;
   getAll(namespace: string): Promise<Record<string, string>>;
   unreadable(namespace: string): Promise<string[]>;
+  /** the database's master key is no longer this instance's (rotated while it ran) */
+  stale(): Promise<boolean>;
   set(namespace: string, key: string, value: string, trx?: Knex): Promise<void>;
   delete(namespace: string, key: string, trx?: Knex): Promise<void>;
 }
@@ -112,6 +115,8 @@ export class WebhookSecrets {
    * health's warning: such a secret reads as unset, so its forge falls back to the shared one.
    */
   async unreadableWarnings(view: SecretsView): Promise<string[]> {
+    // rotated while this instance ran: every secret reads as unset here, and setting one again would make it worse
+    if (await this.deps.secrets.stale()) return [STALE_MASTER_KEY];
     const keys = (await this.deps.secrets.unreadable(WEBHOOK_SECRET_NAMESPACE)).map((k) => k.slice(WEBHOOK_SECRET_NAMESPACE.length + 1));
     const warnings: string[] = [];
     for (const key of keys.filter((k) => k.startsWith(WEBHOOK_SECRET_KEY))) {

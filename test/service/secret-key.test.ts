@@ -7,7 +7,7 @@ import { adminAuth, ADMIN, basic, freshDatabase, startService, testEnv, type Tes
 import { startRedis, type TestRedis } from '../support/redis.js';
 import { capturingLogger, eventually } from '../sockets/helpers.js';
 import { cli } from '../cli/helpers.js';
-import { SecretsStore } from '../../src/iam/secrets.js';
+import { SecretsStore, STALE_MASTER_KEY } from '../../src/iam/secrets.js';
 import { previousStepCode, totpCode } from '../auth/helpers.js';
 
 const KEY = 'test-secret-key-0123456789abcdef0123456789';
@@ -21,6 +21,16 @@ function refusedWith(run: { code: number; stdout: string; stderr: string }, patt
   expect(run.stdout).to.equal('');
   expect(run.stderr.trimEnd().split('\n'), run.stderr).to.have.length(1);
   expect(run.stderr).to.match(pattern);
+}
+
+/**
+ * Stores secrets sealed under `key` whatever the database's key is: what an instance of another
+ * key wrote before the check existed (the store itself refuses to write under a key not the database's).
+ */
+async function storedUnder(svc: TestService, key: string, entries: Array<[namespace: string, name: string, value: string]>) {
+  const store = new SecretsStore(svc.service.db, key);
+  const rows = entries.map(([namespace, name, value]) => ({ namespace, key: name, ciphertext: store.seal(value), updated_at: Date.now() }));
+  await svc.service.db('secrets').insert(rows).onConflict(['namespace', 'key']).merge();
 }
 
 /** Another instance on `first`'s database and data dir, with `key`, not waiting for its boot. */
@@ -267,7 +277,7 @@ describe('the master key: one per database', function () {
 
     it('rotate-secret-key refuses a stored secret that does not open under the current key, and deletes it with --drop-unreadable', async () => {
       // what an instance with another key wrote before the check existed
-      await new SecretsStore(svc.service.db, OTHER).set('core/settings', 'scm_webhook_secret', 'written-under-another-key');
+      await storedUnder(svc, OTHER, [['core/settings', 'scm_webhook_secret', 'written-under-another-key']]);
       await svc.stop();
       refusedWith(
         await cli(env(KEY), ['rotate-secret-key'], `${NEW}\n`),
@@ -282,14 +292,34 @@ describe('the master key: one per database', function () {
       expect((await cli(env(NEW), ['user', 'list'])).code).to.equal(0);
     });
 
-    it('a secret an instance wrote under the old key after a rotation is named at the next start and by settings get, not shown as unset silently', async () => {
-      expect((await cli(env(KEY), ['rotate-secret-key'], `${NEW}\n`)).code).to.equal(0);
-      // the instance left running with the old key stores secrets after the rotation
-      await svc.service.iam.secrets.set('core/settings', 'scm_webhook_secret', 'written-under-the-old-key');
-      await svc.service.iam.secrets.set('core/settings', 'scm_webhook_secret_github', 'github-under-the-old-key');
-      await svc.service.iam.secrets.set('core/auth', 'ldap_url', JSON.stringify('ldap://old.example.org'));
-      // and an authenticator app enrolled there
+    it('an instance left running through a rotation writes no secret under the old key and says to restart; a secret under another key is named at the next start and by settings get', async () => {
+      // an authenticator app enrolled before the rotation
       await userWithApp('tina');
+      expect((await cli(env(KEY), ['rotate-secret-key'], `${NEW}\n`)).code).to.equal(0);
+      // the instance left running with the old key: what it saved now nobody could read after its restart
+      const refused = await request(svc.url)
+        .put('/api/settings/webhook-secret')
+        .set('Authorization', adminAuth())
+        .send({ secret: 'set-on-a-stale-instance-1' })
+        .expect(409);
+      expect(refused.body.error.message).to.equal(STALE_MASTER_KEY);
+      const token = (await request(svc.url).post('/api/auth/login').send({ username: ADMIN.username, password: ADMIN.password }).expect(200)).body.token;
+      const enrol = await request(svc.url).post('/api/me/mfa/totp').set('Authorization', `Bearer ${token}`).expect(409);
+      expect(enrol.body.error.message).to.equal(STALE_MASTER_KEY);
+      // its webhook health says to restart it, not to set the secrets again
+      const stale = (await request(svc.url).get('/api/notifications/webhook/scm/health').set('Authorization', adminAuth()).expect(200)).body;
+      expect(stale.warnings).to.deep.equal([STALE_MASTER_KEY]);
+      // secrets written under the old key some other way (before the check existed, say)
+      await storedUnder(svc, KEY, [
+        ['core/settings', 'scm_webhook_secret', 'written-under-the-old-key'],
+        ['core/settings', 'scm_webhook_secret_github', 'github-under-the-old-key'],
+        ['core/auth', 'ldap_url', JSON.stringify('ldap://old.example.org')],
+      ]);
+      const tina = await svc.service.db('users').where({ username: 'tina' }).first('id');
+      await svc.service
+        .db('mfa_factors')
+        .where({ user_id: tina.id, kind: 'totp' })
+        .update({ secret: new SecretsStore(svc.service.db, KEY).seal('JBSWY3DPEHPK3PXP') });
       await svc.stop();
       const logs = capturingLogger('warn');
       const restarted = await startService({ dataDir: svc.dataDir, databaseUrl: svc.databaseUrl, env: { SERVICE_SECRET_KEY: NEW }, logger: logs.logger });

@@ -91,6 +91,7 @@ export class TotpFactor implements EnrolledFactor<TotpEnrolment, string, string[
   async enrol(_actor: Actor, user: User, _session?: string | null): Promise<TotpEnrolment> {
     if (await this.app(user.id)) throw new DomainError('conflict', 'an authenticator app is already enrolled: remove it first');
     const secret = newTotpSecret();
+    await this.deps.secrets.assertCurrent();
     await this.deps.changes.rows(user.id).andWhere({ kind: 'totp', confirmed: false }).delete();
     await this.deps.changes.db('mfa_factors').insert({
       id: crypto.randomUUID(),
