@@ -73,13 +73,26 @@ interface JoiDetails {
  * a key or a secret setting, and error bodies and CLI lines are shown and logged.
  */
 export function fieldErrorsOf(error: JoiDetails, whole = 'payload'): FieldError[] {
-  return error.details.map((d) => ({
-    field: d.path.length ? d.path.join('.') : whole,
-    message:
-      d.type.startsWith('string.pattern') && / with value /.test(d.message)
-        ? `does not match the ${typeof d.context?.name === 'string' ? d.context.name : 'required'} format`
-        : d.message.replace(/^"[^"]*"\s*/, ''),
-  }));
+  return error.details.map((d) => {
+    const field = d.path.length ? d.path.join('.') : whole;
+    const context = d.context ?? {};
+    // two fields that exclude each other: the error is the later one's (joi's words name neither plainly)
+    const present = Array.isArray(context.present) ? (context.present as string[]) : [];
+    if ((d.type === 'object.oxor' || d.type === 'object.xor') && present.length > 1) {
+      const [first, ...rest] = present;
+      return { field: [...d.path, rest[rest.length - 1]!].join('.'), message: `cannot be given with ${first}` };
+    }
+    if (d.type === 'date.greater' && context.limit === 'now') return { field, message: 'must be in the future' };
+    if (d.type === 'array.min' && typeof context.limit === 'number')
+      return { field, message: `must hold at least ${context.limit} item${context.limit === 1 ? '' : 's'}` };
+    return {
+      field,
+      message:
+        d.type.startsWith('string.pattern') && / with value /.test(d.message)
+          ? `does not match the ${typeof context.name === 'string' ? context.name : 'required'} format`
+          : d.message.replace(/^"[^"]*"\s*/, ''),
+    };
+  });
 }
 
 /** Field errors as one line: `field: message; field: message`. */

@@ -279,7 +279,8 @@ describe('notifications: group commit, bulk sends, history pages', function () {
       (n: { seq: number }) => n.seq,
     );
     expect(older).to.deep.equal([made[2], made[1]]);
-    await request(svc.url).get('/api/notifications?since=1&before=5').set(hank).expect(400);
+    const both = await request(svc.url).get('/api/notifications?since=1&before=5').set(hank).expect(400);
+    expect(both.body.error.details).to.deep.equal([{ field: 'before', message: 'cannot be given with since' }]);
     await request(svc.url).get('/api/notifications?before=0').set(hank).expect(400);
   });
 });
