@@ -248,6 +248,12 @@ describe('browser: forms, messages and permissions', function () {
     expect(await provider.locator('.pill').textContent()).to.equal('container unavailable');
     expect(await provider.locator('.reason').textContent()).to.equal('not available');
     expect(await provider.locator('[data-reason-hidden]').textContent()).to.equal('why is shown to a superadmin or a holder of a socket permission');
+    // the host services page says the same
+    await page.goto(`${svc.origin}/admin/hosts`);
+    const listed = page.locator('[data-providers] [data-provider="container"]');
+    await listed.waitFor();
+    expect(await listed.locator('[data-reason]').textContent()).to.equal('not available');
+    expect(await listed.locator('[data-reason-hidden]').textContent()).to.equal('why is shown to a superadmin or a holder of a socket permission');
     expectNoProblems(browser);
   });
 });

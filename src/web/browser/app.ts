@@ -320,3 +320,11 @@ export async function boot(page: HistoryPage | null = null): Promise<void> {
   }
   if (!client) startLive(since);
 }
+
+/**
+ * Said beside an unavailable socket provider when its reason is kept from the viewer (it names
+ * sockets and paths: `host_facts_hidden` in GET /api/socket/providers), on every page that lists them.
+ */
+export function reasonHiddenNote(): HTMLElement {
+  return h('span', { class: 'note', dataset: { reasonHidden: '' } }, 'why is shown to a superadmin or a holder of a socket permission');
+}

@@ -14,6 +14,7 @@ import {
   must,
   onLiveState,
   onNotification,
+  reasonHiddenNote,
   refreshUnread,
   safeHref,
   say,
@@ -235,9 +236,7 @@ async function loadStatus(status: HTMLElement): Promise<void> {
         h('span', { class: `pill ${x.available ? 'on' : 'off'}` }, `${x.name} ${x.available ? 'available' : 'unavailable'}`),
         !x.available && x.reason ? h('span', { class: 'note reason' }, x.reason) : null,
         // the reason names sockets and paths: say who reads it instead of leaving a bare "not available"
-        !x.available && p.host_facts_hidden
-          ? h('span', { class: 'note', dataset: { reasonHidden: '' } }, 'why is shown to a superadmin or a holder of a socket permission')
-          : null,
+        !x.available && p.host_facts_hidden ? reasonHiddenNote() : null,
       );
     providers.replaceChildren(...(p.providers.length ? p.providers.map(entry) : ['none']));
   } catch (err) {

@@ -4,7 +4,7 @@
 // It talks to the public API only (/api/socket/...): GET for reads, POST for changes; a change
 // answered step_up_required opens the step-up dialog and is sent again (app.ts api()). The API's
 // errors are put in words next to the field they name.
-import { $, api, boot, h, must, say, text, when } from './app.js';
+import { $, api, boot, h, must, reasonHiddenNote, say, text, when } from './app.js';
 import {
   actionButton,
   change,
@@ -296,9 +296,14 @@ let loads = 0;
 async function load(): Promise<void> {
   say(providersMsg, '');
   let providers: Provider[];
+  let reasonsHidden = false;
   try {
-    const [list, access] = await Promise.all([api<{ providers: Provider[] }>('GET', '/api/socket/providers'), api<Access>('GET', '/api/me/access')]);
+    const [list, access] = await Promise.all([
+      api<{ providers: Provider[]; host_facts_hidden?: boolean }>('GET', '/api/socket/providers'),
+      api<Access>('GET', '/api/me/access'),
+    ]);
     providers = list.providers;
+    reasonsHidden = Boolean(list.host_facts_hidden);
     held = new Set(access.permissions);
   } catch (err) {
     say(providersMsg, inWords(err), 'error');
@@ -318,6 +323,7 @@ async function load(): Promise<void> {
         h('span', { class: `pill ${p.available ? 'on' : 'off'}` }, p.available ? 'available' : 'unavailable'),
       ),
       !p.available ? h('p', { class: 'note reason', dataset: { reason: '' } }, p.reason ?? 'no reason given') : null,
+      !p.available && reasonsHidden ? reasonHiddenNote() : null,
       p.plugin ? h('p', { class: 'note' }, `from the plugin ${p.plugin}`) : null,
       ...facts(p.name, healths.get(p.name) ?? null),
     );
