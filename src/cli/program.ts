@@ -42,7 +42,14 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const ctx = new CliContext(io, { json });
   // with --json, commander's text (an unknown command, a missing argument, the help it shows
   // for a missing subcommand) is not written: the catch below writes it as JSON
-  const output = json ? { writeOut: io.stdout, writeErr: () => undefined, outputError: () => undefined } : { writeOut: io.stdout, writeErr: io.stderr };
+  const output = json
+    ? { writeOut: io.stdout, writeErr: () => undefined, outputError: () => undefined }
+    : // commander's own refusals in the form of every other (`service-core: ...`, not `error: ...`)
+      {
+        writeOut: io.stdout,
+        writeErr: io.stderr,
+        outputError: (text: string, write: (s: string) => void) => write(`service-core: ${text.replace(/^error: /, '')}`),
+      };
   const program = new Command('service-core')
     .description('Administer service-core: users, groups, API keys, settings, notifications and the database schema')
     .option('--json', 'print results (and errors) as JSON')
