@@ -82,8 +82,9 @@ export function fieldErrorsOf(error: JoiDetails, whole = 'payload'): FieldError[
       const [first, ...rest] = present;
       return { field: [...d.path, rest[rest.length - 1]!].join('.'), message: `cannot be given with ${first}` };
     }
-    if (d.type === 'date.greater' && context.limit === 'now') return { field, message: 'must be in the future' };
-    if (d.type === 'array.min' && typeof context.limit === 'number')
+    // joi's own words only: a schema's .messages() says what it means
+    if (d.type === 'date.greater' && context.limit === 'now' && /greater than "now"$/.test(d.message)) return { field, message: 'must be in the future' };
+    if (d.type === 'array.min' && typeof context.limit === 'number' && /must contain at least \d+ items$/.test(d.message))
       return { field, message: `must hold at least ${context.limit} item${context.limit === 1 ? '' : 's'}` };
     return {
       field,

@@ -1,9 +1,10 @@
-// first: what a signal does while the rest loads
+// the only static import: what a signal does while the rest loads (a bundle evaluates every
+// static import before this module's body, so the others are imported in main())
 import { onStopSignal } from './stop-signals.js';
-import { loadConfig, ConfigError } from './config.js';
-import { passwordProblemsElsewhere, type PasswordCheck } from './password-strength.js';
+import type { ConfigError as ConfigErrorType } from './config.js';
+import type { PasswordCheck } from './password-strength.js';
 
-const refuse = (err: ConfigError): never => {
+const refuse = (err: ConfigErrorType): never => {
   // every problem at once, one line each (variables that share a reason share a line)
   for (const line of err.lines()) process.stderr.write(`configuration error: ${line}\n`);
   process.exit(2);
@@ -11,6 +12,7 @@ const refuse = (err: ConfigError): never => {
 
 /** Process entry: config -> service -> listen; SIGTERM / SIGINT drain and exit 0 within 10 s. */
 async function main() {
+  const [{ loadConfig, ConfigError }, { passwordProblemsElsewhere }] = await Promise.all([import('./config.js'), import('./password-strength.js')]);
   let config;
   // the bootstrap passwords' strength is judged on another thread while the service's modules load
   const passwordChecks: PasswordCheck[] = [];

@@ -202,6 +202,8 @@ export class Gateway implements ClientChannels {
     try {
       result = await this.deps.authenticate(req);
     } catch (err) {
+      // answered already by close(): what the authentication met after the stop (its database closed) is not worth an error line
+      if (socket.destroyed || socket.writableEnded) return;
       if (err instanceof HttpError) return this.reject(socket, err.status, err.code, err.message, err.headers);
       if (err instanceof DomainError)
         return this.reject(

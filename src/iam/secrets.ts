@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { DomainError } from '../errors.js';
+import { onPostgres } from '../db/knex.js';
 
 /** An HMAC of a fixed label under a key derived from `masterKey`: names the key, never gives it back (kept in `secret_key_check`). */
 export function checkValueOf(masterKey: string): string {
@@ -33,9 +34,14 @@ export class SecretsStore {
     this.check = checkValueOf(masterKey);
   }
 
-  /** Whether the database has another master key than this store's: rotated since this process started (none recorded: not stale). */
+  /**
+   * Whether the database has another master key than this store's: rotated since this process
+   * started (none recorded: not stale). In a transaction on PostgreSQL the check row is read with
+   * a share lock, so a rotation cannot commit between this look and the write that follows it.
+   */
   async stale(db: Knex = this.db): Promise<boolean> {
-    const row: { check_value: string } | undefined = await db('secret_key_check').where({ id: 1 }).first('check_value');
+    const query = db('secret_key_check').where({ id: 1 }).first('check_value');
+    const row: { check_value: string } | undefined = await (db.isTransaction && onPostgres(db) ? query.forShare() : query);
     return Boolean(row) && !sameValue(row!.check_value, this.check);
   }
 
@@ -110,9 +116,12 @@ export class SecretsStore {
   }
 
   async set(namespace: string, key: string, value: string, trx: Knex = this.db): Promise<void> {
-    await this.assertCurrent(trx);
-    const row = { namespace, key, ciphertext: this.encrypt(value), updated_at: Date.now() };
-    await trx('secrets').insert(row).onConflict(['namespace', 'key']).merge(['ciphertext', 'updated_at']);
+    // the look at the key and the write in one transaction (a savepoint within the caller's)
+    await trx.transaction(async (t) => {
+      await this.assertCurrent(t);
+      const row = { namespace, key, ciphertext: this.encrypt(value), updated_at: Date.now() };
+      await t('secrets').insert(row).onConflict(['namespace', 'key']).merge(['ciphertext', 'updated_at']);
+    });
   }
 
   async delete(namespace: string, key: string, trx: Knex = this.db): Promise<void> {

@@ -195,8 +195,11 @@ export class UserAdmin {
       const { password, ...rest } = change;
       if (password) requireStrongPassword(password, 'password', [user.username, rest.email ?? user.email, rest.displayName ?? user.displayName]);
       const hashedPassword = password ? await passwords.hash(password) : undefined;
-      // the fields whose value changes: a change to what the user holds already is no event (`demote` of a user who is no superadmin)
-      const fields = (Object.keys(rest) as (keyof typeof rest)[]).filter((k) => rest[k] !== undefined && !unchanged(user, k, rest[k]));
+      // the fields whose value changes, judged by the row as this transaction finds it (another
+      // change may have landed since `user` was read): a change to what the user holds already is
+      // no event (`demote` of a user who is no superadmin)
+      let before = user;
+      let fields: string[] = [];
       // enabling an account its directory's end disabled keeps it (the end is not applied again
       // until the account has been back there); disabling is the administrator's own
       const turned = change.disabled !== undefined && change.disabled !== user.disabled;
@@ -204,6 +207,8 @@ export class UserAdmin {
       const updated = await this.deps.commands.within(
         async (trx) => {
           await guardLastAdmin(store, trx, user, next);
+          before = (await store.userById(user.id, trx)) ?? user;
+          fields = (Object.keys(rest) as (keyof typeof rest)[]).filter((k) => rest[k] !== undefined && !unchanged(before, k, rest[k]));
           await store.updateUser(
             user.id,
             { ...rest, displayName: rest.displayName === '' ? null : rest.displayName, directoryState, ...(hashedPassword ? { hashedPassword } : {}) },
@@ -215,7 +220,7 @@ export class UserAdmin {
           return (await store.userById(user.id, trx))!;
         },
         (u) => [
-          ...(fields.length ? [{ action: 'user.updated' as const, actor, target: userTarget(u), details: changeDetails(user, u, fields, granted) }] : []),
+          ...(fields.length ? [{ action: 'user.updated' as const, actor, target: userTarget(u), details: changeDetails(before, u, fields, granted) }] : []),
           ...(password ? [{ action: 'user.password_changed' as const, actor, target: userTarget(u) }] : []),
         ],
       );

@@ -13,6 +13,8 @@ export interface SecretsLike {
   getAll(namespace: string): Promise<Record<string, string>>;
   set(namespace: string, key: string, value: string): Promise<void>;
   delete(namespace: string, key: string): Promise<void>;
+  /** refuses (409) when the database's master key is no longer this instance's */
+  assertCurrent(): Promise<void>;
 }
 
 export type SettingSource = 'env' | 'store' | 'default' | 'unset';
@@ -77,6 +79,8 @@ export class PluginSettings {
   /** Stores (string) or removes (null) values; `check` has passed. */
   async update(m: PluginManifest, changes: Record<string, string | null>): Promise<void> {
     const ns = settingsNamespace(m.id);
+    // all or nothing on an instance whose master key was rotated under it (each set() would refuse, the deletes before it not)
+    await this.secrets.assertCurrent();
     for (const [key, value] of Object.entries(changes)) {
       if (value === null) await this.secrets.delete(ns, key);
       else await this.secrets.set(ns, key, value);

@@ -260,6 +260,27 @@ describe("the CLI bundle (the package's bin)", function () {
 });
 
 /** What the build refuses to leave outside (checkOutside in scripts/bundle-server.mjs), on this tree's node_modules. */
+describe('the server bundle: its entry', () => {
+  it('takes SIGTERM and SIGINT before it loads anything else: what its static imports evaluate holds no configuration code', () => {
+    if (!fs.existsSync(BUNDLE)) throw new Error(`${BUNDLE} is missing: build first (npm run build; npm ci runs it)`);
+    const text = fs.readFileSync(BUNDLE, 'utf8');
+    // a static import is evaluated before the entry's own code, and the chunks it imports before it
+    const statics = (file: string): string[] => {
+      const code = fs.readFileSync(file, 'utf8');
+      const specs = [
+        ...code.matchAll(/^import(?:[^'"();]*?from)?\s*["'](\.\/[^"']+)["']/gm),
+        ...code.matchAll(/(?:^|;)import(?:\{[^}]*\}from)?["'](\.\/[^"']+)["']/gm),
+      ].map((m) => m[1]!);
+      const here = [...new Set(specs)].map((spec) => path.join(path.dirname(file), spec));
+      return [...here, ...here.flatMap(statics)];
+    };
+    const loadedFirst = statics(BUNDLE);
+    for (const chunk of loadedFirst) expect(fs.readFileSync(chunk, 'utf8'), path.basename(chunk)).not.to.match(/SERVICE_SECRET_KEY|function loadConfig/);
+    // and the entry's body installs the handlers before main() loads the configuration
+    expect(text.indexOf('process.on(signal')).to.be.within(0, text.indexOf('async function main'));
+  });
+});
+
 describe('the server bundle: what may stay outside it', () => {
   const { dependencies } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
   const importing = (input: string, spec: string) => ({

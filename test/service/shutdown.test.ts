@@ -388,7 +388,8 @@ describe('a stop on an instance running late (its event loop held up by load)', 
   });
 
   it('an upgrade still being authenticated when the stop closes the gateway is answered 503 at once, not when its authentication ends', async () => {
-    svc = await startService();
+    const logs = capturingLogger('warn');
+    svc = await startService({ logger: logs.logger });
     const auth = svc.service.auth.authenticator as unknown as { fromHeaders: (...args: unknown[]) => Promise<unknown> };
     const fromHeaders = auth.fromHeaders.bind(auth);
     let entered!: () => void;
@@ -409,9 +410,11 @@ describe('a stop on an instance running late (its event loop held up by load)', 
     expect(head).to.match(/\r\nRetry-After: 1/i);
     await stopped;
     expect(performance.now() - started).to.be.below(4000);
-    // its authentication ending afterwards writes nothing more
+    // its authentication ending afterwards writes nothing more (a write after the answer's end would be an error)
+    const logged = logs.lines.length;
     release();
     await new Promise((r) => setTimeout(r, 50));
+    expect(logs.lines.slice(logged), logs.text()).to.deep.equal([]);
   });
 
   it('a second stop waits for the first to finish instead of answering before it is done', async () => {
