@@ -23,48 +23,11 @@ import {
 import type { IamStore, User } from './store.js';
 import type { CommandPath } from './commands.js';
 import { LoginWrites, userTarget } from './login-writes.js';
+import { changeDetails, listDiff, unchanged, type UserChange } from './user-changes.js';
+
+export type { UserChange } from './user-changes.js';
 
 export { DIRECTORY_RECHECK_ACTOR, LOGIN_MAPPING_ACTOR, userTarget } from './login-writes.js';
-
-/** Which of `before` are gone from `after`, and which are new in it. */
-const listDiff = (before: readonly string[], after: readonly string[]) => ({
-  added: after.filter((x) => !before.includes(x)),
-  removed: before.filter((x) => !after.includes(x)),
-});
-
-/** Whether a change's value for a field is what the user holds already (lists in any order; no display name and '' alike). */
-function unchanged(user: User, field: keyof Omit<UserChange, 'password'>, value: unknown): boolean {
-  const now = user[field];
-  if (Array.isArray(now) && Array.isArray(value)) {
-    const { added, removed } = listDiff(now as string[], value as string[]);
-    return added.length === 0 && removed.length === 0;
-  }
-  // false, null and '' alike: an enabled user is not disabled by `disabled: false`
-  return (now || null) === (value || null);
-}
-
-/**
- * What changed, for the event: names of fields, and the values that are access (never a
- * password): the lists before and after, and what was added and removed, so a reader sees
- * "groups_added: [ops]" without comparing two lists.
- */
-function changeDetails(before: User, after: User, fields: string[], granted: string[]): Record<string, unknown> {
-  const details: Record<string, unknown> = { fields };
-  const lists = [
-    ['groups', 'groups', after.groups, before.groups],
-    ['extraPermissions', 'extra_permissions', after.extraPermissions, before.extraPermissions],
-    ['roles', 'roles', after.roles, before.roles],
-  ] as const;
-  for (const [field, key, now, was] of lists) {
-    if (!fields.includes(field)) continue;
-    const { added, removed } = listDiff(was, now);
-    Object.assign(details, { [key]: now, [`previous_${key}`]: was, [`${key}_added`]: added, [`${key}_removed`]: removed });
-  }
-  if (fields.includes('disabled')) details.disabled = after.disabled;
-  if (after.directoryState !== before.directoryState) details.directory_state = after.directoryState;
-  if (granted.length) details.host_permissions = granted;
-  return details;
-}
 
 /** What a user is created with (already validated in shape: createUserSchema). */
 export interface NewUserInput {
@@ -75,17 +38,6 @@ export interface NewUserInput {
   groups?: string[];
   extraPermissions?: string[];
   roles?: string[];
-}
-
-/** A change to a user (already validated in shape: patchUserSchema). */
-export interface UserChange {
-  email?: string | null;
-  displayName?: string | null;
-  groups?: string[];
-  extraPermissions?: string[];
-  roles?: string[];
-  disabled?: boolean;
-  password?: string;
 }
 
 export interface UserAdminDeps {
