@@ -59,7 +59,7 @@ export class SystemKey {
 
   /** Setting, rotating or clearing the key hands out everything it passes: for trusted actors only. */
   mayChange(actor: Actor): void {
-    guardHostBoundary(actor, ['the system key'], 'set, rotate or clear the system key');
+    guardHostBoundary(actor, ['the system key'], 'set, rotate or clear it');
   }
 
   /** Sets or rotates the key (a trusted actor only: mayChange). */

@@ -157,7 +157,9 @@ export class ScmWebhook {
     try {
       normalized = normalizeScmEvent(request.provider, request.event, payload);
     } catch (err) {
-      if (err instanceof ScmPayloadError) throw fieldError(err.field, err.message);
+      // the error body names the field once ("repository: is required", not "repository: repository is required")
+      if (err instanceof ScmPayloadError)
+        throw fieldError(err.field, err.message.startsWith(`${err.field} `) ? err.message.slice(err.field.length + 1) : err.message);
       throw err;
     }
     this.prune();

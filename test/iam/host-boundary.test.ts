@@ -269,7 +269,12 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
         .send({ label: 's', scopes: ['feature:admin.settings'] })
         .expect(201)
     ).body.token;
-    await api().put('/api/settings/system-api-key').set('X-API-Key', settingsKey).send({ key: 'attacker-chosen-system-key-0123456789abcdef' }).expect(403);
+    const refused = await api()
+      .put('/api/settings/system-api-key')
+      .set('X-API-Key', settingsKey)
+      .send({ key: 'attacker-chosen-system-key-0123456789abcdef' })
+      .expect(403);
+    expect(refused.body.error.message).to.match(/^only a superadmin may set, rotate or clear it \(the system key\); see docs\/sockets\.md/);
     const usersKey = (
       await api()
         .post('/api/me/api-keys')
