@@ -157,9 +157,7 @@ export class ScmWebhook {
     try {
       normalized = normalizeScmEvent(request.provider, request.event, payload);
     } catch (err) {
-      // the error body names the field once ("repository: is required", not "repository: repository is required")
-      if (err instanceof ScmPayloadError)
-        throw fieldError(err.field, err.message.startsWith(`${err.field} `) ? err.message.slice(err.field.length + 1) : err.message);
+      if (err instanceof ScmPayloadError) throw fieldError(err.field, err.reason);
       throw err;
     }
     this.prune();

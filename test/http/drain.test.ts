@@ -14,6 +14,14 @@ async function listening(): Promise<{ server: http.Server; port: number; stoppin
   return { server, port: (server.address() as net.AddressInfo).port, stopping };
 }
 
+/** A client connection to the port, once connected, and when it closed (performance.now()). */
+async function connected(port: number): Promise<{ sock: net.Socket; closedAt: Promise<number> }> {
+  const sock = net.connect(port, '127.0.0.1');
+  sock.on('error', () => undefined);
+  await new Promise((r) => sock.once('connect', r));
+  return { sock, closedAt: new Promise<number>((resolve) => sock.once('close', () => resolve(performance.now()))) };
+}
+
 describe('drain (src/http/drain.ts)', () => {
   let server: http.Server | undefined;
   afterEach(() => {
@@ -90,10 +98,7 @@ describe('drain (src/http/drain.ts)', () => {
   it('closes a connection that never sent a byte at the idle close, instead of holding the drain to its cut', async () => {
     const s = await listening();
     server = s.server;
-    const silent = net.connect(s.port, '127.0.0.1');
-    silent.on('error', () => undefined);
-    await new Promise((r) => silent.once('connect', r));
-    const closed = new Promise<number>((resolve) => silent.once('close', () => resolve(performance.now())));
+    const silent = await connected(s.port);
     // a second's silence before the idle close: not a balancer about to write
     await new Promise((r) => setTimeout(r, 1100));
     s.stopping.now = true;
@@ -101,24 +106,21 @@ describe('drain (src/http/drain.ts)', () => {
     await drain(s.server, { graceMs: 5000, idleMs: 200 });
     const took = performance.now() - started;
     expect(took).to.be.below(2000);
-    expect((await closed) - started).to.be.below(2000);
+    expect((await silent.closedAt) - started).to.be.below(2000);
   });
 
   it('closes a connection stalled in its headers a second after the idle close, instead of holding the drain to its cut', async () => {
     const s = await listening();
     server = s.server;
-    const stalled = net.connect(s.port, '127.0.0.1');
-    stalled.on('error', () => undefined);
-    await new Promise((r) => stalled.once('connect', r));
+    const stalled = await connected(s.port);
     // one byte and no more: Node counts the connection busy (a request begun), never idle
-    stalled.write('G');
-    const closed = new Promise<number>((resolve) => stalled.once('close', () => resolve(performance.now())));
+    stalled.sock.write('G');
     await new Promise((r) => setTimeout(r, 100));
     s.stopping.now = true;
     const started = performance.now();
     await drain(s.server, { graceMs: 5000, idleMs: 200 });
     expect(performance.now() - started).to.be.below(2500);
-    expect((await closed) - started).to.be.within(1000, 2500);
+    expect((await stalled.closedAt) - started).to.be.within(1000, 2500);
   });
 
   it('does not take a connection accepted after the idle timer came due for a silent one, however long that turn lasts', async () => {

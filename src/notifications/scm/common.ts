@@ -1,5 +1,6 @@
 import Joi from 'joi';
 import type { NotificationLevel } from '../../bus/events.js';
+import { fieldErrorsOf } from '../../errors.js';
 import { ScmPayloadError, type NormalizedScmEvent, type ScmProvider } from './types.js';
 
 const TITLE_MAX = 200;
@@ -21,16 +22,11 @@ export const userSchema = Joi.object({
  * tolerated and dropped. The first problem becomes a ScmPayloadError naming the field.
  */
 export function extract<T>(schema: Joi.ObjectSchema, payload: unknown): T {
-  const { value, error } = schema.validate(payload, {
-    abortEarly: true,
-    allowUnknown: true,
-    stripUnknown: true,
-    errors: { wrap: { label: false } },
-  });
+  const { value, error } = schema.validate(payload, { abortEarly: true, allowUnknown: true, stripUnknown: true });
   if (error) {
-    const detail = error.details[0];
-    const field = detail && detail.path.length > 0 ? detail.path.join('.') : 'body';
-    throw new ScmPayloadError(field, detail ? detail.message : error.message);
+    // in the words of every other validation (src/errors.ts): the field, and what is wrong with it
+    const [first] = fieldErrorsOf(error, 'body');
+    throw new ScmPayloadError(first!.field, first!.message);
   }
   return value as T;
 }

@@ -32,9 +32,10 @@ export type NormalizedScmEvent = { kind: 'ping' } | { kind: 'ignored'; reason: s
 export class ScmPayloadError extends Error {
   constructor(
     readonly field: string,
-    message: string,
+    /** what is wrong with the field, without its name (`is required`) */
+    readonly reason: string,
   ) {
-    super(message);
+    super(`${field} ${reason}`);
     this.name = 'ScmPayloadError';
   }
 }
