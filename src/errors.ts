@@ -67,6 +67,11 @@ interface JoiDetails {
   details: ReadonlyArray<{ path: ReadonlyArray<string | number>; type: string; message: string; context?: { [key: string]: unknown } }>;
 }
 
+/** A field's path as clients name it: `notifications[1].title`, `scopes[0]`, `metadata.key`. */
+export function fieldPath(path: ReadonlyArray<string | number>): string {
+  return path.map((s, i) => (typeof s === 'number' ? `[${s}]` : (i ? '.' : '') + s)).join('');
+}
+
 /**
  * A joi error as field errors, one per problem, each message without its leading label. A
  * pattern mismatch never quotes the value (joi's default message does): it may be a password,
@@ -74,13 +79,13 @@ interface JoiDetails {
  */
 export function fieldErrorsOf(error: JoiDetails, whole = 'payload'): FieldError[] {
   return error.details.map((d) => {
-    const field = d.path.length ? d.path.join('.') : whole;
+    const field = d.path.length ? fieldPath(d.path) : whole;
     const context = d.context ?? {};
     // two fields that exclude each other: the error is the later one's (joi's words name neither plainly)
     const present = Array.isArray(context.present) ? (context.present as string[]) : [];
     if ((d.type === 'object.oxor' || d.type === 'object.xor') && present.length > 1) {
       const [first, ...rest] = present;
-      return { field: [...d.path, rest[rest.length - 1]!].join('.'), message: `cannot be given with ${first}` };
+      return { field: fieldPath([...d.path, rest[rest.length - 1]!]), message: `cannot be given with ${first}` };
     }
     // joi's own words only: a schema's .messages() says what it means
     if (d.type === 'date.greater' && context.limit === 'now' && /greater than "now"$/.test(d.message)) return { field, message: 'must be in the future' };

@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import type Joi from 'joi';
 import type { Logger } from '../log.js';
 import type { EventBus } from './bus.js';
+import { fieldPath } from '../errors.js';
 import { CLUSTER_EVENTS, type EventName } from './events.js';
 
 /** Messages larger than this are dropped on arrival (a notification is at most a few KiB). */
@@ -283,7 +284,7 @@ export class RedisBridge {
     if (!schema) return this.drop('unknown_event', env.event);
     // exactly the event's fields (a schema that means to take any, a plugin's event, says so itself)
     const { value, error } = schema.validate(env.payload, { convert: false, allowUnknown: false, stripUnknown: false, presence: 'optional' });
-    if (error) return this.drop('invalid_payload', env.event, error.details.map((d) => `${d.path.join('.') || 'payload'}: ${d.type}`).join('; '));
+    if (error) return this.drop('invalid_payload', env.event, error.details.map((d) => `${fieldPath(d.path) || 'payload'}: ${d.type}`).join('; '));
     this.stats.received++;
     this.injecting = true;
     try {

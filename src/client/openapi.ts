@@ -2220,6 +2220,7 @@ export interface components {
                 message: string;
                 /** @description validation_failed: one entry per invalid field; other codes: what the message says, as data (e.g. the missing permission, the byte limit) */
                 details?: {
+                    /** @description the field as the request writes it: `email`, `groups[1]`, `notifications[0].title`, `metadata.tenant` */
                     field: string;
                     message: string;
                 }[] | {

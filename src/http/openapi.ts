@@ -45,7 +45,17 @@ const errorSchema: JsonSchema = {
           anyOf: [
             {
               type: 'array',
-              items: { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } },
+              items: {
+                type: 'object',
+                required: ['field', 'message'],
+                properties: {
+                  field: {
+                    type: 'string',
+                    description: 'the field as the request writes it: `email`, `groups[1]`, `notifications[0].title`, `metadata.tenant`',
+                  },
+                  message: { type: 'string' },
+                },
+              },
             },
             { type: 'object', additionalProperties: true },
           ],

@@ -3,6 +3,7 @@ import path from 'node:path';
 import Joi from 'joi';
 import { PERMISSION_ID, type CatalogEntry } from '../iam/permissions.js';
 import type { FieldError } from '../http/errors.js';
+import { fieldErrorsOf } from '../errors.js';
 import { CLUSTER_EVENTS } from '../bus/events.js';
 
 /**
@@ -266,16 +267,8 @@ export function installedCatalog(pluginsDir: string): CatalogEntry[] {
  */
 export function parseManifest(raw: unknown): PluginManifest {
   const { error, value } = manifestSchema.validate(raw, { abortEarly: false, convert: false });
+  if (error) throw new ManifestError(fieldErrorsOf(error, 'manifest'));
   const details: FieldError[] = [];
-  if (error) {
-    for (const d of error.details) {
-      details.push({
-        field: d.path.length ? d.path.map((s, i) => (typeof s === 'number' ? `[${s}]` : (i ? '.' : '') + s)).join('') : 'manifest',
-        message: d.message.replace(/^"[^"]*"\s*/, ''),
-      });
-    }
-    throw new ManifestError(details);
-  }
   const m = value as PluginManifest;
   const own = new Set(pluginCatalog(m).map((e) => e.id));
   m.roles.forEach((role, r) => {

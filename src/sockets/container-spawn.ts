@@ -80,7 +80,7 @@ export class RunnerSpawner {
     const existing = await this.bindMounts();
     const out: Array<{ source: string; target: string; read_only: boolean }> = [];
     for (const [i, m] of mounts.entries()) {
-      const field = `mounts.${i}.source`;
+      const field = `mounts[${i}].source`;
       const refuse = (why: string): never => {
         throw new SocketError('forbidden', `${field} ${why}`, [{ field, message: why }]);
       };

@@ -176,10 +176,10 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
     await spawn('runner-a', q, true);
     const holds = await expectSocketError(spawn('runner-b', p, false), 'forbidden');
     expect(holds.message).to.equal(
-      `mounts.0.source is read-write and holds ${q}, which a container mounts (the runner could re-point what that container mounts)`,
+      `mounts[0].source is read-write and holds ${q}, which a container mounts (the runner could re-point what that container mounts)`,
     );
     const below = await expectSocketError(spawn('runner-b', path.join(q, 'r'), false), 'forbidden');
-    expect(below.message).to.equal(`mounts.0.source is read-write and lies below ${q}, which a runner mounts (the runner could swap what that runner sees)`);
+    expect(below.message).to.equal(`mounts[0].source is read-write and lies below ${q}, which a runner mounts (the runner could swap what that runner sees)`);
     await expectSocketError(spawn('runner-b', q, false), 'forbidden');
     // read-only beside, above and on top of it: nobody can change anything
     await spawn('runner-c', p, true);
@@ -190,7 +190,7 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
     const under = await expectSocketError(spawn('runner-e', path.join(sibling, 'x'), true), 'forbidden');
     expect(under.message).to.match(/lies below .*sibling, which a container may write/);
     const above = await expectSocketError(spawn('runner-e', managed, true), 'forbidden');
-    expect(above.message).to.equal(`mounts.0.source holds ${sibling}, which a container may write (it could re-point what lies below)`);
+    expect(above.message).to.equal(`mounts[0].source holds ${sibling}, which a container may write (it could re-point what lies below)`);
 
     // once the readers are gone, p may be written
     for (const name of ['runner-a', 'runner-c', 'runner-d']) await dockerd.docker.getContainer(name).kill();
@@ -263,8 +263,8 @@ describe('sockets/container-provider: spawn mount sources (hostile runners)', fu
         own.spawn({ image: dockerd.image, name: 'runner-alias', mounts: [{ source, target: '/m' }], command: ['sleep', '600'] });
       const itself = (await expectSocketError(spawn(dataDir), 'forbidden')).message;
       const inData = (await expectSocketError(spawn(path.join(dataDir, 'secret.key')), 'forbidden')).message;
-      expect(itself).to.equal('mounts.0.source is the data directory or contains it');
-      expect(inData).to.equal('mounts.0.source lies in the data directory outside its managed folder');
+      expect(itself).to.equal('mounts[0].source is the data directory or contains it');
+      expect(inData).to.equal('mounts[0].source lies in the data directory outside its managed folder');
       const cases: Array<[string, string]> = [
         [path.join(m, 'alias'), itself],
         [path.join(m, 'up'), itself],

@@ -103,7 +103,7 @@ describe('sockets/container-provider (real dockerd)', function () {
     ];
     for (const [p, source] of refused) {
       const err = await expectSocketError(p.spawn({ ...base, name: 'runner-x', mounts: [{ source, target: '/m' }] }), 'forbidden');
-      expect(err.details, source).to.deep.equal([{ field: 'mounts.0.source', message: err.message.replace(/^mounts\.0\.source /, '') }]);
+      expect(err.details, source).to.deep.equal([{ field: 'mounts[0].source', message: err.message.replace(/^mounts\[0\]\.source /, '') }]);
     }
     expect(await names(dockerd.docker)).to.deep.equal([]);
 

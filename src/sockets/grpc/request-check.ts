@@ -1,7 +1,7 @@
 import type protobuf from 'protobufjs';
 import { protobufJs } from './protos.js';
 
-/** A field of a request that its message type refuses, named as the caller wrote it (`request.filters.0`). */
+/** A field of a request that its message type refuses, named as the caller wrote it (`request.filters[0]`). */
 export interface FieldProblem {
   field: string;
   message: string;
@@ -62,7 +62,7 @@ function checkMessage(type: protobuf.Type, value: unknown, at: string, depth: nu
     if (field instanceof protobufJs().MapField) checkMap(field, v, where, depth, out);
     else if (field.repeated) {
       if (!Array.isArray(v)) out.push({ field: where, message: 'must be an array' });
-      else v.forEach((item, i) => checkValue(field, item, `${where}.${i}`, depth, out));
+      else v.forEach((item, i) => checkValue(field, item, `${where}[${i}]`, depth, out));
     } else checkValue(field, v, where, depth, out);
   }
   for (const oneof of type.oneofsArray) {

@@ -108,7 +108,7 @@ describe('gRPC requests and answers', () => {
       { field: 'request.tags', message: 'must be an array' },
       { field: 'request.counts.a', message: 'must be a 64-bit integer (a decimal string or a safe integer)' },
       { field: 'request.by_number.three', message: 'key must be a 32-bit integer' },
-      { field: 'request.tree.children.0.extra', message: 'is not a field of kitchen.v1.Node' },
+      { field: 'request.tree.children[0].extra', message: 'is not a field of kitchen.v1.Node' },
       { field: 'request.at', message: 'must be an object (google.protobuf.Timestamp)' },
     ]);
   });
@@ -116,7 +116,7 @@ describe('gRPC requests and answers', () => {
   it('refuses unknown fields, a second member of a oneof, nulls in lists, a request that is not an object', () => {
     expect(fields({ text: 'a', number: 1 })).to.deep.equal(['request.number']);
     expect(check({ text: 'a', number: 1 })[0]!.message).to.equal('only one of text, number may be set');
-    expect(fields({ tags: ['a', null] })).to.deep.equal(['request.tags.1']);
+    expect(fields({ tags: ['a', null] })).to.deep.equal(['request.tags[1]']);
     // an object with a prototype of its own is not JSON's
     expect(fields({ __proto__: { s: 'x' } })).to.deep.equal(['request']);
     expect(fields(JSON.parse('{"__proto__": {"s": "x"}, "constructor": 1}'))).to.deep.equal(['request.__proto__', 'request.constructor']);
