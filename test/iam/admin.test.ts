@@ -102,7 +102,11 @@ describe('IAM model and admin API', () => {
       expect(named, `${path} names ${field}`).to.contain(field === 'body' ? 'validation' : field);
     }
     // an item of a list is named as clients write it, the same form a batch's and a host service's problems take
-    const item = await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'x1', groups: ['INT_USER', 5] }).expect(400);
+    const item = await request(svc.url)
+      .post('/api/users')
+      .set('Authorization', admin())
+      .send({ username: 'x1', groups: ['INT_USER', 5] })
+      .expect(400);
     expect(item.body.error.details).to.deep.equal([{ field: 'groups[1]', message: 'must be a string' }]);
     expect((await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'admin' }).expect(409)).body.error.code).to.equal(
       'conflict',
