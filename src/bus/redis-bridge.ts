@@ -33,7 +33,7 @@ export interface RedisBridgeOptions {
   secretKey: string;
   /** this instance's name in messages; messages carrying it are its own and never emitted again */
   instanceId: string;
-  /** the pub/sub channel; instances of one deployment share it */
+  /** the pub/sub channel; instances of one deployment share it (default: busChannel() of the URL's database) */
   channel?: string;
   /** how old (or how far ahead) a message may be (default FRESHNESS_MS) */
   freshnessMs?: number;
@@ -151,6 +151,13 @@ export function redactRedisUrl(url: string): string {
 }
 
 /**
+ * The channel of the deployment whose Redis database is `db`: pub/sub ignores database numbers
+ * (a message published in one reaches subscribers in every other), so the number is in the
+ * name. Database 0 keeps the name the bus always had.
+ */
+export const busChannel = (db: number): string => (db ? `service-core:bus:${db}` : 'service-core:bus');
+
+/**
  * Carries the cluster-wide bus events (CLUSTER_EVENTS, plus what plugins declare) between
  * instances over Redis pub/sub: an event emitted here is published once; a message from another
  * instance is verified, validated and emitted here once, never published again (no echo). Redis
@@ -195,7 +202,6 @@ export class RedisBridge {
   };
 
   constructor(private readonly opts: RedisBridgeOptions) {
-    this.channel = opts.channel ?? 'service-core:bus';
     this.key = busKey(opts.secretKey);
     this.freshnessMs = opts.freshnessMs ?? FRESHNESS_MS;
     this.seen = new SeenIds(this.freshnessMs, opts.maxSeen ?? MAX_SEEN);
@@ -209,6 +215,7 @@ export class RedisBridge {
     // no offline queue: while the link is down a publish fails at once instead of piling up
     this.pub = new Redis(opts.url, { ...common, enableOfflineQueue: false, connectionName: `${opts.instanceId}:pub` });
     this.sub = new Redis(opts.url, { ...common, connectionName: `${opts.instanceId}:sub` });
+    this.channel = opts.channel ?? busChannel(this.sub.options.db ?? 0);
     for (const [event, schema] of Object.entries(CLUSTER_EVENTS)) this.declare(event, schema!);
     for (const c of [this.pub, this.sub]) {
       c.on('ready', () => this.updateState());

@@ -192,6 +192,34 @@ describe('bus bridge: signed envelopes', function () {
     }
   });
 
+  it("a deployment on another database of the same Redis is on a channel of its own: neither hears the other's events", async () => {
+    // pub/sub ignores the database number: the channel's name carries it
+    const log = capturingLogger('info');
+    const other = { bus: new EventBus(log.logger), seen: [] as unknown[] };
+    other.bus.on('iam:password_changed', (p) => void other.seen.push(p));
+    const third = new RedisBridge({ url: `${redis.url}/3`, bus: other.bus, log: log.logger, secretKey: SECRET, instanceId: 'db3' });
+    const twinBus = new EventBus(log.logger);
+    const twin = new RedisBridge({ url: `${redis.url}/3`, bus: twinBus, log: log.logger, secretKey: SECRET, instanceId: 'db3-twin' });
+    try {
+      expect([a.bridge.channel, third.channel]).to.deep.equal([CHANNEL, 'service-core:bus:3']);
+      for (const bridge of [third, twin]) bridge.start();
+      await eventually(() => expect(third.isUp && twin.isUp).to.equal(true), 5000);
+      const before = drops(a);
+      a.bus.emit('iam:password_changed', { user_id: 'u-database-0' });
+      await flush();
+      // the same key, so only the channel keeps them apart
+      twinBus.emit('iam:password_changed', { user_id: 'u-database-3' });
+      await eventually(() => expect(other.seen).to.deep.equal([{ user_id: 'u-database-3' }]), 3000);
+      await flush();
+      expect(other.seen).to.deep.equal([{ user_id: 'u-database-3' }]);
+      expect(a.seen('iam:password_changed')).to.not.deep.include({ user_id: 'u-database-3' });
+      expect(b.seen('iam:password_changed')).to.not.deep.include({ user_id: 'u-database-3' });
+      expect([delta(a, before), third.stats.dropped]).to.deep.equal([{}, 0]);
+    } finally {
+      await Promise.all([third.close(), twin.close()]);
+    }
+  });
+
   it('a signed payload must match its schema exactly: an unknown field, a missing one, or an unknown event is dropped', async () => {
     const key = busKey(SECRET);
     const before = drops(b);
