@@ -5,7 +5,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { KEEP_ALIVE_MS, STOP_IDLE_MARGIN_MS, STOP_IDLE_MS } from '../../src/http/drain.js';
 import { startService, type TestService } from '../support/service.js';
-import { forwardedForIsTheProxys, loginCallsAndPushThrough } from '../support/proxy.js';
+import { forwardedForIsTheProxys, loginCallsAndPushThrough, metricsOnlyToThisMachine } from '../support/proxy.js';
 import { unusedPort } from '../auth/helpers.js';
 import { startForeground } from '../support/foreground.js';
 
@@ -74,5 +74,9 @@ describe('behind Caddy (docs/deploy/Caddyfile as shipped)', function () {
 
   it('takes the client address Caddy saw, not one the client wrote into X-Forwarded-For', async () => {
     await forwardedForIsTheProxys(origin, svc);
+  });
+
+  it('answers /metrics to this machine only: 403 to any other address', async () => {
+    await metricsOnlyToThisMachine(origin);
   });
 });

@@ -6,7 +6,7 @@ import { unusedPort } from '../auth/helpers.js';
 import { eventually } from '../plugins/helpers.js';
 import { SHIPPED_NGINX, shippedSite, startNginx, type TestNginx } from '../support/nginx.js';
 import { KEEP_ALIVE_MS, STOP_IDLE_MARGIN_MS, STOP_IDLE_MS } from '../../src/http/drain.js';
-import { clientThrough, forwardedForIsTheProxys, loginCallsAndPushThrough, loginThrough } from '../support/proxy.js';
+import { clientThrough, forwardedForIsTheProxys, loginCallsAndPushThrough, loginThrough, metricsOnlyToThisMachine } from '../support/proxy.js';
 
 /** The server lines of the file's upstream that is not commented out. */
 function activeServers(text: string): string[] {
@@ -57,6 +57,10 @@ describe('behind nginx, one instance (docs/deploy/nginx.conf as shipped)', funct
 
   it('takes the client address nginx saw, not one the client wrote into X-Forwarded-For', async () => {
     await forwardedForIsTheProxys(origin, svc);
+  });
+
+  it('answers /metrics to this machine only: 403 to any other address', async () => {
+    await metricsOnlyToThisMachine(origin);
   });
 });
 

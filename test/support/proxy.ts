@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { expect } from 'chai';
 import WebSocket from 'ws';
 import { GatewayClient, type SocketFactory } from '../../src/client/gateway-client.js';
@@ -70,4 +71,29 @@ export async function forwardedForIsTheProxys(origin: string, svc: TestService):
   expect(rows.map((r: { ip: string }) => r.ip))
     .to.include('127.0.0.1')
     .and.not.include('203.0.113.9');
+}
+
+/** A GET sent from `localAddress` (another address of this machine stands for another client). */
+function getFrom(url: string, localAddress: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    http
+      .get(url, { localAddress, agent: false }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      })
+      .on('error', reject);
+  });
+}
+
+/** The proxy answers the unauthenticated /metrics to this machine (127.0.0.1) only, 403 to another address; the rest stays open. */
+export async function metricsOnlyToThisMachine(origin: string): Promise<void> {
+  const from = async (localAddress: string) => {
+    const res = await getFrom(`${origin}/metrics`, localAddress);
+    return { status: res.status, metrics: /^# HELP /m.test(res.body) };
+  };
+  expect(await from('127.0.0.1')).to.deep.equal({ status: 200, metrics: true });
+  expect(await from('127.0.0.2')).to.deep.equal({ status: 403, metrics: false });
+  expect((await getFrom(`${origin}/healthz`, '127.0.0.2')).status).to.equal(200);
 }
