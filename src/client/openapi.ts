@@ -2054,7 +2054,15 @@ export interface paths {
          */
         get: operations["listUserKeys"];
         put?: never;
-        post?: never;
+        /**
+         * Create an API key for a user
+         * @description A key for another account (the `bot` account's, for a program), as `POST /api/me/api-keys` makes one's own and `service-core key issue --user` any: the token is in this answer only; `scopes` narrow the owner's permissions. Issuing a key lets its holder act as the owner, so the owner must be one the caller may take over: a superadmin or bot account, or one whose access reaches the host, only by a superadmin (with a fresh second factor where it has one).
+         *
+         *     Requires the permission `feature:admin.users`.
+         *
+         *     Step-up: from a web session of an account with a second factor, it needs that factor verified within `SERVICE_MFA_STEP_UP_MINUTES` (`POST /api/auth/step-up`), else 403 `step_up_required`.
+         */
+        post: operations["issueUserKey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2422,6 +2430,22 @@ export interface components {
             /** @description a group of yours requires a second factor */
             required: boolean;
         };
+        NewApiKey: {
+            id: string;
+            /** @enum {string} */
+            kind: "key" | "session";
+            prefix: string;
+            label: string;
+            scopes: string[] | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at: string | null;
+            /** Format: date-time */
+            last_used_at: string | null;
+            /** @description the API key (X-API-Key or Bearer), shown this once */
+            token: string;
+        };
         Notification: {
             id: string;
             seq: number;
@@ -2767,84 +2791,34 @@ export interface operations {
                      * @example {
                      *       "events": [
                      *         {
-                     *           "seq": 17,
-                     *           "id": "e4b99b9c-aa5c-43ad-ae54-8c16e286e00f",
-                     *           "at": "2026-11-28T01:21:17.399Z",
+                     *           "seq": 9,
+                     *           "id": "6a56ab38-38a1-4b12-946d-cb88598d70cd",
+                     *           "at": "2026-11-29T13:00:27.015Z",
                      *           "actor": {
-                     *             "user_id": "4aa42cac-6085-485f-948a-0450845849ab",
+                     *             "user_id": "d169de1a-c377-47a3-9af5-b0c047cbee72",
                      *             "username": "admin",
                      *             "method": "basic",
                      *             "ip": "127.0.0.1"
                      *           },
-                     *           "action": "settings.changed",
+                     *           "action": "key.issued",
                      *           "target": {
-                     *             "type": "settings",
-                     *             "id": "auth",
-                     *             "name": "login settings"
+                     *             "type": "key",
+                     *             "id": "f496ca18-748b-4706-956a-624e08c1c90f",
+                     *             "name": "deploy job"
                      *           },
                      *           "outcome": "success",
                      *           "details": {
-                     *             "fields": [
-                     *               "ldap_url",
-                     *               "ldap_bind_password"
-                     *             ]
+                     *             "owner": "keyfor",
+                     *             "owner_id": "86fa13eb-0632-4eb4-b8a6-421385a1adae",
+                     *             "scopes": [
+                     *               "api:read"
+                     *             ],
+                     *             "expires_at": null
                      *           },
-                     *           "hash": "a591c2c57ec8a7eff8b0f03dfdf1375f2fbbb9ff5a76f4cdbe04d64f22018758"
-                     *         },
-                     *         {
-                     *           "seq": 16,
-                     *           "id": "3ca703e2-fc98-4a00-bae7-ae143a496d90",
-                     *           "at": "2026-11-28T01:21:17.327Z",
-                     *           "actor": {
-                     *             "user_id": "4aa42cac-6085-485f-948a-0450845849ab",
-                     *             "username": "admin",
-                     *             "method": "basic",
-                     *             "ip": "127.0.0.1"
-                     *           },
-                     *           "action": "settings.changed",
-                     *           "target": {
-                     *             "type": "settings",
-                     *             "id": "auth",
-                     *             "name": "login settings"
-                     *           },
-                     *           "outcome": "success",
-                     *           "details": {
-                     *             "fields": [
-                     *               "ldap_url",
-                     *               "ldap_base_dn",
-                     *               "ldap_bind_dn"
-                     *             ]
-                     *           },
-                     *           "hash": "4084f1d26d14818847f2e3a4ea1d2dd8d855156e8c7da4be695ebdfd0a26a030"
-                     *         },
-                     *         {
-                     *           "seq": 15,
-                     *           "id": "f279d3fe-f669-4878-87b9-730e271ed699",
-                     *           "at": "2026-11-28T01:21:17.267Z",
-                     *           "actor": {
-                     *             "user_id": "4aa42cac-6085-485f-948a-0450845849ab",
-                     *             "username": "admin",
-                     *             "method": "basic",
-                     *             "ip": "127.0.0.1"
-                     *           },
-                     *           "action": "settings.changed",
-                     *           "target": {
-                     *             "type": "settings",
-                     *             "id": "auth",
-                     *             "name": "login settings"
-                     *           },
-                     *           "outcome": "success",
-                     *           "details": {
-                     *             "fields": [
-                     *               "ldap_url",
-                     *               "ldap_base_dn",
-                     *               "ldap_bind_dn"
-                     *             ]
-                     *           },
-                     *           "hash": "4ccda0544d0fc9af41013a8417f7d1e29b5ba11b0a72b000efb66b166d76759d"
+                     *           "hash": "411046eca2921c716e5afc1867397c7bc8de6d372e4f4e856177362b57d187e1"
                      *         }
                      *       ],
-                     *       "next_before": null
+                     *       "next_before": 9
                      *     }
                      */
                     "application/json": {
@@ -2882,7 +2856,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "username": "carl",
+                 *       "username": "guessed",
                  *       "password": "xxxx-xxxxxxxx-0"
                  *     }
                  */
@@ -2901,16 +2875,16 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "token": "svs_XXXx00xxxXXxXXxXx00x00XxxxxXxXxx00xxxX_xxxX",
+                     *       "token": "svs_x0xXxxXXXXxxxXxxXXX0xXxxxXXXXXxXxXxXxXxxx0x",
                      *       "token_type": "session",
-                     *       "expires_at": "2026-11-28T13:19:20.531Z",
+                     *       "expires_at": "2026-11-30T01:00:29.971Z",
                      *       "user": {
-                     *         "id": "adc8d1e9-62ff-4d7c-b33f-7bc483651029",
-                     *         "username": "carl",
-                     *         "display_name": "Carl",
-                     *         "email": "carl@example.test",
+                     *         "id": "02a8f9dc-42d0-40cd-a65b-5e75ab699b33",
+                     *         "username": "guessed",
+                     *         "display_name": null,
+                     *         "email": null,
                      *         "groups": [
-                     *           "INT_USER"
+                     *           "INT_VIEWER"
                      *         ]
                      *       }
                      *     }
@@ -3528,7 +3502,8 @@ export interface operations {
                      *             "api:write"
                      *           ],
                      *           "members": [
-                     *             "admin"
+                     *             "admin",
+                     *             "promoted"
                      *           ]
                      *         },
                      *         {
@@ -3540,7 +3515,9 @@ export interface operations {
                      *             "api:write"
                      *           ],
                      *           "members": [
-                     *             "bot"
+                     *             "bot",
+                     *             "keyowner",
+                     *             "keyfor"
                      *           ]
                      *         },
                      *         {
@@ -3550,7 +3527,11 @@ export interface operations {
                      *             "feature:dashboard.view",
                      *             "api:read"
                      *           ],
-                     *           "members": []
+                     *           "members": [
+                     *             "lockme",
+                     *             "burst",
+                     *             "twelve"
+                     *           ]
                      *         }
                      *       ]
                      *     }
@@ -3588,9 +3569,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "name": "dashonly",
+                 *       "name": "auditors",
                  *       "permissions": [
-                 *         "feature:dashboard.view"
+                 *         "feature:admin.users"
                  *       ]
                  *     }
                  */
@@ -3610,10 +3591,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "name": "dashonly",
+                     *       "name": "auditors",
                      *       "description": "",
                      *       "permissions": [
-                     *         "feature:dashboard.view"
+                     *         "feature:admin.users"
                      *       ],
                      *       "members": []
                      *     }
@@ -3773,7 +3754,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "name": "developers"
+                 *       "permissions": []
                  *     }
                  */
                 "application/json": {
@@ -3792,13 +3773,11 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "name": "developers",
-                     *       "description": "developers",
-                     *       "permissions": [
-                     *         "api:write"
-                     *       ],
+                     *       "name": "auditors",
+                     *       "description": "",
+                     *       "permissions": [],
                      *       "members": [
-                     *         "dev1"
+                     *         "auditor"
                      *       ]
                      *     }
                      */
@@ -3858,14 +3837,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "4f6ad67e-dd0f-444f-8fc6-904a5dc89f5e",
-                     *       "username": "weakling",
+                     *       "id": null,
+                     *       "username": "system",
                      *       "display_name": null,
                      *       "email": null,
                      *       "groups": [],
                      *       "roles": [],
-                     *       "method": "basic",
-                     *       "is_system": false
+                     *       "method": "system_key",
+                     *       "is_system": true
                      *     }
                      */
                     "application/json": {
@@ -3908,15 +3887,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "username": "admin",
+                     *       "username": "keyowner",
                      *       "groups": [
-                     *         "INT_ADMIN"
+                     *         "INT_USER"
                      *       ],
                      *       "is_superadmin": false,
                      *       "permissions": [
                      *         "api:read",
                      *         "api:write",
-                     *         "feature:admin.audit"
+                     *         "feature:dashboard.admin_sections"
                      *       ],
                      *       "plugins": {}
                      *     }
@@ -3966,15 +3945,15 @@ export interface operations {
                      * @example {
                      *       "keys": [
                      *         {
-                     *           "id": "e989c768-0a3d-477b-b7e7-ec8bbc2c081b",
-                     *           "kind": "session",
-                     *           "label": "web session (local)",
-                     *           "prefix": "svs_GMAn26",
+                     *           "id": "23a4519b-e67e-416a-8ee7-f7b841681e3e",
+                     *           "kind": "key",
+                     *           "label": "ci",
+                     *           "prefix": "svk_Po6ylh",
                      *           "scopes": null,
-                     *           "created_at": "2026-11-28T01:19:20.531Z",
-                     *           "last_used_at": "2026-11-28T01:19:20.667Z",
-                     *           "expires_at": "2026-11-28T13:19:20.531Z",
-                     *           "current": true
+                     *           "created_at": "2026-11-29T13:00:26.902Z",
+                     *           "last_used_at": "2026-11-29T13:00:26.908Z",
+                     *           "expires_at": null,
+                     *           "current": false
                      *         }
                      *       ]
                      *     }
@@ -4027,7 +4006,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "label": "from the UI"
+                 *       "label": "k"
                  *     }
                  */
                 "application/json": {
@@ -4050,33 +4029,18 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "6b89020f-7f8d-44b5-960d-ce36148d2cb4",
+                     *       "id": "5435a52d-7862-4bbf-b94b-bc35d3dba786",
                      *       "kind": "key",
-                     *       "label": "from the UI",
-                     *       "prefix": "svk_A-5rhL",
+                     *       "label": "k",
+                     *       "prefix": "svk_GdRVaB",
                      *       "scopes": null,
-                     *       "created_at": "2026-11-28T01:19:22.433Z",
+                     *       "created_at": "2026-11-29T13:00:26.369Z",
                      *       "last_used_at": null,
                      *       "expires_at": null,
-                     *       "token": "svk_X-0xxXx0xX0xXxxx00XX000XXX0XXX_xxxxx0XXxXxX"
+                     *       "token": "svk_XxXXxX0xXXXXXxx0x0-xXX0xXXxxx0XX0Xx0XxXx0x0"
                      *     }
                      */
-                    "application/json": {
-                        id: string;
-                        /** @enum {string} */
-                        kind: "key" | "session";
-                        prefix: string;
-                        label: string;
-                        scopes: string[] | null;
-                        /** Format: date-time */
-                        created_at: string;
-                        /** Format: date-time */
-                        expires_at: string | null;
-                        /** Format: date-time */
-                        last_used_at: string | null;
-                        /** @description the API key (X-API-Key or Bearer), shown this once */
-                        token: string;
-                    };
+                    "application/json": components["schemas"]["NewApiKey"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -4861,9 +4825,24 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "notifications": [],
-                     *       "unread": 0,
-                     *       "last_seq": 0
+                     *       "notifications": [
+                     *         {
+                     *           "id": "01a22764-84c5-7204-854b-4ab7f3723aa4",
+                     *           "seq": 1,
+                     *           "title": "for the reader",
+                     *           "message": "m",
+                     *           "level": "info",
+                     *           "source": null,
+                     *           "link": null,
+                     *           "created_at": "2026-11-29T13:00:28.756Z",
+                     *           "updated_at": "2026-11-29T13:00:28.756Z",
+                     *           "read": false,
+                     *           "broadcast": false,
+                     *           "toast": true
+                     *         }
+                     *       ],
+                     *       "unread": 1,
+                     *       "last_seq": 1
                      *     }
                      */
                     "application/json": {
@@ -4900,8 +4879,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "title": "Deploy finished",
-                 *       "message": "Deploy finished body"
+                 *       "title": "for the reader",
+                 *       "message": "m",
+                 *       "user": "admin"
                  *     }
                  */
                 "application/json": components["schemas"]["NotificationSend"];
@@ -4916,7 +4896,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "56a91cf1-dcbc-4b19-bd72-40dad3ec7b55",
+                     *       "id": "01a22764-84c5-7204-854b-4ab7f3723aa4",
                      *       "seq": 1
                      *     }
                      */
@@ -7277,7 +7257,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "key": "xxxx-xxxxxx-xxx-0000000000xxxxxx0000000000"
+                 *       "key": "xxxxx-xxxxxx-xxx-xxxxxxxxxxxxxxxxxxxxxxxxxxxx"
                  *     }
                  */
                 "application/json": {
@@ -11043,14 +11023,16 @@ export interface operations {
                      * @example {
                      *       "users": [
                      *         {
-                     *           "id": "dfd62fcd-cd96-4731-aff1-acd8752dd05b",
+                     *           "id": "6f656c0e-1693-462a-badd-47fc9941358d",
                      *           "username": "admin",
                      *           "display_name": null,
                      *           "email": null,
                      *           "groups": [
                      *             "INT_ADMIN"
                      *           ],
-                     *           "roles": [],
+                     *           "roles": [
+                     *             "superadmin"
+                     *           ],
                      *           "extra_permissions": [],
                      *           "disabled": false,
                      *           "mfa": false,
@@ -11060,10 +11042,10 @@ export interface operations {
                      *               "provider_user_id": "admin"
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-28T01:19:07.363Z"
+                     *           "created_at": "2026-11-29T13:00:25.079Z"
                      *         },
                      *         {
-                     *           "id": "a3140bb3-8655-4d10-a079-ae9420797b83",
+                     *           "id": "88c07641-baef-4be1-8ba3-cd1e27799c39",
                      *           "username": "bot",
                      *           "display_name": null,
                      *           "email": null,
@@ -11082,7 +11064,7 @@ export interface operations {
                      *               "provider_user_id": "bot"
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-28T01:19:07.416Z"
+                     *           "created_at": "2026-11-29T13:00:25.091Z"
                      *         }
                      *       ]
                      *     }
@@ -11120,8 +11102,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "username": "viewer",
-                 *       "password": "xxxxxx-xxxxxxxx-0",
+                 *       "username": "order-user",
+                 *       "password": "xxxx-xxxxxxxx-0",
                  *       "groups": [
                  *         "INT_VIEWER"
                  *       ]
@@ -11148,8 +11130,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "6a91ee73-1175-4c3d-8020-994ae2868bc9",
-                     *       "username": "viewer",
+                     *       "id": "3595c5ad-0423-4e82-8923-924adf178c7c",
+                     *       "username": "order-user",
                      *       "display_name": null,
                      *       "email": null,
                      *       "groups": [
@@ -11162,10 +11144,10 @@ export interface operations {
                      *       "identities": [
                      *         {
                      *           "provider": "local",
-                     *           "provider_user_id": "viewer"
+                     *           "provider_user_id": "order-user"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-28T04:06:48.996Z"
+                     *       "created_at": "2026-11-29T13:00:26.323Z"
                      *     }
                      */
                     "application/json": components["schemas"]["CreatedUser"];
@@ -11337,7 +11319,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "display_name": "Root"
+                 *       "disabled": true
                  *     }
                  */
                 "application/json": {
@@ -11361,26 +11343,24 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "e1e2a56f-f2d5-45f6-89b5-f2d4bf88ebed",
-                     *       "username": "root1",
-                     *       "display_name": "Root",
+                     *       "id": "039eabfd-1da0-41e5-b86b-4cdb7b698de4",
+                     *       "username": "revoker",
+                     *       "display_name": null,
                      *       "email": null,
                      *       "groups": [
-                     *         "INT_VIEWER"
+                     *         "INT_USER"
                      *       ],
-                     *       "roles": [
-                     *         "superadmin"
-                     *       ],
+                     *       "roles": [],
                      *       "extra_permissions": [],
-                     *       "disabled": false,
+                     *       "disabled": true,
                      *       "mfa": false,
                      *       "identities": [
                      *         {
                      *           "provider": "local",
-                     *           "provider_user_id": "root1"
+                     *           "provider_user_id": "revoker"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-28T01:19:09.276Z"
+                     *       "created_at": "2026-11-29T13:00:27.134Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -11471,6 +11451,98 @@ export interface operations {
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    issueUserKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the user id (UUID) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "label": "deploy job",
+                 *       "scopes": [
+                 *         "api:read"
+                 *       ]
+                 *     }
+                 */
+                "application/json": {
+                    label: string;
+                    scopes?: string[];
+                    /**
+                     * Format: date-time
+                     * @description a time in the future, before the year 10000
+                     */
+                    expires_at?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description the key with its token (shown once) */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "f496ca18-748b-4706-956a-624e08c1c90f",
+                     *       "kind": "key",
+                     *       "label": "deploy job",
+                     *       "prefix": "svk_IhHIxy",
+                     *       "scopes": [
+                     *         "api:read"
+                     *       ],
+                     *       "created_at": "2026-11-29T13:00:27.006Z",
+                     *       "last_used_at": null,
+                     *       "expires_at": null,
+                     *       "token": "svk_XxXXxxxXxXXXxxXx0xXXxX0xxXXxxXxXxXxx0x000XX"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["NewApiKey"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description forbidden: the caller lacks feature:admin.users; or the owner is a superadmin or bot account, or reaches the host, and the caller is not a superadmin; or an API key of an account with a second factor (issue keys from a signed-in session that verified it lately); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict: the owner is disabled */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -11582,7 +11654,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "new_password": "xxxxxxxx-xxxxxxxx-0"
+                 *       "new_password": "xxxxx-xxx-xxxxxxxx",
+                 *       "current_password": "xxxx-xxxxxxxx-0"
                  *     }
                  */
                 "application/json": {
@@ -11663,7 +11736,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "ticket": "svt_x0x0XxXXXxxx0Xx0-00_X0xXxXxXXXXXXX0X00xxx0X",
+                     *       "ticket": "svt_0x0XXXx0X-XXxxX0XXxxxx0X0xXxxXX0xXx_xXxxxxX",
                      *       "expires_in": 30
                      *     }
                      */

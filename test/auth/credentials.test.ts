@@ -139,6 +139,48 @@ describe('credential methods', () => {
       expect(stored.token_hash).to.match(/^[0-9a-f]{64}$/);
     });
 
+    it("an administrator issues a key for another user: the owner's, shown once, audited; never for an account it may not take over", async () => {
+      const u = await makeUser(svc, 'keyfor', ['INT_USER']);
+      const issued = await request(svc.url)
+        .post(`/api/users/${u.id}/api-keys`)
+        .set('Authorization', adminAuth())
+        .send({ label: 'deploy job', scopes: ['api:read'] })
+        .expect(201);
+      expect(issued.body).to.include({ label: 'deploy job', kind: 'key' });
+      expect(issued.body.scopes).to.deep.equal(['api:read']);
+      const me = await request(svc.url).get('/api/me').set('X-API-Key', issued.body.token).expect(200);
+      expect(me.body).to.include({ method: 'api_key', username: 'keyfor' });
+      // the owner sees it among their own, without the token
+      const mine = await request(svc.url).get('/api/me/api-keys').set('Authorization', u.auth).expect(200);
+      expect(mine.body.keys.map((k: { id: string }) => k.id)).to.include(issued.body.id);
+      expect(JSON.stringify(mine.body)).not.to.contain(issued.body.token);
+      const events = await request(svc.url).get('/api/audit').query({ action: 'key.issued', limit: 1 }).set('Authorization', adminAuth()).expect(200);
+      expect(events.body.events[0]).to.deep.include({ action: 'key.issued', outcome: 'success' });
+      expect(events.body.events[0].actor.username).to.equal('admin');
+      expect(events.body.events[0].details).to.include({ owner: 'keyfor', owner_id: u.id });
+
+      // the owner's permissions bound the scopes; the body is validated as the owner's own would be
+      const beyond = await request(svc.url)
+        .post(`/api/users/${u.id}/api-keys`)
+        .set('Authorization', adminAuth())
+        .send({ label: 'x', scopes: ['feature:admin.users'] })
+        .expect(400);
+      expect(beyond.body.error.details[0]).to.include({ field: 'scopes' });
+      const bad = await request(svc.url).post(`/api/users/${u.id}/api-keys`).set('Authorization', adminAuth()).send({ scopes: 'api:read' }).expect(400);
+      expect(bad.body.error.details.map((d: { field: string }) => d.field)).to.include.members(['label', 'scopes']);
+      await request(svc.url)
+        .post('/api/users/00000000-0000-4000-8000-000000000000/api-keys')
+        .set('Authorization', adminAuth())
+        .send({ label: 'x' })
+        .expect(404);
+      // a plain administrator (not a superadmin) may not hand out the bot account; a user may not use this path for anyone
+      const bot = (await request(svc.url).get('/api/users').query({ username: 'bot' }).set('Authorization', adminAuth()).expect(200)).body.users[0];
+      const refused = await request(svc.url).post(`/api/users/${bot.id}/api-keys`).set('Authorization', adminAuth()).send({ label: 'x' }).expect(403);
+      expect(refused.body.error.message).to.match(/only a superadmin/);
+      await request(svc.url).post(`/api/users/${u.id}/api-keys`).set('Authorization', u.auth).send({ label: 'x' }).expect(403);
+      expect((await request(svc.url).get(`/api/users/${bot.id}/api-keys`).set('Authorization', adminAuth()).expect(200)).body.keys).to.deep.equal([]);
+    });
+
     it('a revoked key, an expired key and a disabled owner give no identity', async () => {
       const u = await makeUser(svc, 'revoker', ['INT_USER']);
       const key = await makeKey(svc, u.auth);

@@ -179,6 +179,19 @@ describe('every transport, the same rule and the same event', function () {
       cli: async () => ({ answer: exit(await cli(cliEnv(), ['user', 'mfa-reset', 'bot'])), target: { name: 'bot' } }),
     },
     {
+      action: 'key.issued',
+      target: 'key',
+      plain: 'denied',
+      http: async (who) => {
+        const label = fresh();
+        return { answer: status(await api().post(`/api/users/${botId}/api-keys`).set(as(who)).send({ label })), target: { name: label } };
+      },
+      cli: async () => {
+        const label = fresh();
+        return { answer: exit(await cli(cliEnv(), ['key', 'issue', '--user', 'bot', '--label', label])), target: { name: label } };
+      },
+    },
+    {
       action: 'key.revoked',
       target: 'key',
       plain: 'denied',

@@ -10,11 +10,11 @@ import { sendJson } from '../../http/body.js';
 import { expandGrants } from '../../iam/permissions.js';
 import { createKeySchema } from '../../iam/schemas.js';
 import type { ApiIdentity } from '../identity.js';
+import { issuingCredential, newKeyView } from './views.js';
 
 const myKeysView = Joi.object({
   keys: Joi.array().items(Joi.object({ ...publicKeySchema, current: Joi.boolean().description('the credential of this request') })),
 });
-const newKeyView = Joi.object({ ...publicKeySchema, token: Joi.string().description('the API key (X-API-Key or Bearer), shown this once') });
 const revokedView = Joi.object({ revoked: Joi.number().integer().min(0).description('the keys revoked now') });
 
 /** The access view: effective permissions and what each plugin lets this caller do. */
@@ -198,14 +198,11 @@ export function meRoutes(auth: AuthComponent): Router {
       const id = ownerOf(ctx);
       const owner = await auth.iam.users.find({ id: id.userId! });
       // a scoped key cannot mint a broader one (issuedWith)
-      const parent = id.method === 'api_key' && id.proof?.kind === 'credential' ? { id: id.proof.id, expiresAt: id.proof.expires_at } : null;
       const { token, key } = await auth.keys.issue(
         id,
         owner,
         { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at ? body.expires_at.getTime() : null },
-        {
-          issuedWith: { keyScopes: id.keyScopes, allows: (p) => id.allows(p), parent },
-        },
+        { issuedWith: issuingCredential(id) },
       );
       ctx.status = 201;
       return { ...publicKey(key), token };

@@ -1,14 +1,15 @@
 import type Router from '@koa/router';
 import Joi from 'joi';
 import type { AuthComponent } from '../component.js';
-import { actor } from '../guards.js';
+import { actor, identity } from '../guards.js';
 import { ApiRouter } from '../../http/api.js';
 import { publicKey, publicKeySchema } from '../api-keys.js';
 import { verifyCurrentPassword } from '../reauth.js';
 import { jsonBody } from '../../http/body.js';
 import { validate } from '../../http/validate.js';
 import { notFound } from '../../http/errors.js';
-import { passwordSchema, uuidParam } from '../../iam/schemas.js';
+import { createKeySchema, passwordSchema, uuidParam } from '../../iam/schemas.js';
+import { issuingCredential, newKeyView } from './views.js';
 import { ADMIN_USERS, userIdParams as idParams } from '../../iam/routes/users.js';
 import { ownSession } from '../../iam/routes/caller.js';
 
@@ -87,6 +88,38 @@ export function userCredentialRoutes(auth: AuthComponent): Router {
     async (_ctx, { params }) => {
       const user = await load(params.id);
       return { keys: (await auth.apiKeys.listFor(user.id)).map(publicKey) };
+    },
+  );
+
+  api.endpoint(
+    {
+      method: 'POST',
+      path: '/:id/api-keys',
+      operationId: 'issueUserKey',
+      summary: 'Create an API key for a user',
+      description: `A key for another account (the \`bot\` account's, for a program), as \`POST /api/me/api-keys\` makes one's own and \`service-core key issue --user\` any: the token is in this answer only; \`scopes\` narrow the owner's permissions. Issuing a key lets its holder act as the owner, so the owner must be one the caller may take over: a superadmin or bot account, or one whose access reaches the host, only by a superadmin (with a fresh second factor where it has one).`,
+      auth: ADMIN,
+      stepUp: true,
+      params: idParams,
+      body: createKeySchema,
+      responses: {
+        201: { description: 'the key with its token (shown once)', schema: newKeyView },
+        403: `forbidden: the caller lacks ${ADMIN_USERS}; or the owner is a superadmin or bot account, or reaches the host, and the caller is not a superadmin; or an API key of an account with a second factor (issue keys from a signed-in session that verified it lately)`,
+        404: 'no such user',
+        409: 'conflict: the owner is disabled',
+      },
+    },
+    async (ctx, { params, body }) => {
+      const owner = await load(params.id);
+      const id = identity(ctx);
+      const { token, key } = await auth.keys.issue(
+        actor(ctx),
+        owner,
+        { label: body.label, scopes: body.scopes ?? null, expiresAt: body.expires_at ? body.expires_at.getTime() : null },
+        { issuedWith: issuingCredential(id) },
+      );
+      ctx.status = 201;
+      return { ...publicKey(key), token };
     },
   );
 

@@ -1,5 +1,7 @@
 import Joi from 'joi';
 import { publicKeySchema } from '../api-keys.js';
+import type { ApiIdentity } from '../identity.js';
+import type { KeyIssuingCredential } from '../../iam/keys.js';
 
 /**
  * The answers of the sign-in and second-factor routes that more than one route gives, each
@@ -84,3 +86,17 @@ export const totpConfirmedView = Joi.object({
  * (another origin, the enrolment wall) and, on a route that declares `stepUp`, the step-up.
  */
 export const NOT_A_SESSION = 'not a web session (an API key, Basic or the system key)';
+
+/** A key as issued: its public fields and, this once, its token. */
+export const newKeyView = Joi.object({ ...publicKeySchema, token: Joi.string().description('the API key (X-API-Key or Bearer), shown this once') }).id(
+  'NewApiKey',
+);
+
+/**
+ * The caller's credential as the key writer judges what it may issue (src/iam/keys.ts): a
+ * scoped key issues only keys within its scopes, and one it issues ends with it.
+ */
+export function issuingCredential(id: ApiIdentity): KeyIssuingCredential {
+  const parent = id.method === 'api_key' && id.proof?.kind === 'credential' ? { id: id.proof.id, expiresAt: id.proof.expires_at } : null;
+  return { keyScopes: id.keyScopes, allows: (p) => id.allows(p), parent };
+}
