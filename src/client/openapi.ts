@@ -2791,34 +2791,84 @@ export interface operations {
                      * @example {
                      *       "events": [
                      *         {
-                     *           "seq": 9,
-                     *           "id": "6a56ab38-38a1-4b12-946d-cb88598d70cd",
-                     *           "at": "2026-11-29T13:00:27.015Z",
+                     *           "seq": 17,
+                     *           "id": "e4b99b9c-aa5c-43ad-ae54-8c16e286e00f",
+                     *           "at": "2026-11-28T01:21:17.399Z",
                      *           "actor": {
-                     *             "user_id": "d169de1a-c377-47a3-9af5-b0c047cbee72",
+                     *             "user_id": "4aa42cac-6085-485f-948a-0450845849ab",
                      *             "username": "admin",
                      *             "method": "basic",
                      *             "ip": "127.0.0.1"
                      *           },
-                     *           "action": "key.issued",
+                     *           "action": "settings.changed",
                      *           "target": {
-                     *             "type": "key",
-                     *             "id": "f496ca18-748b-4706-956a-624e08c1c90f",
-                     *             "name": "deploy job"
+                     *             "type": "settings",
+                     *             "id": "auth",
+                     *             "name": "login settings"
                      *           },
                      *           "outcome": "success",
                      *           "details": {
-                     *             "owner": "keyfor",
-                     *             "owner_id": "86fa13eb-0632-4eb4-b8a6-421385a1adae",
-                     *             "scopes": [
-                     *               "api:read"
-                     *             ],
-                     *             "expires_at": null
+                     *             "fields": [
+                     *               "ldap_url",
+                     *               "ldap_bind_password"
+                     *             ]
                      *           },
-                     *           "hash": "411046eca2921c716e5afc1867397c7bc8de6d372e4f4e856177362b57d187e1"
+                     *           "hash": "a591c2c57ec8a7eff8b0f03dfdf1375f2fbbb9ff5a76f4cdbe04d64f22018758"
+                     *         },
+                     *         {
+                     *           "seq": 16,
+                     *           "id": "3ca703e2-fc98-4a00-bae7-ae143a496d90",
+                     *           "at": "2026-11-28T01:21:17.327Z",
+                     *           "actor": {
+                     *             "user_id": "4aa42cac-6085-485f-948a-0450845849ab",
+                     *             "username": "admin",
+                     *             "method": "basic",
+                     *             "ip": "127.0.0.1"
+                     *           },
+                     *           "action": "settings.changed",
+                     *           "target": {
+                     *             "type": "settings",
+                     *             "id": "auth",
+                     *             "name": "login settings"
+                     *           },
+                     *           "outcome": "success",
+                     *           "details": {
+                     *             "fields": [
+                     *               "ldap_url",
+                     *               "ldap_base_dn",
+                     *               "ldap_bind_dn"
+                     *             ]
+                     *           },
+                     *           "hash": "4084f1d26d14818847f2e3a4ea1d2dd8d855156e8c7da4be695ebdfd0a26a030"
+                     *         },
+                     *         {
+                     *           "seq": 15,
+                     *           "id": "f279d3fe-f669-4878-87b9-730e271ed699",
+                     *           "at": "2026-11-28T01:21:17.267Z",
+                     *           "actor": {
+                     *             "user_id": "4aa42cac-6085-485f-948a-0450845849ab",
+                     *             "username": "admin",
+                     *             "method": "basic",
+                     *             "ip": "127.0.0.1"
+                     *           },
+                     *           "action": "settings.changed",
+                     *           "target": {
+                     *             "type": "settings",
+                     *             "id": "auth",
+                     *             "name": "login settings"
+                     *           },
+                     *           "outcome": "success",
+                     *           "details": {
+                     *             "fields": [
+                     *               "ldap_url",
+                     *               "ldap_base_dn",
+                     *               "ldap_bind_dn"
+                     *             ]
+                     *           },
+                     *           "hash": "4ccda0544d0fc9af41013a8417f7d1e29b5ba11b0a72b000efb66b166d76759d"
                      *         }
                      *       ],
-                     *       "next_before": 9
+                     *       "next_before": null
                      *     }
                      */
                     "application/json": {
@@ -2856,7 +2906,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "username": "guessed",
+                 *       "username": "carl",
                  *       "password": "xxxx-xxxxxxxx-0"
                  *     }
                  */
@@ -2875,16 +2925,16 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "token": "svs_x0xXxxXXXXxxxXxxXXX0xXxxxXXXXXxXxXxXxXxxx0x",
+                     *       "token": "svs_XXXx00xxxXXxXXxXx00x00XxxxxXxXxx00xxxX_xxxX",
                      *       "token_type": "session",
-                     *       "expires_at": "2026-11-30T01:00:29.971Z",
+                     *       "expires_at": "2026-11-28T13:19:20.531Z",
                      *       "user": {
-                     *         "id": "02a8f9dc-42d0-40cd-a65b-5e75ab699b33",
-                     *         "username": "guessed",
-                     *         "display_name": null,
-                     *         "email": null,
+                     *         "id": "adc8d1e9-62ff-4d7c-b33f-7bc483651029",
+                     *         "username": "carl",
+                     *         "display_name": "Carl",
+                     *         "email": "carl@example.test",
                      *         "groups": [
-                     *           "INT_VIEWER"
+                     *           "INT_USER"
                      *         ]
                      *       }
                      *     }
@@ -3502,8 +3552,7 @@ export interface operations {
                      *             "api:write"
                      *           ],
                      *           "members": [
-                     *             "admin",
-                     *             "promoted"
+                     *             "admin"
                      *           ]
                      *         },
                      *         {
@@ -3515,9 +3564,7 @@ export interface operations {
                      *             "api:write"
                      *           ],
                      *           "members": [
-                     *             "bot",
-                     *             "keyowner",
-                     *             "keyfor"
+                     *             "bot"
                      *           ]
                      *         },
                      *         {
@@ -3527,11 +3574,7 @@ export interface operations {
                      *             "feature:dashboard.view",
                      *             "api:read"
                      *           ],
-                     *           "members": [
-                     *             "lockme",
-                     *             "burst",
-                     *             "twelve"
-                     *           ]
+                     *           "members": []
                      *         }
                      *       ]
                      *     }
@@ -3569,9 +3612,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "name": "auditors",
+                 *       "name": "dashonly",
                  *       "permissions": [
-                 *         "feature:admin.users"
+                 *         "feature:dashboard.view"
                  *       ]
                  *     }
                  */
@@ -3591,10 +3634,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "name": "auditors",
+                     *       "name": "dashonly",
                      *       "description": "",
                      *       "permissions": [
-                     *         "feature:admin.users"
+                     *         "feature:dashboard.view"
                      *       ],
                      *       "members": []
                      *     }
@@ -3754,7 +3797,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "permissions": []
+                 *       "name": "developers"
                  *     }
                  */
                 "application/json": {
@@ -3773,11 +3816,13 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "name": "auditors",
-                     *       "description": "",
-                     *       "permissions": [],
+                     *       "name": "developers",
+                     *       "description": "developers",
+                     *       "permissions": [
+                     *         "api:write"
+                     *       ],
                      *       "members": [
-                     *         "auditor"
+                     *         "dev1"
                      *       ]
                      *     }
                      */
@@ -3837,14 +3882,14 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": null,
-                     *       "username": "system",
+                     *       "id": "4f6ad67e-dd0f-444f-8fc6-904a5dc89f5e",
+                     *       "username": "weakling",
                      *       "display_name": null,
                      *       "email": null,
                      *       "groups": [],
                      *       "roles": [],
-                     *       "method": "system_key",
-                     *       "is_system": true
+                     *       "method": "basic",
+                     *       "is_system": false
                      *     }
                      */
                     "application/json": {
@@ -3887,15 +3932,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "username": "keyowner",
+                     *       "username": "admin",
                      *       "groups": [
-                     *         "INT_USER"
+                     *         "INT_ADMIN"
                      *       ],
                      *       "is_superadmin": false,
                      *       "permissions": [
                      *         "api:read",
                      *         "api:write",
-                     *         "feature:dashboard.admin_sections"
+                     *         "feature:admin.audit"
                      *       ],
                      *       "plugins": {}
                      *     }
@@ -3945,15 +3990,15 @@ export interface operations {
                      * @example {
                      *       "keys": [
                      *         {
-                     *           "id": "23a4519b-e67e-416a-8ee7-f7b841681e3e",
-                     *           "kind": "key",
-                     *           "label": "ci",
-                     *           "prefix": "svk_Po6ylh",
+                     *           "id": "e989c768-0a3d-477b-b7e7-ec8bbc2c081b",
+                     *           "kind": "session",
+                     *           "label": "web session (local)",
+                     *           "prefix": "svs_GMAn26",
                      *           "scopes": null,
-                     *           "created_at": "2026-11-29T13:00:26.902Z",
-                     *           "last_used_at": "2026-11-29T13:00:26.908Z",
-                     *           "expires_at": null,
-                     *           "current": false
+                     *           "created_at": "2026-11-28T01:19:20.531Z",
+                     *           "last_used_at": "2026-11-28T01:19:20.667Z",
+                     *           "expires_at": "2026-11-28T13:19:20.531Z",
+                     *           "current": true
                      *         }
                      *       ]
                      *     }
@@ -4006,7 +4051,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "label": "k"
+                 *       "label": "from the UI"
                  *     }
                  */
                 "application/json": {
@@ -4029,15 +4074,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "5435a52d-7862-4bbf-b94b-bc35d3dba786",
+                     *       "id": "6b89020f-7f8d-44b5-960d-ce36148d2cb4",
                      *       "kind": "key",
-                     *       "label": "k",
-                     *       "prefix": "svk_GdRVaB",
+                     *       "label": "from the UI",
+                     *       "prefix": "svk_A-5rhL",
                      *       "scopes": null,
-                     *       "created_at": "2026-11-29T13:00:26.369Z",
+                     *       "created_at": "2026-11-28T01:19:22.433Z",
                      *       "last_used_at": null,
                      *       "expires_at": null,
-                     *       "token": "svk_XxXXxX0xXXXXXxx0x0-xXX0xXXxxx0XX0Xx0XxXx0x0"
+                     *       "token": "svk_X-0xxXx0xX0xXxxx00XX000XXX0XXX_xxxxx0XXxXxX"
                      *     }
                      */
                     "application/json": components["schemas"]["NewApiKey"];
@@ -4825,24 +4870,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "notifications": [
-                     *         {
-                     *           "id": "01a22764-84c5-7204-854b-4ab7f3723aa4",
-                     *           "seq": 1,
-                     *           "title": "for the reader",
-                     *           "message": "m",
-                     *           "level": "info",
-                     *           "source": null,
-                     *           "link": null,
-                     *           "created_at": "2026-11-29T13:00:28.756Z",
-                     *           "updated_at": "2026-11-29T13:00:28.756Z",
-                     *           "read": false,
-                     *           "broadcast": false,
-                     *           "toast": true
-                     *         }
-                     *       ],
-                     *       "unread": 1,
-                     *       "last_seq": 1
+                     *       "notifications": [],
+                     *       "unread": 0,
+                     *       "last_seq": 0
                      *     }
                      */
                     "application/json": {
@@ -4879,9 +4909,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "title": "for the reader",
-                 *       "message": "m",
-                 *       "user": "admin"
+                 *       "title": "Deploy finished",
+                 *       "message": "Deploy finished body"
                  *     }
                  */
                 "application/json": components["schemas"]["NotificationSend"];
@@ -4896,7 +4925,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "01a22764-84c5-7204-854b-4ab7f3723aa4",
+                     *       "id": "56a91cf1-dcbc-4b19-bd72-40dad3ec7b55",
                      *       "seq": 1
                      *     }
                      */
@@ -7257,7 +7286,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "key": "xxxxx-xxxxxx-xxx-xxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                 *       "key": "xxxx-xxxxxx-xxx-0000000000xxxxxx0000000000"
                  *     }
                  */
                 "application/json": {
@@ -11023,16 +11052,14 @@ export interface operations {
                      * @example {
                      *       "users": [
                      *         {
-                     *           "id": "6f656c0e-1693-462a-badd-47fc9941358d",
+                     *           "id": "dfd62fcd-cd96-4731-aff1-acd8752dd05b",
                      *           "username": "admin",
                      *           "display_name": null,
                      *           "email": null,
                      *           "groups": [
                      *             "INT_ADMIN"
                      *           ],
-                     *           "roles": [
-                     *             "superadmin"
-                     *           ],
+                     *           "roles": [],
                      *           "extra_permissions": [],
                      *           "disabled": false,
                      *           "mfa": false,
@@ -11042,10 +11069,10 @@ export interface operations {
                      *               "provider_user_id": "admin"
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-29T13:00:25.079Z"
+                     *           "created_at": "2026-11-28T01:19:07.363Z"
                      *         },
                      *         {
-                     *           "id": "88c07641-baef-4be1-8ba3-cd1e27799c39",
+                     *           "id": "a3140bb3-8655-4d10-a079-ae9420797b83",
                      *           "username": "bot",
                      *           "display_name": null,
                      *           "email": null,
@@ -11064,7 +11091,7 @@ export interface operations {
                      *               "provider_user_id": "bot"
                      *             }
                      *           ],
-                     *           "created_at": "2026-11-29T13:00:25.091Z"
+                     *           "created_at": "2026-11-28T01:19:07.416Z"
                      *         }
                      *       ]
                      *     }
@@ -11102,8 +11129,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "username": "order-user",
-                 *       "password": "xxxx-xxxxxxxx-0",
+                 *       "username": "viewer",
+                 *       "password": "xxxxxx-xxxxxxxx-0",
                  *       "groups": [
                  *         "INT_VIEWER"
                  *       ]
@@ -11130,8 +11157,8 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "3595c5ad-0423-4e82-8923-924adf178c7c",
-                     *       "username": "order-user",
+                     *       "id": "6a91ee73-1175-4c3d-8020-994ae2868bc9",
+                     *       "username": "viewer",
                      *       "display_name": null,
                      *       "email": null,
                      *       "groups": [
@@ -11144,10 +11171,10 @@ export interface operations {
                      *       "identities": [
                      *         {
                      *           "provider": "local",
-                     *           "provider_user_id": "order-user"
+                     *           "provider_user_id": "viewer"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T13:00:26.323Z"
+                     *       "created_at": "2026-11-28T04:06:48.996Z"
                      *     }
                      */
                     "application/json": components["schemas"]["CreatedUser"];
@@ -11319,7 +11346,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "disabled": true
+                 *       "display_name": "Root"
                  *     }
                  */
                 "application/json": {
@@ -11343,24 +11370,26 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "039eabfd-1da0-41e5-b86b-4cdb7b698de4",
-                     *       "username": "revoker",
-                     *       "display_name": null,
+                     *       "id": "e1e2a56f-f2d5-45f6-89b5-f2d4bf88ebed",
+                     *       "username": "root1",
+                     *       "display_name": "Root",
                      *       "email": null,
                      *       "groups": [
-                     *         "INT_USER"
+                     *         "INT_VIEWER"
                      *       ],
-                     *       "roles": [],
+                     *       "roles": [
+                     *         "superadmin"
+                     *       ],
                      *       "extra_permissions": [],
-                     *       "disabled": true,
+                     *       "disabled": false,
                      *       "mfa": false,
                      *       "identities": [
                      *         {
                      *           "provider": "local",
-                     *           "provider_user_id": "revoker"
+                     *           "provider_user_id": "root1"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-29T13:00:27.134Z"
+                     *       "created_at": "2026-11-28T01:19:09.276Z"
                      *     }
                      */
                     "application/json": components["schemas"]["User"];
@@ -11496,17 +11525,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "f496ca18-748b-4706-956a-624e08c1c90f",
+                     *       "id": "ca1aee05-c044-4ac9-b038-e37f00386459",
                      *       "kind": "key",
                      *       "label": "deploy job",
-                     *       "prefix": "svk_IhHIxy",
+                     *       "prefix": "svk_pobjYQ",
                      *       "scopes": [
                      *         "api:read"
                      *       ],
-                     *       "created_at": "2026-11-29T13:00:27.006Z",
+                     *       "created_at": "2026-11-29T13:02:38.922Z",
                      *       "last_used_at": null,
                      *       "expires_at": null,
-                     *       "token": "svk_XxXXxxxXxXXXxxXx0xXXxX0xxXXxxXxXxXxx0x000XX"
+                     *       "token": "svk_xxxxXXXx0xxxxX0xxxxxXxxXxx000XXxXXxxxxxXXxX"
                      *     }
                      */
                     "application/json": components["schemas"]["NewApiKey"];
@@ -11654,8 +11683,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "new_password": "xxxxx-xxx-xxxxxxxx",
-                 *       "current_password": "xxxx-xxxxxxxx-0"
+                 *       "new_password": "xxxxxxxx-xxxxxxxx-0"
                  *     }
                  */
                 "application/json": {
@@ -11736,7 +11764,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "ticket": "svt_0x0XXXx0X-XXxxX0XXxxxx0X0xXxxXX0xXx_xXxxxxX",
+                     *       "ticket": "svt_x0x0XxXXXxxx0Xx0-00_X0xXxXxXXXXXXX0X00xxx0X",
                      *       "expires_in": 30
                      *     }
                      */

@@ -154,10 +154,10 @@ describe('credential methods', () => {
       const mine = await request(svc.url).get('/api/me/api-keys').set('Authorization', u.auth).expect(200);
       expect(mine.body.keys.map((k: { id: string }) => k.id)).to.include(issued.body.id);
       expect(JSON.stringify(mine.body)).not.to.contain(issued.body.token);
-      const events = await request(svc.url).get('/api/audit').query({ action: 'key.issued', limit: 1 }).set('Authorization', adminAuth()).expect(200);
-      expect(events.body.events[0]).to.deep.include({ action: 'key.issued', outcome: 'success' });
-      expect(events.body.events[0].actor.username).to.equal('admin');
-      expect(events.body.events[0].details).to.include({ owner: 'keyfor', owner_id: u.id });
+      await svc.service.iam.audit.flush();
+      const event = await svc.service.db('audit_events').where({ action: 'key.issued', target_id: issued.body.id }).first();
+      expect(event).to.include({ outcome: 'success', actor_username: 'admin', target_name: 'deploy job' });
+      expect(JSON.parse(event.details)).to.include({ owner: 'keyfor', owner_id: u.id });
 
       // the owner's permissions bound the scopes; the body is validated as the owner's own would be
       const beyond = await request(svc.url)
