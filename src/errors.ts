@@ -72,6 +72,9 @@ export function fieldPath(path: ReadonlyArray<string | number>): string {
   return path.map((s, i) => (typeof s === 'number' ? `[${s}]` : (i ? '.' : '') + s)).join('');
 }
 
+/** The top-level field of a field's path (`scopes` of `scopes[0]`, `metadata` of `metadata.key`). */
+export const fieldRoot = (field: string): string => field.split(/[.[]/)[0]!;
+
 /**
  * A joi error as field errors, one per problem, each message without its leading label. A
  * pattern mismatch never quotes the value (joi's default message does): it may be a password,

@@ -10,7 +10,7 @@ import { envPasswordPin } from '../iam/seed.js';
 import { CLI_ACTOR } from './context.js';
 import { readSecret } from './input.js';
 import { table, UsageError, type CommandEnv } from './output.js';
-import { fieldErrorsOf } from '../errors.js';
+import { fieldErrorsOf, fieldRoot } from '../errors.js';
 
 /**
  * `value` checked by `schema`; a failure is a usage error naming the argument: `argument`, or
@@ -20,7 +20,7 @@ export function check<T>(argument: string, schema: Joi.Schema, value: unknown, o
   const { error, value: ok } = schema.validate(value, { convert: true });
   if (error) {
     const [first] = fieldErrorsOf(error);
-    throw new UsageError(`${options[first!.field.split('.')[0]!] ?? argument}: ${first!.message}`);
+    throw new UsageError(`${options[fieldRoot(first!.field)] ?? argument}: ${first!.message}`);
   }
   return ok as T;
 }

@@ -3,7 +3,7 @@ import Joi from 'joi';
 import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
 import type { Logger } from '../log.js';
-import { errorText, fieldErrorsOf, fieldErrorsText, withTimeout, type FieldError } from '../errors.js';
+import { errorText, fieldErrorsOf, fieldErrorsText, fieldRoot, withTimeout, type FieldError } from '../errors.js';
 import type { CatalogEntry } from '../iam/permissions.js';
 import type { ManifestRole } from '../iam/ledger.js';
 import type { CommandPath } from '../iam/commands.js';
@@ -105,7 +105,7 @@ export function settingProblems(
     return { value: values, problems: [{ field: 'settings', message: "cannot be checked: the plugin's settingsSchema failed" }] };
   }
   const problems = (checked.error ? fieldErrorsOf(checked.error, 'settings') : []).map((p) =>
-    manifest.settings[p.field.split('.')[0]!]?.secret ? { field: p.field, message: 'is not a value the plugin accepts (not shown: the setting is secret)' } : p,
+    manifest.settings[fieldRoot(p.field)]?.secret ? { field: p.field, message: 'is not a value the plugin accepts (not shown: the setting is secret)' } : p,
   );
   return { value: (checked.value ?? values) as Record<string, unknown>, problems };
 }
