@@ -1,0 +1,26 @@
+import { expect } from 'chai';
+import Joi from 'joi';
+import { fieldErrorsOf, fieldPath, fieldRoot } from '../src/errors.js';
+
+describe('field errors: one way to name a field', () => {
+  it('names an item of a list with brackets and a key with a dot, from joi or by hand alike', () => {
+    const schema = Joi.object({
+      groups: Joi.array().items(Joi.string()),
+      notifications: Joi.array().items(Joi.object({ title: Joi.string().required() })),
+      metadata: Joi.object({ tenant: Joi.number() }),
+    });
+    const { error } = schema.validate({ groups: ['a', 5], notifications: [{ title: 't' }, {}], metadata: { tenant: 'x' } }, { abortEarly: false });
+    expect(fieldErrorsOf(error!).map((p) => p.field)).to.deep.equal(['groups[1]', 'notifications[1].title', 'metadata.tenant']);
+    expect(fieldPath(['records', 0, 'name'])).to.equal('records[0].name');
+    expect(fieldPath(['request', 'tree', 'children', 2])).to.equal('request.tree.children[2]');
+  });
+
+  it('reads the top-level field of any path', () => {
+    expect(['scopes', 'scopes[0]', 'metadata.tenant', 'notifications[3].title'].map(fieldRoot)).to.deep.equal([
+      'scopes',
+      'scopes',
+      'metadata',
+      'notifications',
+    ]);
+  });
+});
