@@ -43,21 +43,33 @@ const isClear = Joi.object({ action: Joi.valid('clear').required() }).unknown();
  * shapes picked by `action` (not as conditions on single fields), so the API document states
  * which fields each one requires.
  */
-function notifyShape(user: Joi.Schema): Joi.AlternativesSchema<ValidNotify> {
+function notifyShapes(user: Joi.Schema): Shapes {
   const keys = { ...base, user };
-  return Joi.alternatives().conditional(isClear, {
-    then: Joi.object({ ...keys, id: base.id.required(), action: base.action.required() }),
-    otherwise: Joi.object({ ...keys, title: base.title.required(), message: base.message.required() }),
-  });
+  return {
+    clear: Joi.object<ValidNotify>({ ...keys, id: base.id.required(), action: base.action.required() }),
+    notify: Joi.object<ValidNotify>({ ...keys, title: base.title.required(), message: base.message.required() }),
+  };
 }
 
-export const broadcastSchema = notifyShape(Joi.any().forbidden().messages({ 'any.unknown': 'is only allowed in user:notify' }));
-export const targetedSchema = notifyShape(base.user.required());
+/** The two shapes of a notify payload: a clear, and everything else. */
+interface Shapes {
+  clear: Joi.ObjectSchema<ValidNotify>;
+  notify: Joi.ObjectSchema<ValidNotify>;
+}
+
+/** The two shapes as one schema, picked by `action` (what the API document states). */
+const notifyShape = (shapes: Shapes): Joi.AlternativesSchema<ValidNotify> =>
+  Joi.alternatives().conditional(isClear, { then: shapes.clear, otherwise: shapes.notify });
+
+const shapesByKind: Record<NotifyKind, Shapes> = {
+  broadcast: notifyShapes(Joi.any().forbidden().messages({ 'any.unknown': 'is only allowed in user:notify' })),
+  user: notifyShapes(base.user.required()),
+};
 /**
- * A POST /api/notifications body (and a batch item): with `user` it is checked as targeted,
- * without as a broadcast, by the schemas above.
+ * A POST /api/notifications body (and a batch item), as the API document states it: with `user`
+ * it is checked as targeted, without as a broadcast (checkNotify, with the shapes above).
  */
-export const sendSchema = notifyShape(base.user.description('username or id: only this user gets it (needs feature:notifications.send)')).id(
+export const sendSchema = notifyShape(notifyShapes(base.user.description('username or id: only this user gets it (needs feature:notifications.send)'))).id(
   'NotificationSend',
 );
 
@@ -88,8 +100,11 @@ export function checkNotify(kind: NotifyKind, raw: unknown): { value: ValidNotif
   }
   const nul = nulField(raw);
   if (nul !== null) return { value: null, problems: [{ field: nul || 'payload', message: 'must not contain NUL characters' }] };
-  const schema = kind === 'broadcast' ? broadcastSchema : targetedSchema;
-  const { value, error } = schema.validate(raw, { abortEarly: false, convert: true, stripUnknown: false });
+  // the shape `action` picks, as the alternatives' condition picks it, without validating the
+  // condition first: that second validation was a third of this function's time on the hot path
+  const shapes = shapesByKind[kind];
+  const shape = (raw as { action?: unknown }).action === 'clear' ? shapes.clear : shapes.notify;
+  const { value, error } = shape.validate(raw, { abortEarly: false, convert: true, stripUnknown: false });
   if (error) {
     return {
       value: null,
