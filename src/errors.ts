@@ -67,6 +67,9 @@ interface JoiDetails {
   details: ReadonlyArray<{ path: ReadonlyArray<string | number>; type: string; message: string; context?: { [key: string]: unknown } }>;
 }
 
+/** Why a change asked with a key scoped to reads is refused (the guards', and the key writer's for a key of its own account). */
+export const READ_SCOPED_REFUSAL = 'this key is scoped to reads: a change needs a key whose scopes include api:write';
+
 /** A field's path as clients name it: `notifications[1].title`, `scopes[0]`, `metadata.key`. */
 export function fieldPath(path: ReadonlyArray<string | number>): string {
   return path.map((s, i) => (typeof s === 'number' ? `[${s}]` : (i ? '.' : '') + s)).join('');

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import Joi from 'joi';
 import { fieldErrorsOf, fieldPath, fieldRoot } from '../src/errors.js';
+import { nulField } from '../src/http/validate.js';
 
 describe('field errors: one way to name a field', () => {
   it('names an item of a list with brackets and a key with a dot, from joi or by hand alike', () => {
@@ -13,6 +14,13 @@ describe('field errors: one way to name a field', () => {
     expect(fieldErrorsOf(error!).map((p) => p.field)).to.deep.equal(['groups[1]', 'notifications[1].title', 'metadata.tenant']);
     expect(fieldPath(['records', 0, 'name'])).to.equal('records[0].name');
     expect(fieldPath(['request', 'tree', 'children', 2])).to.equal('request.tree.children[2]');
+  });
+
+  it('names a NUL character where it sits, in the same form', () => {
+    expect(nulField({ groups: ['a', 'b\u0000'] })).to.equal('groups[1]');
+    expect(nulField({ notifications: [{ title: 't' }, { title: 'x\u0000' }] })).to.equal('notifications[1].title');
+    expect(nulField({ metadata: { 'k\u0000': 'v' } })).to.equal('metadata.k\u0000');
+    expect(nulField({ fine: ['a'] })).to.equal(null);
   });
 
   it('reads the top-level field of any path', () => {

@@ -1,6 +1,7 @@
 import type { Context, Next } from 'koa';
 import { forbidden, forbiddenBecause, presentedCredential, unauthorized, UNAUTHENTICATED, type HttpError } from './errors.js';
 import { renderError } from './app.js';
+import { READ_SCOPED_REFUSAL } from '../errors.js';
 
 // The guards answer a refusal themselves instead of throwing it: an unauthenticated request is
 // the commonest failure there is, and an exception through every async frame costs more than it.
@@ -39,7 +40,7 @@ export function requireIdentity(ctx: Context, next: Next) {
 }
 
 /** The 403 of a change asked with a key scoped to reads. */
-const READ_SCOPED = forbiddenBecause('this key is scoped to reads: a change needs a key whose scopes include api:write');
+const READ_SCOPED = forbiddenBecause(READ_SCOPED_REFUSAL);
 
 /**
  * A change on a route that names no permission: 401 when unauthenticated, 403 for a key scoped

@@ -1,23 +1,24 @@
 import type Joi from 'joi';
 import { validationFailed } from './errors.js';
-import { fieldErrorsOf } from '../errors.js';
+import { fieldErrorsOf, fieldPath } from '../errors.js';
 
 /**
  * The path of the first string (or key) holding a NUL character (PostgreSQL text cannot store
  * one), at any depth: walked with an explicit stack, so no nesting hides one.
  */
 export function nulField(value: unknown): string | null {
-  const stack: Array<[unknown, string]> = [[value, '']];
+  const stack: Array<[unknown, Array<string | number>]> = [[value, []]];
   while (stack.length) {
     const [v, path] = stack.pop()!;
     if (typeof v === 'string') {
-      if (v.includes('\0')) return path;
+      if (v.includes('\0')) return fieldPath(path);
       continue;
     }
     if (v === null || typeof v !== 'object') continue;
+    const list = Array.isArray(v);
     for (const [k, child] of Object.entries(v)) {
-      const at = path ? `${path}.${k}` : k;
-      if (k.includes('\0')) return at;
+      const at = [...path, list ? Number(k) : k];
+      if (k.includes('\0')) return fieldPath(at);
       stack.push([child, at]);
     }
   }

@@ -1,4 +1,4 @@
-import { DomainError, fieldError } from '../errors.js';
+import { DomainError, fieldError, READ_SCOPED_REFUSAL } from '../errors.js';
 import type { Knex } from 'knex';
 import type { CommandPath } from './commands.js';
 import { requireKnownPermissions } from './permissions.js';
@@ -32,6 +32,8 @@ export interface KeyRequest {
 export interface KeyIssuingCredential {
   keyScopes: readonly string[] | null;
   allows(permission: string): boolean;
+  /** false: a key scoped to reads, which changes nothing of its own account (issues it no key) */
+  mayChangeOwn?: boolean;
   parent?: { id: string; expiresAt: number | null } | null;
 }
 
@@ -73,8 +75,10 @@ export class KeyAdmin<K extends { id: string }> {
         const outside = request.scopes.filter((s) => !via.allows(s));
         if (outside.length) throw fieldError(field, `outside this key's scopes: ${outside.join(', ')}`);
       }
-      // oneself, with any credential of one's own: a scoped key mints only keys within its scopes
+      // oneself, with any credential of one's own but a key scoped to reads (whichever route it
+      // asks by); a scoped key mints only keys within its scopes
       if (actor.userId !== owner.id) await this.deps.users.guardTakeover(actor, owner);
+      else if (via?.mayChangeOwn === false) throw new DomainError('forbidden', READ_SCOPED_REFUSAL);
       if (owner.disabled) throw new DomainError('conflict', `${owner.username} is disabled: enable the user first`);
       // a scope narrows what the owner may do and adds nothing: one the owner holds nothing of (a
       // wildcard: nothing it covers) would make a key that silently cannot use it
@@ -85,7 +89,9 @@ export class KeyAdmin<K extends { id: string }> {
           throw fieldError(field, `${owner.username} does not hold ${lacking.join(', ')}: a key's scopes narrow its owner's permissions and add none`);
       }
     });
-    const parent = via?.parent ?? null;
+    // a key of one's own asked for with a key ends with it; one for another account stands alone,
+    // as one the CLI or a web session issues (its owner's keys do not end with an administrator's)
+    const parent = actor.userId === owner.id ? (via?.parent ?? null) : null;
     let expiresAt = request.expiresAt ?? null;
     if (parent?.expiresAt != null && (expiresAt === null || expiresAt > parent.expiresAt)) expiresAt = parent.expiresAt;
     const scopes = request.scopes?.length ? request.scopes : null;

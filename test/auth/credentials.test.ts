@@ -181,6 +181,32 @@ describe('credential methods', () => {
       expect((await request(svc.url).get(`/api/users/${bot.id}/api-keys`).set('Authorization', adminAuth()).expect(200)).body.keys).to.deep.equal([]);
     });
 
+    it("a key issued for another account stands alone: the administrator's key ending ends it not; a key scoped to reads issues none of its own account by this path either", async () => {
+      const u = await makeUser(svc, 'standalone', ['INT_USER']);
+      const admin = await request(svc.url).get('/api/me').set('Authorization', adminAuth()).expect(200);
+      const hour = new Date(Date.now() + 3_600_000).toISOString();
+      const adminKey = await makeKey(svc, adminAuth(), { label: 'short', expires_at: hour });
+      const issued = await request(svc.url).post(`/api/users/${u.id}/api-keys`).set('X-API-Key', adminKey.token).send({ label: 'long' }).expect(201);
+      // not capped by the administrator's key, not ended with it
+      expect(issued.body.expires_at).to.equal(null);
+      await request(svc.url).delete(`/api/me/api-keys/${adminKey.id}`).set('Authorization', adminAuth()).expect(204);
+      expect((await request(svc.url).get('/api/me').set('X-API-Key', issued.body.token).expect(200)).body.username).to.equal('standalone');
+
+      // a key scoped to reads (here with the right to administer users) asks for a key of its own account
+      const reader = await makeKey(svc, adminAuth(), { label: 'reader', scopes: ['feature:admin.users'] });
+      const refused = await request(svc.url)
+        .post(`/api/users/${admin.body.id}/api-keys`)
+        .set('X-API-Key', reader.token)
+        .send({ label: 'x', scopes: ['feature:admin.users'] })
+        .expect(403);
+      expect(refused.body.error.message).to.match(/scoped to reads/);
+      await request(svc.url)
+        .post('/api/me/api-keys')
+        .set('X-API-Key', reader.token)
+        .send({ label: 'x', scopes: ['feature:admin.users'] })
+        .expect(403);
+    });
+
     it('a revoked key, an expired key and a disabled owner give no identity', async () => {
       const u = await makeUser(svc, 'revoker', ['INT_USER']);
       const key = await makeKey(svc, u.auth);

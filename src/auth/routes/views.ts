@@ -94,9 +94,10 @@ export const newKeyView = Joi.object({ ...publicKeySchema, token: Joi.string().d
 
 /**
  * The caller's credential as the key writer judges what it may issue (src/iam/keys.ts): a
- * scoped key issues only keys within its scopes, and one it issues ends with it.
+ * scoped key issues only keys within its scopes, one scoped to reads none of its own account,
+ * and a key of its own account that it issues ends with it.
  */
 export function issuingCredential(id: ApiIdentity): KeyIssuingCredential {
   const parent = id.method === 'api_key' && id.proof?.kind === 'credential' ? { id: id.proof.id, expiresAt: id.proof.expires_at } : null;
-  return { keyScopes: id.keyScopes, allows: (p) => id.allows(p), parent };
+  return { keyScopes: id.keyScopes, allows: (p) => id.allows(p), mayChangeOwn: id.mayChangeOwn(), parent };
 }
