@@ -1,24 +1,25 @@
 import type Joi from 'joi';
 import { validationFailed } from './errors.js';
-import { fieldErrorsOf, fieldPath } from '../errors.js';
+import { fieldErrorsOf } from '../errors.js';
 
 /**
  * The path of the first string (or key) holding a NUL character (PostgreSQL text cannot store
  * one), at any depth: walked with an explicit stack, so no nesting hides one.
  */
 export function nulField(value: unknown): string | null {
-  const stack: Array<[unknown, Array<string | number>]> = [[value, []]];
+  const stack: Array<[unknown, string]> = [[value, '']];
   while (stack.length) {
     const [v, path] = stack.pop()!;
     if (typeof v === 'string') {
-      if (v.includes('\0')) return fieldPath(path);
+      if (v.includes('\0')) return path;
       continue;
     }
     if (v === null || typeof v !== 'object') continue;
     const list = Array.isArray(v);
     for (const [k, child] of Object.entries(v)) {
-      const at = [...path, list ? Number(k) : k];
-      if (k.includes('\0')) return fieldPath(at);
+      // every request body passes here: the path is built as it goes, in fieldPath()'s form
+      const at = list ? `${path}[${k}]` : path ? `${path}.${k}` : k;
+      if (k.includes('\0')) return at;
       stack.push([child, at]);
     }
   }
