@@ -66,12 +66,18 @@ async function groupCommit(url: string): Promise<{ notifications: number; batche
 
 /** CPU seconds (user + system) a process has used so far, from /proc (NaN where there is none). */
 function cpuSeconds(pid: number | undefined): number {
+  const { user, system } = cpuSplit(pid);
+  return user + system;
+}
+
+/** CPU seconds a process has spent in its own code (user) and in the kernel for it (system). */
+function cpuSplit(pid: number | undefined): { user: number; system: number } {
   try {
     const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
     // utime and stime, fields 14 and 15 of stat(5), in clock ticks (100 a second on Linux)
-    return (Number(fields[11]) + Number(fields[12])) / 100;
+    return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 };
   } catch {
-    return NaN;
+    return { user: NaN, system: NaN };
   }
 }
 
@@ -175,6 +181,8 @@ async function main() {
     const rates = { service: [] as number[], plain: [] as number[] };
     // CPU of each server per persisted notification: on a saturated machine its inverse is the rate
     const cpu = { service: [] as number[], plain: [] as number[] };
+    // the part of it spent in the kernel (system calls: sockets, the commits' writes and syncs)
+    const kernel = { service: [] as number[], plain: [] as number[] };
     const pids = { service: svc.child.pid, plain: plain.child.pid };
     // on PostgreSQL, the CPU of each side's backends too (what a commit per row costs the server)
     const pgAdmin = db.url ? knex({ client: 'pg', connection: process.env.SERVICE_BENCH_DATABASE_URL, pool: { min: 0, max: 1 } }) : null;
@@ -185,14 +193,15 @@ async function main() {
       for (const name of round % 2 ? (['plain', 'service'] as const) : (['service', 'plain'] as const)) {
         const side = sides[name];
         const before = await side.count();
-        const cpuBefore = cpuSeconds(pids[name]);
+        const cpuBefore = cpuSplit(pids[name]);
         const backendsBefore = await backendCpu(pgAdmin, databases[name]);
         const result = await load(side.url, json, body);
-        const cpuAfter = cpuSeconds(pids[name]);
+        const cpuAfter = cpuSplit(pids[name]);
         const backendsAfter = await backendCpu(pgAdmin, databases[name]);
         const after = await side.count();
         rates[name].push((after - before) / result.duration);
-        cpu[name].push(((cpuAfter - cpuBefore) / (after - before)) * 1e6);
+        cpu[name].push(((cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system) / (after - before)) * 1e6);
+        kernel[name].push(((cpuAfter.system - cpuBefore.system) / (after - before)) * 1e6);
         serverCpu[name].push((backendDelta(backendsBefore, backendsAfter) / (after - before)) * 1e6);
         if (name === 'service') {
           post.p50.push(result.latency.p50);
@@ -239,7 +248,7 @@ async function main() {
       `service / plain                                       ${(median(rates.service) / median(rates.plain)).toFixed(2)}x of the medians; rounds ${list(ratios, 2)}, median ${median(ratios).toFixed(2)}x (goal >= 1.5x)`,
     );
     console.log(
-      `CPU per persisted notification (median), its process  service ${Math.round(median(cpu.service))} µs, plain ${Math.round(median(cpu.plain))} µs`,
+      `CPU per persisted notification (median), its process  service ${Math.round(median(cpu.service))} µs, plain ${Math.round(median(cpu.plain))} µs (in the kernel: ${Math.round(median(kernel.service))} and ${Math.round(median(kernel.plain))} µs)`,
     );
     if (db.url) {
       console.log(
