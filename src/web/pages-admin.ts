@@ -5,6 +5,7 @@
 import type { ApiIdentity } from '../auth/identity.js';
 import { AUDIT_ACTIONS } from '../iam/audit.js';
 import { html, type SafeHtml } from './html.js';
+import { keyFormAndList } from './pages-keys.js';
 
 /** The name rules of src/iam/schemas.ts in words: the title of the inputs, shown when a name breaks them. */
 export const USERNAME_RULE = 'A username is 1 to 64 characters: letters, digits and . _ @ - (no spaces).';
@@ -27,6 +28,13 @@ export function usersContent(): SafeHtml {
 </form>
 <p class="form-msg" data-list-msg role="status"></p>
 <table class="list" data-users><thead><tr><th>Username</th><th>Name</th><th>Email</th><th>Groups</th><th>Sign-in</th><th>State</th><th>Second factor</th><th></th></tr></thead><tbody></tbody></table>
+</section>
+<section class="panel wide" data-user-keys hidden aria-labelledby="user-keys-title">
+<div class="panel-head"><h2 id="user-keys-title" data-user-keys-title>API keys</h2><button type="button" class="secondary" data-close-keys>Close</button></div>
+<p class="note">A key acts as its owner (a program's account, such as <code>bot</code>), limited to the scopes picked. Revoking ends a key or a web session at once.</p>
+${keyFormAndList('everything the owner may do; a scope the owner does not hold is refused')}
+<h3>Web sessions</h3>
+<table class="list" data-sessions><thead><tr><th>Session</th><th>Started</th><th>Expires</th><th>Last used</th><th></th></tr></thead><tbody></tbody></table>
 </section>`;
 }
 

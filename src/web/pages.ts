@@ -1,6 +1,7 @@
 import type { ApiIdentity } from '../auth/identity.js';
 import type { User } from '../iam/store.js';
 import { html, type SafeHtml } from './html.js';
+import { keyFormAndList } from './pages-keys.js';
 
 export { auditContent, GROUP_RULE, groupsContent, pluginsContent, USERNAME_RULE, usersContent } from './pages-admin.js';
 export { authenticationContent, integrationsContent } from './pages-service.js';
@@ -92,18 +93,7 @@ ${
     ? html`<section class="panel wide" aria-labelledby="keys-title">
 <h2 id="keys-title">API keys</h2>
 <p class="note">A key acts as you, limited to the scopes you pick. Send it as <code>X-API-Key</code> or <code>Authorization: Bearer</code>.</p>
-<form data-key-form class="stack">
-<label>Label <input name="label" required maxlength="128" placeholder="e.g. deploy script"></label>
-<fieldset class="scopes"><legend>Scopes (none: everything you may do)</legend><div data-scope-list class="checks"></div></fieldset>
-<label>Expires <select name="expires"><option value="">never</option><option value="7">in 7 days</option><option value="30" selected>in 30 days</option><option value="90">in 90 days</option><option value="365">in a year</option></select></label>
-<button type="submit">Create key</button>
-<p class="form-msg" data-msg role="status"></p>
-</form>
-<div class="secret-once" data-new-token hidden>
-<p><strong>Copy your new key now.</strong> It is shown only once.</p>
-<div class="copy-row"><input readonly data-token-value aria-label="New API key"><button type="button" data-copy>Copy</button></div>
-</div>
-<table class="list" data-keys><thead><tr><th>Label</th><th>Prefix</th><th>Scopes</th><th>Created</th><th>Expires</th><th>Last used</th><th></th></tr></thead><tbody></tbody></table>
+${keyFormAndList('everything you may do')}
 </section>
 <section class="panel wide" aria-labelledby="sessions-title">
 <h2 id="sessions-title">Sessions</h2>

@@ -160,6 +160,20 @@ describe('browser: layout of every page at 1280 and 390 px', function () {
     }
   });
 
+  it("a user's keys, opened on the users page, fit at 1280 and 390 px", async function () {
+    for (const width of WIDTHS) {
+      await open(PAGES[2]!, width);
+      await page.click('[data-users] tr[data-username="admin"] [data-user-keys-of="admin"]');
+      await page.locator('[data-user-keys] [data-keys] tr[data-label="deploy script"]').waitFor();
+      await page.locator('[data-user-keys] [data-sessions] tbody tr[data-key-id]').first().waitFor();
+      const fit = await measureFit(page);
+      expect(fit.scrollWidth, `users with keys at ${width}: page ${fit.scrollWidth} px wide`).to.be.at.most(fit.innerWidth);
+      expect(fit.wrappedBadges, `users with keys at ${width}: badges broken over lines`).to.deep.equal([]);
+      await page.screenshot({ path: path.join(SHOTS, `users-keys-${width}.png`), fullPage: true });
+    }
+    expectNoProblems(browser);
+  });
+
   /** The send form's labels (each holding its field) and buttons that a toast covers, in the page as it is. */
   const coveredFields = (): Promise<{ covered: string[]; toast: { top: number; bottom: number }; viewport: number }> =>
     page.evaluate(() => {

@@ -156,6 +156,67 @@ describe('browser: account, administration and API docs', function () {
     expectNoProblems(browser);
   });
 
+  it("lists, issues and revokes a user's keys and web sessions from the users page", async function () {
+    const dora = { username: 'dora', password: 'dora-password-1' };
+    await createUser(svc.url, { ...dora, groups: ['INT_VIEWER'] });
+    const session = (await request(svc.url).post('/api/auth/login').send(dora).expect(200)).body;
+    await forgetSession(browser);
+    await signIn(page, svc.origin, ADMIN.username, ADMIN.password, '/admin/users');
+    await page.click('[data-users] tr[data-username="dora"] [data-user-keys-of="dora"]');
+    const panel = page.locator('[data-user-keys]');
+    await panel.locator('[data-user-keys-title]:has-text("API keys of dora")').waitFor();
+    await panel.locator('[data-keys] tbody td:has-text("No API keys yet.")').waitFor();
+    const sessionRow = panel.locator('[data-sessions] tbody tr[data-key-id]');
+    expect(await sessionRow.count()).to.equal(1);
+
+    // a scope the owner does not hold is refused, named
+    await panel.locator('[name=label]').fill('dora report job');
+    await panel.locator('[data-scope-list] input[value="feature:admin.users"]').check();
+    await panel.locator('[data-key-form] button[type=submit]').click();
+    await panel.locator('[data-key-form] [data-msg].error').waitFor();
+    expect(await panel.locator('[data-key-form] [data-msg]').textContent()).to.include('dora does not hold feature:admin.users');
+
+    // within the owner's permissions: issued, its token shown once, listed without it
+    await panel.locator('[data-scope-list] input[value="feature:admin.users"]').uncheck();
+    await panel.locator('[data-scope-list] input[value="api:read"]').check();
+    await panel.locator('[data-key-form] button[type=submit]').click();
+    await panel.locator('[data-new-token]:not([hidden])').waitFor();
+    const token = await panel.locator('[data-token-value]').inputValue();
+    const row = panel.locator('[data-keys] tbody tr[data-label="dora report job"]');
+    await row.waitFor();
+    expect(await row.textContent())
+      .to.include('api:read')
+      .and.not.include(token);
+    const me = await request(svc.url).get('/api/me').set('X-API-Key', token).expect(200);
+    expect(me.body).to.include({ username: 'dora', method: 'api_key' });
+
+    // another user's panel starts empty: no token of dora's left on screen
+    await page.click('[data-users] tr[data-username="carol"] [data-user-keys-of="carol"]');
+    await panel.locator('[data-user-keys-title]:has-text("API keys of carol")').waitFor();
+    expect(await panel.locator('[data-new-token]').isHidden()).to.equal(true);
+    expect(await panel.locator('[data-token-value]').inputValue()).to.equal('');
+    await page.click('[data-users] tr[data-username="dora"] [data-user-keys-of="dora"]');
+    await panel.locator('[data-user-keys-title]:has-text("API keys of dora")').waitFor();
+
+    // revoking the key and the web session ends both at once
+    await row.locator('[data-revoke]').click();
+    await row.locator('[data-revoke]:has-text("Confirm revoke")').click();
+    await row.waitFor({ state: 'detached' });
+    await request(svc.url).get('/api/me').set('X-API-Key', token).expect(401);
+    await request(svc.url).get('/api/me').set('Authorization', `Bearer ${session.token}`).expect(200);
+    await sessionRow.locator('[data-revoke]').click();
+    await sessionRow.locator('[data-revoke]:has-text("Confirm")').click();
+    await panel.locator('[data-sessions] tbody td:has-text("No web sessions.")').waitFor();
+    await request(svc.url).get('/api/me').set('Authorization', `Bearer ${session.token}`).expect(401);
+    const trail = await request(svc.url).get('/api/audit?action=key.revoked').set('Authorization', adminAuth()).expect(200);
+    const revoked = trail.body.events.filter((e: { details: { owner?: string } }) => e.details.owner === 'dora');
+    expect(revoked.map((e: { actor: { username: string } }) => e.actor.username)).to.deep.equal(['admin', 'admin']);
+
+    await panel.locator('[data-close-keys]').click();
+    expect(await panel.isHidden()).to.equal(true);
+    expectNoProblems(browser);
+  });
+
   it('/docs: Authorize with an API key, then "Try it out" on /api/me answers 200', async function () {
     const created = await request(svc.url).post('/api/me/api-keys').set('Authorization', adminAuth()).send({ label: 'docs' }).expect(201);
     await forgetSession(browser); // the key, not a session, must authenticate the call

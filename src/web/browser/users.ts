@@ -1,8 +1,10 @@
 // Administration of users [feature:admin.users]: list, create, edit (groups, extra
 // permissions, profile, disabled, password), delete; whether each has a second factor, and
-// resetting it (a lost device).
+// resetting it (a lost device); a user's API keys and web sessions (a program's key for the bot
+// account, revoking a lost one).
 import type { Schemas } from '../../client/api-types.js';
 import { api, boot, busy, clearOnEdit, confirmButton, control, errorText, explainPattern, h, markInvalid, must, say, submitter, text, texts } from './app.js';
+import { keyPanel } from './key-panel.js';
 import { grantable, grantedIn, permissionChecks, withUnknown, type CatalogEntry, type Grant } from './permission-list.js';
 
 /** GET /api/users, one user. */
@@ -40,6 +42,29 @@ const describe = (id: string) => catalog.find((e) => e.id === id)?.description;
 /** the user being edited, null = a new one */
 let editing: UserView | null = null;
 
+// the keys panel shows one user's keys at a time
+const keysSection = must('[data-user-keys]');
+let keysOf: UserView | null = null;
+const keys = keyPanel(keysSection, {
+  path: () => `/api/users/${encodeURIComponent(keysOf?.id ?? '')}/api-keys`,
+  sessions: must<HTMLElement>('[data-sessions] tbody', keysSection),
+  // a key narrows its owner's permissions: the server refuses a scope the owner does not hold, naming it
+  scopes: async () => catalog,
+  unscoped: 'all of the owner’s',
+});
+
+async function openKeys(user: UserView): Promise<void> {
+  keysOf = user;
+  must('[data-user-keys-title]', keysSection).textContent = `API keys of ${user.username}`;
+  keysSection.hidden = false;
+  await keys.load();
+  keysSection.scrollIntoView({ block: 'nearest' });
+}
+must('[data-close-keys]', keysSection).addEventListener('click', () => {
+  keysSection.hidden = true;
+  keysOf = null;
+});
+
 function groupChecks(selected: string[]): void {
   groupBox.replaceChildren(
     ...groups.map((g) => h('label', {}, h('input', { type: 'checkbox', name: 'groups', value: g.name, checked: selected.includes(g.name) }), g.name)),
@@ -74,10 +99,12 @@ function openForm(user: UserView | null): void {
 
 function row(u: UserView): HTMLTableRowElement {
   const edit = h('button', { type: 'button', class: 'small secondary', onclick: () => openForm(u) }, 'Edit');
+  const keyList = h('button', { type: 'button', class: 'small secondary', 'data-user-keys-of': u.username, onclick: () => void openKeys(u) }, 'Keys');
   const del = confirmButton(h('button', { type: 'button', class: 'small secondary' }, 'Delete'), 'Confirm delete', async () => {
     const ok = await busy(null, listMsg, () => api('DELETE', `/api/users/${u.id}`).then(() => true));
     if (ok) {
       say(listMsg, `Deleted ${u.username}.`);
+      if (keysOf?.id === u.id) must('[data-close-keys]', keysSection).click();
       await load();
     }
   });
@@ -87,6 +114,7 @@ function row(u: UserView): HTMLTableRowElement {
         const ok = await busy(null, listMsg, () => api('DELETE', `/api/users/${u.id}/mfa`).then(() => true));
         if (ok) {
           say(listMsg, `Reset the second factor of ${u.username}: their sessions ended; they sign in with the password and enrol again.`);
+          if (keysOf?.id === u.id) await keys.refresh();
           await load();
         }
       })
@@ -116,7 +144,7 @@ function row(u: UserView): HTMLTableRowElement {
     ),
     h('td', {}, h('span', { class: `pill ${u.disabled ? 'off' : 'on'}` }, u.disabled ? 'disabled' : 'active')),
     h('td', { 'data-mfa': u.mfa ? 'on' : 'off' }, u.mfa ? h('span', { class: 'pill on' }, 'on') : h('span', { class: 'note' }, 'none')),
-    h('td', {}, edit, ' ', del, reset ? [' ', reset] : null),
+    h('td', {}, edit, ' ', keyList, ' ', del, reset ? [' ', reset] : null),
   );
 }
 
