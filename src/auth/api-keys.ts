@@ -4,7 +4,8 @@ import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { BaseModel } from '../db/model.js';
 import { UserModel } from '../iam/store.js';
-import { newToken, sha256, tokenPrefix } from './tokens.js';
+import { sha256 } from '../digest.js';
+import { newToken, tokenPrefix } from './tokens.js';
 
 export type CredentialKind = 'key' | 'session';
 

@@ -7,7 +7,7 @@ import type { SystemKey } from './system-key.js';
 import { parseBasic, type BasicVerifier, type CachedVerification } from './basic.js';
 import type { AttemptGate } from './attempt-gate.js';
 import { normalizeLogin } from './attempts.js';
-import { sha256 } from './tokens.js';
+import { sha256 } from '../digest.js';
 import type { IdentityCache } from './identity-cache.js';
 import type { PermissionResolver, ResolvedUser } from '../iam/resolver.js';
 import { PASSWORD_MAX } from '../iam/passwords.js';

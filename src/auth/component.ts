@@ -15,7 +15,7 @@ import { buildProviders, ProviderChain, type BuildError } from './chain.js';
 import { DirectoryRecheck } from './directory-recheck.js';
 import { LdapProvider } from './providers/ldap.js';
 import { parseDuration } from '../settings-table.js';
-import { sha256 } from './tokens.js';
+import { sha256 } from '../digest.js';
 import { sweepExpired } from './housekeeping.js';
 import { IdentityCache } from './identity-cache.js';
 import { IdentityLinker } from './linking.js';

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { Context } from 'koa';
 import { normalizeLogin } from './attempts.js';
 import { DEVICE_CLIENT_PREFIX } from './lockout.js';
-import { safeEqual } from './tokens.js';
+import { safeEqual } from '../digest.js';
 
 /**
  * Known devices (OWASP, "Slow Down Online Guessing Attacks with Device Cookies"): a browser

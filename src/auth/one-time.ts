@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { newToken, sha256 } from './tokens.js';
+import { sha256 } from '../digest.js';
+import { newToken } from './tokens.js';
 
 /** What a one-time value is for; also the HKDF context, so a value of one purpose never opens another's data. */
 export type OneTimePurpose = 'oidc_state' | 'exchange_code' | 'ws_ticket' | 'mfa_token' | 'webauthn_challenge';

@@ -6,7 +6,7 @@ import { PASSWORD_MAX } from '../iam/passwords.js';
 import { crossOriginRefused } from '../http/errors.js';
 import { isLocalPath } from '../http/links.js';
 import { requestOrigin } from './authenticate.js';
-import { safeEqual, sha256 } from './tokens.js';
+import { safeEqual, sha256 } from '../digest.js';
 import { normalizeLogin } from './attempts.js';
 import { SESSION_COOKIE } from './web-session.js';
 import { deviceCookieOf, rememberDevice } from './device-cookie.js';

@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import { guardHostBoundary, type Actor } from '../iam/policy.js';
 import type { CommandPath } from '../iam/commands.js';
 
-import { safeEqual, sha256 } from './tokens.js';
+import { safeEqual, sha256 } from '../digest.js';
 
 export const SYSTEM_KEY_NS = 'core/settings';
 export const SYSTEM_KEY_NAME = 'system_api_key';

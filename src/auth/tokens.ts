@@ -6,17 +6,6 @@ export function newToken(kind: 'key' | 'session' | 'code' | 'ticket' | 'state' |
   return tag + crypto.randomBytes(32).toString('base64url');
 }
 
-export function sha256(value: string | Buffer): string {
-  return crypto.createHash('sha256').update(value).digest('hex');
-}
-
-/** Constant-time equality of two secrets of any length (compares their SHA-256 digests). */
-export function safeEqual(a: string | Buffer, b: string | Buffer): boolean {
-  const da = crypto.createHash('sha256').update(a).digest();
-  const db = crypto.createHash('sha256').update(b).digest();
-  return crypto.timingSafeEqual(da, db);
-}
-
 /** The part of a token that may be shown after creation (kind tag + 6 characters). */
 export function tokenPrefix(token: string): string {
   return token.slice(0, 10);

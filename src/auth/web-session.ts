@@ -2,7 +2,7 @@ import type Koa from 'koa';
 import { createRequire } from 'node:module';
 import type session from 'koa-session';
 import type { Knex } from 'knex';
-import { sha256 } from './tokens.js';
+import { sha256 } from '../digest.js';
 
 export const SESSION_COOKIE = 'svc.sid';
 

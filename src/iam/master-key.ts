@@ -2,7 +2,8 @@ import path from 'node:path';
 import type { Knex } from 'knex';
 import type { Config } from '../config.js';
 import { DomainError } from '../errors.js';
-import { checkValueOf, sameValue, SecretsStore } from './secrets.js';
+import { safeEqual } from '../digest.js';
+import { checkValueOf, SecretsStore } from './secrets.js';
 import { ENV_PASSWORD_NAMESPACE, entryKey, fingerprint } from './seed.js';
 import type { CommandPath } from './commands.js';
 import type { Actor } from './policy.js';
@@ -125,9 +126,9 @@ export class MasterKey {
         );
       }
       if (!row) return 'unrecorded';
-      if (sameValue(row.check_value, mine)) return 'recorded';
+      if (safeEqual(row.check_value, mine)) return 'recorded';
     }
-    if (!sameValue(row.check_value, mine)) {
+    if (!safeEqual(row.check_value, mine)) {
       throw new SecretKeyMismatch(`the master key (${keySource(config)}) is not the one this database was set up with: ${FIX}`);
     }
     return 'matched';
@@ -179,7 +180,7 @@ export class MasterKey {
           );
       } else {
         await this.verify({ record: false });
-        if (sameValue(opts.to, config.secretKey)) throw new DomainError('validation_failed', 'the new key is the current one: nothing to rotate');
+        if (safeEqual(opts.to, config.secretKey)) throw new DomainError('validation_failed', 'the new key is the current one: nothing to rotate');
       }
       const from = new SecretsStore(db, config.secretKey);
       const next = new SecretsStore(db, opts.to);
@@ -258,7 +259,7 @@ export class MasterKey {
       { variable: 'SERVICE_BOT_PASSWORD' as const, username: config.botUser, password: config.botPassword, configured: config.botPasswordConfigured },
     ];
     const b = variables.find((v) => entryKey(v.variable, v.username) === key);
-    if (b?.configured && sameValue(fingerprint(config.secretKey, b.username, b.password), recorded)) return fingerprint(to, b.username, b.password);
+    if (b?.configured && safeEqual(fingerprint(config.secretKey, b.username, b.password), recorded)) return fingerprint(to, b.username, b.password);
     done.bootstrapNotCarried.push(key.slice(0, key.indexOf(':')));
     return recorded;
   }

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
+import { safeEqual } from '../digest.js';
 import { DomainError } from '../errors.js';
 import { onPostgres } from '../db/knex.js';
 
@@ -8,11 +9,6 @@ export function checkValueOf(masterKey: string): string {
   const key = Buffer.from(crypto.hkdfSync('sha256', masterKey, 'service-core', 'master key check v1', 32));
   return crypto.createHmac('sha256', key).update('service-core master key check').digest('hex');
 }
-
-export const sameValue = (a: string, b: string): boolean => {
-  const [x, y] = [Buffer.from(a), Buffer.from(b)];
-  return x.length === y.length && crypto.timingSafeEqual(x, y);
-};
 
 /** What an instance left running through `rotate-secret-key` says instead of writing a secret the others cannot read. */
 export const STALE_MASTER_KEY =
@@ -42,7 +38,7 @@ export class SecretsStore {
   async stale(db: Knex = this.db): Promise<boolean> {
     const query = db('secret_key_check').where({ id: 1 }).first('check_value');
     const row: { check_value: string } | undefined = await (db.isTransaction && onPostgres(db) ? query.forShare() : query);
-    return Boolean(row) && !sameValue(row!.check_value, this.check);
+    return Boolean(row) && !safeEqual(row!.check_value, this.check);
   }
 
   /** Refuses (409) a write under a master key the database no longer has: after a restart with the new key nobody could read it. */

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha256 } from '../digest.js';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.js';
 import type { LockableSecret } from '../http/secret-routes.js';
@@ -53,8 +53,6 @@ export interface ForgeKey {
   source: 'own' | 'shared';
   refused: null | 'gitlab_secret' | 'sent_in_clear';
 }
-
-export const sha256 = (value: string) => createHash('sha256').update(value, 'utf8').digest('hex');
 
 /**
  * A forge's own secret, else the shared one. GitHub and Gitea never verify with a value GitLab

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha256 } from '../digest.js';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.js';
 import { FORGE_NAME, SCM_PROVIDERS, forgeRefusal, forgeSecretKey, keyOf, type WebhookSecrets } from './webhook-secrets.js';
@@ -149,7 +149,7 @@ export class ScmWebhook {
     }
     // the HMAC covers the body only, and Gitea and GitHub sign it alike: the same signed body under
     // another delivery id, or another forge's headers, is a replay
-    if (request.provider !== 'gitlab') request.payloadSha256 = createHash('sha256').update(rawBody).digest('hex');
+    if (request.provider !== 'gitlab') request.payloadSha256 = sha256(rawBody);
 
     if ((request.deliveryId || request.payloadSha256) && (await this.seen(request))) return duplicate(request);
 

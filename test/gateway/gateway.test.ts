@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 import net from 'node:net';
 import { adminAuth, SYSTEM_KEY, type TestService } from '../support/service.js';
 import { SESSION_COOKIE } from '../../src/auth/web-session.js';
-import { sha256 } from '../../src/auth/tokens.js';
+import { sha256 } from '../../src/digest.js';
 import { WsTickets } from '../../src/gateway/tickets.js';
 import { passwordProof } from '../../src/auth/authenticate.js';
 import { api, gatewaySuite, refusal, refusedStatus, sleep, type TestUser } from './helpers.js';

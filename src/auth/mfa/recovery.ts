@@ -5,7 +5,7 @@ import type { Logger } from '../../log.js';
 import type { User } from '../../iam/store.js';
 import type { Actor } from '../../iam/policy.js';
 import type { CommandPath } from '../../iam/commands.js';
-import { sha256 } from '../tokens.js';
+import { sha256 } from '../../digest.js';
 import { clearRecoveryCodes, type FactorChanges } from './changes.js';
 import type { FactorDescription, SecondFactor } from './factor.js';
 

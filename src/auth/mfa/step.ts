@@ -8,7 +8,7 @@ import type { Actor } from '../../iam/policy.js';
 import type { ApiKeyStore } from '../api-keys.js';
 import type { OneTimeStore } from '../one-time.js';
 import { ApiIdentity } from '../identity.js';
-import { safeEqual, sha256 } from '../tokens.js';
+import { safeEqual, sha256 } from '../../digest.js';
 import type { MfaService } from './service.js';
 import type { FactorKind, SecondFactorProof } from './factor.js';
 import type { AttemptGate, AttemptVia, GateResult } from '../attempt-gate.js';

@@ -11,7 +11,7 @@ import { fieldError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { User } from '../../iam/store.js';
 import type { OneTimeStore } from '../one-time.js';
-import { safeEqual } from '../tokens.js';
+import { safeEqual } from '../../digest.js';
 
 /**
  * The WebAuthn library, loaded at the first ceremony: it is a third of a second of CPU to

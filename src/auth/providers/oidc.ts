@@ -6,11 +6,11 @@
  * class keeps only the discovered IdP metadata. Failures throw OidcLoginError whose `code` is
  * short and safe to put in `/login?error=<code>`.
  */
-import { timingSafeEqual } from 'node:crypto';
 import Joi from 'joi';
 import type * as OpenId from 'openid-client';
 import type { Logger } from '../../log.js';
 import type { ExternalProfile, RedirectProvider, RedirectStart } from './types.js';
+import { safeEqual } from '../../digest.js';
 
 export type OidcErrorCode = 'state_mismatch' | 'idp_error' | 'exchange_failed' | 'nonce_mismatch' | 'id_token_invalid' | 'userinfo_failed' | 'idp_unreachable';
 
@@ -271,12 +271,6 @@ export function profileFromClaims(claims: Record<string, unknown>, groupsClaim: 
     profile.groups = [...local];
   }
   return profile;
-}
-
-function safeEqual(a: string, b: string): boolean {
-  const left = Buffer.from(a, 'utf8');
-  const right = Buffer.from(b, 'utf8');
-  return left.length === right.length && timingSafeEqual(left, right);
 }
 
 /** Connection refused/reset, DNS failure, timeout: the IdP could not be talked to. */

@@ -9,7 +9,7 @@ import { badField, notFound, unauthorized } from '../../http/errors.js';
 import { ApiRouter } from '../../http/api.js';
 import { sameOriginOnly } from './login.js';
 import { sessionView } from './views.js';
-import { sha256 } from '../tokens.js';
+import { sha256 } from '../../digest.js';
 import { completeLogin, loginBody, startCookieSession, toSecondStep } from '../complete-login.js';
 import type { RedirectResume } from '../mfa/step.js';
 import {

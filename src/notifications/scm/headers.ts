@@ -1,4 +1,5 @@
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { safeEqual } from '../../digest.js';
 import { fieldError } from '../../errors.js';
 import type { ScmProvider, ScmRequest } from './types.js';
 
@@ -82,13 +83,7 @@ function hmacMatches(hex: string | undefined, rawBody: Buffer, secret: string): 
 }
 
 /** Constant-time equality of a token and a secret, whatever their lengths; false without a token. */
-export function tokenMatches(token: string | undefined, secret: string): boolean {
-  if (!token) return false;
-  // Hash both sides so the comparison is constant time whatever the lengths.
-  const given = createHash('sha256').update(token, 'utf8').digest();
-  const expected = createHash('sha256').update(secret, 'utf8').digest();
-  return timingSafeEqual(given, expected);
-}
+export const tokenMatches = (token: string | undefined, secret: string): boolean => Boolean(token) && safeEqual(token!, secret);
 
 /**
  * Checks the request against its forge's secret, on the raw body bytes, before any parsing.
