@@ -105,6 +105,7 @@ export class IamComponent {
       passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
       accountDisabled: (userId, trx) => this.deps.credentials().endCredentials(userId, trx),
       requireStepUp: (actor) => deps.credentials().requireStepUp(actor),
+      bootAdmin: { username: config.adminUser, superadmin: config.adminForceSuperadmin },
       loginGroupsOf: async (user) => {
         const providers = ((await this.store.identitiesOf([user.id])).get(user.id) ?? []).map((i) => i.provider);
         return providers.length ? deps.credentials().loginGroups(providers) : [];
@@ -153,6 +154,14 @@ export class IamComponent {
             : "password set from the environment: it differed from the account's, and no value of the variable was applied here before",
       );
     }
+    // the role the environment no longer gives: said, with the way back when nobody is left holding it
+    if (seeded.demoted)
+      log.warn(
+        { user: seeded.demoted.username },
+        seeded.demoted.superadminsLeft
+          ? 'SERVICE_ADMIN_FORCE_SUPERADMIN is not true: the superadmin role of the bootstrap admin was taken away at this start'
+          : 'SERVICE_ADMIN_FORCE_SUPERADMIN is not true: the superadmin role of the bootstrap admin was taken away at this start, and no enabled account is a superadmin now (nobody can grant host access): set SERVICE_ADMIN_FORCE_SUPERADMIN=true, or run service-core user promote <another account>',
+      );
     // accounts an older release let in under one name in two cases share the lockout's counts
     // (migrations/20261202000100_usernames_unique_in_any_case.ts): said at every start until gone
     const twins = await this.store.caseTwins();

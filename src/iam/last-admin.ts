@@ -30,7 +30,7 @@ export async function guardLastAdmin(store: IamStore, trx: Knex, user: User, nex
     const becomes = next ? (next.disabled ? 'disabled' : 'demoted') : 'deleted';
     throw new DomainError(
       'conflict',
-      `${user.username} is the last enabled superadmin: make another account superadmin first (roles: ["superadmin"]), then this one can be ${becomes}`,
+      `${user.username} is the last enabled superadmin: make another account superadmin first (service-core user promote <name>, or roles ["superadmin"] through the API), then this one can be ${becomes}`,
     );
   }
 }

@@ -81,6 +81,8 @@ export interface SeedResult {
   passwordChanged: string[];
   changed: boolean;
   envApplied: EnvPasswordApplied[];
+  /** the boot took the superadmin role from the admin (SERVICE_ADMIN_FORCE_SUPERADMIN not true): its name, and whether an enabled superadmin is left */
+  demoted: { username: string; superadminsLeft: boolean } | null;
 }
 
 export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): Promise<SeedResult> {
@@ -107,6 +109,7 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
 
   const passwordChanged: string[] = [];
   const envApplied: EnvPasswordApplied[] = [];
+  let demoted: SeedResult['demoted'] = null;
   const bootstrap = [
     {
       username: config.adminUser,
@@ -207,10 +210,17 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
       },
     );
     if (why) envApplied.push({ username: b.username, variable: b.variable, why });
+    if (promotion === 'removed') demoted = { username: b.username, superadminsLeft: await anySuperadmin(db) };
     if (patch.hashedPassword || promotion === 'granted') passwordChanged.push(existing.id);
     changed = true;
   }
-  return { passwordChanged, changed, envApplied };
+  return { passwordChanged, changed, envApplied, demoted };
+}
+
+/** Whether an enabled account holds the superadmin role. */
+async function anySuperadmin(db: Knex): Promise<boolean> {
+  const rows: Array<{ roles: string | string[] }> = await db('users').where({ disabled: false }).select('roles');
+  return rows.some((r) => (typeof r.roles === 'string' ? (JSON.parse(r.roles) as string[]) : r.roles).includes('superadmin'));
 }
 
 /**

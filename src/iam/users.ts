@@ -55,6 +55,11 @@ export interface UserAdminDeps {
   requireStepUp?(actor: Actor): Promise<void>;
   /** the groups the login mappings of the providers this user signs in through can give them */
   loginGroupsOf?(user: User): Promise<string[]>;
+  /**
+   * The bootstrap admin, whose superadmin flag every start of the service sets from
+   * SERVICE_ADMIN_FORCE_SUPERADMIN (`superadmin`: the value in this environment)
+   */
+  bootAdmin?: { username: string; superadmin: boolean };
 }
 
 const refused = (message: string) => new DomainError('forbidden', message);
@@ -138,6 +143,7 @@ export class UserAdmin {
       await this.guardTakeover(actor, user, change);
       if (change.roles && change.roles.some((r) => !user.roles.includes(r))) await this.rolesAllowed(actor);
       else if (change.roles) guardHostBoundary(actor, isTrusted(actor) ? [] : ['role:superadmin'], 'set roles');
+      if (change.roles) this.guardBootAdminFlag(user, change.roles);
       // a scoped key is not its owner (src/iam/policy.ts isSelf): it never changes its owner's credentials
       if (actor.keyScopes && actor.userId === user.id && (change.password || change.email !== undefined))
         throw refused("a scoped API key cannot change its owner's password or e-mail address");
@@ -314,6 +320,22 @@ export class UserAdmin {
   /** Every form of iam:permissions_changed about one user comes from here. */
   private changed(userId: string): void {
     this.deps.bus.emit('iam:permissions_changed', { scope: 'user', user_id: userId });
+  }
+
+  /**
+   * The bootstrap admin's superadmin flag is the environment's: the next start would undo a change
+   * to it silently, so the change is refused with the way that lasts.
+   */
+  private guardBootAdminFlag(user: User, roles: string[]): void {
+    const boot = this.deps.bootAdmin;
+    const wanted = roles.includes('superadmin');
+    if (!boot || user.username !== boot.username || wanted === user.roles.includes('superadmin') || wanted === boot.superadmin) return;
+    throw new DomainError(
+      'conflict',
+      wanted
+        ? `the superadmin flag of ${user.username} follows SERVICE_ADMIN_FORCE_SUPERADMIN at every start of the service, and it is not true in this environment: the next start would take it away again. Set SERVICE_ADMIN_FORCE_SUPERADMIN=true in the service's environment and restart, or make another account superadmin`
+        : `the superadmin flag of ${user.username} follows SERVICE_ADMIN_FORCE_SUPERADMIN at every start of the service, and it is true in this environment: the next start would give it back. Remove SERVICE_ADMIN_FORCE_SUPERADMIN (or set it to false) in the service's environment and restart`,
+    );
   }
 
   /** Roles hand out trust: a trusted actor's, with a fresh second factor. */

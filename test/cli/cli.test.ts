@@ -129,7 +129,11 @@ describe('CLI with the service stopped', function () {
     const last = await cli(env, ['user', 'demote', 'alice']);
     expect(last.code, last.stdout).to.equal(1);
     expect(last.stderr).to.match(/superadmin/);
-    await cli(env, ['user', 'promote', 'admin']);
+    // the bootstrap admin's flag is the environment's (every start sets it from SERVICE_ADMIN_FORCE_SUPERADMIN): refused, with the way that lasts
+    refused(await cli(env, ['user', 'promote', 'admin']), 1, /SERVICE_ADMIN_FORCE_SUPERADMIN at every start .* the next start would take it away again/);
+    const forced = { ...env, SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' };
+    expect((await cli(forced, ['user', 'promote', 'admin'])).stdout.trim()).to.equal('admin is a superadmin');
+    refused(await cli(forced, ['user', 'demote', 'admin']), 1, /SERVICE_ADMIN_FORCE_SUPERADMIN at every start .* the next start would give it back/);
     expect((await cli(env, ['user', 'demote', 'alice'])).stdout.trim()).to.equal('alice is no longer a superadmin');
     refused(await cli(env, ['user', 'promote', 'nobody']), 1, /no user named nobody/);
     // a change to what the user holds already says so and is no event

@@ -142,6 +142,34 @@ describe('IAM model and admin API', () => {
     await request(svc.url).patch(`/api/users/${root.id}`).set('Authorization', basic('root1', 'root1-password')).send({ display_name: 'Root' }).expect(200);
   });
 
+  it("the bootstrap admin's superadmin flag is the environment's: a change the next start would undo is refused, with the way that lasts", async () => {
+    const sys = { 'X-API-Key': SYSTEM_KEY };
+    const admin = (await request(svc.url).get('/api/users').query({ username: ADMIN.username }).set(sys).expect(200)).body.users[0];
+    expect(admin.roles).to.not.include('superadmin');
+    const res = await request(svc.url)
+      .patch(`/api/users/${admin.id}`)
+      .set(sys)
+      .send({ roles: ['superadmin'] })
+      .expect(409);
+    expect(res.body.error.code).to.equal('conflict');
+    expect(res.body.error.message).to.include('follows SERVICE_ADMIN_FORCE_SUPERADMIN at every start').and.include('make another account superadmin');
+    // what the boot would set anyway is no conflict; another account's flag is the administrators'
+    await request(svc.url).patch(`/api/users/${admin.id}`).set(sys).send({ roles: [] }).expect(200);
+    const other = (
+      await request(svc.url)
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'own-root', password: 'own-root-password', groups: ['INT_VIEWER'] })
+        .expect(201)
+    ).body;
+    await request(svc.url)
+      .patch(`/api/users/${other.id}`)
+      .set(sys)
+      .send({ roles: ['superadmin'] })
+      .expect(200);
+    await request(svc.url).patch(`/api/users/${other.id}`).set(sys).send({ roles: [] }).expect(200);
+  });
+
   it('the last enabled superadmin cannot lose the role, be disabled or deleted, through the API or the CLI; the answer says why', async () => {
     const sys = { 'X-API-Key': SYSTEM_KEY };
     const solo = (

@@ -160,6 +160,10 @@ describe('bootstrap passwords across restarts', function () {
         { roles_removed: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN' },
         { roles_added: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN', credentials_revoked: 1 },
       ]);
+      // said in the log too, with the way back: nobody else held the role
+      const said = demoted.log.lines.map((l) => JSON.parse(l)).filter((l) => /^SERVICE_ADMIN_FORCE_SUPERADMIN is not true/.test(l.msg));
+      expect(said.map((l) => [l.level, l.user])).to.deep.equal([['warn', 'admin']]);
+      expect(said[0].msg).to.include('no enabled account is a superadmin now').and.include('service-core user promote');
     } finally {
       await demoted.svc.stop();
     }
