@@ -100,8 +100,13 @@ const REFUSED = new Set([
 /** the manager does not let this service's user do it: the host's polkit rules (docs/sockets/init.md) */
 const DENIED = new Set(['org.freedesktop.DBus.Error.AccessDenied', 'org.freedesktop.DBus.Error.InteractiveAuthorizationRequired']);
 
+/** how many finished jobs' results are kept: a job's caller reads its own within moments */
+const JOB_RESULTS_KEPT = 256;
+
 export class ManagerBus {
   private connection: Connection | null = null;
+  /** the result the manager gave each job as it removed it (JobRemoved), by job path, the last few */
+  private readonly jobResults = new Map<string, string>();
 
   constructor(
     /** the bus address; null: the system bus */
@@ -161,6 +166,15 @@ export class ManagerBus {
     return out;
   }
 
+  /**
+   * How the manager ended a job: "done", "skipped", "failed", "canceled", "timeout", "dependency",
+   * "invalid", ... (its JobRemoved signal, read before the job's object is gone); null when not
+   * heard (the connection could not listen for it).
+   */
+  jobResult(jobPath: string): string | null {
+    return this.jobResults.get(jobPath) ?? null;
+  }
+
   /** Closes the connection (the next call makes a new one). */
   close(): void {
     if (this.connection) this.drop(this.connection, new Error('closed'));
@@ -180,14 +194,45 @@ export class ManagerBus {
       failed.catch(() => undefined);
       return { bus: null as unknown as MessageBus, ready: failed, broken: failed, fail: () => undefined };
     }
-    const ready = new Promise<void>((resolve) => bus.once('connect', () => resolve()));
+    // the manager's JobRemoved signals, asked for before any job is queued on this connection
+    const ready = new Promise<void>((resolve) => bus.once('connect', () => resolve())).then(() => this.listenForJobs(bus));
     const conn: Connection = { bus, ready, broken, fail };
+    bus.on('message', (msg: MessageType) => {
+      if (msg.interface !== MANAGER || msg.member !== 'JobRemoved' || !Array.isArray(msg.body)) return;
+      // (id, job path, unit, result)
+      this.jobResults.set(String(msg.body[1]), String(msg.body[3]));
+      if (this.jobResults.size > JOB_RESULTS_KEPT) this.jobResults.delete(this.jobResults.keys().next().value!);
+    });
     // an emitter without an 'error' listener throws: every failure of the connection lands here
     bus.on('error', (err: unknown) => this.drop(conn, err instanceof Error ? err : new Error(String(err))));
     // the bus hanging up ends the stream without an error: calls waiting for a reply fail now
     (bus as unknown as { _connection?: EventEmitter })._connection?.on('end', () => this.drop(conn, new Error('the bus closed the connection')));
     this.connection = conn;
     return conn;
+  }
+
+  /**
+   * A match for the manager's JobRemoved and its Subscribe (signals go out to subscribers only).
+   * Without them a job's end is still seen, by its object going, but not its result: said, not fatal.
+   */
+  private async listenForJobs(bus: MessageBus): Promise<void> {
+    const { Message, MessageFlag } = await dbus();
+    const rule = `type='signal',sender='${SYSTEMD}',path='${MANAGER_PATH}',interface='${MANAGER}',member='JobRemoved'`;
+    try {
+      await bus.call(
+        new Message({
+          destination: 'org.freedesktop.DBus',
+          path: '/org/freedesktop/DBus',
+          interface: 'org.freedesktop.DBus',
+          member: 'AddMatch',
+          signature: 's',
+          body: [rule],
+        }),
+      );
+      await bus.call(new Message({ destination: SYSTEMD, path: MANAGER_PATH, interface: MANAGER, member: 'Subscribe', flags: MessageFlag.NO_AUTO_START }));
+    } catch (err) {
+      this.log?.debug({ bus: this.where, reason: (err as Error).message }, "not listening for systemd's job results");
+    }
   }
 
   private drop(conn: Connection, err: Error): void {
@@ -236,4 +281,33 @@ export function callFailure(err: unknown, what: string): SocketError {
     );
   }
   return new SocketError('failed', `${what}: ${text} (${err.type})`);
+}
+
+/** job results that refuse the job for the unit as it is (systemctl: "is not active, cannot reload") */
+const JOB_REFUSED: Record<string, string> = {
+  invalid: 'the unit is not active, so it cannot reload',
+  once: 'the unit was started once already and cannot be started again',
+  unsupported: 'this operation is not supported for the unit (or its type) on this system',
+};
+
+/** job results that mean it did not get done (systemctl's own words, without its advice to read the journal) */
+const JOB_FAILED: Record<string, string> = {
+  failed: 'the job failed',
+  dependency: 'a job of a unit it depends on failed',
+  timeout: 'the job timed out',
+  canceled: 'the job was canceled (another job replaced it)',
+  assert: 'an assertion of the unit failed',
+  collected: 'the queued job was garbage collected',
+};
+
+/**
+ * What a finished job's result means to its caller, as systemctl reads it: "done" and "skipped"
+ * (a condition of the unit was not met) are success (null); a job the unit as it is refuses is
+ * `conflict`; any other result is `failed`, with the state the unit is in. An unknown result
+ * (a newer systemd's) is `failed` with its name; no result heard is success, as before listening.
+ */
+export function jobFailure(result: string | null, what: string, activeState: string): SocketError | null {
+  if (result === null || result === 'done' || result === 'skipped') return null;
+  if (JOB_REFUSED[result]) return new SocketError('conflict', `${what}: ${JOB_REFUSED[result]} (job result "${result}", the unit is ${activeState})`);
+  return new SocketError('failed', `${what}: ${JOB_FAILED[result] ?? 'the job ended'} (job result "${result}", the unit is ${activeState})`);
 }

@@ -3,7 +3,7 @@ import Joi from 'joi';
 import type { Logger } from '../../log.js';
 import { operation, SocketProvider, type ProviderCapabilities, type ProviderOperation } from '../base-provider.js';
 import { SocketError } from '../errors.js';
-import { callFailure, dbusErrorName, JOB, MANAGER, MANAGER_PATH, ManagerBus, UNIT } from './manager.js';
+import { callFailure, dbusErrorName, JOB, jobFailure, MANAGER, MANAGER_PATH, ManagerBus, UNIT } from './manager.js';
 import { ACTIONS, isTemplate, isUnitName, RESULTS, unitArg, UnitAllowList, type UnitAction, type UnitInfo } from './units.js';
 
 export interface InitProviderOptions {
@@ -189,6 +189,8 @@ export class InitProvider extends SocketProvider {
     const jobPath = text(job);
     this.log?.info({ unit: info.unit, action, job: jobPath }, 'unit job queued');
     const state = await this.settle(jobPath, unitPath);
+    const ended = jobFailure(this.manager.jobResult(jobPath), `${action} ${info.unit}`, state);
+    if (ended) throw this.noted(ended);
     return { unit: info.unit, action, job: jobPath, active_state: state };
   }
 

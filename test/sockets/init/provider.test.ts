@@ -32,6 +32,8 @@ describe('init provider (systemd --user on a private bus)', function () {
       'svc-test-a.service': service('Test unit A').replace('[Unit]\n', '[Unit]\nWants=svc-test-ghost.service\n'),
       'svc-test-reloadable.service': service('Test unit that reloads', 'ExecReload=/bin/true\n'),
       'svc-test-never.service': service('Test unit nobody loaded'),
+      // its start fails: the job's result is "failed"
+      'svc-test-broken.service': '[Unit]\nDescription=Test unit whose start fails\n\n[Service]\nType=oneshot\nExecStart=/bin/false\n',
       'other-off-list.service': service('A unit off the allow-list'),
     });
     // an allowed name that is an alias of a unit off the list, and a masked unit
@@ -58,7 +60,13 @@ describe('init provider (systemd --user on a private bus)', function () {
     const r = await ask('init:units');
     expect(r.ok, JSON.stringify(r.error)).to.equal(true);
     const units = (r.result as { units: Array<Record<string, unknown>> }).units;
-    expect(units.map((u) => u.unit)).to.deep.equal(['svc-test-a.service', 'svc-test-masked.service', 'svc-test-never.service', 'svc-test-reloadable.service']);
+    expect(units.map((u) => u.unit)).to.deep.equal([
+      'svc-test-a.service',
+      'svc-test-broken.service',
+      'svc-test-masked.service',
+      'svc-test-never.service',
+      'svc-test-reloadable.service',
+    ]);
     expect(units[0]).to.deep.equal({
       unit: 'svc-test-a.service',
       description: 'Test unit A',
@@ -67,8 +75,8 @@ describe('init provider (systemd --user on a private bus)', function () {
       sub_state: 'running',
       unit_file_state: 'static',
     });
-    expect(units[1]).to.include({ unit: 'svc-test-masked.service', load_state: 'masked', active_state: 'inactive', unit_file_state: 'masked' });
-    expect(units[2]).to.deep.equal({
+    expect(units[2]).to.include({ unit: 'svc-test-masked.service', load_state: 'masked', active_state: 'inactive', unit_file_state: 'masked' });
+    expect(units[3]).to.deep.equal({
       unit: 'svc-test-never.service',
       description: 'Test unit nobody loaded',
       load_state: 'loaded',
@@ -117,11 +125,26 @@ describe('init provider (systemd --user on a private bus)', function () {
     expect(refused.error!.message).to.match(/reload svc-test-a\.service: .*reload.*not applicable/i);
     await provider.unitAction('svc-test-a.service', 'stop');
 
+    // one that could reload, stopped: the job is queued and ends "invalid" (systemctl: not active, cannot reload)
+    const inactive = await ask('init:unit_action', { unit: 'svc-test-reloadable.service', action: 'reload' });
+    expect(inactive.ok).to.equal(false);
+    expect(inactive.error).to.deep.equal({
+      code: 'conflict',
+      message: 'reload svc-test-reloadable.service: the unit is not active, so it cannot reload (job result "invalid", the unit is inactive)',
+    });
+
     await provider.unitAction('svc-test-reloadable.service', 'start');
     const reloaded = await ask('init:unit_action', { unit: 'svc-test-reloadable.service', action: 'reload' });
     expect(reloaded.ok, JSON.stringify(reloaded.error)).to.equal(true);
     expect(reloaded.result).to.include({ unit: 'svc-test-reloadable.service', action: 'reload', active_state: 'active' });
     await provider.unitAction('svc-test-reloadable.service', 'stop');
+  });
+
+  it('a start whose job fails is failed, with the result and the state the unit is left in', async () => {
+    const r = await ask('init:unit_action', { unit: 'svc-test-broken.service', action: 'start' });
+    expect(r.ok).to.equal(false);
+    expect(r.error).to.deep.equal({ code: 'failed', message: 'start svc-test-broken.service: the job failed (job result "failed", the unit is failed)' });
+    expect(await status('svc-test-broken.service')).to.include({ active_state: 'failed' });
   });
 
   it('a unit off the allow-list is not_allowed, whether it exists or not, and so is an allowed alias of one', async () => {
