@@ -245,21 +245,33 @@ export class ApiKeyStore {
   }
 
   /** Revokes one credential of a user; false when it is not theirs or already gone. */
-  async labelOf(userId: string, id: string, trx: Knex = this.db): Promise<string | null> {
-    const row = await ApiKeyModel.query(trx).where({ id, user_id: userId }).first();
-    return row?.label ?? null;
-  }
-
-  async revoke(userId: string, id: string, trx: Knex = this.db): Promise<boolean> {
+  /**
+   * Revokes one live credential of `userId` and the keys minted with it (and theirs): what ended,
+   * that one first, each with its label (each is a revocation the trail records). Empty: no such
+   * live credential.
+   */
+  async revoke(userId: string, id: string, trx: Knex = this.db): Promise<Array<{ id: string; label: string }>> {
     const now = Date.now();
-    const n = await ApiKeyModel.query(trx).where({ id, user_id: userId }).whereNull('revoked_at').patch({ revokedAt: now });
-    if (n > 0) {
+    const own = await ApiKeyModel.query(trx).where({ id, user_id: userId }).whereNull('revoked_at').select('id', 'label').first();
+    const ended: Array<{ id: string; label: string }> = [];
+    if (own && (await ApiKeyModel.query(trx).where({ id }).whereNull('revoked_at').patch({ revokedAt: now })) > 0) {
+      ended.push({ id: own.id, label: own.label });
       // the keys minted with it, and theirs, end with it
       let parents = [id];
       for (let depth = 0; parents.length && depth < 32; depth++) {
-        const children = (await ApiKeyModel.query(trx).whereIn('parent_id', parents).whereNull('revoked_at').select('id')).map((k) => k.id);
-        if (children.length) await ApiKeyModel.query(trx).whereIn('id', children).patch({ revokedAt: now });
-        parents = children;
+        const children = (await ApiKeyModel.query(trx).whereIn('parent_id', parents).whereNull('revoked_at').select('id', 'label')).map((k) => ({
+          id: k.id,
+          label: k.label,
+        }));
+        if (children.length)
+          await ApiKeyModel.query(trx)
+            .whereIn(
+              'id',
+              children.map((c) => c.id),
+            )
+            .patch({ revokedAt: now });
+        ended.push(...children);
+        parents = children.map((c) => c.id);
       }
       // live connections are checked again once the revocation is visible: after the caller's
       // transaction commits, when it gave one
@@ -271,7 +283,7 @@ export class ApiKeyStore {
         );
       else this.onRevoked(userId);
     }
-    return n > 0;
+    return ended;
   }
 
   /**

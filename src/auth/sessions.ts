@@ -104,7 +104,7 @@ export async function logout(auth: AuthComponent, ctx: Context): Promise<boolean
   const id = ctx.state.identity;
   let ended = false;
   if (id?.userId && id.credentialId && (id.method === 'session_token' || id.method === 'session_cookie')) {
-    ended = (await auth.apiKeys.revoke(id.userId, id.credentialId)) || ended;
+    ended = (await auth.apiKeys.revoke(id.userId, id.credentialId)).length > 0 || ended;
   }
   if (ctx.cookies.get(SESSION_COOKIE)) {
     const keyId = ctx.session?.key_id;

@@ -44,6 +44,8 @@ export interface ClientPush {
 export interface ClientSession {
   /** the identity as IAM sees it now (refreshed before each permission-checked frame) */
   readonly identity: ClientIdentity;
+  /** that identity acting from the connection's address: the actor of what a frame does (the trail records the address) */
+  readonly actor: ClientIdentity;
   readonly viewer: Viewer;
   send(event: string, payload: unknown, ref?: string | null): void;
   error(code: ClientErrorCode, message: string, ref?: string | null): void;

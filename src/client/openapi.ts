@@ -2034,7 +2034,7 @@ export interface paths {
         head?: never;
         /**
          * Change a user (groups, extra permissions, profile, disabled, password)
-         * @description The last enabled member of INT_ADMIN cannot leave it or be disabled (409). An account that reaches the host (or a superadmin or bot account) is changed only by itself or a superadmin, but for taking access away (disabling, leaving groups, dropping permissions).
+         * @description The last enabled member of INT_ADMIN cannot leave it or be disabled (409). An account that reaches the host (or a superadmin or bot account) is changed only by itself or a superadmin, but for taking access away (disabling, leaving groups, dropping permissions). One's own `password` is not changed here (400): `POST /api/users/{id}/password` with `current_password`.
          *
          *     Requires the permission `feature:admin.users`.
          */
@@ -11415,7 +11415,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description the last enabled member of INT_ADMIN, or the last enabled superadmin (losing the role or disabled) */
+            /** @description the last enabled member of INT_ADMIN, or the last enabled superadmin (losing the role or disabled); or a change of the bootstrap admin's superadmin flag that the next start would undo (it follows SERVICE_ADMIN_FORCE_SUPERADMIN) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -11645,7 +11645,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description forbidden: the caller lacks feature:admin.users, or resets a superadmin or bot account, or one that reaches the host, without being a superadmin; or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
+            /** @description forbidden: the caller lacks feature:admin.users, or resets a superadmin or bot account, or one that reaches the host, without being a superadmin; or resets its own account (one's own factors are removed under /api/me/mfa); or step_up_required: a web session of an account with a second factor must verify it again (POST /api/auth/step-up); or, on any route: an unsafe request from a page of another origin, with the session cookie or Basic, or to a sign-in route (details.reason cross_origin); or mfa_enrollment_required: a group of the caller requires a second factor, and until one is enrolled only the profile and the enrolment answer */
             403: {
                 headers: {
                     [name: string]: unknown;

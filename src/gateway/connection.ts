@@ -2,6 +2,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocket } from 'ws';
 import type { ApiIdentity } from '../auth/identity.js';
 import { viewerOf, type ClientErrorCode, type ClientSession, type Viewer } from '../bus/channels.js';
+import { actingFrom } from '../request-context.js';
 import { encodeFrame } from './frames.js';
 
 /** What a connection needs of the gateway's settings. */
@@ -61,6 +62,11 @@ export class Connection implements ClientSession {
   ) {
     this.viewer = viewerOf(identity);
     this.tokens = limits.frameBurst;
+  }
+
+  /** the identity acting from the client's address, as a request's is (src/request-context.ts) */
+  get actor(): ApiIdentity {
+    return actingFrom(this.identity, this.ip);
   }
 
   /** Takes one client frame from the budget; false when the connection is over its rate. */

@@ -2,7 +2,6 @@ import type { RawData } from 'ws';
 import type { ApiIdentity } from '../auth/identity.js';
 import type { ClientErrorCode, ClientFrameDef } from '../bus/channels.js';
 import { DomainError, fieldErrorsOf, fieldErrorsText, isRecorded, type DomainErrorCode } from '../errors.js';
-import { actingFrom } from '../request-context.js';
 import { isDbUnavailable } from '../db/knex.js';
 import type { Logger } from '../log.js';
 import type { Connection } from './connection.js';
@@ -69,7 +68,7 @@ export async function dispatchFrame(g: FrameDispatch, conn: Connection, data: Ra
       if (!identity) return;
       if (def.permission !== null && !identity.allows(def.permission)) {
         const refusal = new DomainError('forbidden', `missing permission ${def.permission}`);
-        g.refused?.(actingFrom(identity, conn.ip), def.event, refusal);
+        g.refused?.(conn.actor, def.event, refusal);
         return conn.error('forbidden', refusal.message, ref);
       }
     }
@@ -85,7 +84,7 @@ export async function dispatchFrame(g: FrameDispatch, conn: Connection, data: Ra
     // the database is away: the connection stays, the client tries again later
     if (isDbUnavailable(err)) return conn.error('unavailable', 'the database is not reachable right now; try again shortly', ref);
     if (err instanceof DomainError) {
-      if (identity && !isRecorded(err)) g.refused?.(actingFrom(identity, conn.ip), def.event, err);
+      if (identity && !isRecorded(err)) g.refused?.(conn.actor, def.event, err);
       return conn.error(WS_CODE[err.code], err.message, ref);
     }
     g.log.error({ err, event: frame.event }, 'websocket frame failed');

@@ -14,9 +14,8 @@ export interface KeyVault<K> {
     opts: { label: string; scopes: string[] | null; expiresAt: number | null; parentId?: string | null },
     trx?: Knex,
   ): Promise<{ token: string; key: K }>;
-  revoke(userId: string, id: string, trx?: Knex): Promise<boolean>;
-  /** the label of one of `userId`'s keys (a revocation's event names it, as the issue's does) */
-  labelOf(userId: string, id: string, trx?: Knex): Promise<string | null>;
+  /** what ended, with labels (the events name them, as the issue's does): the credential first, then the keys minted with it */
+  revoke(userId: string, id: string, trx?: Knex): Promise<Array<{ id: string; label: string }>>;
 }
 
 export interface KeyRequest {
@@ -137,14 +136,17 @@ export class KeyAdmin<K extends { id: string }> {
         this.deps.users.guardProtectedRole(actor, owner),
       );
     }
-    let label: string | null = null;
-    return this.deps.commands.within(
-      async (trx) => {
-        label = await this.deps.vault.labelOf(owner.id, keyId, trx);
-        return this.deps.vault.revoke(owner.id, keyId, trx);
-      },
-      (done) =>
-        done ? { action: 'key.revoked', actor, target: { type: 'key', id: keyId, name: label }, details: { owner: owner.username, owner_id: owner.id } } : null,
+    const ended = await this.deps.commands.within(
+      (trx) => this.deps.vault.revoke(owner.id, keyId, trx),
+      // one event a credential: the keys minted with this one end with it, each recorded as such
+      (revoked) =>
+        revoked.map((k) => ({
+          action: 'key.revoked' as const,
+          actor,
+          target: { type: 'key', id: k.id, name: k.label },
+          details: { owner: owner.username, owner_id: owner.id, ...(k.id === keyId ? {} : { with: keyId }) },
+        })),
     );
+    return ended.length > 0;
   }
 }

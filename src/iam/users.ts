@@ -147,6 +147,12 @@ export class UserAdmin {
       // a scoped key is not its owner (src/iam/policy.ts isSelf): it never changes its owner's credentials
       if (actor.keyScopes && actor.userId === user.id && (change.password || change.email !== undefined))
         throw refused("a scoped API key cannot change its owner's password or e-mail address");
+      // one's own password is changed with the current one (setPassword), whatever the route
+      if (change.password && actor.userId === user.id)
+        throw fieldError(
+          'password',
+          'your own password is changed with your current one: POST /api/users/{id}/password with current_password (the account page)',
+        );
       await this.checkRefs(change);
       const granted = await this.guardHostGrants(actor, user, change);
       const next = { groups: change.groups ?? user.groups, disabled: change.disabled ?? user.disabled, roles: change.roles ?? user.roles };

@@ -104,7 +104,7 @@ export class SocketsComponent {
     channels.frame({
       event: 'socket:request',
       permission: null, // each operation checks its own
-      handle: async (session, payload, ref) => session.send('socket:response', await this.requests.handle(payload, session.identity), ref),
+      handle: async (session, payload, ref) => session.send('socket:response', await this.requests.handle(payload, session.actor), ref),
     });
   }
 

@@ -186,6 +186,22 @@ describe('second-factor registry (no service)', function () {
     expect(options.user.name).to.equal(user.username);
   });
 
+  it("one's own factors are never reset through the administrators' reset, by any credential of the account (an API key proves no factor)", async () => {
+    const { user, self } = await newUser();
+    await withApp(user, self);
+    for (const actor of [self, { ...self, keyScopes: ['feature:admin.users'] }, { ...self, isSuperadmin: true }]) {
+      const refused = (await mfa.reset(actor, user).catch((e: unknown) => e)) as DomainError;
+      expect(refused).to.be.instanceOf(DomainError);
+      expect(refused.code).to.equal('forbidden');
+      expect(refused.message).to.match(/^your own second factors are removed on the account page/);
+    }
+    expect((await fresh(user)).mfaEnabled).to.equal(true);
+    // in the trail as refusals (repeats of one actor's are grouped)
+    const refusals = (await events(user.id)).filter((e) => e.action === 'auth.mfa_reset');
+    expect(refusals).to.not.be.empty;
+    expect(new Set(refusals.map((e) => e.outcome))).to.deep.equal(new Set(['denied']));
+  });
+
   it('a reset clears every kind, ends every session and is recorded as its actor', async () => {
     const { user, self } = await newUser();
     await withApp(user, self);

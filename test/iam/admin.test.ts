@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { createUser } from '../auth/helpers.js';
 import request from 'supertest';
 import { startService, adminAuth, basic, testEnv, ADMIN, SYSTEM_KEY, type TestService, promoteToSuperadmin } from '../support/service.js';
 import { cli } from '../cli/helpers.js';
@@ -140,6 +141,29 @@ describe('IAM model and admin API', () => {
     await request(svc.url).delete(`/api/users/${root.id}`).set('Authorization', admin()).expect(403);
     // the superadmin itself may
     await request(svc.url).patch(`/api/users/${root.id}`).set('Authorization', basic('root1', 'root1-password')).send({ display_name: 'Root' }).expect(200);
+  });
+
+  it("one's own password and second factors are not the administrators' routes' to change: every credential of the account is refused there", async () => {
+    // an administrator of users (not of INT_ADMIN: the tests below count its members)
+    await createUser(svc.url, { username: 'frank', password: 'frank-password-1', groups: ['INT_USER'], extra_permissions: ['feature:admin.users'] });
+    const frank = basic('frank', 'frank-password-1');
+    const me = (await request(svc.url).get('/api/me').set('Authorization', frank).expect(200)).body;
+    const key = (await request(svc.url).post('/api/me/api-keys').set('Authorization', frank).send({ label: 'frank ci' }).expect(201)).body.token;
+    for (const credential of [{ Authorization: frank }, { 'X-API-Key': key }]) {
+      const patched = await request(svc.url).patch(`/api/users/${me.id}`).set(credential).send({ password: 'frank-new-password-2' }).expect(400);
+      expect(patched.body.error.details).to.deep.equal([
+        {
+          field: 'password',
+          message: 'your own password is changed with your current one: POST /api/users/{id}/password with current_password (the account page)',
+        },
+      ]);
+      const reset = await request(svc.url).delete(`/api/users/${me.id}/mfa`).set(credential).expect(403);
+      expect(reset.body.error.message).to.match(/^your own second factors are removed on the account page/);
+    }
+    // the password is the one it was; other fields of one's own account stay one's own to change
+    await request(svc.url).get('/api/me').set('Authorization', frank).expect(200);
+    await request(svc.url).patch(`/api/users/${me.id}`).set('Authorization', frank).send({ display_name: 'Frank' }).expect(200);
+    await request(svc.url).delete(`/api/users/${me.id}`).set('X-API-Key', SYSTEM_KEY).expect(204);
   });
 
   it("the bootstrap admin's superadmin flag is the environment's: a change the next start would undo is refused, with the way that lasts", async () => {

@@ -332,6 +332,14 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
     await api().get('/api/me').set('X-API-Key', child.token).expect(200);
     await api().delete(`/api/me/api-keys/${parent.id}`).set('Authorization', plain).expect(204);
     await api().get('/api/me').set('X-API-Key', child.token).expect(401);
+    // each is a revocation in the trail: the minted key's names the key it ended with
+    await svc.service.iam.audit.flush();
+    const trail = await api().get('/api/audit').query({ action: 'key.revoked' }).set(sys).expect(200);
+    const of = (id: string) => trail.body.events.find((e: { target: { id: string } }) => e.target.id === id);
+    expect(of(parent.id)).to.deep.include({ target: { type: 'key', id: parent.id, name: 'p' } });
+    expect(of(parent.id).details).to.not.have.property('with');
+    expect(of(child.id)).to.deep.include({ target: { type: 'key', id: child.id, name: 'c' } });
+    expect(of(child.id).details).to.include({ with: parent.id });
   });
 
   it('an account a login mapping can give host access to is protected even while it holds none', async () => {

@@ -5,6 +5,7 @@ import { capturingLogger } from '../sockets/helpers.js';
 import { SecretsStore } from '../../src/iam/secrets.js';
 import { ENV_PASSWORD_NAMESPACE } from '../../src/iam/seed.js';
 import { cli } from '../cli/helpers.js';
+import { totpCode } from '../auth/helpers.js';
 
 const KEY = 'test-secret-key-0123456789abcdef0123456789';
 const adminWith = (password: string) => basic(ADMIN.username, password);
@@ -134,6 +135,14 @@ describe('bootstrap passwords across restarts', function () {
   it("the boot's superadmin promotion is an event by the service, naming the credentials it ended; its removal too", async () => {
     const key = (await request(first.url).post('/api/me/api-keys').set('Authorization', adminWith(ADMIN.password)).send({ label: 'before' }).expect(201)).body
       .token as string;
+    // a second factor set on the account before the promotion (whoever held the name) is not trusted either: a passkey alone signs in
+    const login = (await request(first.url).post('/api/auth/login').send({ username: ADMIN.username, password: ADMIN.password }).expect(200)).body;
+    const started = await request(first.url).post('/api/me/mfa/totp').set('Authorization', `Bearer ${login.token}`).expect(200);
+    await request(first.url)
+      .post('/api/me/mfa/totp/confirm')
+      .set('Authorization', `Bearer ${login.token}`)
+      .send({ code: totpCode(started.body.secret) })
+      .expect(200);
     await first.stop();
     const promoted = await restart({ SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' });
     let events: Array<{ actor: { username: string; method: string }; action: string; target: { id: string; name: string }; details: Record<string, unknown> }>;
@@ -147,7 +156,17 @@ describe('bootstrap passwords across restarts', function () {
         actor: { user_id: null, username: 'service', method: 'boot', ip: null },
         target: { type: 'user', id: events[0]!.target.id, name: 'admin' },
       } as object);
-      expect(events[0]!.details).to.deep.equal({ roles_added: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN', credentials_revoked: 1 });
+      expect(events[0]!.details).to.deep.equal({
+        roles_added: ['superadmin'],
+        because: 'SERVICE_ADMIN_FORCE_SUPERADMIN',
+        credentials_revoked: 2,
+        factors_removed: 1,
+      });
+      // the password signs in with no second step: the factor and its recovery codes are gone
+      const signedIn = await request(promoted.svc.url).post('/api/auth/login').send({ username: ADMIN.username, password: ADMIN.password }).expect(200);
+      expect(signedIn.body).to.have.property('token');
+      const mfa = await request(promoted.svc.url).get('/api/me/mfa').set('Authorization', `Bearer ${signedIn.body.token}`).expect(200);
+      expect(mfa.body).to.deep.include({ totp: false, recovery_codes_left: 0 });
     } finally {
       await promoted.svc.stop();
     }
@@ -158,7 +177,7 @@ describe('bootstrap passwords across restarts', function () {
         .body.events;
       expect(events.map((e) => e.details)).to.deep.equal([
         { roles_removed: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN' },
-        { roles_added: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN', credentials_revoked: 1 },
+        { roles_added: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN', credentials_revoked: 2, factors_removed: 1 },
       ]);
       // said in the log too, with the way back: nobody else held the role
       const said = demoted.log.lines.map((l) => JSON.parse(l)).filter((l) => /^SERVICE_ADMIN_FORCE_SUPERADMIN is not true/.test(l.msg));

@@ -15,6 +15,8 @@ interface Event {
   action: string;
   outcome: string;
   actor: string;
+  /** the address the actor acted from: the client's over HTTP and ws, none from the CLI */
+  ip: string | null;
   target: { type: string; id: string | null; name: string | null };
 }
 
@@ -75,6 +77,7 @@ describe('every transport, the same rule and the same event', function () {
       action: r.action,
       outcome: r.outcome,
       actor: r.actor_username,
+      ip: r.actor_ip,
       target: { type: r.target_type, id: r.target_id, name: r.target_name },
     }));
   }
@@ -276,6 +279,7 @@ describe('every transport, the same rule and the same event', function () {
           action: row.action,
           outcome: expected === 'ok' ? 'success' : 'denied',
           actor: cell.actor,
+          ip: cell.transport === 'CLI' ? null : '127.0.0.1',
           target: { type: row.target, ...target },
         });
       }

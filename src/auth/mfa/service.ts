@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { DomainError } from '../../errors.js';
 import type { EventBus } from '../../bus/bus.js';
 import type { Logger } from '../../log.js';
 import type { SecretsStore } from '../../iam/secrets.js';
@@ -114,6 +115,14 @@ export class MfaService {
    */
   async reset(actor: Actor, user: User): Promise<boolean> {
     const had = await this.deps.commands.run({ action: 'auth.mfa_reset', actor, target: { type: 'user', id: user.id, name: user.username } }, async () => {
+      // one's own factors go one by one, with the proof /api/me/mfa asks for: a reset of one's own
+      // account by any credential of it (an API key never proves a factor) would skip that proof
+      if (actor.userId === user.id) {
+        throw new DomainError(
+          'forbidden',
+          'your own second factors are removed on the account page, from a signed-in session that verified one lately (/api/me/mfa); a reset is for another account',
+        );
+      }
       await this.deps.users.guardTakeover(actor, user);
       return this.changes.change(actor, user, 'auth.mfa_reset', {}, async (trx) => {
         const confirmed = Boolean(await this.changes.rows(user.id, trx).andWhere({ confirmed: true }).first('id'));

@@ -266,7 +266,7 @@ export function mfaRoutes(auth: AuthComponent): Router {
       params: userIdParams,
       responses: {
         204: 'reset',
-        403: `the caller lacks ${ADMIN_USERS}, or resets a superadmin or bot account, or one that reaches the host, without being a superadmin`,
+        403: `the caller lacks ${ADMIN_USERS}, or resets a superadmin or bot account, or one that reaches the host, without being a superadmin; or resets its own account (one's own factors are removed under /api/me/mfa)`,
         404: 'no such user',
       },
     },

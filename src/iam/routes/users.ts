@@ -115,7 +115,7 @@ export function userRoutes(iam: IamComponent, opts: UserRouteOptions = {}): Rout
       operationId: 'updateUser',
       summary: 'Change a user (groups, extra permissions, profile, disabled, password)',
       description:
-        'The last enabled member of INT_ADMIN cannot leave it or be disabled (409). An account that reaches the host (or a superadmin or bot account) is changed only by itself or a superadmin, but for taking access away (disabling, leaving groups, dropping permissions).',
+        "The last enabled member of INT_ADMIN cannot leave it or be disabled (409). An account that reaches the host (or a superadmin or bot account) is changed only by itself or a superadmin, but for taking access away (disabling, leaving groups, dropping permissions). One's own `password` is not changed here (400): `POST /api/users/{id}/password` with `current_password`.",
       auth: ADMIN,
       params: idParams,
       body: patchUserSchema,
@@ -123,7 +123,7 @@ export function userRoutes(iam: IamComponent, opts: UserRouteOptions = {}): Rout
         200: { description: 'the user', schema: userView },
         403: `forbidden: the caller lacks ${ADMIN_USERS}, or the change hands out host access or \`roles\`, or changes an account that reaches the host (or a superadmin or bot account) without being a superadmin, or a scoped API key changes its owner's password or e-mail address; or gives (through \`groups\` or \`extra_permissions\`) a permission the caller does not hold themself (no self-escalation); ${HOST_REFUSAL}`,
         404: 'no such user',
-        409: 'the last enabled member of INT_ADMIN, or the last enabled superadmin (losing the role or disabled)',
+        409: "the last enabled member of INT_ADMIN, or the last enabled superadmin (losing the role or disabled); or a change of the bootstrap admin's superadmin flag that the next start would undo (it follows SERVICE_ADMIN_FORCE_SUPERADMIN)",
       },
     },
     async (ctx, { params, body }) => {
