@@ -151,7 +151,8 @@ export class PluginLifecycle {
       rec.context = ctx;
       await withTimeout(Promise.resolve(mod.setup(ctx)), this.deps.setupTimeoutMs ?? 10_000, 'setup');
     } catch (err) {
-      const reason = `setup failed: ${errorText(err)}`;
+      // the plugin's own words may quote a setting: its secret ones are not shown (logs, the API)
+      const reason = `setup failed: ${concealSecrets(errorText(err), m, config)}`;
       log.error({ reason }, 'plugin failed to start');
       if (ctx) await this.release(rec, ctx, mod);
       await this.setState(rec, 'failed', reason);
@@ -187,7 +188,7 @@ export class PluginLifecycle {
       try {
         await withTimeout(Promise.resolve(mod.teardown()), this.deps.teardownTimeoutMs ?? 5000, 'teardown');
       } catch (err) {
-        log.warn({ reason: errorText(err) }, 'plugin teardown failed');
+        log.warn({ reason: concealSecrets(errorText(err), rec.manifest!, ctx.config) }, 'plugin teardown failed');
       }
     }
     ctx.close();
@@ -207,4 +208,14 @@ export class PluginLifecycle {
     this.routesChanged();
     this.deps.bus.emit('plugin:state_changed', { plugin_id: rec.key, state, enabled: rec.enabled });
   }
+}
+
+/** `text` with the value of each of the plugin's secret settings replaced by its name: `[secret token]`. */
+export function concealSecrets(text: string, manifest: Pick<PluginManifest, 'settings'>, config: Record<string, string | null>): string {
+  let out = text;
+  for (const [key, def] of Object.entries(manifest.settings)) {
+    const value = config[key];
+    if (def.secret && value) out = out.split(value).join(`[secret ${key}]`);
+  }
+  return out;
 }

@@ -122,6 +122,26 @@ export function teardown() { P.thrower.teardowns += 1; }
     },
   );
 
+  // its setup fails with words that quote its secret setting (what a careless plugin writes)
+  writePlugin(
+    pluginsDir,
+    'leaky',
+    {
+      id: 'leaky',
+      name: 'Leaky',
+      version: '1.0.0',
+      entry: 'index.mjs',
+      permissions: { subscribe: [] },
+      settings: { region: { description: 'where', default: 'eu' }, api_key: { description: 'the key', secret: true, default: 'leaky-key-0123456789' } },
+    },
+    {
+      'index.mjs': `export function setup(ctx) {
+  throw new Error('cannot reach ' + ctx.config.region + ' with key=' + ctx.config.api_key);
+}
+`,
+    },
+  );
+
   // sends its token to its endpoint: the token must be typed again when the endpoint changes
   writePlugin(
     pluginsDir,

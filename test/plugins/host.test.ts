@@ -58,6 +58,8 @@ describe('plugin host', () => {
     expect(p.sneaky.state).to.equal('loaded');
     expect(p.thrower).to.include({ state: 'failed', error: 'setup failed: boom at setup' });
     expect(p.noexport.error).to.contain('does not export setup(ctx)');
+    // its secret setting's value is not shown where the plugin's words are (the API, the log)
+    expect(p.leaky).to.include({ state: 'failed', error: 'setup failed: cannot reach eu with key=[secret api_key]' });
     expect(p.notjson.error).to.contain('not valid JSON');
     expect(p.escaper.error).to.contain('resolves outside the plugin folder');
     expect(p.linker.error).to.contain('resolves outside the plugin folder');
