@@ -197,19 +197,19 @@ export abstract class SocketProvider {
    * overrides the method and declares its operation (with its args, permission and result).
    */
   async health_check(): Promise<Record<string, unknown>> {
-    throw unsupported(this, 'health_check');
+    throw unsupported(this, 'health');
   }
 
   async cleanup_stale(..._args: unknown[]): Promise<unknown> {
-    throw unsupported(this, 'cleanup_stale');
+    throw unsupported(this, 'cleanup');
   }
 
   async get_mounts(): Promise<unknown> {
-    throw unsupported(this, 'get_mounts');
+    throw unsupported(this, 'mounts');
   }
 
   async detect_storage_root(): Promise<string | null> {
-    throw unsupported(this, 'detect_storage_root');
+    throw unsupported(this, 'storage_root');
   }
 
   /** Operations by short name (e.g. 'health' serves `<kind>:health`); the required four are added by servedOperations(). */
@@ -238,8 +238,9 @@ export type SocketProviderClass = new (options: Record<string, unknown>, logger:
 const ANY_ARGS = Joi.object<Record<string, unknown>, true>({}).unknown(true);
 const ANY_RESULT = Joi.object().unknown(true).description('the provider does not serve this operation: it answers unsupported (501)');
 
-function unsupported(provider: SocketProvider, what: string): SocketError {
-  return new SocketError('unsupported', `socket provider ${provider.name} does not serve ${what}`);
+/** named as a caller names the operation (`dhcp:mounts`), not by the method behind it */
+function unsupported(provider: SocketProvider, operation: string): SocketError {
+  return new SocketError('unsupported', `socket provider ${provider.name} does not serve ${provider.kind}:${operation}`);
 }
 
 /**

@@ -307,10 +307,10 @@ describe('socket HTTP API', function () {
       expect(Object.keys(doc.paths).filter((p) => p.startsWith('/api/socket/broken'))).to.deep.equal([]);
       // the required operations the provider does not serve: the base's answer, over HTTP and ws alike
       const root = await request(svc.url).get('/api/socket/probe/storage-root').expect(501);
-      expect(root.body.error).to.deep.equal({ code: 'unsupported', message: 'socket provider probe does not serve detect_storage_root' });
+      expect(root.body.error).to.deep.equal({ code: 'unsupported', message: 'socket provider probe does not serve probe:storage_root' });
       expect(doc.paths['/api/socket/probe/cleanup'].post).to.be.an('object');
       const viaBus = await svc.service.sockets.requests.handle({ request_id: 'r', operation: 'probe:mounts', args: {} }, null);
-      expect(viaBus.error).to.deep.include({ code: 'unsupported' });
+      expect(viaBus.error).to.deep.include({ code: 'unsupported', message: 'socket provider probe does not serve probe:mounts' });
     } finally {
       await registry.unregisterOwner('core').catch(() => undefined);
       svc.service.sockets.registerBuiltins();
