@@ -9628,6 +9628,11 @@ export interface operations {
                         zones: string[];
                         /** @description why Unbound is unavailable (null when available) */
                         reason: string | null;
+                        /**
+                         * @description the reason's details (Unbound's control socket) are hidden from this caller
+                         * @constant
+                         */
+                        host_facts_hidden?: true;
                     };
                 };
             };

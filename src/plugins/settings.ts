@@ -97,7 +97,10 @@ export class PluginSettings {
   async check(actor: Actor, m: PluginManifest, changes: Record<string, string | null>): Promise<void> {
     for (const key of Object.keys(changes)) {
       if (!Object.prototype.hasOwnProperty.call(m.settings, key)) throw fieldError(key, `is not a setting of plugin ${m.id}`);
-      if (this.isLocked(m, key)) throw new DomainError('conflict', `setting ${key} is set in the environment and cannot be changed here`, { field: key });
+      if (this.isLocked(m, key))
+        throw new DomainError('conflict', `setting ${key} is set in the environment and cannot be changed here`, [
+          { field: key, message: `is set in the environment (${settingEnvName(m.id, key)})` },
+        ]);
     }
     const before = await this.values(m);
     if (!isTrusted(actor)) guardTrusted(m, changes, before);

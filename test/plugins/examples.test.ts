@@ -119,6 +119,10 @@ describe('example plugins', () => {
       await patch({ nope: 'x' }).expect(400);
       const locked = await patch({ timeout_ms: '5' }).expect(409);
       expect(locked.body.error.message).to.contain('timeout_ms');
+      // named as every refusal names a field
+      expect(locked.body.error.details).to.deep.equal([
+        { field: 'timeout_ms', message: 'is set in the environment (SERVICE_PLUGIN_OUTBOUND_FORWARDER_TIMEOUT_MS)' },
+      ]);
       await request(svc.url).patch('/api/plugins/outbound-forwarder/settings').set('Authorization', viewer).send({ url: receiverUrl }).expect(403);
 
       // a value out of the plugin's range: 400 naming it, nothing stored, the plugin runs on

@@ -96,6 +96,7 @@ const RESULTS = {
     version: Joi.string().allow(null).description("Unbound's version (null while it is away)"),
     zones: Joi.array().items(Joi.string()).description('the zones the service writes in (SERVICE_DNS_ZONES)'),
     reason: Joi.string().allow(null).description('why Unbound is unavailable (null when available)'),
+    host_facts_hidden: Joi.boolean().valid(true).optional().description("the reason's details (Unbound's control socket) are hidden from this caller"),
   }),
   records: Joi.object({ records: Joi.array().items(listedRecord) }),
   record: Joi.object({ record }),
@@ -231,7 +232,9 @@ export class DnsProvider extends SocketProvider implements DnsRecordsPort {
         // why Unbound is away names its socket: for those who administer dns only (as the provider list hides socket paths)
         shownTo: (r, may) => {
           const health = r as { reason: string | null };
-          return health.reason === null || may('socket:dns:read') || may('socket:dns:write') ? r : { ...health, reason: 'Unbound is not available' };
+          return health.reason === null || may('socket:dns:read') || may('socket:dns:write')
+            ? r
+            : { ...health, reason: 'Unbound is not available', host_facts_hidden: true };
         },
       }),
       records: operation({

@@ -209,6 +209,7 @@ describe('dns provider through the service (HTTP and ws)', function () {
         version: null,
         zones: ['home.arpa.'],
         reason: 'Unbound is not available',
+        host_facts_hidden: true,
       });
       // where the socket is, only to those who administer dns
       expect((await api().get('/api/socket/dns/health').set(reader).expect(200)).body.reason).to.include(unbound.controlSocket);
