@@ -189,18 +189,20 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
       async (trx) => {
         if (promotion !== 'granted') {
           await new IamStore(trx).updateUser(existing.id, patch);
-          return { keysRevoked: 0, factorsRemoved: 0 };
+          return { keysRevoked: 0, factorsRemoved: 0, identitiesUnlinked: 0 };
         }
         // nothing anyone set on the account before becomes trusted: its second factors (a passkey
-        // alone signs in) and recovery codes go with its keys and sessions; it enrols again
+        // alone signs in) and recovery codes go with its keys and sessions, and so do the
+        // directory and single sign-on accounts linked to it (each signs in as it); it enrols again
         const factorsRemoved = Number((await trx('mfa_factors').where({ user_id: existing.id, confirmed: true }).count({ n: '*' }))[0]?.n ?? 0);
         await trx('mfa_factors').where({ user_id: existing.id }).delete();
         await trx('mfa_recovery_codes').where({ user_id: existing.id }).delete();
+        const identitiesUnlinked = await trx('user_identities').where({ user_id: existing.id }).whereNot({ provider: 'local' }).delete();
         await new IamStore(trx).updateUser(existing.id, { ...patch, mfaEnabled: false });
         const keysRevoked = await trx('api_keys').where({ user_id: existing.id }).whereNull('revoked_at').update({ revoked_at: Date.now() });
-        return { keysRevoked, factorsRemoved };
+        return { keysRevoked, factorsRemoved, identitiesUnlinked };
       },
-      ({ keysRevoked, factorsRemoved }) => {
+      ({ keysRevoked, factorsRemoved, identitiesUnlinked }) => {
         const target = { type: 'user', id: existing.id, name: existing.username };
         const events: AuditInput[] = [];
         if (promotion) {
@@ -211,7 +213,9 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
             details: {
               [promotion === 'granted' ? 'roles_added' : 'roles_removed']: ['superadmin'],
               because: 'SERVICE_ADMIN_FORCE_SUPERADMIN',
-              ...(promotion === 'granted' ? { credentials_revoked: keysRevoked, factors_removed: factorsRemoved } : {}),
+              ...(promotion === 'granted'
+                ? { credentials_revoked: keysRevoked, factors_removed: factorsRemoved, identities_unlinked: identitiesUnlinked }
+                : {}),
             },
           });
         }

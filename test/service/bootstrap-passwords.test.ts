@@ -143,6 +143,9 @@ describe('bootstrap passwords across restarts', function () {
       .set('Authorization', `Bearer ${login.token}`)
       .send({ code: totpCode(started.body.secret) })
       .expect(200);
+    // and a single sign-on account linked to it (as a login linking by e-mail would have, while the account was not privileged)
+    const adminId = login.user.id as string;
+    await first.service.db('user_identities').insert({ user_id: adminId, provider: 'oidc', provider_user_id: 'someone-else-sub', created_at: Date.now() });
     await first.stop();
     const promoted = await restart({ SERVICE_ADMIN_FORCE_SUPERADMIN: 'true' });
     let events: Array<{ actor: { username: string; method: string }; action: string; target: { id: string; name: string }; details: Record<string, unknown> }>;
@@ -161,7 +164,9 @@ describe('bootstrap passwords across restarts', function () {
         because: 'SERVICE_ADMIN_FORCE_SUPERADMIN',
         credentials_revoked: 2,
         factors_removed: 1,
+        identities_unlinked: 1,
       });
+      expect((await promoted.svc.service.db('user_identities').where({ user_id: adminId })).map((r) => r.provider)).to.deep.equal(['local']);
       // the password signs in with no second step: the factor and its recovery codes are gone
       const signedIn = await request(promoted.svc.url).post('/api/auth/login').send({ username: ADMIN.username, password: ADMIN.password }).expect(200);
       expect(signedIn.body).to.have.property('token');
@@ -177,7 +182,7 @@ describe('bootstrap passwords across restarts', function () {
         .body.events;
       expect(events.map((e) => e.details)).to.deep.equal([
         { roles_removed: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN' },
-        { roles_added: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN', credentials_revoked: 2, factors_removed: 1 },
+        { roles_added: ['superadmin'], because: 'SERVICE_ADMIN_FORCE_SUPERADMIN', credentials_revoked: 2, factors_removed: 1, identities_unlinked: 1 },
       ]);
       // said in the log too, with the way back: nobody else held the role
       const said = demoted.log.lines.map((l) => JSON.parse(l)).filter((l) => /^SERVICE_ADMIN_FORCE_SUPERADMIN is not true/.test(l.msg));
