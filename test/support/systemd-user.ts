@@ -23,6 +23,14 @@ const READY_TIMEOUT_MS = 15_000;
 
 const SCRIPT = `#!/bin/sh
 # runs as the first process of a new PID and mount namespace
+# a cgroup of its own where systemd tracks processes: two managers (two test runs side by side)
+# would otherwise share /app.slice/<unit>, and one stopping a unit removed the cgroup the
+# other was starting the same unit into
+while IFS=: read -r id ctl cg; do
+  case "$ctl" in name=systemd) h=/sys/fs/cgroup/systemd ;; pids) h=/sys/fs/cgroup/pids ;; "") h=/sys/fs/cgroup/unified ;; *) continue ;; esac
+  [ -f "$h$cg/cgroup.procs" ] || continue
+  mkdir -p "$h$cg/$CGROUP_NAME" && echo 0 > "$h$cg/$CGROUP_NAME/cgroup.procs" || exit 1
+done < /proc/self/cgroup
 mount -t tmpfs -o mode=755 tmpfs /run || exit 1
 mkdir -p /run/systemd/system "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR" || exit 1
 rm -f "$BUS_SOCKET"
@@ -80,6 +88,37 @@ function alive(pid: number): boolean {
   }
 }
 
+/** The cgroups a manager named `name` is moved into (SCRIPT), one a hierarchy systemd tracks processes in. */
+function cgroupsOf(name: string): string[] {
+  const hierarchy: Record<string, string> = { 'name=systemd': 'systemd', pids: 'pids', '': 'unified' };
+  return fs
+    .readFileSync('/proc/self/cgroup', 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => line.split(':'))
+    .filter(([, ctl]) => ctl! in hierarchy)
+    .map(([, ctl, cg]) => path.join('/sys/fs/cgroup', hierarchy[ctl!]!, cg!, name))
+    .filter((dir) => fs.existsSync(path.dirname(dir)));
+}
+
+/** Removes a cgroup and the ones systemd made in it, the deepest first (each is empty once the manager is gone). */
+function removeCgroup(dir: string): void {
+  let entries: fs.Dirent[];
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return;
+  }
+  for (const e of entries) if (e.isDirectory()) removeCgroup(path.join(dir, e.name));
+  try {
+    fs.rmdirSync(dir);
+  } catch {
+    // still in use, or gone already
+  }
+}
+
+let managers = 0;
+
 /** Is any process of this PID namespace still running? */
 function namespaceInUse(ns: string): boolean {
   for (const entry of fs.readdirSync('/proc')) {
@@ -110,6 +149,7 @@ export async function startSystemdUser(units: Record<string, string> = {}): Prom
   const writeUnit = (name: string, text: string) => fs.writeFileSync(path.join(unitDir, name), text);
   for (const [name, text] of Object.entries(units)) writeUnit(name, text);
   const address = `unix:path=${busSocket}`;
+  const cgroupName = `svc-test-systemd-${process.pid}-${++managers}`;
 
   let child: ChildProcess | null = null;
   let namespace: string | null = null;
@@ -152,6 +192,7 @@ export async function startSystemdUser(units: Record<string, string> = {}): Prom
           XDG_RUNTIME_DIR: '/run/user/0',
           DBUS_SESSION_BUS_ADDRESS: address,
           BUS_SOCKET: busSocket,
+          CGROUP_NAME: cgroupName,
         },
       },
     );
@@ -197,6 +238,7 @@ export async function startSystemdUser(units: Record<string, string> = {}): Prom
     start,
     destroy: async () => {
       await stop();
+      for (const cg of cgroupsOf(cgroupName)) removeCgroup(cg);
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
