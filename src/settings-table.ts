@@ -89,7 +89,8 @@ export const SETTINGS: readonly SettingDef[] = [
     env: 'SERVICE_ADMIN_FORCE_SUPERADMIN',
     kind: 'boolean',
     default: 'false',
-    about: "at the service's boot, sets (or clears) the superadmin flag on the admin, as an audited action",
+    about:
+      "at every start of the service, sets (or clears) the superadmin flag on the admin, as an audited action: the flag is the environment's (`user promote admin` is refused; promote an account of your own)",
   },
   // the sign-in rows: login chain, SSO defaults, second factor, LDAP, OIDC (src/settings-table-auth.ts)
   ...AUTH_SETTINGS,

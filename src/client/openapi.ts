@@ -11420,7 +11420,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description the last enabled member of INT_ADMIN, or the last enabled superadmin (losing the role or disabled); or a change of the bootstrap admin's superadmin flag that the next start would undo (it follows SERVICE_ADMIN_FORCE_SUPERADMIN) */
+            /** @description the last enabled member of INT_ADMIN, or the last enabled superadmin (losing the role or disabled); or a change of the bootstrap admin's superadmin flag (every start sets it from SERVICE_ADMIN_FORCE_SUPERADMIN) */
             409: {
                 headers: {
                     [name: string]: unknown;

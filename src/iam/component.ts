@@ -105,7 +105,7 @@ export class IamComponent {
       passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
       accountDisabled: (userId, trx) => this.deps.credentials().endCredentials(userId, trx),
       requireStepUp: (actor) => deps.credentials().requireStepUp(actor),
-      bootAdmin: { username: config.adminUser, superadmin: config.adminForceSuperadmin },
+      bootAdmin: config.adminUser,
       loginGroupsOf: async (user) => {
         const providers = ((await this.store.identitiesOf([user.id])).get(user.id) ?? []).map((i) => i.provider);
         return providers.length ? deps.credentials().loginGroups(providers) : [];

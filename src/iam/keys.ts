@@ -67,7 +67,7 @@ export class KeyAdmin<K extends { id: string }> {
     const via = opts.issuedWith;
     // a refusal is this command's denied event, on its way to the caller
     await this.deps.commands.run({ action: 'key.issued', actor, target: { type: 'key', name: request.label } }, async () => {
-      await this.guardIssuingKey(actor, owner);
+      await this.deps.users.guardCredentialMinting(actor, 'issue keys', owner);
       requireKnownPermissions(field, request.scopes, (p) => this.deps.isKnownPermission(p));
       if (via?.keyScopes) {
         if (!request.scopes?.length) throw fieldError(field, 'a scoped key can only create keys with scopes within its own');
@@ -109,24 +109,6 @@ export class KeyAdmin<K extends { id: string }> {
         },
       }),
     );
-  }
-
-  /**
-   * An API key of an account with a second factor issues no key, not even a narrower one: a key
-   * passes no second step, so one made before the factor (or stolen) would go on minting
-   * credentials the factor never saw. Issuing is for a web session that verified it lately
-   * (step-up); the system key and the CLI hold the host already.
-   */
-  private async guardIssuingKey(actor: Actor, owner: User): Promise<void> {
-    if (actor.method !== 'api_key' || !actor.userId) return;
-    // the owner was read for this request; another account is read here too (a resolved identity's flag may be older)
-    const account = actor.userId === owner.id ? owner : await this.deps.users.find({ id: actor.userId });
-    if (actor.mfaEnabled || account.mfaEnabled) {
-      throw new DomainError(
-        'forbidden',
-        'an API key of an account with a second factor cannot issue keys: issue it from a signed-in session that verified the factor lately (POST /api/auth/step-up)',
-      );
-    }
   }
 
   /** Ends one key or web session of `owner`; false when there is no such live one. */

@@ -55,11 +55,8 @@ export interface UserAdminDeps {
   requireStepUp?(actor: Actor): Promise<void>;
   /** the groups the login mappings of the providers this user signs in through can give them */
   loginGroupsOf?(user: User): Promise<string[]>;
-  /**
-   * The bootstrap admin, whose superadmin flag every start of the service sets from
-   * SERVICE_ADMIN_FORCE_SUPERADMIN (`superadmin`: the value in this environment)
-   */
-  bootAdmin?: { username: string; superadmin: boolean };
+  /** the bootstrap admin's username: every start of the service sets its superadmin flag from SERVICE_ADMIN_FORCE_SUPERADMIN */
+  bootAdmin?: string;
 }
 
 const refused = (message: string) => new DomainError('forbidden', message);
@@ -89,7 +86,9 @@ export class UserAdmin {
   async create(actor: Actor, input: NewUserInput): Promise<User> {
     const { store, passwords } = this.deps;
     return this.deps.commands.run({ action: 'user.created', actor, target: { type: 'user', name: input.username } }, async () => {
+      if (input.password || input.roles?.length) await this.guardCredentialMinting(actor, 'create an account with a password or a role');
       if (input.roles?.length) await this.rolesAllowed(actor);
+      this.guardBootAdminFlag({ username: input.username, roles: [] }, input.roles ?? []);
       await this.checkRefs(input);
       const granted = await this.guardHostGrants(actor, { groups: [], extraPermissions: [] }, input);
       if (input.password) requireStrongPassword(input.password, 'password', [input.username, input.email, input.displayName]);
@@ -153,6 +152,8 @@ export class UserAdmin {
           'password',
           'your own password is changed with your current one: POST /api/users/{id}/password with current_password (the account page)',
         );
+      if (change.password) await this.guardCredentialMinting(actor, "set another account's password");
+      if (change.roles?.some((r) => !user.roles.includes(r))) await this.guardCredentialMinting(actor, 'give a role');
       await this.checkRefs(change);
       const granted = await this.guardHostGrants(actor, user, change);
       const next = { groups: change.groups ?? user.groups, disabled: change.disabled ?? user.disabled, roles: change.roles ?? user.roles };
@@ -229,6 +230,7 @@ export class UserAdmin {
         await opts.current();
       } else {
         if (!holds(actor, ADMIN_USERS_PERMISSION)) throw refused(`missing permission ${ADMIN_USERS_PERMISSION}`);
+        await this.guardCredentialMinting(actor, "set another account's password");
         await this.guardTakeover(actor, user);
       }
       requireStrongPassword(password, opts.field ?? 'password', [user.username, user.email, user.displayName]);
@@ -268,6 +270,24 @@ export class UserAdmin {
     guardHostBoundary(actor, holds, `take over ${user.username}, whose access reaches the host`);
     // whoever takes an account over holds what it holds: no self-escalation through it either
     guardOwnGrants(actor, [...user.extraPermissions, ...groups.flatMap((g) => g.permissions)], `take over ${user.username}, whose permissions are not all`);
+  }
+
+  /**
+   * A key passes no second step: one of an account with a second factor (made before the factor,
+   * or stolen) mints no credential the factor never saw: a key, a password, an account that signs
+   * in, a role, a reset of someone's factors. That is for a web session that verified the factor
+   * lately (step-up); the system key and the CLI hold the host already. `owner`: the account the
+   * credential is for, when the caller has it read (it may be the key's own).
+   */
+  async guardCredentialMinting(actor: Actor, what: string, owner?: User): Promise<void> {
+    if (actor.method !== 'api_key' || !actor.userId) return;
+    // the account as it is now (a resolved identity's flag may be older)
+    const account = owner && owner.id === actor.userId ? owner : await this.find({ id: actor.userId });
+    if (actor.mfaEnabled || account.mfaEnabled) {
+      throw refused(
+        `an API key of an account with a second factor cannot ${what}: do it from a signed-in session that verified the factor lately (POST /api/auth/step-up)`,
+      );
+    }
   }
 
   /** A superadmin or bot account: even taking its access away (revoking a key) is for trusted actors. */
@@ -329,18 +349,17 @@ export class UserAdmin {
   }
 
   /**
-   * The bootstrap admin's superadmin flag is the environment's: the next start would undo a change
-   * to it silently, so the change is refused with the way that lasts.
+   * The bootstrap admin's superadmin flag is the environment's: every start of the service sets it
+   * from SERVICE_ADMIN_FORCE_SUPERADMIN, so a change to it here would be undone silently by the
+   * next one (whatever the environment of whoever asks says). Refused, with the ways that last.
    */
-  private guardBootAdminFlag(user: User, roles: string[]): void {
-    const boot = this.deps.bootAdmin;
+  private guardBootAdminFlag(user: Pick<User, 'username' | 'roles'>, roles: string[]): void {
+    const admin = this.deps.bootAdmin;
     const wanted = roles.includes('superadmin');
-    if (!boot || user.username !== boot.username || wanted === user.roles.includes('superadmin') || wanted === boot.superadmin) return;
+    if (!admin || user.username.toLowerCase() !== admin.toLowerCase() || wanted === user.roles.includes('superadmin')) return;
     throw new DomainError(
       'conflict',
-      wanted
-        ? `the superadmin flag of ${user.username} follows SERVICE_ADMIN_FORCE_SUPERADMIN at every start of the service, and it is not true in this environment: the next start would take it away again. Set SERVICE_ADMIN_FORCE_SUPERADMIN=true in the service's environment and restart, or make another account superadmin`
-        : `the superadmin flag of ${user.username} follows SERVICE_ADMIN_FORCE_SUPERADMIN at every start of the service, and it is true in this environment: the next start would give it back. Remove SERVICE_ADMIN_FORCE_SUPERADMIN (or set it to false) in the service's environment and restart`,
+      `the superadmin flag of ${user.username} follows SERVICE_ADMIN_FORCE_SUPERADMIN at every start of the service (true gives it, anything else takes it away): set that variable in the service's environment and restart, or ${wanted ? 'make another account superadmin' : 'demote another account'}`,
     );
   }
 

@@ -152,7 +152,7 @@ export class PluginLifecycle {
       await withTimeout(Promise.resolve(mod.setup(ctx)), this.deps.setupTimeoutMs ?? 10_000, 'setup');
     } catch (err) {
       // the plugin's own words may quote a setting: its secret ones are not shown (logs, the API)
-      const reason = `setup failed: ${concealSecrets(errorText(err), m, config)}`;
+      const reason = `setup failed: ${concealSecrets(errorText(err), m, config, ctx?.settings ?? {})}`;
       log.error({ reason }, 'plugin failed to start');
       if (ctx) await this.release(rec, ctx, mod);
       await this.setState(rec, 'failed', reason);
@@ -188,7 +188,7 @@ export class PluginLifecycle {
       try {
         await withTimeout(Promise.resolve(mod.teardown()), this.deps.teardownTimeoutMs ?? 5000, 'teardown');
       } catch (err) {
-        log.warn({ reason: concealSecrets(errorText(err), rec.manifest!, ctx.config) }, 'plugin teardown failed');
+        log.warn({ reason: concealSecrets(errorText(err), rec.manifest!, ctx.config, ctx.settings) }, 'plugin teardown failed');
       }
     }
     ctx.close();
@@ -210,12 +210,23 @@ export class PluginLifecycle {
   }
 }
 
-/** `text` with the value of each of the plugin's secret settings replaced by its name: `[secret token]`. */
-export function concealSecrets(text: string, manifest: Pick<PluginManifest, 'settings'>, config: Record<string, string | null>): string {
-  let out = text;
+/**
+ * `text` with the value of each of the plugin's secret settings replaced by its name, `[secret
+ * token]`: as set (`config`), as the plugin's schema made it (`settings`), JSON-escaped and
+ * URL-encoded; the longest first, so that a secret holding another is not half shown. A value
+ * under 4 characters is not looked for: replacing it would mark ordinary text, and show it as well.
+ */
+export function concealSecrets(text: string, manifest: Pick<PluginManifest, 'settings'>, ...sources: Array<Readonly<Record<string, unknown>>>): string {
+  const forms: Array<[string, string]> = [];
   for (const [key, def] of Object.entries(manifest.settings)) {
-    const value = config[key];
-    if (def.secret && value) out = out.split(value).join(`[secret ${key}]`);
+    if (!def.secret) continue;
+    for (const source of sources) {
+      const value = source[key];
+      if (typeof value !== 'string') continue;
+      for (const form of [value, JSON.stringify(value).slice(1, -1), encodeURIComponent(value)]) if (form.length >= 4) forms.push([form, key]);
+    }
   }
+  let out = text;
+  for (const [form, key] of forms.sort((a, b) => b[0].length - a[0].length)) out = out.split(form).join(`[secret ${key}]`);
   return out;
 }

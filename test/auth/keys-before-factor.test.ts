@@ -127,6 +127,66 @@ describe('second factor: keys issued before it', function () {
     expect((await api().post('/api/me/api-keys/revoke-before-factor').set(session).expect(200)).body).to.deep.equal({ revoked: 0 });
   });
 
+  it('a key of an account with a factor mints no credential by any route: no account with a password or a role, no password or factor reset of another', async () => {
+    // a superadmin with a factor, and a key made before it (or stolen): the chain it tried was to
+    // make an account of its own that then resets the owner's factor and password
+    const password = 'sue-password-1';
+    const sueId = (
+      await api()
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'sue', password, roles: ['superadmin'], groups: ['INT_ADMIN'] })
+        .expect(201)
+    ).body.id as string;
+    const token = (await api().post('/api/auth/login').send({ username: 'sue', password }).expect(200)).body.token as string;
+    const session = { Authorization: `Bearer ${token}` };
+    const key = { 'X-API-Key': (await api().post('/api/me/api-keys').set(session).send({ label: 'early' }).expect(201)).body.token as string };
+    const started = (await api().post('/api/me/mfa/totp').set(session).expect(200)).body;
+    await api()
+      .post('/api/me/mfa/totp/confirm')
+      .set(session)
+      .send({ code: await previousStepCode(started.secret) })
+      .expect(200);
+    const otherId = (
+      await api()
+        .post('/api/users')
+        .set(sys)
+        .send({ username: 'otto', password: 'otto-password-1', groups: ['INT_USER'] })
+        .expect(201)
+    ).body.id as string;
+    const refusals = [
+      await api()
+        .post('/api/users')
+        .set(key)
+        .send({ username: 'evil', password: 'evil-password-1', groups: ['INT_ADMIN'] }),
+      await api()
+        .post('/api/users')
+        .set(key)
+        .send({ username: 'evil2', roles: ['superadmin'], groups: ['INT_VIEWER'] }),
+      await api().post(`/api/users/${otherId}/password`).set(key).send({ new_password: 'otto-password-2' }),
+      await api().patch(`/api/users/${otherId}`).set(key).send({ password: 'otto-password-3' }),
+      await api()
+        .patch(`/api/users/${otherId}`)
+        .set(key)
+        .send({ roles: ['superadmin'] }),
+      await api().delete(`/api/users/${otherId}/mfa`).set(key),
+      await api().post(`/api/users/${otherId}/api-keys`).set(key).send({ label: 'for otto' }),
+    ];
+    for (const res of refusals) {
+      expect(res.status, JSON.stringify(res.body)).to.equal(403);
+      expect(res.body.error.message).to.match(/^an API key of an account with a second factor cannot .+: do it from a signed-in session/);
+    }
+    // what mints nothing stays the key's to do: an account without a password (single sign-on), a profile change
+    await api()
+      .post('/api/users')
+      .set(key)
+      .send({ username: 'sso-only', groups: ['INT_VIEWER'] })
+      .expect(201);
+    await api().patch(`/api/users/${otherId}`).set(key).send({ display_name: 'Otto' }).expect(200);
+    await api().get('/api/me').set(key).expect(200);
+    expect((await api().get(`/api/users/${sueId}`).set(sys).expect(200)).body.mfa).to.equal(true);
+  });
+
   it('an account without a factor: its keys issue keys, nothing is listed, nothing revoked', async () => {
     const password = 'lou-password-1';
     await api()

@@ -190,6 +190,21 @@ describe('browser: account, administration and API docs', function () {
     const me = await request(svc.url).get('/api/me').set('X-API-Key', token).expect(200);
     expect(me.body).to.include({ username: 'dora', method: 'api_key' });
 
+    // while a key is being created, the panel keeps its owner: its token is never shown under another name
+    await page.route('**/api/users/*/api-keys', async (route) => {
+      if (route.request().method() !== 'POST') return route.continue();
+      await new Promise((r) => setTimeout(r, 400));
+      await route.continue();
+    });
+    await panel.locator('[name=label]').fill('dora slow job');
+    await panel.locator('[data-key-form] button[type=submit]').click();
+    await page.click('[data-users] tr[data-username="carol"] [data-user-keys-of="carol"]');
+    expect(await page.locator('[data-list-msg]').textContent()).to.equal('Wait for the key of dora to be created.');
+    await panel.locator('[data-keys] tbody tr[data-label="dora slow job"]').waitFor();
+    expect(await panel.locator('[data-user-keys-title]').textContent()).to.equal('API keys of dora');
+    expect(await panel.locator('[data-token-value]').inputValue()).to.not.equal(token);
+    await page.unroute('**/api/users/*/api-keys');
+
     // another user's panel starts empty: no token of dora's left on screen
     await page.click('[data-users] tr[data-username="carol"] [data-user-keys-of="carol"]');
     await panel.locator('[data-user-keys-title]:has-text("API keys of carol")').waitFor();

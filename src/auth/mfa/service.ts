@@ -123,6 +123,7 @@ export class MfaService {
           'your own second factors are removed on the account page, from a signed-in session that verified one lately (/api/me/mfa); a reset is for another account',
         );
       }
+      await this.deps.users.guardCredentialMinting(actor, "reset another account's second factors");
       await this.deps.users.guardTakeover(actor, user);
       return this.changes.change(actor, user, 'auth.mfa_reset', {}, async (trx) => {
         const confirmed = Boolean(await this.changes.rows(user.id, trx).andWhere({ confirmed: true }).first('id'));

@@ -123,7 +123,7 @@ export function userRoutes(iam: IamComponent, opts: UserRouteOptions = {}): Rout
         200: { description: 'the user', schema: userView },
         403: `forbidden: the caller lacks ${ADMIN_USERS}, or the change hands out host access or \`roles\`, or changes an account that reaches the host (or a superadmin or bot account) without being a superadmin, or a scoped API key changes its owner's password or e-mail address; or gives (through \`groups\` or \`extra_permissions\`) a permission the caller does not hold themself (no self-escalation); ${HOST_REFUSAL}`,
         404: 'no such user',
-        409: "the last enabled member of INT_ADMIN, or the last enabled superadmin (losing the role or disabled); or a change of the bootstrap admin's superadmin flag that the next start would undo (it follows SERVICE_ADMIN_FORCE_SUPERADMIN)",
+        409: "the last enabled member of INT_ADMIN, or the last enabled superadmin (losing the role or disabled); or a change of the bootstrap admin's superadmin flag (every start sets it from SERVICE_ADMIN_FORCE_SUPERADMIN)",
       },
     },
     async (ctx, { params, body }) => {

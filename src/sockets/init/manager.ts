@@ -67,7 +67,12 @@ interface Connection {
   /** rejects when the connection fails: every call waiting on it fails at once, not at its timeout */
   broken: Promise<never>;
   fail(err: Error): void;
+  /** the manager's unique name on the bus (the sender of its signals), once known */
+  managerName?: string;
 }
+
+/** dbus-next's message type of a signal (MessageType.SIGNAL) */
+const SIGNAL_TYPE = 4;
 
 /** errors of the bus itself, not of the manager's: the manager (or the bus) is away */
 const AWAY = new Set([
@@ -195,9 +200,12 @@ export class ManagerBus {
       return { bus: null as unknown as MessageBus, ready: failed, broken: failed, fail: () => undefined };
     }
     // the manager's JobRemoved signals, asked for before any job is queued on this connection
-    const ready = new Promise<void>((resolve) => bus.once('connect', () => resolve())).then(() => this.listenForJobs(bus));
+    const ready = new Promise<void>((resolve) => bus.once('connect', () => resolve())).then(() => this.listenForJobs(conn));
     const conn: Connection = { bus, ready, broken, fail };
     bus.on('message', (msg: MessageType) => {
+      // the manager's own signal only: anyone on the bus may send a signal to this connection
+      // directly, whatever its match rules, and a forged result would pass for the job's
+      if (msg.type !== SIGNAL_TYPE || !conn.managerName || msg.sender !== conn.managerName || msg.path !== MANAGER_PATH) return;
       if (msg.interface !== MANAGER || msg.member !== 'JobRemoved' || !Array.isArray(msg.body)) return;
       // (id, job path, unit, result)
       this.jobResults.set(String(msg.body[1]), String(msg.body[3]));
@@ -215,20 +223,16 @@ export class ManagerBus {
    * A match for the manager's JobRemoved and its Subscribe (signals go out to subscribers only).
    * Without them a job's end is still seen, by its object going, but not its result: said, not fatal.
    */
-  private async listenForJobs(bus: MessageBus): Promise<void> {
+  private async listenForJobs(conn: Connection): Promise<void> {
     const { Message, MessageFlag } = await dbus();
+    const bus = conn.bus;
     const rule = `type='signal',sender='${SYSTEMD}',path='${MANAGER_PATH}',interface='${MANAGER}',member='JobRemoved'`;
+    const daemon = { destination: 'org.freedesktop.DBus', path: '/org/freedesktop/DBus', interface: 'org.freedesktop.DBus' };
     try {
-      await bus.call(
-        new Message({
-          destination: 'org.freedesktop.DBus',
-          path: '/org/freedesktop/DBus',
-          interface: 'org.freedesktop.DBus',
-          member: 'AddMatch',
-          signature: 's',
-          body: [rule],
-        }),
-      );
+      await bus.call(new Message({ ...daemon, member: 'AddMatch', signature: 's', body: [rule] }));
+      // signals carry the sender's unique name: the manager's, to tell its own from forged ones
+      const owner = await bus.call(new Message({ ...daemon, member: 'GetNameOwner', signature: 's', body: [SYSTEMD] }));
+      conn.managerName = String(owner?.body?.[0] ?? '');
       await bus.call(new Message({ destination: SYSTEMD, path: MANAGER_PATH, interface: MANAGER, member: 'Subscribe', flags: MessageFlag.NO_AUTO_START }));
     } catch (err) {
       this.log?.debug({ bus: this.where, reason: (err as Error).message }, "not listening for systemd's job results");

@@ -21,7 +21,11 @@ export interface KeyPanelOptions {
 }
 
 export interface KeyPanel {
-  /** a fresh panel: the form emptied, no token shown, the lists and the scopes loaded */
+  /** a key is being created: its token is about to be shown here (the panel must not change owner meanwhile) */
+  readonly creating: boolean;
+  /** no token on screen or in the page any more, the form emptied */
+  clear(): void;
+  /** a fresh panel: cleared, the lists and the scopes loaded */
   load(): Promise<void>;
   /** the lists loaded again (after something else revoked keys) */
   refresh(): Promise<void>;
@@ -100,6 +104,14 @@ export function keyPanel(root: HTMLElement, opts: KeyPanelOptions): KeyPanel {
     );
   }
 
+  let creating = false;
+  const clear = () => {
+    form.reset();
+    say(msg, '');
+    newToken.hidden = true;
+    tokenValue.value = '';
+  };
+
   clearOnEdit(form, msg);
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
@@ -109,7 +121,8 @@ export function keyPanel(root: HTMLElement, opts: KeyPanelOptions): KeyPanel {
     if (scopes.length) body.scopes = scopes;
     const days = Number(text(f, 'expires'));
     if (days > 0) body.expires_at = new Date(Date.now() + days * 86_400_000).toISOString();
-    const created = await busy(submitter(e), msg, () => api<KeyView & { token: string }>('POST', opts.path(), body));
+    creating = true;
+    const created = await busy(submitter(e), msg, () => api<KeyView & { token: string }>('POST', opts.path(), body)).finally(() => (creating = false));
     if (!created) return;
     say(msg, `Key "${created.label}" created.`);
     form.reset();
@@ -125,11 +138,12 @@ export function keyPanel(root: HTMLElement, opts: KeyPanelOptions): KeyPanel {
   });
 
   return {
+    get creating() {
+      return creating;
+    },
+    clear,
     async load() {
-      form.reset();
-      say(msg, '');
-      newToken.hidden = true;
-      tokenValue.value = '';
+      clear();
       await Promise.all([loadKeys(), loadScopes()]).catch((err: unknown) => say(msg, errorText(err), 'error'));
     },
     refresh: () => loadKeys().catch((err: unknown) => say(msg, errorText(err), 'error')),

@@ -54,6 +54,8 @@ const keys = keyPanel(keysSection, {
 });
 
 async function openKeys(user: UserView): Promise<void> {
+  // the token of a key being created is shown under its owner's name, never another's
+  if (keys.creating) return say(listMsg, `Wait for the key of ${keysOf?.username ?? 'this user'} to be created.`, 'error');
   keysOf = user;
   must('[data-user-keys-title]', keysSection).textContent = `API keys of ${user.username}`;
   keysSection.hidden = false;
@@ -61,6 +63,8 @@ async function openKeys(user: UserView): Promise<void> {
   keysSection.scrollIntoView({ block: 'nearest' });
 }
 must('[data-close-keys]', keysSection).addEventListener('click', () => {
+  if (keys.creating) return;
+  keys.clear();
   keysSection.hidden = true;
   keysOf = null;
 });

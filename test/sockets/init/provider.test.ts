@@ -1,13 +1,17 @@
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
 import { expect } from 'chai';
+import type * as DbusNext from 'dbus-next';
 import { SocketRegistry } from '../../../src/sockets/registry.js';
 import { SocketRequests, TRUSTED_CALLER } from '../../../src/sockets/bus-handler.js';
 import { InitProvider } from '../../../src/sockets/init/index.js';
 import { MANAGER, MANAGER_PATH, ManagerBus } from '../../../src/sockets/init/manager.js';
 import { startSystemdUser, type SystemdUser } from '../../support/systemd-user.js';
 import { eventually, expectSocketError, quietLogger } from '../helpers.js';
+
+const dbus = createRequire(import.meta.url)('dbus-next') as typeof DbusNext;
 
 const service = (description: string, extra = '') => `[Unit]\nDescription=${description}\n\n[Service]\nExecStart=/bin/sleep 1000\n${extra}`;
 
@@ -145,6 +149,43 @@ describe('init provider (systemd --user on a private bus)', function () {
     expect(r.ok).to.equal(false);
     expect(r.error).to.deep.equal({ code: 'failed', message: 'start svc-test-broken.service: the job failed (job result "failed", the unit is failed)' });
     expect(await status('svc-test-broken.service')).to.include({ active_state: 'failed' });
+  });
+
+  it("a job's result is the manager's own JobRemoved: one sent by anyone else on the bus is not believed", async () => {
+    const manager = new ManagerBus(systemd.address, 3000);
+    const forger = dbus.sessionBus({ busAddress: systemd.address });
+    const forgerUp = new Promise((resolve) => forger.once('connect', resolve));
+    try {
+      const [job] = await manager.call(MANAGER_PATH, MANAGER, 'StartUnit', 'ss', ['svc-test-a.service', 'replace']);
+      const real = String(job);
+      await eventually(async () => manager.jobResult(real) === 'done', 3000);
+      // another connection sends JobRemoved straight to every name on the bus (the manager's match rule does not stop that)
+      await forgerUp;
+      const daemon = { destination: 'org.freedesktop.DBus', path: '/org/freedesktop/DBus', interface: 'org.freedesktop.DBus' };
+      const names = ((await forger.call(new dbus.Message({ ...daemon, member: 'ListNames' })))!.body[0] as string[]).filter((n) => n.startsWith(':'));
+      const forged = (destination: string, path: string, result: string) =>
+        new dbus.Message({
+          type: 4,
+          destination,
+          path,
+          interface: MANAGER,
+          member: 'JobRemoved',
+          signature: 'uoss',
+          body: [1, real, 'svc-test-a.service', result],
+        });
+      for (const name of names) {
+        forger.send(forged(name, '/fake', 'failed'));
+        forger.send(forged(name, MANAGER_PATH, 'failed'));
+      }
+      // a round trip after them: what was sent first has arrived
+      await manager.property(MANAGER_PATH, MANAGER, 'Version');
+      await new Promise((r) => setTimeout(r, 100));
+      expect(manager.jobResult(real)).to.equal('done');
+    } finally {
+      forger.disconnect();
+      manager.close();
+      await provider.unitAction('svc-test-a.service', 'stop');
+    }
   });
 
   it('a unit off the allow-list is not_allowed, whether it exists or not, and so is an allowed alias of one', async () => {
