@@ -141,7 +141,7 @@ export class DnsRecords {
       const owned = new Set(stored.map((r) => r.name));
       // outside the zones only what the service added (a reservation's PTR); the port's callers hear 0 for the rest
       const allowed = (s: RemoveSpec) => this.inZones(s.name) || owned.has(s.name);
-      if (outside === 'refuse') for (const s of specs) if (!allowed(s)) throw forbiddenZone(s.name, 'name');
+      if (outside === 'refuse') for (const s of specs) if (!allowed(s)) throw forbiddenZone(s.name, 'name', this.zones);
       specs = specs.filter(allowed);
       const matches = (r: { name: string; type: string; data: string }) =>
         specs.some((s) => s.name === r.name && (s.type === undefined || s.type === r.type) && (s.data === undefined || s.data === r.data));
@@ -260,7 +260,7 @@ export class DnsRecords {
       throw new SocketError('invalid_args', problems.map((p) => `${p.field}: ${p.message}`).join('; '), problems);
     }
     const reverse = type === 'PTR' && reverseOf !== undefined && reverseAddressIn(name.value, reverseOf) !== null;
-    if (!this.inZones(name.value) && !reverse) throw forbiddenZone(name.value, field(i, 'name'));
+    if (!this.inZones(name.value) && !reverse) throw forbiddenZone(name.value, field(i, 'name'), this.zones);
     return { name: name.value, type, data: data.value, ttl };
   }
 }
@@ -273,8 +273,15 @@ function conflict(message: string): SocketError {
   return new SocketError('conflict', message);
 }
 
-export function forbiddenZone(name: string, field: string): SocketError {
-  return new SocketError('forbidden_zone', `${name} is outside the zones the service writes in`, [{ field, message: 'is outside the zones' }]);
+/**
+ * A name outside the zones, naming them (dns:health shows them to anyone); a single label (`nas`)
+ * is most likely a name meant inside one: the answer shows it written whole, as DHCP writes a
+ * hostname (`nas.home.arpa.`), which a record's name is not made into.
+ */
+export function forbiddenZone(name: string, field: string, zones: readonly string[] = []): SocketError {
+  const label = /^[^.]+\.$/.test(name) && zones.length ? `: a name is written whole, such as ${name}${zones[0]}` : '';
+  const where = zones.length ? ` (${zones.join(', ')})` : '';
+  return new SocketError('forbidden_zone', `${name} is outside the zones the service writes in${where}${label}`, [{ field, message: 'is outside the zones' }]);
 }
 
 export type { StoredRecord };

@@ -110,6 +110,10 @@ describe('dns provider (real Unbound)', function () {
   it('writes only inside the zones: forbidden_zone naming the field', async () => {
     const err = await expectSocketError(run('record_add', { name: 'evil.example.com', type: 'A', data: '192.0.2.1' }), 'forbidden_zone');
     expect(err.details).to.deep.equal([{ field: 'name', message: 'is outside the zones' }]);
+    expect(err.message).to.equal('evil.example.com. is outside the zones the service writes in (home.arpa.)');
+    // a single label, most likely meant inside a zone, is shown written whole
+    const bare = await expectSocketError(run('record_add', { name: 'nas', type: 'A', data: '192.0.2.1' }), 'forbidden_zone');
+    expect(bare.message).to.equal('nas. is outside the zones the service writes in (home.arpa.): a name is written whole, such as nas.home.arpa.');
     // a name that merely ends like the zone is outside it
     await expectSocketError(run('record_add', { name: 'xhome.arpa.', type: 'A', data: '192.0.2.1' }), 'forbidden_zone');
     await expectSocketError(run('record_add', { name: '5.77.168.192.in-addr.arpa.', type: 'PTR', data: 'host.home.arpa.' }), 'forbidden_zone');
