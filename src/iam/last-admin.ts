@@ -42,3 +42,21 @@ export async function leavesNoAdmin(store: IamStore, user: User, next: Pick<NonN
   const others = (await store.membersOf(ADMIN_GROUP)).filter((m) => m.id !== user.id && !m.disabled);
   return others.length === 0;
 }
+
+/**
+ * The bootstrap admin's superadmin flag is the environment's: every start of the service sets it
+ * from SERVICE_ADMIN_FORCE_SUPERADMIN, so a change to it through the user writer would be undone
+ * silently by the next one (whatever the environment of whoever asks says). Refused (conflict),
+ * with the ways that last. `bootAdmin`: its username.
+ */
+export function guardBootAdminFlag(bootAdmin: string | undefined, user: Pick<User, 'username' | 'roles'>, roles: string[]): void {
+  const wanted = roles.includes('superadmin');
+  if (!bootAdmin || user.username.toLowerCase() !== bootAdmin.toLowerCase() || wanted === user.roles.includes('superadmin')) return;
+  const follows = `the superadmin flag of ${user.username} follows SERVICE_ADMIN_FORCE_SUPERADMIN at every start of the service`;
+  throw new DomainError(
+    'conflict',
+    wanted
+      ? `${follows} (true gives it, anything else takes it away): set it to true in the service's environment and restart, or make another account superadmin`
+      : `${follows} (true gives it, anything else takes it away): remove it from the service's environment and restart`,
+  );
+}

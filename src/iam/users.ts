@@ -3,7 +3,7 @@ import type { EventBus } from '../bus/bus.js';
 import { DomainError, fieldError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
 import { ADMIN_GROUP, ADMIN_USERS_PERMISSION, requireKnownPermissions } from './permissions.js';
-import { guardLastAdmin, leavesNoAdmin } from './last-admin.js';
+import { guardBootAdminFlag, guardLastAdmin, leavesNoAdmin } from './last-admin.js';
 import type { Passwords } from './passwords.js';
 import { requireStrongPassword } from '../password-strength.js';
 import {
@@ -88,7 +88,7 @@ export class UserAdmin {
     return this.deps.commands.run({ action: 'user.created', actor, target: { type: 'user', name: input.username } }, async () => {
       if (input.password || input.roles?.length) await this.guardCredentialMinting(actor, 'create an account with a password or a role');
       if (input.roles?.length) await this.rolesAllowed(actor);
-      this.guardBootAdminFlag({ username: input.username, roles: [] }, input.roles ?? []);
+      guardBootAdminFlag(this.deps.bootAdmin, { username: input.username, roles: [] }, input.roles ?? []);
       await this.checkRefs(input);
       const granted = await this.guardHostGrants(actor, { groups: [], extraPermissions: [] }, input);
       if (input.password) requireStrongPassword(input.password, 'password', [input.username, input.email, input.displayName]);
@@ -142,7 +142,7 @@ export class UserAdmin {
       await this.guardTakeover(actor, user, change);
       if (change.roles && change.roles.some((r) => !user.roles.includes(r))) await this.rolesAllowed(actor);
       else if (change.roles) guardHostBoundary(actor, isTrusted(actor) ? [] : ['role:superadmin'], 'set roles');
-      if (change.roles) this.guardBootAdminFlag(user, change.roles);
+      if (change.roles) guardBootAdminFlag(this.deps.bootAdmin, user, change.roles);
       // a scoped key is not its owner (src/iam/policy.ts isSelf): it never changes its owner's credentials
       if (actor.keyScopes && actor.userId === user.id && (change.password || change.email !== undefined))
         throw refused("a scoped API key cannot change its owner's password or e-mail address");
@@ -346,21 +346,6 @@ export class UserAdmin {
   /** Every form of iam:permissions_changed about one user comes from here. */
   private changed(userId: string): void {
     this.deps.bus.emit('iam:permissions_changed', { scope: 'user', user_id: userId });
-  }
-
-  /**
-   * The bootstrap admin's superadmin flag is the environment's: every start of the service sets it
-   * from SERVICE_ADMIN_FORCE_SUPERADMIN, so a change to it here would be undone silently by the
-   * next one (whatever the environment of whoever asks says). Refused, with the ways that last.
-   */
-  private guardBootAdminFlag(user: Pick<User, 'username' | 'roles'>, roles: string[]): void {
-    const admin = this.deps.bootAdmin;
-    const wanted = roles.includes('superadmin');
-    if (!admin || user.username.toLowerCase() !== admin.toLowerCase() || wanted === user.roles.includes('superadmin')) return;
-    throw new DomainError(
-      'conflict',
-      `the superadmin flag of ${user.username} follows SERVICE_ADMIN_FORCE_SUPERADMIN at every start of the service (true gives it, anything else takes it away): set that variable in the service's environment and restart, or ${wanted ? 'make another account superadmin' : 'demote another account'}`,
-    );
   }
 
   /** Roles hand out trust: a trusted actor's, with a fresh second factor. */
