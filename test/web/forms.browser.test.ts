@@ -84,7 +84,7 @@ describe('browser: forms, messages and permissions', function () {
     expect(await source('url')).to.include('saved here');
     // the environment's value cannot be changed through the API either
     const locked = await request(svc.url).patch('/api/plugins/reports/settings').set('Authorization', adminAuth()).send({ region: 'eu' }).expect(409);
-    expect(locked.body.error.details).to.deep.equal({ field: 'region' });
+    expect(locked.body.error.details).to.deep.equal([{ field: 'region', message: 'is set in the environment (SERVICE_PLUGIN_REPORTS_REGION)' }]);
     expectNoProblems(browser);
   });
 
