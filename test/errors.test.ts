@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import Joi from 'joi';
-import { fieldErrorsOf, fieldPath, fieldRoot } from '../src/errors.js';
+import { DomainError, fieldErrorsOf, fieldPath, fieldRoot, Refusal } from '../src/errors.js';
+import { HttpError } from '../src/http/errors.js';
 import { nulField } from '../src/http/validate.js';
 
 describe('field errors: one way to name a field', () => {
@@ -30,5 +31,18 @@ describe('field errors: one way to name a field', () => {
       'metadata',
       'notifications',
     ]);
+  });
+});
+
+describe('refusals: an answer, not a fault', () => {
+  it('capture no stack trace (a flood of them costs no stack walks) and leave the limit as it was', () => {
+    const limit = Error.stackTraceLimit;
+    for (const err of [new DomainError('forbidden', 'missing permission x'), new HttpError(401, 'unauthorized', 'sign in')]) {
+      expect(err).to.be.instanceOf(Refusal).and.instanceOf(Error);
+      expect(err.stack!.split('\n')).to.have.length(1);
+    }
+    expect(Error.stackTraceLimit).to.equal(limit);
+    // a fault of ours keeps its stack
+    expect(new Error('bug').stack!.split('\n').length).to.be.greaterThan(1);
   });
 });

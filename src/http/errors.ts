@@ -29,22 +29,18 @@ export const ERROR_CODES = [
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
-import type { DomainErrorCode, FieldError } from '../errors.js';
+import { Refusal, type DomainErrorCode, type FieldError } from '../errors.js';
 
 export type { FieldError };
 
-export class HttpError extends Error {
+export class HttpError extends Refusal {
   readonly status: number;
   readonly code: ErrorCode;
   readonly details?: unknown;
   readonly headers: Record<string, string>;
 
   constructor(status: number, code: ErrorCode, message: string, details?: unknown, headers: Record<string, string> = {}) {
-    // an answer to the caller, not a fault of ours: no stack trace (capturing one costs more than the request)
-    const limit = Error.stackTraceLimit;
-    Error.stackTraceLimit = 0;
     super(message);
-    Error.stackTraceLimit = limit;
     this.name = 'HttpError';
     this.status = status;
     this.code = code;
