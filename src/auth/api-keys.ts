@@ -244,7 +244,6 @@ export class ApiKeyStore {
     return row?.mfaAt ?? null;
   }
 
-  /** Revokes one credential of a user; false when it is not theirs or already gone. */
   /**
    * Revokes one live credential of `userId` and the keys minted with it (and theirs): what ended,
    * that one first, each with its label (each is a revocation the trail records). Empty: no such

@@ -243,6 +243,8 @@ export class ManagerBus {
     conn.fail(err);
     if (this.connection !== conn) return;
     this.connection = null;
+    // a manager met on the next connection may number its jobs anew
+    this.jobResults.clear();
     this.log?.debug({ bus: this.where, reason: err.message }, 'D-Bus connection to systemd dropped');
     try {
       conn.bus?.disconnect();

@@ -200,6 +200,8 @@ form.addEventListener('submit', async (e) => {
     const warnings = done.warnings ?? [];
     if (warnings.length) say(listMsg, `Saved, but ${warnings.join(' ')}. Edit the user to give them one.`, 'error');
     else say(listMsg, `Saved ${done.username}.`);
+    // disabling an account ends its keys and sessions: an open list of them shows it
+    if (keysOf?.id === done.id) await keys.refresh();
     await load();
   }
 });
