@@ -96,6 +96,13 @@ export class IamComponent {
     this.commands = new CommandPath(this.audit);
     this.masterKey = new MasterKey({ db, config, commands: this.commands });
     this.ledger = new RoleLedger(this.store, bus, deps.log.child({ part: 'role-ledger' }), this.commands);
+    // before a trusted actor hands out host access or trust (a role, a host grant, a takeover of an
+    // account that reaches the host): a fresh second factor, and never by a key of an account
+    // with one (a key proves no factor: the same rule as for the credentials a key may not mint)
+    const requireStepUp = async (actor: Actor) => {
+      await this.users.guardCredentialMinting(actor, 'hand out host access or trust');
+      await deps.credentials().requireStepUp(actor);
+    };
     this.users = new UserAdmin({
       store: this.store,
       passwords: this.passwords,
@@ -104,7 +111,7 @@ export class IamComponent {
       isKnownPermission: (p) => this.isKnownPermission(p),
       passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
       accountDisabled: (userId, trx) => this.deps.credentials().endCredentials(userId, trx),
-      requireStepUp: (actor) => deps.credentials().requireStepUp(actor),
+      requireStepUp,
       bootAdmin: config.adminUser,
       loginGroupsOf: async (user) => {
         const providers = ((await this.store.identitiesOf([user.id])).get(user.id) ?? []).map((i) => i.provider);
@@ -116,7 +123,7 @@ export class IamComponent {
       bus,
       commands: this.commands,
       isKnownPermission: (p) => this.isKnownPermission(p),
-      requireStepUp: (actor) => deps.credentials().requireStepUp(actor),
+      requireStepUp,
       namedByLogin: (name) => deps.credentials().loginGroups(null).includes(name),
       requiresSecondFactor: (name) => deps.credentials().secondFactorRequiredOf(name),
     });

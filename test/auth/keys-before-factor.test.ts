@@ -171,6 +171,15 @@ describe('second factor: keys issued before it', function () {
         .send({ roles: ['superadmin'] }),
       await api().delete(`/api/users/${otherId}/mfa`).set(key),
       await api().post(`/api/users/${otherId}/api-keys`).set(key).send({ label: 'for otto' }),
+      // host access is trust handed out as well: a permission that reaches the host, or a group holding one
+      await api()
+        .patch(`/api/users/${otherId}`)
+        .set(key)
+        .send({ extra_permissions: ['socket:container:spawn'] }),
+      await api()
+        .post('/api/groups')
+        .set(key)
+        .send({ name: 'key-runners', permissions: ['socket:container:spawn'] }),
     ];
     for (const res of refusals) {
       expect(res.status, JSON.stringify(res.body)).to.equal(403);

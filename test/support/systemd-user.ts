@@ -26,10 +26,12 @@ const SCRIPT = `#!/bin/sh
 # a cgroup of its own where systemd tracks processes: two managers (two test runs side by side)
 # would otherwise share /app.slice/<unit>, and one stopping a unit removed the cgroup the
 # other was starting the same unit into
+# (a host where that cannot be done, cgroupfs read-only, runs without: said, not fatal)
+v2=/sys/fs/cgroup/unified; [ -f /sys/fs/cgroup/cgroup.controllers ] && v2=/sys/fs/cgroup
 while IFS=: read -r id ctl cg; do
-  case "$ctl" in name=systemd) h=/sys/fs/cgroup/systemd ;; pids) h=/sys/fs/cgroup/pids ;; "") h=/sys/fs/cgroup/unified ;; *) continue ;; esac
+  case "$ctl" in name=systemd) h=/sys/fs/cgroup/systemd ;; pids) h=/sys/fs/cgroup/pids ;; "") h=$v2 ;; *) continue ;; esac
   [ -f "$h$cg/cgroup.procs" ] || continue
-  mkdir -p "$h$cg/$CGROUP_NAME" && echo 0 > "$h$cg/$CGROUP_NAME/cgroup.procs" || exit 1
+  { mkdir -p "$h$cg/$CGROUP_NAME" && echo 0 > "$h$cg/$CGROUP_NAME/cgroup.procs"; } 2>/dev/null || echo "no cgroup of its own in $h$cg" >&2
 done < /proc/self/cgroup
 mount -t tmpfs -o mode=755 tmpfs /run || exit 1
 mkdir -p /run/systemd/system "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR" || exit 1
@@ -90,7 +92,9 @@ function alive(pid: number): boolean {
 
 /** The cgroups a manager named `name` is moved into (SCRIPT), one a hierarchy systemd tracks processes in. */
 function cgroupsOf(name: string): string[] {
-  const hierarchy: Record<string, string> = { 'name=systemd': 'systemd', pids: 'pids', '': 'unified' };
+  // the unified hierarchy: beside the others (hybrid), or the only one (cgroup v2 alone)
+  const v2 = fs.existsSync('/sys/fs/cgroup/cgroup.controllers') ? '' : 'unified';
+  const hierarchy: Record<string, string> = { 'name=systemd': 'systemd', pids: 'pids', '': v2 };
   return fs
     .readFileSync('/proc/self/cgroup', 'utf8')
     .trim()

@@ -73,6 +73,8 @@ interface Connection {
 
 /** dbus-next's message type of a signal (MessageType.SIGNAL) */
 const SIGNAL_TYPE = 4;
+/** the bus daemon's own name: what it alone sends as */
+const BUS_DAEMON = 'org.freedesktop.DBus';
 
 /** errors of the bus itself, not of the manager's: the manager (or the bus) is away */
 const AWAY = new Set([
@@ -203,9 +205,17 @@ export class ManagerBus {
     const ready = new Promise<void>((resolve) => bus.once('connect', () => resolve())).then(() => this.listenForJobs(conn));
     const conn: Connection = { bus, ready, broken, fail };
     bus.on('message', (msg: MessageType) => {
+      if (msg.type !== SIGNAL_TYPE) return;
+      // the manager re-executed (an upgrade) or restarted under a new unique name: its signals
+      // come from that one now (only the bus itself sends as org.freedesktop.DBus)
+      if (msg.sender === BUS_DAEMON && msg.member === 'NameOwnerChanged' && Array.isArray(msg.body) && msg.body[0] === SYSTEMD) {
+        conn.managerName = String(msg.body[2] ?? '');
+        if (conn.managerName) void this.subscribe(conn);
+        return;
+      }
       // the manager's own signal only: anyone on the bus may send a signal to this connection
       // directly, whatever its match rules, and a forged result would pass for the job's
-      if (msg.type !== SIGNAL_TYPE || !conn.managerName || msg.sender !== conn.managerName || msg.path !== MANAGER_PATH) return;
+      if (!conn.managerName || msg.sender !== conn.managerName || msg.path !== MANAGER_PATH) return;
       if (msg.interface !== MANAGER || msg.member !== 'JobRemoved' || !Array.isArray(msg.body)) return;
       // (id, job path, unit, result)
       this.jobResults.set(String(msg.body[1]), String(msg.body[3]));
@@ -224,16 +234,29 @@ export class ManagerBus {
    * Without them a job's end is still seen, by its object going, but not its result: said, not fatal.
    */
   private async listenForJobs(conn: Connection): Promise<void> {
-    const { Message, MessageFlag } = await dbus();
+    const { Message } = await dbus();
     const bus = conn.bus;
-    const rule = `type='signal',sender='${SYSTEMD}',path='${MANAGER_PATH}',interface='${MANAGER}',member='JobRemoved'`;
-    const daemon = { destination: 'org.freedesktop.DBus', path: '/org/freedesktop/DBus', interface: 'org.freedesktop.DBus' };
+    const jobs = `type='signal',sender='${SYSTEMD}',path='${MANAGER_PATH}',interface='${MANAGER}',member='JobRemoved'`;
+    const owner = `type='signal',sender='${BUS_DAEMON}',interface='${BUS_DAEMON}',member='NameOwnerChanged',arg0='${SYSTEMD}'`;
+    const daemon = { destination: BUS_DAEMON, path: '/org/freedesktop/DBus', interface: BUS_DAEMON };
     try {
-      await bus.call(new Message({ ...daemon, member: 'AddMatch', signature: 's', body: [rule] }));
+      for (const rule of [jobs, owner]) await bus.call(new Message({ ...daemon, member: 'AddMatch', signature: 's', body: [rule] }));
       // signals carry the sender's unique name: the manager's, to tell its own from forged ones
-      const owner = await bus.call(new Message({ ...daemon, member: 'GetNameOwner', signature: 's', body: [SYSTEMD] }));
-      conn.managerName = String(owner?.body?.[0] ?? '');
-      await bus.call(new Message({ destination: SYSTEMD, path: MANAGER_PATH, interface: MANAGER, member: 'Subscribe', flags: MessageFlag.NO_AUTO_START }));
+      const reply = await bus.call(new Message({ ...daemon, member: 'GetNameOwner', signature: 's', body: [SYSTEMD] }));
+      conn.managerName = String(reply?.body?.[0] ?? '');
+    } catch (err) {
+      // the manager not on the bus yet: NameOwnerChanged names it when it comes
+      this.log?.debug({ bus: this.where, reason: (err as Error).message }, "not listening for systemd's job results yet");
+      return;
+    }
+    await this.subscribe(conn);
+  }
+
+  /** The manager's Subscribe: it sends its signals to subscribers only. */
+  private async subscribe(conn: Connection): Promise<void> {
+    const { Message, MessageFlag } = await dbus();
+    try {
+      await conn.bus.call(new Message({ destination: SYSTEMD, path: MANAGER_PATH, interface: MANAGER, member: 'Subscribe', flags: MessageFlag.NO_AUTO_START }));
     } catch (err) {
       this.log?.debug({ bus: this.where, reason: (err as Error).message }, "not listening for systemd's job results");
     }

@@ -58,7 +58,10 @@ export function keyPanel(root: HTMLElement, opts: KeyPanelOptions): KeyPanel {
   }
 
   async function loadKeys(): Promise<void> {
-    const { keys } = await api<{ keys: KeyView[] }>('GET', opts.path());
+    const path = opts.path();
+    const { keys } = await api<{ keys: KeyView[] }>('GET', path);
+    // the panel was turned to another owner meanwhile: that owner's answer draws it
+    if (opts.path() !== path) return;
     const own = keys.filter((k) => k.kind === 'key');
     keysBody.replaceChildren(
       ...(own.length

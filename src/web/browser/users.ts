@@ -3,7 +3,24 @@
 // resetting it (a lost device); a user's API keys and web sessions (a program's key for the bot
 // account, revoking a lost one).
 import type { Schemas } from '../../client/api-types.js';
-import { api, boot, busy, clearOnEdit, confirmButton, control, errorText, explainPattern, h, markInvalid, must, say, submitter, text, texts } from './app.js';
+import {
+  api,
+  boot,
+  busy,
+  clearOnEdit,
+  confirmButton,
+  control,
+  errorText,
+  explainPattern,
+  h,
+  markInvalid,
+  me,
+  must,
+  say,
+  submitter,
+  text,
+  texts,
+} from './app.js';
 import { keyPanel } from './key-panel.js';
 import { grantable, grantedIn, permissionChecks, withUnknown, type CatalogEntry, type Grant } from './permission-list.js';
 
@@ -113,16 +130,18 @@ function row(u: UserView): HTMLTableRowElement {
     }
   });
   // every factor and recovery code goes, and the user's sessions end: they sign in with the password and enrol again
-  const reset = u.mfa
-    ? confirmButton(h('button', { type: 'button', class: 'small secondary', 'data-reset-mfa': '' }, 'Reset second factor'), 'Confirm reset', async () => {
-        const ok = await busy(null, listMsg, () => api('DELETE', `/api/users/${u.id}/mfa`).then(() => true));
-        if (ok) {
-          say(listMsg, `Reset the second factor of ${u.username}: their sessions ended; they sign in with the password and enrol again.`);
-          if (keysOf?.id === u.id) await keys.refresh();
-          await load();
-        }
-      })
-    : null;
+  // one's own factors go one by one on the account page: the reset is for another account
+  const reset =
+    u.mfa && u.id !== me.userId
+      ? confirmButton(h('button', { type: 'button', class: 'small secondary', 'data-reset-mfa': '' }, 'Reset second factor'), 'Confirm reset', async () => {
+          const ok = await busy(null, listMsg, () => api('DELETE', `/api/users/${u.id}/mfa`).then(() => true));
+          if (ok) {
+            say(listMsg, `Reset the second factor of ${u.username}: their sessions ended; they sign in with the password and enrol again.`);
+            if (keysOf?.id === u.id) await keys.refresh();
+            await load();
+          }
+        })
+      : null;
   return h(
     'tr',
     { dataset: { username: u.username } },

@@ -188,6 +188,28 @@ describe('init provider (systemd --user on a private bus)', function () {
     }
   });
 
+  it("after the manager re-executes (an upgrade: a new name on the bus), a job's result is still its own", async () => {
+    await provider.unitStatus('svc-test-a.service');
+    const other = new ManagerBus(systemd.address, 3000);
+    try {
+      // the manager answers, then leaves the bus and joins it again under a new unique name
+      await other.call(MANAGER_PATH, MANAGER, 'Reexecute').catch(() => undefined);
+    } finally {
+      other.close();
+    }
+    await eventually(
+      async () =>
+        provider.unitStatus('svc-test-a.service').then(
+          () => true,
+          () => false,
+        ),
+      10_000,
+    );
+    const r = await ask('init:unit_action', { unit: 'svc-test-broken.service', action: 'start' });
+    expect(r.ok).to.equal(false);
+    expect(r.error).to.deep.include({ code: 'failed' });
+  });
+
   it('a unit off the allow-list is not_allowed, whether it exists or not, and so is an allowed alias of one', async () => {
     for (const unit of ['other-off-list.service', 'nothing-here.service', 'svc-test-a.socket']) {
       for (const r of [await ask('init:unit_status', { unit }), await ask('init:unit_action', { unit, action: 'start' })]) {
