@@ -86,7 +86,8 @@ export class UserAdmin {
   async create(actor: Actor, input: NewUserInput): Promise<User> {
     const { store, passwords } = this.deps;
     return this.deps.commands.run({ action: 'user.created', actor, target: { type: 'user', name: input.username } }, async () => {
-      if (input.password || input.roles?.length) await this.guardCredentialMinting(actor, 'create an account with a password or a role');
+      // a role is trust handed out: rolesAllowed's step-up gate applies the same rule to it
+      if (input.password) await this.guardCredentialMinting(actor, 'create an account with a password');
       if (input.roles?.length) await this.rolesAllowed(actor);
       guardBootAdminFlag(this.deps.bootAdmin, { username: input.username, roles: [] }, input.roles ?? []);
       await this.checkRefs(input);
@@ -153,7 +154,6 @@ export class UserAdmin {
           'your own password is changed with your current one: POST /api/users/{id}/password with current_password (the account page)',
         );
       if (change.password) await this.guardCredentialMinting(actor, "set another account's password");
-      if (change.roles?.some((r) => !user.roles.includes(r))) await this.guardCredentialMinting(actor, 'give a role');
       await this.checkRefs(change);
       const granted = await this.guardHostGrants(actor, user, change);
       const next = { groups: change.groups ?? user.groups, disabled: change.disabled ?? user.disabled, roles: change.roles ?? user.roles };
