@@ -72,3 +72,52 @@ export function textDestination(write: (text: string) => void): pino.Destination
     },
   };
 }
+
+const LEVEL_METHODS = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);
+
+/** `value` with `conceal` applied to every string in it: an error's message and stack, nested fields. */
+function concealedValue(value: unknown, conceal: (text: string) => string, seen = new WeakMap<object, unknown>()): unknown {
+  if (typeof value === 'string') return conceal(value);
+  if (!value || typeof value !== 'object') return value;
+  if (seen.has(value)) return seen.get(value);
+  if (Array.isArray(value)) {
+    const out: unknown[] = [];
+    seen.set(value, out);
+    for (const item of value) out.push(concealedValue(item, conceal, seen));
+    return out;
+  }
+  const isError = value instanceof Error;
+  if (!isError && Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null) return value;
+  // an error stays an error (the log's serializer names its type), with its words concealed
+  const out: Record<string, unknown> = isError ? Object.create(Object.getPrototypeOf(value) as object) : {};
+  seen.set(value, out);
+  if (isError) {
+    for (const key of ['message', 'stack', 'cause'] as const) {
+      if (key in value) Object.defineProperty(out, key, { value: concealedValue((value as Error)[key], conceal, seen), enumerable: false, writable: true });
+    }
+  }
+  for (const [key, item] of Object.entries(value)) out[key] = concealedValue(item, conceal, seen);
+  return out;
+}
+
+/**
+ * `log` with `conceal` applied to every line before it is written (its message, its fields, an
+ * error's message and stack), and to the lines of its children: for a logger lent to code that
+ * holds secrets the service must not show (a plugin's settings).
+ */
+export function concealingLogger(log: Logger, conceal: (text: string) => string): Logger {
+  return new Proxy(log, {
+    get(target, prop) {
+      if (prop === 'child') return (...args: Parameters<Logger['child']>) => concealingLogger(target.child(...args) as unknown as Logger, conceal);
+      const member = Reflect.get(target, prop, target) as unknown;
+      if (typeof member !== 'function') return member;
+      if (typeof prop === 'string' && LEVEL_METHODS.has(prop))
+        return (...args: unknown[]) =>
+          (member as (...a: unknown[]) => void).apply(
+            target,
+            args.map((arg) => concealedValue(arg, conceal)),
+          );
+      return (member as (...a: unknown[]) => unknown).bind(target);
+    },
+  });
+}

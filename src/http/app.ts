@@ -228,6 +228,11 @@ export function createHttpApp(deps: HttpAppDeps): Koa {
   return app;
 }
 
+/** The request's lines go to `log` from here on (a plugin's route: the plugin's logger). */
+export function setRequestLogger(ctx: Context, log: Logger): void {
+  (ctx as Context & { _log?: Logger })._log = log.child({ request_id: ctx.state.requestId });
+}
+
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 /** A mounted dispatch, and the area routers it serves (for the OpenAPI document: collectEndpoints). */

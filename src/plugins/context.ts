@@ -153,7 +153,16 @@ export class PluginContextImpl implements PluginContext {
       case 'socket:provider:register':
         // the registry's policy checks the name against provides; the owner must be this plugin
         if (p.plugin_name !== this.id) throw new PluginPermissionError(`plugin ${this.id} may not register a socket provider for ${String(p.plugin_name)}`);
-        this.deps.bus.emit('socket:provider:register', { provider_class: p.provider_class, plugin_name: this.id });
+        // registered as registerSocketProvider does (the provider logs under the plugin's logger); an
+        // event has no caller to throw to, so a refusal is logged, as the registry logs one off the bus
+        try {
+          this.registerSocketProvider(p.provider_class as never);
+        } catch (err) {
+          this.log.error(
+            { code: (err as { code?: string }).code ?? 'invalid_provider', reason: (err as Error).message },
+            'socket provider registration rejected',
+          );
+        }
         return;
       default:
         this.deps.bus.emit(topic as EventName, payload as never);
@@ -174,7 +183,7 @@ export class PluginContextImpl implements PluginContext {
 
   registerSocketProvider<T extends SocketProvider>(cls: new (options: Record<string, unknown>, logger: Logger) => T, options: Record<string, unknown> = {}): T {
     this.ensureOpen('registering a socket provider');
-    return this.deps.registry.register(cls, { owner: this.id, options });
+    return this.deps.registry.register(cls, { owner: this.id, options, logger: this.log.child({ provider_owner: this.id }) });
   }
 
   /**

@@ -2,7 +2,7 @@ import type { Middleware } from 'koa';
 import Joi from 'joi';
 import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
-import type { Logger } from '../log.js';
+import { concealingLogger, type Logger } from '../log.js';
 import { errorText, fieldErrorsOf, fieldErrorsText, fieldRoot, withTimeout, type FieldError } from '../errors.js';
 import type { CatalogEntry } from '../iam/permissions.js';
 import type { ManifestRole } from '../iam/ledger.js';
@@ -122,7 +122,6 @@ export class PluginLifecycle {
   /** Runs setup; on success the plugin is `loaded` (or `degraded` when its declared providers are missing). */
   async start(rec: PluginRecord): Promise<void> {
     const m = rec.manifest!;
-    const log = this.deps.log.child({ plugin: m.id });
     let config: Record<string, string | null>;
     try {
       config = await this.settings.values(m);
@@ -132,6 +131,8 @@ export class PluginLifecycle {
     }
     let mod: PluginModule | null = null;
     let ctx: PluginContextImpl | null = null;
+    // every line under the plugin's name, its own and the host's about it, shows no secret setting
+    const log = concealingLogger(this.deps.log.child({ plugin: m.id }), (text) => concealSecrets(text, m, config, ctx?.settings ?? {}));
     try {
       mod = await importPluginModule(rec.folder, m.entry);
       rec.module = mod;
@@ -162,7 +163,7 @@ export class PluginLifecycle {
       this.deps.clientEvents?.clusterWide(e.topic);
       return this.deps.clientEvents?.forward(e.topic, e.permission) ?? (() => undefined);
     });
-    rec.running = { ctx, module: mod, dispatch: routerDispatch(ctx.router), unforward };
+    rec.running = { ctx, module: mod, dispatch: routerDispatch(ctx.router, log), unforward };
     // its routes are new (a restart may bring other ones): the document is made again
     this.routesChanged();
     const problems = providerProblems(this.deps.sockets.registry, m);
@@ -188,7 +189,7 @@ export class PluginLifecycle {
       try {
         await withTimeout(Promise.resolve(mod.teardown()), this.deps.teardownTimeoutMs ?? 5000, 'teardown');
       } catch (err) {
-        log.warn({ reason: concealSecrets(errorText(err), rec.manifest!, ctx.config, ctx.settings) }, 'plugin teardown failed');
+        log.warn({ reason: errorText(err) }, 'plugin teardown failed');
       }
     }
     ctx.close();

@@ -3,6 +3,8 @@ import type { RouterContext } from '@koa/router';
 import type { Context, Middleware, Next } from 'koa';
 import { requirePermission } from '../http/guards.js';
 import { endpointsOf, type Endpoint } from '../http/api.js';
+import { setRequestLogger } from '../http/app.js';
+import type { Logger } from '../log.js';
 
 const PLUGIN_PATH = /^\/api\/plugins\/([^/]+)(?:\/|$)/;
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -25,13 +27,17 @@ export function pluginRoutes(dispatchOf: (pluginId: string) => Middleware | null
   };
 }
 
-/** A plugin's router as one middleware: its routes, then 405 / OPTIONS answers for its paths. */
-export function routerDispatch(router: Router): Middleware {
+/**
+ * A plugin's router as one middleware: its routes, then 405 / OPTIONS answers for its paths. The
+ * request's lines go to the plugin's logger (which conceals its secret settings), a failure's too.
+ */
+export function routerDispatch(router: Router, log: Logger): Middleware {
   const routes = router.routes();
   const allowed = router.allowedMethods({ throw: false });
   // the router's middleware sets ctx.params and ctx.router itself; its types ask for them beforehand
   return (koa, next) => {
     const ctx = koa as RouterContext;
+    setRequestLogger(ctx, log);
     return routes(ctx, () => allowed(ctx, next)) as Promise<void>;
   };
 }

@@ -220,7 +220,8 @@ export class SocketRequests {
       return mark({ ...base, ok: true, result, error: null });
     } catch (err) {
       if (err instanceof SocketError) return fail(err.code, err.message, err.details);
-      this.deps.logger.error({ err, operation: req.operation, provider: providerName }, 'socket operation failed');
+      const logger = providerName ? this.deps.registry.loggerOf(providerName) : this.deps.logger;
+      logger.error({ err, operation: req.operation, provider: providerName }, 'socket operation failed');
       return fail('failed', 'socket operation failed');
     }
   };

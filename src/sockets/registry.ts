@@ -19,6 +19,8 @@ export interface RegisterOptions {
   owner: ProviderOwner;
   /** first constructor argument of the provider class */
   options?: Record<string, unknown>;
+  /** the provider's logger, and the one its failures are logged with (a plugin's: it conceals the plugin's secrets) */
+  logger?: Logger;
 }
 
 export interface ProviderListEntry {
@@ -42,6 +44,7 @@ interface Entry {
   provider: SocketProvider;
   cls: SocketProviderClass;
   owner: ProviderOwner;
+  logger: Logger;
 }
 
 const PROVIDER_NAME = /^[a-z][a-z0-9_-]{0,62}$/;
@@ -106,8 +109,9 @@ export class SocketRegistry {
     }
 
     let provider: T;
+    const logger = opts.logger ?? this.deps.logger.child({ provider_owner: owner });
     try {
-      provider = new cls(opts.options ?? {}, this.deps.logger.child({ provider_owner: owner }));
+      provider = new cls(opts.options ?? {}, logger);
     } catch (err) {
       throw new ProviderRegistrationError('invalid_provider', `provider constructor failed: ${(err as Error)?.message ?? err}`);
     }
@@ -125,7 +129,7 @@ export class SocketRegistry {
         throw new ProviderRegistrationError('not_allowed', `provider ${provider.name} refused: ${verdict}`);
       }
     }
-    this.entries.set(provider.name, { provider, cls: cls as SocketProviderClass, owner });
+    this.entries.set(provider.name, { provider, cls: cls as SocketProviderClass, owner, logger });
     this.deps.logger.info({ provider: provider.name, owner, socket_path: provider.socket_path }, 'socket provider registered');
     this.changed();
     return provider;
@@ -133,6 +137,11 @@ export class SocketRegistry {
 
   get(name: string): SocketProvider | undefined {
     return this.entries.get(name)?.provider;
+  }
+
+  /** The logger a provider's failures go to: its own (a plugin's provider's conceals the plugin's secrets). */
+  loggerOf(name: string): Logger {
+    return this.entries.get(name)?.logger ?? this.deps.logger;
   }
 
   ownerOf(name: string): ProviderOwner | undefined {
@@ -167,7 +176,7 @@ export class SocketRegistry {
       try {
         await entry.provider.close();
       } catch (err) {
-        this.deps.logger.warn({ err, provider: name }, 'socket provider close failed');
+        entry.logger.warn({ err, provider: name }, 'socket provider close failed');
       }
     }
     if (removed.length) {
