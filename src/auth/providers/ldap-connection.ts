@@ -112,6 +112,10 @@ export function connectionFailure(err: unknown): { kind: UnavailableKind; reason
   if (['EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNRESET', 'EPIPE', 'EADDRNOTAVAIL'].includes(code) || /socket error/i.test(err.message)) {
     return { kind: 'unreachable', reason: `unreachable: ${errorMessage(err)}` };
   }
+  // a server (or a balancer before it) that accepts and then hangs up without a word: ldapts's words for it
+  if (/connection closed before message response/i.test(err.message)) {
+    return { kind: 'unreachable', reason: `the server closed the connection without answering (${errorMessage(err)})` };
+  }
   return null;
 }
 
@@ -243,7 +247,7 @@ export class LdapConnector {
           }
           const why = err instanceof ldapts().InvalidCredentialsError ? 'wrong bind DN or password' : errorMessage(err);
           const reason = `the service bind as ${this.options.bindDN} was refused: ${why}`;
-          throw new LdapUnavailableError(`LDAP ${reason} (${url})`, 'service_bind', [...failures, { url, kind: 'service_bind', reason }]);
+          throw new LdapUnavailableError(`LDAP: ${reason} (${url})`, 'service_bind', [...failures, { url, kind: 'service_bind', reason }]);
         }
       }
       this.remembered = { url, until: Date.now() + this.options.rememberMs };

@@ -288,6 +288,24 @@ describe('LdapProvider against a real OpenLDAP slapd', function () {
     expect(brief.connector.order()).to.deep.equal([dead, slapd.url]);
   });
 
+  it('a server that accepts and hangs up without answering is skipped for the next, as one that is away', async () => {
+    const hangUp = net.createServer((s) => {
+      s.on('error', () => {});
+      s.once('data', () => s.end());
+    });
+    await new Promise<void>((resolve) => hangUp.listen(0, '127.0.0.1', resolve));
+    try {
+      const closing = `ldap://127.0.0.1:${(hangUp.address() as net.AddressInfo).port}`;
+      const p = provider({ url: `${closing} ${slapd.url}` });
+      expect((await p.authenticate('alice', LDAP_PEOPLE.alice.password))?.username).to.equal('alice');
+      expect(p.connector.lastFailures).to.have.length(1);
+      expect(p.connector.lastFailures[0]).to.include({ url: closing, kind: 'unreachable' });
+      expect(p.connector.lastFailures[0].reason).to.match(/^the server closed the connection without answering/);
+    } finally {
+      await new Promise<void>((resolve) => hangUp.close(() => resolve()));
+    }
+  });
+
   it('a list with a bad entry is refused naming each one', () => {
     expect(() => provider({ url: `${slapd.url} http://x ldap:// ${slapd.url}` })).to.throw(
       /"url" must be ldap:\/\/ or ldaps:\/\/ URLs separated by spaces, not "http:\/\/x", "ldap:\/\/"/,
