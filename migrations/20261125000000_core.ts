@@ -28,6 +28,8 @@ export const coreTables: TableDef[] = [
       // kept by the directory recheck: 'ended' (disabled because its directory account ended),
       // 'kept' (an administrator enabled it again while it was), else null (src/iam/login-writes.ts)
       directory_state: (t) => t.string('directory_state', 16).nullable(),
+      // whether a trusted actor set the password (or the account itself from one that was): src/iam/afresh.ts
+      password_trusted: (t) => t.boolean('password_trusted').notNullable().defaultTo(false),
     },
     indexes: [{ name: 'users_email_idx', columns: ['email'] }],
   },

@@ -6,6 +6,7 @@ import { dialectOf, sqliteFile } from '../db/knex.js';
 import type { CredentialRules, IamComponent } from '../iam/component.js';
 import type { Actor } from '../iam/policy.js';
 import type { User } from '../iam/store.js';
+import type { EndEveryCredential } from '../iam/afresh.js';
 import { groupsGrantedByLogin } from './settings-change.js';
 import { ApiKeyStore, type ApiKey } from './api-keys.js';
 import { AttemptGate } from './attempt-gate.js';
@@ -353,6 +354,12 @@ export class AuthComponent implements CredentialRules {
   async endCredentials(userId: string, trx: Knex): Promise<void> {
     await this.apiKeys.revokeAllOf(userId, { trx });
   }
+
+  /** An account starting afresh (src/iam/afresh.ts): its keys and sessions end; its second factors and recovery codes go with `factors`. */
+  readonly endEveryCredential: EndEveryCredential = async (userId, trx, { factors }) => {
+    const credentials_revoked = await this.apiKeys.revokeAllOf(userId, { trx });
+    return { credentials_revoked, factors_removed: factors ? await this.mfa.removeAll(userId, trx) : 0 };
+  };
 
   /** The model asks for a fresh second factor before a trusted actor hands out host access. */
   requireStepUp(actor: Actor): Promise<void> {

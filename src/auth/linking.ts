@@ -287,7 +287,7 @@ export class IdentityLinker {
     const unique = [...new Set([...user.groups.filter((g) => !managed.has(g)), ...mapped])];
     const same = unique.length === user.groups.length && unique.every((g) => user.groups.includes(g));
     if (same) return false;
-    const { groups, kept } = await this.deps.users.setGroupsFromLogin(actor, user, unique, profile.provider);
+    const { groups, kept } = await this.deps.users.logins.setGroups(actor, user, unique, profile.provider);
     if (kept.length)
       this.deps.log.warn({ provider: profile.provider, user_id: user.id, kept }, 'the mapping would leave no enabled administrator: the group stays');
     const changed = groups.length !== user.groups.length || groups.some((g) => !user.groups.includes(g));

@@ -2034,7 +2034,7 @@ export interface paths {
         head?: never;
         /**
          * Change a user (groups, extra permissions, profile, disabled, password)
-         * @description The last enabled member of INT_ADMIN cannot leave it or be disabled (409). An account that reaches the host (or a superadmin or bot account) is changed only by itself or a superadmin, but for taking access away (disabling, leaving groups, dropping permissions). One's own `password` is not changed here (400): `POST /api/users/{id}/password` with `current_password`.
+         * @description The last enabled member of INT_ADMIN cannot leave it or be disabled (409). An account that reaches the host (or a superadmin or bot account) is changed only by itself or a superadmin, but for taking access away (disabling, leaving groups, dropping permissions). One's own `password` is not changed here (400): `POST /api/users/{id}/password` with `current_password`. A change that first brings an account to the host (or a protected role) starts it afresh: its keys and sessions end, and a password no superadmin set is cleared with its second factors (`warnings` says so).
          *
          *     Requires the permission `feature:admin.users`.
          */
@@ -2309,6 +2309,28 @@ export interface components {
             locked: boolean;
             secret: boolean;
             configured: boolean;
+        };
+        ChangedUser: {
+            /** Format: uuid */
+            id: string;
+            username: string;
+            display_name: string | null;
+            email: string | null;
+            groups: string[];
+            /** @description the roles the account holds (the API sets superadmin, bot) */
+            roles: string[];
+            extra_permissions: string[];
+            disabled: boolean;
+            /** @description has a second factor (an authenticator app or a passkey) */
+            mfa: boolean;
+            identities: {
+                provider: string;
+                provider_user_id: string;
+            }[];
+            /** Format: date-time */
+            created_at: string;
+            /** @description the change first brought the account to the host and its password, which no superadmin had set, was cleared: what to do (docs/security.md) */
+            warnings?: string[];
         };
         CreatedUser: {
             /** Format: uuid */
@@ -11367,7 +11389,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description the user */
+            /** @description the user, and `warnings` when the change cleared its password */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -11397,7 +11419,7 @@ export interface operations {
                      *       "created_at": "2026-11-28T01:19:09.276Z"
                      *     }
                      */
-                    "application/json": components["schemas"]["User"];
+                    "application/json": components["schemas"]["ChangedUser"];
                 };
             };
             400: components["responses"]["BadRequest"];

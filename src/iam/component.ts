@@ -13,6 +13,7 @@ import { Passwords } from './passwords.js';
 import { UserAdmin } from './users.js';
 import { SERVICE_ACTOR, type Actor } from './policy.js';
 import { GroupAdmin } from './groups.js';
+import type { EndEveryCredential } from './afresh.js';
 import { AuditTrail } from './audit.js';
 import { CommandPath } from './commands.js';
 import { MasterKey } from './master-key.js';
@@ -32,6 +33,8 @@ export interface CredentialRules {
   endSessions(userId: string, keep: string | null): Promise<void>;
   /** What disabling an account ends, in its transaction: every web session and API key of it (enabling it again brings none back). */
   endCredentials(userId: string, trx: Knex): Promise<void>;
+  /** An account starting afresh (src/iam/afresh.ts), in its transaction: its keys and sessions, second factors and recovery codes. */
+  endEveryCredential: EndEveryCredential;
   /** Before a trusted actor hands out host access or trust: a fresh second factor when the actor's session has one (step-up, docs/auth.md). */
   requireStepUp(actor: Actor): Promise<void>;
   /** The local groups the login settings hand to people signing in through these providers (all of them when null). */
@@ -111,8 +114,10 @@ export class IamComponent {
       isKnownPermission: (p) => this.isKnownPermission(p),
       passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
       accountDisabled: (userId, trx) => this.deps.credentials().endCredentials(userId, trx),
+      endEveryCredential: (userId, trx, opts) => this.deps.credentials().endEveryCredential(userId, trx, opts),
       requireStepUp,
       bootAdmin: config.adminUser,
+      bootBot: config.botUser,
       loginGroupsOf: async (user) => {
         const providers = ((await this.store.identitiesOf([user.id])).get(user.id) ?? []).map((i) => i.provider);
         return providers.length ? deps.credentials().loginGroups(providers) : [];
@@ -126,6 +131,8 @@ export class IamComponent {
       requireStepUp,
       namedByLogin: (name) => deps.credentials().loginGroups(null).includes(name),
       requiresSecondFactor: (name) => deps.credentials().secondFactorRequiredOf(name),
+      endEveryCredential: (userId, trx, opts) => this.deps.credentials().endEveryCredential(userId, trx, opts),
+      passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
     });
     // the database answers: the schema and the seed come first (boot waits: initialised())
     bus.on('db:connected', () => {
@@ -201,7 +208,13 @@ export class IamComponent {
    */
   async seed(mode: 'boot' | 'command', actor: Actor): Promise<SeedResult> {
     const { db, bus, config } = this.deps;
-    const seeded = await seedIam(db, config, { mode, actor, commands: this.commands, passwords: this.passwords });
+    const seeded = await seedIam(db, config, {
+      mode,
+      actor,
+      commands: this.commands,
+      passwords: this.passwords,
+      endEveryCredential: (userId, trx, opts) => this.deps.credentials().endEveryCredential(userId, trx, opts),
+    });
     for (const id of seeded.passwordChanged) await this.passwordChanged(id, null);
     if (seeded.changed) bus.emit('iam:permissions_changed', { scope: 'all' });
     return seeded;

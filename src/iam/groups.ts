@@ -2,6 +2,7 @@ import type { EventBus } from '../bus/bus.js';
 import { DomainError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
 import { DEFAULT_GROUP_NAMES, requireKnownPermissions } from './permissions.js';
+import { afreshOnFirstReach, holdsHostAccess, type Afresh, type EndEveryCredential } from './afresh.js';
 import { addedHostPermissions, guardHostBoundary, guardOwnGrants, hostPermissionsOfGroups, isTrusted, reachesHost, type Actor } from './policy.js';
 import type { Group, IamStore } from './store.js';
 import type { CommandPath } from './commands.js';
@@ -20,6 +21,9 @@ export interface GroupAdminDeps {
   namedByLogin?(name: string): boolean;
   /** is `name` one of the groups whose members must use a second factor (mfa_required_groups)? */
   requiresSecondFactor?(name: string): boolean;
+  /** a member starting afresh (src/iam/afresh.ts): the credentials area's part, and what ends after the commit */
+  endEveryCredential: EndEveryCredential;
+  passwordChanged(userId: string, keep: string | null): Promise<void>;
 }
 
 /** A change to a group (already validated in shape: patchGroupSchema). */
@@ -101,11 +105,19 @@ export class GroupAdmin {
       }
       const name = renaming ? change.name! : group.name;
       let updated: Group;
+      // members whose first access to the host this is start afresh (src/iam/afresh.ts)
+      const afresh: Array<{ id: string; username: string } & Afresh> = [];
       try {
         updated = await this.deps.commands.within(
           async (trx) => {
+            const members = granted.length ? await store.membersOf(group.name, trx) : [];
+            const reached = await Promise.all(members.map((m) => holdsHostAccess(store, m, trx)));
             if (renaming) await store.renameOrDeleteGroup(group.name, name, trx);
             await store.updateGroup(name, { description: change.description, permissions: change.permissions }, trx);
+            for (const [i, m] of members.entries()) {
+              const ended = await afreshOnFirstReach(store, trx, m.id, reached[i], this.deps.endEveryCredential);
+              if (ended) afresh.push({ id: m.id, username: m.username, ...ended });
+            }
             return (await store.group(name, trx))!;
           },
           (g) => ({
@@ -117,6 +129,7 @@ export class GroupAdmin {
               ...(renaming ? { previous_name: group.name } : {}),
               ...(change.permissions ? { permissions: g.permissions, previous_permissions: group.permissions } : {}),
               ...(granted.length ? { host_permissions: granted } : {}),
+              ...(afresh.length ? { members_started_afresh: afresh.map(({ id: _id, ...rest }) => rest) } : {}),
             },
           }),
         );
@@ -124,6 +137,7 @@ export class GroupAdmin {
         if (isUniqueViolation(err)) throw conflict(`group ${change.name} exists`);
         throw err;
       }
+      for (const m of afresh) await this.deps.passwordChanged(m.id, null);
       if (renaming) this.changed(group.name);
       this.changed(name);
       return updated;

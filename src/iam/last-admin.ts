@@ -44,6 +44,20 @@ export async function leavesNoAdmin(store: IamStore, user: User, next: Pick<NonN
 }
 
 /**
+ * The bootstrap accounts (`names`: the admin's and the bot's) are made again at every start of
+ * the service when missing: deleting one would come undone silently. Refused (conflict), with the
+ * way that lasts: disabling it, which every start keeps.
+ */
+export function guardBootstrapRemoval(names: readonly (string | undefined)[], user: Pick<User, 'username'>): void {
+  const name = user.username.toLowerCase();
+  if (!names.some((n) => n?.toLowerCase() === name)) return;
+  throw new DomainError(
+    'conflict',
+    `${user.username} is a bootstrap account: every start of the service makes it again when it is missing; disable it instead (PATCH /api/users/{id} {"disabled": true}, or service-core user disable ${user.username}), which lasts`,
+  );
+}
+
+/**
  * The bootstrap admin's superadmin flag is the environment's: every start of the service sets it
  * from SERVICE_ADMIN_FORCE_SUPERADMIN, so a change to it through the user writer would be undone
  * silently by the next one (whatever the environment of whoever asks says). Refused (conflict),

@@ -2,6 +2,9 @@ import { isUniqueViolation } from '../db/knex.js';
 import type { AuditInput } from './audit.js';
 import type { CommandPath } from './commands.js';
 import { leavesNoAdmin } from './last-admin.js';
+import { afreshOnFirstReach, holdsHostAccess, type EndEveryCredential } from './afresh.js';
+import { ADMIN_GROUP } from './permissions.js';
+import { listDiff } from './user-changes.js';
 import type { Actor } from './policy.js';
 import { NameTaken, type DirectoryState, type IamStore, type User } from './store.js';
 
@@ -33,6 +36,11 @@ export interface LoginWritesDeps {
   commands: CommandPath;
   /** iam:permissions_changed about this user (UserAdmin's one emitter) */
   changed(userId: string): void;
+  /** UserAdmin's checks of `groups` given to `user`: they exist, and the host grants among them (answered) are `actor`'s to give */
+  grants(actor: Actor, user: User, groups: string[]): Promise<string[]>;
+  /** an account starting afresh (src/iam/afresh.ts): the credentials area's part, and what ends after the commit */
+  endEveryCredential: EndEveryCredential;
+  passwordChanged(userId: string, keep: string | null): Promise<void>;
 }
 
 /**
@@ -50,6 +58,50 @@ export interface LoginWritesDeps {
  */
 export class LoginWrites {
   constructor(private readonly deps: LoginWritesDeps) {}
+
+  /**
+   * Groups a login provider's mapping decides (every other group the user has stays): the
+   * login chain's write (LOGIN_MAPPING_ACTOR) or the directory recheck's (DIRECTORY_RECHECK_ACTOR),
+   * under the same refs and host rules as every other (UserAdmin's, `grants`).
+   */
+  async setGroups(actor: Actor, user: User, groups: string[], provider: string): Promise<{ groups: string[]; kept: string[] }> {
+    // the last enabled member of INT_ADMIN keeps it, whatever the mapping says: a directory
+    // change must not leave the service without an administrator (update() refuses it; a
+    // login, which cannot be refused for it, keeps the group and says so: in the event of a
+    // change, and the caller's log line each time)
+    const keep = !groups.includes(ADMIN_GROUP) && (await leavesNoAdmin(this.deps.store, user, { groups, disabled: user.disabled })) ? [ADMIN_GROUP] : [];
+    const next = [...groups, ...keep];
+    if (next.length === user.groups.length && next.every((g) => user.groups.includes(g))) return { groups: user.groups, kept: keep };
+    const granted = await this.deps.grants(actor, user, next);
+    const { store } = this.deps;
+    const afresh = await this.deps.commands.within(
+      async (trx) => {
+        const reachedHost = granted.length > 0 ? await holdsHostAccess(store, (await store.userById(user.id, trx)) ?? user, trx) : true;
+        await store.updateUser(user.id, { groups: next }, trx);
+        // its first access to the host, given by this sign-in
+        return afreshOnFirstReach(store, trx, user.id, reachedHost, this.deps.endEveryCredential);
+      },
+      (afresh) => ({
+        action: 'user.updated',
+        actor,
+        target: userTarget(user),
+        details: {
+          fields: ['groups'],
+          groups: next,
+          previous_groups: user.groups,
+          groups_added: listDiff(user.groups, next).added,
+          groups_removed: listDiff(user.groups, next).removed,
+          provider,
+          ...(granted.length ? { host_permissions: granted } : {}),
+          ...(keep.length ? { kept: keep, because: 'last enabled member' } : {}),
+          ...(afresh ? { started_afresh: afresh } : {}),
+        },
+      }),
+    );
+    if (afresh) await this.deps.passwordChanged(user.id, null);
+    this.deps.changed(user.id);
+    return { groups: next, kept: keep };
+  }
 
   /**
    * Joins a login at `provider` to `user` (the login chain's linking: a local login's missing

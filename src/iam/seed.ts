@@ -8,6 +8,7 @@ import { SecretsStore } from './secrets.js';
 import type { Actor } from './policy.js';
 import type { AuditInput } from './audit.js';
 import type { CommandPath } from './commands.js';
+import type { EndEveryCredential } from './afresh.js';
 
 type SeedConfig = Pick<
   Config,
@@ -63,6 +64,8 @@ export interface SeedOptions {
   actor: Actor;
   /** every change runs here: its event in its transaction */
   commands: Pick<CommandPath, 'within'>;
+  /** what the admin made superadmin loses: the credentials area's part (src/iam/afresh.ts) */
+  endEveryCredential: EndEveryCredential;
   /** hashing on this thread at the configured cost (`knex seed:run`, which has no pool of its own) */
   passwords?: Passwords;
 }
@@ -139,7 +142,7 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
       try {
         await commands.within(
           async (trx) => {
-            const made = await new IamStore(trx).createUser({ username: b.username, hashedPassword: hashed, groups: b.groups, roles });
+            const made = await new IamStore(trx).createUser({ username: b.username, hashedPassword: hashed, passwordTrusted: true, groups: b.groups, roles });
             await new IamStore(trx).linkIdentity(made.id, 'local', b.username);
             return made;
           },
@@ -158,7 +161,7 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
       changed = true;
       continue;
     }
-    const patch: { hashedPassword?: string; roles?: string[] } = {};
+    const patch: { hashedPassword?: string; passwordTrusted?: boolean; roles?: string[] } = {};
     let why: EnvPasswordApplied['why'] | null = null;
     if (b.configured) {
       // unreadable (written under another master key) counts as unknown
@@ -166,6 +169,7 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
       if (last !== print) {
         if (!(await passwords.verify(b.password, existing.hashedPassword))) {
           patch.hashedPassword = await passwords.hash(b.password);
+          patch.passwordTrusted = true;
           why = last === null ? 'first' : 'changed';
         }
         // under a key nobody keeps (a CLI before the first start), nothing is worth recording
@@ -181,28 +185,24 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
       // becomes trusted; its keys and sessions end, and the environment's password replaces any other
       if (promotion === 'granted' && b.configured && !patch.hashedPassword && !(await passwords.verify(b.password, existing.hashedPassword))) {
         patch.hashedPassword = await passwords.hash(b.password);
+        patch.passwordTrusted = true;
         why = 'promoted';
       }
     }
     if (Object.keys(patch).length === 0) continue;
     await commands.within(
       async (trx) => {
-        if (promotion !== 'granted') {
-          await new IamStore(trx).updateUser(existing.id, patch);
-          return { keysRevoked: 0, factorsRemoved: 0, identitiesUnlinked: 0 };
-        }
+        const store = new IamStore(trx);
+        await store.updateUser(existing.id, patch);
+        if (promotion !== 'granted') return null;
         // nothing anyone set on the account before becomes trusted: its second factors (a passkey
         // alone signs in) and recovery codes go with its keys and sessions, and so do the
         // directory and single sign-on accounts linked to it (each signs in as it); it enrols again
-        const factorsRemoved = Number((await trx('mfa_factors').where({ user_id: existing.id, confirmed: true }).count({ n: '*' }))[0]?.n ?? 0);
-        await trx('mfa_factors').where({ user_id: existing.id }).delete();
-        await trx('mfa_recovery_codes').where({ user_id: existing.id }).delete();
+        const ended = await opts.endEveryCredential(existing.id, trx, { factors: true });
         const identitiesUnlinked = await trx('user_identities').where({ user_id: existing.id }).whereNot({ provider: 'local' }).delete();
-        await new IamStore(trx).updateUser(existing.id, { ...patch, mfaEnabled: false });
-        const keysRevoked = await trx('api_keys').where({ user_id: existing.id }).whereNull('revoked_at').update({ revoked_at: Date.now() });
-        return { keysRevoked, factorsRemoved, identitiesUnlinked };
+        return { ...ended, identities_unlinked: identitiesUnlinked };
       },
-      ({ keysRevoked, factorsRemoved, identitiesUnlinked }) => {
+      (afresh) => {
         const target = { type: 'user', id: existing.id, name: existing.username };
         const events: AuditInput[] = [];
         if (promotion) {
@@ -213,8 +213,8 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
             details: {
               [promotion === 'granted' ? 'roles_added' : 'roles_removed']: ['superadmin'],
               because: 'SERVICE_ADMIN_FORCE_SUPERADMIN',
-              ...(promotion === 'granted'
-                ? { credentials_revoked: keysRevoked, factors_removed: factorsRemoved, identities_unlinked: identitiesUnlinked }
+              ...(afresh
+                ? { credentials_revoked: afresh.credentials_revoked, factors_removed: afresh.factors_removed, identities_unlinked: afresh.identities_unlinked }
                 : {}),
             },
           });

@@ -12,6 +12,8 @@ export interface User {
   email: string | null;
   displayName: string | null;
   hashedPassword: string | null;
+  /** a trusted actor set the password, or the account itself from one that was (src/iam/afresh.ts) */
+  passwordTrusted: boolean;
   roles: string[];
   groups: string[];
   extraPermissions: string[];
@@ -53,7 +55,7 @@ export interface UserModel extends User {}
 export class UserModel extends BaseModel {
   static override tableName = 'users';
   static override jsonAttributes = ['roles', 'groups', 'extraPermissions'];
-  static override booleanAttributes = ['disabled', 'mfaEnabled'];
+  static override booleanAttributes = ['disabled', 'mfaEnabled', 'passwordTrusted'];
   static override get relationMappings() {
     return { identities: { relation: BaseModel.HasManyRelation, modelClass: IdentityModel, join: { from: 'users.id', to: 'user_identities.user_id' } } };
   }
@@ -79,6 +81,7 @@ export interface NewUser {
   email?: string | null;
   displayName?: string | null;
   hashedPassword?: string | null;
+  passwordTrusted?: boolean;
   roles?: string[];
   groups?: string[];
   extraPermissions?: string[];
@@ -94,6 +97,7 @@ const USER_FIELDS = [
   'email',
   'displayName',
   'hashedPassword',
+  'passwordTrusted',
   'roles',
   'groups',
   'extraPermissions',
@@ -267,9 +271,9 @@ export class IamStore {
     return (await GroupModel.query(trx).findById(name)) ?? null;
   }
 
-  async groupsNamed(names: readonly string[]): Promise<Group[]> {
+  async groupsNamed(names: readonly string[], trx: Knex = this.db): Promise<Group[]> {
     if (names.length === 0) return [];
-    return GroupModel.query(this.db).findByIds([...names]);
+    return GroupModel.query(trx).findByIds([...names]);
   }
 
   async createGroup(input: { name: string; description?: string; permissions?: string[] }, trx: Knex = this.db): Promise<Group> {

@@ -2,8 +2,9 @@ import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
 import { DomainError, fieldError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
-import { ADMIN_GROUP, ADMIN_USERS_PERMISSION, requireKnownPermissions } from './permissions.js';
-import { guardBootAdminFlag, guardLastAdmin, leavesNoAdmin } from './last-admin.js';
+import { ADMIN_USERS_PERMISSION, requireKnownPermissions } from './permissions.js';
+import { afreshOnFirstReach, holdsHostAccess, type Afresh, type EndEveryCredential } from './afresh.js';
+import { guardBootAdminFlag, guardBootstrapRemoval, guardLastAdmin } from './last-admin.js';
 import type { Passwords } from './passwords.js';
 import { requireStrongPassword } from '../password-strength.js';
 import {
@@ -23,7 +24,7 @@ import {
 import type { IamStore, User } from './store.js';
 import type { CommandPath } from './commands.js';
 import { LoginWrites, userTarget } from './login-writes.js';
-import { changeDetails, listDiff, unchanged, type UserChange } from './user-changes.js';
+import { changeDetails, unchanged, type UserChange } from './user-changes.js';
 
 export type { UserChange } from './user-changes.js';
 
@@ -51,12 +52,16 @@ export interface UserAdminDeps {
   passwordChanged(userId: string, keep: string | null): Promise<void>;
   /** an account being disabled: its sessions and keys end for good, in the same transaction */
   accountDisabled(userId: string, trx: Knex): Promise<void>;
+  /** an account starting afresh (src/iam/afresh.ts): the credentials area's part */
+  endEveryCredential: EndEveryCredential;
   /** before a trusted actor hands out host access or trust: a fresh second factor (step-up) */
   requireStepUp?(actor: Actor): Promise<void>;
   /** the groups the login mappings of the providers this user signs in through can give them */
   loginGroupsOf?(user: User): Promise<string[]>;
   /** the bootstrap admin's username: every start of the service sets its superadmin flag from SERVICE_ADMIN_FORCE_SUPERADMIN */
   bootAdmin?: string;
+  /** the bootstrap bot's username: like the admin, made again at every start when missing */
+  bootBot?: string;
 }
 
 const refused = (message: string) => new DomainError('forbidden', message);
@@ -73,7 +78,17 @@ export class UserAdmin {
   readonly logins: LoginWrites;
 
   constructor(private readonly deps: UserAdminDeps) {
-    this.logins = new LoginWrites({ store: deps.store, commands: deps.commands, changed: (userId) => this.changed(userId) });
+    this.logins = new LoginWrites({
+      store: deps.store,
+      commands: deps.commands,
+      changed: (userId) => this.changed(userId),
+      grants: async (actor, user, groups) => {
+        await this.checkRefs({ groups });
+        return this.guardHostGrants(actor, user, { groups });
+      },
+      endEveryCredential: deps.endEveryCredential,
+      passwordChanged: deps.passwordChanged,
+    });
   }
 
   /** A user by id or username, or not_found. */
@@ -104,6 +119,7 @@ export class UserAdmin {
                 email: input.email ?? null,
                 displayName: input.displayName || null,
                 hashedPassword,
+                passwordTrusted: Boolean(hashedPassword) && isTrusted(actor),
                 groups: input.groups ?? [],
                 extraPermissions: input.extraPermissions ?? [],
                 roles: input.roles ?? [],
@@ -165,6 +181,7 @@ export class UserAdmin {
       // no event (`demote` of a user who is no superadmin)
       let before = user;
       let fields: string[] = [];
+      let afresh: Afresh | null = null;
       // enabling an account its directory's end disabled keeps it (the end is not applied again
       // until the account has been back there); disabling is the administrator's own
       const turned = change.disabled !== undefined && change.disabled !== user.disabled;
@@ -174,22 +191,39 @@ export class UserAdmin {
           await guardLastAdmin(store, trx, user, next);
           before = (await store.userById(user.id, trx)) ?? user;
           fields = (Object.keys(rest) as (keyof typeof rest)[]).filter((k) => rest[k] !== undefined && !unchanged(before, k, rest[k]));
+          const reachedHost = granted.length > 0 || change.roles ? await holdsHostAccess(store, before, trx) : true;
           await store.updateUser(
             user.id,
-            { ...rest, displayName: rest.displayName === '' ? null : rest.displayName, directoryState, ...(hashedPassword ? { hashedPassword } : {}) },
+            {
+              ...rest,
+              displayName: rest.displayName === '' ? null : rest.displayName,
+              directoryState,
+              ...(hashedPassword ? { hashedPassword, passwordTrusted: isTrusted(actor) } : {}),
+            },
             trx,
           );
           if (password) await store.linkIdentity(user.id, 'local', user.username, trx);
           // a disabled account's credentials end with it (as its directory's end does): enabling it again brings none back
           if (turned && change.disabled) await this.deps.accountDisabled(user.id, trx);
+          afresh = await afreshOnFirstReach(store, trx, user.id, reachedHost, this.deps.endEveryCredential);
           return (await store.userById(user.id, trx))!;
         },
         (u) => [
-          ...(fields.length ? [{ action: 'user.updated' as const, actor, target: userTarget(u), details: changeDetails(before, u, fields, granted) }] : []),
+          ...(fields.length
+            ? [
+                {
+                  action: 'user.updated' as const,
+                  actor,
+                  target: userTarget(u),
+                  details: { ...changeDetails(before, u, fields, granted), ...(afresh ? { started_afresh: afresh } : {}) },
+                },
+              ]
+            : []),
           ...(password ? [{ action: 'user.password_changed' as const, actor, target: userTarget(u) }] : []),
         ],
       );
-      if (password) await this.deps.passwordChanged(user.id, keepSession);
+      if (afresh) await this.deps.passwordChanged(user.id, null);
+      else if (password) await this.deps.passwordChanged(user.id, keepSession);
       this.changed(user.id);
       return updated;
     });
@@ -198,6 +232,7 @@ export class UserAdmin {
   async remove(actor: Actor, user: User): Promise<void> {
     await this.deps.commands.run({ action: 'user.deleted', actor, target: userTarget(user) }, async () => {
       await this.guardTakeover(actor, user);
+      guardBootstrapRemoval([this.deps.bootAdmin, this.deps.bootBot], user);
       await this.deps.commands.within(
         async (trx) => {
           await guardLastAdmin(this.deps.store, trx, user, null);
@@ -237,7 +272,9 @@ export class UserAdmin {
       const hashedPassword = await this.deps.passwords.hash(password);
       await this.deps.commands.within(
         async (trx) => {
-          await this.deps.store.updateUser(user.id, { hashedPassword }, trx);
+          // one's own change proves the password before it, and is as trusted as that one was
+          const passwordTrusted = isTrusted(actor) || (isSelf(actor, user.id) && Boolean((await this.deps.store.userById(user.id, trx))?.passwordTrusted));
+          await this.deps.store.updateUser(user.id, { hashedPassword, passwordTrusted }, trx);
           await this.deps.store.linkIdentity(user.id, 'local', user.username, trx);
         },
         () => ({ action: 'user.password_changed', actor, target: userTarget(user), details: { own: actor.userId === user.id } }),
@@ -304,43 +341,6 @@ export class UserAdmin {
   async isPrivileged(user: User, joining: readonly string[] = []): Promise<boolean> {
     const all = [...new Set([...user.groups, ...joining])];
     return isPrivilegedAccount({ ...user, groups: all }, await this.deps.store.groupsNamed(all));
-  }
-
-  /**
-   * Groups a login provider's mapping decides (every other group the user has stays): the
-   * login chain's write (LOGIN_MAPPING_ACTOR) or the directory recheck's (DIRECTORY_RECHECK_ACTOR),
-   * under the same refs and host rules as every other.
-   */
-  async setGroupsFromLogin(actor: Actor, user: User, groups: string[], provider: string): Promise<{ groups: string[]; kept: string[] }> {
-    await this.checkRefs({ groups });
-    // the last enabled member of INT_ADMIN keeps it, whatever the mapping says: a directory
-    // change must not leave the service without an administrator (update() refuses it; a
-    // login, which cannot be refused for it, keeps the group and says so: in the event of a
-    // change, and the caller's log line each time)
-    const keep = !groups.includes(ADMIN_GROUP) && (await leavesNoAdmin(this.deps.store, user, { groups, disabled: user.disabled })) ? [ADMIN_GROUP] : [];
-    const next = [...groups, ...keep];
-    if (next.length === user.groups.length && next.every((g) => user.groups.includes(g))) return { groups: user.groups, kept: keep };
-    const granted = await this.guardHostGrants(actor, user, { groups: next });
-    await this.deps.commands.within(
-      (trx) => this.deps.store.updateUser(user.id, { groups: next }, trx),
-      () => ({
-        action: 'user.updated',
-        actor,
-        target: userTarget(user),
-        details: {
-          fields: ['groups'],
-          groups: next,
-          previous_groups: user.groups,
-          groups_added: listDiff(user.groups, next).added,
-          groups_removed: listDiff(user.groups, next).removed,
-          provider,
-          ...(granted.length ? { host_permissions: granted } : {}),
-          ...(keep.length ? { kept: keep, because: 'last enabled member' } : {}),
-        },
-      }),
-    );
-    this.changed(user.id);
-    return { groups: next, kept: keep };
   }
 
   /** Every form of iam:permissions_changed about one user comes from here. */

@@ -46,6 +46,7 @@ describe('second-factor registry (no service)', function () {
       isKnownPermission: (p) => isKnownPermission(CORE_CATALOG, p),
       passwordChanged: async () => undefined,
       accountDisabled: async () => undefined,
+      endEveryCredential: async (userId, trx, { factors }) => ({ credentials_revoked: 0, factors_removed: factors ? await mfa.removeAll(userId, trx) : 0 }),
     });
     mfa = new MfaService({
       db,

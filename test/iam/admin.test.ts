@@ -194,6 +194,20 @@ describe('IAM model and admin API', () => {
     await request(svc.url).patch(`/api/users/${other.id}`).set(sys).send({ roles: [] }).expect(200);
   });
 
+  it('the bootstrap accounts are disabled, not deleted: every start would make them again', async () => {
+    const sys = { 'X-API-Key': SYSTEM_KEY };
+    const users = (await request(svc.url).get('/api/users').set(sys).expect(200)).body.users as Array<{ id: string; username: string }>;
+    for (const name of [ADMIN.username, 'bot']) {
+      const { id } = users.find((u) => u.username === name)!;
+      const res = await request(svc.url).delete(`/api/users/${id}`).set(sys).expect(409);
+      expect(res.body.error.message).to.include(`${name} is a bootstrap account`).and.include(`service-core user disable ${name}`);
+    }
+    // disabling lasts, and is undone the same way
+    const bot = users.find((u) => u.username === 'bot')!;
+    await request(svc.url).patch(`/api/users/${bot.id}`).set(sys).send({ disabled: true }).expect(200);
+    await request(svc.url).patch(`/api/users/${bot.id}`).set(sys).send({ disabled: false }).expect(200);
+  });
+
   it('the last enabled superadmin cannot lose the role, be disabled or deleted, through the API or the CLI; the answer says why', async () => {
     const sys = { 'X-API-Key': SYSTEM_KEY };
     const solo = (

@@ -48,20 +48,27 @@ describe('command path and user writer (no service)', function () {
     const log = createLogger('silent');
     trail = new AuditTrail({ db, bus: new EventBus(log), log, coalesceMs: 60_000 });
     commands = new CommandPath(trail);
+    const afreshDeps = {
+      endEveryCredential: async (userId: string, trx: Knex, _opts: { factors: boolean }) => ({
+        credentials_revoked: await new ApiKeyStore(db).revokeAllOf(userId, { trx }),
+        factors_removed: 0,
+      }),
+      passwordChanged: async () => undefined,
+    };
     users = new UserAdmin({
       store,
       passwords: new Passwords({ threads: 0, cost: 4 }),
       bus: new EventBus(log),
       commands,
       isKnownPermission: (p) => isKnownPermission(CORE_CATALOG, p),
-      passwordChanged: async () => undefined,
       accountDisabled: async (userId, trx) => {
         await new ApiKeyStore(db).revokeAllOf(userId, { trx });
         if (failRevocation) throw new Error('the database went away');
       },
+      ...afreshDeps,
     });
     const known = (p: string) => isKnownPermission(CORE_CATALOG, p);
-    groups = new GroupAdmin({ store, bus: new EventBus(log), commands, isKnownPermission: known });
+    groups = new GroupAdmin({ store, bus: new EventBus(log), commands, isKnownPermission: known, ...afreshDeps });
     keys = new KeyAdmin({
       users,
       vault: new ApiKeyStore(db),
@@ -110,9 +117,26 @@ describe('command path and user writer (no service)', function () {
     expect(denied[0]).to.include({ actor: 'plain', target: 'wannabe' });
   });
 
+  it('a sign-in whose mapping first brings an account to the host starts it afresh: a password a plain administrator set goes', async () => {
+    await groups.create(CLI_ACTOR, { name: 'mapped-runners', permissions: ['socket:container:spawn'] });
+    const staged = await users.create(PLAIN, { username: 'staged', password: 'staged-password-1', groups: ['INT_USER'] });
+    const key = await keys.issue(PLAIN, staged, { label: 'by plain' });
+    await users.logins.setGroups(LOGIN_MAPPING_ACTOR, staged, ['INT_USER', 'mapped-runners'], 'oidc');
+    const now = (await store.userById(staged.id))!;
+    expect(now).to.include({ hashedPassword: null, passwordTrusted: false });
+    expect((await db('api_keys').where({ id: key.key.id }).first()).revoked_at).to.be.a('number');
+    const [event] = (await events('user.updated')).filter((e) => e.target === 'staged');
+    expect(event.details.started_afresh).to.deep.equal({ credentials_revoked: 1, factors_removed: 0, password_cleared: true });
+    // one a trusted actor set stays, and so does an account that reached the host before
+    const vouched = await users.create(CLI_ACTOR, { username: 'vouched', password: 'vouched-password-1', groups: ['INT_USER'] });
+    await users.logins.setGroups(LOGIN_MAPPING_ACTOR, vouched, ['INT_USER', 'mapped-runners'], 'oidc');
+    expect((await store.userById(vouched.id))!.hashedPassword).to.be.a('string');
+    expect((await events('user.updated')).find((e) => e.target === 'vouched')!.details).not.to.have.property('started_afresh');
+  });
+
   it('a login mapping that would take INT_ADMIN from its last enabled member keeps it, and says so', async () => {
     const only = await users.create(PLAIN, { username: 'only-admin', groups: ['INT_ADMIN'] });
-    await users.setGroupsFromLogin(LOGIN_MAPPING_ACTOR, only, ['INT_USER'], 'ldap');
+    await users.logins.setGroups(LOGIN_MAPPING_ACTOR, only, ['INT_USER'], 'ldap');
     expect((await store.userById(only.id))!.groups).to.have.members(['INT_USER', 'INT_ADMIN']);
     const kept = (await events('user.updated')).filter((e) => e.target === 'only-admin');
     expect(kept.map((e) => e.details)).to.deep.equal([
@@ -128,11 +152,11 @@ describe('command path and user writer (no service)', function () {
       },
     ]);
     // the same mapping again changes nothing and writes nothing
-    await users.setGroupsFromLogin(LOGIN_MAPPING_ACTOR, (await store.userById(only.id))!, ['INT_USER'], 'ldap');
+    await users.logins.setGroups(LOGIN_MAPPING_ACTOR, (await store.userById(only.id))!, ['INT_USER'], 'ldap');
     expect((await events('user.updated')).filter((e) => e.target === 'only-admin')).to.have.length(1);
     // with another enabled administrator, the mapping is followed
     await users.create(PLAIN, { username: 'second-admin', groups: ['INT_ADMIN'] });
-    await users.setGroupsFromLogin(LOGIN_MAPPING_ACTOR, (await store.userById(only.id))!, ['INT_USER'], 'ldap');
+    await users.logins.setGroups(LOGIN_MAPPING_ACTOR, (await store.userById(only.id))!, ['INT_USER'], 'ldap');
     expect((await store.userById(only.id))!.groups).to.deep.equal(['INT_USER']);
   });
 

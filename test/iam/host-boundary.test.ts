@@ -5,6 +5,7 @@ import { capturingLogger } from '../sockets/helpers.js';
 import { cli } from '../cli/helpers.js';
 import { DomainError } from '../../src/errors.js';
 import { WsClient, sleep } from '../gateway/helpers.js';
+import { totpCode } from '../auth/helpers.js';
 
 /**
  * The host boundary (docs/security.md, "Who may hand out the host"): only a trusted actor (the
@@ -413,6 +414,100 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
       .expect(201);
     expect((await api().get('/api/groups/ghost').set(sys).expect(200)).body.members).to.deep.equal([]);
     expect((await api().get('/api/me/access').set('Authorization', plain).expect(200)).body.permissions).not.to.include('socket:container:spawn');
+  });
+
+  it('an account first reaching the host starts afresh: nothing a plain administrator made on it carries the host', async () => {
+    const events = async (action: string, name: string) =>
+      ((await api().get('/api/audit').query({ action, limit: 50 }).set(sys).expect(200)).body.events as any[]).filter((e) => e.target?.name === name);
+    const keyFor = async (id: string) =>
+      (await api().post(`/api/users/${id}/api-keys`).set('Authorization', plain).send({ label: 'made by plainadmin' }).expect(201)).body.token as string;
+    const me = (auth: Record<string, string>) => api().get('/api/me').set(auth);
+    // olga: password and key made by a plain administrator, who also signs in as her and makes one as her
+    const olga = (
+      await api()
+        .post('/api/users')
+        .set('Authorization', plain)
+        .send({ username: 'olga', password: 'olga-password-1', groups: ['INT_USER'] })
+        .expect(201)
+    ).body.id;
+    const olgaKey = await keyFor(olga);
+    const asOlga = basic('olga', 'olga-password-1');
+    const ownKey = (await api().post('/api/me/api-keys').set('Authorization', asOlga).send({ label: 'olga herself?' }).expect(201)).body.token;
+    await api()
+      .post(`/api/users/${olga}/password`)
+      .set('Authorization', asOlga)
+      .send({ current_password: 'olga-password-1', new_password: 'olga-password-2' })
+      .expect(204);
+    // and, signed in as her, enrols an authenticator app
+    const session = (await api().post('/api/auth/login').send({ username: 'olga', password: 'olga-password-2' }).expect(200)).body.token;
+    const secret = (await api().post('/api/me/mfa/totp').set('Authorization', `Bearer ${session}`).expect(200)).body.secret;
+    await api()
+      .post('/api/me/mfa/totp/confirm')
+      .set('Authorization', `Bearer ${session}`)
+      .send({ code: totpCode(secret) })
+      .expect(200);
+    // trusty: password set by a trusted actor, a key by the plain administrator
+    const trusty = (await api().post('/api/users').set(sys).send({ username: 'trusty', password: 'trusty-password-1' }).expect(201)).body.id;
+    const trustyKey = await keyFor(trusty);
+    await me({ 'X-API-Key': olgaKey }).expect(200);
+
+    await api()
+      .patch(`/api/users/${olga}`)
+      .set(sys)
+      .send({ groups: ['INT_USER', 'runners'] })
+      .expect(200);
+    await api()
+      .patch(`/api/users/${trusty}`)
+      .set(sys)
+      .send({ extra_permissions: ['socket:mounts:repair'] })
+      .expect(200);
+    // every key and session of olga ended, and the password (set by the plain administrator, then changed with it) went
+    for (const token of [olgaKey, ownKey]) await me({ 'X-API-Key': token }).expect(401);
+    await me({ Authorization: `Bearer ${session}` }).expect(401);
+    expect((await svc.service.db('mfa_factors').where({ user_id: olga })).length).to.equal(0);
+    await me({ Authorization: basic('olga', 'olga-password-2') }).expect(401);
+    const [olgaEvent] = await events('user.updated', 'olga');
+    expect(olgaEvent.details.started_afresh).to.deep.equal({ credentials_revoked: 3, factors_removed: 1, password_cleared: true });
+    // trusty keeps the password a trusted actor set; the key the plain administrator made ended
+    await me({ 'X-API-Key': trustyKey }).expect(401);
+    expect((await api().get('/api/me/access').set('Authorization', basic('trusty', 'trusty-password-1')).expect(200)).body.permissions).to.include(
+      'socket:mounts:repair',
+    );
+    // a trusted actor gives olga a password: hers to use now, and the account, already reaching the host, keeps its credentials from here on
+    await api().post(`/api/users/${olga}/password`).set(sys).send({ new_password: 'olga-password-3' }).expect(204);
+    const keptKey = (await api().post('/api/me/api-keys').set('Authorization', basic('olga', 'olga-password-3')).send({ label: 'own' }).expect(201)).body.token;
+    await api()
+      .patch(`/api/users/${olga}`)
+      .set(sys)
+      .send({ extra_permissions: ['socket:mounts:repair'] })
+      .expect(200);
+    expect((await me({ 'X-API-Key': keptKey }).expect(200)).body.username).to.equal('olga');
+
+    // a group gaining a host permission: each member it first brings there starts afresh
+    await api()
+      .post('/api/groups')
+      .set(sys)
+      .send({ name: 'quiet', permissions: ['feature:dashboard.view'] })
+      .expect(201);
+    const member = (
+      await api()
+        .post('/api/users')
+        .set('Authorization', plain)
+        .send({ username: 'member', password: 'member-password-1', groups: ['quiet'] })
+        .expect(201)
+    ).body.id;
+    const memberKey = await keyFor(member);
+    await api()
+      .patch('/api/groups/quiet')
+      .set(sys)
+      .send({ permissions: ['feature:dashboard.view', 'socket:container:spawn'] })
+      .expect(200);
+    await me({ 'X-API-Key': memberKey }).expect(401);
+    await me({ Authorization: basic('member', 'member-password-1') }).expect(401);
+    const [groupEvent] = await events('group.updated', 'quiet');
+    expect(groupEvent.details.members_started_afresh).to.deep.equal([
+      { username: 'member', credentials_revoked: 1, factors_removed: 0, password_cleared: true },
+    ]);
   });
 
   it('taking access away stays open to administrators', async () => {

@@ -107,6 +107,14 @@ export class MfaService {
     return null;
   }
 
+  /** Removes every factor and recovery code of `userId` in `trx` (an account starting afresh); answers how many confirmed factors went. */
+  async removeAll(userId: string, trx: Knex): Promise<number> {
+    const [{ n }] = (await this.changes.rows(userId, trx).andWhere({ confirmed: true }).count({ n: '*' })) as Array<{ n: number | string }>;
+    for (const factor of this.list) await factor.clear(trx, userId);
+    await this.deps.store.updateUser(userId, { mfaEnabled: false }, trx);
+    return Number(n);
+  }
+
   /**
    * Removes every factor and recovery code of `user` and ends their web sessions (a locked-out
    * user, a lost phone). Resetting another account's factors prepares its takeover: the host

@@ -36,6 +36,17 @@ const createdUserView = userView
   })
   .id('CreatedUser');
 
+const changedUserView = userView
+  .keys({
+    warnings: Joi.array()
+      .items(Joi.string())
+      .optional()
+      .description(
+        'the change first brought the account to the host and its password, which no superadmin had set, was cleared: what to do (docs/security.md)',
+      ),
+  })
+  .id('ChangedUser');
+
 /**
  * /api/users: the user administration of the model, translated to HTTP; the rules are
  * UserAdmin's (src/iam/users.ts). A user's password and keys are credentials: src/auth/routes/user-credentials.ts.
@@ -115,20 +126,28 @@ export function userRoutes(iam: IamComponent, opts: UserRouteOptions = {}): Rout
       operationId: 'updateUser',
       summary: 'Change a user (groups, extra permissions, profile, disabled, password)',
       description:
-        "The last enabled member of INT_ADMIN cannot leave it or be disabled (409). An account that reaches the host (or a superadmin or bot account) is changed only by itself or a superadmin, but for taking access away (disabling, leaving groups, dropping permissions). One's own `password` is not changed here (400): `POST /api/users/{id}/password` with `current_password`.",
+        "The last enabled member of INT_ADMIN cannot leave it or be disabled (409). An account that reaches the host (or a superadmin or bot account) is changed only by itself or a superadmin, but for taking access away (disabling, leaving groups, dropping permissions). One's own `password` is not changed here (400): `POST /api/users/{id}/password` with `current_password`. A change that first brings an account to the host (or a protected role) starts it afresh: its keys and sessions end, and a password no superadmin set is cleared with its second factors (`warnings` says so).",
       auth: ADMIN,
       params: idParams,
       body: patchUserSchema,
       responses: {
-        200: { description: 'the user', schema: userView },
+        200: { description: 'the user, and `warnings` when the change cleared its password', schema: changedUserView },
         403: `forbidden: the caller lacks ${ADMIN_USERS}, or the change hands out host access or \`roles\`, or changes an account that reaches the host (or a superadmin or bot account) without being a superadmin, or a scoped API key changes its owner's password or e-mail address; or gives (through \`groups\` or \`extra_permissions\`) a permission the caller does not hold themself (no self-escalation); ${HOST_REFUSAL}`,
         404: 'no such user',
         409: "the last enabled member of INT_ADMIN, or the last enabled superadmin (losing the role or disabled); or a change of the bootstrap admin's superadmin flag (every start sets it from SERVICE_ADMIN_FORCE_SUPERADMIN)",
       },
     },
     async (ctx, { params, body }) => {
-      const updated = await users.update(callerOf(ctx), await load(params.id), userFieldsOf(body), ownSession(ctx, params.id));
-      return publicUser(updated, (await iam.store.identitiesOf([updated.id])).get(updated.id));
+      const user = await load(params.id);
+      const updated = await users.update(callerOf(ctx), user, userFieldsOf(body), ownSession(ctx, params.id));
+      const view = publicUser(updated, (await iam.store.identitiesOf([updated.id])).get(updated.id));
+      if (!user.hashedPassword || updated.hashedPassword) return view;
+      return {
+        ...view,
+        warnings: [
+          `${updated.username} now reaches the host, and its password, which no superadmin had set, was cleared with its keys, sessions and second factors: give it one (POST /api/users/${updated.id}/password) or let it sign in through its directory or single sign-on`,
+        ],
+      };
     },
   );
 

@@ -1,0 +1,50 @@
+import type { Knex } from 'knex';
+import { hostAccessOf } from './policy.js';
+import type { IamStore, User } from './store.js';
+
+/** What an account first reaching the host lost (its event says it). */
+export interface Afresh {
+  credentials_revoked: number;
+  factors_removed: number;
+  password_cleared: boolean;
+}
+
+/** The credentials area's part (src/auth): the account's keys and sessions end; its second factors and recovery codes go with `factors`. */
+export type EndEveryCredential = (userId: string, trx: Knex, opts: { factors: boolean }) => Promise<{ credentials_revoked: number; factors_removed: number }>;
+
+/**
+ * An account that comes to reach the host (or to hold a protected role) starts afresh, in the
+ * change's transaction (`reachedBefore`: judged before it): nothing made on it while it reached
+ * nothing carries that access, since a plain administrator may have made its keys, set its
+ * password, or signed in with that password and enrolled a passkey (which signs in alone).
+ * Its keys and sessions end. Its password stays when a trusted actor set it (`passwordTrusted`:
+ * or the account itself, changing one that was), and so do the second factors enrolled behind
+ * it; any other password is cleared, and the factors go with it. The sign-ins linked to it (a
+ * directory's, a provider's) stay: they are that provider's word on who the person is. Answers
+ * what ended, or null when nothing did (or the account reached the host before); the caller ends
+ * what the old credentials proved (passwordChanged) once the transaction committed.
+ */
+export async function afreshOnFirstReach(
+  store: IamStore,
+  trx: Knex,
+  userId: string,
+  reachedBefore: boolean,
+  endEveryCredential: EndEveryCredential,
+): Promise<Afresh | null> {
+  if (reachedBefore) return null;
+  const user = await store.userById(userId, trx);
+  if (!user || !(await holdsHostAccess(store, user, trx))) return null;
+  const vouched = Boolean(user.hashedPassword) && user.passwordTrusted;
+  const ended = await endEveryCredential(userId, trx, { factors: !vouched });
+  const password_cleared = Boolean(user.hashedPassword) && !vouched;
+  if (password_cleared) {
+    await store.updateUser(userId, { hashedPassword: null, passwordTrusted: false }, trx);
+    await trx('user_identities').where({ user_id: userId, provider: 'local' }).delete();
+  }
+  return ended.credentials_revoked || ended.factors_removed || password_cleared ? { ...ended, password_cleared } : null;
+}
+
+/** Whether `user` reaches the host or holds a protected role, its groups read in `trx`. */
+export async function holdsHostAccess(store: IamStore, user: Pick<User, 'roles' | 'extraPermissions' | 'groups'>, trx: Knex): Promise<boolean> {
+  return hostAccessOf(user, await store.groupsNamed(user.groups, trx)).length > 0;
+}
