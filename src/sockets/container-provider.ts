@@ -376,7 +376,7 @@ export class ContainerProvider extends SocketProvider {
     }
   }
 
-  /** Runs a daemon call; connection failures become `unavailable`, daemon refusals `failed`. */
+  /** Runs a daemon call; connection failures become `unavailable`, daemon refusals `failed` (its 409 `conflict`, its 404 `not_found`). */
   private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
     try {
       return await fn();

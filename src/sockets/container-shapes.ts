@@ -194,7 +194,9 @@ export function daemonFailure(err: unknown, what: string): { down: boolean; erro
     return { down: true, error: new SocketError('unavailable', `container daemon unreachable (${what}: ${e?.code ?? e?.name ?? 'timeout'})`) };
   }
   const detail = (e?.json?.message ?? e?.message ?? String(err)).slice(0, 300);
-  return { down: false, error: new SocketError('failed', `${what} failed: ${detail}`, e?.statusCode ? { status: e.statusCode } : undefined) };
+  // the daemon's own answers about the request: a name taken, an image or container it does not have
+  const code = e?.statusCode === 409 ? 'conflict' : e?.statusCode === 404 ? 'not_found' : 'failed';
+  return { down: false, error: new SocketError(code, `${what} failed: ${detail}`, e?.statusCode ? { status: e.statusCode } : undefined) };
 }
 
 /** What the container provider's operations answer (their `result`; the HTTP routes' 200 bodies). */
@@ -314,5 +316,9 @@ export const CONTAINER_ROUTES: Record<'health' | 'mounts' | 'storage_root' | 're
     description:
       '`image` and `name` (starting with the runner prefix, SERVICE_RUNNER_PREFIX) are required; mounts come only from the managed dirs, read-only unless the caller also holds socket:container:mount_rw. docs/sockets.md walks through a first spawn.',
     response: 'the container started',
+    responses: {
+      404: 'not_found: the daemon has no such image (or network)',
+      409: 'conflict: a container of that name exists (the daemon refused it)',
+    },
   },
 };

@@ -64,9 +64,19 @@ describe('sockets/container-provider (real dockerd)', function () {
     expect(logs.text()).not.to.include(secret);
   });
 
+  it("a runner's name taken is the daemon's 409, a conflict (not a failure of the daemon)", async () => {
+    await provider.spawn({ image: dockerd.image, name: 'runner-dup', command: ['sleep', '600'] });
+    const taken = await expectSocketError(provider.spawn({ image: dockerd.image, name: 'runner-dup', command: ['sleep', '600'] }), 'conflict');
+    expect(taken.message).to.match(/runner-dup.*already in use/);
+    expect(taken.details).to.deep.equal({ status: 409 });
+  });
+
   it('passes a requested network to the daemon (and only then leaves "none")', async () => {
     // no network is created here: the daemon refusing an unknown one shows the request reached it
-    const err = await expectSocketError(provider.spawn({ image: dockerd.image, name: 'runner-net', command: ['sleep', '600'], network: 'jobnet' }), 'failed');
+    const err = await expectSocketError(
+      provider.spawn({ image: dockerd.image, name: 'runner-net', command: ['sleep', '600'], network: 'jobnet' }),
+      'not_found',
+    );
     expect(err.message).to.match(/jobnet/);
     expect(await names(dockerd.docker)).to.deep.equal([]);
   });
@@ -107,7 +117,8 @@ describe('sockets/container-provider (real dockerd)', function () {
     }
     expect(await names(dockerd.docker)).to.deep.equal([]);
 
-    const missing = await expectSocketError(provider.spawn({ image: 'no-such-image:1', name: 'runner-noimg' }), 'failed');
+    // an image the daemon does not have: its 404, not a failure of the daemon
+    const missing = await expectSocketError(provider.spawn({ image: 'no-such-image:1', name: 'runner-noimg' }), 'not_found');
     expect(missing.message).to.match(/no such image|not found|pull access/i);
   });
 
