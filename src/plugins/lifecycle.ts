@@ -86,9 +86,11 @@ export interface PluginRecord {
 
 /**
  * Settings against the plugin's own rules (its module's settingsSchema): the converted values,
- * or what is wrong, field by field. What is said of a secret setting is generic: a plugin's
- * message (a custom rule's, an exception's) could repeat the value. A schema that fails itself
- * is a problem of the settings as a whole, in words of our own.
+ * or what is wrong, field by field. What is said of a secret setting that has a value is
+ * generic: a plugin's message (a custom rule's, an exception's) could repeat it in any form; of
+ * one without a value ("is required") it is the schema's words. Any message quoting a secret
+ * value shows its name instead (concealSecrets). A schema that fails itself is a problem of the
+ * settings as a whole, in words of our own.
  */
 export function settingProblems(
   mod: PluginModule,
@@ -104,9 +106,11 @@ export function settingProblems(
   } catch {
     return { value: values, problems: [{ field: 'settings', message: "cannot be checked: the plugin's settingsSchema failed" }] };
   }
-  const problems = (checked.error ? fieldErrorsOf(checked.error, 'settings') : []).map((p) =>
-    manifest.settings[fieldRoot(p.field)]?.secret ? { field: p.field, message: 'is not a value the plugin accepts (not shown: the setting is secret)' } : p,
-  );
+  const problems = (checked.error ? fieldErrorsOf(checked.error, 'settings') : []).map((p) => {
+    const root = fieldRoot(p.field);
+    if (manifest.settings[root]?.secret && values[root]) return { field: p.field, message: 'is not a value the plugin accepts (not shown: the setting is secret)' };
+    return { field: p.field, message: concealSecrets(p.message, manifest, values) };
+  });
   return { value: (checked.value ?? values) as Record<string, unknown>, problems };
 }
 

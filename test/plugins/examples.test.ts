@@ -135,7 +135,7 @@ describe('example plugins', () => {
       }
       // a url without the secret that signs its deliveries
       const unsigned = await patch({ url: receiverUrl }).expect(400);
-      expect(unsigned.body.error.details.map((d: { field: string }) => d.field)).to.deep.equal(['secret']);
+      expect(unsigned.body.error.details).to.deep.equal([{ field: 'secret', message: 'is required when url is set: deliveries are always signed' }]);
       const settings = (await request(svc.url).get('/api/plugins/outbound-forwarder/settings').set('Authorization', admin()).expect(200)).body.settings;
       expect(settings.filter((x: { source: string }) => x.source === 'store')).to.deep.equal([]);
       const plugin = (await request(svc.url).get('/api/plugins').set('Authorization', admin()).expect(200)).body.plugins.find(
