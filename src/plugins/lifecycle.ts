@@ -108,7 +108,8 @@ export function settingProblems(
   }
   const problems = (checked.error ? fieldErrorsOf(checked.error, 'settings') : []).map((p) => {
     const root = fieldRoot(p.field);
-    if (manifest.settings[root]?.secret && values[root]) return { field: p.field, message: 'is not a value the plugin accepts (not shown: the setting is secret)' };
+    if (manifest.settings[root]?.secret && values[root])
+      return { field: p.field, message: 'is not a value the plugin accepts (not shown: the setting is secret)' };
     return { field: p.field, message: concealSecrets(p.message, manifest, values) };
   });
   return { value: (checked.value ?? values) as Record<string, unknown>, problems };
