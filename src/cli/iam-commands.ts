@@ -3,7 +3,7 @@ import Joi from 'joi';
 import { DomainError } from '../errors.js';
 import { parseDuration } from '../config.js';
 import { publicKey } from '../auth/api-keys.js';
-import { createKeySchema, createUserSchema, GROUP_NAME, PASSWORD, publicUser, userFieldsOf, USERNAME } from '../iam/schemas.js';
+import { createKeySchema, createUserSchema, GROUP_NAME, PASSWORD, publicUsers, userFieldsOf, USERNAME } from '../iam/schemas.js';
 import type { User } from '../iam/store.js';
 import type { UserChange } from '../iam/users.js';
 import { envPasswordPin } from '../iam/seed.js';
@@ -67,7 +67,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       const warning = password ? null : await auth.noPasswordWarning(created);
       if (warning) ctx.warn(`${warning} (--password-stdin, or service-core user set-password ${created.username})`);
       out(cmd).result(
-        publicUser(created),
+        (await publicUsers(iam.store, [created]))[0],
         `created user ${created.username} (${created.id})${password ? '' : warning ? ', without a password' : ', single sign-on only until a password is set'}`,
       );
     });
@@ -79,7 +79,7 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       const { store } = (await ctx.core('read')).iam;
       const all = await store.listUsers();
       out(cmd).result(
-        { users: all.map((u) => publicUser(u)) },
+        { users: await publicUsers(store, all) },
         table(
           ['USERNAME', 'STATUS', 'GROUPS', 'ROLES', 'ID'],
           all.map((u) => [u.username, status(u), u.groups.join(',') || '-', u.roles.join(',') || '-', u.id]),
@@ -95,11 +95,11 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
       .action(async (...args: unknown[]) => {
         const cmd = args[args.length - 1] as Command;
         const positional = cmd.args;
-        const { users } = (await ctx.core('write')).iam;
+        const { users, store } = (await ctx.core('write')).iam;
         const target = await users.find({ username: username(positional[0]!) });
         await ctx.announceChanges();
         const updated = await users.update(CLI_ACTOR, target, patch(target, positional.slice(1)));
-        out(cmd).result(publicUser(updated), done(updated, target));
+        out(cmd).result((await publicUsers(store, [updated]))[0], done(updated, target));
       });
 
   change(

@@ -2,7 +2,7 @@ import Joi from 'joi';
 import { AUDIT_ACTIONS } from './audit.js';
 import { PERMISSION_ID } from './permissions.js';
 import { PROTECTED_ROLES } from './policy.js';
-import type { Identity, User } from './store.js';
+import type { IamStore, Identity, User } from './store.js';
 
 import { GROUP_NAME, parseDuration, USERNAME } from '../settings-table.js';
 
@@ -133,6 +133,12 @@ export function publicUser(u: User, identities: Identity[] = []) {
     identities: identities.map((i) => ({ provider: i.provider, provider_user_id: i.providerUserId })),
     created_at: new Date(u.createdAt).toISOString(),
   };
+}
+
+/** Users as the API and the CLI show them, each with the sign-ins linked to it (one read for all). */
+export async function publicUsers(store: Pick<IamStore, 'identitiesOf'>, users: User[]): Promise<Array<ReturnType<typeof publicUser>>> {
+  const identities = await store.identitiesOf(users.map((u) => u.id));
+  return users.map((u) => publicUser(u, identities.get(u.id)));
 }
 
 /*

@@ -104,6 +104,10 @@ describe('CLI with the service stopped', function () {
 
     const listed = (await cli(env, ['--json', 'user', 'list'])).json().users;
     expect(listed.map((u: { username: string }) => u.username)).to.include.members(['admin', 'bot', 'alice']);
+    // each with its linked sign-ins, as the API shows them: a password is the local one; finn has none yet
+    const byName = Object.fromEntries(listed.map((u: { username: string; identities: unknown }) => [u.username, u.identities]));
+    expect(byName.alice).to.deep.equal([{ provider: 'local', provider_user_id: 'alice' }]);
+    expect(byName.finn).to.deep.equal([]);
     const text = await cli(env, ['user', 'list']);
     expect(text.stdout).to.match(/^USERNAME\s+STATUS\s+GROUPS/);
     expect(text.stdout).to.match(/\nalice\s+active\s+INT_USER/);

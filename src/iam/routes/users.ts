@@ -4,7 +4,7 @@ import Joi from 'joi';
 import type { IamComponent } from '../component.js';
 import { ApiRouter } from '../../http/api.js';
 import { callerOf, ownSession } from './caller.js';
-import { createUserSchema, patchUserSchema, publicUser, userDetailView, userFieldsOf, userView, uuidParam } from '../schemas.js';
+import { createUserSchema, patchUserSchema, publicUsers, userDetailView, userFieldsOf, userView, uuidParam } from '../schemas.js';
 import type { User } from '../store.js';
 
 export const ADMIN_USERS = ADMIN_USERS_PERMISSION;
@@ -73,9 +73,7 @@ export function userRoutes(iam: IamComponent, opts: UserRouteOptions = {}): Rout
       responses: { 200: { description: 'the users', schema: userListView } },
     },
     async (_ctx, { query }) => {
-      const all = await iam.store.listUsers({ username: query.username });
-      const ids = await iam.store.identitiesOf(all.map((u) => u.id));
-      return { users: all.map((u) => publicUser(u, ids.get(u.id))) };
+      return { users: await publicUsers(iam.store, await iam.store.listUsers({ username: query.username })) };
     },
   );
 
@@ -97,7 +95,7 @@ export function userRoutes(iam: IamComponent, opts: UserRouteOptions = {}): Rout
     async (ctx, { body }) => {
       const user = await users.create(callerOf(ctx), userFieldsOf(body));
       ctx.status = 201;
-      const view = publicUser(user, body.password ? [{ provider: 'local', providerUserId: user.username }] : []);
+      const [view] = await publicUsers(iam.store, [user]);
       const warning = body.password ? null : ((await opts.noPasswordWarning?.(user)) ?? null);
       return warning ? { ...view, warnings: [warning] } : view;
     },
@@ -115,7 +113,8 @@ export function userRoutes(iam: IamComponent, opts: UserRouteOptions = {}): Rout
     },
     async (_ctx, { params }) => {
       const user = await load(params.id);
-      return { ...publicUser(user, (await iam.store.identitiesOf([user.id])).get(user.id)), password_pinned_by: iam.passwordPinnedBy(user.username) };
+      const [view] = await publicUsers(iam.store, [user]);
+      return { ...view, password_pinned_by: iam.passwordPinnedBy(user.username) };
     },
   );
 
@@ -140,7 +139,7 @@ export function userRoutes(iam: IamComponent, opts: UserRouteOptions = {}): Rout
     async (ctx, { params, body }) => {
       const user = await load(params.id);
       const updated = await users.update(callerOf(ctx), user, userFieldsOf(body), ownSession(ctx, params.id));
-      const view = publicUser(updated, (await iam.store.identitiesOf([updated.id])).get(updated.id));
+      const [view] = await publicUsers(iam.store, [updated]);
       if (!user.hashedPassword || updated.hashedPassword) return view;
       return {
         ...view,
