@@ -1,9 +1,8 @@
 import type { Command } from 'commander';
 import { DomainError } from '../errors.js';
-import { auditSince } from '../iam/schemas.js';
+import { auditActionFilter, auditSince } from '../iam/schemas.js';
 import { check } from './iam-commands.js';
 import { table, UsageError, type CommandEnv } from './output.js';
-import { AUDIT_ACTIONS } from '../iam/audit-types.js';
 import { auditSummary } from '../client/audit-summary.js';
 
 /** `--since`: as the API's `since` (a duration back from now, or an ISO date); epoch ms. */
@@ -13,14 +12,7 @@ function since(value: string | undefined): number | undefined {
 
 /** `--action`: an action the trail records, or a prefix ending in a dot that some action starts with (a usage error names them). */
 function knownAction(value: string | undefined): string | undefined {
-  if (value === undefined) return undefined;
-  if (value.endsWith('.')) {
-    const prefixes = [...new Set(AUDIT_ACTIONS.map((a) => a.slice(0, a.indexOf('.') + 1)))];
-    if (!prefixes.includes(value)) throw new UsageError(`--action: no action starts with ${value}; prefixes: ${prefixes.join(', ')}`);
-  } else if (!(AUDIT_ACTIONS as readonly string[]).includes(value)) {
-    throw new UsageError(`--action: unknown action ${value}; actions: ${AUDIT_ACTIONS.join(', ')}`);
-  }
-  return value;
+  return value === undefined ? undefined : check<string>('--action', auditActionFilter, value);
 }
 
 /**

@@ -34,6 +34,15 @@ export const AUDIT_ACTIONS = [
   'audit.pruned',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+/** Why `filter` selects no action this version records (an action, or a prefix ending in a dot), naming those it could be; null when it does. */
+export function unknownAuditAction(filter: string): string | null {
+  if (filter.endsWith('.')) {
+    const prefixes = [...new Set(AUDIT_ACTIONS.map((a) => a.slice(0, a.indexOf('.') + 1)))];
+    return prefixes.includes(filter) ? null : `no action starts with ${filter}; prefixes: ${prefixes.join(', ')}`;
+  }
+  return (AUDIT_ACTIONS as readonly string[]).includes(filter) ? null : `unknown action ${filter}; actions: ${AUDIT_ACTIONS.join(', ')}`;
+}
 export type AuditOutcome = 'success' | 'failure' | 'denied';
 
 export interface AuditActor {

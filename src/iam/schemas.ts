@@ -1,5 +1,6 @@
 import Joi from 'joi';
 import { AUDIT_ACTIONS } from './audit.js';
+import { unknownAuditAction } from './audit-types.js';
 import { PERMISSION_ID } from './permissions.js';
 import { PROTECTED_ROLES } from './policy.js';
 import type { IamStore, Identity, User } from './store.js';
@@ -209,6 +210,15 @@ export const auditEventView = Joi.object({
  * a duration back from now (`7d`, `12h`, `30m`) or an ISO 8601 date; a Date once validated.
  */
 // typed as the date schema it is to the query objects that hold it: either branch gives a Date
+/** An audit filter's action: one this version records, or a prefix ending in a dot (`user.`); anything else names them. */
+export const auditActionFilter = Joi.string()
+  .max(64)
+  .custom((value: string, helpers) => {
+    const why = unknownAuditAction(value);
+    return why ? helpers.message({ custom: why }) : value;
+  })
+  .description(`an action (${AUDIT_ACTIONS.join(', ')}), or a prefix ending in a dot (\`user.\`)`);
+
 export const auditSince = Joi.alternatives()
   .try(
     // the durations of the configuration (a bare number is seconds); one too long for a date is refused

@@ -709,6 +709,12 @@ describe('audit trail', function () {
     // a known action and a known prefix are read
     expect((await cli(env, ['--json', 'audit', 'list', '--action', 'auth.', '--limit', '1'])).code).to.equal(0);
     expect((await cli(env, ['--json', 'audit', 'list', '--action', 'user.updated', '--limit', '1'])).code).to.equal(0);
+    // the API's filter is the same rule: 400 naming the field and the actions
+    const refused = await api().get('/api/audit').query({ action: 'user.update' }).set(sys).expect(400);
+    expect(refused.body.error.details).to.have.length(1);
+    expect(refused.body.error.details[0].field).to.equal('action');
+    expect(refused.body.error.details[0].message).to.match(/^unknown action user\.update; actions: .*user\.updated/);
+    await api().get('/api/audit').query({ action: 'user.' }).set(sys).expect(200);
   });
 });
 

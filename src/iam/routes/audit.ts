@@ -2,8 +2,7 @@ import type Router from '@koa/router';
 import Joi from 'joi';
 import type { IamComponent } from '../component.js';
 import { ApiRouter } from '../../http/api.js';
-import { AUDIT_ACTIONS } from '../audit.js';
-import { auditEventView, auditSince } from '../schemas.js';
+import { auditActionFilter, auditEventView, auditSince } from '../schemas.js';
 
 /** The filters and page of GET /api/audit, validated (`since` a Date, `limit` defaulted). */
 interface AuditQuery {
@@ -17,10 +16,7 @@ interface AuditQuery {
 }
 
 const query = Joi.object<AuditQuery, true>({
-  action: Joi.string()
-    .max(64)
-    .pattern(/^[a-z_]+(\.[a-z_]*)?$/)
-    .description(`an action (${AUDIT_ACTIONS.join(', ')}), or a prefix ending in a dot (\`user.\`)`),
+  action: auditActionFilter,
   actor: Joi.string().max(256).description('a username or user id'),
   target: Joi.string().max(256).description("a target's id or name"),
   outcome: Joi.string().valid('success', 'failure', 'denied'),
