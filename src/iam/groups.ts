@@ -60,7 +60,7 @@ export class GroupAdmin {
     return this.deps.commands.run({ action: 'group.created', actor, target: groupTarget(input.name) }, async () => {
       this.checkPermissions(input.permissions);
       const granted = await this.guardHostGrants(actor, [], input.permissions);
-      if (await this.deps.store.group(input.name)) throw conflict(`group ${input.name} exists`);
+      await this.guardNameFree(input.name);
       // a name users still list (a membership written while the group was deleted) grants nothing: it must not start to
       await this.deps.store.forgetGroupName(input.name);
       let g: Group;
@@ -100,7 +100,7 @@ export class GroupAdmin {
           throw new DomainError('forbidden', `only a superadmin may rename ${group.name}: its members must use a second factor (mfa_required_groups)`);
         // the old name may be one a login maps to, or become one: renaming hands the host to whoever holds it
         if (hostPermissions.length) await this.deps.requireStepUp?.(actor);
-        if (await store.group(change.name!)) throw conflict(`group ${change.name} exists`);
+        await this.guardNameFree(change.name!, group.name);
         await store.forgetGroupName(change.name!);
       }
       const name = renaming ? change.name! : group.name;
@@ -173,6 +173,13 @@ export class GroupAdmin {
 
   private checkPermissions(perms: string[] | undefined): void {
     requireKnownPermissions('permissions', perms, (p) => this.deps.isKnownPermission(p));
+  }
+
+  /** A name no other group holds, in any case (INT_ADMIN and int_admin would read as one in a list, a mapping, an event). */
+  private async guardNameFree(name: string, renaming?: string): Promise<void> {
+    const held = await this.deps.store.groupInAnyCase(name);
+    if (!held || held.name === renaming) return;
+    throw conflict(held.name === name ? `group ${name} exists` : `group ${held.name} exists: group names must differ in more than case`);
   }
 
   /** Host permissions added to a group: a trusted actor's grant only, with a fresh second factor; answers them (the event says it). */

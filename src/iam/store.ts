@@ -271,6 +271,11 @@ export class IamStore {
     return (await GroupModel.query(trx).findById(name)) ?? null;
   }
 
+  /** The group whose name is `name` in any case (names are ASCII: lower() folds them on both databases). */
+  async groupInAnyCase(name: string, trx: Knex = this.db): Promise<Group | null> {
+    return (await GroupModel.query(trx).whereRaw('lower(name) = ?', [name.toLowerCase()]).first()) ?? null;
+  }
+
   async groupsNamed(names: readonly string[], trx: Knex = this.db): Promise<Group[]> {
     if (names.length === 0) return [];
     return GroupModel.query(trx).findByIds([...names]);
@@ -337,6 +342,8 @@ export class IamStore {
       // locked (PostgreSQL; SQLite has one writer anyway) so a concurrent membership edit cannot be overwritten
       const members = await UserModel.query(trx).select('id', 'groups').forUpdate();
       if (newName) {
+        // the old row goes first: names are unique in any case, and a rename may change only the case
+        await GroupModel.query(trx).deleteById(name);
         await GroupModel.query(trx).insert({ ...group, name: newName, updatedAt: Date.now() });
         await trx('role_grants').where({ group_name: name }).update({ group_name: newName });
       } else {
@@ -350,7 +357,7 @@ export class IamStore {
         await UserModel.query(trx).findById(m.id).patch({ groups: next, updatedAt: Date.now() });
         touched.push(m.id);
       }
-      await GroupModel.query(trx).deleteById(name);
+      if (!newName) await GroupModel.query(trx).deleteById(name);
       return touched;
     });
   }

@@ -115,6 +115,14 @@ describe('IAM model and admin API', () => {
     expect((await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'INT_USER' }).expect(409)).body.error.code).to.equal(
       'conflict',
     );
+    // a group name differs from every other in more than case, made or renamed; a group may change its own case
+    const twin = await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'int_user' }).expect(409);
+    expect(twin.body.error.message).to.equal('group INT_USER exists: group names must differ in more than case');
+    await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: 'night-shift' }).expect(201);
+    await request(svc.url).patch('/api/groups/night-shift').set('Authorization', admin()).send({ name: 'Int_User' }).expect(409);
+    await request(svc.url).patch('/api/groups/night-shift').set('Authorization', admin()).send({ name: 'Night-Shift' }).expect(200);
+    await request(svc.url).get('/api/groups/Night-Shift').set('Authorization', admin()).expect(200);
+    await request(svc.url).delete('/api/groups/Night-Shift').set('Authorization', admin()).expect(204);
     await request(svc.url).get('/api/users/not-a-uuid').set('Authorization', admin()).expect(400);
     await request(svc.url).get('/api/users/00000000-0000-4000-8000-000000000000').set('Authorization', admin()).expect(404);
     await request(svc.url).get('/api/groups/NOPE').set('Authorization', admin()).expect(404);
