@@ -3678,7 +3678,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description the name is taken */
+            /** @description the name is taken, in any case (INT_ADMIN holds int_admin too) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3871,7 +3871,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description built-in group or name taken */
+            /** @description built-in group, or the name is taken (in any case but by this group itself) */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -65,7 +65,7 @@ export function groupRoutes(iam: IamComponent): Router {
       responses: {
         201: { description: 'the group', schema: groupView },
         403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or grants a permission that reaches the host without being a superadmin, or one the caller does not hold themself; ${STEP_UP}`,
-        409: 'the name is taken',
+        409: 'the name is taken, in any case (INT_ADMIN holds int_admin too)',
       },
     },
     async (ctx, { body }) => {
@@ -103,7 +103,7 @@ export function groupRoutes(iam: IamComponent): Router {
         200: { description: 'the group', schema: groupView },
         403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or adds a permission that reaches the host, or renames a group that holds one, without being a superadmin; or adds a permission the caller does not hold themself; ${STEP_UP}`,
         404: 'no such group',
-        409: 'built-in group or name taken',
+        409: 'built-in group, or the name is taken (in any case but by this group itself)',
       },
     },
     async (ctx, { params, body }) => view(await groups.update(callerOf(ctx), await groups.find(params.name), body)),
