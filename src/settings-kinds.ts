@@ -10,6 +10,18 @@ import type { SettingKind } from './client/api-types.js';
 export const USERNAME = /^[A-Za-z0-9._@-]{1,64}$/;
 export const GROUP_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
+/** The two rules in words, as every refusal and form states them. */
+export const USERNAME_WORDS = '1 to 64 characters: letters A-Z and a-z, digits and . _ @ - (no spaces)';
+export const GROUP_NAME_WORDS = '1 to 64 characters: letters A-Z and a-z, digits and . _ -, starting with a letter or digit (no spaces)';
+
+/** A username and a group name as every input takes them: a refusal says the rule. */
+export const usernameRule = Joi.string()
+  .pattern(USERNAME)
+  .messages({ 'string.pattern.base': `must be ${USERNAME_WORDS}` });
+export const groupNameRule = Joi.string()
+  .pattern(GROUP_NAME)
+  .messages({ 'string.pattern.base': `must be a group name of ${GROUP_NAME_WORDS}` });
+
 /**
  * How a value is written: `list` is comma separated in the environment (a JSON array or a comma
  * separated string through the API), `mapping` is a JSON object, `secret` is never shown back.

@@ -5,18 +5,13 @@
  */
 import { X509Certificate } from 'node:crypto';
 import Joi from 'joi';
-import { GROUP_NAME, ldapUrlList, parseDuration, type SettingDef } from './settings-kinds.js';
+import { groupNameRule, ldapUrlList, parseDuration, type SettingDef } from './settings-kinds.js';
 
 export const AUTH_PROVIDER_IDS = ['local', 'ldap', 'oidc'] as const;
 
-const groupList = Joi.array()
-  .items(Joi.string().pattern(GROUP_NAME).message('{{#label}} must be a group name (a letter or digit, then up to 63 letters, digits or . _ -)'))
-  .max(100)
-  .unique();
+const groupList = Joi.array().items(groupNameRule).max(100).unique();
 /** external group (LDAP DN, OIDC claim value) -> local groups */
-const GROUP_MAPPING = Joi.object()
-  .pattern(Joi.string().min(1).max(1024), Joi.array().items(Joi.string().pattern(GROUP_NAME)).max(100).single())
-  .max(500);
+const GROUP_MAPPING = Joi.object().pattern(Joi.string().min(1).max(1024), Joi.array().items(groupNameRule).max(100).single()).max(500);
 /**
  * PEM certificates (a CA bundle), each one read; text around them (a bundle's comments) is
  * dropped, and line breaks lost on the way (a one-line field) are put back. A private key is refused.

@@ -1,6 +1,6 @@
 import Joi from 'joi';
 import { fieldErrorsOf } from './errors.js';
-import { hostName, parseDuration, urlWithScheme, USERNAME, type SettingDef } from './settings-kinds.js';
+import { hostName, parseDuration, urlWithScheme, usernameRule, type SettingDef } from './settings-kinds.js';
 import { AUTH_SETTINGS } from './settings-table-auth.js';
 import { HOST_SETTINGS } from './settings-table-hosts.js';
 
@@ -11,7 +11,17 @@ import { HOST_SETTINGS } from './settings-table-hosts.js';
  * (`npm run docs:settings`) are all derived from this table, so a rule cannot differ between them.
  */
 
-export { GROUP_NAME, parseDuration, USERNAME, type SettingDef, type SettingKind } from './settings-kinds.js';
+export {
+  GROUP_NAME,
+  GROUP_NAME_WORDS,
+  groupNameRule,
+  parseDuration,
+  USERNAME,
+  USERNAME_WORDS,
+  usernameRule,
+  type SettingDef,
+  type SettingKind,
+} from './settings-kinds.js';
 export { AUTH_PROVIDER_IDS } from './settings-table-auth.js';
 
 /** A duration like 30m, 12h or 7d, at least `minMs`. */
@@ -68,7 +78,7 @@ export const SETTINGS: readonly SettingDef[] = [
     defaultText: 'generated once',
     about: 'master key: secrets store encryption, cookie signing (≥ 32 chars)',
   },
-  { env: 'SERVICE_ADMIN_USER', kind: 'string', rule: Joi.string().pattern(USERNAME), default: 'admin', about: 'bootstrap admin (INT_ADMIN)' },
+  { env: 'SERVICE_ADMIN_USER', kind: 'string', rule: usernameRule, default: 'admin', about: 'bootstrap admin (INT_ADMIN)' },
   {
     env: 'SERVICE_ADMIN_PASSWORD',
     kind: 'secret',
@@ -77,7 +87,7 @@ export const SETTINGS: readonly SettingDef[] = [
     about:
       "the bootstrap admin's password; applied at a start where its value differs from the one last applied, so a password set since (CLI, UI) stays until the variable changes",
   },
-  { env: 'SERVICE_BOT_USER', kind: 'string', rule: Joi.string().pattern(USERNAME), default: 'bot', about: 'bootstrap bot (roles `[bot]`, INT_USER)' },
+  { env: 'SERVICE_BOT_USER', kind: 'string', rule: usernameRule, default: 'bot', about: 'bootstrap bot (roles `[bot]`, INT_USER)' },
   {
     env: 'SERVICE_BOT_PASSWORD',
     kind: 'secret',

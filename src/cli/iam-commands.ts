@@ -3,7 +3,7 @@ import Joi from 'joi';
 import { DomainError } from '../errors.js';
 import { parseDuration } from '../config.js';
 import { publicKey } from '../auth/api-keys.js';
-import { createKeySchema, createUserSchema, GROUP_NAME, PASSWORD, publicUsers, userFieldsOf, USERNAME } from '../iam/schemas.js';
+import { createKeySchema, createUserSchema, groupNameRule, PASSWORD, publicUsers, userFieldsOf, usernameRule } from '../iam/schemas.js';
 import type { User } from '../iam/store.js';
 import type { UserChange } from '../iam/users.js';
 import { envPasswordPin } from '../iam/seed.js';
@@ -25,14 +25,8 @@ export function check<T>(argument: string, schema: Joi.Schema, value: unknown, o
   return ok as T;
 }
 
-const username = (v: string, argument = 'username') =>
-  check<string>(argument, Joi.string().pattern(USERNAME).messages({ 'string.pattern.base': 'must be 1-64 letters, digits or . _ @ -' }), v);
-const groupName = (v: string) =>
-  check<string>(
-    'group',
-    Joi.string().pattern(GROUP_NAME).messages({ 'string.pattern.base': 'must start with a letter or digit, then up to 63 letters, digits or . _ -' }),
-    v,
-  );
+const username = (v: string, argument = 'username') => check<string>(argument, usernameRule, v);
+const groupName = (v: string) => check<string>('group', groupNameRule, v);
 const collect = (v: string, all: string[] = []) => [...all, v];
 
 function status(u: User): string {

@@ -5,13 +5,13 @@ import { PERMISSION_ID } from './permissions.js';
 import { PROTECTED_ROLES } from './policy.js';
 import type { IamStore, Identity, User } from './store.js';
 
-import { GROUP_NAME, parseDuration, USERNAME } from '../settings-table.js';
+import { GROUP_NAME, groupNameRule, parseDuration, USERNAME, usernameRule } from '../settings-table.js';
 
-export { GROUP_NAME, USERNAME };
+export { GROUP_NAME, groupNameRule, USERNAME, usernameRule };
 export const PASSWORD = Joi.string().min(8).max(200);
 
 const permissionList = Joi.array().items(Joi.string().max(256)).max(500).unique();
-const groupList = Joi.array().items(Joi.string().pattern(GROUP_NAME)).max(100).unique();
+const groupList = Joi.array().items(groupNameRule).max(100).unique();
 const roleList = Joi.array()
   .items(Joi.string().valid(...PROTECTED_ROLES))
   .unique();
@@ -29,7 +29,7 @@ export interface CreateUserBody {
 export type PatchUserBody = Partial<Omit<CreateUserBody, 'username'>> & { disabled?: boolean };
 
 export const createUserSchema = Joi.object<CreateUserBody, true>({
-  username: Joi.string().pattern(USERNAME).required(),
+  username: usernameRule.required(),
   password: PASSWORD,
   email: Joi.string().email({ tlds: false }).max(320).allow(null),
   display_name: Joi.string().trim().max(256).allow(null, ''),
@@ -68,13 +68,13 @@ export interface CreateGroupBody {
 export type PatchGroupBody = Partial<CreateGroupBody>;
 
 export const createGroupSchema = Joi.object<CreateGroupBody, true>({
-  name: Joi.string().pattern(GROUP_NAME).required(),
+  name: groupNameRule.required(),
   description: Joi.string().max(1000).allow(''),
   permissions: permissionList,
 });
 
 export const patchGroupSchema = Joi.object<PatchGroupBody, true>({
-  name: Joi.string().pattern(GROUP_NAME),
+  name: groupNameRule,
   description: Joi.string().max(1000).allow(''),
   permissions: permissionList,
 }).min(1);

@@ -4,12 +4,13 @@
  */
 import type { ApiIdentity } from '../auth/identity.js';
 import { AUDIT_ACTIONS } from '../iam/audit.js';
+import { GROUP_NAME_WORDS, USERNAME_WORDS } from '../settings-kinds.js';
 import { html, type SafeHtml } from './html.js';
 import { keyFormAndList } from './pages-keys.js';
 
 /** The name rules of src/iam/schemas.ts in words: the title of the inputs, shown when a name breaks them. */
-export const USERNAME_RULE = 'A username is 1 to 64 characters: letters, digits and . _ @ - (no spaces).';
-export const GROUP_RULE = 'A group name is 1 to 64 characters: letters, digits and . _ -, starting with a letter or digit (no spaces).';
+export const USERNAME_RULE = `A username is ${USERNAME_WORDS}.`;
+export const GROUP_RULE = `A group name is ${GROUP_NAME_WORDS}.`;
 
 export function usersContent(): SafeHtml {
   return html`<section class="panel wide">

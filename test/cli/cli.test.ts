@@ -223,7 +223,9 @@ describe('CLI with the service stopped', function () {
     );
     const json = await cli(env, ['--json', 'user', 'create', 'bad name']);
     expect(json.code).to.equal(2);
-    expect(JSON.parse(json.stderr)).to.deep.equal({ error: { code: 'usage', message: 'username: must be 1-64 letters, digits or . _ @ -' } });
+    expect(JSON.parse(json.stderr)).to.deep.equal({
+      error: { code: 'usage', message: 'username: must be 1 to 64 characters: letters A-Z and a-z, digits and . _ @ - (no spaces)' },
+    });
   });
 
   it('issues a key once, lists it without its token and revokes it', async () => {
@@ -348,7 +350,7 @@ describe('CLI with the service stopped', function () {
     expect(JSON.parse(ok.stdout)).to.deep.equal({ version: VERSION });
     const bad = run(['user', 'create', 'bad name']);
     expect(bad.status).to.equal(2);
-    expect(bad.stderr.trim()).to.equal('service-core: username: must be 1-64 letters, digits or . _ @ -');
+    expect(bad.stderr.trim()).to.equal('service-core: username: must be 1 to 64 characters: letters A-Z and a-z, digits and . _ @ - (no spaces)');
     const pkg = JSON.parse(fs.readFileSync('package.json', 'utf8'));
     expect(pkg.bin['service-core']).to.equal('dist/server/cli.js');
   });

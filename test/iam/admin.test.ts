@@ -102,6 +102,13 @@ describe('IAM model and admin API', () => {
       const named = JSON.stringify(res.body.error);
       expect(named, `${path} names ${field}`).to.contain(field === 'body' ? 'validation' : field);
     }
+    // a name's refusal states its rule
+    const badName = await request(svc.url).post('/api/users').set('Authorization', admin()).send({ username: 'İstanbul' }).expect(400);
+    expect(badName.body.error.details).to.deep.equal([
+      { field: 'username', message: 'must be 1 to 64 characters: letters A-Z and a-z, digits and . _ @ - (no spaces)' },
+    ]);
+    const badGroup = await request(svc.url).post('/api/groups').set('Authorization', admin()).send({ name: '-ops' }).expect(400);
+    expect(badGroup.body.error.details[0].message).to.match(/^must be a group name of 1 to 64 characters: .*starting with a letter or digit/);
     // an item of a list is named as clients write it, the same form a batch's and a host service's problems take
     const item = await request(svc.url)
       .post('/api/users')

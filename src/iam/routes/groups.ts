@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import type { IamComponent } from '../component.js';
 import { ApiRouter } from '../../http/api.js';
 import { callerOf } from './caller.js';
-import { createGroupSchema, GROUP_NAME, groupView, patchGroupSchema, permissionView } from '../schemas.js';
+import { createGroupSchema, groupNameRule, groupView, patchGroupSchema, permissionView } from '../schemas.js';
 import type { Group } from '../store.js';
 import Joi from 'joi';
 
@@ -10,7 +10,7 @@ interface NameParams {
   name: string;
 }
 
-const nameParams = Joi.object<NameParams, true>({ name: Joi.string().pattern(GROUP_NAME).required().description('the group name') });
+const nameParams = Joi.object<NameParams, true>({ name: groupNameRule.required().description('the group name') });
 
 const catalogView = Joi.object({ permissions: Joi.array().items(permissionView) });
 const groupListView = Joi.object({ groups: Joi.array().items(groupView) });
