@@ -1,4 +1,5 @@
 import Joi from 'joi';
+import { fieldErrorsOf, fieldErrorsText } from '../errors.js';
 
 /** Every frame is JSON `{"event", "payload", "ref"?}`. */
 export interface ClientFrame {
@@ -24,7 +25,8 @@ export function parseFrame(text: string): { frame: ClientFrame; error: null } | 
   const ref =
     typeof raw === 'object' && raw !== null && typeof (raw as { ref?: unknown }).ref === 'string' ? String((raw as { ref: string }).ref).slice(0, 128) : null;
   const { value, error } = frameSchema.validate(raw, { abortEarly: true, convert: false });
-  if (error) return { frame: null, error: error.message, ref };
+  // named by its field, as every refusal names one (`payload: must be of type object`)
+  if (error) return { frame: null, error: fieldErrorsText(fieldErrorsOf(error, 'frame')), ref };
   return { frame: value as ClientFrame, error: null };
 }
 

@@ -163,9 +163,15 @@ describe('ws gateway', function () {
       expect((await c.next('gateway:error', (f) => f.payload.code === 'bad_frame')).payload.ref).to.equal(null);
       c.send({ payload: {}, ref: 'no-event' });
       const noEvent = await c.next('gateway:error', (f) => f.payload.ref === 'no-event');
-      expect(noEvent.payload.code).to.equal('bad_frame');
+      expect(noEvent.payload).to.include({ code: 'bad_frame', message: 'event: is required' });
       c.send({ event: 'x', payload: 'not-an-object', ref: 'bad-payload' });
-      expect((await c.next('gateway:error', (f) => f.payload.ref === 'bad-payload')).payload.code).to.equal('bad_frame');
+      const badPayload = await c.next('gateway:error', (f) => f.payload.ref === 'bad-payload');
+      expect(badPayload.payload).to.include({ code: 'bad_frame', message: 'payload: must be of type object' });
+      c.send([1, 2]);
+      expect((await c.next('gateway:error', (f) => f.payload.message.startsWith('frame:'))).payload).to.include({
+        code: 'bad_frame',
+        message: 'frame: must be of type object',
+      });
       c.ws.send(Buffer.from([1, 2, 3]), { binary: true });
       await c.next('gateway:error', (f) => f.payload.message === 'frames are JSON text');
       c.send({ event: 'no:such', ref: 'u1' });
