@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
-import Joi from 'joi';
+import type Joi from 'joi';
 import { DomainError } from '../errors.js';
 import { parseDuration } from '../config.js';
 import { publicKey } from '../auth/api-keys.js';
-import { createKeySchema, createUserSchema, groupNameRule, PASSWORD, publicUsers, userFieldsOf, usernameRule } from '../iam/schemas.js';
+import { createKeySchema, createUserSchema, groupNameRule, PASSWORD, publicUsers, userFieldsOf, usernameRule, uuidParam } from '../iam/schemas.js';
 import type { User } from '../iam/store.js';
 import type { UserChange } from '../iam/users.js';
 import { envPasswordPin } from '../iam/seed.js';
@@ -278,13 +278,7 @@ export function keyCommands(program: Command, { ctx, out }: CommandEnv): void {
     .command('revoke <id>')
     .description('revoke an API key or web session by its id')
     .action(async (id: string, _opts, cmd: Command) => {
-      const keyId = check<string>(
-        'id',
-        Joi.string()
-          .max(128)
-          .pattern(/^[A-Za-z0-9-]+$/),
-        id,
-      );
+      const keyId = check<string>('id', uuidParam, id);
       const { iam, auth } = await ctx.core('write');
       const [apiKeys, users, keys] = [auth.apiKeys, iam.users, auth.keys];
       const row = await apiKeys.get(keyId);

@@ -194,6 +194,8 @@ describe('CLI with the service stopped', function () {
     refused(await cli(env, ['key', 'issue', '--user', 'admin', '--expires', '2001-01-01']), 2, /--expires: must be in the future/);
     refused(await cli(env, ['key', 'issue', '--user', 'admin', '--label', '']), 2, /--label: /);
     refused(await cli(env, ['key', 'revoke', '../etc']), 2, /id:/);
+    // a key id is a UUID: anything else is a mistyped argument, not a key that is gone
+    refused(await cli(env, ['key', 'revoke', 'not-an-id']), 2, /id: must be a valid GUID/);
     refused(await cli(env, ['audit', 'list', '--since', 'last week']), 2, /--since: must be a duration back from now such as 7d or 12h, or an ISO 8601 date/);
     refused(await cli(env, ['notify', '--title', 't', '--message', 'm']), 2, /--user\/--broadcast/);
     refused(await cli(env, ['notify', '--broadcast', '--title', 't', '--message', 'm', '--level', 'loud']), 2, /--level: must be one of/);

@@ -8,7 +8,7 @@ import { ApiRouter } from '../../http/api.js';
 import { forbiddenBecause, notFound } from '../../http/errors.js';
 import { sendJson } from '../../http/body.js';
 import { expandGrants } from '../../iam/permissions.js';
-import { createKeySchema } from '../../iam/schemas.js';
+import { createKeySchema, uuidParam } from '../../iam/schemas.js';
 import type { ApiIdentity } from '../identity.js';
 import { issuingCredential, newKeyView } from './views.js';
 
@@ -67,7 +67,7 @@ interface KeyIdParams {
   id: string;
 }
 
-const keyIdParams = Joi.object<KeyIdParams, true>({ id: Joi.string().max(128).required().description('the id of the key or session') });
+const keyIdParams = Joi.object<KeyIdParams, true>({ id: uuidParam.description('the id of the key or session') });
 
 const meResponse = Joi.object({
   id: Joi.string().guid().allow(null),

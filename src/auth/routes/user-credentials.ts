@@ -23,7 +23,7 @@ interface KeyParams {
 
 const keyParams = Joi.object<KeyParams, true>({
   id: uuidParam.description('the user id (UUID)'),
-  keyId: Joi.string().max(128).required().description('the key id'),
+  keyId: uuidParam.description('the key id'),
 });
 
 const userKeysView = Joi.object({ keys: Joi.array().items(apiKeyView) });
