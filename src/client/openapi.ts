@@ -2928,8 +2928,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "username": "carl",
-                 *       "password": "xxxx-xxxxxxxx-0"
+                 *       "username": "alice",
+                 *       "password": "xxxxx-Xxxxxx-0"
                  *     }
                  */
                 "application/json": {
@@ -2947,16 +2947,17 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "token": "svs_XXXx00xxxXXxXXxXx00x00XxxxxXxXxx00xxxX_xxxX",
+                     *       "token": "svs_xxXXxX0x0X0XX0X00xxXxX00x0xxX0xxxxX0XxXXxxX",
                      *       "token_type": "session",
-                     *       "expires_at": "2026-11-28T13:19:20.531Z",
+                     *       "expires_at": "2026-11-30T06:17:00.283Z",
                      *       "user": {
-                     *         "id": "adc8d1e9-62ff-4d7c-b33f-7bc483651029",
-                     *         "username": "carl",
-                     *         "display_name": "Carl",
-                     *         "email": "carl@example.test",
+                     *         "id": "358106b6-4de2-48e6-b04c-0f56a8b6de1b",
+                     *         "username": "alice",
+                     *         "display_name": "Alice L.",
+                     *         "email": "alice@example.org",
                      *         "groups": [
-                     *           "INT_USER"
+                     *           "INT_VIEWER",
+                     *           "INT_ADMIN"
                      *         ]
                      *       }
                      *     }
@@ -3013,7 +3014,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "mfa_token": "svm_xXxxX0XXxX00xxXxxX0xxX0XxxXXxXxxxxxxxx00XXX",
+                 *       "mfa_token": "svm_X0xxX0XxXxx00xx_xxXXXXxXXxxx-X0xxXxxxXxXxxX",
                  *       "code": "000000"
                  *     }
                  */
@@ -3038,16 +3039,16 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "token": "svs_XxxXxXXX0-xx0XXX0xxXx0X0X-0x0XxxX0xxXxXxxX0",
+                     *       "token": "svs_XXxx00XX-0XxxXX0xX0_X0X0XXxxx00xxx0xXXxxxXX",
                      *       "token_type": "session",
-                     *       "expires_at": "2026-11-28T13:19:35.972Z",
+                     *       "expires_at": "2026-11-30T06:17:00.666Z",
                      *       "user": {
-                     *         "id": "94914dd2-5d73-476a-8bc1-33bad2f376ec",
-                     *         "username": "alice",
+                     *         "id": "7bb3d0fb-8b65-44a6-87f4-2ecc154292bf",
+                     *         "username": "admin",
                      *         "display_name": null,
                      *         "email": null,
                      *         "groups": [
-                     *           "INT_USER"
+                     *           "INT_ADMIN"
                      *         ]
                      *       }
                      *     }
@@ -3224,7 +3225,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "code": "000000"
+                 *       "code": "xxxxx-xxx00"
                  *     }
                  */
                 "application/json": {
@@ -4343,9 +4344,9 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "secret": "XXXXXX00XXX0XX0XXXXXX0XX0XXXXXX0",
-                     *       "otpauth_uri": "otpauth://totp/localhost%3A8080:alice?issuer=localhost%3A8080&secret=XXXXXX00XXX0XX0XXXXXX0XX0XXXXXX0&algorithm=SHA1&digits=6&period=30",
-                     *       "qr_svg": "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 51 51\" shape-rendering=\"crispEdges\"><path fill=\"#ffffff\" d=\"M0 0h51v51H0z\"/><path stroke=\"#000000\" d=\"M1 1.5h7m4 0h2m1 0h1m1 0h1m3 0h1m4 0h5m2 0h1m1 0h1m2 0h1m2 0h1m1 0h7M1 2.5h1m5 0h1m4 0h4m1 0h2m1 0h1m1 0h2m5 0h1m1 0h4m1 0h1m1 0h4m1 0h1m5 0h1M1 3.5h1m1 0h3m1 0h1m1 0h1m2 0h2m2 0h1m3 0h3m2 0h1m1 0h1m1 0h2m1 0h2m1 0h1m4 0h2m1 0h1m1 0h3m1 0h1M1 4.5h1m1 0h3m1 0h1m1 0h1m1 0h5m2 0h2m4 0h1m3 0h1m1 0h1m3 0h1m1 0h3m1 0h1m2 0h1m1 0h3m1 0h1M1 5.5h1m1 0h3m1 0h1m1 0h2m2 0h3m2 0h11m1 0h2m1 0h1m3 0h2m4 0h1m1 0h3m1 0h1M1 6.5h1m5 0h1m1 0h1m6 0h3m2 0h3m3 0h1m2 0h1m1 0h1m1 0h3m1 0h2m3 0h1m5 0h1M1 7.5h7m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h7M9 8.5h3m6 0h6m3 0h1m1 0h1m2 0h2m2 0h1m4 0h1M1 9.5h1m1 0h5m2 0h1m1 0h4m4 0h8m3 0h1m2 0h1m1 0h4m1 0h1m1 0h5M1 10.5h2m1 0h3m1 0h1m2 0h3m1 0h1m1 0h3m1 0h2m6 0h1m1 0h1m2 0h1m1 0h1m1 0h1m1 0h2m1 0h1m3 0h2M2 11.5h6m1 0h2m3 0h3m3 0h3m1 0h1m1 0h3m1 0h1m3 0h2m1 0h1m1 0h1m1 0h2m2 0h1m1 0h3M3 12.5h2m4 0h1m2 0h1m6 0h1m2 0h2m5 0h1m1 0h1m1 0h1m4 0h2m2 0h2m3 0h3M1 13.5h2m1 0h1m1 0h2m1 0h1m3 0h2m2 0h1m1 0h2m4 0h1m1 0h2m1 0h1m1 0h1m1 0h1m1 0h2m1 0h2m2 0h1M2 14.5h3m1 0h1m4 0h1m1 0h1m3 0h2m3 0h1m2 0h2m7 0h3m2 0h5m1 0h4M3 15.5h2m2 0h1m1 0h1m4 0h1m1 0h1m2 0h2m3 0h2m1 0h2m1 0h1m2 0h1m1 0h2m2 0h3m2 0h1m3 0h2M2 16.5h2m1 0h1m2 0h1m3 0h2m5 0h1m2 0h1m3 0h1m4 0h2m1 0h1m2 0h1m5 0h6M1 17.5h5m1 0h3m1 0h1m2 0h1m1 0h1m2 0h3m3 0h1m1 0h2m1 0h2m5 0h1m1 0h3m2 0h1m3 0h1M4 18.5h2m2 0h2m3 0h1m2 0h1m4 0h2m1 0h2m1 0h1m3 0h2m1 0h1m2 0h1m5 0h2m3 0h1M1 19.5h1m2 0h2m1 0h1m2 0h1m2 0h1m1 0h1m2 0h1m5 0h1m1 0h1m1 0h1m1 0h2m5 0h2m2 0h2m1 0h1m1 0h1m2 0h1M1 20.5h1m1 0h1m4 0h1m2 0h1m1 0h1m3 0h2m1 0h1m3 0h1m4 0h1m1 0h3m1 0h1m1 0h2m2 0h1m1 0h3M1 21.5h2m3 0h2m2 0h3m3 0h1m1 0h1m1 0h4m1 0h2m1 0h1m1 0h1m2 0h1m1 0h1m4 0h2m2 0h1m2 0h1M3 22.5h1m2 0h1m1 0h3m7 0h2m2 0h1m2 0h1m2 0h4m4 0h1m1 0h1m1 0h1m2 0h2m1 0h1m1 0h1M1 23.5h1m1 0h8m2 0h3m2 0h2m3 0h8m3 0h4m1 0h1m1 0h5m1 0h1M1 24.5h5m3 0h1m4 0h1m1 0h3m2 0h1m1 0h1m3 0h3m1 0h3m2 0h1m4 0h1m3 0h1m2 0h2M2 25.5h4m1 0h1m1 0h1m1 0h3m1 0h2m4 0h1m1 0h1m1 0h1m1 0h1m3 0h1m4 0h3m2 0h1m1 0h1m1 0h1m1 0h1m1 0h1M2 26.5h1m2 0h1m3 0h1m2 0h1m1 0h3m2 0h2m1 0h2m3 0h1m3 0h1m2 0h1m1 0h1m1 0h1m2 0h1m3 0h3M2 27.5h1m2 0h5m2 0h1m2 0h4m1 0h8m5 0h1m1 0h2m2 0h1m1 0h9M1 28.5h1m3 0h1m3 0h1m1 0h9m3 0h1m1 0h2m1 0h1m1 0h2m1 0h3m3 0h1m3 0h2m1 0h1m1 0h1M1 29.5h2m1 0h2m1 0h2m1 0h5m3 0h1m3 0h1m1 0h2m4 0h1m1 0h1m1 0h2m1 0h1m1 0h1m3 0h3m1 0h2M2 30.5h1m1 0h3m4 0h2m5 0h4m3 0h1m3 0h1m4 0h1m2 0h1m2 0h2m5 0h1M1 31.5h2m1 0h1m1 0h2m2 0h2m1 0h1m1 0h3m1 0h1m1 0h2m1 0h2m2 0h1m1 0h1m1 0h2m3 0h1m2 0h2m2 0h6M1 32.5h1m2 0h1m3 0h1m1 0h1m1 0h4m1 0h1m1 0h3m1 0h1m1 0h4m1 0h1m4 0h1m1 0h3m1 0h2m3 0h4M4 33.5h1m2 0h1m1 0h3m2 0h2m1 0h2m1 0h2m1 0h1m2 0h1m2 0h1m2 0h4m1 0h1m1 0h1m1 0h1m6 0h2M1 34.5h1m1 0h2m1 0h1m3 0h5m3 0h1m7 0h1m1 0h3m2 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m2 0h1m1 0h1M4 35.5h4m1 0h2m2 0h2m6 0h6m2 0h1m1 0h4m3 0h1m1 0h1m2 0h1m1 0h2M1 36.5h1m2 0h3m3 0h2m3 0h2m9 0h2m1 0h6m2 0h3m1 0h2m1 0h1m4 0h1M2 37.5h2m2 0h3m5 0h3m3 0h5m1 0h4m1 0h1m3 0h1m2 0h3m1 0h1m2 0h5M2 38.5h1m1 0h2m2 0h4m3 0h2m1 0h1m1 0h1m1 0h1m2 0h1m1 0h2m2 0h3m3 0h2m1 0h5m1 0h1m1 0h1M2 39.5h1m3 0h2m1 0h1m1 0h2m1 0h1m5 0h1m2 0h1m1 0h1m1 0h1m6 0h3m1 0h2m2 0h3m2 0h3M2 40.5h3m9 0h1m2 0h1m1 0h1m4 0h2m1 0h8m3 0h2m4 0h1m4 0h1M1 41.5h3m3 0h6m1 0h1m1 0h1m2 0h1m1 0h1m1 0h5m7 0h3m2 0h6m1 0h3M9 42.5h2m2 0h1m1 0h1m1 0h1m2 0h1m1 0h2m3 0h1m1 0h4m4 0h2m1 0h2m3 0h4M1 43.5h7m2 0h1m2 0h2m1 0h5m1 0h2m1 0h1m1 0h2m1 0h1m3 0h1m4 0h1m1 0h1m1 0h1m1 0h2m2 0h1M1 44.5h1m5 0h1m1 0h1m1 0h3m1 0h1m3 0h1m1 0h1m1 0h1m3 0h1m1 0h1m3 0h2m1 0h1m1 0h1m1 0h2m3 0h1m2 0h2M1 45.5h1m1 0h3m1 0h1m1 0h4m1 0h2m1 0h1m1 0h2m1 0h7m1 0h3m3 0h4m1 0h5m1 0h3M1 46.5h1m1 0h3m1 0h1m1 0h3m1 0h1m1 0h3m5 0h2m1 0h2m3 0h2m1 0h1m2 0h1m3 0h7m1 0h1M1 47.5h1m1 0h3m1 0h1m1 0h2m1 0h1m4 0h4m1 0h1m2 0h1m1 0h1m2 0h1m5 0h5m1 0h1m1 0h1m2 0h3M1 48.5h1m5 0h1m3 0h1m1 0h1m2 0h1m1 0h1m4 0h1m1 0h3m3 0h2m1 0h1m1 0h2m1 0h1m4 0h1m1 0h1m2 0h1M1 49.5h7m1 0h4m4 0h2m1 0h3m5 0h1m1 0h2m6 0h1m1 0h3m5 0h2\"/></svg>\n"
+                     *       "secret": "XXXX0XXXXXXXXXXXXXXXX0XXXXXXXXXX",
+                     *       "otpauth_uri": "otpauth://totp/localhost%3A8080:admin?issuer=localhost%3A8080&secret=XXXX0XXXXXXXXXXXXXXXX0XXXXXXXXXX&algorithm=SHA1&digits=6&period=30",
+                     *       "qr_svg": "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 51 51\" shape-rendering=\"crispEdges\"><path fill=\"#ffffff\" d=\"M0 0h51v51H0z\"/><path stroke=\"#000000\" d=\"M1 1.5h7m4 0h2m5 0h2m5 0h5m2 0h1m1 0h1m2 0h1m2 0h1m1 0h7M1 2.5h1m5 0h1m2 0h1m1 0h1m2 0h1m1 0h3m2 0h2m5 0h1m1 0h4m1 0h1m1 0h4m1 0h1m5 0h1M1 3.5h1m1 0h3m1 0h1m1 0h2m1 0h2m1 0h1m1 0h1m3 0h2m2 0h1m1 0h1m1 0h2m1 0h2m1 0h2m3 0h2m1 0h1m1 0h3m1 0h1M1 4.5h1m1 0h3m1 0h1m1 0h1m2 0h4m2 0h2m4 0h1m3 0h1m1 0h1m3 0h1m3 0h1m1 0h1m2 0h1m1 0h3m1 0h1M1 5.5h1m1 0h3m1 0h1m1 0h2m2 0h3m4 0h9m1 0h2m1 0h1m2 0h1m1 0h1m4 0h1m1 0h3m1 0h1M1 6.5h1m5 0h1m1 0h2m3 0h1m1 0h2m1 0h1m1 0h3m3 0h1m2 0h1m1 0h1m1 0h2m2 0h2m3 0h1m5 0h1M1 7.5h7m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h7M9 8.5h1m1 0h1m8 0h4m3 0h1m1 0h1m2 0h2m2 0h1m4 0h1M1 9.5h1m1 0h5m2 0h1m1 0h1m6 0h9m3 0h1m2 0h1m1 0h4m1 0h1m1 0h5M2 10.5h5m1 0h1m9 0h2m1 0h2m6 0h1m1 0h1m2 0h1m1 0h1m1 0h1m1 0h2m1 0h1m3 0h2M2 11.5h1m2 0h3m1 0h2m2 0h3m1 0h1m2 0h3m1 0h1m1 0h3m1 0h1m3 0h2m1 0h1m1 0h1m1 0h2m2 0h5M4 12.5h2m2 0h1m4 0h1m3 0h1m1 0h1m2 0h2m5 0h1m1 0h1m1 0h2m3 0h1m3 0h3m1 0h1m1 0h2M2 13.5h1m1 0h4m4 0h1m1 0h1m2 0h1m1 0h2m4 0h1m1 0h2m1 0h1m1 0h1m1 0h4m1 0h1m1 0h1m1 0h2m2 0h1M1 14.5h1m1 0h4m4 0h1m5 0h2m3 0h1m2 0h2m7 0h1m1 0h1m1 0h1m2 0h8M3 15.5h5m7 0h1m1 0h1m2 0h1m3 0h2m1 0h2m1 0h1m2 0h4m1 0h3m3 0h2m2 0h2M1 16.5h1m1 0h1m1 0h2m1 0h1m1 0h4m1 0h1m1 0h1m4 0h1m3 0h1m4 0h2m1 0h1m2 0h1m2 0h1m2 0h6M1 17.5h1m3 0h1m1 0h1m1 0h4m2 0h1m1 0h2m1 0h2m3 0h1m1 0h2m1 0h2m5 0h1m1 0h3m2 0h1m3 0h1M1 18.5h3m1 0h2m3 0h1m1 0h2m1 0h2m4 0h2m1 0h2m1 0h1m3 0h2m1 0h1m2 0h1m5 0h2m3 0h1M1 19.5h1m1 0h2m1 0h2m2 0h1m1 0h3m2 0h3m4 0h1m1 0h1m1 0h1m1 0h2m5 0h2m2 0h2m1 0h1m1 0h1m2 0h1M1 20.5h1m2 0h1m1 0h1m1 0h2m1 0h1m3 0h1m1 0h1m1 0h2m3 0h1m4 0h1m1 0h3m1 0h2m1 0h1m2 0h1m1 0h3M1 21.5h4m1 0h2m1 0h2m1 0h1m1 0h1m1 0h1m2 0h2m1 0h2m1 0h2m1 0h1m1 0h1m2 0h1m1 0h2m3 0h2m2 0h1m2 0h1M4 22.5h2m2 0h2m4 0h2m2 0h1m2 0h1m3 0h1m2 0h4m5 0h2m1 0h1m3 0h1m1 0h1M1 23.5h1m1 0h9m1 0h3m2 0h1m2 0h1m1 0h8m3 0h2m1 0h1m1 0h1m1 0h5m1 0h1m1 0h1M1 24.5h1m1 0h3m3 0h1m4 0h5m3 0h2m3 0h3m1 0h3m2 0h1m4 0h1m3 0h1m3 0h1M4 25.5h2m1 0h1m1 0h1m1 0h8m2 0h3m1 0h1m1 0h1m3 0h1m4 0h3m2 0h1m1 0h1m1 0h1m1 0h3M1 26.5h2m2 0h1m3 0h4m1 0h3m2 0h2m1 0h2m3 0h1m3 0h1m2 0h1m1 0h1m1 0h1m2 0h1m3 0h3M2 27.5h1m2 0h5m2 0h1m2 0h1m1 0h2m1 0h1m1 0h6m5 0h1m1 0h2m2 0h1m1 0h5m1 0h3M1 28.5h2m3 0h1m4 0h6m1 0h2m1 0h1m3 0h2m1 0h1m1 0h2m1 0h3m2 0h2m3 0h2m1 0h1m1 0h1M4 29.5h2m1 0h2m1 0h3m1 0h1m1 0h3m3 0h1m1 0h2m4 0h1m1 0h1m1 0h2m1 0h2m4 0h3m2 0h1M1 30.5h2m1 0h3m4 0h1m5 0h5m3 0h1m3 0h1m4 0h1m2 0h1m2 0h2m5 0h1M1 31.5h1m2 0h1m1 0h2m3 0h4m2 0h1m3 0h2m1 0h2m2 0h1m1 0h1m1 0h2m3 0h1m1 0h3m2 0h6M1 32.5h1m2 0h1m3 0h1m5 0h3m1 0h1m1 0h2m1 0h1m1 0h4m1 0h1m4 0h1m1 0h4m1 0h1m3 0h4M1 33.5h2m1 0h2m1 0h2m4 0h1m6 0h2m1 0h1m2 0h1m2 0h1m2 0h4m1 0h1m1 0h3m3 0h1m2 0h2M2 34.5h2m5 0h1m3 0h2m1 0h1m1 0h1m7 0h1m1 0h3m2 0h1m1 0h1m1 0h1m1 0h1m3 0h1m1 0h2m1 0h1M3 35.5h3m1 0h1m2 0h2m1 0h1m1 0h1m2 0h2m1 0h6m2 0h1m1 0h4m3 0h1m1 0h1m2 0h2m1 0h1M1 36.5h1m2 0h1m1 0h1m1 0h2m6 0h1m2 0h1m2 0h1m3 0h2m1 0h6m3 0h2m1 0h2m6 0h1M2 37.5h1m2 0h1m1 0h1m6 0h3m2 0h1m1 0h4m1 0h4m1 0h1m3 0h1m1 0h4m1 0h1m2 0h5M2 38.5h1m1 0h2m2 0h3m5 0h1m5 0h1m2 0h1m1 0h2m2 0h3m3 0h2m1 0h5m1 0h1m1 0h2M2 39.5h1m3 0h3m1 0h3m5 0h1m2 0h1m1 0h1m1 0h1m1 0h1m6 0h6m2 0h3m2 0h1m1 0h1M2 40.5h3m5 0h1m4 0h1m1 0h3m2 0h1m1 0h2m1 0h8m3 0h2m4 0h1m3 0h2M1 41.5h3m3 0h5m1 0h2m2 0h2m2 0h1m1 0h5m7 0h3m2 0h6m1 0h1m1 0h1M9 42.5h1m1 0h1m1 0h8m2 0h1m3 0h1m1 0h4m4 0h2m1 0h2m3 0h4M1 43.5h7m2 0h1m3 0h1m1 0h5m1 0h2m1 0h1m1 0h2m1 0h1m3 0h1m4 0h1m1 0h1m1 0h1m1 0h1m1 0h1m1 0h1M1 44.5h1m5 0h1m1 0h1m1 0h3m1 0h2m2 0h5m3 0h1m1 0h1m3 0h2m1 0h1m1 0h4m3 0h3M1 45.5h1m1 0h3m1 0h1m1 0h3m2 0h2m3 0h2m2 0h6m1 0h3m3 0h2m1 0h1m1 0h5m2 0h1M1 46.5h1m1 0h3m1 0h1m1 0h4m2 0h2m5 0h1m1 0h1m1 0h2m3 0h2m1 0h1m2 0h2m2 0h1m2 0h4m1 0h1M1 47.5h1m1 0h3m1 0h1m1 0h1m1 0h2m3 0h5m1 0h1m2 0h1m1 0h1m2 0h1m5 0h5m2 0h2m2 0h3M1 48.5h1m5 0h1m2 0h2m2 0h1m2 0h1m5 0h1m1 0h3m3 0h2m1 0h1m1 0h2m1 0h1m2 0h1m1 0h1m1 0h1m2 0h1M1 49.5h7m1 0h2m4 0h1m2 0h5m5 0h1m1 0h2m6 0h1m1 0h2m1 0h1m4 0h2\"/></svg>\n"
                      *     }
                      */
                     "application/json": {
@@ -4505,9 +4506,9 @@ export interface operations {
                     /**
                      * @example {
                      *       "recovery_codes": [
-                     *         "x0xx0-xxxx0",
-                     *         "x0x0x-xxxx0",
-                     *         "x0xxx-xx00x"
+                     *         "xxxxx-xxx00",
+                     *         "0x0xx-xxx0x",
+                     *         "0x0xx-000xx"
                      *       ],
                      *       "keys_before_factor": []
                      *     }
@@ -6379,10 +6380,11 @@ export interface operations {
                      *           "label": "Sign-in providers, in order",
                      *           "kind": "list",
                      *           "value": [
+                     *             "ldap",
                      *             "local"
                      *           ],
-                     *           "source": "default",
-                     *           "locked": false,
+                     *           "source": "env",
+                     *           "locked": true,
                      *           "secret": false,
                      *           "configured": true
                      *         },
@@ -6409,44 +6411,44 @@ export interface operations {
                      *         "ldap_url": {
                      *           "label": "LDAP URL",
                      *           "kind": "string",
-                     *           "value": null,
-                     *           "source": "default",
-                     *           "locked": false,
+                     *           "value": "ldap://127.0.0.1:35821 ldap://127.0.0.1:45803",
+                     *           "source": "env",
+                     *           "locked": true,
                      *           "secret": false,
-                     *           "configured": false
+                     *           "configured": true
                      *         },
                      *         "ldap_bind_dn": {
                      *           "label": "LDAP bind DN",
                      *           "kind": "string",
-                     *           "value": null,
-                     *           "source": "default",
+                     *           "value": "cn=reader,ou=services,dc=example,dc=org",
+                     *           "source": "store",
                      *           "locked": false,
                      *           "secret": false,
-                     *           "configured": false
+                     *           "configured": true
                      *         },
                      *         "ldap_bind_password": {
                      *           "label": "LDAP bind password",
                      *           "kind": "secret",
-                     *           "value": null,
-                     *           "source": "default",
+                     *           "value": "********",
+                     *           "source": "store",
                      *           "locked": false,
                      *           "secret": true,
-                     *           "configured": false
+                     *           "configured": true
                      *         },
                      *         "ldap_base_dn": {
                      *           "label": "LDAP base DN",
                      *           "kind": "string",
-                     *           "value": null,
-                     *           "source": "default",
+                     *           "value": "dc=example,dc=org",
+                     *           "source": "store",
                      *           "locked": false,
                      *           "secret": false,
-                     *           "configured": false
+                     *           "configured": true
                      *         },
                      *         "ldap_user_filter": {
                      *           "label": "LDAP user filter",
                      *           "kind": "string",
                      *           "value": "(uid={username})",
-                     *           "source": "default",
+                     *           "source": "store",
                      *           "locked": false,
                      *           "secret": false,
                      *           "configured": true
@@ -6463,8 +6465,15 @@ export interface operations {
                      *         "ldap_group_mapping": {
                      *           "label": "LDAP group mapping",
                      *           "kind": "mapping",
-                     *           "value": {},
-                     *           "source": "default",
+                     *           "value": {
+                     *             "cn=admins,ou=groups,dc=example,dc=org": [
+                     *               "INT_ADMIN"
+                     *             ],
+                     *             "cn=developers,ou=groups,dc=example,dc=org": [
+                     *               "developers"
+                     *             ]
+                     *           },
+                     *           "source": "store",
                      *           "locked": false,
                      *           "secret": false,
                      *           "configured": true
@@ -6472,9 +6481,9 @@ export interface operations {
                      *         "ldap_tls_verify": {
                      *           "label": "Verify the LDAP server certificate",
                      *           "kind": "boolean",
-                     *           "value": true,
-                     *           "source": "default",
-                     *           "locked": false,
+                     *           "value": false,
+                     *           "source": "env",
+                     *           "locked": true,
                      *           "secret": false,
                      *           "configured": true
                      *         },
@@ -6580,11 +6589,11 @@ export interface operations {
                      *         "oidc_client_secret": {
                      *           "label": "OIDC client secret",
                      *           "kind": "secret",
-                     *           "value": "********",
-                     *           "source": "env",
-                     *           "locked": true,
+                     *           "value": null,
+                     *           "source": "default",
+                     *           "locked": false,
                      *           "secret": true,
-                     *           "configured": true
+                     *           "configured": false
                      *         },
                      *         "oidc_scopes": {
                      *           "label": "OIDC scopes",
@@ -6634,6 +6643,13 @@ export interface operations {
                      *       },
                      *       "chain": [
                      *         {
+                     *           "id": "ldap",
+                     *           "kind": "credentials",
+                     *           "label": "LDAP",
+                     *           "source": "config",
+                     *           "plugin": null
+                     *         },
+                     *         {
                      *           "id": "local",
                      *           "kind": "credentials",
                      *           "label": "Local account",
@@ -6641,7 +6657,18 @@ export interface operations {
                      *           "plugin": null
                      *         }
                      *       ],
-                     *       "warnings": []
+                     *       "warnings": [
+                     *         {
+                     *           "field": "ldap_url",
+                     *           "env": "SERVICE_LDAP_URL",
+                     *           "message": "ldap://127.0.0.1:35821, ldap://127.0.0.1:45803 are plain ldap:// without StartTLS: the bind password and every password typed at sign-in cross the network in clear text (use ldaps://, or turn on ldap_starttls, SERVICE_LDAP_STARTTLS)"
+                     *         },
+                     *         {
+                     *           "field": "ldap_tls_verify",
+                     *           "env": "SERVICE_LDAP_TLS_VERIFY",
+                     *           "message": "certificate verification is off (ldap_tls_verify, SERVICE_LDAP_TLS_VERIFY): the directory's certificate is not checked, so anyone on the network path can pose as the directory and read the passwords (trust a private CA with SERVICE_LDAP_CA_CERT instead)"
+                     *         }
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["AuthSettings"];
@@ -6675,9 +6702,17 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "mfa_required_groups": [
-                 *         "INT_VIEWER"
-                 *       ]
+                 *       "ldap_bind_dn": "cn=reader,ou=services,dc=example,dc=org",
+                 *       "ldap_bind_password": "0x00x00x00xx0000xxx0x00x",
+                 *       "ldap_base_dn": "dc=example,dc=org",
+                 *       "ldap_group_mapping": {
+                 *         "cn=admins,ou=groups,dc=example,dc=org": [
+                 *           "INT_ADMIN"
+                 *         ],
+                 *         "cn=developers,ou=groups,dc=example,dc=org": [
+                 *           "developers"
+                 *         ]
+                 *       }
                  *     }
                  */
                 "application/json": {
@@ -6731,10 +6766,11 @@ export interface operations {
                      *           "label": "Sign-in providers, in order",
                      *           "kind": "list",
                      *           "value": [
+                     *             "ldap",
                      *             "local"
                      *           ],
-                     *           "source": "default",
-                     *           "locked": false,
+                     *           "source": "env",
+                     *           "locked": true,
                      *           "secret": false,
                      *           "configured": true
                      *         },
@@ -6752,10 +6788,8 @@ export interface operations {
                      *         "mfa_required_groups": {
                      *           "label": "Groups that must use a second factor",
                      *           "kind": "list",
-                     *           "value": [
-                     *             "INT_VIEWER"
-                     *           ],
-                     *           "source": "store",
+                     *           "value": [],
+                     *           "source": "default",
                      *           "locked": false,
                      *           "secret": false,
                      *           "configured": true
@@ -6763,38 +6797,38 @@ export interface operations {
                      *         "ldap_url": {
                      *           "label": "LDAP URL",
                      *           "kind": "string",
-                     *           "value": null,
-                     *           "source": "default",
-                     *           "locked": false,
+                     *           "value": "ldap://127.0.0.1:35821 ldap://127.0.0.1:45803",
+                     *           "source": "env",
+                     *           "locked": true,
                      *           "secret": false,
-                     *           "configured": false
+                     *           "configured": true
                      *         },
                      *         "ldap_bind_dn": {
                      *           "label": "LDAP bind DN",
                      *           "kind": "string",
-                     *           "value": null,
-                     *           "source": "default",
+                     *           "value": "cn=reader,ou=services,dc=example,dc=org",
+                     *           "source": "store",
                      *           "locked": false,
                      *           "secret": false,
-                     *           "configured": false
+                     *           "configured": true
                      *         },
                      *         "ldap_bind_password": {
                      *           "label": "LDAP bind password",
                      *           "kind": "secret",
-                     *           "value": null,
-                     *           "source": "default",
+                     *           "value": "********",
+                     *           "source": "store",
                      *           "locked": false,
                      *           "secret": true,
-                     *           "configured": false
+                     *           "configured": true
                      *         },
                      *         "ldap_base_dn": {
                      *           "label": "LDAP base DN",
                      *           "kind": "string",
-                     *           "value": null,
-                     *           "source": "default",
+                     *           "value": "dc=example,dc=org",
+                     *           "source": "store",
                      *           "locked": false,
                      *           "secret": false,
-                     *           "configured": false
+                     *           "configured": true
                      *         },
                      *         "ldap_user_filter": {
                      *           "label": "LDAP user filter",
@@ -6817,8 +6851,15 @@ export interface operations {
                      *         "ldap_group_mapping": {
                      *           "label": "LDAP group mapping",
                      *           "kind": "mapping",
-                     *           "value": {},
-                     *           "source": "default",
+                     *           "value": {
+                     *             "cn=admins,ou=groups,dc=example,dc=org": [
+                     *               "INT_ADMIN"
+                     *             ],
+                     *             "cn=developers,ou=groups,dc=example,dc=org": [
+                     *               "developers"
+                     *             ]
+                     *           },
+                     *           "source": "store",
                      *           "locked": false,
                      *           "secret": false,
                      *           "configured": true
@@ -6826,9 +6867,9 @@ export interface operations {
                      *         "ldap_tls_verify": {
                      *           "label": "Verify the LDAP server certificate",
                      *           "kind": "boolean",
-                     *           "value": true,
-                     *           "source": "default",
-                     *           "locked": false,
+                     *           "value": false,
+                     *           "source": "env",
+                     *           "locked": true,
                      *           "secret": false,
                      *           "configured": true
                      *         },
@@ -6988,6 +7029,13 @@ export interface operations {
                      *       },
                      *       "chain": [
                      *         {
+                     *           "id": "ldap",
+                     *           "kind": "credentials",
+                     *           "label": "LDAP",
+                     *           "source": "config",
+                     *           "plugin": null
+                     *         },
+                     *         {
                      *           "id": "local",
                      *           "kind": "credentials",
                      *           "label": "Local account",
@@ -6995,7 +7043,18 @@ export interface operations {
                      *           "plugin": null
                      *         }
                      *       ],
-                     *       "warnings": []
+                     *       "warnings": [
+                     *         {
+                     *           "field": "ldap_url",
+                     *           "env": "SERVICE_LDAP_URL",
+                     *           "message": "ldap://127.0.0.1:35821, ldap://127.0.0.1:45803 are plain ldap:// without StartTLS: the bind password and every password typed at sign-in cross the network in clear text (use ldaps://, or turn on ldap_starttls, SERVICE_LDAP_STARTTLS)"
+                     *         },
+                     *         {
+                     *           "field": "ldap_tls_verify",
+                     *           "env": "SERVICE_LDAP_TLS_VERIFY",
+                     *           "message": "certificate verification is off (ldap_tls_verify, SERVICE_LDAP_TLS_VERIFY): the directory's certificate is not checked, so anyone on the network path can pose as the directory and read the passwords (trust a private CA with SERVICE_LDAP_CA_CERT instead)"
+                     *         }
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["AuthSettings"];
@@ -7088,29 +7147,29 @@ export interface operations {
                     /**
                      * @example {
                      *       "ok": true,
-                     *       "url": "ldap://127.0.0.1:43889",
+                     *       "url": "ldap://127.0.0.1:45803",
                      *       "server": "openldap",
                      *       "vendor": null,
                      *       "kind": null,
                      *       "reason": null,
                      *       "failures": [
                      *         {
-                     *           "url": "ldap://127.0.0.1:37543",
+                     *           "url": "ldap://127.0.0.1:35821",
                      *           "kind": "refused",
                      *           "reason": "connection refused (nothing listens on that port)"
                      *         }
                      *       ],
-                     *       "ms": 22,
+                     *       "ms": 8,
                      *       "warnings": [
                      *         {
                      *           "field": "ldap_url",
                      *           "env": "SERVICE_LDAP_URL",
-                     *           "message": "ldap://127.0.0.1:37543, ldap://127.0.0.1:43889 are plain ldap:// without StartTLS: the bind password and every password typed at sign-in cross the network in clear text (use ldaps://, or set SERVICE_LDAP_STARTTLS)"
+                     *           "message": "ldap://127.0.0.1:35821, ldap://127.0.0.1:45803 are plain ldap:// without StartTLS: the bind password and every password typed at sign-in cross the network in clear text (use ldaps://, or turn on ldap_starttls, SERVICE_LDAP_STARTTLS)"
                      *         },
                      *         {
                      *           "field": "ldap_tls_verify",
                      *           "env": "SERVICE_LDAP_TLS_VERIFY",
-                     *           "message": "SERVICE_LDAP_TLS_VERIFY is false: the directory's certificate is not checked, so anyone on the network path can pose as the directory and read the passwords (trust a private CA with SERVICE_LDAP_CA_CERT instead)"
+                     *           "message": "certificate verification is off (ldap_tls_verify, SERVICE_LDAP_TLS_VERIFY): the directory's certificate is not checked, so anyone on the network path can pose as the directory and read the passwords (trust a private CA with SERVICE_LDAP_CA_CERT instead)"
                      *         }
                      *       ]
                      *     }
@@ -7216,13 +7275,13 @@ export interface operations {
                      *       "outcome": "signed_in",
                      *       "username": "carol",
                      *       "dn": "uid=carol,ou=people,dc=example,dc=org",
-                     *       "url": "ldap://127.0.0.1:43889",
+                     *       "url": "ldap://127.0.0.1:45803",
                      *       "groups": [],
                      *       "directory_groups": [
                      *         "cn=staff,ou=groups,dc=example,dc=org"
                      *       ],
                      *       "reason": null,
-                     *       "ms": 22,
+                     *       "ms": 4,
                      *       "in_chain": true
                      *     }
                      */
@@ -11174,10 +11233,10 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "username": "viewer",
-                 *       "password": "xxxxxx-xxxxxxxx-0",
+                 *       "username": "plain",
+                 *       "password": "Xxxxx-xxxx-Xxxxxxxx-0",
                  *       "groups": [
-                 *         "INT_VIEWER"
+                 *         "INT_USER"
                  *       ]
                  *     }
                  */
@@ -11202,12 +11261,12 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "6a91ee73-1175-4c3d-8020-994ae2868bc9",
-                     *       "username": "viewer",
+                     *       "id": "7028db88-2bab-4141-963c-99116f42a3e8",
+                     *       "username": "plain",
                      *       "display_name": null,
                      *       "email": null,
                      *       "groups": [
-                     *         "INT_VIEWER"
+                     *         "INT_USER"
                      *       ],
                      *       "roles": [],
                      *       "extra_permissions": [],
@@ -11216,10 +11275,10 @@ export interface operations {
                      *       "identities": [
                      *         {
                      *           "provider": "local",
-                     *           "provider_user_id": "viewer"
+                     *           "provider_user_id": "plain"
                      *         }
                      *       ],
-                     *       "created_at": "2026-11-28T04:06:48.996Z"
+                     *       "created_at": "2026-11-29T18:17:00.574Z"
                      *     }
                      */
                     "application/json": components["schemas"]["CreatedUser"];

@@ -41,7 +41,7 @@ describe('browser: the Authentication page tests the directory (real slapd)', fu
     expect(await checks.locator('[data-ldap-warnings] li').allTextContents()).to.have.length(1);
     expect(await checks.locator('[data-ldap-warnings]').textContent())
       .to.include('plain ldap://')
-      .and.include('[SERVICE_LDAP_URL]');
+      .and.include('ldap_starttls, SERVICE_LDAP_STARTTLS');
 
     const result = checks.locator('[data-ldap-result]');
     await checks.locator('[data-ldap-test=connection]').click();

@@ -13,7 +13,7 @@ export interface LdapWarningInput {
   startTls: boolean;
 }
 
-/** A setting that leaves the directory's traffic open: the field, its variable, what it means. */
+/** A setting that leaves the directory's traffic open: the field, its variable, what it means (naming the setting in both forms: it may be set in either). */
 export interface LdapWarning {
   field: string;
   env: string;
@@ -29,7 +29,7 @@ export function ldapWarnings(l: LdapWarningInput): LdapWarning[] {
     out.push({
       field: 'ldap_url',
       env: 'SERVICE_LDAP_URL',
-      message: `${plain.join(', ')} ${plain.length > 1 ? 'are' : 'is'} plain ldap:// without StartTLS: the bind password and every password typed at sign-in cross the network in clear text (use ldaps://, or set SERVICE_LDAP_STARTTLS)`,
+      message: `${plain.join(', ')} ${plain.length > 1 ? 'are' : 'is'} plain ldap:// without StartTLS: the bind password and every password typed at sign-in cross the network in clear text (use ldaps://, or turn on ldap_starttls, SERVICE_LDAP_STARTTLS)`,
     });
   }
   if (!l.tlsVerify) {
@@ -37,7 +37,7 @@ export function ldapWarnings(l: LdapWarningInput): LdapWarning[] {
       field: 'ldap_tls_verify',
       env: 'SERVICE_LDAP_TLS_VERIFY',
       message:
-        "SERVICE_LDAP_TLS_VERIFY is false: the directory's certificate is not checked, so anyone on the network path can pose as the directory and read the passwords (trust a private CA with SERVICE_LDAP_CA_CERT instead)",
+        "certificate verification is off (ldap_tls_verify, SERVICE_LDAP_TLS_VERIFY): the directory's certificate is not checked, so anyone on the network path can pose as the directory and read the passwords (trust a private CA with SERVICE_LDAP_CA_CERT instead)",
     });
   }
   return out;

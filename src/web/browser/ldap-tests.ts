@@ -105,7 +105,7 @@ export function ldapChecks(view: AuthView, unsaved: () => Record<string, unknown
     { class: 'stack', dataset: { ldapChecks: '' } },
     h('legend', {}, 'Directory (LDAP) checks'),
     warnings.length
-      ? h('ul', { class: 'error', dataset: { ldapWarnings: '' } }, ...warnings.map((w) => h('li', {}, `${w.message} [${w.env}]`)))
+      ? h('ul', { class: 'error', dataset: { ldapWarnings: '' } }, ...warnings.map((w) => h('li', {}, w.message)))
       : h('span', { hidden: true }),
     h(
       'p',
