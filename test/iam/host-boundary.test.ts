@@ -451,16 +451,20 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
     const trustyKey = await keyFor(trusty);
     await me({ 'X-API-Key': olgaKey }).expect(200);
 
-    await api()
+    const granted = await api()
       .patch(`/api/users/${olga}`)
       .set(sys)
       .send({ groups: ['INT_USER', 'runners'] })
       .expect(200);
-    await api()
+    // the answer says what the grant cleared, and what to do
+    expect(granted.body.warnings).to.have.length(1);
+    expect(granted.body.warnings[0]).to.match(/^olga now reaches the host, and its password, which no superadmin had set, was cleared .*: set a new one/);
+    const kept = await api()
       .patch(`/api/users/${trusty}`)
       .set(sys)
       .send({ extra_permissions: ['socket:mounts:repair'] })
       .expect(200);
+    expect(kept.body).not.to.have.property('warnings');
     // every key and session of olga ended, and the password (set by the plain administrator, then changed with it) went
     for (const token of [olgaKey, ownKey]) await me({ 'X-API-Key': token }).expect(401);
     await me({ Authorization: `Bearer ${session}` }).expect(401);

@@ -144,7 +144,7 @@ export function userRoutes(iam: IamComponent, opts: UserRouteOptions = {}): Rout
       return {
         ...view,
         warnings: [
-          `${updated.username} now reaches the host, and its password, which no superadmin had set, was cleared with its keys, sessions and second factors: give it one (POST /api/users/${updated.id}/password) or let it sign in through its directory or single sign-on`,
+          `${updated.username} now reaches the host, and its password, which no superadmin had set, was cleared with its keys, sessions and second factors: set a new one (POST /api/users/{id}/password), or let it sign in through its directory or single sign-on`,
         ],
       };
     },
