@@ -104,9 +104,7 @@ export function ldapChecks(view: AuthView, unsaved: () => Record<string, unknown
     'fieldset',
     { class: 'stack', dataset: { ldapChecks: '' } },
     h('legend', {}, 'Directory (LDAP) checks'),
-    warnings.length
-      ? h('ul', { class: 'error', dataset: { ldapWarnings: '' } }, ...warnings.map((w) => h('li', {}, w.message)))
-      : h('span', { hidden: true }),
+    warnings.length ? h('ul', { class: 'error', dataset: { ldapWarnings: '' } }, ...warnings.map((w) => h('li', {}, w.message))) : h('span', { hidden: true }),
     h(
       'p',
       { class: 'note' },
