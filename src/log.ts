@@ -87,7 +87,13 @@ function concealedValue(value: unknown, conceal: (text: string) => string, seen 
     return out;
   }
   const isError = value instanceof Error;
-  if (!isError && Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null) return value;
+  if (!isError && Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null) {
+    // an instance of a class is written as JSON.stringify writes it: that form, concealed
+    const json = typeof (value as { toJSON?: unknown }).toJSON === 'function' ? (value as { toJSON(): unknown }).toJSON() : { ...value };
+    const out = concealedValue(json, conceal, seen);
+    seen.set(value, out);
+    return out;
+  }
   // an error stays an error (the log's serializer names its type), with its words concealed
   const out: Record<string, unknown> = isError ? Object.create(Object.getPrototypeOf(value) as object) : {};
   seen.set(value, out);
@@ -108,7 +114,13 @@ function concealedValue(value: unknown, conceal: (text: string) => string, seen 
 export function concealingLogger(log: Logger, conceal: (text: string) => string): Logger {
   return new Proxy(log, {
     get(target, prop) {
-      if (prop === 'child') return (...args: Parameters<Logger['child']>) => concealingLogger(target.child(...args) as unknown as Logger, conceal);
+      if (prop === 'child') {
+        return (bindings: pino.Bindings, options?: pino.ChildLoggerOptions) => {
+          const prefix = options?.msgPrefix === undefined ? {} : { msgPrefix: conceal(options.msgPrefix) };
+          const child = target.child(concealedValue(bindings, conceal) as pino.Bindings, options && { ...options, ...prefix });
+          return concealingLogger(child as unknown as Logger, conceal);
+        };
+      }
       const member = Reflect.get(target, prop, target) as unknown;
       if (typeof member !== 'function') return member;
       if (typeof prop === 'string' && LEVEL_METHODS.has(prop))

@@ -355,10 +355,10 @@ export class AuthComponent implements CredentialRules {
     await this.apiKeys.revokeAllOf(userId, { trx });
   }
 
-  /** An account starting afresh (src/iam/afresh.ts): its keys and sessions end; its second factors and recovery codes go with `factors`. */
-  readonly endEveryCredential: EndEveryCredential = async (userId, trx, { factors }) => {
+  /** An account starting afresh (src/iam/afresh.ts): its keys and sessions end, its second factors and recovery codes go. */
+  readonly endEveryCredential: EndEveryCredential = async (userId, trx) => {
     const credentials_revoked = await this.apiKeys.revokeAllOf(userId, { trx });
-    return { credentials_revoked, factors_removed: factors ? await this.mfa.removeAll(userId, trx) : 0 };
+    return { credentials_revoked, factors_removed: await this.mfa.removeAll(userId, trx) };
   };
 
   /** The model asks for a fresh second factor before a trusted actor hands out host access. */

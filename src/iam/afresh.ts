@@ -9,20 +9,21 @@ export interface Afresh {
   password_cleared: boolean;
 }
 
-/** The credentials area's part (src/auth): the account's keys and sessions end; its second factors and recovery codes go with `factors`. */
-export type EndEveryCredential = (userId: string, trx: Knex, opts: { factors: boolean }) => Promise<{ credentials_revoked: number; factors_removed: number }>;
+/** The credentials area's part (src/auth): the account's keys and sessions end, its second factors and recovery codes go. */
+export type EndEveryCredential = (userId: string, trx: Knex) => Promise<{ credentials_revoked: number; factors_removed: number }>;
 
 /**
  * An account that comes to reach the host (or to hold a protected role) starts afresh, in the
- * change's transaction (`reachedBefore`: judged before it): nothing made on it while it reached
- * nothing carries that access, since a plain administrator may have made its keys, set its
- * password, or signed in with that password and enrolled a passkey (which signs in alone).
- * Its keys and sessions end. Its password stays when a trusted actor set it (`passwordTrusted`:
- * or the account itself, changing one that was), and so do the second factors enrolled behind
- * it; any other password is cleared, and the factors go with it. The sign-ins linked to it (a
- * directory's, a provider's) stay: they are that provider's word on who the person is. Answers
- * what ended, or null when nothing did (or the account reached the host before); the caller ends
- * what the old credentials proved (passwordChanged) once the transaction committed.
+ * change's transaction (`reachedBefore`: judged before it, with the groups involved locked):
+ * nothing made on it while it reached nothing carries that access, since a plain administrator
+ * may have made its keys, set its password, or signed in with a password they knew and enrolled
+ * a passkey (which signs in alone) or an app. Its keys and sessions end, and its second factors
+ * and recovery codes go (it enrols again). Its password stays only when a trusted actor set it
+ * (`passwordTrusted`: or the account itself, changing one that was); any other is cleared. The
+ * sign-ins linked to it (a directory's, a provider's) stay: they are that provider's word on who
+ * the person is. Answers what ended, or null when nothing did (or the account reached the host
+ * before); the caller ends what the old credentials proved (passwordChanged) once the
+ * transaction committed.
  */
 export async function afreshOnFirstReach(
   store: IamStore,
@@ -34,9 +35,8 @@ export async function afreshOnFirstReach(
   if (reachedBefore) return null;
   const user = await store.userById(userId, trx);
   if (!user || !(await holdsHostAccess(store, user, trx))) return null;
-  const vouched = Boolean(user.hashedPassword) && user.passwordTrusted;
-  const ended = await endEveryCredential(userId, trx, { factors: !vouched });
-  const password_cleared = Boolean(user.hashedPassword) && !vouched;
+  const ended = await endEveryCredential(userId, trx);
+  const password_cleared = Boolean(user.hashedPassword) && !user.passwordTrusted;
   if (password_cleared) {
     await store.updateUser(userId, { hashedPassword: null, passwordTrusted: false }, trx);
     await trx('user_identities').where({ user_id: userId, provider: 'local' }).delete();

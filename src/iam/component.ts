@@ -114,7 +114,7 @@ export class IamComponent {
       isKnownPermission: (p) => this.isKnownPermission(p),
       passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
       accountDisabled: (userId, trx) => this.deps.credentials().endCredentials(userId, trx),
-      endEveryCredential: (userId, trx, opts) => this.deps.credentials().endEveryCredential(userId, trx, opts),
+      endEveryCredential: (userId, trx) => this.deps.credentials().endEveryCredential(userId, trx),
       requireStepUp,
       bootAdmin: config.adminUser,
       bootBot: config.botUser,
@@ -131,7 +131,7 @@ export class IamComponent {
       requireStepUp,
       namedByLogin: (name) => deps.credentials().loginGroups(null).includes(name),
       requiresSecondFactor: (name) => deps.credentials().secondFactorRequiredOf(name),
-      endEveryCredential: (userId, trx, opts) => this.deps.credentials().endEveryCredential(userId, trx, opts),
+      endEveryCredential: (userId, trx) => this.deps.credentials().endEveryCredential(userId, trx),
       passwordChanged: (userId, keep) => this.passwordChanged(userId, keep),
     });
     // the database answers: the schema and the seed come first (boot waits: initialised())
@@ -213,7 +213,7 @@ export class IamComponent {
       actor,
       commands: this.commands,
       passwords: this.passwords,
-      endEveryCredential: (userId, trx, opts) => this.deps.credentials().endEveryCredential(userId, trx, opts),
+      endEveryCredential: (userId, trx) => this.deps.credentials().endEveryCredential(userId, trx),
     });
     for (const id of seeded.passwordChanged) await this.passwordChanged(id, null);
     if (seeded.changed) bus.emit('iam:permissions_changed', { scope: 'all' });

@@ -110,7 +110,9 @@ export class GroupAdmin {
       try {
         updated = await this.deps.commands.within(
           async (trx) => {
-            const members = granted.length ? await store.membersOf(group.name, trx) : [];
+            // the group locked, then its members (a change of theirs waits, or has landed and is seen)
+            await store.lockGroup(group.name, trx);
+            const members = await store.membersOf(group.name, trx, true);
             const reached = await Promise.all(members.map((m) => holdsHostAccess(store, m, trx)));
             if (renaming) await store.renameOrDeleteGroup(group.name, name, trx);
             await store.updateGroup(name, { description: change.description, permissions: change.permissions }, trx);

@@ -95,7 +95,11 @@ export class KeyAdmin<K extends { id: string }> {
     if (parent?.expiresAt != null && (expiresAt === null || expiresAt > parent.expiresAt)) expiresAt = parent.expiresAt;
     const scopes = request.scopes?.length ? request.scopes : null;
     return this.deps.commands.within(
-      (trx) => this.deps.vault.create(owner.id, 'key', { label: request.label, scopes, expiresAt, parentId: parent?.id ?? null }, trx),
+      async (trx) => {
+        // the owner as the write finds it: a grant that landed since the check above is judged again
+        if (actor.userId !== owner.id) await this.deps.users.lockForCredential(actor, owner.id, trx);
+        return this.deps.vault.create(owner.id, 'key', { label: request.label, scopes, expiresAt, parentId: parent?.id ?? null }, trx);
+      },
       ({ key }) => ({
         action: 'key.issued',
         actor,

@@ -16,9 +16,13 @@ type Next = { groups: string[]; disabled: boolean; roles: string[] } | null;
  * the INT_ADMIN group's row lock, so two such changes at once are judged one after the other
  * (two last superadmins disabled together would otherwise each count the other).
  */
+/** An enabled superadmin or member of INT_ADMIN: guardLastAdmin judges (and locks INT_ADMIN for) its changes. */
+export function administers(user: Pick<User, 'disabled' | 'roles' | 'groups'>): boolean {
+  return !user.disabled && (user.roles.includes('superadmin') || user.groups.includes(ADMIN_GROUP));
+}
+
 export async function guardLastAdmin(store: IamStore, trx: Knex, user: User, next: Next): Promise<void> {
-  const administers = !user.disabled && (user.roles.includes('superadmin') || user.groups.includes(ADMIN_GROUP));
-  if (!administers) return;
+  if (!administers(user)) return;
   await store.lockGroup(ADMIN_GROUP, trx);
   const others = (await trx('users').whereNot({ id: user.id }).select('disabled', 'roles', 'groups')).filter((r) => !r.disabled);
   const holding = (column: 'roles' | 'groups', value: string) =>

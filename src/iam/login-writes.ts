@@ -76,7 +76,12 @@ export class LoginWrites {
     const { store } = this.deps;
     const afresh = await this.deps.commands.within(
       async (trx) => {
-        const reachedHost = granted.length > 0 ? await holdsHostAccess(store, (await store.userById(user.id, trx)) ?? user, trx) : true;
+        // judged as the transaction finds the account and the groups it joins (locked)
+        await store.lockGroups(
+          next.filter((g) => !user.groups.includes(g)),
+          trx,
+        );
+        const reachedHost = await holdsHostAccess(store, (await store.lockUser(user.id, trx)) ?? user, trx);
         await store.updateUser(user.id, { groups: next }, trx);
         // its first access to the host, given by this sign-in
         return afreshOnFirstReach(store, trx, user.id, reachedHost, this.deps.endEveryCredential);

@@ -182,8 +182,10 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
       patch.roles = config.adminForceSuperadmin ? [...existing.roles, 'superadmin'] : existing.roles.filter((r) => r !== 'superadmin');
       // whoever held this name until now may have set its password or made its keys (a plain
       // administrator may take over the admin account while it is no superadmin): none of that
-      // becomes trusted; its keys and sessions end, and the environment's password replaces any other
-      if (promotion === 'granted' && b.configured && !patch.hashedPassword && !(await passwords.verify(b.password, existing.hashedPassword))) {
+      // becomes trusted; its keys and sessions end, and the environment's password (the
+      // development one where none is set) replaces any other that no trusted actor set
+      const replaced = b.configured ? !(await passwords.verify(b.password, existing.hashedPassword)) : !existing.passwordTrusted;
+      if (promotion === 'granted' && !patch.hashedPassword && replaced) {
         patch.hashedPassword = await passwords.hash(b.password);
         patch.passwordTrusted = true;
         why = 'promoted';
@@ -198,7 +200,7 @@ export async function seedIam(db: Knex, config: SeedConfig, opts: SeedOptions): 
         // nothing anyone set on the account before becomes trusted: its second factors (a passkey
         // alone signs in) and recovery codes go with its keys and sessions, and so do the
         // directory and single sign-on accounts linked to it (each signs in as it); it enrols again
-        const ended = await opts.endEveryCredential(existing.id, trx, { factors: true });
+        const ended = await opts.endEveryCredential(existing.id, trx);
         const identitiesUnlinked = await trx('user_identities').where({ user_id: existing.id }).whereNot({ provider: 'local' }).delete();
         return { ...ended, identities_unlinked: identitiesUnlinked };
       },

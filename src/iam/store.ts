@@ -295,6 +295,30 @@ export class IamStore {
     return inserted.length > 0;
   }
 
+  /**
+   * The user, its row locked until `trx` ends: a credential written for it and a grant that makes
+   * it reach the host are judged one after the other (PostgreSQL; on SQLite the write lock, taken
+   * first as lockGroup does).
+   */
+  async lockUser(id: string, trx: Knex): Promise<User | null> {
+    if (!onPostgres(this.db)) {
+      await UserModel.query(trx)
+        .findById(id)
+        .patch({ updatedAt: UserModel.raw('updated_at') } as never);
+    }
+    return (await UserModel.query(trx).findById(id).forUpdate()) ?? null;
+  }
+
+  /** The groups `names` (those that exist), their rows locked until `trx` ends, in name order (no two writers wait on each other). */
+  async lockGroups(names: readonly string[], trx: Knex): Promise<Group[]> {
+    const locked: Group[] = [];
+    for (const name of [...new Set(names)].sort()) {
+      const g = await this.lockGroup(name, trx);
+      if (g) locked.push(g);
+    }
+    return locked;
+  }
+
   /** The group, its row locked until `trx` ends (PostgreSQL; SQLite has one writer anyway). */
   async lockGroup(name: string, trx: Knex): Promise<Group | null> {
     // SQLite has no row locks (knex drops forUpdate): a write takes the database's write lock
@@ -314,10 +338,12 @@ export class IamStore {
       .patch({ ...fieldsOf(patch, ['description', 'permissions']), updatedAt: Date.now() });
   }
 
-  /** Members of a group (JSON list column: filtered after a coarse LIKE). */
-  async membersOf(group: string, trx: Knex = this.db): Promise<User[]> {
+  /** Members of a group (JSON list column: filtered after a coarse LIKE); `lock`: their rows locked until `trx` ends. */
+  async membersOf(group: string, trx: Knex = this.db, lock = false): Promise<User[]> {
     // group names cannot hold % or quotes (schema), so this LIKE is a safe coarse filter
-    const users = await UserModel.query(trx).where('groups', 'like', `%${JSON.stringify(group)}%`);
+    const query = UserModel.query(trx).where('groups', 'like', `%${JSON.stringify(group)}%`);
+    // locked in id order: two writers locking members of two groups never wait on each other
+    const users = await (lock ? query.orderBy('id').forUpdate() : query);
     return users.filter((u) => u.groups.includes(group));
   }
 

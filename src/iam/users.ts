@@ -2,28 +2,16 @@ import type { Knex } from 'knex';
 import type { EventBus } from '../bus/bus.js';
 import { DomainError, fieldError } from '../errors.js';
 import { isUniqueViolation } from '../db/knex.js';
-import { ADMIN_USERS_PERMISSION, requireKnownPermissions } from './permissions.js';
+import { ADMIN_GROUP, ADMIN_USERS_PERMISSION } from './permissions.js';
 import { afreshOnFirstReach, holdsHostAccess, type Afresh, type EndEveryCredential } from './afresh.js';
-import { guardBootAdminFlag, guardBootstrapRemoval, guardLastAdmin } from './last-admin.js';
+import { administers, guardBootAdminFlag, guardBootstrapRemoval, guardLastAdmin } from './last-admin.js';
 import type { Passwords } from './passwords.js';
 import { requireStrongPassword } from '../password-strength.js';
-import {
-  addedHostPermissions,
-  guardHostBoundary,
-  guardOwnGrants,
-  hasProtectedRole,
-  hostAccessOf,
-  hostPermissionsOfGroups,
-  holds,
-  isPrivilegedAccount,
-  isSelf,
-  isTrusted,
-  onlyTakesAway,
-  type Actor,
-} from './policy.js';
-import type { IamStore, User } from './store.js';
+import { guardHostBoundary, holds, isSelf, isTrusted, type Actor } from './policy.js';
+import type { User } from './store.js';
 import type { CommandPath } from './commands.js';
 import { LoginWrites, userTarget } from './login-writes.js';
+import { joinedGroups, refused, UserRules, type UserRulesDeps } from './user-rules.js';
 import { changeDetails, unchanged, type UserChange } from './user-changes.js';
 
 export type { UserChange } from './user-changes.js';
@@ -41,30 +29,22 @@ export interface NewUserInput {
   roles?: string[];
 }
 
-export interface UserAdminDeps {
-  store: IamStore;
+export interface UserAdminDeps extends UserRulesDeps {
   passwords: Passwords;
   bus: EventBus;
   /** every change runs here: its event in its transaction, a refusal recorded */
   commands: CommandPath;
-  isKnownPermission(p: string): boolean;
   /** ends the user's web sessions but `keep` and drops what the old password proved */
   passwordChanged(userId: string, keep: string | null): Promise<void>;
   /** an account being disabled: its sessions and keys end for good, in the same transaction */
   accountDisabled(userId: string, trx: Knex): Promise<void>;
   /** an account starting afresh (src/iam/afresh.ts): the credentials area's part */
   endEveryCredential: EndEveryCredential;
-  /** before a trusted actor hands out host access or trust: a fresh second factor (step-up) */
-  requireStepUp?(actor: Actor): Promise<void>;
-  /** the groups the login mappings of the providers this user signs in through can give them */
-  loginGroupsOf?(user: User): Promise<string[]>;
   /** the bootstrap admin's username: every start of the service sets its superadmin flag from SERVICE_ADMIN_FORCE_SUPERADMIN */
   bootAdmin?: string;
   /** the bootstrap bot's username: like the admin, made again at every start when missing */
   bootBot?: string;
 }
-
-const refused = (message: string) => new DomainError('forbidden', message);
 
 /**
  * The only writer of users: creating, changing and deleting them under the rules every caller
@@ -73,11 +53,12 @@ const refused = (message: string) => new DomainError('forbidden', message);
  * are granted, and accounts that reach the host taken over, only by a trusted actor.
  * Errors are DomainErrors.
  */
-export class UserAdmin {
+export class UserAdmin extends UserRules {
   /** the writes of the login chain and the directory recheck (src/iam/login-writes.ts) */
   readonly logins: LoginWrites;
 
-  constructor(private readonly deps: UserAdminDeps) {
+  constructor(protected override readonly deps: UserAdminDeps) {
+    super(deps);
     this.logins = new LoginWrites({
       store: deps.store,
       commands: deps.commands,
@@ -89,13 +70,6 @@ export class UserAdmin {
       endEveryCredential: deps.endEveryCredential,
       passwordChanged: deps.passwordChanged,
     });
-  }
-
-  /** A user by id or username, or not_found. */
-  async find(ref: { id?: string; username?: string }): Promise<User> {
-    const user = ref.id ? await this.deps.store.userById(ref.id) : ref.username ? await this.deps.store.userByUsername(ref.username) : null;
-    if (!user) throw new DomainError('not_found', ref.username ? `no user named ${ref.username}` : 'user not found');
-    return user;
   }
 
   async create(actor: Actor, input: NewUserInput): Promise<User> {
@@ -113,6 +87,10 @@ export class UserAdmin {
       try {
         user = await this.deps.commands.within(
           async (trx) => {
+            // the groups it joins as the write finds them (locked): one that came to reach the host meanwhile is judged again
+            await store.lockGroups(input.groups ?? [], trx);
+            const none = { id: '', username: input.username, groups: [], extraPermissions: [], roles: [] } as unknown as User;
+            await this.guardHostAtWrite(actor, none, { groups: input.groups, extraPermissions: input.extraPermissions }, trx);
             const u = await store.createUser(
               {
                 username: input.username,
@@ -188,10 +166,14 @@ export class UserAdmin {
       const directoryState = turned ? (!change.disabled && user.directoryState === 'ended' ? 'kept' : null) : undefined;
       const updated = await this.deps.commands.within(
         async (trx) => {
+          // judged again as the transaction finds the account and the groups it joins (locked): a
+          // grant that landed meanwhile is not handed on by one who may not, and is seen to start it afresh
+          await store.lockGroups([...joinedGroups(user, change), ...(administers(user) ? [ADMIN_GROUP] : [])], trx);
           await guardLastAdmin(store, trx, user, next);
-          before = (await store.userById(user.id, trx)) ?? user;
+          before = (await store.lockUser(user.id, trx)) ?? user;
+          const reachedHost = await holdsHostAccess(store, before, trx);
+          await this.guardHostAtWrite(actor, before, change, trx);
           fields = (Object.keys(rest) as (keyof typeof rest)[]).filter((k) => rest[k] !== undefined && !unchanged(before, k, rest[k]));
-          const reachedHost = granted.length > 0 || change.roles ? await holdsHostAccess(store, before, trx) : true;
           await store.updateUser(
             user.id,
             {
@@ -272,8 +254,9 @@ export class UserAdmin {
       const hashedPassword = await this.deps.passwords.hash(password);
       await this.deps.commands.within(
         async (trx) => {
+          const locked = (await this.lockForCredential(actor, user.id, trx)) ?? user;
           // one's own change proves the password before it, and is as trusted as that one was
-          const passwordTrusted = isTrusted(actor) || (isSelf(actor, user.id) && Boolean((await this.deps.store.userById(user.id, trx))?.passwordTrusted));
+          const passwordTrusted = isTrusted(actor) || (isSelf(actor, user.id) && locked.passwordTrusted);
           await this.deps.store.updateUser(user.id, { hashedPassword, passwordTrusted }, trx);
           await this.deps.store.linkIdentity(user.id, 'local', user.username, trx);
         },
@@ -283,105 +266,8 @@ export class UserAdmin {
     });
   }
 
-  /**
-   * Whether `actor` may act on `user`'s credentials or account (a new password, a key, a
-   * re-enabling, any change but taking access away): oneself always; trusted actors too, with a
-   * fresh second factor when the account holds a protected role or reaches the host; others not
-   * then. `change` omitted: the
-   * action hands the account over (a password, a key, deletion).
-   */
-  async guardTakeover(actor: Actor, user: User, change?: UserChange): Promise<void> {
-    if (isSelf(actor, user.id)) return;
-    const trusted = isTrusted(actor);
-    if (!trusted && hasProtectedRole(user)) {
-      throw refused(`only a superadmin may change the ${user.roles.includes('superadmin') ? 'superadmin' : 'bot'} account ${user.username}`);
-    }
-    if (change && onlyTakesAway(user, change)) return;
-    // what the account holds now, and what its next single sign-on would give it back: taking
-    // its host groups away first and its password next must not make it anyone's
-    const mapped = (await this.deps.loginGroupsOf?.(user)) ?? [];
-    const groups = await this.deps.store.groupsNamed([...new Set([...user.groups, ...mapped])]);
-    const holds = [...hostAccessOf(user, groups), ...hostPermissionsOfGroups(groups, mapped)];
-    // a trusted actor may, with a fresh second factor: taking over such an account hands out the host
-    if (trusted) return holds.length || hasProtectedRole(user) ? this.deps.requireStepUp?.(actor) : undefined;
-    guardHostBoundary(actor, holds, `take over ${user.username}, whose access reaches the host`);
-    // whoever takes an account over holds what it holds: no self-escalation through it either
-    guardOwnGrants(actor, [...user.extraPermissions, ...groups.flatMap((g) => g.permissions)], `take over ${user.username}, whose permissions are not all`);
-  }
-
-  /**
-   * A key passes no second step: one of an account with a second factor (made before the factor,
-   * or stolen) mints no credential the factor never saw: a key, a password, an account that signs
-   * in, a role, a reset of someone's factors. That is for a web session that verified the factor
-   * lately (step-up); the system key and the CLI hold the host already. `owner`: the account the
-   * credential is for, when the caller has it read (it may be the key's own).
-   */
-  async guardCredentialMinting(actor: Actor, what: string, owner?: User): Promise<void> {
-    if (actor.method !== 'api_key' || !actor.userId) return;
-    // the account as it is now (a resolved identity's flag may be older)
-    const account = owner && owner.id === actor.userId ? owner : await this.find({ id: actor.userId });
-    if (actor.mfaEnabled || account.mfaEnabled) {
-      throw refused(
-        `an API key of an account with a second factor cannot ${what}: do it from a signed-in session that verified the factor lately (POST /api/auth/step-up)`,
-      );
-    }
-  }
-
-  /** A superadmin or bot account: even taking its access away (revoking a key) is for trusted actors. */
-  guardProtectedRole(actor: Actor, user: User): void {
-    if (hasProtectedRole(user) && !isTrusted(actor)) {
-      throw refused(`only a superadmin may change the ${user.roles.includes('superadmin') ? 'superadmin' : 'bot'} account ${user.username}`);
-    }
-  }
-
-  /**
-   * Does the account administer the service or reach the host, now or once it has `joining`
-   * too (the groups a login would map onto it)? No login joins such an account by e-mail.
-   */
-  async isPrivileged(user: User, joining: readonly string[] = []): Promise<boolean> {
-    const all = [...new Set([...user.groups, ...joining])];
-    return isPrivilegedAccount({ ...user, groups: all }, await this.deps.store.groupsNamed(all));
-  }
-
   /** Every form of iam:permissions_changed about one user comes from here. */
   private changed(userId: string): void {
     this.deps.bus.emit('iam:permissions_changed', { scope: 'user', user_id: userId });
-  }
-
-  /** Roles hand out trust: a trusted actor's, with a fresh second factor. */
-  private async rolesAllowed(actor: Actor): Promise<void> {
-    guardHostBoundary(actor, isTrusted(actor) ? [] : ['role:superadmin'], 'set roles');
-    await this.deps.requireStepUp?.(actor);
-  }
-
-  private async checkRefs(change: { groups?: string[]; extraPermissions?: string[] }): Promise<void> {
-    if (change.groups?.length) {
-      const found = new Set((await this.deps.store.groupsNamed(change.groups)).map((g) => g.name));
-      const missing = change.groups.filter((g) => !found.has(g));
-      if (missing.length) throw fieldError('groups', `unknown group ${missing.join(', ')}`);
-    }
-    requireKnownPermissions('extra_permissions', change.extraPermissions, (p) => this.deps.isKnownPermission(p));
-  }
-
-  /**
-   * Permissions that reach the host, directly or through a group joined, are granted only by a
-   * trusted actor with a fresh second factor; answers what the change grants (the event says it).
-   */
-  private async guardHostGrants(
-    actor: Actor,
-    before: { groups: string[]; extraPermissions: string[] },
-    after: { groups?: string[]; extraPermissions?: string[] },
-  ): Promise<string[]> {
-    const direct = after.extraPermissions ? addedHostPermissions(before.extraPermissions, after.extraPermissions) : [];
-    const joined = (after.groups ?? []).filter((g) => !before.groups.includes(g));
-    const joinedGroups = joined.length ? (await this.deps.store.groupsNamed(joined)).filter((g) => joined.includes(g.name)) : [];
-    const viaGroups = hostPermissionsOfGroups(joinedGroups, joined);
-    const granted = [...new Set([...direct, ...viaGroups])];
-    guardHostBoundary(actor, granted, 'grant permissions that reach the host');
-    const addedExtra = (after.extraPermissions ?? []).filter((p) => !before.extraPermissions.includes(p));
-    guardOwnGrants(actor, [...addedExtra, ...joinedGroups.flatMap((g) => g.permissions)], 'hand out groups and permissions');
-    if (granted.length === 0) return [];
-    await this.deps.requireStepUp?.(actor);
-    return granted;
   }
 }

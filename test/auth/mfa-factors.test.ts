@@ -46,7 +46,7 @@ describe('second-factor registry (no service)', function () {
       isKnownPermission: (p) => isKnownPermission(CORE_CATALOG, p),
       passwordChanged: async () => undefined,
       accountDisabled: async () => undefined,
-      endEveryCredential: async (userId, trx, { factors }) => ({ credentials_revoked: 0, factors_removed: factors ? await mfa.removeAll(userId, trx) : 0 }),
+      endEveryCredential: async (userId, trx) => ({ credentials_revoked: 0, factors_removed: await mfa.removeAll(userId, trx) }),
     });
     mfa = new MfaService({
       db,

@@ -49,7 +49,7 @@ describe('command path and user writer (no service)', function () {
     trail = new AuditTrail({ db, bus: new EventBus(log), log, coalesceMs: 60_000 });
     commands = new CommandPath(trail);
     const afreshDeps = {
-      endEveryCredential: async (userId: string, trx: Knex, _opts: { factors: boolean }) => ({
+      endEveryCredential: async (userId: string, trx: Knex) => ({
         credentials_revoked: await new ApiKeyStore(db).revokeAllOf(userId, { trx }),
         factors_removed: 0,
       }),
@@ -132,6 +132,23 @@ describe('command path and user writer (no service)', function () {
     await users.logins.setGroups(LOGIN_MAPPING_ACTOR, vouched, ['INT_USER', 'mapped-runners'], 'oidc');
     expect((await store.userById(vouched.id))!.hashedPassword).to.be.a('string');
     expect((await events('user.updated')).find((e) => e.target === 'vouched')!.details).not.to.have.property('started_afresh');
+  });
+
+  it('a credential written for an account that came to reach the host after it was read is refused at the write', async () => {
+    await groups.create(CLI_ACTOR, { name: 'late-runners', permissions: ['socket:container:spawn'] });
+    const stale = await users.create(PLAIN, { username: 'stale', password: 'stale-password-1', groups: ['INT_USER'] });
+    // a trusted actor's grant lands after the administrator's request read the account...
+    await users.update(CLI_ACTOR, stale, { groups: ['INT_USER', 'late-runners'] });
+    // ...which its checks before the hash judged by what it read: the write judges the account as it is
+    const refusedPassword = await users.setPassword(PLAIN, stale, 'stale-password-2').catch((e: unknown) => e);
+    expect(refusedPassword).to.be.instanceOf(DomainError).and.to.include({ code: 'forbidden' });
+    expect((refusedPassword as Error).message).to.match(/take over stale, whose access reaches the host/);
+    const refusedKey = await keys.issue(PLAIN, stale, { label: 'late' }).catch((e: unknown) => e);
+    expect(refusedKey).to.be.instanceOf(DomainError).and.to.include({ code: 'forbidden' });
+    expect(await db('api_keys').where({ user_id: stale.id })).to.deep.equal([]);
+    // a trusted actor's are written
+    await users.setPassword(CLI_ACTOR, stale, 'stale-password-3');
+    expect((await store.userById(stale.id))!.passwordTrusted).to.equal(true);
   });
 
   it('a login mapping that would take INT_ADMIN from its last enabled member keeps it, and says so', async () => {

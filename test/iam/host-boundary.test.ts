@@ -487,6 +487,33 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
       .expect(200);
     expect((await me({ 'X-API-Key': keptKey }).expect(200)).body.username).to.equal('olga');
 
+    // a password a trusted actor sets with the grant stays, but no factor enrolled under the one before it does
+    const vic = (
+      await api()
+        .post('/api/users')
+        .set('Authorization', plain)
+        .send({ username: 'vic', password: 'vic-password-1', groups: ['INT_USER'] })
+        .expect(201)
+    ).body.id;
+    const vicSession = (await api().post('/api/auth/login').send({ username: 'vic', password: 'vic-password-1' }).expect(200)).body.token;
+    const vicSecret = (await api().post('/api/me/mfa/totp').set('Authorization', `Bearer ${vicSession}`).expect(200)).body.secret;
+    await api()
+      .post('/api/me/mfa/totp/confirm')
+      .set('Authorization', `Bearer ${vicSession}`)
+      .send({ code: totpCode(vicSecret) })
+      .expect(200);
+    const vicGrant = await api()
+      .patch(`/api/users/${vic}`)
+      .set(sys)
+      .send({ password: 'vic-password-from-the-superadmin', groups: ['INT_USER', 'runners'] })
+      .expect(200);
+    expect(vicGrant.body).not.to.have.property('warnings');
+    const [vicEvent] = await events('user.updated', 'vic');
+    expect(vicEvent.details.started_afresh).to.deep.equal({ credentials_revoked: 1, factors_removed: 1, password_cleared: false });
+    expect((await api().post('/api/auth/login').send({ username: 'vic', password: 'vic-password-from-the-superadmin' }).expect(200)).body.token).to.be.a(
+      'string',
+    );
+
     // a group gaining a host permission: each member it first brings there starts afresh
     await api()
       .post('/api/groups')

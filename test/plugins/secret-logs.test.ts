@@ -25,9 +25,15 @@ describe('plugins: no secret setting in a log line', () => {
     const err = Object.assign(new Error('refused s3cret-value'), { code: 'E_AUTH', cause: new Error('because s3cret-value') });
     log.error({ err, nested: { deep: ['s3cret-value', 1, null] } }, 'failed');
     log.child({ part: 'sub' }).warn({ url: 'https://x.example/?k=s3cret-value' }, 'sub');
-    expect(out.lines).to.have.length(4);
+    // what a child is made with, and an instance of a class (written as JSON.stringify writes it)
+    class Settings {
+      constructor(readonly apiKey: string) {}
+    }
+    log.child({ endpoint: 'https://u:s3cret-value@h.example/' }, { msgPrefix: 's3cret-value: ' }).info({ cfg: new Settings('s3cret-value') }, 'made');
+    expect(out.lines).to.have.length(5);
     for (const line of out.lines) expect(line).not.to.contain('s3cret-value');
-    const [first, second, third, fourth] = out.lines.map((l) => JSON.parse(l));
+    const [first, second, third, fourth, fifth] = out.lines.map((l) => JSON.parse(l));
+    expect(fifth).to.deep.include({ endpoint: 'https://u:[secret key]@h.example/', msg: '[secret key]: made', cfg: { apiKey: '[secret key]' } });
     expect(first.msg).to.equal('connecting with [secret key]');
     expect(second.msg).to.equal('[secret key] is the key');
     // an error stays an error to the log's serializer: its type, code and stack are kept

@@ -20,7 +20,9 @@ export class LocalProvider implements CredentialsProvider {
     const user = await this.store.userByUsername(username);
     const ok = await this.passwords.verify(password, user?.hashedPassword ?? null);
     if (!ok || !user || !user.hashedPassword || user.disabled) return null;
-    return user;
+    // the hash takes a while: a password cleared or changed meanwhile (an account starting afresh) proves nothing now
+    const now = await this.store.userById(user.id);
+    return now && now.hashedPassword === user.hashedPassword && !now.disabled ? now : null;
   }
 
   async authenticate(username: string, password: string): Promise<ExternalProfile | null> {
