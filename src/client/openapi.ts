@@ -11421,7 +11421,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description the last enabled member of INT_ADMIN, or the last enabled superadmin */
+            /** @description the last enabled member of INT_ADMIN, or the last enabled superadmin; or a bootstrap account (admin, bot: every start makes it again; disable it instead) */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -162,7 +162,7 @@ export function userRoutes(iam: IamComponent, opts: UserRouteOptions = {}): Rout
         204: 'deleted',
         403: `forbidden: the caller lacks ${ADMIN_USERS}, or deletes an account that reaches the host (or a superadmin or bot account) without being a superadmin; ${HOST_REFUSAL}`,
         404: 'no such user',
-        409: 'the last enabled member of INT_ADMIN, or the last enabled superadmin',
+        409: 'the last enabled member of INT_ADMIN, or the last enabled superadmin; or a bootstrap account (admin, bot: every start makes it again; disable it instead)',
       },
     },
     async (ctx, { params }) => {
