@@ -3,6 +3,7 @@ import type Joi from 'joi';
 import { DomainError } from '../errors.js';
 import { parseDuration } from '../config.js';
 import { publicKey } from '../auth/api-keys.js';
+import { passwordClearedWarning } from '../iam/afresh.js';
 import { createKeySchema, createUserSchema, groupNameRule, PASSWORD, publicUsers, userFieldsOf, usernameRule, uuidParam } from '../iam/schemas.js';
 import type { User } from '../iam/store.js';
 import type { UserChange } from '../iam/users.js';
@@ -93,6 +94,8 @@ export function userCommands(program: Command, { ctx, out }: CommandEnv): void {
         const target = await users.find({ username: username(positional[0]!) });
         await ctx.announceChanges();
         const updated = await users.update(CLI_ACTOR, target, patch(target, positional.slice(1)));
+        const cleared = passwordClearedWarning(target, updated);
+        if (cleared) ctx.warn(cleared);
         out(cmd).result((await publicUsers(store, [updated]))[0], done(updated, target));
       });
 

@@ -48,3 +48,12 @@ export async function afreshOnFirstReach(
 export async function holdsHostAccess(store: IamStore, user: Pick<User, 'roles' | 'extraPermissions' | 'groups'>, trx: Knex): Promise<boolean> {
   return hostAccessOf(user, await store.groupsNamed(user.groups, trx)).length > 0;
 }
+
+/**
+ * What to tell whoever made the change from `before` to `after` when it cleared the password
+ * (the account started afresh), or null: the users API's answer and the CLI say it alike.
+ */
+export function passwordClearedWarning(before: Pick<User, 'hashedPassword'>, after: Pick<User, 'hashedPassword' | 'username'>): string | null {
+  if (!before.hashedPassword || after.hashedPassword) return null;
+  return `${after.username} now reaches the host, and its password, which no superadmin had set, was cleared with its keys, sessions and second factors: set a new one (POST /api/users/{id}/password, service-core user set-password ${after.username}), or let it sign in through its directory or single sign-on`;
+}

@@ -535,6 +535,17 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
       .expect(200);
     await me({ 'X-API-Key': memberKey }).expect(401);
     await me({ Authorization: basic('member', 'member-password-1') }).expect(401);
+    // the CLI says it too
+    await api()
+      .post('/api/users')
+      .set('Authorization', plain)
+      .send({ username: 'clio', password: 'clio-password-1', groups: ['INT_USER'] })
+      .expect(201);
+    const added = await cli(testEnv(svc.dataDir, svc.databaseUrl), ['user', 'add-group', 'clio', 'runners']);
+    expect(added.code, added.stderr).to.equal(0);
+    expect(added.stderr).to.match(
+      /^warning: clio now reaches the host, and its password, which no superadmin had set, was cleared .*service-core user set-password clio/m,
+    );
     const [groupEvent] = await events('group.updated', 'quiet');
     expect(groupEvent.details.members_started_afresh).to.deep.equal([
       { username: 'member', credentials_revoked: 1, factors_removed: 0, password_cleared: true },

@@ -6,6 +6,7 @@ import { ApiRouter } from '../../http/api.js';
 import { callerOf, ownSession } from './caller.js';
 import { createUserSchema, patchUserSchema, publicUsers, userDetailView, userFieldsOf, userView, uuidParam } from '../schemas.js';
 import type { User } from '../store.js';
+import { passwordClearedWarning } from '../afresh.js';
 
 export const ADMIN_USERS = ADMIN_USERS_PERMISSION;
 
@@ -140,13 +141,8 @@ export function userRoutes(iam: IamComponent, opts: UserRouteOptions = {}): Rout
       const user = await load(params.id);
       const updated = await users.update(callerOf(ctx), user, userFieldsOf(body), ownSession(ctx, params.id));
       const [view] = await publicUsers(iam.store, [updated]);
-      if (!user.hashedPassword || updated.hashedPassword) return view;
-      return {
-        ...view,
-        warnings: [
-          `${updated.username} now reaches the host, and its password, which no superadmin had set, was cleared with its keys, sessions and second factors: set a new one (POST /api/users/{id}/password), or let it sign in through its directory or single sign-on`,
-        ],
-      };
+      const warning = passwordClearedWarning(user, updated);
+      return warning ? { ...view, warnings: [warning] } : view;
     },
   );
 
