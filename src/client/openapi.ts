@@ -248,7 +248,7 @@ export interface paths {
         head?: never;
         /**
          * Change a group (rename, description, permissions)
-         * @description Renaming updates every member. Built-in groups cannot be renamed. Adding a permission that reaches the host, or renaming a group that holds one, is for a superadmin.
+         * @description Renaming updates every member. Built-in groups cannot be renamed. Adding a permission that reaches the host, or renaming a group that holds one, is for a superadmin; each member it first brings to the host starts afresh (its keys, sessions and second factors end, and a password no superadmin set is cleared: `warnings` names them).
          *
          *     Requires the permission `feature:admin.groups`.
          */
@@ -2310,6 +2310,15 @@ export interface components {
             secret: boolean;
             configured: boolean;
         };
+        ChangedGroup: {
+            name: string;
+            description: string;
+            permissions: string[];
+            /** @description usernames */
+            members: string[];
+            /** @description a member the change first brought to the host lost a password no superadmin had set: what to do (docs/security.md) */
+            warnings?: string[];
+        };
         ChangedUser: {
             /** Format: uuid */
             id: string;
@@ -3831,7 +3840,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description the group */
+            /** @description the group, and `warnings` for each member whose password the change cleared */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3849,7 +3858,7 @@ export interface operations {
                      *       ]
                      *     }
                      */
-                    "application/json": components["schemas"]["Group"];
+                    "application/json": components["schemas"]["ChangedGroup"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -183,6 +183,16 @@ export const groupView = Joi.object({
   members: Joi.array().items(Joi.string()).description('usernames'),
 }).id('Group');
 
+/** A group as a change left it, with what to tell about the members it first brought to the host. */
+export const changedGroupView = groupView
+  .keys({
+    warnings: Joi.array()
+      .items(Joi.string())
+      .optional()
+      .description('a member the change first brought to the host lost a password no superadmin had set: what to do (docs/security.md)'),
+  })
+  .id('ChangedGroup');
+
 /** An entry of the permission catalog (CatalogEntry). */
 export const permissionView = Joi.object({
   id: Joi.string(),

@@ -528,11 +528,13 @@ describe('IAM host boundary: every path, as a plain administrator', function () 
         .expect(201)
     ).body.id;
     const memberKey = await keyFor(member);
-    await api()
+    const quiet = await api()
       .patch('/api/groups/quiet')
       .set(sys)
       .send({ permissions: ['feature:dashboard.view', 'socket:container:spawn'] })
       .expect(200);
+    expect(quiet.body.warnings).to.have.length(1);
+    expect(quiet.body.warnings[0]).to.match(/^member now reaches the host, and its password, which no superadmin had set, was cleared/);
     await me({ 'X-API-Key': memberKey }).expect(401);
     await me({ Authorization: basic('member', 'member-password-1') }).expect(401);
     // the CLI says it too

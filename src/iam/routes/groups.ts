@@ -2,8 +2,9 @@ import type Router from '@koa/router';
 import type { IamComponent } from '../component.js';
 import { ApiRouter } from '../../http/api.js';
 import { callerOf } from './caller.js';
-import { createGroupSchema, groupNameRule, groupView, patchGroupSchema, permissionView } from '../schemas.js';
-import type { Group } from '../store.js';
+import { changedGroupView, createGroupSchema, groupNameRule, groupView, patchGroupSchema, permissionView } from '../schemas.js';
+import type { Group, User } from '../store.js';
+import { passwordClearedWarning } from '../afresh.js';
 import Joi from 'joi';
 
 interface NameParams {
@@ -21,11 +22,11 @@ export function groupRoutes(iam: IamComponent): Router {
   const ADMIN = { permission: ADMIN_GROUPS };
   const STEP_UP = 'or step_up_required: a superadmin must verify the second factor again first';
 
-  const view = async (g: Group) => ({
+  const view = async (g: Group, members?: User[]) => ({
     name: g.name,
     description: g.description,
     permissions: g.permissions,
-    members: (await iam.store.membersOf(g.name)).map((u) => u.username),
+    members: (members ?? (await iam.store.membersOf(g.name))).map((u) => u.username),
   });
 
   const groups = iam.groups;
@@ -51,7 +52,7 @@ export function groupRoutes(iam: IamComponent): Router {
       auth: ADMIN,
       responses: { 200: { description: 'the groups', schema: groupListView } },
     },
-    async () => ({ groups: await Promise.all((await iam.store.listGroups()).map(view)) }),
+    async () => ({ groups: await Promise.all((await iam.store.listGroups()).map((g) => view(g))) }),
   );
 
   api.endpoint(
@@ -95,18 +96,31 @@ export function groupRoutes(iam: IamComponent): Router {
       operationId: 'updateGroup',
       summary: 'Change a group (rename, description, permissions)',
       description:
-        'Renaming updates every member. Built-in groups cannot be renamed. Adding a permission that reaches the host, or renaming a group that holds one, is for a superadmin.',
+        'Renaming updates every member. Built-in groups cannot be renamed. Adding a permission that reaches the host, or renaming a group that holds one, is for a superadmin; each member it first brings to the host starts afresh (its keys, sessions and second factors end, and a password no superadmin set is cleared: `warnings` names them).',
       auth: ADMIN,
       params: nameParams,
       body: patchGroupSchema,
       responses: {
-        200: { description: 'the group', schema: groupView },
+        200: { description: 'the group, and `warnings` for each member whose password the change cleared', schema: changedGroupView },
         403: `forbidden: the caller lacks ${ADMIN_GROUPS}, or adds a permission that reaches the host, or renames a group that holds one, without being a superadmin; or adds a permission the caller does not hold themself; ${STEP_UP}`,
         404: 'no such group',
         409: 'built-in group, or the name is taken (in any case but by this group itself)',
       },
     },
-    async (ctx, { params, body }) => view(await groups.update(callerOf(ctx), await groups.find(params.name), body)),
+    async (ctx, { params, body }) => {
+      const group = await groups.find(params.name);
+      const before = new Map((await iam.store.membersOf(group.name)).map((u) => [u.id, u]));
+      const updated = await groups.update(callerOf(ctx), group, body);
+      const members = await iam.store.membersOf(updated.name);
+      // a member the change first brought to the host may have lost a password no superadmin set
+      const warnings = members.flatMap((u) => {
+        const was = before.get(u.id);
+        const said = was ? passwordClearedWarning(was, u) : null;
+        return said ? [said] : [];
+      });
+      const shown = await view(updated, members);
+      return warnings.length ? { ...shown, warnings } : shown;
+    },
   );
 
   api.endpoint(
