@@ -5,6 +5,7 @@ import { $, api, boot, busy, can, clearOnEdit, confirmButton, control, errorText
 import { grantable, grantedIn, permissionChecks, withUnknown, type CatalogEntry } from './permission-list.js';
 
 type GroupView = Schemas['Group'];
+type ChangedGroup = Schemas['ChangedGroup'];
 type UserView = Schemas['User'];
 
 const list = must('[data-group-list]');
@@ -87,8 +88,11 @@ async function setMembership(user: UserView, member: boolean): Promise<void> {
   const group = current;
   if (!group) return;
   const next = member ? [...new Set([...user.groups, group])] : user.groups.filter((x) => x !== group);
-  const ok = await busy(null, msg, () => api('PATCH', `/api/users/${user.id}`, { groups: next }).then(() => true));
-  if (ok) await load(group);
+  const done = await busy(null, msg, () => api<{ warnings?: string[] }>('PATCH', `/api/users/${user.id}`, { groups: next }));
+  if (!done) return;
+  await load(group);
+  // joining a group that reaches the host starts the account afresh: a password it lost is said
+  if (done.warnings?.length) say(msg, done.warnings.join(' '), 'error');
 }
 
 async function load(selectName?: string | null): Promise<void> {
@@ -115,14 +119,16 @@ form.addEventListener('submit', async (e) => {
   };
   if (text(f, 'name') !== group) body.name = text(f, 'name');
   const saved = await busy(submitter(e), msg, () =>
-    api<GroupView>('PATCH', `/api/groups/${encodeURIComponent(group)}`, body).catch((err: unknown) => {
+    api<ChangedGroup>('PATCH', `/api/groups/${encodeURIComponent(group)}`, body).catch((err: unknown) => {
       markInvalid(form, err);
       throw err;
     }),
   );
   if (saved) {
     await load(saved.name);
-    say(msg, 'Saved.');
+    // members the change first brought to the host and who lost a password: said, not hidden
+    if (saved.warnings?.length) say(msg, `Saved, but ${saved.warnings.join(' ')}`, 'error');
+    else say(msg, 'Saved.');
   }
 });
 
