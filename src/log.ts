@@ -89,7 +89,12 @@ function concealedValue(value: unknown, conceal: (text: string) => string, seen 
   const isError = value instanceof Error;
   if (!isError && Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null) {
     // an instance of a class is written as JSON.stringify writes it: that form, concealed
-    const json = typeof (value as { toJSON?: unknown }).toJSON === 'function' ? (value as { toJSON(): unknown }).toJSON() : { ...value };
+    let json: unknown;
+    try {
+      json = typeof (value as { toJSON?: unknown }).toJSON === 'function' ? (value as { toJSON(): unknown }).toJSON() : { ...value };
+    } catch {
+      json = '[unserializable]';
+    }
     const out = concealedValue(json, conceal, seen);
     seen.set(value, out);
     return out;

@@ -98,7 +98,12 @@ export class UserRules {
    * before the hash, and a grant may have landed since. A non-trusted actor then neither takes
    * the account over nor hands out what a joined group has come to hold.
    */
-  async guardHostAtWrite(actor: Actor, user: User, change: UserChange | null, trx: Knex): Promise<void> {
+  async guardHostAtWrite(
+    actor: Actor,
+    user: Pick<User, 'id' | 'username' | 'groups' | 'extraPermissions' | 'roles'>,
+    change: UserChange | null,
+    trx: Knex,
+  ): Promise<void> {
     if (isTrusted(actor)) return;
     const joined = change ? joinedGroups(user, change) : [];
     const groups = await this.deps.store.groupsNamed([...new Set([...user.groups, ...joined])], trx);

@@ -89,7 +89,7 @@ export class UserAdmin extends UserRules {
           async (trx) => {
             // the groups it joins as the write finds them (locked): one that came to reach the host meanwhile is judged again
             await store.lockGroups(input.groups ?? [], trx);
-            const none = { id: '', username: input.username, groups: [], extraPermissions: [], roles: [] } as unknown as User;
+            const none = { id: '', username: input.username, groups: [], extraPermissions: [], roles: [] };
             await this.guardHostAtWrite(actor, none, { groups: input.groups, extraPermissions: input.extraPermissions }, trx);
             const u = await store.createUser(
               {
