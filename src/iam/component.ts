@@ -184,6 +184,13 @@ export class IamComponent {
         { usernames: twins },
         'accounts whose names differ only in case share what the lockout counts per name: delete or disable all but one of each (docs/security.md)',
       );
+    // groups an older release let in under one name in two cases (migrations/20261204000100_group_names_unique_in_any_case.ts)
+    const groupTwins = await this.store.caseTwins('groups');
+    if (groupTwins.length)
+      log.warn(
+        { groups: groupTwins },
+        'groups whose names differ only in case read as one in lists, mappings and events, and their names are not held unique by the database: rename or delete all but one of each',
+      );
     // a secret written under another key (an instance left running through a rotation) reads as
     // unset: said at every start until set again or unset
     // (the bootstrap password records among them are made again by the seed, from the environment)

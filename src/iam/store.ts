@@ -143,15 +143,16 @@ export class IamStore {
     if (held) throw new NameTaken(username, held.username);
   }
 
-  /** Names that differ only in case, each group sorted (a database an older release filled may hold some). */
-  async caseTwins(): Promise<string[][]> {
-    const rows: Array<{ username: string }> = await this.db('users')
-      .whereRaw('lower(username) IN (SELECT lower(username) FROM users GROUP BY lower(username) HAVING count(*) > 1)')
-      .select('username');
-    const groups = new Map<string, string[]>();
-    for (const { username } of rows) groups.set(username.toLowerCase(), [...(groups.get(username.toLowerCase()) ?? []), username]);
+  /** Usernames (or group names) that differ only in case, each set sorted (a database an older release filled may hold some). */
+  async caseTwins(table: 'users' | 'groups' = 'users'): Promise<string[][]> {
+    const column = table === 'users' ? 'username' : 'name';
+    const rows: Array<Record<string, string>> = await this.db(table)
+      .whereRaw(`lower(${column}) IN (SELECT lower(${column}) FROM ${table} GROUP BY lower(${column}) HAVING count(*) > 1)`)
+      .select(column);
+    const twins = new Map<string, string[]>();
+    for (const row of rows) twins.set(row[column]!.toLowerCase(), [...(twins.get(row[column]!.toLowerCase()) ?? []), row[column]!]);
     // sorted here, not by the database's collation
-    return [...groups.values()].map((names) => names.sort()).sort((a, b) => (a[0]! < b[0]! ? -1 : 1));
+    return [...twins.values()].map((names) => names.sort()).sort((a, b) => (a[0]! < b[0]! ? -1 : 1));
   }
 
   async userByUsername(username: string, trx: Knex = this.db): Promise<User | null> {

@@ -560,22 +560,29 @@ describe('IAM across restarts', () => {
     }
   });
 
-  it('a start names accounts an older release let in under one name in two cases', async function () {
+  it('a start names accounts and groups an older release let in under one name in two cases', async function () {
     this.timeout(30000);
     const first = await startService();
     try {
       await request(first.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'ruth' }).expect(201);
       await request(first.url).post('/api/users').set('Authorization', adminAuth()).send({ username: 'ruth-2' }).expect(201);
+      await request(first.url).post('/api/groups').set('Authorization', adminAuth()).send({ name: 'night-ops' }).expect(201);
       // as an older release could have left them: no index, the second renamed in another case
       await first.service.db.raw('DROP INDEX users_username_folded');
       await first.service.db('users').where({ username: 'ruth-2' }).update({ username: 'Ruth' });
+      await first.service.db.raw('DROP INDEX groups_name_folded');
+      await first.service.db('groups').insert({ ...(await first.service.db('groups').where({ name: 'night-ops' }).first()), name: 'Night-Ops' });
       await first.stop();
       const logs = capturingLogger('warn');
       const second = await startService({ dataDir: first.dataDir, databaseUrl: first.databaseUrl, logger: logs.logger });
       try {
-        const said = logs.lines.map((l) => JSON.parse(l)).find((l) => Array.isArray(l.usernames));
+        const lines = logs.lines.map((l) => JSON.parse(l));
+        const said = lines.find((l) => Array.isArray(l.usernames));
         expect(said).to.deep.include({ level: 'warn', usernames: [['Ruth', 'ruth']] });
         expect(said.msg).to.match(/differ only in case/);
+        const groups = lines.find((l) => Array.isArray(l.groups));
+        expect(groups).to.deep.include({ level: 'warn', groups: [['Night-Ops', 'night-ops']] });
+        expect(groups.msg).to.match(/^groups whose names differ only in case/);
       } finally {
         await second.stop();
       }
