@@ -87,7 +87,12 @@ export function readsOwnBody(method: string, path: string): void {
  * Nothing: the stage did not parse it (a route that reads its own bytes).
  */
 const STATE = Symbol('body state');
-type BodyRequest = Request & { [STATE]?: 'parsed' | 'empty' | 'malformed' | 'prototype' | 'unread' };
+/** the field of a JSON body holding a lone surrogate (state 'lone_surrogate') */
+const FIELD = Symbol('body field');
+type BodyRequest = Request & {
+  [STATE]?: 'parsed' | 'empty' | 'malformed' | 'prototype' | 'unread' | 'not_utf8' | 'lone_surrogate';
+  [FIELD]?: string;
+};
 
 /** What @hapi/bourne (the parser's JSON.parse) says of a "__proto__" key. */
 const PROTOTYPE_REFUSED = 'Object contains forbidden prototype property';
@@ -142,11 +147,47 @@ function settle(ctx: Context): void {
     request.rawBody = undefined;
     request[STATE] = text.length === 0 ? 'empty' : 'parsed';
     if (text.length === 0) request.body = {};
+    else unicodeProblem(ctx, request, text);
   } else {
     // the parser answers {} for a type it does not read: nothing was parsed
     request[STATE] = 'unread';
     request.body = undefined;
   }
+}
+
+/**
+ * Text that would not be stored as sent: bytes that are not UTF-8 (the parser puts U+FFFD in
+ * their place, so the text is longer than the declared length; an uncompressed body only), or a
+ * `\uD800`-style escape of half a surrogate pair (no UTF-8 holds it). Looked for only where the
+ * text shows a sign of either: a plain body costs two scans.
+ */
+function unicodeProblem(ctx: Context, request: BodyRequest, text: string): void {
+  const declared = ctx.get('content-length');
+  if (text.includes('\uFFFD') && declared && !ctx.get('content-encoding') && Buffer.byteLength(text) !== Number(declared)) {
+    request[STATE] = 'not_utf8';
+    return;
+  }
+  if (!/\\u[dD][89a-fA-F]/.test(text)) return;
+  const field = illFormed(request.body, 'body', 0);
+  if (field) {
+    request[STATE] = 'lone_surrogate';
+    request[FIELD] = field;
+  }
+}
+
+/** a lone surrogate: in a /u pattern a pair is one code point, so only half of one matches */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** The path of the first string in `value` that is not well-formed Unicode, or null. */
+function illFormed(value: unknown, path: string, depth: number): string | null {
+  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? path : null;
+  if (!value || typeof value !== 'object' || depth > 64) return null;
+  for (const [key, item] of Object.entries(value)) {
+    if (LONE_SURROGATE.test(key)) return path;
+    const found = illFormed(item, Array.isArray(value) ? `${path}[${key}]` : path === 'body' ? key : `${path}.${key}`, depth + 1);
+    if (found) return found;
+  }
+  return null;
 }
 
 /**
@@ -196,6 +237,8 @@ export function jsonBody(ctx: Context): unknown {
   }
   if (state === 'malformed') throw badField('body', 'is not valid JSON');
   if (state === 'prototype') throw badField('body', 'must not hold a "__proto__" key');
+  if (state === 'not_utf8') throw badField('body', 'is not valid UTF-8');
+  if (state === 'lone_surrogate') throw badField(request[FIELD] ?? 'body', 'is not well-formed Unicode (half of a surrogate pair)');
   return request.body;
 }
 

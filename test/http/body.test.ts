@@ -233,6 +233,27 @@ describe('request bodies (@koa/bodyparser, and the bytes of a route that reads i
         });
       }
     });
+    it('text that would not be stored as sent is 400: bytes that are not UTF-8, half a surrogate pair; whole pairs and a U+FFFD sent as such are taken', async () => {
+      const post = (bytes: Buffer, path = '/api/notifications') =>
+        send(svc.url, 'POST', path, { 'content-type': 'application/json', 'content-length': String(bytes.length), authorization: adminAuth() }, [bytes]);
+      const notUtf8 = await post(Buffer.concat([Buffer.from('{"title":"caf'), Buffer.from([0xc3, 0x28]), Buffer.from('","message":"m","user":"admin"}')]));
+      expect(notUtf8.status).to.equal(400);
+      expect(notUtf8.body.error.details).to.deep.equal([{ field: 'body', message: 'is not valid UTF-8' }]);
+      const lone = await post(Buffer.from('{"title":"t","message":"half \\ud800 of a pair","user":"admin"}'));
+      expect(lone.status).to.equal(400);
+      expect(lone.body.error.details).to.deep.equal([{ field: 'message', message: 'is not well-formed Unicode (half of a surrogate pair)' }]);
+      const nested = await post(
+        Buffer.from('{"notifications":[{"title":"ok","message":"m","user":"admin"},{"title":"\\udc00","message":"m","user":"admin"}]}'),
+        '/api/notifications/batch',
+      );
+      expect(nested.status).to.equal(400);
+      expect(nested.body.error.details[0].field).to.equal('notifications[1].title');
+      // an escaped pair (an emoji as Python's json writes it) and a replacement character sent as one are text like any
+      const pair = await post(Buffer.from('{"title":"\\ud83d\\ude00 and \ufffd","message":"m","user":"admin"}'));
+      expect(pair.status, JSON.stringify(pair.body)).to.equal(202);
+      const stored = await svc.service.db('notifications').where({ id: pair.body.id }).first();
+      expect(stored.title).to.equal('\u{1F600} and \ufffd');
+    });
   });
 
   describe('jsonBody, formBody and readOwnBytes in an app of their own', () => {
