@@ -1,5 +1,6 @@
 import Joi from 'joi';
 import { fieldErrorsOf, fieldErrorsText } from '../errors.js';
+import { loneSurrogateIn } from '../unicode.js';
 
 /** Every frame is JSON `{"event", "payload", "ref"?}`. */
 export interface ClientFrame {
@@ -27,6 +28,8 @@ export function parseFrame(text: string): { frame: ClientFrame; error: null } | 
   const { value, error } = frameSchema.validate(raw, { abortEarly: true, convert: false });
   // named by its field, as every refusal names one (`payload: must be of type object`)
   if (error) return { frame: null, error: fieldErrorsText(fieldErrorsOf(error, 'frame')), ref };
+  const lone = loneSurrogateIn(text, raw, 'frame');
+  if (lone) return { frame: null, error: `${lone}: is not well-formed Unicode (half of a surrogate pair)`, ref };
   return { frame: value as ClientFrame, error: null };
 }
 

@@ -2,6 +2,7 @@ import type { Context, Middleware, Next, Request } from 'koa';
 import type FindMyWay from 'find-my-way';
 import { createRequire } from 'node:module';
 import type getRawBodyType from 'raw-body';
+import { loneSurrogateIn } from '../unicode.js';
 import { HttpError, payloadTooLarge, badField } from './errors.js';
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
@@ -167,27 +168,11 @@ function unicodeProblem(ctx: Context, request: BodyRequest, text: string): void 
     request[STATE] = 'not_utf8';
     return;
   }
-  if (!/\\u[dD][89a-fA-F]/.test(text)) return;
-  const field = illFormed(request.body, 'body', 0);
+  const field = loneSurrogateIn(text, request.body, 'body');
   if (field) {
     request[STATE] = 'lone_surrogate';
     request[FIELD] = field;
   }
-}
-
-/** a lone surrogate: in a /u pattern a pair is one code point, so only half of one matches */
-const LONE_SURROGATE = /\p{Cs}/u;
-
-/** The path of the first string in `value` that is not well-formed Unicode, or null. */
-function illFormed(value: unknown, path: string, depth: number): string | null {
-  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? path : null;
-  if (!value || typeof value !== 'object' || depth > 64) return null;
-  for (const [key, item] of Object.entries(value)) {
-    if (LONE_SURROGATE.test(key)) return path;
-    const found = illFormed(item, Array.isArray(value) ? `${path}[${key}]` : path === 'body' ? key : `${path}.${key}`, depth + 1);
-    if (found) return found;
-  }
-  return null;
 }
 
 /**

@@ -167,6 +167,11 @@ describe('ws gateway', function () {
       c.send({ event: 'x', payload: 'not-an-object', ref: 'bad-payload' });
       const badPayload = await c.next('gateway:error', (f) => f.payload.ref === 'bad-payload');
       expect(badPayload.payload).to.include({ code: 'bad_frame', message: 'payload: must be of type object' });
+      c.ws.send('{"event":"gateway:ping","payload":{"note":"half \\ud800"},"ref":"lone"}');
+      expect((await c.next('gateway:error', (f) => f.payload.ref === 'lone')).payload).to.include({
+        code: 'bad_frame',
+        message: 'payload.note: is not well-formed Unicode (half of a surrogate pair)',
+      });
       c.send([1, 2]);
       expect((await c.next('gateway:error', (f) => f.payload.message.startsWith('frame:'))).payload).to.include({
         code: 'bad_frame',
