@@ -110,9 +110,11 @@ export class GroupAdmin {
       try {
         updated = await this.deps.commands.within(
           async (trx) => {
-            // the group locked, then its members (a change of theirs waits, or has landed and is seen)
-            await store.lockGroup(group.name, trx);
-            const members = await store.membersOf(group.name, trx, true);
+            // the group locked, then, when the change adds a host permission to it as it stands now,
+            // its members (a change of theirs waits, or has landed and is seen)
+            const now = await store.lockGroup(group.name, trx);
+            const adds = change.permissions ? addedHostPermissions(now?.permissions ?? [], change.permissions) : [];
+            const members = adds.length ? await store.membersOf(group.name, trx, true) : [];
             const reached = await Promise.all(members.map((m) => holdsHostAccess(store, m, trx)));
             if (renaming) await store.renameOrDeleteGroup(group.name, name, trx);
             await store.updateGroup(name, { description: change.description, permissions: change.permissions }, trx);

@@ -176,6 +176,11 @@ export const userDetailView = userView
   })
   .id('UserDetail');
 
+/** `view` with the `warnings` an answer adds when there is something to tell (`about`: when, and what they say). */
+export function withWarnings(view: Joi.ObjectSchema, id: string, about: string): Joi.ObjectSchema {
+  return view.keys({ warnings: Joi.array().items(Joi.string()).optional().description(about) }).id(id);
+}
+
 export const groupView = Joi.object({
   name: Joi.string(),
   description: Joi.string().allow(''),
@@ -184,14 +189,11 @@ export const groupView = Joi.object({
 }).id('Group');
 
 /** A group as a change left it, with what to tell about the members it first brought to the host. */
-export const changedGroupView = groupView
-  .keys({
-    warnings: Joi.array()
-      .items(Joi.string())
-      .optional()
-      .description('a member the change first brought to the host lost a password no superadmin had set: what to do (docs/security.md)'),
-  })
-  .id('ChangedGroup');
+export const changedGroupView = withWarnings(
+  groupView,
+  'ChangedGroup',
+  'a member the change first brought to the host lost a password no superadmin had set: what to do (docs/security.md)',
+);
 
 /** An entry of the permission catalog (CatalogEntry). */
 export const permissionView = Joi.object({

@@ -302,34 +302,30 @@ export class IamStore {
    * first as lockGroup does).
    */
   async lockUser(id: string, trx: Knex): Promise<User | null> {
-    if (!onPostgres(this.db)) {
-      await UserModel.query(trx)
-        .findById(id)
-        .patch({ updatedAt: UserModel.raw('updated_at') } as never);
-    }
+    await this.writeLock('users', 'id', id, trx);
     return (await UserModel.query(trx).findById(id).forUpdate()) ?? null;
   }
 
   /** The groups `names` (those that exist), their rows locked until `trx` ends, in name order (no two writers wait on each other). */
-  async lockGroups(names: readonly string[], trx: Knex): Promise<Group[]> {
-    const locked: Group[] = [];
-    for (const name of [...new Set(names)].sort()) {
-      const g = await this.lockGroup(name, trx);
-      if (g) locked.push(g);
-    }
-    return locked;
+  async lockGroups(names: readonly string[], trx: Knex): Promise<void> {
+    for (const name of [...new Set(names)].sort()) await this.lockGroup(name, trx);
   }
 
   /** The group, its row locked until `trx` ends (PostgreSQL; SQLite has one writer anyway). */
   async lockGroup(name: string, trx: Knex): Promise<Group | null> {
-    // SQLite has no row locks (knex drops forUpdate): a write takes the database's write lock
-    // first, so two connections that both read before writing cannot end in "database is locked"
-    if (!onPostgres(this.db)) {
-      await GroupModel.query(trx)
-        .findById(name)
-        .patch({ updatedAt: GroupModel.raw('updated_at') } as never);
-    }
+    await this.writeLock('groups', 'name', name, trx);
     return (await GroupModel.query(trx).findById(name).forUpdate()) ?? null;
+  }
+
+  /**
+   * SQLite has no row locks (knex drops forUpdate): a write takes the database's write lock
+   * first, so two connections that both read before writing cannot end in "database is locked".
+   */
+  private async writeLock(table: 'users' | 'groups', key: 'id' | 'name', value: string, trx: Knex): Promise<void> {
+    if (!onPostgres(this.db))
+      await trx(table)
+        .where(key, value)
+        .update({ updated_at: trx.raw('updated_at') });
   }
 
   async updateGroup(name: string, patch: { description?: string; permissions?: string[] }, trx: Knex = this.db): Promise<void> {

@@ -4,7 +4,7 @@ import Joi from 'joi';
 import type { IamComponent } from '../component.js';
 import { ApiRouter } from '../../http/api.js';
 import { callerOf, ownSession } from './caller.js';
-import { createUserSchema, patchUserSchema, publicUsers, userDetailView, userFieldsOf, userView, uuidParam } from '../schemas.js';
+import { createUserSchema, patchUserSchema, publicUsers, userDetailView, userFieldsOf, userView, uuidParam, withWarnings } from '../schemas.js';
 import type { User } from '../store.js';
 import { passwordClearedWarning } from '../afresh.js';
 
@@ -26,27 +26,17 @@ export interface UserRouteOptions {
   noPasswordWarning?(user: User): Promise<string | null>;
 }
 
-const createdUserView = userView
-  .keys({
-    warnings: Joi.array()
-      .items(Joi.string())
-      .optional()
-      .description(
-        'without a password: why nobody can sign in to it yet (no single sign-on configured, or none that would link it rather than make a new account); absent when a password was given or a sign-on can reach it',
-      ),
-  })
-  .id('CreatedUser');
+const createdUserView = withWarnings(
+  userView,
+  'CreatedUser',
+  'without a password: why nobody can sign in to it yet (no single sign-on configured, or none that would link it rather than make a new account); absent when a password was given or a sign-on can reach it',
+);
 
-const changedUserView = userView
-  .keys({
-    warnings: Joi.array()
-      .items(Joi.string())
-      .optional()
-      .description(
-        'the change first brought the account to the host and its password, which no superadmin had set, was cleared: what to do (docs/security.md)',
-      ),
-  })
-  .id('ChangedUser');
+const changedUserView = withWarnings(
+  userView,
+  'ChangedUser',
+  'the change first brought the account to the host and its password, which no superadmin had set, was cleared: what to do (docs/security.md)',
+);
 
 /**
  * /api/users: the user administration of the model, translated to HTTP; the rules are
